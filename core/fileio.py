@@ -74,6 +74,17 @@ def decode_image(
     return image
 
 
+def image_size(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """(width, height) of an image file, from its header when possible (PNG, JPEG), else by decoding."""
+    with open(path, "rb") as f:
+        head = f.read(65536)
+    size = image_header_size(head)
+    if size is not None:
+        return size
+    image = read_image(path, max_pixels)
+    return image.shape[1], image.shape[0]
+
+
 def read_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Read an image file as H x W x 3 BGR uint8 (1-channel files are expanded, as imdecode does)."""
     return decode_image(read_bytes(path), str(path), cv2.IMREAD_COLOR, max_pixels)

@@ -1,0 +1,146 @@
+"""Datasets of slides with optional ground-truth masks, and the ROIs picked on them.
+
+Two layouts are recognised:
+- one folder per image (the original project's): `DIR/<id>/image.png|jpg|tif` + optional `DIR/<id>/mask.png`;
+- a flat folder: `DIR/<name>.png` + optional `DIR/<name>_mask.png`.
+ROIs picked per image live in the sidecar `DIR/segscope.json`; without one an image gets the dataset's
+default ROI when it fits the image (the original script's 2200,1000,4000,2800 unless configured), else
+the whole image.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import SegScopeError
+from .fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, image_size, read_mask
+from .roi import ORIGINAL_DEFAULT_ROI, Roi
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
+SIDECAR_NAME = "segscope.json"
+MASK_SUFFIX = "_mask"
+
+
+@dataclass(frozen=True)
+class DatasetItem:
+    id: str  # the sub-folder name, or the image's stem in a flat folder
+    image_path: Path
+    mask_path: Path | None
+
+    @property
+    def has_mask(self) -> bool:
+        return self.mask_path is not None
+
+
+def _natural_key(text: str) -> list[object]:
+    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text)]
+
+
+def _first_image(folder: Path, stem: str) -> Path | None:
+    return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").is_file()), None)
+
+
+def discover(root: Path) -> list[DatasetItem]:
+    """The dataset's images in natural order (`2` before `10`)."""
+    items = []
+    for sub in sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: _natural_key(p.name)):
+        image = _first_image(sub, "image")
+        if image is not None:
+            items.append(DatasetItem(sub.name, image, _first_image(sub, "mask")))
+    flat = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+            and not p.stem.endswith(MASK_SUFFIX)]
+    for image in sorted(flat, key=lambda p: _natural_key(p.name)):
+        items.append(DatasetItem(image.stem, image, _first_image(root, image.stem + MASK_SUFFIX)))
+    return items
+
+
+class Dataset:
+    """A folder of slides; per-image ROIs persist in its sidecar."""
+
+    def __init__(self, root: Path, items: list[DatasetItem], default_roi: Roi | None = None,
+                 max_pixels: int = DEFAULT_MAX_PIXELS):
+        self.root = root
+        self.items = items
+        self.max_pixels = max_pixels
+        self.sidecar_path = root / SIDECAR_NAME
+        sidecar = self._read_sidecar()
+        stored_default = sidecar.get("default_roi")
+        self.default_roi = default_roi or (self._roi_field(stored_default, "default_roi") if stored_default
+                                           else Roi(*ORIGINAL_DEFAULT_ROI))
+        self._rois = {key: self._roi_field(value, f"rois.{key}") for key, value in sidecar.get("rois", {}).items()}
+
+    @classmethod
+    def open(cls, root: Path, default_roi: Roi | None = None, max_pixels: int = DEFAULT_MAX_PIXELS) -> Dataset:
+        root = Path(root).expanduser().resolve()
+        if not root.is_dir():
+            raise SegScopeError(f"{root}: dataset folder not found")
+        items = discover(root)
+        if not items:
+            raise SegScopeError(f"{root}: no images found (expected <id>/image.png [+ mask.png] or "
+                                f"<name>.png [+ <name>_mask.png])")
+        return cls(root, items, default_roi, max_pixels)
+
+    def _read_sidecar(self) -> dict:
+        if not self.sidecar_path.exists():
+            return {}
+        try:
+            data = json.loads(self.sidecar_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise SegScopeError(f"{self.sidecar_path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} "
+                                "(fix or delete the file)") from None
+        if not isinstance(data, dict) or not isinstance(data.get("rois", {}), dict):
+            raise SegScopeError(f"{self.sidecar_path}: expected {{\"rois\": {{\"<id>\": [x0, y0, x1, y1]}}}}")
+        return data
+
+    def _roi_field(self, value: object, field: str) -> Roi:
+        if not (isinstance(value, list) and len(value) == 4 and all(isinstance(v, int) for v in value)):
+            raise SegScopeError(f"{self.sidecar_path}: {field} must be [x0, y0, x1, y1] integers, got {value!r}")
+        roi = Roi(*value)
+        roi.validate(f"{self.sidecar_path}: {field}")
+        return roi
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def item(self, item_id: str) -> DatasetItem:
+        return next(i for i in self.items if i.id == item_id)
+
+    def image_size(self, item: DatasetItem) -> tuple[int, int]:
+        return image_size(item.image_path, self.max_pixels)
+
+    def stored_roi(self, item: DatasetItem) -> Roi | None:
+        return self._rois.get(item.id)
+
+    def default_roi_for(self, image_size: tuple[int, int]) -> Roi:
+        return self.default_roi if self.default_roi.fits(*image_size) else Roi.whole(*image_size)
+
+    def roi_for(self, item: DatasetItem, image_size: tuple[int, int] | None = None) -> Roi:
+        """The ROI to crop: the one picked for this image, else the default rule."""
+        return self._rois.get(item.id) or self.default_roi_for(image_size or self.image_size(item))
+
+    def set_roi(self, item: DatasetItem, roi: Roi) -> None:
+        """Remember `roi` for `item` and save the sidecar (atomically)."""
+        roi.validate(f"ROI of {item.id}")
+        self._rois[item.id] = roi
+        self._save_sidecar()
+
+    def reset_roi(self, item: DatasetItem) -> None:
+        if self._rois.pop(item.id, None) is not None:
+            self._save_sidecar()
+
+    def _save_sidecar(self) -> None:
+        data = {"version": 1, "default_roi": list(self.default_roi.as_tuple()),
+                "rois": {key: list(roi.as_tuple()) for key, roi in sorted(self._rois.items())}}
+        try:
+            atomic_write_bytes(self.sidecar_path, (json.dumps(data, indent=2) + "\n").encode(), overwrite=True)
+        except OSError as exc:
+            raise SegScopeError(f"{self.sidecar_path}: cannot save ROIs ({exc.strerror}); "
+                                "the ROI is kept for this session only") from None
+
+    def load_mask(self, item: DatasetItem) -> np.ndarray | None:
+        return read_mask(item.mask_path, self.max_pixels) if item.mask_path else None

@@ -1,0 +1,59 @@
+"""Evaluating a dataset: run every image through a backend and score it against its mask."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .backends.base import Backend, InferenceRequest, InferenceResult
+from .dataset import Dataset, DatasetItem
+from .errors import CancelledError
+from .metrics import ImageMetrics, image_metrics, mean
+from .roi import Roi
+
+
+@dataclass(frozen=True)
+class ImageEvaluation:
+    item: DatasetItem
+    result: InferenceResult
+    metrics: ImageMetrics | None  # None when the image has no mask
+
+
+@dataclass
+class DatasetSummary:
+    """Means over the images that have masks."""
+
+    soft_dice: list[float] = field(default_factory=list)
+    soft_iou: list[float] = field(default_factory=list)
+    foreground_dice: list[float] = field(default_factory=list)
+    foreground_iou: list[float] = field(default_factory=list)
+
+    def add(self, metrics: ImageMetrics | None) -> None:
+        if metrics is not None:
+            self.soft_dice.append(metrics.soft_dice)
+            self.soft_iou.append(metrics.soft_iou)
+            self.foreground_dice.append(metrics.foreground_dice)
+            self.foreground_iou.append(metrics.foreground_iou)
+
+    def means(self) -> dict[str, float]:
+        return {"soft_dice": mean(self.soft_dice), "soft_iou": mean(self.soft_iou),
+                "foreground_dice": mean(self.foreground_dice), "foreground_iou": mean(self.foreground_iou),
+                "images_with_masks": len(self.soft_dice)}
+
+
+def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
+                     items: list[DatasetItem] | None = None,
+                     cancel: threading.Event | None = None) -> Iterator[ImageEvaluation]:
+    """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI.
+
+    Requests are handed to `backend.infer_many`, so backends that keep images in flight can do so.
+    """
+    chosen = items if items is not None else dataset.items
+    requests = (InferenceRequest(item.image_path, roi or dataset.roi_for(item)) for item in chosen)
+    for item, result in zip(chosen, backend.infer_many(requests), strict=False):
+        if cancel is not None and cancel.is_set():
+            raise CancelledError(f"evaluation of {dataset.root} cancelled after {item.id}")
+        mask = dataset.load_mask(item)
+        metrics = image_metrics(result, mask, str(item.mask_path)) if mask is not None else None
+        yield ImageEvaluation(item, result, metrics)

@@ -1,0 +1,152 @@
+"""Segmentation metrics and tensor comparison.
+
+Formulas (p = probabilities, y = one-hot ground truth, TP/FP/FN counted per pixel):
+- soft Dice (the original script's "dice"): 2·Σ(p·y) / (Σp² + Σy² + 1e-6), over all classes, background
+  included, at model resolution; soft IoU = d / (2 − d).
+- hard Dice per class: 2·TP / (2·TP + FP + FN); IoU = TP / (TP + FP + FN); both 1.0 when the class is absent
+  from prediction and truth. Computed on the argmax at ROI resolution.
+- foreground precision = TP / (TP + FP), recall = TP / (TP + FN) with every class ≥ 1 as foreground;
+  1.0 when the denominator is 0 (nothing predicted / nothing to find).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import cv2
+import numpy as np
+
+from .backends.base import InferenceResult
+from .errors import SegScopeError
+
+SOFT_DICE_EPS = 1e-6
+
+
+def mask_to_labels(mask: np.ndarray, num_classes: int) -> np.ndarray:
+    """Ground-truth pixels as class indices: binary masks are thresholded at half of 255 (0/1 masks kept),
+    multi-class masks hold the class index."""
+    if num_classes == 2:
+        return (mask > 127).astype(np.uint8) if mask.max(initial=0) > 1 else (mask > 0).astype(np.uint8)
+    if mask.max(initial=0) >= num_classes:
+        raise SegScopeError(f"mask value {int(mask.max())} is not a class index of a {num_classes}-class model")
+    return mask.astype(np.uint8)
+
+
+def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
+    """The original script's soft Dice: `mask` is the ROI crop of the ground truth at any resolution; it is
+    resized to the probabilities' (linear for binary 0/255 masks, then `/255 > 0.5`, as `main.py` did)."""
+    height, width, classes = probabilities.shape
+    interpolation = cv2.INTER_LINEAR if classes == 2 else cv2.INTER_NEAREST
+    resized = cv2.resize(mask, (width, height), interpolation=interpolation) if mask.shape != (height, width) else mask
+    onehot = np.eye(classes, dtype=np.float32)[mask_to_labels(resized, classes)]
+    p = probabilities.astype(np.float32, copy=False)
+    inter = float(np.sum(p * onehot, dtype=np.float64))
+    union = float(np.sum(p * p, dtype=np.float64) + np.sum(onehot, dtype=np.float64))  # onehot² == onehot
+    return 2.0 * inter / (union + SOFT_DICE_EPS)
+
+
+def iou_from_dice(dice: float) -> float:
+    return dice / (2.0 - dice)
+
+
+@dataclass(frozen=True)
+class ImageMetrics:
+    soft_dice: float
+    soft_iou: float
+    dice: tuple[float, ...]  # hard, per class
+    iou: tuple[float, ...]
+    foreground_dice: float
+    foreground_iou: float
+    precision: float
+    recall: float
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _ratio(numerator: int, denominator: int) -> float:
+    return 1.0 if denominator == 0 else numerator / denominator
+
+
+def hard_metrics(prediction: np.ndarray, truth: np.ndarray, num_classes: int) -> dict[str, object]:
+    """Per-class Dice/IoU and foreground precision/recall of two label maps of the same shape."""
+    counts = np.bincount(truth.ravel().astype(np.int64) * num_classes + prediction.ravel(),
+                         minlength=num_classes * num_classes).reshape(num_classes, num_classes)
+    tp = np.diag(counts)
+    fp = counts.sum(axis=0) - tp
+    fn = counts.sum(axis=1) - tp
+    dice = tuple(_ratio(2 * int(t), 2 * int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn, strict=True))
+    iou = tuple(_ratio(int(t), int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn, strict=True))
+    fg_tp = int(counts[1:, 1:].sum())
+    fg_fp = int(counts[0, 1:].sum())
+    fg_fn = int(counts[1:, 0].sum())
+    return {
+        "dice": dice, "iou": iou,
+        "foreground_dice": _ratio(2 * fg_tp, 2 * fg_tp + fg_fp + fg_fn),
+        "foreground_iou": _ratio(fg_tp, fg_tp + fg_fp + fg_fn),
+        "precision": _ratio(fg_tp, fg_tp + fg_fp), "recall": _ratio(fg_tp, fg_tp + fg_fn),
+    }
+
+
+def argmax_at_roi(result: InferenceResult) -> np.ndarray:
+    """The predicted classes at ROI resolution: probabilities resized (linear) to the ROI, then argmax."""
+    size = (result.roi.width, result.roi.height)
+    if result.probabilities.shape[1::-1] == size:
+        return result.argmax
+    if result.num_classes == 2:  # cheaper and identical: class 1 wins where p1 > p0
+        p = cv2.resize(result.probabilities[..., 1] - result.probabilities[..., 0], size, interpolation=cv2.INTER_LINEAR)
+        return (p > 0).astype(np.uint8)
+    return cv2.resize(result.probabilities, size, interpolation=cv2.INTER_LINEAR).argmax(axis=-1).astype(np.uint8)
+
+
+def truth_at_roi(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> np.ndarray:
+    """The full-slide ground-truth mask cropped to the result's ROI (checks the mask fits the slide)."""
+    if mask.shape[1::-1] != result.image_size:
+        raise SegScopeError(f"{source}: mask is {mask.shape[1]}x{mask.shape[0]} but the image is "
+                            f"{result.image_size[0]}x{result.image_size[1]}")
+    roi = result.roi
+    return mask[roi.y0 : roi.y1, roi.x0 : roi.x1]
+
+
+def image_metrics(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> ImageMetrics:
+    """All metrics of one result against its full-slide ground-truth mask (grayscale)."""
+    roi_mask = truth_at_roi(result, mask, source)
+    dice = soft_dice(result.probabilities, roi_mask)
+    hard = hard_metrics(argmax_at_roi(result), mask_to_labels(roi_mask, result.num_classes), result.num_classes)
+    return ImageMetrics(soft_dice=dice, soft_iou=iou_from_dice(dice), **hard)  # type: ignore[arg-type]
+
+
+def compare_tensors(reference: np.ndarray, candidate: np.ndarray, eps: float = 1e-7) -> dict[str, float]:
+    """Accuracy comparison of a candidate tensor (e.g. the Ascend output) against a reference.
+
+    cosine = a·b/(|a||b|); relative Euclidean = |a−b|/|a|; relative error per element = |a−b|/(|a|+eps),
+    its max and mean; cumulative relative error = Σ|a−b|/Σ|a|; KL(a‖b) treats each tensor, shifted to be
+    non-negative, as one distribution over all elements.
+    """
+    if reference.shape != candidate.shape:
+        raise SegScopeError(f"cannot compare tensors of shapes {reference.shape} and {candidate.shape}")
+    a = reference.astype(np.float64).ravel()
+    b = candidate.astype(np.float64).ravel()
+    diff = np.abs(a - b)
+    norm_a, norm_b = np.linalg.norm(a), np.linalg.norm(b)
+    shift = min(a.min(initial=0.0), b.min(initial=0.0))
+    p, q = a - shift + eps, b - shift + eps
+    p, q = p / p.sum(), q / q.sum()
+    return {
+        "cosine_similarity": float(a @ b / (norm_a * norm_b)) if norm_a and norm_b else float(norm_a == norm_b),
+        "relative_euclidean_distance": float(np.linalg.norm(a - b) / norm_a) if norm_a else (math.inf if diff.any() else 0.0),
+        "max_absolute_error": float(diff.max(initial=0.0)),
+        "mean_absolute_error": float(diff.mean()) if diff.size else 0.0,
+        "root_mean_square_error": float(np.sqrt(np.mean(diff**2))) if diff.size else 0.0,
+        "max_relative_error": float((diff / (np.abs(a) + eps)).max(initial=0.0)),
+        "mean_relative_error": float((diff / (np.abs(a) + eps)).mean()) if diff.size else 0.0,
+        "cumulative_relative_error": float(diff.sum() / np.abs(a).sum()) if np.abs(a).sum() else float(diff.sum()),
+        "kl_divergence": float(np.sum(p * np.log(p / q))),
+        "std_reference": float(a.std()) if a.size else 0.0,
+        "std_candidate": float(b.std()) if b.size else 0.0,
+    }
+
+
+def mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else math.nan
