@@ -1,0 +1,166 @@
+"""Fixtures shared by every test folder.
+
+- `tiny_model_project`: a project root in tmp_path (pipelines/ + models/) whose model is a tiny real ONNX
+  network made here with `onnx.helper`, so core tests never depend on the trained demo model.
+- `small_dataset`: a few small slides with masks in the original `DIR/<id>/image.png + mask.png` layout.
+- `write_png`: writes an image file with OpenCV alone (independent of the code under test).
+- `shared_data`: the real images in `<repo>/../shared/data`, skipped cleanly when absent.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED_PIPELINE = REPO / "pipelines" / "unet_simple_opencv.pipeline"
+SHIPPED_AIPP = REPO / "models" / "aipp_unet_simple_opencv.cfg"
+
+#: The tiny network: a 1x1 convolution over the network's channels (R, G, B after the AIPP swap), so the
+#: defect class wins on dark pixels and the weights differ per channel (a wrong channel order shows).
+TINY_WEIGHT = np.array([[0.0, 0.0, 0.0], [-2.0, -1.0, -0.5]], np.float32)
+TINY_BIAS = np.array([0.0, -0.3], np.float32)
+
+
+def make_tiny_onnx(path: Path, size: int = 960) -> None:
+    """input [1,3,S,S] -> Conv 1x1 (2 ch) -> Transpose NHWC -> Softmax "softmax"; ArgMax -> int32 "argmax"."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [
+        helper.make_node("Conv", ["input", "W", "B"], ["logits_nchw"], kernel_shape=[1, 1]),
+        helper.make_node("Transpose", ["logits_nchw"], ["logits"], perm=[0, 2, 3, 1]),
+        helper.make_node("Softmax", ["logits"], ["softmax"], axis=-1),
+        helper.make_node("ArgMax", ["softmax"], ["argmax64"], axis=-1, keepdims=0),
+        helper.make_node("Cast", ["argmax64"], ["argmax"], to=TensorProto.INT32),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny_unet_stand_in",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("softmax", TensorProto.FLOAT, [1, size, size, 2]),
+         helper.make_tensor_value_info("argmax", TensorProto.INT32, [1, size, size])],
+        initializer=[numpy_helper.from_array(TINY_WEIGHT.reshape(2, 3, 1, 1), "W"),
+                     numpy_helper.from_array(TINY_BIAS, "B")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9  # readable by every ONNX Runtime the project supports
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def tiny_card(size: int = 960) -> dict:
+    return {
+        "name": "tiny test model",
+        "onnx": "tiny.onnx",
+        "om": "unet_hw960_bs1.om",
+        "aipp": "aipp_unet_simple_opencv.cfg",
+        "input": {"name": "input", "layout": "NCHW", "width": size, "height": size},
+        "outputs": [{"name": "softmax", "kind": "softmax", "layout": "NHWC"}, {"name": "argmax", "kind": "argmax"}],
+        "classes": ["background", "defect"],
+    }
+
+
+@dataclass
+class TinyProject:
+    root: Path
+    pipeline: Path  # pipelines/unet_simple_opencv.pipeline, the shipped file copied verbatim
+    onnx: Path
+    card: Path
+
+    def write_pipeline(self, name: str, edit: Callable[[dict], None]) -> Path:
+        """A copy of the shipped pipeline, changed by `edit(data)`, saved as pipelines/<name>."""
+        data = json.loads(self.pipeline.read_text(encoding="utf-8"))
+        edit(data)
+        path = self.root / "pipelines" / name
+        path.write_text(json.dumps(data, indent=4), encoding="utf-8")
+        return path
+
+    @staticmethod
+    def network_input(bgr: np.ndarray) -> np.ndarray:
+        """The shipped AIPP by hand: BGR -> RGB, (x - 127.5) * 0.007843137254902, 1 x 3 x H x W float32."""
+        rgb = bgr[..., ::-1].astype(np.float64)
+        return ((rgb - 127.5) * 0.007843137254902).transpose(2, 0, 1)[None].astype(np.float32)
+
+    @staticmethod
+    def probabilities(tensor: np.ndarray) -> np.ndarray:
+        """The tiny network in NumPy: H x W x 2 softmax of the 1x1 convolution of a 1 x 3 x H x W tensor."""
+        x = tensor[0].astype(np.float64)
+        logits = np.einsum("kc,chw->hwk", TINY_WEIGHT.astype(np.float64), x) + TINY_BIAS
+        e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.fixture
+def tiny_model_project(tmp_path: Path) -> TinyProject:
+    """tmp/project/{pipelines/unet_simple_opencv.pipeline, models/{unet_hw960_bs1.json, tiny.onnx, aipp cfg}}.
+
+    The shipped pipeline names models/unet_hw960_bs1.om; its card (the .json beside it) points at tiny.onnx.
+    No .om exists, as on a laptop without Ascend tools.
+    """
+    root = tmp_path / "project"
+    (root / "pipelines").mkdir(parents=True)
+    (root / "models").mkdir()
+    pipeline = root / "pipelines" / SHIPPED_PIPELINE.name
+    shutil.copyfile(SHIPPED_PIPELINE, pipeline)
+    shutil.copyfile(SHIPPED_AIPP, root / "models" / SHIPPED_AIPP.name)
+    onnx_path = root / "models" / "tiny.onnx"
+    make_tiny_onnx(onnx_path)
+    card = root / "models" / "unet_hw960_bs1.json"
+    card.write_text(json.dumps(tiny_card(), indent=2), encoding="utf-8")
+    return TinyProject(root, pipeline, onnx_path, card)
+
+
+def _write_png(path: Path, array: np.ndarray) -> Path:
+    """Write a PNG with OpenCV directly (independent of the code under test); works for non-ASCII paths."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ok, buf = cv2.imencode(path.suffix or ".png", array)
+    assert ok
+    buf.tofile(str(path))
+    return path
+
+
+def make_slide(rng: np.random.Generator, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    """A light textured BGR slide with a dark ellipse (the defect) and its 0/255 mask."""
+    image = rng.integers(170, 230, (height, width, 3), dtype=np.uint8)
+    mask = np.zeros((height, width), np.uint8)
+    centre = (int(rng.integers(width // 4, 3 * width // 4)), int(rng.integers(height // 4, 3 * height // 4)))
+    axes = (int(rng.integers(3, width // 4)), int(rng.integers(3, height // 4)))
+    cv2.ellipse(mask, centre, axes, float(rng.uniform(0, 180)), 0, 360, 255, -1)
+    image[mask > 0] = rng.integers(10, 60, (int((mask > 0).sum()), 3), dtype=np.uint8)
+    return image, mask
+
+
+@pytest.fixture
+def write_png() -> Callable[[Path, np.ndarray], Path]:
+    """`write_png(path, array)`: encode with OpenCV by the path's suffix and write (parents created)."""
+    return _write_png
+
+
+@pytest.fixture
+def small_dataset(tmp_path: Path) -> Path:
+    """DIR/{1,2,10}/image.png + mask.png (64x48 slides) and DIR/3/image.png without a mask."""
+    root = tmp_path / "dataset"
+    rng = np.random.default_rng(7)
+    for item in ("1", "2", "3", "10"):
+        image, mask = make_slide(rng, 64, 48)
+        _write_png(root / item / "image.png", image)
+        if item != "3":
+            _write_png(root / item / "mask.png", mask)
+    return root
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """`<repo>/../shared/data` (real industrial images); the test is skipped when it is absent."""
+    path = REPO.parent / "shared" / "data"
+    if not path.is_dir():
+        pytest.skip(f"real data folder {path} not present")
+    return path

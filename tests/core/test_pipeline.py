@@ -1,0 +1,204 @@
+"""Loading and validating MindX `.pipeline` files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.errors import SegScopeError
+from segscope.core.pipeline import DEFAULT_PIPELINE, PipelineError, load_pipeline
+
+# The original project's pipeline, verbatim from its description (its modelPath folder was "model/").
+ORIGINAL = json.loads("""
+{"unet_mindspore":{"stream_config":{"deviceId":"0"},
+ "appsrc0":{"props":{"blocksize":"4096000"},"factory":"appsrc","next":"mxpi_imagedecoder0"},
+ "mxpi_imagedecoder0":{"props":{"cvProcessor":"opencv","outputDataFormat":"BGR"},"factory":"mxpi_imagedecoder","next":"mxpi_imagecrop0"},
+ "mxpi_imagecrop0":{"props":{"cvProcessor":"opencv","dataSource":"ExternalObjects"},"factory":"mxpi_imagecrop","next":"mxpi_imageresize0"},
+ "mxpi_imageresize0":{"props":{"handleMethod":"opencv","resizeType":"Resizer_Stretch","resizeHeight":"960","resizeWidth":"960"},"factory":"mxpi_imageresize","next":"mxpi_tensorinfer0"},
+ "mxpi_tensorinfer0":{"props":{"dataSource":"mxpi_imageresize0","modelPath":"model/unet_hw960_bs1.om"},"factory":"mxpi_tensorinfer","next":"mxpi_dumpdata0"},
+ "mxpi_dumpdata0":{"props":{"requiredMetaDataKeys":"mxpi_tensorinfer0"},"factory":"mxpi_dumpdata","next":"appsink0"},
+ "appsink0":{"props":{"blocksize":"4096000"},"factory":"appsink"}}}
+""")
+
+SHIPPED_ORDER = ("appsrc0", "mxpi_imagedecoder0", "mxpi_imagecrop0", "mxpi_imageresize0", "mxpi_tensorinfer0",
+                 "mxpi_dumpdata0", "appsink0")
+
+
+def write(tmp_path: Path, streams: object, name: str = "p.pipeline") -> Path:
+    folder = tmp_path / "pipelines"
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(streams if isinstance(streams, str) else json.dumps(streams), encoding="utf-8")
+    return path
+
+
+def chain(*elements: tuple[str, str], props: dict[str, dict] | None = None) -> dict:
+    """A stream {"s": ...} of (name, factory) elements linked in order."""
+    props = props or {}
+    stream: dict = {}
+    for i, (name, factory) in enumerate(elements):
+        stream[name] = {"factory": factory, "props": props.get(name, {})}
+        if i + 1 < len(elements):
+            stream[name]["next"] = elements[i + 1][0]
+    return {"s": stream}
+
+
+INFER = ("infer", "mxpi_tensorinfer")
+INFER_PROPS = {"infer": {"modelPath": "models/m.om"}}
+
+
+def test_shipped_pipeline_is_the_original_stream(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # modelPath must not depend on the current directory
+    pipeline = load_pipeline(DEFAULT_PIPELINE)
+    stream = pipeline.stream
+    assert stream.name == "unet_mindspore"
+    assert stream.config == {"deviceId": "0"}
+    assert stream.order == SHIPPED_ORDER
+    assert stream.input_element.name == "appsrc0" and stream.output_element.name == "appsink0"
+    original = ORIGINAL["unet_mindspore"]
+    for name in SHIPPED_ORDER:
+        element = stream.elements[name]
+        expected_props = dict(original[name]["props"])
+        if name == "mxpi_tensorinfer0":
+            expected_props["modelPath"] = "models/unet_hw960_bs1.om"
+        assert element.factory == original[name]["factory"]
+        assert element.props == expected_props
+        assert element.next == ((original[name]["next"],) if "next" in original[name] else ())
+    assert stream.unsupported_by_embedded() == []
+    root = Path(DEFAULT_PIPELINE).resolve().parent.parent
+    assert pipeline.project_root == root
+    assert pipeline.model_path() == root / "models" / "unet_hw960_bs1.om"
+
+
+def test_model_path_resolves_against_the_project_root_from_any_cwd(monkeypatch, tmp_path):
+    path = write(tmp_path, chain(("src", "appsrc"), INFER, props=INFER_PROPS))
+    elsewhere = tmp_path / "somewhere" / "else"
+    elsewhere.mkdir(parents=True)
+    for cwd in (tmp_path, elsewhere, path.parent):
+        monkeypatch.chdir(cwd)
+        assert load_pipeline(path).model_path() == tmp_path / "models" / "m.om"
+    # A relative path to the file itself works too.
+    monkeypatch.chdir(tmp_path)
+    assert load_pipeline(Path("pipelines/p.pipeline")).model_path() == tmp_path / "models" / "m.om"
+
+
+def test_absolute_model_path_is_kept(tmp_path):
+    absolute = tmp_path / "elsewhere" / "model.om"
+    path = write(tmp_path, chain(("src", "appsrc"), INFER, props={"infer": {"modelPath": str(absolute)}}))
+    assert load_pipeline(path).model_path() == absolute
+
+
+def test_with_absolute_paths_changes_only_model_path(tmp_path):
+    path = write(tmp_path, chain(("src", "appsrc"), INFER, ("sink", "appsink"),
+                                 props={"src": {"blocksize": "4096000"}, "infer": {"modelPath": "models/m.om",
+                                                                                  "dataSource": "src"}}))
+    original = json.loads(path.read_text())
+    rewritten = json.loads(load_pipeline(path).with_absolute_paths())
+    assert rewritten["s"]["infer"]["props"]["modelPath"] == str(tmp_path / "models" / "m.om")
+    rewritten["s"]["infer"]["props"]["modelPath"] = "models/m.om"
+    assert rewritten == original
+
+
+def test_graph_with_pad_links_in_topological_order(tmp_path):
+    # src -> tee -> (a, b:1) -> join -> infer, written out of order in the file.
+    streams = {"s": {
+        "join": {"factory": "mxpi_synchronize", "next": "infer"},
+        "infer": {"factory": "mxpi_tensorinfer", "props": {"modelPath": "m.om"}},
+        "b": {"factory": "mxpi_imageresize", "next": "join:1"},
+        "src": {"factory": "appsrc", "next": "tee"},
+        "tee": {"factory": "tee", "next": ["a", "b"]},
+        "a": {"factory": "mxpi_imagecrop", "next": "join:0"},
+    }}
+    stream = load_pipeline(write(tmp_path, streams)).stream
+    assert stream.elements["a"].next == ("join",)
+    assert stream.elements["b"].next == ("join",)
+    assert stream.elements["tee"].next == ("a", "b")
+    assert stream.order == ("src", "tee", "a", "b", "join", "infer")
+    assert stream.input_element.name == "src" and stream.output_element.name == "infer"
+
+
+def test_unknown_factories_load_but_the_embedded_backend_names_them(tmp_path):
+    path = write(tmp_path, chain(("src", "appsrc"), ("post", "mxpi_objectpostprocessor"), INFER,
+                                 ("ser", "mxpi_dataserialize"), props=INFER_PROPS))
+    stream = load_pipeline(path).stream
+    assert [e.name for e in stream.unsupported_by_embedded()] == ["post", "ser"]
+    with pytest.raises(SegScopeError) as info:
+        EmbeddedBackend(path)
+    message = str(info.value)
+    assert str(path) in message and "\n" not in message
+    assert "post (mxpi_objectpostprocessor)" in message and "ser (mxpi_dataserialize)" in message
+    assert "not supported by the embedded backend" in message
+
+
+def test_bad_json_gives_file_line_and_column(tmp_path):
+    # Line 3, column 31 is the '}' after the trailing comma:
+    #   4 spaces, "a" (5-7), ':' 8, ' ' 9, '{' 10, "factory" (11-19), ':' 20, ' ' 21, "appsrc" (22-29), ',' 30
+    text = '{\n  "s": {\n    "a": {"factory": "appsrc",}\n  }\n}\n'
+    path = write(tmp_path, text)
+    with pytest.raises(PipelineError, match="invalid JSON") as info:
+        load_pipeline(path)
+    assert str(info.value).startswith(f"{path}:3:31: ")
+
+
+@pytest.mark.parametrize(
+    ("streams", "expected"),
+    [
+        pytest.param({"s": {"src": {"factory": "appsrc", "next": "decoder9"}, **chain(INFER, props=INFER_PROPS)["s"]}},
+            ["stream 's'", "element 'src'", "unknown element 'decoder9'"], id="unknown-next"),
+        pytest.param({"s": {"src": {"factory": "appsrc", "next": "a"},
+                            "a": {"factory": "mxpi_imagecrop", "next": "b"},
+                            "b": {"factory": "mxpi_imageresize", "next": ["a", "infer"]},
+                            **chain(INFER, props=INFER_PROPS)["s"]}},
+                     ["stream 's'", "cycle", "'a'", "'b'"], id="cycle"),
+        pytest.param({"s": {"a": {"factory": "appsrc", "next": "infer"},
+                            "infer": {"factory": "mxpi_tensorinfer", "props": {"modelPath": "m.om"},
+                                      "next": "a"}}},
+                     ["stream 's'", "no input element", "cycle"], id="cycle-without-input"),
+        pytest.param({"s": {"src": {"props": {}, "next": "infer"}, **chain(INFER, props=INFER_PROPS)["s"]}},
+                     ["stream 's'", "element 'src'", "missing 'factory'"], id="missing-factory"),
+        pytest.param(chain(("src", "appsrc"), ("resize", "mxpi_imageresize"), INFER,
+                           props={**INFER_PROPS, "resize": {"resizeHeight": "96O", "resizeWidth": "960"}}),
+                     ["element 'resize'", "resizeHeight", "'96O'"], id="non-numeric-resize"),
+        pytest.param(chain(("src", "appsrc"), ("resize", "mxpi_imageresize"), INFER,
+                           props={**INFER_PROPS, "resize": {"resizeHeight": "960", "resizeWidth": "-5"}}),
+                     ["element 'resize'", "resizeWidth", "'-5'"], id="negative-resize"),
+        pytest.param(chain(("src", "appsrc"), INFER, props={"infer": {"dataSource": "src"}}),
+                     ["element 'infer'", "modelPath"], id="missing-modelPath"),
+        pytest.param({"s": {"src1": {"factory": "appsrc", "next": "infer"},
+                            "src2": {"factory": "appsrc", "next": "infer"},
+                            **chain(INFER, props=INFER_PROPS)["s"]}},
+                     ["stream 's'", "several inputs", "'src1'", "'src2'"], id="several-inputs"),
+        pytest.param(chain(("src", "appsrc"), ("sink", "appsink")),
+                     ["stream 's'", "no mxpi_tensorinfer"], id="no-model"),
+        pytest.param({"s": {"src": {"factory": "appsrc", "next": 3}, **chain(INFER, props=INFER_PROPS)["s"]}},
+                     ["element 'src'", "'next'"], id="next-not-a-name"),
+        pytest.param({"s": {"stream_config": {"deviceId": "0"}}}, ["stream 's'", "no elements"], id="empty-stream"),
+        pytest.param([], ["expected a JSON object of streams"], id="not-an-object"),
+    ],
+)
+def test_validation_errors_name_file_stream_and_element(tmp_path, streams, expected):
+    path = write(tmp_path, streams)
+    with pytest.raises(PipelineError) as info:
+        load_pipeline(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message
+    for part in expected:
+        assert part in message
+
+
+def test_missing_pipeline_file(tmp_path):
+    with pytest.raises(PipelineError, match="pipeline file not found") as info:
+        load_pipeline(tmp_path / "nope.pipeline")
+    assert str(tmp_path / "nope.pipeline") in str(info.value)
+
+
+def test_missing_model_names_the_resolved_path(tmp_path):
+    path = write(tmp_path, chain(("src", "appsrc"), INFER, props={"infer": {"modelPath": "models/absent.om"}}))
+    with pytest.raises(SegScopeError) as info:
+        EmbeddedBackend(path)
+    message = str(info.value)
+    assert str(tmp_path / "models" / "absent.om") in message and str(tmp_path) in message
+    assert "\n" not in message
