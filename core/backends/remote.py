@@ -1,0 +1,160 @@
+"""The remote backend: the stream runs on an Ascend host, driven over SSH from this machine.
+
+On open it connects (verifying the host key), uploads the worker bundle and the pipeline's project files
+to the host's cache (once per content hash), and starts one worker that keeps the stream open for the
+whole session. Each `infer` sends the image bytes (or a path on the host) and the ROI, and gets back the
+argmax and quantised, compressed probabilities. A dropped connection or a dead worker fails the request
+in progress; the next request reconnects and starts a fresh worker.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from ..errors import SegScopeError
+from ..fileio import read_bytes
+from ..remote import protocol
+from ..remote.client import WorkerLost, WorkerSession, worker_command
+from ..remote.connection import SshConnection, SshOptions, SshTarget, parse_target
+from ..remote.deploy import DEFAULT_CACHE_DIR, project_bundle, upload, worker_bundle
+from ..roi import Roi
+from .base import STAGES, Backend, Capabilities, ImageSource, InferenceResult
+
+
+class RemoteBackend(Backend):
+    """Run a `.pipeline` on a host over SSH; see `open_remote_backend` for the common case.
+
+    `probabilities` ("uint8" or "float16") sets how probabilities travel: uint8 is exact to 1/255 and
+    smallest; float16 to 2^-11. `host_pipeline` names a pipeline already on the host (nothing is uploaded
+    then). With `paths_on_host`, a `Path` given to `infer` is a file on the host, not one to upload.
+    """
+
+    def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,
+                 python: str = "python3", set_env: str | None = None, cache_dir: str = DEFAULT_CACHE_DIR,
+                 host_pipeline: str | None = None, worker_backend: str = "auto", probabilities: str = "uint8",
+                 max_pixels: int | None = None, paths_on_host: bool = False, request_timeout: float = 120.0,
+                 startup_timeout: float = 300.0):
+        if probabilities not in protocol.PROBABILITY_DTYPES:
+            raise SegScopeError(f"probabilities: choose one of {', '.join(protocol.PROBABILITY_DTYPES)}, "
+                                f"got {probabilities!r}")
+        if worker_backend not in ("auto", "mindx", "embedded"):
+            raise SegScopeError(f"worker backend: choose auto, mindx or embedded, got {worker_backend!r}")
+        self.connection = SshConnection(parse_target(target) if isinstance(target, str) else target,
+                                        ssh or SshOptions())
+        self.probabilities = probabilities
+        self.paths_on_host = paths_on_host
+        self.request_timeout = request_timeout
+        self.startup_timeout = startup_timeout
+        self._cache_dir = cache_dir
+        self._project = None if host_pipeline else project_bundle(pipeline)
+        self._host_pipeline = host_pipeline
+        self._command_options = (python, worker_backend, max_pixels, set_env)
+        self._cancel = threading.Event()
+        self.session: WorkerSession | None = None
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        hello = self.hello
+        self.capabilities = Capabilities(
+            name="remote",
+            device=f"{self.connection.label}: {hello.get('backend')}, {hello.get('device')}",
+            input_size=(int(hello["input_size"][0]), int(hello["input_size"][1])),
+            class_names=tuple(str(c) for c in hello["class_names"]),
+            details={**{k: str(v) for k, v in hello.get("details", {}).items()},
+                     **{k: str(v) for k, v in hello.get("versions", {}).items()},
+                     "host": self.connection.label, "remote backend": str(hello.get("backend")),
+                     "fallback reason": str(hello.get("fallback_reason", ""))},
+        )
+
+    @property
+    def hello(self) -> dict:
+        """The running worker's HELLO: backend, device, versions, pid."""
+        return self.session.hello if self.session else {}
+
+    def _start(self) -> None:
+        """Connect if needed, upload what is missing on the host, start a worker and read its HELLO."""
+        if not self.connection.alive:
+            self.connection.connect()
+        sftp = self.connection.sftp()
+        try:
+            worker_dir = upload(sftp, self._cache_dir, worker_bundle(), self.connection.label)
+            if self._project is not None:
+                bundle, pipeline_in_bundle = self._project
+                pipeline = f"{upload(sftp, self._cache_dir, bundle, self.connection.label)}/{pipeline_in_bundle}"
+            else:
+                pipeline = str(self._host_pipeline)
+        finally:
+            sftp.close()
+        python, backend, max_pixels, set_env = self._command_options
+        command = worker_command(python, worker_dir, pipeline, backend, max_pixels, set_env)
+        self.session = WorkerSession(self.connection, command, self.startup_timeout)
+
+    def _ready_session(self) -> WorkerSession:
+        session = self.session
+        if session is None or session.dead or not self.connection.alive or session.channel.exit_status_ready():
+            if session is not None:
+                session.close(grace=0.5)
+                self.session = None
+            self._start()
+        assert self.session is not None
+        return self.session
+
+    def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
+        self._cancel.clear()
+        meta: dict[str, object] = {"roi": list(roi.as_tuple()) if roi else None, "probabilities": self.probabilities}
+        blobs: tuple[bytes, ...] = ()
+        if isinstance(image, Path) and self.paths_on_host:
+            meta["path"] = image.as_posix()
+        else:
+            blobs = (read_bytes(image) if isinstance(image, Path) else bytes(image),)
+        started = time.perf_counter()
+        session = self._ready_session()
+        try:
+            msg, upload_seconds = session.request(meta, blobs, self.request_timeout, self._cancel)
+        except WorkerLost:
+            self.session = None
+            raise
+        return self._result(msg, upload_seconds, time.perf_counter() - started)
+
+    def _result(self, msg: protocol.Message, upload_seconds: float, total_seconds: float) -> InferenceResult:
+        probabilities, argmax = protocol.decode_arrays(msg.meta, msg.blobs)
+        meta = msg.meta
+        try:
+            roi = Roi(*(int(v) for v in meta["roi"]))
+            width, height = (int(v) for v in meta["image_size"])
+            timings = {k: float(v) for k, v in meta["timings"].items() if k in STAGES}
+            worker_seconds = float(meta["worker_seconds"])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise protocol.ProtocolError(f"{self.connection.label}: RESULT metadata is malformed") from None
+        timings["upload"] = upload_seconds
+        # Everything not spent sending or in the worker: the answer's transfer and decoding here.
+        timings["download"] = max(0.0, total_seconds - upload_seconds - worker_seconds)
+        return InferenceResult(probabilities, argmax, roi, (width, height), timings,
+                               f"remote:{meta.get('backend', '')}")
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        self.connection.close()
+
+
+def open_remote_backend(target: str, pipeline: Path, *, accept_new_host_key: bool | str = False,
+                        key_filename: Path | None = None, password: str | None = None,
+                        connect_timeout: float = 15.0, **options: object) -> RemoteBackend:
+    """Open the remote backend on `target` ("[user@]host[:port]" or a ~/.ssh/config alias).
+
+    Raises `UnknownHostKey` (with `.fingerprint`) for a host not in known_hosts unless
+    `accept_new_host_key` is True or that exact fingerprint, and `HostKeyChanged` for a changed key.
+    Other `options` go to `RemoteBackend` (python, set_env, probabilities, request_timeout, ...).
+    """
+    ssh = SshOptions(key_filename=key_filename, password=password, accept_new_host_key=accept_new_host_key,
+                     connect_timeout=connect_timeout)
+    return RemoteBackend(pipeline, parse_target(target), ssh, **options)  # type: ignore[arg-type]

@@ -1,0 +1,8 @@
+"""Remote inference over SSH: the client (paramiko) and the worker it runs on the Ascend host.
+
+- `protocol`: the framed binary protocol both ends speak (NumPy only, so it runs on the host).
+- `worker` + `server`: the worker uploaded to the host (no paramiko there).
+- `connection`: SSH targets, `~/.ssh/config`, ProxyJump, host-key verification (`UnknownHostKey`,
+  `HostKeyChanged`); `client`: one worker session; `deploy`: what gets uploaded.
+The backend itself is `segscope.core.backends.remote.RemoteBackend` / `open_remote_backend`.
+"""

@@ -1,0 +1,212 @@
+"""The framed binary protocol between the SegScope client and its worker on the Ascend host.
+
+A frame is a 16-byte header, then the payload:
+
+    magic b"SGSC" | version u8 | type u8 | reserved u16 | payload length u32 | crc32 u32   (big endian)
+
+The CRC covers the first 12 header bytes and the payload. A payload is a JSON object (the message's
+metadata) followed by binary blobs (image bytes, compressed arrays):
+
+    json length u32 | json (UTF-8) | blob count u16 | blob length u64 * count | blob bytes...
+
+Nothing is ever pickled: both ends only parse JSON and raw bytes, and reject anything malformed with a
+`ProtocolError` naming what was wrong. This module runs on the host too, so it needs only the standard
+library and NumPy.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+from ..errors import BackendError
+
+MAGIC = b"SGSC"
+PROTOCOL_VERSION = 1
+HEADER = struct.Struct(">4sBBHII")
+#: Largest payload either end accepts (a 4000x3000 PNG is ~30 MB; this leaves room for big TIFFs).
+MAX_PAYLOAD = 512 * 1024 * 1024
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+_U64 = struct.Struct(">Q")
+
+#: How the worker may encode probabilities.
+PROBABILITY_DTYPES = ("uint8", "float16")
+
+#: The worker's exit codes, and what the client says about each.
+EXIT_CODES = {0: "exited normally", 2: "could not start", 3: "rejected a malformed frame",
+              4: "stopped while hung after its input closed", -1: "killed or crashed, no exit status"}
+EXIT_OK, EXIT_STARTUP, EXIT_PROTOCOL, EXIT_HUNG = 0, 2, 3, 4
+
+
+class ProtocolError(BackendError):
+    """A frame that does not follow the protocol (corrupt, truncated, wrong version or type)."""
+
+
+class MsgType(IntEnum):
+    HELLO = 1  # worker -> client: backend, versions, model input size, class names
+    INFER = 2  # client -> worker: one image (bytes or host path) + ROI
+    RESULT = 3  # worker -> client: argmax + quantised probabilities, timings
+    CANCEL = 4  # client -> worker: stop request `id`
+    ERROR = 5  # worker -> client: a request failed, or the worker cannot go on
+
+
+#: Which message types each end may receive.
+TO_WORKER = frozenset({MsgType.INFER, MsgType.CANCEL})
+TO_CLIENT = frozenset({MsgType.HELLO, MsgType.RESULT, MsgType.ERROR})
+
+
+@dataclass(frozen=True)
+class Message:
+    type: MsgType
+    meta: dict = field(default_factory=dict)
+    blobs: tuple[bytes, ...] = ()
+
+
+def encode(message: Message) -> bytes:
+    """One frame, ready to write."""
+    meta = json.dumps(message.meta, separators=(",", ":")).encode("utf-8")
+    parts = [_U32.pack(len(meta)), meta, _U16.pack(len(message.blobs))]
+    parts += [_U64.pack(len(blob)) for blob in message.blobs]
+    payload = b"".join(parts) + b"".join(message.blobs)
+    if len(payload) > MAX_PAYLOAD:
+        raise ProtocolError(f"message of {len(payload):,} bytes is over the protocol limit of {MAX_PAYLOAD:,}")
+    head = HEADER.pack(MAGIC, PROTOCOL_VERSION, int(message.type), 0, len(payload), 0)[:12]
+    return head + _U32.pack(zlib.crc32(payload, zlib.crc32(head))) + payload
+
+
+def parse_header(header: bytes, allowed: frozenset[MsgType]) -> tuple[MsgType, int, int]:
+    """(type, payload length, crc) of a 16-byte header, or ProtocolError."""
+    if len(header) != HEADER.size:
+        raise ProtocolError(f"truncated frame header ({len(header)} of {HEADER.size} bytes)")
+    magic, version, kind, _reserved, length, crc = HEADER.unpack(header)
+    if magic != MAGIC:
+        raise ProtocolError(f"bad frame magic {magic!r} (expected {MAGIC!r}): the stream is not SegScope frames")
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol version {version}, this end speaks {PROTOCOL_VERSION}: "
+                            "client and worker come from different SegScope versions")
+    try:
+        msg_type = MsgType(kind)
+    except ValueError:
+        raise ProtocolError(f"unknown message type {kind}") from None
+    if msg_type not in allowed:
+        raise ProtocolError(f"unexpected message type {msg_type.name} in this direction")
+    if length > MAX_PAYLOAD:
+        raise ProtocolError(f"frame announces {length:,} bytes, over the limit of {MAX_PAYLOAD:,}")
+    return msg_type, length, crc
+
+
+def parse_payload(header: bytes, payload: bytes, msg_type: MsgType, crc: int) -> Message:
+    """Check the CRC and split the payload into metadata and blobs."""
+    if zlib.crc32(payload, zlib.crc32(header[:12])) != crc:
+        raise ProtocolError(f"{msg_type.name} frame failed its crc32 check (corrupted in transit)")
+    try:
+        (meta_len,) = _U32.unpack_from(payload, 0)
+        meta = json.loads(payload[4 : 4 + meta_len].decode("utf-8"))
+        offset = 4 + meta_len
+        (count,) = _U16.unpack_from(payload, offset)
+        offset += 2
+        sizes = [_U64.unpack_from(payload, offset + 8 * i)[0] for i in range(count)]
+        offset += 8 * count
+    except (struct.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"{msg_type.name} frame has a malformed payload ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ProtocolError(f"{msg_type.name} frame metadata is not a JSON object")
+    if offset + sum(sizes) != len(payload):
+        raise ProtocolError(f"{msg_type.name} frame blob sizes {sizes} do not add up to its payload length")
+    blobs = []
+    for size in sizes:
+        blobs.append(payload[offset : offset + size])
+        offset += size
+    return Message(msg_type, meta, tuple(blobs))
+
+
+def read_message(read_exact: Callable[[int], bytes], allowed: frozenset[MsgType]) -> Message | None:
+    """The next message from `read_exact(n)` (which returns fewer bytes only at end of stream).
+
+    Returns None on a clean end of stream (between frames); a frame cut short is a ProtocolError.
+    """
+    header = read_exact(HEADER.size)
+    if not header:
+        return None
+    msg_type, length, crc = parse_header(header, allowed)
+    payload = read_exact(length)
+    if len(payload) != length:
+        raise ProtocolError(f"{msg_type.name} frame cut short ({len(payload):,} of {length:,} payload bytes)")
+    return parse_payload(header, payload, msg_type, crc)
+
+
+# --- results: argmax + quantised, compressed probabilities ----------------------------------------------
+
+
+def quantisation_step(dtype: str) -> float:
+    """The largest difference between two neighbouring encodable probabilities in [0, 1]."""
+    if dtype == "uint8":
+        return 1.0 / 255.0
+    if dtype == "float16":
+        return 2.0**-11  # float16 spacing just below 1.0
+    raise ValueError(f"probability encoding must be one of {PROBABILITY_DTYPES}, got {dtype!r}")
+
+
+def _compress(data: bytes) -> bytes:
+    return zlib.compress(data, 6)
+
+
+def _decompress(blob: bytes, expected: int, what: str) -> bytes:
+    """Inflate at most `expected` bytes (a guard against decompression bombs) and insist on that size."""
+    inflater = zlib.decompressobj()
+    try:
+        data = inflater.decompress(blob, expected)
+    except zlib.error as exc:
+        raise ProtocolError(f"RESULT {what} does not decompress ({exc})") from None
+    if len(data) != expected or inflater.unconsumed_tail or not inflater.eof:
+        raise ProtocolError(f"RESULT {what} has the wrong size for its announced shape")
+    return data
+
+
+def encode_arrays(probabilities: np.ndarray, argmax: np.ndarray, dtype: str) -> tuple[dict, tuple[bytes, bytes]]:
+    """Metadata and blobs for an H x W x C float32 probability map and its H x W uint8 argmax.
+
+    Probabilities go planar (C x H x W), quantised to `dtype`; float16 is byte-shuffled (all high bytes,
+    then all low bytes) so zlib finds the long runs.
+    """
+    quantisation_step(dtype)  # validates dtype
+    height, width, classes = probabilities.shape
+    planar = np.moveaxis(probabilities, -1, 0)
+    if dtype == "uint8":
+        packed = np.rint(np.clip(planar, 0.0, 1.0) * 255.0).astype(np.uint8).tobytes()
+    else:
+        packed = np.ascontiguousarray(planar.astype(">f2")).view(np.uint8).reshape(-1, 2).T.tobytes()
+    meta = {"shape": [height, width, classes], "probabilities": dtype, "compression": "zlib"}
+    return meta, (_compress(np.ascontiguousarray(argmax, dtype=np.uint8).tobytes()), _compress(packed))
+
+
+def decode_arrays(meta: dict, blobs: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(probabilities H x W x C float32, argmax H x W uint8) from `encode_arrays` output."""
+    try:
+        height, width, classes = (int(v) for v in meta["shape"])
+        dtype = str(meta["probabilities"])
+        compression = meta["compression"]
+    except (KeyError, TypeError, ValueError):
+        raise ProtocolError(f"RESULT metadata lacks a valid shape/probabilities/compression: {meta!r}") from None
+    if dtype not in PROBABILITY_DTYPES or compression != "zlib" or len(blobs) != 2:
+        raise ProtocolError(f"RESULT uses an unknown encoding ({dtype}, {compression}, {len(blobs)} blobs)")
+    if min(height, width, classes) <= 0 or height * width * classes > MAX_PAYLOAD:
+        raise ProtocolError(f"RESULT announces an impossible shape {meta['shape']}")
+    pixels = height * width
+    argmax = np.frombuffer(_decompress(blobs[0], pixels, "argmax"), np.uint8).reshape(height, width)
+    if dtype == "uint8":
+        raw = _decompress(blobs[1], pixels * classes, "probabilities")
+        planar = np.frombuffer(raw, np.uint8).astype(np.float32) / np.float32(255.0)
+    else:
+        raw = _decompress(blobs[1], pixels * classes * 2, "probabilities")
+        shuffled = np.frombuffer(raw, np.uint8).reshape(2, -1).T
+        planar = np.ascontiguousarray(shuffled).view(">f2").astype(np.float32)
+    probabilities = np.ascontiguousarray(np.moveaxis(planar.reshape(classes, height, width), 0, -1))
+    return probabilities, argmax

@@ -1,0 +1,205 @@
+"""The worker's serving loop on the Ascend host (started by `worker.py`, which the client uploads).
+
+Frames arrive on a reader thread; requests run one at a time on the main thread, so a CANCEL can reach
+the backend while it works. The worker sends one HELLO once the stream is open, then a RESULT or ERROR
+per INFER, and exits when stdin closes (the client went away), so nothing outlives the SSH session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import queue
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import BinaryIO
+
+import cv2
+import numpy as np
+
+from ..backends.base import Backend, ImageSource
+from ..errors import CancelledError, SegScopeError
+from ..roi import Roi
+from . import protocol as p
+
+#: Seconds the worker may still run after stdin closed (a hung SDK call) before it exits anyway.
+EXIT_GRACE = 10.0
+
+
+class Worker:
+    """One client's session: a frame reader thread and a request loop."""
+
+    def __init__(self, out: BinaryIO):
+        self.out = out
+        self.write_lock = threading.Lock()
+        self.requests: queue.Queue[p.Message | None] = queue.Queue()
+        self.state_lock = threading.Lock()
+        self.cancelled: set[int] = set()
+        self.current: int | None = None
+        self.backend: Backend | None = None
+        self.exit_code = p.EXIT_OK
+
+    def send(self, msg_type: p.MsgType, meta: dict, blobs: tuple[bytes, ...] = ()) -> None:
+        frame = p.encode(p.Message(msg_type, meta, blobs))
+        with self.write_lock:
+            self.out.write(frame)
+            self.out.flush()
+
+    def error(self, request_id: int | None, kind: str, message: str) -> None:
+        self.send(p.MsgType.ERROR, {"id": request_id, "kind": kind, "message": message})
+
+    def read_frames(self, stdin: BinaryIO) -> None:
+        """Reader thread: queue INFERs, apply CANCELs at once; at EOF or a bad frame, wind the worker down."""
+        try:
+            while (msg := p.read_message(stdin.read, p.TO_WORKER)) is not None:
+                if msg.type == p.MsgType.CANCEL:
+                    self.cancel(msg.meta.get("id"))
+                else:
+                    self.requests.put(msg)
+        except p.ProtocolError as exc:
+            self.exit_code = p.EXIT_PROTOCOL
+            self.error(None, "protocol", f"the worker rejected a frame from the client: {exc}")
+        except OSError:
+            pass
+        finally:
+            self.requests.put(None)
+            with self.state_lock:
+                running = self.current is not None
+            if running and self.backend is not None:
+                self.backend.cancel()
+            watchdog = threading.Timer(EXIT_GRACE, os._exit, (p.EXIT_HUNG,))
+            watchdog.daemon = True
+            watchdog.start()
+
+    def cancel(self, request_id: object) -> None:
+        if not isinstance(request_id, int):
+            return
+        with self.state_lock:
+            self.cancelled.add(request_id)
+            running = self.current == request_id
+        if running and self.backend is not None:
+            self.backend.cancel()
+
+    def serve(self, backend: Backend) -> None:
+        self.backend = backend
+        while (msg := self.requests.get()) is not None:
+            self.handle(backend, msg)
+
+    def handle(self, backend: Backend, msg: p.Message) -> None:
+        started = time.perf_counter()
+        request_id = msg.meta.get("id")
+        if not isinstance(request_id, int):
+            self.error(None, "error", "malformed INFER: no integer 'id'")
+            return
+        with self.state_lock:
+            if request_id in self.cancelled:
+                self.cancelled.discard(request_id)
+                self.error(request_id, "cancelled", "cancelled before it started")
+                return
+            self.current = request_id
+        try:
+            image, roi, dtype = parse_request(msg)
+            result = backend.infer(image, roi)
+            if request_id in self.cancelled:
+                raise CancelledError("cancelled")
+            clock = time.perf_counter()
+            array_meta, blobs = p.encode_arrays(result.probabilities, result.argmax, dtype)
+            timings = dict(result.timings)
+            timings["postprocess"] = timings.get("postprocess", 0.0) + time.perf_counter() - clock
+            self.send(p.MsgType.RESULT, {
+                "id": request_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
+                "timings": timings, "backend": result.backend, "worker_seconds": time.perf_counter() - started,
+                **array_meta,
+            }, blobs)
+        except CancelledError:
+            self.error(request_id, "cancelled", "cancelled")
+        except SegScopeError as exc:
+            self.error(request_id, "error", str(exc))
+        except Exception as exc:  # a bug or an SDK surprise: report it and keep serving
+            traceback.print_exc()
+            self.error(request_id, "error", f"worker failure ({type(exc).__name__}: {exc})")
+        finally:
+            with self.state_lock:
+                self.current = None
+                self.cancelled.discard(request_id)
+
+
+def parse_request(msg: p.Message) -> tuple[ImageSource, Roi | None, str]:
+    """(image bytes or host path, ROI, probability encoding) of a well-formed INFER."""
+    meta, blobs = msg.meta, msg.blobs
+    path = meta.get("path")
+    if path is not None and (not isinstance(path, str) or blobs):
+        raise SegScopeError("malformed INFER: 'path' must be a string and come without image bytes")
+    if path is None and len(blobs) != 1:
+        raise SegScopeError(f"malformed INFER: expected one image blob, got {len(blobs)}")
+    box = meta.get("roi")
+    if box is not None and not (isinstance(box, list) and len(box) == 4 and all(type(v) is int for v in box)):
+        raise SegScopeError(f"malformed INFER: roi must be [x0, y0, x1, y1] integers, got {box!r}")
+    dtype = meta.get("probabilities", "uint8")
+    if dtype not in p.PROBABILITY_DTYPES:
+        raise SegScopeError(f"malformed INFER: probabilities must be one of {p.PROBABILITY_DTYPES}, got {dtype!r}")
+    roi = Roi(*box) if box is not None else None
+    if roi is not None:
+        roi.validate("INFER roi")
+    return (Path(path) if path is not None else blobs[0]), roi, dtype
+
+
+def open_backend(kind: str, pipeline: Path, max_pixels: int | None) -> tuple[Backend, str]:
+    """The MindX backend when its SDK imports (or `kind` demands it), else the embedded one; and why."""
+    from ..backends.embedded import EmbeddedBackend
+
+    options = {"max_pixels": max_pixels} if max_pixels else {}
+    if kind == "embedded":
+        return EmbeddedBackend(pipeline, **options), "embedded backend requested"
+    from ..backends.mindx_env import import_sdk
+
+    try:
+        import_sdk()
+    except SegScopeError as exc:
+        if kind == "mindx":
+            raise
+        return EmbeddedBackend(pipeline, **options), f"MindX SDK not usable here: {exc}"
+    from ..backends.mindx import MindXBackend
+
+    return MindXBackend(pipeline), ""
+
+
+def versions() -> dict[str, str]:
+    return {"python": platform.python_version(), "numpy": np.__version__, "opencv": cv2.__version__,
+            "host": platform.node(), "platform": platform.platform()}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="segscope-worker", description="SegScope's worker on the Ascend host")
+    parser.add_argument("--pipeline", type=Path, required=True, help="the .pipeline file on this host")
+    parser.add_argument("--backend", choices=("auto", "mindx", "embedded"), default="auto")
+    parser.add_argument("--max-pixels", type=int, default=None)
+    return parser.parse_args(argv)
+
+
+def serve(argv: list[str] | None, stdin: BinaryIO, out: BinaryIO) -> int:
+    """Open the stream, say hello, serve until stdin closes; the exit code."""
+    args = parse_args(argv)
+    worker = Worker(out)
+    threading.Thread(target=worker.read_frames, args=(stdin,), name="frames", daemon=True).start()
+    try:
+        backend, note = open_backend(args.backend, args.pipeline, args.max_pixels)
+    except SegScopeError as exc:
+        worker.error(None, "startup", str(exc))
+        return p.EXIT_STARTUP
+    try:
+        caps = backend.capabilities
+        worker.send(p.MsgType.HELLO, {
+            "protocol": p.PROTOCOL_VERSION, "backend": caps.name, "device": caps.device,
+            "input_size": list(caps.input_size), "class_names": list(caps.class_names), "details": caps.details,
+            "fallback_reason": note, "versions": versions(), "pid": os.getpid(), "pgid": os.getpgid(0),
+        })
+        worker.serve(backend)
+    except BrokenPipeError:  # the client is gone
+        pass
+    finally:
+        backend.close()
+    return worker.exit_code
