@@ -1,0 +1,63 @@
+"""Colour tables shared by the viewer: class labels, TP/FP/FN error codes and the probability heatmap.
+
+All label colours come from the Okabe-Ito palette, which stays distinguishable with the common forms of
+colour blindness. Tables are 256 x 4 uint8 RGBA, the form pyqtgraph's ImageItem applies fastest to uint8
+images (one table lookup per pixel, no float scaling).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+
+#: Okabe-Ito colours as RGB.
+ORANGE = (230, 159, 0)
+SKY_BLUE = (86, 180, 233)
+BLUISH_GREEN = (0, 158, 115)
+YELLOW = (240, 228, 66)
+BLUE = (0, 114, 178)
+VERMILLION = (213, 94, 0)
+REDDISH_PURPLE = (204, 121, 167)
+
+#: Colours of class 1, 2, ... (class 0, the background, is black or transparent).
+CLASS_COLORS = (YELLOW, SKY_BLUE, VERMILLION, BLUISH_GREEN, REDDISH_PURPLE, ORANGE, BLUE)
+
+#: Error-map codes: bit 0 = predicted as the class, bit 1 = truly the class.
+TN, FP, FN, TP = 0, 1, 2, 3
+ERROR_NAMES = {TN: "TN", FP: "FP", FN: "FN", TP: "TP"}
+#: TP bluish green, FP orange (predicted but absent), FN blue (missed): safe for red-green blindness.
+ERROR_COLORS = {TP: BLUISH_GREEN, FP: ORANGE, FN: BLUE}
+
+#: Perceptually uniform and colour-blind safe; shipped with pyqtgraph, so nothing is downloaded.
+HEATMAP_COLORMAP = "viridis"
+
+
+def class_color(index: int) -> tuple[int, int, int]:
+    """The RGB colour of class `index` (>= 1); the palette repeats past its length."""
+    return CLASS_COLORS[(index - 1) % len(CLASS_COLORS)]
+
+
+def label_lut(transparent_background: bool = False) -> np.ndarray:
+    """A 256-entry RGBA table for class-id images: 0 black (or transparent), k the colour of class k."""
+    lut = np.zeros((256, 4), np.uint8)
+    lut[:, 3] = 255
+    for index in range(1, 256):
+        lut[index, :3] = class_color(index)
+    if transparent_background:
+        lut[0, 3] = 0
+    return lut
+
+
+def error_lut(transparent_background: bool = False) -> np.ndarray:
+    """A 256-entry RGBA table for error codes (TN, TP, FP, FN)."""
+    lut = np.zeros((256, 4), np.uint8)
+    lut[:, 3] = 255
+    for code, rgb in ERROR_COLORS.items():
+        lut[code, :3] = rgb
+    if transparent_background:
+        lut[TN, 3] = 0
+    return lut
+
+
+def heatmap_colormap() -> pg.ColorMap:
+    return pg.colormap.get(HEATMAP_COLORMAP)

@@ -1,0 +1,393 @@
+"""Three linked result panels: softmax heatmap | argmax mask | ground truth (or the TP/FP/FN error map).
+
+Coordinates: every panel's scene is the slide itself. Each image is placed with `ImageItem.setRect` on the
+ROI box, so a 960x960 model output and an 1800x1800 ground-truth crop cover the same slide pixels; the
+hover readout is in slide coordinates without any bookkeeping, and the three ViewBoxes are linked on X and
+Y (one camera).
+
+Resolutions (what `panel_arrays()` returns is exactly what is drawn):
+- heatmap and argmax: the backend's arrays at model resolution, untouched (a view, never resampled);
+- ground truth and error map: ROI resolution, like `core.metrics`' hard metrics, so the error map's
+  TP/FP/FN pixel counts are the ones behind hard Dice/IoU. The prediction is brought to ROI resolution
+  with `core.metrics.argmax_at_roi`.
+
+Speed: label images are uint8 with a 256-entry RGBA table (one lookup per pixel); setImage is always called
+with explicit levels (no auto-level scan) and on views, never copies. Colour-bar drags only call
+`setLevels`, which marks the image dirty; Qt coalesces repaints, so a fast drag renders once per frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..core.backends.base import InferenceResult
+from ..core.errors import SegScopeError
+from ..core.metrics import argmax_at_roi, mask_to_labels
+from . import colormaps
+
+_CONTOUR_KERNEL = np.ones((3, 3), np.uint8)
+
+
+def contour(labels: np.ndarray) -> np.ndarray:
+    """`labels` kept only on region borders (a pixel whose 3x3 neighbourhood holds another label), else 0."""
+    edge = cv2.morphologyEx(labels, cv2.MORPH_GRADIENT, _CONTOUR_KERNEL)
+    return np.where(edge > 0, labels, 0).astype(np.uint8, copy=False)
+
+
+def error_codes(predicted: np.ndarray, truth: np.ndarray, positive: int) -> np.ndarray:
+    """Per-pixel TN/FP/FN/TP code (see `colormaps`) of `positive` class: bit 0 predicted, bit 1 true."""
+    return (predicted == positive).view(np.uint8) | ((truth == positive).view(np.uint8) << 1)
+
+
+class _Title(pg.LabelItem):
+    """A panel title that never widens its column, so the three panels always have one size."""
+
+    def updateMin(self) -> None:
+        super().updateMin()
+        self.setMinimumWidth(0)
+        height = self._sizeHint[Qt.SizeHint.PreferredSize][1]
+        self._sizeHint[Qt.SizeHint.MinimumSize] = self._sizeHint[Qt.SizeHint.PreferredSize] = (0, height)
+
+
+class _Panel:
+    """One ViewBox with the ROI image underneath (overlay mode), the panel image and a crosshair."""
+
+    def __init__(self, layout: pg.GraphicsLayout, row: int, col: int, title: str) -> None:
+        self.title = _Title(title)
+        layout.addItem(self.title, row=row, col=col)
+        self.view: pg.ViewBox = layout.addViewBox(row=row + 1, col=col, lockAspect=True, invertY=True)
+        self.view.setMenuEnabled(False)
+        self.base = pg.ImageItem(axisOrder="row-major")
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.view.addItem(self.base)
+        self.view.addItem(self.image)
+        pen = pg.mkPen((255, 255, 255, 180), width=1, style=Qt.PenStyle.DashLine)
+        self.vline = pg.InfiniteLine(angle=90, pen=pen, movable=False)
+        self.hline = pg.InfiniteLine(angle=0, pen=pen, movable=False)
+        for line in (self.vline, self.hline):
+            line.setZValue(10)
+            line.hide()
+            self.view.addItem(line, ignoreBounds=True)
+
+    def clear(self) -> None:
+        self.base.clear()
+        self.image.clear()
+
+
+class ResultPanels(QWidget):
+    """Softmax heatmap, argmax and ground truth of one `InferenceResult`, with one camera and crosshair."""
+
+    #: The hover readout, e.g. "slide (2512, 1380) | P background 0.031, tumour 0.969 | pred tumour | ...".
+    hovered = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._result: InferenceResult | None = None
+        self._image_bgr: np.ndarray | None = None
+        self._image_rgb: np.ndarray | None = None
+        self._truth: np.ndarray | None = None  # class ids at ROI resolution
+        self._predicted_roi: np.ndarray | None = None  # argmax at ROI resolution, made when first needed
+        self._class_names: tuple[str, ...] = ()
+        self._rect = QRectF()  # the ROI in slide pixels: where every image is drawn
+
+        self.class_combo = QComboBox()
+        self.class_combo.setToolTip("Class whose probability the heatmap shows and the error map scores")
+        self.overlay_action = QAction("Overlay", self, checkable=True)
+        self.overlay_action.setToolTip("Draw the panels over the ROI image")
+        self.contour_action = QAction("Contours", self, checkable=True)
+        self.contour_action.setToolTip("Masks as contours instead of filled regions (overlay mode)")
+        self.error_map_action = QAction("Error map", self, checkable=True)
+        self.error_map_action.setToolTip(
+            "Third panel: TP (green) / FP (orange) / FN (blue) of the chosen class instead of the ground truth"
+        )
+        self.opacity_slider = QSlider(Qt.Orientation.Horizontal)
+        self.opacity_slider.setRange(0, 100)
+        self.opacity_slider.setValue(50)
+        self.opacity_slider.setMaximumWidth(140)
+        self.opacity_slider.setToolTip("Opacity of the masks and heatmap over the ROI image")
+        fit_button = QPushButton("Fit")
+        fit_button.setToolTip("Zoom the panels to the whole ROI")
+        fit_button.clicked.connect(self.fit)
+
+        controls = QHBoxLayout()
+        controls.addWidget(QLabel("Class"))
+        controls.addWidget(self.class_combo)
+        for action in (self.overlay_action, self.contour_action, self.error_map_action):
+            box = QCheckBox(action.text())
+            box.setToolTip(action.toolTip())
+            box.toggled.connect(action.setChecked)
+            action.toggled.connect(box.setChecked)
+            action.changed.connect(lambda a=action, b=box: b.setEnabled(a.isEnabled()))
+            controls.addWidget(box)
+        controls.addWidget(QLabel("Opacity"))
+        controls.addWidget(self.opacity_slider)
+        controls.addStretch(1)
+        controls.addWidget(fit_button)
+
+        self.graphics = pg.GraphicsLayoutWidget()
+        layout = self.graphics.ci
+        self.heat = _Panel(layout, 0, 0, "Softmax")
+        self.colorbar = pg.ColorBarItem(
+            values=(0.0, 1.0), limits=(0.0, 1.0), rounding=0.01, width=15,
+            colorMap=colormaps.heatmap_colormap(), colorMapMenu=False,
+        )
+        self.colorbar.setImageItem(self.heat.image)
+        layout.addItem(self.colorbar, row=1, col=1)
+        self.argmax = _Panel(layout, 0, 2, "Argmax")
+        self.truth = _Panel(layout, 0, 3, "Ground truth")
+        for col in (0, 2, 3):
+            layout.layout.setColumnStretchFactor(col, 1)
+        for panel in (self.argmax, self.truth):
+            panel.view.setXLink(self.heat.view)
+            panel.view.setYLink(self.heat.view)
+        self.no_mask_text = pg.TextItem("no ground-truth mask", color=(200, 200, 200), anchor=(0.5, 0.5))
+        self.no_mask_text.hide()
+        self.truth.view.addItem(self.no_mask_text, ignoreBounds=True)
+        self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
+
+        self.readout = QLabel(" ")
+        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        box = QVBoxLayout(self)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addLayout(controls)
+        box.addWidget(self.graphics, 1)
+        box.addWidget(self.readout)
+
+        self.class_combo.currentIndexChanged.connect(self._on_class_changed)
+        self.overlay_action.toggled.connect(self._refresh_labels)
+        self.contour_action.toggled.connect(self._refresh_labels)
+        self.error_map_action.toggled.connect(self._refresh_truth)
+        self.opacity_slider.valueChanged.connect(self._refresh_style)
+        self.clear()
+
+    # ----------------------------------------------------------------------------------------- public API
+    def set_class_names(self, names: Sequence[str]) -> None:
+        """Names for the class combo box and the readout (from the backend's capabilities)."""
+        self._class_names = tuple(names)
+        if self._result is not None:
+            self._fill_class_combo(self._result.num_classes)
+
+    def show_result(
+        self, result: InferenceResult, roi_image_bgr: np.ndarray | None, gt_roi: np.ndarray | None
+    ) -> None:
+        """Display one result; `roi_image_bgr` and `gt_roi` are the ROI crops at ROI resolution."""
+        roi = result.roi
+        for name, array in (("ROI image", roi_image_bgr), ("ground-truth mask", gt_roi)):
+            if array is not None and array.shape[:2] != (roi.height, roi.width):
+                raise SegScopeError(
+                    f"{name} crop is {array.shape[1]}x{array.shape[0]} but the ROI {roi} is "
+                    f"{roi.width}x{roi.height}: the mask must have the image's size"
+                )
+        same_roi = self._result is not None and self._result.roi == roi
+        self._result = result
+        self._image_bgr = roi_image_bgr
+        self._image_rgb = None
+        self._truth = None if gt_roi is None else mask_to_labels(gt_roi, result.num_classes)
+        self._predicted_roi = None
+        self._fill_class_combo(result.num_classes)
+        self.error_map_action.setEnabled(self._truth is not None)
+        self._rect = QRectF(roi.x0, roi.y0, roi.width, roi.height)
+        self.no_mask_text.setPos(self._rect.center())
+        self._refresh_heatmap()
+        self._refresh_labels()
+        self._refresh_style()
+        if not same_roi:
+            self.fit()
+
+    def clear(self) -> None:
+        self._result = self._image_bgr = self._image_rgb = self._truth = self._predicted_roi = None
+        for panel in (self.heat, self.argmax, self.truth):
+            panel.clear()
+            panel.vline.hide()
+            panel.hline.hide()
+        self.no_mask_text.hide()
+        self.class_combo.blockSignals(True)
+        self.class_combo.clear()
+        self.class_combo.blockSignals(False)
+        self.error_map_action.setEnabled(False)
+        self.readout.setText(" ")
+        self._set_titles()
+
+    def panel_arrays(self) -> dict[str, np.ndarray]:
+        """What each panel draws, keyed "heatmap", "argmax" and "truth" or "error" (plus "image" when the
+        ROI image is shown underneath); a panel that draws nothing is left out."""
+        arrays: dict[str, np.ndarray] = {}
+        if self._result is None:
+            return arrays
+        arrays["heatmap"] = self.heat.image.image
+        arrays["argmax"] = self.argmax.image.image
+        if self._truth is not None:
+            arrays["error" if self.error_map_action.isChecked() else "truth"] = self.truth.image.image
+        if self.overlay_action.isChecked() and self._image_rgb is not None:
+            arrays["image"] = self.heat.base.image
+        return arrays
+
+    def current_class(self) -> int:
+        return max(self.class_combo.currentIndex(), 0)
+
+    def set_levels(self, low: float, high: float) -> None:
+        """Heatmap levels (probabilities mapped to the ends of the colour bar)."""
+        self.colorbar.setLevels((low, high))
+
+    def views(self) -> tuple[pg.ViewBox, pg.ViewBox, pg.ViewBox]:
+        """The three linked ViewBoxes (heatmap, argmax, truth)."""
+        return self.heat.view, self.argmax.view, self.truth.view
+
+    def fit(self) -> None:
+        """Zoom the (linked) panels to the ROI."""
+        if self._result is not None:
+            roi = self._result.roi
+            self.heat.view.setRange(QRectF(roi.x0, roi.y0, roi.width, roi.height), padding=0.02)
+
+    def readout_at(self, x: float, y: float) -> str:
+        """The hover readout for slide position (x, y); also moves the crosshair there."""
+        for panel in (self.heat, self.argmax, self.truth):
+            panel.vline.setPos(x)
+            panel.hline.setPos(y)
+            panel.vline.show()
+            panel.hline.show()
+        text = self._describe(x, y)
+        self.readout.setText(text)
+        self.hovered.emit(text)
+        return text
+
+    def predicted_at_roi(self) -> np.ndarray | None:
+        """The argmax at ROI resolution (the prediction the error map and hard metrics score)."""
+        if self._result is None:
+            return None
+        if self._predicted_roi is None:
+            self._predicted_roi = argmax_at_roi(self._result)
+        return self._predicted_roi
+
+    # ------------------------------------------------------------------------------------------ internals
+    def _class_name(self, index: int) -> str:
+        return self._class_names[index] if index < len(self._class_names) else f"class {index}"
+
+    def _fill_class_combo(self, num_classes: int) -> None:
+        previous = self.class_combo.currentIndex()
+        default = previous if 0 <= previous < num_classes else min(1, num_classes - 1)
+        self.class_combo.blockSignals(True)
+        self.class_combo.clear()
+        self.class_combo.addItems([self._class_name(i) for i in range(num_classes)])
+        self.class_combo.setCurrentIndex(default)
+        self.class_combo.blockSignals(False)
+
+    def _on_class_changed(self) -> None:
+        if self._result is not None:
+            self._refresh_heatmap()
+            if self.error_map_action.isChecked():
+                self._refresh_truth()
+
+    def _refresh_heatmap(self) -> None:
+        assert self._result is not None
+        probabilities = self._result.probabilities[..., self.current_class()]
+        self.heat.image.setImage(probabilities, autoLevels=False, levels=self.colorbar.levels(), rect=self._rect)
+        self._set_titles()
+
+    def _refresh_labels(self) -> None:
+        """Argmax and truth/error images (filled or contours)."""
+        if self._result is not None:
+            self.argmax.image.setImage(self._as_drawn(self._result.argmax), autoLevels=False, levels=(0, 255),
+                                       rect=self._rect)
+        self._refresh_truth()
+
+    def _refresh_truth(self) -> None:
+        self.no_mask_text.setVisible(self._result is not None and self._truth is None)
+        if self._truth is None:
+            self.truth.image.clear()
+        else:
+            error_map = self.error_map_action.isChecked()
+            if error_map:
+                labels = error_codes(self.predicted_at_roi(), self._truth, self.current_class())
+            else:
+                labels = self._truth
+            self.truth.image.setImage(self._as_drawn(labels), autoLevels=False, levels=(0, 255), rect=self._rect)
+        self._refresh_style()
+
+    def _as_drawn(self, labels: np.ndarray) -> np.ndarray:
+        return contour(labels) if self.overlay_action.isChecked() and self.contour_action.isChecked() else labels
+
+    def _refresh_style(self) -> None:
+        """Tables, opacity and the ROI image underneath, following the overlay switches."""
+        overlay = self.overlay_action.isChecked()
+        opacity = self.opacity_slider.value() / 100 if overlay else 1.0
+        error_map = self.error_map_action.isChecked() and self._truth is not None
+        self.argmax.image.setLookupTable(colormaps.label_lut(overlay))
+        self.truth.image.setLookupTable(colormaps.error_lut(overlay) if error_map else colormaps.label_lut(overlay))
+        if overlay and self._image_rgb is None and self._image_bgr is not None:
+            self._image_rgb = cv2.cvtColor(self._image_bgr, cv2.COLOR_BGR2RGB)
+        for panel in (self.heat, self.argmax, self.truth):
+            panel.image.setOpacity(opacity)
+            show_base = overlay and self._image_rgb is not None
+            if show_base and panel.base.image is not self._image_rgb:
+                panel.base.setImage(self._image_rgb, autoLevels=False, levels=None, rect=self._rect)
+            panel.base.setVisible(show_base)
+        self._set_titles()
+
+    def _set_titles(self) -> None:
+        heat_title = "Softmax"
+        if self._result is not None:
+            heat_title = f"Softmax: {self._class_name(self.current_class())}"
+        self.heat.title.setText(heat_title)
+        self.argmax.title.setText("Argmax")
+        if self.error_map_action.isChecked() and self._truth is not None:
+            legend = " ".join(
+                f"<span style='color:#{r:02x}{g:02x}{b:02x}'>&#9632; {colormaps.ERROR_NAMES[code]}</span>"
+                for code, (r, g, b) in colormaps.ERROR_COLORS.items()
+            )
+            self.truth.title.setText(f"Error map {legend}")
+        else:
+            self.truth.title.setText("Ground truth")
+
+    def _on_mouse_moved(self, scene_pos) -> None:
+        if self._result is None:
+            return
+        for panel in (self.heat, self.argmax, self.truth):
+            if panel.view.sceneBoundingRect().contains(scene_pos):
+                point = panel.view.mapSceneToView(scene_pos)
+                self.readout_at(point.x(), point.y())
+                return
+
+    def _describe(self, x: float, y: float) -> str:
+        """Readout for slide position (x, y): what each panel draws under that point."""
+        assert self._result is not None
+        result, roi = self._result, self._result.roi
+        sx, sy = int(np.floor(x)), int(np.floor(y))
+        text = f"slide ({sx}, {sy})"
+        if not (roi.x0 <= x < roi.x1 and roi.y0 <= y < roi.y1):
+            return f"{text}: outside the ROI"
+        height, width = result.argmax.shape
+        mx = min(int((x - roi.x0) * width / roi.width), width - 1)
+        my = min(int((y - roi.y0) * height / roi.height), height - 1)
+        probs = ", ".join(
+            f"{self._class_name(c)} {p:.3f}" for c, p in enumerate(result.probabilities[my, mx].tolist())
+        )
+        predicted = int(result.argmax[my, mx])
+        text += f" | model ({mx}, {my}) | P {probs} | predicted {self._class_name(predicted)}"
+        if self._truth is not None:
+            rx, ry = sx - roi.x0, sy - roi.y0
+            true_class = int(self._truth[ry, rx])
+            scored = int(self.predicted_at_roi()[ry, rx])  # may differ from `predicted` on a border
+            if scored != predicted:
+                text += f" (at ROI resolution: {self._class_name(scored)})"
+            positive = self.current_class()
+            code = int(scored == positive) | int(true_class == positive) << 1
+            text += f" | true {self._class_name(true_class)} | {colormaps.ERROR_NAMES[code]}"
+        return text
