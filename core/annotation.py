@@ -1,0 +1,410 @@
+"""Mask editing without Qt: brush, eraser, fill, polygon, accepting a prediction, undo/redo, saving.
+
+`MaskEditor` edits a full-slide uint8 mask in the file's own convention (0/255 or 0/1 for binary models,
+class indices otherwise). Every operation touches only the bounding box it draws into and returns the box
+that changed (or None), so the GUI redraws just that region. Undo keeps, per edit, the tight box of changed
+pixels with its old and new bytes (zlib-compressed above a few KiB): a long history of strokes costs little.
+
+A mouse drag is one undo step: the GUI calls `begin_edit()` on press, `stroke()` per mouse move and
+`end_edit()` on release; an operation made outside `begin_edit`/`end_edit` is a step of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import re
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import cv2
+import numpy as np
+
+from .backends.base import InferenceResult
+from .dataset import MASK_SUFFIX
+from .errors import SegScopeError
+from .fileio import atomic_write_bytes, encode_image, read_bytes
+from .metrics import argmax_at_roi
+from .roi import Roi
+
+Point = tuple[float, float]  # (x, y) in mask pixels
+
+#: Deltas larger than this are stored zlib-compressed.
+COMPRESS_ABOVE = 4096
+RECOVERY_DIR_NAME = ".segscope-recovery"
+CORRECTED_SUFFIX = "_corrected"
+BACKUP_SUFFIX = ".orig"
+#: Formats a mask can be replaced in without losing values (JPEG cannot).
+LOSSLESS_SUFFIXES = (".png", ".tif", ".tiff", ".bmp")
+
+
+@dataclass(frozen=True)
+class _Delta:
+    """One undo step: the box that changed and its pixels before and after (raw or zlib bytes)."""
+
+    id: int
+    box: Roi
+    before: bytes
+    after: bytes
+    compressed: bool
+
+    @classmethod
+    def make(cls, delta_id: int, box: Roi, before: np.ndarray, after: np.ndarray) -> _Delta:
+        raw_before, raw_after = before.tobytes(), after.tobytes()
+        compressed = len(raw_before) > COMPRESS_ABOVE
+        if compressed:
+            raw_before, raw_after = zlib.compress(raw_before, 1), zlib.compress(raw_after, 1)
+        return cls(delta_id, box, raw_before, raw_after, compressed)
+
+    def pixels(self, which: Literal["before", "after"]) -> np.ndarray:
+        data = self.before if which == "before" else self.after
+        raw = zlib.decompress(data) if self.compressed else data
+        return np.frombuffer(raw, np.uint8).reshape(self.box.height, self.box.width)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.before) + len(self.after)
+
+
+def _union(boxes: Sequence[Roi]) -> Roi:
+    return Roi(min(b.x0 for b in boxes), min(b.y0 for b in boxes), max(b.x1 for b in boxes), max(b.y1 for b in boxes))
+
+
+def _view(array: np.ndarray, box: Roi) -> np.ndarray:
+    return array[box.y0 : box.y1, box.x0 : box.x1]
+
+
+def _changed_box(before: np.ndarray, after: np.ndarray, origin: Roi) -> Roi | None:
+    """The tight box (in mask coordinates) of the pixels that differ, or None."""
+    changed = before != after
+    rows, cols = np.flatnonzero(changed.any(axis=1)), np.flatnonzero(changed.any(axis=0))
+    if rows.size == 0:
+        return None
+    return Roi(origin.x0 + int(cols[0]), origin.y0 + int(rows[0]),
+               origin.x0 + int(cols[-1]) + 1, origin.y0 + int(rows[-1]) + 1)
+
+
+class MaskEditor:
+    """Undoable edits of one H x W uint8 mask (`editor.mask`; change it only through the editor)."""
+
+    def __init__(self, mask: np.ndarray, num_classes: int = 2):
+        if mask.ndim != 2 or mask.dtype != np.uint8:
+            raise SegScopeError(f"mask must be a 2-D uint8 array, got {mask.dtype} {mask.shape}")
+        self.mask = np.ascontiguousarray(mask).copy()
+        self.num_classes = num_classes
+        # A binary mask stores foreground as 255 unless the file uses 0/1; a blank one gets 0/255.
+        self.foreground = 1 if num_classes == 2 and int(mask.max(initial=0)) == 1 else 255
+        self._undo: list[_Delta] = []
+        self._redo: list[_Delta] = []
+        self._next_id = 1
+        self._saved_version = 0
+        self._pieces: list[tuple[Roi, np.ndarray]] | None = None  # old pixels of each change in an open edit
+
+    # --- values and state ---------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.mask.shape  # type: ignore[return-value]
+
+    def value_of(self, class_index: int) -> int:
+        """The pixel value that stores `class_index` in this mask's convention (eraser: class 0)."""
+        if not 0 <= class_index < self.num_classes:
+            raise SegScopeError(f"class {class_index} is not one of the model's {self.num_classes} classes")
+        return self.foreground * class_index if self.num_classes == 2 else class_index
+
+    def labels_to_values(self, labels: np.ndarray) -> np.ndarray:
+        return labels.astype(np.uint8) * np.uint8(self.foreground) if self.num_classes == 2 else labels.astype(np.uint8)
+
+    @property
+    def version(self) -> int:
+        """Identifies the current content: changes on every edit, undo and redo (0 = as loaded)."""
+        return self._undo[-1].id if self._undo else 0
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._pieces) or self.version != self._saved_version
+
+    def mark_saved(self) -> None:
+        self.end_edit()
+        self._saved_version = self.version
+
+    @property
+    def can_undo(self) -> bool:
+        return bool(self._undo) or bool(self._pieces)
+
+    @property
+    def can_redo(self) -> bool:
+        return bool(self._redo) and self._pieces is None
+
+    @property
+    def history_bytes(self) -> int:
+        """Memory held by the undo and redo history."""
+        return sum(d.nbytes for d in self._undo) + sum(d.nbytes for d in self._redo)
+
+    # --- grouping -----------------------------------------------------------------------------------
+
+    def begin_edit(self) -> None:
+        """Start one undo step spanning several operations (a mouse drag); ends a step left open."""
+        self.end_edit()
+        self._pieces = []
+
+    def end_edit(self) -> Roi | None:
+        """Close the open step and record it; returns the box it changed (None when nothing changed)."""
+        pieces, self._pieces = self._pieces, None
+        if not pieces:
+            return None
+        union = _union([box for box, _ in pieces])
+        after = _view(self.mask, union)
+        before = after.copy()
+        for box, old in reversed(pieces):  # the earliest piece holds the original pixels
+            before[box.y0 - union.y0 : box.y1 - union.y0, box.x0 - union.x0 : box.x1 - union.x0] = old
+        box = _changed_box(before, after, union)
+        if box is None:  # e.g. painted then erased the same pixels
+            return None
+        inner = Roi(box.x0 - union.x0, box.y0 - union.y0, box.x1 - union.x0, box.y1 - union.y0)
+        self._undo.append(_Delta.make(self._next_id, box, _view(before, inner), _view(after, inner)))
+        self._next_id += 1
+        self._redo.clear()
+        return box
+
+    def _apply(self, box: Roi, where: np.ndarray, values: int | np.ndarray,
+               allowed: np.ndarray | None) -> Roi | None:
+        """Set the pixels of `box` selected by `where` (bool, box-sized) to `values`, only where `allowed`."""
+        if allowed is not None:
+            if allowed.shape != self.mask.shape:
+                raise SegScopeError(f"allowed map is {allowed.shape[::-1]} but the mask is {self.mask.shape[::-1]}")
+            where = where & _view(allowed, box)
+        region = _view(self.mask, box)
+        old = region.copy()
+        np.copyto(region, values, where=where, casting="unsafe")
+        changed = _changed_box(old, region, box)
+        if changed is None:
+            return None
+        single = self._pieces is None
+        if single:
+            self._pieces = []
+        inner = Roi(changed.x0 - box.x0, changed.y0 - box.y0, changed.x1 - box.x0, changed.y1 - box.y0)
+        self._pieces.append((changed, _view(old, inner).copy()))  # type: ignore[union-attr]
+        if single:
+            self.end_edit()
+        return changed
+
+    def _clip(self, x0: float, y0: float, x1: float, y1: float) -> Roi | None:
+        height, width = self.mask.shape
+        box = Roi(max(int(np.floor(x0)), 0), max(int(np.floor(y0)), 0),
+                  min(int(np.ceil(x1)) + 1, width), min(int(np.ceil(y1)) + 1, height))
+        return box if box.x0 < box.x1 and box.y0 < box.y1 else None
+
+    # --- tools --------------------------------------------------------------------------------------
+
+    def stroke(self, points: Sequence[Point], radius: int, value: int,
+               allowed: np.ndarray | None = None) -> Roi | None:
+        """Brush (or eraser with value 0): round-capped segments of `radius` through `points`.
+
+        `allowed` (bool, mask-sized, e.g. `probability >= threshold`) limits painting to where it is True.
+        """
+        if not points:
+            return None
+        radius = max(int(radius), 0)
+        pts = np.rint(np.asarray(points, np.float64)).astype(np.int64).reshape(-1, 2)
+        box = self._clip(pts[:, 0].min() - radius, pts[:, 1].min() - radius,
+                         pts[:, 0].max() + radius, pts[:, 1].max() + radius)
+        if box is None:
+            return None
+        local = [(int(x) - box.x0, int(y) - box.y0) for x, y in pts]
+        footprint = np.zeros((box.height, box.width), np.uint8)
+        for start, end in itertools.pairwise(local):
+            cv2.line(footprint, start, end, 1, 2 * radius + 1)
+        for point in local:
+            cv2.circle(footprint, point, radius, 1, -1)
+        return self._apply(box, footprint.view(bool), value, allowed)
+
+    def polygon(self, points: Sequence[Point], value: int, allowed: np.ndarray | None = None) -> Roi | None:
+        """Fill the closed polygon (or lasso path) through `points`, edges included."""
+        if len(points) < 3:
+            return None
+        pts = np.rint(np.asarray(points, np.float64)).astype(np.int64).reshape(-1, 2)
+        box = self._clip(pts[:, 0].min(), pts[:, 1].min(), pts[:, 0].max(), pts[:, 1].max())
+        if box is None:
+            return None
+        footprint = np.zeros((box.height, box.width), np.uint8)
+        cv2.fillPoly(footprint, [(pts - (box.x0, box.y0)).astype(np.int32)], 1)
+        return self._apply(box, footprint.view(bool), value, allowed)
+
+    def fill(self, seed: tuple[int, int], value: int, allowed: np.ndarray | None = None) -> Roi | None:
+        """Flood fill: the 4-connected pixels of the seed's value (within `allowed`) become `value`."""
+        x, y = int(seed[0]), int(seed[1])
+        height, width = self.mask.shape
+        if not (0 <= x < width and 0 <= y < height) or (allowed is not None and not allowed[y, x]):
+            return None
+        # floodFill never enters pixels already set in its mask: mark the disallowed ones with 1, fill with 2.
+        flood = np.zeros((height + 2, width + 2), np.uint8)
+        if allowed is not None:
+            flood[1:-1, 1:-1] = ~allowed.astype(bool)
+        _, _, _, (rx, ry, rw, rh) = cv2.floodFill(self.mask, flood, (x, y), 0, 0, 0,
+                                                  4 | cv2.FLOODFILL_MASK_ONLY | cv2.FLOODFILL_FIXED_RANGE | (2 << 8))
+        box = Roi(rx, ry, rx + rw, ry + rh)
+        return self._apply(box, _view(flood[1:-1, 1:-1], box) == 2, value, None)
+
+    def replace(self, values: np.ndarray, box: Roi | None = None) -> Roi | None:
+        """Put `values` (mask pixel values) into `box` (default: the whole mask)."""
+        box = box or Roi.whole(self.mask.shape[1], self.mask.shape[0])
+        if values.shape != (box.height, box.width) or not box.fits(self.mask.shape[1], self.mask.shape[0]):
+            raise SegScopeError(f"cannot put a {values.shape[::-1]} array into box {box} of a "
+                                f"{self.mask.shape[1]}x{self.mask.shape[0]} mask")
+        return self._apply(box, np.ones(values.shape, bool), values, None)
+
+    def accept_prediction(self, labels: np.ndarray, roi: Roi) -> Roi | None:
+        """Replace the ROI's pixels with predicted class `labels` (ROI-sized, e.g. `prediction_labels`)."""
+        return self.replace(self.labels_to_values(labels), roi)
+
+    # --- undo / redo --------------------------------------------------------------------------------
+
+    def undo(self) -> Roi | None:
+        """Revert the last step; returns the box to redraw, or None when there is nothing to undo."""
+        self.end_edit()
+        if not self._undo:
+            return None
+        delta = self._undo.pop()
+        _view(self.mask, delta.box)[...] = delta.pixels("before")
+        self._redo.append(delta)
+        return delta.box
+
+    def redo(self) -> Roi | None:
+        if self._pieces is not None or not self._redo:
+            return None
+        delta = self._redo.pop()
+        _view(self.mask, delta.box)[...] = delta.pixels("after")
+        self._undo.append(delta)
+        return delta.box
+
+
+# --- predictions as masks ---------------------------------------------------------------------------
+
+
+def probability_at_roi(result: InferenceResult, class_index: int = 1) -> np.ndarray:
+    """One class's probability resized (linear, as `argmax_at_roi`) to the ROI: float32 ROI-sized."""
+    p = result.probabilities[..., class_index]
+    size = (result.roi.width, result.roi.height)
+    return p if p.shape[::-1] == size else cv2.resize(p, size, interpolation=cv2.INTER_LINEAR)
+
+
+def prediction_labels(result: InferenceResult, threshold: float | None = None, class_index: int = 1) -> np.ndarray:
+    """Predicted classes at ROI resolution: the argmax, or `class_index` where its probability >= threshold."""
+    if threshold is None:
+        return argmax_at_roi(result)
+    return np.where(probability_at_roi(result, class_index) >= threshold, class_index, 0).astype(np.uint8)
+
+
+def allowed_map(result: InferenceResult, class_index: int, threshold: float) -> np.ndarray:
+    """Slide-sized bool map for the probability-aware brush: True where the class's probability >= threshold
+    (False outside the ROI, where there is no prediction)."""
+    allowed = np.zeros(result.image_size[::-1], bool)
+    _view(allowed, result.roi)[...] = probability_at_roi(result, class_index) >= threshold
+    return allowed
+
+
+# --- saving -----------------------------------------------------------------------------------------
+
+SaveMode = Literal["corrected", "replace"]
+
+
+def default_mask_path(image_path: Path) -> Path:
+    """Where an image's ground truth lives by the dataset layouts: `<id>/mask.png` or `<name>_mask.png`."""
+    image_path = Path(image_path)
+    stem = "mask" if image_path.stem == "image" else f"{image_path.stem}{MASK_SUFFIX}"
+    return image_path.with_name(f"{stem}.png")
+
+
+def corrected_mask_path(mask_path: Path) -> Path:
+    """`mask.png` -> `mask_corrected.png`, `name_mask.tif` -> `name_mask_corrected.png` (always PNG)."""
+    return Path(mask_path).with_name(f"{Path(mask_path).stem}{CORRECTED_SUFFIX}.png")
+
+
+def backup_mask_path(mask_path: Path) -> Path:
+    """`mask.png` -> `mask.orig.png`: where `save_mask(..., "replace")` keeps the original."""
+    return Path(mask_path).with_name(f"{Path(mask_path).stem}{BACKUP_SUFFIX}{Path(mask_path).suffix}")
+
+
+def save_mask(mask: np.ndarray, mask_path: Path, mode: SaveMode = "corrected") -> Path:
+    """Save an edited mask without destroying the original at `mask_path`; returns the file written.
+
+    "corrected" writes (or rewrites) `corrected_mask_path(mask_path)` beside it. "replace" first copies the
+    original byte for byte to `backup_mask_path` (an existing backup is never overwritten: it holds the
+    first original), then replaces the original and removes a corrected copy that would shadow it.
+    """
+    mask_path = Path(mask_path)
+    if mode == "corrected":
+        return atomic_write_bytes(corrected_mask_path(mask_path), encode_image(mask, ".png"), overwrite=True)
+    if mode != "replace":
+        raise SegScopeError(f"save mode {mode!r}: choose 'corrected' or 'replace'")
+    if mask_path.suffix.lower() not in LOSSLESS_SUFFIXES:
+        raise SegScopeError(f"{mask_path}: cannot replace a {mask_path.suffix} mask without changing its values; "
+                            "save it as a corrected PNG instead")
+    backup = backup_mask_path(mask_path)
+    if mask_path.exists() and not backup.exists():
+        atomic_write_bytes(backup, read_bytes(mask_path))
+    written = atomic_write_bytes(mask_path, encode_image(mask, mask_path.suffix.lower()), overwrite=True)
+    corrected_mask_path(mask_path).unlink(missing_ok=True)
+    return written
+
+
+# --- crash recovery ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """An auto-saved mask: reopen the source, then `editor.replace(recovery.mask)` to get the edits back."""
+
+    path: Path
+    source: Path  # the mask file the edits belong to
+    saved_at: float  # time.time() of the auto-save
+    mask: np.ndarray
+
+
+def recovery_path(source: Path, recovery_dir: Path | None = None) -> Path:
+    """`recovery_dir` (default: a hidden folder beside the mask) / `<folder>-<stem>-<hash of the path>.npz`."""
+    source = Path(source).resolve()
+    digest = hashlib.sha256(str(source).encode()).hexdigest()[:12]
+    name = re.sub(r"[^\w.-]", "_", f"{source.parent.name}-{source.stem}")
+    return Path(recovery_dir or source.parent / RECOVERY_DIR_NAME) / f"{name}-{digest}.npz"
+
+
+def write_recovery(editor: MaskEditor, source: Path, recovery_dir: Path | None = None) -> Path:
+    """Auto-save the editor's mask for `source` (atomic; the GUI calls this on a timer while dirty)."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, mask=editor.mask, source=np.array(str(Path(source).resolve())),
+                        saved_at=np.array(time.time()))
+    return atomic_write_bytes(recovery_path(source, recovery_dir), buffer.getvalue(), overwrite=True)
+
+
+def load_recovery(path: Path) -> Recovery:
+    try:
+        with np.load(io.BytesIO(read_bytes(path)), allow_pickle=False) as data:
+            mask, source, saved_at = data["mask"], Path(str(data["source"])), float(data["saved_at"])
+    except (ValueError, KeyError, OSError, zlib.error) as exc:
+        raise SegScopeError(f"{path}: not a SegScope recovery file ({exc}); delete it") from None
+    if mask.ndim != 2 or mask.dtype != np.uint8:
+        raise SegScopeError(f"{path}: recovery mask is {mask.dtype} {mask.shape}, not a 2-D uint8 mask; delete it")
+    return Recovery(Path(path), source, saved_at, mask)
+
+
+def find_recovery(source: Path, recovery_dir: Path | None = None) -> Recovery | None:
+    """The auto-save of `source`'s edits, unless there is none or the mask file was saved after it."""
+    path = recovery_path(source, recovery_dir)
+    if not path.exists():
+        return None
+    recovery = load_recovery(path)
+    saved = corrected_mask_path(source)
+    newest_save = max((p.stat().st_mtime for p in (Path(source), saved) if p.exists()), default=0.0)
+    return recovery if recovery.saved_at > newest_save else None
+
+
+def discard_recovery(source: Path, recovery_dir: Path | None = None) -> None:
+    """Remove `source`'s auto-save (after a save, or when the user declines to recover)."""
+    recovery_path(source, recovery_dir).unlink(missing_ok=True)

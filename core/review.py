@@ -1,0 +1,107 @@
+"""Error review: where a prediction disagrees with the ground truth, and the worst images of a dataset.
+
+The error map labels every ROI pixel by comparing predicted and true classes (class 0 = background):
+TN (both background), TP (same foreground class), FP (foreground predicted on background), FN (background
+predicted on foreground) and WRONG_CLASS (foreground of another class; multi-class models only). Connected
+error regions are listed largest first with their boxes in slide pixels, so the GUI can zoom to them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from .backends.base import InferenceResult
+from .errors import SegScopeError
+from .metrics import argmax_at_roi, mask_to_labels, truth_at_roi
+from .roi import Roi
+
+TN, TP, FP, FN, WRONG_CLASS = 0, 1, 2, 3, 4
+ERROR_NAMES = {TN: "TN", TP: "TP", FP: "FP", FN: "FN", WRONG_CLASS: "wrong class"}
+ERROR_TYPES = (FP, FN, WRONG_CLASS)
+
+
+@dataclass(frozen=True)
+class ErrorMap:
+    labels: np.ndarray  # ROI-sized uint8, one of TN/TP/FP/FN/WRONG_CLASS per pixel
+    roi: Roi  # where the labels sit in the slide
+
+    def count(self, kind: int) -> int:
+        return int(np.count_nonzero(self.labels == kind))
+
+    def counts(self) -> dict[str, int]:
+        """Pixels per kind (the area at ROI resolution), keyed by name."""
+        totals = np.bincount(self.labels.ravel(), minlength=len(ERROR_NAMES))
+        return {name: int(totals[kind]) for kind, name in ERROR_NAMES.items()}
+
+    def fractions(self) -> dict[str, float]:
+        """Each kind's share of the ROI's area."""
+        return {name: count / self.labels.size for name, count in self.counts().items()}
+
+
+@dataclass(frozen=True)
+class ErrorRegion:
+    kind: int  # FP, FN or WRONG_CLASS
+    area: int  # pixels
+    box: Roi  # bounding box in slide pixels
+    centroid: tuple[float, float]  # (x, y) in slide pixels
+
+    @property
+    def name(self) -> str:
+        return ERROR_NAMES[self.kind]
+
+
+def error_map(prediction: np.ndarray, truth: np.ndarray, roi: Roi) -> ErrorMap:
+    """Compare ROI-sized class-index maps (`prediction` from `argmax_at_roi`, `truth` from `mask_to_labels`)."""
+    if prediction.shape != truth.shape or prediction.shape != (roi.height, roi.width):
+        raise SegScopeError(f"error map: prediction {prediction.shape[::-1]}, truth {truth.shape[::-1]} and "
+                            f"ROI {roi.width}x{roi.height} must have the same size")
+    pred_fg, true_fg = prediction > 0, truth > 0
+    labels = np.full(prediction.shape, TN, np.uint8)
+    labels[pred_fg & true_fg] = WRONG_CLASS
+    labels[pred_fg & true_fg & (prediction == truth)] = TP
+    labels[pred_fg & ~true_fg] = FP
+    labels[~pred_fg & true_fg] = FN
+    return ErrorMap(labels, roi)
+
+
+def result_error_map(result: InferenceResult, full_mask: np.ndarray, source: str = "mask") -> ErrorMap:
+    """The error map of a result against its full-slide ground-truth mask."""
+    truth = mask_to_labels(truth_at_roi(result, full_mask, source), result.num_classes)
+    return error_map(argmax_at_roi(result), truth, result.roi)
+
+
+def error_regions(errors: ErrorMap, min_area: int = 1) -> list[ErrorRegion]:
+    """8-connected regions of each error kind, largest first (ties: top-left first)."""
+    regions = []
+    for kind in ERROR_TYPES:
+        _, _, stats, centroids = cv2.connectedComponentsWithStats((errors.labels == kind).view(np.uint8), None, 8)
+        for (x, y, w, h, area), (cx, cy) in zip(stats[1:], centroids[1:], strict=True):
+            if area >= min_area:
+                box = Roi(errors.roi.x0 + int(x), errors.roi.y0 + int(y), errors.roi.x0 + int(x + w),
+                          errors.roi.y0 + int(y + h))
+                regions.append(ErrorRegion(kind, int(area), box, (errors.roi.x0 + float(cx), errors.roi.y0 + float(cy))))
+    return sorted(regions, key=lambda r: (-r.area, r.box.y0, r.box.x0, r.kind))
+
+
+def worst_first(values: Mapping[str, float | None], higher_is_better: bool = True) -> list[str]:
+    """Image ids ordered worst first by a metric; ids without a value (no mask, NaN) go last."""
+    def key(item_id: str) -> tuple[bool, float]:
+        value = values[item_id]
+        missing = value is None or math.isnan(value)
+        return missing, 0.0 if missing else (value if higher_is_better else -value)  # type: ignore[operator]
+
+    return sorted(values, key=key)
+
+
+def step(order: list[str], current: str | None, offset: int) -> str | None:
+    """The id `offset` places after `current` in `order` (next/previous worst), clamped at the ends."""
+    if not order:
+        return None
+    if current not in order:
+        return order[0] if offset >= 0 else order[-1]
+    return order[min(max(order.index(current) + offset, 0), len(order) - 1)]
