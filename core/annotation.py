@@ -17,7 +17,7 @@ import itertools
 import re
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -194,11 +194,21 @@ class MaskEditor:
             self.end_edit()
         return changed
 
-    def _clip(self, x0: float, y0: float, x1: float, y1: float) -> Roi | None:
+    def _rasterise(self, points: Sequence[Point], pad: int,
+                   draw: Callable[[np.ndarray, np.ndarray], object]) -> tuple[Roi, np.ndarray] | None:
+        """Run `draw(canvas, points)` on a 0 canvas around the points (`pad` pixels more), then return the
+        box inside the mask and the drawn pixels there (bool). The canvas is not clipped to the mask, so a
+        shape crossing the border keeps exactly the pixels it has when drawn whole."""
+        pts = np.rint(np.asarray(points, np.float64)).astype(np.int64).reshape(-1, 2)
+        x0, y0 = (int(v) - pad for v in pts.min(axis=0))
+        x1, y1 = (int(v) + pad + 1 for v in pts.max(axis=0))
         height, width = self.mask.shape
-        box = Roi(max(int(np.floor(x0)), 0), max(int(np.floor(y0)), 0),
-                  min(int(np.ceil(x1)) + 1, width), min(int(np.ceil(y1)) + 1, height))
-        return box if box.x0 < box.x1 and box.y0 < box.y1 else None
+        box = Roi(max(x0, 0), max(y0, 0), min(x1, width), min(y1, height))
+        if box.x0 >= box.x1 or box.y0 >= box.y1:
+            return None
+        canvas = np.zeros((y1 - y0, x1 - x0), np.uint8)
+        draw(canvas, (pts - (x0, y0)).astype(np.int32))
+        return box, canvas[box.y0 - y0 : box.y1 - y0, box.x0 - x0 : box.x1 - x0].view(bool)
 
     # --- tools --------------------------------------------------------------------------------------
 
@@ -206,35 +216,27 @@ class MaskEditor:
                allowed: np.ndarray | None = None) -> Roi | None:
         """Brush (or eraser with value 0): round-capped segments of `radius` through `points`.
 
+        Paints every pixel within `radius` of the path (and none farther than `radius` + 0.7).
         `allowed` (bool, mask-sized, e.g. `probability >= threshold`) limits painting to where it is True.
         """
-        if not points:
-            return None
         radius = max(int(radius), 0)
-        pts = np.rint(np.asarray(points, np.float64)).astype(np.int64).reshape(-1, 2)
-        box = self._clip(pts[:, 0].min() - radius, pts[:, 1].min() - radius,
-                         pts[:, 0].max() + radius, pts[:, 1].max() + radius)
-        if box is None:
-            return None
-        local = [(int(x) - box.x0, int(y) - box.y0) for x, y in pts]
-        footprint = np.zeros((box.height, box.width), np.uint8)
-        for start, end in itertools.pairwise(local):
-            cv2.line(footprint, start, end, 1, 2 * radius + 1)
-        for point in local:
-            cv2.circle(footprint, point, radius, 1, -1)
-        return self._apply(box, footprint.view(bool), value, allowed)
+
+        def draw(canvas: np.ndarray, pts: np.ndarray) -> None:
+            for start, end in itertools.pairwise(pts.tolist()):
+                cv2.line(canvas, start, end, 1, max(2 * radius, 1))
+            for point in pts.tolist():
+                cv2.circle(canvas, point, radius, 1, -1)
+
+        # OpenCV's thick lines reach up to 0.7 px beyond half their thickness: pad by 2 more.
+        drawn = self._rasterise(points, radius + 2, draw) if len(points) else None
+        return self._apply(*drawn, value, allowed) if drawn else None
 
     def polygon(self, points: Sequence[Point], value: int, allowed: np.ndarray | None = None) -> Roi | None:
         """Fill the closed polygon (or lasso path) through `points`, edges included."""
         if len(points) < 3:
             return None
-        pts = np.rint(np.asarray(points, np.float64)).astype(np.int64).reshape(-1, 2)
-        box = self._clip(pts[:, 0].min(), pts[:, 1].min(), pts[:, 0].max(), pts[:, 1].max())
-        if box is None:
-            return None
-        footprint = np.zeros((box.height, box.width), np.uint8)
-        cv2.fillPoly(footprint, [(pts - (box.x0, box.y0)).astype(np.int32)], 1)
-        return self._apply(box, footprint.view(bool), value, allowed)
+        drawn = self._rasterise(points, 1, lambda canvas, pts: cv2.fillPoly(canvas, [pts], 1))
+        return self._apply(*drawn, value, allowed) if drawn else None
 
     def fill(self, seed: tuple[int, int], value: int, allowed: np.ndarray | None = None) -> Roi | None:
         """Flood fill: the 4-connected pixels of the seed's value (within `allowed`) become `value`."""
