@@ -2,10 +2,12 @@
 
 All label colours come from the Okabe-Ito palette, which stays distinguishable with the common forms of
 colour blindness. Tables are 256 x 4 uint8 RGBA, the form pyqtgraph's ImageItem applies fastest to uint8
-images (one table lookup per pixel, no float scaling).
+images (one table lookup per pixel, no float scaling). Treat the returned tables as read-only.
 """
 
 from __future__ import annotations
+
+from functools import cache
 
 import numpy as np
 import pyqtgraph as pg
@@ -37,6 +39,7 @@ def class_color(index: int) -> tuple[int, int, int]:
     return CLASS_COLORS[(index - 1) % len(CLASS_COLORS)]
 
 
+@cache  # one array per variant: handing ImageItem the same table again costs nothing
 def label_lut(transparent_background: bool = False) -> np.ndarray:
     """A 256-entry RGBA table for class-id images: 0 black (or transparent), k the colour of class k."""
     lut = np.zeros((256, 4), np.uint8)
@@ -48,6 +51,7 @@ def label_lut(transparent_background: bool = False) -> np.ndarray:
     return lut
 
 
+@cache
 def error_lut(transparent_background: bool = False) -> np.ndarray:
     """A 256-entry RGBA table for error codes (TN, TP, FP, FN)."""
     lut = np.zeros((256, 4), np.uint8)

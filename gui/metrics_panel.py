@@ -15,8 +15,7 @@ from . import colormaps
 
 #: Shown fields: (ImageMetrics attribute, label, tooltip).
 FIELDS = (
-    ("soft_dice", "Soft Dice", "2·Σ(p·y) / (Σp² + Σy²) over all classes at model resolution: the original "
-     "main.py's number"),
+    ("soft_dice", "Soft Dice", "2·Σ(p·y) / (Σp² + Σy²), all classes, model resolution: main.py's number"),
     ("soft_iou", "Soft IoU", "Soft Dice / (2 − soft Dice), as main.py reported it"),
     ("foreground_dice", "Dice", "Hard Dice of the argmax at ROI resolution, every class ≥ 1 as foreground"),
     ("foreground_iou", "IoU", "Hard IoU (Jaccard) of the argmax at ROI resolution, foreground"),

@@ -24,10 +24,11 @@ import cv2
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QImage, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QGraphicsPixmapItem,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -47,7 +48,7 @@ _CONTOUR_KERNEL = np.ones((3, 3), np.uint8)
 def contour(labels: np.ndarray) -> np.ndarray:
     """`labels` kept only on region borders (a pixel whose 3x3 neighbourhood holds another label), else 0."""
     edge = cv2.morphologyEx(labels, cv2.MORPH_GRADIENT, _CONTOUR_KERNEL)
-    return np.where(edge > 0, labels, 0).astype(np.uint8, copy=False)
+    return cv2.bitwise_and(labels, labels, mask=edge)
 
 
 def error_codes(predicted: np.ndarray, truth: np.ndarray, positive: int) -> np.ndarray:
@@ -73,7 +74,7 @@ class _Panel:
         layout.addItem(self.title, row=row, col=col)
         self.view: pg.ViewBox = layout.addViewBox(row=row + 1, col=col, lockAspect=True, invertY=True)
         self.view.setMenuEnabled(False)
-        self.base = pg.ImageItem(axisOrder="row-major")
+        self.base = QGraphicsPixmapItem()  # the ROI image, one QPixmap shared by the three panels
         self.image = pg.ImageItem(axisOrder="row-major")
         self.view.addItem(self.base)
         self.view.addItem(self.image)
@@ -86,7 +87,7 @@ class _Panel:
             self.view.addItem(line, ignoreBounds=True)
 
     def clear(self) -> None:
-        self.base.clear()
+        self.base.setPixmap(QPixmap())
         self.image.clear()
 
 
@@ -100,7 +101,7 @@ class ResultPanels(QWidget):
         super().__init__(parent)
         self._result: InferenceResult | None = None
         self._image_bgr: np.ndarray | None = None
-        self._image_rgb: np.ndarray | None = None
+        self._image_pixmap: QPixmap | None = None  # made from the BGR crop when overlay mode first needs it
         self._truth: np.ndarray | None = None  # class ids at ROI resolution
         self._predicted_roi: np.ndarray | None = None  # argmax at ROI resolution, made when first needed
         self._class_names: tuple[str, ...] = ()
@@ -198,7 +199,7 @@ class ResultPanels(QWidget):
         same_roi = self._result is not None and self._result.roi == roi
         self._result = result
         self._image_bgr = roi_image_bgr
-        self._image_rgb = None
+        self._image_pixmap = None
         self._truth = None if gt_roi is None else mask_to_labels(gt_roi, result.num_classes)
         self._predicted_roi = None
         self._fill_class_combo(result.num_classes)
@@ -207,12 +208,11 @@ class ResultPanels(QWidget):
         self.no_mask_text.setPos(self._rect.center())
         self._refresh_heatmap()
         self._refresh_labels()
-        self._refresh_style()
         if not same_roi:
             self.fit()
 
     def clear(self) -> None:
-        self._result = self._image_bgr = self._image_rgb = self._truth = self._predicted_roi = None
+        self._result = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = None
         for panel in (self.heat, self.argmax, self.truth):
             panel.clear()
             panel.vline.hide()
@@ -235,8 +235,8 @@ class ResultPanels(QWidget):
         arrays["argmax"] = self.argmax.image.image
         if self._truth is not None:
             arrays["error" if self.error_map_action.isChecked() else "truth"] = self.truth.image.image
-        if self.overlay_action.isChecked() and self._image_rgb is not None:
-            arrays["image"] = self.heat.base.image
+        if self.overlay_action.isChecked() and self._image_pixmap is not None:
+            arrays["image"] = self._image_bgr[..., ::-1]  # RGB, as the pixmap holds it
         return arrays
 
     def current_class(self) -> int:
@@ -331,13 +331,15 @@ class ResultPanels(QWidget):
         error_map = self.error_map_action.isChecked() and self._truth is not None
         self.argmax.image.setLookupTable(colormaps.label_lut(overlay))
         self.truth.image.setLookupTable(colormaps.error_lut(overlay) if error_map else colormaps.label_lut(overlay))
-        if overlay and self._image_rgb is None and self._image_bgr is not None:
-            self._image_rgb = cv2.cvtColor(self._image_bgr, cv2.COLOR_BGR2RGB)
+        if overlay and self._image_pixmap is None and self._image_bgr is not None:
+            image = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self._image_bgr), QImage.Format.Format_BGR888)
+            self._image_pixmap = QPixmap.fromImage(image)
         for panel in (self.heat, self.argmax, self.truth):
             panel.image.setOpacity(opacity)
-            show_base = overlay and self._image_rgb is not None
-            if show_base and panel.base.image is not self._image_rgb:
-                panel.base.setImage(self._image_rgb, autoLevels=False, levels=None, rect=self._rect)
+            show_base = overlay and self._image_pixmap is not None
+            if show_base and panel.base.pixmap().cacheKey() != self._image_pixmap.cacheKey():
+                panel.base.setPixmap(self._image_pixmap)  # implicitly shared: no copy
+                panel.base.setPos(self._rect.topLeft())
             panel.base.setVisible(show_base)
         self._set_titles()
 

@@ -6,9 +6,9 @@ import cv2
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from PySide6.QtCore import QPoint, QRectF, Qt
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
+from PySide6.QtGui import QImage
 from PySide6.QtTest import QTest
-
 from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.metrics import argmax_at_roi, image_metrics, mask_to_labels
@@ -215,8 +215,11 @@ def test_overlay_draws_the_masks_over_the_roi_image(panels):
     arrays = panels.panel_arrays()
     assert np.array_equal(arrays["image"], bgr[..., ::-1])
     for panel in (panels.heat, panels.argmax, panels.truth):
-        assert panel.base.isVisible()
+        assert panel.base.isVisible() and panel.base.pos() == QPointF(ROI.x0, ROI.y0)
+        assert panel.base.pixmap().cacheKey() == panels.heat.base.pixmap().cacheKey()  # one shared pixmap
         assert panel.image.opacity() == pytest.approx(0.3)
+    shown = panels.heat.base.pixmap().toImage().convertToFormat(QImage.Format.Format_RGB888)
+    assert np.array_equal(pg.functions.ndarray_from_qimage(shown), bgr[..., ::-1])
     assert np.array_equal(arrays["argmax"], result.argmax)
     background = rendered(panels.argmax.image)[result.argmax == 0]
     assert np.all(background[:, 3] == 0)  # see-through where nothing was found
