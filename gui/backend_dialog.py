@@ -1,0 +1,266 @@
+"""The connection dialog: which backend runs the stream (embedded, MindX on this host, remote over SSH).
+
+A remote host whose key is not yet known is only trusted after the user accepts its fingerprint in a
+confirmation dialog; passwords are never stored (the profile keeps host, port, user, key file, SDK path).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QThread, Signal
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPushButton,
+    QRadioButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..core.backends import open_backend
+from ..core.backends.base import Backend
+from ..core.pipeline import DEFAULT_PIPELINE
+from .run_controller import describe_error
+
+KINDS = ("embedded", "mindx", "remote")
+
+
+def mindx_importable() -> bool:
+    """Whether the MindX SDK's Python API can be imported on this machine."""
+    return importlib.util.find_spec("StreamManagerApi") is not None
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """What the dialog picked; `open()` opens it (call it off the GUI thread: a remote connect takes time)."""
+
+    kind: str = "embedded"
+    pipeline: Path = DEFAULT_PIPELINE
+    host: str = ""
+    port: int = 22
+    user: str = ""
+    key_file: str = ""
+    sdk_path: str = ""
+    accept_new_host_key: bool = False
+
+    @property
+    def remote(self) -> str | None:
+        if self.kind != "remote":
+            return None
+        return f"{self.user + '@' if self.user else ''}{self.host}:{self.port}"
+
+    def open(self) -> Backend:
+        options: dict[str, object] = {}
+        if self.kind == "remote":
+            options = {"accept_new_host_key": self.accept_new_host_key, "key_file": self.key_file or None,
+                       "sdk_path": self.sdk_path or None}
+        return open_backend("embedded" if self.kind == "remote" else self.kind, self.pipeline,
+                            remote=self.remote, **options)
+
+    def describe(self) -> str:
+        return {"embedded": "embedded (this machine)", "mindx": "MindX SDK (this host)"}.get(
+            self.kind, f"remote {self.remote}")
+
+    def as_profile(self) -> dict[str, str]:
+        return {"kind": self.kind, "pipeline": str(self.pipeline), "host": self.host, "port": str(self.port),
+                "user": self.user, "key_file": self.key_file, "sdk_path": self.sdk_path}
+
+    @classmethod
+    def from_profile(cls, profile: dict[str, str]) -> BackendChoice:
+        kind = profile.get("kind", "embedded")
+        pipeline = Path(profile["pipeline"]) if profile.get("pipeline") else DEFAULT_PIPELINE
+        port = int(profile["port"]) if profile.get("port", "").isdigit() else 22
+        return cls(kind if kind in KINDS else "embedded", pipeline if pipeline.is_file() else DEFAULT_PIPELINE,
+                   profile.get("host", ""), port, profile.get("user", ""), profile.get("key_file", ""),
+                   profile.get("sdk_path", ""))
+
+
+def unknown_host_fingerprint(exc: BaseException) -> str | None:
+    """The fingerprint carried by the remote backend's "unknown host key" error, if that is what `exc` is."""
+    fingerprint = getattr(exc, "fingerprint", None)
+    return str(fingerprint) if fingerprint and not getattr(exc, "changed", False) else None
+
+
+class _Probe(QThread):
+    """Open and close a backend in a thread; `done(capabilities or None, error or None)`."""
+
+    done = Signal(object, object)
+
+    def __init__(self, open_fn: Callable[[], Backend], parent=None) -> None:
+        super().__init__(parent)
+        self.open_fn = open_fn
+
+    def run(self) -> None:
+        try:
+            with self.open_fn() as backend:
+                capabilities = backend.capabilities
+        except Exception as exc:  # noqa: BLE001 - shown in the dialog
+            self.done.emit(None, exc)
+            return
+        self.done.emit(capabilities, None)
+
+
+def confirm_host_key(parent: QWidget | None, host: str, fingerprint: str) -> bool:
+    """Ask the user whether to trust a host seen for the first time (default: no)."""
+    box = QMessageBox(parent)
+    box.setIcon(QMessageBox.Icon.Warning)
+    box.setWindowTitle("Unknown host key")
+    box.setText(f"The authenticity of host {host} can't be established.")
+    box.setInformativeText(f"Its key fingerprint is:\n{fingerprint}\n\nCompare it with the one your administrator "
+                           "gave you. Trust this host and remember its key in known_hosts?")
+    box.setStandardButtons(QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No)
+    box.setDefaultButton(QMessageBox.StandardButton.No)
+    return box.exec() == QMessageBox.StandardButton.Yes
+
+
+class BackendDialog(QDialog):
+    """Pick a backend; `choice()` after `exec()` returns what was chosen (tested or not)."""
+
+    def __init__(self, current: BackendChoice, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Backend connection")
+        self._probe: _Probe | None = None
+        self._accepted_key = current.accept_new_host_key
+
+        self.buttons_group = QButtonGroup(self)
+        self.radios: dict[str, QRadioButton] = {}
+        labels = {"embedded": "Embedded: ONNX Runtime + OpenCV on this machine",
+                  "mindx": "MindX SDK on this Ascend host",
+                  "remote": "Remote Ascend host over SSH"}
+        kinds_box = QGroupBox("Run the stream with")
+        kinds_layout = QVBoxLayout(kinds_box)
+        for kind in KINDS:
+            radio = QRadioButton(labels[kind])
+            self.radios[kind] = radio
+            self.buttons_group.addButton(radio)
+            kinds_layout.addWidget(radio)
+        if not mindx_importable():
+            self.radios["mindx"].setEnabled(False)
+            self.radios["mindx"].setToolTip("The MindX SDK (StreamManagerApi) is not importable here: source the "
+                                            "SDK's set_env.sh before starting SegScope, or use the remote option")
+
+        self.pipeline_edit = QLineEdit(str(current.pipeline))
+        self.pipeline_edit.setToolTip("The MindX .pipeline file; modelPath is resolved from its project root")
+        pipeline_row = QHBoxLayout()
+        pipeline_row.addWidget(self.pipeline_edit, 1)
+        browse = QPushButton("…")
+        browse.setToolTip("Choose a .pipeline file")
+        browse.clicked.connect(self._browse_pipeline)
+        pipeline_row.addWidget(browse)
+
+        self.remote_box = QGroupBox("SSH profile")
+        form = QFormLayout(self.remote_box)
+        self.host_edit = QLineEdit(current.host)
+        self.host_edit.setPlaceholderText("ascend-host or an alias from ~/.ssh/config")
+        self.port_spin = QSpinBox()
+        self.port_spin.setRange(1, 65535)
+        self.port_spin.setValue(current.port)
+        self.user_edit = QLineEdit(current.user)
+        self.key_edit = QLineEdit(current.key_file)
+        self.key_edit.setPlaceholderText("empty: ssh-agent / default keys")
+        key_row = QHBoxLayout()
+        key_row.addWidget(self.key_edit, 1)
+        key_browse = QPushButton("…")
+        key_browse.clicked.connect(self._browse_key)
+        key_row.addWidget(key_browse)
+        self.sdk_edit = QLineEdit(current.sdk_path)
+        self.sdk_edit.setPlaceholderText("e.g. /usr/local/sdk_home/mxManufacture (empty: MX_SDK_HOME on the host)")
+        form.addRow("Host", self.host_edit)
+        form.addRow("Port", self.port_spin)
+        form.addRow("User", self.user_edit)
+        form.addRow("Key file", key_row)
+        form.addRow("SDK path", self.sdk_edit)
+
+        self.test_button = QPushButton("Test connection")
+        self.test_button.setToolTip("Open the backend once and show its device, without keeping it")
+        self.test_button.clicked.connect(self.test_connection)
+        self.status_label = QLabel("")
+        self.status_label.setWordWrap(True)
+        test_row = QHBoxLayout()
+        test_row.addWidget(self.test_button)
+        test_row.addWidget(self.status_label, 1)
+
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(kinds_box)
+        pipeline_form = QFormLayout()
+        pipeline_form.addRow("Pipeline", pipeline_row)
+        layout.addLayout(pipeline_form)
+        layout.addWidget(self.remote_box)
+        layout.addLayout(test_row)
+        layout.addWidget(buttons)
+
+        self.buttons_group.buttonToggled.connect(lambda *_: self._update_enabled())
+        radio = self.radios[current.kind] if self.radios[current.kind].isEnabled() else self.radios["embedded"]
+        radio.setChecked(True)
+        self._update_enabled()
+        self.resize(560, 0)
+
+    def kind(self) -> str:
+        return next(k for k, r in self.radios.items() if r.isChecked())
+
+    def choice(self) -> BackendChoice:
+        return BackendChoice(self.kind(), Path(self.pipeline_edit.text().strip()), self.host_edit.text().strip(),
+                             self.port_spin.value(), self.user_edit.text().strip(), self.key_edit.text().strip(),
+                             self.sdk_edit.text().strip(), self._accepted_key)
+
+    def _update_enabled(self) -> None:
+        self.remote_box.setEnabled(self.kind() == "remote")
+
+    def _browse_pipeline(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Pipeline file", self.pipeline_edit.text(),
+                                              "MindX pipelines (*.pipeline);;All files (*)")
+        if path:
+            self.pipeline_edit.setText(path)
+
+    def _browse_key(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "SSH private key", str(Path.home() / ".ssh"))
+        if path:
+            self.key_edit.setText(path)
+
+    def test_connection(self) -> None:
+        if self._probe is not None:
+            return
+        if self.kind() == "remote" and not self.host_edit.text().strip():
+            self.status_label.setText("Host: enter the Ascend host's name or address")
+            return
+        self.test_button.setEnabled(False)
+        self.status_label.setText("Connecting…")
+        self._probe = _Probe(self.choice().open, self)
+        self._probe.done.connect(self._on_probe_done)
+        self._probe.start()
+
+    def _on_probe_done(self, capabilities, error) -> None:
+        self._probe.wait()
+        self._probe = None
+        self.test_button.setEnabled(True)
+        if error is None:
+            self.status_label.setText(f"OK: {capabilities.name} on {capabilities.device}")
+            return
+        fingerprint = unknown_host_fingerprint(error)
+        if fingerprint and confirm_host_key(self, self.host_edit.text().strip(), fingerprint):
+            self._accepted_key = True
+            self.test_connection()
+            return
+        self.status_label.setText(describe_error(error)[0])
+
+    def done(self, result: int) -> None:
+        if self._probe is not None:
+            self._probe.wait()
+        super().done(result)

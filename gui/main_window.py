@@ -1,0 +1,559 @@
+"""The main window: dataset list, slide with ROI, the three result panels, metrics, messages.
+
+Slides are decoded and their pyramids built in a loader thread, inference runs in the run controller's
+thread; the GUI thread only draws. Every dock can be moved; the layout is remembered between runs.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QToolBar,
+    QWidget,
+)
+
+from ..core.backends.base import Capabilities, InferenceResult
+from ..core.dataset import Dataset, DatasetItem
+from ..core.errors import SegScopeError
+from ..core.evaluate import DatasetSummary, ImageEvaluation
+from ..core.export import export_result, write_metrics
+from ..core.fileio import read_image
+from ..core.metrics import ImageMetrics
+from ..core.roi import Roi
+from . import settings
+from .backend_dialog import BackendChoice, BackendDialog
+from .dataset_panel import DatasetPanel
+from .export_dialog import ExportChoices, ExportDialog
+from .message_area import MessageArea
+from .metrics_panel import MetricsPanel
+from .result_panels import ResultPanels
+from .run_controller import RunController, describe_error
+from .shortcuts import ShortcutsDialog, key, with_key
+from .slide_view import Pyramid, SlideView
+
+#: Results kept in memory for quick re-display (a 960x960x2 float32 result is ~7 MB).
+RESULT_CACHE = 64
+
+
+class _SlideLoader(QObject):
+    """Decodes a slide (+ mask) and builds its pyramid in its own thread; stale requests are skipped."""
+
+    loaded = Signal(int, object, object, object)  # generation, item, Pyramid, mask or None
+    failed = Signal(int, object, str, str)  # generation, item, message, details
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.latest = 0
+        self._lock = threading.Lock()
+
+    def request(self, generation: int) -> None:
+        with self._lock:
+            self.latest = generation
+
+    @Slot(int, object, object)
+    def load(self, generation: int, item: DatasetItem, dataset: Dataset) -> None:
+        if generation != self.latest:
+            return
+        try:
+            image = read_image(item.image_path, dataset.max_pixels)
+            pyramid = Pyramid.build(image)
+            mask = dataset.load_mask(item)
+        except Exception as exc:  # noqa: BLE001 - shown in the message area
+            self.failed.emit(generation, item, *describe_error(exc))
+            return
+        self.loaded.emit(generation, item, pyramid, mask)
+
+
+class MainWindow(QMainWindow):
+    """`open_dataset(path)`, `open_backend(choice)`, `run_current()`, `run_all()`; see the menus."""
+
+    _load = Signal(int, object, object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("SegScope")
+        self.setAcceptDrops(True)
+        self.resize(1600, 1000)
+        self.dataset: Dataset | None = None
+        self.current: DatasetItem | None = None
+        self.mask: np.ndarray | None = None  # ground truth of the current slide
+        self.metrics: dict[str, ImageMetrics | None] = {}
+        self.results: OrderedDict[str, InferenceResult] = OrderedDict()
+        self.backend_choice = BackendChoice()
+        self.capabilities: Capabilities | None = None
+        self._generation = 0
+
+        self.slide = SlideView()
+        self.panels = ResultPanels()
+        self.dataset_panel = DatasetPanel()
+        self.metrics_panel = MetricsPanel()
+        self.messages = MessageArea()
+        self.controller = RunController(self)
+
+        self.setCentralWidget(self.slide)
+        self.setDockNestingEnabled(True)
+        self.dataset_dock = self._dock("Dataset", self.dataset_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.metrics_dock = self._dock("Metrics", self.metrics_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.results_dock = self._dock("Results", self.panels, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.messages_dock = self._dock("Messages", self.messages, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.metrics_dock, self.messages_dock)
+        self.metrics_dock.raise_()
+        self.resizeDocks([self.dataset_dock], [420], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.results_dock], [520], Qt.Orientation.Vertical)
+
+        self._build_actions()
+        self._build_toolbar()
+        self._build_menus()
+        self._build_status_bar()
+        self._wire()
+        self._loader_thread = QThread(self)
+        self._loader_thread.setObjectName("segscope-slide-loader")
+        self._loader = _SlideLoader()
+        self._loader.moveToThread(self._loader_thread)
+        self._load.connect(self._loader.load)
+        self._loader.loaded.connect(self._on_slide_loaded)
+        self._loader.failed.connect(self._on_slide_failed)
+        self._loader_thread.start()
+        self._restore_layout()
+        self._update_enabled()
+
+    # ----------------------------------------------------------------------------------------- building
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock_{title.lower()}")
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _action(self, text: str, action_id: str, tip: str, slot, checkable: bool = False) -> QAction:
+        action = QAction(text, self, checkable=checkable)
+        action.setShortcut(QKeySequence(key(action_id)))
+        action.setToolTip(with_key(tip, action_id))
+        action.setStatusTip(tip)
+        action.triggered.connect(slot)
+        self.addAction(action)  # shortcuts work whatever has the focus
+        return action
+
+    def _build_actions(self) -> None:
+        a = self._action
+        self.open_action = a("&Open dataset…", "open", "Open a dataset folder", self.dataset_panel.choose_folder)
+        self.run_action = a("&Run", "run_current", "Run the current image with its ROI", self.run_current)
+        self.run_all_action = a("Run &all", "run_all", "Run every image of the dataset", self.run_all)
+        self.cancel_action = a("&Cancel", "cancel", "Stop the running inference", self.controller.cancel)
+        self.export_action = a("&Export…", "export", "Export masks, heatmaps and metrics", self.export)
+        self.backend_action = a("&Backend…", "backend", "Choose the inference backend", self.choose_backend)
+        self.next_action = a("Next image", "next_image", "Next image in the list",
+                             lambda: self.dataset_panel.select_offset(1))
+        self.prev_action = a("Previous image", "prev_image", "Previous image in the list",
+                             lambda: self.dataset_panel.select_offset(-1))
+        self.worst_action = a("Worst first", "worst_first", "Sort the list by soft Dice, lowest first",
+                              self.dataset_panel.sort_worst_first)
+        self.fit_action = a("&Fit slide", "fit", "Fit the whole slide in the view", self.slide.fit)
+        self.one_action = a("Slide 1:1", "one_to_one", "One slide pixel per screen pixel", self.slide.one_to_one)
+        self.square_action = a("&Square ROI", "roi_square", "Keep the ROI square", self.slide.set_square, True)
+        self.square_action.toggled.connect(self.slide.square_check.setChecked)
+        self.slide.square_check.toggled.connect(self.square_action.setChecked)
+        self.reset_roi_action = a("&Reset ROI", "roi_reset", "Back to the default ROI", self.reset_roi)
+        self.messages_action = a("&Messages", "messages", "Show or hide the message area", self._toggle_messages)
+        self.shortcuts_action = a("&Keyboard shortcuts", "shortcuts", "List every shortcut", self.show_shortcuts)
+        self.quit_action = a("&Quit", "quit", "Quit SegScope", self.close)
+        # The result panels' own toggles get their keys from the shared table too.
+        for action, action_id in ((self.panels.overlay_action, "overlay"), (self.panels.contour_action, "contours"),
+                                  (self.panels.error_map_action, "error_map")):
+            action.setShortcut(QKeySequence(key(action_id)))
+            action.setToolTip(with_key(action.toolTip(), action_id))
+            self.addAction(action)
+
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("Main")
+        bar.setObjectName("toolbar_main")
+        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.addToolBar(bar)
+        for action in (self.open_action, None, self.run_action, self.run_all_action, self.cancel_action, None):
+            bar.addAction(action) if action else bar.addSeparator()
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(220)
+        self.progress.setTextVisible(True)
+        self.progress.setFormat("%v / %m")
+        self.progress.setToolTip("Progress of the running batch")
+        self.eta_label = QLabel("")
+        self.progress_action = bar.addWidget(self.progress)  # a toolbar widget is shown through its action
+        self.progress_action.setVisible(False)
+        bar.addWidget(self.eta_label)
+        bar.addSeparator()
+        for action in (self.export_action, self.backend_action):
+            bar.addAction(action)
+        bar.addSeparator()
+        self.dice_label = QLabel("")
+        self.dice_label.setToolTip("The current image's soft Dice (the original script's number), hard Dice and IoU")
+        self.dice_label.setStyleSheet("font-weight: bold; padding: 0 8px;")
+        bar.addWidget(self.dice_label)
+
+    def _build_menus(self) -> None:
+        menu = self.menuBar()
+        file_menu = menu.addMenu("&File")
+        file_menu.addAction(self.open_action)
+        file_menu.addMenu(self.dataset_panel.recent_menu)
+        file_menu.addAction(self.export_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.quit_action)
+        run_menu = menu.addMenu("&Run")
+        for action in (self.run_action, self.run_all_action, self.cancel_action, None, self.backend_action):
+            run_menu.addAction(action) if action else run_menu.addSeparator()
+        view_menu = menu.addMenu("&View")
+        for action in (self.fit_action, self.one_action, self.square_action, self.reset_roi_action, None,
+                       self.next_action, self.prev_action, self.worst_action, None, self.panels.overlay_action,
+                       self.panels.contour_action, self.panels.error_map_action, None):
+            view_menu.addAction(action) if action else view_menu.addSeparator()
+        for dock in (self.dataset_dock, self.metrics_dock, self.results_dock, self.messages_dock):
+            view_menu.addAction(dock.toggleViewAction())
+        help_menu = menu.addMenu("&Help")
+        help_menu.addAction(self.shortcuts_action)
+        help_menu.addAction("&About SegScope", self._about)
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.backend_label = QLabel("backend: opening…")
+        self.backend_label.setToolTip("The active backend and its device (Backend… to change)")
+        self.timings_label = QLabel("")
+        self.timings_label.setToolTip("Per-stage times of the last inference")
+        self.means_label = QLabel("")
+        self.means_label.setToolTip("Dataset means over the images run so far that have masks")
+        for label in (self.timings_label, self.means_label, self.backend_label):
+            bar.addPermanentWidget(label)
+
+    def _wire(self) -> None:
+        self.dataset_panel.openRequested.connect(self.open_dataset)
+        self.dataset_panel.currentChanged.connect(self._on_item_selected)
+        self.slide.roiChanged.connect(self._on_roi_changed)
+        self.slide.resetRoiRequested.connect(self.reset_roi)
+        self.slide.hovered.connect(lambda text: self.statusBar().showMessage(text, 3000))
+        self.panels.hovered.connect(lambda text: self.statusBar().showMessage(text, 3000))
+        self.messages.added.connect(self._on_message)
+        c = self.controller
+        c.backendOpened.connect(self._on_backend_opened)
+        c.evaluated.connect(self._on_evaluated)
+        c.itemFailed.connect(lambda item_id, text, _d: self._set_status(item_id, "error", error=text))
+        c.message.connect(self.messages.add)
+        c.progress.connect(self._on_progress)
+        c.busyChanged.connect(lambda _busy: self._update_enabled())
+        c.batchFinished.connect(self._on_batch_finished)
+
+    # ------------------------------------------------------------------------------------- dataset/slide
+    def open_dataset(self, path: Path) -> bool:
+        if self.controller.busy:
+            self.messages.add("warning", "Cancel the running batch (Esc) before opening another dataset")
+            return False
+        try:
+            dataset = Dataset.open(Path(path))
+        except SegScopeError as exc:
+            self.messages.add("error", str(exc))
+            return False
+        self.dataset = dataset
+        self.current = None
+        self.metrics.clear()
+        self.results.clear()
+        self.slide.clear()
+        self.panels.clear()
+        self.metrics_panel.show_metrics(None)
+        self._update_means()
+        settings.add_recent_dataset(dataset.root)
+        self.setWindowTitle(f"SegScope — {dataset.root}")
+        self.dataset_panel.set_dataset(dataset.root, [item.id for item in dataset.items])
+        self.messages.add("info", f"Opened {dataset.root}: {len(dataset)} images, "
+                                  f"{sum(i.has_mask for i in dataset.items)} with masks")
+        self._update_enabled()
+        return True
+
+    def _on_item_selected(self, item_id: str) -> None:
+        if self.dataset is None:
+            return
+        self.current = self.dataset.item(item_id)
+        self.mask = None
+        self._generation += 1
+        self._loader.request(self._generation)
+        self._load.emit(self._generation, self.current, self.dataset)
+        self.statusBar().showMessage(f"Loading {self.current.image_path}…")
+        self._update_enabled()
+
+    def _on_slide_loaded(self, generation: int, item: DatasetItem, pyramid: Pyramid, mask) -> None:
+        if generation != self._generation or self.dataset is None:
+            return
+        self.mask = mask
+        w, h = pyramid.size
+        self.slide.set_pyramid(pyramid, self.dataset.roi_for(item, (w, h)))
+        self.statusBar().showMessage(f"{item.image_path}  {w} x {h}", 4000)
+        result = self.results.get(item.id)
+        if result is not None and result.roi == self.slide.roi():
+            self._show_result(item.id, result)
+        else:
+            self.panels.clear()
+            self._show_metrics(None)
+        self._update_enabled()
+
+    def _on_slide_failed(self, generation: int, item: DatasetItem, text: str, details: str) -> None:
+        if generation == self._generation:
+            self.slide.clear()
+            self.panels.clear()
+            self.messages.add("error", text, details)
+            self._set_status(item.id, "unreadable", error=text)
+            self._update_enabled()
+
+    def slide_ready(self) -> bool:
+        """Whether the selected item's slide is decoded and shown."""
+        return self.current is not None and self.slide.pyramid is not None and self.slide.roi() is not None
+
+    def _on_roi_changed(self, roi: Roi) -> None:
+        if self.dataset is None or self.current is None:
+            return
+        try:
+            self.dataset.set_roi(self.current, roi)
+        except SegScopeError as exc:
+            self.messages.add("warning", str(exc))
+        self._mark_if_stale(roi)
+
+    def _mark_if_stale(self, roi: Roi) -> None:
+        """Flag the current image when its shown result was computed on another ROI."""
+        result = self.results.get(self.current.id)
+        if result is not None and result.roi != roi:
+            self._set_status(self.current.id, "ROI changed")
+
+    def reset_roi(self) -> None:
+        if self.dataset is None or self.current is None or self.slide.pyramid is None:
+            return
+        try:
+            self.dataset.reset_roi(self.current)
+        except SegScopeError as exc:
+            self.messages.add("warning", str(exc))
+        self.slide.set_roi(self.dataset.roi_for(self.current, self.slide.pyramid.size))
+        self._mark_if_stale(self.slide.roi())
+
+    # ------------------------------------------------------------------------------------------ running
+    def open_backend(self, choice: BackendChoice) -> None:
+        """Open `choice` in the inference thread; the status bar says when it is ready."""
+        self.backend_choice = choice
+        self.capabilities = None
+        self.backend_label.setText(f"backend: opening {choice.describe()}…")
+        self.controller.open_backend(choice.open)
+        self._update_enabled()
+
+    def choose_backend(self) -> None:
+        dialog = BackendDialog(self.backend_choice, self)
+        if dialog.exec() == BackendDialog.DialogCode.Accepted:
+            choice = dialog.choice()
+            settings.save_backend_profile(choice.as_profile())
+            self.open_backend(choice)
+
+    def run_current(self) -> bool:
+        if self.dataset is None or not self.slide_ready():
+            self.statusBar().showMessage("Select an image first", 3000)
+            return False
+        self._on_roi_changed(self.slide.roi())  # the sidecar holds exactly the ROI on screen
+        return self._run([self.current])
+
+    def run_all(self) -> bool:
+        return self.dataset is not None and self._run(list(self.dataset.items))
+
+    def _run(self, items: list[DatasetItem]) -> bool:
+        if not self.controller.run(self.dataset, items):
+            return False
+        for item in items:
+            self._set_status(item.id, "queued")
+        self.progress.setRange(0, len(items))
+        self.progress.setValue(0)
+        self.progress_action.setVisible(len(items) > 1)
+        return True
+
+    def _on_progress(self, finished: int, total: int, eta: float) -> None:
+        self.progress.setValue(finished)
+        self.eta_label.setText("" if math.isnan(eta) or finished >= total else f"ETA {_duration(eta)}")
+
+    def _on_batch_finished(self, done: int, failed: int, cancelled: bool) -> None:
+        self.progress_action.setVisible(False)
+        self.eta_label.setText("")
+        if self.dataset is not None:
+            for row in self.dataset_panel.model.rows:
+                if row.status == "queued":
+                    self._set_status(row.item_id, "cancelled" if cancelled else "not run")
+        if cancelled or failed or done > 1:
+            level = "warning" if cancelled or failed else "info"
+            text = f"Run {'cancelled' if cancelled else 'finished'}: {done} done, {failed} failed"
+            self.messages.add(level, text)
+            self.statusBar().showMessage(text, 5000)
+
+    def _on_backend_opened(self, capabilities: Capabilities) -> None:
+        self.capabilities = capabilities
+        self.panels.set_class_names(capabilities.class_names)
+        self.backend_label.setText(f"{capabilities.name} · {capabilities.device}")
+        self.backend_label.setToolTip("\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
+        self.messages.add("info", f"Backend ready: {capabilities.name} on {capabilities.device}",
+                          "\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
+        self._update_enabled()
+
+    def _on_evaluated(self, evaluation: ImageEvaluation) -> None:
+        item_id = evaluation.item.id
+        self.results[item_id] = evaluation.result
+        self.results.move_to_end(item_id)
+        while len(self.results) > RESULT_CACHE:
+            self.results.popitem(last=False)
+        self.metrics[item_id] = evaluation.metrics
+        self._set_status(item_id, "done" if evaluation.metrics else "done (no mask)", evaluation.metrics)
+        self.timings_label.setText(_timings_text(evaluation.result.timings))
+        self._update_means()
+        if self.current is not None and self.current.id == item_id and self.slide.pyramid is not None:
+            self.slide.set_roi(evaluation.result.roi)
+            self._show_result(item_id, evaluation.result)
+
+    def _show_result(self, item_id: str, result: InferenceResult) -> None:
+        roi = result.roi
+        image = self.slide.image_bgr
+        roi_image = image[roi.y0 : roi.y1, roi.x0 : roi.x1] if image is not None else None
+        gt = self.mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if self.mask is not None else None
+        try:
+            self.panels.show_result(result, roi_image, gt)
+        except SegScopeError as exc:
+            self.messages.add("error", f"{item_id}: {exc}")
+            self.panels.show_result(result, roi_image, None)
+        self._show_metrics(self.metrics.get(item_id))
+
+    def _show_metrics(self, metrics: ImageMetrics | None) -> None:
+        names = self.capabilities.class_names if self.capabilities else ()
+        self.metrics_panel.show_metrics(metrics, names)
+        self.dice_label.setText("" if metrics is None else
+                                f"soft Dice {metrics.soft_dice:.4f} · Dice {metrics.foreground_dice:.4f} · "
+                                f"IoU {metrics.foreground_iou:.4f}")
+
+    def _update_means(self) -> None:
+        summary = DatasetSummary()
+        for metrics in self.metrics.values():
+            summary.add(metrics)
+        means = summary.means()
+        self.metrics_panel.set_dataset_dice(summary.soft_dice)
+        count = means["images_with_masks"]
+        self.means_label.setText("" if not count else
+                                 f"mean soft Dice {means['soft_dice']:.4f} · Dice {means['foreground_dice']:.4f}"
+                                 f" · IoU {means['foreground_iou']:.4f} ({count} images)")
+
+    def _set_status(self, item_id: str, status: str, metrics: ImageMetrics | None = None, error: str = "") -> None:
+        if self.dataset is not None and any(i.id == item_id for i in self.dataset.items):
+            self.dataset_panel.model.update(item_id, status, metrics, error)
+
+    # ------------------------------------------------------------------------------------------- export
+    def export(self) -> None:
+        """Ask what and where (ExportDialog never lets a file be replaced silently), then write."""
+        if self.dataset is None or not self.results:
+            self.statusBar().showMessage("Run at least one image before exporting", 4000)
+            return
+        current = self.current.id if self.current is not None and self.current.id in self.results else None
+        dialog = ExportDialog(current, list(self.results), self)
+        if dialog.exec() == ExportDialog.DialogCode.Accepted:
+            self.write_export(dialog.choices())
+
+    def write_export(self, choices: ExportChoices) -> list[Path]:
+        """Write the chosen files with `core.export`; problems go to the message area."""
+        written: list[Path] = []
+        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
+        try:
+            for item_id in choices.item_ids:
+                written += export_result(self.results[item_id], choices.folder, item_id, choices.kinds,
+                                         choices.overwrite)
+            if choices.metrics:
+                written += write_metrics(*self._metrics_table(), choices.folder, choices.overwrite)
+        except SegScopeError as exc:
+            self.messages.add("error", f"Export: {exc}")
+        finally:
+            QApplication.restoreOverrideCursor()
+        if written:
+            self.messages.add("info", f"Exported {len(written)} files to {choices.folder}",
+                              "\n".join(str(p) for p in written))
+        return written
+
+    def _metrics_table(self) -> tuple[list[dict[str, object]], dict[str, object]]:
+        """Rows (one per image run) and dataset means, as `core.export.write_metrics` takes them."""
+        summary, rows = DatasetSummary(), []
+        for item in self.dataset.items if self.dataset else []:
+            if item.id in self.metrics:
+                metrics = self.metrics[item.id]
+                summary.add(metrics)
+                result = self.results.get(item.id)
+                roi = result.roi if result else self.dataset.roi_for(item)
+                row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi)}
+                rows.append(row | (metrics.as_dict() if metrics else {}))
+        return rows, summary.means()
+
+    # --------------------------------------------------------------------------------------------- misc
+    def _update_enabled(self) -> None:
+        busy = self.controller.busy
+        has_backend = self.capabilities is not None
+        self.run_action.setEnabled(not busy and has_backend and self.slide_ready())
+        self.run_all_action.setEnabled(not busy and has_backend and self.dataset is not None)
+        self.cancel_action.setEnabled(busy)
+        self.backend_action.setEnabled(not busy)
+        self.export_action.setEnabled(not busy and bool(self.results))
+
+    def _on_message(self, level: str) -> None:
+        if level == "error":
+            self.messages_dock.show()
+            self.messages_dock.raise_()
+
+    def _toggle_messages(self) -> None:
+        visible = not (self.messages_dock.isVisible() and not self.messages_dock.visibleRegion().isEmpty())
+        self.messages_dock.setVisible(visible)
+        if visible:
+            self.messages_dock.raise_()
+
+    def show_shortcuts(self) -> None:
+        ShortcutsDialog(self).exec()
+
+    def _about(self) -> None:
+        QMessageBox.about(self, "About SegScope", "SegScope: inspect U-Net segmentations of MindX SDK streams, "
+                          "locally, on an Ascend host or over SSH.")
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if DatasetPanel.dropped_folder(event) is not None:
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        folder = DatasetPanel.dropped_folder(event)
+        if folder is not None:
+            event.acceptProposedAction()
+            self.open_dataset(folder)
+
+    def _restore_layout(self) -> None:
+        s = settings.settings()
+        geometry, state = s.value("window/geometry"), s.value("window/state")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        if state is not None:
+            self.restoreState(state)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        s = settings.settings()
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/state", self.saveState())
+        self.controller.shutdown()
+        self._loader_thread.quit()
+        self._loader_thread.wait(10000)
+        super().closeEvent(event)
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds} s"
+
+
+def _timings_text(timings: dict[str, float]) -> str:
+    return " · ".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in timings.items())

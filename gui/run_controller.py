@@ -1,0 +1,201 @@
+"""Inference off the GUI thread.
+
+A worker object living in its own QThread owns the `Backend`: it opens it, runs images through
+`core.evaluate.evaluate_dataset` and closes it. The controller in the GUI thread queues requests to it,
+tracks progress and ETA, and turns every failure into a message (never an exception in the GUI).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from ..core.backends.base import Backend, Capabilities
+from ..core.dataset import Dataset, DatasetItem
+from ..core.errors import CancelledError, SegScopeError
+from ..core.evaluate import ImageEvaluation, evaluate_dataset
+
+BackendFactory = Callable[[], Backend]
+
+
+def describe_error(exc: BaseException) -> tuple[str, str]:
+    """(one line for the message list, details): a user-fixable error is its own message; anything else
+    is a bug, shown with its traceback."""
+    if isinstance(exc, SegScopeError):
+        return str(exc), f"{type(exc).__name__}: {exc}"
+    details = "".join(traceback.format_exception(exc))
+    return f"Internal error: {type(exc).__name__}: {exc}", details
+
+
+class _Worker(QObject):
+    opened = Signal(object)  # Capabilities
+    openFailed = Signal(str, str)
+    evaluated = Signal(object)  # ImageEvaluation
+    itemFailed = Signal(str, str, str)  # item id, message, details
+    batchDone = Signal(int, int, bool)  # done, failed, cancelled
+    closed = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backend: Backend | None = None
+        self.cancel_event = threading.Event()
+
+    @Slot(object)
+    def open_backend(self, factory: BackendFactory) -> None:
+        self._close_backend()
+        try:
+            self.backend = factory()
+        except Exception as exc:  # noqa: BLE001 - reported to the user, the worker keeps running
+            self.openFailed.emit(*describe_error(exc))
+            return
+        self.opened.emit(self.backend.capabilities)
+
+    @Slot(object, list)
+    def run(self, dataset: Dataset, items: list[DatasetItem]) -> None:
+        """Evaluate `items`; a failing image is reported and the batch goes on with the next one."""
+        done = failed = 0
+        cancelled = False
+        remaining = list(items)
+        while remaining and not cancelled:
+            if self.backend is None:
+                for item in remaining:
+                    self.itemFailed.emit(item.id, "No backend is open: choose one in Backend > Connection…", "")
+                failed += len(remaining)
+                break
+            yielded = 0
+            try:
+                for evaluation in evaluate_dataset(self.backend, dataset, items=remaining, cancel=self.cancel_event):
+                    yielded += 1
+                    done += 1
+                    self.evaluated.emit(evaluation)
+                    if self.cancel_event.is_set():
+                        raise CancelledError("cancelled")
+                remaining = []
+            except CancelledError:
+                cancelled = True
+            except Exception as exc:  # noqa: BLE001 - one bad image must not end the batch
+                if self.cancel_event.is_set():
+                    cancelled = True
+                    break
+                text, details = describe_error(exc)
+                self.itemFailed.emit(remaining[yielded].id, text, details)
+                failed += 1
+                remaining = remaining[yielded + 1 :]
+        self.batchDone.emit(done, failed, cancelled)
+
+    @Slot()
+    def close(self) -> None:
+        self._close_backend()
+        self.closed.emit()
+
+    def _close_backend(self) -> None:
+        if self.backend is not None:
+            backend, self.backend = self.backend, None
+            try:
+                backend.close()
+            except Exception as exc:  # noqa: BLE001 - closing must never take the app down
+                self.openFailed.emit(*describe_error(exc))
+
+
+class RunController(QObject):
+    """The GUI side: `run(dataset, items)`, `cancel()`, progress with ETA, and the backend's lifecycle."""
+
+    backendOpened = Signal(object)  # Capabilities
+    evaluated = Signal(object)  # ImageEvaluation
+    itemFailed = Signal(str, str, str)  # item id, message, details
+    message = Signal(str, str, str)  # level, text, details
+    progress = Signal(int, int, float)  # finished, total, ETA in seconds (nan while unknown)
+    busyChanged = Signal(bool)
+    batchFinished = Signal(int, int, bool)  # done, failed, cancelled
+
+    _open = Signal(object)
+    _run = Signal(object, list)
+    _close = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.capabilities: Capabilities | None = None
+        self.busy = False
+        self._total = self._finished = 0
+        self._started = 0.0
+        self._thread = QThread()
+        self._thread.setObjectName("segscope-inference")
+        self._worker = _Worker()
+        self._worker.moveToThread(self._thread)
+        self._open.connect(self._worker.open_backend)
+        self._run.connect(self._worker.run)
+        self._close.connect(self._worker.close)
+        self._worker.opened.connect(self._on_opened)
+        self._worker.openFailed.connect(lambda text, details: self.message.emit("error", text, details))
+        self._worker.evaluated.connect(self._on_evaluated)
+        self._worker.itemFailed.connect(self._on_item_failed)
+        self._worker.batchDone.connect(self._on_batch_done)
+        self._thread.start()
+
+    def open_backend(self, factory: BackendFactory) -> None:
+        """Open a backend in the worker thread (the previous one is closed first)."""
+        self.capabilities = None
+        self._open.emit(factory)
+
+    def run(self, dataset: Dataset, items: list[DatasetItem]) -> bool:
+        """Queue a batch; False (and a message) when one is already running."""
+        if self.busy:
+            self.message.emit("warning", "A run is in progress: wait for it or cancel it (Esc)", "")
+            return False
+        if not items:
+            return False
+        self._worker.cancel_event.clear()
+        self._total, self._finished, self._started = len(items), 0, time.perf_counter()
+        self._set_busy(True)
+        self.progress.emit(0, self._total, float("nan"))
+        self._run.emit(dataset, list(items))
+        return True
+
+    def cancel(self) -> None:
+        """Stop the batch after the image in flight (and interrupt it where the backend can)."""
+        if not self.busy:
+            return
+        self._worker.cancel_event.set()
+        backend = self._worker.backend
+        if backend is not None:
+            backend.cancel()  # thread-safe by the Backend contract
+
+    def shutdown(self, timeout_ms: int = 15000) -> None:
+        """Cancel, close the backend in its thread and stop the thread (call once, on window close)."""
+        if not self._thread.isRunning():
+            return
+        self.cancel()
+        self._close.emit()
+        self._thread.quit()
+        self._thread.wait(timeout_ms)
+
+    def _set_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self.busyChanged.emit(busy)
+
+    def _step(self) -> None:
+        self._finished += 1
+        elapsed = time.perf_counter() - self._started
+        eta = elapsed / self._finished * (self._total - self._finished)
+        self.progress.emit(self._finished, self._total, eta)
+
+    def _on_opened(self, capabilities: Capabilities) -> None:
+        self.capabilities = capabilities
+        self.backendOpened.emit(capabilities)
+
+    def _on_evaluated(self, evaluation: ImageEvaluation) -> None:
+        self._step()
+        self.evaluated.emit(evaluation)
+
+    def _on_item_failed(self, item_id: str, text: str, details: str) -> None:
+        self._step()
+        self.itemFailed.emit(item_id, text, details)
+        self.message.emit("error", f"{item_id}: {text}", details)
+
+    def _on_batch_done(self, done: int, failed: int, cancelled: bool) -> None:
+        self._set_busy(False)
+        self.batchFinished.emit(done, failed, cancelled)

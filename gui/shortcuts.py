@@ -1,0 +1,71 @@
+"""Every keyboard shortcut of the viewer in one table, and the Help > Shortcuts dialog that lists it.
+
+Widgets look their keys up here (`key("run_current")`) so the dialog can never disagree with the app.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QHeaderView, QTableWidget, QTableWidgetItem, QVBoxLayout
+
+#: action id -> (key sequence in QKeySequence portable text, what it does)
+_TABLE: dict[str, tuple[str, str]] = {
+    "open": ("Ctrl+O", "Open a dataset folder"),
+    "run_current": ("Ctrl+R", "Run the current image"),
+    "run_all": ("Ctrl+Shift+R", "Run all images of the dataset"),
+    "cancel": ("Esc", "Cancel the running inference"),
+    "export": ("Ctrl+E", "Export masks, heatmaps and metrics"),
+    "backend": ("Ctrl+B", "Choose the inference backend (embedded, MindX, remote SSH)"),
+    "next_image": ("PgDown", "Next image in the list"),
+    "prev_image": ("PgUp", "Previous image in the list"),
+    "worst_first": ("Ctrl+W", "Sort the image list worst Dice first"),
+    "fit": ("F", "Fit the whole slide in the view"),
+    "one_to_one": ("1", "Zoom the slide to 1:1 (one image pixel per screen pixel)"),
+    "roi_square": ("S", "Lock the ROI to a square (the model input is square)"),
+    "roi_reset": ("Ctrl+D", "Reset the ROI of this image to the dataset default"),
+    "overlay": ("O", "Results: draw the masks and heatmap over the ROI image"),
+    "contours": ("C", "Results: masks as contours (overlay mode)"),
+    "error_map": ("E", "Results: error map (TP / FP / FN) instead of the ground truth"),
+    "nudge": ("Arrows", "Move the ROI by 1 px (slide view focused)"),
+    "nudge_big": ("Shift+Arrows", "Move the ROI by 10 px (slide view focused)"),
+    "messages": ("Ctrl+M", "Show or hide the message area"),
+    "shortcuts": ("F1", "This list of shortcuts"),
+    "quit": ("Ctrl+Q", "Quit"),
+}
+
+#: (key sequence, description) in display order: what the Help > Shortcuts dialog shows.
+SHORTCUTS: list[tuple[str, str]] = list(_TABLE.values())
+
+
+def key(action: str) -> str:
+    """The key sequence of an action id, e.g. `key("run_current") == "Ctrl+R"`."""
+    return _TABLE[action][0]
+
+
+def with_key(tooltip: str, action: str) -> str:
+    """A tooltip that ends with the action's shortcut, e.g. "Run the current image (Ctrl+R)"."""
+    return f"{tooltip} ({key(action)})"
+
+
+class ShortcutsDialog(QDialog):
+    """A read-only two-column table of `SHORTCUTS`."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Keyboard shortcuts")
+        table = QTableWidget(len(SHORTCUTS), 2, self)
+        table.setHorizontalHeaderLabels(["Keys", "Action"])
+        table.verticalHeader().hide()
+        table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        table.setSelectionMode(QTableWidget.SelectionMode.NoSelection)
+        for row, (keys, text) in enumerate(SHORTCUTS):
+            table.setItem(row, 0, QTableWidgetItem(keys))
+            table.setItem(row, 1, QTableWidgetItem(text))
+        table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        table.horizontalHeader().setStretchLastSection(True)
+        self.table = table
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(table)
+        layout.addWidget(buttons)
+        self.resize(560, 520)

@@ -1,0 +1,312 @@
+"""The main window end to end: ROI editing by mouse, fields and keys; runs; run-all; cancel; export; errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtTest import QTest
+
+from segscope.core.backends.base import Backend, Capabilities
+from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.dataset import Dataset
+from segscope.core.errors import BackendError
+from segscope.core.fileio import read_mask
+from segscope.core.metrics import image_metrics, mask_to_labels
+from segscope.core.roi import Roi
+
+from .conftest import DEFAULT_ROI, SLIDE_SIZE, drag
+
+pytestmark = pytest.mark.gui
+
+
+def spins(win) -> tuple[int, ...]:
+    return tuple(win.slide.spins[n].value() for n in ("x0", "y0", "x1", "y1"))
+
+
+def screen_point(win, x: float, y: float) -> QPoint:
+    """Where slide pixel (x, y) is on the slide view's viewport."""
+    return win.slide.view.mapFromScene(win.slide.vb.mapViewToScene(QPointF(x, y)))
+
+
+def run_and_wait(qtbot, win, action) -> list:
+    results = []
+    win.controller.evaluated.connect(results.append)
+    with qtbot.waitSignal(win.controller.batchFinished, timeout=60000):
+        assert action()
+    return results
+
+
+def test_opens_on_the_dataset_with_its_default_roi(window):
+    assert window.slide.roi() == DEFAULT_ROI
+    assert spins(window) == DEFAULT_ROI.as_tuple()
+    assert window.slide.pyramid.size == SLIDE_SIZE
+    assert window.dataset_panel.visible_order() == ["001", "002", "003"]
+    assert window.run_action.isEnabled()
+
+
+def test_dragging_the_roi_moves_the_fields_and_saves_it(window, demo_dataset):
+    roi = window.slide.roi()
+    px, _ = window.slide.vb.viewPixelSize()  # slide pixels per screen pixel
+    start = screen_point(window, (roi.x0 + roi.x1) / 2, (roi.y0 + roi.y1) / 2)
+    drag(window.slide.view.viewport(), start, start + QPoint(-60, -40))
+    moved = window.slide.roi()
+    assert moved.width == roi.width and moved.height == roi.height
+    assert moved.x0 == pytest.approx(roi.x0 - 60 * px, abs=2 * px + 1)
+    assert moved.y0 == pytest.approx(roi.y0 - 40 * px, abs=2 * px + 1)
+    assert spins(window) == moved.as_tuple()
+    assert Dataset.open(demo_dataset).roi_for(Dataset.open(demo_dataset).item("001")) == moved
+
+
+def test_dragging_past_the_edge_keeps_the_roi_inside(window):
+    roi = window.slide.roi()
+    start = screen_point(window, (roi.x0 + roi.x1) / 2, (roi.y0 + roi.y1) / 2)
+    drag(window.slide.view.viewport(), start, start + QPoint(900, 900), steps=12)
+    moved = window.slide.roi()
+    assert moved.fits(*SLIDE_SIZE)
+    assert moved.x1 <= SLIDE_SIZE[0] and moved.y1 <= SLIDE_SIZE[1]
+    assert (moved.width, moved.height) == (roi.width, roi.height)
+
+
+def test_resizing_with_the_corner_handle(window):
+    roi = window.slide.roi()
+    px, _ = window.slide.vb.viewPixelSize()
+    start = screen_point(window, roi.x0, roi.y0)  # top-left handle scales about the bottom-right corner
+    drag(window.slide.view.viewport(), start, start + QPoint(50, 30))
+    resized = window.slide.roi()
+    assert (resized.x1, resized.y1) == (roi.x1, roi.y1)
+    assert resized.x0 == pytest.approx(roi.x0 + 50 * px, abs=2 * px + 1)
+    assert resized.y0 == pytest.approx(roi.y0 + 30 * px, abs=2 * px + 1)
+    assert spins(window) == resized.as_tuple()
+
+
+def test_typing_in_the_fields_moves_the_rectangle(window):
+    spin = window.slide.spins["x0"]
+    spin.setFocus()
+    spin.selectAll()
+    QTest.keyClicks(spin, "700")
+    QTest.keyClick(spin, Qt.Key.Key_Return)
+    assert window.slide.roi_item.pos().x() == 700
+    assert window.slide.roi().x0 == 700
+    spin = window.slide.spins["y1"]
+    spin.setFocus()
+    spin.selectAll()
+    QTest.keyClicks(spin, "800")
+    QTest.keyClick(spin, Qt.Key.Key_Return)
+    assert window.slide.roi_item.size().y() == 800 - DEFAULT_ROI.y0
+    assert window.slide.roi() == Roi(700, DEFAULT_ROI.y0, DEFAULT_ROI.x1, 800)
+
+
+def test_arrow_keys_nudge_and_stop_at_the_edge(window):
+    window.slide.view.setFocus()
+    roi = window.slide.roi()
+    QTest.keyClick(window.slide.view, Qt.Key.Key_Left)
+    QTest.keyClick(window.slide.view, Qt.Key.Key_Up, Qt.KeyboardModifier.ShiftModifier)
+    assert window.slide.roi() == Roi(roi.x0 - 1, roi.y0 - 10, roi.x1 - 1, roi.y1 - 10)
+    assert spins(window) == window.slide.roi().as_tuple()
+    for _ in range(20):  # the default ROI touches the right edge: it cannot go further
+        QTest.keyClick(window.slide.view, Qt.Key.Key_Right, Qt.KeyboardModifier.ShiftModifier)
+    assert window.slide.roi().x1 == SLIDE_SIZE[0]
+
+
+def test_square_lock_and_reset(window, demo_dataset):
+    window.square_action.trigger()
+    roi = window.slide.roi()
+    assert roi.width == roi.height == min(DEFAULT_ROI.width, DEFAULT_ROI.height)
+    spin = window.slide.spins["x1"]
+    spin.setValue(roi.x1 - 100)
+    assert window.slide.roi().width == window.slide.roi().height == roi.width - 100
+    window.reset_roi_action.trigger()
+    assert window.slide.roi() == DEFAULT_ROI.clamped(*SLIDE_SIZE)
+    assert Dataset.open(demo_dataset).stored_roi(Dataset.open(demo_dataset).item("001")) is None
+
+
+def test_run_shows_exactly_the_backends_arrays_and_the_core_metric(qtbot, window, demo_dataset,
+                                                                   tiny_model_project):
+    results = run_and_wait(qtbot, window, window.run_current)
+    assert len(results) == 1
+    evaluation = results[0]
+    result = evaluation.result
+    arrays = window.panels.panel_arrays()
+    np.testing.assert_array_equal(arrays["heatmap"], result.probabilities[..., 1])
+    np.testing.assert_array_equal(arrays["argmax"], result.argmax)
+    mask = read_mask(demo_dataset / "001" / "mask.png")
+    roi = result.roi
+    assert roi == DEFAULT_ROI
+    np.testing.assert_array_equal(arrays["truth"], mask_to_labels(mask[roi.y0:roi.y1, roi.x0:roi.x1], 2))
+
+    # The same image through a separate backend gives the same tensors: the GUI shows the stream's output.
+    with EmbeddedBackend(tiny_model_project.pipeline) as backend:
+        reference = backend.infer(demo_dataset / "001" / "image.png", roi)
+    np.testing.assert_allclose(result.probabilities, reference.probabilities, atol=1e-6)
+    expected = image_metrics(reference, mask)
+    assert f"soft Dice {expected.soft_dice:.4f}" in window.dice_label.text()
+    assert f"Dice {expected.foreground_dice:.4f}" in window.dice_label.text()
+    assert window.metrics_panel.value_labels["soft_dice"].text() == f"{expected.soft_dice:.4f}"
+    row = window.dataset_panel.model.row("001")
+    assert row.status == "done" and row.metrics.soft_dice == pytest.approx(expected.soft_dice, abs=1e-6)
+    assert "infer" in window.timings_label.text()
+    assert "mean soft Dice" in window.means_label.text()
+
+
+def test_roi_change_then_run_uses_the_new_roi(qtbot, window):
+    window.slide.set_roi(Roi(100, 50, 500, 450))
+    window.slide.roiChanged.emit(window.slide.roi())
+    results = run_and_wait(qtbot, window, window.run_current)
+    assert results[0].result.roi == Roi(100, 50, 500, 450)
+    assert window.panels.panel_arrays()["truth"].shape == (400, 400)
+
+
+def test_run_all_fills_the_table_and_worst_first_sorts(qtbot, window):
+    results = run_and_wait(qtbot, window, window.run_all)
+    assert [e.item.id for e in results] == ["001", "002", "003"]
+    rows = window.dataset_panel.model.rows
+    assert all(r.status == "done" and r.metrics is not None for r in rows)
+    window.worst_action.trigger()
+    order = window.dataset_panel.visible_order()
+    dice = {e.item.id: e.metrics.soft_dice for e in results}
+    assert order == sorted(dice, key=dice.get)
+    assert window.dataset_panel.current_item() == order[0]
+    mean = np.mean(list(dice.values()))
+    assert f"mean soft Dice {mean:.4f}" in window.means_label.text()
+    assert not window.progress_action.isVisible()
+
+
+def test_cancel_stops_run_all(qtbot, window):
+    finished = []
+    window.controller.batchFinished.connect(lambda *a: finished.append(a))
+    window.controller.evaluated.connect(lambda _e: window.cancel_action.trigger())
+    assert window.run_all()
+    assert window.cancel_action.isEnabled()
+    qtbot.waitUntil(lambda: bool(finished), timeout=60000)
+    done, failed, cancelled = finished[0]
+    assert cancelled and failed == 0 and done < 3
+    statuses = [r.status for r in window.dataset_panel.model.rows]
+    assert statuses.count("done") == done and "cancelled" in statuses
+    assert not window.controller.busy and window.run_all_action.isEnabled()
+
+
+def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_path):
+    from segscope.gui.export_dialog import ExportChoices
+
+    run_and_wait(qtbot, window, window.run_all)
+    out = tmp_path / "export"
+    choices = ExportChoices(kinds=("mask", "softmax"), metrics=True, folder=out, scope="all",
+                            item_ids=("001", "002", "003"), overwrite=False)
+    written = window.write_export(choices)
+    assert sorted(p.name for p in written) == sorted(
+        [f"{i}_{k}" for i in ("001", "002", "003") for k in ("mask.png", "softmax.npy")]
+        + ["metrics.csv", "metrics.json"])
+    softmax = np.load(out / "002_softmax.npy")
+    np.testing.assert_array_equal(softmax, window.results["002"].probabilities)
+    summary = json.loads((out / "metrics.json").read_text())["summary"]
+    assert summary["soft_dice"] == pytest.approx(np.mean([window.metrics[i].soft_dice for i in ("001", "002", "003")]))
+    before = (out / "001_mask.png").stat().st_mtime_ns
+    assert window.write_export(choices) == []
+    assert "already exists" in window.messages.messages[-1].text
+    assert (out / "001_mask.png").stat().st_mtime_ns == before
+
+
+class FailingBackend(Backend):
+    """A backend whose stream fails on every image, as a broken SDK or a dropped host would."""
+
+    capabilities = Capabilities("failing", "nowhere", (960, 960), ("background", "defect"))
+
+    def infer(self, image, roi=None):
+        raise BackendError("mxpi_tensorinfer0: SendData returned 1001 (test double): check the model path")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_backend_error_goes_to_the_message_area_and_the_app_keeps_working(qtbot, window, tiny_model_project):
+    with qtbot.waitSignal(window.controller.backendOpened, timeout=10000):
+        window.controller.open_backend(FailingBackend)
+    finished = []
+    window.controller.batchFinished.connect(lambda *a: finished.append(a))
+    assert window.run_all()
+    qtbot.waitUntil(lambda: bool(finished), timeout=30000)
+    assert finished[0] == (0, 3, False)  # every image reported, the batch went on after each failure
+    errors = window.messages.errors()
+    assert len(errors) == 3 and "SendData returned 1001" in errors[0].text
+    assert window.messages_dock.isVisible()
+    assert window.dataset_panel.model.row("002").status == "error"
+    window.messages.list.setCurrentRow(window.messages.messages.index(errors[1]))
+    assert "BackendError" in window.messages.details.toPlainText()
+
+    from segscope.gui.backend_dialog import BackendChoice
+
+    with qtbot.waitSignal(window.controller.backendOpened, timeout=10000):
+        window.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    results = run_and_wait(qtbot, window, window.run_current)
+    assert results and window.dataset_panel.model.row("001").status == "done"
+
+
+def test_a_bad_dataset_or_unreadable_slide_is_a_message(qtbot, window, tmp_path):
+    assert not window.open_dataset(tmp_path / "missing")
+    assert "dataset folder not found" in window.messages.errors()[-1].text
+    assert window.dataset is not None  # the open dataset is kept
+    broken = tmp_path / "broken"
+    (broken / "a").mkdir(parents=True)
+    (broken / "a" / "image.png").write_bytes(b"not a png")
+    assert window.open_dataset(broken)
+    qtbot.waitUntil(lambda: bool(window.messages.errors()) and "not a readable image" in window.messages.errors()[-1].text)
+    assert window.dataset_panel.model.row("a").status == "unreadable"
+    assert not window.run_action.isEnabled()
+
+
+def test_shortcuts_are_unique_listed_and_bound(window):
+    from segscope.gui.shortcuts import SHORTCUTS, ShortcutsDialog
+
+    keys = [k for k, _ in SHORTCUTS]
+    assert len(keys) == len(set(keys))
+    bound = {a.shortcut().toString() for a in window.actions() if not a.shortcut().isEmpty()}
+    assert bound <= set(keys)
+    assert {"Ctrl+R", "Ctrl+Shift+R", "Ctrl+O", "Ctrl+E", "F1"} <= bound
+    dialog = ShortcutsDialog(window)
+    assert dialog.table.rowCount() == len(SHORTCUTS)
+    assert all(a.toolTip().endswith(f"({a.shortcut().toString()})") for a in window.actions()
+               if not a.shortcut().isEmpty())
+
+
+def test_ctrl_r_runs_the_current_image(qtbot, window):
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        QTest.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    assert window.dataset_panel.model.row("001").status == "done"
+
+
+def test_layout_and_recent_list_are_remembered(qtbot, window, demo_dataset):
+    from segscope.gui import settings
+    from segscope.gui.main_window import MainWindow
+
+    assert settings.recent_datasets()[0] == demo_dataset.resolve()
+    window.metrics_dock.hide()
+    window.close()
+    again = MainWindow()
+    qtbot.addWidget(again)
+    again.show()
+    assert not again.metrics_dock.isVisible() and again.dataset_dock.isVisible()
+    again.close()
+
+
+def test_dropping_a_folder_opens_it(qtbot, window, demo_dataset, tmp_path):
+    import shutil
+
+    from PySide6.QtCore import QMimeData, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    other = tmp_path / "other"
+    shutil.copytree(demo_dataset, other)
+    shutil.rmtree(other / "003")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(other))])
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    window.dataset_panel.dropEvent(event)
+    assert window.dataset.root == other.resolve()
+    assert window.dataset_panel.visible_order() == ["001", "002"]
+    qtbot.waitUntil(window.slide_ready)
