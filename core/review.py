@@ -1,9 +1,8 @@
 """Error review: where a prediction disagrees with the ground truth, and the worst images of a dataset.
 
-The error map labels every ROI pixel by comparing predicted and true classes (class 0 = background):
-TN (both background), TP (same foreground class), FP (foreground predicted on background), FN (background
-predicted on foreground) and WRONG_CLASS (foreground of another class; multi-class models only). Connected
-error regions are listed largest first with their boxes in slide pixels, so the GUI can zoom to them.
+The error map scores one class (`positive`, 1 by default) per ROI pixel, one-vs-rest, with the codes the
+viewer's colour table uses: bit 0 = predicted, bit 1 = true, so TN 0, FP 1, FN 2, TP 3. Connected error
+regions (FP and FN) are listed largest first with their boxes in slide pixels, so the GUI can zoom to them.
 """
 
 from __future__ import annotations
@@ -20,18 +19,15 @@ from .errors import SegScopeError
 from .metrics import argmax_at_roi, mask_to_labels, truth_at_roi
 from .roi import Roi
 
-TN, TP, FP, FN, WRONG_CLASS = 0, 1, 2, 3, 4
-ERROR_NAMES = {TN: "TN", TP: "TP", FP: "FP", FN: "FN", WRONG_CLASS: "wrong class"}
-ERROR_TYPES = (FP, FN, WRONG_CLASS)
+TN, FP, FN, TP = 0, 1, 2, 3
+ERROR_NAMES = {TN: "TN", FP: "FP", FN: "FN", TP: "TP"}
 
 
 @dataclass(frozen=True)
 class ErrorMap:
-    labels: np.ndarray  # ROI-sized uint8, one of TN/TP/FP/FN/WRONG_CLASS per pixel
+    labels: np.ndarray  # ROI-sized uint8 error code (TN/FP/FN/TP) per pixel
     roi: Roi  # where the labels sit in the slide
-
-    def count(self, kind: int) -> int:
-        return int(np.count_nonzero(self.labels == kind))
+    positive: int  # the class scored
 
     def counts(self) -> dict[str, int]:
         """Pixels per kind (the area at ROI resolution), keyed by name."""
@@ -45,7 +41,7 @@ class ErrorMap:
 
 @dataclass(frozen=True)
 class ErrorRegion:
-    kind: int  # FP, FN or WRONG_CLASS
+    kind: int  # FP or FN
     area: int  # pixels
     box: Roi  # bounding box in slide pixels
     centroid: tuple[float, float]  # (x, y) in slide pixels
@@ -55,30 +51,30 @@ class ErrorRegion:
         return ERROR_NAMES[self.kind]
 
 
-def error_map(prediction: np.ndarray, truth: np.ndarray, roi: Roi) -> ErrorMap:
-    """Compare ROI-sized class-index maps (`prediction` from `argmax_at_roi`, `truth` from `mask_to_labels`)."""
+def error_codes(prediction: np.ndarray, truth: np.ndarray, positive: int = 1) -> np.ndarray:
+    """Per-pixel TN/FP/FN/TP code of class `positive` from two class-index maps of one shape."""
+    return (prediction == positive).view(np.uint8) | ((truth == positive).view(np.uint8) << 1)
+
+
+def error_map(prediction: np.ndarray, truth: np.ndarray, roi: Roi, positive: int = 1) -> ErrorMap:
+    """Score ROI-sized class-index maps (`prediction` from `argmax_at_roi`, `truth` from `mask_to_labels`)."""
     if prediction.shape != truth.shape or prediction.shape != (roi.height, roi.width):
         raise SegScopeError(f"error map: prediction {prediction.shape[::-1]}, truth {truth.shape[::-1]} and "
                             f"ROI {roi.width}x{roi.height} must have the same size")
-    pred_fg, true_fg = prediction > 0, truth > 0
-    labels = np.full(prediction.shape, TN, np.uint8)
-    labels[pred_fg & true_fg] = WRONG_CLASS
-    labels[pred_fg & true_fg & (prediction == truth)] = TP
-    labels[pred_fg & ~true_fg] = FP
-    labels[~pred_fg & true_fg] = FN
-    return ErrorMap(labels, roi)
+    return ErrorMap(error_codes(prediction, truth, positive), roi, positive)
 
 
-def result_error_map(result: InferenceResult, full_mask: np.ndarray, source: str = "mask") -> ErrorMap:
+def result_error_map(result: InferenceResult, full_mask: np.ndarray, positive: int = 1,
+                     source: str = "mask") -> ErrorMap:
     """The error map of a result against its full-slide ground-truth mask."""
     truth = mask_to_labels(truth_at_roi(result, full_mask, source), result.num_classes)
-    return error_map(argmax_at_roi(result), truth, result.roi)
+    return error_map(argmax_at_roi(result), truth, result.roi, positive)
 
 
 def error_regions(errors: ErrorMap, min_area: int = 1) -> list[ErrorRegion]:
-    """8-connected regions of each error kind, largest first (ties: top-left first)."""
+    """8-connected FP and FN regions of at least `min_area` pixels, largest first (ties: top-left first)."""
     regions = []
-    for kind in ERROR_TYPES:
+    for kind in (FP, FN):
         _, _, stats, centroids = cv2.connectedComponentsWithStats((errors.labels == kind).view(np.uint8), None, 8)
         for (x, y, w, h, area), (cx, cy) in zip(stats[1:], centroids[1:], strict=True):
             if area >= min_area:

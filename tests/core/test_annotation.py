@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections import deque
@@ -36,7 +37,7 @@ def reference_stroke(shape: tuple[int, int], points: list[tuple[int, int]], radi
     """The stroke drawn on a padded full-size canvas (no boxes, no clipping), cropped back: bool."""
     canvas = np.zeros((shape[0] + 2 * pad, shape[1] + 2 * pad), np.uint8)
     shifted = [(x + pad, y + pad) for x, y in points]
-    for a, b in zip(shifted, shifted[1:], strict=False):
+    for a, b in itertools.pairwise(shifted):
         cv2.line(canvas, a, b, 1, max(2 * radius, 1))
     for p in shifted:
         cv2.circle(canvas, p, radius, 1, -1)
