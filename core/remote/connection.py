@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import re
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import paramiko
 
 from ..errors import BackendError, SegScopeError
+
+# Connection failures are explained by SegScope in one line; paramiko's own tracebacks would only confuse.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 DEFAULT_SSH_CONFIG = Path("~/.ssh/config")
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
@@ -210,6 +215,7 @@ class SshConnection:
             [str(Path(f).expanduser()) for f in hop.identity_files if Path(f).expanduser().is_file()]
         name = f"[{hop.hostname}]:{hop.port}" if hop.port != 22 else hop.hostname
         timeout = options.connect_timeout
+        started = time.monotonic()
         try:
             client.connect(
                 hop.hostname, hop.port, username=hop.user, password=options.password if use_password else None,
@@ -220,9 +226,11 @@ class SshConnection:
             return client
         except BaseException as exc:
             client.close()
-            raise self._explain(exc, hop, name, key_files) from None
+            timed_out = time.monotonic() - started >= timeout
+            raise self._explain(exc, hop, name, key_files, timed_out) from None
 
-    def _explain(self, exc: BaseException, hop: _Hop, name: str, key_files: list[str]) -> BaseException:
+    def _explain(self, exc: BaseException, hop: _Hop, name: str, key_files: list[str],
+                 timed_out: bool) -> BaseException:
         """One actionable line for each way connecting fails."""
         who = f"{hop.user + '@' if hop.user else ''}{name}"
         if isinstance(exc, paramiko.BadHostKeyException):
@@ -236,7 +244,7 @@ class SshConnection:
                                 "user name and that the key's .pub is in the host's authorized_keys")
         if isinstance(exc, socket.gaierror):
             return BackendError(f"{hop.hostname}: unknown host name (not in DNS, /etc/hosts or ~/.ssh/config)")
-        if isinstance(exc, TimeoutError):
+        if isinstance(exc, TimeoutError) or (timed_out and isinstance(exc, paramiko.SSHException | EOFError)):
             return BackendError(f"{who}: no SSH answer within {self.options.connect_timeout:g} s; check host and "
                                 "port, or raise the connect timeout on slow links")
         if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError | ConnectionError):

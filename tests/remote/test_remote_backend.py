@@ -1,0 +1,234 @@
+"""The remote backend against a real sshd on loopback, running the real worker with the embedded backend."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.backends.remote import RemoteBackend
+from segscope.core.errors import BackendError, CancelledError
+from segscope.core.remote import protocol
+from segscope.core.remote.client import RequestTimeout, WorkerLost
+from segscope.core.remote.connection import SshOptions
+from segscope.core.roi import Roi
+
+from .conftest import Sshd, processes_mentioning, wait_until
+
+pytestmark = pytest.mark.ssh
+
+
+def slide_png(width: int = 320, height: int = 240, seed: int = 0) -> bytes:
+    """A small light slide with a dark blob, PNG-encoded."""
+    rng = np.random.default_rng(seed)
+    image = rng.integers(150, 230, (height, width, 3), dtype=np.uint8)
+    cv2.circle(image, (width // 2, height // 2), min(width, height) // 5, (30, 40, 50), -1)
+    ok, buf = cv2.imencode(".png", image)
+    assert ok
+    return buf.tobytes()
+
+
+@pytest.fixture
+def open_remote(sshd: Sshd, ssh_options: SshOptions, worker_options: dict):
+    """`open_remote(pipeline, **overrides)`: a RemoteBackend closed at the end of the test."""
+    opened: list[RemoteBackend] = []
+
+    def factory(pipeline: Path, **overrides: object) -> RemoteBackend:
+        backend = RemoteBackend(pipeline, sshd.target, ssh_options, **{**worker_options, **overrides})
+        opened.append(backend)
+        return backend
+
+    yield factory
+    for backend in opened:
+        backend.close()
+
+
+def worker_pid(backend: RemoteBackend) -> int:
+    pid = backend.hello["pid"]
+    assert processes_mentioning(f"{pid}") or Path(f"/proc/{pid}").exists()
+    return pid
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("dtype", protocol.PROBABILITY_DTYPES)
+def test_results_match_the_local_backend(tiny_model_project, open_remote, dtype: str) -> None:
+    image, roi = slide_png(), Roi(40, 30, 300, 220)
+    with EmbeddedBackend(tiny_model_project.pipeline) as local:
+        expected = local.infer(image, roi)
+    backend = open_remote(tiny_model_project.pipeline, probabilities=dtype)
+    assert backend.capabilities.name == "remote"
+    assert backend.capabilities.input_size == (960, 960)
+    assert backend.capabilities.class_names == ("background", "defect")
+    assert backend.hello["backend"] == "embedded" and backend.hello["versions"]["numpy"] == np.__version__
+    for _ in range(2):  # the same worker serves every request
+        result = backend.infer(image, roi)
+        np.testing.assert_array_equal(result.argmax, expected.argmax)
+        assert result.probabilities.shape == expected.probabilities.shape == (960, 960, 2)
+        assert np.abs(result.probabilities - expected.probabilities).max() <= protocol.quantisation_step(dtype) / 2 + 1e-6
+        assert result.roi == expected.roi and result.image_size == expected.image_size == (320, 240)
+        assert {"upload", "decode", "crop", "resize", "preprocess", "infer", "postprocess", "download"} <= set(result.timings)
+        assert result.backend == "remote:embedded"
+
+
+def test_an_image_path_is_read_here_or_on_the_host(tiny_model_project, open_remote, tmp_path: Path) -> None:
+    path = tmp_path / "slide.png"
+    path.write_bytes(slide_png(seed=3))
+    with EmbeddedBackend(tiny_model_project.pipeline) as local:
+        expected = local.infer(path)
+    uploaded = open_remote(tiny_model_project.pipeline).infer(path)
+    on_host = open_remote(tiny_model_project.pipeline, paths_on_host=True).infer(path)
+    np.testing.assert_array_equal(uploaded.argmax, expected.argmax)
+    np.testing.assert_array_equal(on_host.argmax, expected.argmax)
+    assert on_host.timings["upload"] < uploaded.timings["upload"] + 0.05
+
+
+def test_a_bad_image_fails_that_request_only(tiny_model_project, open_remote, tmp_path: Path) -> None:
+    backend = open_remote(tiny_model_project.pipeline, paths_on_host=True)
+    with pytest.raises(BackendError, match=r"127\.0\.0\.1.*not a readable image"):
+        backend.infer(b"definitely not a png")
+    with pytest.raises(BackendError, match="missing.png: file not found"):
+        backend.infer(tmp_path / "missing.png")
+    pid = backend.hello["pid"]
+    assert backend.infer(slide_png()).argmax.shape == (960, 960)
+    assert backend.hello["pid"] == pid  # still the same worker
+
+
+def test_a_pipeline_the_host_lacks_is_named(tiny_model_project, open_remote) -> None:
+    with pytest.raises(BackendError, match=r"cannot open the pipeline: .*/nowhere/x.pipeline: pipeline file not found"):
+        open_remote(tiny_model_project.pipeline, host_pipeline="/nowhere/x.pipeline")
+
+
+def test_nothing_is_left_running_after_close(tiny_model_project, sshd: Sshd, open_remote) -> None:
+    backend = open_remote(tiny_model_project.pipeline)
+    backend.infer(slide_png())
+    pid = worker_pid(backend)
+    assert alive(pid)
+    backend.close()
+    backend.close()  # twice is fine
+    assert wait_until(lambda: not alive(pid), timeout=5)
+    assert processes_mentioning(str(sshd.cache_dir)) == []
+
+
+def test_close_while_busy_leaves_nothing(slow_project: Path, sshd: Sshd, open_remote) -> None:
+    backend = open_remote(slow_project, request_timeout=30)
+    pid = backend.hello["pid"]
+    worker = threading.Thread(target=lambda: pytest.raises(BackendError, backend.infer, slide_png()))
+    worker.start()
+    time.sleep(0.3)  # the request is in the worker now: the slow model takes about a second
+    started = time.monotonic()
+    backend.close()
+    worker.join(timeout=30)
+    assert time.monotonic() - started < 10
+    assert wait_until(lambda: not alive(pid), timeout=5)
+    assert processes_mentioning(str(sshd.cache_dir)) == []
+
+
+def test_worker_killed_mid_request_then_a_new_one_serves(slow_project: Path, open_remote) -> None:
+    backend = open_remote(slow_project)
+    pid = backend.hello["pid"]
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            backend.infer(slide_png())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.3)
+    os.kill(pid, signal.SIGKILL)
+    thread.join(timeout=30)
+    assert len(outcome) == 1 and isinstance(outcome[0], WorkerLost), outcome
+    assert "worker stopped (killed or crashed" in str(outcome[0])
+    result = backend.infer(slide_png())
+    assert result.argmax.shape == (960, 960)
+    assert backend.hello["pid"] != pid
+
+
+def test_a_dropped_connection_reconnects(tiny_model_project, sshd: Sshd, open_remote) -> None:
+    backend = open_remote(tiny_model_project.pipeline)
+    first = backend.infer(slide_png())
+    pid = backend.hello["pid"]
+    for session in sshd.session_pids():
+        os.kill(session, signal.SIGKILL)
+    assert wait_until(lambda: not backend.connection.alive, timeout=5)
+    again = backend.infer(slide_png())
+    np.testing.assert_array_equal(again.argmax, first.argmax)
+    assert backend.hello["pid"] != pid
+    assert wait_until(lambda: not alive(pid), timeout=15)  # the old worker saw its stdin close
+
+
+def test_a_request_timeout_stops_the_worker_and_the_next_request_works(slow_project: Path, sshd: Sshd,
+                                                                       open_remote) -> None:
+    backend = open_remote(slow_project, request_timeout=0.2)
+    pid = backend.hello["pid"]
+    started = time.monotonic()
+    with pytest.raises(RequestTimeout, match="no answer from the worker in time"):
+        backend.infer(slide_png())
+    assert time.monotonic() - started < 5
+    assert wait_until(lambda: not alive(pid), timeout=5)
+    backend.request_timeout = 30
+    assert backend.infer(slide_png()).argmax.shape == (960, 960)
+
+
+def test_a_connect_timeout_is_reported(sshd: Sshd, ssh_options: SshOptions, worker_options: dict,
+                                       tiny_model_project) -> None:
+    import socket
+
+    with socket.socket() as silent:  # accepts TCP connections but never speaks SSH
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        port = silent.getsockname()[1]
+        ssh_options.connect_timeout = 0.5
+        started = time.monotonic()
+        with pytest.raises(BackendError, match=r"no SSH answer within 0.5 s"):
+            RemoteBackend(tiny_model_project.pipeline, f"{sshd.user}@127.0.0.1:{port}", ssh_options, **worker_options)
+        assert time.monotonic() - started < 5
+
+
+def test_a_request_can_be_cancelled(slow_project: Path, open_remote) -> None:
+    backend = open_remote(slow_project)
+    with EmbeddedBackend(slow_project) as local:
+        expected = local.infer(slide_png(seed=5))
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            backend.infer(slide_png())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    backend.cancel()
+    thread.join(timeout=30)
+    assert len(outcome) == 1 and isinstance(outcome[0], CancelledError), outcome
+    assert time.monotonic() - started < 0.5  # the caller is released at once
+    result = backend.infer(slide_png(seed=5))  # the cancelled request's late answer is not taken for this one
+    np.testing.assert_array_equal(result.argmax, expected.argmax)
+
+
+def test_nothing_is_uploaded_twice(tiny_model_project, sshd: Sshd, open_remote) -> None:
+    open_remote(tiny_model_project.pipeline).close()
+    files = {p: p.stat().st_mtime_ns for p in sshd.cache_dir.rglob("*") if p.is_file()}
+    assert any(p.name == "worker.py" for p in files) and any(p.name == "tiny.onnx" for p in files)
+    assert not any(p.name.endswith(".part") for p in files)
+    open_remote(tiny_model_project.pipeline).close()
+    assert {p: p.stat().st_mtime_ns for p in sshd.cache_dir.rglob("*") if p.is_file()} == files
