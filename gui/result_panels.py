@@ -196,11 +196,12 @@ class ResultPanels(QWidget):
                     f"{name} crop is {array.shape[1]}x{array.shape[0]} but the ROI {roi} is "
                     f"{roi.width}x{roi.height}: the mask must have the image's size"
                 )
+        truth = None if gt_roi is None else mask_to_labels(gt_roi, result.num_classes)  # may refuse the mask
         same_roi = self._result is not None and self._result.roi == roi
         self._result = result
         self._image_bgr = roi_image_bgr
         self._image_pixmap = None
-        self._truth = None if gt_roi is None else mask_to_labels(gt_roi, result.num_classes)
+        self._truth = truth
         self._predicted_roi = None
         self._fill_class_combo(result.num_classes)
         self.error_map_action.setEnabled(self._truth is not None)

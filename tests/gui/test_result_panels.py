@@ -258,9 +258,19 @@ def test_no_mask_state_and_clear(panels):
     assert panels.heat.image.image is None and panels.class_combo.count() == 0
 
 
-def test_a_mask_of_another_size_is_refused(panels):
+def test_a_bad_mask_is_refused_and_the_panels_keep_what_they_showed(panels):
+    first = make_result()
+    panels.show_result(first, roi_image(), None)
     with pytest.raises(SegScopeError, match="must have the image's size"):
-        panels.show_result(make_result(), roi_image(), np.zeros((10, 10), np.uint8))
+        panels.show_result(make_result(seed=7), roi_image(), np.zeros((10, 10), np.uint8))
+    bad_labels = np.full((ROI.height, ROI.width), 9, np.uint8)  # not a class of a 3-class model
+    with pytest.raises(SegScopeError, match="not a class index"):
+        panels.show_result(make_result(num_classes=3), roi_image(), bad_labels)
+    assert np.array_equal(panels.panel_arrays()["argmax"], first.argmax)
+    p0, p1 = first.probabilities[32, 32]
+    assert panels.readout_at(80.5, 60.5).startswith(f"slide (80, 60) | model (32, 32) | P class 0 {p0:.3f}, "
+                                                    f"class 1 {p1:.3f} | predicted")
+    assert panels.class_combo.count() == 2
 
 
 def test_camera_is_kept_for_the_same_roi_and_fitted_for_a_new_one(panels):
