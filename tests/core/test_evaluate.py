@@ -1,0 +1,72 @@
+"""Evaluating a dataset with the embedded backend on the tiny model."""
+
+from __future__ import annotations
+
+import threading
+
+import cv2
+import numpy as np
+import pytest
+
+from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.dataset import Dataset
+from segscope.core.errors import CancelledError
+from segscope.core.evaluate import DatasetSummary, evaluate_dataset
+from segscope.core.metrics import image_metrics
+from segscope.core.roi import Roi
+
+
+@pytest.fixture
+def backend(tiny_model_project):
+    with EmbeddedBackend(tiny_model_project.pipeline, threads=1) as backend:
+        yield backend
+
+
+def test_every_image_in_order_with_metrics_where_there_is_a_mask(backend, small_dataset):
+    dataset = Dataset.open(small_dataset)
+    evaluations = list(evaluate_dataset(backend, dataset))
+    assert [e.item.id for e in evaluations] == ["1", "2", "3", "10"]
+    summary = DatasetSummary()
+    for evaluation in evaluations:
+        summary.add(evaluation.metrics)
+        assert evaluation.result.roi == Roi(0, 0, 64, 48)  # 64x48 slides: the default ROI does not fit
+        if evaluation.item.id == "3":
+            assert evaluation.metrics is None
+            continue
+        mask = cv2.imread(str(evaluation.item.mask_path), cv2.IMREAD_GRAYSCALE)
+        expected = image_metrics(backend.infer(evaluation.item.image_path, Roi(0, 0, 64, 48)), mask)
+        assert evaluation.metrics == expected
+        # The tiny model finds dark ellipses on a light surface well.
+        assert expected.soft_dice > 0.6 and expected.foreground_dice > 0.8
+    means = summary.means()
+    with_masks = [e.metrics for e in evaluations if e.metrics is not None]
+    assert means["images_with_masks"] == 3
+    assert means["soft_dice"] == pytest.approx(np.mean([m.soft_dice for m in with_masks]), rel=1e-12)
+    assert means["soft_iou"] == pytest.approx(np.mean([m.soft_iou for m in with_masks]), rel=1e-12)
+    assert means["foreground_dice"] == pytest.approx(np.mean([m.foreground_dice for m in with_masks]), rel=1e-12)
+
+
+def test_roi_override_stored_rois_and_item_subset(backend, small_dataset):
+    dataset = Dataset.open(small_dataset)
+    dataset.set_roi(dataset.item("2"), Roi(4, 4, 36, 28))
+    rois = {e.item.id: e.result.roi for e in evaluate_dataset(backend, dataset)}
+    assert rois == {"1": Roi(0, 0, 64, 48), "2": Roi(4, 4, 36, 28), "3": Roi(0, 0, 64, 48), "10": Roi(0, 0, 64, 48)}
+    chosen = [dataset.item("10"), dataset.item("2")]
+    overridden = list(evaluate_dataset(backend, dataset, roi=Roi(8, 8, 40, 40), items=chosen))
+    assert [(e.item.id, e.result.roi) for e in overridden] == [("10", Roi(8, 8, 40, 40)), ("2", Roi(8, 8, 40, 40))]
+
+
+def test_cancel(backend, small_dataset):
+    dataset = Dataset.open(small_dataset)
+    cancel = threading.Event()
+    seen = []
+    with pytest.raises(CancelledError, match="cancelled after 2"):
+        for evaluation in evaluate_dataset(backend, dataset, cancel=cancel):
+            seen.append(evaluation.item.id)
+            cancel.set()
+    assert seen == ["1"]
+
+
+def test_summary_without_masks_is_nan():
+    means = DatasetSummary().means()
+    assert means["images_with_masks"] == 0 and np.isnan(means["soft_dice"])
