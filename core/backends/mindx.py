@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -72,7 +72,8 @@ ERROR_MEANINGS = {
     7011: "metadata key missing", 7013: "metadata is null",
 }
 _LOG_HINT = "details are in the MindX log (~/log/mindxsdk/logs or $MX_SDK_HOME/logs)"
-_RESTART = "the MindX streams are destroyed; restart segscope to run again (the SDK creates streams once per process)"
+_RESTART = ("the MindX streams are destroyed; restart segscope to run again "
+            "(the SDK creates streams once per process)")
 
 
 def error_meaning(code: int) -> str:
@@ -85,10 +86,13 @@ def error_meaning(code: int) -> str:
     return "ACL/CANN error" if code >= 100000 else "unknown code"
 
 
-def _sdk_text(message: bytes | str) -> str:
-    """The SDK's message(s) on one line."""
-    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
-    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
+def _check(call: str, code: int, message: bytes = b"", hint: str = "") -> None:
+    """A non-zero return code as a one-line BackendError with the SDK's own message(s)."""
+    if code != 0:
+        lines = message.decode("utf-8", "replace").splitlines()
+        text = " | ".join(line.strip() for line in lines if line.strip())
+        raise BackendError(f"MindX {call} failed with code {code} ({error_meaning(code)}): "
+                           f"{text or _LOG_HINT}{hint}")
 
 
 class _SdkThread:
@@ -106,7 +110,7 @@ class _SdkThread:
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(fn(*args))
-                except BaseException as exc:  # handed to the waiting caller
+                except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
                     future.set_exception(exc)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
@@ -162,8 +166,8 @@ class _SdkSession:
             atexit.register(_destroy_at_exit)
             _PROCESS.atexit_registered = True
         try:
-            session.check("InitManager", session.call(session.api.InitManager))
-            session.check("CreateMultipleStreams", session.call(session.api.CreateMultipleStreams, config))
+            _check("InitManager", session.call(session.api.InitManager))
+            _check("CreateMultipleStreams", session.call(session.api.CreateMultipleStreams, config))
         except BaseException:
             session.destroy(quiet=True)
             raise
@@ -186,20 +190,18 @@ class _SdkSession:
                     self.stuck = True
                     raise
 
-    def check(self, call: str, code: int, message: bytes = b"", hint: str = "") -> None:
-        if code != 0:
-            text = _sdk_text(message) or _LOG_HINT
-            raise BackendError(f"MindX {call} failed with code {code} ({error_meaning(code)}): {text}{hint}")
-
     def destroy(self, quiet: bool = False) -> None:
         """DestroyAllStreams once; from this thread when the SDK thread is blocked (that unblocks it)."""
         if self.destroyed:
             return
         self.destroyed = True
         try:
-            code = self.api.DestroyAllStreams() if self.stuck else self.call(self.api.DestroyAllStreams, timeout=60)
+            if self.stuck:
+                code = self.api.DestroyAllStreams()
+            else:
+                code = self.call(self.api.DestroyAllStreams, timeout=60)
             if not quiet:
-                self.check("DestroyAllStreams", code)
+                _check("DestroyAllStreams", code)
         except TimeoutError:
             if not quiet:
                 raise BackendError("MindX DestroyAllStreams did not return within 60 s") from None
@@ -213,7 +215,8 @@ class _Pending:
     """An image sent into the stream, waiting for its result."""
 
     ticket: int | None  # the unique id, or None for first-in first-out collection
-    box: Roi
+    roi: Roi  # as requested
+    box: Roi  # as cropped: x1/y1 clipped to the image
     image_size: tuple[int, int]
     source: str
     timings: dict[str, float] = field(default_factory=dict)
@@ -244,8 +247,9 @@ def _tensor(key: str, index: int, code: int, shape: list[int], data: bytes) -> n
         raise BackendError(f"{key}: output {index} has tensorDataType {code}, not a MindX tensor type")
     expected = math.prod(shape) * np.dtype(dtype).itemsize
     if len(data) != expected:
-        raise BackendError(f"{key}: output {index} holds {len(data)} bytes but shape {shape} of {np.dtype(dtype)} "
-                           f"needs {expected} (mxpi_dumpdata with dumpMemoryData false sends no tensor data)")
+        raise BackendError(f"{key}: output {index} holds {len(data)} bytes but shape {shape} of "
+                           f"{np.dtype(dtype)} needs {expected} (mxpi_dumpdata with dumpMemoryData false "
+                           f"sends no tensor data)")
     return np.frombuffer(data, dtype).reshape(shape)
 
 
@@ -262,7 +266,8 @@ class MindXBackend(Backend):
         if transport not in TRANSPORTS:
             raise BackendError(f"MindX transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
         if not 1 <= in_flight <= MAX_IN_FLIGHT:
-            raise BackendError(f"MindX in_flight {in_flight}: use 1..{MAX_IN_FLIGHT} (the appsink queue's size)")
+            raise BackendError(f"MindX in_flight {in_flight}: use 1..{MAX_IN_FLIGHT} "
+                               f"(the appsink queue's size)")
         infer_element = stream.find("mxpi_tensorinfer")
         assert infer_element is not None  # load_pipeline guarantees it
         model_path = self.pipeline.model_path()
@@ -311,7 +316,8 @@ class MindXBackend(Backend):
             return json.dumps(config).encode()
         if dump is None:
             raise BackendError(f"{where}: transport {self.transport!r} reads mxpi_dumpdata's JSON, but no "
-                               f"mxpi_dumpdata (without 'location') feeds the appsink: use transport 'protobuf'")
+                               f"mxpi_dumpdata (without 'location') feeds the appsink: "
+                               f"use transport 'protobuf'")
 
         def keys(prop: str) -> list[str]:
             return [k.strip() for k in dump.props.get(prop, "").split(",") if k.strip()]
@@ -372,17 +378,18 @@ class MindXBackend(Backend):
         if self.transport == "unique_id":
             ticket = session.call(session.api.SendDataWithUniqueId, self._stream, self._appsrc, item)
             if ticket < 0:
-                session.check("SendDataWithUniqueId", ticket)
+                _check("SendDataWithUniqueId", ticket)
         else:
-            session.check("SendData", session.call(session.api.SendData, self._stream, self._appsrc, item))
+            _check("SendData", session.call(session.api.SendData, self._stream, self._appsrc, item))
             ticket = None
         crop = Roi(roi.x0, roi.y0, min(roi.x1, size[0]), min(roi.y1, size[1]))  # the crop plugin clips x1/y1
-        return _Pending(ticket, crop, size, source, {"upload": time.perf_counter() - start})
+        return _Pending(ticket, roi, crop, size, source, {"upload": time.perf_counter() - start})
 
     def _receive_call(self, pending: _Pending) -> tuple[Callable[..., Any], tuple[Any, ...], str]:
         api, timeout_ms = self._open_session().api, int(self.timeout_s * 1000)
         if self.transport == "protobuf":
-            return api.GetProtobuf, (self._stream, 0, self.sdk.api.StringVector([self._key.encode()])), "GetProtobuf"
+            keys = self.sdk.api.StringVector([self._key.encode()])
+            return api.GetProtobuf, (self._stream, 0, keys), "GetProtobuf"
         if self.transport == "json":
             return api.GetResult, (self._stream, 0, timeout_ms), "GetResult"
         return api.GetResultWithUniqueId, (self._stream, pending.ticket, timeout_ms), "GetResultWithUniqueId"
@@ -401,15 +408,16 @@ class MindXBackend(Backend):
         tensors = self._parse_protobuf(output, pending) if call == "GetProtobuf" \
             else self._parse_json(call, output, pending)
         if len(tensors) != len(self.card.outputs):
-            raise BackendError(f"{self.card.path}: lists {len(self.card.outputs)} outputs but {self._key} returned "
-                               f"{len(tensors)}: fix the card's 'outputs'")
+            raise BackendError(f"{self.card.path}: lists {len(self.card.outputs)} outputs but {self._key} "
+                               f"returned {len(tensors)}: fix the card's 'outputs'")
         probabilities, argmax = postprocess(tensors, self.card)
         if self._resize is not None:
             plan = imaging.plan_resize(pending.box.width, pending.box.height, self._resize)
             probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, plan))
             argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, plan))
         pending.timings["postprocess"] = time.perf_counter() - start
-        return InferenceResult(probabilities, argmax, pending.box, pending.image_size, pending.timings, "mindx")
+        return InferenceResult(probabilities, argmax, pending.box, pending.image_size, pending.timings,
+                               "mindx")
 
     def _drain(self, pending: deque[_Pending]) -> None:
         """Consume the results of abandoned requests so later requests get their own (calls are queued)."""
@@ -424,15 +432,15 @@ class MindXBackend(Backend):
 
     def _no_result(self, pending: _Pending) -> BackendError:
         width, height = pending.image_size
-        return BackendError(f"MindX stream {self._stream.decode()!r} returned no {self._key} result for ROI "
-                            f"{pending.box} of the {width}x{height} image {pending.source}: the crop plugin found "
-                            f"no valid box (keep it inside the image, 1..8192 px per side) or a plugin failed "
-                            f"({_LOG_HINT})")
+        return BackendError(f"MindX stream {self._stream.decode()!r} returned no {self._key} result for "
+                            f"ROI {pending.roi} of the {width}x{height} image {pending.source}: the crop "
+                            f"plugin found no valid box (keep it inside the image, 1..8192 px per side) or a "
+                            f"plugin failed ({_LOG_HINT})")
 
     def _parse_protobuf(self, outputs: Any, pending: _Pending) -> list[np.ndarray]:
         package_list = None
         for output in outputs:
-            self._open_session().check("GetProtobuf", output.errorCode, output.messageName)
+            _check("GetProtobuf", output.errorCode, output.messageName)
             if output.messageName == self._key.encode():
                 package_list = self.sdk.proto.MxpiTensorPackageList()
                 package_list.ParseFromString(output.messageBuf)
@@ -445,12 +453,12 @@ class MindXBackend(Backend):
         if output.errorCode != 0:
             hint = ""
             if output.errorCode == 2001:
-                hint = f" (ROI {pending.box} of the {pending.image_size[0]}x{pending.image_size[1]} image " \
+                hint = f" (ROI {pending.roi} of the {pending.image_size[0]}x{pending.image_size[1]} image " \
                        f"{pending.source}: keep it inside the image, 1..8192 px per side)"
             if output.errorCode == 1002 and self.transport == "json":
                 # The late result would be read as the next image's: results are out of step for good.
                 self._fail(f"MindX GetResult timed out after {self.timeout_s:g} s for {pending.source}")
-            self._open_session().check(call, output.errorCode, output.data, hint)
+            _check(call, output.errorCode, output.data, hint)
         try:
             document = json.loads(output.data)
             entry = next((m for m in document.get("metaData", []) if m.get("key") == self._key), None)
@@ -459,15 +467,17 @@ class MindXBackend(Backend):
             packages = json.loads(entry["content"]).get("tensorPackageVec") or []
             if not packages:
                 raise self._no_result(pending)
-            return [_tensor(self._key, i, int(t.get("tensorDataType", 0)), [int(d) for d in t.get("tensorShape", [])],
+            tensors = packages[0].get("tensorVec", [])
+            return [_tensor(self._key, i, int(t.get("tensorDataType", 0)), [int(d) for d in t["tensorShape"]],
                             base64.b64decode(t.get("dataStr", "")))
-                    for i, t in enumerate(packages[0].get("tensorVec", []))]
+                    for i, t in enumerate(tensors)]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise BackendError(f"MindX {call}: the result is not mxpi_dumpdata JSON of {self._key} ({exc})") from None
+            raise BackendError(f"MindX {call}: the result is not mxpi_dumpdata JSON of {self._key} "
+                               f"({exc})") from None
 
     # -- teardown -----------------------------------------------------------------------------------------
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str) -> NoReturn:
         """A fatal stream error: destroy the streams and raise."""
         if self._session is not None:
             self._session.destroy(quiet=True)

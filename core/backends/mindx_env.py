@@ -20,7 +20,8 @@ from ..errors import BackendError
 
 SDK_HOME_VARIABLE = "MX_SDK_HOME"
 _SETUP_HINT = ("install mxVision and run `source /usr/local/Ascend/ascend-toolkit/set_env.sh && "
-               "source $MX_SDK_HOME/set_env.sh` before starting segscope, or pass the SDK folder (--sdk-home)")
+               "source $MX_SDK_HOME/set_env.sh` before starting segscope, "
+               "or pass the SDK folder (--sdk-home)")
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,10 @@ class MindXSdk:
 
 def _sdk_version(home: Path | None) -> str:
     """The first line of `$MX_SDK_HOME/version.info`, as the SDK installer writes it, or 'unknown'."""
+    if home is None:
+        return "unknown"
     try:
-        return (home / "version.info").read_text(encoding="utf-8").strip().splitlines()[0] if home else "unknown"
+        return (home / "version.info").read_text(encoding="utf-8").strip().splitlines()[0]
     except (OSError, IndexError):
         return "unknown"
 

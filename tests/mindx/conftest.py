@@ -18,14 +18,13 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
-
 from segscope.core.backends import mindx
 
 HERE = Path(__file__).parent
 SDK_MODULES = ("StreamManagerApi", "MxpiDataType_pb2", "MxpiDumpData_pb2")
 
 
-def _load(name: str, path: Path):  # noqa: ANN202
+def _load(name: str, path: Path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -163,7 +162,7 @@ def sdk_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.fixture
-def sdk(sdk_home: Path):  # noqa: ANN201
+def sdk(sdk_home: Path):
     """The double's module itself, imported from the fake home (for tests of the double)."""
     sys.path.insert(0, str(sdk_home / "python"))
     import StreamManagerApi

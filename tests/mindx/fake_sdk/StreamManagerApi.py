@@ -32,13 +32,12 @@ import queue
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import MxpiDataType_pb2
 import MxpiDumpData_pb2
 import numpy as np
 from google.protobuf import json_format
-
 from segscope.core import imaging
 from segscope.core.backends.embedded import EmbeddedStream, open_session
 from segscope.core.errors import SegScopeError
@@ -76,7 +75,7 @@ LOG: list[str] = []
 _PROCESS = {"inited": False, "destroyed": False}
 
 
-def GetErrorInfo(code: int) -> bytes:  # noqa: N802 - the SDK's name
+def GetErrorInfo(code: int) -> bytes:
     return f' (Code = {code}, Message = "{_MESSAGES.get(code, "Error")}") '.encode()
 
 
@@ -139,18 +138,19 @@ def _fails(value: Any, kind: Any) -> bool:
 class _Struct:
     """A SWIG proxy of a C++ struct: typed fields, no new attributes."""
 
-    _fields: dict[str, Any] = {}
+    _fields: tuple[tuple[str, Any], ...] = ()
 
     def __init__(self) -> None:
-        for name, kind in self._fields.items():
+        for name, kind in self._fields:
             default = {"string": b"", "int": 0, "float": 0.0}.get(kind) if isinstance(kind, str) else kind()
             object.__setattr__(self, name, default)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name not in self._fields:
+        kind = dict(self._fields).get(name)
+        if kind is None:
             raise AttributeError(f"You cannot add instance attributes to {type(self).__name__}")
         try:
-            object.__setattr__(self, name, _convert(value, self._fields[name]))
+            object.__setattr__(self, name, _convert(value, kind))
         except _ArgError as exc:
             raise TypeError(f"in method '{type(self).__name__}_{name}_set', argument 2 of type '{exc}'") from None
 
@@ -182,12 +182,12 @@ class _Vector:
     def __getitem__(self, index: int) -> Any:
         return self._items[index]
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         return iter(self._items)
 
 
 class RoiBox(_Struct):
-    _fields = {"x0": "float", "y0": "float", "x1": "float", "y1": "float"}
+    _fields = (("x0", "float"), ("y0", "float"), ("x1", "float"), ("y1", "float"))
 
 
 class RoiBoxVector(_Vector):
@@ -199,40 +199,40 @@ class StringVector(_Vector):
 
 
 class MxDataInput(_Struct):
-    _fields = {"data": "string", "fragmentId": "int", "customParam": "string", "roiBoxs": RoiBoxVector}
+    _fields = (("data", "string"), ("fragmentId", "int"), ("customParam", "string"), ("roiBoxs", RoiBoxVector))
 
 
 class MxDataInputExt(_Struct):
-    _fields = {"data": "string", "fragmentId": "int", "customParam": "string", "mxpiFrameInfo": "string",
-               "mxpiVisionInfo": "string", "roiBoxs": RoiBoxVector}
+    _fields = (("data", "string"), ("fragmentId", "int"), ("customParam", "string"), ("mxpiFrameInfo", "string"),
+               ("mxpiVisionInfo", "string"), ("roiBoxs", RoiBoxVector))
 
 
 class MxBufferInput(_Struct):
-    _fields = {"data": "string", "mxpiFrameInfo": "string", "mxpiVisionInfo": "string"}
+    _fields = (("data", "string"), ("mxpiFrameInfo", "string"), ("mxpiVisionInfo", "string"))
 
 
 class MxDataOutput(_Struct):
-    _fields = {"errorCode": "int", "data": "string"}
+    _fields = (("errorCode", "int"), ("data", "string"))
 
 
 class MxBufferOutput(_Struct):
-    _fields = {"errorCode": "int", "errorMsg": "string", "data": "string"}
+    _fields = (("errorCode", "int"), ("errorMsg", "string"), ("data", "string"))
 
 
 class MxProtobufIn(_Struct):
-    _fields = {"key": "string", "type": "string", "protobuf": "string"}
+    _fields = (("key", "string"), ("type", "string"), ("protobuf", "string"))
 
 
 class MxProtobufOut(_Struct):
-    _fields = {"errorCode": "int", "messageName": "string", "messageBuf": "string"}
+    _fields = (("errorCode", "int"), ("messageName", "string"), ("messageBuf", "string"))
 
 
 class MxMetadataInput(_Struct):
-    _fields = {"dataSource": "string", "dataType": "string", "serializedMetadata": "string"}
+    _fields = (("dataSource", "string"), ("dataType", "string"), ("serializedMetadata", "string"))
 
 
 class MxMetadataOutput(_Struct):
-    _fields = {"errorCode": "int", "errorMsg": "string", "dataType": "string", "serializedMetadata": "string"}
+    _fields = (("errorCode", "int"), ("errorMsg", "string"), ("dataType", "string"), ("serializedMetadata", "string"))
 
 
 class InProtobufVector(_Vector):
@@ -252,8 +252,7 @@ class MetadataOutputVector(_Vector):
 
 
 class MxBufferAndMetadataOutput(_Struct):
-    _fields = {"errorCode": "int", "errorMsg": "string", "bufferOutput": MxBufferOutput,
-               "metadataVec": MetadataOutputVector}
+    _fields = (("errorCode", "int"), ("errorMsg", "string"), ("bufferOutput", MxBufferOutput), ("metadataVec", MetadataOutputVector))
 
 
 def _output(code: int, data: bytes) -> MxDataOutput:
@@ -432,7 +431,7 @@ class _Stream:
 class StreamManagerApi:
     """One SDK handle; its streams are process-wide, as in the SDK."""
 
-    _streams: dict[str, _Stream] = {}
+    _streams: ClassVar[dict[str, _Stream]] = {}
 
     def __init__(self) -> None:
         self._inited = False
@@ -446,14 +445,14 @@ class StreamManagerApi:
             LOG.append(f"Stream({name.decode()}) not exist.")
         return stream
 
-    def InitManager(self, *args: Any) -> int:  # noqa: N802
+    def InitManager(self, *args: Any) -> int:
         self._record("InitManager", args)
         _args("StreamManagerApi_InitManager", args, (), (StringVector,))
         _PROCESS["inited"] = True
         self._inited = True
         return 0
 
-    def CreateMultipleStreams(self, *args: Any) -> int:  # noqa: N802
+    def CreateMultipleStreams(self, *args: Any) -> int:
         self._record("CreateMultipleStreams", args)
         _, (config,) = _args("StreamManagerApi_CreateMultipleStreams", args, ("string",))
         if not self._inited:
@@ -507,18 +506,18 @@ class StreamManagerApi:
         stream.send(unique_id, item)
         return unique_id if unique else 0
 
-    def SendData(self, *args: Any) -> int:  # noqa: N802
+    def SendData(self, *args: Any) -> int:
         if len(args) == 4:
             raise NotImplementedError("the test double does not emulate SendData with MxBufferInput")
         return self._send("SendData", args, unique=False)
 
-    def SendDataWithUniqueId(self, *args: Any) -> int:  # noqa: N802
+    def SendDataWithUniqueId(self, *args: Any) -> int:
         return self._send("SendDataWithUniqueId", args, unique=True)
 
-    def SendProtobuf(self, *args: Any) -> int:  # noqa: N802
+    def SendProtobuf(self, *args: Any) -> int:
         raise NotImplementedError("the test double does not emulate SendProtobuf")
 
-    def GetResult(self, *args: Any) -> MxDataOutput:  # noqa: N802
+    def GetResult(self, *args: Any) -> MxDataOutput:
         self._record("GetResult", args)
         if len(args) >= 3 and isinstance(args[1], bytes):
             raise NotImplementedError("the test double does not emulate GetResult with data sources")
@@ -543,7 +542,7 @@ class StreamManagerApi:
             return _output(APP_ERR_COMM_INNER, GetErrorInfo(APP_ERR_COMM_INNER))
         return _output(result.code, result.data or b"{}")
 
-    def GetResultWithUniqueId(self, *args: Any) -> MxDataOutput:  # noqa: N802
+    def GetResultWithUniqueId(self, *args: Any) -> MxDataOutput:
         self._record("GetResultWithUniqueId", args)
         _, (name, unique_id, timeout_ms) = _args("StreamManagerApi_GetResultWithUniqueId", args,
                                                  ("string", "unsigned long", "unsigned int"))
@@ -563,7 +562,7 @@ class StreamManagerApi:
             result = stream.by_id.pop(unique_id)
         return _output(result.code, result.data or b"{}")
 
-    def GetProtobuf(self, *args: Any) -> OutProtobufVector:  # noqa: N802
+    def GetProtobuf(self, *args: Any) -> OutProtobufVector:
         self._record("GetProtobuf", args)
         _, (name, plugin, keys) = _args("StreamManagerApi_GetProtobuf", args, ("string", "int", StringVector))
         outputs = OutProtobufVector()
@@ -593,7 +592,7 @@ class StreamManagerApi:
                 outputs.push_back(output)
         return outputs
 
-    def StopStream(self, *args: Any) -> int:  # noqa: N802
+    def StopStream(self, *args: Any) -> int:
         self._record("StopStream", args)
         _, (name,) = _args("StreamManagerApi_StopStream", args, ("string",))
         if not self._inited:
@@ -604,7 +603,7 @@ class StreamManagerApi:
         stream.destroy()
         return 0
 
-    def DestroyAllStreams(self, *args: Any) -> int:  # noqa: N802
+    def DestroyAllStreams(self, *args: Any) -> int:
         self._record("DestroyAllStreams", args)
         _args("StreamManagerApi_DestroyAllStreams", args, ())
         if not self._inited:
