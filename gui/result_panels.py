@@ -94,7 +94,8 @@ class _Panel:
 class ResultPanels(QWidget):
     """Softmax heatmap, argmax and ground truth of one `InferenceResult`, with one camera and crosshair."""
 
-    #: The hover readout, e.g. "slide (2512, 1380) | P background 0.031, tumour 0.969 | pred tumour | ...".
+    #: The hover readout, e.g. "slide (2512, 1380) | model (426, 480) | P background 0.035, defect 0.965 |
+    #: predicted defect | true defect | TP" (no "true ..." part without a mask).
     hovered = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -190,12 +191,11 @@ class ResultPanels(QWidget):
     ) -> None:
         """Display one result; `roi_image_bgr` and `gt_roi` are the ROI crops at ROI resolution."""
         roi = result.roi
-        for name, array in (("ROI image", roi_image_bgr), ("ground-truth mask", gt_roi)):
+        for name, array, fix in (("ROI image", roi_image_bgr, "crop the slide with the result's ROI"),
+                                 ("ground-truth mask", gt_roi, "the mask must have the image's size")):
             if array is not None and array.shape[:2] != (roi.height, roi.width):
-                raise SegScopeError(
-                    f"{name} crop is {array.shape[1]}x{array.shape[0]} but the ROI {roi} is "
-                    f"{roi.width}x{roi.height}: the mask must have the image's size"
-                )
+                raise SegScopeError(f"{name} crop is {array.shape[1]}x{array.shape[0]} but the ROI {roi} is "
+                                    f"{roi.width}x{roi.height}: {fix}")
         truth = None if gt_roi is None else mask_to_labels(gt_roi, result.num_classes)  # may refuse the mask
         same_roi = self._result is not None and self._result.roi == roi
         self._result = result
