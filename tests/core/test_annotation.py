@@ -373,7 +373,7 @@ def test_recovery_round_trip_and_staleness(tmp_path: Path) -> None:
     os.utime(source, (past, past))
     editor = MaskEditor(base)
     editor.stroke([(10, 10), (90, 70)], 7, 255)
-    path = write_recovery(editor, source)
+    path = write_recovery(editor.mask, source)
     assert path == recovery_path(source) and path.parent == source.parent / ".segscope-recovery"
     recovery = find_recovery(source)
     assert recovery is not None and recovery.source == source.resolve() and recovery.path == path
@@ -382,7 +382,7 @@ def test_recovery_round_trip_and_staleness(tmp_path: Path) -> None:
     restored.replace(recovery.mask)
     assert restored.dirty and np.array_equal(restored.mask, editor.mask)
 
-    custom = write_recovery(editor, source, tmp_path / "recover")
+    custom = write_recovery(editor.mask, source, tmp_path / "recover")
     assert custom.parent == tmp_path / "recover" and load_recovery(custom).source == source.resolve()
     other = tmp_path / "002" / "mask.png"
     assert recovery_path(other) != recovery_path(source)
