@@ -79,6 +79,11 @@ def _view(array: np.ndarray, box: Roi) -> np.ndarray:
     return array[box.y0 : box.y1, box.x0 : box.x1]
 
 
+def _local(box: Roi, origin: Roi) -> Roi:
+    """`box` in the coordinates of an array cut out at `origin`."""
+    return Roi(box.x0 - origin.x0, box.y0 - origin.y0, box.x1 - origin.x0, box.y1 - origin.y0)
+
+
 def _changed_box(before: np.ndarray, after: np.ndarray, origin: Roi) -> Roi | None:
     """The tight box (in mask coordinates) of the pixels that differ, or None."""
     changed = before != after
@@ -162,11 +167,11 @@ class MaskEditor:
         after = _view(self.mask, union)
         before = after.copy()
         for box, old in reversed(pieces):  # the earliest piece holds the original pixels
-            before[box.y0 - union.y0 : box.y1 - union.y0, box.x0 - union.x0 : box.x1 - union.x0] = old
+            _view(before, _local(box, union))[...] = old
         box = _changed_box(before, after, union)
         if box is None:  # e.g. painted then erased the same pixels
             return None
-        inner = Roi(box.x0 - union.x0, box.y0 - union.y0, box.x1 - union.x0, box.y1 - union.y0)
+        inner = _local(box, union)
         self._undo.append(_Delta.make(self._next_id, box, _view(before, inner), _view(after, inner)))
         self._next_id += 1
         self._redo.clear()
@@ -188,8 +193,7 @@ class MaskEditor:
         single = self._pieces is None
         if single:
             self._pieces = []
-        inner = Roi(changed.x0 - box.x0, changed.y0 - box.y0, changed.x1 - box.x0, changed.y1 - box.y0)
-        self._pieces.append((changed, _view(old, inner).copy()))  # type: ignore[union-attr]
+        self._pieces.append((changed, _view(old, _local(changed, box)).copy()))  # type: ignore[union-attr]
         if single:
             self.end_edit()
         return changed
