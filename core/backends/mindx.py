@@ -286,7 +286,9 @@ class MindXBackend(Backend):
         self.timeout_s = timeout_s
         self.max_pixels = max_pixels
         self._stream = stream.name.encode()
-        self._appsrc = stream.input_element.name.encode()
+        # Every SDK version takes index 0 for appsrc0; sending by element name needs a recent one.
+        appsrc = stream.input_element.name
+        self._appsrc: int | bytes = 0 if appsrc == "appsrc0" else appsrc.encode()
         self._key = infer_element.name
         self._cancel = threading.Event()
         self._session: _SdkSession | None = None
@@ -388,7 +390,8 @@ class MindXBackend(Backend):
     def _receive_call(self, pending: _Pending) -> tuple[Callable[..., Any], tuple[Any, ...], str]:
         api, timeout_ms = self._open_session().api, int(self.timeout_s * 1000)
         if self.transport == "protobuf":
-            keys = self.sdk.api.StringVector([self._key.encode()])
+            keys = self.sdk.api.StringVector()
+            keys.push_back(self._key.encode())
             return api.GetProtobuf, (self._stream, 0, keys), "GetProtobuf"
         if self.transport == "json":
             return api.GetResult, (self._stream, 0, timeout_ms), "GetResult"
