@@ -89,6 +89,7 @@ class MainWindow(QMainWindow):
         self.resize(1600, 1000)
         self.dataset: Dataset | None = None
         self.current: DatasetItem | None = None
+        self.shown_id: str | None = None  # the item whose slide the view shows (lags `current` while loading)
         self.mask: np.ndarray | None = None  # ground truth of the current slide
         self.metrics: dict[str, ImageMetrics | None] = {}
         self.results: OrderedDict[str, InferenceResult] = OrderedDict()
@@ -105,14 +106,16 @@ class MainWindow(QMainWindow):
 
         self.setCentralWidget(self.slide)
         self.setDockNestingEnabled(True)
+        # Default layout: dataset left, metrics + messages right of the slide, results across the bottom.
+        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.dataset_dock = self._dock("Dataset", self.dataset_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
-        self.metrics_dock = self._dock("Metrics", self.metrics_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.metrics_dock = self._dock("Metrics", self.metrics_panel, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.messages_dock = self._dock("Messages", self.messages, Qt.DockWidgetArea.RightDockWidgetArea)
         self.results_dock = self._dock("Results", self.panels, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.messages_dock = self._dock("Messages", self.messages, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.tabifyDockWidget(self.metrics_dock, self.messages_dock)
-        self.metrics_dock.raise_()
-        self.resizeDocks([self.dataset_dock], [420], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.results_dock], [520], Qt.Orientation.Vertical)
+        self.resizeDocks([self.dataset_dock, self.metrics_dock], [400, 360], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.metrics_dock, self.messages_dock], [300, 120], Qt.Orientation.Vertical)
+        self.resizeDocks([self.results_dock], [480], Qt.Orientation.Vertical)
 
         self._build_actions()
         self._build_toolbar()
@@ -283,6 +286,9 @@ class MainWindow(QMainWindow):
             return
         self.current = self.dataset.item(item_id)
         self.mask = None
+        self.shown_id = None
+        self.panels.clear()
+        self._show_metrics(None)
         self._generation += 1
         self._loader.request(self._generation)
         self._load.emit(self._generation, self.current, self.dataset)
@@ -293,6 +299,7 @@ class MainWindow(QMainWindow):
         if generation != self._generation or self.dataset is None:
             return
         self.mask = mask
+        self.shown_id = item.id
         w, h = pyramid.size
         self.slide.set_pyramid(pyramid, self.dataset.roi_for(item, (w, h)))
         self.statusBar().showMessage(f"{item.image_path}  {w} x {h}", 4000)
@@ -314,10 +321,10 @@ class MainWindow(QMainWindow):
 
     def slide_ready(self) -> bool:
         """Whether the selected item's slide is decoded and shown."""
-        return self.current is not None and self.slide.pyramid is not None and self.slide.roi() is not None
+        return self.current is not None and self.shown_id == self.current.id and self.slide.roi() is not None
 
     def _on_roi_changed(self, roi: Roi) -> None:
-        if self.dataset is None or self.current is None:
+        if self.dataset is None or not self.slide_ready():
             return
         try:
             self.dataset.set_roi(self.current, roi)
@@ -332,7 +339,7 @@ class MainWindow(QMainWindow):
             self._set_status(self.current.id, "ROI changed")
 
     def reset_roi(self) -> None:
-        if self.dataset is None or self.current is None or self.slide.pyramid is None:
+        if self.dataset is None or not self.slide_ready():
             return
         try:
             self.dataset.reset_roi(self.current)
@@ -413,7 +420,7 @@ class MainWindow(QMainWindow):
         self._set_status(item_id, "done" if evaluation.metrics else "done (no mask)", evaluation.metrics)
         self.timings_label.setText(_timings_text(evaluation.result.timings))
         self._update_means()
-        if self.current is not None and self.current.id == item_id and self.slide.pyramid is not None:
+        if self.slide_ready() and self.current.id == item_id:
             self.slide.set_roi(evaluation.result.roi)
             self._show_result(item_id, evaluation.result)
 

@@ -33,7 +33,7 @@ class MessageArea(QWidget):
         self.details = QPlainTextEdit()
         self.details.setReadOnly(True)
         self.details.setPlaceholderText("Select a message to see its details")
-        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.list)
         splitter.addWidget(self.details)
         splitter.setStretchFactor(0, 3)

@@ -1,0 +1,86 @@
+"""Save a screenshot of the main window after a run (used by test_screenshot.py and for docs/screenshot.png).
+
+    python tests/gui/screenshot.py DATASET OUT.png [--pipeline FILE] [--item ID] [--size 1600x1000]
+
+Runs under whatever Qt platform is set (xcb under `xvfb-run`, or offscreen). Exit code 0 when the PNG was
+written, 1 when the run did not finish.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+
+
+def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | None = None,
+            size: tuple[int, int] = (1600, 1000), timeout_s: float = 120.0) -> Path:
+    """Open the window on `dataset`, run all images, show `item` with its result, save the window."""
+    from segscope.core.pipeline import DEFAULT_PIPELINE
+    from segscope.gui.app import apply_dark_theme
+    from segscope.gui.backend_dialog import BackendChoice
+    from segscope.gui.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication(["segscope-screenshot"])
+    apply_dark_theme(app)
+    window = MainWindow()
+    window.resize(*size)
+    window.show()
+    window.open_backend(BackendChoice(pipeline=pipeline or DEFAULT_PIPELINE))
+    if not window.open_dataset(dataset):
+        raise RuntimeError(window.messages.messages[-1].text)
+
+    def wait(condition, what: str) -> None:
+        end = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > end:
+                raise TimeoutError(f"screenshot: timed out waiting for {what}")
+            app.processEvents()
+            time.sleep(0.01)
+
+    wait(lambda: window.capabilities is not None and window.slide_ready(), "the backend and the first slide")
+    window.run_all()
+    wait(lambda: not window.controller.busy, "run all")
+    if item is not None:
+        window.dataset_panel.select_item(item)
+        wait(lambda: window.slide_ready() and window.current.id == item and bool(window.panels.panel_arrays()),
+             f"image {item}")
+    window.panels.error_map_action.setChecked(True)
+    for _ in range(20):  # let queued paints and the slide's detail layer settle
+        app.processEvents()
+        time.sleep(0.02)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not window.grab().save(str(out)):
+        raise OSError(f"{out}: could not save the screenshot")
+    window.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--pipeline", type=Path)
+    parser.add_argument("--item")
+    parser.add_argument("--size", default="1600x1000")
+    parser.add_argument("--settings-dir", type=Path, help="keep QSettings here (default: the user's)")
+    args = parser.parse_args(argv)
+    if args.settings_dir:
+        for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
+            QSettings.setPath(fmt, QSettings.Scope.UserScope, str(args.settings_dir))
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    try:
+        capture(args.dataset, args.out, args.pipeline, args.item, (width, height))
+    except (TimeoutError, RuntimeError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
