@@ -28,6 +28,8 @@ EXPORT_KINDS = {
     "softmax": "{id}_softmax.npy",  # probabilities, float32 H x W x C at model resolution
     "heatmap": "{id}_heatmap.png",  # foreground probability as an 8-bit colour map, viewable anywhere
 }
+#: The metric tables `write_metrics` writes (one row per image; rows + dataset means).
+METRICS_FILES = ("metrics.csv", "metrics.json")
 
 
 def mask_image(labels: np.ndarray, num_classes: int) -> np.ndarray:
@@ -37,7 +39,8 @@ def mask_image(labels: np.ndarray, num_classes: int) -> np.ndarray:
 
 def heatmap_image(probabilities: np.ndarray, class_index: int = 1) -> np.ndarray:
     p = probabilities[..., min(class_index, probabilities.shape[-1] - 1)]
-    return cv2.applyColorMap(np.round(np.clip(p, 0.0, 1.0) * 255).astype(np.uint8), cv2.COLORMAP_INFERNO)
+    levels = np.round(np.clip(p, 0.0, 1.0) * 255).astype(np.uint8)
+    return cv2.applyColorMap(levels, cv2.COLORMAP_VIRIDIS)  # the viewer's heatmap colours
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -90,8 +93,8 @@ def _json_safe(value: object) -> object:
 
 def write_metrics(rows: list[dict[str, object]], summary: dict[str, object], out_dir: Path,
                   overwrite: bool = False) -> list[Path]:
-    """`metrics.csv` (one row per image) and `metrics.json` (rows + dataset means) in `out_dir`."""
-    csv_path, json_path = Path(out_dir) / "metrics.csv", Path(out_dir) / "metrics.json"
+    """`METRICS_FILES` in `out_dir`: a CSV row per image, and JSON with the rows and the dataset means."""
+    csv_path, json_path = (Path(out_dir) / name for name in METRICS_FILES)
     _refuse_existing([csv_path, json_path], overwrite)
     columns = list(dict.fromkeys(key for row in rows for key in row))
     text = io.StringIO()
