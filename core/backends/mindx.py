@@ -191,15 +191,17 @@ class _SdkSession:
                     raise
 
     def destroy(self, quiet: bool = False) -> None:
-        """DestroyAllStreams once; from this thread when the SDK thread is blocked (that unblocks it)."""
+        """DestroyAllStreams once: on the SDK thread, or from here when a call blocks that thread
+        (a GetProtobuf waiting for a result that will not come); destroying the streams releases it."""
         if self.destroyed:
             return
         self.destroyed = True
         try:
-            if self.stuck:
-                code = self.api.DestroyAllStreams()
-            else:
-                code = self.call(self.api.DestroyAllStreams, timeout=60)
+            future = None if self.stuck else self.thread.submit(self.api.DestroyAllStreams)
+            try:
+                code = self.api.DestroyAllStreams() if future is None else future.result(timeout=5)
+            except TimeoutError:
+                code = self.api.DestroyAllStreams() if future.cancel() else future.result(timeout=60)
             if not quiet:
                 _check("DestroyAllStreams", code)
         except TimeoutError:

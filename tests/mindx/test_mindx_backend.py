@@ -285,3 +285,15 @@ def test_real_grayscale_images_match_the_embedded_backend(project: Path, shared_
         results = list(backend.infer_many(InferenceRequest(path, roi) for path in paths))
     for result, reference in zip(results, expected, strict=True):
         _assert_same(result, reference)
+
+
+def test_close_does_not_wait_behind_a_blocked_call(project: Path, sdk_home: Path) -> None:
+    backend = MindXBackend(project, sdk_home)
+    session = backend._session
+    keys = sys.modules["StreamManagerApi"].StringVector([b"mxpi_tensorinfer0"])
+    blocked = session.thread.submit(session.api.GetProtobuf, b"unet_mindspore", 0, keys)  # nothing was sent
+    start = time.monotonic()
+    backend.close()
+    assert time.monotonic() - start < 15
+    assert len(blocked.result(timeout=5)) == 0  # released by DestroyAllStreams, with no result
+    assert len(_calls("DestroyAllStreams")) == 1
