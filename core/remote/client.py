@@ -69,8 +69,11 @@ class WorkerSession:
         except p.ProtocolError as exc:
             noise = self.stderr_tail()
             self.close()
-            raise BackendError(f"{self.label}: the worker's output is not SegScope frames ({exc}); make sure the "
-                               f"login shell prints nothing on stdout for non-interactive sessions{noise}") from None
+            raise p.ProtocolError(f"{exc}; if the host's login shell prints anything, make it print nothing on "
+                                  f"stdout for non-interactive sessions{noise}") from None
+        except RequestTimeout:
+            raise BackendError(f"{self.label}: the worker did not start within {startup_timeout:g} s"
+                               f"{self.stderr_tail()}; raise the startup timeout if the host is slow") from None
         except BaseException:
             self.close()
             raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import logging
 import re
 import socket
@@ -182,7 +183,7 @@ class SshConnection:
         hops = [_resolve(parse_target(j, f"ProxyJump of {target.label}"), self.options) for j in jumps] + [target]
         sock = None
         try:
-            for hop, next_hop in zip(hops, hops[1:]):
+            for hop, next_hop in itertools.pairwise(hops):
                 client = self._open(hop, sock, use_password=False)
                 self._jumps.append(client)
                 sock = self._tunnel(client, hop, next_hop)
@@ -224,7 +225,7 @@ class SshConnection:
                 auth_timeout=timeout, channel_timeout=timeout,
             )
             return client
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - close, then explain (or re-raise) every failure
             client.close()
             timed_out = time.monotonic() - started >= timeout
             raise self._explain(exc, hop, name, key_files, timed_out) from None

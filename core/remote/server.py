@@ -51,10 +51,10 @@ class Worker:
     def error(self, request_id: int | None, kind: str, message: str) -> None:
         self.send(p.MsgType.ERROR, {"id": request_id, "kind": kind, "message": message})
 
-    def read_frames(self, stdin: BinaryIO) -> None:
+    def read_frames(self, stdin: int) -> None:
         """Reader thread: queue INFERs, apply CANCELs at once; at EOF or a bad frame, wind the worker down."""
         try:
-            while (msg := p.read_message(stdin.read, p.TO_WORKER)) is not None:
+            while (msg := p.read_message(lambda n: read_exact(stdin, n), p.TO_WORKER)) is not None:
                 if msg.type == p.MsgType.CANCEL:
                     self.cancel(msg.meta.get("id"))
                 else:
@@ -118,13 +118,25 @@ class Worker:
             self.error(request_id, "cancelled", "cancelled")
         except SegScopeError as exc:
             self.error(request_id, "error", str(exc))
-        except Exception as exc:  # a bug or an SDK surprise: report it and keep serving
+        except Exception as exc:  # noqa: BLE001 - a bug or an SDK surprise: report it, keep serving
             traceback.print_exc()
             self.error(request_id, "error", f"worker failure ({type(exc).__name__}: {exc})")
         finally:
             with self.state_lock:
                 self.current = None
                 self.cancelled.discard(request_id)
+
+
+def read_exact(fd: int, n: int) -> bytes:
+    """`n` bytes from a file descriptor, fewer only at end of file.
+
+    Unbuffered on purpose: a daemon thread blocked in a buffered read aborts the interpreter at exit.
+    """
+    chunks: list[bytes] = []
+    while n > 0 and (chunk := os.read(fd, n)):
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
 
 
 def parse_request(msg: p.Message) -> tuple[ImageSource, Roi | None, str]:
@@ -180,7 +192,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def serve(argv: list[str] | None, stdin: BinaryIO, out: BinaryIO) -> int:
+def serve(argv: list[str] | None, stdin: int, out: BinaryIO) -> int:
     """Open the stream, say hello, serve until stdin closes; the exit code."""
     args = parse_args(argv)
     worker = Worker(out)

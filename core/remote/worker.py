@@ -16,8 +16,8 @@ BUNDLE = "segscope-core.zip"
 
 def main():
     if sys.version_info < MIN_PYTHON:
-        sys.stderr.write("segscope worker: %s is Python %s; SegScope needs >= %s: set the remote python to a "
-                         "newer interpreter\n" % (sys.executable, platform.python_version(),
+        sys.stderr.write("segscope worker: {} is Python {}; SegScope needs >= {}: set the remote python to a "
+                         "newer interpreter\n".format(sys.executable, platform.python_version(),
                                                   ".".join(map(str, MIN_PYTHON))))
         return 2
     bundle = os.path.join(os.path.dirname(os.path.abspath(__file__)), BUNDLE)
@@ -28,7 +28,7 @@ def main():
     os.dup2(2, 1)
     from segscope.core.remote.server import serve
 
-    return serve(sys.argv[1:], sys.stdin.buffer, out)
+    return serve(sys.argv[1:], sys.stdin.fileno(), out)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from segscope.core.remote.connection import SshOptions
 
 SSHD = Path("/usr/sbin/sshd")

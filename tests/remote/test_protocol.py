@@ -8,7 +8,6 @@ import zlib
 
 import numpy as np
 import pytest
-
 from segscope.core.remote import protocol as p
 
 

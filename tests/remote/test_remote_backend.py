@@ -11,7 +11,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.remote import RemoteBackend
 from segscope.core.errors import BackendError, CancelledError
@@ -232,3 +231,8 @@ def test_nothing_is_uploaded_twice(tiny_model_project, sshd: Sshd, open_remote) 
     assert not any(p.name.endswith(".part") for p in files)
     open_remote(tiny_model_project.pipeline).close()
     assert {p: p.stat().st_mtime_ns for p in sshd.cache_dir.rglob("*") if p.is_file()} == files
+
+
+def test_a_wrong_remote_python_is_named(tiny_model_project, open_remote) -> None:
+    with pytest.raises(WorkerLost, match=r"worker stopped \(exit status 127\); its stderr ends: .*/nowhere/python3"):
+        open_remote(tiny_model_project.pipeline, python="/nowhere/python3")

@@ -1,0 +1,147 @@
+"""Malformed frames are rejected by both ends: the real worker (locally and over SSH) and the client."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from segscope.core.backends.remote import RemoteBackend
+from segscope.core.remote import protocol as p
+from segscope.core.remote import worker
+from segscope.core.remote.client import WorkerLost, WorkerSession
+from segscope.core.remote.connection import SshConnection, SshOptions, parse_target
+
+from .conftest import Sshd, processes_mentioning, wait_until
+
+WORKER = Path(worker.__file__)
+
+
+class LocalWorker:
+    """The real worker script as a local child process, spoken to through pipes."""
+
+    def __init__(self, pipeline: Path):
+        self.process = subprocess.Popen([sys.executable, str(WORKER), "--pipeline", str(pipeline),
+                                         "--backend", "embedded"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def read(self) -> p.Message | None:
+        return p.read_message(self.process.stdout.read, p.TO_CLIENT)
+
+    def write(self, data: bytes) -> None:
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def finish(self) -> int:
+        self.process.stdin.close()
+        code = self.process.wait(timeout=30)
+        self.process.stdout.close()
+        self.process.stderr.close()
+        return code
+
+
+def corrupt(frame: bytes, position: int = -1) -> bytes:
+    data = bytearray(frame)
+    data[position] ^= 0xFF
+    return bytes(data)
+
+
+def test_the_worker_says_hello_and_exits_when_stdin_closes(tiny_model_project) -> None:
+    local = LocalWorker(tiny_model_project.pipeline)
+    hello = local.read()
+    assert hello.type == p.MsgType.HELLO and hello.meta["backend"] == "embedded"
+    assert hello.meta["protocol"] == p.PROTOCOL_VERSION and hello.meta["pid"] == local.process.pid
+    assert local.finish() == p.EXIT_OK
+
+
+@pytest.mark.parametrize(("garbage", "reason"), [
+    (lambda: corrupt(p.encode(p.Message(p.MsgType.INFER, {"id": 1}, (b"png",)))), "crc32"),
+    (lambda: b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "bad frame magic"),
+    (lambda: p.encode(p.Message(p.MsgType.HELLO, {})), "unexpected message type HELLO"),
+])
+def test_the_worker_rejects_a_malformed_frame(tiny_model_project, garbage, reason: str) -> None:
+    local = LocalWorker(tiny_model_project.pipeline)
+    assert local.read().type == p.MsgType.HELLO
+    local.write(garbage())
+    error = local.read()
+    assert error.type == p.MsgType.ERROR and error.meta["kind"] == "protocol" and error.meta["id"] is None
+    assert "the worker rejected a frame from the client" in error.meta["message"] and reason in error.meta["message"]
+    assert local.finish() == p.EXIT_PROTOCOL
+
+
+def test_the_worker_reports_a_malformed_request_and_keeps_serving(tiny_model_project) -> None:
+    local = LocalWorker(tiny_model_project.pipeline)
+    local.read()
+    local.write(p.encode(p.Message(p.MsgType.INFER, {"id": 4, "roi": [1, 2, 3]}, (b"x",))))
+    error = local.read()
+    assert (error.type, error.meta["id"], error.meta["kind"]) == (p.MsgType.ERROR, 4, "error")
+    assert "roi must be [x0, y0, x1, y1] integers" in error.meta["message"]
+    local.write(p.encode(p.Message(p.MsgType.INFER, {"id": 5, "roi": None}, (b"not an image",))))
+    assert "not a readable image" in local.read().meta["message"]
+    assert local.finish() == p.EXIT_OK
+
+
+def test_the_worker_names_a_missing_pipeline(tmp_path: Path) -> None:
+    local = LocalWorker(tmp_path / "absent.pipeline")
+    error = local.read()
+    assert error.meta["kind"] == "startup" and "absent.pipeline: pipeline file not found" in error.meta["message"]
+    assert local.finish() == p.EXIT_STARTUP
+
+
+def test_the_worker_rejects_garbage_over_ssh(tiny_model_project, sshd: Sshd, ssh_options: SshOptions,
+                                             worker_options: dict) -> None:
+    with RemoteBackend(tiny_model_project.pipeline, sshd.target, ssh_options, **worker_options) as backend:
+        session = backend.session
+        session.channel.sendall(b"\x00" * 64)
+        assert wait_until(session.channel.exit_status_ready, timeout=10)
+        assert session.channel.recv_exit_status() == p.EXIT_PROTOCOL
+        with pytest.raises(WorkerLost, match="rejected a (malformed )?frame"):
+            session.request({"roi": None}, (b"png",), timeout=10, cancel=threading.Event())
+
+
+def fake_worker(sshd: Sshd, ssh_options: SshOptions, script: str) -> tuple[SshConnection, str]:
+    """A connection and the command running `script` (Python with segscope's protocol) on the test host."""
+    connection = SshConnection(parse_target(sshd.target), ssh_options)
+    connection.connect()
+    preamble = ("import sys; from segscope.core.remote import protocol as p; out = sys.stdout.buffer\n"
+                "hello = p.encode(p.Message(p.MsgType.HELLO, {'pid': 0}))\n")
+    return connection, f"{shlex.quote(sys.executable)} -c {shlex.quote(preamble + script)}"
+
+
+def test_the_client_rejects_a_corrupt_hello(sshd: Sshd, ssh_options: SshOptions) -> None:
+    connection, command = fake_worker(sshd, ssh_options, "bad = bytearray(hello); bad[-1] ^= 1\n"
+                                                         "out.write(bytes(bad)); out.flush(); sys.stdin.read()")
+    with pytest.raises(p.ProtocolError, match="malformed frame from the worker: HELLO frame failed its crc32 check"):
+        WorkerSession(connection, command, startup_timeout=10)
+    connection.close()
+
+
+def test_the_client_names_a_chatty_login_shell(sshd: Sshd, ssh_options: SshOptions) -> None:
+    connection, command = fake_worker(sshd, ssh_options, "print('Welcome to the Ascend box!', flush=True); sys.stdin.read()")
+    with pytest.raises(p.ProtocolError, match="bad frame magic b'Welc'.*login shell prints anything"):
+        WorkerSession(connection, command, startup_timeout=10)
+    connection.close()
+
+
+def test_the_client_rejects_a_corrupt_result_and_stops_that_worker(sshd: Sshd, ssh_options: SshOptions) -> None:
+    marker = "segscope-fake-worker-marker"
+    connection, command = fake_worker(sshd, ssh_options, f"""
+import os, time
+out.write(p.encode(p.Message(p.MsgType.HELLO, {{'pid': os.getpid(), 'pgid': os.getpgid(0), 'tag': '{marker}'}})))
+out.flush()
+request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
+reply = bytearray(p.encode(p.Message(p.MsgType.RESULT, {{'id': request.meta['id']}}, (b'a' * 1000,))))
+reply[600] ^= 1
+out.write(bytes(reply)); out.flush()
+time.sleep(60)  # hangs: the client must stop it
+""")
+    session = WorkerSession(connection, command + f" {marker}", startup_timeout=10)
+    assert processes_mentioning(marker)
+    with pytest.raises(p.ProtocolError, match="malformed frame from the worker: RESULT frame failed its crc32 check"):
+        session.request({"roi": None}, (b"png",), timeout=10, cancel=threading.Event())
+    assert session.dead
+    assert wait_until(lambda: not processes_mentioning(marker), timeout=10)
+    connection.close()
