@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QThread, Signal
@@ -54,25 +54,34 @@ class BackendChoice:
     user: str = ""
     key_file: str = ""
     sdk_path: str = ""
-    accept_new_host_key: bool = False
+    #: "SHA256:..." of a host key the user accepted in the confirmation dialog (trusted once, then recorded).
+    accepted_fingerprint: str = ""
+    password: str = field(default="", repr=False)  # memory only: never in a profile
 
     @property
-    def remote(self) -> str | None:
-        if self.kind != "remote":
+    def target(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.user + '@' if self.user else ''}{host}:{self.port}"
+
+    @property
+    def set_env(self) -> str | None:
+        """The SDK's environment script on the host: the SDK path's set_env.sh, or the .sh file given."""
+        if not self.sdk_path:
             return None
-        return f"{self.user + '@' if self.user else ''}{self.host}:{self.port}"
+        return self.sdk_path if self.sdk_path.endswith(".sh") else f"{self.sdk_path.rstrip('/')}/set_env.sh"
 
     def open(self) -> Backend:
-        options: dict[str, object] = {}
-        if self.kind == "remote":
-            options = {"accept_new_host_key": self.accept_new_host_key, "key_file": self.key_file or None,
-                       "sdk_path": self.sdk_path or None}
-        return open_backend("embedded" if self.kind == "remote" else self.kind, self.pipeline,
-                            remote=self.remote, **options)
+        if self.kind != "remote":
+            return open_backend(self.kind, self.pipeline)
+        from ..core.backends.remote import open_remote_backend  # paramiko only when remote is used
+
+        return open_remote_backend(self.target, self.pipeline, accept_new_host_key=self.accepted_fingerprint or False,
+                                   key_filename=Path(self.key_file).expanduser() if self.key_file else None,
+                                   password=self.password or None, set_env=self.set_env)
 
     def describe(self) -> str:
         return {"embedded": "embedded (this machine)", "mindx": "MindX SDK (this host)"}.get(
-            self.kind, f"remote {self.remote}")
+            self.kind, f"remote {self.target}")
 
     def as_profile(self) -> dict[str, str]:
         return {"kind": self.kind, "pipeline": str(self.pipeline), "host": self.host, "port": str(self.port),
@@ -89,9 +98,10 @@ class BackendChoice:
 
 
 def unknown_host_fingerprint(exc: BaseException) -> str | None:
-    """The fingerprint carried by the remote backend's "unknown host key" error, if that is what `exc` is."""
-    fingerprint = getattr(exc, "fingerprint", None)
-    return str(fingerprint) if fingerprint and not getattr(exc, "changed", False) else None
+    """The fingerprint of the remote backend's `UnknownHostKey` error (None for any other error)."""
+    if type(exc).__name__ != "UnknownHostKey":  # by name: paramiko is imported only when remote is used
+        return None
+    return str(exc.fingerprint)
 
 
 class _Probe(QThread):
@@ -133,7 +143,7 @@ class BackendDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Backend connection")
         self._probe: _Probe | None = None
-        self._accepted_key = current.accept_new_host_key
+        self._accepted_fingerprint = current.accepted_fingerprint
 
         self.buttons_group = QButtonGroup(self)
         self.radios: dict[str, QRadioButton] = {}
@@ -176,12 +186,16 @@ class BackendDialog(QDialog):
         key_browse = QPushButton("…")
         key_browse.clicked.connect(self._browse_key)
         key_row.addWidget(key_browse)
+        self.password_edit = QLineEdit(current.password)
+        self.password_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.password_edit.setPlaceholderText("only if no key works; kept in memory, never saved")
         self.sdk_edit = QLineEdit(current.sdk_path)
-        self.sdk_edit.setPlaceholderText("e.g. /usr/local/sdk_home/mxManufacture (empty: MX_SDK_HOME on the host)")
+        self.sdk_edit.setPlaceholderText("MindX SDK folder on the host (its set_env.sh is sourced); empty: none")
         form.addRow("Host", self.host_edit)
         form.addRow("Port", self.port_spin)
         form.addRow("User", self.user_edit)
         form.addRow("Key file", key_row)
+        form.addRow("Password", self.password_edit)
         form.addRow("SDK path", self.sdk_edit)
 
         self.test_button = QPushButton("Test connection")
@@ -218,7 +232,7 @@ class BackendDialog(QDialog):
     def choice(self) -> BackendChoice:
         return BackendChoice(self.kind(), Path(self.pipeline_edit.text().strip()), self.host_edit.text().strip(),
                              self.port_spin.value(), self.user_edit.text().strip(), self.key_edit.text().strip(),
-                             self.sdk_edit.text().strip(), self._accepted_key)
+                             self.sdk_edit.text().strip(), self._accepted_fingerprint, self.password_edit.text())
 
     def _update_enabled(self) -> None:
         self.remote_box.setEnabled(self.kind() == "remote")
@@ -255,7 +269,7 @@ class BackendDialog(QDialog):
             return
         fingerprint = unknown_host_fingerprint(error)
         if fingerprint and confirm_host_key(self, self.host_edit.text().strip(), fingerprint):
-            self._accepted_key = True
+            self._accepted_fingerprint = fingerprint
             self.test_connection()
             return
         self.status_label.setText(describe_error(error)[0])

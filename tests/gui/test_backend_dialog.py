@@ -1,0 +1,102 @@
+"""The connection dialog: testing a backend, one-line errors, host-key confirmation, saved profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from segscope.core.backends.base import Backend, Capabilities
+from segscope.core.pipeline import DEFAULT_PIPELINE
+from segscope.core.remote.connection import UnknownHostKey
+from segscope.gui import backend_dialog
+from segscope.gui.backend_dialog import BackendChoice, BackendDialog
+
+pytestmark = pytest.mark.gui
+
+
+def test_testing_the_embedded_backend_shows_its_device(qtbot, tiny_model_project):
+    dialog = BackendDialog(BackendChoice(pipeline=tiny_model_project.pipeline))
+    qtbot.addWidget(dialog)
+    assert dialog.kind() == "embedded" and not dialog.remote_box.isEnabled()
+    dialog.test_connection()
+    qtbot.waitUntil(lambda: dialog.status_label.text().startswith("OK"), timeout=20000)
+    assert "embedded on CPU (ONNX Runtime" in dialog.status_label.text()
+
+
+def test_a_broken_pipeline_is_one_line_naming_the_file(qtbot, tmp_path):
+    bad = tmp_path / "bad.pipeline"
+    bad.write_text("{ not json", encoding="utf-8")
+    dialog = BackendDialog(BackendChoice())
+    qtbot.addWidget(dialog)
+    dialog.pipeline_edit.setText(str(bad))
+    dialog.test_connection()
+    qtbot.waitUntil(lambda: dialog.status_label.text() not in ("", "Connecting…"), timeout=20000)
+    text = dialog.status_label.text()
+    assert str(bad) in text and "\n" not in text and "Traceback" not in text
+
+
+class _Stub(Backend):
+    capabilities = Capabilities("remote", "tester@ascend: embedded", (960, 960), ("background", "defect"))
+
+    def infer(self, image, roi=None):
+        raise AssertionError("not used")
+
+    def close(self) -> None:
+        pass
+
+
+def test_unknown_host_key_is_trusted_only_after_confirmation(qtbot, monkeypatch, tmp_path):
+    offered = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
+    attempts: list[str] = []
+
+    def fake_open(choice: BackendChoice) -> Backend:  # what open_remote_backend does for a new host
+        attempts.append(choice.accepted_fingerprint)
+        if choice.accepted_fingerprint != offered:
+            raise UnknownHostKey(choice.host, "ssh-ed25519", offered, tmp_path / "known_hosts")
+        return _Stub()
+
+    asked: list[tuple[str, str]] = []
+    answers = iter([False, True])
+    monkeypatch.setattr(BackendChoice, "open", fake_open)
+    monkeypatch.setattr(backend_dialog, "confirm_host_key", lambda _p, host, fp: asked.append((host, fp)) or next(answers))
+    dialog = BackendDialog(BackendChoice())
+    qtbot.addWidget(dialog)
+    dialog.radios["remote"].setChecked(True)
+    assert dialog.remote_box.isEnabled()
+    dialog.host_edit.setText("ascend.example")
+    dialog.user_edit.setText("tester")
+
+    dialog.test_connection()  # first time the user says no: nothing is trusted
+    qtbot.waitUntil(lambda: "unknown host key" in dialog.status_label.text(), timeout=10000)
+    assert attempts == [""] and dialog.choice().accepted_fingerprint == ""
+
+    dialog.test_connection()  # then yes: the retry trusts exactly the fingerprint shown
+    qtbot.waitUntil(lambda: dialog.status_label.text().startswith("OK"), timeout=10000)
+    assert attempts == ["", "", offered]
+    assert asked == [("ascend.example", offered)] * 2
+    assert dialog.choice().accepted_fingerprint == offered
+    assert dialog.choice().target == "tester@ascend.example:22"
+
+
+def test_profile_round_trip_never_keeps_the_password(isolated_settings):
+    from segscope.gui import settings
+
+    choice = BackendChoice("remote", DEFAULT_PIPELINE, "10.0.0.5", 2222, "hw", "~/.ssh/id_ed25519",
+                           "/usr/local/sdk_home/mxManufacture", password="secret")
+    settings.save_backend_profile(choice.as_profile())
+    stored = settings.backend_profile()
+    assert "secret" not in str(stored) and "password" not in stored
+    again = BackendChoice.from_profile(stored)
+    assert again == BackendChoice("remote", DEFAULT_PIPELINE, "10.0.0.5", 2222, "hw", "~/.ssh/id_ed25519",
+                                  "/usr/local/sdk_home/mxManufacture")
+    assert again.set_env == "/usr/local/sdk_home/mxManufacture/set_env.sh"
+    assert BackendChoice.from_profile({"kind": "embedded", "pipeline": "/gone.pipeline"}).pipeline == DEFAULT_PIPELINE
+
+
+def test_mindx_is_offered_only_when_importable(qtbot, monkeypatch):
+    monkeypatch.setattr(backend_dialog, "mindx_importable", lambda: False)
+    dialog = BackendDialog(BackendChoice(kind="mindx"))
+    qtbot.addWidget(dialog)
+    assert not dialog.radios["mindx"].isEnabled() and dialog.kind() == "embedded"
+    assert Path(dialog.choice().pipeline) == DEFAULT_PIPELINE
