@@ -63,7 +63,8 @@ def tiny_card(size: int = 960) -> dict:
         "om": "unet_hw960_bs1.om",
         "aipp": "aipp_unet_simple_opencv.cfg",
         "input": {"name": "input", "layout": "NCHW", "width": size, "height": size},
-        "outputs": [{"name": "softmax", "kind": "softmax", "layout": "NHWC"}, {"name": "argmax", "kind": "argmax"}],
+        "outputs": [{"name": "softmax", "kind": "softmax", "layout": "NHWC"},
+                    {"name": "argmax", "kind": "argmax"}],
         "classes": ["background", "defect"],
     }
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from segscope.core.aipp import AippConfig, apply_aipp, load_aipp, parse_aipp
 from segscope.core.errors import SegScopeError
 
@@ -14,7 +13,8 @@ SHIPPED = Path(__file__).resolve().parents[2] / "models" / "aipp_unet_simple_ope
 
 
 def reference_aipp(bgr: np.ndarray, swap: bool, mean, minimum, var_reci) -> np.ndarray:
-    """The AIPP contract: swap channels 0 and 2 if asked, then out_c = (in_c - mean_c - min_c) * var_reci_c."""
+    """The AIPP contract: swap channels 0 and 2 if asked, then
+    out_c = (in_c - mean_c - min_c) * var_reci_c."""
     x = bgr.astype(np.float64)
     if swap:
         x = x[..., [2, 1, 0]]
@@ -53,7 +53,8 @@ def test_per_channel_values_match_the_reference(swap):
     assert out.shape == (1, 3, 5, 7) and out.dtype == np.float32
     np.testing.assert_allclose(out, reference_aipp(bgr, swap, mean, minimum, var_reci), rtol=1e-6, atol=1e-5)
     first = (250, 2, 1) if swap else (1, 2, 250)
-    by_hand = [(first[0] - 10.0 - 0.5) * 0.5, (first[1] - 60.0 - 1.5) * 0.03125, (first[2] - 110.0 - 2.5) * 0.0078125]
+    by_hand = [(first[0] - 10.0 - 0.5) * 0.5, (first[1] - 60.0 - 1.5) * 0.03125,
+               (first[2] - 110.0 - 2.5) * 0.0078125]
     np.testing.assert_allclose(out[0, :, 0, 0], by_hand, rtol=1e-6)
 
 

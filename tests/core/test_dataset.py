@@ -7,7 +7,6 @@ import json
 import cv2
 import numpy as np
 import pytest
-
 from segscope.core.dataset import Dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.roi import ORIGINAL_DEFAULT_ROI, Roi
@@ -47,8 +46,9 @@ def test_flat_layout(tmp_path, write_png):
         write_png(tmp_path / name, GRAY)
     (tmp_path / "readme.txt").write_text("not an image")
     dataset = Dataset.open(tmp_path)
-    assert [(i.id, i.image_path.name, i.mask_path.name if i.mask_path else None) for i in dataset.items] == [
-        ("img1", "img1.jpg", "img1_mask.png"), ("img2", "img2.png", "img2_mask.png"), ("img10", "img10.png", None)]
+    found = [(i.id, i.image_path.name, i.mask_path.name if i.mask_path else None) for i in dataset.items]
+    assert found == [("img1", "img1.jpg", "img1_mask.png"), ("img2", "img2.png", "img2_mask.png"),
+                     ("img10", "img10.png", None)]
 
 
 def test_missing_and_empty_dataset(tmp_path):

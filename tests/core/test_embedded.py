@@ -8,7 +8,6 @@ import cv2
 import numpy as np
 import onnxruntime as ort
 import pytest
-
 from segscope.core.backends import open_backend
 from segscope.core.backends.base import STAGES, Backend, InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
@@ -94,9 +93,9 @@ def test_non_ascii_paths(tiny_model_project, tmp_path, write_png, slide):
 
 def test_decompression_guard(tiny_model_project, slide):
     path, _ = slide
-    with EmbeddedBackend(tiny_model_project.pipeline, threads=1, max_pixels=120 * 90 - 1) as backend:
-        with pytest.raises(SegScopeError) as info:
-            backend.infer(path)
+    with (EmbeddedBackend(tiny_model_project.pipeline, threads=1, max_pixels=120 * 90 - 1) as backend,
+          pytest.raises(SegScopeError) as info):
+        backend.infer(path)
     message = str(info.value)
     assert message.startswith(f"{path}: image is 120x90 = 10,800 pixels, over the limit of 10,799")
     assert "\n" not in message

@@ -7,7 +7,6 @@ import threading
 import cv2
 import numpy as np
 import pytest
-
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
 from segscope.core.errors import CancelledError
@@ -43,17 +42,20 @@ def test_every_image_in_order_with_metrics_where_there_is_a_mask(backend, small_
     assert means["images_with_masks"] == 3
     assert means["soft_dice"] == pytest.approx(np.mean([m.soft_dice for m in with_masks]), rel=1e-12)
     assert means["soft_iou"] == pytest.approx(np.mean([m.soft_iou for m in with_masks]), rel=1e-12)
-    assert means["foreground_dice"] == pytest.approx(np.mean([m.foreground_dice for m in with_masks]), rel=1e-12)
+    assert means["foreground_dice"] == pytest.approx(np.mean([m.foreground_dice for m in with_masks]),
+                                                     rel=1e-12)
 
 
 def test_roi_override_stored_rois_and_item_subset(backend, small_dataset):
     dataset = Dataset.open(small_dataset)
     dataset.set_roi(dataset.item("2"), Roi(4, 4, 36, 28))
     rois = {e.item.id: e.result.roi for e in evaluate_dataset(backend, dataset)}
-    assert rois == {"1": Roi(0, 0, 64, 48), "2": Roi(4, 4, 36, 28), "3": Roi(0, 0, 64, 48), "10": Roi(0, 0, 64, 48)}
+    whole = Roi(0, 0, 64, 48)
+    assert rois == {"1": whole, "2": Roi(4, 4, 36, 28), "3": whole, "10": whole}
     chosen = [dataset.item("10"), dataset.item("2")]
     overridden = list(evaluate_dataset(backend, dataset, roi=Roi(8, 8, 40, 40), items=chosen))
-    assert [(e.item.id, e.result.roi) for e in overridden] == [("10", Roi(8, 8, 40, 40)), ("2", Roi(8, 8, 40, 40))]
+    assert [(e.item.id, e.result.roi) for e in overridden] == [("10", Roi(8, 8, 40, 40)),
+                                                                 ("2", Roi(8, 8, 40, 40))]
 
 
 def test_cancel(backend, small_dataset):

@@ -7,7 +7,6 @@ import struct
 import cv2
 import numpy as np
 import pytest
-
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import (
     atomic_write_bytes,
@@ -75,7 +74,8 @@ def test_atomic_write_refuses_then_replaces(tmp_path):
     assert target.read_bytes() == b"two"
     assert [p.name for p in target.parent.iterdir()] == ["a.bin"]
     write_image(tmp_path / "m.png", np.full((2, 3), 7, np.uint8))
-    np.testing.assert_array_equal(cv2.imread(str(tmp_path / "m.png"), cv2.IMREAD_UNCHANGED), np.full((2, 3), 7))
+    written = cv2.imread(str(tmp_path / "m.png"), cv2.IMREAD_UNCHANGED)
+    np.testing.assert_array_equal(written, np.full((2, 3), 7))
 
 
 def test_roi():

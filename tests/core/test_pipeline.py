@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.errors import SegScopeError
 from segscope.core.pipeline import DEFAULT_PIPELINE, PipelineError, load_pipeline
@@ -146,7 +145,8 @@ def test_bad_json_gives_file_line_and_column(tmp_path):
 @pytest.mark.parametrize(
     ("streams", "expected"),
     [
-        pytest.param({"s": {"src": {"factory": "appsrc", "next": "decoder9"}, **chain(INFER, props=INFER_PROPS)["s"]}},
+        pytest.param({"s": {"src": {"factory": "appsrc", "next": "decoder9"},
+                            **chain(INFER, props=INFER_PROPS)["s"]}},
             ["stream 's'", "element 'src'", "unknown element 'decoder9'"], id="unknown-next"),
         pytest.param({"s": {"src": {"factory": "appsrc", "next": "a"},
                             "a": {"factory": "mxpi_imagecrop", "next": "b"},
@@ -175,7 +175,8 @@ def test_bad_json_gives_file_line_and_column(tmp_path):
                      ["stream 's'", "no mxpi_tensorinfer"], id="no-model"),
         pytest.param({"s": {"src": {"factory": "appsrc", "next": 3}, **chain(INFER, props=INFER_PROPS)["s"]}},
                      ["element 'src'", "'next'"], id="next-not-a-name"),
-        pytest.param({"s": {"stream_config": {"deviceId": "0"}}}, ["stream 's'", "no elements"], id="empty-stream"),
+        pytest.param({"s": {"stream_config": {"deviceId": "0"}}}, ["stream 's'", "no elements"],
+                     id="empty-stream"),
         pytest.param([], ["expected a JSON object of streams"], id="not-an-object"),
     ],
 )
@@ -196,7 +197,8 @@ def test_missing_pipeline_file(tmp_path):
 
 
 def test_missing_model_names_the_resolved_path(tmp_path):
-    path = write(tmp_path, chain(("src", "appsrc"), INFER, props={"infer": {"modelPath": "models/absent.om"}}))
+    path = write(tmp_path, chain(("src", "appsrc"), INFER,
+                                 props={"infer": {"modelPath": "models/absent.om"}}))
     with pytest.raises(SegScopeError) as info:
         EmbeddedBackend(path)
     message = str(info.value)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
 from segscope.core.evaluate import DatasetSummary, evaluate_dataset
@@ -35,7 +34,8 @@ def test_evaluate_real_datasets(shared_data, backend, name, count, empty_id):
         assert result.roi == Roi(0, 0, width, height) and result.image_size == (width, height)
         assert result.probabilities.shape == (960, 960, 2)
         np.testing.assert_allclose(result.probabilities.sum(axis=-1), 1.0, atol=1e-5)
-        for value in (metrics.soft_dice, metrics.soft_iou, metrics.precision, metrics.recall, *metrics.dice, *metrics.iou):
+        for value in (metrics.soft_dice, metrics.soft_iou, metrics.precision, metrics.recall,
+                      *metrics.dice, *metrics.iou):
             assert 0.0 <= value <= 1.0
         assert metrics.soft_iou == pytest.approx(metrics.soft_dice / (2 - metrics.soft_dice))
         if evaluation.item.id == empty_id:
