@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 
 from .backends.base import InferenceResult
-from .dataset import MASK_SUFFIX
+from .dataset import backup_mask_path, corrected_mask_path
 from .errors import SegScopeError
 from .fileio import atomic_write_bytes, encode_image, read_bytes
 from .metrics import argmax_at_roi
@@ -37,8 +37,6 @@ Point = tuple[float, float]  # (x, y) in mask pixels
 #: Deltas larger than this are stored zlib-compressed.
 COMPRESS_ABOVE = 4096
 RECOVERY_DIR_NAME = ".segscope-recovery"
-CORRECTED_SUFFIX = "_corrected"
-BACKUP_SUFFIX = ".orig"
 #: Formats a mask can be replaced in without losing values (JPEG cannot).
 LOSSLESS_SUFFIXES = (".png", ".tif", ".tiff", ".bmp")
 
@@ -318,23 +316,6 @@ def allowed_map(result: InferenceResult, class_index: int, threshold: float) -> 
 # --- saving -----------------------------------------------------------------------------------------
 
 SaveMode = Literal["corrected", "replace"]
-
-
-def default_mask_path(image_path: Path) -> Path:
-    """Where an image's ground truth lives by the dataset layouts: `<id>/mask.png` or `<name>_mask.png`."""
-    image_path = Path(image_path)
-    stem = "mask" if image_path.stem == "image" else f"{image_path.stem}{MASK_SUFFIX}"
-    return image_path.with_name(f"{stem}.png")
-
-
-def corrected_mask_path(mask_path: Path) -> Path:
-    """`mask.png` -> `mask_corrected.png`, `name_mask.tif` -> `name_mask_corrected.png` (always PNG)."""
-    return Path(mask_path).with_name(f"{Path(mask_path).stem}{CORRECTED_SUFFIX}.png")
-
-
-def backup_mask_path(mask_path: Path) -> Path:
-    """`mask.png` -> `mask.orig.png`: where `save_mask(..., "replace")` keeps the original."""
-    return Path(mask_path).with_name(f"{Path(mask_path).stem}{BACKUP_SUFFIX}{Path(mask_path).suffix}")
 
 
 def save_mask(mask: np.ndarray, mask_path: Path, mode: SaveMode = "corrected") -> Path:

@@ -24,17 +24,48 @@ from .roi import ORIGINAL_DEFAULT_ROI, Roi
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 SIDECAR_NAME = "segscope.json"
 MASK_SUFFIX = "_mask"
+#: Saved corrections (`mask_corrected.png`) and backups (`mask.orig.png`) sit beside the original mask.
+CORRECTED_SUFFIX = "_corrected"
+BACKUP_SUFFIX = ".orig"
+
+
+def default_mask_path(image_path: Path) -> Path:
+    """Where an image's ground truth lives by the dataset layouts: `<id>/mask.png` or `<name>_mask.png`."""
+    image_path = Path(image_path)
+    stem = "mask" if image_path.stem == "image" else f"{image_path.stem}{MASK_SUFFIX}"
+    return image_path.with_name(f"{stem}.png")
+
+
+def corrected_mask_path(mask_path: Path) -> Path:
+    """`mask.png` -> `mask_corrected.png`, `name_mask.tif` -> `name_mask_corrected.png` (always PNG)."""
+    return Path(mask_path).with_name(f"{Path(mask_path).stem}{CORRECTED_SUFFIX}.png")
+
+
+def backup_mask_path(mask_path: Path) -> Path:
+    """`mask.png` -> `mask.orig.png`: where a replaced original is kept."""
+    return Path(mask_path).with_name(f"{Path(mask_path).stem}{BACKUP_SUFFIX}{Path(mask_path).suffix}")
+
+
+def _is_mask_file(path: Path) -> bool:
+    stem = path.stem.removesuffix(BACKUP_SUFFIX).removesuffix(CORRECTED_SUFFIX)
+    return stem.endswith(MASK_SUFFIX)
 
 
 @dataclass(frozen=True)
 class DatasetItem:
     id: str  # the sub-folder name, or the image's stem in a flat folder
     image_path: Path
-    mask_path: Path | None
+    mask_path: Path | None  # the original ground truth, if any
+
+    @property
+    def truth_path(self) -> Path | None:
+        """The ground truth to score against: a saved correction wins over the original."""
+        corrected = corrected_mask_path(self.mask_path or default_mask_path(self.image_path))
+        return corrected if corrected.is_file() else self.mask_path
 
     @property
     def has_mask(self) -> bool:
-        return self.mask_path is not None
+        return self.truth_path is not None
 
 
 def _natural_key(text: str) -> list[object]:
@@ -52,8 +83,7 @@ def discover(root: Path) -> list[DatasetItem]:
         image = _first_image(sub, "image")
         if image is not None:
             items.append(DatasetItem(sub.name, image, _first_image(sub, "mask")))
-    flat = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
-            and not p.stem.endswith(MASK_SUFFIX)]
+    flat = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not _is_mask_file(p)]
     for image in sorted(flat, key=lambda p: _natural_key(p.name)):
         items.append(DatasetItem(image.stem, image, _first_image(root, image.stem + MASK_SUFFIX)))
     return items
@@ -143,4 +173,6 @@ class Dataset:
                                 "the ROI is kept for this session only") from None
 
     def load_mask(self, item: DatasetItem) -> np.ndarray | None:
-        return read_mask(item.mask_path, self.max_pixels) if item.mask_path else None
+        """The item's ground truth (a saved correction when there is one), or None."""
+        path = item.truth_path
+        return read_mask(path, self.max_pixels) if path else None

@@ -14,9 +14,6 @@ import pytest
 from segscope.core.annotation import (
     MaskEditor,
     allowed_map,
-    backup_mask_path,
-    corrected_mask_path,
-    default_mask_path,
     discard_recovery,
     find_recovery,
     load_recovery,
@@ -26,6 +23,7 @@ from segscope.core.annotation import (
     write_recovery,
 )
 from segscope.core.backends.base import InferenceResult
+from segscope.core.dataset import backup_mask_path, corrected_mask_path, default_mask_path
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import read_mask
 from segscope.core.roi import Roi
