@@ -100,14 +100,20 @@ def atomic_write_bytes(path: Path, data: bytes, overwrite: bool = False) -> Path
     path = Path(path)
     if path.exists() and not overwrite:
         raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise SegScopeError(f"{path}: cannot write here ({exc.strerror}); choose another folder") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise SegScopeError(f"{path}: write failed ({exc.strerror}); nothing was changed") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

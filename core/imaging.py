@@ -26,7 +26,7 @@ def crop(image: np.ndarray, roi: Roi) -> tuple[np.ndarray, Roi]:
     """The opencv crop of `roi` (x1/y1 clipped to the image) and the box actually cropped."""
     height, width = image.shape[:2]
     box = Roi(roi.x0, roi.y0, min(roi.x1, width), min(roi.y1, height))
-    if box.x0 >= width or box.y0 >= height or box.width < 1 or box.height < 1:
+    if box.x0 < 0 or box.y0 < 0 or box.x0 >= width or box.y0 >= height or box.width < 1 or box.height < 1:
         raise SegScopeError(f"ROI {roi} lies outside the {width}x{height} image (crop plugin error 2001)")
     if box.width > OPENCV_CROP_LIMIT or box.height > OPENCV_CROP_LIMIT:
         raise SegScopeError(

@@ -35,11 +35,16 @@ def mask_to_labels(mask: np.ndarray, num_classes: int) -> np.ndarray:
 
 def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
     """The original script's soft Dice: `mask` is the ROI crop of the ground truth at any resolution; it is
-    resized to the probabilities' (linear for binary 0/255 masks, then `/255 > 0.5`, as `main.py` did)."""
+    resized to the probabilities' (linear for binary masks, then `/255 > 0.5`, as `main.py` did)."""
     height, width, classes = probabilities.shape
-    interpolation = cv2.INTER_LINEAR if classes == 2 else cv2.INTER_NEAREST
-    resized = cv2.resize(mask, (width, height), interpolation=interpolation) if mask.shape != (height, width) else mask
-    onehot = np.eye(classes, dtype=np.float32)[mask_to_labels(resized, classes)]
+    if classes == 2:  # decide 0/255 vs 0/1 on the mask as stored, not on its resized copy
+        scale = 255.0 if mask.max(initial=0) > 1 else 1.0
+        resized = cv2.resize(mask, (width, height), interpolation=cv2.INTER_LINEAR) if mask.shape != (height, width) else mask
+        labels = (resized / scale > 0.5).astype(np.uint8)
+    else:
+        resized = cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST) if mask.shape != (height, width) else mask
+        labels = mask_to_labels(resized, classes)
+    onehot = np.eye(classes, dtype=np.float32)[labels]
     p = probabilities.astype(np.float32, copy=False)
     inter = float(np.sum(p * onehot, dtype=np.float64))
     union = float(np.sum(p * p, dtype=np.float64) + np.sum(onehot, dtype=np.float64))  # onehot² == onehot
