@@ -244,7 +244,6 @@ class MainWindow(QMainWindow):
         self.slide.roiChanged.connect(self._on_roi_changed)
         self.slide.resetRoiRequested.connect(self.reset_roi)
         self.slide.hovered.connect(lambda text: self.statusBar().showMessage(text, 3000))
-        self.panels.hovered.connect(lambda text: self.statusBar().showMessage(text, 3000))
         self.messages.added.connect(self._on_message)
         c = self.controller
         c.backendOpened.connect(self._on_backend_opened)

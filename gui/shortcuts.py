@@ -68,4 +68,4 @@ class ShortcutsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(table)
         layout.addWidget(buttons)
-        self.resize(560, 520)
+        self.resize(600, 720)
