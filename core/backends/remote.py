@@ -53,6 +53,8 @@ class RemoteBackend(Backend):
         self._command_options = (python, worker_backend, max_pixels, set_env)
         self._cancel = threading.Event()
         self.session: WorkerSession | None = None
+        #: Bytes (sent, received) over the channel by the last `infer`: its request and its result.
+        self.last_transfer = (0, 0)
         try:
             self._start()
         except BaseException:
@@ -113,11 +115,13 @@ class RemoteBackend(Backend):
             blobs = (read_bytes(image) if isinstance(image, Path) else bytes(image),)
         started = time.perf_counter()
         session = self._ready_session()
+        sent, received = session.bytes_sent, session.bytes_received
         try:
             msg, upload_seconds = session.request(meta, blobs, self.request_timeout, self._cancel)
         except WorkerLost:
             self.session = None
             raise
+        self.last_transfer = (session.bytes_sent - sent, session.bytes_received - received)
         return self._result(msg, upload_seconds, time.perf_counter() - started)
 
     def _result(self, msg: protocol.Message, upload_seconds: float, total_seconds: float) -> InferenceResult:

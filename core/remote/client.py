@@ -62,6 +62,8 @@ class WorkerSession:
         self.hello: dict = {}
         self._partial = 0  # bytes of the frame being read
         self._next_id = 0
+        self.bytes_sent = 0
+        self.bytes_received = 0
         self.channel = connection.exec(command)
         self.channel.settimeout(POLL)
         try:
@@ -125,6 +127,7 @@ class WorkerSession:
             chunks.append(chunk)
             have += len(chunk)
             self._partial += len(chunk)
+            self.bytes_received += len(chunk)
         return b"".join(chunks)
 
     def _timeout(self) -> RequestTimeout:
@@ -157,13 +160,15 @@ class WorkerSession:
             if time.monotonic() > deadline:
                 raise self._timeout()
             try:
-                offset += self.channel.send(frame[offset : offset + CHUNK])
+                sent = self.channel.send(frame[offset : offset + CHUNK])
             except TimeoutError:
                 continue
             except (OSError, EOFError, paramiko.SSHException):
                 raise self._lost() from None
-            if self.channel.closed:
+            if not sent:  # paramiko's way of saying the channel is closed
                 raise self._lost()
+            offset += sent
+            self.bytes_sent += sent
 
     # --- requests --------------------------------------------------------------------------------------
 

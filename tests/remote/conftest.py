@@ -1,156 +1,35 @@
-"""Fixtures for the remote backend: a real OpenSSH sshd on 127.0.0.1 and helpers around it.
+"""Fixtures for the remote backend: a real OpenSSH sshd on 127.0.0.1 (see `sshd.py`) and projects to run.
 
-`sshd` starts `/usr/sbin/sshd -D -e` once per session with its own config, a generated ed25519 host key
-and a generated user key in a temporary folder, listening on a free loopback port. It runs as the
-current user (no PAM, StrictModes off, AuthorizedKeysFile in the temp folder). Tests that need it are
-skipped with the reason when sshd is not installed (`.ci/run` installs Debian's openssh-server).
+`sshd` is started once per session; tests that need it are skipped with the reason when sshd is not
+installed (`.ci/run` installs Debian's openssh-server).
 """
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 from segscope.core.remote.connection import SshOptions
 
-SSHD = Path("/usr/sbin/sshd")
+from .sshd import Sshd, SshdUnavailable, start_sshd
+
 SHIPPED_PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "unet_simple_opencv.pipeline"
 SHIPPED_AIPP = Path(__file__).resolve().parents[2] / "models" / "aipp_unet_simple_opencv.cfg"
 
 
-def keygen(path: Path) -> Path:
-    """A fresh passphrase-less ed25519 key pair at `path` / `path.pub`."""
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "segscope-test", "-f", str(path)],
-                   check=True, capture_output=True)
-    return path
-
-
-def ssh_fingerprint(public_key: Path) -> str:
-    """OpenSSH's own fingerprint of a public key (`ssh-keygen -lf`), e.g. 'SHA256:...'."""
-    out = subprocess.run(["ssh-keygen", "-lf", str(public_key)], check=True, capture_output=True, text=True)
-    return out.stdout.split()[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Sshd:
-    port: int
-    folder: Path
-    host_key: Path
-    user_key: Path
-    other_key: Path  # not in authorized_keys
-    user: str
-    process: subprocess.Popen
-    cache_dir: Path  # the workers' cache on the "host", unique to this test session
-
-    @property
-    def target(self) -> str:
-        return f"{self.user}@127.0.0.1:{self.port}"
-
-    def known_hosts_line(self, host_key_pub: Path | None = None) -> str:
-        key_type, blob = (host_key_pub or self.host_key.with_suffix(".pub")).read_text().split()[:2]
-        return f"[127.0.0.1]:{self.port} {key_type} {blob}\n"
-
-    def session_pids(self) -> list[int]:
-        """The per-connection sshd processes (children of the listener): killing them drops connections."""
-        return [pid for pid in _pids() if _ppid(pid) == self.process.pid]
-
-
-def _pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
-def _ppid(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def processes_mentioning(text: str) -> list[tuple[int, str]]:
-    """Live processes (not zombies) whose command line contains `text`."""
-    found = []
-    for pid in _pids():
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmdline and state != "Z" and pid != os.getpid():
-            found.append((pid, cmdline))
-    return found
-
-
-def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
-
-
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    if not SSHD.is_file() or shutil.which("ssh-keygen") is None:
-        pytest.skip(f"OpenSSH server not installed ({SSHD} or ssh-keygen missing): apt-get install openssh-server")
-    if os.geteuid() == 0 and not Path("/run/sshd").is_dir():
-        Path("/run/sshd").mkdir(mode=0o755)  # sshd's privilege-separation folder, made by its init script
-    folder = tmp_path_factory.mktemp("sshd")
-    host_key, user_key, other_key = keygen(folder / "host_ed25519"), keygen(folder / "user"), keygen(folder / "other")
-    shutil.copyfile(user_key.with_suffix(".pub"), folder / "authorized_keys")
-    port = _free_port()
-    config = folder / "sshd_config"
-    config.write_text(f"""\
-Port {port}
-ListenAddress 127.0.0.1
-HostKey {host_key}
-PidFile none
-AuthorizedKeysFile {folder / 'authorized_keys'}
-UsePAM no
-StrictModes no
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-AllowTcpForwarding yes
-Subsystem sftp internal-sftp
-LogLevel ERROR
-""")
-    log = (folder / "sshd.log").open("wb")
-    process = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT)
-
-    def listening() -> bool:
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-
-    if not wait_until(lambda: process.poll() is not None or listening(), timeout=10):
-        process.kill()
-    if process.poll() is not None:
-        pytest.skip(f"sshd did not start: {(folder / 'sshd.log').read_text(errors='replace').strip()[-300:]}")
-    cache = folder / "host-cache"
-    yield Sshd(port, folder, host_key, user_key, other_key, getpass.getuser(), process, cache)
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=10)
-    log.close()
+    try:
+        server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    except SshdUnavailable as exc:
+        pytest.skip(str(exc))
+    yield server
+    server.stop()
 
 
 @pytest.fixture

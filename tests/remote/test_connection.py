@@ -15,7 +15,7 @@ from segscope.core.remote.connection import (
     parse_target,
 )
 
-from .conftest import Sshd, keygen, ssh_fingerprint
+from .sshd import Sshd, keygen, ssh_fingerprint
 
 
 @pytest.mark.parametrize(("text", "expected"), [

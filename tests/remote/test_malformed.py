@@ -15,7 +15,7 @@ from segscope.core.remote import worker
 from segscope.core.remote.client import WorkerLost, WorkerSession
 from segscope.core.remote.connection import SshConnection, SshOptions, parse_target
 
-from .conftest import Sshd, processes_mentioning, wait_until
+from .sshd import Sshd, processes_mentioning, wait_until
 
 WORKER = Path(worker.__file__)
 

@@ -19,7 +19,7 @@ from segscope.core.remote.client import RequestTimeout, WorkerLost
 from segscope.core.remote.connection import SshOptions
 from segscope.core.roi import Roi
 
-from .conftest import Sshd, processes_mentioning, wait_until
+from .sshd import Sshd, processes_mentioning, wait_until
 
 pytestmark = pytest.mark.ssh
 
