@@ -27,7 +27,6 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import cv2
 import numpy as np
 from PySide6.QtWidgets import QApplication
-
 from segscope.core.backends.base import InferenceResult
 from segscope.core.dataset import Dataset
 from segscope.core.evaluate import ImageEvaluation

@@ -5,7 +5,14 @@ Widgets look their keys up here (`key("run_current")`) so the dialog can never d
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QHeaderView, QTableWidget, QTableWidgetItem, QVBoxLayout
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QHeaderView,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+)
 
 #: action id -> (key sequence in QKeySequence portable text, what it does)
 _TABLE: dict[str, tuple[str, str]] = {

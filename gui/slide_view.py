@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import cv2
 import numpy as np
@@ -49,7 +50,7 @@ class Pyramid:
 
     def level_for(self, slide_px_per_screen_px: float) -> int:
         """The coarsest level that still has at least one pixel per screen pixel at this zoom."""
-        wanted = int(math.floor(math.log2(max(slide_px_per_screen_px, 1.0))))
+        wanted = math.floor(math.log2(max(slide_px_per_screen_px, 1.0)))
         return min(wanted, len(self.levels) - 1)
 
     def crop(self, level: int, rect: tuple[int, int, int, int]) -> tuple[np.ndarray, tuple[int, int, int, int]]:
@@ -98,7 +99,8 @@ class _SlideGraphicsView(pg.GraphicsView):
 
     nudged = Signal(int, int)
 
-    _ARROWS = {Qt.Key.Key_Left: (-1, 0), Qt.Key.Key_Right: (1, 0), Qt.Key.Key_Up: (0, -1), Qt.Key.Key_Down: (0, 1)}
+    _ARROWS: ClassVar[dict[Qt.Key, tuple[int, int]]] = {
+        Qt.Key.Key_Left: (-1, 0), Qt.Key.Key_Right: (1, 0), Qt.Key.Key_Up: (0, -1), Qt.Key.Key_Down: (0, 1)}
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         step = self._ARROWS.get(Qt.Key(event.key()))
@@ -249,7 +251,7 @@ class SlideView(QWidget):
         if not self.pyramid:
             return
         point = self.vb.mapSceneToView(pos)
-        x, y = int(math.floor(point.x())), int(math.floor(point.y()))
+        x, y = math.floor(point.x()), math.floor(point.y())
         w, h = self.pyramid.size
         if 0 <= x < w and 0 <= y < h:
             b, g, r = self.pyramid.levels[0][y, x]
@@ -267,7 +269,7 @@ class SlideView(QWidget):
         view = self.vb.viewRect()
         w, h = self.pyramid.size
         visible = (max(int(view.left()), 0), max(int(view.top()), 0),
-                   min(int(math.ceil(view.right())), w), min(int(math.ceil(view.bottom())), h))
+                   min(math.ceil(view.right()), w), min(math.ceil(view.bottom()), h))
         if visible[0] >= visible[2] or visible[1] >= visible[3]:
             self.detail.hide()
             return

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.remote.connection import UnknownHostKey

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtTest import QTest
-
 from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
