@@ -203,15 +203,13 @@ def test_image_over_the_pixel_limit(tiny_model_project, small_dataset, capsys):
                           "--max-pixels")
 
 
-@pytest.mark.xfail(strict=True, reason="core/fileio.py atomic_write_bytes() lets OSError escape (mkdir, "
-                                       "write): an unwritable --export folder is an internal error, exit 1")
 def test_export_to_an_unwritable_place_is_a_user_error(tiny_model_project, small_dataset, tmp_path, capsys):
     not_a_folder = tmp_path / "out"
     not_a_folder.write_text("a file where the export folder should be")
     code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
                   "--export", not_a_folder)
     assert code == 2
-    assert_one_line_error(capsys, not_a_folder)
+    assert_one_line_error(capsys, not_a_folder, "cannot write here")
 
 
 # --- compare ------------------------------------------------------------------------------------------

@@ -106,8 +106,10 @@ def test_failed_rename_leaves_no_partial_or_temp_file(tmp_path, result, monkeypa
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", failing_replace)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(SegScopeError) as info:
         export_result(result, tmp_path, "s1", kinds=["mask", "canvas", "softmax"])
+    assert str(info.value) == (f"{tmp_path / 's1_mask_full.png'}: write failed (No space left on device); "
+                               "nothing was changed")
     monkeypatch.setattr(os, "replace", real_replace)
     # The first file was complete and renamed; the second never appeared; no temp file is left.
     assert [p.name for p in tmp_path.iterdir()] == ["s1_mask.png"]
@@ -119,7 +121,7 @@ def test_failure_while_writing_the_temp_file(tmp_path, result, monkeypatch):
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(os, "fsync", no_fsync)
-    with pytest.raises(OSError):
+    with pytest.raises(SegScopeError, match=r"s1_softmax\.npy: write failed \(Input/output error\)"):
         export_result(result, tmp_path, "s1", kinds=["softmax"])
     assert list(tmp_path.iterdir()) == []
 

@@ -77,8 +77,6 @@ def test_soft_dice_matches_the_original_script_with_a_resized_mask():
     assert iou_from_dice(soft_dice(probabilities, mask)) == pytest.approx(iou, rel=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="core/metrics.py soft_dice() decides 0/255 vs 0/1 masks after "
-                                       "resizing: a 0/255 mask whose resized crop peaks at 1 is read as 0/1")
 def test_soft_dice_of_a_faint_resized_0_255_mask_matches_the_original():
     mask = np.zeros((2, 173), np.uint8)
     mask[:, 8] = 255  # a one-pixel defect that INTER_LINEAR all but misses when shrinking 173 -> 82 columns
