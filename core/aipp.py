@@ -36,16 +36,18 @@ class AippConfig:
 
 def parse_aipp(text: str, source: str = "<aipp>") -> AippConfig:
     """Parse the first `aipp_op` block of an ATC insert-op config (comments with `#`)."""
-    body = re.search(r"aipp_op\s*\{(.*?)\}", re.sub(r"#[^\n]*", "", text), re.S)
+    uncommented = re.sub(r"#[^\n]*", "", text)
+    body = re.search(r"aipp_op\s*\{(.*?)\}", uncommented, re.S)
     if body is None:
         raise SegScopeError(f"{source}: no 'aipp_op {{ ... }}' block found")
+    first_line = uncommented.count("\n", 0, body.start(1)) + 1
     fields: dict[str, str] = {}
-    for number, line in enumerate(body.group(1).splitlines(), 1):
+    for number, line in enumerate(body.group(1).splitlines(), first_line):
         if not line.strip():
             continue
         match = _LINE.match(line)
         if match is None:
-            raise SegScopeError(f"{source}: aipp_op line {number}: expected 'key : value', got {line.strip()!r}")
+            raise SegScopeError(f"{source}:{number}: expected 'key : value', got {line.strip()!r}")
         fields[match.group(1)] = match.group(2).strip('"')
     if fields.get("aipp_mode", "static") != "static":
         raise SegScopeError(f"{source}: aipp_mode {fields['aipp_mode']!r}: only static AIPP is supported")

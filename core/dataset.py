@@ -138,7 +138,10 @@ class Dataset:
         return len(self.items)
 
     def item(self, item_id: str) -> DatasetItem:
-        return next(i for i in self.items if i.id == item_id)
+        found = next((i for i in self.items if i.id == item_id), None)
+        if found is None:
+            raise SegScopeError(f"{self.root}: no image with id {item_id!r}")
+        return found
 
     def image_size(self, item: DatasetItem) -> tuple[int, int]:
         return image_size(item.image_path, self.max_pixels)

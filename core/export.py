@@ -1,8 +1,8 @@
 """Writing results to disk: masks, full-slide canvases, softmax tensors, heatmaps and metric tables.
 
-Every file is written atomically (temp file + rename). Existing files are never replaced unless
-`overwrite` is set, and all targets are checked before the first write, so an export either writes its
-whole set or nothing.
+Every file is written atomically (temp file + rename), so none is ever partial. Existing files are never
+replaced unless `overwrite` is set, and all targets are checked before the first write, so a name clash
+stops an export before it writes anything.
 """
 
 from __future__ import annotations

@@ -22,15 +22,15 @@ RESIZE_TYPES = ("Resizer_Stretch", "Resizer_KeepAspectRatio_Fit", "Resizer_KeepA
 PADDING_TYPES = ("Padding_NO", "Padding_RightDown", "Padding_Around")
 
 
-def crop(image: np.ndarray, roi: Roi) -> tuple[np.ndarray, Roi]:
-    """The opencv crop of `roi` (x1/y1 clipped to the image) and the box actually cropped."""
+def crop(image: np.ndarray, roi: Roi, source: str = "image") -> tuple[np.ndarray, Roi]:
+    """The opencv crop of `roi` (x1/y1 clipped to the image) and the box actually cropped; errors name `source`."""
     height, width = image.shape[:2]
     box = Roi(roi.x0, roi.y0, min(roi.x1, width), min(roi.y1, height))
     if box.x0 < 0 or box.y0 < 0 or box.x0 >= width or box.y0 >= height or box.width < 1 or box.height < 1:
-        raise SegScopeError(f"ROI {roi} lies outside the {width}x{height} image (crop plugin error 2001)")
+        raise SegScopeError(f"{source}: ROI {roi} lies outside the {width}x{height} image (crop plugin error 2001)")
     if box.width > OPENCV_CROP_LIMIT or box.height > OPENCV_CROP_LIMIT:
         raise SegScopeError(
-            f"ROI {roi} is {box.width}x{box.height}; the opencv crop plugin accepts at most "
+            f"{source}: ROI {roi} is {box.width}x{box.height}; the opencv crop plugin accepts at most "
             f"{OPENCV_CROP_LIMIT} px per side: pick a smaller ROI"
         )
     return image[box.y0 : box.y1, box.x0 : box.x1], box
@@ -83,6 +83,8 @@ def plan_resize(src_width: int, src_height: int, spec: ResizeSpec) -> ResizePlan
     else:
         scale_long = max(spec.width, spec.height) / max(src_width, src_height)
         scale_fit = min(spec.width / src_width, spec.height / src_height)
+        # _Long scales the crop's long side to the target's; on a non-square target where the other side
+        # would then overflow, it falls back to _Fit's scale (for a square target the two are the same).
         scale = scale_fit if spec.resize_type == "Resizer_KeepAspectRatio_Fit" else min(scale_long, scale_fit)
         w, h = max(1, round(src_width * scale)), max(1, round(src_height * scale))
     if spec.padding_type == "Padding_NO":

@@ -181,6 +181,8 @@ def parse_pipeline(text: str, path: Path) -> Pipeline:
         if not isinstance(raw_stream, dict):
             raise _error(path, f"stream {stream_name!r}", "must be a JSON object of elements")
         config = raw_stream.get("stream_config", {})
+        if not isinstance(config, dict):
+            raise _error(path, f"stream {stream_name!r}", "'stream_config' must be a JSON object")
         elements = {
             name: _parse_element(path, stream_name, name, raw)
             for name, raw in raw_stream.items() if name != "stream_config"

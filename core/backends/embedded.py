@@ -126,7 +126,7 @@ class EmbeddedBackend(Backend):
         decoded = self.stream.decode(data, source, self.max_pixels)
         lap("decode")
         height, width = decoded.shape[:2]
-        crop, box = imaging.crop(decoded, roi or Roi.whole(width, height))
+        crop, box = imaging.crop(decoded, roi or Roi.whole(width, height), source)
         lap("crop")
         resized, plan = self.stream.resize(crop)
         lap("resize")

@@ -99,15 +99,21 @@ def test_defaults_without_switches_are_identity():
         ("resize : true", "resize true is not supported"),
         ("padding : true", "padding true is not supported"),
         ("min_chn_0 : abc", "min_chn_N must be numbers"),
-        # Lines count from the `aipp_op {` line (line 1 of the block).
-        ("this line has no colon", "aipp_op line 2: expected 'key : value'"),
+        # Line numbers are the file's: the block opens on line 1, the bad line is line 2.
+        ("this line has no colon", "x.cfg:2: expected 'key : value'"),
     ],
 )
 def test_unsupported_or_malformed_configs_give_one_line_errors(body, expected):
     with pytest.raises(SegScopeError) as info:
         parse_aipp(f"aipp_op {{\n{body}\n}}", "models/x.cfg")
     message = str(info.value)
-    assert message.startswith("models/x.cfg: ") and expected in message and "\n" not in message
+    assert message.startswith("models/x.cfg:") and expected in message and "\n" not in message
+
+
+def test_syntax_errors_give_the_file_line_after_comments():
+    text = "# header\n\n# more\naipp_op {\n    aipp_mode: static\n    broken line\n}\n"
+    with pytest.raises(SegScopeError, match=r"^m\.cfg:6: expected 'key : value', got 'broken line'$"):
+        parse_aipp(text, "m.cfg")
 
 
 def test_missing_block_and_missing_file(tmp_path):

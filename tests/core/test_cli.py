@@ -162,8 +162,6 @@ def test_bad_roi(tiny_model_project, small_dataset, capsys, roi):
     assert_one_line_error(capsys, "--roi")
 
 
-@pytest.mark.xfail(strict=True, reason="core/imaging.py crop() error (raised via core/backends/embedded.py "
-                                       "infer) does not name the image file the ROI lies outside of")
 def test_roi_outside_the_image_names_the_image(tiny_model_project, small_dataset, capsys):
     code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
                   "--roi", "100,100,200,200")

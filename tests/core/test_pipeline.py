@@ -206,8 +206,6 @@ def test_missing_model_names_the_resolved_path(tmp_path):
     assert "\n" not in message
 
 
-@pytest.mark.xfail(strict=True, reason="core/pipeline.py parse_pipeline() calls .items() on a non-object "
-                                       "stream_config: an internal AttributeError instead of PipelineError")
 def test_stream_config_must_be_an_object(tmp_path):
     streams = {"s": {"stream_config": "deviceId 0", **chain(INFER, props=INFER_PROPS)["s"]}}
     path = write(tmp_path, streams)
