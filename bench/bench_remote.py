@@ -25,17 +25,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "remote"))
 
-from sshd import SshdUnavailable, start_sshd  # noqa: E402 - the test suite's sshd launcher
-
-from segscope.core.backends.embedded import EmbeddedBackend  # noqa: E402
-from segscope.core.backends.remote import RemoteBackend  # noqa: E402
-from segscope.core.dataset import Dataset  # noqa: E402
-from segscope.core.demo_data import generate_demo_dataset  # noqa: E402
-from segscope.core.errors import SegScopeError  # noqa: E402
-from segscope.core.fileio import read_bytes  # noqa: E402
-from segscope.core.pipeline import DEFAULT_PIPELINE  # noqa: E402
-from segscope.core.remote.connection import SshOptions  # noqa: E402
-from segscope.core.remote.protocol import PROBABILITY_DTYPES  # noqa: E402
+from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.backends.remote import RemoteBackend
+from segscope.core.dataset import Dataset
+from segscope.core.demo_data import generate_demo_dataset
+from segscope.core.errors import SegScopeError
+from segscope.core.fileio import read_bytes
+from segscope.core.pipeline import DEFAULT_PIPELINE
+from segscope.core.remote.connection import SshOptions
+from segscope.core.remote.protocol import PROBABILITY_DTYPES
+from sshd import SshdUnavailable, start_sshd
 
 RAW_FLOAT32 = 960 * 960 * 2 * 4 + 960 * 960 * 4  # softmax + int32 argmax, as the SDK hands them over
 
@@ -91,9 +90,11 @@ def run(args: argparse.Namespace, folder: Path, sshd: object) -> int:
                            cache_dir=str(folder / "host-cache"), worker_backend="embedded",
                            probabilities=dtype) as remote:
             open_s = time.perf_counter() - opened
-            transfers, stages = [], []
+            transfers: list[tuple[int, int]] = []
+            stages: list[dict[str, float]] = []
 
-            def infer(image: bytes, roi: object, remote: RemoteBackend = remote) -> None:
+            def infer(image: bytes, roi: object, remote: RemoteBackend = remote, stages: list = stages,
+                      transfers: list = transfers) -> None:
                 stages.append(remote.infer(image, roi).timings)  # type: ignore[arg-type]
                 transfers.append(remote.last_transfer)
 

@@ -52,6 +52,7 @@ class RemoteBackend(Backend):
         self._host_pipeline = host_pipeline
         self._command_options = (python, worker_backend, max_pixels, set_env)
         self._cancel = threading.Event()
+        self._busy = threading.Lock()  # held by a running `infer`; `close` from another thread waits for it
         self.session: WorkerSession | None = None
         #: Bytes (sent, received) over the channel by the last `infer`: its request and its result.
         self.last_transfer = (0, 0)
@@ -113,15 +114,16 @@ class RemoteBackend(Backend):
             meta["path"] = image.as_posix()
         else:
             blobs = (read_bytes(image) if isinstance(image, Path) else bytes(image),)
-        started = time.perf_counter()
-        session = self._ready_session()
-        sent, received = session.bytes_sent, session.bytes_received
-        try:
-            msg, upload_seconds = session.request(meta, blobs, self.request_timeout, self._cancel)
-        except WorkerLost:
-            self.session = None
-            raise
-        self.last_transfer = (session.bytes_sent - sent, session.bytes_received - received)
+        with self._busy:
+            started = time.perf_counter()
+            session = self._ready_session()
+            sent, received = session.bytes_sent, session.bytes_received
+            try:
+                msg, upload_seconds = session.request(meta, blobs, self.request_timeout, self._cancel)
+            except WorkerLost:
+                self.session = None
+                raise
+            self.last_transfer = (session.bytes_sent - sent, session.bytes_received - received)
         return self._result(msg, upload_seconds, time.perf_counter() - started)
 
     def _result(self, msg: protocol.Message, upload_seconds: float, total_seconds: float) -> InferenceResult:
@@ -144,10 +146,13 @@ class RemoteBackend(Backend):
         self._cancel.set()
 
     def close(self) -> None:
-        if self.session is not None:
-            self.session.close()
-            self.session = None
-        self.connection.close()
+        """Stop the worker and disconnect; a request running in another thread is cancelled first."""
+        self._cancel.set()
+        with self._busy:
+            if self.session is not None:
+                self.session.close()
+                self.session = None
+            self.connection.close()
 
 
 def open_remote_backend(target: str, pipeline: Path, *, accept_new_host_key: bool | str = False,

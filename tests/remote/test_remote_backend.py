@@ -49,6 +49,11 @@ def open_remote(sshd: Sshd, ssh_options: SshOptions, worker_options: dict):
         backend.close()
 
 
+def wait_busy(backend: RemoteBackend) -> None:
+    """Return once the request has started to travel to the worker (the slow model then takes ~0.5 s)."""
+    assert wait_until(lambda: backend.session is not None and backend.session.bytes_sent > 0, interval=0.001)
+
+
 def worker_pid(backend: RemoteBackend) -> int:
     pid = backend.hello["pid"]
     assert processes_mentioning(f"{pid}") or Path(f"/proc/{pid}").exists()
@@ -122,15 +127,30 @@ def test_nothing_is_left_running_after_close(tiny_model_project, sshd: Sshd, ope
     assert processes_mentioning(str(sshd.cache_dir)) == []
 
 
-def test_close_while_busy_leaves_nothing(slow_project: Path, sshd: Sshd, open_remote) -> None:
+def run_in_thread(call) -> tuple[threading.Thread, list[BaseException]]:
+    """Start `call()` in a thread; what it raises lands in the returned list."""
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_close_while_busy_cancels_and_leaves_nothing(slow_project: Path, sshd: Sshd, open_remote) -> None:
     backend = open_remote(slow_project, request_timeout=30)
     pid = backend.hello["pid"]
-    worker = threading.Thread(target=lambda: pytest.raises(BackendError, backend.infer, slide_png()))
-    worker.start()
-    time.sleep(0.3)  # the request is in the worker now: the slow model takes about a second
+    thread, outcome = run_in_thread(lambda: backend.infer(slide_png()))
+    wait_busy(backend)
     started = time.monotonic()
     backend.close()
-    worker.join(timeout=30)
+    thread.join(timeout=30)
+    assert len(outcome) == 1 and isinstance(outcome[0], CancelledError), outcome
     assert time.monotonic() - started < 10
     assert wait_until(lambda: not alive(pid), timeout=5)
     assert processes_mentioning(str(sshd.cache_dir)) == []
@@ -139,17 +159,8 @@ def test_close_while_busy_leaves_nothing(slow_project: Path, sshd: Sshd, open_re
 def test_worker_killed_mid_request_then_a_new_one_serves(slow_project: Path, open_remote) -> None:
     backend = open_remote(slow_project)
     pid = backend.hello["pid"]
-    outcome: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            backend.infer(slide_png())
-        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    time.sleep(0.3)
+    thread, outcome = run_in_thread(lambda: backend.infer(slide_png()))
+    wait_busy(backend)
     os.kill(pid, signal.SIGKILL)
     thread.join(timeout=30)
     assert len(outcome) == 1 and isinstance(outcome[0], WorkerLost), outcome
@@ -204,17 +215,8 @@ def test_a_request_can_be_cancelled(slow_project: Path, open_remote) -> None:
     backend = open_remote(slow_project)
     with EmbeddedBackend(slow_project) as local:
         expected = local.infer(slide_png(seed=5))
-    outcome: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            backend.infer(slide_png())
-        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    time.sleep(0.3)
+    thread, outcome = run_in_thread(lambda: backend.infer(slide_png()))
+    wait_busy(backend)
     started = time.monotonic()
     backend.cancel()
     thread.join(timeout=30)
