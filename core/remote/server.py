@@ -176,7 +176,7 @@ def open_backend(kind: str, pipeline: Path, max_pixels: int | None) -> tuple[Bac
         return EmbeddedBackend(pipeline, **options), f"MindX SDK not usable here: {exc}"
     from ..backends.mindx import MindXBackend
 
-    return MindXBackend(pipeline), ""
+    return MindXBackend(pipeline, **options), ""
 
 
 def versions() -> dict[str, str]:

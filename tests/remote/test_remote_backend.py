@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -238,3 +239,42 @@ def test_nothing_is_uploaded_twice(tiny_model_project, sshd: Sshd, open_remote) 
 def test_a_wrong_remote_python_is_named(tiny_model_project, open_remote) -> None:
     with pytest.raises(WorkerLost, match=r"worker stopped \(exit status 127\); its stderr ends: .*/nowhere/python3"):
         open_remote(tiny_model_project.pipeline, python="/nowhere/python3")
+
+
+def test_auto_falls_back_to_the_embedded_backend_and_says_why(tiny_model_project, open_remote) -> None:
+    backend = open_remote(tiny_model_project.pipeline, worker_backend="auto")
+    assert backend.hello["backend"] == "embedded"
+    assert "MindX SDK not found" in backend.capabilities.details["fallback reason"]
+
+
+def fake_sdk_home(folder: Path) -> Path:
+    """An `$MX_SDK_HOME` holding the MindX test double of tests/mindx (it runs the embedded engine)."""
+    import importlib.util
+
+    mindx_tests = Path(__file__).resolve().parents[1] / "mindx"
+    spec = importlib.util.spec_from_file_location("segscope_tests_remote_protogen", mindx_tests / "protogen.py")
+    protogen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(protogen)
+    python_dir = folder / "mxVision" / "python"
+    python_dir.mkdir(parents=True)
+    shutil.copy(mindx_tests / "fake_sdk" / "StreamManagerApi.py", python_dir)
+    protogen.write_pb2("MxpiDataType.proto", python_dir)
+    protogen.write_pb2("MxpiDumpData.proto", python_dir)
+    return python_dir.parent
+
+
+def test_the_worker_picks_mindx_from_the_sourced_set_env(tiny_model_project, open_remote, tmp_path: Path) -> None:
+    home = fake_sdk_home(tmp_path)
+    om = tiny_model_project.root / "models" / "unet_hw960_bs1.om"
+    om.write_bytes(b"not a real .om: the double runs the card's ONNX export")  # uploaded with the project
+    set_env = tmp_path / "set env.sh"  # a space: the remote command must quote it
+    set_env.write_text(f"echo 'set_env.sh says hello on stdout'\nexport MX_SDK_HOME='{home}'\n")
+    image, roi = slide_png(seed=9), Roi(10, 10, 300, 230)
+    with EmbeddedBackend(tiny_model_project.pipeline) as local:
+        expected = local.infer(image, roi)
+    backend = open_remote(tiny_model_project.pipeline, worker_backend="auto", set_env=str(set_env))
+    assert backend.hello["backend"] == "mindx" and backend.hello["fallback_reason"] == ""
+    result = backend.infer(image, roi)
+    assert result.backend == "remote:mindx"
+    np.testing.assert_array_equal(result.argmax, expected.argmax)
+    assert np.abs(result.probabilities - expected.probabilities).max() <= protocol.quantisation_step("uint8") / 2 + 1e-6
