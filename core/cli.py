@@ -24,11 +24,12 @@ import numpy as np
 from .backends import BACKEND_KINDS, open_backend
 from .dataset import Dataset
 from .errors import SegScopeError
-from .evaluate import DatasetSummary, evaluate_dataset
+from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
 from .export import EXPORT_KINDS, export_result, write_metrics
 from .fileio import DEFAULT_MAX_PIXELS
 from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
+from .provenance import source_for
 from .roi import Roi
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
@@ -88,13 +89,11 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
                       accept_new_host_key=args.accept_new_host_key) as backend:
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi), 1):
             summary.add(evaluation.metrics)
-            row: dict[str, object] = {"id": evaluation.item.id, "image": str(evaluation.item.image_path),
-                                      "roi": str(evaluation.result.roi)}
-            row.update(evaluation.metrics.as_dict() if evaluation.metrics else {})
-            row.update({f"time_{k}_ms": round(v * 1000, 2) for k, v in evaluation.result.timings.items()})
-            rows.append(row)
+            result, item = evaluation.result, evaluation.item
+            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
             if args.export:
-                export_result(evaluation.result, args.export, evaluation.item.id, kinds, args.overwrite)
+                export_result(result, args.export, source_for(item, backend.capabilities), kinds,
+                              overwrite=args.overwrite)
             if not args.json:
                 progress.clear()
                 print(_format_line(evaluation.item.image_path, evaluation.metrics), file=out, flush=True)

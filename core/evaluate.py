@@ -42,6 +42,15 @@ class DatasetSummary:
                 "images_with_masks": len(self.soft_dice)}
 
 
+def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
+                   timings: dict[str, float] | None = None) -> dict[str, object]:
+    """One row of the metric tables (CLI export, GUI export): id, image, ROI, metrics, stage times in ms."""
+    row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi)}
+    row.update(metrics.as_dict() if metrics else {})
+    row.update({f"time_{stage}_ms": round(seconds * 1000, 2) for stage, seconds in (timings or {}).items()})
+    return row
+
+
 def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      items: list[DatasetItem] | None = None,
                      cancel: threading.Event | None = None) -> Iterator[ImageEvaluation]:

@@ -1,35 +1,21 @@
-"""Exports that say where they came from: masks in PNG, TIFF or NPY plus a JSON provenance sidecar.
+"""Provenance of exports: what a file was made from, recorded in the JSON sidecar `export.py` writes.
 
-Masks are single-channel uint8 with no colour table (0/255 for binary models, the class index otherwise),
-named after the dataset item (`<id>_mask.png` at ROI size, `<id>_mask_full.png` slide-sized), so the
-slide-sized one re-opens as that image's ground truth unchanged. `<id>_provenance.json` records the source
-image, the ROI in slide pixels, the model file and its SHA-256, the backend, the threshold, the time, the
-SegScope version and every file written with its own hash.
+The document holds the source image, the ROI in slide pixels, the model file and its SHA-256, the backend,
+the threshold, the time, the SegScope version and every file written with its own hash.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import io
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-
-from .annotation import prediction_labels
-from .backends.base import InferenceResult
+from .backends.base import Capabilities, InferenceResult
+from .dataset import DatasetItem
 from .errors import SegScopeError
-from .export import EXPORT_KINDS, _refuse_existing, mask_image
-from .fileio import atomic_write_bytes, encode_image
-from .roi import Roi
-
-#: Mask file formats: name -> suffix. All are lossless and keep the values as they are.
-MASK_FORMATS = {"png": ".png", "tiff": ".tif", "npy": ".npy"}
-PROVENANCE_NAME = "{id}_provenance.json"
 
 
 def segscope_version() -> str:
@@ -58,26 +44,6 @@ def sha256_file(path: Path) -> str:
     return _sha256_cached(path, stat.st_size, stat.st_mtime_ns)
 
 
-def encode_mask(mask: np.ndarray, fmt: str) -> bytes:
-    """A 2-D uint8 mask as PNG/TIFF (grayscale, no palette) or NPY bytes."""
-    if fmt not in MASK_FORMATS:
-        raise SegScopeError(f"mask format {fmt!r}: choose from {', '.join(MASK_FORMATS)}")
-    if mask.ndim != 2 or mask.dtype != np.uint8:
-        raise SegScopeError(f"a mask to export must be 2-D uint8, got {mask.dtype} {mask.shape}")
-    if fmt == "npy":
-        buffer = io.BytesIO()
-        np.save(buffer, np.ascontiguousarray(mask), allow_pickle=False)
-        return buffer.getvalue()
-    return encode_image(mask, MASK_FORMATS[fmt])
-
-
-def slide_canvas(values: np.ndarray, roi: Roi, image_size: tuple[int, int]) -> np.ndarray:
-    """ROI-sized mask values pasted into a zero slide-sized (`image_size` = width, height) mask."""
-    canvas = np.zeros(image_size[::-1], np.uint8)
-    canvas[roi.y0 : roi.y1, roi.x0 : roi.x1] = values
-    return canvas
-
-
 @dataclass(frozen=True)
 class Source:
     """What an export is made from: the dataset item, the model and the settings."""
@@ -89,6 +55,14 @@ class Source:
     backend: str = ""
     threshold: float | None = None  # None: argmax
     class_index: int = 1  # the class the threshold applies to
+
+
+def source_for(item: DatasetItem, capabilities: Capabilities | None, threshold: float | None = None) -> Source:
+    """The provenance source of a dataset item run by a backend (its `details["model"]` names the model);
+    with no backend at hand the result's own backend name is recorded."""
+    model = capabilities.details.get("model") if capabilities else None
+    return Source(item.id, item.image_path, Path(model) if model else None,
+                  backend=capabilities.name if capabilities else "", threshold=threshold)
 
 
 def provenance(source: Source, result: InferenceResult, files: dict[Path, str]) -> dict[str, object]:
@@ -112,25 +86,3 @@ def provenance(source: Source, result: InferenceResult, files: dict[Path, str]) 
         "files": [{"name": path.name, "kind": kind, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
                   for path, kind in files.items()],
     }
-
-
-def export_prediction(result: InferenceResult, out_dir: Path, source: Source, formats: tuple[str, ...] = ("png",),
-                      overwrite: bool = False) -> list[Path]:
-    """Write the predicted mask at ROI size and slide size in each format, then the provenance sidecar.
-
-    Every target is checked first, so nothing is written when one exists and `overwrite` is not set.
-    """
-    unknown = set(formats) - set(MASK_FORMATS)
-    if unknown:
-        raise SegScopeError(f"export: unknown format(s) {sorted(unknown)}; choose from {', '.join(MASK_FORMATS)}")
-    out_dir = Path(out_dir)
-    values = mask_image(prediction_labels(result, source.threshold, source.class_index), result.num_classes)
-    masks = {"mask": values, "canvas": slide_canvas(values, result.roi, result.image_size)}
-    targets = {out_dir / Path(EXPORT_KINDS[kind].format(id=source.item_id)).with_suffix(MASK_FORMATS[fmt]): (kind, fmt)
-               for kind in masks for fmt in formats}
-    sidecar = out_dir / PROVENANCE_NAME.format(id=source.item_id)
-    _refuse_existing([*targets, sidecar], overwrite)
-    for path, (kind, fmt) in targets.items():
-        atomic_write_bytes(path, encode_mask(masks[kind], fmt), overwrite=True)
-    document = json.dumps(provenance(source, result, {path: kind for path, (kind, _) in targets.items()}), indent=2)
-    return [*targets, atomic_write_bytes(sidecar, (document + "\n").encode(), overwrite=True)]

@@ -28,10 +28,11 @@ from PySide6.QtWidgets import (
 from ..core.backends.base import Capabilities, InferenceResult
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
-from ..core.evaluate import DatasetSummary, ImageEvaluation
+from ..core.evaluate import DatasetSummary, ImageEvaluation, evaluation_row
 from ..core.export import export_result, write_metrics
 from ..core.fileio import read_image
 from ..core.metrics import ImageMetrics
+from ..core.provenance import source_for
 from ..core.roi import Roi
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
@@ -474,8 +475,9 @@ class MainWindow(QMainWindow):
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
             for item_id in choices.item_ids:
-                written += export_result(self.results[item_id], choices.folder, item_id, choices.kinds,
-                                         choices.overwrite)
+                source = source_for(self.dataset.item(item_id), self.capabilities)
+                written += export_result(self.results[item_id], choices.folder, source, choices.kinds,
+                                         overwrite=choices.overwrite)
             if choices.metrics:
                 written += write_metrics(*self._metrics_table(), choices.folder, choices.overwrite)
         except SegScopeError as exc:
@@ -496,8 +498,7 @@ class MainWindow(QMainWindow):
                 summary.add(metrics)
                 result = self.results.get(item.id)
                 roi = result.roi if result else self.dataset.roi_for(item)
-                row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi)}
-                rows.append(row | (metrics.as_dict() if metrics else {}))
+                rows.append(evaluation_row(item, roi, metrics, result.timings if result else None))
         return rows, summary.means()
 
     # --------------------------------------------------------------------------------------------- misc

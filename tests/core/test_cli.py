@@ -108,13 +108,16 @@ def test_eval_export(tiny_model_project, small_dataset, tmp_path, capsys):
             "--export", out_dir]
     code, _ = run(*args)
     assert code == 0
-    kinds = ("mask.png", "mask_full.png", "softmax.npy", "heatmap.png")
+    kinds = ("mask.png", "mask_full.png", "softmax.npy", "heatmap.png", "provenance.json")
     expected = {f"{i}_{kind}" for i in ("1", "2", "3", "10") for kind in kinds}
     expected |= {"metrics.csv", "metrics.json"}
     assert {p.name for p in out_dir.iterdir()} == expected
     mask = cv2.imread(str(out_dir / "1_mask.png"), cv2.IMREAD_UNCHANGED)
     assert mask.shape == (48, 64) and set(np.unique(mask)) <= {0, 255}
     assert np.load(out_dir / "10_softmax.npy").shape == (960, 960, 2)
+    provenance = json.loads((out_dir / "1_provenance.json").read_text())
+    assert provenance["backend"] == "embedded" and provenance["model"]["file"].endswith(".onnx")
+    assert len(provenance["model"]["sha256"]) == 64 and provenance["source_image"].endswith("image.png")
     document = json.loads((out_dir / "metrics.json").read_text())
     assert [r["id"] for r in document["images"]] == ["1", "2", "3", "10"]
     assert (out_dir / "metrics.csv").read_text().splitlines()[0].startswith("id,image,roi,")

@@ -13,9 +13,10 @@ import pytest
 from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.export import export_result, write_metrics
+from segscope.core.provenance import Source
 from segscope.core.roi import Roi
 
-ALL_FILES = ["s1_heatmap.png", "s1_mask.png", "s1_mask_full.png", "s1_softmax.npy"]
+ALL_FILES = ["s1_heatmap.png", "s1_mask.png", "s1_mask_full.png", "s1_provenance.json", "s1_softmax.npy"]
 
 
 def read(path):
@@ -33,7 +34,7 @@ def result() -> InferenceResult:
 
 
 def test_each_kind(tmp_path, result):
-    written = export_result(result, tmp_path, "s1")
+    written = export_result(result, tmp_path, Source("s1", tmp_path / "s1.png"))
     assert sorted(p.name for p in written) == ALL_FILES
     assert sorted(p.name for p in tmp_path.iterdir()) == ALL_FILES  # nothing else, no temp files
     # Mask at ROI size, 0/255. Upscaling 6 -> 12 columns samples column 2.25 (p 0.625 -> defect) for x=5
@@ -66,8 +67,8 @@ def test_mask_at_model_resolution_and_multi_class(tmp_path):
     labels = np.array([[0, 1, 2], [2, 2, 0]])
     probabilities[np.arange(2)[:, None], np.arange(3), labels] = 1.0
     result = InferenceResult(probabilities, labels.astype(np.uint8), Roi(1, 1, 4, 3), (5, 4))
-    export_result(result, tmp_path, "m", kinds=["mask", "canvas"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m_mask.png", "m_mask_full.png"]
+    export_result(result, tmp_path, Source("m", tmp_path / "m.png"), kinds=["mask", "canvas"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m_mask.png", "m_mask_full.png", "m_provenance.json"]
     np.testing.assert_array_equal(read(tmp_path / "m_mask.png"), labels)  # class indices, not 0/255
     full = np.zeros((4, 5), np.uint8)
     full[1:3, 1:4] = labels
@@ -79,7 +80,7 @@ def test_refuses_to_overwrite_and_writes_nothing(tmp_path, result):
     existing.write_bytes(b"precious")
     before = os.stat(existing)
     with pytest.raises(SegScopeError) as info:
-        export_result(result, tmp_path, "s1")
+        export_result(result, tmp_path, Source("s1", tmp_path / "s1.png"))
     assert str(info.value) == f"{existing}: already exists (use --overwrite to replace)"
     assert existing.read_bytes() == b"precious" and os.stat(existing).st_mtime_ns == before.st_mtime_ns
     assert [p.name for p in tmp_path.iterdir()] == ["s1_softmax.npy"]
@@ -89,8 +90,8 @@ def test_overwrite_replaces(tmp_path, result):
     (tmp_path / "s1_mask.png").write_bytes(b"old")
     (tmp_path / "s1_heatmap.png").write_bytes(b"old")
     with pytest.raises(SegScopeError, match=r"already exists|and 1 more"):
-        export_result(result, tmp_path, "s1")
-    export_result(result, tmp_path, "s1", overwrite=True)
+        export_result(result, tmp_path, Source("s1", tmp_path / "s1.png"))
+    export_result(result, tmp_path, Source("s1", tmp_path / "s1.png"), overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ALL_FILES
     assert read(tmp_path / "s1_mask.png").shape == (8, 12)
 
@@ -107,7 +108,7 @@ def test_failed_rename_leaves_no_partial_or_temp_file(tmp_path, result, monkeypa
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(SegScopeError) as info:
-        export_result(result, tmp_path, "s1", kinds=["mask", "canvas", "softmax"])
+        export_result(result, tmp_path, Source("s1", tmp_path / "s1.png"), kinds=["mask", "canvas", "softmax"])
     assert str(info.value) == (f"{tmp_path / 's1_mask_full.png'}: write failed (No space left on device); "
                                "nothing was changed")
     monkeypatch.setattr(os, "replace", real_replace)
@@ -122,13 +123,13 @@ def test_failure_while_writing_the_temp_file(tmp_path, result, monkeypatch):
 
     monkeypatch.setattr(os, "fsync", no_fsync)
     with pytest.raises(SegScopeError, match=r"s1_softmax\.npy: write failed \(Input/output error\)"):
-        export_result(result, tmp_path, "s1", kinds=["softmax"])
+        export_result(result, tmp_path, Source("s1", tmp_path / "s1.png"), kinds=["softmax"])
     assert list(tmp_path.iterdir()) == []
 
 
 def test_unknown_kind(tmp_path, result):
-    with pytest.raises(SegScopeError, match=r"unknown kind\(s\) \['masks'\]"):
-        export_result(result, tmp_path, "s1", kinds=["masks"])
+    with pytest.raises(SegScopeError, match=r"unknown kind\(s\) or format\(s\) \['masks'\]"):
+        export_result(result, tmp_path, Source("s1", tmp_path / "s1.png"), kinds=["masks"])
     assert list(tmp_path.iterdir()) == []
 
 

@@ -18,10 +18,12 @@ from segscope.core.dataset import Dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import read_mask, write_image
 from segscope.core.metrics import image_metrics
-from segscope.core.provenance import Source, encode_mask, export_prediction, sha256_file
+from segscope.core.export import encode_mask, export_result
+from segscope.core.provenance import Source, sha256_file
 from segscope.core.roi import Roi
 
 ROI = Roi(12, 8, 52, 38)  # 40 x 30
+MASKS = ("mask", "canvas")
 SLIDE = (64, 48)
 
 
@@ -58,7 +60,7 @@ def test_export_writes_named_files_and_a_complete_sidecar(tmp_path: Path, binary
     image = tmp_path / "data" / "001" / "image.png"
     source = Source("001", image, model_file, backend="embedded")
     before = datetime.now(UTC).replace(microsecond=0)
-    written = export_prediction(binary_result, tmp_path / "out", source, formats=("png", "tiff", "npy"))
+    written = export_result(binary_result, tmp_path / "out", source, mask_formats=("png", "tiff", "npy"), kinds=MASKS)
     names = sorted(p.name for p in written)
     assert names == ["001_mask.npy", "001_mask.png", "001_mask.tif", "001_mask_full.npy", "001_mask_full.png",
                      "001_mask_full.tif", "001_provenance.json"]
@@ -79,7 +81,7 @@ def test_export_writes_named_files_and_a_complete_sidecar(tmp_path: Path, binary
 
 
 def test_exported_masks_are_grayscale_without_colour_tables(tmp_path: Path, binary_result: InferenceResult) -> None:
-    export_prediction(binary_result, tmp_path, Source("s", tmp_path / "s.png"), formats=("png", "tiff"))
+    export_result(binary_result, tmp_path, Source("s", tmp_path / "s.png"), MASKS, mask_formats=("png", "tiff"))
     png = (tmp_path / "s_mask_full.png").read_bytes()
     assert png[25] == 0 and b"PLTE" not in png  # IHDR colour type 0: grayscale, no palette
     tags = tiff_tags((tmp_path / "s_mask_full.tif").read_bytes())
@@ -88,8 +90,8 @@ def test_exported_masks_are_grayscale_without_colour_tables(tmp_path: Path, bina
 
 
 def test_exported_masks_reopen_as_ground_truth_unchanged(tmp_path: Path, binary_result: InferenceResult) -> None:
-    export_prediction(binary_result, tmp_path / "out", Source("001", tmp_path / "image.png"),
-                      formats=("png", "tiff", "npy"))
+    export_result(binary_result, tmp_path / "out", Source("001", tmp_path / "image.png"), MASKS,
+                  mask_formats=("png", "tiff", "npy"))
     expected = np.zeros(SLIDE[::-1], np.uint8)
     expected[8:38, 12:52] = np.where(binary_result.probabilities[..., 1] > 0.5, 255, 0)
     for suffix in (".png", ".tif"):
@@ -108,7 +110,7 @@ def test_exported_masks_reopen_as_ground_truth_unchanged(tmp_path: Path, binary_
 
 
 def test_threshold_export_and_multiclass_values(tmp_path: Path, binary_result: InferenceResult) -> None:
-    export_prediction(binary_result, tmp_path, Source("t", tmp_path / "t.png", threshold=0.9))
+    export_result(binary_result, tmp_path, Source("t", tmp_path / "t.png", threshold=0.9), kinds=MASKS)
     assert np.array_equal(read_mask(tmp_path / "t_mask.png"), np.where(binary_result.probabilities[..., 1] >= 0.9, 255, 0))
     sidecar = json.loads((tmp_path / "t_provenance.json").read_text())
     assert sidecar["threshold"] == 0.9 and sidecar["class_index"] == 1 and sidecar["model"] == {"file": None,
@@ -117,7 +119,7 @@ def test_threshold_export_and_multiclass_values(tmp_path: Path, binary_result: I
     rng = np.random.default_rng(1)
     probabilities = rng.dirichlet(np.ones(4), size=(30, 40)).astype(np.float32)
     multi = InferenceResult(probabilities, probabilities.argmax(-1).astype(np.uint8), ROI, SLIDE, {}, "mindx")
-    export_prediction(multi, tmp_path, Source("m", tmp_path / "m.png", Path("/remote/unet.om"), model_sha256="ab" * 32))
+    export_result(multi, tmp_path, Source("m", tmp_path / "m.png", Path("/remote/unet.om"), model_sha256="ab" * 32), MASKS)
     assert np.array_equal(read_mask(tmp_path / "m_mask.png"), probabilities.argmax(-1))
     sidecar = json.loads((tmp_path / "m_provenance.json").read_text())
     assert sidecar["model"] == {"file": "/remote/unet.om", "sha256": "ab" * 32}  # hashed where it ran
@@ -127,12 +129,12 @@ def test_threshold_export_and_multiclass_values(tmp_path: Path, binary_result: I
 def test_existing_files_are_refused_before_anything_is_written(tmp_path: Path, binary_result: InferenceResult) -> None:
     (tmp_path / "001_provenance.json").write_text("{}")
     with pytest.raises(SegScopeError, match="already exists"):
-        export_prediction(binary_result, tmp_path, Source("001", tmp_path / "i.png"))
+        export_result(binary_result, tmp_path, Source("001", tmp_path / "i.png"), kinds=MASKS)
     assert [p.name for p in tmp_path.iterdir()] == ["001_provenance.json"]
-    written = export_prediction(binary_result, tmp_path, Source("001", tmp_path / "i.png"), overwrite=True)
+    written = export_result(binary_result, tmp_path, Source("001", tmp_path / "i.png"), overwrite=True, kinds=MASKS)
     assert len(written) == 3 and json.loads((tmp_path / "001_provenance.json").read_text())["image_id"] == "001"
-    with pytest.raises(SegScopeError, match="unknown format"):
-        export_prediction(binary_result, tmp_path, Source("001", tmp_path / "i.png"), formats=("jpeg",))
+    with pytest.raises(SegScopeError, match=r"unknown kind\(s\) or format\(s\) \[.jpeg.\]"):
+        export_result(binary_result, tmp_path, Source("001", tmp_path / "i.png"), MASKS, mask_formats=("jpeg",))
     with pytest.raises(SegScopeError, match="2-D uint8"):
         encode_mask(np.zeros((4, 4), np.float32), "png")
 

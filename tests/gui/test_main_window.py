@@ -196,7 +196,7 @@ def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_pa
                             item_ids=("001", "002", "003"), overwrite=False)
     written = window.write_export(choices)
     assert sorted(p.name for p in written) == sorted(
-        [f"{i}_{k}" for i in ("001", "002", "003") for k in ("mask.png", "softmax.npy")]
+        [f"{i}_{k}" for i in ("001", "002", "003") for k in ("mask.png", "softmax.npy", "provenance.json")]
         + ["metrics.csv", "metrics.json"])
     softmax = np.load(out / "002_softmax.npy")
     np.testing.assert_array_equal(softmax, window.results["002"].probabilities)
