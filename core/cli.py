@@ -61,12 +61,17 @@ class Progress:
 def _add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pipeline", type=Path, default=DEFAULT_PIPELINE,
                         help="MindX .pipeline file (default: the shipped U-Net stream and demo model)")
-    parser.add_argument("--backend", choices=BACKEND_KINDS, default="embedded",
-                        help="embedded: ONNX Runtime + OpenCV on this machine; mindx: the MindX SDK on this "
-                             "Ascend host (default: embedded, or remote with --remote)")
-    parser.add_argument("--remote", metavar="USER@HOST[:PORT]", help="run the stream on an Ascend host over SSH")
+    parser.add_argument("--backend", choices=BACKEND_KINDS, default="auto",
+                        help="embedded: ONNX Runtime + OpenCV; mindx: the MindX SDK on the Ascend host; auto (default): "
+                             "embedded here, or with --remote MindX when the host has it, else embedded there")
+    parser.add_argument("--sdk-home", type=Path, help="MindX SDK folder (default: $MX_SDK_HOME)")
+    parser.add_argument("--remote", metavar="USER@HOST[:PORT]",
+                        help="run the stream on an Ascend host over SSH (a ~/.ssh/config alias works too)")
+    parser.add_argument("--set-env", metavar="HOST_PATH",
+                        help="with --remote: a script to source on the host first, e.g. $MX_SDK_HOME/set_env.sh")
     parser.add_argument("--accept-new-host-key", action="store_true",
-                        help="trust the remote host's key on first connection (its fingerprint is printed)")
+                        help="trust the remote host's key on first connection (check the fingerprint the error "
+                             "prints against the host's own key first)")
     parser.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS,
                         help=f"refuse images larger than this many pixels (default {DEFAULT_MAX_PIXELS:,})")
 
@@ -85,8 +90,9 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
     summary, rows = DatasetSummary(), []
     progress = Progress(len(dataset))
-    with open_backend(args.backend, args.pipeline, remote=args.remote, max_pixels=args.max_pixels,
-                      accept_new_host_key=args.accept_new_host_key) as backend:
+    with open_backend(args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home,
+                      remote=args.remote, accept_new_host_key=args.accept_new_host_key,
+                      set_env=args.set_env) as backend:
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi), 1):
             summary.add(evaluation.metrics)
             result, item = evaluation.result, evaluation.item

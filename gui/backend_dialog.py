@@ -7,6 +7,7 @@ confirmation dialog; passwords are never stored (the profile keeps host, port, u
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,8 +40,10 @@ KINDS = ("embedded", "mindx", "remote")
 
 
 def mindx_importable() -> bool:
-    """Whether the MindX SDK's Python API can be imported on this machine."""
-    return importlib.util.find_spec("StreamManagerApi") is not None
+    """Whether the MindX SDK's Python API can be found on this machine (on sys.path or under $MX_SDK_HOME)."""
+    home = os.environ.get("MX_SDK_HOME")
+    return (importlib.util.find_spec("StreamManagerApi") is not None
+            or bool(home and (Path(home) / "python" / "StreamManagerApi.py").exists()))
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class BackendChoice:
 
     def open(self) -> Backend:
         if self.kind != "remote":
-            return open_backend(self.kind, self.pipeline)
+            sdk_home = Path(self.sdk_path).expanduser() if self.sdk_path and self.kind == "mindx" else None
+            return open_backend(self.kind, self.pipeline, sdk_home=sdk_home)
         from ..core.backends.remote import open_remote_backend  # paramiko only when remote is used
 
         return open_remote_backend(self.target, self.pipeline, accept_new_host_key=self.accepted_fingerprint or False,

@@ -8,22 +8,29 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import SegScopeError
+from ..fileio import DEFAULT_MAX_PIXELS
 from .base import Backend
 
-BACKEND_KINDS = ("embedded", "mindx")
+#: Where the stream runs. "auto" (the default) is embedded locally, and MindX-if-importable on a remote host.
+BACKEND_KINDS = ("auto", "embedded", "mindx")
 
 
-def open_backend(kind: str, pipeline: Path, remote: str | None = None, **options: object) -> Backend:
-    """Open a backend on `pipeline`; `remote` ("user@host[:port]") runs it on that host over SSH."""
-    max_pixels = options.get("max_pixels")
+def open_backend(kind: str, pipeline: Path, *, max_pixels: int = DEFAULT_MAX_PIXELS, sdk_home: Path | None = None,
+                 remote: str | None = None, accept_new_host_key: bool | str = False,
+                 set_env: str | None = None) -> Backend:
+    """Open a backend on `pipeline`; with `remote` ("[user@]host[:port]") the stream runs on that host over SSH,
+    sourcing `set_env` there first when given."""
+    if kind not in BACKEND_KINDS:
+        raise SegScopeError(f"--backend: unknown backend {kind!r}; choose from {', '.join(BACKEND_KINDS)}")
     if remote:
-        raise SegScopeError("--remote: remote backend not available yet")
-    if kind == "embedded":
-        from .embedded import EmbeddedBackend
+        from .remote import open_remote_backend
 
-        return EmbeddedBackend(pipeline, **({"max_pixels": max_pixels} if max_pixels else {}))
+        return open_remote_backend(remote, pipeline, accept_new_host_key=accept_new_host_key, worker_backend=kind,
+                                   max_pixels=max_pixels, set_env=set_env)
     if kind == "mindx":
         from .mindx import MindXBackend
 
-        return MindXBackend(pipeline)
-    raise SegScopeError(f"--backend: unknown backend {kind!r}; choose from {', '.join(BACKEND_KINDS)}")
+        return MindXBackend(pipeline, sdk_home, max_pixels=max_pixels)
+    from .embedded import EmbeddedBackend
+
+    return EmbeddedBackend(pipeline, max_pixels=max_pixels)
