@@ -36,8 +36,10 @@ _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
 
-#: How the worker may encode probabilities.
-PROBABILITY_DTYPES = ("uint8", "float16")
+#: How the worker may encode probabilities: quantised to uint8 (smallest), float16, or float32 (exact).
+PROBABILITY_DTYPES = ("uint8", "float16", "float32")
+#: The float encodings and the unsigned type their bits are handled as.
+_FLOAT_BITS = {"float16": (np.float16, np.uint16), "float32": (np.float32, np.uint32)}
 
 #: The worker's exit codes, and what the client says about each.
 EXIT_CODES = {0: "exited normally", 2: "could not start", 3: "rejected a malformed frame",
@@ -151,6 +153,8 @@ def quantisation_step(dtype: str) -> float:
         return 1.0 / 255.0
     if dtype == "float16":
         return 2.0**-11  # float16 spacing just below 1.0
+    if dtype == "float32":
+        return 0.0  # the model's own values, bit for bit
     raise ValueError(f"probability encoding must be one of {PROBABILITY_DTYPES}, got {dtype!r}")
 
 
@@ -173,20 +177,21 @@ def _decompress(blob: bytes, expected: int, what: str) -> bytes:
 def _predict_last(planes: np.ndarray) -> np.ndarray:
     """What the last class plane would be if the planes summed to exactly 1 (255 for uint8), bit for bit.
 
-    The last plane travels as its difference from this prediction: mostly zeros for softmax outputs, so
-    it compresses to almost nothing, while the decoder still restores it exactly.
+    The last plane travels as its difference from this prediction (a XOR of the bits for floats): mostly
+    zeros for softmax outputs, so it compresses to almost nothing, while the decoder restores it exactly.
     """
     if planes.dtype == np.uint8:
         return np.uint8(255) - planes[:-1].sum(axis=0, dtype=np.uint8)
-    return (np.float32(1.0) - planes[:-1].astype(np.float32).sum(axis=0)).astype(np.float16).view(np.uint16)
+    complement = np.float32(1.0) - planes[:-1].astype(np.float32).sum(axis=0)
+    return complement.astype(planes.dtype).view(_FLOAT_BITS[planes.dtype.name][1])
 
 
 def encode_arrays(probabilities: np.ndarray, argmax: np.ndarray, dtype: str) -> tuple[dict, tuple[bytes, bytes]]:
     """Metadata and blobs for an H x W x C float32 probability map and its H x W uint8 argmax.
 
     Probabilities are quantised to `dtype` and laid out as class planes (C x H x W), the last plane as its
-    difference from the other planes' complement (`_predict_last`); float16 is byte-shuffled (all high
-    bytes, then all low bytes) so zlib finds the long runs.
+    difference from the other planes' complement (`_predict_last`); floats are byte-shuffled (all most
+    significant bytes first, then the next...) so zlib finds the long runs.
     """
     quantisation_step(dtype)  # validates dtype
     height, width, classes = probabilities.shape
@@ -197,11 +202,13 @@ def encode_arrays(probabilities: np.ndarray, argmax: np.ndarray, dtype: str) -> 
             planes[-1] -= _predict_last(planes)  # uint8 arithmetic wraps: exact modulo 256
         packed = planes.tobytes()
     else:
-        planes = planar.astype(np.float16)
-        bits = planes.view(np.uint16).copy()
+        float_type, bits_type = _FLOAT_BITS[dtype]
+        planes = planar.astype(float_type)
+        bits = planes.view(bits_type).copy()
         if classes > 1:
             bits[-1] ^= _predict_last(planes)
-        packed = bits.astype(">u2").view(np.uint8).reshape(-1, 2).T.tobytes()
+        size = bits.itemsize
+        packed = bits.astype(f">u{size}").view(np.uint8).reshape(-1, size).T.tobytes()
     meta = {"shape": [height, width, classes], "probabilities": dtype, "compression": "zlib"}
     return meta, (_compress(np.ascontiguousarray(argmax, dtype=np.uint8).tobytes()), _compress(packed))
 
@@ -227,11 +234,13 @@ def decode_arrays(meta: dict, blobs: tuple[bytes, ...]) -> tuple[np.ndarray, np.
             planes[-1] += _predict_last(planes)
         planar = planes.astype(np.float32) / np.float32(255.0)
     else:
-        raw = _decompress(blobs[1], pixels * classes * 2, "probabilities")
-        shuffled = np.frombuffer(raw, np.uint8).reshape(2, -1).T
-        bits = np.ascontiguousarray(shuffled).view(">u2").astype(np.uint16).reshape(classes, height, width)
+        float_type, bits_type = _FLOAT_BITS[dtype]
+        size = np.dtype(bits_type).itemsize
+        raw = _decompress(blobs[1], pixels * classes * size, "probabilities")
+        shuffled = np.ascontiguousarray(np.frombuffer(raw, np.uint8).reshape(size, -1).T)
+        bits = shuffled.view(f">u{size}").astype(bits_type).reshape(classes, height, width)
         if classes > 1:
-            bits[-1] ^= _predict_last(bits.view(np.float16))
-        planar = bits.view(np.float16).astype(np.float32)
+            bits[-1] ^= _predict_last(bits.view(float_type))
+        planar = bits.view(float_type).astype(np.float32)
     probabilities = np.ascontiguousarray(np.moveaxis(planar, 0, -1))
     return probabilities, argmax
