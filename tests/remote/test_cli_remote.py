@@ -1,0 +1,54 @@
+"""`segscope eval --remote` against the real test sshd: same per-image lines as a local run, and the
+host-key dialogue a user goes through on the command line (fingerprint printed, then accepted)."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+from segscope.core import cli
+
+from .sshd import Sshd, ssh_fingerprint
+
+
+def run(*argv: object) -> tuple[int, str]:
+    out = io.StringIO()
+    code = cli.main([str(a) for a in argv], out)
+    return code, out.getvalue()
+
+
+@pytest.fixture
+def ssh_home(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user home whose ~/.ssh/config names the test host `ascend` (as users set theirs up), no agent."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host ascend\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n  IdentityFile {sshd.user_key}\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    return home
+
+
+def test_remote_eval_prints_the_local_lines_after_accepting_the_host_key(
+        sshd: Sshd, ssh_home: Path, tiny_model_project, small_dataset: Path, capsys: pytest.CaptureFixture) -> None:
+    common = ["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline]
+    remote = [*common, "--remote", "ascend", "--remote-python", sys.executable]
+
+    code, out = run(*remote)
+    error = capsys.readouterr().err
+    assert code == 2 and out == ""
+    assert "unknown host key" in error and ssh_fingerprint(sshd.host_key.with_suffix(".pub")) in error
+    assert "--accept-new-host-key" in error and error.count("\n") == 1
+
+    local_code, local_out = run(*common)
+    code, remote_out = run(*remote, "--accept-new-host-key")
+    assert (local_code, code) == (0, 0)
+    assert remote_out == local_out  # every per-image line and both Cross Valid means, digit for digit
+    assert remote_out.count("image: ") == 4 and "========== Cross Valid dice coeff is:" in remote_out
+    assert (ssh_home / ".ssh" / "known_hosts").read_text().count("\n") == 1  # the key is now trusted
+
+    code, again = run(*remote)  # no flag needed any more
+    assert code == 0 and again == local_out
