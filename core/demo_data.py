@@ -161,7 +161,7 @@ def _crack(rng: np.random.Generator, canvas: np.ndarray, centre: np.ndarray, sca
 
 def _blob(rng: np.random.Generator, canvas: np.ndarray, centre: np.ndarray, scale: float) -> float:
     """An irregular ellipse (stain, spot, dent): radius wobbles with the angle."""
-    radius = rng.uniform(40, 260) * scale
+    radius = rng.uniform(40, 180) * scale
     aspect = rng.uniform(0.45, 1.0)
     theta = np.linspace(0, 2 * np.pi, 90, endpoint=False)
     wobble = 1 + sum(rng.uniform(0, 0.12) * np.sin(k * theta + rng.uniform(0, 6)) for k in (2, 3, 5))
@@ -185,7 +185,7 @@ def _pit(rng: np.random.Generator, canvas: np.ndarray, centre: np.ndarray, scale
 _DEFECTS = (
     (_scratch, 0.3, 1100, 0.35),
     (_crack, 0.25, 1100, 1.0),
-    (_blob, 0.3, 340, 0.7),
+    (_blob, 0.3, 260, 0.7),
     (_pit, 0.15, 70, 0.9),
 )
 
@@ -213,7 +213,7 @@ def _add_defect(
         return
     alpha = cv2.GaussianBlur(footprint.astype(np.float32) / 255, (0, 0), max(0.5, softness))
     low_contrast = rng.random() < 0.25
-    contrast = texture_sigma * (rng.uniform(2.5, 4.0) if low_contrast else rng.uniform(4.5, 10.0))
+    contrast = texture_sigma * (rng.uniform(3.0, 4.5) if low_contrast else rng.uniform(5.0, 10.0))
     sign = -1 if rng.random() < dark else 1
     # Inner mottling so large defects are not flat; never below 55% of the contrast.
     mottle = 0.85 + 0.15 * np.clip(_upsampled_noise(rng, alpha.shape, 20 * scale + 2), -2, 2)
