@@ -54,8 +54,8 @@ def worker_options(sshd: Sshd) -> dict:
             "request_timeout": 60.0, "startup_timeout": 60.0}
 
 
-def make_slow_onnx(path: Path, size: int = 960, width: int = 16, layers: int = 2) -> None:
-    """A 960x960 model that takes about a second on two cores: 3x3 convolutions before a 2-class softmax.
+def make_slow_onnx(path: Path, size: int = 960, width: int = 32, layers: int = 2) -> None:
+    """A 960x960 model that takes 0.3-2 s on two cores (idle to loaded): 3x3 convolutions, 2-class softmax.
 
     Tests use it to catch the worker mid-request (kill, cancel, close while busy).
     """

@@ -188,7 +188,7 @@ def test_a_dropped_connection_reconnects(tiny_model_project, sshd: Sshd, open_re
 
 def test_a_request_timeout_stops_the_worker_and_the_next_request_works(slow_project: Path, sshd: Sshd,
                                                                        open_remote) -> None:
-    backend = open_remote(slow_project, request_timeout=0.2)
+    backend = open_remote(slow_project, request_timeout=0.05)
     pid = backend.hello["pid"]
     started = time.monotonic()
     with pytest.raises(RequestTimeout, match="no answer from the worker in time"):
