@@ -1,0 +1,248 @@
+"""Error review: the current image's TP/FP/FN counts, its connected error regions, and dataset filtering.
+
+`ReviewPanel` only displays what `core.review` computes (counts and regions come from one `ErrorMap`);
+`Inspection` (gui/inspection.py) decides when to compute it and what a region click zooms.
+`MetricFilter` parses the dataset filter box ("soft_dice < 0.9 and recall >= 0.5").
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..core.errors import SegScopeError
+from ..core.metrics import ImageMetrics
+from ..core.review import ERROR_NAMES, FN, FP, TN, TP, ErrorMap, ErrorRegion
+from . import colormaps
+
+#: Scalar metrics of `ImageMetrics` the user can rank, step and filter by (all: higher is better).
+METRICS: dict[str, str] = {
+    "soft_dice": "Soft Dice",
+    "soft_iou": "Soft IoU",
+    "foreground_dice": "Dice (foreground)",
+    "foreground_iou": "IoU (foreground)",
+    "precision": "Precision",
+    "recall": "Recall",
+}
+#: Filter names matching the dataset table's column titles.
+_ALIASES = {"dice": "foreground_dice", "iou": "foreground_iou"}
+_OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
+}
+_CONDITION = re.compile(r"\s*([A-Za-z_]+)\s*(<=|>=|==|!=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*")
+#: Regions listed at most (a noisy prediction can have tens of thousands); the count says how many exist.
+MAX_LISTED = 1000
+
+
+@dataclass(frozen=True)
+class MetricFilter:
+    """Conditions joined by "and"; an image without metrics matches none (it has nothing to compare)."""
+
+    conditions: tuple[tuple[str, str, float], ...]  # (metric, operator, value)
+
+    @classmethod
+    def parse(cls, text: str) -> MetricFilter | None:
+        """None for an empty text; SegScopeError naming the bad part otherwise."""
+        if not text.strip():
+            return None
+        conditions = []
+        for part in re.split(r"\band\b|&&?", text, flags=re.IGNORECASE):
+            match = _CONDITION.fullmatch(part)
+            if match is None:
+                raise SegScopeError(f"filter: {part.strip()!r} is not '<metric> <op> <number>', "
+                                    "e.g. 'soft_dice < 0.9'")
+            name, op, value = match.groups()
+            name = _ALIASES.get(name.lower(), name.lower())
+            if name not in METRICS:
+                raise SegScopeError(f"filter: unknown metric {match.group(1)!r}; use one of "
+                                    f"{', '.join([*METRICS, *_ALIASES])}")
+            conditions.append((name, op, float(value)))
+        return cls(tuple(conditions))
+
+    def matches(self, metrics: ImageMetrics | None) -> bool:
+        return metrics is not None and all(_OPERATORS[op](getattr(metrics, name), value)
+                                           for name, op, value in self.conditions)
+
+
+class FilterBar(QWidget):
+    """The dataset filter box; `changed(MetricFilter | None)` when a valid expression is entered."""
+
+    changed = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.edit = QLineEdit()
+        self.edit.setPlaceholderText("Filter, e.g. soft_dice < 0.9 and recall >= 0.5")
+        self.edit.setClearButtonEnabled(True)
+        self.edit.setToolTip("Show only the images whose metrics match (images not run yet are hidden while a "
+                             f"filter is set). Metrics: {', '.join([*METRICS, *_ALIASES])}")
+        self.edit.editingFinished.connect(self.apply)
+        self.edit.textChanged.connect(lambda text: text or self.apply())  # the clear button filters at once
+        self.error = QLabel("")
+        self.error.setStyleSheet("color: #e06c5a;")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        self.count = QLabel("")
+        self.count.setStyleSheet("color: #9aa0a6;")
+        self.filter: MetricFilter | None = None
+        row = QHBoxLayout()
+        row.addWidget(self.edit, 1)
+        row.addWidget(self.count)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(row)
+        layout.addWidget(self.error)
+
+    def apply(self) -> None:
+        try:
+            parsed = MetricFilter.parse(self.edit.text())
+        except SegScopeError as exc:
+            self.error.setText(str(exc))
+            self.error.show()
+            return
+        self.error.hide()
+        if parsed != self.filter:
+            self.filter = parsed
+            self.changed.emit(parsed)
+
+    def clear(self) -> None:
+        self.edit.clear()
+
+    def set_count(self, shown: int, total: int, filtered: bool) -> None:
+        self.count.setText(f"{shown} of {total}" if filtered else "")
+
+
+class ReviewPanel(QWidget):
+    """Counts and areas of TP/FP/FN/TN and the error regions, largest first.
+
+    `regionActivated(ErrorRegion)` when the user clicks a region (or moves to it with the keyboard).
+    """
+
+    regionActivated = Signal(object)
+
+    COUNT_ROWS = (TP, FP, FN, TN)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.regions: list[ErrorRegion] = []
+        self.errors: ErrorMap | None = None
+
+        self.metric_combo = QComboBox()
+        for name, label in METRICS.items():
+            self.metric_combo.addItem(label, name)
+        self.metric_combo.setToolTip("The metric that ranks images for the previous/next worst keys")
+        self.prev_button, self.next_button = QToolButton(), QToolButton()
+        steps = QHBoxLayout()
+        steps.addWidget(QLabel("Worst by"))
+        steps.addWidget(self.metric_combo, 1)
+        steps.addWidget(self.prev_button)
+        steps.addWidget(self.next_button)
+
+        self.summary = QLabel("")
+        self.summary.setWordWrap(True)
+        self.counts_table = QTableWidget(len(self.COUNT_ROWS), 2)
+        self.counts_table.setHorizontalHeaderLabels(["Pixels", "% of ROI"])
+        self.counts_table.setVerticalHeaderLabels([ERROR_NAMES[k] for k in self.COUNT_ROWS])
+        self.counts_table.setToolTip("Pixels of each kind at ROI resolution (the pixels behind hard Dice/IoU)")
+        for row, kind in enumerate(self.COUNT_ROWS):
+            header = self.counts_table.verticalHeaderItem(row)
+            if kind in colormaps.ERROR_COLORS:
+                header.setForeground(QColor(*colormaps.ERROR_COLORS[kind]))
+        _fixed_table(self.counts_table)
+        height = self.counts_table.horizontalHeader().height() + sum(
+            self.counts_table.rowHeight(r) for r in range(self.counts_table.rowCount()))
+        self.counts_table.setFixedHeight(height + 2 * self.counts_table.frameWidth())
+
+        self.regions_label = QLabel("Error regions")
+        self.regions_table = QTableWidget(0, 3)
+        self.regions_table.setHorizontalHeaderLabels(["Type", "Area (px)", "Box x0, y0, x1, y1 (slide)"])
+        self.regions_table.setToolTip("8-connected false-positive / false-negative regions, largest first; "
+                                      "click one to zoom the result panels and the slide to it")
+        _fixed_table(self.regions_table)
+        self.regions_table.horizontalHeader().setStretchLastSection(True)
+        self.regions_table.currentCellChanged.connect(self._on_current_cell)
+        self.regions_table.cellClicked.connect(lambda row, _col: self._activate(row))
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(steps)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.counts_table)
+        layout.addWidget(self.regions_label)
+        layout.addWidget(self.regions_table, 1)
+        self.show_errors(None, "Run an image that has a ground-truth mask to review its errors")
+
+    def metric(self) -> str:
+        """The chosen ranking metric's `ImageMetrics` field name."""
+        return self.metric_combo.currentData()
+
+    def show_errors(self, errors: ErrorMap | None, note: str = "", regions: list[ErrorRegion] | None = None,
+                    class_name: str = "") -> None:
+        """Show an error map's counts and its regions (from `core.review.error_regions`), or `note`."""
+        self.errors = errors
+        self.regions = regions or []
+        counts = errors.counts() if errors else {}
+        fractions = errors.fractions() if errors else {}
+        for row, kind in enumerate(self.COUNT_ROWS):
+            name = ERROR_NAMES[kind]
+            texts = (f"{counts[name]:,}", f"{100 * fractions[name]:.2f}") if errors else ("", "")
+            for col, text in enumerate(texts):
+                item = QTableWidgetItem(text)
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.counts_table.setItem(row, col, item)
+        if errors is None:
+            self.summary.setText(note)
+        else:
+            roi = errors.roi
+            self.summary.setText(f"Class {class_name or errors.positive} on ROI {roi} "
+                                 f"({roi.width} x {roi.height} px)")
+        listed = self.regions[:MAX_LISTED]
+        self.regions_table.blockSignals(True)
+        self.regions_table.setRowCount(len(listed))
+        for row, region in enumerate(listed):
+            cells = (region.name, f"{region.area:,}", ", ".join(map(str, region.box.as_tuple())))
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col == 0:
+                    item.setForeground(QColor(*colormaps.ERROR_COLORS[region.kind]))
+                if col == 1:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.regions_table.setItem(row, col, item)
+        self.regions_table.setCurrentCell(-1, -1)
+        self.regions_table.blockSignals(False)
+        more = f" (largest {MAX_LISTED} listed)" if len(self.regions) > MAX_LISTED else ""
+        self.regions_label.setText(f"Error regions: {len(self.regions):,}{more}" if errors else "Error regions")
+
+    def _on_current_cell(self, row: int, _col: int, previous_row: int, _previous_col: int) -> None:
+        if row != previous_row:
+            self._activate(row)
+
+    def _activate(self, row: int) -> None:
+        if 0 <= row < min(len(self.regions), MAX_LISTED):
+            self.regionActivated.emit(self.regions[row])
+
+
+def _fixed_table(table: QTableWidget) -> None:
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)

@@ -1,0 +1,243 @@
+"""Inspection tools on the real window: error review and zoom, worst-image keys, the dataset filter, the
+run comparison dialog (against `core.runs` and `segscope compare`) and the timing table with its CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+from segscope.core.backends.base import InferenceResult
+from segscope.core.cli import main as cli_main
+from segscope.core.errors import SegScopeError
+from segscope.core.fileio import read_mask
+from segscope.core.review import error_regions, result_error_map, worst_first
+from segscope.core.roi import Roi
+from segscope.core.runs import compare_runs, timing_table
+from segscope.gui.compare_dialog import DISAGREEMENT
+from segscope.gui.inspection import attach_inspection, zoom_rect
+from segscope.gui.review_panel import MAX_LISTED, MetricFilter
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def inspection(window):
+    tools = attach_inspection(window)
+    tools.review_dock.raise_()
+    return tools
+
+
+def run_and_wait(qtbot, window, action) -> None:
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert action()
+
+
+def contains(outer, inner, tolerance: float = 1e-6) -> bool:
+    return (outer.left() <= inner.left() + tolerance and outer.top() <= inner.top() + tolerance
+            and outer.right() >= inner.right() - tolerance and outer.bottom() >= inner.bottom() - tolerance)
+
+
+def test_regions_match_core_review_and_a_click_zooms_every_view(qtbot, window, inspection, demo_dataset):
+    run_and_wait(qtbot, window, window.run_current)
+    review = inspection.review
+    qtbot.waitUntil(lambda: review.errors is not None, timeout=10000)
+    result = window.results["001"]
+    expected = result_error_map(result, read_mask(demo_dataset / "001" / "mask.png"), positive=1)
+    regions = error_regions(expected)
+    assert len(regions) >= 2  # the tiny model misses parts of the defect and adds noise: something to review
+    np.testing.assert_array_equal(review.errors.labels, expected.labels)
+    shown_counts = {review.counts_table.verticalHeaderItem(r).text(): review.counts_table.item(r, 0).text()
+                    for r in range(review.counts_table.rowCount())}
+    assert shown_counts == {name: f"{count:,}" for name, count in expected.counts().items()}
+    # The same pixels as the error map drawn in the third panel.
+    window.panels.error_map_action.setChecked(True)
+    drawn = np.bincount(window.panels.panel_arrays()["error"].ravel(), minlength=4)
+    assert [int(n) for n in drawn] == [expected.counts()[k] for k in ("TN", "FP", "FN", "TP")]
+
+    table = review.regions_table
+    assert table.rowCount() == min(len(regions), MAX_LISTED)
+    rows = [tuple(table.item(r, c).text() for c in range(3)) for r in range(table.rowCount())]
+    assert rows == [(g.name, f"{g.area:,}", ", ".join(map(str, g.box.as_tuple()))) for g in regions[:MAX_LISTED]]
+
+    row = max(range(table.rowCount()), key=lambda r: (regions[r].area < 50, -r))  # a small region
+    region = regions[row]
+    rect = table.visualItemRect(table.item(row, 1))
+    QTest.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    wanted = zoom_rect(region.box)
+    heat, argmax, truth = window.panels.views()
+    for view in (heat, argmax, truth, window.slide.vb):
+        shown = view.viewRect()
+        assert contains(shown, wanted), (view, shown, wanted)
+        assert shown.center().x() == pytest.approx(wanted.center().x(), abs=1)
+        assert shown.center().y() == pytest.approx(wanted.center().y(), abs=1)
+    assert heat.viewRect().width() < result.roi.width  # zoomed in on the region, not the whole ROI
+    for item in inspection.highlights:
+        assert item.isVisible()
+        assert item.rect().getRect() == (region.box.x0, region.box.y0, region.box.width, region.box.height)
+
+
+def test_review_without_a_mask_or_result_says_so(qtbot, window, inspection):
+    qtbot.waitUntil(lambda: "Run an image" in inspection.review.summary.text())
+    assert inspection.review.errors is None and inspection.review.regions_table.rowCount() == 0
+    run_and_wait(qtbot, window, window.run_current)
+    qtbot.waitUntil(lambda: inspection.review.errors is not None)
+    window.dataset_panel.select_item("002")  # not run: the review empties
+    qtbot.waitUntil(lambda: inspection.review.errors is None)
+
+
+def test_worst_keys_step_in_metric_order_and_respect_the_filter(qtbot, window, inspection):
+    run_and_wait(qtbot, window, window.run_all)
+    dice = {i: window.metrics[i].soft_dice for i in ("001", "002", "003")}
+    order = worst_first(dice)
+    assert len(set(dice.values())) == 3
+    window.activateWindow()
+    for _ in range(3):
+        QTest.keyClick(window, Qt.Key.Key_Comma)
+    assert window.current.id == order[0]
+    visited = [window.current.id]
+    for _ in range(3):  # the last press stays on the best image
+        QTest.keyClick(window, Qt.Key.Key_Period)
+        visited.append(window.current.id)
+    assert visited == [order[0], order[1], order[2], order[2]]
+    QTest.keyClick(window, Qt.Key.Key_Comma)
+    assert window.current.id == order[1]
+
+    # Filter out the best image: it disappears from the table and from the stepping.
+    threshold = (dice[order[1]] + dice[order[2]]) / 2
+    inspection.filter_bar.edit.setText(f"soft_dice < {threshold}")
+    inspection.filter_bar.apply()
+    assert sorted(window.dataset_panel.visible_order()) == sorted(order[:2])
+    assert inspection.filter_bar.count.text() == "2 of 3"
+    QTest.keyClick(window, Qt.Key.Key_Period)
+    QTest.keyClick(window, Qt.Key.Key_Period)
+    assert window.current.id == order[1]
+    inspection.filter_bar.edit.setText("soft_dice <")  # invalid: said, and the filter stays
+    inspection.filter_bar.apply()
+    assert inspection.filter_bar.error.isVisibleTo(inspection.filter_bar)
+    assert "is not '<metric> <op> <number>'" in inspection.filter_bar.error.text()
+    assert len(window.dataset_panel.visible_order()) == 2
+    inspection.filter_bar.edit.clear()
+    assert sorted(window.dataset_panel.visible_order()) == ["001", "002", "003"]
+
+
+def test_metric_filter_parsing():
+    from segscope.core.metrics import ImageMetrics
+
+    m = ImageMetrics(0.8, 0.67, (0.9, 0.7), (0.8, 0.5), 0.7, 0.5, 0.6, 0.95)
+    assert MetricFilter.parse("  ") is None
+    assert MetricFilter.parse("soft_dice < 0.9").matches(m)
+    assert not MetricFilter.parse("soft_dice >= 0.9").matches(m)
+    assert MetricFilter.parse("Dice <= .7 and recall > 9e-1").matches(m)  # table names, any case
+    assert not MetricFilter.parse("dice < 0.7 and recall > 0.9").matches(m)
+    assert not MetricFilter.parse("soft_dice < 1").matches(None)  # not run yet: hidden
+    with pytest.raises(SegScopeError, match="unknown metric 'accuracy'"):
+        MetricFilter.parse("accuracy > 0.5")
+    with pytest.raises(SegScopeError, match="'soft_dice 0.5' is not"):
+        MetricFilter.parse("soft_dice 0.5")
+
+
+def perturbed(result: InferenceResult, seed: int = 3) -> InferenceResult:
+    """`result` as another backend might return it: probabilities slightly off, some argmax flipped."""
+    rng = np.random.default_rng(seed)
+    p = np.clip(result.probabilities + rng.normal(0, 0.05, result.probabilities.shape), 1e-4, None)
+    p = (p / p.sum(-1, keepdims=True)).astype(np.float32)
+    return InferenceResult(p, p.argmax(-1).astype(np.uint8), result.roi, result.image_size,
+                           {"upload": 0.01, "infer": 0.02, "download": 0.01}, "remote")
+
+
+def test_compare_dialog_shows_exactly_compare_runs_and_segscope_compare(qtbot, window, inspection, tmp_path):
+    run_and_wait(qtbot, window, window.run_current)
+    embedded = inspection.history.records[-1]
+    assert (embedded.image_id, embedded.backend, embedded.roi) == ("001", "embedded", window.results["001"].roi)
+    remote = inspection.history.add("001", perturbed(window.results["001"]))
+    window.slide.set_roi(Roi(100, 50, 500, 450))
+    window.slide.roiChanged.emit(window.slide.roi())
+    run_and_wait(qtbot, window, window.run_current)
+    other_roi = inspection.history.records[-1]
+    assert other_roi.roi == Roi(100, 50, 500, 450)
+
+    dialog = inspection.open_compare()
+    qtbot.addWidget(dialog)
+    assert dialog.image_combo.currentData() == "001"
+    assert dialog.candidate_combo.currentData() == other_roi.id  # the newest run, whose ROI no other run has
+    assert dialog.comparison is None and dialog.table.rowCount() == 0
+    assert "differ in image or ROI" in dialog.message.text()
+
+    dialog.select(embedded, remote)
+    expected = compare_runs(embedded, remote)
+    assert 0 < expected.argmax_disagreement < 0.5
+    shown = dialog.displayed()
+    assert shown == {**{k: f"{v:.9g}" for k, v in expected.metrics.items()},
+                     DISAGREEMENT: f"{expected.argmax_disagreement:.9g}"}
+    np.testing.assert_array_equal(dialog.heatmap.image, expected.difference)
+    assert dialog.colorbar.levels() == pytest.approx((0.0, float(expected.difference.max())))
+
+    np.save(tmp_path / "a.npy", embedded.result.probabilities)
+    np.save(tmp_path / "b.npy", remote.result.probabilities)
+    out = io.StringIO()
+    assert cli_main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")], out=out) == 0
+    cli = dict(line.split() for line in out.getvalue().splitlines())
+    assert cli == {k: v for k, v in shown.items() if k != DISAGREEMENT}
+
+    dialog.candidate_combo.setCurrentIndex(dialog.candidate_combo.findData(embedded.id))
+    assert dialog.displayed()[DISAGREEMENT] == "0" and "same run" in dialog.message.text()
+
+
+def test_timing_table_shows_core_runs_numbers_and_exports_them(qtbot, window, inspection, tmp_path):
+    run_and_wait(qtbot, window, window.run_all)
+    history = inspection.history
+    assert [r.image_id for r in history] == ["001", "002", "003"]
+    first = history.records[0]
+    assert first.timings["render"] > 0  # the current image was drawn
+    assert "render" not in history.records[1].timings  # the others were not on screen
+    assert {"decode", "crop", "resize", "infer"} <= set(first.timings)
+    qtbot.waitUntil(lambda: len(inspection.timing.stats) > 0 and inspection.timing.stats[-1].runs == 3)
+
+    expected = timing_table(history.latest_per_image())
+    assert inspection.timing.stats == expected
+    table = inspection.timing.table
+    shown = [tuple(table.item(r, c).text() for c in range(4)) for r in range(table.rowCount())]
+    assert shown == [(s.stage, str(s.runs), f"{s.mean * 1000:.1f}", f"{s.p95 * 1000:.1f}") for s in expected]
+    assert shown[-1][0] == "total"
+    assert "render" in [row[0] for row in shown]
+
+    # The timeline of the current image: one bar per stage of its run, in stream order.
+    assert inspection.timing.image_id == "001"
+    assert "render" in inspection.timing.legend.text() and "total" in inspection.timing.legend.text()
+
+    path = tmp_path / "out" / "timings.csv"
+    inspection.timing.export_csv(path)
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["stage"] for r in rows] == [s.stage for s in expected]
+    for row, s in zip(rows, expected, strict=True):
+        assert int(row["runs"]) == s.runs
+        assert float(row["mean_ms"]) == pytest.approx(s.mean * 1000, abs=1e-3)
+        assert float(row["p95_ms"]) == pytest.approx(s.p95 * 1000, abs=1e-3)
+    before = path.read_bytes()
+    with pytest.raises(SegScopeError, match="already exists"):
+        inspection.timing.export_csv(path)
+    assert path.read_bytes() == before
+
+    # Restricting the table to one backend: a remote run of 002 joins the history.
+    history.add("002", perturbed(window.results["002"]))
+    inspection.refresh_timing()
+    inspection.timing.backend_combo.setCurrentIndex(inspection.timing.backend_combo.findData("remote"))
+    assert inspection.timing.stats == timing_table(history.latest_per_image("remote"))
+    assert inspection.timing.stats[0].runs == 1
+
+
+def test_shortcuts_stay_unique_and_listed_with_the_inspection_keys(window, inspection):
+    from segscope.gui.shortcuts import SHORTCUTS
+
+    keys = [k for k, _ in SHORTCUTS]
+    assert len(keys) == len(set(keys))
+    bound = [a.shortcut().toString() for a in window.actions() if not a.shortcut().isEmpty()]
+    assert len(bound) == len(set(bound)) and set(bound) <= set(keys)
+    assert {".", ",", "Ctrl+Shift+C"} <= set(bound)
+    assert [a.text() for a in inspection.menu.actions() if a.text()][:3] == [
+        "Previous worst", "Next worst", "&Compare runs…"]
