@@ -54,7 +54,7 @@ class Inspection(QObject):
         self.window = window
         self.history = RunHistory()
         self.compare_dialog: CompareDialog | None = None
-        self._dataset_root = None  # runs of another dataset are dropped: its image ids mean other images
+        self._dataset_root = window.dataset.root if window.dataset is not None else None
         self._result_arrived = 0.0
         self._review_key: tuple | None = None
         self._review_refs: tuple = ()  # keeps the keyed objects alive so their ids stay theirs
@@ -136,9 +136,9 @@ class Inspection(QObject):
         w.controller.progress.connect(self._on_progress)
         w.controller.evaluated.connect(self._on_evaluated)
         w.dataset_panel.currentChanged.connect(lambda _id: (self._review_timer.start(), self._timing_timer.start()))
-        w.dataset_panel.model.modelAboutToBeReset.connect(self.filter_bar.clear)  # a new dataset starts unfiltered
-        w.panels.argmax.image.sigImageChanged.connect(self._review_timer.start)
-        w.panels.class_combo.currentIndexChanged.connect(self._review_timer.start)
+        w.dataset_panel.model.modelAboutToBeReset.connect(self._on_dataset_opened)
+        w.panels.argmax.image.sigImageChanged.connect(lambda: self._review_timer.start())
+        w.panels.class_combo.currentIndexChanged.connect(lambda _index: self._review_timer.start())
         self.review_dock.visibilityChanged.connect(lambda visible: visible and self._review_timer.start())
         self.review.regionActivated.connect(self.zoom_to)
         self.filter_bar.changed.connect(lambda _f: self.apply_filter())
@@ -148,17 +148,25 @@ class Inspection(QObject):
     def _on_progress(self, *_args) -> None:
         self._result_arrived = time.perf_counter()
 
-    def _on_evaluated(self, evaluation: ImageEvaluation) -> None:
-        w = self.window
-        item_id = evaluation.item.id
-        root = w.dataset.root if w.dataset is not None else None
+    def _on_dataset_opened(self) -> None:
+        """A new dataset starts unfiltered; another folder's runs are dropped (its ids name other images)."""
+        self.filter_bar.clear()
+        root = self.window.dataset.root if self.window.dataset is not None else None
         if root != self._dataset_root:
             self.history.records.clear()
             self._dataset_root = root
+            self._history_changed()
+
+    def _on_evaluated(self, evaluation: ImageEvaluation) -> None:
+        w = self.window
+        item_id = evaluation.item.id
         record = self.history.add(item_id, evaluation.result, w.capabilities)
         if w.current is not None and w.current.id == item_id and w.slide_ready():  # the window drew it
             record.timings["render"] = time.perf_counter() - self._result_arrived
         self._filter_timer.start()
+        self._history_changed()
+
+    def _history_changed(self) -> None:
         self._timing_timer.start()
         if self.compare_dialog is not None and self.compare_dialog.isVisible():
             self.compare_dialog.reload()

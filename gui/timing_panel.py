@@ -53,8 +53,8 @@ class TimingPanel(QWidget):
         self.plot = pg.PlotWidget()
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(x=True, y=False)
-        self.plot.setLabel("bottom", "ms from the start of the run")
-        self.plot.setMinimumHeight(90)
+        self.plot.setToolTip("Each run of the current image (newest at the top): its stages from the start, in ms")
+        self.plot.setMinimumHeight(100)
         self.plot.showGrid(x=True, alpha=0.2)
         self.legend = QLabel("")
         self.legend.setWordWrap(True)
@@ -168,4 +168,4 @@ def _legend(record: RunRecord) -> str:
     """The newest run's stages as coloured keys with their times: the timeline's legend."""
     parts = [f'<span style="color: rgb{stage_color(stage)}">■</span> {stage} {duration * 1000:.1f} ms'
              for stage, _start, duration in record.timeline()]
-    return f"#{record.id}: " + " · ".join(parts) + f" · <b>total {record.total_time * 1000:.1f} ms</b>"
+    return f"#{record.id} (ms): " + " · ".join(parts) + f" · <b>total {record.total_time * 1000:.1f} ms</b>"

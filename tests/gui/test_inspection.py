@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
+
 from segscope.core.backends.base import InferenceResult
 from segscope.core.cli import main as cli_main
 from segscope.core.errors import SegScopeError
@@ -79,14 +80,31 @@ def test_regions_match_core_review_and_a_click_zooms_every_view(qtbot, window, i
         assert item.isVisible()
         assert item.rect().getRect() == (region.box.x0, region.box.y0, region.box.width, region.box.height)
 
+    window.panels.class_combo.setCurrentIndex(0)  # score the background instead: FP and FN swap
+    qtbot.waitUntil(lambda: review.errors.positive == 0)
+    background = result_error_map(result, read_mask(demo_dataset / "001" / "mask.png"), positive=0)
+    assert review.errors.counts() == background.counts()
+    assert (background.counts()["FP"], background.counts()["FN"]) == (expected.counts()["FN"], expected.counts()["FP"])
+    assert review.regions == error_regions(background)
+    assert not any(item.isVisible() for item in inspection.highlights)
 
-def test_review_without_a_mask_or_result_says_so(qtbot, window, inspection):
-    qtbot.waitUntil(lambda: "Run an image" in inspection.review.summary.text())
-    assert inspection.review.errors is None and inspection.review.regions_table.rowCount() == 0
+
+def test_review_without_a_result_or_a_mask_says_so(qtbot, window, inspection, demo_dataset):
+    review = inspection.review
+    qtbot.waitUntil(lambda: "Run an image" in review.summary.text())
+    assert review.errors is None and review.regions_table.rowCount() == 0
     run_and_wait(qtbot, window, window.run_current)
-    qtbot.waitUntil(lambda: inspection.review.errors is not None)
+    qtbot.waitUntil(lambda: review.errors is not None and review.regions_table.rowCount() > 0)
     window.dataset_panel.select_item("002")  # not run: the review empties
-    qtbot.waitUntil(lambda: inspection.review.errors is None)
+    qtbot.waitUntil(lambda: review.errors is None and review.regions_table.rowCount() == 0)
+
+    (demo_dataset / "003" / "mask.png").unlink()
+    assert window.open_dataset(demo_dataset)
+    window.dataset_panel.select_item("003")
+    qtbot.waitUntil(lambda: window.slide_ready() and window.current.id == "003")
+    run_and_wait(qtbot, window, window.run_current)
+    qtbot.waitUntil(lambda: "003 has no ground-truth mask" in review.summary.text())
+    assert review.errors is None
 
 
 def test_worst_keys_step_in_metric_order_and_respect_the_filter(qtbot, window, inspection):
@@ -241,3 +259,21 @@ def test_shortcuts_stay_unique_and_listed_with_the_inspection_keys(window, inspe
     assert {".", ",", "Ctrl+Shift+C"} <= set(bound)
     assert [a.text() for a in inspection.menu.actions() if a.text()][:3] == [
         "Previous worst", "Next worst", "&Compare runs…"]
+
+
+def test_another_dataset_starts_a_new_history_and_an_unfiltered_table(qtbot, window, inspection, demo_dataset,
+                                                                      tmp_path):
+    import shutil
+
+    run_and_wait(qtbot, window, window.run_current)
+    inspection.filter_bar.edit.setText("soft_dice > 2")
+    inspection.filter_bar.apply()
+    assert window.dataset_panel.visible_order() == []
+    assert window.open_dataset(demo_dataset)  # the same folder again: its runs stay
+    assert len(inspection.history) == 1
+    assert inspection.filter_bar.filter is None and len(window.dataset_panel.visible_order()) == 3
+    other = tmp_path / "other"
+    shutil.copytree(demo_dataset, other)
+    assert window.open_dataset(other)
+    assert len(inspection.history) == 0
+    qtbot.waitUntil(lambda: inspection.timing.stats == [] and inspection.timing.table.rowCount() == 0)
