@@ -29,7 +29,7 @@ from ..core.runs import STAGE_ORDER, RunHistory, RunRecord, StageStats, timing_t
 from . import colormaps
 
 #: Runs of one image drawn in the timeline, newest at the top.
-TIMELINE_RUNS = 6
+TIMELINE_RUNS = 4
 _PALETTE = (colormaps.SKY_BLUE, colormaps.ORANGE, colormaps.BLUISH_GREEN, colormaps.YELLOW, colormaps.BLUE,
             colormaps.VERMILLION, colormaps.REDDISH_PURPLE, (150, 150, 150), (90, 90, 90), (200, 200, 200))
 
@@ -57,8 +57,9 @@ class TimingPanel(QWidget):
         self.plot.setMinimumHeight(100)
         self.plot.showGrid(x=True, alpha=0.2)
         self.legend = QLabel("")
-        self.legend.setWordWrap(True)
+        self.legend.setMinimumWidth(1)  # one line per run, cut at the dock's edge rather than widening it
         self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setStyleSheet("font-size: 11px;")
 
         self.backend_combo = QComboBox()
         self.backend_combo.setToolTip("Which runs the table summarises: the newest run of each image")
@@ -77,13 +78,13 @@ class TimingPanel(QWidget):
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Dataset"))
         controls.addWidget(self.backend_combo, 1)
+        controls.addWidget(self.table_label)
         controls.addWidget(self.export_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.plot, 2)
         layout.addWidget(self.legend)
         layout.addLayout(controls)
-        layout.addWidget(self.table_label)
         layout.addWidget(self.table, 3)
         self.refresh(None)
 
@@ -134,7 +135,7 @@ class TimingPanel(QWidget):
     def _fill_table(self) -> None:
         records = self.history.latest_per_image(self.backend())
         self.stats = timing_table(records)
-        self.table_label.setText(f"Newest run of {len(records)} images" if records else "No runs yet")
+        self.table_label.setText(f"{len(records)} images" if records else "no runs yet")
         self.table.setRowCount(len(self.stats))
         for row, s in enumerate(self.stats):
             for col, text in enumerate((s.stage, str(s.runs), f"{s.mean * 1000:.1f}", f"{s.p95 * 1000:.1f}")):
@@ -161,11 +162,13 @@ class TimingPanel(QWidget):
         if rows:
             self.plot.setYRange(-len(rows) + 0.5, 0.5, padding=0.05)
             self.plot.setXRange(0, max(r.total_time for r in rows) * 1000, padding=0.02)
-        self.legend.setText(_legend(rows[0]) if rows else "No run of this image yet")
+        self.legend.setText("<br>".join(map(_legend, rows)) if rows else "No run of this image yet")
+        self.legend.setToolTip(self.legend.text())
 
 
 def _legend(record: RunRecord) -> str:
-    """The newest run's stages as coloured keys with their times: the timeline's legend."""
-    parts = [f'<span style="color: rgb{stage_color(stage)}">■</span> {stage} {duration * 1000:.1f} ms'
+    """One run's stages as coloured keys with their times (ms): a line of the timeline's legend."""
+    parts = [f'<span style="color: rgb{stage_color(stage)}">■</span> {stage} {duration * 1000:.1f}'
              for stage, _start, duration in record.timeline()]
-    return f"#{record.id} (ms): " + " · ".join(parts) + f" · <b>total {record.total_time * 1000:.1f} ms</b>"
+    total = f"<b>total {record.total_time * 1000:.1f}</b>"
+    return f"#{record.id} {record.backend} (ms): " + " · ".join([*parts, total])
