@@ -38,6 +38,7 @@ from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .dataset_panel import DatasetPanel
 from .export_dialog import ExportChoices, ExportDialog
+from .mask_editing import MaskEditing
 from .message_area import MessageArea
 from .metrics_panel import MetricsPanel
 from .result_panels import ResultPanels
@@ -85,7 +86,7 @@ class MainWindow(QMainWindow):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("SegScope")
+        self.setWindowTitle("SegScope[*]")  # [*]: the "*" of unsaved mask edits
         self.setAcceptDrops(True)
         self.resize(1600, 1000)
         self.dataset: Dataset | None = None
@@ -131,6 +132,7 @@ class MainWindow(QMainWindow):
         self._loader.loaded.connect(self._on_slide_loaded)
         self._loader.failed.connect(self._on_slide_failed)
         self._loader_thread.start()
+        self.editing = MaskEditing(self)
         self._restore_layout()
         self._update_enabled()
 
@@ -260,6 +262,8 @@ class MainWindow(QMainWindow):
         if self.controller.busy:
             self.messages.add("warning", "Cancel the running batch (Esc) before opening another dataset")
             return False
+        if not self.editing.confirm_leave():
+            return False
         try:
             dataset = Dataset.open(Path(path))
         except SegScopeError as exc:
@@ -274,7 +278,7 @@ class MainWindow(QMainWindow):
         self.metrics_panel.show_metrics(None)
         self._update_means()
         settings.add_recent_dataset(dataset.root)
-        self.setWindowTitle(f"SegScope — {dataset.root}")
+        self.setWindowTitle(f"SegScope — {dataset.root}[*]")
         self.dataset_panel.set_dataset(dataset.root, [item.id for item in dataset.items])
         self.messages.add("info", f"Opened {dataset.root}: {len(dataset)} images, "
                                   f"{sum(i.has_mask for i in dataset.items)} with masks")
@@ -282,7 +286,10 @@ class MainWindow(QMainWindow):
         return True
 
     def _on_item_selected(self, item_id: str) -> None:
-        if self.dataset is None:
+        if self.dataset is None or (self.current is not None and item_id == self.current.id):
+            return
+        if not self.editing.confirm_leave():
+            self.dataset_panel.select_item(self.current.id)  # stay (re-enters with the current id)
             return
         self.current = self.dataset.item(item_id)
         self.mask = None
@@ -302,10 +309,11 @@ class MainWindow(QMainWindow):
         self.shown_id = item.id
         w, h = pyramid.size
         self.slide.set_pyramid(pyramid, self.dataset.roi_for(item, (w, h)))
+        self.editing.slide_loaded(item)  # may restore auto-saved edits into self.mask
         self.statusBar().showMessage(f"{item.image_path}  {w} x {h}", 4000)
         result = self.results.get(item.id)
         if result is not None and result.roi == self.slide.roi():
-            self._show_result(item.id, result)
+            self.show_result(item.id, result)
         else:
             self.panels.clear()
             self._show_metrics(None)
@@ -422,9 +430,9 @@ class MainWindow(QMainWindow):
         self._update_means()
         if self.slide_ready() and self.current.id == item_id:
             self.slide.set_roi(evaluation.result.roi)
-            self._show_result(item_id, evaluation.result)
+            self.show_result(item_id, evaluation.result)
 
-    def _show_result(self, item_id: str, result: InferenceResult) -> None:
+    def show_result(self, item_id: str, result: InferenceResult) -> None:
         roi = result.roi
         image = self.slide.image_bgr
         roi_image = image[roi.y0 : roi.y1, roi.x0 : roi.x1] if image is not None else None
@@ -435,6 +443,15 @@ class MainWindow(QMainWindow):
             self.messages.add("error", f"{item_id}: {exc}")
             self.panels.show_result(result, roi_image, None)
         self._show_metrics(self.metrics.get(item_id))
+        self.editing.result_shown(result)
+
+    def set_metrics(self, item_id: str, metrics: ImageMetrics) -> None:
+        """New metrics of an image (e.g. after its mask was edited): list, means and, if current, the panel."""
+        self.metrics[item_id] = metrics
+        self._set_status(item_id, self.dataset_panel.model.row(item_id).status, metrics)
+        self._update_means()
+        if self.current is not None and self.current.id == item_id:
+            self._show_metrics(metrics)
 
     def _show_metrics(self, metrics: ImageMetrics | None) -> None:
         names = self.capabilities.class_names if self.capabilities else ()
@@ -548,6 +565,10 @@ class MainWindow(QMainWindow):
             self.restoreState(state)
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        if not self.editing.confirm_leave():
+            event.ignore()
+            return
+        self.editing.shutdown()
         s = settings.settings()
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())

@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 from ..core.backends.base import InferenceResult
 from ..core.errors import SegScopeError
 from ..core.metrics import argmax_at_roi, mask_to_labels
+from ..core.roi import Roi
 from . import colormaps
 
 _CONTOUR_KERNEL = np.ones((3, 3), np.uint8)
@@ -268,6 +269,33 @@ class ResultPanels(QWidget):
         self.readout.setText(text)
         self.hovered.emit(text)
         return text
+
+    @property
+    def result(self) -> InferenceResult | None:
+        """The result on display (None when the panels are empty)."""
+        return self._result
+
+    def update_truth(self, box: Roi, labels: np.ndarray) -> None:
+        """Put edited ground-truth class ids `labels` into `box` (slide pixels, inside the ROI) and redraw.
+
+        Only the box is recomputed (with a 1 px ring in contour mode, whose borders depend on neighbours):
+        the panel's image wraps the drawn array without a copy, so the redraw is one repaint.
+        """
+        assert self._result is not None and self._truth is not None
+        roi = self._result.roi
+        x0, y0, x1, y1 = box.x0 - roi.x0, box.y0 - roi.y0, box.x1 - roi.x0, box.y1 - roi.y0
+        self._truth[y0:y1, x0:x1] = labels
+        drawn = self.truth.image.image
+        if drawn is not self._truth:  # error map and/or contours: recompute what the box touches
+            height, width = self._truth.shape
+            gy0, gx0, gy1, gx1 = max(y0 - 2, 0), max(x0 - 2, 0), min(y1 + 2, height), min(x1 + 2, width)
+            source = self._truth[gy0:gy1, gx0:gx1]
+            if self.error_map_action.isChecked():
+                source = error_codes(self.predicted_at_roi()[gy0:gy1, gx0:gx1], source, self.current_class())
+            patch = self._as_drawn(source)
+            ry0, rx0, ry1, rx1 = max(y0 - 1, 0), max(x0 - 1, 0), min(y1 + 1, height), min(x1 + 1, width)
+            drawn[ry0:ry1, rx0:rx1] = patch[ry0 - gy0 : ry1 - gy0, rx0 - gx0 : rx1 - gx0]
+        self.truth.image.updateImage()
 
     def predicted_at_roi(self) -> np.ndarray | None:
         """The argmax at ROI resolution (the prediction the error map and hard metrics score)."""
