@@ -126,8 +126,11 @@ def test_worst_keys_step_in_metric_order_and_respect_the_filter(qtbot, window, i
 
     # Filter out the best image: it disappears from the table and from the stepping.
     threshold = (dice[order[1]] + dice[order[2]]) / 2
-    inspection.filter_bar.edit.setText(f"soft_dice < {threshold}")
-    inspection.filter_bar.apply()
+    edit = inspection.filter_bar.edit
+    edit.setFocus()
+    QTest.keyClicks(edit, f"soft_dice < {threshold}")  # typed: the "." key types a dot here, no stepping
+    QTest.keyClick(edit, Qt.Key.Key_Return)
+    assert edit.text() == f"soft_dice < {threshold}" and window.current.id == order[1]
     assert sorted(window.dataset_panel.visible_order()) == sorted(order[:2])
     assert inspection.filter_bar.count.text() == "2 of 3"
     QTest.keyClick(window, Qt.Key.Key_Period)
