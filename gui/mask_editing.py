@@ -87,6 +87,8 @@ class MaskEditing(QObject):
     """The editing tools, actions and state of one main window (`window.editing`)."""
 
     dirtyChanged = Signal(bool)
+    #: An image's mask was edited and its metrics recomputed (rate-limited): views of the mask may refresh.
+    maskEdited = Signal(str)
     _autosaved = Signal(int, str)  # version, error text ("" when written)
 
     def __init__(self, window: MainWindow) -> None:
@@ -335,11 +337,16 @@ class MaskEditing(QObject):
         if answer == QMessageBox.StandardButton.Save:
             return self.save()
         if answer == QMessageBox.StandardButton.Discard:
-            self._wait_autosave()
-            discard_recovery(mask_source(self.item), self.recovery_dir)
-            self._drop_editor()
+            self.discard()
             return True
         return False
+
+    def discard(self) -> None:
+        """Forget the unsaved edits of the current image, and their recovery file."""
+        if self.editor is not None:
+            self._wait_autosave()
+            discard_recovery(mask_source(self.item), self.recovery_dir)
+        self._drop_editor()
 
     def shutdown(self) -> None:
         self._autosave_timer.stop()
@@ -562,6 +569,7 @@ class MaskEditing(QObject):
             return
         self.window.set_metrics(self.item.id, metrics)
         self._mark(self.item.id, self.dirty)
+        self.maskEdited.emit(self.item.id)
 
     def _on_evaluated(self, evaluation) -> None:
         """A run scores against the mask file; while this image has unsaved edits, score the edits instead."""

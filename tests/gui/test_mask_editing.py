@@ -309,9 +309,10 @@ def test_accept_prediction_from_argmax_or_threshold(window, editing):
 
 def test_metrics_follow_the_edits(qtbot, window, editing):
     before = window.metrics["001"]
-    key(window, Qt.Key.Key_A, CTRL | SHIFT)  # the mask becomes the prediction: hard Dice 1
+    with qtbot.waitSignal(editing.maskEdited, timeout=3000):
+        key(window, Qt.Key.Key_A, CTRL | SHIFT)  # the mask becomes the prediction: hard Dice 1
     expected = image_metrics(window.panels.result, editing.editor.mask)
-    qtbot.waitUntil(lambda: window.metrics["001"] == expected, timeout=3000)
+    assert window.metrics["001"] == expected
     assert expected.foreground_dice == 1.0 and before.foreground_dice < 1.0
     assert f"Dice {expected.foreground_dice:.4f}" in window.dice_label.text()
     row = window.dataset_panel.model.row("001")
