@@ -287,6 +287,7 @@ class MaskEditing(QObject):
         """The panels show `result`: editing happens on its ROI."""
         roi = result.roi
         self.layer.set_rect(QRectF(roi.x0, roi.y0, roi.width, roi.height))
+        self._allowed_cache.clear()  # keyed by the shown result's id: never outlives it
         names = self.window.capabilities.class_names if self.window.capabilities else ()
         wanted = [names[i] if i < len(names) else f"class {i}" for i in range(result.num_classes)]
         if [self.class_combo.itemText(i) for i in range(self.class_combo.count())] != wanted:

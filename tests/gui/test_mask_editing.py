@@ -383,12 +383,12 @@ def test_recovery_round_trip_after_a_crash(qtbot, window, editing, answers, demo
     queue, asked = answers
     key(window, Qt.Key.Key_B)
     roi = window.panels.result.roi
+    source = demo_dataset / "001" / "mask.png"
+    editing._autosave_timer.setInterval(100)  # the timer auto-saves while there are unsaved edits
     drag_on_panel(window, [(roi.x0 + 20, roi.y0 + 20), (roi.x0 + 120, roi.y0 + 140)])
     edited = editing.editor.mask.copy()
-    editing.autosave()
+    qtbot.waitUntil(lambda: find_recovery(source) is not None, timeout=5000)
     qtbot.waitUntil(lambda: editing._autosave_job is None)
-    source = demo_dataset / "001" / "mask.png"
-    assert find_recovery(source) is not None
 
     # A "crash": the first window never saves; a new window opens the same image.
     queue.append(Button.Yes)
