@@ -38,6 +38,7 @@ from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .dataset_panel import DatasetPanel
 from .export_dialog import ExportChoices, ExportDialog
+from .inspection import attach_inspection
 from .mask_editing import MaskEditing
 from .message_area import MessageArea
 from .metrics_panel import MetricsPanel
@@ -133,6 +134,8 @@ class MainWindow(QMainWindow):
         self._loader.failed.connect(self._on_slide_failed)
         self._loader_thread.start()
         self.editing = MaskEditing(self)
+        self.inspection = attach_inspection(self)
+        self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
         self._restore_layout()
         self._update_enabled()
 

@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 from ..core.backends.base import InferenceResult
 from ..core.errors import SegScopeError
 from ..core.metrics import argmax_at_roi, mask_to_labels
+from ..core.review import error_codes
 from ..core.roi import Roi
 from . import colormaps
 
@@ -50,11 +51,6 @@ def contour(labels: np.ndarray) -> np.ndarray:
     """`labels` kept only on region borders (a pixel whose 3x3 neighbourhood holds another label), else 0."""
     edge = cv2.morphologyEx(labels, cv2.MORPH_GRADIENT, _CONTOUR_KERNEL)
     return cv2.bitwise_and(labels, labels, mask=edge)
-
-
-def error_codes(predicted: np.ndarray, truth: np.ndarray, positive: int) -> np.ndarray:
-    """Per-pixel TN/FP/FN/TP code (see `colormaps`) of `positive` class: bit 0 predicted, bit 1 true."""
-    return (predicted == positive).view(np.uint8) | ((truth == positive).view(np.uint8) << 1)
 
 
 class _Title(pg.LabelItem):

@@ -19,7 +19,7 @@ from segscope.core.review import error_regions, result_error_map, worst_first
 from segscope.core.roi import Roi
 from segscope.core.runs import compare_runs, timing_table
 from segscope.gui.compare_dialog import DISAGREEMENT
-from segscope.gui.inspection import attach_inspection, zoom_rect
+from segscope.gui.inspection import zoom_rect
 from segscope.gui.review_panel import MAX_LISTED, MetricFilter
 
 pytestmark = pytest.mark.gui
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.gui
 
 @pytest.fixture
 def inspection(window):
-    tools = attach_inspection(window)
+    tools = window.inspection
     tools.review_dock.raise_()
     return tools
 
