@@ -22,6 +22,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+
 from segscope.core.annotation import MaskEditor, write_recovery
 from segscope.core.roi import Roi
 
@@ -106,7 +107,8 @@ def main() -> None:
     prediction = np.where(rng.random((1800, 1800)) > 0.7, 255, 0).astype(np.uint8)
     print(f"flood fill of the background     {timed(lambda: editor.fill((0, 0), 255)):8.1f} ms")
     print(f"lasso polygon ~1200x1300         {timed(lambda: editor.polygon(lasso, 0)):8.1f} ms")
-    print(f"accept an 1800x1800 prediction   {timed(lambda: editor.replace(prediction, Roi(2200, 1000, 4000, 2800))):8.1f} ms")
+    accept = timed(lambda: editor.replace(prediction, Roi(2200, 1000, 4000, 2800)))
+    print(f"accept an 1800x1800 prediction   {accept:8.1f} ms")
     print(f"undo / redo of it                {timed(editor.undo):8.1f} / {timed(editor.redo):.1f} ms")
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "mask.png"

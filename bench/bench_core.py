@@ -31,7 +31,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
@@ -141,7 +140,8 @@ def bench_transport() -> tuple[float, float, int]:
     argmax = softmax.argmax(-1).astype(np.int32)
     raw = [softmax.tobytes(), argmax.tobytes()]
     tensors = [{"tensorDataType": 0 if i == 0 else 3, "tensorShape": list(a.shape),
-                "dataStr": base64.b64encode(b).decode()} for i, (a, b) in enumerate(zip((softmax, argmax), raw, strict=True))]
+                "dataStr": base64.b64encode(b).decode()}
+               for i, (a, b) in enumerate(zip((softmax, argmax), raw, strict=True))]
     content = json.dumps({"tensorPackageVec": [{"tensorVec": tensors}]})
     document = json.dumps({"metaData": [{"key": "mxpi_tensorinfer0", "content": content}]})
 

@@ -27,6 +27,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import cv2
 import numpy as np
 from PySide6.QtWidgets import QApplication
+
 from segscope.core.backends.base import InferenceResult
 from segscope.core.dataset import Dataset
 from segscope.core.evaluate import ImageEvaluation
@@ -157,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             write_image(path.with_name("mask.png"), mask)
             del image, mask
             print(f"\nslide {width} x {height} ({path.stat().st_size / 1e6:.0f} MB PNG)")
-            for stage, samples in first_paint(app, path, args.runs if width <= 4000 else max(1, args.runs // 2)).items():
+            runs = args.runs if width <= 4000 else max(1, args.runs // 2)
+            for stage, samples in first_paint(app, path, runs).items():
                 print(f"  first paint, {stage:14s} {median_ms(samples)}")
             view = SlideView()
             view.resize(1200, 800)

@@ -16,14 +16,13 @@ measured in this one run and printed as a median or a ratio:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "remote"))
+from types import ModuleType
 
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.remote import RemoteBackend
@@ -34,9 +33,18 @@ from segscope.core.fileio import read_bytes
 from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.remote.connection import SshOptions
 from segscope.core.remote.protocol import PROBABILITY_DTYPES
-from sshd import SshdUnavailable, start_sshd
 
 RAW_FLOAT32 = 960 * 960 * 2 * 4 + 960 * 960 * 4  # softmax + int32 argmax, as the SDK hands them over
+
+
+def load_sshd_launcher() -> ModuleType:
+    """The test suite's sshd launcher, tests/remote/sshd.py, loaded by path (tests/ is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "tests" / "remote" / "sshd.py"
+    spec = importlib.util.spec_from_file_location("sshd", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # type: ignore[union-attr]  # its dataclass looks its module up there
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
 
 
 def timed(run: object, inputs: list) -> list[float]:
@@ -57,9 +65,10 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="segscope-bench-remote-") as tmp:
         folder = Path(tmp)
+        launcher = load_sshd_launcher()
         try:
-            sshd = start_sshd(folder)
-        except SshdUnavailable as exc:
+            sshd = launcher.start_sshd(folder)
+        except launcher.SshdUnavailable as exc:
             print(f"skipped: {exc}")
             return 0
         try:

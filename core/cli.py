@@ -48,7 +48,8 @@ class Progress:
         elapsed = time.monotonic() - self.start
         eta = elapsed / done * (self.total - done) if done else 0.0
         filled = int(30 * done / self.total)
-        self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total} ETA {eta:4.0f}s {label[:30]:30}")
+        bar = "#" * filled + "." * (30 - filled)
+        self.stream.write(f"\r[{bar}] {done}/{self.total} ETA {eta:4.0f}s {label[:30]:30}")
         self.stream.flush()
 
     def clear(self) -> None:
@@ -62,8 +63,9 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pipeline", type=Path, default=DEFAULT_PIPELINE,
                         help="MindX .pipeline file (default: the shipped U-Net stream and demo model)")
     parser.add_argument("--backend", choices=BACKEND_KINDS, default="auto",
-                        help="embedded: ONNX Runtime + OpenCV; mindx: the MindX SDK on the Ascend host; auto (default): "
-                             "embedded here, or with --remote MindX when the host has it, else embedded there")
+                        help="embedded: ONNX Runtime + OpenCV; mindx: the MindX SDK on the Ascend host; "
+                             "auto (default): embedded here, or with --remote MindX when the host has it, "
+                             "else embedded there")
     parser.add_argument("--sdk-home", type=Path, help="MindX SDK folder (default: $MX_SDK_HOME)")
     parser.add_argument("--remote", metavar="USER@HOST[:PORT]",
                         help="run the stream on an Ascend host over SSH (a ~/.ssh/config alias works too)")
@@ -145,7 +147,8 @@ def _load_npy(path: Path) -> np.ndarray:
 def run_compare(args: argparse.Namespace, out: TextIO) -> int:
     reference, candidate = _load_npy(args.reference), _load_npy(args.candidate)
     if reference.shape != candidate.shape:
-        raise SegScopeError(f"{args.candidate}: shape {candidate.shape} differs from {args.reference}'s {reference.shape}")
+        raise SegScopeError(f"{args.candidate}: shape {candidate.shape} differs from "
+                            f"{args.reference}'s {reference.shape}")
     result = compare_tensors(reference, candidate)
     if args.json:
         json.dump(result, out, indent=2)

@@ -37,12 +37,14 @@ def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
     """The original script's soft Dice: `mask` is the ROI crop of the ground truth at any resolution; it is
     resized to the probabilities' (linear for binary masks, then `/255 > 0.5`, as `main.py` did)."""
     height, width, classes = probabilities.shape
+    resized = mask
+    if mask.shape != (height, width):
+        interpolation = cv2.INTER_LINEAR if classes == 2 else cv2.INTER_NEAREST
+        resized = cv2.resize(mask, (width, height), interpolation=interpolation)
     if classes == 2:  # decide 0/255 vs 0/1 on the mask as stored, not on its resized copy
         scale = 255.0 if mask.max(initial=0) > 1 else 1.0
-        resized = cv2.resize(mask, (width, height), interpolation=cv2.INTER_LINEAR) if mask.shape != (height, width) else mask
         labels = (resized / scale > 0.5).astype(np.uint8)
     else:
-        resized = cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST) if mask.shape != (height, width) else mask
         labels = mask_to_labels(resized, classes)
     onehot = np.eye(classes, dtype=np.float32)[labels]
     p = probabilities.astype(np.float32, copy=False)
@@ -100,8 +102,8 @@ def argmax_at_roi(result: InferenceResult) -> np.ndarray:
     if result.probabilities.shape[1::-1] == size:
         return result.argmax
     if result.num_classes == 2:  # cheaper and identical: class 1 wins where p1 > p0
-        p = cv2.resize(result.probabilities[..., 1] - result.probabilities[..., 0], size, interpolation=cv2.INTER_LINEAR)
-        return (p > 0).astype(np.uint8)
+        margin = result.probabilities[..., 1] - result.probabilities[..., 0]
+        return (cv2.resize(margin, size, interpolation=cv2.INTER_LINEAR) > 0).astype(np.uint8)
     return cv2.resize(result.probabilities, size, interpolation=cv2.INTER_LINEAR).argmax(axis=-1).astype(np.uint8)
 
 
@@ -138,9 +140,10 @@ def compare_tensors(reference: np.ndarray, candidate: np.ndarray, eps: float = 1
     shift = min(a.min(initial=0.0), b.min(initial=0.0))
     p, q = a - shift + eps, b - shift + eps
     p, q = p / p.sum(), q / q.sum()
+    relative_euclidean = float(np.linalg.norm(a - b) / norm_a) if norm_a else (math.inf if diff.any() else 0.0)
     return {
         "cosine_similarity": float(a @ b / (norm_a * norm_b)) if norm_a and norm_b else float(norm_a == norm_b),
-        "relative_euclidean_distance": float(np.linalg.norm(a - b) / norm_a) if norm_a else (math.inf if diff.any() else 0.0),
+        "relative_euclidean_distance": relative_euclidean,
         "max_absolute_error": float(diff.max(initial=0.0)),
         "mean_absolute_error": float(diff.mean()) if diff.size else 0.0,
         "root_mean_square_error": float(np.sqrt(np.mean(diff**2))) if diff.size else 0.0,

@@ -96,7 +96,8 @@ class Pipeline:
         for stream in self.streams.values():
             for element in stream.elements.values():
                 if "modelPath" in element.props:
-                    data[stream.name][element.name]["props"]["modelPath"] = str(self.resolve(element.props["modelPath"]))
+                    props = data[stream.name][element.name]["props"]
+                    props["modelPath"] = str(self.resolve(element.props["modelPath"]))
         return json.dumps(data, indent=4)
 
 

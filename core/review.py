@@ -74,13 +74,13 @@ def result_error_map(result: InferenceResult, full_mask: np.ndarray, positive: i
 def error_regions(errors: ErrorMap, min_area: int = 1) -> list[ErrorRegion]:
     """8-connected FP and FN regions of at least `min_area` pixels, largest first (ties: top-left first)."""
     regions = []
+    x0, y0 = errors.roi.x0, errors.roi.y0
     for kind in (FP, FN):
         _, _, stats, centroids = cv2.connectedComponentsWithStats((errors.labels == kind).view(np.uint8), None, 8)
         for (x, y, w, h, area), (cx, cy) in zip(stats[1:], centroids[1:], strict=True):
             if area >= min_area:
-                box = Roi(errors.roi.x0 + int(x), errors.roi.y0 + int(y), errors.roi.x0 + int(x + w),
-                          errors.roi.y0 + int(y + h))
-                regions.append(ErrorRegion(kind, int(area), box, (errors.roi.x0 + float(cx), errors.roi.y0 + float(cy))))
+                box = Roi(x0 + int(x), y0 + int(y), x0 + int(x + w), y0 + int(y + h))
+                regions.append(ErrorRegion(kind, int(area), box, (x0 + float(cx), y0 + float(cy))))
     return sorted(regions, key=lambda r: (-r.area, r.box.y0, r.box.x0, r.kind))
 
 

@@ -27,8 +27,9 @@ class RemoteBackend(Backend):
     """Run a `.pipeline` on a host over SSH; see `open_remote_backend` for the common case.
 
     `probabilities` sets how probabilities travel: "uint8" (smallest, within 1/510), "float16" (within
-    2^-12) or "float32" (exact: metrics match a local run to the last digit). `host_pipeline` names a pipeline already on the host (nothing is uploaded
-    then). With `paths_on_host`, a `Path` given to `infer` is a file on the host, not one to upload.
+    2^-12) or "float32" (exact: metrics match a local run to the last digit). `host_pipeline` names a
+    pipeline already on the host (nothing is uploaded then). With `paths_on_host`, a `Path` given to
+    `infer` is a file on the host, not one to upload.
     """
 
     def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,

@@ -237,10 +237,13 @@ class SshConnection:
         if isinstance(exc, paramiko.BadHostKeyException):
             return HostKeyChanged(name, fingerprint(exc.key), fingerprint(exc.expected_key), hop.known_hosts)
         if isinstance(exc, paramiko.PasswordRequiredException):
-            return BackendError(f"{who}: key file {key_files[0] if key_files else ''} is encrypted: give its passphrase")
+            key_file = key_files[0] if key_files else ""
+            return BackendError(f"{who}: key file {key_file} is encrypted: give its passphrase")
         if isinstance(exc, paramiko.AuthenticationException):
-            tried = [f"key file {f}" for f in key_files] + (["ssh-agent"] if self.options.allow_agent else []) + \
-                (["~/.ssh/id_*"] if self.options.look_for_keys else []) + (["password"] if self.options.password else [])
+            tried = [f"key file {f}" for f in key_files]
+            tried += ["ssh-agent"] if self.options.allow_agent else []
+            tried += ["~/.ssh/id_*"] if self.options.look_for_keys else []
+            tried += ["password"] if self.options.password else []
             return BackendError(f"{who}: authentication failed (tried {', '.join(tried) or 'nothing'}); check the "
                                 "user name and that the key's .pub is in the host's authorized_keys")
         if isinstance(exc, socket.gaierror):

@@ -93,7 +93,8 @@ def project_bundle(pipeline_path: Path) -> tuple[Bundle, str]:
             relative = path.relative_to(root).as_posix()
         except ValueError:
             raise SegScopeError(f"{path}: lies outside the project folder {root}, so it cannot be uploaded with "
-                                "the pipeline; move it under the project or give the pipeline's path on the host")
+                                "the pipeline; move it under the project or give the pipeline's path on the "
+                                "host") from None
         files[relative] = path.read_bytes()
     return Bundle(f"project-{_digest(files)}", files), pipeline.path.relative_to(root).as_posix()
 

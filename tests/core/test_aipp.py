@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from segscope.core.aipp import AippConfig, apply_aipp, load_aipp, parse_aipp
 from segscope.core.errors import SegScopeError
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+
 from segscope.core.annotation import (
     MaskEditor,
     allowed_map,

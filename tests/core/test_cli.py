@@ -13,6 +13,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+
 from segscope.core import cli
 from segscope.core.backends import open_backend
 from segscope.core.metrics import image_metrics

@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 import onnxruntime as ort
 import pytest
+
 from segscope.core.backends import open_backend
 from segscope.core.backends.base import STAGES, Backend, InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend

@@ -7,6 +7,7 @@ import threading
 import cv2
 import numpy as np
 import pytest
+
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
 from segscope.core.errors import CancelledError

@@ -10,6 +10,7 @@ import os
 import cv2
 import numpy as np
 import pytest
+
 from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.export import export_result, write_metrics

@@ -7,6 +7,7 @@ import struct
 import cv2
 import numpy as np
 import pytest
+
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import (
     atomic_write_bytes,

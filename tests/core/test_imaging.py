@@ -5,6 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+
 from segscope.core.errors import SegScopeError
 from segscope.core.imaging import ResizePlan, ResizeSpec, crop, plan_resize, resize, uncrop_content
 from segscope.core.roi import Roi

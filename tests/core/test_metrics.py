@@ -7,6 +7,7 @@ import math
 import cv2
 import numpy as np
 import pytest
+
 from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.metrics import (

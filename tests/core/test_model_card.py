@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from segscope.core.errors import SegScopeError
 from segscope.core.model_card import card_path_for, load_model_card, postprocess
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.errors import SegScopeError
 from segscope.core.pipeline import DEFAULT_PIPELINE, PipelineError, load_pipeline

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from segscope.core.backends.base import InferenceResult
 from segscope.core.dataset import Dataset
 from segscope.core.errors import SegScopeError
+from segscope.core.export import encode_mask, export_result
 from segscope.core.fileio import read_mask, write_image
 from segscope.core.metrics import image_metrics
-from segscope.core.export import encode_mask, export_result
 from segscope.core.provenance import Source, sha256_file
 from segscope.core.roi import Roi
 
@@ -51,7 +52,10 @@ def tiff_tags(data: bytes) -> dict[int, int]:
     for i in range(count):
         entry = data[offset + 2 + 12 * i : offset + 14 + 12 * i]
         tag, kind, _ = struct.unpack(order + "HHI", entry[:8])
-        tags[tag] = struct.unpack(order + "H", entry[8:10])[0] if kind == 3 else struct.unpack(order + "I", entry[8:])[0]
+        if kind == 3:  # SHORT
+            tags[tag] = struct.unpack(order + "H", entry[8:10])[0]
+        else:
+            tags[tag] = struct.unpack(order + "I", entry[8:])[0]
     return tags
 
 
@@ -111,7 +115,8 @@ def test_exported_masks_reopen_as_ground_truth_unchanged(tmp_path: Path, binary_
 
 def test_threshold_export_and_multiclass_values(tmp_path: Path, binary_result: InferenceResult) -> None:
     export_result(binary_result, tmp_path, Source("t", tmp_path / "t.png", threshold=0.9), kinds=MASKS)
-    assert np.array_equal(read_mask(tmp_path / "t_mask.png"), np.where(binary_result.probabilities[..., 1] >= 0.9, 255, 0))
+    expected = np.where(binary_result.probabilities[..., 1] >= 0.9, 255, 0)
+    assert np.array_equal(read_mask(tmp_path / "t_mask.png"), expected)
     sidecar = json.loads((tmp_path / "t_provenance.json").read_text())
     assert sidecar["threshold"] == 0.9 and sidecar["class_index"] == 1 and sidecar["model"] == {"file": None,
                                                                                                  "sha256": None}
@@ -119,7 +124,8 @@ def test_threshold_export_and_multiclass_values(tmp_path: Path, binary_result: I
     rng = np.random.default_rng(1)
     probabilities = rng.dirichlet(np.ones(4), size=(30, 40)).astype(np.float32)
     multi = InferenceResult(probabilities, probabilities.argmax(-1).astype(np.uint8), ROI, SLIDE, {}, "mindx")
-    export_result(multi, tmp_path, Source("m", tmp_path / "m.png", Path("/remote/unet.om"), model_sha256="ab" * 32), MASKS)
+    source = Source("m", tmp_path / "m.png", Path("/remote/unet.om"), model_sha256="ab" * 32)
+    export_result(multi, tmp_path, source, MASKS)
     assert np.array_equal(read_mask(tmp_path / "m_mask.png"), probabilities.argmax(-1))
     sidecar = json.loads((tmp_path / "m_provenance.json").read_text())
     assert sidecar["model"] == {"file": "/remote/unet.om", "sha256": "ab" * 32}  # hashed where it ran

@@ -6,6 +6,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
 from segscope.core.evaluate import DatasetSummary, evaluate_dataset

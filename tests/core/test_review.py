@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.metrics import image_metrics

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from segscope.core.backends.base import Capabilities, InferenceResult
 from segscope.core.cli import main as cli_main
 from segscope.core.errors import SegScopeError
@@ -19,7 +20,8 @@ from segscope.core.runs import RunHistory, compare_runs, timing_table, write_tim
 ROI = Roi(10, 20, 12, 21)
 
 
-def result(probabilities: list, backend: str = "embedded", roi: Roi = ROI, timings: dict | None = None) -> InferenceResult:
+def result(probabilities: list, backend: str = "embedded", roi: Roi = ROI,
+           timings: dict | None = None) -> InferenceResult:
     p = np.asarray(probabilities, np.float32)
     return InferenceResult(p, p.argmax(-1).astype(np.uint8), roi, (100, 80), dict(timings or {}), backend)
 

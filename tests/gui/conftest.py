@@ -21,6 +21,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, QSettings, Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QWidget
+
 from segscope.core.demo_data import defect_region, generate_demo_dataset
 from segscope.core.roi import Roi
 

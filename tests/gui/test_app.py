@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
+
 from segscope.gui import app as app_module
 from segscope.gui.main_window import MainWindow
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.remote.connection import UnknownHostKey
@@ -57,8 +58,13 @@ def test_unknown_host_key_is_trusted_only_after_confirmation(qtbot, monkeypatch,
 
     asked: list[tuple[str, str]] = []
     answers = iter([False, True])
+
+    def fake_confirm(_parent: object, host: str, fingerprint: str) -> bool:
+        asked.append((host, fingerprint))
+        return next(answers)
+
     monkeypatch.setattr(BackendChoice, "open", fake_open)
-    monkeypatch.setattr(backend_dialog, "confirm_host_key", lambda _p, host, fp: asked.append((host, fp)) or next(answers))
+    monkeypatch.setattr(backend_dialog, "confirm_host_key", fake_confirm)
     dialog = BackendDialog(BackendChoice())
     qtbot.addWidget(dialog)
     dialog.radios["remote"].setChecked(True)

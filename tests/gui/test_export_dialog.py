@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QDialog, QMessageBox
+
 from segscope.core.export import EXPORT_KINDS
 from segscope.gui.export_dialog import ExportChoices, ExportDialog
 

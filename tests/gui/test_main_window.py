@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtTest import QTest
+
 from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
@@ -251,7 +252,9 @@ def test_a_bad_dataset_or_unreadable_slide_is_a_message(qtbot, window, tmp_path)
     (broken / "a").mkdir(parents=True)
     (broken / "a" / "image.png").write_bytes(b"not a png")
     assert window.open_dataset(broken)
-    qtbot.waitUntil(lambda: bool(window.messages.errors()) and "not a readable image" in window.messages.errors()[-1].text)
+    qtbot.waitUntil(
+        lambda: bool(window.messages.errors()) and "not a readable image" in window.messages.errors()[-1].text
+    )
     assert window.dataset_panel.model.row("a").status == "unreadable"
     assert not window.run_action.isEnabled()
 

@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+
 from segscope.core.backends import mindx
 
 HERE = Path(__file__).parent

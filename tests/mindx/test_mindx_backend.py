@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from segscope.core.backends import mindx
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
@@ -175,9 +176,10 @@ def test_get_result_timeout_destroys_the_streams(project: Path, images: list[byt
 def test_get_protobuf_is_guarded_by_a_timeout(project: Path, sdk_home: Path) -> None:
     backend = MindXBackend(project, sdk_home, timeout_s=0.5)
     api_thread = backend._session.thread._thread
+    never_sent = mindx._Pending(None, Roi(0, 0, 8, 8), Roi(0, 0, 8, 8), (8, 8), "<never sent>")  # nothing to wait for
     start = time.monotonic()
     with pytest.raises(BackendError, match="GetProtobuf returned nothing within 0.5 s"):
-        backend._collect(mindx._Pending(None, Roi(0, 0, 8, 8), Roi(0, 0, 8, 8), (8, 8), "<never sent>"))  # nothing to wait for
+        backend._collect(never_sent)
     assert time.monotonic() - start < 5
     assert len(_calls("DestroyAllStreams")) == 1  # which also releases the blocked GetProtobuf
     api_thread.join(5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from segscope.core.backends.mindx import MindXBackend
 from segscope.core.backends.mindx_env import import_sdk
 from segscope.core.errors import BackendError

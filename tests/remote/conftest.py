@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from segscope.core.remote.connection import SshOptions
 
 from .sshd import Sshd, SshdUnavailable, start_sshd

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from segscope.core import cli
 
 from .sshd import Sshd, ssh_fingerprint

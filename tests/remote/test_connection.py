@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from segscope.core.errors import BackendError, SegScopeError
 from segscope.core.remote.connection import (
     HostKeyChanged,
@@ -75,12 +76,13 @@ def test_accepting_a_wrong_fingerprint_is_still_a_refusal(sshd: Sshd, ssh_option
 def test_an_accepted_key_is_recorded_and_trusted_next_time(sshd: Sshd, ssh_options: SshOptions, tmp_path: Path,
                                                            accept: str) -> None:
     known = tmp_path / "my_known_hosts"
-    known.write_text("# my hosts\nother.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIZ1b3o1a2V5aG9zdGtleWZvcnRlc3Rz")
+    other_host = "other.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIZ1b3o1a2V5aG9zdGtleWZvcnRlc3Rz"
+    known.write_text(f"# my hosts\n{other_host}")
     ssh_options.known_hosts = known
     ssh_options.accept_new_host_key = True if accept == "flag" else ssh_fingerprint(sshd.host_key.with_suffix(".pub"))
     check_runs(connect(sshd, ssh_options))
     lines = known.read_text().splitlines()
-    assert lines[:2] == ["# my hosts", "other.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIZ1b3o1a2V5aG9zdGtleWZvcnRlc3Rz"]
+    assert lines[:2] == ["# my hosts", other_host]
     assert lines[2] == sshd.known_hosts_line().strip()
     ssh_options.accept_new_host_key = False
     check_runs(connect(sshd, ssh_options))

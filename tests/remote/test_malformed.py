@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from segscope.core.backends.remote import RemoteBackend
 from segscope.core.remote import protocol as p
 from segscope.core.remote import worker
@@ -120,7 +121,8 @@ def test_the_client_rejects_a_corrupt_hello(sshd: Sshd, ssh_options: SshOptions)
 
 
 def test_the_client_names_a_chatty_login_shell(sshd: Sshd, ssh_options: SshOptions) -> None:
-    connection, command = fake_worker(sshd, ssh_options, "print('Welcome to the Ascend box!', flush=True); sys.stdin.read()")
+    script = "print('Welcome to the Ascend box!', flush=True); sys.stdin.read()"
+    connection, command = fake_worker(sshd, ssh_options, script)
     with pytest.raises(p.ProtocolError, match="bad frame magic b'Welc'.*login shell prints anything"):
         WorkerSession(connection, command, startup_timeout=10)
     connection.close()

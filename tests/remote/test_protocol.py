@@ -8,6 +8,7 @@ import zlib
 
 import numpy as np
 import pytest
+
 from segscope.core.remote import protocol as p
 
 

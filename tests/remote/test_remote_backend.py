@@ -12,6 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.remote import RemoteBackend
 from segscope.core.errors import BackendError, CancelledError
@@ -83,11 +84,13 @@ def test_results_match_the_local_backend(tiny_model_project, open_remote, dtype:
         result = backend.infer(image, roi)
         np.testing.assert_array_equal(result.argmax, expected.argmax)
         assert result.probabilities.shape == expected.probabilities.shape == (960, 960, 2)
-        assert np.abs(result.probabilities - expected.probabilities).max() <= protocol.quantisation_step(dtype) / 2 + 1e-6
+        error = np.abs(result.probabilities - expected.probabilities).max()
+        assert error <= protocol.quantisation_step(dtype) / 2 + 1e-6
         if dtype == "float32":
             np.testing.assert_array_equal(result.probabilities, expected.probabilities)
         assert result.roi == expected.roi and result.image_size == expected.image_size == (320, 240)
-        assert {"upload", "decode", "crop", "resize", "preprocess", "infer", "postprocess", "download"} <= set(result.timings)
+        stages = {"upload", "decode", "crop", "resize", "preprocess", "infer", "postprocess", "download"}
+        assert stages <= set(result.timings)
         assert result.backend == "remote:embedded"
 
 

@@ -38,6 +38,7 @@ import MxpiDataType_pb2
 import MxpiDumpData_pb2
 import numpy as np
 from google.protobuf import json_format
+
 from segscope.core import imaging
 from segscope.core.backends.embedded import EmbeddedStream, open_session
 from segscope.core.errors import SegScopeError
@@ -252,7 +253,8 @@ class MetadataOutputVector(_Vector):
 
 
 class MxBufferAndMetadataOutput(_Struct):
-    _fields = (("errorCode", "int"), ("errorMsg", "string"), ("bufferOutput", MxBufferOutput), ("metadataVec", MetadataOutputVector))
+    _fields = (("errorCode", "int"), ("errorMsg", "string"), ("bufferOutput", MxBufferOutput),
+               ("metadataVec", MetadataOutputVector))
 
 
 def _output(code: int, data: bytes) -> MxDataOutput:
