@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QRectF, QRegularExpression, Qt, QTimer
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QGraphicsRectItem, QMenu, QWidget
 
 from ..core.errors import SegScopeError
@@ -29,7 +29,7 @@ from ..core.roi import Roi
 from ..core.runs import RunHistory
 from .compare_dialog import CompareDialog
 from .review_panel import METRICS, FilterBar, ReviewPanel
-from .shortcuts import key, with_key
+from .shortcuts import shortcut_action
 from .timing_panel import TimingPanel
 
 if TYPE_CHECKING:
@@ -101,13 +101,7 @@ class Inspection(QObject):
         return dock
 
     def _action(self, text: str, action_id: str, tip: str, slot) -> QAction:
-        action = QAction(text, self.window)
-        action.setShortcut(QKeySequence(key(action_id)))
-        action.setToolTip(with_key(tip, action_id))
-        action.setStatusTip(tip)
-        action.triggered.connect(slot)
-        self.window.addAction(action)
-        return action
+        return shortcut_action(self.window, text, action_id, tip, slot)
 
     def _build_menu(self) -> None:
         bar = self.window.menuBar()

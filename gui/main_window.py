@@ -44,7 +44,7 @@ from .message_area import MessageArea
 from .metrics_panel import MetricsPanel
 from .result_panels import ResultPanels
 from .run_controller import RunController, describe_error
-from .shortcuts import ShortcutsDialog, key, with_key
+from .shortcuts import ShortcutsDialog, key, shortcut_action, with_key
 from .slide_view import Pyramid, SlideView
 
 #: Results kept in memory for quick re-display (a 960x960x2 float32 result is ~7 MB).
@@ -148,13 +148,7 @@ class MainWindow(QMainWindow):
         return dock
 
     def _action(self, text: str, action_id: str, tip: str, slot, checkable: bool = False) -> QAction:
-        action = QAction(text, self, checkable=checkable)
-        action.setShortcut(QKeySequence(key(action_id)))
-        action.setToolTip(with_key(tip, action_id))
-        action.setStatusTip(tip)
-        action.triggered.connect(slot)
-        self.addAction(action)  # shortcuts work whatever has the focus
-        return action
+        return shortcut_action(self, text, action_id, tip, slot, checkable)
 
     def _build_actions(self) -> None:
         a = self._action

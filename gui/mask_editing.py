@@ -53,7 +53,7 @@ from ..core.metrics import image_metrics
 from ..core.roi import Roi
 from . import settings
 from .mask_canvas import EditLayer
-from .shortcuts import key, with_key
+from .shortcuts import key, shortcut_action
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -128,13 +128,7 @@ class MaskEditing(QObject):
 
     # ------------------------------------------------------------------------------------------ building
     def _action(self, text: str, action_id: str, tip: str, slot: Callable, checkable: bool = False) -> QAction:
-        action = QAction(text, self.window, checkable=checkable)
-        action.setShortcut(QKeySequence(key(action_id)))
-        action.setToolTip(with_key(tip, action_id))
-        action.setStatusTip(tip)
-        action.triggered.connect(slot)
-        self.window.addAction(action)
-        return action
+        return shortcut_action(self.window, text, action_id, tip, slot, checkable)
 
     def _build_actions(self) -> None:
         a = self._action

@@ -5,6 +5,9 @@ Widgets look their keys up here (`key("run_current")`) so the dialog can never d
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -12,6 +15,7 @@ from PySide6.QtWidgets import (
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
+    QWidget,
 )
 
 #: action id -> (key sequence in QKeySequence portable text, what it does)
@@ -68,6 +72,19 @@ def key(action: str) -> str:
 def with_key(tooltip: str, action: str) -> str:
     """A tooltip that ends with the action's shortcut, e.g. "Run the current image (Ctrl+R)"."""
     return f"{tooltip} ({key(action)})"
+
+
+def shortcut_action(window: QWidget, text: str, action_id: str, tip: str, slot: Callable,
+                    checkable: bool = False) -> QAction:
+    """An action with the table's key and a tooltip naming it, added to `window` so the shortcut works
+    whatever has the focus."""
+    action = QAction(text, window, checkable=checkable)
+    action.setShortcut(QKeySequence(key(action_id)))
+    action.setToolTip(with_key(tip, action_id))
+    action.setStatusTip(tip)
+    action.triggered.connect(slot)
+    window.addAction(action)
+    return action
 
 
 class ShortcutsDialog(QDialog):
