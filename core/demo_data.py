@@ -69,7 +69,7 @@ def _grain(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
     """Cast / sand-blasted grain: noise at several scales."""
     surface = rng.standard_normal(shape, dtype=np.float32)
     surface = cv2.GaussianBlur(surface, (3, 3), 0) * 1.8
-    for cell, weight in ((4, 0.8), (16, 0.6), (90, 0.8)):
+    for cell, weight in ((4, 0.8), (16, 0.3), (90, 0.8)):
         surface += weight * _upsampled_noise(rng, shape, cell * rng.uniform(0.7, 1.4))
     return surface
 
@@ -142,20 +142,20 @@ def _scratch(rng: np.random.Generator, canvas: np.ndarray, centre: np.ndarray, s
     widths = width * (0.75 + 0.25 * np.sin(np.linspace(0, rng.uniform(2, 9), n) + rng.uniform(0, 6)))
     widths[[0, -1]] *= 0.7  # tapered ends
     _stroke(canvas, points, np.maximum(widths, 3))
-    return 0.5 * width  # edge softness (Gaussian sigma), well under half the width so the footprint holds
+    return 0.25 * width  # edge softness (Gaussian sigma), well under half the width so the footprint holds
 
 
 def _crack(rng: np.random.Generator, canvas: np.ndarray, centre: np.ndarray, scale: float) -> float:
-    width = rng.uniform(4, 9) * scale
+    width = rng.uniform(5, 10) * scale
     length = rng.uniform(400, 1400) * scale
     trunk = _random_walk(rng, np.zeros(2), rng.uniform(0, 2 * np.pi), length, 18 * scale, 0.7, 0.0)
     trunk += centre - trunk.mean(axis=0)
     n = len(trunk) - 1
-    _stroke(canvas, trunk, np.maximum(width * np.linspace(1.0, 0.6, n), 3))
+    _stroke(canvas, trunk, np.maximum(width * np.linspace(1.0, 0.6, n), 4))
     for i in rng.choice(np.arange(1, n), size=min(n - 1, int(rng.integers(1, 4))), replace=False):
         direction = np.arctan2(*(trunk[i + 1] - trunk[i])[::-1]) + rng.choice([-1, 1]) * rng.uniform(0.4, 1.2)
         branch = _random_walk(rng, trunk[i], direction, rng.uniform(0.2, 0.5) * length, 15 * scale, 0.7, 0.0)
-        _stroke(canvas, branch, np.maximum(0.7 * width * np.linspace(1.0, 0.5, len(branch) - 1), 3))
+        _stroke(canvas, branch, np.maximum(0.7 * width * np.linspace(1.0, 0.5, len(branch) - 1), 4))
     return 0.25 * width
 
 
@@ -212,8 +212,8 @@ def _add_defect(
     if not footprint.any():
         return
     alpha = cv2.GaussianBlur(footprint.astype(np.float32) / 255, (0, 0), max(0.5, softness))
-    low_contrast = rng.random() < 0.25
-    contrast = texture_sigma * (rng.uniform(3.0, 4.5) if low_contrast else rng.uniform(5.0, 10.0))
+    low_contrast = rng.random() < 0.2
+    contrast = texture_sigma * (rng.uniform(4.0, 5.5) if low_contrast else rng.uniform(6.0, 12.0))
     sign = -1 if rng.random() < dark else 1
     # Inner mottling so large defects are not flat; never below 55% of the contrast.
     mottle = 0.85 + 0.15 * np.clip(_upsampled_noise(rng, alpha.shape, 20 * scale + 2), -2, 2)
