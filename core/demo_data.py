@@ -127,7 +127,7 @@ def _random_walk(
 def _stroke(canvas: np.ndarray, points: np.ndarray, widths: np.ndarray) -> None:
     """Draw a polyline whose segment i has thickness widths[i] (rounded joints, so no gaps)."""
     pts = np.round(points).astype(np.int32)
-    for (a, b), width in zip(pairwise(pts), widths):
+    for (a, b), width in zip(pairwise(pts), widths, strict=True):
         cv2.line(canvas, tuple(int(v) for v in a), tuple(int(v) for v in b), 255, max(1, round(width)))
 
 

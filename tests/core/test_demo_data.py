@@ -7,6 +7,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+
 from segscope.core.demo_data import SURFACES, defect_region, generate_demo_dataset, has_defects, make_slide
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import read_image, read_mask
@@ -31,12 +32,10 @@ def test_layout_ids_and_image_formats(small_dataset: list[Path]) -> None:
         assert set(np.unique(mask)) <= {0, 255}
 
 
-def test_same_seed_gives_identical_files_and_other_seeds_differ(
-    small_dataset: list[Path], tmp_path: Path
-) -> None:
+def test_same_seed_gives_identical_files_and_other_seeds_differ(small_dataset: list[Path], tmp_path: Path) -> None:
     again = generate_demo_dataset(tmp_path / "again", count=2, seed=3, size=SMALL)
     other = generate_demo_dataset(tmp_path / "other", count=1, seed=4, size=SMALL)
-    for a, b in zip(small_dataset[:2], again):
+    for a, b in zip(small_dataset[:2], again, strict=True):
         for name in ("image.png", "mask.png"):
             assert (a / name).read_bytes() == (b / name).read_bytes()
     assert (other[0] / "image.png").read_bytes() != (small_dataset[0] / "image.png").read_bytes()
