@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import json
 import sys
 import time
@@ -26,7 +27,7 @@ from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
 from .export import EXPORT_KINDS, export_result, write_metrics
-from .fileio import DEFAULT_MAX_PIXELS
+from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
 from .provenance import source_for
@@ -136,12 +137,14 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _load_npy(path: Path) -> np.ndarray:
+    data = read_bytes(path)
+    if not data.startswith(b"\x93NUMPY"):
+        raise SegScopeError(f"{path}: not a NumPy .npy file (save tensors with numpy.save, or export them with "
+                            "segscope eval --export)")
     try:
-        return np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise SegScopeError(f"{path}: file not found") from None
-    except (ValueError, OSError) as exc:
-        raise SegScopeError(f"{path}: not a NumPy .npy tensor ({exc})") from None
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except ValueError as exc:
+        raise SegScopeError(f"{path}: unreadable .npy tensor ({exc})") from None
 
 
 def run_compare(args: argparse.Namespace, out: TextIO) -> int:

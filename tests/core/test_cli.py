@@ -250,7 +250,14 @@ def test_compare_errors(tmp_path, capsys):
     assert run("compare", tmp_path / "a.npy", tmp_path / "absent.npy")[0] == 2
     assert_one_line_error(capsys, tmp_path / "absent.npy", "file not found")
     assert run("compare", tmp_path / "c.npy", tmp_path / "a.npy")[0] == 2
-    assert_one_line_error(capsys, tmp_path / "c.npy", "not a NumPy .npy tensor")
+    assert_one_line_error(capsys, tmp_path / "c.npy", "not a NumPy .npy file")
+    cv2.imwrite(str(tmp_path / "image.png"), np.zeros((4, 4), np.uint8))  # the user passed an image by mistake
+    assert run("compare", tmp_path / "image.png", tmp_path / "a.npy")[0] == 2
+    assert_one_line_error(capsys, tmp_path / "image.png", "not a NumPy .npy file")
+    pickled = np.array([{"a": 1}], dtype=object)
+    np.save(tmp_path / "objects.npy", pickled, allow_pickle=True)
+    assert run("compare", tmp_path / "objects.npy", tmp_path / "a.npy")[0] == 2
+    assert_one_line_error(capsys, tmp_path / "objects.npy", "unreadable .npy tensor")
 
 
 def test_internal_errors_exit_1_with_details_on_request(tmp_path, capsys, monkeypatch):
