@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -67,11 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipeline", type=Path)
     parser.add_argument("--item")
     parser.add_argument("--size", default="1600x1000")
-    parser.add_argument("--settings-dir", type=Path, help="keep QSettings here (default: the user's)")
+    parser.add_argument("--settings-dir", type=Path,
+                        help="keep QSettings here (default: a fresh folder, so the shot shows a new user's layout)")
     args = parser.parse_args(argv)
-    if args.settings_dir:
-        for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
-            QSettings.setPath(fmt, QSettings.Scope.UserScope, str(args.settings_dir))
+    settings_dir = args.settings_dir or Path(tempfile.mkdtemp(prefix="segscope-screenshot-"))
+    for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
+        QSettings.setPath(fmt, QSettings.Scope.UserScope, str(settings_dir))
     width, height = (int(v) for v in args.size.lower().split("x"))
     try:
         capture(args.dataset, args.out, args.pipeline, args.item, (width, height))
