@@ -26,7 +26,7 @@ from .backends import BACKEND_KINDS, open_backend
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
-from .export import EXPORT_KINDS, export_result, write_metrics
+from .export import EXPORT_KINDS, export_result, json_safe, write_metrics
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
@@ -118,12 +118,15 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     if args.export:
         write_metrics(rows, means, args.export, args.overwrite)
     if args.json:
-        json.dump({"images": rows, "summary": means}, out, indent=2, default=str)
+        json.dump(json_safe({"images": rows, "summary": means}), out, indent=2, allow_nan=False)
         out.write("\n")
     else:
-        print(f"========== Cross Valid dice coeff is: {means['soft_dice']}", file=out)
-        print(f"========== Cross Valid IOU is: {means['soft_iou']}", file=out)
-        print(f"========== Hard foreground dice is: {means['foreground_dice']} "
+        def shown(key: str) -> object:
+            return means[key] if means["images_with_masks"] else "n/a (no image has a mask)"
+
+        print(f"========== Cross Valid dice coeff is: {shown('soft_dice')}", file=out)
+        print(f"========== Cross Valid IOU is: {shown('soft_iou')}", file=out)
+        print(f"========== Hard foreground dice is: {shown('foreground_dice')} "
               f"(over {means['images_with_masks']} images with masks)", file=out)
     return EXIT_OK
 

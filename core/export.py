@@ -119,14 +119,14 @@ def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds:
     return [*written, atomic_write_bytes(sidecar, (json.dumps(document, indent=2) + "\n").encode(), overwrite=True)]
 
 
-def _json_safe(value: object) -> object:
+def json_safe(value: object) -> object:
     """NaN (a mean over no masks) becomes null: JSON has no NaN."""
     if isinstance(value, float) and value != value:
         return None
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -140,6 +140,6 @@ def write_metrics(rows: list[dict[str, object]], summary: dict[str, object], out
     writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    document = json.dumps(_json_safe({"images": rows, "summary": summary}), indent=2, allow_nan=False)
+    document = json.dumps(json_safe({"images": rows, "summary": summary}), indent=2, allow_nan=False)
     return [atomic_write_bytes(csv_path, text.getvalue().encode(), overwrite=True),
             atomic_write_bytes(json_path, (document + "\n").encode(), overwrite=True)]

@@ -79,6 +79,19 @@ def test_eval_prints_the_original_lines(tiny_model_project, small_dataset, capsy
     assert lines[6].endswith("(over 3 images with masks)")
 
 
+def test_eval_without_any_mask_says_so_and_writes_valid_json(tiny_model_project, small_dataset):
+    for item in ("1", "2", "10"):
+        (small_dataset / item / "mask.png").unlink()
+    code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
+    assert code == 0
+    assert "========== Cross Valid dice coeff is: n/a (no image has a mask)" in out.splitlines()
+    assert "nan" not in out
+    code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
+    assert code == 0
+    summary = json.loads(out)["summary"]  # strict JSON: NaN would not parse in other tools
+    assert summary["images_with_masks"] == 0 and summary["soft_dice"] is None and "NaN" not in out
+
+
 def test_eval_json_with_roi(tiny_model_project, small_dataset):
     code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
                     "--roi", "8,4,56,40", "--json")
