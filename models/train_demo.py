@@ -298,7 +298,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=MODELS / "unet_demo.onnx", help="ONNX file to write")
     parser.add_argument("--card", type=Path, help="model card to write (default: unet_hw960_bs1.json beside --out)")
     parser.add_argument("--slides", type=int, default=160, help="training slides (2 inputs each)")
-    parser.add_argument("--steps", type=int, default=8000, help="optimizer steps")
+    parser.add_argument("--steps", type=int, default=12000, help="optimizer steps")
     parser.add_argument("--batch", type=int, default=8, help="patches per step")
     parser.add_argument("--patch", type=int, default=320, help="patch side in pixels")
     parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (one-cycle)")
