@@ -23,6 +23,7 @@ from typing import TextIO
 import numpy as np
 
 from .backends import BACKEND_KINDS, open_backend
+from .check import add_check_command
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
@@ -206,13 +207,15 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("candidate", type=Path)
     cmp.add_argument("--json", action="store_true")
     cmp.set_defaults(handler=run_compare)
+
+    add_check_command(commands)
     return parser
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    known = {"gui", "eval", "demo", "compare", "-h", "--help", "--debug"}
+    known = {"gui", "eval", "demo", "compare", "check", "-h", "--help", "--debug"}
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)

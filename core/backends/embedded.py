@@ -1,7 +1,8 @@
 """The embedded backend: runs a MindX `.pipeline` on the CPU with OpenCV and ONNX Runtime.
 
-It emulates the stream element by element — opencv decode (BGR), ExternalObjects crop, opencv resize,
-the model's AIPP, tensorinfer on the card's ONNX export — so a laptop without Ascend hardware gets the
+It emulates the stream element by element (core.emulation): opencv decode, ExternalObjects crop, opencv
+resizes, image normalisation, the model's AIPP, tensorinfer on the card's ONNX export, semantic
+segmentation post-processing — so a laptop without Ascend hardware gets the
 results the Ascend host would give (up to fp16 rounding).
 """
 
@@ -20,6 +21,7 @@ from ..aipp import apply_aipp
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
 from ..model_card import ModelCard, load_model_card, postprocess
+from ..emulation import plan_stream
 from ..pipeline import Pipeline, load_pipeline
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceResult
@@ -43,41 +45,61 @@ def open_session(card: ModelCard, threads: int | None = None) -> ort.InferenceSe
 
 
 class EmbeddedStream:
-    """The stream's stages as plain functions of arrays, shared by the embedded backend and test doubles."""
+    """The stream's stages as plain functions of arrays (core.emulation reads which stages there are)."""
 
     def __init__(self, pipeline: Pipeline):
-        stream = pipeline.stream
-        unsupported = stream.unsupported_by_embedded()
-        if unsupported:
-            names = ", ".join(f"{e.name} ({e.factory})" for e in unsupported)
-            raise SegScopeError(f"{pipeline.path}: stream {stream.name!r}: {names} not supported by the embedded "
-                                "backend (still valid for MindX: run it on the Ascend host)")
         self.pipeline = pipeline
-        decoder = stream.find("mxpi_imagedecoder")
-        self.rgb = decoder is not None and decoder.props.get("outputDataFormat", "BGR").upper() == "RGB"
-        resize = stream.find("mxpi_imageresize")
-        self.resize_spec = (imaging.ResizeSpec.from_props(resize.props, f"{pipeline.path}: element {resize.name!r}")
-                            if resize else None)
+        self.plan = plan_stream(pipeline)
+        self.rgb = self.plan.decoder.rgb
         model_path = pipeline.model_path()
         card_path = model_path.with_suffix(".json")
         if not model_path.exists() and not card_path.exists():
             raise SegScopeError(f"{pipeline.path}: modelPath {model_path} not found (nor its model card "
                                 f"{card_path.name}); relative paths start at {pipeline.project_root}")
         self.card = load_model_card(card_path)
-        if self.resize_spec and (self.resize_spec.width, self.resize_spec.height) != self.card.input_size:
+        # A resize with no size set takes the model's input size (MxpiImageResize.cpp, dynamic image sizes).
+        self.resize_specs = tuple(spec.with_size(self.card.input_size) if spec.needs_size else spec
+                                  for spec in self.plan.resizes)
+        last = self.resize_specs[-1] if self.resize_specs else None
+        if last and last.resize_type in ("Resizer_Stretch", "Resizer_KeepAspectRatio_Fit") \
+                and (last.width, last.height) != self.card.input_size:
             raise SegScopeError(
-                f"{pipeline.path}: resize output {self.resize_spec.width}x{self.resize_spec.height} does not match "
-                f"the model input {self.card.input_size[0]}x{self.card.input_size[1]} ({self.card.path.name})")
+                f"{pipeline.path}: resize output {last.width}x{last.height} does not match the model input "
+                f"{self.card.input_size[0]}x{self.card.input_size[1]} ({self.card.path.name})")
 
     def decode(self, data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
         image = decode_image(data, source, cv2.IMREAD_COLOR, max_pixels)
-        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if self.rgb else image
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if self.rgb else image
+        return image.astype(np.float32) if self.plan.decoder.float32 else image
+
+    def crop(self, image: np.ndarray, roi: Roi, source: str) -> tuple[np.ndarray, Roi]:
+        """The crop plugin's box (widened by its expand ratios) and crop."""
+        if any(self.plan.expand):
+            roi = imaging.expand_box(roi, self.plan.expand, image.shape[1], image.shape[0])
+        return imaging.crop(image, roi, source)
 
     def resize(self, crop: np.ndarray) -> tuple[np.ndarray, imaging.ResizePlan]:
-        """The resize plugin's output (the crop itself when the stream has no resize element)."""
-        if self.resize_spec is None:
-            return crop, imaging.ResizePlan(crop.shape[1::-1], (0, 0, *crop.shape[1::-1]))
-        return imaging.resize(crop, self.resize_spec)
+        """The resize elements' output, one after the other, and where the crop lies in it."""
+        size = crop.shape[1::-1]
+        plans = []
+        for spec in self.resize_specs:
+            crop, plan = imaging.resize(crop, spec, self.rgb)
+            plans.append(plan)
+        return crop, imaging.chain_plans(plans, size)
+
+    def normalize(self, resized: np.ndarray) -> np.ndarray:
+        """mxpi_imagenormalize's output (the image itself when the stream has none)."""
+        return resized if self.plan.normalize is None else self.plan.normalize.apply(resized, self.rgb)
+
+    def segment(self, outputs: list[np.ndarray], crop_size: tuple[int, int], plan: imaging.ResizePlan,
+                argmax: np.ndarray) -> np.ndarray:
+        """The class map the stream's semantic segmentation post-processor gives, at model resolution."""
+        seg = self.plan.segmentation
+        if seg is None:
+            return argmax
+        classes = seg.to_crop(seg.class_map(outputs[0]), crop_size, plan)
+        # Back onto the model-resolution grid SegScope reports (nearest), so it lines up with probabilities.
+        return cv2.resize(classes, argmax.shape[::-1], interpolation=cv2.INTER_NEAREST)
 
     def to_tensor(self, resized: np.ndarray) -> np.ndarray:
         if resized.shape[1::-1] != self.card.input_size:
@@ -126,17 +148,18 @@ class EmbeddedBackend(Backend):
         decoded = self.stream.decode(data, source, self.max_pixels)
         lap("decode")
         height, width = decoded.shape[:2]
-        crop, box = imaging.crop(decoded, roi or Roi.whole(width, height), source)
+        crop, box = self.stream.crop(decoded, roi or Roi.whole(width, height), source)
         lap("crop")
         resized, plan = self.stream.resize(crop)
         lap("resize")
-        tensor = self.stream.to_tensor(resized)
+        tensor = self.stream.to_tensor(self.stream.normalize(resized))
         lap("preprocess")
         outputs = self.session.run(None, {self.stream.card.input_name: tensor})
         lap("infer")
         probabilities, argmax = postprocess(outputs, self.stream.card)
         probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, plan))
         argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, plan))
+        argmax = self.stream.segment(outputs, crop.shape[1::-1], plan, argmax)
         lap("postprocess")
         return InferenceResult(probabilities, argmax, box, (width, height), timings, "embedded")
 

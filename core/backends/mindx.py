@@ -44,6 +44,7 @@ from .. import imaging
 from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess
+from ..emulation import tensor_input_problem
 from ..pipeline import Element, Pipeline, Stream, load_pipeline
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult
@@ -263,6 +264,9 @@ class MindXBackend(Backend):
         self.pipeline = pipeline if isinstance(pipeline, Pipeline) else load_pipeline(pipeline)
         stream = self.pipeline.stream
         where = f"{self.pipeline.path}: stream {stream.name!r}"
+        problem = tensor_input_problem(stream)
+        if problem:
+            raise BackendError(f"{self.pipeline.path}: {problem}: SegScope sends images")
         if stream.input_element.factory != "appsrc" or stream.output_element.factory != "appsink":
             raise BackendError(f"{where}: must start with an appsrc and end with an appsink")
         if transport not in TRANSPORTS:
@@ -270,8 +274,9 @@ class MindXBackend(Backend):
         if not 1 <= in_flight <= MAX_IN_FLIGHT:
             raise BackendError(f"MindX in_flight {in_flight}: use 1..{MAX_IN_FLIGHT} "
                                f"(the appsink queue's size)")
-        infer_element = stream.find("mxpi_tensorinfer")
-        assert infer_element is not None  # load_pipeline guarantees it
+        infer_element = stream.model_element
+        if infer_element is None:
+            raise BackendError(f"{where}: runs no model (no mxpi_tensorinfer or mxpi_modelinfer element)")
         model_path = self.pipeline.model_path()
         if not model_path.is_file():
             raise BackendError(f"{where}: modelPath {model_path} not found "

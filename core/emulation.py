@@ -1,0 +1,278 @@
+"""CPU emulation of the MindX plugins a segmentation stream runs around its model, and the check of what the
+embedded backend can emulate.
+
+Each plugin's emulation cites the VisionSDK source or document it follows. The stream's structure is read
+by `plan_stream` once; the backend then runs the stages on arrays.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import cv2
+import numpy as np
+
+from . import imaging
+from .errors import SegScopeError
+from .pipeline import Element, Pipeline, Stream
+
+#: Elements that forward their buffer unchanged: GStreamer tee/queue, mxpi_dataserialize (it only turns
+#: metadata into JSON, VisionSDK MxpiDataSerialize.cpp) and mxpi_dumpdata (MxpiDumpData.cpp).
+PASS_THROUGH = frozenset({"appsrc", "appsink", "tee", "queue", "mxpi_dataserialize", "mxpi_dumpdata"})
+EMULATED = PASS_THROUGH | {"mxpi_imagedecoder", "mxpi_imagecrop", "mxpi_imageresize", "mxpi_imagenormalize",
+                           "mxpi_tensorinfer", "mxpi_modelinfer", "mxpi_semanticsegpostprocessor"}
+#: mxpi_modelinfer post-processing libraries that are semantic segmentation (VisionSDK docs/zh/appendix.md).
+SEGMENTATION_LIBS = ("deeplabv3post", "unetmindsporepost", "unet")
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """mxpi_imagedecoder (MxpiImageDecoder.cpp): `outputDataFormat` BGR|RGB, `dataType` uint8|float32."""
+
+    rgb: bool = False
+    float32: bool = False
+
+
+@dataclass(frozen=True)
+class Normalize:
+    """mxpi_imagenormalize (MxpiImageNormalize.cpp Normalize): per channel `(x - alpha) / beta` with
+    alpha/beta given as R,G,B (swapped for a BGR image), converted to `dataType` (auto = the input's) with
+    OpenCV's saturation, then to `format` (auto = the input's)."""
+
+    alpha: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    beta: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    data_type: str = "auto"
+    output_format: str = "auto"
+
+    @classmethod
+    def from_props(cls, props: dict[str, str], where: str) -> Normalize:
+        if props.get("processType", "1").strip() != "1":
+            raise SegScopeError(f"{where}: processType {props['processType']!r} (min-max normalisation) is not "
+                                "emulated by the embedded backend; only 1 (standardisation) is")
+
+        def triple(key: str, default: str) -> tuple[float, float, float]:
+            parts = [p for p in props.get(key, default).replace(" ", "").split(",") if p]
+            try:
+                values = tuple(float(p) for p in parts)
+            except ValueError:
+                values = ()
+            if len(values) != 3:
+                raise SegScopeError(f"{where}: {key} must be three numbers 'R,G,B', got {props[key]!r}")
+            return values  # type: ignore[return-value]
+
+        beta = triple("beta", "1,1,1")
+        if 0.0 in beta:
+            raise SegScopeError(f"{where}: beta must not be 0 (the plugin refuses it)")
+        data_type, output_format = props.get("dataType", "auto"), props.get("format", "auto")
+        if data_type not in ("auto", "UINT8", "FLOAT32") or output_format not in ("auto", "RGB888", "BGR888"):
+            raise SegScopeError(f"{where}: dataType must be auto|UINT8|FLOAT32 and format auto|RGB888|BGR888")
+        return cls(triple("alpha", "0,0,0"), beta, data_type, output_format)
+
+    def apply(self, image: np.ndarray, rgb: bool) -> np.ndarray:
+        """`image` H x W x 3 (RGB when `rgb`, else BGR) -> the normalised image in the output format."""
+        order = slice(None) if rgb else slice(None, None, -1)
+        alpha, beta = np.asarray(self.alpha)[order], np.asarray(self.beta)[order]
+        to_u8 = self.data_type == "UINT8" or (self.data_type == "auto" and image.dtype == np.uint8)
+        # cv::Mat::convertTo(type, 1/std, -mean/std) per channel: float math, saturate + round for uint8.
+        planes = [image[..., i].astype(np.float32) * np.float32(1 / beta[i]) + np.float32(-alpha[i] / beta[i])
+                  for i in range(3)]
+        out = np.stack(planes, axis=-1)
+        out = np.clip(np.rint(out), 0, 255).astype(np.uint8) if to_u8 else out
+        if self.output_format != "auto" and (self.output_format == "RGB888") != rgb:
+            out = np.ascontiguousarray(out[..., ::-1])
+        return out
+
+
+def read_config(path: Path, where: str) -> dict[str, str]:
+    """A post-processing config (`KEY=VALUE` lines, `#` comments), as MxBase ConfigUtil reads it."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise SegScopeError(f"{where}: postProcessConfigPath {path} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SegScopeError(f"{where}: cannot read postProcessConfigPath {path} ({exc})") from None
+    config = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, value = line.split("=", 1)
+            config[key.strip()] = value.strip()
+    return config
+
+
+@dataclass(frozen=True)
+class SemanticSeg:
+    """mxpi_semanticsegpostprocessor / a segmentation `mxpi_modelinfer` post-processor.
+
+    From VisionSDK docs/zh/appendix.md (deeplabv3.cfg, unet_simple.cfg) and SemanticSegPostProcessBase.cpp:
+    `CLASS_NUM` classes; `MODEL_TYPE` 0 = NHWC logits, 1 = NCHW (default 1); `POST_TYPE` 1 = the model's
+    output is already an N x H x W argmax (passed through); the class map is then resized back to the crop
+    with nearest neighbour `src[y * h / H][x * w / W]` (integers), where (w, h) is the content's size in the
+    model input for the keep-aspect resizers (`RESIZE_TYPE` 0 = no resize back).
+    """
+
+    class_num: int = 21
+    nchw: bool = True
+    argmax_input: bool = False
+    resize_back: bool = True
+
+    @classmethod
+    def from_element(cls, element: Element, pipeline: Pipeline, where: str) -> SemanticSeg:
+        config: dict[str, str] = {}
+        if element.props.get("postProcessConfigPath"):
+            config = read_config(pipeline.resolve(element.props["postProcessConfigPath"]), where)
+        if element.props.get("postProcessConfigContent"):
+            config.update(_content(element.props["postProcessConfigContent"]))
+        try:
+            return cls(int(config.get("CLASS_NUM", 21)), config.get("MODEL_TYPE", "1") != "0",
+                       config.get("POST_TYPE", "0") == "1", config.get("RESIZE_TYPE", "1") != "0")
+        except ValueError:
+            raise SegScopeError(f"{where}: CLASS_NUM must be an integer, got {config['CLASS_NUM']!r}") from None
+
+    def class_map(self, tensor: np.ndarray) -> np.ndarray:
+        """The model's output tensor -> H x W class indices (uint8)."""
+        array = np.asarray(tensor)
+        if self.argmax_input:
+            return array.reshape(array.shape[-2:]).astype(np.uint8)
+        array = array.reshape(array.shape[-3:])
+        classes = array.shape[0] if self.nchw else array.shape[-1]
+        if classes != self.class_num:
+            raise SegScopeError(f"the model gives {classes} classes but the post-process config's CLASS_NUM is "
+                                f"{self.class_num}: fix CLASS_NUM (or MODEL_TYPE, 0 = NHWC, 1 = NCHW)")
+        return array.argmax(axis=0 if self.nchw else -1).astype(np.uint8)
+
+    def to_crop(self, classes: np.ndarray, crop_size: tuple[int, int], plan: imaging.ResizePlan) -> np.ndarray:
+        """The class map at the crop's size (SemanticSegPostProcessBase::CoordinatesReduction)."""
+        width, height = crop_size
+        if not self.resize_back or classes.shape[::-1] == crop_size:
+            return classes
+        rh, rw = classes.shape
+        if plan.content != (0, 0, *plan.output_size):
+            rw, rh = plan.content[2] * rw // plan.output_size[0], plan.content[3] * rh // plan.output_size[1]
+        rows = np.arange(height, dtype=np.int64) * rh // height
+        cols = np.arange(width, dtype=np.int64) * rw // width
+        return classes[rows[:, None], cols[None, :]]
+
+
+def _content(text: str) -> dict[str, str]:
+    """postProcessConfigContent: a JSON object (kept as text by the loader) or KEY=VALUE text."""
+    pairs = re.findall(r'"?(\w+)"?\s*[:=]\s*"?([^",}\n]*)"?', text)
+    return {k: v.strip() for k, v in pairs}
+
+
+class NotEmulated(SegScopeError):
+    """The stream is valid for MindX but the embedded backend cannot emulate it; `reason` says why."""
+
+    def __init__(self, pipeline: Pipeline, reason: str):
+        super().__init__(f"{pipeline.path}: embedded backend cannot run it ({reason}; still valid for MindX: "
+                         "run it on the Ascend host)")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """What the embedded backend runs for the driven stream, element by element."""
+
+    decoder: Decoder
+    expand: tuple[float, float, float, float]  # crop's left, right, up, down expand ratios
+    resizes: tuple[imaging.ResizeSpec, ...]  # the crop's own resize first, then each mxpi_imageresize
+    normalize: Optional[Normalize]
+    model: Element
+    segmentation: Optional[SemanticSeg]
+
+
+def _processor(element: Element) -> str:
+    return element.props.get("handleMethod") or element.props.get("cvProcessor", "ascend")
+
+
+def _ratio(element: Element, key: str, where: str) -> float:
+    try:
+        value = float(element.props.get(key, "0"))
+    except ValueError:
+        raise SegScopeError(f"{where}: {key} must be a number in 0..1, got {element.props[key]!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise SegScopeError(f"{where}: {key} must be in 0..1 (the plugin's range), got {value:g}")
+    return value
+
+
+def plan_stream(pipeline: Pipeline) -> StreamPlan:
+    """Read the driven stream for emulation; `NotEmulated` names the first element it cannot emulate."""
+    stream = pipeline.stream
+    problem = tensor_input_problem(stream)
+    if problem:
+        raise NotEmulated(pipeline, problem)
+    model = stream.model_element
+    if model is None:
+        raise NotEmulated(pipeline, f"stream {stream.name!r} runs no model")
+    decoder, expand, normalize, segmentation = Decoder(), (0.0, 0.0, 0.0, 0.0), None, None
+    resizes: list[imaging.ResizeSpec] = []
+    after_model = False
+    for element in stream.driven_path:
+        where = f"{pipeline.path}: stream {stream.name!r}, element {element.name!r}"
+        name = f"{element.name} ({element.factory})"
+        try:
+            if element.factory not in EMULATED:
+                kind = "a custom plugin" if element.custom else "not emulated"
+                raise NotEmulated(pipeline, f"{name}: {kind}")
+            if element is model:
+                after_model = True
+                segmentation = _model_post(element, pipeline, where, name)
+            elif after_model and element.factory == "mxpi_semanticsegpostprocessor":
+                segmentation = SemanticSeg.from_element(element, pipeline, where)
+            elif element.factory in PASS_THROUGH:
+                continue
+            elif after_model or element.factory in ("mxpi_tensorinfer", "mxpi_modelinfer",
+                                                    "mxpi_semanticsegpostprocessor"):
+                raise NotEmulated(pipeline, f"{name}: not emulated at this place in the stream")
+            elif element.factory == "mxpi_imagedecoder":
+                decoder = _decoder(element, pipeline, where, name)
+            elif element.factory == "mxpi_imagecrop":
+                source = element.props.get("dataSource", "ExternalObjects")
+                if element.props.get("autoDetectFrame", "1") != "1" or source != "ExternalObjects":
+                    raise NotEmulated(pipeline, f"{name}: crops boxes from {source!r}, not SegScope's ROI "
+                                                "(dataSource ExternalObjects)")
+                expand = tuple(_ratio(element, f"{side}ExpandRatio", where)  # type: ignore[assignment]
+                               for side in ("left", "right", "up", "down"))
+                if element.props.get("resizeWidth", "0") != "0" and element.props.get("resizeHeight", "0") != "0":
+                    resizes.append(imaging.ResizeSpec.from_props(element.props, where))
+            elif element.factory == "mxpi_imageresize":
+                resizes.append(imaging.ResizeSpec.from_props(element.props, where))
+            elif element.factory == "mxpi_imagenormalize":
+                normalize = Normalize.from_props(element.props, where)
+        except NotEmulated:
+            raise
+        except SegScopeError as exc:
+            raise NotEmulated(pipeline, f"{name}: {str(exc).split(': ', 1)[-1]}") from None
+    return StreamPlan(decoder, expand, tuple(resizes), normalize, model, segmentation)
+
+
+def _decoder(element: Element, pipeline: Pipeline, where: str, name: str) -> Decoder:
+    if _processor(element) != "opencv":
+        raise NotEmulated(pipeline, f"{name}: DVPP decode (cvProcessor 'ascend', the SDK default: YUV420SP "
+                                    "output) is not emulated; set cvProcessor to opencv to run it here")
+    data_format = element.props.get("outputDataFormat", "BGR").upper()
+    data_type = element.props.get("dataType", "uint8").lower()
+    if data_format not in ("BGR", "RGB") or data_type not in ("uint8", "float32"):
+        raise SegScopeError(f"{where}: outputDataFormat must be BGR|RGB and dataType uint8|float32")
+    return Decoder(data_format == "RGB", data_type == "float32")
+
+
+def _model_post(element: Element, pipeline: Pipeline, where: str, name: str) -> Optional[SemanticSeg]:
+    """mxpi_modelinfer runs its `postProcessLibPath` library itself (VisionSDK MxpiModelInfer)."""
+    library = Path(element.props.get("postProcessLibPath", "")).name.lower()
+    if element.factory != "mxpi_modelinfer" or not library:
+        return None
+    if not any(key in library for key in SEGMENTATION_LIBS):
+        raise NotEmulated(pipeline, f"{name}: post-processing library {library!r} is not a segmentation one")
+    return SemanticSeg.from_element(element, pipeline, where)
+
+
+def tensor_input_problem(stream: Stream) -> Optional[str]:
+    """The one-line reason SegScope cannot feed this stream images, or None."""
+    if stream.model_element is None or not stream.takes_tensors():
+        return None
+    return (f"stream {stream.name!r} takes tensors, not images (its input {stream.input_element.name!r} "
+            "reaches no mxpi_imagedecoder)")
