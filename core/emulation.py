@@ -144,13 +144,15 @@ class SemanticSeg:
                                 f"{self.class_num}: fix CLASS_NUM (or MODEL_TYPE, 0 = NHWC, 1 = NCHW)")
         return array.argmax(axis=0 if self.nchw else -1).astype(np.uint8)
 
-    def to_crop(self, classes: np.ndarray, crop_size: tuple[int, int], plan: imaging.ResizePlan) -> np.ndarray:
-        """The class map at the crop's size (SemanticSegPostProcessBase::CoordinatesReduction)."""
+    def to_crop(self, classes: np.ndarray, crop_size: tuple[int, int], plan: imaging.ResizePlan,
+                keep_aspect: bool) -> np.ndarray:
+        """The class map at the crop's size (SemanticSegPostProcessBase::CoordinatesReduction); only after a
+        Fit/FastRCNN resize (`keep_aspect`) does the SDK leave the padding out."""
         width, height = crop_size
         if not self.resize_back or classes.shape[::-1] == crop_size:
             return classes
         rh, rw = classes.shape
-        if plan.content != (0, 0, *plan.output_size):
+        if keep_aspect:
             rw, rh = plan.content[2] * rw // plan.output_size[0], plan.content[3] * rh // plan.output_size[1]
         rows = np.arange(height, dtype=np.int64) * rh // height
         cols = np.arange(width, dtype=np.int64) * rw // width

@@ -97,7 +97,9 @@ class EmbeddedStream:
         seg = self.plan.segmentation
         if seg is None:
             return argmax
-        classes = seg.to_crop(seg.class_map(outputs[0]), crop_size, plan)
+        last = self.resize_specs[-1].resize_type if self.resize_specs else ""
+        keep_aspect = last in ("Resizer_KeepAspectRatio_Fit", "Resizer_KeepAspectRatio_FastRCNN")
+        classes = seg.to_crop(seg.class_map(outputs[0]), crop_size, plan, keep_aspect)
         # Back onto the model-resolution grid SegScope reports (nearest), so it lines up with probabilities.
         return cv2.resize(classes, argmax.shape[::-1], interpolation=cv2.INTER_NEAREST)
 
