@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
-import cv2
 import numpy as np
 
 from . import imaging
@@ -137,8 +135,11 @@ class SemanticSeg:
         array = np.asarray(tensor)
         if self.argmax_input:
             return array.reshape(array.shape[-2:]).astype(np.uint8)
+        if array.ndim < 3:
+            raise SegScopeError(f"the model output has shape {list(array.shape)}; a {'NCHW' if self.nchw else 'NHWC'} "
+                                "score tensor was expected (or set POST_TYPE=1 for an argmax output)")
         array = array.reshape(array.shape[-3:])
-        classes = array.shape[0] if self.nchw else array.shape[-1]
+        classes = int(array.shape[0 if self.nchw else 2])
         if classes != self.class_num:
             raise SegScopeError(f"the model gives {classes} classes but the post-process config's CLASS_NUM is "
                                 f"{self.class_num}: fix CLASS_NUM (or MODEL_TYPE, 0 = NHWC, 1 = NCHW)")
@@ -181,9 +182,14 @@ class StreamPlan:
     decoder: Decoder
     expand: tuple[float, float, float, float]  # crop's left, right, up, down expand ratios
     resizes: tuple[imaging.ResizeSpec, ...]  # the crop's own resize first, then each mxpi_imageresize
-    normalize: Optional[Normalize]
+    normalize: Normalize | None
     model: Element
-    segmentation: Optional[SemanticSeg]
+    segmentation: SemanticSeg | None
+
+
+def sized(specs: tuple[imaging.ResizeSpec, ...], input_size: tuple[int, int]) -> tuple[imaging.ResizeSpec, ...]:
+    """The specs with an unset resize size taken from the model input (MxpiImageResize.cpp dynamic sizes)."""
+    return tuple(spec.with_size(input_size) if spec.needs_size else spec for spec in specs)
 
 
 def _processor(element: Element) -> str:
@@ -213,66 +219,85 @@ def plan_stream(pipeline: Pipeline) -> StreamPlan:
     resizes: list[imaging.ResizeSpec] = []
     after_model = False
     for element in stream.driven_path:
-        where = f"{pipeline.path}: stream {stream.name!r}, element {element.name!r}"
-        name = f"{element.name} ({element.factory})"
+        name = f"{element.name} ({element.factory})"  # errors below name the element this way
+        if element.factory not in EMULATED:
+            raise NotEmulated(pipeline, f"{name}: {'a custom plugin' if element.custom else 'not emulated'}")
         try:
-            if element.factory not in EMULATED:
-                kind = "a custom plugin" if element.custom else "not emulated"
-                raise NotEmulated(pipeline, f"{name}: {kind}")
             if element is model:
                 after_model = True
-                segmentation = _model_post(element, pipeline, where, name)
-            elif after_model and element.factory == "mxpi_semanticsegpostprocessor":
-                segmentation = SemanticSeg.from_element(element, pipeline, where)
+                segmentation = _model_post(element, pipeline, name)
             elif element.factory in PASS_THROUGH:
                 continue
-            elif after_model or element.factory in ("mxpi_tensorinfer", "mxpi_modelinfer",
-                                                    "mxpi_semanticsegpostprocessor"):
-                raise NotEmulated(pipeline, f"{name}: not emulated at this place in the stream")
+            elif after_model:
+                if element.factory != "mxpi_semanticsegpostprocessor":
+                    raise NotEmulated(pipeline, f"{name}: not emulated after the model")
+                segmentation = SemanticSeg.from_element(element, pipeline, name)
             elif element.factory == "mxpi_imagedecoder":
-                decoder = _decoder(element, pipeline, where, name)
+                decoder = _decoder(element, pipeline, name)
             elif element.factory == "mxpi_imagecrop":
-                source = element.props.get("dataSource", "ExternalObjects")
-                if element.props.get("autoDetectFrame", "1") != "1" or source != "ExternalObjects":
-                    raise NotEmulated(pipeline, f"{name}: crops boxes from {source!r}, not SegScope's ROI "
-                                                "(dataSource ExternalObjects)")
-                expand = tuple(_ratio(element, f"{side}ExpandRatio", where)  # type: ignore[assignment]
-                               for side in ("left", "right", "up", "down"))
-                if element.props.get("resizeWidth", "0") != "0" and element.props.get("resizeHeight", "0") != "0":
-                    resizes.append(imaging.ResizeSpec.from_props(element.props, where))
+                expand = _crop_expand(element, pipeline, name)
+                resizes.extend(_resize_spec(element, name))
             elif element.factory == "mxpi_imageresize":
-                resizes.append(imaging.ResizeSpec.from_props(element.props, where))
+                resizes.extend(_resize_spec(element, name))
             elif element.factory == "mxpi_imagenormalize":
-                normalize = Normalize.from_props(element.props, where)
+                normalize = Normalize.from_props(element.props, name)
+            else:  # a second model, or a post-processor before the model
+                raise NotEmulated(pipeline, f"{name}: not emulated before the model")
         except NotEmulated:
             raise
         except SegScopeError as exc:
-            raise NotEmulated(pipeline, f"{name}: {str(exc).split(': ', 1)[-1]}") from None
+            raise NotEmulated(pipeline, str(exc)) from None
     return StreamPlan(decoder, expand, tuple(resizes), normalize, model, segmentation)
 
 
-def _decoder(element: Element, pipeline: Pipeline, where: str, name: str) -> Decoder:
+def _crop_expand(element: Element, pipeline: Pipeline, name: str) -> tuple[float, float, float, float]:
+    """mxpi_imagecrop on SegScope's ROI (dataSource ExternalObjects): its expand ratios (0..1 each)."""
+    source = element.props.get("dataSource", "ExternalObjects")
+    if element.props.get("autoDetectFrame", "1") != "1" or source != "ExternalObjects":
+        raise NotEmulated(pipeline, f"{name}: crops boxes from {source!r}, not SegScope's ROI "
+                                    "(dataSource ExternalObjects)")
+    return tuple(_ratio(element, f"{side}ExpandRatio", name)  # type: ignore[return-value]
+                 for side in ("left", "right", "up", "down"))
+
+
+def _resize_spec(element: Element, where: str) -> list[imaging.ResizeSpec]:
+    """A resize element's spec, or a crop's own resize (MxpiImageCrop.cpp: only when both sizes are set)."""
+    if element.factory == "mxpi_imagecrop" and "0" in (element.props.get("resizeWidth", "0"),
+                                                       element.props.get("resizeHeight", "0")):
+        return []
+    return [imaging.ResizeSpec.from_props(element.props, where)]
+
+
+def resize_specs(pipeline: Pipeline) -> tuple[imaging.ResizeSpec, ...]:
+    """The resizes on the driven stream's way to its model, in order (for mapping outputs back)."""
+    stream = pipeline.stream
+    return tuple(spec for element in stream.driven_path if element.factory in ("mxpi_imagecrop", "mxpi_imageresize")
+                 for spec in _resize_spec(element, f"{pipeline.path}: stream {stream.name!r}, element "
+                                                   f"{element.name!r}"))
+
+
+def _decoder(element: Element, pipeline: Pipeline, name: str) -> Decoder:
     if _processor(element) != "opencv":
         raise NotEmulated(pipeline, f"{name}: DVPP decode (cvProcessor 'ascend', the SDK default: YUV420SP "
                                     "output) is not emulated; set cvProcessor to opencv to run it here")
     data_format = element.props.get("outputDataFormat", "BGR").upper()
     data_type = element.props.get("dataType", "uint8").lower()
     if data_format not in ("BGR", "RGB") or data_type not in ("uint8", "float32"):
-        raise SegScopeError(f"{where}: outputDataFormat must be BGR|RGB and dataType uint8|float32")
+        raise SegScopeError(f"{name}: outputDataFormat must be BGR|RGB and dataType uint8|float32")
     return Decoder(data_format == "RGB", data_type == "float32")
 
 
-def _model_post(element: Element, pipeline: Pipeline, where: str, name: str) -> Optional[SemanticSeg]:
+def _model_post(element: Element, pipeline: Pipeline, name: str) -> SemanticSeg | None:
     """mxpi_modelinfer runs its `postProcessLibPath` library itself (VisionSDK MxpiModelInfer)."""
     library = Path(element.props.get("postProcessLibPath", "")).name.lower()
     if element.factory != "mxpi_modelinfer" or not library:
         return None
     if not any(key in library for key in SEGMENTATION_LIBS):
         raise NotEmulated(pipeline, f"{name}: post-processing library {library!r} is not a segmentation one")
-    return SemanticSeg.from_element(element, pipeline, where)
+    return SemanticSeg.from_element(element, pipeline, name)
 
 
-def tensor_input_problem(stream: Stream) -> Optional[str]:
+def tensor_input_problem(stream: Stream) -> str | None:
     """The one-line reason SegScope cannot feed this stream images, or None."""
     if stream.model_element is None or not stream.takes_tensors():
         return None

@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import cv2
 import numpy as np
@@ -227,6 +227,15 @@ def chain_plans(plans: Sequence[ResizePlan], crop_size: tuple[int, int]) -> Resi
         x, y, w, h = cx + x * sx, cy + y * sy, w * sx, h * sy
         size = plan.output_size
     return ResizePlan(size, (round(x), round(y), round(w), round(h)))
+
+
+def plan_chain(width: int, height: int, specs: Sequence[ResizeSpec]) -> ResizePlan:
+    """Where a `width` x `height` crop lies after the resizes `specs`, one after the other."""
+    plans, size = [], (width, height)
+    for spec in specs:
+        plans.append(plan_resize(*size, spec))
+        size = plans[-1].output_size
+    return chain_plans(plans, (width, height))
 
 
 def uncrop_content(array: np.ndarray, plan: ResizePlan) -> np.ndarray:

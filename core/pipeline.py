@@ -24,7 +24,6 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Optional
 
 from .errors import SegScopeError
 
@@ -97,7 +96,7 @@ class Stream:
         return sorted((e for e in self.elements.values() if e.factory == factory), key=lambda e: e.name)
 
     @property
-    def model_element(self) -> Optional[Element]:
+    def model_element(self) -> Element | None:
         """The first model-running element in stream order."""
         return next((self.elements[n] for n in self.order if self.elements[n].factory in MODEL_FACTORIES), None)
 
@@ -126,7 +125,7 @@ class Stream:
         end = self.output_element.name
         return tuple(self.elements[n] for n in self.order if n in reach and end in self.downstream(n))
 
-    def find(self, factory: str) -> Optional[Element]:
+    def find(self, factory: str) -> Element | None:
         """The first element of this factory in stream order."""
         return next((self.elements[n] for n in self.order if self.elements[n].factory == factory), None)
 
@@ -191,7 +190,7 @@ def _error(path: Path, where: str, problem: str) -> PipelineError:
     return PipelineError(f"{path}: {where}: {problem}")
 
 
-def _prop_text(value: object) -> Optional[str]:
+def _prop_text(value: object) -> str | None:
     """A prop as the SDK passes it on: strings as is, objects as compact JSON; None for anything else."""
     if isinstance(value, str):
         return value
@@ -200,12 +199,12 @@ def _prop_text(value: object) -> Optional[str]:
     return None
 
 
-def _names(raw: object) -> Optional[list[str]]:
+def _names(raw: object) -> list[str] | None:
     links = [raw] if isinstance(raw, str) else raw
     return links if isinstance(links, list) and all(isinstance(n, str) for n in links) else None
 
 
-def _parse_link(text: str) -> Optional[Link]:
+def _parse_link(text: str) -> Link | None:
     name, sep, pad = text.partition(":")
     if not sep:
         return Link(text, 0)

@@ -18,10 +18,10 @@ import onnxruntime as ort
 
 from .. import imaging
 from ..aipp import apply_aipp
+from ..emulation import plan_stream, sized
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
 from ..model_card import ModelCard, load_model_card, postprocess
-from ..emulation import plan_stream
 from ..pipeline import Pipeline, load_pipeline
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceResult
@@ -57,9 +57,7 @@ class EmbeddedStream:
             raise SegScopeError(f"{pipeline.path}: modelPath {model_path} not found (nor its model card "
                                 f"{card_path.name}); relative paths start at {pipeline.project_root}")
         self.card = load_model_card(card_path)
-        # A resize with no size set takes the model's input size (MxpiImageResize.cpp, dynamic image sizes).
-        self.resize_specs = tuple(spec.with_size(self.card.input_size) if spec.needs_size else spec
-                                  for spec in self.plan.resizes)
+        self.resize_specs = sized(self.plan.resizes, self.card.input_size)
         last = self.resize_specs[-1] if self.resize_specs else None
         if last and last.resize_type in ("Resizer_Stretch", "Resizer_KeepAspectRatio_Fit") \
                 and (last.width, last.height) != self.card.input_size:

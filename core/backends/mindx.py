@@ -41,10 +41,10 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .. import imaging
+from ..emulation import resize_specs, sized, tensor_input_problem
 from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess
-from ..emulation import tensor_input_problem
 from ..pipeline import Element, Pipeline, Stream, load_pipeline
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult
@@ -282,12 +282,11 @@ class MindXBackend(Backend):
             raise BackendError(f"{where}: modelPath {model_path} not found "
                                f"(relative paths start at {self.pipeline.project_root})")
         self.card = load_model_card(model_path)
-        resize = stream.find("mxpi_imageresize")
         try:
-            self._resize = imaging.ResizeSpec.from_props(resize.props, f"{where}, element {resize.name!r}") \
-                if resize else None
+            self._resizes: tuple[imaging.ResizeSpec, ...] | None = \
+                sized(resize_specs(self.pipeline), self.card.input_size)
         except SegScopeError:
-            self._resize = None  # a resize type SegScope cannot place: outputs are returned uncropped
+            self._resizes = None  # a resize SegScope cannot place: outputs are returned uncropped
         self.transport = "protobuf" if transport == "auto" else transport
         self.in_flight = in_flight
         self.timeout_s = timeout_s
@@ -421,8 +420,8 @@ class MindXBackend(Backend):
             raise BackendError(f"{self.card.path}: lists {len(self.card.outputs)} outputs but {self._key} "
                                f"returned {len(tensors)}: fix the card's 'outputs'")
         probabilities, argmax = postprocess(tensors, self.card)
-        if self._resize is not None:
-            plan = imaging.plan_resize(pending.box.width, pending.box.height, self._resize)
+        if self._resizes is not None:
+            plan = imaging.plan_chain(pending.box.width, pending.box.height, self._resizes)
             probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, plan))
             argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, plan))
         pending.timings["postprocess"] = time.perf_counter() - start

@@ -7,8 +7,16 @@ import numpy as np
 import pytest
 
 from segscope.core.errors import SegScopeError
-from segscope.core.imaging import (ResizePlan, ResizeSpec, chain_plans, crop, expand_box, plan_resize, resize,
-                                   uncrop_content)
+from segscope.core.imaging import (
+    ResizePlan,
+    ResizeSpec,
+    chain_plans,
+    crop,
+    expand_box,
+    plan_resize,
+    resize,
+    uncrop_content,
+)
 from segscope.core.roi import Roi
 
 
@@ -112,7 +120,7 @@ def test_stretch_equals_cv2_resize_linear():
     np.testing.assert_array_equal(out, cv2.resize(image, (30, 30), interpolation=cv2.INTER_LINEAR))
 
 
-O = {"dvpp": False}  # the opencv path
+OPENCV = {"dvpp": False}  # the opencv path
 # (resize type, source size, spec fields, the cv::resize sizes in turn, output size, content box) - sizes by
 # hand from MxpiImageResize.cpp's formulas.
 MODES = [
@@ -149,7 +157,7 @@ MODES = [
 def test_resize_types_and_padding(resize_type, src, fields, steps, output_size, content):
     image = gradient(*src)
     color = (11, 22, 33)
-    spec = ResizeSpec(resize_type=resize_type, padding_color=color, **{**O, **fields})
+    spec = ResizeSpec(resize_type=resize_type, padding_color=color, **{**OPENCV, **fields})
     assert plan_resize(*src, spec) == ResizePlan(output_size, content)
     out, plan = resize(image, spec)
     assert plan == ResizePlan(output_size, content)
