@@ -13,8 +13,9 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
+from . import dvpp
 from .backends.embedded import EmbeddedStream
-from .emulation import NotEmulated
+from .emulation import NotEmulated, plan_stream
 from .errors import SegScopeError
 from .pipeline import Pipeline, PipelineError, load_pipeline
 
@@ -35,7 +36,12 @@ def notes(pipeline: Pipeline) -> list[str]:
             if element.custom:
                 found.append(f"{element.name} is a custom plugin ({element.factory}): valid if installed on the "
                              "host")
-    if len(pipeline.streams) > 1 or pipeline.stream.has_several_ends():
+    try:
+        if plan_stream(pipeline).decoder.dvpp:
+            found.append(dvpp.NOTE)
+    except SegScopeError:
+        pass  # the embedded verdict says why
+    if pipeline.has_choices:
         found.append(f"SegScope drives {pipeline.choice()}")
     if pipeline.stream.model_element is not None:
         model = pipeline.model_path()

@@ -103,6 +103,11 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
                       remote=args.remote, accept_new_host_key=args.accept_new_host_key,
                       set_env=args.set_env, probabilities=args.probabilities,
                       python=args.remote_python) as backend:
+        details = backend.capabilities.details  # which stream of several it drives; how DVPP is approximated
+        notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
+            ([details["note"]] if "note" in details else [])
+        for note in notes:
+            print(f"segscope: note: {note}", file=sys.stderr)
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi), 1):
             summary.add(evaluation.metrics)
             result, item = evaluation.result, evaluation.item

@@ -28,10 +28,12 @@ SEGMENTATION_LIBS = ("deeplabv3post", "unetmindsporepost", "unet")
 
 @dataclass(frozen=True)
 class Decoder:
-    """mxpi_imagedecoder (MxpiImageDecoder.cpp): `outputDataFormat` BGR|RGB, `dataType` uint8|float32."""
+    """mxpi_imagedecoder (MxpiImageDecoder.cpp): opencv gives `outputDataFormat` BGR|RGB of `dataType`
+    uint8|float32; ascend (DVPP, the default) gives NV12 (core.dvpp)."""
 
     rgb: bool = False
     float32: bool = False
+    dvpp: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,11 +236,13 @@ def plan_stream(pipeline: Pipeline) -> StreamPlan:
                 segmentation = SemanticSeg.from_element(element, pipeline, name)
             elif element.factory == "mxpi_imagedecoder":
                 decoder = _decoder(element, pipeline, name)
-            elif element.factory == "mxpi_imagecrop":
-                expand = _crop_expand(element, pipeline, name)
+            elif element.factory in ("mxpi_imagecrop", "mxpi_imageresize"):
+                if element.factory == "mxpi_imagecrop":
+                    expand = _crop_expand(element, pipeline, name)
                 resizes.extend(_resize_spec(element, name))
-            elif element.factory == "mxpi_imageresize":
-                resizes.extend(_resize_spec(element, name))
+                _check_memory(element, decoder, pipeline, name, resizes)
+            elif element.factory == "mxpi_imagenormalize" and decoder.dvpp:
+                raise NotEmulated(pipeline, f"{name}: works on host images, not on DVPP's NV12")
             elif element.factory == "mxpi_imagenormalize":
                 normalize = Normalize.from_props(element.props, name)
             else:  # a second model, or a post-processor before the model
@@ -248,6 +252,20 @@ def plan_stream(pipeline: Pipeline) -> StreamPlan:
         except SegScopeError as exc:
             raise NotEmulated(pipeline, str(exc)) from None
     return StreamPlan(decoder, expand, tuple(resizes), normalize, model, segmentation)
+
+
+def _check_memory(element: Element, decoder: Decoder, pipeline: Pipeline, name: str,
+                  resizes: list[imaging.ResizeSpec]) -> None:
+    """After a DVPP decoder the image is in device memory: only ascend crops/resizes take it (opencv ones fail
+    with "Memory type is not host", MxpiImageCrop.cpp/MxpiImageResize.cpp); SegScope emulates Stretch there."""
+    if not decoder.dvpp:
+        return
+    if _processor(element) != "ascend":
+        raise NotEmulated(pipeline, f"{name}: an opencv {element.factory} after a DVPP decoder (MindX fails: the "
+                                    "image is in device memory); set both to opencv, or both to ascend")
+    if resizes and resizes[-1].resize_type != "Resizer_Stretch":
+        raise NotEmulated(pipeline, f"{name}: {resizes[-1].resize_type} on the DVPP path is not emulated "
+                                    "(Resizer_Stretch is)")
 
 
 def _crop_expand(element: Element, pipeline: Pipeline, name: str) -> tuple[float, float, float, float]:
@@ -277,9 +295,10 @@ def resize_specs(pipeline: Pipeline) -> tuple[imaging.ResizeSpec, ...]:
 
 
 def _decoder(element: Element, pipeline: Pipeline, name: str) -> Decoder:
-    if _processor(element) != "opencv":
-        raise NotEmulated(pipeline, f"{name}: DVPP decode (cvProcessor 'ascend', the SDK default: YUV420SP "
-                                    "output) is not emulated; set cvProcessor to opencv to run it here")
+    if _processor(element) == "ascend":
+        if element.props.get("formatAdaptation", "off") != "off":
+            raise NotEmulated(pipeline, f"{name}: DVPP decode with formatAdaptation on is not emulated")
+        return Decoder(dvpp=True)
     data_format = element.props.get("outputDataFormat", "BGR").upper()
     data_type = element.props.get("dataType", "uint8").lower()
     if data_format not in ("BGR", "RGB") or data_type not in ("uint8", "float32"):

@@ -157,6 +157,11 @@ class Pipeline:
         with_model = [s for s in self.streams.values() if s.model_element is not None]
         return with_model[0] if with_model else next(iter(self.streams.values()))
 
+    @property
+    def has_choices(self) -> bool:
+        """True when the file has several streams, or the driven one several inputs or outputs."""
+        return len(self.streams) > 1 or self.stream.has_several_ends()
+
     def choice(self) -> str:
         """Which stream, input and output SegScope drives, for messages when the file has several."""
         return f"stream {self.stream.name!r}, {self.stream.choice()}"

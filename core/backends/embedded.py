@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Union
 
 import cv2
 import numpy as np
 import onnxruntime as ort
 
-from .. import imaging
+from .. import dvpp, imaging
 from ..aipp import apply_aipp
 from ..emulation import plan_stream, sized
 from ..errors import BackendError, SegScopeError
@@ -25,6 +26,9 @@ from ..model_card import ModelCard, load_model_card, postprocess
 from ..pipeline import Pipeline, load_pipeline
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceResult
+
+#: A decoded image: H x W x C on the opencv path, NV12 planes on the DVPP path.
+Image = Union[np.ndarray, dvpp.Nv12]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
 
 
 def open_session(card: ModelCard, threads: int | None = None) -> ort.InferenceSession:
@@ -58,6 +62,13 @@ class EmbeddedStream:
                                 f"{card_path.name}); relative paths start at {pipeline.project_root}")
         self.card = load_model_card(card_path)
         self.resize_specs = sized(self.plan.resizes, self.card.input_size)
+        aipp = self.card.aipp
+        if self.plan.decoder.dvpp != bool(aipp and aipp.yuv_input):
+            given = "NV12 (DVPP decode)" if self.plan.decoder.dvpp else "an opencv image"
+            wanted = aipp.input_format if aipp else "no AIPP (an RGB/BGR tensor)"
+            raise SegScopeError(f"{pipeline.path}: the stream gives the model {given} but its card "
+                                f"{self.card.path.name} expects {wanted}: match the decoder's cvProcessor to "
+                                "the model's AIPP input_format")
         last = self.resize_specs[-1] if self.resize_specs else None
         if last and last.resize_type in ("Resizer_Stretch", "Resizer_KeepAspectRatio_Fit") \
                 and (last.width, last.height) != self.card.input_size:
@@ -65,28 +76,43 @@ class EmbeddedStream:
                 f"{pipeline.path}: resize output {last.width}x{last.height} does not match the model input "
                 f"{self.card.input_size[0]}x{self.card.input_size[1]} ({self.card.path.name})")
 
-    def decode(self, data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    def decode(self, data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image:
         image = decode_image(data, source, cv2.IMREAD_COLOR, max_pixels)
+        if self.plan.decoder.dvpp:
+            return dvpp.decode(image)
         image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if self.rgb else image
         return image.astype(np.float32) if self.plan.decoder.float32 else image
 
-    def crop(self, image: np.ndarray, roi: Roi, source: str) -> tuple[np.ndarray, Roi]:
+    @staticmethod
+    def size(image: Image) -> tuple[int, int]:
+        """(width, height) of a decoded, cropped or resized image."""
+        return image.size if isinstance(image, dvpp.Nv12) else (image.shape[1], image.shape[0])
+
+    def crop(self, image: Image, roi: Roi, source: str) -> tuple[Image, Roi]:
         """The crop plugin's box (widened by its expand ratios) and crop."""
         if any(self.plan.expand):
-            roi = imaging.expand_box(roi, self.plan.expand, image.shape[1], image.shape[0])
+            roi = imaging.expand_box(roi, self.plan.expand, *self.size(image))
+        if isinstance(image, dvpp.Nv12):
+            return dvpp.crop(image, roi, source)
         return imaging.crop(image, roi, source)
 
-    def resize(self, crop: np.ndarray) -> tuple[np.ndarray, imaging.ResizePlan]:
+    def resize(self, crop: Image) -> tuple[Image, imaging.ResizePlan]:
         """The resize elements' output, one after the other, and where the crop lies in it."""
-        size = crop.shape[1::-1]
+        size = self.size(crop)
         plans = []
         for spec in self.resize_specs:
-            crop, plan = imaging.resize(crop, spec, self.rgb)
-            plans.append(plan)
+            if isinstance(crop, dvpp.Nv12):  # Stretch only (core.emulation)
+                plans.append(imaging.plan_resize(*self.size(crop), spec))
+                crop = dvpp.resize(crop, (spec.width, spec.height), spec.interpolation)
+            else:
+                crop, plan = imaging.resize(crop, spec, self.rgb)
+                plans.append(plan)
         return crop, imaging.chain_plans(plans, size)
 
-    def normalize(self, resized: np.ndarray) -> np.ndarray:
-        """mxpi_imagenormalize's output (the image itself when the stream has none)."""
+    def model_image(self, resized: Image) -> np.ndarray:
+        """What reaches the model's AIPP: YUV444 from NV12, or mxpi_imagenormalize's output, or the image."""
+        if isinstance(resized, dvpp.Nv12):
+            return resized.yuv444()
         return resized if self.plan.normalize is None else self.plan.normalize.apply(resized, self.rgb)
 
     def segment(self, outputs: list[np.ndarray], crop_size: tuple[int, int], plan: imaging.ResizePlan,
@@ -128,7 +154,9 @@ class EmbeddedBackend(Backend):
             input_size=card.input_size,
             class_names=card.class_names,
             details={"model": str(card.onnx), "card": str(card.path), "pipeline": str(self.stream.pipeline.path),
-                     "opencv": cv2.__version__, "onnxruntime": ort.__version__},
+                     "opencv": cv2.__version__, "onnxruntime": ort.__version__,
+                     **({"note": dvpp.NOTE} if self.stream.plan.decoder.dvpp else {}),
+                     **({"stream": self.stream.pipeline.choice()} if self.stream.pipeline.has_choices else {})},
         )
 
     def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
@@ -147,19 +175,19 @@ class EmbeddedBackend(Backend):
         data = read_bytes(image) if isinstance(image, Path) else image
         decoded = self.stream.decode(data, source, self.max_pixels)
         lap("decode")
-        height, width = decoded.shape[:2]
+        width, height = self.stream.size(decoded)
         crop, box = self.stream.crop(decoded, roi or Roi.whole(width, height), source)
         lap("crop")
         resized, plan = self.stream.resize(crop)
         lap("resize")
-        tensor = self.stream.to_tensor(self.stream.normalize(resized))
+        tensor = self.stream.to_tensor(self.stream.model_image(resized))
         lap("preprocess")
         outputs = self.session.run(None, {self.stream.card.input_name: tensor})
         lap("infer")
         probabilities, argmax = postprocess(outputs, self.stream.card)
         probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, plan))
         argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, plan))
-        argmax = self.stream.segment(outputs, crop.shape[1::-1], plan, argmax)
+        argmax = self.stream.segment(outputs, self.stream.size(crop), plan, argmax)
         lap("postprocess")
         return InferenceResult(probabilities, argmax, box, (width, height), timings, "embedded")
 

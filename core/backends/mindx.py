@@ -309,7 +309,8 @@ class MindXBackend(Backend):
             class_names=self.card.class_names,
             details={"sdk": str(self.sdk.home or "PYTHONPATH"), "sdk_version": self.sdk.version,
                      "transport": self.transport, "in_flight": str(in_flight), "model": str(model_path),
-                     "card": str(self.card.path), "pipeline": str(self.pipeline.path)},
+                     "card": str(self.card.path), "pipeline": str(self.pipeline.path),
+                     **({"stream": self.pipeline.choice()} if self.pipeline.has_choices else {})},
         )
 
     def _stream_config(self, stream: Stream, where: str) -> bytes:

@@ -94,8 +94,8 @@ def test_defaults_without_switches_are_identity():
     ("body", "expected"),
     [
         ("aipp_mode : dynamic", "only static"),
-        ("input_format : YUV420SP_U8", "only RGB888_U8"),
-        ("csc_switch : true", "csc_switch true is not supported"),
+        ("input_format : XRGB8888_U8", "the embedded backend supports RGB888_U8, YUV420SP_U8"),
+        ("csc_switch : true", "csc_switch true needs its matrix_r0c0..matrix_r2c2"),
         ("crop : true", "crop true is not supported"),
         ("resize : true", "resize true is not supported"),
         ("padding : true", "padding true is not supported"),

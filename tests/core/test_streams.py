@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 
+from segscope.core import dvpp
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.cli import main
 from segscope.core.emulation import NotEmulated
+from segscope.core.errors import SegScopeError
+from segscope.core.demo_data import generate_demo_dataset
+from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.roi import Roi
 
 ROI = Roi(30, 20, 100, 80)  # a 70 x 60 crop
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -132,7 +139,7 @@ def tensor_input(data: dict) -> None:
     stream["appsrc1"] = {"factory": "appsrc", "next": "mxpi_tensorinfer0:1"}
 
 
-def dvpp(data: dict) -> None:
+def dvpp_decoder(data: dict) -> None:
     data["unet_mindspore"]["mxpi_imagedecoder0"]["props"] = {}
 
 
@@ -150,9 +157,9 @@ def custom(data: dict) -> None:
     (lambda data: None, "valid for MindX; embedded backend: runs"),
     (tensor_input, "valid for MindX; embedded backend: cannot run (stream 'unet_mindspore' takes tensors, not "
                    "images (its input 'appsrc0' reaches no mxpi_imagedecoder))"),
-    (dvpp, "valid for MindX; embedded backend: cannot run (mxpi_imagedecoder0 (mxpi_imagedecoder): DVPP decode "
-           "(cvProcessor 'ascend', the SDK default: YUV420SP output) is not emulated; set cvProcessor to opencv "
-           "to run it here)"),
+    (dvpp_decoder, "valid for MindX; embedded backend: cannot run (mxpi_imagecrop0 (mxpi_imagecrop): an opencv "
+           "mxpi_imagecrop after a DVPP decoder (MindX fails: the image is in device memory); set both to opencv, "
+           "or both to ascend)"),
     (custom, "valid for MindX; embedded backend: cannot run (my_filter0 (my_filter): a custom plugin)"),
     (modelinfer("libyolov3postprocess.so"), "valid for MindX; embedded backend: cannot run (mxpi_tensorinfer0 "
      "(mxpi_modelinfer): post-processing library 'libyolov3postprocess.so' is not a segmentation one)"),
@@ -192,3 +199,100 @@ def test_the_backend_refuses_a_tensor_input_stream_with_the_checks_reason(tiny_m
     with pytest.raises(NotEmulated, match="takes tensors, not images") as info:
         EmbeddedBackend(path)
     assert "\n" not in str(info.value)
+
+
+# --- the DVPP path ----------------------------------------------------------------------------------------
+
+JPEG_CSC = """aipp_op {
+    aipp_mode : static
+    input_format : YUV420SP_U8
+    csc_switch : true
+    rbuv_swap_switch : false
+    matrix_r0c0 : 256
+    matrix_r0c1 : 0
+    matrix_r0c2 : 359
+    matrix_r1c0 : 256
+    matrix_r1c1 : -88
+    matrix_r1c2 : -183
+    matrix_r2c0 : 256
+    matrix_r2c1 : 454
+    matrix_r2c2 : 0
+    input_bias_0 : 0
+    input_bias_1 : 128
+    input_bias_2 : 128
+    min_chn_0 : 127.5
+    min_chn_1 : 127.5
+    min_chn_2 : 127.5
+    var_reci_chn_0 : 0.007843137254902
+    var_reci_chn_1 : 0.007843137254902
+    var_reci_chn_2 : 0.007843137254902
+}
+"""
+
+
+def all_dvpp(data: dict) -> None:
+    stream = data["unet_mindspore"]
+    stream["mxpi_imagedecoder0"]["props"] = {}  # cvProcessor ascend, the SDK default
+    stream["mxpi_imagecrop0"]["props"] = {"dataSource": "ExternalObjects"}
+    stream["mxpi_imageresize0"]["props"] = {"resizeHeight": "960", "resizeWidth": "960"}
+    stream["mxpi_tensorinfer0"]["props"]["modelPath"] = "models/yuv.om"
+
+
+def test_dvpp_decode_crop_resize_and_aipp_csc(tiny_model_project, slide):
+    card = json.loads(tiny_model_project.card.read_text())
+    card["aipp"] = "yuv.cfg"
+    (tiny_model_project.root / "models" / "yuv.json").write_text(json.dumps(card))
+    (tiny_model_project.root / "models" / "yuv.cfg").write_text(JPEG_CSC)
+    path, image = slide
+    pipeline = tiny_model_project.write_pipeline("dvpp.pipeline", all_dvpp)
+    with EmbeddedBackend(pipeline, threads=1) as backend:
+        result = backend.infer(path, Roi(31, 21, 100, 80))
+    # By hand: full-range BT.601 YUV, chroma averaged over 2x2 (the 120x90 slide: strides 128 x 90), the crop
+    # from the even corner (30, 20) with even sizes (70 x 60), each plane resized, chroma repeated 2x2, the
+    # JPEG CSC matrix (>> 8), then (x - 127.5) / 127.5.
+    b, g, r = (image[20:80, 30:100, c].astype(np.float64) for c in range(3))
+    y = 0.299 * r + 0.587 * g + 0.114 * b
+    u, v = (b - y) * 0.564 + 128, (r - y) * 0.713 + 128
+    half = [(np.rint(c).clip(0, 255).reshape(30, 2, 35, 2).sum(axis=(1, 3)) + 2) // 4 for c in (u, v)]
+    y960 = cv2.resize(np.rint(y).clip(0, 255).astype(np.uint8), (960, 960), interpolation=cv2.INTER_LINEAR)
+    uv480 = [cv2.resize(np.rint(c).astype(np.uint8), (480, 480), interpolation=cv2.INTER_LINEAR) for c in half]
+    yy, uu, vv = y960.astype(np.int64), *(c.repeat(2, 0).repeat(2, 1).astype(np.int64) - 128 for c in uv480)
+    rgb = np.dstack([(256 * yy + 359 * vv) >> 8, (256 * yy - 88 * uu - 183 * vv) >> 8, (256 * yy + 454 * uu) >> 8])
+    tensor = ((rgb.clip(0, 255) - 127.5) / 127.5).transpose(2, 0, 1)[None]
+    expected = tiny_model_project.probabilities(tensor)
+    assert result.roi == Roi(30, 20, 100, 80)
+    # Rounding of the chroma averages and of OpenCV's own YUV conversion differ by at most 1 level.
+    np.testing.assert_allclose(result.probabilities, expected, atol=0.01)
+    assert np.mean(np.abs(result.probabilities - expected)) < 1e-3
+
+
+def test_dvpp_stream_against_an_rgb_model_is_refused(tiny_model_project):
+    card = json.loads(tiny_model_project.card.read_text())
+    (tiny_model_project.root / "models" / "yuv.json").write_text(json.dumps(card))
+    pipeline = tiny_model_project.write_pipeline("dvpp.pipeline", all_dvpp)
+    with pytest.raises(SegScopeError, match="gives the model NV12 .DVPP decode. but its card yuv.json expects "
+                                            "RGB888_U8"):
+        EmbeddedBackend(pipeline)
+
+
+def test_dvpp_approximation_on_a_demo_slide_is_what_the_note_says(tmp_path):
+    """dvpp.NOTE's figures, re-measured on the first demo slide with the shipped demo model."""
+    project = tmp_path / "project"
+    (project / "pipelines").mkdir(parents=True)
+    shutil.copytree(REPO / "models", project / "models", ignore=shutil.ignore_patterns("*.py", "*.md", "*.sh"))
+    card = json.loads((project / "models" / "unet_hw960_bs1.json").read_text())
+    card["aipp"] = "yuv.cfg"
+    (project / "models" / "yuv.json").write_text(json.dumps(card))
+    (project / "models" / "yuv.cfg").write_text(JPEG_CSC)
+    data = json.loads(DEFAULT_PIPELINE.read_text())
+    all_dvpp(data)
+    (project / "pipelines" / "dvpp.pipeline").write_text(json.dumps(data))
+    shutil.copy(DEFAULT_PIPELINE, project / "pipelines" / "opencv.pipeline")
+    slide = generate_demo_dataset(tmp_path / "demo", count=1)[0] / "image.png"
+    roi = Roi(2200, 1000, 4000, 2800)
+    with EmbeddedBackend(project / "pipelines" / "opencv.pipeline") as opencv, \
+            EmbeddedBackend(project / "pipelines" / "dvpp.pipeline") as dvpp_path:
+        assert dvpp_path.capabilities.details["note"] == dvpp.NOTE and "note" not in opencv.capabilities.details
+        a, b = opencv.infer(slide, roi), dvpp_path.infer(slide, roi)
+    difference = np.abs(a.probabilities - b.probabilities)
+    assert difference.mean() < 1e-4 and difference.max() < 0.25 and (a.argmax == b.argmax).mean() > 0.9999
