@@ -333,8 +333,10 @@ def parse_pipeline(text: str, path: Path) -> Pipeline:
     except RecursionError:
         raise PipelineError(f"{path}: invalid JSON: nested too deeply") from None
     if not isinstance(data, dict) or not data:
+        kinds = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+        got = "an empty object" if isinstance(data, dict) else kinds.get(type(data), "null")
         raise PipelineError(f"{path}: expected a JSON object of streams, e.g. {{\"my_stream\": {{...}}}}, "
-                            f"got {type(data).__name__ if data else 'an empty one'}")
+                            f"got {got}")
     return Pipeline(path, text, {name: _parse_stream(path, name, raw) for name, raw in data.items()})
 
 

@@ -103,6 +103,17 @@ def test_with_absolute_paths_changes_only_model_path(tmp_path):
     assert rewritten == original
 
 
+def test_with_absolute_paths_makes_post_process_files_absolute_too(tmp_path):
+    path = write(tmp_path, chain(("src", "appsrc"), INFER, ("seg", "mxpi_semanticsegpostprocessor"),
+                                 props={**INFER_PROPS, "seg": {"postProcessConfigPath": "models/seg.cfg",
+                                                               "labelPath": "/abs/labels.names",
+                                                               "postProcessLibPath": "libdeeplabv3post.so"}}))
+    props = json.loads(load_pipeline(path).with_absolute_paths())["s"]["seg"]["props"]
+    # The SDK resolves config and label files against its working directory; the library by its own path.
+    assert props == {"postProcessConfigPath": str(tmp_path / "models" / "seg.cfg"), "labelPath": "/abs/labels.names",
+                     "postProcessLibPath": "libdeeplabv3post.so"}
+
+
 def test_graph_with_pad_links_in_topological_order(tmp_path):
     # src -> tee -> (a, b:1) -> join -> infer, written out of order in the file.
     streams = {"s": {
@@ -174,8 +185,9 @@ def test_bad_json_gives_file_line_and_column(tmp_path):
                      ["element 'src'", "'next'"], id="next-not-a-name"),
         pytest.param({"s": {"stream_config": {"deviceId": "0"}}}, ["stream 's'", "no elements"],
                      id="empty-stream"),
-        pytest.param([], ["expected a JSON object of streams"], id="not-an-object"),
-        pytest.param("3", ["expected a JSON object of streams", "int"], id="a-number"),
+        pytest.param([], ["expected a JSON object of streams", "got an array"], id="not-an-object"),
+        pytest.param("3", ["expected a JSON object of streams", "got a number"], id="a-number"),
+        pytest.param({}, ["expected a JSON object of streams", "got an empty object"], id="empty-object"),
         # MindX's own refusals (VisionSDK MxsmElement.cpp / MxsmStream.cpp):
         pytest.param(chain(("src", "appsrc"), INFER, props={"src": {"blocksize": 4096000}, **INFER_PROPS}),
                      ["element 'src'", "prop 'blocksize' is 4096000", "not a string or object"], id="number-prop"),
