@@ -211,7 +211,7 @@ def _ratio(element: Element, key: str, where: str) -> float:
 def plan_stream(pipeline: Pipeline) -> StreamPlan:
     """Read the driven stream for emulation; `NotEmulated` names the first element it cannot emulate."""
     stream = pipeline.stream
-    problem = tensor_input_problem(stream)
+    problem = feed_problem(stream)
     if problem:
         raise NotEmulated(pipeline, problem)
     model = stream.model_element
@@ -316,9 +316,15 @@ def _model_post(element: Element, pipeline: Pipeline, name: str) -> SemanticSeg 
     return SemanticSeg.from_element(element, pipeline, name)
 
 
-def tensor_input_problem(stream: Stream) -> str | None:
-    """The one-line reason SegScope cannot feed this stream images, or None."""
-    if stream.model_element is None or not stream.takes_tensors():
+def feed_problem(stream: Stream) -> str | None:
+    """The one-line reason SegScope cannot feed this stream images through an appsrc, or None."""
+    model, source = stream.model_element, stream.input_element
+    if model is None:
         return None
-    return (f"stream {stream.name!r} takes tensors, not images (its input {stream.input_element.name!r} "
-            "reaches no mxpi_imagedecoder)")
+    if source.factory != "appsrc" or model.name not in stream.downstream(source.name):
+        return (f"stream {stream.name!r} has no appsrc that reaches its model {model.name!r} (SegScope sends "
+                "images to an appsrc)")
+    if stream.takes_tensors():
+        return (f"stream {stream.name!r} takes tensors, not images (its input {source.name!r} reaches no "
+                "mxpi_imagedecoder)")
+    return None

@@ -112,11 +112,11 @@ class Stream:
 
     @property
     def output_element(self) -> Element:
-        """The output SegScope reads: the first appsink the model reaches (else the last element)."""
+        """The output SegScope reads: the first appsink the model reaches (else the last element it reaches)."""
         start = self.model_element or self.input_element
         reach = self.downstream(start.name)
         sinks = [e for e in self._by_factory("appsink") if e.name in reach]
-        return sinks[0] if sinks else self.elements[self.order[-1]]
+        return sinks[0] if sinks else self.elements[[n for n in self.order if n in reach][-1]]
 
     @property
     def driven_path(self) -> tuple[Element, ...]:

@@ -43,7 +43,10 @@ def two_step(data: dict) -> None:
     stream["mxpi_imageresize1"] = {"factory": "mxpi_imageresize", "next": "mxpi_tensorinfer0",
                                    "props": {"handleMethod": "opencv", "resizeType": "Resizer_OnlyPadding",
                                              "paddingHeight": "960", "paddingWidth": "960"}}
-    stream["mxpi_tensorinfer0"]["next"] = "mxpi_semanticsegpostprocessor0"
+    stream["mxpi_tensorinfer0"]["next"] = "tee0"  # a second branch to appsink1: not on SegScope's way
+    stream["tee0"] = {"factory": "tee", "next": ["mxpi_semanticsegpostprocessor0", "queue1"]}
+    stream["queue1"] = {"factory": "queue", "next": "appsink1"}
+    stream["appsink1"] = {"factory": "appsink"}
     stream["mxpi_semanticsegpostprocessor0"] = {
         "factory": "mxpi_semanticsegpostprocessor", "next": "mxpi_dataserialize0",
         "props": {"dataSource": "mxpi_tensorinfer0", "postProcessConfigPath": "models/seg.cfg",
@@ -181,6 +184,36 @@ def test_check_line_and_exit_code(tiny_model_project, capsys, edit, verdict):
     key = {custom: "custom", number_prop: "number-prop", tensor_input: "tensor-input"}.get(edit)
     assert lines[0] == f"{path}: {verdict}{notes[key] if key else note}"
     assert code == (2 if verdict.startswith("invalid") else 0)
+
+
+def test_check_says_which_stream_input_and_output_it_drives(tiny_model_project, capsys):
+    (tiny_model_project.root / "models" / "seg.cfg").write_text("CLASS_NUM=2\nMODEL_TYPE=0\n")
+
+    def edit(data: dict) -> None:
+        two_step(data)
+        streams = dict(data)
+        data.clear()  # a model-less stream first in the file
+        data["a_side_stream"] = {"appsrc0": {"factory": "appsrc", "next": "fakesink0"},
+                                 "fakesink0": {"factory": "fakesink"}}
+        data.update(streams)
+
+    path = tiny_model_project.write_pipeline("two.pipeline", edit)
+    assert main(["check", str(path)]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"{path}: valid for MindX; embedded backend: runs; ")
+    assert "; note: SegScope drives stream 'unet_mindspore', input 'appsrc0', output 'appsink0'" in line
+
+
+def test_a_stream_fed_by_no_appsrc_is_named(tiny_model_project, capsys):
+    def edit(data: dict) -> None:
+        stream = data["unet_mindspore"]
+        stream["rtsp0"] = stream.pop("appsrc0")
+        stream["rtsp0"].update(factory="mxpi_rtspsrc", props={"rtspUrl": "rtsp://camera/stream"})
+
+    path = tiny_model_project.write_pipeline("rtsp.pipeline", edit)
+    assert main(["check", str(path)]) == 0
+    assert ("embedded backend: cannot run (stream 'unet_mindspore' has no appsrc that reaches its model "
+            "'mxpi_tensorinfer0' (SegScope sends images to an appsrc))") in capsys.readouterr().out
 
 
 def test_check_several_files_exits_2_if_any_is_invalid(tiny_model_project, tmp_path, capsys):
