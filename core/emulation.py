@@ -22,8 +22,12 @@ from .pipeline import Element, Pipeline, Stream
 PASS_THROUGH = frozenset({"appsrc", "appsink", "tee", "queue", "mxpi_dataserialize", "mxpi_dumpdata"})
 EMULATED = PASS_THROUGH | {"mxpi_imagedecoder", "mxpi_imagecrop", "mxpi_imageresize", "mxpi_imagenormalize",
                            "mxpi_tensorinfer", "mxpi_modelinfer", "mxpi_semanticsegpostprocessor"}
-#: mxpi_modelinfer post-processing libraries that are semantic segmentation (VisionSDK docs/zh/appendix.md).
-SEGMENTATION_LIBS = ("deeplabv3post", "unetmindsporepost", "unet")
+#: The SDK's semantic segmentation post-processing libraries and their config defaults (VisionSDK
+#: docs/zh/appendix.md, tables 14-21: deeplabv3.cfg, unet_simple.cfg).
+SEGMENTATION_LIBS = {
+    "libdeeplabv3post.so": {"CLASS_NUM": "21", "MODEL_TYPE": "1", "POST_TYPE": "0"},
+    "libunetmindsporepostprocess.so": {"CLASS_NUM": "2", "MODEL_TYPE": "0", "POST_TYPE": "1"},
+}
 
 
 @dataclass(frozen=True)
@@ -108,9 +112,9 @@ class SemanticSeg:
     """mxpi_semanticsegpostprocessor / a segmentation `mxpi_modelinfer` post-processor.
 
     From VisionSDK docs/zh/appendix.md (deeplabv3.cfg, unet_simple.cfg) and SemanticSegPostProcessBase.cpp:
-    `CLASS_NUM` classes; `MODEL_TYPE` 0 = NHWC logits, 1 = NCHW (default 1); `POST_TYPE` 1 = the model's
-    output is already an N x H x W argmax (passed through); the class map is then resized back to the crop
-    with nearest neighbour `src[y * h / H][x * w / W]` (integers), where (w, h) is the content's size in the
+    `CLASS_NUM` classes; `MODEL_TYPE` 0 = NHWC logits, 1 = NCHW; `POST_TYPE` 1 = the model's output is
+    already an N x H x W argmax (passed through); defaults per library. The class map is then resized back
+    to the crop with nearest neighbour `src[y * h / H][x * w / W]` (integers), where (w, h) is the content's size in the
     model input for the keep-aspect resizers (`RESIZE_TYPE` 0 = no resize back).
     """
 
@@ -121,25 +125,32 @@ class SemanticSeg:
 
     @classmethod
     def from_element(cls, element: Element, pipeline: Pipeline, where: str) -> SemanticSeg:
-        config: dict[str, str] = {}
+        library = Path(element.props.get("postProcessLibPath", "")).name
+        if library not in SEGMENTATION_LIBS:
+            raise SegScopeError(f"{where}: post-processing library {library or '(none)'!r} is not one SegScope "
+                                f"emulates ({', '.join(SEGMENTATION_LIBS)})")
+        config = dict(SEGMENTATION_LIBS[library])
         if element.props.get("postProcessConfigPath"):
-            config = read_config(pipeline.resolve(element.props["postProcessConfigPath"]), where)
+            config.update(read_config(pipeline.resolve(element.props["postProcessConfigPath"]), where))
         if element.props.get("postProcessConfigContent"):
             config.update(_content(element.props["postProcessConfigContent"]))
         try:
-            return cls(int(config.get("CLASS_NUM", 21)), config.get("MODEL_TYPE", "1") != "0",
-                       config.get("POST_TYPE", "0") == "1", config.get("RESIZE_TYPE", "1") != "0")
+            return cls(int(config["CLASS_NUM"]), config["MODEL_TYPE"] != "0", config["POST_TYPE"] == "1",
+                       config.get("RESIZE_TYPE", "1") != "0")
         except ValueError:
             raise SegScopeError(f"{where}: CLASS_NUM must be an integer, got {config['CLASS_NUM']!r}") from None
 
     def class_map(self, tensor: np.ndarray) -> np.ndarray:
-        """The model's output tensor -> H x W class indices (uint8)."""
+        """The model's first output tensor -> H x W class indices (uint8)."""
         array = np.asarray(tensor)
+        dims = 2 if self.argmax_input else 3
+        if array.ndim < dims or array.size != int(np.prod(array.shape[-dims:])):
+            wanted = "an N x H x W argmax" if self.argmax_input else \
+                f"N x {'C x H x W' if self.nchw else 'H x W x C'} scores"
+            raise SegScopeError(f"the model's first output has shape {list(array.shape)} but the post-process "
+                                f"config expects {wanted} (check POST_TYPE and MODEL_TYPE)")
         if self.argmax_input:
             return array.reshape(array.shape[-2:]).astype(np.uint8)
-        if array.ndim < 3:
-            raise SegScopeError(f"the model output has shape {list(array.shape)}; a {'NCHW' if self.nchw else 'NHWC'} "
-                                "score tensor was expected (or set POST_TYPE=1 for an argmax output)")
         array = array.reshape(array.shape[-3:])
         classes = int(array.shape[0 if self.nchw else 2])
         if classes != self.class_num:
@@ -308,11 +319,8 @@ def _decoder(element: Element, pipeline: Pipeline, name: str) -> Decoder:
 
 def _model_post(element: Element, pipeline: Pipeline, name: str) -> SemanticSeg | None:
     """mxpi_modelinfer runs its `postProcessLibPath` library itself (VisionSDK MxpiModelInfer)."""
-    library = Path(element.props.get("postProcessLibPath", "")).name.lower()
-    if element.factory != "mxpi_modelinfer" or not library:
+    if element.factory != "mxpi_modelinfer" or not element.props.get("postProcessLibPath"):
         return None
-    if not any(key in library for key in SEGMENTATION_LIBS):
-        raise NotEmulated(pipeline, f"{name}: post-processing library {library!r} is not a segmentation one")
     return SemanticSeg.from_element(element, pipeline, name)
 
 

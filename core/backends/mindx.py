@@ -41,7 +41,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .. import imaging
-from ..emulation import resize_specs, sized, feed_problem
+from ..emulation import feed_problem, resize_specs, sized
 from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from segscope.core.emulation import Normalize, SemanticSeg, read_config
 from segscope.core.errors import SegScopeError
 from segscope.core.imaging import ResizePlan
+from segscope.core.pipeline import parse_pipeline
 
 
 def test_normalize_standardises_per_channel_with_alpha_beta_in_rgb_order():
@@ -58,6 +61,23 @@ def test_class_map_of_nchw_nhwc_and_argmax_outputs():
                                   expected)
     with pytest.raises(SegScopeError, match="gives 3 classes but the post-process config's CLASS_NUM is 21"):
         SemanticSeg().class_map(scores)
+    with pytest.raises(SegScopeError, match=r"shape \[1, 3, 4, 5\] but the post-process config expects an N x H x W"):
+        SemanticSeg(3, argmax_input=True).class_map(scores)
+
+
+@pytest.mark.parametrize(("library", "config", "expected"), [
+    ("libdeeplabv3post.so", "", SemanticSeg(21, nchw=True)),
+    ("/usr/lib/libunetmindsporepostprocess.so", "", SemanticSeg(2, nchw=False, argmax_input=True)),
+    ("libunetmindsporepostprocess.so", "POST_TYPE=0\nRESIZE_TYPE=0\n",
+     SemanticSeg(2, nchw=False, resize_back=False)),
+])
+def test_post_processor_defaults_follow_the_library(tmp_path, library, config, expected):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "seg.cfg").write_text(config, encoding="utf-8")
+    text = json.dumps({"s": {"seg": {"factory": "mxpi_semanticsegpostprocessor", "props": {
+        "postProcessLibPath": library, "postProcessConfigPath": "models/seg.cfg"}}}})
+    pipeline = parse_pipeline(text, tmp_path / "pipelines" / "p.pipeline")
+    assert SemanticSeg.from_element(pipeline.stream.elements["seg"], pipeline, "e") == expected
 
 
 def test_class_map_back_to_the_crop_by_the_sdks_integer_mapping():

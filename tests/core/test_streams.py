@@ -13,9 +13,9 @@ import pytest
 from segscope.core import dvpp
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.cli import main
+from segscope.core.demo_data import generate_demo_dataset
 from segscope.core.emulation import NotEmulated
 from segscope.core.errors import SegScopeError
-from segscope.core.demo_data import generate_demo_dataset
 from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.roi import Roi
 
@@ -165,7 +165,8 @@ def custom(data: dict) -> None:
            "or both to ascend)"),
     (custom, "valid for MindX; embedded backend: cannot run (my_filter0 (my_filter): a custom plugin)"),
     (modelinfer("libyolov3postprocess.so"), "valid for MindX; embedded backend: cannot run (mxpi_tensorinfer0 "
-     "(mxpi_modelinfer): post-processing library 'libyolov3postprocess.so' is not a segmentation one)"),
+     "(mxpi_modelinfer): post-processing library 'libyolov3postprocess.so' is not one SegScope emulates "
+     "(libdeeplabv3post.so, libunetmindsporepostprocess.so))"),
     (number_prop, "invalid: stream 'unet_mindspore', element 'appsrc0': prop 'blocksize' is 4096000, not a string "
                   "or object: MindX refuses it; write it as a string, e.g. \"blocksize\": \"4096000\""),
 ], ids=["shipped", "tensor-input", "dvpp", "custom", "yolo-modelinfer", "number-prop"])
