@@ -100,6 +100,35 @@ def test_image_normalize_then_a_model_without_aipp(tiny_model_project, slide):
     np.testing.assert_allclose(result.probabilities, tiny_model_project.probabilities(tensor), atol=1e-5)
 
 
+def crop_expand_float(data: dict) -> None:
+    """The crop widens the ROI and resizes it itself (Fit into 960x480); the decoder gives float32; a second
+    resize pads to the model's 960x960 (OnlyPadding, Around)."""
+    stream = data["unet_mindspore"]
+    stream["mxpi_imagedecoder0"]["props"]["dataType"] = "float32"
+    stream["mxpi_imagecrop0"]["props"].update(leftExpandRatio="0.5", upExpandRatio="0.25", resizeWidth="960",
+                                              resizeHeight="480", resizeType="Resizer_KeepAspectRatio_Fit")
+    _resize(stream, resizeType="Resizer_OnlyPadding", paddingType="Padding_Around", paddingWidth="960",
+            paddingHeight="960", paddingColorR="255")
+
+
+def test_crop_expand_ratios_own_resize_and_float32_decode(tiny_model_project, slide):
+    path, image = slide
+    pipeline = tiny_model_project.write_pipeline("expand.pipeline", crop_expand_float)
+    with EmbeddedBackend(pipeline, threads=1) as backend:
+        result = backend.infer(path, ROI)
+    # By hand: the 70x60 box widened by 35 px left and 15 px up -> (0, 5)-(100, 80), 100x75; Fit into 960x480:
+    # 480 * 100 > 75 * 960, so height 480 and width lround(100 * 480 / 75) = 640, padded right (the crop's
+    # Padding_NO becomes RightDown) to 960x480; then centred in 960x960 with R = 255 (B, G = 0).
+    assert result.roi == Roi(0, 5, 100, 80)
+    fit = cv2.resize(image[5:80, 0:100].astype(np.float32), (640, 480), interpolation=cv2.INTER_LINEAR)
+    canvas = np.zeros((960, 960, 3), np.float64)
+    canvas[..., 2] = 255
+    canvas[240:720] = 0
+    canvas[240:720, :640] = fit
+    expected = tiny_model_project.probabilities(tiny_model_project.network_input(canvas))
+    np.testing.assert_allclose(result.probabilities, expected[240:720, :640], atol=2e-6)
+
+
 def modelinfer(library: str):
     def edit(data: dict) -> None:
         stream = data["unet_mindspore"]
