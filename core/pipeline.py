@@ -67,8 +67,12 @@ class Element:
     name: str
     factory: str
     props: dict[str, str] = field(default_factory=dict)
-    next: tuple[str, ...] = ()  # target element names (pads dropped), in link order
-    links: tuple[Link, ...] = ()
+    links: tuple[Link, ...] = ()  # `next`, in order
+
+    @property
+    def next(self) -> tuple[str, ...]:
+        """The names of the elements this one links to (pads dropped)."""
+        return tuple(link.target for link in self.links)
 
     @property
     def custom(self) -> bool:
@@ -93,7 +97,11 @@ class Stream:
         return seen
 
     def _by_factory(self, factory: str) -> list[Element]:
-        return sorted((e for e in self.elements.values() if e.factory == factory), key=lambda e: e.name)
+        """This factory's elements by name, numbers in names compared as numbers (appsink2 < appsink10)."""
+        def key(element: Element) -> list[object]:
+            return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", element.name)]
+
+        return sorted((e for e in self.elements.values() if e.factory == factory), key=key)
 
     @property
     def model_element(self) -> Element | None:
@@ -124,10 +132,6 @@ class Stream:
         reach = self.downstream(self.input_element.name)
         end = self.output_element.name
         return tuple(self.elements[n] for n in self.order if n in reach and end in self.downstream(n))
-
-    def find(self, factory: str) -> Element | None:
-        """The first element of this factory in stream order."""
-        return next((self.elements[n] for n in self.order if self.elements[n].factory == factory), None)
 
     def takes_tensors(self) -> bool:
         """True when the driven input reaches no image decoder: its appsrc is fed tensors, not images."""
@@ -249,7 +253,7 @@ def _parse_element(path: Path, stream: str, name: str, raw: object) -> Element:
                 raise _error(path, where, f"'{key}' entry {text!r} is not 'name' or 'name:<pad number>'")
             if key == "next":
                 links.append(link)
-    return Element(name, factory, texts, tuple(link.target for link in links), tuple(links))
+    return Element(name, factory, texts, tuple(links))
 
 
 def _check_links(path: Path, stream: str, elements: dict[str, Element]) -> None:

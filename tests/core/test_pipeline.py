@@ -300,3 +300,12 @@ def test_unreadable_pipeline_files_are_one_line_errors(tmp_path, content):
         load_pipeline(path)
     assert str(info.value).startswith(f"{path}: ") and "\n" not in str(info.value)
     assert ("UTF-8" if content != "folder" else "folder") in str(info.value)
+
+
+def test_the_driven_input_and_output_compare_numbers_in_names_as_numbers(tmp_path):
+    streams = {"s": {
+        "appsrc10": {"factory": "appsrc", "next": "infer:1"}, "appsrc2": {"factory": "appsrc", "next": "infer:0"},
+        "infer": {"factory": "mxpi_tensorinfer", "props": {"modelPath": "m.om"}, "next": ["appsink10", "appsink2"]},
+        "appsink10": {"factory": "appsink"}, "appsink2": {"factory": "appsink"},
+    }}
+    assert load_pipeline(write(tmp_path, streams)).choice() == "stream 's', input 'appsrc2', output 'appsink2'"

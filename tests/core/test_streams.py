@@ -359,3 +359,15 @@ def test_dvpp_approximation_on_a_demo_slide_is_what_the_note_says(tmp_path):
         a, b = opencv.infer(slide, roi), dvpp_path.infer(slide, roi)
     difference = np.abs(a.probabilities - b.probabilities)
     assert difference.mean() < 1e-4 and difference.max() < 0.25 and (a.argmax == b.argmax).mean() > 0.9999
+
+
+@pytest.mark.parametrize("kind", ["folder", "not-utf8", "array"])
+def test_eval_with_a_bad_pipeline_file_exits_2_with_one_line(small_dataset, tmp_path, capsys, kind):
+    path = tmp_path / "bad.pipeline"
+    if kind == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b"\xff\xfe{}" if kind == "not-utf8" else b"[1, 2]")
+    assert main(["eval", "--dataset", str(small_dataset), "--pipeline", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"segscope: error: {path}: ")
