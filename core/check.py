@@ -69,7 +69,7 @@ def check_line(path: Path) -> tuple[bool, str]:
     try:
         pipeline = load_pipeline(path)
     except PipelineError as exc:
-        return False, f"{path}: invalid: {_detail(str(exc), Path(path).resolve())}"
+        return False, f"{path}: invalid: {exc.detail}"
     line = f"{path}: valid for MindX; embedded backend: {embedded_verdict(pipeline)}"
     return True, "".join([line, *(f"; note: {note}" for note in notes(pipeline))])
 

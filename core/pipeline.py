@@ -53,7 +53,13 @@ _RESIZE_UINTS = {"resizeHeight": (0, 4096), "resizeWidth": (0, 4096), "paddingHe
 
 
 class PipelineError(SegScopeError):
-    """A `.pipeline` file is malformed; the message names the file, stream and element."""
+    """A `.pipeline` file is malformed: "<file>: <detail>", the detail naming the stream, element and field."""
+
+    def __init__(self, path: Path, detail: str, position: tuple[int, int] | None = None):
+        where = f"{path}:{position[0]}:{position[1]}" if position else str(path)
+        super().__init__(f"{where}: {detail}")
+        # Without the file name, the JSON position spelt out (for `segscope check`'s line).
+        self.detail = f"{detail} (line {position[0]}, column {position[1]})" if position else detail
 
 
 @dataclass(frozen=True)
@@ -179,8 +185,8 @@ class Pipeline:
         """The resolved `modelPath` of the driven stream's model element."""
         model = self.stream.model_element
         if model is None:
-            raise PipelineError(f"{self.path}: stream {self.stream.name!r} runs no model (no mxpi_tensorinfer "
-                                "or mxpi_modelinfer element): SegScope has nothing to inspect")
+            raise PipelineError(self.path, f"stream {self.stream.name!r} runs no model (no mxpi_tensorinfer or "
+                                           "mxpi_modelinfer element): SegScope has nothing to inspect")
         return self.resolve(model.props["modelPath"])
 
     def with_absolute_paths(self) -> str:
@@ -196,7 +202,7 @@ class Pipeline:
 
 
 def _error(path: Path, where: str, problem: str) -> PipelineError:
-    return PipelineError(f"{path}: {where}: {problem}")
+    return PipelineError(path, f"{where}: {problem}")
 
 
 def _prop_text(value: object) -> str | None:
@@ -333,14 +339,13 @@ def parse_pipeline(text: str, path: Path) -> Pipeline:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise PipelineError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        raise PipelineError(path, f"invalid JSON: {exc.msg}", (exc.lineno, exc.colno)) from None
     except RecursionError:
-        raise PipelineError(f"{path}: invalid JSON: nested too deeply") from None
+        raise PipelineError(path, "invalid JSON: nested too deeply") from None
     if not isinstance(data, dict) or not data:
         kinds = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
         got = "an empty object" if isinstance(data, dict) else kinds.get(type(data), "null")
-        raise PipelineError(f"{path}: expected a JSON object of streams, e.g. {{\"my_stream\": {{...}}}}, "
-                            f"got {got}")
+        raise PipelineError(path, f"expected a JSON object of streams, e.g. {{\"my_stream\": {{...}}}}, got {got}")
     return Pipeline(path, text, {name: _parse_stream(path, name, raw) for name, raw in data.items()})
 
 
@@ -350,13 +355,13 @@ def load_pipeline(path: Path) -> Pipeline:
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise PipelineError(f"{path}: pipeline file not found") from None
+        raise PipelineError(path, "pipeline file not found") from None
     except IsADirectoryError:
-        raise PipelineError(f"{path}: is a folder, not a pipeline file: give the .pipeline file's path") from None
+        raise PipelineError(path, "is a folder, not a pipeline file: give the .pipeline file's path") from None
     except PermissionError:
-        raise PipelineError(f"{path}: cannot read the pipeline file (permission denied)") from None
+        raise PipelineError(path, "cannot read the pipeline file (permission denied)") from None
     except UnicodeDecodeError as exc:
-        raise PipelineError(f"{path}: not a UTF-8 text file (byte {exc.start}): is it a .pipeline file?") from None
+        raise PipelineError(path, f"not a UTF-8 text file (byte {exc.start}): is it a .pipeline file?") from None
     except OSError as exc:
-        raise PipelineError(f"{path}: cannot read the pipeline file ({exc.strerror or exc})") from None
+        raise PipelineError(path, f"cannot read the pipeline file ({exc.strerror or exc})") from None
     return parse_pipeline(text, path)

@@ -249,12 +249,15 @@ def test_a_stream_fed_by_no_appsrc_is_named(tiny_model_project, capsys):
 def test_check_several_files_exits_2_if_any_is_invalid(tiny_model_project, tmp_path, capsys):
     bad = tmp_path / "bad.pipeline"
     bad.write_bytes(b"\xff\xfe")
-    code = main(["check", str(tiny_model_project.pipeline), str(bad), str(tmp_path)])
+    comma = tmp_path / "comma.pipeline"
+    comma.write_text('{"s": {"a": {"factory": "appsrc",}}}')
+    code = main(["check", str(tiny_model_project.pipeline), str(bad), str(tmp_path), str(comma)])
     lines = capsys.readouterr().out.splitlines()
-    assert code == 2 and len(lines) == 3
+    assert code == 2 and len(lines) == 4
     assert lines[0].startswith(f"{tiny_model_project.pipeline}: valid for MindX; embedded backend: runs")
     assert lines[1].startswith(f"{bad}: invalid: not a UTF-8 text file")
     assert lines[2] == f"{tmp_path}: invalid: is a folder, not a pipeline file: give the .pipeline file's path"
+    assert lines[3].startswith(f"{comma}: invalid: invalid JSON: ") and lines[3].endswith(" (line 1, column 34)")
 
 
 def test_the_backend_refuses_a_tensor_input_stream_with_the_checks_reason(tiny_model_project):
