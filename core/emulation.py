@@ -205,10 +205,6 @@ def sized(specs: tuple[imaging.ResizeSpec, ...], input_size: tuple[int, int]) ->
     return tuple(spec.with_size(input_size) if spec.needs_size else spec for spec in specs)
 
 
-def _processor(element: Element) -> str:
-    return element.props.get("handleMethod") or element.props.get("cvProcessor", "ascend")
-
-
 def _ratio(element: Element, key: str, where: str) -> float:
     try:
         value = float(element.props.get(key, "0"))
@@ -271,7 +267,7 @@ def _check_memory(element: Element, decoder: Decoder, pipeline: Pipeline, name: 
     with "Memory type is not host", MxpiImageCrop.cpp/MxpiImageResize.cpp); SegScope emulates Stretch there."""
     if not decoder.dvpp:
         return
-    if _processor(element) != "ascend":
+    if imaging.processor(element.props) != "ascend":
         raise NotEmulated(pipeline, f"{name}: an opencv {element.factory} after a DVPP decoder (MindX fails: the "
                                     "image is in device memory); set both to opencv, or both to ascend")
     if resizes and resizes[-1].resize_type != "Resizer_Stretch":
@@ -306,7 +302,7 @@ def resize_specs(pipeline: Pipeline) -> tuple[imaging.ResizeSpec, ...]:
 
 
 def _decoder(element: Element, pipeline: Pipeline, name: str) -> Decoder:
-    if _processor(element) == "ascend":
+    if imaging.processor(element.props) == "ascend":
         if element.props.get("formatAdaptation", "off") != "off":
             raise NotEmulated(pipeline, f"{name}: DVPP decode with formatAdaptation on is not emulated")
         return Decoder(dvpp=True)

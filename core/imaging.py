@@ -26,6 +26,7 @@ RESIZE_TYPES = ("Resizer_Stretch", "Resizer_KeepAspectRatio_FastRCNN", "Resizer_
                 "Resizer_Rescale", "Resizer_Rescale_Double")
 #: Valid for MindX, not emulated (their own model-specific rules).
 OTHER_RESIZE_TYPES = ("Resizer_MS_Yolov4", "Resizer_PaddleOCR")
+SDK_RESIZE_TYPES = RESIZE_TYPES + OTHER_RESIZE_TYPES  # MxpiPluginsUtils.h RESIZETYPE
 PADDING_TYPES = ("Padding_NO", "Padding_RightDown", "Padding_Around")
 #: Resize types whose Padding_NO the plugin turns into Padding_RightDown (MxpiImageResize::Init).
 _ALWAYS_PADDED = ("Resizer_KeepAspectRatio_FastRCNN", "Resizer_KeepAspectRatio_Fit", "Resizer_OnlyPadding")
@@ -33,6 +34,12 @@ _ALWAYS_PADDED = ("Resizer_KeepAspectRatio_FastRCNN", "Resizer_KeepAspectRatio_F
 DVPP_INTERPOLATION = {0: cv2.INTER_LINEAR, 1: cv2.INTER_LINEAR, 2: cv2.INTER_NEAREST, 3: cv2.INTER_LINEAR,
                       4: cv2.INTER_NEAREST}
 _F32 = np.float32
+
+
+def processor(props: dict[str, str]) -> str:
+    """The element's processor, ascend (DVPP, the default) or opencv: `handleMethod` (legacy) overrides
+    `cvProcessor` (MxpiImageResize::InitConfig, the same in the decoder and crop)."""
+    return props.get("handleMethod") or props.get("cvProcessor", "ascend")
 
 
 def expand_box(roi: Roi, ratios: tuple[float, float, float, float], width: int, height: int) -> Roi:
@@ -82,14 +89,11 @@ class ResizeSpec:
     def from_props(cls, props: dict[str, str], where: str) -> ResizeSpec:
         resize_type = props.get("resizeType", "Resizer_Stretch")
         if resize_type not in RESIZE_TYPES:
-            known = resize_type in OTHER_RESIZE_TYPES
-            raise SegScopeError(f"{where}: resizeType {resize_type!r} is "
-                                f"{'not emulated by' if known else 'unknown to MindX and'} the embedded backend "
+            raise SegScopeError(f"{where}: resizeType {resize_type!r} is not emulated by the embedded backend "
                                 f"(supported: {', '.join(RESIZE_TYPES)})")
         padding_type = props.get("paddingType", "Padding_NO")
         if padding_type not in PADDING_TYPES:
             raise SegScopeError(f"{where}: paddingType {padding_type!r} is not one of {', '.join(PADDING_TYPES)}")
-        processor = props.get("handleMethod") or props.get("cvProcessor", "ascend")
 
         def number(key: str, default: float, kind: type = int) -> float:
             try:
@@ -97,15 +101,11 @@ class ResizeSpec:
             except ValueError:
                 raise SegScopeError(f"{where}: {key} must be a number, got {props[key]!r}") from None
 
-        spec = cls(int(number("resizeWidth", 0)), int(number("resizeHeight", 0)), resize_type, padding_type,
+        return cls(int(number("resizeWidth", 0)), int(number("resizeHeight", 0)), resize_type, padding_type,
                    tuple(number(f"paddingColor{c}", 0.0, float) for c in "BGR"),  # type: ignore[arg-type]
                    (int(number("paddingWidth", 32)), int(number("paddingHeight", 32))),
                    int(number("scaleValue", 32)), int(number("minDimension", 224)), int(number("maxDimension", 224)),
-                   int(number("interpolation", 0)), processor == "ascend")
-        if spec.min_dimension > spec.max_dimension:
-            raise SegScopeError(f"{where}: minDimension {spec.min_dimension} is larger than maxDimension "
-                                f"{spec.max_dimension} (the plugin refuses it)")
-        return spec
+                   int(number("interpolation", 0)), processor(props) == "ascend")
 
     @property
     def needs_size(self) -> bool:

@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import SegScopeError
+from .imaging import PADDING_TYPES, SDK_RESIZE_TYPES, processor
 
 #: The stream SegScope ships: the original U-Net workflow, modelPath "models/unet_hw960_bs1.om".
 DEFAULT_PIPELINE = Path(str(resources.files("segscope.pipelines") / "unet_simple_opencv.pipeline"))
@@ -304,13 +305,27 @@ def _stream_order(path: Path, stream: str, elements: dict[str, Element]) -> tupl
 
 
 def _check_props(path: Path, stream: Stream) -> None:
+    """The prop checks of the plugins' Init that make stream creation fail (VisionSDK MxpiImageResize.cpp,
+    MxpiImageCrop.cpp, MxpiImageDecoder.cpp: Init, InitConfig, DefineProperties)."""
     for element in stream.elements.values():
         where = f"stream {stream.name!r}, element {element.name!r}"
+        props = element.props
+        if element.factory in ("mxpi_imagedecoder", "mxpi_imagecrop", "mxpi_imageresize"):
+            if processor(props) not in ("ascend", "opencv"):
+                raise _error(path, where, f"cvProcessor/handleMethod {processor(props)!r} must be ascend or opencv")
+        if element.factory in ("mxpi_imagecrop", "mxpi_imageresize"):
+            for key, allowed in (("resizeType", SDK_RESIZE_TYPES), ("paddingType", PADDING_TYPES)):
+                if key in props and props[key] not in allowed:
+                    raise _error(path, where, f"{key} {props[key]!r} is unknown to MindX (one of "
+                                              f"{', '.join(allowed)})")
         if element.factory == "mxpi_imageresize":
             for key, (low, high) in _RESIZE_UINTS.items():
-                value = element.props.get(key)
+                value = props.get(key)
                 if value is not None and not (value.strip().isdigit() and low <= int(value) <= high):
                     raise _error(path, where, f"{key} must be an integer in {low}..{high}, got {value!r}")
+            if int(props.get("minDimension", "224")) > int(props.get("maxDimension", "224")):
+                raise _error(path, where, f"minDimension {props['minDimension']} is larger than maxDimension "
+                                          f"{props.get('maxDimension', '224')}")
         if element.factory in MODEL_FACTORIES and not element.props.get("modelPath"):
             raise _error(path, where, "missing prop 'modelPath' (the .om model to run)")
 

@@ -89,10 +89,8 @@ def test_resize_spec_from_props_defaults_and_values():
     ("props", "expected"),
     [
         ({"resizeType": "Resizer_MS_Yolov4"}, "resizeType 'Resizer_MS_Yolov4' is not emulated by"),
-        ({"resizeType": "Resizer_Big"}, "resizeType 'Resizer_Big' is unknown to MindX"),
         ({"paddingType": "Padding_Left"}, "paddingType 'Padding_Left' is not one of"),
         ({"paddingColorB": "blue"}, "paddingColorB must be a number"),
-        ({"minDimension": "300", "maxDimension": "200"}, "minDimension 300 is larger than maxDimension 200"),
     ],
 )
 def test_resize_spec_errors_name_the_element(props, expected):

@@ -217,6 +217,18 @@ def test_bad_json_gives_file_line_and_column(tmp_path):
         pytest.param(chain(("src", "appsrc"), ("resize", "mxpi_imageresize"), INFER,
                            props={**INFER_PROPS, "resize": {"paddingHeight": "16"}}),
                      ["element 'resize'", "paddingHeight", "32..8192"], id="padding-below-range"),
+        pytest.param(chain(("src", "appsrc"), ("resize", "mxpi_imageresize"), INFER,
+                           props={**INFER_PROPS, "resize": {"resizeType": "Resizer_Big"}}),
+                     ["element 'resize'", "resizeType 'Resizer_Big' is unknown to MindX"], id="unknown-resize-type"),
+        pytest.param(chain(("src", "appsrc"), ("crop", "mxpi_imagecrop"), INFER,
+                           props={**INFER_PROPS, "crop": {"paddingType": "Padding_Left"}}),
+                     ["element 'crop'", "paddingType 'Padding_Left' is unknown to MindX"], id="unknown-padding"),
+        pytest.param(chain(("src", "appsrc"), ("resize", "mxpi_imageresize"), INFER,
+                           props={**INFER_PROPS, "resize": {"minDimension": "300", "maxDimension": "200"}}),
+                     ["element 'resize'", "minDimension 300 is larger than maxDimension 200"], id="min-over-max"),
+        pytest.param(chain(("src", "appsrc"), ("dec", "mxpi_imagedecoder"), INFER,
+                           props={**INFER_PROPS, "dec": {"cvProcessor": "cuda"}}),
+                     ["element 'dec'", "'cuda' must be ascend or opencv"], id="bad-processor"),
     ],
 )
 def test_validation_errors_name_file_stream_and_element(tmp_path, streams, expected):
