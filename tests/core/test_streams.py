@@ -160,6 +160,19 @@ def test_shipped_pipeline_results_are_unchanged(tiny_model_project, slide):
     np.testing.assert_allclose(result.probabilities, expected, atol=2e-6)
 
 
+def test_a_resize_without_size_takes_the_model_input_size(tiny_model_project, slide):
+    path, image = slide
+
+    def edit(data: dict) -> None:
+        _resize(data["unet_mindspore"], resizeType="Resizer_Stretch")
+
+    with EmbeddedBackend(tiny_model_project.write_pipeline("nosize.pipeline", edit), threads=1) as backend:
+        result = backend.infer(path, ROI)
+    resized = cv2.resize(image[20:80, 30:100], (960, 960), interpolation=cv2.INTER_LINEAR)
+    expected = tiny_model_project.probabilities(tiny_model_project.network_input(resized))
+    np.testing.assert_allclose(result.probabilities, expected, atol=2e-6)
+
+
 # --- segscope check -----------------------------------------------------------------------------------
 
 
