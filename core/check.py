@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import dvpp
-from .backends.embedded import EmbeddedStream
+from .backends.embedded import EmbeddedStream, open_session
 from .emulation import NotEmulated, plan_stream
 from .errors import SegScopeError
 from .pipeline import Pipeline, PipelineError, load_pipeline
@@ -51,12 +51,9 @@ def notes(pipeline: Pipeline) -> list[str]:
 
 
 def embedded_verdict(pipeline: Pipeline) -> str:
-    """"runs", or "cannot run (<why>)"."""
+    """The embedded backend's verdict: runs, or cannot run (why). It opens the stream and the model's ONNX."""
     try:
-        stream = EmbeddedStream(pipeline)
-        onnx = stream.card.onnx
-        if onnx is None or not onnx.is_file():
-            return f"cannot run (the ONNX export {onnx or '(none)'} named by {stream.card.path.name} is missing)"
+        open_session(EmbeddedStream(pipeline).card, threads=1)
     except NotEmulated as exc:
         return f"cannot run ({exc.reason})"
     except SegScopeError as exc:
