@@ -392,5 +392,6 @@ def test_eval_with_a_bad_pipeline_file_exits_2_with_one_line(small_dataset, tmp_
 def test_check_without_the_onnx_export_cannot_run_embedded(tiny_model_project, capsys):
     tiny_model_project.onnx.unlink()
     assert main(["check", str(tiny_model_project.pipeline)]) == 0
+    out = capsys.readouterr().out
     assert (f"{tiny_model_project.pipeline}: valid for MindX; embedded backend: cannot run "
-            f"({tiny_model_project.onnx}: ONNX model named by unet_hw960_bs1.json not found)") in capsys.readouterr().out
+            f"({tiny_model_project.onnx}: ONNX model named by unet_hw960_bs1.json not found)") in out
