@@ -263,14 +263,15 @@ def plan_stream(pipeline: Pipeline) -> StreamPlan:
 
 def _check_memory(element: Element, decoder: Decoder, pipeline: Pipeline, name: str,
                   resizes: list[imaging.ResizeSpec]) -> None:
-    """After a DVPP decoder the image is in device memory: only ascend crops/resizes take it (opencv ones fail
-    with "Memory type is not host", MxpiImageCrop.cpp/MxpiImageResize.cpp); SegScope emulates Stretch there."""
-    if not decoder.dvpp:
-        return
-    if imaging.processor(element.props) != "ascend":
-        raise NotEmulated(pipeline, f"{name}: an opencv {element.factory} after a DVPP decoder (MindX fails: the "
-                                    "image is in device memory); set both to opencv, or both to ascend")
-    if resizes and resizes[-1].resize_type != "Resizer_Stretch":
+    """DVPP images live in device memory, opencv ones on the host: a crop/resize takes only its own kind (the
+    other fails with "Memory type is not ...", MxpiImageCrop.cpp/MxpiImageResize.cpp). SegScope emulates
+    Resizer_Stretch on the DVPP path."""
+    if (imaging.processor(element.props) == "ascend") != decoder.dvpp:
+        kind, other = ("opencv", "a DVPP decoder") if decoder.dvpp else ("ascend (DVPP)", "an opencv decoder")
+        raise NotEmulated(pipeline, f"{name}: an {kind} {element.factory} after {other} (MindX fails: the image "
+                                    "is in the other memory); give the decoder, crop and resize the same "
+                                    "cvProcessor")
+    if decoder.dvpp and resizes and resizes[-1].resize_type != "Resizer_Stretch":
         raise NotEmulated(pipeline, f"{name}: {resizes[-1].resize_type} on the DVPP path is not emulated "
                                     "(Resizer_Stretch is)")
 

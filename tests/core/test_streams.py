@@ -188,6 +188,10 @@ def dvpp_decoder(data: dict) -> None:
     data["unet_mindspore"]["mxpi_imagedecoder0"]["props"] = {}
 
 
+def ascend_resize(data: dict) -> None:
+    del data["unet_mindspore"]["mxpi_imageresize0"]["props"]["handleMethod"]  # ascend, the default
+
+
 def number_prop(data: dict) -> None:
     data["unet_mindspore"]["appsrc0"]["props"]["blocksize"] = 4096000
 
@@ -203,15 +207,18 @@ def custom(data: dict) -> None:
     (tensor_input, "valid for MindX; embedded backend: cannot run (stream 'unet_mindspore' takes tensors, not "
                    "images (its input 'appsrc0' reaches no mxpi_imagedecoder))"),
     (dvpp_decoder, "valid for MindX; embedded backend: cannot run (mxpi_imagecrop0 (mxpi_imagecrop): an opencv "
-           "mxpi_imagecrop after a DVPP decoder (MindX fails: the image is in device memory); set both to opencv, "
-           "or both to ascend)"),
+           "mxpi_imagecrop after a DVPP decoder (MindX fails: the image is in the other memory); give the decoder, "
+           "crop and resize the same cvProcessor)"),
     (custom, "valid for MindX; embedded backend: cannot run (my_filter0 (my_filter): a custom plugin)"),
+    (ascend_resize, "valid for MindX; embedded backend: cannot run (mxpi_imageresize0 (mxpi_imageresize): an "
+                    "ascend (DVPP) mxpi_imageresize after an opencv decoder (MindX fails: the image is in the other "
+                    "memory); give the decoder, crop and resize the same cvProcessor)"),
     (modelinfer("libyolov3postprocess.so"), "valid for MindX; embedded backend: cannot run (mxpi_tensorinfer0 "
      "(mxpi_modelinfer): post-processing library 'libyolov3postprocess.so' is not one SegScope emulates "
      "(libdeeplabv3post.so, libunetmindsporepostprocess.so))"),
     (number_prop, "invalid: stream 'unet_mindspore', element 'appsrc0': prop 'blocksize' is 4096000, not a string "
                   "or object: MindX refuses it; write it as a string, e.g. \"blocksize\": \"4096000\""),
-], ids=["shipped", "tensor-input", "dvpp", "custom", "yolo-modelinfer", "number-prop"])
+], ids=["shipped", "tensor-input", "dvpp", "custom", "ascend-resize", "yolo-modelinfer", "number-prop"])
 def test_check_line_and_exit_code(tiny_model_project, capsys, edit, verdict):
     path = tiny_model_project.write_pipeline("p.pipeline", edit)
     (tiny_model_project.root / "models" / "seg.cfg").write_text("CLASS_NUM=2\n")
