@@ -75,6 +75,7 @@ class Element:
     factory: str
     props: dict[str, str] = field(default_factory=dict)
     links: tuple[Link, ...] = ()  # `next`, in order
+    meta_next: tuple[str, ...] = ()  # `nextMeta`: elements that get this one's metadata as a dataSource
 
     @property
     def next(self) -> tuple[str, ...]:
@@ -249,8 +250,8 @@ def _parse_element(path: Path, stream: str, name: str, raw: object) -> Element:
             raise _error(path, where, f"prop {key!r} is {json.dumps(value)}, not a string or object: MindX "
                                       f"refuses it; write it as a string, e.g. \"{key}\": \"{value}\"")
         texts[key] = text
-    links: list[Link] = []
-    for key in ("next", "nextMeta"):
+    links: dict[str, list[Link]] = {"next": [], "nextMeta": []}
+    for key, found in links.items():
         names = _names(raw.get(key, []))
         if names is None:
             raise _error(path, where, f"'{key}' must be an element name or a list of names")
@@ -258,9 +259,8 @@ def _parse_element(path: Path, stream: str, name: str, raw: object) -> Element:
             link = _parse_link(text)
             if link is None:
                 raise _error(path, where, f"'{key}' entry {text!r} is not 'name' or 'name:<pad number>'")
-            if key == "next":
-                links.append(link)
-    return Element(name, factory, texts, tuple(links))
+            found.append(link)
+    return Element(name, factory, texts, tuple(links["next"]), tuple(link.target for link in links["nextMeta"]))
 
 
 def _check_links(path: Path, stream: str, elements: dict[str, Element]) -> None:
@@ -272,6 +272,10 @@ def _check_links(path: Path, stream: str, elements: dict[str, Element]) -> None:
                 raise _error(path, f"stream {stream!r}, element {element.name!r}",
                              f"'next' names unknown element {link.target!r}")
             pads[link.target].append(link.pad)
+        for target in element.meta_next:
+            if target not in elements:  # MxsmStream::SetDataSourceProperty
+                raise _error(path, f"stream {stream!r}, element {element.name!r}",
+                             f"'nextMeta' names unknown element {target!r}")
     for name, used in pads.items():
         if sorted(used) != list(range(len(used))):
             raise _error(path, f"stream {stream!r}, element {name!r}",
