@@ -218,7 +218,7 @@ def _ratio(element: Element, key: str, where: str) -> float:
 def plan_stream(pipeline: Pipeline) -> StreamPlan:
     """Read the driven stream for emulation; `NotEmulated` names the first element it cannot emulate."""
     stream = pipeline.stream
-    problem = feed_problem(stream)
+    problem = drive_problem(stream)
     if problem:
         raise NotEmulated(pipeline, problem)
     model = stream.model_element
@@ -321,14 +321,18 @@ def _model_post(element: Element, pipeline: Pipeline, name: str) -> SemanticSeg 
     return SemanticSeg.from_element(element, pipeline, name)
 
 
-def feed_problem(stream: Stream) -> str | None:
-    """The one-line reason SegScope cannot feed this stream images through an appsrc, or None."""
-    model, source = stream.model_element, stream.input_element
+def drive_problem(stream: Stream) -> str | None:
+    """The one-line reason SegScope cannot send this stream images through an appsrc and read its model's
+    results from an appsink, or None."""
+    model, source, sink = stream.model_element, stream.input_element, stream.output_element
     if model is None:
         return None
     if source.factory != "appsrc" or model.name not in stream.downstream(source.name):
         return (f"stream {stream.name!r} has no appsrc that reaches its model {model.name!r} (SegScope sends "
                 "images to an appsrc)")
+    if sink.factory != "appsink":
+        return (f"stream {stream.name!r} has no appsink after its model {model.name!r} (it ends in {sink.name!r}, "
+                f"a {sink.factory}; SegScope reads results from an appsink)")
     if stream.takes_tensors():
         return (f"stream {stream.name!r} takes tensors, not images (its input {source.name!r} reaches no "
                 "mxpi_imagedecoder)")

@@ -41,7 +41,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .. import imaging
-from ..emulation import feed_problem, resize_specs, sized
+from ..emulation import drive_problem, resize_specs, sized
 from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess
@@ -264,7 +264,7 @@ class MindXBackend(Backend):
         self.pipeline = pipeline if isinstance(pipeline, Pipeline) else load_pipeline(pipeline)
         stream = self.pipeline.stream
         where = f"{self.pipeline.path}: stream {stream.name!r}"
-        problem = feed_problem(stream)
+        problem = drive_problem(stream)
         if problem:
             raise BackendError(f"{self.pipeline.path}: {problem}: SegScope sends images")
         if stream.input_element.factory != "appsrc" or stream.output_element.factory != "appsink":

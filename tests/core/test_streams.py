@@ -266,6 +266,17 @@ def test_a_stream_fed_by_no_appsrc_is_named(tiny_model_project, capsys):
             "'mxpi_tensorinfer0' (SegScope sends images to an appsrc))") in capsys.readouterr().out
 
 
+def test_a_stream_without_appsink_is_named(tiny_model_project, capsys):
+    def edit(data: dict) -> None:
+        data["unet_mindspore"]["appsink0"]["factory"] = "fakesink"
+
+    path = tiny_model_project.write_pipeline("fake.pipeline", edit)
+    assert main(["check", str(path)]) == 0
+    assert ("embedded backend: cannot run (stream 'unet_mindspore' has no appsink after its model "
+            "'mxpi_tensorinfer0' (it ends in 'appsink0', a fakesink; SegScope reads results from an appsink))"
+            ) in capsys.readouterr().out
+
+
 def test_check_several_files_exits_2_if_any_is_invalid(tiny_model_project, tmp_path, capsys):
     bad = tmp_path / "bad.pipeline"
     bad.write_bytes(b"\xff\xfe")
