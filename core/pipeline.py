@@ -22,14 +22,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from .errors import SegScopeError
 from .imaging import PADDING_TYPES, SDK_RESIZE_TYPES, processor
 
-#: The stream SegScope ships: the original U-Net workflow, modelPath "models/unet_hw960_bs1.om".
-DEFAULT_PIPELINE = Path(str(resources.files("segscope.pipelines") / "unet_simple_opencv.pipeline"))
+#: The stream SegScope ships: the original U-Net workflow, modelPath "models/unet_hw960_bs1.om". Found beside
+#: `core/` without importing `segscope.pipelines`, which the remote worker's core-only bundle does not carry.
+DEFAULT_PIPELINE = Path(__file__).resolve().parent.parent / "pipelines" / "unet_simple_opencv.pipeline"
 
 #: The plugins VisionSDK builds (the folders of mxPlugins/src/module, factory = "mxpi_" + lower-case name) and
 #: the native GStreamer ones (MxsmElement.cpp gstreamerPlugins_); any other factory is a custom plugin.
