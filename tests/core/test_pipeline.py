@@ -134,7 +134,7 @@ def test_graph_with_pad_links_in_topological_order(tmp_path):
 
 def test_unknown_factories_load_but_the_embedded_backend_names_them(tmp_path):
     path = write(tmp_path, chain(("src", "appsrc"), ("dec", "mxpi_imagedecoder"), ("post", "my_plugin"), INFER,
-                                 ("ser", "mxpi_dataserialize"),
+                                 ("ser", "mxpi_dataserialize"), ("appsink0", "appsink"),
                                  props={**INFER_PROPS, "dec": {"cvProcessor": "opencv"}}))
     pipeline = load_pipeline(path)
     assert pipeline.stream.elements["post"].custom and not pipeline.stream.elements["ser"].custom
@@ -251,7 +251,7 @@ def test_missing_pipeline_file(tmp_path):
 
 
 def test_missing_model_names_the_resolved_path(tmp_path):
-    path = write(tmp_path, chain(("src", "appsrc"), ("dec", "mxpi_imagedecoder"), INFER,
+    path = write(tmp_path, chain(("src", "appsrc"), ("dec", "mxpi_imagedecoder"), INFER, ("appsink0", "appsink"),
                                  props={"infer": {"modelPath": "models/absent.om"}, "dec": {"cvProcessor": "opencv"}}))
     with pytest.raises(SegScopeError) as info:
         EmbeddedBackend(path)
