@@ -82,5 +82,6 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
 
 def add_check_command(commands: argparse._SubParsersAction) -> None:
     check = commands.add_parser("check", help="check .pipeline files: valid for MindX? runs embedded?")
-    check.add_argument("pipelines", nargs="+", type=Path, metavar="PIPELINE")
+    check.add_argument("pipelines", nargs="+", type=Path, metavar="PIPELINE",
+                       help="a .pipeline file; one line each, exit 2 when any is invalid for MindX")
     check.set_defaults(handler=run_check)
