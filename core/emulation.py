@@ -286,6 +286,12 @@ def _crop_expand(element: Element, pipeline: Pipeline, name: str) -> tuple[float
                  for side in ("left", "right", "up", "down"))
 
 
+def expand_ratios(pipeline: Pipeline) -> tuple[float, float, float, float]:
+    """The driven stream's crop expand ratios (0s without a crop of SegScope's ROI)."""
+    crop = next((e for e in pipeline.stream.driven_path if e.factory == "mxpi_imagecrop"), None)
+    return _crop_expand(crop, pipeline, crop.name) if crop else (0.0, 0.0, 0.0, 0.0)
+
+
 def _resize_spec(element: Element, where: str) -> list[imaging.ResizeSpec]:
     """A resize element's spec, or a crop's own resize (MxpiImageCrop.cpp: only when both sizes are set)."""
     if element.factory == "mxpi_imagecrop" and "0" in (element.props.get("resizeWidth", "0"),

@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import imaging
 from ..compat import TIMEOUTS
-from ..emulation import drive_problem, resize_specs, sized
+from ..emulation import drive_problem, expand_ratios, resize_specs, sized
 from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess
@@ -286,8 +286,10 @@ class MindXBackend(Backend):
         try:
             self._resizes: tuple[imaging.ResizeSpec, ...] | None = \
                 sized(resize_specs(self.pipeline), self.card.input_size)
+            self._expand = expand_ratios(self.pipeline)
         except SegScopeError:
-            self._resizes = None  # a resize SegScope cannot place: outputs are returned uncropped
+            self._resizes = None  # a resize or crop SegScope cannot place: outputs are returned uncropped
+            self._expand = (0.0, 0.0, 0.0, 0.0)
         self.transport = "protobuf" if transport == "auto" else transport
         self.in_flight = in_flight
         self.timeout_s = timeout_s
@@ -392,7 +394,9 @@ class MindXBackend(Backend):
         else:
             _check("SendData", session.call(session.api.SendData, self._stream, self._appsrc, item))
             ticket = None
-        crop = Roi(roi.x0, roi.y0, min(roi.x1, size[0]), min(roi.y1, size[1]))  # the crop plugin clips x1/y1
+        # The crop plugin widens the box by its expand ratios and clips x1/y1.
+        crop = imaging.expand_box(roi, self._expand, *size) if any(self._expand) else \
+            Roi(roi.x0, roi.y0, min(roi.x1, size[0]), min(roi.y1, size[1]))
         return _Pending(ticket, roi, crop, size, source, {"upload": time.perf_counter() - start})
 
     def _receive_call(self, pending: _Pending) -> tuple[Callable[..., Any], tuple[Any, ...], str]:

@@ -11,9 +11,10 @@ It keeps what SegScope relies on from the real SWIG module (see docs/mindx-sdk-c
   b' (Code = 1002, Message = "Internal error") ', GetResultWithUniqueId timeout = 6010, plugin errors
   with their messages in `data`, GetProtobuf without a timeout and an empty vector for errors;
 - the plugins' behaviour: the decoder moves `roiBoxs` to `ExternalObjects`; the crop truncates boxes,
-  clips x1/y1, skips bad boxes, fails with 2001 when all are bad and passes the buffer through (no
-  metadata, no tensorinfer entry) when there are none; mxpi_dumpdata replaces the buffer by proto3 JSON
-  (base64 bytes, uint64 as strings), so its output carries no metadata for GetProtobuf;
+  widens them by its expand ratios, clips x1/y1, skips bad boxes, fails with 2001 when all are bad and
+  passes the buffer through (no metadata, no tensorinfer entry) when there are none; mxpi_dumpdata
+  replaces the buffer by proto3 JSON (base64 bytes, uint64 as strings), so its output carries no
+  metadata for GetProtobuf;
 - process-wide state as in the SDK's C++ globals: streams cannot be created again after
   DestroyAllStreams. A fresh import of this module is a fresh process.
 
@@ -455,11 +456,18 @@ class _Stream:
     def _crop(self, name: str, metadata: dict[str, Any]) -> list[np.ndarray]:
         image = metadata[next(n for n in self.order if self.elements[n].factory == "mxpi_imagedecoder")][0]
         height, width = image.shape[:2]
+        ratio = {side: np.float32(self.elements[name].props.get(f"{side}ExpandRatio", "0"))
+                 for side in ("left", "right", "up", "down")}
         crops = []
         for obj in metadata["ExternalObjects"].objectVec:
             if min(obj.x0, obj.y0, obj.x1, obj.y1) < 0:
                 continue
-            x0, y0, x1, y1 = int(obj.x0), int(obj.y0), min(int(obj.x1), width), min(int(obj.y1), height)
+            x0, y0, x1, y1 = int(obj.x0), int(obj.y0), int(obj.x1), int(obj.y1)
+            # Widen by the expand ratios of the box's size (float), then clip x1/y1 to the image.
+            w, h = np.float32(x1 - x0), np.float32(y1 - y0)
+            x0, y0 = (int(x0 - w * ratio["left"]) if x0 > w * ratio["left"] else 0,
+                      int(y0 - h * ratio["up"]) if y0 > h * ratio["up"] else 0)
+            x1, y1 = min(int(x1 + w * ratio["right"]), width), min(int(y1 + h * ratio["down"]), height)
             w, h = x1 - x0, y1 - y0
             if 1 <= w <= OPENCV_CROP_LIMIT and 1 <= h <= OPENCV_CROP_LIMIT and x0 < width and y0 < height:
                 crops.append(image[y0:y1, x0:x1])
