@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING
 
 from .errors import SegScopeError
 from .onnx_graph import INTEGER_TYPES, Dim, TensorInfo, read_graph
@@ -32,7 +32,7 @@ def warn_once(message: str) -> None:
 _FINAL_ACTIVATIONS = {"Softmax": "softmax", "Sigmoid": "sigmoid", "HardSigmoid": "sigmoid"}
 
 
-def _axes(dims: Tuple[Dim, ...], layout: str) -> Tuple[Dim, Dim, Dim]:
+def _axes(dims: tuple[Dim, ...], layout: str) -> tuple[Dim, Dim, Dim]:
     """(channels, height, width) of a rank-4 shape in `layout`."""
     return (dims[1], dims[2], dims[3]) if layout == "NCHW" else (dims[3], dims[1], dims[2])
 
@@ -54,7 +54,7 @@ class _Checker:
         assert self.graph is not None
         return SegScopeError(f"{self.card.path}: {field}: {problem} in {self.graph.path.name}")
 
-    def check_input(self) -> Tuple[int, int]:
+    def check_input(self) -> tuple[int, int]:
         """Checks the input; returns the (height, width) the outputs must have."""
         assert self.graph is not None
         card, prep = self.card, self.card.preprocess
@@ -91,7 +91,7 @@ class _Checker:
                                                  f"{tensor.shape_text()} ({prep.layout}) has {dim}")
         return height, width
 
-    def check_output(self, index: int, spec: OutputSpec, tensor: TensorInfo, size: Tuple[int, int]) -> None:
+    def check_output(self, index: int, spec: OutputSpec, tensor: TensorInfo, size: tuple[int, int]) -> None:
         where = f"outputs[{index}]"
         if spec.kind == "argmax" and tensor.elem_type not in INTEGER_TYPES | {0}:
             raise self.error(f"{where}.kind", f"argmax but the graph's output {tensor.name!r} is {tensor.type_name} "
@@ -170,7 +170,7 @@ def check_against_graph(card: ModelCard) -> ModelCard:
     return _Checker(card).run()
 
 
-def graph_facts(card: ModelCard) -> Optional[str]:
+def graph_facts(card: ModelCard) -> str | None:
     """One line of what the graph says (for capabilities and `segscope card`), None without a graph."""
     if card.graph is None:
         return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class OutputSpec:
     kind: str  # see OUTPUT_KINDS
     layout: str = "NHWC"
     activation: str = "none"
-    threshold: Optional[float] = None  # 1-channel outputs: foreground where p > threshold (default 0.5)
+    threshold: float | None = None  # 1-channel outputs: foreground where p > threshold (default 0.5)
     named: bool = True  # the card gave the name (v1 cards may leave it out)
 
 
@@ -54,16 +54,16 @@ class OutputSpec:
 class ModelCard:
     path: Path
     name: str
-    onnx: Optional[Path]
-    om: Optional[Path]
-    aipp: Optional[AippConfig]
+    onnx: Path | None
+    om: Path | None
+    aipp: AippConfig | None
     input_name: str
-    input_size: Tuple[int, int]  # (width, height)
+    input_size: tuple[int, int]  # (width, height)
     preprocess: Preprocess
-    outputs: Tuple[OutputSpec, ...]
-    class_names: Tuple[str, ...]  # a 1-channel output's card may name only the foreground
-    training: Dict[str, Any]
-    graph: Optional[GraphInfo] = None
+    outputs: tuple[OutputSpec, ...]
+    class_names: tuple[str, ...]  # a 1-channel output's card may name only the foreground
+    training: dict[str, Any]
+    graph: GraphInfo | None = None
 
     @property
     def input_layout(self) -> str:
@@ -74,7 +74,7 @@ class ModelCard:
         """The model file to name in errors: the ONNX export, else the `.om`, else the card."""
         return self.onnx or self.om or self.path
 
-    def output_index(self, kind: str) -> Optional[int]:
+    def output_index(self, kind: str) -> int | None:
         """Position of the first output of `kind` in the model's output list."""
         return next((i for i, o in enumerate(self.outputs) if o.kind == kind), None)
 
@@ -94,7 +94,7 @@ def card_path_for(model_path: Path) -> Path:
     return model_path if model_path.suffix == ".json" else model_path.with_suffix(".json")
 
 
-def _read_json(path: Path) -> Dict[str, Any]:
+def _read_json(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -121,7 +121,7 @@ def _read_json(path: Path) -> Dict[str, Any]:
 class _Fields:
     """Typed access to one JSON object of a card; every error names the card and the field."""
 
-    def __init__(self, path: Path, raw: Dict[str, Any], where: str, allowed: Optional[set[str]] = None):
+    def __init__(self, path: Path, raw: dict[str, Any], where: str, allowed: set[str] | None = None):
         self.path, self.raw, self.where = path, raw, where
         unknown = sorted(set(raw) - allowed) if allowed is not None else []
         if unknown:
@@ -130,7 +130,7 @@ class _Fields:
     def error(self, key: str, problem: str) -> SegScopeError:
         return SegScopeError(f"{self.path}: {self.where}{key}: {problem}")
 
-    def text(self, key: str, default: Optional[str] = None, choices: Tuple[str, ...] = ()) -> Optional[str]:
+    def text(self, key: str, default: str | None = None, choices: tuple[str, ...] = ()) -> str | None:
         value = self.raw.get(key, default)
         if value is None:
             return None
@@ -140,7 +140,7 @@ class _Fields:
             raise self.error(key, f"must be one of {', '.join(choices)}, got {value!r}")
         return value.upper() if choices else value
 
-    def number(self, key: str, default: Optional[float] = None, positive: bool = False) -> Optional[float]:
+    def number(self, key: str, default: float | None = None, positive: bool = False) -> float | None:
         value = self.raw.get(key, default)
         if value is None:
             return None
@@ -150,13 +150,13 @@ class _Fields:
             raise self.error(key, f"must be > 0, got {value!r}")
         return float(value)
 
-    def integer(self, key: str, default: Optional[int] = None) -> int:
+    def integer(self, key: str, default: int | None = None) -> int:
         value = self.raw.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(key, f"must be an integer, got {value!r}")
         return value
 
-    def numbers(self, key: str, default: float, count: int, positive: bool = False) -> Tuple[float, ...]:
+    def numbers(self, key: str, default: float, count: int, positive: bool = False) -> tuple[float, ...]:
         value = self.raw.get(key, default)
         values = value if isinstance(value, list) else [value]
         if len(values) not in (1, count):
@@ -169,7 +169,7 @@ class _Fields:
         return tuple(float(v) for v in values)
 
 
-def _parse_input(path: Path, raw: object, has_aipp: bool) -> Tuple[str, Tuple[int, int], Preprocess, bool]:
+def _parse_input(path: Path, raw: object, has_aipp: bool) -> tuple[str, tuple[int, int], Preprocess, bool]:
     if not isinstance(raw, dict):
         raise SegScopeError(f"{path}: input: must be a JSON object with name, width and height, got {raw!r}")
     f = _Fields(path, raw, "input.", _INPUT_KEYS)
@@ -227,7 +227,7 @@ def load_model_card(path: Path, check_graph: bool = True) -> ModelCard:
     raw = _read_json(path)
     top = _Fields(path, raw, "")
 
-    def sibling(key: str) -> Optional[Path]:
+    def sibling(key: str) -> Path | None:
         value = top.text(key) if raw.get(key) != "" else None  # "" = none, as in v1 cards
         return path.parent / value if value else None
 
@@ -278,7 +278,7 @@ def _activate(scores: np.ndarray, activation: str) -> np.ndarray:
     return scores
 
 
-def postprocess(outputs: list[np.ndarray], card: ModelCard) -> Tuple[np.ndarray, np.ndarray]:
+def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray, np.ndarray]:
     """Model outputs -> (H x W x C float32 probabilities, H x W uint8 argmax), per the card's outputs.
 
     A 1-channel output p becomes the classes [1 - p, p] with argmax p > threshold. Outputs that are not

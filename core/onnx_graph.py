@@ -12,7 +12,7 @@ import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import Union
 
 from .errors import SegScopeError
 
@@ -33,7 +33,7 @@ _PASS_THROUGH = frozenset({"Identity", "Cast", "Transpose", "Reshape", "Squeeze"
 class TensorInfo:
     name: str
     elem_type: int  # ONNX TensorProto.DataType (0 = unknown)
-    dims: Optional[Tuple[Dim, ...]]  # None: no shape recorded
+    dims: tuple[Dim, ...] | None  # None: no shape recorded
 
     @property
     def type_name(self) -> str:
@@ -48,9 +48,9 @@ class TensorInfo:
 @dataclass(frozen=True)
 class GraphInfo:
     path: Path
-    inputs: Tuple[TensorInfo, ...]  # graph inputs that are not initializers
-    outputs: Tuple[TensorInfo, ...]
-    source_ops: Tuple[str, ...]  # per output: the op that computes it, looking through _PASS_THROUGH ops
+    inputs: tuple[TensorInfo, ...]  # graph inputs that are not initializers
+    outputs: tuple[TensorInfo, ...]
+    source_ops: tuple[str, ...]  # per output: the op that computes it, looking through _PASS_THROUGH ops
 
     def final_op(self, index: int) -> str:
         return self.source_ops[index]
@@ -60,7 +60,7 @@ class _WireError(ValueError):
     pass
 
 
-def _varint(data: memoryview, pos: int) -> Tuple[int, int]:
+def _varint(data: memoryview, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= len(data) or shift > 63:
@@ -73,7 +73,7 @@ def _varint(data: memoryview, pos: int) -> Tuple[int, int]:
         shift += 7
 
 
-def _fields(data: memoryview) -> Iterator[Tuple[int, Union[int, memoryview]]]:
+def _fields(data: memoryview) -> Iterator[tuple[int, int | memoryview]]:
     """(field number, varint value or length-delimited bytes) of one message; fixed-size fields skipped."""
     pos = 0
     while pos < len(data):
@@ -94,7 +94,7 @@ def _fields(data: memoryview) -> Iterator[Tuple[int, Union[int, memoryview]]]:
             raise _WireError(f"unsupported wire type {wire}")
 
 
-def _text(value: Union[int, memoryview]) -> str:
+def _text(value: int | memoryview) -> str:
     return bytes(value).decode("utf-8", "replace") if isinstance(value, memoryview) else ""
 
 
@@ -128,7 +128,7 @@ def _parse(data: memoryview, path: Path) -> GraphInfo:
     graph = next((v for n, v in _fields(data) if n == 7 and isinstance(v, memoryview)), None)
     if graph is None:
         raise _WireError("no graph")
-    producers: dict[str, Tuple[str, Tuple[str, ...]]] = {}  # output name -> (op type, node inputs)
+    producers: dict[str, tuple[str, tuple[str, ...]]] = {}  # output name -> (op type, node inputs)
     initializers: set[str] = set()
     declared_inputs: list[TensorInfo] = []
     outputs: list[TensorInfo] = []

@@ -11,7 +11,6 @@ A 3-channel image into a 1-channel model is converted to gray as OpenCV does (`c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 import cv2
 import numpy as np
@@ -29,13 +28,13 @@ class Preprocess:
     """What the network expects; `color` None keeps the decoder's order (cards written before v2)."""
 
     channels: int = 3
-    color: Optional[str] = None
+    color: str | None = None
     scale: float = 1.0
-    mean: Tuple[float, ...] = (0.0,)
-    std: Tuple[float, ...] = (1.0,)
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
     layout: str = "NCHW"
 
-    def per_channel(self, values: Tuple[float, ...]) -> np.ndarray:
+    def per_channel(self, values: tuple[float, ...]) -> np.ndarray:
         return np.asarray(values * self.channels if len(values) == 1 else values, np.float32)
 
 
@@ -64,7 +63,7 @@ def _convert(image: np.ndarray, decoder_rgb: bool, preprocess: Preprocess, sourc
     return image
 
 
-def make_tensor(image: np.ndarray, preprocess: Preprocess, aipp: Optional[AippConfig] = None,
+def make_tensor(image: np.ndarray, preprocess: Preprocess, aipp: AippConfig | None = None,
                 decoder_rgb: bool = False, source: str = "<image>") -> np.ndarray:
     """The resized crop -> the 1 x C x H x W (or 1 x H x W x C) float32 network input."""
     if aipp is not None:

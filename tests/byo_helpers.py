@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import cv2
 import numpy as np
@@ -20,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_PIPELINE = REPO / "pipelines" / "unet_simple_opencv.pipeline"
+BOX = (10, 5, 80, 62)  # the ROI the card-kind tests crop from slide_png()
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Net:
     size: int = 32
     in_layout: str = "NCHW"
     out_layout: str = "NCHW"
-    final: Optional[str] = None  # None, "Sigmoid" or "Softmax" (over channels)
+    final: str | None = None  # None, "Sigmoid" or "Softmax" (over channels)
     argmax: bool = False  # a second output: the class index, int64 N x H x W
     squeeze: bool = False  # a 1-channel output as N x H x W
     dynamic: bool = False  # symbolic height and width
@@ -136,6 +136,20 @@ def two_class(foreground: np.ndarray, threshold: float = 0.5) -> tuple[np.ndarra
     return np.stack([1 - foreground, foreground], axis=-1), (foreground > threshold).astype(np.uint8)
 
 
+def assert_matches(result, probabilities: np.ndarray, argmax: np.ndarray, outputs: list[dict],
+                   atol: float = 2e-5) -> None:
+    """A backend's result against the reference: probabilities, and the argmax wherever it is decided."""
+    assert result.probabilities.shape == probabilities.shape and result.probabilities.dtype == np.float32
+    np.testing.assert_allclose(result.probabilities, probabilities, atol=atol)
+    top = np.sort(probabilities, -1)
+    decided = top[..., -1] - top[..., -2] > 1e-4  # no near-ties
+    threshold = outputs[0].get("threshold")
+    if threshold is not None:
+        decided = np.abs(probabilities[..., 1] - threshold) > 1e-4
+    assert decided.mean() > 0.9 and len(np.unique(argmax)) > 1
+    np.testing.assert_array_equal(result.argmax[decided], argmax[decided])
+
+
 def slide_png(width: int = 90, height: int = 70, channels: int = 3, seed: int = 0) -> bytes:
     """A smooth random slide with a bright disc (both classes appear), PNG-encoded (4 channels: with alpha)."""
     rng = np.random.default_rng(seed)
@@ -145,3 +159,42 @@ def slide_png(width: int = 90, height: int = 70, channels: int = 3, seed: int = 
     ok, png = cv2.imencode(".png", image)
     assert ok
     return png.tobytes()
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+#: The card combinations every backend runs:
+#: (id, Net kwargs, card input, card outputs, classes, reference preprocessing, raw -> (probabilities, argmax))
+CASES = [
+    ("rgb-255-sigmoid-logits", dict(in_channels=3, out_channels=1),
+     {"color": "RGB", "scale": 1 / 255}, [{"name": "scores", "layout": "NCHW", "activation": "sigmoid"}],
+     ["crack"], dict(color="RGB", scale=1 / 255), lambda raw: two_class(sigmoid(raw[..., 0]))),
+    ("bgr-meanstd-graph-sigmoid-threshold", dict(in_channels=3, out_channels=1, final="Sigmoid"),
+     {"color": "BGR", "mean": [100, 110, 120], "std": [50, 60, 70]},
+     [{"name": "scores", "layout": "NCHW", "activation": "none", "threshold": 0.3}], ["background", "crack"],
+     dict(mean=[100, 110, 120], std=[50, 60, 70]), lambda raw: two_class(raw[..., 0], 0.3)),
+    ("gray-meanstd-softmax-logits", dict(in_channels=1, out_channels=2),
+     {"channels": 1, "color": "GRAY", "scale": 1 / 255, "mean": 0.5, "std": 0.25},
+     [{"name": "scores", "layout": "NCHW", "activation": "softmax"}], ["background", "tile defect"],
+     dict(channels=1, scale=1 / 255, mean=0.5, std=0.25),
+     lambda raw: (softmax(raw), softmax(raw).argmax(-1))),
+    ("bgra-nhwc-graph-softmax-argmax", dict(in_channels=4, out_channels=3, in_layout="NHWC", out_layout="NHWC",
+                                            final="Softmax", argmax=True),
+     {"channels": 4, "color": "BGR", "layout": "NHWC", "scale": 1 / 127.5, "mean": 1.0},
+     [{"name": "scores", "layout": "NHWC", "activation": "none"}, {"name": "labels", "kind": "argmax"}],
+     ["background", "a", "b"], dict(channels=4, scale=1 / 127.5, mean=1.0), lambda raw: (raw, raw.argmax(-1))),
+    ("rgba-per-class-sigmoid", dict(in_channels=4, out_channels=2),
+     {"channels": 4, "color": "RGB", "scale": 1 / 255},
+     [{"name": "scores", "layout": "NCHW", "activation": "sigmoid"}], ["scratch", "crack"],
+     dict(channels=4, color="RGB", scale=1 / 255), lambda raw: (sigmoid(raw), sigmoid(raw).argmax(-1))),
+    ("nhw-sigmoid-logits", dict(in_channels=3, out_channels=1, squeeze=True),
+     {"color": "RGB", "scale": 1 / 255}, [{"name": "scores", "activation": "sigmoid", "threshold": 0.7}],
+     ["crack"], dict(color="RGB", scale=1 / 255), lambda raw: two_class(sigmoid(raw[..., 0]), 0.7)),
+]

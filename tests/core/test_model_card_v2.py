@@ -27,66 +27,18 @@ _spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file
 byo = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
 _spec.loader.exec_module(byo)
 
-BOX = (10, 5, 80, 62)
-
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1 / (1 + np.exp(-x))
-
-
-def softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-#: (id, Net kwargs, card input, card outputs, classes, reference preprocessing, raw -> (probabilities, argmax))
-CASES = [
-    ("rgb-255-sigmoid-logits", dict(in_channels=3, out_channels=1),
-     {"color": "RGB", "scale": 1 / 255}, [{"name": "scores", "layout": "NCHW", "activation": "sigmoid"}],
-     ["crack"], dict(color="RGB", scale=1 / 255), lambda raw: byo.two_class(sigmoid(raw[..., 0]))),
-    ("bgr-meanstd-graph-sigmoid-threshold", dict(in_channels=3, out_channels=1, final="Sigmoid"),
-     {"color": "BGR", "mean": [100, 110, 120], "std": [50, 60, 70]},
-     [{"name": "scores", "layout": "NCHW", "activation": "none", "threshold": 0.3}], ["background", "crack"],
-     dict(mean=[100, 110, 120], std=[50, 60, 70]), lambda raw: byo.two_class(raw[..., 0], 0.3)),
-    ("gray-meanstd-softmax-logits", dict(in_channels=1, out_channels=2),
-     {"channels": 1, "color": "GRAY", "scale": 1 / 255, "mean": 0.5, "std": 0.25},
-     [{"name": "scores", "layout": "NCHW", "activation": "softmax"}], ["background", "tile defect"],
-     dict(channels=1, scale=1 / 255, mean=0.5, std=0.25),
-     lambda raw: (softmax(raw), softmax(raw).argmax(-1))),
-    ("bgra-nhwc-graph-softmax-argmax", dict(in_channels=4, out_channels=3, in_layout="NHWC", out_layout="NHWC",
-                                            final="Softmax", argmax=True),
-     {"channels": 4, "color": "BGR", "layout": "NHWC", "scale": 1 / 127.5, "mean": 1.0},
-     [{"name": "scores", "layout": "NHWC", "activation": "none"}, {"name": "labels", "kind": "argmax"}],
-     ["background", "a", "b"], dict(channels=4, scale=1 / 127.5, mean=1.0), lambda raw: (raw, raw.argmax(-1))),
-    ("rgba-per-class-sigmoid", dict(in_channels=4, out_channels=2),
-     {"channels": 4, "color": "RGB", "scale": 1 / 255},
-     [{"name": "scores", "layout": "NCHW", "activation": "sigmoid"}], ["scratch", "crack"],
-     dict(channels=4, color="RGB", scale=1 / 255), lambda raw: (sigmoid(raw), sigmoid(raw).argmax(-1))),
-    ("nhw-sigmoid-logits", dict(in_channels=3, out_channels=1, squeeze=True),
-     {"color": "RGB", "scale": 1 / 255}, [{"name": "scores", "activation": "sigmoid", "threshold": 0.7}],
-     ["crack"], dict(color="RGB", scale=1 / 255), lambda raw: byo.two_class(sigmoid(raw[..., 0]), 0.7)),
-]
-
-
 @pytest.mark.parametrize(("net_kwargs", "card_input", "outputs", "classes", "prep", "expect"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+                         [c[1:] for c in byo.CASES], ids=[c[0] for c in byo.CASES])
 def test_every_card_kind_matches_a_numpy_reference(tmp_path, net_kwargs, card_input, outputs, classes, prep,
                                                    expect):
     net = byo.Net(**net_kwargs)
     pipeline = byo.write_project(tmp_path / "project", net, card_input, outputs, classes)
     png = byo.slide_png(channels=4 if prep.get("channels") == 4 else 3)
     with EmbeddedBackend(pipeline, threads=1) as backend:
-        result = backend.infer(png, Roi(*BOX))
+        result = backend.infer(png, Roi(*byo.BOX))
         names = backend.capabilities.class_names
-    probabilities, argmax = expect(byo.reference_stream(png, BOX, net, **prep))
     assert names == (("background", *classes) if len(classes) == 1 else tuple(classes))
-    assert result.probabilities.shape == probabilities.shape and result.probabilities.dtype == np.float32
-    np.testing.assert_allclose(result.probabilities, probabilities, atol=2e-5)
-    decided = np.abs(probabilities.max(-1) - np.sort(probabilities, -1)[..., -2]) > 1e-4  # no near-ties
-    if probabilities.shape[-1] == 2 and "threshold" in str(outputs):
-        decided = np.abs(probabilities[..., 1] - outputs[0]["threshold"]) > 1e-4
-    assert decided.mean() > 0.9 and len(np.unique(argmax)) > 1
-    np.testing.assert_array_equal(result.argmax[decided], argmax[decided])
+    byo.assert_matches(result, *expect(byo.reference_stream(png, byo.BOX, net, **prep)), outputs)
 
 
 def test_the_net_sees_what_a_users_onnxruntime_script_feeds_it(tmp_path):
@@ -101,7 +53,7 @@ def test_the_net_sees_what_a_users_onnxruntime_script_feeds_it(tmp_path):
     rgb = cv2.cvtColor(cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
     x = (rgb.astype(np.float32) / 255).transpose(2, 0, 1)[None]
     logits = ort.InferenceSession(str(tmp_path / "models" / "byo.onnx")).run(None, {"image": x})[0]
-    np.testing.assert_allclose(result.probabilities[..., 1], sigmoid(logits[0, 0].astype(np.float64)), atol=1e-6)
+    np.testing.assert_allclose(result.probabilities[..., 1], byo.sigmoid(logits[0, 0].astype(np.float64)), atol=1e-6)
 
 
 def test_the_shipped_card_reads_as_before_and_matches_its_graph():
