@@ -46,8 +46,8 @@ def _fits(dim: Dim, value: int) -> bool:
 
 
 class _Checker:
-    def __init__(self, card: ModelCard):
-        self.card = card
+    def __init__(self, card: ModelCard, warn: bool):
+        self.card, self.warn = card, warn
         self.graph = read_graph(card.onnx) if card.onnx else None
 
     def error(self, field: str, problem: str) -> SegScopeError:
@@ -140,7 +140,7 @@ class _Checker:
             raise self.error(f"outputs[{index}].activation", f"{spec.activation!r} but the graph's output "
                                                              f"{spec.name!r} already comes from a {op} node: "
                                                              "use activation 'none'")
-        if spec.activation == "none" and repeated is None and op != "LogSoftmax":
+        if self.warn and spec.activation == "none" and repeated is None and op != "LogSoftmax":
             warn_once(f"{self.card.path}: outputs[{index}] {spec.name!r}: activation 'none' but the graph computes "
                       f"it with a {op} node, not a Softmax/Sigmoid: if it holds raw scores set the activation")
 
@@ -165,16 +165,6 @@ class _Checker:
         return dataclasses.replace(self.card, graph=self.graph)
 
 
-def check_against_graph(card: ModelCard) -> ModelCard:
+def check_against_graph(card: ModelCard, warn: bool = True) -> ModelCard:
     """The card with its graph attached, or a one-line SegScopeError naming the card, field and both values."""
-    return _Checker(card).run()
-
-
-def graph_facts(card: ModelCard) -> str | None:
-    """One line of what the graph says (for capabilities and `segscope card`), None without a graph."""
-    if card.graph is None:
-        return None
-    ins = ", ".join(f"{t.name} {t.shape_text()} {t.type_name}" for t in card.graph.inputs)
-    outs = ", ".join(f"{t.name} {t.shape_text()} {t.type_name} from {op}"
-                     for t, op in zip(card.graph.outputs, card.graph.source_ops))
-    return f"inputs: {ins}; outputs: {outs}"
+    return _Checker(card, warn).run()

@@ -218,10 +218,11 @@ def _parse_output(path: Path, index: int, raw: object) -> OutputSpec:
                       activation, threshold, name is not None)
 
 
-def load_model_card(path: Path, check_graph: bool = True) -> ModelCard:
+def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> ModelCard:
     """Load a card; `path` may be the card or the model it describes. Errors name the card and field.
 
-    With `check_graph`, a card whose ONNX file exists is checked against the graph (`core.card_check`).
+    With `check_graph`, a card whose ONNX file exists is checked against the graph (`core.card_check`);
+    `warn` prints the heuristic warnings (once each) on stderr.
     """
     path = card_path_for(Path(path))
     raw = _read_json(path)
@@ -250,11 +251,11 @@ def load_model_card(path: Path, check_graph: bool = True) -> ModelCard:
         preprocess=preprocess, outputs=tuple(_parse_output(path, i, o) for i, o in enumerate(outputs_raw)),
         class_names=("background", *classes) if len(classes) == 1 else tuple(classes), training=training)
     card.probability_index()
-    if card.aipp is None and not normalising:
+    if warn and card.aipp is None and not normalising:
         warn_once(f"{path}: no preprocessing (no 'aipp', no input scale/mean/std): the network gets raw 0..255 "
                   "pixels; if that is what it expects, write \"scale\": 1 in 'input' to say so")
     if check_graph and card.onnx is not None and card.onnx.exists():
-        card = check_against_graph(card)
+        card = check_against_graph(card, warn)
     return card
 
 

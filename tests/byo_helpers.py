@@ -74,8 +74,8 @@ class Net:
         graph = helper.make_graph(
             nodes, "byo_net", [helper.make_tensor_value_info("image", TensorProto.FLOAT, in_shape)], outputs,
             initializer=[numpy_helper.from_array(self.weights.reshape(self.out_channels, self.in_channels, 1, 1), "W"),
-                         numpy_helper.from_array(self.bias, "B"),
-                         numpy_helper.from_array(np.array([1], np.int64), "axis1")])
+                         numpy_helper.from_array(self.bias, "B")]
+            + ([numpy_helper.from_array(np.array([1], np.int64), "axis1")] if self.squeeze else []))
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
         model.ir_version = 8
         onnx.checker.check_model(model)
