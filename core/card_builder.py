@@ -89,8 +89,8 @@ def _input_facts(graph: GraphInfo, options: CardOptions, proposal: Proposal) -> 
                             f"{layout}; SegScope feeds 1, 3 or 4 (give --layout if the axes are the other way)")
     static = (width, height) if isinstance(width, int) and isinstance(height, int) else None
     if options.size is None and static is None:
-        raise SegScopeError(f"{where}: input {tensor.name!r} {tensor.shape_text()} has a dynamic size: give --size "
-                            "WxH (the size the stream resizes to)")
+        raise SegScopeError(f"{where}: input {tensor.name!r} {tensor.shape_text()} has a dynamic size: give the input "
+                            "size (--size WxH: the size the stream resizes to)")
     if options.size is not None and static is not None and options.size != static:
         raise SegScopeError(f"{where}: --size {options.size[0]}x{options.size[1]} but the graph's input "
                             f"{tensor.name!r} is {static[0]}x{static[1]}")
@@ -269,7 +269,7 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
 
 # -- the command line -----------------------------------------------------------------------------------
 
-def _size(text: str) -> tuple[int, int]:
+def parse_size(text: str) -> tuple[int, int]:
     try:
         width, height = (int(v) for v in text.lower().split("x"))
     except ValueError:
@@ -277,7 +277,7 @@ def _size(text: str) -> tuple[int, int]:
     return width, height
 
 
-def _number(text: str) -> float:
+def parse_number(text: str) -> float:
     try:
         num, _, den = text.partition("/")
         return float(num) / (float(den) if den else 1.0)
@@ -285,11 +285,11 @@ def _number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r}: give a number, e.g. 0.00392 or 1/255") from None
 
 
-def _numbers(text: str) -> tuple[float, ...]:
-    return tuple(_number(v) for v in text.split(","))
+def parse_numbers(text: str) -> tuple[float, ...]:
+    return tuple(parse_number(v) for v in text.split(","))
 
 
-def _classes(text: str) -> tuple[str, ...]:
+def parse_classes(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(","))
     if not all(names):
         raise argparse.ArgumentTypeError(f"{text!r}: give names separated by commas, e.g. background,crack")
@@ -301,16 +301,16 @@ def add_card_command(commands: Any) -> None:
     card = commands.add_parser("card", help="make a runnable project (card, pipeline, ATC files) from an ONNX model")
     card.add_argument("model", type=Path, help="the .onnx file")
     card.add_argument("--out", type=Path, required=True, help="project folder to write (models/, pipelines/)")
-    card.add_argument("--size", type=_size, metavar="WxH", help="the model input size (needed for dynamic sizes)")
+    card.add_argument("--size", type=parse_size, metavar="WxH", help="the model input size (needed for dynamic sizes)")
     card.add_argument("--layout", choices=LAYOUTS, help="input layout, when the shape does not tell")
     card.add_argument("--color", type=str.upper, choices=COLORS, help="channel order the network expects")
-    card.add_argument("--scale", type=_number, help="the net sees (pixel * scale - mean) / std; e.g. 1/255")
-    card.add_argument("--mean", type=_numbers, metavar="A[,B,C]", help="per-channel mean (after scale)")
-    card.add_argument("--std", type=_numbers, metavar="A[,B,C]", help="per-channel std (after scale)")
+    card.add_argument("--scale", type=parse_number, help="the net sees (pixel * scale - mean) / std; e.g. 1/255")
+    card.add_argument("--mean", type=parse_numbers, metavar="A[,B,C]", help="per-channel mean (after scale)")
+    card.add_argument("--std", type=parse_numbers, metavar="A[,B,C]", help="per-channel std (after scale)")
     card.add_argument("--aipp", type=Path, metavar="CFG", help="an ATC AIPP config instead of scale/mean/std")
     card.add_argument("--activation", choices=tuple(ACTIVATIONS), help="applied to the score output")
-    card.add_argument("--threshold", type=_number, help="foreground where p > T (1-channel outputs; default 0.5)")
-    card.add_argument("--classes", type=_classes, metavar="NAME,NAME,...", help="class names")
+    card.add_argument("--threshold", type=parse_number, help="foreground where p > T (1-channel outputs; default 0.5)")
+    card.add_argument("--classes", type=parse_classes, metavar="NAME,NAME,...", help="class names")
     card.add_argument("--overwrite", action="store_true", help="replace the project's files if they exist")
     card.set_defaults(handler=run_card)
 
