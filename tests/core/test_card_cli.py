@@ -103,7 +103,7 @@ def test_missing_size_and_other_refusals_are_one_line(tmp_path, capsys):
     dynamic = byo.Net(dynamic=True).save(tmp_path / "dyn.onnx")
     static = byo.Net(out_channels=2).save(tmp_path / "two.onnx")
     cases = [
-        (("card", dynamic, "--out", tmp_path / "p1"), "has a dynamic size: give --size WxH"),
+        (("card", dynamic, "--out", tmp_path / "p1"), "has a dynamic size: give the input size (--size WxH"),
         (("card", static, "--out", tmp_path / "p2", "--size", "64x64"), "--size 64x64 but the graph's input"),
         (("card", static, "--out", tmp_path / "p3", "--threshold", "0.4"),
          f"{tmp_path / 'p3' / 'models' / 'two.json'}: outputs[0].threshold: 0.4: a threshold is a probability"),
