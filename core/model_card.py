@@ -295,6 +295,9 @@ def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray,
     if channels > 1 and channels != len(card.class_names) or channels == 1 and len(card.class_names) != 2:
         raise card.output_error(index, f"has {channels} channel(s) but the card's classes list "
                                        f"{len(card.class_names)}: fix 'classes' or the output's layout")
+    if channels == 1 and spec.activation == "softmax":  # the graph check says so at load when there is a graph
+        raise card.output_error(index, "softmax over a single channel is always 1: raw logits need activation "
+                                       "'sigmoid', probabilities 'none'")
     probabilities = _activate(scores, spec.activation)
     if spec.activation == "none":
         low, high = float(probabilities.min()), float(probabilities.max())

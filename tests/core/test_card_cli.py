@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -146,3 +147,36 @@ def test_the_shipped_model_gets_the_shipped_cards_numbers(tmp_path, small_datase
     original = run("eval", "--dataset", small_dataset, "--roi", "0,0,64,48", "--json")
     assert built[0] == original[0] == 0
     assert json.loads(built[1])["summary"] == json.loads(original[1])["summary"]
+
+
+@pytest.mark.parametrize("problem", ["folder", "list", "not-utf8", "training", "huge"])
+def test_eval_refuses_a_broken_card_with_exit_2_and_one_line(tiny_model_project, small_dataset, capsys, problem):
+    card = tiny_model_project.card
+    good = json.loads(card.read_text())
+    card.unlink()
+    if problem == "folder":
+        card.mkdir()
+    elif problem == "list":
+        card.write_text("[]")
+    elif problem == "not-utf8":
+        card.write_bytes(b"\xff" + json.dumps(good).encode())
+    elif problem == "training":
+        card.write_text(json.dumps({**good, "training": "12000 steps"}))
+    else:
+        card.write_text(json.dumps({**good, "input": {**good["input"], "width": 60000, "height": 60000}}))
+    capsys.readouterr()
+    code, text = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
+    err = capsys.readouterr().err
+    assert code == 2 and text == "" and err.count("\n") == 1 and err.startswith(f"segscope: error: {card}: ")
+
+
+def test_a_card_without_preprocessing_warns_once_on_stderr(tmp_path, small_dataset):
+    pipeline = byo.write_project(tmp_path, byo.Net(), {}, [{"name": "scores", "layout": "NCHW",
+                                                            "activation": "sigmoid"}], ["crack"])
+    done = subprocess.run([sys.executable, "-m", "segscope.core.cli", "eval", "--dataset", str(small_dataset),
+                           "--pipeline", str(pipeline), "--roi", "0,0,64,48"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "no preprocessing" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("segscope: warning: ") and "byo.json" in warnings[0]
+    assert done.stdout.count("image: ") == 4

@@ -85,6 +85,10 @@ def test_outputs_are_checked_at_run_time(tmp_path):
     message = str(info.value)
     assert message.startswith(f"{card.path}: outputs[0] 'scores': values span 2.5..2.5") and "byo.onnx" in message
     assert "activation 'sigmoid'" in message
+    legacy = load_model_card(byo.write_project(tmp_path / "v1", byo.Net(), {"scale": 1}, [{"kind": "logits"}],
+                                               ["crack"]).parents[1] / "models" / "byo.json", check_graph=False)
+    with pytest.raises(SegScopeError, match=r"outputs\[0\] 'output0': softmax over a single channel is always 1"):
+        postprocess([np.zeros((1, 4, 4, 1), np.float32)], legacy)  # the v1 report: every probability 1.0
     bad = np.zeros((1, 1, 4, 4), np.float32)
     bad[0, 0, 1, 2] = np.nan
     with pytest.raises(SegScopeError, match=r"holds 1 NaN or infinite values"):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import numpy as np
 import pytest
 from PySide6.QtWidgets import QDialogButtonBox
 
@@ -89,3 +90,12 @@ def test_file_menu_opens_the_new_pipeline(qtbot, window, tmp_path, monkeypatch):
     assert window.capabilities.input_size == (40, 40)
     assert window.capabilities.class_names == ("background", "foreground")
     assert json.loads((tmp_path / "proj" / "models" / "crack.json").read_text())["input"]["scale"] == 1 / 255
+    results = []  # a run of the 1-channel model: two classes [1 - p, p] and its mask, shown like any other
+    window.controller.evaluated.connect(results.append)
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.run_current()
+    result = results[0].result
+    assert result.probabilities.shape == (40, 40, 2) and result.argmax.shape == (40, 40)
+    np.testing.assert_allclose(result.probabilities.sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_array_equal(result.argmax, result.probabilities[..., 1] > 0.5)
+    assert window.results[results[0].item.id] is result
