@@ -72,10 +72,12 @@ def test_static_round_trip_runs_in_eval_with_the_reference_numbers(tmp_path, dat
     expected = crop[..., ::-1].astype(np.float64).transpose(2, 0, 1)[None] / 255
     np.testing.assert_allclose(apply_aipp(crop, load_aipp(models / "aipp_crack_seg.cfg")), expected, atol=1e-6)
 
-    code, text = run("eval", "--dataset", dataset, "--pipeline", pipeline, "--json")
+    code, text = run("eval", "--dataset", dataset, "--pipeline", pipeline, "--json", "--export", tmp_path / "out")
     assert code == 0
     report = json.loads(text)
     assert report["summary"]["images_with_masks"] == 2
+    mask = cv2.imread(str(tmp_path / "out" / "a_mask.png"), cv2.IMREAD_UNCHANGED)
+    assert mask.shape == (70, 90) and set(np.unique(mask)) <= {0, 255}
     with EmbeddedBackend(pipeline, threads=1) as backend:
         result = backend.infer((dataset / "a" / "image.png").read_bytes(), Roi(*byo.BOX))
     p = byo.sigmoid(byo.reference_stream(byo.slide_png(seed=0), byo.BOX, net, color="RGB", scale=1 / 255)[..., 0])
