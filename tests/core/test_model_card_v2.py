@@ -279,3 +279,24 @@ def test_dynamic_sizes_take_the_cards_and_probabilities_from_the_graph_get_a_war
     assert card.input_size == (32, 32) and card.graph.inputs[0].dims == (1, 3, "side", "side")
     assert any("activation 'none' but the graph computes it with a Conv node" in r.getMessage()
                for r in caplog.records)
+
+
+@pytest.mark.parametrize(("folder", "net_kwargs", "card_input", "prep"), [
+    ("magnetic_tile", dict(in_channels=1, out_channels=1, size=64), {"channels": 1, "mean": 127.5, "std": 60},
+     dict(channels=1, mean=127.5, std=60)),
+    ("pv_el_cells", dict(in_channels=3, out_channels=1, size=64), {"color": "RGB", "scale": 1 / 255},
+     dict(color="RGB", scale=1 / 255)),
+])
+def test_real_grayscale_images_through_a_byo_model(tmp_path, shared_data, folder, net_kwargs, card_input, prep):
+    net = byo.Net(**net_kwargs)
+    pipeline = byo.write_project(tmp_path, net, card_input, [{"name": "scores", "layout": "NCHW",
+                                                              "activation": "sigmoid"}], ["defect"])
+    images = sorted((shared_data / folder).glob("*/image.*"))[:3]
+    assert images
+    with EmbeddedBackend(pipeline, threads=1) as backend:
+        for path in images:
+            result = backend.infer(path)
+            png = path.read_bytes()
+            height, width = result.image_size[1], result.image_size[0]
+            p = byo.sigmoid(byo.reference_stream(png, (0, 0, width, height), net, **prep)[..., 0])
+            np.testing.assert_allclose(result.probabilities, np.stack([1 - p, p], -1), atol=2e-5)
