@@ -180,7 +180,9 @@ def propose(model: Path, options: CardOptions) -> Proposal:
                                                                                      range(1, count)]
         proposal.assumed.append(f"classes {', '.join(classes)} (give --classes to name them)")
     proposal.card = {"name": proposal.stem, "onnx": f"{proposal.stem}.onnx", "om": f"{proposal.stem}.om",
-                     **({"aipp": f"aipp_{proposal.stem}.cfg"} if options.aipp else {}),
+                     # A 3-channel card names the AIPP config it bakes into the .om (the same math as its
+                     # scale/mean/std, checked on load), so MindX and the embedded backend agree by construction.
+                     **({"aipp": f"aipp_{proposal.stem}.cfg"} if options.aipp or channels == 3 else {}),
                      "input": card_input, "outputs": outputs, "classes": classes}
     if channels == 4:
         proposal.notes.append("4-channel input: MindX's opencv decoder gives 3 channels, so this model runs on the "

@@ -21,7 +21,7 @@ from .aipp import AippConfig, load_aipp
 from .card_check import check_against_graph, warn_once
 from .errors import SegScopeError
 from .onnx_graph import GraphInfo
-from .preprocess import CHANNELS, COLORS, LAYOUTS, Preprocess
+from .preprocess import CHANNELS, COLORS, LAYOUTS, Preprocess, aipp_mismatch
 
 #: What SegScope applies to a score output's raw values.
 ACTIVATIONS = {
@@ -169,7 +169,7 @@ class _Fields:
         return tuple(float(v) for v in values)
 
 
-def _parse_input(path: Path, raw: object, has_aipp: bool) -> tuple[str, tuple[int, int], Preprocess, bool]:
+def _parse_input(path: Path, raw: object) -> tuple[str, tuple[int, int], Preprocess, bool]:
     if not isinstance(raw, dict):
         raise SegScopeError(f"{path}: input: must be a JSON object with name, width and height, got {raw!r}")
     f = _Fields(path, raw, "input.", _INPUT_KEYS)
@@ -185,9 +185,6 @@ def _parse_input(path: Path, raw: object, has_aipp: bool) -> tuple[str, tuple[in
         raise f.error("color", f"{color} does not fit channels {channels} (GRAY is for 1-channel models, "
                                "BGR/RGB for 3 or 4 channels)")
     normalising = sorted({"scale", "mean", "std"} & set(raw))
-    if has_aipp and normalising:
-        raise f.error(normalising[0], "the card also names an AIPP config, which does the normalisation: "
-                                      "give either 'aipp' or input scale/mean/std")
     preprocess = Preprocess(
         channels=channels, color=color, layout=f.text("layout", "NCHW", LAYOUTS) or "NCHW",
         scale=f.number("scale", 1.0, positive=True) or 1.0,
@@ -235,7 +232,7 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
     aipp_path = sibling("aipp")
     if "input" not in raw:
         raise top.error("input", "missing: the model input's name, width and height")
-    input_name, size, preprocess, normalising = _parse_input(path, raw["input"], aipp_path is not None)
+    input_name, size, preprocess, normalising = _parse_input(path, raw["input"])
     outputs_raw = raw.get("outputs")
     if not isinstance(outputs_raw, list) or not outputs_raw:
         raise top.error("outputs", f"must be a non-empty list of outputs, got {outputs_raw!r}")
@@ -251,6 +248,12 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
         preprocess=preprocess, outputs=tuple(_parse_output(path, i, o) for i, o in enumerate(outputs_raw)),
         class_names=("background", *classes) if len(classes) == 1 else tuple(classes), training=training)
     card.probability_index()
+    if card.aipp is not None and normalising:
+        problem = aipp_mismatch(preprocess, card.aipp)
+        if problem:
+            raise top.error("input", f"scale/mean/std and the AIPP config {aipp_path.name if aipp_path else ''} "
+                                     f"describe different math ({problem}): the AIPP config is what the .om has "
+                                     "baked in, so make them agree or drop one")
     if warn and card.aipp is None and not normalising:
         warn_once(f"{path}: no preprocessing (no 'aipp', no input scale/mean/std): the network gets raw 0..255 "
                   "pixels; if that is what it expects, write \"scale\": 1 in 'input' to say so")

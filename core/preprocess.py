@@ -92,6 +92,19 @@ def check_aipp_color(preprocess: Preprocess, aipp: AippConfig, decoder_rgb: bool
                             f"gets {given}: fix the color or the AIPP config")
 
 
+def aipp_mismatch(preprocess: Preprocess, aipp: AippConfig) -> str:
+    """Where an AIPP config's math differs from `(pixel * scale - mean) / std` ("" when it agrees)."""
+    channels = min(3, preprocess.channels)
+    offsets = preprocess.per_channel(preprocess.mean).astype(np.float64)[:channels] / preprocess.scale
+    scales = preprocess.scale / preprocess.per_channel(preprocess.std).astype(np.float64)[:channels]
+    for c in range(channels):
+        for name, have, want in (("min_chn", aipp.offset[c], offsets[c]), ("var_reci_chn", aipp.var_reci_chn[c],
+                                                                            scales[c])):
+            if not np.isclose(have, want, rtol=1e-5, atol=1e-7):
+                return f"{name}_{c} {have:.7g} but mean/scale/std give {float(want):.7g}"
+    return ""
+
+
 def aipp_text(preprocess: Preprocess, decoder_rgb: bool = False) -> str:
     """An ATC `aipp_op` config with the same math, for baking into the `.om` (3-channel RGB888_U8 input).
 

@@ -61,6 +61,7 @@ def test_static_round_trip_runs_in_eval_with_the_reference_numbers(tmp_path, dat
     assert card["input"] == {"name": "image", "layout": "NCHW", "width": 40, "height": 40, "channels": 3,
                              "color": "RGB", "scale": 1 / 255}
     assert card["outputs"] == [{"name": "scores", "layout": "NCHW", "activation": "sigmoid", "threshold": 0.4}]
+    assert card["aipp"] == "aipp_crack_seg.cfg"  # what the .om gets baked in: the same math, checked on load
     stream = json.loads(pipeline.read_text())["unet_mindspore"]
     assert stream["mxpi_imageresize0"]["props"]["resizeWidth"] == "40"
     assert stream["mxpi_tensorinfer0"]["props"]["modelPath"] == "models/crack_seg.om"
@@ -93,7 +94,7 @@ def test_dynamic_input_needs_a_size_and_then_runs(tmp_path, dataset):
     assert code == 0
     assert "found: output 'scores' comes from Softmax: activation 'none'" in text
     card = json.loads((tmp_path / "proj" / "models" / "tiles.json").read_text())
-    assert card["input"]["channels"] == 1 and card["input"]["color"] == "GRAY"
+    assert card["input"]["channels"] == 1 and card["input"]["color"] == "GRAY" and "aipp" not in card
     assert (card["input"]["width"], card["input"]["height"]) == (48, 32)
     assert card["outputs"][0]["activation"] == "none"
     aipp = (tmp_path / "proj" / "models" / "aipp_tiles.cfg").read_text()

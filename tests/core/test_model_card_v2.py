@@ -74,6 +74,20 @@ def test_aipp_text_bakes_the_same_math_into_the_om():
         np.testing.assert_allclose(apply_aipp(image, config), make_tensor(image, prep), rtol=1e-5, atol=1e-5)
 
 
+def test_scale_mean_std_beside_an_aipp_config_must_agree_with_it(tmp_path):
+    (tmp_path / "a.cfg").write_text((byo.REPO / "models" / "aipp_unet_simple_opencv.cfg").read_text())
+    card = {**GOOD, "aipp": "a.cfg", "input": {**GOOD["input"], "color": "RGB", "scale": 1 / 127.5, "mean": 1}}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(card))
+    assert load_model_card(path).aipp.min_chn == (127.5,) * 3  # (x / 127.5 - 1) is the config's (x - 127.5) / 127.5
+    card["input"]["scale"] = 1 / 255
+    path.write_text(json.dumps(card))
+    with pytest.raises(SegScopeError) as info:
+        load_model_card(path)
+    assert str(info.value).startswith(f"{path}: input: scale/mean/std and the AIPP config a.cfg describe different "
+                                      "math (min_chn_0 127.5 but mean/scale/std give 255)")
+
+
 def test_outputs_are_checked_at_run_time(tmp_path):
     path = byo.write_project(tmp_path, byo.Net(), {"scale": 1}, [{"name": "scores", "layout": "NCHW",
                                                                   "activation": "none"}], ["crack"])
@@ -130,7 +144,6 @@ GOOD = {"name": "m", "input": {"name": "image", "width": 32, "height": 32, "scal
     ({"input": {"width": 32, "height": 32, "std": [1, 0, 1]}}, "input.std: must be > 0"),
     ({"input": {"width": 32, "height": 32, "colour": "RGB"}}, "input.colour: is not a card field here"),
     ({"input": {"width": 32, "height": 32, "layout": "CHW"}}, "input.layout: must be one of NCHW, NHWC"),
-    ({"input": {"width": 32, "height": 32, "scale": 1}, "aipp": "a.cfg"}, "input.scale: the card also names an AIPP"),
     ({"outputs": [{"activation": "relu"}]}, "outputs[0].activation: must be one of softmax, sigmoid, none"),
     ({"outputs": [{"kind": "logits", "activation": "sigmoid"}]}, "outputs[0].activation: kind 'logits' already"),
     ({"outputs": [{"activation": "sigmoid", "threshold": 1.5}]}, "outputs[0].threshold: 1.5: a threshold is"),
