@@ -83,7 +83,10 @@ def make_tensor(image: np.ndarray, preprocess: Preprocess, aipp: AippConfig | No
 
 
 def check_aipp_color(preprocess: Preprocess, aipp: AippConfig, decoder_rgb: bool, card: str) -> None:
-    """With an AIPP config, the card's `color` states what the network gets: it must be what AIPP gives."""
+    """With an AIPP config, the card's `color` states what the network gets: it must be what AIPP gives
+    (for RGB888 input; a YUV input's colour conversion is the config's own business)."""
+    if aipp.input_format != "RGB888_U8":
+        return
     decoded = "RGB" if decoder_rgb else "BGR"
     given = ({"RGB": "BGR", "BGR": "RGB"}[decoded]) if aipp.rbuv_swap_switch else decoded
     if preprocess.color in ("RGB", "BGR") and preprocess.color != given:
