@@ -101,8 +101,8 @@ class ModelDialog(QDialog):
         for edit in (self.model_edit, self.scale_edit, self.mean_edit, self.std_edit, self.aipp_edit,
                      self.classes_edit, self.out_edit):
             edit.textChanged.connect(self.refresh)
-        for box in (self.layout_box, self.color_box, self.activation_box):
-            box.currentIndexChanged.connect(self.refresh)
+        for combo in (self.layout_box, self.color_box, self.activation_box):
+            combo.currentIndexChanged.connect(self.refresh)
         for spin in (self.width_box, self.height_box, self.threshold_value):
             spin.valueChanged.connect(self.refresh)
         self.threshold_box.toggled.connect(self.refresh)

@@ -4,6 +4,7 @@ host's worker (a real sshd on loopback) with the NumPy reference's numbers and t
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -27,7 +28,10 @@ def test_one_channel_sigmoid_model_over_ssh(tmp_path: Path, sshd, ssh_options, w
     net = byo.Net(**net_kwargs)
     pipeline = byo.write_project(tmp_path / "project", net, card_input, outputs, classes)
     png = byo.slide_png()
-    backend = RemoteBackend(pipeline, sshd.target, ssh_options, **worker_options, probabilities="float32")
+    # CI names a bare Ascend-like host interpreter (Python 3.9, old NumPy/OpenCV/ONNX Runtime, no onnx package).
+    host_python = os.environ.get("SEGSCOPE_TEST_HOST_PYTHON") or worker_options["python"]
+    backend = RemoteBackend(pipeline, sshd.target, ssh_options, **{**worker_options, "python": host_python},
+                            probabilities="float32")
     try:
         assert backend.capabilities.class_names == ("background", "crack")
         assert backend.capabilities.input_size == (net.size, net.size)
