@@ -11,6 +11,7 @@ checked against its graph on load (`core.card_check`).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,13 +143,7 @@ class _Fields:
 
     def number(self, key: str, default: float | None = None, positive: bool = False) -> float | None:
         value = self.raw.get(key, default)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-            raise self.error(key, f"must be a number, got {value!r}")
-        if positive and value <= 0:
-            raise self.error(key, f"must be > 0, got {value!r}")
-        return float(value)
+        return None if value is None else self.numbers(key, value, 1, positive)[0]
 
     def integer(self, key: str, default: int | None = None) -> int:
         value = self.raw.get(key, default)
@@ -156,17 +151,24 @@ class _Fields:
             raise self.error(key, f"must be an integer, got {value!r}")
         return value
 
-    def numbers(self, key: str, default: float, count: int, positive: bool = False) -> tuple[float, ...]:
+    def numbers(self, key: str, default: object, count: int, positive: bool = False) -> tuple[float, ...]:
         value = self.raw.get(key, default)
         values = value if isinstance(value, list) else [value]
         if len(values) not in (1, count):
             raise self.error(key, f"needs 1 or {count} numbers (one per channel), got {len(values)}")
+        numbers = []
         for item in values:
-            if isinstance(item, bool) or not isinstance(item, (int, float)) or not np.isfinite(item):
-                raise self.error(key, f"must be a number or a list of numbers, got {value!r}")
-            if positive and item <= 0:
+            try:
+                number = float(item) if isinstance(item, (int, float)) and not isinstance(item, bool) else math.nan
+            except OverflowError:  # an integer too large for a float
+                number = math.nan
+            if not math.isfinite(number):
+                kind = "a number" if count == 1 else "a number or one per channel"
+                raise self.error(key, f"must be {kind}, got {value!r}")
+            if positive and number <= 0:
                 raise self.error(key, f"must be > 0, got {value!r}")
-        return tuple(float(v) for v in values)
+            numbers.append(number)
+        return tuple(numbers)
 
 
 def _parse_input(path: Path, raw: object) -> tuple[str, tuple[int, int], Preprocess, bool]:

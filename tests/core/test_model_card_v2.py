@@ -140,6 +140,8 @@ GOOD = {"name": "m", "input": {"name": "image", "width": 32, "height": 32, "scal
     ({"input": {"width": 32, "height": 32, "color": "GRAY"}}, "input.color: GRAY does not fit channels 3"),
     ({"input": {"width": 32, "height": 32, "scale": "1/255"}}, "input.scale: must be a number, got '1/255'"),
     ({"input": {"width": 32, "height": 32, "scale": 0}}, "input.scale: must be > 0, got 0"),
+    ({"input": {"width": 32, "height": 32, "scale": 10 ** 400}}, "input.scale: must be a number, got 1000"),
+    ({"input": {"width": 32, "height": 32, "mean": float("nan")}}, "input.mean: must be a number or one per"),
     ({"input": {"width": 32, "height": 32, "mean": [1, 2]}}, "input.mean: needs 1 or 3 numbers"),
     ({"input": {"width": 32, "height": 32, "std": [1, 0, 1]}}, "input.std: must be > 0"),
     ({"input": {"width": 32, "height": 32, "colour": "RGB"}}, "input.colour: is not a card field here"),
