@@ -256,9 +256,10 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
             raise top.error("input", f"scale/mean/std and the AIPP config {aipp_path.name if aipp_path else ''} "
                                      f"describe different math ({problem}): the AIPP config is what the .om has "
                                      "baked in, so make them agree or drop one")
-    if warn and card.aipp is None and not normalising:
-        warn_once(f"{path}: no preprocessing (no 'aipp', no input scale/mean/std): the network gets raw 0..255 "
-                  "pixels; if that is what it expects, write \"scale\": 1 in 'input' to say so")
+    identity = card.aipp is None or (card.aipp.offset == (0.0,) * 3 and card.aipp.var_reci_chn == (1.0,) * 3)
+    if warn and identity and not normalising:
+        warn_once(f"{path}: no preprocessing (no input scale/mean/std, no normalising AIPP): the network gets raw "
+                  "0..255 pixels; if that is what it expects, write \"scale\": 1 in 'input' to say so")
     if check_graph and card.onnx is not None and card.onnx.exists():
         card = check_against_graph(card, warn)
     return card

@@ -70,6 +70,9 @@ def make_tensor(image: np.ndarray, preprocess: Preprocess, aipp: AippConfig | No
         if image.ndim != 3 or image.shape[2] != 3:
             raise SegScopeError(f"{source}: AIPP RGB888_U8 takes 3-channel images, got shape {image.shape}")
         nchw = apply_aipp(image, aipp)
+        if nchw.shape[1] != preprocess.channels:
+            raise SegScopeError(f"{source}: the AIPP config gives {nchw.shape[1]} channel(s) but the model takes "
+                                f"{preprocess.channels} (card input.channels)")
         return nchw if preprocess.layout == "NCHW" else np.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
     hwc = _convert(image, decoder_rgb, preprocess, source).astype(np.float32)
     if preprocess.scale != 1.0:

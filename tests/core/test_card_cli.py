@@ -173,9 +173,15 @@ def test_eval_refuses_a_broken_card_with_exit_2_and_one_line(tiny_model_project,
     assert code == 2 and text == "" and err.count("\n") == 1 and err.startswith(f"segscope: error: {card}: ")
 
 
-def test_a_card_without_preprocessing_warns_once_on_stderr(tmp_path, small_dataset):
-    pipeline = byo.write_project(tmp_path, byo.Net(), {}, [{"name": "scores", "layout": "NCHW",
-                                                            "activation": "sigmoid"}], ["crack"])
+@pytest.mark.parametrize("how", ["hand-written", "segscope card"])
+def test_a_card_without_preprocessing_warns_once_on_stderr(tmp_path, small_dataset, how):
+    if how == "segscope card":  # its card names an identity AIPP config: still no preprocessing
+        code, text = run("card", byo.Net().save(tmp_path / "byo.onnx"), "--out", tmp_path / "p", "--classes", "crack")
+        assert code == 0 and "assumed: no normalisation" in text
+        pipeline = Path(text.splitlines()[-1])
+    else:
+        pipeline = byo.write_project(tmp_path, byo.Net(), {}, [{"name": "scores", "layout": "NCHW",
+                                                                "activation": "sigmoid"}], ["crack"])
     done = subprocess.run([sys.executable, "-m", "segscope.core.cli", "eval", "--dataset", str(small_dataset),
                            "--pipeline", str(pipeline), "--roi", "0,0,64,48"], capture_output=True, text=True,
                           timeout=120)

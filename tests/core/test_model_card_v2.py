@@ -315,3 +315,14 @@ def test_real_grayscale_images_through_a_byo_model(tmp_path, shared_data, folder
             height, width = result.image_size[1], result.image_size[0]
             p = byo.sigmoid(byo.reference_stream(png, (0, 0, width, height), net, **prep)[..., 0])
             np.testing.assert_allclose(result.probabilities, np.stack([1 - p, p], -1), atol=2e-5)
+
+
+def test_an_aipp_config_that_gives_the_wrong_channel_count_is_named(tmp_path):
+    net = byo.Net(in_channels=1)
+    pipeline = byo.write_project(tmp_path, net, {"channels": 1},
+                                 [{"name": "scores", "layout": "NCHW", "activation": "sigmoid"}], ["crack"],
+                                 aipp="aipp.cfg")
+    (tmp_path / "models" / "aipp.cfg").write_text((byo.REPO / "models" / "aipp_unet_simple_opencv.cfg").read_text())
+    with EmbeddedBackend(pipeline, threads=1) as backend, pytest.raises(SegScopeError) as info:
+        backend.infer(byo.slide_png())
+    assert "the AIPP config gives 3 channel(s) but the model takes 1 (card input.channels)" in str(info.value)
