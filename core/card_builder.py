@@ -53,6 +53,7 @@ class Proposal:
     found: list[str] = field(default_factory=list)  # facts read from the graph
     assumed: list[str] = field(default_factory=list)  # defaults chosen for what neither graph nor flags said
     notes: list[str] = field(default_factory=list)
+    external_files: tuple[str, ...] = ()  # the model's external weight files, relative to its folder
 
 
 def _channel_axis(dims: tuple[object, ...]) -> str | None:
@@ -138,7 +139,12 @@ def _output_entry(index: int, tensor: TensorInfo, op: str, size: tuple[int, int]
 def propose(model: Path, options: CardOptions) -> Proposal:
     """The card for `model` from its graph and `options`, with what was found and what was assumed."""
     graph = read_graph(model)
-    proposal = Proposal(Path(model), Path(model).stem, {})
+    for name in graph.external_files:
+        if Path(name).is_absolute() or ".." in Path(name).parts or not (Path(model).parent / name).is_file():
+            raise SegScopeError(f"{model}: its external weight file {name!r} is not a file beside the model")
+    proposal = Proposal(Path(model), Path(model).stem, {}, external_files=graph.external_files)
+    if graph.external_files:
+        proposal.found.append(f"external weights {', '.join(graph.external_files)} (copied with the model)")
     layout, channels, size = _input_facts(graph, options, proposal)
     if options.aipp is not None and any(v is not None for v in (options.scale, options.mean, options.std)):
         raise SegScopeError(f"{options.aipp}: give either --aipp or --scale/--mean/--std (AIPP does the "
@@ -239,7 +245,7 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
     if aipp is not None:
         files[f"models/aipp_{stem}.cfg"] = aipp
     files[f"models/atc_{stem}.sh"] = _atc_script(stem, card, aipp is not None).encode()
-    names = [f"models/{stem}.onnx", *files]
+    names = [f"models/{stem}.onnx", *files, *(f"models/{n}" for n in proposal.external_files)]
     existing = [out / n for n in names if (out / n).exists()]
     if existing and not overwrite:
         raise SegScopeError(f"{existing[0]}: already exists (use --overwrite to replace the project's files)")
@@ -252,6 +258,9 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
         for folder in ("models", "pipelines"):
             (staging / folder).mkdir()
         shutil.copyfile(model, staging / names[0])
+        for name in proposal.external_files:  # external weights travel with the model
+            (staging / "models" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(model).parent / name, staging / "models" / name)
         for name, data in files.items():
             (staging / name).write_bytes(data)
         try:
@@ -259,11 +268,10 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
         except SegScopeError as exc:  # name the files where they would have landed
             raise SegScopeError(str(exc).replace(str(staging), str(out))) from None
         for name in names:
-            (out / name).parent.mkdir(exist_ok=True)
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / name, out / name)
     except OSError as exc:
-        raise SegScopeError(f"{out}: writing the project failed ({exc.strerror or exc}); nothing was "
-                            "replaced") from None
+        raise SegScopeError(f"{out}: writing the project failed ({exc.strerror or exc})") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out / f"pipelines/{stem}.pipeline"

@@ -265,12 +265,14 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
     return card
 
 
-def _to_nhwc(tensor: np.ndarray, layout: str) -> np.ndarray:
+def _to_nhwc(tensor: np.ndarray, card: ModelCard, index: int) -> np.ndarray:
     """Drop the batch axis and return H x W x C."""
+    layout = card.outputs[index].layout
     if tensor.ndim == 3:  # N x H x W single channel
         tensor = tensor[..., None] if layout == "NHWC" else tensor[:, None]
     if tensor.ndim != 4 or tensor.shape[0] != 1:
-        raise SegScopeError(f"model output has shape {tensor.shape}; expected 1 x H x W x C or 1 x C x H x W")
+        raise card.output_error(index, f"has shape {tensor.shape}; expected 1 x H x W, 1 x H x W x C or "
+                                       "1 x C x H x W")
     image = tensor[0]
     return image if layout == "NHWC" else np.moveaxis(image, 0, -1)
 
@@ -293,7 +295,7 @@ def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray,
     """
     index = card.probability_index()
     spec = card.outputs[index]
-    scores = _to_nhwc(np.asarray(outputs[index]), spec.layout).astype(np.float32)
+    scores = _to_nhwc(np.asarray(outputs[index]), card, index).astype(np.float32)
     if not np.isfinite(scores).all():
         raise card.output_error(index, f"holds {int((~np.isfinite(scores)).sum())} NaN or infinite values: "
                                        "the model (or its conversion) is broken for this input")

@@ -51,6 +51,7 @@ class GraphInfo:
     inputs: tuple[TensorInfo, ...]  # graph inputs that are not initializers
     outputs: tuple[TensorInfo, ...]
     source_ops: tuple[str, ...]  # per output: the op that computes it, looking through _PASS_THROUGH ops
+    external_files: tuple[str, ...] = ()  # weight files beside the model (external data), relative paths
 
     def final_op(self, index: int) -> str:
         return self.source_ops[index]
@@ -130,6 +131,7 @@ def _parse(data: memoryview, path: Path) -> GraphInfo:
         raise _WireError("no graph")
     producers: dict[str, tuple[str, tuple[str, ...]]] = {}  # output name -> (op type, node inputs)
     initializers: set[str] = set()
+    external: set[str] = set()
     declared_inputs: list[TensorInfo] = []
     outputs: list[TensorInfo] = []
     for number, value in _fields(graph):
@@ -146,8 +148,14 @@ def _parse(data: memoryview, path: Path) -> GraphInfo:
                     op = _text(item)
             for name in node_outputs:
                 producers[name] = (op, tuple(node_inputs))
-        elif number == 5:  # TensorProto initializer: only its name (field 8)
-            initializers.add(next((_text(v) for n, v in _fields(value) if n == 8), ""))
+        elif number == 5:  # TensorProto initializer: its name (8) and external data entries (13)
+            for field, item in _fields(value):
+                if field == 8:
+                    initializers.add(_text(item))
+                elif field == 13 and isinstance(item, memoryview):  # StringStringEntryProto key/value
+                    entry = {n: _text(v) for n, v in _fields(item)}
+                    if entry.get(1) == "location" and entry.get(2):
+                        external.add(entry[2])
         elif number == 11:
             declared_inputs.append(_value_info(value))
         elif number == 12:
@@ -162,7 +170,7 @@ def _parse(data: memoryview, path: Path) -> GraphInfo:
         return "graph input"
 
     inputs = tuple(i for i in declared_inputs if i.name not in initializers)
-    return GraphInfo(path, inputs, tuple(outputs), tuple(source(o.name) for o in outputs))
+    return GraphInfo(path, inputs, tuple(outputs), tuple(source(o.name) for o in outputs), tuple(sorted(external)))
 
 
 def read_graph(path: Path) -> GraphInfo:

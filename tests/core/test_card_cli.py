@@ -189,3 +189,23 @@ def test_a_card_without_preprocessing_warns_once_on_stderr(tmp_path, small_datas
     warnings = [line for line in done.stderr.splitlines() if "no preprocessing" in line]
     assert len(warnings) == 1 and warnings[0].startswith("segscope: warning: ") and "byo.json" in warnings[0]
     assert done.stdout.count("image: ") == 4
+
+
+def test_external_weights_are_copied_with_the_model(tmp_path, dataset):
+    import onnx
+
+    net = byo.Net(size=40)
+    source = tmp_path / "src"
+    source.mkdir()
+    model = onnx.load(str(net.save(source / "big.onnx")))
+    onnx.save(model, str(source / "big.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="big.bin", size_threshold=0)
+    code, text = run("card", source / "big.onnx", "--out", tmp_path / "proj", "--scale", "1/255")
+    assert code == 0 and "found: external weights big.bin (copied with the model)" in text
+    assert (tmp_path / "proj" / "models" / "big.bin").read_bytes() == \
+        (source / "big.bin").read_bytes()
+    import shutil
+
+    shutil.rmtree(source)  # the project runs on its own copy
+    code, _ = run("eval", "--dataset", dataset, "--pipeline", text.splitlines()[-1])
+    assert code == 0

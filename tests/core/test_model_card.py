@@ -152,5 +152,5 @@ def test_sigmoid_one_channel(tmp_path, shape):
 
 def test_unexpected_output_rank_is_an_error(tmp_path):
     card = card_with(tmp_path, [{"kind": "softmax", "layout": "NHWC"}])
-    with pytest.raises(SegScopeError, match=r"model output has shape \(6,\)"):
+    with pytest.raises(SegScopeError, match=r"outputs\[0\] 'output0': has shape \(6,\)"):
         postprocess([np.zeros(6, np.float32)], card)
