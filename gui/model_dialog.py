@@ -46,12 +46,13 @@ from ..core.errors import SegScopeError
 from ..core.model_card import ACTIVATIONS
 from ..core.preprocess import COLORS, LAYOUTS
 
-FROM_GRAPH = "from the graph"
+FROM_GRAPH = "from the graph"  # a size spin box at 0
+PROPOSED = "as proposed below"  # a choice left to the graph or the defaults
 
 
 def _choice(items: tuple[str, ...]) -> QComboBox:
     box = QComboBox()
-    box.addItems([FROM_GRAPH, *items])
+    box.addItems([PROPOSED, *items])
     return box
 
 
