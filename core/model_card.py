@@ -295,8 +295,9 @@ def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray,
     """
     index = card.probability_index()
     spec = card.outputs[index]
-    scores = _to_nhwc(np.asarray(outputs[index]), card, index).astype(np.float32)
-    if not np.isfinite(scores).all():
+    scores = _to_nhwc(np.asarray(outputs[index]), card, index).astype(np.float32, copy=False)
+    low, high = float(scores.min()), float(scores.max())  # NaN and inf show here: no pass of its own
+    if not (math.isfinite(low) and math.isfinite(high)):
         raise card.output_error(index, f"holds {int((~np.isfinite(scores)).sum())} NaN or infinite values: "
                                        "the model (or its conversion) is broken for this input")
     channels = scores.shape[-1]
@@ -307,27 +308,31 @@ def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray,
         raise card.output_error(index, "softmax over a single channel is always 1: raw logits need activation "
                                        "'sigmoid', probabilities 'none'")
     probabilities = _activate(scores, spec.activation)
-    if spec.activation == "none":
-        low, high = float(probabilities.min()), float(probabilities.max())
+    if spec.activation == "none" and (low < 0.0 or high > 1.0):
         if low < -1e-3 or high > 1 + 1e-3:
             raise card.output_error(index, f"values span {low:.4g}..{high:.4g}, not probabilities in [0, 1] as "
                                            "activation 'none' says: raw scores need activation 'sigmoid' "
                                            "(one map per channel) or 'softmax' (across channels)")
-        probabilities = np.clip(probabilities, 0.0, 1.0)
+        probabilities = np.clip(probabilities, 0.0, 1.0)  # fp16 rounding
+    given = card.output_index("argmax")
+    argmax: np.ndarray | None = None
     if channels == 1:
         foreground = probabilities[..., 0]
         probabilities = np.stack([1.0 - foreground, foreground], axis=-1)
         argmax = (foreground > (0.5 if spec.threshold is None else spec.threshold)).astype(np.uint8)
     else:
-        argmax = probabilities.argmax(axis=-1).astype(np.uint8)
-    probabilities = np.ascontiguousarray(probabilities, dtype=np.float32)
-    given = card.output_index("argmax")
+        probabilities = np.ascontiguousarray(probabilities)
+        if given is None:
+            argmax = probabilities.argmax(axis=-1).astype(np.uint8)
     if given is not None:
         labels = np.asarray(outputs[given])
-        if labels.size != argmax.size:
-            raise card.output_error(given, f"has shape {labels.shape}, not the {argmax.shape} of the scores")
+        if labels.size != probabilities.shape[0] * probabilities.shape[1]:
+            raise card.output_error(given, f"has shape {labels.shape}, not the {probabilities.shape[:2]} of the "
+                                           "scores")
         if labels.size and (labels.min() < 0 or labels.max() >= probabilities.shape[-1]):
             raise card.output_error(given, f"holds class {labels.max()} but the model has "
                                            f"{probabilities.shape[-1]} classes")
-        argmax = labels.reshape(argmax.shape).astype(np.uint8)
+        argmax = labels.reshape(probabilities.shape[:2]).astype(np.uint8)
+    assert argmax is not None
+    probabilities = np.ascontiguousarray(probabilities, dtype=np.float32)
     return probabilities, argmax
