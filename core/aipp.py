@@ -5,10 +5,10 @@ ONNX export of the same network sees the input the `.om` sees:
 `out_c = (in_c - mean_chn_c - min_chn_c) * var_reci_chn_c`, after swapping channels 0 and 2 when
 `rbuv_swap_switch` is true (opencv decodes BGR, so the swap hands the network RGB).
 
-Colour-space conversion (`csc_switch`, CANN ATC "CSC Configuration"): after the swap and before the
-normalisation, YUV input becomes `out_r = (sum_c matrix_rc * (in_c - input_bias_c)) >> 8` and RGB input
-`out_r = ((sum_c matrix_rc * in_c) >> 8) + output_bias_r`, each clipped to 0..255. `YUV420SP_U8` input
-(NV12 from DVPP) reaches this as YUV444: the chroma planes repeated 2x2 (see core.dvpp).
+Colour-space conversion (`csc_switch`, CANN ATC "CSC Configuration") of `YUV420SP_U8` input (NV12 from
+DVPP, reaching this as YUV444: the chroma planes repeated 2x2, see core.dvpp): after the U/V swap and
+before the normalisation, `out_r = (sum_c matrix_rc * (in_c - input_bias_c)) >> 8`, clipped to 0..255.
+RGB-to-YUV conversion (RGB888_U8 input with csc_switch, e.g. a gray model's YUV400) is not emulated.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ class AippConfig:
     csc_switch: bool = False
     matrix: tuple[tuple[int, int, int], ...] = ((256, 0, 0), (0, 256, 0), (0, 0, 256))  # matrix_rXcY
     input_bias: tuple[int, int, int] = (0, 0, 0)
-    output_bias: tuple[int, int, int] = (0, 0, 0)
 
     @property
     def yuv_input(self) -> bool:
@@ -90,6 +89,9 @@ def parse_aipp(text: str, source: str = "<aipp>") -> AippConfig:
     except ValueError:
         raise SegScopeError(f"{source}: matrix_rXcY must be integers") from None
     csc = fields.get("csc_switch", "false") == "true"
+    if csc and fields.get("input_format", "RGB888_U8") != "YUV420SP_U8":
+        raise SegScopeError(f"{source}: csc_switch true with RGB888_U8 input (RGB to YUV) is not supported by the "
+                            "embedded backend (YUV420SP_U8 to RGB is)")
     if csc and not any(f.startswith("matrix_") for f in fields):
         raise SegScopeError(f"{source}: csc_switch true needs its matrix_r0c0..matrix_r2c2 (see CANN's CSC "
                             "configuration tables)")
@@ -102,7 +104,6 @@ def parse_aipp(text: str, source: str = "<aipp>") -> AippConfig:
         csc_switch=csc,
         matrix=matrix,  # type: ignore[arg-type]
         input_bias=integers("input_bias", 3),  # type: ignore[arg-type]
-        output_bias=integers("output_bias", 3),  # type: ignore[arg-type]
     )
 
 
@@ -113,14 +114,10 @@ def load_aipp(path: Path) -> AippConfig:
         raise SegScopeError(f"{path}: AIPP config not found") from None
 
 
-def apply_csc(image: np.ndarray, config: AippConfig) -> np.ndarray:
-    """AIPP's colour-space conversion of an H x W x 3 uint8 image (after the channel swap)."""
-    pixels = image.astype(np.int64)
-    matrix = np.asarray(config.matrix, np.int64)
-    if config.yuv_input:
-        out = np.einsum("rc,hwc->hwr", matrix, pixels - np.asarray(config.input_bias, np.int64)) >> 8
-    else:
-        out = (np.einsum("rc,hwc->hwr", matrix, pixels) >> 8) + np.asarray(config.output_bias, np.int64)
+def apply_csc(yuv: np.ndarray, config: AippConfig) -> np.ndarray:
+    """AIPP's YUV-to-RGB conversion of an H x W x 3 uint8 YUV444 image (after the U/V swap)."""
+    centred = yuv.astype(np.int64) - np.asarray(config.input_bias, np.int64)
+    out = np.einsum("rc,hwc->hwr", np.asarray(config.matrix, np.int64), centred) >> 8
     return np.clip(out, 0, 255).astype(np.uint8)
 
 
@@ -130,9 +127,8 @@ def apply_aipp(image: np.ndarray, config: AippConfig) -> np.ndarray:
     if config.yuv_input and config.rbuv_swap_switch:  # for YUV the switch swaps U and V (NV21 input)
         image = image[..., [0, 2, 1]]
         config = replace(config, rbuv_swap_switch=False)
-    if config.csc_switch:  # the swap comes before CSC
-        image = apply_csc(image[..., ::-1] if config.rbuv_swap_switch else image, config)
-        config = replace(config, rbuv_swap_switch=False)
+    if config.csc_switch:  # YUV input only (parse_aipp)
+        image = apply_csc(image, config)
     scales = config.var_reci_chn
     # blobFromImage swaps first, then subtracts the per-channel offset and scales: the AIPP order.
     blob = cv2.dnn.blobFromImage(image, scalefactor=scales[0], mean=config.offset, swapRB=config.rbuv_swap_switch)

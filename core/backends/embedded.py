@@ -18,12 +18,12 @@ import numpy as np
 import onnxruntime as ort
 
 from .. import dvpp, imaging
-from ..aipp import apply_aipp
 from ..emulation import plan_stream, sized
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
 from ..model_card import ModelCard, load_model_card, postprocess
 from ..pipeline import Pipeline, load_pipeline
+from ..preprocess import check_aipp_color, decode_flag, make_tensor
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceResult
 
@@ -77,9 +77,9 @@ class EmbeddedStream:
                 f"{self.card.input_size[0]}x{self.card.input_size[1]} ({self.card.path.name})")
 
     def decode(self, data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image:
-        image = decode_image(data, source, cv2.IMREAD_COLOR, max_pixels)
-        if self.plan.decoder.dvpp:
-            return dvpp.decode(image)
+        if self.plan.decoder.dvpp:  # DVPP decodes to YUV whatever the model's channels
+            return dvpp.decode(decode_image(data, source, cv2.IMREAD_COLOR, max_pixels))
+        image = decode_image(data, source, decode_flag(self.card.preprocess), max_pixels)
         image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if self.rgb else image
         return image.astype(np.float32) if self.plan.decoder.float32 else image
 
@@ -127,15 +127,14 @@ class EmbeddedStream:
         # Back onto the model-resolution grid SegScope reports (nearest), so it lines up with probabilities.
         return cv2.resize(classes, argmax.shape[::-1], interpolation=cv2.INTER_NEAREST)
 
-    def to_tensor(self, resized: np.ndarray) -> np.ndarray:
+    def to_tensor(self, resized: np.ndarray, source: str = "<image>") -> np.ndarray:
+        """The resized crop -> the network input, by the card's AIPP config or its preprocessing."""
         if resized.shape[1::-1] != self.card.input_size:
             raise SegScopeError(f"the resized crop is {resized.shape[1]}x{resized.shape[0]} but the model takes "
                                 f"{self.card.input_size[0]}x{self.card.input_size[1]}: use a padding resizeType")
         if self.card.aipp is not None:
-            tensor = apply_aipp(resized, self.card.aipp)
-        else:
-            tensor = np.ascontiguousarray(resized.transpose(2, 0, 1)[None], dtype=np.float32)
-        return tensor if self.card.input_layout == "NCHW" else np.ascontiguousarray(tensor.transpose(0, 2, 3, 1))
+            check_aipp_color(self.card.preprocess, self.card.aipp, self.rgb, str(self.card.path))
+        return make_tensor(resized, self.card.preprocess, self.card.aipp, self.rgb, source)
 
 
 class EmbeddedBackend(Backend):
@@ -180,7 +179,7 @@ class EmbeddedBackend(Backend):
         lap("crop")
         resized, plan = self.stream.resize(crop)
         lap("resize")
-        tensor = self.stream.to_tensor(self.stream.model_image(resized))
+        tensor = self.stream.to_tensor(self.stream.model_image(resized), source)
         lap("preprocess")
         outputs = self.session.run(None, {self.stream.card.input_name: tensor})
         lap("infer")
