@@ -270,7 +270,7 @@ def test_compare_errors(tmp_path, capsys):
     pickled = np.array([{"a": 1}], dtype=object)
     np.save(tmp_path / "objects.npy", pickled, allow_pickle=True)
     assert run("compare", tmp_path / "objects.npy", tmp_path / "a.npy")[0] == 2
-    assert_one_line_error(capsys, tmp_path / "objects.npy", "unreadable .npy tensor")
+    assert_one_line_error(capsys, tmp_path / "objects.npy", "holds object values")
 
 
 def test_internal_errors_exit_1_with_details_on_request(tmp_path, capsys, monkeypatch):
