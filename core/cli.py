@@ -309,7 +309,6 @@ def _log_warnings() -> None:
     logger = logging.getLogger("segscope")
     if not any(isinstance(h, _WarningLines) for h in logger.handlers):
         logger.addHandler(_WarningLines(logging.WARNING))
-        logger.propagate = False
     logger.setLevel(logging.WARNING)
 
 

@@ -87,7 +87,8 @@ def _natural_key(text: str) -> list[object]:
 
 
 def _first_image(folder: Path, stem: str) -> Path | None:
-    return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").is_file()), None)
+    """The first `stem.<image suffix>` in `folder` (whatever it is: a folder there is reported when read)."""
+    return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").exists()), None)
 
 
 def discover(root: Path) -> list[DatasetItem]:

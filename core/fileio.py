@@ -117,8 +117,8 @@ def _decode(data: bytes, source: str, flags: int, max_pixels: int) -> np.ndarray
     kind = image_format(data)
     size = header_size(data) if kind else None
     if size is None:
-        what = f"a {kind} file whose header cannot be read" if kind else "not a readable image"
-        raise SegScopeError(f"{source}: {what} (PNG, JPEG, TIFF, BMP, WebP, GIF or PNM)")
+        what = f"its {kind} header is damaged or truncated" if kind else "PNG, JPEG, TIFF, BMP, WebP, GIF or PNM"
+        raise SegScopeError(f"{source}: not a readable image ({what})")
     _check_pixels(*size, source, max_pixels)
     with native_stderr_captured():
         image = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
