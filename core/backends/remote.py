@@ -13,12 +13,12 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import SegScopeError
+from ..errors import BackendError, SegScopeError
 from ..fileio import read_bytes
 from ..remote import protocol
 from ..remote.client import WorkerLost, WorkerSession, worker_command
 from ..remote.connection import SshConnection, SshOptions, SshTarget, parse_target
-from ..remote.deploy import DEFAULT_CACHE_DIR, project_bundle, upload, worker_bundle
+from ..remote.deploy import DEFAULT_CACHE_DIR, hash_command, parse_hashes, project_bundle, upload, worker_bundle
 from ..roi import Roi
 from .base import STAGES, Backend, Capabilities, ImageSource, InferenceResult
 
@@ -83,17 +83,26 @@ class RemoteBackend(Backend):
         """Connect if needed, upload what is missing on the host, start a worker and read its HELLO."""
         if not self.connection.alive:
             self.connection.connect()
+        python, backend, max_pixels, set_env = self._command_options
+        label = self.connection.label
+
+        def hash_files(paths: list[str]) -> dict[str, str | None]:
+            status, output = self.connection.run(hash_command(python, paths), timeout=self.startup_timeout)
+            if status != 0:
+                raise BackendError(f"{label}: cannot check the cache files with {python} on the host "
+                                    f"(exit status {status}: {output.strip()[-200:]}); set the remote python")
+            return parse_hashes(output, paths, label)
+
         sftp = self.connection.sftp()
         try:
-            worker_dir = upload(sftp, self._cache_dir, worker_bundle(), self.connection.label)
+            worker_dir = upload(sftp, self._cache_dir, worker_bundle(), label, hash_files)
             if self._project is not None:
                 bundle, pipeline_in_bundle = self._project
-                pipeline = f"{upload(sftp, self._cache_dir, bundle, self.connection.label)}/{pipeline_in_bundle}"
+                pipeline = f"{upload(sftp, self._cache_dir, bundle, label, hash_files)}/{pipeline_in_bundle}"
             else:
                 pipeline = str(self._host_pipeline)
         finally:
             sftp.close()
-        python, backend, max_pixels, set_env = self._command_options
         command = worker_command(python, worker_dir, pipeline, backend, max_pixels, set_env)
         self.session = WorkerSession(self.connection, command, self.startup_timeout)
 

@@ -242,7 +242,8 @@ def test_nothing_is_uploaded_twice(tiny_model_project, sshd: Sshd, open_remote) 
 
 
 def test_a_wrong_remote_python_is_named(tiny_model_project, open_remote) -> None:
-    with pytest.raises(WorkerLost, match=r"worker stopped \(exit status 127\); its stderr ends: .*/nowhere/python3"):
+    with pytest.raises(BackendError, match=r"cannot check the cache files with /nowhere/python3 on the host "
+                                            r"\(exit status 127: .*/nowhere/python3"):
         open_remote(tiny_model_project.pipeline, python="/nowhere/python3")
 
 
