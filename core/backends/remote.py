@@ -28,14 +28,15 @@ class RemoteBackend(Backend):
 
     `probabilities` sets how probabilities travel: "uint8" (smallest, within 1/510), "float16" (within
     2^-12) or "float32" (exact: metrics match a local run to the last digit). `host_pipeline` names a
-    pipeline already on the host (nothing is uploaded then). With `paths_on_host`, a `Path` given to
-    `infer` is a file on the host, not one to upload.
+    pipeline already on the host (nothing is uploaded then). With `host_dataset` (a folder on the host), a
+    `Path` given to `infer` is a file on the host, not one to upload; the worker reads files only there and
+    in the pipeline's project.
     """
 
     def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,
                  python: str = "python3", set_env: str | None = None, cache_dir: str = DEFAULT_CACHE_DIR,
                  host_pipeline: str | None = None, worker_backend: str = "auto", probabilities: str = "uint8",
-                 max_pixels: int | None = None, paths_on_host: bool = False, request_timeout: float = 120.0,
+                 max_pixels: int | None = None, host_dataset: str | None = None, request_timeout: float = 120.0,
                  startup_timeout: float = 300.0):
         if probabilities not in protocol.PROBABILITY_DTYPES:
             raise SegScopeError(f"probabilities: choose one of {', '.join(protocol.PROBABILITY_DTYPES)}, "
@@ -45,7 +46,7 @@ class RemoteBackend(Backend):
         self.connection = SshConnection(parse_target(target) if isinstance(target, str) else target,
                                         ssh or SshOptions())
         self.probabilities = probabilities
-        self.paths_on_host = paths_on_host
+        self.host_dataset = host_dataset
         self.request_timeout = request_timeout
         self.startup_timeout = startup_timeout
         self._cache_dir = cache_dir
@@ -103,7 +104,7 @@ class RemoteBackend(Backend):
                 pipeline = str(self._host_pipeline)
         finally:
             sftp.close()
-        command = worker_command(python, worker_dir, pipeline, backend, max_pixels, set_env)
+        command = worker_command(python, worker_dir, pipeline, backend, max_pixels, set_env, self.host_dataset)
         self.session = WorkerSession(self.connection, command, self.startup_timeout)
 
     def _ready_session(self) -> WorkerSession:
@@ -120,7 +121,7 @@ class RemoteBackend(Backend):
         self._cancel.clear()
         meta: dict[str, object] = {"roi": list(roi.as_tuple()) if roi else None, "probabilities": self.probabilities}
         blobs: tuple[bytes, ...] = ()
-        if isinstance(image, Path) and self.paths_on_host:
+        if isinstance(image, Path) and self.host_dataset:
             meta["path"] = image.as_posix()
         else:
             blobs = (read_bytes(image) if isinstance(image, Path) else bytes(image),)
