@@ -20,7 +20,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import cv2
@@ -224,14 +224,14 @@ class ExportFolder:
         files[PROVENANCE_NAME.format(id=source.item_id)] = (json.dumps(document, indent=2) + "\n").encode()
         return self._publish_all(files)
 
-    def write_metrics(self, rows: list[dict[str, object]], summary: dict[str, object]) -> list[Path]:
+    def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object]) -> list[Path]:
         """`METRICS_FILES`: a CSV row per image, and JSON with the rows and the dataset means."""
         columns = list(dict.fromkeys(key for row in rows for key in row))
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
-        document = json.dumps(json_safe({"images": rows, "summary": summary}), indent=2, allow_nan=False)
+        document = json.dumps(json_safe({"images": rows, "summary": dict(summary)}), indent=2, allow_nan=False)
         csv_name, json_name = METRICS_FILES
         return self._publish_all({csv_name: text.getvalue().encode(), json_name: (document + "\n").encode()})
 
@@ -243,7 +243,7 @@ def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds:
         return folder.export_result(result, source, kinds, mask_formats)
 
 
-def write_metrics(rows: list[dict[str, object]], summary: dict[str, object], out_dir: Path,
+def write_metrics(rows: list[dict[str, object]], summary: Mapping[str, object], out_dir: Path,
                   overwrite: bool = False) -> list[Path]:
     """`ExportFolder.write_metrics` as an export of its own."""
     with ExportFolder(out_dir, overwrite) as folder:

@@ -67,14 +67,14 @@ def native_stderr_captured() -> Iterator[None]:
         with _stderr_lock:
             _stderr_users -= 1
             if _stderr_users == 0 and _stderr_saved is not None:
-                saved, scratch = _stderr_saved
+                saved, captured = _stderr_saved
                 _stderr_saved = None
                 os.dup2(saved, 2)
                 os.close(saved)
-                scratch.seek(0)
-                kept = [line for line in scratch.read().splitlines(keepends=True)
+                captured.seek(0)
+                kept = [line for line in captured.read().splitlines(keepends=True)
                         if not line.startswith((b"libpng ", b"libtiff", b"[ WARN", b"[ERROR"))]
-                scratch.close()
+                captured.close()
                 if kept:
                     os.write(2, b"".join(kept))
 

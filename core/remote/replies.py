@@ -50,7 +50,7 @@ def _int(meta: dict, name: str, low: int, high: int, optional: bool = False) -> 
 
 
 def _number(value: object, field: str) -> None:
-    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+    if not (type(value) in (int, float) and math.isfinite(value) and value >= 0):  # type: ignore[arg-type, operator]
         raise InvalidReply(field)
 
 
