@@ -115,3 +115,17 @@ def test_the_worker_reads_host_paths_only_in_the_named_dataset(tiny_model_projec
                      Path("/etc/hostname")):
             with pytest.raises(BackendError, match="outside the dataset and project folders the client named"):
                 backend.infer(path)
+
+
+@pytest.mark.parametrize("which", ["known_hosts", "ssh_config"])
+def test_ssh_files_that_are_not_text_are_one_line_errors(sshd: Sshd, ssh_options, tmp_path: Path, which) -> None:
+    from segscope.core.errors import SegScopeError
+    from segscope.core.remote.connection import SshConnection, parse_target
+
+    bad = tmp_path / which
+    bad.write_bytes(b"Host \xff\xfe\n  Port 22\n" if which == "ssh_config" else b"\xff\xfe binary junk\n")
+    setattr(ssh_options, which, bad)
+    connection = SshConnection(parse_target(sshd.target), ssh_options)
+    with pytest.raises(SegScopeError, match=f"{bad}: cannot read"):
+        connection.connect()
+    connection.close()
