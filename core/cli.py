@@ -39,7 +39,7 @@ from .roi import Roi
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
 #: Options that only mean something with --remote (refused without it instead of being ignored).
-REMOTE_ONLY = ("set_env", "remote_python", "probabilities", "accept_new_host_key")
+REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "probabilities", "accept_new_host_key")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -103,7 +103,10 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set-env", metavar="HOST_PATH", default=None,
                         help="with --remote: a script to source on the host first, e.g. $MX_SDK_HOME/set_env.sh")
     parser.add_argument("--remote-python", default=None, metavar="HOST_PATH",
-                        help="with --remote: the host's Python 3.11+ with numpy, opencv and the SDK or onnxruntime")
+                        help="with --remote: the host's Python 3.9+ with numpy, opencv and the SDK or onnxruntime")
+    parser.add_argument("--remote-cache", metavar="HOST_DIR", default=None,
+                        help="with --remote: the host folder for the uploaded worker and model, relative to the "
+                             "login's home unless absolute (default .cache/segscope)")
     parser.add_argument("--probabilities", choices=("uint8", "float16", "float32"), default=None,
                         help="with --remote: how probabilities travel back; float32 (default) keeps the printed "
                              "Dice identical to a local run, uint8 sends ~6x fewer bytes (Dice within ~1e-5)")
@@ -146,7 +149,8 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         backend = stack.enter_context(open_backend(
             args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
             accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
-            probabilities=args.probabilities or "float32", python=args.remote_python or "python3"))
+            probabilities=args.probabilities or "float32", python=args.remote_python or "python3",
+            remote_cache=args.remote_cache))
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi), 1):
             summary.add(evaluation.metrics)
             result, item = evaluation.result, evaluation.item

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 
-MIN_PYTHON = (3, 11)
+MIN_PYTHON = (3, 9)
 BUNDLE = "segscope-core.zip"
 EXIT_ENVIRONMENT = 5
 #: Prints the environment as JSON: what the worker starts again with once the script is sourced.
@@ -52,9 +52,9 @@ def source_environment(script):
 
 def main():
     if sys.version_info < MIN_PYTHON:
-        sys.stderr.write("segscope worker: {} is Python {}; SegScope needs >= {}: set the remote python to a "
-                         "newer interpreter\n".format(sys.executable, platform.python_version(),
-                                                  ".".join(map(str, MIN_PYTHON))))
+        sys.stderr.write("segscope worker: {} is Python {}; SegScope needs >= {}: pass --remote-python the "
+                         "SDK's interpreter (e.g. /usr/local/python3.9.5/bin/python3)\n".format(
+                             sys.executable, platform.python_version(), ".".join(map(str, MIN_PYTHON))))
         return 2
     argv = sys.argv[1:]
     if argv[:1] == ["--set-env"] and len(argv) > 1:
