@@ -39,7 +39,17 @@ TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[0-9a-f]{8}\.tmp$")
 #: What `os.link` raises where the file system has no hard links (FAT, some network shares).
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
 
-cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)  # refusals are SegScope's own lines
+
+def _silence_opencv() -> None:
+    """OpenCV's own log off: a refused file is SegScope's one line (the API moved between 4.x and 5.x)."""
+    logging_module = getattr(cv2.utils, "logging", None)
+    if logging_module is not None:
+        logging_module.setLogLevel(logging_module.LOG_LEVEL_SILENT)
+    elif hasattr(cv2, "setLogLevel"):
+        cv2.setLogLevel(0)  # 0: LOG_LEVEL_SILENT
+
+
+_silence_opencv()
 
 _stderr_lock = threading.Lock()
 _stderr_users = 0
