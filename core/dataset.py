@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import SegScopeError
+from .export_names import PROVENANCE_NAME, exported_item
 from .fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, image_size, read_mask, read_text
 from .masks import convention_issue
 from .roi import ORIGINAL_DEFAULT_ROI, Roi
@@ -28,9 +29,6 @@ log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 SIDECAR_NAME = "segscope.json"
 MASK_SUFFIX = "_mask"
-#: Files `core.export` writes beside `<id>_provenance.json`; never taken for images or ground truth.
-EXPORTED_SUFFIXES = ("_mask", "_mask_full", "_heatmap", "_softmax")
-PROVENANCE_SUFFIX = "_provenance.json"
 #: Saved corrections (`mask_corrected.png`) and backups (`mask.orig.png`) sit beside the original mask.
 CORRECTED_SUFFIX = "_corrected"
 BACKUP_SUFFIX = ".orig"
@@ -59,10 +57,9 @@ def _is_mask_file(path: Path) -> bool:
 
 
 def _is_export(path: Path) -> bool:
-    """An export of `core.export` (`<id>_mask.png` etc. beside `<id>_provenance.json`)."""
-    return any(path.stem.endswith(suffix) and
-               path.with_name(path.stem.removesuffix(suffix) + PROVENANCE_SUFFIX).is_file()
-               for suffix in EXPORTED_SUFFIXES)
+    """An export of `core.export` (`<id>_mask.png` etc. beside `<id>_provenance.json`): never data."""
+    item = exported_item(path.name)
+    return item is not None and (path.parent / PROVENANCE_NAME.format(id=item)).is_file()
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 Every export carries provenance: `<id>_provenance.json` beside the files records the source image, the ROI
 in slide pixels, the model and its SHA-256, the backend, the threshold and each file's hash (see
 `provenance.py`). Masks are single-channel uint8 with no colour table (0/255 for binary models, the class
-index otherwise), named after the dataset item, so `<id>_mask_full.png` re-opens as that image's ground
-truth unchanged.
+index otherwise), named after the dataset item; `<id>_mask_full.png` copied to the image's mask name is
+its ground truth unchanged (beside its provenance, the dataset reader never takes an export for data).
 
 An export is one unit (`ExportFolder`): its folder is locked while it runs, so two exports into one folder
 never interleave; every file is written to a temporary file and moved into place, so none is ever partial;
@@ -19,7 +19,6 @@ import io
 import json
 import logging
 import math
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import numpy as np
 from .annotation import prediction_labels
 from .backends.base import InferenceResult
 from .errors import SegScopeError
+from .export_names import EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, METRICS_FILES, PROVENANCE_NAME, is_export_name
 from .fileio import TEMP_NAME, encode_image, publish, write_temp
 from .folder_lock import FolderLock
 from .provenance import Source, provenance
@@ -36,19 +36,6 @@ from .roi import Roi
 
 log = logging.getLogger(__name__)
 
-#: What `export_result` can write, with each file's name pattern (masks take their format's suffix).
-EXPORT_KINDS = {
-    "mask": "{id}_mask.png",  # predicted classes at ROI size
-    "canvas": "{id}_mask_full.png",  # the same mask pasted into a slide-size canvas
-    "softmax": "{id}_softmax.npy",  # probabilities, float32 H x W x C at model resolution
-    "heatmap": "{id}_heatmap.png",  # foreground probability as an 8-bit colour map, viewable anywhere
-}
-MASK_KINDS = ("mask", "canvas")
-#: Mask file formats: all lossless, values kept as they are.
-MASK_FORMATS = {"png": ".png", "tiff": ".tif", "npy": ".npy"}
-PROVENANCE_NAME = "{id}_provenance.json"
-#: The metric tables `write_metrics` writes (one row per image; rows + dataset means).
-METRICS_FILES = ("metrics.csv", "metrics.json")
 #: Held in the export folder while an export writes there.
 LOCK_NAME = ".segscope-export.lock"
 
@@ -175,10 +162,10 @@ class ExportFolder:
                                 "replace) ground truth: choose a folder outside it")
 
     def _remove_leftovers(self) -> None:
-        exported = re.compile(r"^(metrics\.(csv|json)|.+_(mask|mask_full|softmax|heatmap)\.\w+|.+_provenance\.json)$")
+        """Temporary files of exports here: while the lock is held, any is a leftover of a killed export."""
         for path in self.out_dir.iterdir():
             match = TEMP_NAME.match(path.name)
-            if match and exported.match(match["target"]) and path.is_file():
+            if match and is_export_name(match["target"]) and path.is_file():
                 path.unlink(missing_ok=True)
                 log.warning("%s: removed a temporary file left by an interrupted export", path)
 
