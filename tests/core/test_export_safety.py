@@ -187,6 +187,30 @@ def test_a_file_appearing_during_an_export_is_never_overwritten(tmp_path, result
     assert sorted(os.listdir(tmp_path)) == ["s_softmax.npy"]  # our mask was taken back: no half item
 
 
+@pytest.mark.parametrize("writer", ["annotation replace", "ROI sidecar"])
+def test_other_replacing_writers_keep_the_mode(tmp_path, write_png, writer):
+    from segscope.core.annotation import save_mask
+    from segscope.core.dataset import Dataset
+    from segscope.core.roi import Roi as Box
+
+    write_png(tmp_path / "a" / "image.png", np.zeros((4, 6, 3), np.uint8))
+    target = write_png(tmp_path / "a" / "mask.png", np.zeros((4, 6), np.uint8))
+    if writer == "ROI sidecar":
+        target = tmp_path / "segscope.json"
+        target.write_text('{"rois": {}}')
+    os.chmod(target, 0o644)
+    old_umask = os.umask(0o077)
+    try:
+        if writer == "annotation replace":
+            save_mask(np.full((4, 6), 255, np.uint8), target, "replace")
+        else:
+            dataset = Dataset.open(tmp_path)
+            dataset.set_roi(dataset.items[0], Box(0, 0, 2, 2))
+    finally:
+        os.umask(old_umask)
+    assert target.stat().st_mode & 0o777 == 0o644
+
+
 def test_mask_exports_stay_readable_masks(tmp_path, result):
     export_result(result, tmp_path, Source("s", tmp_path / "s.png"), kinds=["mask"])
     mask = cv2.imread(str(tmp_path / "s_mask.png"), cv2.IMREAD_UNCHANGED)

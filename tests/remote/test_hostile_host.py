@@ -129,3 +129,20 @@ def test_ssh_files_that_are_not_text_are_one_line_errors(sshd: Sshd, ssh_options
     with pytest.raises(SegScopeError, match=f"{bad}: cannot read"):
         connection.connect()
     connection.close()
+
+
+ERROR_CASES = [("message", ["not", "text"]), ("kind", None), ("id", -1), ("id", 1.5)]
+
+
+@pytest.mark.parametrize("case", ERROR_CASES, ids=case_id)
+def test_a_bad_error_field_is_named(sshd: Sshd, ssh_options, case) -> None:
+    field, value = case
+    error = {"id": None, "kind": "startup", "message": "boom", field: value}
+    connection, command = fake_worker(sshd, ssh_options, f"""
+out.write(p.encode(p.Message(p.MsgType.ERROR, {error!r}))); out.flush()
+sys.stdin.read()
+""")
+    with pytest.raises(InvalidReply) as info:
+        WorkerSession(connection, command, startup_timeout=20)
+    assert info.value.field == field
+    connection.close()
