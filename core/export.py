@@ -158,7 +158,7 @@ class ExportFolder:
     def _refuse_inside(self, folder: Path, what: str) -> None:
         out, inside = self.out_dir.resolve(), Path(folder).resolve()
         if out == inside or inside in out.parents:
-            raise SegScopeError(f"{self.out_dir}: is inside {what} {inside}; an export there could be read as (or "
+            raise SegScopeError(f"{self.out_dir}: lies in {what} {inside}; an export there could be read as (or "
                                 "replace) ground truth: choose a folder outside it")
 
     def _remove_leftovers(self) -> None:

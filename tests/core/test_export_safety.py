@@ -138,7 +138,7 @@ def test_an_export_inside_the_dataset_is_refused(tmp_path, result, write_png):
             with ExportFolder(out_dir, overwrite=True, dataset_root=flat) as folder:
                 folder.export_result(result, Source("a", image))
     # Without the dataset named (the viewer's one-shot export), the image's own folder is refused too.
-    with pytest.raises(SegScopeError, match=f"{flat}: is inside the folder of the image"):
+    with pytest.raises(SegScopeError, match=f"{flat}: lies in the folder of the image"):
         export_result(result, flat, Source("a", image), overwrite=True)
     assert truth.read_bytes() == before and sorted(os.listdir(flat)) == ["a.png", "a_mask.png"]
 
@@ -215,3 +215,15 @@ def test_mask_exports_stay_readable_masks(tmp_path, result):
     export_result(result, tmp_path, Source("s", tmp_path / "s.png"), kinds=["mask"])
     mask = cv2.imread(str(tmp_path / "s_mask.png"), cv2.IMREAD_UNCHANGED)
     np.testing.assert_array_equal(mask, np.where(np.arange(6) < 3, 255, 0)[None].repeat(4, 0))
+
+
+def test_the_campaign_case_export_into_a_flat_dataset_with_overwrite(tiny_model_project, small_dataset, tmp_path):
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "a.png").write_bytes((small_dataset / "1" / "image.png").read_bytes())
+    (flat / "a_mask.png").write_bytes((small_dataset / "1" / "mask.png").read_bytes())
+    before = sorted(os.listdir(flat)), (flat / "a_mask.png").read_bytes()
+    done = cli_run(["eval", "--dataset", str(flat), "--pipeline", str(tiny_model_project.pipeline), "--export",
+                    str(flat), "--overwrite"])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "choose a folder outside it" in done.stderr
+    assert (sorted(os.listdir(flat)), (flat / "a_mask.png").read_bytes()) == before
