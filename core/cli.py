@@ -12,9 +12,13 @@ Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal erro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import io
 import json
+import logging
+import math
+import os
 import sys
 import time
 import traceback
@@ -29,7 +33,7 @@ from .check import add_check_command
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
-from .export import EXPORT_KINDS, export_result, json_safe, write_metrics
+from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planned_files, refuse_existing
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
@@ -37,6 +41,32 @@ from .provenance import source_for
 from .roi import Roi
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
+#: Options that only mean something with --remote (refused without it instead of being ignored).
+REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "probabilities", "accept_new_host_key")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (the full usage is one `--help` away)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_INPUT, f"segscope: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = _positive_int(text)
+    if value > 10_000:
+        raise argparse.ArgumentTypeError(f"expected at most 10000, got {text!r}")
+    return value
 
 
 class Progress:
@@ -73,20 +103,20 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sdk-home", type=Path, help="MindX SDK folder (default: $MX_SDK_HOME)")
     parser.add_argument("--remote", metavar="USER@HOST[:PORT]",
                         help="run the stream on an Ascend host over SSH (a ~/.ssh/config alias works too)")
-    parser.add_argument("--set-env", metavar="HOST_PATH",
+    parser.add_argument("--set-env", metavar="HOST_PATH", default=None,
                         help="with --remote: a script to source on the host first, e.g. $MX_SDK_HOME/set_env.sh")
-    parser.add_argument("--remote-python", default="python3", metavar="HOST_PATH",
+    parser.add_argument("--remote-python", default=None, metavar="HOST_PATH",
                         help="with --remote: the host's Python 3.9+ with numpy, opencv and the SDK or onnxruntime")
-    parser.add_argument("--remote-cache", metavar="HOST_DIR",
+    parser.add_argument("--remote-cache", metavar="HOST_DIR", default=None,
                         help="with --remote: the host folder for the uploaded worker and model, relative to the "
                              "login's home unless absolute (default .cache/segscope)")
-    parser.add_argument("--probabilities", choices=("uint8", "float16", "float32"), default="float32",
+    parser.add_argument("--probabilities", choices=("uint8", "float16", "float32"), default=None,
                         help="with --remote: how probabilities travel back; float32 (default) keeps the printed "
                              "Dice identical to a local run, uint8 sends ~6x fewer bytes (Dice within ~1e-5)")
-    parser.add_argument("--accept-new-host-key", action="store_true",
+    parser.add_argument("--accept-new-host-key", action="store_true", default=None,
                         help="trust the remote host's key on first connection (check the fingerprint the error "
                              "prints against the host's own key first)")
-    parser.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS,
+    parser.add_argument("--max-pixels", type=_positive_int, default=DEFAULT_MAX_PIXELS,
                         help=f"refuse images larger than this many pixels (default {DEFAULT_MAX_PIXELS:,})")
 
 
@@ -98,16 +128,32 @@ def _format_line(path: Path, evaluation_metrics: object) -> str:
             f"hard dice: {m.foreground_dice:.6f}, hard iou: {m.foreground_iou:.6f}")  # type: ignore[attr-defined]
 
 
+def _refuse_remote_only_options(args: argparse.Namespace) -> None:
+    if args.remote is None:
+        given = [name for name in REMOTE_ONLY if getattr(args, name) is not None]
+        if given:
+            raise SegScopeError(f"--{given[0].replace('_', '-')}: only applies with --remote USER@HOST; "
+                                "add --remote or drop the option")
+
+
 def run_eval(args: argparse.Namespace, out: TextIO) -> int:
-    roi = Roi.parse(args.roi) if args.roi else None
+    _refuse_remote_only_options(args)
+    roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
     summary, rows = DatasetSummary(), []
     progress = Progress(len(dataset))
-    with open_backend(args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home,
-                      remote=args.remote, accept_new_host_key=args.accept_new_host_key,
-                      set_env=args.set_env, probabilities=args.probabilities,
-                      python=args.remote_python, remote_cache=args.remote_cache) as backend:
+    export = ExportFolder(args.export, args.overwrite, dataset.root) if args.export else None
+    with contextlib.ExitStack() as stack:
+        if export is not None:
+            stack.enter_context(export)  # locked for the whole run; every target checked before the first write
+            names = [n for item in dataset.items for n in planned_files(item.id, kinds)] + list(METRICS_FILES)
+            refuse_existing([args.export / name for name in names], args.overwrite)
+        backend = stack.enter_context(open_backend(
+            args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
+            accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
+            probabilities=args.probabilities or "float32", python=args.remote_python or "python3",
+            remote_cache=args.remote_cache))
         details = backend.capabilities.details  # which stream of several it drives; how DVPP is approximated
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
             ([details["note"]] if "note" in details else [])
@@ -117,17 +163,16 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             summary.add(evaluation.metrics)
             result, item = evaluation.result, evaluation.item
             rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
-            if args.export:
-                export_result(result, args.export, source_for(item, backend.capabilities), kinds,
-                              overwrite=args.overwrite)
+            if export is not None:
+                export.export_result(result, source_for(item, backend.capabilities), kinds)
             if not args.json:
                 progress.clear()
                 print(_format_line(evaluation.item.image_path, evaluation.metrics), file=out, flush=True)
             progress.update(done, evaluation.item.id)
-    progress.clear()
-    means = summary.means()
-    if args.export:
-        write_metrics(rows, means, args.export, args.overwrite)
+        progress.clear()
+        means = summary.means()
+        if export is not None:
+            export.write_metrics(rows, means)
     if args.json:
         json.dump(json_safe({"images": rows, "summary": means}), out, indent=2, allow_nan=False)
         out.write("\n")
@@ -151,10 +196,24 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _load_npy(path: Path) -> np.ndarray:
+    """A numeric .npy tensor; its header (shape, type) is checked against the file's size before loading."""
     data = read_bytes(path)
     if not data.startswith(b"\x93NUMPY"):
         raise SegScopeError(f"{path}: not a NumPy .npy file (save tensors with numpy.save, or export them with "
                             "segscope eval --export)")
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(stream)
+    except (ValueError, SyntaxError, TypeError) as exc:
+        raise SegScopeError(f"{path}: unreadable .npy header ({exc})") from None
+    if dtype.kind not in "biuf" or dtype.fields is not None:
+        raise SegScopeError(f"{path}: holds {dtype} values; compare needs a numeric tensor (float or integer)")
+    claimed = math.prod(shape) * dtype.itemsize
+    if claimed > len(data) - stream.tell():
+        raise SegScopeError(f"{path}: the header claims shape {shape} of {dtype} ({claimed:,} bytes) but the file "
+                            f"holds {len(data) - stream.tell():,}; the file is truncated or damaged")
     try:
         return np.load(io.BytesIO(data), allow_pickle=False)
     except ValueError as exc:
@@ -167,8 +226,8 @@ def run_compare(args: argparse.Namespace, out: TextIO) -> int:
         raise SegScopeError(f"{args.candidate}: shape {candidate.shape} differs from "
                             f"{args.reference}'s {reference.shape}")
     result = compare_tensors(reference, candidate)
-    if args.json:
-        json.dump(result, out, indent=2)
+    if args.json:  # strict JSON: a non-finite value (e.g. an infinite relative error) is null
+        json.dump(json_safe(result), out, indent=2, allow_nan=False)
         out.write("\n")
     else:
         width = max(map(len, result))
@@ -177,16 +236,27 @@ def run_compare(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _check_display() -> None:
+    """Qt aborts the process without a display; say how to run instead."""
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+                                                 or os.environ.get("QT_QPA_PLATFORM")):
+        raise SegScopeError("no display found (DISPLAY and WAYLAND_DISPLAY are unset): run the viewer in a desktop "
+                            "session or under Xvfb (xvfb-run segscope ...), or use the command line "
+                            "(segscope eval --dataset DIR; segscope --help)")
+
+
 def run_gui(args: argparse.Namespace, out: TextIO) -> int:
+    _check_display()
     # Loaded on demand so the headless commands never import Qt.
     app = importlib.import_module("segscope.gui.app")
     return int(app.main([str(args.dataset)] if args.dataset else []))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="segscope", description="Inspect and correct U-Net segmentations "
+    parser = _Parser(prog="segscope", description="Inspect and correct U-Net segmentations "
                                      "from MindX SDK streams (embedded, Ascend host, or remote over SSH).")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors (anywhere on "
+                                                             "the command line)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     gui = commands.add_parser("gui", help="open the viewer (the default)")
@@ -207,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="write the demo dataset (synthetic industrial slides with masks)")
     demo.add_argument("dir", type=Path)
-    demo.add_argument("--count", type=int, default=8)
+    demo.add_argument("--count", type=_count, default=8)
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--overwrite", action="store_true")
     demo.set_defaults(handler=run_demo)
@@ -222,13 +292,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _normalise_argv(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], bool]:
+    """`--debug` taken out wherever it is, and `--opt -1,...` joined as `--opt=-1,...`: argparse would read a
+    value starting with "-" as an option (only bare negative numbers are exempt)."""
+    debug = "--debug" in argv[: argv.index("--")] if "--" in argv else "--debug" in argv
+    argv = [a for a in argv if a != "--debug"] if debug else list(argv)
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    parsers = [parser, *(p for action in subparsers for p in action.choices.values())]
+    takes_value = {option for p in parsers for a in p._actions if a.nargs is None and a.option_strings
+                   for option in a.option_strings}
+    known = {option for p in parsers for option in p._option_string_actions}
+    joined: list[str] = []
+    for arg in argv:
+        if joined and joined[-1] in takes_value and arg.startswith("-") and arg not in known and arg != "--":
+            joined[-1] = f"{joined[-1]}={arg}"
+        else:
+            joined.append(arg)
+    return joined, debug
+
+
+class _WarningLines(logging.Handler):
+    """SegScope's warnings (e.g. a mask that does not follow the conventions) as `segscope: warning:` lines
+    on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"segscope: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def _log_warnings() -> None:
+    logger = logging.getLogger("segscope")
+    if not any(isinstance(h, _WarningLines) for h in logger.handlers):
+        logger.addHandler(_WarningLines(logging.WARNING))
+    logger.setLevel(logging.WARNING)
+
+
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    known = {"gui", "eval", "demo", "compare", "card", "check", "-h", "--help", "--debug"}
+    argv, debug = _normalise_argv(parser, argv)
+    known = {"gui", "eval", "demo", "compare", "card", "check", "-h", "--help"}
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)
+    _log_warnings()
     try:
         return args.handler(args, out or sys.stdout)
     except SegScopeError as exc:
@@ -240,7 +346,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     except Exception as exc:  # a bug: say so in one line, details on request
         print(f"segscope: internal error: {type(exc).__name__}: {exc} (a bug; rerun with --debug for details "
               "and report it)", file=sys.stderr)
-        if args.debug:
+        if debug:
             traceback.print_exc()
         return EXIT_INTERNAL
 

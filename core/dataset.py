@@ -11,6 +11,7 @@ the whole image.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from .errors import SegScopeError
-from .fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, image_size, read_mask
+from .export_names import PROVENANCE_NAME, exported_item
+from .fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, image_size, read_mask, read_text
+from .masks import convention_issue
 from .roi import ORIGINAL_DEFAULT_ROI, Roi
+
+log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 SIDECAR_NAME = "segscope.json"
@@ -51,6 +56,12 @@ def _is_mask_file(path: Path) -> bool:
     return stem.endswith(MASK_SUFFIX)
 
 
+def _is_export(path: Path) -> bool:
+    """An export of `core.export` (`<id>_mask.png` etc. beside `<id>_provenance.json`): never data."""
+    item = exported_item(path.name)
+    return item is not None and (path.parent / PROVENANCE_NAME.format(id=item)).is_file()
+
+
 @dataclass(frozen=True)
 class DatasetItem:
     id: str  # the sub-folder name, or the image's stem in a flat folder
@@ -73,7 +84,8 @@ def _natural_key(text: str) -> list[object]:
 
 
 def _first_image(folder: Path, stem: str) -> Path | None:
-    return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").is_file()), None)
+    """The first `stem.<image suffix>` in `folder` (whatever it is: a folder there is reported when read)."""
+    return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").exists()), None)
 
 
 def discover(root: Path) -> list[DatasetItem]:
@@ -83,9 +95,11 @@ def discover(root: Path) -> list[DatasetItem]:
         image = _first_image(sub, "image")
         if image is not None:
             items.append(DatasetItem(sub.name, image, _first_image(sub, "mask")))
-    flat = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not _is_mask_file(p)]
+    flat = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+            and not _is_mask_file(p) and not _is_export(p)]
     for image in sorted(flat, key=lambda p: _natural_key(p.name)):
-        items.append(DatasetItem(image.stem, image, _first_image(root, image.stem + MASK_SUFFIX)))
+        mask = _first_image(root, image.stem + MASK_SUFFIX)
+        items.append(DatasetItem(image.stem, image, None if mask is None or _is_export(mask) else mask))
     return items
 
 
@@ -98,6 +112,7 @@ class Dataset:
         self.items = items
         self.max_pixels = max_pixels
         self.sidecar_path = root / SIDECAR_NAME
+        self._warned: set[str] = set()  # the mask issues already reported for this dataset
         sidecar = self._read_sidecar()
         stored_default = sidecar.get("default_roi")
         self.default_roi = default_roi or (self._roi_field(stored_default, "default_roi") if stored_default
@@ -109,7 +124,10 @@ class Dataset:
         root = Path(root).expanduser().resolve()
         if not root.is_dir():
             raise SegScopeError(f"{root}: dataset folder not found")
-        items = discover(root)
+        try:
+            items = discover(root)
+        except OSError as exc:
+            raise SegScopeError(f"{exc.filename or root}: cannot read the dataset folder ({exc.strerror})") from None
         if not items:
             raise SegScopeError(f"{root}: no images found (expected <id>/image.png [+ mask.png] or "
                                 f"<name>.png [+ <name>_mask.png])")
@@ -119,7 +137,9 @@ class Dataset:
         if not self.sidecar_path.exists():
             return {}
         try:
-            data = json.loads(self.sidecar_path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(self.sidecar_path, "ROI sidecar"))
+        except RecursionError:
+            raise SegScopeError(f"{self.sidecar_path}: nested too deeply to be a ROI sidecar") from None
         except json.JSONDecodeError as exc:
             raise SegScopeError(f"{self.sidecar_path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} "
                                 "(fix or delete the file)") from None
@@ -128,7 +148,7 @@ class Dataset:
         return data
 
     def _roi_field(self, value: object, field: str) -> Roi:
-        if not (isinstance(value, list) and len(value) == 4 and all(isinstance(v, int) for v in value)):
+        if not (isinstance(value, list) and len(value) == 4 and all(type(v) is int for v in value)):
             raise SegScopeError(f"{self.sidecar_path}: {field} must be [x0, y0, x1, y1] integers, got {value!r}")
         roi = Roi(*value)
         roi.validate(f"{self.sidecar_path}: {field}")
@@ -176,6 +196,25 @@ class Dataset:
                                 "the ROI is kept for this session only") from None
 
     def load_mask(self, item: DatasetItem) -> np.ndarray | None:
-        """The item's ground truth (a saved correction when there is one), or None."""
+        """The item's ground truth (a saved correction when there is one), or None. What in the file does not
+        follow the mask conventions (`core.masks`) is logged once per dataset."""
         path = item.truth_path
-        return read_mask(path, self.max_pixels) if path else None
+        if path is None:
+            return None
+        notes: list[str] = []
+        mask = read_mask(path, self.max_pixels, notes)
+        for note in notes:
+            self._warn_once(path, note)
+        return mask
+
+    def check_mask(self, item: DatasetItem, mask: np.ndarray, num_classes: int) -> None:
+        """Log (once per dataset) how a mask that does not follow the conventions for the model is read."""
+        issue = convention_issue(mask, num_classes)
+        if issue is not None:
+            self._warn_once(item.truth_path or item.image_path, issue)
+
+    def _warn_once(self, path: Path, note: str) -> None:
+        kind = note.split("(", 1)[0]
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.warning("%s: %s (reported once for the dataset %s)", path, note, self.root)

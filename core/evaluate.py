@@ -64,5 +64,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
         if cancel is not None and cancel.is_set():
             raise CancelledError(f"evaluation of {dataset.root} cancelled after {item.id}")
         mask = dataset.load_mask(item)
+        if mask is not None:
+            dataset.check_mask(item, mask, result.num_classes)
         metrics = image_metrics(result, mask, str(item.truth_path)) if mask is not None else None
         yield ImageEvaluation(item, result, metrics)

@@ -3,12 +3,13 @@
 Every export carries provenance: `<id>_provenance.json` beside the files records the source image, the ROI
 in slide pixels, the model and its SHA-256, the backend, the threshold and each file's hash (see
 `provenance.py`). Masks are single-channel uint8 with no colour table (0/255 for binary models, the class
-index otherwise), named after the dataset item, so `<id>_mask_full.png` re-opens as that image's ground
-truth unchanged.
+index otherwise), named after the dataset item; `<id>_mask_full.png` copied to the image's mask name is
+its ground truth unchanged (beside its provenance, the dataset reader never takes an export for data).
 
-Every file is written atomically (temp file + rename), so none is ever partial. Existing files are never
-replaced unless `overwrite` is set, and all targets are checked before the first write, so a name clash
-stops an export before it writes anything.
+An export is one unit (`ExportFolder`): its folder is locked while it runs, so two exports into one folder
+never interleave; every file is written to a temporary file and moved into place, so none is ever partial;
+existing files are never replaced unless `overwrite` is set (and then keep their permissions), and an
+item's targets are all checked before its first write. Exports into the dataset are refused.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable
+import logging
+import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import cv2
@@ -25,23 +28,16 @@ import numpy as np
 from .annotation import prediction_labels
 from .backends.base import InferenceResult
 from .errors import SegScopeError
-from .fileio import atomic_write_bytes, encode_image
+from .export_names import EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, METRICS_FILES, PROVENANCE_NAME, is_export_name
+from .fileio import TEMP_NAME, encode_image, publish, write_temp
+from .folder_lock import FolderLock
 from .provenance import Source, provenance
 from .roi import Roi
 
-#: What `export_result` can write, with each file's name pattern (masks take their format's suffix).
-EXPORT_KINDS = {
-    "mask": "{id}_mask.png",  # predicted classes at ROI size
-    "canvas": "{id}_mask_full.png",  # the same mask pasted into a slide-size canvas
-    "softmax": "{id}_softmax.npy",  # probabilities, float32 H x W x C at model resolution
-    "heatmap": "{id}_heatmap.png",  # foreground probability as an 8-bit colour map, viewable anywhere
-}
-MASK_KINDS = ("mask", "canvas")
-#: Mask file formats: all lossless, values kept as they are.
-MASK_FORMATS = {"png": ".png", "tiff": ".tif", "npy": ".npy"}
-PROVENANCE_NAME = "{id}_provenance.json"
-#: The metric tables `write_metrics` writes (one row per image; rows + dataset means).
-METRICS_FILES = ("metrics.csv", "metrics.json")
+log = logging.getLogger(__name__)
+
+#: Held in the export folder while an export writes there.
+LOCK_NAME = ".segscope-export.lock"
 
 
 def mask_image(labels: np.ndarray, num_classes: int) -> np.ndarray:
@@ -85,20 +81,26 @@ def refuse_existing(paths: Iterable[Path], overwrite: bool) -> None:
         raise SegScopeError(f"{existing[0]}{more}: already exists (use --overwrite to replace)")
 
 
-def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds: Iterable[str] = tuple(EXPORT_KINDS),
-                  mask_formats: Iterable[str] = ("png",), overwrite: bool = False) -> list[Path]:
-    """Write the chosen `kinds` of one result, masks in each of `mask_formats`, then the provenance sidecar.
-
-    The masks are `source.threshold`-ed probabilities of `source.class_index`, or the argmax when the
-    threshold is None. Returns the paths written, sidecar last.
-    """
+def planned_files(item_id: str, kinds: Iterable[str] = tuple(EXPORT_KINDS),
+                  mask_formats: Iterable[str] = ("png",)) -> list[str]:
+    """The names `export_result` writes for one item, its provenance sidecar last."""
     kinds, mask_formats = list(kinds), list(mask_formats)
     unknown = set(kinds) - set(EXPORT_KINDS) or set(mask_formats) - set(MASK_FORMATS)
     if unknown:
         raise SegScopeError(f"export: unknown kind(s) or format(s) {sorted(unknown)}; kinds: "
                             f"{', '.join(EXPORT_KINDS)}; mask formats: {', '.join(MASK_FORMATS)}")
-    out_dir = Path(out_dir)
-    payloads: dict[Path, tuple[str, bytes]] = {}  # path -> (kind, bytes), in EXPORT_KINDS order
+    names = []
+    for kind in (k for k in EXPORT_KINDS if k in kinds):
+        name = EXPORT_KINDS[kind].format(id=item_id)
+        formats = mask_formats if kind in MASK_KINDS else [None]
+        names += [str(Path(name).with_suffix(MASK_FORMATS[f])) if f else name for f in formats]
+    return [*names, PROVENANCE_NAME.format(id=item_id)]
+
+
+def _payloads(result: InferenceResult, source: Source, kinds: list[str],
+              mask_formats: list[str]) -> dict[str, tuple[str, bytes]]:
+    """File name -> (kind, bytes) of one result, in `planned_files` order (without the sidecar)."""
+    payloads: dict[str, tuple[str, bytes]] = {}
     values = None
     for kind in (k for k in EXPORT_KINDS if k in kinds):
         name = EXPORT_KINDS[kind].format(id=source.item_id)
@@ -107,39 +109,140 @@ def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds:
                 values = mask_image(prediction_labels(result, source.threshold, source.class_index), result.num_classes)
             mask = values if kind == "mask" else slide_canvas(values, result.roi, result.image_size)
             for fmt in mask_formats:
-                payloads[out_dir / Path(name).with_suffix(MASK_FORMATS[fmt])] = (kind, encode_mask(mask, fmt))
+                payloads[str(Path(name).with_suffix(MASK_FORMATS[fmt]))] = (kind, encode_mask(mask, fmt))
         elif kind == "softmax":
-            payloads[out_dir / name] = (kind, _npy_bytes(result.probabilities.astype(np.float32, copy=False)))
+            payloads[name] = (kind, _npy_bytes(result.probabilities.astype(np.float32, copy=False)))
         else:
-            payloads[out_dir / name] = (kind, encode_image(heatmap_image(result.probabilities, source.class_index)))
-    sidecar = out_dir / PROVENANCE_NAME.format(id=source.item_id)
-    refuse_existing([*payloads, sidecar], overwrite)
-    written = [atomic_write_bytes(path, data, overwrite=True) for path, (_, data) in payloads.items()]
-    document = provenance(source, result, {path: kind for path, (kind, _) in payloads.items()})
-    return [*written, atomic_write_bytes(sidecar, (json.dumps(document, indent=2) + "\n").encode(), overwrite=True)]
+            payloads[name] = (kind, encode_image(heatmap_image(result.probabilities, source.class_index)))
+    return payloads
+
+
+class ExportFolder:
+    """An export into `out_dir` as one unit: use it as a context manager around every write of the export.
+
+    While it is open the folder is locked (`LOCK_NAME`), so a second export into it is refused instead of
+    interleaving with this one; temporary files an interrupted export left are removed first (and logged).
+    Each item's files are all written to temporary files, then moved into place with no-clobber moves (or
+    replacing, with `overwrite`), its provenance sidecar last: a sidecar only ever describes files that are
+    complete and exactly those it hashes. `dataset_root`: an export inside the dataset is refused, as is one
+    into an exported image's own folder, so an export is never taken for (or written over) ground truth.
+    """
+
+    def __init__(self, out_dir: Path, overwrite: bool = False, dataset_root: Path | None = None):
+        self.out_dir, self.overwrite = Path(out_dir), overwrite
+        self.dataset_root = Path(dataset_root) if dataset_root is not None else None
+        self._lock: FolderLock | None = None
+        self.written: list[Path] = []
+
+    def __enter__(self) -> ExportFolder:
+        if self.dataset_root is not None:
+            self._refuse_inside(self.dataset_root, "the dataset")
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            what = "a file of that name is in the way" if self.out_dir.is_file() else exc.strerror
+            raise SegScopeError(f"{self.out_dir}: cannot write here ({what}); choose another folder") from None
+        self._lock = FolderLock(self.out_dir / LOCK_NAME).acquire()
+        try:
+            self._remove_leftovers()
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _refuse_inside(self, folder: Path, what: str) -> None:
+        out, inside = self.out_dir.resolve(), Path(folder).resolve()
+        if out == inside or inside in out.parents:
+            raise SegScopeError(f"{self.out_dir}: lies in {what} {inside}; an export there could be read as (or "
+                                "replace) ground truth: choose a folder outside it")
+
+    def _remove_leftovers(self) -> None:
+        """Temporary files of exports here: while the lock is held, any is a leftover of a killed export."""
+        for path in self.out_dir.iterdir():
+            match = TEMP_NAME.match(path.name)
+            if match and is_export_name(match["target"]) and path.is_file():
+                path.unlink(missing_ok=True)
+                log.warning("%s: removed a temporary file left by an interrupted export", path)
+
+    def _publish_all(self, files: dict[str, bytes]) -> list[Path]:
+        """Write every file to a temp file, then move them into place in order; a clash (a file that
+        appeared meanwhile) removes what this call had already moved and leaves the rest untouched."""
+        if self._lock is None:
+            raise RuntimeError("ExportFolder used outside its `with` block")
+        targets = [self.out_dir / name for name in files]
+        refuse_existing(targets, self.overwrite)
+        temps: dict[Path, Path] = {}
+        published: list[Path] = []
+        try:
+            for name, data in files.items():
+                temps[self.out_dir / name] = write_temp(self.out_dir / name, data)
+            for target in targets:
+                publish(temps.pop(target), target, self.overwrite)
+                published.append(target)
+        except BaseException:
+            for tmp in temps.values():
+                tmp.unlink(missing_ok=True)
+            if not self.overwrite:  # no-clobber moves: what this call moved is its own
+                for path in published:
+                    path.unlink(missing_ok=True)
+            raise
+        self.written += published
+        return published
+
+    def export_result(self, result: InferenceResult, source: Source, kinds: Iterable[str] = tuple(EXPORT_KINDS),
+                      mask_formats: Iterable[str] = ("png",)) -> list[Path]:
+        """Write the chosen `kinds` of one result, masks in each of `mask_formats`, then the provenance sidecar.
+
+        The masks are `source.threshold`-ed probabilities of `source.class_index`, or the argmax when the
+        threshold is None. Returns the paths written, sidecar last.
+        """
+        kinds, mask_formats = list(kinds), list(mask_formats)
+        planned_files(source.item_id, kinds, mask_formats)  # refuses unknown kinds and formats
+        if Path(source.image).is_file():
+            self._refuse_inside(Path(source.image).parent, "the folder of the image")
+        payloads = _payloads(result, source, kinds, mask_formats)
+        document = provenance(source, result, {name: (kind, data) for name, (kind, data) in payloads.items()})
+        files = {name: data for name, (_, data) in payloads.items()}
+        files[PROVENANCE_NAME.format(id=source.item_id)] = (json.dumps(document, indent=2) + "\n").encode()
+        return self._publish_all(files)
+
+    def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object]) -> list[Path]:
+        """`METRICS_FILES`: a CSV row per image, and JSON with the rows and the dataset means."""
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        document = json.dumps(json_safe({"images": rows, "summary": dict(summary)}), indent=2, allow_nan=False)
+        csv_name, json_name = METRICS_FILES
+        return self._publish_all({csv_name: text.getvalue().encode(), json_name: (document + "\n").encode()})
+
+
+def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds: Iterable[str] = tuple(EXPORT_KINDS),
+                  mask_formats: Iterable[str] = ("png",), overwrite: bool = False) -> list[Path]:
+    """`ExportFolder.export_result` as an export of its own."""
+    with ExportFolder(out_dir, overwrite) as folder:
+        return folder.export_result(result, source, kinds, mask_formats)
+
+
+def write_metrics(rows: list[dict[str, object]], summary: Mapping[str, object], out_dir: Path,
+                  overwrite: bool = False) -> list[Path]:
+    """`ExportFolder.write_metrics` as an export of its own."""
+    with ExportFolder(out_dir, overwrite) as folder:
+        return folder.write_metrics(rows, summary)
 
 
 def json_safe(value: object) -> object:
-    """NaN (a mean over no masks) becomes null: JSON has no NaN."""
-    if isinstance(value, float) and value != value:
+    """NaN and infinities (a mean over no masks, an infinite relative error) become null: JSON has neither."""
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
         return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return value
-
-
-def write_metrics(rows: list[dict[str, object]], summary: dict[str, object], out_dir: Path,
-                  overwrite: bool = False) -> list[Path]:
-    """`METRICS_FILES` in `out_dir`: a CSV row per image, and JSON with the rows and the dataset means."""
-    csv_path, json_path = (Path(out_dir) / name for name in METRICS_FILES)
-    refuse_existing([csv_path, json_path], overwrite)
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    document = json.dumps(json_safe({"images": rows, "summary": summary}), indent=2, allow_nan=False)
-    return [atomic_write_bytes(csv_path, text.getvalue().encode(), overwrite=True),
-            atomic_write_bytes(json_path, (document + "\n").encode(), overwrite=True)]

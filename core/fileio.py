@@ -1,25 +1,92 @@
-"""Reading images and writing files safely.
+"""Reading images and masks, and writing files safely.
 
 Images are read the way the MindX opencv decoder reads them (`cv::imdecode(IMREAD_COLOR)`, 3-channel
-BGR), through `np.fromfile` so non-ASCII paths work on every OS. Writes go to a temporary file in the
-target folder and are renamed into place, so a crash never leaves a partial file, and an existing file is
-only replaced when the caller says so.
+BGR), through `np.fromfile` so non-ASCII paths work on every OS. The size a file's header declares is
+checked before it is decoded, and what the image libraries print (OpenCV's log, libpng's errors) is kept
+off the terminal: a refused file is reported in SegScope's one line.
+
+Writes go to a temporary file beside the target and are moved into place, so a crash never leaves a
+partial file. An existing file is only replaced when the caller says so (else the move is a no-clobber
+hard link, so a file that appeared meanwhile is never overwritten either); a replaced file keeps its
+mode, a new one gets the umask's default.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
-import struct
+import re
+import secrets
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import cv2
 import numpy as np
 
 from .errors import SegScopeError
+from .imageheader import header_size, image_format
+from .masks import to_mask
 
 #: Largest image (width x height) decoded by default; larger files are refused as a decompression guard.
 DEFAULT_MAX_PIXELS = 400_000_000
+#: Temporary files of `write_temp`: `.<target name>.<8 hex>.tmp`.
+TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[0-9a-f]{8}\.tmp$")
+
+#: What `os.link` raises where the file system has no hard links (FAT, some network shares).
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
+
+
+def _silence_opencv() -> None:
+    """OpenCV's own log off: a refused file is SegScope's one line (the API moved between 4.x and 5.x)."""
+    logging_module = getattr(cv2.utils, "logging", None)
+    if logging_module is not None:
+        logging_module.setLogLevel(logging_module.LOG_LEVEL_SILENT)
+    elif hasattr(cv2, "setLogLevel"):
+        cv2.setLogLevel(0)  # 0: LOG_LEVEL_SILENT
+
+
+_silence_opencv()
+
+_stderr_lock = threading.Lock()
+_stderr_users = 0
+_stderr_saved: tuple[int, IO[bytes]] | None = None
+
+
+@contextlib.contextmanager
+def native_stderr_captured() -> Iterator[None]:
+    """Send what C libraries write to file descriptor 2 (libpng's "libpng error: ...") to a scratch file
+    while the block runs; other lines written meanwhile are passed on afterwards."""
+    global _stderr_users, _stderr_saved
+    with _stderr_lock:
+        if _stderr_users == 0:
+            try:
+                scratch = tempfile.TemporaryFile()
+                saved = os.dup(2)
+                os.dup2(scratch.fileno(), 2)
+                _stderr_saved = (saved, scratch)
+            except OSError:
+                _stderr_saved = None
+        _stderr_users += 1
+    try:
+        yield
+    finally:
+        with _stderr_lock:
+            _stderr_users -= 1
+            if _stderr_users == 0 and _stderr_saved is not None:
+                saved, captured = _stderr_saved
+                _stderr_saved = None
+                os.dup2(saved, 2)
+                os.close(saved)
+                captured.seek(0)
+                kept = [line for line in captured.read().splitlines(keepends=True)
+                        if not line.startswith((b"libpng ", b"libtiff", b"[ WARN", b"[ERROR"))]
+                captured.close()
+                if kept:
+                    os.write(2, b"".join(kept))
 
 
 def read_bytes(path: Path) -> bytes:
@@ -27,27 +94,24 @@ def read_bytes(path: Path) -> bytes:
         return Path(path).read_bytes()
     except FileNotFoundError:
         raise SegScopeError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise SegScopeError(f"{path}: is a folder, not a file") from None
     except OSError as exc:
-        raise SegScopeError(f"{path}: cannot read ({exc.strerror})") from None
+        raise SegScopeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """A UTF-8 text file, with one-line errors for what is missing, unreadable or not UTF-8."""
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SegScopeError(f"{path}: the {what} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
 
 
 def image_header_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from a PNG or JPEG header without decoding, or None for other formats."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
-        width, height = struct.unpack(">II", data[16:24])
-        return width, height
-    if data[:2] == b"\xff\xd8":
-        i = 2
-        while i + 9 < len(data):
-            if data[i] != 0xFF:
-                return None
-            marker = data[i + 1]
-            length = struct.unpack(">H", data[i + 2 : i + 4])[0]
-            if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
-                height, width = struct.unpack(">HH", data[i + 5 : i + 9])
-                return width, height
-            i += 2 + length
-    return None
+    """(width, height) from an image file's header without decoding, or None when it cannot be read."""
+    return header_size(data)
 
 
 def _check_pixels(width: int, height: int, source: str, max_pixels: int) -> None:
@@ -58,31 +122,48 @@ def _check_pixels(width: int, height: int, source: str, max_pixels: int) -> None
         )
 
 
+def _decode(data: bytes, source: str, flags: int, max_pixels: int) -> np.ndarray:
+    """imdecode after the header's size passed the limit; formats whose header cannot be read are refused."""
+    kind = image_format(data)
+    size = header_size(data) if kind else None
+    if size is None:
+        what = f"its {kind} header is damaged or truncated" if kind else "PNG, JPEG, TIFF, BMP, WebP, GIF or PNM"
+        raise SegScopeError(f"{source}: not a readable image ({what})")
+    _check_pixels(*size, source, max_pixels)
+    with native_stderr_captured():
+        image = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
+    if image is None:
+        raise SegScopeError(f"{source}: not a readable image ({kind} data is damaged or truncated)")
+    _check_pixels(image.shape[1], image.shape[0], source, max_pixels)
+    return image
+
+
 def decode_image(
     data: bytes, source: str = "<image>", flags: int = cv2.IMREAD_COLOR, max_pixels: int = DEFAULT_MAX_PIXELS
 ) -> np.ndarray:
     """Decode encoded image bytes; IMREAD_COLOR gives H x W x 3 BGR uint8 as the MindX decoder does."""
-    size = image_header_size(data)
-    if size is not None:
-        _check_pixels(*size, source, max_pixels)
-    image = cv2.imdecode(np.frombuffer(data, np.uint8), flags) if data else None
-    if image is None:
-        raise SegScopeError(f"{source}: not a readable image (PNG, JPEG, TIFF, BMP...)")
-    _check_pixels(image.shape[1], image.shape[0], source, max_pixels)
+    image = _decode(data, source, flags, max_pixels)
     if image.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to 8 bits like the SDK's u8 pipeline expects
         image = cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))
     return image
 
 
 def image_size(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
-    """(width, height) of an image file, from its header when possible (PNG, JPEG), else by decoding."""
-    with open(path, "rb") as f:
-        head = f.read(65536)
-    size = image_header_size(head)
-    if size is not None:
-        return size
-    image = read_image(path, max_pixels)
-    return image.shape[1], image.shape[0]
+    """(width, height) of an image file from its header (a TIFF's may need the whole file)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+    except OSError:
+        head = read_bytes(path)  # raises the one-line error
+    size = header_size(head) if image_format(head) != "TIFF" else None
+    if size is None:
+        data = read_bytes(path)
+        size = header_size(data)
+        if size is None:
+            _decode(data, str(path), cv2.IMREAD_UNCHANGED, max_pixels)  # raises the one-line error
+    assert size is not None
+    _check_pixels(*size, str(path), max_pixels)
+    return size
 
 
 def read_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
@@ -90,34 +171,84 @@ def read_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     return decode_image(read_bytes(path), str(path), cv2.IMREAD_COLOR, max_pixels)
 
 
-def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
-    """Read a mask as H x W uint8 (grayscale; colour masks are converted to gray)."""
-    return decode_image(read_bytes(path), str(path), cv2.IMREAD_GRAYSCALE, max_pixels)
+def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, notes: list[str] | None = None) -> np.ndarray:
+    """Read a mask as H x W uint8 values by the conventions of `masks.to_mask` (16-bit 0/1 stays 0/1);
+    what does not follow them is appended to `notes`."""
+    return to_mask(_decode(read_bytes(path), str(path), cv2.IMREAD_UNCHANGED, max_pixels), str(path), notes)
 
 
-def atomic_write_bytes(path: Path, data: bytes, overwrite: bool = False) -> Path:
-    """Write `data` to `path` via a temp file + rename; refuse to replace an existing file unless asked."""
+def _new_file_mode(replaced: Path) -> int | None:
+    """The permission bits a write should end with: the replaced file's, or None for the umask default."""
+    try:
+        return replaced.stat().st_mode & 0o7777
+    except OSError:
+        return None
+
+
+def write_temp(path: Path, data: bytes) -> Path:
+    """`data` in a new, fsynced temporary file beside `path` (see `TEMP_NAME`), with the mode `path` will
+    have: the umask's default for a new file, the current one's when it replaces a file."""
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        while True:
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+                break
+            except FileExistsError:
+                continue
     except OSError as exc:
         raise SegScopeError(f"{path}: cannot write here ({exc.strerror}); choose another folder") from None
     try:
         with os.fdopen(fd, "wb") as f:
+            mode = _new_file_mode(path)
+            if mode is not None and hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise SegScopeError(f"{path}: write failed ({exc.strerror}); nothing was changed") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    return tmp
+
+
+def publish(tmp: Path, path: Path, overwrite: bool = False) -> Path:
+    """Move the temporary file `tmp` to `path`. Without `overwrite` the move never replaces a file (a hard
+    link, which fails when `path` exists, even one created a moment ago); the temp file is gone either way."""
+    try:
+        if overwrite:
+            os.replace(tmp, path)
+            return path
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)") from None
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            if path.exists():  # a file system without hard links: check, then rename
+                raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)") from None
+            os.rename(tmp, path)
+            return path
+        os.unlink(tmp)
+    except OSError as exc:
+        raise SegScopeError(f"{path}: write failed ({exc.strerror}); nothing was changed") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
     return path
+
+
+def atomic_write_bytes(path: Path, data: bytes, overwrite: bool = False) -> Path:
+    """Write `data` to `path` via a temp file + move; refuse to replace an existing file unless asked."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)")
+    return publish(write_temp(path, data), path, overwrite)
 
 
 def encode_image(image: np.ndarray, suffix: str = ".png") -> bytes:

@@ -19,18 +19,9 @@ import numpy as np
 
 from .backends.base import InferenceResult
 from .errors import SegScopeError
+from .masks import binary_scale, mask_to_labels
 
 SOFT_DICE_EPS = 1e-6
-
-
-def mask_to_labels(mask: np.ndarray, num_classes: int) -> np.ndarray:
-    """Ground-truth pixels as class indices: binary masks are thresholded at half of 255 (0/1 masks kept),
-    multi-class masks hold the class index."""
-    if num_classes == 2:
-        return (mask > 127).astype(np.uint8) if mask.max(initial=0) > 1 else (mask > 0).astype(np.uint8)
-    if mask.max(initial=0) >= num_classes:
-        raise SegScopeError(f"mask value {int(mask.max())} is not a class index of a {num_classes}-class model")
-    return mask.astype(np.uint8)
 
 
 def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
@@ -42,8 +33,7 @@ def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
         interpolation = cv2.INTER_LINEAR if classes == 2 else cv2.INTER_NEAREST
         resized = cv2.resize(mask, (width, height), interpolation=interpolation)
     if classes == 2:  # decide 0/255 vs 0/1 on the mask as stored, not on its resized copy
-        scale = 255.0 if mask.max(initial=0) > 1 else 1.0
-        labels = (resized / scale > 0.5).astype(np.uint8)
+        labels = (resized / binary_scale(mask) > 0.5).astype(np.uint8)
     else:
         labels = mask_to_labels(resized, classes)
     onehot = np.eye(classes, dtype=np.float32)[labels]

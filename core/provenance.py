@@ -65,8 +65,8 @@ def source_for(item: DatasetItem, capabilities: Capabilities | None, threshold: 
                   backend=capabilities.name if capabilities else "", threshold=threshold)
 
 
-def provenance(source: Source, result: InferenceResult, files: dict[Path, str]) -> dict[str, object]:
-    """The sidecar document for `files` (path -> kind) exported from `result`."""
+def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[str, bytes]]) -> dict[str, object]:
+    """The sidecar document for `files` (name -> kind and the bytes written) exported from `result`."""
     model_hash = source.model_sha256
     if model_hash is None and source.model is not None and Path(source.model).is_file():
         model_hash = sha256_file(source.model)
@@ -83,6 +83,6 @@ def provenance(source: Source, result: InferenceResult, files: dict[Path, str]) 
         "threshold": source.threshold,
         "class_index": source.class_index if source.threshold is not None else None,
         "mask_values": "0 background, 255 foreground" if result.num_classes == 2 else "class index",
-        "files": [{"name": path.name, "kind": kind, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-                  for path, kind in files.items()],
+        "files": [{"name": name, "kind": kind, "sha256": hashlib.sha256(data).hexdigest()}
+                  for name, (kind, data) in files.items()],
     }

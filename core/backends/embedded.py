@@ -42,6 +42,7 @@ def open_session(card: ModelCard, threads: int | None = None) -> ort.InferenceSe
     options.intra_op_num_threads = threads or os.cpu_count() or 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3  # errors only: a refused model is SegScope's one line, not ORT's log
     try:
         return ort.InferenceSession(str(card.onnx), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ORT raises its own exception types for corrupt or unsupported files

@@ -13,12 +13,12 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import SegScopeError
+from ..errors import BackendError, SegScopeError
 from ..fileio import read_bytes
 from ..remote import protocol
 from ..remote.client import WorkerLost, WorkerSession, worker_command
 from ..remote.connection import SshConnection, SshOptions, SshTarget, parse_target
-from ..remote.deploy import DEFAULT_CACHE_DIR, project_bundle, upload, worker_bundle
+from ..remote.deploy import DEFAULT_CACHE_DIR, hash_command, parse_hashes, project_bundle, upload, worker_bundle
 from ..roi import Roi
 from .base import STAGES, Backend, Capabilities, ImageSource, InferenceResult
 
@@ -28,14 +28,15 @@ class RemoteBackend(Backend):
 
     `probabilities` sets how probabilities travel: "uint8" (smallest, within 1/510), "float16" (within
     2^-12) or "float32" (exact: metrics match a local run to the last digit). `host_pipeline` names a
-    pipeline already on the host (nothing is uploaded then). With `paths_on_host`, a `Path` given to
-    `infer` is a file on the host, not one to upload.
+    pipeline already on the host (nothing is uploaded then). With `host_dataset` (a folder on the host), a
+    `Path` given to `infer` is a file on the host, not one to upload; the worker reads files only there and
+    in the pipeline's project.
     """
 
     def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,
                  python: str = "python3", set_env: str | None = None, cache_dir: str = DEFAULT_CACHE_DIR,
                  host_pipeline: str | None = None, worker_backend: str = "auto", probabilities: str = "uint8",
-                 max_pixels: int | None = None, paths_on_host: bool = False, request_timeout: float = 120.0,
+                 max_pixels: int | None = None, host_dataset: str | None = None, request_timeout: float = 120.0,
                  startup_timeout: float = 300.0):
         if probabilities not in protocol.PROBABILITY_DTYPES:
             raise SegScopeError(f"probabilities: choose one of {', '.join(protocol.PROBABILITY_DTYPES)}, "
@@ -45,7 +46,7 @@ class RemoteBackend(Backend):
         self.connection = SshConnection(parse_target(target) if isinstance(target, str) else target,
                                         ssh or SshOptions())
         self.probabilities = probabilities
-        self.paths_on_host = paths_on_host
+        self.host_dataset = host_dataset
         self.request_timeout = request_timeout
         self.startup_timeout = startup_timeout
         self._cache_dir = cache_dir
@@ -83,18 +84,27 @@ class RemoteBackend(Backend):
         """Connect if needed, upload what is missing on the host, start a worker and read its HELLO."""
         if not self.connection.alive:
             self.connection.connect()
+        python, backend, max_pixels, set_env = self._command_options
+        label = self.connection.label
+
+        def hash_files(paths: list[str]) -> dict[str, str | None]:
+            status, output = self.connection.run(hash_command(python, paths), timeout=self.startup_timeout)
+            if status != 0:
+                raise BackendError(f"{label}: cannot check the cache files with {python} on the host "
+                                    f"(exit status {status}: {output.strip()[-200:]}); set the remote python")
+            return parse_hashes(output, paths, label)
+
         sftp = self.connection.sftp()
         try:
-            worker_dir = upload(sftp, self._cache_dir, worker_bundle(), self.connection.label)
+            worker_dir = upload(sftp, self._cache_dir, worker_bundle(), label, hash_files)
             if self._project is not None:
                 bundle, pipeline_in_bundle = self._project
-                pipeline = f"{upload(sftp, self._cache_dir, bundle, self.connection.label)}/{pipeline_in_bundle}"
+                pipeline = f"{upload(sftp, self._cache_dir, bundle, label, hash_files)}/{pipeline_in_bundle}"
             else:
                 pipeline = str(self._host_pipeline)
         finally:
             sftp.close()
-        python, backend, max_pixels, set_env = self._command_options
-        command = worker_command(python, worker_dir, pipeline, backend, max_pixels, set_env)
+        command = worker_command(python, worker_dir, pipeline, backend, max_pixels, set_env, self.host_dataset)
         self.session = WorkerSession(self.connection, command, self.startup_timeout)
 
     def _ready_session(self) -> WorkerSession:
@@ -111,7 +121,7 @@ class RemoteBackend(Backend):
         self._cancel.clear()
         meta: dict[str, object] = {"roi": list(roi.as_tuple()) if roi else None, "probabilities": self.probabilities}
         blobs: tuple[bytes, ...] = ()
-        if isinstance(image, Path) and self.paths_on_host:
+        if isinstance(image, Path) and self.host_dataset:
             meta["path"] = image.as_posix()
         else:
             blobs = (read_bytes(image) if isinstance(image, Path) else bytes(image),)

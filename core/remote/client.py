@@ -16,6 +16,7 @@ import paramiko
 from ..compat import TIMEOUTS
 from ..errors import BackendError, CancelledError
 from . import protocol as p
+from . import replies
 from .connection import SshConnection
 
 #: Seconds between checks for cancel and deadlines while waiting on the channel.
@@ -35,15 +36,18 @@ class RequestTimeout(BackendError):
 
 
 def worker_command(python: str, worker_dir: str, pipeline: str, backend: str, max_pixels: int | None,
-                   set_env: str | None) -> str:
-    """The remote command line, quoted for a POSIX shell (and run through `sh -c` whatever the login shell)."""
-    args = [python, f"{worker_dir}/worker.py", "--pipeline", pipeline, "--backend", backend]
+                   set_env: str | None, dataset: str | None = None) -> str:
+    """The remote command line, quoted for a POSIX shell (and run through `sh -c` whatever the login shell).
+    `dataset`: the host folder whose images requests may name by path."""
+    args = [python, f"{worker_dir}/worker.py"]
+    if set_env:  # sourced by the worker, which stops it (and all it started) if the client goes away
+        args += ["--set-env", set_env]
+    args += ["--pipeline", pipeline, "--backend", backend]
     if max_pixels:
         args += ["--max-pixels", str(int(max_pixels))]
-    script = "exec " + shlex.join(args)
-    if set_env:  # set_env.sh may print; keep stdout for frames
-        script = f". {shlex.quote(set_env)} >&2 && {script}"
-    return "sh -c " + shlex.quote(script)
+    if dataset:
+        args += ["--dataset", dataset]
+    return "sh -c " + shlex.quote("exec " + shlex.join(args))
 
 
 def _describe_exit(status: int | None) -> str:
@@ -69,6 +73,9 @@ class WorkerSession:
         self.channel.settimeout(POLL)
         try:
             msg = self._receive(time.monotonic() + startup_timeout, None)
+        except replies.InvalidReply:
+            self.close()
+            raise
         except p.ProtocolError as exc:
             noise = self.stderr_tail()
             self.close()
@@ -147,6 +154,13 @@ class WorkerSession:
             self._partial = 0
         if msg is None:
             raise self._lost()
+        try:
+            replies.check(msg)
+        except replies.InvalidReply as exc:
+            if msg.type == p.MsgType.HELLO:  # stop what the bad HELLO runs as, where it says so usably
+                self.hello = {k: msg.meta[k] for k in ("pid", "pgid") if type(msg.meta.get(k)) is int}
+            self.kill()
+            raise replies.InvalidReply(exc.field, self.label) from None
         if msg.type == p.MsgType.ERROR and msg.meta.get("id") is None:
             self.kill()
             kind = msg.meta.get("kind")

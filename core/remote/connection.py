@@ -136,7 +136,7 @@ def _resolve(target: SshTarget, options: SshOptions) -> _Hop:
     if path and path.is_file():
         try:
             config = paramiko.SSHConfig.from_path(str(path))
-        except (OSError, paramiko.ConfigParseError) as exc:
+        except (OSError, ValueError, paramiko.ConfigParseError) as exc:  # ValueError: not UTF-8
             raise SegScopeError(f"{path}: cannot read the SSH config ({exc})") from None
     entry = config.lookup(target.host)
     try:
@@ -209,7 +209,7 @@ class SshConnection:
                 client.load_system_host_keys(str(SYSTEM_KNOWN_HOSTS))
             if hop.known_hosts.is_file():
                 client.load_host_keys(str(hop.known_hosts))
-        except (OSError, paramiko.SSHException) as exc:
+        except (OSError, ValueError, paramiko.SSHException) as exc:  # ValueError: not UTF-8
             raise SegScopeError(f"{hop.known_hosts}: cannot read known hosts ({exc})") from None
         client.set_missing_host_key_policy(_VerifyPolicy(options.accept_new_host_key, hop.known_hosts))
         key_files = [str(options.key_filename.expanduser())] if options.key_filename else \

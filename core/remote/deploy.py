@@ -1,8 +1,10 @@
 """What the client puts on the host: the worker bundle and the pipeline's project files.
 
 Both are content-addressed: a folder named by version and hash under the host's cache, uploaded once
-and reused by every later session (a changed file gives a new hash, hence a new folder). Files are
-written under a temporary name and renamed into place, so an interrupted upload is never used.
+and reused by every later session (a changed file gives a new hash, hence a new folder). What is reused
+is checked by its SHA-256 on the host (a file changed there, even to the same size, is uploaded again);
+what is written goes under a temporary name, is checked by size (a short write is a full host disk) and
+by SHA-256, and only then renamed into place, so an interrupted or truncated upload is never used.
 """
 
 from __future__ import annotations
@@ -10,13 +12,18 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import posixpath
+import re
+import shlex
 import uuid
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import Optional
 
 import paramiko
 
@@ -28,6 +35,24 @@ from . import worker
 DEFAULT_CACHE_DIR = ".cache/segscope"
 #: Model card fields that name files the backends read (beside the card).
 _CARD_FILES = ("onnx", "om", "aipp")
+#: Prints each argument file's SHA-256 (or "-" when it cannot be read), one a line; any Python 2.7+ / 3.
+_HASH_SCRIPT = """import hashlib, sys
+for name in sys.argv[1:]:
+    try:
+        digest = hashlib.sha256()
+        with open(name, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        print(digest.hexdigest())
+    except (IOError, OSError):
+        print("-")
+"""
+_SHA256 = re.compile(r"^(?:[0-9a-f]{64}|-)$")
+
+#: Host paths -> their SHA-256 (None for a file that cannot be read), computed on the host.
+HashFiles = Callable[[list[str]], dict[str, Optional[str]]]  # noqa: UP045 - evaluated at run time (3.9)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -114,23 +139,82 @@ def _makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
             sftp.mkdir(folder, 0o700)
 
 
-def upload(sftp: paramiko.SFTPClient, cache_dir: str, bundle: Bundle, label: str) -> str:
-    """Put `bundle` in `cache_dir/bundle.name` on the host unless already there; the folder's absolute path."""
+def hash_command(python: str, paths: list[str]) -> str:
+    """The host command printing the SHA-256 of each of `paths` (see `_HASH_SCRIPT`)."""
+    return shlex.join([python, "-c", _HASH_SCRIPT, *paths])
+
+
+def parse_hashes(output: str, paths: list[str], label: str) -> dict[str, str | None]:
+    """`hash_command`'s output, checked line by line (a host's reply is not trusted)."""
+    lines = output.splitlines()
+    if len(lines) != len(paths) or not all(_SHA256.match(line) for line in lines):
+        raise BackendError(f"{label}: the host sent an invalid reply (field sha256 of the cache files); "
+                           "check the remote python")
+    return {path: None if lines[i] == "-" else lines[i] for i, path in enumerate(paths)}
+
+
+def _remove(sftp: paramiko.SFTPClient, path: str) -> None:
+    try:
+        sftp.remove(path)
+    except OSError:
+        pass
+
+
+def _write(sftp: paramiko.SFTPClient, target: str, data: bytes, label: str) -> str:
+    """`data` in a temporary file beside `target`; its path. A short file (a full disk) is removed and named."""
+    _makedirs(sftp, posixpath.dirname(target))
+    temporary = f"{target}.{uuid.uuid4().hex[:8]}.part"
+    failure: OSError | None = None
+    try:
+        with sftp.open(temporary, "wb") as f:
+            f.set_pipelined(True)
+            f.write(data)
+    except OSError as exc:  # OpenSSH's sftp-server reports ENOSPC as a bare "Failure"
+        failure = exc
+    found = _stat(sftp, temporary)
+    size = found.st_size if found is not None and found.st_size is not None else 0
+    if size != len(data) or failure is not None:
+        _remove(sftp, temporary)
+        if size < len(data) and found is not None:
+            raise BackendError(f"{label}: host disk full at {target} (wrote {size:,} of {len(data):,} bytes); free "
+                               "space there or choose another remote cache folder")
+        raise BackendError(f"{label}: cannot upload {target} ({failure or 'the file did not appear'}); check the "
+                           "disk space and permissions there, or choose another remote cache folder")
+    return temporary
+
+
+def upload(sftp: paramiko.SFTPClient, cache_dir: str, bundle: Bundle, label: str, hash_files: HashFiles) -> str:
+    """Put `bundle` in `cache_dir/bundle.name` on the host unless already there; the folder's absolute path.
+
+    `hash_files` hashes host files on the host: what is reused must match, what is written must arrive whole.
+    """
     home = sftp.normalize(".")
     folder = posixpath.join(home, cache_dir, bundle.name)
+    targets = {posixpath.join(folder, name): data for name, data in sorted(bundle.files.items())}
+    expected = {target: hashlib.sha256(data).hexdigest() for target, data in targets.items()}
+    temporaries: dict[str, str] = {}
     try:
-        for name, data in sorted(bundle.files.items()):
-            target = posixpath.join(folder, name)
-            found = _stat(sftp, target)
-            if found is not None and found.st_size == len(data):
-                continue
-            _makedirs(sftp, posixpath.dirname(target))
-            temporary = f"{target}.{uuid.uuid4().hex[:8]}.part"
-            with sftp.open(temporary, "wb") as f:
-                f.set_pipelined(True)
-                f.write(data)
+        sized = [t for t, data in targets.items() if (found := _stat(sftp, t)) is not None
+                 and found.st_size == len(data)]
+        reused = hash_files(sized) if sized else {}
+        for target in sized:
+            if reused[target] != expected[target]:
+                log.warning("%s: %s on the host had changed since it was uploaded; uploading it again", label, target)
+        for target, data in targets.items():
+            if reused.get(target) != expected[target]:
+                temporaries[target] = _write(sftp, target, data, label)
+        written = hash_files(list(temporaries.values())) if temporaries else {}
+        for target, temporary in temporaries.items():
+            if written[temporary] != expected[target]:
+                raise BackendError(f"{label}: {target} arrived changed on the host (SHA-256 differs); check the "
+                                   "host's disk, or choose another remote cache folder")
+        for target, temporary in list(temporaries.items()):
             sftp.posix_rename(temporary, target)
+            del temporaries[target]
     except OSError as exc:
         raise BackendError(f"{label}: cannot upload to {folder} ({exc}); check the disk space and permissions "
                            "there, or choose another remote cache folder") from None
+    finally:
+        for temporary in temporaries.values():
+            _remove(sftp, temporary)
     return folder

@@ -43,7 +43,8 @@ _FLOAT_BITS = {"float16": (np.float16, np.uint16), "float32": (np.float32, np.ui
 
 #: The worker's exit codes, and what the client says about each.
 EXIT_CODES = {0: "exited normally", 2: "could not start", 3: "rejected a malformed frame",
-              4: "stopped while hung after its input closed", -1: "killed or crashed, no exit status"}
+              4: "stopped while hung after its input closed", 5: "could not source --set-env",
+              -1: "killed or crashed, no exit status"}
 EXIT_OK, EXIT_STARTUP, EXIT_PROTOCOL, EXIT_HUNG = 0, 2, 3, 4
 
 
@@ -116,8 +117,10 @@ def parse_payload(header: bytes, payload: bytes, msg_type: MsgType, crc: int) ->
         offset += 2
         sizes = [_U64.unpack_from(payload, offset + 8 * i)[0] for i in range(count)]
         offset += 8 * count
-    except (struct.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (struct.error, ValueError) as exc:  # JSON, UTF-8, and numbers too long to be numbers
         raise ProtocolError(f"{msg_type.name} frame has a malformed payload ({exc})") from None
+    except RecursionError:
+        raise ProtocolError(f"{msg_type.name} frame metadata is nested too deeply") from None
     if not isinstance(meta, dict):
         raise ProtocolError(f"{msg_type.name} frame metadata is not a JSON object")
     if offset + sum(sizes) != len(payload):

@@ -32,8 +32,9 @@ EXIT_GRACE = 10.0
 class Worker:
     """One client's session: a frame reader thread and a request loop."""
 
-    def __init__(self, out: BinaryIO):
+    def __init__(self, out: BinaryIO, roots: tuple[Path, ...] = ()):
         self.out = out
+        self.roots = roots  # the folders INFER paths may name
         self.write_lock = threading.Lock()
         self.requests: queue.Queue[p.Message | None] = queue.Queue()
         self.state_lock = threading.Lock()
@@ -101,7 +102,7 @@ class Worker:
                 return
             self.current = request_id
         try:
-            image, roi, dtype = parse_request(msg)
+            image, roi, dtype = parse_request(msg, self.roots)
             result = backend.infer(image, roi)
             if request_id in self.cancelled:
                 raise CancelledError("cancelled")
@@ -139,11 +140,21 @@ def read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_request(msg: p.Message) -> tuple[ImageSource, Roi | None, str]:
-    """(image bytes or host path, ROI, probability encoding) of a well-formed INFER."""
+def readable_path(path: str, roots: tuple[Path, ...]) -> Path:
+    """`path` (symbolic links resolved) when it lies inside one of `roots`, else a refusal."""
+    real = Path(os.path.realpath(path))
+    if not any(real == root or root in real.parents for root in roots):
+        raise SegScopeError(f"{path}: outside the dataset and project folders the client named "
+                            f"({', '.join(map(str, roots))}); the worker reads no other host file")
+    return real
+
+
+def parse_request(msg: p.Message, roots: tuple[Path, ...] = ()) -> tuple[ImageSource, Roi | None, str]:
+    """(image bytes or host path, ROI, probability encoding) of a well-formed INFER; a host path must lie
+    inside `roots`."""
     meta, blobs = msg.meta, msg.blobs
     path = meta.get("path")
-    if path is not None and (not isinstance(path, str) or blobs):
+    if path is not None and (not isinstance(path, str) or blobs or "\0" in path):
         raise SegScopeError("malformed INFER: 'path' must be a string and come without image bytes")
     if path is None and len(blobs) != 1:
         raise SegScopeError(f"malformed INFER: expected one image blob, got {len(blobs)}")
@@ -156,7 +167,7 @@ def parse_request(msg: p.Message) -> tuple[ImageSource, Roi | None, str]:
     roi = Roi(*box) if box is not None else None
     if roi is not None:
         roi.validate("INFER roi")
-    return (Path(path) if path is not None else blobs[0]), roi, dtype
+    return (readable_path(path, roots) if path is not None else blobs[0]), roi, dtype
 
 
 def open_backend(kind: str, pipeline: Path, max_pixels: int | None) -> tuple[Backend, str]:
@@ -189,13 +200,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pipeline", type=Path, required=True, help="the .pipeline file on this host")
     parser.add_argument("--backend", choices=("auto", "mindx", "embedded"), default="auto")
     parser.add_argument("--max-pixels", type=int, default=None)
+    parser.add_argument("--dataset", type=Path, default=None, help="the folder INFER paths may name, beside the "
+                                                                   "pipeline's project")
     return parser.parse_args(argv)
 
 
 def serve(argv: list[str] | None, stdin: int, out: BinaryIO) -> int:
     """Open the stream, say hello, serve until stdin closes; the exit code."""
     args = parse_args(argv)
-    worker = Worker(out)
+    roots = [args.pipeline.resolve().parent.parent] + ([args.dataset] if args.dataset else [])
+    worker = Worker(out, tuple(Path(os.path.realpath(root)) for root in roots))
     threading.Thread(target=worker.read_frames, args=(stdin,), name="frames", daemon=True).start()
     try:
         backend, note = open_backend(args.backend, args.pipeline, args.max_pixels)

@@ -3,15 +3,51 @@
 It lies in a versioned cache folder beside `segscope-core.zip` (SegScope's headless core, imported from
 the zip) and needs only python3, NumPy, OpenCV and the MindX SDK or ONNX Runtime. It keeps to old Python
 syntax so an old interpreter gets a clear message rather than a SyntaxError.
-Usage: python3 worker.py --pipeline PATH [--backend auto|mindx|embedded] [--max-pixels N]
+Usage: python3 worker.py [--set-env SCRIPT] --pipeline PATH [--backend auto|mindx|embedded] [--max-pixels N]
+
+`--set-env` is sourced here, not in the login shell: the script runs in the worker's process group while
+the worker watches its stdin, so a client that goes away (interrupted, killed, timed out) takes a hanging
+script and everything it started with it; then the worker starts again in the environment it set.
 """
 
+import json
 import os
 import platform
+import select
+import signal
+import subprocess
 import sys
 
 MIN_PYTHON = (3, 9)
 BUNDLE = "segscope-core.zip"
+EXIT_ENVIRONMENT = 5
+#: Prints the environment as JSON: what the worker starts again with once the script is sourced.
+_DUMP_ENVIRONMENT = "import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)))"
+
+
+def _stop_process_group():
+    os.killpg(os.getpgid(0), signal.SIGKILL)  # this worker, the script and anything it started
+
+
+def source_environment(script):
+    """The environment after `. script` in sh; the whole process group is killed if stdin closes first."""
+    child = subprocess.Popen(["sh", "-c", '. "$0" >&2 && exec "$1" -c "$2"', script, sys.executable,
+                              _DUMP_ENVIRONMENT], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    output = []
+    while True:
+        ready = select.select([0, child.stdout], [], [])[0]
+        if 0 in ready:  # the client sends nothing before HELLO: readable stdin means it has gone
+            _stop_process_group()
+        chunk = os.read(child.stdout.fileno(), 1 << 16)
+        if not chunk:
+            break
+        output.append(chunk)
+    status = child.wait()
+    if status != 0:
+        sys.stderr.write("segscope worker: --set-env {}: sourcing it failed (exit status {})\n".format(  # noqa: UP032
+            script, status))
+        return None
+    return json.loads(b"".join(output).decode("utf-8"))
 
 
 def main():
@@ -20,6 +56,12 @@ def main():
                          "SDK's interpreter (e.g. /usr/local/python3.9.5/bin/python3)\n".format(
                              sys.executable, platform.python_version(), ".".join(map(str, MIN_PYTHON))))
         return 2
+    argv = sys.argv[1:]
+    if argv[:1] == ["--set-env"] and len(argv) > 1:
+        environment = source_environment(argv[1])
+        if environment is None:
+            return EXIT_ENVIRONMENT
+        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv[2:], environment)
     bundle = os.path.join(os.path.dirname(os.path.abspath(__file__)), BUNDLE)
     if os.path.isfile(bundle):
         sys.path.insert(0, bundle)
@@ -28,7 +70,7 @@ def main():
     os.dup2(2, 1)
     from segscope.core.remote.server import serve
 
-    return serve(sys.argv[1:], sys.stdin.fileno(), out)
+    return serve(argv, sys.stdin.fileno(), out)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,9 @@ def assert_one_line_error(capsys, *parts: object) -> str:
 
 
 def test_eval_prints_the_original_lines(tiny_model_project, small_dataset, capsys):
+    mask = cv2.imread(str(small_dataset / "2" / "mask.png"), cv2.IMREAD_GRAYSCALE)
+    mask[:6, :10] = 255  # truth the model cannot find (light pixels): hard Dice and IoU below 1, and apart
+    cv2.imwrite(str(small_dataset / "2" / "mask.png"), mask)
     code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
     assert code == 0
     assert capsys.readouterr().err == ""  # no progress bar when stderr is not a terminal
@@ -75,8 +78,17 @@ def test_eval_prints_the_original_lines(tiny_model_project, small_dataset, capsy
     assert lines[4].startswith(prefix_dice) and lines[5].startswith(prefix_iou)
     assert float(lines[4].removeprefix(prefix_dice)) == pytest.approx(mean_dice, rel=1e-12)
     assert float(lines[5].removeprefix(prefix_iou)) == pytest.approx(mean_iou, rel=1e-12)
-    assert lines[6].startswith("========== Hard foreground dice is: ")
-    assert lines[6].endswith("(over 3 images with masks)")
+    prefix_hard, suffix_hard = "========== Hard foreground dice is: ", " (over 3 images with masks)"
+    assert lines[6].startswith(prefix_hard) and lines[6].endswith(suffix_hard)
+    hard = float(lines[6].removeprefix(prefix_hard).removesuffix(suffix_hard))
+    assert hard == pytest.approx(np.mean([m.foreground_dice for m in metrics.values()]), rel=1e-12)
+    # The means differ here, so printing one on another's line (or in another's field) cannot pass.
+    assert len({round(v, 9) for v in (mean_dice, mean_iou, hard)}) == 3
+    code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
+    summary = json.loads(out)["summary"]
+    for key in ("soft_dice", "soft_iou", "foreground_dice", "foreground_iou"):
+        assert summary[key] == pytest.approx(np.mean([getattr(m, key) for m in metrics.values()]), rel=1e-12)
+    assert summary["foreground_iou"] < summary["foreground_dice"] < 1.0
 
 
 def test_eval_without_any_mask_says_so_and_writes_valid_json(tiny_model_project, small_dataset):
@@ -113,7 +125,9 @@ def test_eval_json_with_roi(tiny_model_project, small_dataset):
     summary = document["summary"]
     assert summary["images_with_masks"] == 3
     assert summary["soft_dice"] == pytest.approx(np.mean([m.soft_dice for m in metrics.values()]), rel=1e-12)
-    assert summary["soft_iou"] == pytest.approx(np.mean([m.soft_iou for m in metrics.values()]), rel=1e-12)
+    for key in ("soft_dice", "soft_iou", "foreground_dice", "foreground_iou"):
+        expected = np.mean([getattr(m, key) for m in metrics.values()])
+        assert summary[key] == pytest.approx(expected, rel=1e-12), key
 
 
 def test_eval_export(tiny_model_project, small_dataset, tmp_path, capsys):
@@ -270,7 +284,7 @@ def test_compare_errors(tmp_path, capsys):
     pickled = np.array([{"a": 1}], dtype=object)
     np.save(tmp_path / "objects.npy", pickled, allow_pickle=True)
     assert run("compare", tmp_path / "objects.npy", tmp_path / "a.npy")[0] == 2
-    assert_one_line_error(capsys, tmp_path / "objects.npy", "unreadable .npy tensor")
+    assert_one_line_error(capsys, tmp_path / "objects.npy", "holds object values")
 
 
 def test_internal_errors_exit_1_with_details_on_request(tmp_path, capsys, monkeypatch):

@@ -97,25 +97,23 @@ def test_overwrite_replaces(tmp_path, result):
     assert read(tmp_path / "s1_mask.png").shape == (8, 12)
 
 
-def test_failed_rename_leaves_no_partial_or_temp_file(tmp_path, result, monkeypatch):
-    real_replace = os.replace
+def test_failed_move_leaves_no_partial_item_or_temp_file(tmp_path, result, monkeypatch):
+    real_link = os.link
     calls = []
 
-    def failing_replace(src, dst):
+    def failing_link(src, dst):
         calls.append(dst)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        real_replace(src, dst)
+        real_link(src, dst)
 
-    monkeypatch.setattr(os, "replace", failing_replace)
+    monkeypatch.setattr(os, "link", failing_link)
     with pytest.raises(SegScopeError) as info:
         export_result(result, tmp_path, Source("s1", tmp_path / "s1.png"), kinds=["mask", "canvas", "softmax"])
     assert str(info.value) == (f"{tmp_path / 's1_mask_full.png'}: write failed (No space left on device); "
                                "nothing was changed")
-    monkeypatch.setattr(os, "replace", real_replace)
-    # The first file was complete and renamed; the second never appeared; no temp file is left.
-    assert [p.name for p in tmp_path.iterdir()] == ["s1_mask.png"]
-    assert read(tmp_path / "s1_mask.png").shape == (8, 12)
+    # The item is all or nothing: the mask moved first is taken back, no temp file or lock is left.
+    assert len(calls) == 2 and list(tmp_path.iterdir()) == []
 
 
 def test_failure_while_writing_the_temp_file(tmp_path, result, monkeypatch):

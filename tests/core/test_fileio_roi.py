@@ -27,12 +27,15 @@ def encoded(image: np.ndarray, suffix: str = ".png") -> bytes:
     return buf.tobytes()
 
 
-def test_header_sizes_without_decoding():
-    image = np.zeros((30, 70, 3), np.uint8)
-    assert image_header_size(encoded(image, ".png")) == (70, 30)
-    assert image_header_size(encoded(image, ".jpg")) == (70, 30)
-    assert image_header_size(encoded(image, ".bmp")) is None
+@pytest.mark.parametrize("suffix", [".png", ".jpg", ".tif", ".bmp", ".webp", ".ppm", ".pgm"])
+def test_header_sizes_without_decoding(suffix):
+    image = np.zeros((30, 70, 3), np.uint8) if suffix != ".pgm" else np.zeros((30, 70), np.uint8)
+    assert image_header_size(encoded(image, suffix)) == (70, 30)
+
+
+def test_no_header_size_for_what_is_not_an_image():
     assert image_header_size(b"") is None
+    assert image_header_size(b"just some text, long enough to look like a header" * 3) is None
 
 
 def test_decompression_bomb_is_refused_from_the_header():
@@ -61,7 +64,7 @@ def test_unreadable_files(tmp_path):
     with pytest.raises(SegScopeError, match="file not found"):
         read_image(tmp_path / "absent.png")
     (tmp_path / "folder.png").mkdir()
-    with pytest.raises(SegScopeError, match=r"folder\.png: cannot read"):
+    with pytest.raises(SegScopeError, match=r"folder\.png: is a folder, not a file"):
         read_image(tmp_path / "folder.png")
 
 

@@ -21,6 +21,9 @@ from segscope.core.remote.connection import SshConnection, SshOptions, parse_tar
 from .sshd import Sshd, processes_mentioning, wait_until
 
 WORKER = Path(worker.__file__)
+#: What a real worker's HELLO holds (pid and pgid are the fake worker's own).
+VALID_HELLO = {"protocol": p.PROTOCOL_VERSION, "pid": 2, "pgid": 2, "backend": "fake", "device": "none",
+               "input_size": [8, 8], "class_names": ["background", "defect"], "details": {}, "versions": {}}
 
 
 class LocalWorker:
@@ -109,8 +112,9 @@ def fake_worker(sshd: Sshd, ssh_options: SshOptions, script: str) -> tuple[SshCo
     """A connection and the command running `script` (Python with segscope's protocol) on the test host."""
     connection = SshConnection(parse_target(sshd.target), ssh_options)
     connection.connect()
-    preamble = ("import sys; from segscope.core.remote import protocol as p; out = sys.stdout.buffer\n"
-                "hello = p.encode(p.Message(p.MsgType.HELLO, {'pid': 0}))\n")
+    preamble = ("import os, sys; from segscope.core.remote import protocol as p; out = sys.stdout.buffer\n"
+                f"HELLO = {VALID_HELLO!r}; HELLO.update(pid=os.getpid(), pgid=os.getpgid(0))\n"
+                "hello = p.encode(p.Message(p.MsgType.HELLO, HELLO))\n")
     return connection, f"{shlex.quote(sys.executable)} -c {shlex.quote(preamble + script)}"
 
 
@@ -134,7 +138,7 @@ def test_the_client_rejects_a_corrupt_result_and_stops_that_worker(sshd: Sshd, s
     marker = "segscope-fake-worker-marker"
     connection, command = fake_worker(sshd, ssh_options, f"""
 import os, time
-out.write(p.encode(p.Message(p.MsgType.HELLO, {{'pid': os.getpid(), 'pgid': os.getpgid(0), 'tag': '{marker}'}})))
+out.write(p.encode(p.Message(p.MsgType.HELLO, {{**HELLO, 'device': '{marker}'}})))
 out.flush()
 request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
 reply = bytearray(p.encode(p.Message(p.MsgType.RESULT, {{'id': request.meta['id']}}, (b'a' * 1000,))))

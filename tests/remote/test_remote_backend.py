@@ -100,14 +100,14 @@ def test_an_image_path_is_read_here_or_on_the_host(tiny_model_project, open_remo
     with EmbeddedBackend(tiny_model_project.pipeline) as local:
         expected = local.infer(path)
     uploaded = open_remote(tiny_model_project.pipeline).infer(path)
-    on_host = open_remote(tiny_model_project.pipeline, paths_on_host=True).infer(path)
+    on_host = open_remote(tiny_model_project.pipeline, host_dataset=str(tmp_path)).infer(path)
     np.testing.assert_array_equal(uploaded.argmax, expected.argmax)
     np.testing.assert_array_equal(on_host.argmax, expected.argmax)
     assert on_host.timings["upload"] < uploaded.timings["upload"] + 0.05
 
 
 def test_a_bad_image_fails_that_request_only(tiny_model_project, open_remote, tmp_path: Path) -> None:
-    backend = open_remote(tiny_model_project.pipeline, paths_on_host=True)
+    backend = open_remote(tiny_model_project.pipeline, host_dataset=str(tmp_path))
     with pytest.raises(BackendError, match=r"127\.0\.0\.1.*not a readable image"):
         backend.infer(b"definitely not a png")
     with pytest.raises(BackendError, match="missing.png: file not found"):
@@ -242,7 +242,8 @@ def test_nothing_is_uploaded_twice(tiny_model_project, sshd: Sshd, open_remote) 
 
 
 def test_a_wrong_remote_python_is_named(tiny_model_project, open_remote) -> None:
-    with pytest.raises(WorkerLost, match=r"worker stopped \(exit status 127\); its stderr ends: .*/nowhere/python3"):
+    with pytest.raises(BackendError, match=r"cannot check the cache files with /nowhere/python3 on the host "
+                                            r"\(exit status 127: .*/nowhere/python3"):
         open_remote(tiny_model_project.pipeline, python="/nowhere/python3")
 
 

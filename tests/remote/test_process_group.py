@@ -1,0 +1,66 @@
+"""Nothing the client started stays on the host: a hanging `--set-env` goes with its whole process group
+when the client times out, is interrupted or is killed."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from segscope.core.backends.remote import RemoteBackend
+from segscope.core.errors import BackendError
+
+from .sshd import Sshd, processes_mentioning, wait_until
+
+
+def hanging_set_env(folder: Path, marker: str) -> Path:
+    """A set_env.sh that starts a child and never returns (an NFS mount that hangs, say)."""
+    script = folder / f"set_env_{marker}.sh"
+    script.write_text(f"echo sourcing >&2\n{sys.executable} -c 'import time; time.sleep(600)' {marker} &\n"
+                      f"{sys.executable} -c 'import time; time.sleep(600)' {marker}\n")
+    return script
+
+
+def test_a_startup_timeout_stops_a_hanging_set_env(tiny_model_project, sshd: Sshd, ssh_options, worker_options,
+                                                   tmp_path: Path) -> None:
+    marker = "segscope-hang-timeout"
+    options = {**worker_options, "startup_timeout": 3.0, "set_env": str(hanging_set_env(tmp_path, marker))}
+    with pytest.raises(BackendError, match="did not start within 3 s"):
+        RemoteBackend(tiny_model_project.pipeline, sshd.target, ssh_options, **options)
+    assert wait_until(lambda: not processes_mentioning(marker), timeout=15), processes_mentioning(marker)
+
+
+CLIENT = """
+import sys
+from pathlib import Path
+from segscope.core.backends.remote import RemoteBackend
+from segscope.core.remote.connection import SshOptions
+target, key, known, pipeline, cache, set_env = sys.argv[1:]
+ssh = SshOptions(key_filename=Path(key), allow_agent=False, look_for_keys=False, ssh_config=None,
+                 known_hosts=Path(known), connect_timeout=10.0)
+try:
+    RemoteBackend(Path(pipeline), target, ssh, python=sys.executable, cache_dir=cache, set_env=set_env,
+                  worker_backend="embedded", startup_timeout=600)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["interrupted", "killed"])
+def test_a_client_gone_during_set_env_takes_its_processes(tiny_model_project, sshd: Sshd, known_hosts: Path,
+                                                          tmp_path: Path, how) -> None:
+    marker = f"segscope-hang-{how.name}"
+    client = subprocess.Popen([sys.executable, "-c", CLIENT, sshd.target, str(sshd.user_key), str(known_hosts),
+                               str(tiny_model_project.pipeline), str(sshd.cache_dir),
+                               str(hanging_set_env(tmp_path, marker))])
+    try:
+        assert wait_until(lambda: len(processes_mentioning(marker)) >= 2, timeout=60)
+        client.send_signal(how)
+        client.wait(timeout=60)
+        assert wait_until(lambda: not processes_mentioning(marker), timeout=15), processes_mentioning(marker)
+    finally:
+        client.kill()
+        client.wait()
