@@ -3,7 +3,8 @@
     segscope [DATASET]                 open the viewer (on the demo dataset when none is given)
     segscope eval --dataset DIR        evaluate a dataset like the original script, plus hard metrics
     segscope demo DIR                  write the demo dataset
-    segscope compare A.npy B.npy       accuracy comparison of two tensors
+    segscope compare A.npy B.npy       accuracy comparison of two tensors, with a pass/fail line
+    segscope profile / drift           operator profile and roofline; msit compare triage (core/profiling)
 
 Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal error (a bug).
 """
@@ -30,6 +31,7 @@ from .export import EXPORT_KINDS, export_result, json_safe, write_metrics
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
+from .profiling import cli as profiling_cli
 from .provenance import source_for
 from .roi import Roi
 
@@ -166,6 +168,8 @@ def run_compare(args: argparse.Namespace, out: TextIO) -> int:
         width = max(map(len, result))
         for key, value in result.items():
             print(f"{key:<{width}}  {value:.9g}", file=out)
+        print(profiling_cli.thresholds_from(args).verdict(result["cosine_similarity"],
+              result["relative_euclidean_distance"], result["kl_divergence"]), file=out)
     return EXIT_OK
 
 
@@ -208,14 +212,16 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("reference", type=Path)
     cmp.add_argument("candidate", type=Path)
     cmp.add_argument("--json", action="store_true")
+    profiling_cli.add_threshold_options(cmp)
     cmp.set_defaults(handler=run_compare)
+    profiling_cli.register(commands)
     return parser
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    known = {"gui", "eval", "demo", "compare", "-h", "--help", "--debug"}
+    known = {"gui", "eval", "demo", "compare", "profile", "drift", "-h", "--help", "--debug"}
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)

@@ -1,0 +1,129 @@
+"""Operator profile of the embedded backend's model: ONNX Runtime's profiler over N dataset images.
+
+The session is the embedded backend's own (`open_session`: same optimisation level and threads) with
+`SessionOptions.enable_profiling` on. One warm-up run is discarded; each measured run is one image fed
+exactly as the stream feeds it (decode, ROI crop, resize, AIPP). ONNX Runtime writes a Chrome-trace JSON:
+a `cat: "Session"` event `model_run` per run and a `cat: "Node"` event `<node>_kernel_time` per kernel with
+`args.op_name`, `args.input_type_shape` and `args.output_type_shape` (ONNX Runtime's profiling docs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SegScopeError
+from .costs import Tensor, op_bytes, op_flops
+from .graph import GraphNode, graph_nodes
+from .machine import MachinePeak
+from .model import OpStat, Profile, TimelineEvent, mean_p95, with_shares
+
+KERNEL_SUFFIX = "_kernel_time"
+
+
+def _event_tensors(shapes: object) -> tuple[Tensor, ...]:
+    """ONNX Runtime's `[{"float": [1, 3, 960, 960]}, ...]` as tensors."""
+    if not isinstance(shapes, list):
+        return ()
+    tensors = []
+    for entry in shapes:
+        if isinstance(entry, dict) and len(entry) == 1:
+            (dtype, dims), = entry.items()
+            if isinstance(dims, list) and all(isinstance(d, int) for d in dims):
+                tensors.append(Tensor(str(dtype), tuple(dims)))
+    return tuple(tensors)
+
+
+def _runs(events: list[dict], source: str) -> list[tuple[float, float]]:
+    runs = sorted((float(e["ts"]), float(e["dur"])) for e in events
+                  if e.get("cat") == "Session" and e.get("name") == "model_run")
+    if not runs:
+        raise SegScopeError(f"{source}: no 'model_run' Session event: not an ONNX Runtime profile, or the "
+                            "session ran no inference before end_profiling()")
+    return runs
+
+
+def parse_ort_events(events: list[dict], source: str, graph: Iterable[GraphNode] = (), skip_runs: int = 0,
+                     device: str = "CPU (ONNX Runtime)", peak: MachinePeak | None = None) -> Profile:
+    """Aggregate an ONNX Runtime profile per node: mean/p95 per run, costs from the graph or the trace."""
+    nodes = {n.name: n for n in graph}
+    runs = _runs(events, source)[skip_runs:]
+    if not runs:
+        raise SegScopeError(f"{source}: only warm-up runs were profiled; profile at least one image")
+    kernels = sorted((e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX)),
+                     key=lambda e: float(e["ts"]))
+    times: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(runs))
+    calls: dict[str, int] = defaultdict(int)
+    first: dict[str, dict] = {}
+    timeline = []
+    for event in kernels:
+        ts = float(event["ts"])
+        run = next((i for i, (start, dur) in enumerate(runs) if start <= ts <= start + dur), None)
+        if run is None:
+            continue  # a warm-up run's kernel
+        name = event["name"][: -len(KERNEL_SUFFIX)]
+        op_type = str(event.get("args", {}).get("op_name", "?"))
+        first.setdefault(name, event)
+        times[name][run] += float(event["dur"]) / 1000
+        if run == 0:
+            calls[name] += 1
+        timeline.append(TimelineEvent(name, op_type, (ts - runs[run][0]) / 1000, float(event["dur"]) / 1000, run))
+    ops = []
+    for name, per_run in times.items():
+        args = first[name].get("args", {})
+        node = nodes.get(name)
+        if node is not None and node.complete:
+            flops, nbytes = node.flops, node.bytes
+        else:  # a node ONNX Runtime made (fused, layout reorder) or one shape inference could not size
+            inputs = _event_tensors(args.get("input_type_shape"))
+            outputs = _event_tensors(args.get("output_type_shape"))
+            flops, nbytes = op_flops(str(args.get("op_name", "")), inputs, outputs), op_bytes(inputs, outputs)
+        mean, p95 = mean_p95(per_run)
+        count = max(calls[name], 1)
+        ops.append(OpStat(name, str(args.get("op_name", "?")), mean, p95, 0.0, count, flops * count, nbytes * count,
+                          {"provider": str(args.get("provider", ""))}))
+    model_ms = float(np.mean([dur for _, dur in runs])) / 1000
+    return Profile(source, "onnxruntime", device, model_ms, len(runs), with_shares(ops, model_ms),
+                   tuple(timeline), peak)
+
+
+def load_ort_profile(path: Path, graph: Iterable[GraphNode] = ()) -> Profile:
+    """An ONNX Runtime profile JSON written earlier (e.g. by `onnxruntime_perf_test -p`)."""
+    from .traces import read_json
+
+    data = read_json(path)
+    events = data if isinstance(data, list) else data.get("traceEvents") if isinstance(data, dict) else None
+    if not isinstance(events, list):
+        raise SegScopeError(f"{path}: expected a JSON list of trace events (ONNX Runtime's profile format)")
+    return parse_ort_events(events, str(path), graph)
+
+
+def profile_session(model_path: Path, session_options: object, feeds: list[dict[str, np.ndarray]],
+                    peak: MachinePeak | None = None, device: str = "CPU") -> Profile:
+    """Profile `feeds` (one dict per run, after one warm-up run of the first) on a new session."""
+    import onnxruntime as ort
+
+    if not feeds:
+        raise SegScopeError(f"{model_path}: nothing to profile: no input images")
+    options = session_options
+    with tempfile.TemporaryDirectory(prefix="segscope-profile-") as folder:
+        options.enable_profiling = True  # type: ignore[attr-defined]
+        options.profile_file_prefix = os.path.join(folder, "ort")  # type: ignore[attr-defined]
+        try:
+            session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ORT raises its own exception types
+            raise SegScopeError(f"{model_path}: ONNX Runtime cannot load the model ({exc})") from None
+        for feed in [feeds[0], *feeds]:
+            session.run(None, feed)
+        trace = Path(session.end_profiling())
+        events = json.loads(trace.read_text(encoding="utf-8"))
+    level = str(options.graph_optimization_level).rsplit(".", 1)[-1]  # type: ignore[attr-defined]
+    threads = options.intra_op_num_threads  # type: ignore[attr-defined]
+    device = f"{device}; ONNX Runtime {ort.__version__}, {threads} threads, {level}"
+    return parse_ort_events(events, str(model_path), graph_nodes(model_path), skip_runs=1, device=device, peak=peak)
