@@ -17,6 +17,8 @@ class GraphNode:
     outputs: tuple[Tensor, ...]
     flops: int
     bytes: int
+    input_names: tuple[str, ...] = ()
+    output_names: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -61,5 +63,31 @@ def graph_nodes(model_path: Path) -> list[GraphNode]:
         outputs = tuple(known.get(n, Tensor("float", (None,))) for n in node.output if n)
         kernel = next((tuple(a.ints) for a in node.attribute if a.name == "kernel_shape"), ())
         nodes.append(GraphNode(node.name or f"{node.op_type}_{index}", node.op_type, inputs, outputs,
-                               op_flops(node.op_type, inputs, outputs, kernel), op_bytes(inputs, outputs)))
+                               op_flops(node.op_type, inputs, outputs, kernel), op_bytes(inputs, outputs),
+                               tuple(node.input), tuple(node.output)))
     return nodes
+
+
+#: What ONNX Runtime folds into the convolution before it (Conv+BN at basic level, activations later).
+FOLDED_INTO_CONV = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh", "BatchNormalization"})
+
+
+def fused_costs(nodes: list[GraphNode], tensor: str) -> tuple[int, int] | None:
+    """(FLOPs, bytes) of the graph nodes a fused kernel producing `tensor` replaced, from the graph's shapes.
+
+    ONNX Runtime names a fused NCHWc kernel after its output tensor (`<tensor>_nchwc`); walking up from that
+    tensor's producer through activations and BatchNorm to the convolution gives the nodes it replaced:
+    FLOPs add up, bytes are the first node's inputs plus the last node's output. None when a shape is unknown.
+    """
+    producer = {name: n for n in nodes for name in n.output_names}
+    node = producer.get(tensor)
+    chain = []
+    while node is not None:
+        chain.append(node)
+        if node.type not in FOLDED_INTO_CONV or not node.input_names:
+            break
+        node = producer.get(node.input_names[0])
+    if not chain or not all(n.complete for n in chain):
+        return None
+    first, last = chain[-1], chain[0]
+    return sum(n.flops for n in chain), op_bytes(first.inputs, last.outputs[:1])

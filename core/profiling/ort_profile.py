@@ -20,11 +20,12 @@ import numpy as np
 
 from ..errors import SegScopeError
 from .costs import Tensor, op_bytes, op_flops
-from .graph import GraphNode, graph_nodes
+from .graph import GraphNode, fused_costs, graph_nodes
 from .machine import MachinePeak
 from .model import OpStat, Profile, TimelineEvent, mean_p95, with_shares
 
 KERNEL_SUFFIX = "_kernel_time"
+NCHWC_SUFFIX = "_nchwc"  # ONNX Runtime's name for a kernel it moved to the blocked NCHWc layout
 
 
 def _event_tensors(shapes: object) -> tuple[Tensor, ...]:
@@ -52,6 +53,7 @@ def _runs(events: list[dict], source: str) -> list[tuple[float, float]]:
 def parse_ort_events(events: list[dict], source: str, graph: Iterable[GraphNode] = (), skip_runs: int = 0,
                      device: str = "CPU (ONNX Runtime)", peak: MachinePeak | None = None) -> Profile:
     """Aggregate an ONNX Runtime profile per node: mean/p95 per run, costs from the graph or the trace."""
+    graph = list(graph)
     nodes = {n.name: n for n in graph}
     runs = _runs(events, source)[skip_runs:]
     if not runs:
@@ -78,9 +80,12 @@ def parse_ort_events(events: list[dict], source: str, graph: Iterable[GraphNode]
     for name, per_run in times.items():
         args = first[name].get("args", {})
         node = nodes.get(name)
+        fused = fused_costs(graph, name[: -len(NCHWC_SUFFIX)]) if name.endswith(NCHWC_SUFFIX) else None
         if node is not None and node.complete:
             flops, nbytes = node.flops, node.bytes
-        else:  # a node ONNX Runtime made (fused, layout reorder) or one shape inference could not size
+        elif fused is not None:
+            flops, nbytes = fused
+        else:  # a node ONNX Runtime made (layout reorder) or one shape inference could not size
             inputs = _event_tensors(args.get("input_type_shape"))
             outputs = _event_tensors(args.get("output_type_shape"))
             flops, nbytes = op_flops(str(args.get("op_name", "")), inputs, outputs), op_bytes(inputs, outputs)
