@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
@@ -26,6 +28,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QPushButton,
     QSpinBox,
+    QSplitter,
     QTableView,
     QTableWidget,
     QTableWidgetItem,
@@ -35,10 +38,11 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.errors import SegScopeError
-from ..core.profiling.drift import DriftReport, load_drift_csv
+from ..core.profiling.drift import DriftReport, Thresholds, load_drift_csv
 from ..core.profiling.insight import where_to_look
 from ..core.profiling.model import OpStat, Profile
 from ..core.profiling.roofline import classify
+from ..core.runs import RunRecord, compare_runs
 from .profile_plots import RooflinePlot, TimelinePlot
 
 if TYPE_CHECKING:
@@ -165,11 +169,31 @@ class ProfilePanel(QWidget):
         self.drift_table.setHorizontalHeaderLabels(["cosine", "rel. Euclidean", "KL", "max abs", "op type",
                                                     "NPU op", "ground truth"])
         self.drift_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.runs_button = QPushButton("Argmax disagreement of the last two runs")
+        self.runs_button.setToolTip("Where the current image's two newest runs (e.g. Ascend and embedded) predict "
+                                    "different classes, with the thresholds' pass/fail line")
+        self.runs_label = QLabel("")
+        self.runs_label.setWordWrap(True)
+        self.disagreement = pg.PlotWidget()
+        self.disagreement.setMenuEnabled(False)
+        self.disagreement.setAspectLocked(True)
+        self.disagreement.invertY(True)
+        self.disagreement_image = pg.ImageItem()
+        self.disagreement.addItem(self.disagreement_image)
+        runs = QWidget()
+        runs_column = QVBoxLayout(runs)
+        runs_column.setContentsMargins(0, 0, 0, 0)
+        runs_column.addWidget(self.runs_button)
+        runs_column.addWidget(self.runs_label)
+        runs_column.addWidget(self.disagreement, 1)
+        split = QSplitter()
+        split.addWidget(self.drift_table)
+        split.addWidget(runs)
         drift = QWidget()
         drift_column = QVBoxLayout(drift)
         drift_column.setContentsMargins(0, 0, 0, 0)
         drift_column.addWidget(self.drift_label)
-        drift_column.addWidget(self.drift_table, 1)
+        drift_column.addWidget(split, 1)
 
         self.tabs = QTabWidget()
         self.tabs.addTab(operators, "Operators")
@@ -280,6 +304,19 @@ class ProfilePanel(QWidget):
                 self.drift_table.setItem(r, c, item)
         self.tabs.setCurrentIndex(3)
 
+    def show_disagreement(self, reference: RunRecord, candidate: RunRecord) -> None:
+        """The pixels where two runs of one image predict different classes, and the thresholds' verdict."""
+        comparison = compare_runs(reference, candidate)
+        a, b = reference.result, candidate.result
+        assert a is not None and b is not None  # compare_runs checked
+        self.disagreement_image.setImage((a.argmax != b.argmax).astype(np.uint8).T, levels=(0, 1))
+        m = comparison.metrics
+        verdict = Thresholds().verdict(m["cosine_similarity"], m["relative_euclidean_distance"], m["kl_divergence"])
+        self.runs_label.setText(f"{reference.image_id}: run {reference.id} ({reference.backend}) vs run "
+                                f"{candidate.id} ({candidate.backend}): {comparison.argmax_disagreement:.3%} of "
+                                f"pixels differ (white); {verdict}")
+        self.tabs.setCurrentIndex(3)
+
 
 def attach_profile(window: MainWindow) -> QDockWidget:
     """Add the Profile dock (tabbed with Messages) and its toggle to the View menu of `window`."""
@@ -293,6 +330,18 @@ def attach_profile(window: MainWindow) -> QDockWidget:
         window.messages_dock.raise_()
     panel.message.connect(window.messages.add)
 
+    def last_two_runs() -> None:
+        runs = window.inspection.history.for_image(window.current.id) if window.current else []
+        if len(runs) < 2:
+            panel.message.emit("warning", "Run the current image twice (e.g. Ascend, then embedded) to see where "
+                                          "their argmax disagree")
+            return
+        try:
+            panel.show_disagreement(runs[-2], runs[-1])
+        except SegScopeError as exc:
+            panel.message.emit("error", str(exc))
+
+    panel.runs_button.clicked.connect(last_two_runs)
     panel.sources = lambda: (window.backend_choice.pipeline, window.dataset.root if window.dataset else None)
     menus = [a.menu() for a in window.menuBar().actions() if a.text() == "&View"]
     view = menus[0] if menus and isinstance(menus[0], QMenu) else window.menuBar()

@@ -130,3 +130,23 @@ def test_window_profiles_its_model(window, qtbot):
     assert profile.kind == "onnxruntime" and profile.runs == 1
     assert any(o.type == "Conv" and o.flops == 2 * 960 * 960 * 2 * 3 for o in profile.ops)
     assert panel.proxy.rowCount() == len(profile.ops) and panel.profile_button.isEnabled()
+
+
+def test_argmax_disagreement_of_two_runs(panel):
+    from segscope.core.backends.base import InferenceResult
+    from segscope.core.roi import Roi
+    from segscope.core.runs import RunHistory
+
+    roi = Roi(0, 0, 8, 4)
+    p = np.zeros((4, 8, 2), np.float32)
+    p[..., 0] = 1.0
+    q = p.copy()
+    q[0, :2] = (0.0, 1.0)  # two pixels change class
+    history = RunHistory()
+    a = history.add("img", InferenceResult(p, p.argmax(-1).astype(np.uint8), roi, (8, 4), {}, "mindx"))
+    b = history.add("img", InferenceResult(q, q.argmax(-1).astype(np.uint8), roi, (8, 4), {}, "embedded"))
+    panel.show_disagreement(a, b)
+    image = panel.disagreement_image.image
+    assert image.shape == (8, 4) and int(image.sum()) == 2 and image[0, 0] == 1 and image[1, 0] == 1
+    text = panel.runs_label.text()
+    assert "6.250% of pixels differ" in text and "FAIL: cosine" in text and "(mindx)" in text
