@@ -247,11 +247,10 @@ class ProfilePanel(QWidget):
 
     def import_file(self, path: Path) -> None:
         """Load a profile, or a msit compare CSV (recognised by its header) into the Drift tab."""
-        from ..core.profiling.ascend import import_profile
+        from ..core.profiling.ascend import import_profile, is_drift_csv
 
         try:
-            head = path.open("rb").read(4096).decode("utf-8-sig", errors="replace") if path.is_file() else ""
-            if path.suffix.lower() == ".csv" and "CosineSimilarity" in head.split("\n", 1)[0]:
+            if is_drift_csv(path):
                 self.show_drift(load_drift_csv(path))
             else:
                 self.show_profile(import_profile(path))

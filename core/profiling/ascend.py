@@ -156,12 +156,22 @@ def load_ais_bench_summary(path: Path, data: object = None) -> Profile:
         for key, value in stats.items():
             match = _PERCENTILE.match(str(key))
             label = f"p{match.group(1) or match.group(2)}" if match else str(key)
-            if isinstance(value, (int, float)) and label in ("min", "max", "mean", "median") or match:
+            if isinstance(value, (int, float)) and (match or label in ("min", "max", "mean", "median")):
                 summary[f"{section}.{label}_ms"] = float(value)
     if isinstance(data.get("throughput"), (int, float)):
         summary["throughput"] = float(data["throughput"])
     return Profile(str(path), "ais_bench", "Ascend (ais_bench)", summary["NPU_compute_time.mean_ms"],
                    int(data["NPU_compute_time"].get("count", 0) or 0), (), summary=summary)
+
+
+def _csv_header(path: Path) -> str:
+    lines = read_bytes(path)[:4096].decode("utf-8-sig", errors="replace").splitlines()
+    return lines[0] if lines else ""
+
+
+def is_drift_csv(path: Path) -> bool:
+    """Whether `path` is a msit/ait debug compare result (a CSV with a CosineSimilarity column)."""
+    return Path(path).suffix.lower() == ".csv" and "CosineSimilarity" in _csv_header(path)
 
 
 def import_profile(path: Path) -> Profile:
@@ -170,9 +180,8 @@ def import_profile(path: Path) -> Profile:
 
     path = Path(path)
     if path.suffix.lower() == ".csv":
-        header = read_bytes(path)[:4096].decode("utf-8-sig", errors="replace").splitlines()[:1]
-        first = header[0] if header else ""
-        if "CosineSimilarity" in first:
+        first = _csv_header(path)
+        if is_drift_csv(path):
             raise SegScopeError(f"{path}: an accuracy comparison (msit/ait debug compare), not a profile: open it "
                                 "with segscope drift")
         if "Task Duration" in first:

@@ -72,12 +72,13 @@ def graph_nodes(model_path: Path) -> list[GraphNode]:
 FOLDED_INTO_CONV = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh", "BatchNormalization"})
 
 
-def fused_costs(nodes: list[GraphNode], tensor: str) -> tuple[int, int] | None:
-    """(FLOPs, bytes) of the graph nodes a fused kernel producing `tensor` replaced, from the graph's shapes.
+def fused_costs(nodes: list[GraphNode], tensor: str) -> tuple[int, int, list[str]] | None:
+    """(FLOPs, bytes, node names) of the graph nodes a fused kernel producing `tensor` replaced.
 
     ONNX Runtime names a fused NCHWc kernel after its output tensor (`<tensor>_nchwc`); walking up from that
     tensor's producer through activations and BatchNorm to the convolution gives the nodes it replaced:
-    FLOPs add up, bytes are the first node's inputs plus the last node's output. None when a shape is unknown.
+    FLOPs add up, bytes are the first node's inputs plus the last node's output (graph shapes); names in
+    graph order. None when a shape is unknown.
     """
     producer = {name: n for n in nodes for name in n.output_names}
     node = producer.get(tensor)
@@ -90,4 +91,4 @@ def fused_costs(nodes: list[GraphNode], tensor: str) -> tuple[int, int] | None:
     if not chain or not all(n.complete for n in chain):
         return None
     first, last = chain[-1], chain[0]
-    return sum(n.flops for n in chain), op_bytes(first.inputs, last.outputs[:1])
+    return sum(n.flops for n in chain), op_bytes(first.inputs, last.outputs[:1]), [n.name for n in reversed(chain)]

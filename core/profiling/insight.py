@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .machine import MachinePeak
 from .model import OpStat, Profile
+from .ort_profile import GRAPH_NODES
 from .roofline import classify
 
 #: Layout conversions: ONNX Transpose, ONNX Runtime's NCHWc reorders, Ascend's TransData / TransposeD.
@@ -69,13 +70,23 @@ def _normalised(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
+def _names(op: OpStat) -> list[str]:
+    """An operator's name, then the graph nodes it stands for (a fused ONNX Runtime kernel's)."""
+    return [op.name, *filter(None, op.details.get(GRAPH_NODES, "").split(";"))]
+
+
 def matched_ops(here: Profile, there: Profile) -> list[tuple[str, OpStat, OpStat]]:
-    """Operators present in both profiles by name (exactly, else ignoring case and punctuation), slowest first."""
-    exact = {o.name: o for o in there.ops}
-    loose = {_normalised(o.name): o for o in there.ops}
+    """Operators present in both profiles by name (exactly, else ignoring case and punctuation), slowest first.
+
+    A fused kernel matches by any graph node it replaced, so ONNX Runtime's Conv+Relu meets the .om's Conv.
+    """
+    exact = {name: o for o in there.ops for name in _names(o)}
+    loose = {_normalised(name): o for o in there.ops for name in _names(o)}
     pairs = []
     for op in here.ops:
-        other = exact.get(op.name) or loose.get(_normalised(op.name))
-        if other is not None:
-            pairs.append((op.name, op, other))
+        for name in _names(op):
+            other = exact.get(name) or loose.get(_normalised(name))
+            if other is not None:
+                pairs.append((name, op, other))
+                break
     return sorted(pairs, key=lambda p: p[1].mean_ms, reverse=True)

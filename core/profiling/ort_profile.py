@@ -26,6 +26,7 @@ from .model import OpStat, Profile, TimelineEvent, mean_p95, with_shares
 
 KERNEL_SUFFIX = "_kernel_time"
 NCHWC_SUFFIX = "_nchwc"  # ONNX Runtime's name for a kernel it moved to the blocked NCHWc layout
+GRAPH_NODES = "graph nodes"  # OpStat.details key: the ONNX nodes a fused kernel replaced, ";"-separated
 
 
 def _event_tensors(shapes: object) -> tuple[Tensor, ...]:
@@ -81,10 +82,12 @@ def parse_ort_events(events: list[dict], source: str, graph: Iterable[GraphNode]
         args = first[name].get("args", {})
         node = nodes.get(name)
         fused = fused_costs(graph, name[: -len(NCHWC_SUFFIX)]) if name.endswith(NCHWC_SUFFIX) else None
+        details = {"provider": str(args.get("provider", ""))}
         if node is not None and node.complete:
             flops, nbytes = node.flops, node.bytes
         elif fused is not None:
-            flops, nbytes = fused
+            flops, nbytes, replaced = fused
+            details[GRAPH_NODES] = ";".join(replaced)
         else:  # a node ONNX Runtime made (layout reorder) or one shape inference could not size
             inputs = _event_tensors(args.get("input_type_shape"))
             outputs = _event_tensors(args.get("output_type_shape"))
@@ -92,21 +95,10 @@ def parse_ort_events(events: list[dict], source: str, graph: Iterable[GraphNode]
         mean, p95 = mean_p95(per_run)
         count = max(calls[name], 1)
         ops.append(OpStat(name, str(args.get("op_name", "?")), mean, p95, 0.0, count, flops * count, nbytes * count,
-                          {"provider": str(args.get("provider", ""))}))
+                          details))
     model_ms = float(np.mean([dur for _, dur in runs])) / 1000
     return Profile(source, "onnxruntime", device, model_ms, len(runs), with_shares(ops, model_ms),
                    tuple(timeline), peak)
-
-
-def load_ort_profile(path: Path, graph: Iterable[GraphNode] = ()) -> Profile:
-    """An ONNX Runtime profile JSON written earlier (e.g. by `onnxruntime_perf_test -p`)."""
-    from .traces import read_json
-
-    data = read_json(path)
-    events = data if isinstance(data, list) else data.get("traceEvents") if isinstance(data, dict) else None
-    if not isinstance(events, list):
-        raise SegScopeError(f"{path}: expected a JSON list of trace events (ONNX Runtime's profile format)")
-    return parse_ort_events(events, str(path), graph)
 
 
 def profile_session(model_path: Path, session_options: object, feeds: list[dict[str, np.ndarray]],

@@ -15,12 +15,14 @@ from segscope.core.cli import main
 from segscope.core.errors import SegScopeError
 from segscope.core.profiling.costs import Tensor, op_flops
 from segscope.core.profiling.graph import graph_nodes
-from segscope.core.profiling.insight import unfused_chains, where_to_look
+from segscope.core.profiling.insight import matched_ops, unfused_chains, where_to_look
 from segscope.core.profiling.machine import MachinePeak, cpu_name, measure_peak
 from segscope.core.profiling.model import OpStat, Profile, TimelineEvent
 from segscope.core.profiling.ort_profile import parse_ort_events, profile_session
 from segscope.core.profiling.roofline import COMPUTE, FAR_BELOW, MEMORY, classify
 from segscope.core.profiling.run import profile_pipeline
+
+PEAK = MachinePeak("test CPU", 100.0, 10.0)  # ridge 10 FLOP/byte
 
 #: The hand-built graph's FLOPs, counted by hand (2 x multiply-adds; 1 per element for Relu):
 #: conv1 3->4 ch 3x3 pad 1 on 8x8: 4*8*8 outputs x 3*3*3 MACs = 6912 MACs
@@ -76,6 +78,32 @@ def test_profile_of_a_real_session_aggregates_per_node(tmp_path):
     assert {e.name for e in profile.timeline} == set(HAND_FLOPS)
 
 
+def test_fused_kernels_cost_what_they_replaced(tmp_path):
+    """At ONNX Runtime's full optimisation conv1+relu become one NCHWc kernel (on CPUs where that layout
+    applies): its FLOPs are the two nodes' hand counts and it names them; the model's total is unchanged."""
+    model = make_hand_model(tmp_path / "hand.onnx")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    profile = profile_session(model, options, [{"x": np.ones((1, 3, 8, 8), np.float32)}], PEAK)
+    assert profile.total_flops == sum(HAND_FLOPS.values())
+    for op in profile.ops:
+        replaced = op.details.get("graph nodes")
+        if replaced:
+            assert op.flops == sum(HAND_FLOPS[n] for n in replaced.split(";"))
+            assert replaced.split(";") == ["conv1", "relu"] and op.bytes == CONV1_BYTES
+
+
+def test_matched_ops_by_name_or_by_the_nodes_a_kernel_replaced():
+    here = Profile("m.onnx", "onnxruntime", "cpu", 3.0, 1, (
+        OpStat("r1_nchwc", "Conv", 2.0, 2.0, 0.6, details={"graph nodes": "conv1;relu"}),
+        OpStat("/net/Add_1", "Add", 1.0, 1.0, 0.3), OpStat("only_here", "Cast", 0.1, 0.1, 0.03)))
+    there = Profile("op_summary.csv", "msprof op_summary", "npu", 1.0, 1, (
+        OpStat("conv1", "Conv2D", 0.5, 0.5, 0.5), OpStat("net_Add_1", "Add", 0.2, 0.2, 0.2)))
+    pairs = matched_ops(here, there)
+    assert [(name, a.name, b.name) for name, a, b in pairs] == [("conv1", "r1_nchwc", "conv1"),
+                                                                ("/net/Add_1", "/net/Add_1", "net_Add_1")]
+
+
 def ort_events(run_starts, kernels):
     """A hand-written ONNX Runtime trace: model_run events and node events (times in microseconds)."""
     events = [{"cat": "Session", "name": "model_run", "ph": "X", "ts": start, "dur": 1000} for start in run_starts]
@@ -118,9 +146,6 @@ def test_costs_of_other_operators():
     assert op_flops("MaxPool", [Tensor("float", (1, 1, 4, 4))], [Tensor("float", (1, 1, 2, 2))], (2, 2)) == 16
     assert op_flops("Conv", [f, Tensor("float", (3, None, 1))], [Tensor("float", (1, 3, 5))]) == 0  # unknown
     assert Tensor("int64", (2, 3)).nbytes == 48 and Tensor("float16", (4,)).nbytes == 8
-
-
-PEAK = MachinePeak("test CPU", 100.0, 10.0)  # ridge 10 FLOP/byte
 
 
 @pytest.mark.parametrize("flops, nbytes, ms, bound, efficiency", [
