@@ -72,13 +72,11 @@ def graph_nodes(model_path: Path) -> list[GraphNode]:
 FOLDED_INTO_CONV = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh", "BatchNormalization"})
 
 
-def fused_costs(nodes: list[GraphNode], tensor: str) -> tuple[int, int, list[str]] | None:
-    """(FLOPs, bytes, node names) of the graph nodes a fused kernel producing `tensor` replaced.
+def replaced_nodes(nodes: list[GraphNode], tensor: str) -> list[GraphNode]:
+    """The graph nodes a fused kernel producing `tensor` replaced, in graph order ([] when none produces it).
 
     ONNX Runtime names a fused NCHWc kernel after its output tensor (`<tensor>_nchwc`); walking up from that
-    tensor's producer through activations and BatchNorm to the convolution gives the nodes it replaced:
-    FLOPs add up, bytes are the first node's inputs plus the last node's output (graph shapes); names in
-    graph order. None when a shape is unknown.
+    tensor's producer through activations and BatchNorm to the convolution gives the nodes it replaced.
     """
     producer = {name: n for n in nodes for name in n.output_names}
     node = producer.get(tensor)
@@ -88,7 +86,12 @@ def fused_costs(nodes: list[GraphNode], tensor: str) -> tuple[int, int, list[str
         if node.type not in FOLDED_INTO_CONV or not node.input_names:
             break
         node = producer.get(node.input_names[0])
+    return chain[::-1]
+
+
+def chain_costs(chain: list[GraphNode]) -> tuple[int, int] | None:
+    """(FLOPs, bytes) of nodes run as one kernel: FLOPs add up, bytes are the first node's inputs plus the
+    last node's output. None when shape inference left a shape unknown."""
     if not chain or not all(n.complete for n in chain):
         return None
-    first, last = chain[-1], chain[0]
-    return sum(n.flops for n in chain), op_bytes(first.inputs, last.outputs[:1]), [n.name for n in reversed(chain)]
+    return sum(n.flops for n in chain), op_bytes(chain[0].inputs, chain[-1].outputs[:1])

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import SegScopeError
 from .costs import Tensor, op_bytes, op_flops
-from .graph import GraphNode, fused_costs, graph_nodes
+from .graph import GraphNode, chain_costs, graph_nodes, replaced_nodes
 from .machine import MachinePeak
 from .model import OpStat, Profile, TimelineEvent, mean_p95, with_shares
 
@@ -81,13 +81,15 @@ def parse_ort_events(events: list[dict], source: str, graph: Iterable[GraphNode]
     for name, per_run in times.items():
         args = first[name].get("args", {})
         node = nodes.get(name)
-        fused = fused_costs(graph, name[: -len(NCHWC_SUFFIX)]) if name.endswith(NCHWC_SUFFIX) else None
+        replaced = replaced_nodes(graph, name[: -len(NCHWC_SUFFIX)]) if name.endswith(NCHWC_SUFFIX) else []
+        fused = chain_costs(replaced)
         details = {"provider": str(args.get("provider", ""))}
+        if replaced:
+            details[GRAPH_NODES] = ";".join(n.name for n in replaced)
         if node is not None and node.complete:
             flops, nbytes = node.flops, node.bytes
         elif fused is not None:
-            flops, nbytes, replaced = fused
-            details[GRAPH_NODES] = ";".join(replaced)
+            flops, nbytes = fused
         else:  # a node ONNX Runtime made (layout reorder) or one shape inference could not size
             inputs = _event_tensors(args.get("input_type_shape"))
             outputs = _event_tensors(args.get("output_type_shape"))

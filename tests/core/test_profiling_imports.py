@@ -65,6 +65,9 @@ def test_op_summary_older_headers_without_units(tmp_path):
     profile = load_op_summary(path)
     assert profile.runs == 1 and profile.op("a").mean_ms == pytest.approx(0.3)
     assert profile.model_ms == pytest.approx(0.5) and profile.op("b").share == pytest.approx(0.2)
+    assert profile.summary["aicore_time_ms"] == pytest.approx(0.34)
+    path.write_text("Op Name,Task Duration(us)\na,300\n")
+    assert "aicore_time_ms" not in load_op_summary(path).summary  # not collected: not shown as 0
 
 
 def test_op_statistic(tmp_path):
