@@ -4,6 +4,7 @@
     segscope eval --dataset DIR        evaluate a dataset like the original script, plus hard metrics
     segscope demo DIR                  write the demo dataset
     segscope compare A.npy B.npy       accuracy comparison of two tensors, with a pass/fail line
+    segscope card MODEL.onnx --out DIR a runnable project (card, pipeline, ATC files) from an ONNX model
     segscope profile / drift           operator profile and roofline; msit compare triage (core/profiling)
 
 Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal error (a bug).
@@ -24,6 +25,7 @@ from typing import TextIO
 import numpy as np
 
 from .backends import BACKEND_KINDS, open_backend
+from .card_builder import add_card_command
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
@@ -214,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--json", action="store_true")
     profiling_cli.add_threshold_options(cmp)
     cmp.set_defaults(handler=run_compare)
+    add_card_command(commands)
     profiling_cli.register(commands)
     return parser
 
@@ -221,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    known = {"gui", "eval", "demo", "compare", "profile", "drift", "-h", "--help", "--debug"}
+    known = {"gui", "eval", "demo", "compare", "card", "profile", "drift", "-h", "--help", "--debug"}
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)

@@ -42,6 +42,7 @@ from .inspection import attach_inspection
 from .mask_editing import MaskEditing
 from .message_area import MessageArea
 from .metrics_panel import MetricsPanel
+from .model_dialog import add_open_model_action
 from .profile_dock import attach_profile
 from .result_panels import ResultPanels
 from .run_controller import RunController, describe_error
@@ -211,6 +212,7 @@ class MainWindow(QMainWindow):
         menu = self.menuBar()
         file_menu = menu.addMenu("&File")
         file_menu.addAction(self.open_action)
+        add_open_model_action(self, file_menu)
         file_menu.addMenu(self.dataset_panel.recent_menu)
         file_menu.addAction(self.export_action)
         file_menu.addSeparator()
