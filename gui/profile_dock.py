@@ -342,7 +342,6 @@ def attach_profile(window: MainWindow) -> QDockWidget:
 
     panel.runs_button.clicked.connect(last_two_runs)
     panel.sources = lambda: (window.backend_choice.pipeline, window.dataset.root if window.dataset else None)
-    menus = [a.menu() for a in window.menuBar().actions() if a.text() == "&View"]
-    view = menus[0] if menus and isinstance(menus[0], QMenu) else window.menuBar()
-    view.addAction(dock.toggleViewAction())
+    menus = [m for m in window.menuBar().findChildren(QMenu) if m.title() == "&View"]
+    (menus[0] if menus else window.menuBar()).addAction(dock.toggleViewAction())
     return dock

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMenu
 
 from segscope.core.profiling.drift import load_drift_csv
 from segscope.core.profiling.machine import MachinePeak
@@ -120,7 +120,7 @@ def test_import_errors_go_to_the_message_area(panel, tmp_path, qtbot):
 def test_window_profiles_its_model(window, qtbot):
     dock = window.profile_dock
     assert dock.windowTitle() == "Profile"
-    view = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+    view = next(m for m in window.menuBar().findChildren(QMenu) if m.title() == "&View")
     assert dock.toggleViewAction() in view.actions()
     panel = dock.widget()
     panel.images.setValue(1)
