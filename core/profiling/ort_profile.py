@@ -23,6 +23,7 @@ from .costs import Tensor, op_bytes, op_flops
 from .graph import GraphNode, chain_costs, graph_nodes, replaced_nodes
 from .machine import MachinePeak
 from .model import OpStat, Profile, TimelineEvent, mean_p95, with_shares
+from .traces import microseconds
 
 KERNEL_SUFFIX = "_kernel_time"
 NCHWC_SUFFIX = "_nchwc"  # ONNX Runtime's name for a kernel it moved to the blocked NCHWc layout
@@ -42,9 +43,16 @@ def _event_tensors(shapes: object) -> tuple[Tensor, ...]:
     return tuple(tensors)
 
 
+def _times(event: dict, index: int, source: str) -> tuple[float, float]:
+    """An event's (ts, dur) in microseconds; a file's bad value is named by event index and field."""
+    where = f"event {index} ({event.get('name')!r}) field"
+    return (microseconds(event.get("ts"), Path(source), f"{where} 'ts'"),
+            microseconds(event.get("dur"), Path(source), f"{where} 'dur'"))
+
+
 def _runs(events: list[dict], source: str) -> list[tuple[float, float]]:
-    runs = sorted((float(e["ts"]), float(e["dur"])) for e in events
-                  if e.get("cat") == "Session" and e.get("name") == "model_run")
+    runs = sorted(_times(e, i, source) for i, e in enumerate(events)
+                  if isinstance(e, dict) and e.get("cat") == "Session" and e.get("name") == "model_run")
     if not runs:
         raise SegScopeError(f"{source}: no 'model_run' Session event: not an ONNX Runtime profile, or the "
                             "session ran no inference before end_profiling()")
@@ -59,27 +67,27 @@ def parse_ort_events(events: list[dict], source: str, graph: Iterable[GraphNode]
     runs = _runs(events, source)[skip_runs:]
     if not runs:
         raise SegScopeError(f"{source}: only warm-up runs were profiled; profile at least one image")
-    kernels = sorted((e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX)),
-                     key=lambda e: float(e["ts"]))
+    kernels = sorted((_times(e, i, source), e) for i, e in enumerate(events) if isinstance(e, dict)
+                     and e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX))
     times: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(runs))
     calls: dict[str, int] = defaultdict(int)
     first: dict[str, dict] = {}
     timeline = []
-    for event in kernels:
-        ts = float(event["ts"])
+    for (ts, dur), event in kernels:
         run = next((i for i, (start, dur) in enumerate(runs) if start <= ts <= start + dur), None)
         if run is None:
             continue  # a warm-up run's kernel
         name = event["name"][: -len(KERNEL_SUFFIX)]
-        op_type = str(event.get("args", {}).get("op_name", "?"))
-        first.setdefault(name, event)
-        times[name][run] += float(event["dur"]) / 1000
+        args = event.get("args")
+        args = args if isinstance(args, dict) else {}
+        first.setdefault(name, args)
+        times[name][run] += dur / 1000
         if run == 0:
             calls[name] += 1
-        timeline.append(TimelineEvent(name, op_type, (ts - runs[run][0]) / 1000, float(event["dur"]) / 1000, run))
+        timeline.append(TimelineEvent(name, str(args.get("op_name", "?")), (ts - runs[run][0]) / 1000, dur / 1000, run))
     ops = []
     for name, per_run in times.items():
-        args = first[name].get("args", {})
+        args = first[name]
         node = nodes.get(name)
         replaced = replaced_nodes(graph, name[: -len(NCHWC_SUFFIX)]) if name.endswith(NCHWC_SUFFIX) else []
         fused = chain_costs(replaced)

@@ -51,12 +51,12 @@ def usual_runs(calls: dict[str, list[float]]) -> int:
     return counts.most_common(1)[0][0] if counts else 1
 
 
-def _float(value: object, path: Path, where: str) -> float:
+def microseconds(value: object, path: Path, where: str) -> float:
     try:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise SegScopeError(f"{path}: {where} is {value!r}, not a number of microseconds; is this a Chrome trace "
-                            "as msprof --export writes it?") from None
+        raise SegScopeError(f"{path}: {where} is {value!r}, not a number of microseconds; is this the trace as "
+                            "the profiler wrote it (msprof --export, ONNX Runtime's end_profiling)?") from None
 
 
 def load_chrome_trace(path: Path, data: object = None) -> Profile:
@@ -76,8 +76,8 @@ def load_chrome_trace(path: Path, data: object = None) -> Profile:
     lanes: dict[tuple[object, object], int] = {}
     parsed = []
     for i, e in complete:
-        start = _float(e.get("ts"), path, f"traceEvents[{i}].ts")
-        dur = _float(e.get("dur"), path, f"traceEvents[{i}].dur")
+        start = microseconds(e.get("ts"), path, f"traceEvents[{i}].ts")
+        dur = microseconds(e.get("dur"), path, f"traceEvents[{i}].dur")
         args = e.get("args")
         args = args if isinstance(args, dict) else {}
         op_type = str(args.get("OP Type") or args.get("op_name") or args.get("Task Type") or e.get("cat") or "?")

@@ -135,6 +135,10 @@ def test_parse_ort_events_errors_name_the_file():
         parse_ort_events([{"cat": "Node", "name": "a_kernel_time", "ts": 0, "dur": 1}], "trace.json")
     with pytest.raises(SegScopeError, match=r"trace\.json: only warm-up runs"):
         parse_ort_events(ort_events([0], []), "trace.json", skip_runs=1)
+    events = ort_events([0], [("conv", "Conv", 10, 5)])
+    events[1]["dur"] = "fast"
+    with pytest.raises(SegScopeError, match=r"trace\.json: event 1 \('conv_kernel_time'\) field 'dur' is 'fast'"):
+        parse_ort_events(events, "trace.json")
 
 
 def test_costs_of_other_operators():

@@ -126,8 +126,12 @@ def test_import_profile_recognises_each_format(tmp_path):
     (tmp_path / "b.csv").write_text("OP Type,Core Type,Count,Total Time(us),Ratio(%)\nRelu,AI_CORE,1,5,100\n")
     (tmp_path / "c.json").write_text(json.dumps(chrome_trace()["traceEvents"]))  # a bare list works too
     (tmp_path / "d.json").write_text(json.dumps({"NPU_compute_time": {"mean": 1.0}}))
-    kinds = [import_profile(tmp_path / name).kind for name in ("a.csv", "b.csv", "c.json", "d.json")]
-    assert kinds == ["msprof op_summary", "msprof op_statistic", "chrome trace", "ais_bench"]
+    (tmp_path / "e.json").write_text(json.dumps([  # an ONNX Runtime profile written earlier
+        {"cat": "Session", "name": "model_run", "ph": "X", "ts": 0, "dur": 100},
+        {"cat": "Node", "name": "n_kernel_time", "ph": "X", "ts": 5, "dur": 50, "args": {"op_name": "Relu"}}]))
+    kinds = [import_profile(tmp_path / name).kind for name in ("a.csv", "b.csv", "c.json", "d.json", "e.json")]
+    assert kinds == ["msprof op_summary", "msprof op_statistic", "chrome trace", "ais_bench", "onnxruntime"]
+    assert import_profile(tmp_path / "e.json").op("n").mean_ms == 0.05
 
 
 @pytest.mark.parametrize("name, text, parts", [
