@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .costs import CONV_TYPES as COSTED_CONV_TYPES
+from .graph import FOLDED_INTO_CONV
 from .machine import MachinePeak
 from .model import OpStat, Profile
 from .ort_profile import GRAPH_NODES
@@ -9,10 +11,10 @@ from .roofline import classify
 
 #: Layout conversions: ONNX Transpose, ONNX Runtime's NCHWc reorders, Ascend's TransData / TransposeD.
 LAYOUT_TYPES = frozenset({"Transpose", "ReorderInput", "ReorderOutput", "TransData", "TransposeD", "Permute"})
-CONV_TYPES = frozenset({"Conv", "Conv2D", "Conv2DV2", "FusedConv", "NhwcConv", "Conv3D", "DepthwiseConv2D"})
-#: What a Conv should have absorbed: BatchNorm (ONNX, Ascend inference forms) and ReLU-like activations.
-FUSIBLE_TYPES = frozenset({"BatchNormalization", "BatchNorm", "BNInference", "BNInferenceD", "Relu", "ReLU",
-                           "Relu6", "LeakyRelu", "Clip"})
+#: Convolutions: the ONNX / ONNX Runtime types, and Ascend's.
+CONV_TYPES = COSTED_CONV_TYPES | {"Conv2D", "Conv2DV2", "Conv3D", "DepthwiseConv2D"}
+#: What a Conv should have absorbed: what ONNX Runtime folds into it, and Ascend's BatchNorm / ReLU forms.
+FUSIBLE_TYPES = FOLDED_INTO_CONV | {"BatchNorm", "BNInference", "BNInferenceD", "ReLU", "Relu6"}
 
 
 def _ms(value: float) -> str:
