@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 
 from ..core.errors import SegScopeError
 from ..core.profiling.drift import DriftReport, Thresholds, load_drift_csv
-from ..core.profiling.insight import where_to_look
+from ..core.profiling.insight import matched_ops, where_to_look
 from ..core.profiling.model import OpStat, Profile
 from ..core.profiling.roofline import classify
 from ..core.runs import RunRecord, compare_runs
@@ -48,7 +48,8 @@ from .profile_plots import RooflinePlot, TimelinePlot
 if TYPE_CHECKING:
     from .main_window import MainWindow
 
-COLUMNS = ("name", "type", "mean ms", "p95 ms", "share", "GFLOP", "GFLOP/s", "GB/s", "FLOP/B", "roof", "bound")
+COLUMNS = ("name", "type", "mean ms", "p95 ms", "share", "GFLOP", "GFLOP/s", "GB/s", "FLOP/B", "roof", "bound",
+           "vs ms")
 SORT_ROLE = Qt.ItemDataRole.UserRole
 _Index = (QModelIndex, QPersistentModelIndex)
 
@@ -61,19 +62,22 @@ class OpTableModel(QAbstractTableModel):
         self.profile: Profile | None = None
         self.rows: list[tuple[OpStat, tuple[object, ...]]] = []
 
-    def set_profile(self, profile: Profile | None) -> None:
+    def set_profile(self, profile: Profile | None, versus: Profile | None = None) -> None:
+        """Show `profile`; "vs ms" holds the same operator's mean in `versus` where the names match."""
         self.beginResetModel()
         self.profile = profile
-        self.rows = [(op, self._values(op, profile)) for op in (profile.ops if profile else ())]
+        other = {a.name: b.mean_ms for _, a, b in matched_ops(profile, versus)} if profile and versus else {}
+        self.rows = [(op, self._values(op, profile, other.get(op.name, math.nan)))
+                     for op in (profile.ops if profile else ())]
         self.endResetModel()
 
     @staticmethod
-    def _values(op: OpStat, profile: Profile | None) -> tuple[object, ...]:
+    def _values(op: OpStat, profile: Profile | None, versus_ms: float) -> tuple[object, ...]:
         point = classify(op, profile.peak) if profile is not None and profile.peak is not None else None
         nan = math.nan
         return (op.name, op.type, op.mean_ms, op.p95_ms, op.share * 100, op.flops / 1e9 if op.flops else nan,
                 point.gflops if point else nan, point.gbs if point else nan, point.intensity if point else nan,
-                point.efficiency * 100 if point else nan, point.bound if point else "")
+                point.efficiency * 100 if point else nan, point.bound if point else "", versus_ms)
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(self.rows)
@@ -131,10 +135,16 @@ class ProfilePanel(QWidget):
         self.source = QComboBox()
         self.source.setToolTip("Which loaded profile the tabs show")
         self.source.currentIndexChanged.connect(self._show_selected)
+        self.versus = QComboBox()
+        self.versus.setToolTip("Another loaded profile (e.g. msprof's on the chip): its time per operator, where "
+                               "names match, goes into the table's last column")
+        self.versus.addItem("vs: none")
+        self.versus.currentIndexChanged.connect(lambda _i: self._show_selected(self.source.currentIndex()))
         top = QHBoxLayout()
         for widget in (self.profile_button, QLabel("images"), self.images, self.import_button):
             top.addWidget(widget)
         top.addWidget(self.source, 1)
+        top.addWidget(self.versus, 1)
 
         self.summary = QLabel("No profile yet: Profile model, or Import… an msprof / ais_bench file.")
         self.summary.setWordWrap(True)
@@ -260,13 +270,16 @@ class ProfilePanel(QWidget):
     # ------------------------------------------------------------------------------------------ showing
     def show_profile(self, profile: Profile) -> None:
         self.profiles.append(profile)
-        self.source.addItem(f"{profile.kind}: {Path(profile.source).name}")
+        label = f"{profile.kind}: {Path(profile.source).name}"
+        self.versus.addItem(f"vs {label}")
+        self.source.addItem(label)
         self.source.setCurrentIndex(self.source.count() - 1)  # shows it
         self.tabs.setCurrentIndex(0)
 
     def _show_selected(self, index: int) -> None:
         profile = self.profiles[index] if 0 <= index < len(self.profiles) else None
-        self.model.set_profile(profile)
+        versus = self.versus.currentIndex() - 1  # entry 0 is "none"
+        self.model.set_profile(profile, self.profiles[versus] if 0 <= versus < len(self.profiles) else None)
         self.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
         if profile is None:
             return

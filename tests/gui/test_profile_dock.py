@@ -108,6 +108,19 @@ def test_roofline_points_and_drift_tab(panel, tmp_path):
     assert load_drift_csv(path).first_failure.npu == "npu_1"
 
 
+def test_versus_column_matches_operators_by_name(panel):
+    here = big_profile(10)
+    there = Profile("op_summary_0_1.csv", "msprof op_summary", "npu", 1.0, 1,
+                    (OpStat(LONG.format(i=3), "Conv2D", 0.5, 0.5, 0.5),))
+    panel.show_profile(here)
+    panel.show_profile(there)
+    panel.source.setCurrentIndex(0)
+    panel.versus.setCurrentIndex(2)  # "vs" the msprof one
+    versus = COLUMNS.index("vs ms")
+    values = {panel.proxy.index(r, 0).data(): panel.proxy.index(r, versus).data() for r in range(10)}
+    assert values[LONG.format(i=3)] == "0.5" and values[LONG.format(i=4)] == ""
+
+
 def test_import_errors_go_to_the_message_area(panel, tmp_path, qtbot):
     bad = tmp_path / "op_summary_0.csv"
     bad.write_text("Op Name,Task Duration(us)\na,slow\n")
