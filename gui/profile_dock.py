@@ -288,8 +288,9 @@ class ProfilePanel(QWidget):
         roofs = (f"; roofs measured here {profile.peak.peak_gflops:.1f} GFLOP/s, {profile.peak.bandwidth_gbs:.1f} GB/s"
                  if profile.peak else "")
         extra = "".join(f"; {k} {v:.4g}" for k, v in profile.summary.items())
-        self.summary.setText(f"{profile.source} — {profile.device}: {profile.model_ms:.3f} ms per run over "
-                             f"{profile.runs} run(s), {len(profile.ops)} operators{roofs}{extra}")
+        runs = f" over {profile.runs} run(s)" if profile.runs else ""
+        self.summary.setText(f"{profile.source} — {profile.device}: {profile.model_ms:.3f} ms per run{runs}, "
+                             f"{len(profile.ops)} operators{roofs}{extra}")
         self.look.setText("\n".join(f"• {line}" for line in where_to_look(profile)))
 
     def show_drift(self, report: DriftReport) -> None:

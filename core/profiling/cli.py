@@ -65,7 +65,8 @@ def print_profile(profile: Profile, out: TextIO, top: int | None = None) -> None
         print(f"roofs (measured here): {p.peak_gflops:.1f} GFLOP/s, {p.bandwidth_gbs:.1f} GB/s "
               f"(ridge {p.ridge:.2f} FLOP/byte); 'roof' is each operator's share of its roof", file=out)
     flops = f", {profile.total_flops / 1e9:.3f} GFLOP" if profile.total_flops else ""
-    print(f"model: {_cell(profile.model_ms, '.3f')} ms mean over {profile.runs} run(s){flops}", file=out)
+    runs = f" over {profile.runs} run(s)" if profile.runs else ""  # ais_bench may not say how many
+    print(f"model: {_cell(profile.model_ms, '.3f')} ms mean{runs}{flops}", file=out)
     for key, value in profile.summary.items():
         print(f"  {key}: {value:.6g}", file=out)
     if profile.ops:
