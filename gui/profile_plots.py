@@ -77,7 +77,7 @@ class TimelinePlot(pg.PlotWidget):
         super().__init__()
         self.setMenuEnabled(False)
         self.setMouseEnabled(x=True, y=False)
-        self.setLabel("bottom", "time from the run's start", units="ms")
+        self.setLabel("bottom", "time from the run's start (ms)")
         self.setLabel("left", "run / stream")  # no grid: its full-height lines cost more per frame than 6000 kernels
         self.item: TimelineItem | None = None
         self.hovered: TimelineEvent | None = None
@@ -87,9 +87,15 @@ class TimelinePlot(pg.PlotWidget):
         if self.item is not None:
             self.removeItem(self.item)
         self.item = TimelineItem(events) if events else None
-        if self.item is not None:
-            self.addItem(self.item)
-            self.autoRange()
+        if self.item is None:
+            self.setTitle("")
+            return
+        self.addItem(self.item)
+        lanes = sorted({e.lane for e in events})
+        self.getAxis("left").setTicks([[(lane, str(lane)) for lane in lanes]])
+        self.setTitle("  ".join(f"<span style='color:{color.name()}'>&#9632;</span> {op_type}"
+                                for op_type, color in self.item.colors.items()), size="8pt")
+        self.autoRange()
 
     def _hover(self, pos: QPointF) -> None:
         if self.item is None:
@@ -130,13 +136,17 @@ class RooflinePlot(pg.PlotWidget):
         intensities = [p.intensity for _, p in self.points] or [peak.ridge]
         low, high = min(min(intensities), peak.ridge) / 4, max(max(intensities), peak.ridge) * 4
         xs = np.array([low, peak.ridge, high])
-        self.plot(np.log10(xs), np.log10(np.minimum(xs * peak.bandwidth_gbs, peak.peak_gflops)),
-                  pen=pg.mkPen((60, 60, 60), width=2), name="roof")
+        self.plot(xs, np.minimum(xs * peak.bandwidth_gbs, peak.peak_gflops),  # the plot item takes the logs
+                  pen=pg.mkPen((200, 200, 200), width=2))
+        self.setTitle(f"roofs measured here: {peak.peak_gflops:.1f} GFLOP/s, {peak.bandwidth_gbs:.1f} GB/s (ridge "
+                      f"{peak.ridge:.2f} FLOP/B); blue compute-bound, orange memory-bound, red far below both",
+                      size="8pt")
         spots = [{"pos": (math.log10(p.intensity), math.log10(max(p.gflops, 1e-6))),
                   "data": f"{op.name}\n{op.type}: {p.gflops:.3g} GFLOP/s at {p.intensity:.3g} FLOP/B, "
                           f"{p.efficiency:.0%} of its roof ({p.bound})",
                   "brush": pg.mkBrush(*BOUND_COLORS[p.bound])}
                  for op, p in self.points]
+        # A scatter item is not put in log mode by the plot: its positions are given as log10 already.
         scatter = pg.ScatterPlotItem(size=9, pen=None, hoverable=True, tip=lambda x, y, data: data)
         scatter.addPoints(spots)
         self.addItem(scatter)

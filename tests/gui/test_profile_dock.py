@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication, QMenu
@@ -91,6 +92,10 @@ def test_roofline_points_and_drift_tab(panel, tmp_path):
     profile = big_profile(40)
     panel.show_profile(profile)
     assert len(panel.roofline.points) == sum(1 for o in profile.ops if o.flops)  # data movement is off-axis
+    roof = next(i for i in panel.roofline.plotItem.items if isinstance(i, pg.PlotDataItem))
+    xs, ys = roof.getOriginalDataset()
+    np.testing.assert_allclose(ys, np.minimum(xs * 10.0, 100.0))  # memory roof, then the compute roof
+    assert 10.0 in xs  # the ridge: 100 GFLOP/s / 10 GB/s
     path = tmp_path / "result_1.csv"
     header = ("Index,OpType,NPUDump,DataType,Address,GroundTruth,DataType,TensorIndex,Shape,OverFlow,"
               "CosineSimilarity,MaxAbsoluteError,AccumulatedRelativeError,RelativeEuclideanDistance,"
