@@ -50,6 +50,10 @@ def where_to_look(profile: Profile, peak: MachinePeak | None = None, top: int = 
         points = [(o, classify(o, peak)) for o in profile.ops]
         slack = sorted(((o.mean_ms * (1 - p.efficiency), o, p) for o, p in points if p and p.efficiency < 1),
                        key=lambda t: t[0], reverse=True)[:top]
+        above = [o.name for o, p in points if p and p.efficiency > 1.05]
+        if above:
+            lines.append(f"{len(above)} operator(s) ran above the measured roof ({'; '.join(above[:top])}): the "
+                         "machine was busier while its peaks were measured; profile again on an idle machine")
         if slack:
             lines.append("furthest from the roof (time the roof would save): " + "; ".join(
                 f"{o.name} ({o.type}, {p.efficiency:.0%} of its roof, {p.bound}, up to {_ms(saved)})"

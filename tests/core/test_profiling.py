@@ -208,6 +208,10 @@ def test_where_to_look_names_the_operators():
                         "up to 1 ms); to_nhwc (Transpose, 20% of its roof, memory-bound, up to 0.4 ms)")
     assert any(line.startswith("layout conversions: 1 nodes") and "to_nhwc (Transpose)" in line for line in lines)
     assert any("unfused Conv+BN/ReLU chains: 1" in line and "conv_a -> bn_a -> relu_a" in line for line in lines)
+    assert not any("above the measured roof" in line for line in lines)
+    fast = Profile("m.onnx", "onnxruntime", "cpu", 25.0, 1, (OpStat("quick", "Conv", 5.0, 5.0, 0.2, flops=int(1e9),
+                                                                    bytes=int(1e6)),), (), PEAK)  # 200 of 100 GFLOP/s
+    assert any(line.startswith("1 operator(s) ran above the measured roof (quick)") for line in where_to_look(fast))
 
 
 def test_profile_pipeline_and_cli_json(tiny_model_project, small_dataset, capsys):
