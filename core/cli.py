@@ -3,8 +3,10 @@
     segscope [DATASET]                 open the viewer (on the demo dataset when none is given)
     segscope eval --dataset DIR        evaluate a dataset like the original script, plus hard metrics
     segscope demo DIR                  write the demo dataset
-    segscope compare A.npy B.npy       accuracy comparison of two tensors
+    segscope compare REF.npy CAND.npy  accuracy comparison of two tensors, with a pass/fail line
+    segscope check PIPELINE...         valid for MindX? runs on the embedded backend?
     segscope card MODEL.onnx --out DIR a runnable project (card, pipeline, ATC files) from an ONNX model
+    segscope profile / drift           operator profile and roofline; msit compare triage (core/profiling)
 
 Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal error (a bug).
 """
@@ -37,6 +39,7 @@ from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planne
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
+from .profiling import cli as profiling_cli
 from .provenance import source_for
 from .roi import Roi
 
@@ -233,6 +236,8 @@ def run_compare(args: argparse.Namespace, out: TextIO) -> int:
         width = max(map(len, result))
         for key, value in result.items():
             print(f"{key:<{width}}  {value:.9g}", file=out)
+        print(profiling_cli.thresholds_from(args).verdict(result["cosine_similarity"],
+              result["relative_euclidean_distance"], result["kl_divergence"]), file=out)
     return EXIT_OK
 
 
@@ -286,9 +291,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("reference", type=Path)
     cmp.add_argument("candidate", type=Path)
     cmp.add_argument("--json", action="store_true")
+    profiling_cli.add_threshold_options(cmp)
     cmp.set_defaults(handler=run_compare)
     add_card_command(commands)
     add_check_command(commands)
+    profiling_cli.register(commands)
     return parser
 
 
@@ -330,7 +337,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     argv, debug = _normalise_argv(parser, argv)
-    known = {"gui", "eval", "demo", "compare", "card", "check", "-h", "--help"}
+    known = {"gui", "eval", "demo", "compare", "card", "check", "profile", "drift", "-h", "--help"}
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)

@@ -43,6 +43,7 @@ from .mask_editing import MaskEditing
 from .message_area import MessageArea
 from .metrics_panel import MetricsPanel
 from .model_dialog import add_open_model_action
+from .profile_dock import attach_profile
 from .result_panels import ResultPanels
 from .run_controller import RunController, describe_error
 from .shortcuts import ShortcutsDialog, key, shortcut_action, with_key
@@ -136,6 +137,7 @@ class MainWindow(QMainWindow):
         self._loader_thread.start()
         self.editing = MaskEditing(self)
         self.inspection = attach_inspection(self)
+        self.profile_dock = attach_profile(self)
         self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
         self._restore_layout()
         self._update_enabled()

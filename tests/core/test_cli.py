@@ -250,10 +250,12 @@ def test_compare_prints_every_metric(tmp_path, capsys):
     code, out = run("compare", tmp_path / "a.npy", tmp_path / "b.npy")
     assert code == 0 and capsys.readouterr().err == ""
     values = {}
-    for line in out.splitlines():
+    *metric_lines, verdict = out.splitlines()
+    for line in metric_lines:
         key, value = line.split()
         values[key] = float(value)
     assert list(values) == COMPARE_KEYS
+    assert verdict.startswith("FAIL: relative Euclidean")  # the thresholds: tests/core/test_profiling_imports.py
     assert values["cosine_similarity"] == pytest.approx(34 / math.sqrt(30 * 39), rel=1e-8)
     assert values["relative_euclidean_distance"] == pytest.approx(1 / math.sqrt(30), rel=1e-8)
     assert values["max_absolute_error"] == 1.0 and values["mean_absolute_error"] == 0.25
