@@ -162,7 +162,7 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             ([details["note"]] if "note" in details else [])
         for note in notes:
             print(f"segscope: note: {note}", file=sys.stderr)
-        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi), 1):
+        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, overlap=args.overlap), 1):
             summary.add(evaluation.metrics)
             result, item = evaluation.result, evaluation.item
             rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
@@ -277,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"comma-separated, from {', '.join(EXPORT_KINDS)} (default: all)")
     ev.add_argument("--overwrite", action="store_true", help="replace existing files in OUT")
     ev.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
+    ev.add_argument("--no-overlap", dest="overlap", action="store_false",
+                    help="run read/decode, inference and scoring one after another (same output, slower; "
+                         "each stage's time then excludes the others')")
     _add_backend_options(ev)
     ev.set_defaults(handler=run_eval)
 
