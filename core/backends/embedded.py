@@ -158,9 +158,10 @@ class EmbeddedBackend(Backend):
     """Run a `.pipeline` on this machine's CPU."""
 
     def __init__(self, pipeline: Pipeline | Path, threads: int | None = None,
-                 max_pixels: int = DEFAULT_MAX_PIXELS):
+                 max_pixels: int = DEFAULT_MAX_PIXELS, read_ahead: int = 1):
         self.stream = EmbeddedStream(pipeline if isinstance(pipeline, Pipeline) else load_pipeline(pipeline))
         self.max_pixels = max_pixels
+        self.read_ahead = read_ahead  # images `infer_many` prepares, each on its own thread, beside the one run
         self.session: ort.InferenceSession | None = open_session(self.stream.card, threads)
         card = self.stream.card
         threads_used = self.session.get_session_options().intra_op_num_threads
@@ -186,7 +187,7 @@ class EmbeddedBackend(Backend):
         the results before it.
         """
         pending: deque[Future[_Prepared]] = deque()
-        pool = ThreadPoolExecutor(1, thread_name_prefix="segscope-prepare")
+        pool = ThreadPoolExecutor(max(1, self.read_ahead), thread_name_prefix="segscope-prepare")
         ahead = iter(requests)
         try:
             while True:
@@ -199,7 +200,7 @@ class EmbeddedBackend(Backend):
                 if request is None:
                     break
                 pending.append(pool.submit(self.prepare, request.image, request.roi))
-                if len(pending) > 1:
+                if len(pending) > max(1, self.read_ahead):
                     yield self.run(pending.popleft().result())
             while pending:
                 yield self.run(pending.popleft().result())
