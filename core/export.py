@@ -130,16 +130,28 @@ def json_safe(value: object) -> object:
     return value
 
 
+def _csv_row(row: dict[str, object]) -> dict[str, object]:
+    """A per-class tuple (`dice`, `iou`) becomes one column per class: `dice_0`, `dice_1`, ..."""
+    flat: dict[str, object] = {}
+    for key, value in row.items():
+        if isinstance(value, (list, tuple)):
+            flat.update({f"{key}_{index}": v for index, v in enumerate(value)})
+        else:
+            flat[key] = value
+    return flat
+
+
 def write_metrics(rows: list[dict[str, object]], summary: dict[str, object], out_dir: Path,
                   overwrite: bool = False) -> list[Path]:
     """`METRICS_FILES` in `out_dir`: a CSV row per image, and JSON with the rows and the dataset means."""
     csv_path, json_path = (Path(out_dir) / name for name in METRICS_FILES)
     refuse_existing([csv_path, json_path], overwrite)
-    columns = list(dict.fromkeys(key for row in rows for key in row))
+    flat = [_csv_row(row) for row in rows]
+    columns = list(dict.fromkeys(key for row in flat for key in row))
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(flat)
     document = json.dumps(json_safe({"images": rows, "summary": summary}), indent=2, allow_nan=False)
     return [atomic_write_bytes(csv_path, text.getvalue().encode(), overwrite=True),
             atomic_write_bytes(json_path, (document + "\n").encode(), overwrite=True)]

@@ -142,8 +142,9 @@ def test_write_metrics(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.csv", "metrics.json"]
     with open(tmp_path / "metrics.csv", newline="") as f:
         table = list(csv.DictReader(f))
-    assert table == [{"id": "1", "soft_dice": "0.5", "dice": "(1.0, 0.25)", "roi": ""},
-                     {"id": "2", "soft_dice": "", "dice": "", "roi": "0,0,4,4"}]
+    # one column per class (dice_0, dice_1), never a Python tuple in a cell
+    assert table == [{"id": "1", "soft_dice": "0.5", "dice_0": "1.0", "dice_1": "0.25", "roi": ""},
+                     {"id": "2", "soft_dice": "", "dice_0": "", "dice_1": "", "roi": "0,0,4,4"}]
     document = json.loads((tmp_path / "metrics.json").read_text())
     assert document["images"][0] == {"id": "1", "soft_dice": 0.5, "dice": [1.0, 0.25]}
     assert document["summary"] == {"soft_dice": 0.5, "foreground_dice": None, "images_with_masks": 1}
