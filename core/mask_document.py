@@ -9,7 +9,6 @@ so the session re-scores and the views redraw.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
