@@ -35,7 +35,8 @@ from segscope.core.fileio import read_image, read_mask, write_image
 from segscope.core.metrics import image_metrics
 from segscope.core.roi import Roi
 from segscope.gui.main_window import MainWindow
-from segscope.gui.slide_view import Pyramid, SlideView
+from segscope.core.pyramid import Pyramid
+from segscope.gui.slide_view import SlideView
 
 
 def synthetic_slide(width: int, height: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

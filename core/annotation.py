@@ -29,7 +29,7 @@ from .backends.base import InferenceResult
 from .dataset import backup_mask_path, corrected_mask_path
 from .errors import SegScopeError
 from .fileio import atomic_write_bytes, encode_image, read_bytes
-from .metrics import argmax_at_roi
+from .metrics import BINARY_FOREGROUND, argmax_at_roi
 from .roi import Roi
 
 Point = tuple[float, float]  # (x, y) in mask pixels
@@ -101,7 +101,7 @@ class MaskEditor:
         self.mask = np.ascontiguousarray(mask).copy()
         self.num_classes = num_classes
         # A binary mask stores foreground as 255 unless the file uses 0/1; a blank one gets 0/255.
-        self.foreground = 1 if num_classes == 2 and int(mask.max(initial=0)) == 1 else 255
+        self.foreground = 1 if num_classes == 2 and int(mask.max(initial=0)) == 1 else BINARY_FOREGROUND
         self._undo: list[_Delta] = []
         self._redo: list[_Delta] = []
         self._next_id = 1

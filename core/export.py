@@ -26,6 +26,7 @@ from .annotation import prediction_labels
 from .backends.base import InferenceResult
 from .errors import SegScopeError
 from .fileio import atomic_write_bytes, encode_image
+from .metrics import BINARY_FOREGROUND
 from .provenance import Source, provenance
 from .roi import Roi
 
@@ -46,7 +47,7 @@ METRICS_FILES = ("metrics.csv", "metrics.json")
 
 def mask_image(labels: np.ndarray, num_classes: int) -> np.ndarray:
     """Labels as a grayscale PNG array: 0/255 when binary, else the class index."""
-    return (labels * 255).astype(np.uint8) if num_classes == 2 else labels.astype(np.uint8)
+    return (labels * BINARY_FOREGROUND).astype(np.uint8) if num_classes == 2 else labels.astype(np.uint8)
 
 
 def heatmap_image(probabilities: np.ndarray, class_index: int = 1) -> np.ndarray:

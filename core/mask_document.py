@@ -34,7 +34,7 @@ class MaskDocument:
         self.disk_mask = disk_mask
         self.recovery_dir = recovery_dir  # None: beside each mask (core.annotation's default)
         self.editor: MaskEditor | None = None
-        #: (document,) after every change of `mask` (edit, undo, save, discard, adopt).
+        #: (document, kind) after every change of `mask`; kind is "edit" (also undo/redo), "save" or "discard".
         self.changed = Event("changed")
 
     @property
@@ -64,7 +64,7 @@ class MaskDocument:
 
     def edited(self) -> None:
         """Call after an editor operation (stroke, fill, undo, ...): announces the change."""
-        self.changed.emit(self)
+        self.changed.emit(self, "edit")
 
     def save(self, mode: SaveMode) -> Path:
         """Write the edited mask the chosen way; the saved file becomes the mask on disk."""
@@ -75,7 +75,7 @@ class MaskDocument:
         discard_recovery(self.source, self.recovery_dir)
         self.disk_mask = self.editor.mask.copy()
         self.item = self.dataset.adopt_mask(self.item, written)
-        self.changed.emit(self)
+        self.changed.emit(self, "save")
         return written
 
     def discard(self) -> None:
@@ -84,4 +84,4 @@ class MaskDocument:
             return
         discard_recovery(self.source, self.recovery_dir)
         self.editor = None
-        self.changed.emit(self)
+        self.changed.emit(self, "discard")

@@ -21,13 +21,17 @@ from .backends.base import InferenceResult
 from .errors import SegScopeError
 
 SOFT_DICE_EPS = 1e-6
+#: The binary mask convention: background 0, foreground 255 (0/1 files are read too); > 127 is foreground.
+BINARY_FOREGROUND = 255
+BINARY_THRESHOLD = 127
 
 
 def mask_to_labels(mask: np.ndarray, num_classes: int) -> np.ndarray:
     """Ground-truth pixels as class indices: binary masks are thresholded at half of 255 (0/1 masks kept),
     multi-class masks hold the class index."""
     if num_classes == 2:
-        return (mask > 127).astype(np.uint8) if mask.max(initial=0) > 1 else (mask > 0).astype(np.uint8)
+        threshold = BINARY_THRESHOLD if mask.max(initial=0) > 1 else 0
+        return (mask > threshold).astype(np.uint8)
     if mask.max(initial=0) >= num_classes:
         raise SegScopeError(f"mask value {int(mask.max())} is not a class index of a {num_classes}-class model")
     return mask.astype(np.uint8)
@@ -42,7 +46,7 @@ def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
         interpolation = cv2.INTER_LINEAR if classes == 2 else cv2.INTER_NEAREST
         resized = cv2.resize(mask, (width, height), interpolation=interpolation)
     if classes == 2:  # decide 0/255 vs 0/1 on the mask as stored, not on its resized copy
-        scale = 255.0 if mask.max(initial=0) > 1 else 1.0
+        scale = float(BINARY_FOREGROUND) if mask.max(initial=0) > 1 else 1.0
         labels = (resized / scale > 0.5).astype(np.uint8)
     else:
         labels = mask_to_labels(resized, classes)
@@ -51,6 +55,14 @@ def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
     inter = float(np.sum(p * onehot, dtype=np.float64))
     union = float(np.sum(p * p, dtype=np.float64) + np.sum(onehot, dtype=np.float64))  # onehot² == onehot
     return 2.0 * inter / (union + SOFT_DICE_EPS)
+
+
+def mask_piece_labels(piece: np.ndarray, num_classes: int, foreground: int) -> np.ndarray:
+    """Class ids of a piece of a mask whose binary convention (`foreground` 255 or 1) is known; unlike
+    `mask_to_labels`, which infers it from the array, this is right for a piece that holds no foreground."""
+    if num_classes != 2:
+        return piece
+    return (piece > (BINARY_THRESHOLD if foreground == BINARY_FOREGROUND else 0)).view(np.uint8)
 
 
 def iou_from_dice(dice: float) -> float:

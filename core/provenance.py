@@ -16,6 +16,7 @@ from pathlib import Path
 from .backends.base import Capabilities, InferenceResult
 from .dataset import DatasetItem
 from .errors import SegScopeError
+from .metrics import BINARY_FOREGROUND
 
 
 def segscope_version() -> str:
@@ -82,7 +83,7 @@ def provenance(source: Source, result: InferenceResult, files: dict[Path, str]) 
         "backend": source.backend or result.backend,
         "threshold": source.threshold,
         "class_index": source.class_index if source.threshold is not None else None,
-        "mask_values": "0 background, 255 foreground" if result.num_classes == 2 else "class index",
+        "mask_values": f"0 background, {BINARY_FOREGROUND} foreground" if result.num_classes == 2 else "class index",
         "files": [{"name": path.name, "kind": kind, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
                   for path, kind in files.items()],
     }

@@ -44,7 +44,7 @@ class SessionEvents:
     roi_changed: Event = field(default_factory=lambda: Event("roi_changed"))  # (item id, roi)
     result_added: Event = field(default_factory=lambda: Event("result_added"))  # (item id, RunRecord)
     metrics_changed: Event = field(default_factory=lambda: Event("metrics_changed"))  # (item id, metrics|None)
-    document_changed: Event = field(default_factory=lambda: Event("document_changed"))  # (MaskDocument)
+    document_changed: Event = field(default_factory=lambda: Event("document_changed"))  # (MaskDocument, kind)
 
 
 class Session:
@@ -142,9 +142,17 @@ class Session:
         """Back to the dataset's default ROI for the current image (undoable)."""
         if not self.ready or self.current is None:
             return None
-        dataset = self._dataset()
-        default = dataset.default_roi_for(self._sizes[self.current.id])
-        return self.set_roi(default)
+        item_id = self.current.id
+        before = self.roi_for(item_id)
+        try:
+            self._dataset().reset_roi(self.current)  # forgets the picked ROI: the default rule applies again
+        finally:
+            after = self.roi_for(item_id)
+            if after != before:
+                self._roi_undo = [*self._roi_undo, (item_id, before, after)][-ROI_UNDO_LIMIT:]
+                self._roi_redo.clear()
+            self.events.roi_changed.emit(item_id, after)
+        return after
 
     @property
     def can_undo_roi(self) -> bool:
@@ -233,15 +241,21 @@ class Session:
             mask, source = self._dataset().load_mask(item), str(item.truth_path)
         return None if mask is None else image_metrics(result, mask, source)
 
-    def _on_document_changed(self, document: MaskDocument) -> None:
+    def refresh_metrics(self, item_id: str) -> None:
+        """Announce an image's metrics (re-scored if edits made them stale); views rate-limit this."""
+        if item_id in self._metrics:
+            self.events.metrics_changed.emit(item_id, self.metrics(item_id))
+
+    def _on_document_changed(self, document: MaskDocument, kind: str) -> None:
+        """Edits mark the metrics stale (re-scored when read); a save or discard re-scores at once."""
         item_id = document.item.id
         if self.current is not None and self.current.id == item_id:
             self.current = document.item  # a saved new mask is adopted into the dataset
         if item_id in self._metrics:
             self._stale_metrics.add(item_id)
-        self.events.document_changed.emit(document)
-        if item_id in self._metrics:
-            self.events.metrics_changed.emit(item_id, self.metrics(item_id))
+        self.events.document_changed.emit(document, kind)
+        if kind != "edit":
+            self.refresh_metrics(item_id)
 
     def summary(self, item_ids: list[str] | None = None) -> DatasetSummary:
         """Means over the images run so far (or `item_ids`) that have masks."""

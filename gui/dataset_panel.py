@@ -77,6 +77,15 @@ class ImageTableModel(QAbstractTableModel):
             self.rows[n].metrics = metrics
         self.dataChanged.emit(self.index(n, 0), self.index(n, len(COLUMNS) - 1))
 
+    def set_metrics(self, item_id: str, metrics: ImageMetrics | None) -> None:
+        """Replace a row's metrics (None clears them: the session is their one source)."""
+        n = self._index[item_id]
+        self.rows[n].metrics = metrics
+        self.dataChanged.emit(self.index(n, 0), self.index(n, len(COLUMNS) - 1))
+
+    def has(self, item_id: str) -> bool:
+        return item_id in self._index
+
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: B008 - Qt's signature
         return 0 if parent.isValid() else len(self.rows)
 

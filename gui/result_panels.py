@@ -23,12 +23,13 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QAction, QImage, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QGraphicsPixmapItem,
+    QGraphicsRectItem,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -43,8 +44,13 @@ from ..core.metrics import argmax_at_roi, mask_to_labels
 from ..core.review import error_codes
 from ..core.roi import Roi
 from . import colormaps
+from .label_image import LabelImage
 
 _CONTOUR_KERNEL = np.ones((3, 3), np.uint8)
+#: The ROI's edge on every panel, so an empty mask or a dark heatmap still shows where the ROI ends.
+FRAME_COLOR = (150, 156, 166)
+#: Opacity of the panels while their result belongs to another ROI than the image has now.
+STALE_OPACITY = 0.35
 
 
 def contour(labels: np.ndarray) -> np.ndarray:
@@ -64,17 +70,25 @@ class _Title(pg.LabelItem):
 
 
 class _Panel:
-    """One ViewBox with the ROI image underneath (overlay mode), the panel image and a crosshair."""
+    """One ViewBox with the ROI image underneath (overlay mode), the panel image, a frame on the ROI's edge
+    and a crosshair. Label panels draw through `LabelImage` (max-downsampled: thin structures stay whole)."""
 
-    def __init__(self, layout: pg.GraphicsLayout, row: int, col: int, title: str) -> None:
+    def __init__(self, layout: pg.GraphicsLayout, row: int, col: int, title: str, labels: bool = False) -> None:
         self.title = _Title(title)
         layout.addItem(self.title, row=row, col=col)
         self.view: pg.ViewBox = layout.addViewBox(row=row + 1, col=col, lockAspect=True, invertY=True)
         self.view.setMenuEnabled(False)
         self.base = QGraphicsPixmapItem()  # the ROI image, one QPixmap shared by the three panels
-        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image = LabelImage() if labels else pg.ImageItem(axisOrder="row-major")
         self.view.addItem(self.base)
         self.view.addItem(self.image)
+        self.frame = QGraphicsRectItem()
+        frame_pen = pg.mkPen(FRAME_COLOR, width=1)
+        frame_pen.setCosmetic(True)
+        self.frame.setPen(frame_pen)
+        self.frame.setZValue(5)
+        self.frame.hide()
+        self.view.addItem(self.frame, ignoreBounds=True)
         pen = pg.mkPen((255, 255, 255, 180), width=1, style=Qt.PenStyle.DashLine)
         self.vline = pg.InfiniteLine(angle=90, pen=pen, movable=False)
         self.hline = pg.InfiniteLine(angle=0, pen=pen, movable=False)
@@ -86,6 +100,11 @@ class _Panel:
     def clear(self) -> None:
         self.base.setPixmap(QPixmap())
         self.image.clear()
+        self.frame.hide()
+
+    def set_rect(self, rect: QRectF) -> None:
+        self.frame.setRect(rect)
+        self.frame.show()
 
 
 class ResultPanels(QWidget):
@@ -104,6 +123,8 @@ class ResultPanels(QWidget):
         self._predicted_roi: np.ndarray | None = None  # argmax at ROI resolution, made when first needed
         self._class_names: tuple[str, ...] = ()
         self._rect = QRectF()  # the ROI in slide pixels: where every image is drawn
+        self._stale = False
+        self._auto_fit = True  # refit on resize until the user pans or zooms
 
         self.class_combo = QComboBox()
         self.class_combo.setToolTip("Class whose probability the heatmap shows and the error map scores")
@@ -125,7 +146,7 @@ class ResultPanels(QWidget):
         fit_button.clicked.connect(self.fit)
 
         controls = QHBoxLayout()
-        controls.addWidget(QLabel("Class"))
+        controls.addWidget(QLabel("Show class"))
         controls.addWidget(self.class_combo)
         for action in (self.overlay_action, self.contour_action, self.error_map_action):
             box = QCheckBox(action.text())
@@ -140,6 +161,7 @@ class ResultPanels(QWidget):
         controls.addWidget(fit_button)
 
         self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground("#1b1d22")
         layout = self.graphics.ci
         self.heat = _Panel(layout, 0, 0, "Softmax")
         self.colorbar = pg.ColorBarItem(
@@ -147,9 +169,11 @@ class ResultPanels(QWidget):
             colorMap=colormaps.heatmap_colormap(), colorMapMenu=False,
         )
         self.colorbar.setImageItem(self.heat.image)
+        self.colorbar.setToolTip("Probability colour scale: drag its ends (the small diamonds) to stretch the "
+                                 "colours over a narrower range")
         layout.addItem(self.colorbar, row=1, col=1)
-        self.argmax = _Panel(layout, 0, 2, "Argmax")
-        self.truth = _Panel(layout, 0, 3, "Ground truth")
+        self.argmax = _Panel(layout, 0, 2, "Argmax", labels=True)
+        self.truth = _Panel(layout, 0, 3, "Ground truth", labels=True)
         for col in (0, 2, 3):
             layout.layout.setColumnStretchFactor(col, 1)
         for panel in (self.argmax, self.truth):
@@ -159,6 +183,14 @@ class ResultPanels(QWidget):
         self.no_mask_text.hide()
         self.truth.view.addItem(self.no_mask_text, ignoreBounds=True)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.graphics.viewport().installEventFilter(self)
+        self.heat.view.sigRangeChangedManually.connect(self._on_user_zoom)
+        self.heat.view.sigResized.connect(self._on_resized)
+        self.notice = QLabel("", self.graphics)
+        self.notice.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.notice.setStyleSheet("color: #e3e5e8; background: rgba(38, 40, 45, 225); padding: 8px 14px;"
+                                  "border-radius: 6px;")
+        self.notice.hide()
 
         self.readout = QLabel(" ")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -203,13 +235,37 @@ class ResultPanels(QWidget):
         self._fill_class_combo(result.num_classes)
         self.error_map_action.setEnabled(self._truth is not None)
         self._rect = QRectF(roi.x0, roi.y0, roi.width, roi.height)
+        for panel in (self.heat, self.argmax, self.truth):
+            panel.set_rect(self._rect)
         self.no_mask_text.setPos(self._rect.center())
+        self.set_busy("")
         self._refresh_heatmap()
         self._refresh_labels()
         if not same_roi:
             self.fit()
 
+    def set_busy(self, text: str) -> None:
+        """A notice over the panels ("Loading…", "Running…", what to do next); "" hides it."""
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+        self.notice.adjustSize()
+        self._place_notice()
+
+    def _place_notice(self) -> None:
+        self.notice.move(self.graphics.rect().center() - self.notice.rect().center())
+
+    def set_stale(self, stale: bool) -> None:
+        """Dim the panels while the result on them was computed on another ROI than the image's."""
+        if stale != self._stale:
+            self._stale = stale
+            self._refresh_style()
+
+    @property
+    def stale(self) -> bool:
+        return self._stale
+
     def clear(self) -> None:
+        self._stale = False
         self._result = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = None
         for panel in (self.heat, self.argmax, self.truth):
             panel.clear()
@@ -249,7 +305,8 @@ class ResultPanels(QWidget):
         return self.heat.view, self.argmax.view, self.truth.view
 
     def fit(self) -> None:
-        """Zoom the (linked) panels to the ROI."""
+        """Zoom the (linked) panels to the ROI; they refit on resize until the user pans or zooms."""
+        self._auto_fit = True
         if self._result is not None:
             roi = self._result.roi
             self.heat.view.setRange(QRectF(roi.x0, roi.y0, roi.width, roi.height), padding=0.02)
@@ -300,6 +357,23 @@ class ResultPanels(QWidget):
         if self._predicted_roi is None:
             self._predicted_roi = argmax_at_roi(self._result)
         return self._predicted_roi
+
+    def _on_user_zoom(self, *_args: object) -> None:
+        self._auto_fit = False
+
+    def _on_resized(self, *_args: object) -> None:
+        self._place_notice()
+        if self._auto_fit:
+            self.fit()
+
+    def eventFilter(self, watched, event) -> bool:
+        """The readout and crosshair go away when the mouse leaves the panels."""
+        if event.type() == QEvent.Type.Leave:
+            for panel in (self.heat, self.argmax, self.truth):
+                panel.vline.hide()
+                panel.hline.hide()
+            self.readout.setText(" ")
+        return False
 
     # ------------------------------------------------------------------------------------------ internals
     def _class_name(self, index: int) -> str:
@@ -352,7 +426,7 @@ class ResultPanels(QWidget):
     def _refresh_style(self) -> None:
         """Tables, opacity and the ROI image underneath, following the overlay switches."""
         overlay = self.overlay_action.isChecked()
-        opacity = self.opacity_slider.value() / 100 if overlay else 1.0
+        opacity = (self.opacity_slider.value() / 100 if overlay else 1.0) * (STALE_OPACITY if self._stale else 1.0)
         error_map = self.error_map_action.isChecked() and self._truth is not None
         self.argmax.image.setLookupTable(colormaps.label_lut(overlay))
         self.truth.image.setLookupTable(colormaps.error_lut(overlay) if error_map else colormaps.label_lut(overlay))
@@ -372,7 +446,8 @@ class ResultPanels(QWidget):
         heat_title = "Softmax"
         if self._result is not None:
             heat_title = f"Softmax: {self._class_name(self.current_class())}"
-        self.heat.title.setText(heat_title)
+        stale = " <span style='color:#e6b450'>(ROI changed: run again)</span>" if self._stale else ""
+        self.heat.title.setText(heat_title + stale)
         self.argmax.title.setText("Argmax")
         if self.error_map_action.isChecked() and self._truth is not None:
             legend = " ".join(

@@ -77,8 +77,10 @@ def test_discard_restores_the_metrics_of_the_mask_on_disk(tmp_path, write_png):
     _run(session)
     assert session.metrics("a").foreground_dice == pytest.approx(1.0)
     _paint_extra(session)
-    # 4 TP, 4 FN: 2*4 / (4 + 8)
+    assert [d for _, d in seen] == pytest.approx([1.0])  # an edit only marks the metrics stale ...
+    # ... they are re-scored when read: 4 TP, 4 FN: 2*4 / (4 + 8)
     assert session.metrics("a").foreground_dice == pytest.approx(8 / 12)
+    session.refresh_metrics("a")
     session.document.discard()
     assert session.metrics("a").foreground_dice == pytest.approx(1.0)
     assert [d for _, d in seen] == pytest.approx([1.0, 8 / 12, 1.0])
@@ -151,6 +153,10 @@ def test_roi_moves_are_undoable(tmp_path, write_png):
     assert session.redo_roi() == "a" and session.roi == Roi(1, 1, 5, 5)
     assert changes == [Roi(1, 1, 5, 5), Roi(2, 1, 6, 5), Roi(1, 1, 5, 5), first, Roi(1, 1, 5, 5)]
     assert session.set_roi(Roi(-3, 0, 100, 100)) == Roi(0, 0, W, H)  # clamped into the image
+    session.set_roi(Roi(1, 1, 5, 5))
+    assert session.reset_roi() == first
+    assert session.dataset.stored_roi(session.current) is None  # the default rule applies again
+    assert session.undo_roi() == "a" and session.roi == Roi(1, 1, 5, 5)
 
 
 def test_one_bounded_store_for_results(tmp_path, write_png):

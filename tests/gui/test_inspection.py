@@ -15,12 +15,13 @@ from segscope.core.backends.base import InferenceResult
 from segscope.core.cli import main as cli_main
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import read_mask
+from segscope.core.metric_filter import MetricFilter
 from segscope.core.review import error_regions, result_error_map, worst_first
 from segscope.core.roi import Roi
 from segscope.core.runs import compare_runs, timing_table
 from segscope.gui.compare_dialog import DISAGREEMENT
 from segscope.gui.inspection import zoom_rect
-from segscope.gui.review_panel import MAX_LISTED, MetricFilter
+from segscope.gui.review_panel import MAX_LISTED
 
 pytestmark = pytest.mark.gui
 
