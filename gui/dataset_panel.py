@@ -154,9 +154,9 @@ class DatasetPanel(QWidget):
         self.table.verticalHeader().hide()
         self.table.setAlternatingRowColors(True)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in range(1, len(COLUMNS)):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        for column in range(len(COLUMNS)):  # ids are short: every column fits its content, so a narrow
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)  # dock keeps the metrics
+        header.setStretchLastSection(True)
         self.table.selectionModel().currentRowChanged.connect(self._on_current_row)
 
         self.open_button = QToolButton()

@@ -93,7 +93,6 @@ class Inspection(QObject):
         dock.setObjectName(f"dock_{title.lower()}")
         dock.setWidget(widget)
         if not window.restoreDockWidget(dock):  # placed as the user left it last time, else tabbed
-            window.addDockWidget(window.dockWidgetArea(tab_with), dock)
             window.tabifyDockWidget(tab_with, dock)
             tab_with.raise_()
         return dock

@@ -105,9 +105,11 @@ class MainWindow(QMainWindow):
 
         self.setCentralWidget(self.slide)
         self.setDockNestingEnabled(True)
-        # Default layout: dataset left, metrics + messages right of the slide, results across the bottom.
+        # Default layout: dataset left, results under the slide and the dataset, and the inspection column
+        # (metrics, review, messages, timing) on the right over the whole height, so its tables never
+        # squeeze the results.
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         self.dataset_dock = self._dock("Dataset", self.dataset_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.metrics_dock = self._dock("Metrics", self.metrics_panel, Qt.DockWidgetArea.RightDockWidgetArea)
         self.messages_dock = self._dock("Messages", self.messages, Qt.DockWidgetArea.RightDockWidgetArea)
@@ -132,8 +134,7 @@ class MainWindow(QMainWindow):
         self.inspection = attach_inspection(self)
         self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
         self.dock_layout.remember_default()
-        self.dock_layout.reset()
-        self._restore_layout()
+        self.dock_layout.size_on_show = not self._restore_layout()
         self._update_enabled()
 
     # ------------------------------------------------------------------- the session's state, read-only
@@ -507,7 +508,9 @@ class MainWindow(QMainWindow):
     def _on_result_added(self, item_id: str, record: RunRecord) -> None:
         metrics = self.session.metrics(item_id)
         self._set_status(item_id, "done" if metrics else "done (no mask)", metrics)
-        self.timings_label.setText(_timings_text(record.timings))
+        self.timings_label.setText(f"last run {sum(record.timings.values()) * 1000:.0f} ms")
+        self.timings_label.setToolTip(f"Per-stage times of the last inference ({item_id}):\n"
+                                      + _timings_text(record.timings))
         if self.current is not None and self.current.id == item_id and self.slide_ready():
             result = self.session.result(item_id)
             if result is not None:
@@ -636,13 +639,13 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
             self.open_dataset(folder)
 
-    def _restore_layout(self) -> None:
+    def _restore_layout(self) -> bool:
+        """The user's last window geometry and dock layout; False when there is none (a first start)."""
         s = settings.settings()
         geometry, state = s.value("window/geometry"), s.value("window/state")
         if geometry is not None:
             self.restoreGeometry(geometry)
-        if state is not None:
-            self.restoreState(state)
+        return state is not None and self.restoreState(state)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self.editing.confirm_leave():
@@ -669,4 +672,4 @@ def _duration(seconds: float) -> str:
 
 
 def _timings_text(timings: dict[str, float]) -> str:
-    return " · ".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in timings.items())
+    return "\n".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in timings.items())

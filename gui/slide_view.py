@@ -150,8 +150,8 @@ class SlideView(QWidget):
             self.spins[name] = spin
             bar.addWidget(spin)
         self.size_label = QLabel("")
-        self.size_label.setMinimumWidth(90)
-        self.size_label.setContentsMargins(8, 0, 8, 0)
+        self.size_label.setContentsMargins(6, 0, 6, 0)
+        self.size_label.setToolTip("The ROI's size in slide pixels")
         bar.addWidget(self.size_label)
         self.square_check = QCheckBox("Square")
         self.square_check.setToolTip(with_key("Keep the ROI square (the model input is square)", "roi_square"))
@@ -339,7 +339,7 @@ class SlideView(QWidget):
             spin.blockSignals(True)
             spin.setValue(value)
             spin.blockSignals(False)
-        self.size_label.setText(f"{roi.width} × {roi.height} px")
+        self.size_label.setText(f"{roi.width} × {roi.height}")
 
     def _on_roi_dragging(self) -> None:
         if not self._syncing and (roi := self.roi()) is not None:
