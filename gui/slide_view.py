@@ -52,13 +52,21 @@ class _RoiRect(pg.ROI):
         if view is None:
             return False
         visible = view.viewRect()
-        inside = visible.intersected(QRectF(self.pos(), self.size()))
+        pos, size = self.pos(), self.size()
+        inside = visible.intersected(QRectF(pos.x(), pos.y(), size.x(), size.y()))
         area = visible.width() * visible.height()
         return area > 0 and inside.width() * inside.height() >= PAN_INSIDE_SHARE * area
 
+    def hoverEvent(self, ev) -> None:
+        if not ev.isExit() and self._covers_view():  # do not claim the left drag: the ViewBox under it pans
+            self.currentPen = self.pen
+            self.update()
+            return
+        super().hoverEvent(ev)
+
     def mouseDragEvent(self, ev) -> None:
         if ev.isStart() and ev.button() == Qt.MouseButton.LeftButton and self._covers_view():
-            ev.ignore()  # the ViewBox under it pans
+            ev.ignore()
             return
         super().mouseDragEvent(ev)
 
