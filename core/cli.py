@@ -22,7 +22,7 @@ from typing import TextIO
 
 import numpy as np
 
-from .backends import BACKEND_KINDS, open_backend
+from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
@@ -74,7 +74,7 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
                         help="with --remote: a script to source on the host first, e.g. $MX_SDK_HOME/set_env.sh")
     parser.add_argument("--remote-python", default="python3", metavar="HOST_PATH",
                         help="with --remote: the host's Python 3.11+ with numpy, opencv and the SDK or onnxruntime")
-    parser.add_argument("--probabilities", choices=("uint8", "float16", "float32"), default="float32",
+    parser.add_argument("--probabilities", choices=PROBABILITY_ENCODINGS, default=DEFAULT_PROBABILITIES,
                         help="with --remote: how probabilities travel back; float32 (default) keeps the printed "
                              "Dice identical to a local run, uint8 sends ~6x fewer bytes (Dice within ~1e-5)")
     parser.add_argument("--accept-new-host-key", action="store_true",
