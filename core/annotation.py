@@ -112,7 +112,8 @@ class MaskEditor:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.mask.shape  # type: ignore[return-value]
+        height, width = self.mask.shape
+        return height, width
 
     def value_of(self, class_index: int) -> int:
         """The pixel value that stores `class_index` in this mask's convention (eraser: class 0)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import cv2
@@ -142,7 +142,7 @@ def _csv_row(row: dict[str, object]) -> dict[str, object]:
     return flat
 
 
-def write_metrics(rows: list[dict[str, object]], summary: dict[str, object], out_dir: Path,
+def write_metrics(rows: list[dict[str, object]], summary: Mapping[str, object], out_dir: Path,
                   overwrite: bool = False) -> list[Path]:
     """`METRICS_FILES` in `out_dir`: a CSV row per image, and JSON with the rows and the dataset means."""
     csv_path, json_path = (Path(out_dir) / name for name in METRICS_FILES)

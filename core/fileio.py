@@ -70,7 +70,7 @@ def decode_image(
         raise SegScopeError(f"{source}: not a readable image (PNG, JPEG, TIFF, BMP...)")
     _check_pixels(image.shape[1], image.shape[0], source, max_pixels)
     if image.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to 8 bits like the SDK's u8 pipeline expects
-        image = cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))
+        image = cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))  # type: ignore[type-var]
     return image
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -23,6 +24,8 @@ OUTPUT_KINDS = {
     "sigmoid": "one-channel foreground probability; background = 1 - p",
     "argmax": "class index per pixel (N x H x W, any integer type)",
 }
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def load_model_card(path: Path) -> ModelCard:
     if not isinstance(raw, dict):
         raise SegScopeError(f"{path}: a model card must be a JSON object")
 
-    def field(key: str, kind: type, default: object = None) -> object:
+    def field(key: str, kind: type[_T], default: object = None) -> _T:
         value = raw.get(key, default)
         if value is None or not isinstance(value, kind):
             raise SegScopeError(f"{path}: field {key!r} must be a {kind.__name__}, got {value!r}")
@@ -89,11 +92,11 @@ def load_model_card(path: Path) -> ModelCard:
 
     inp = field("input", dict)
     try:
-        size = (int(inp["width"]), int(inp["height"]))  # type: ignore[index]
+        size = (int(inp["width"]), int(inp["height"]))
     except (KeyError, TypeError, ValueError):
         raise SegScopeError(f"{path}: field 'input' needs integer 'width' and 'height'") from None
     outputs = []
-    for i, out in enumerate(field("outputs", list)):  # type: ignore[arg-type]
+    for i, out in enumerate(field("outputs", list)):
         kind = out.get("kind") if isinstance(out, dict) else None
         if kind not in OUTPUT_KINDS:
             raise SegScopeError(f"{path}: outputs[{i}].kind must be one of {sorted(OUTPUT_KINDS)}, got {kind!r}")
@@ -108,11 +111,11 @@ def load_model_card(path: Path) -> ModelCard:
         onnx=sibling("onnx"),
         om=sibling("om"),
         aipp=load_aipp(aipp_path) if aipp_path else None,
-        input_name=str(inp.get("name", "input")),  # type: ignore[union-attr]
-        input_layout=str(inp.get("layout", "NCHW")),  # type: ignore[union-attr]
+        input_name=str(inp.get("name", "input")),
+        input_layout=str(inp.get("layout", "NCHW")),
         input_size=size,
         outputs=tuple(outputs),
-        class_names=tuple(str(c) for c in field("classes", list)),  # type: ignore[union-attr]
+        class_names=tuple(str(c) for c in field("classes", list)),
         training=dict(raw.get("training", {})),
     )
     card.probability_index()

@@ -89,7 +89,8 @@ def ensure_demo_dataset(target: Path, parent=None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Open the viewer; `argv` may hold one dataset folder."""
     argv = sys.argv[1:] if argv is None else argv
-    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "segscope"])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0] if sys.argv else "segscope"])
     app.setOrganizationName(settings.ORGANIZATION)
     app.setApplicationName(settings.APPLICATION)
     apply_dark_theme(app)

@@ -105,7 +105,7 @@ def unknown_host_fingerprint(exc: BaseException) -> str | None:
     """The fingerprint of the remote backend's `UnknownHostKey` error (None for any other error)."""
     if type(exc).__name__ != "UnknownHostKey":  # by name: paramiko is imported only when remote is used
         return None
-    return str(exc.fingerprint)
+    return str(getattr(exc, "fingerprint", ""))
 
 
 class _Probe(QThread):
@@ -263,7 +263,8 @@ class BackendDialog(QDialog):
         self._probe.start()
 
     def _on_probe_done(self, capabilities, error) -> None:
-        self._probe.wait()
+        if self._probe is not None:
+            self._probe.wait()
         self._probe = None
         self.test_button.setEnabled(True)
         if error is None:

@@ -146,7 +146,8 @@ class CompareDialog(QDialog):
 
     def displayed(self) -> dict[str, str]:
         """Metric name -> the text shown (what the user reads)."""
-        return {self.table.item(r, 0).text(): self.table.item(r, 1).text() for r in range(self.table.rowCount())}
+        cells = [(self.table.item(r, 0), self.table.item(r, 1)) for r in range(self.table.rowCount())]
+        return {name.text(): value.text() for name, value in cells if name is not None and value is not None}
 
     def as_text(self) -> str:
         if self.comparison is None:

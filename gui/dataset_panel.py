@@ -105,7 +105,7 @@ class ImageTableModel(QAbstractTableModel):
             )[section]
         return None
 
-    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):  # type: ignore[override]
         if not index.isValid():
             return None
         row, column = self.rows[index.row()], index.column()
@@ -179,11 +179,15 @@ class DatasetPanel(QWidget):
         top.addWidget(self.open_button)
         top.addWidget(self.worst_button)
         top.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(top)
-        layout.addWidget(self.path_label)
-        layout.addWidget(self.table, 1)
+        self._column = QVBoxLayout(self)
+        self._column.setContentsMargins(4, 4, 4, 4)
+        self._column.addLayout(top)
+        self._column.addWidget(self.path_label)
+        self._column.addWidget(self.table, 1)
+
+    def insert_widget(self, index: int, widget: QWidget) -> None:
+        """Add a tool row (e.g. the filter box) at `index` of the panel's column."""
+        self._column.insertWidget(index, widget)
 
     # ------------------------------------------------------------- opening
     def choose_folder(self) -> None:

@@ -61,7 +61,7 @@ class Inspection(QObject):
         self.review = ReviewPanel()
         self.timing = TimingPanel(self.history)
         self.filter_bar = FilterBar()
-        window.dataset_panel.layout().insertWidget(2, self.filter_bar)  # between the path and the table
+        window.dataset_panel.insert_widget(2, self.filter_bar)  # between the path and the table
         self.review_dock = self._dock("Review", self.review, window.metrics_dock)
         self.timing_dock = self._dock("Timing", self.timing, window.messages_dock)
         self.highlights = [self._highlight(view) for view in (*window.panels.views(), window.slide.vb)]

@@ -8,6 +8,8 @@ TN) stays visible at every zoom.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyqtgraph as pg
 
@@ -24,6 +26,8 @@ def max_downsample(labels: np.ndarray, fy: int, fx: int) -> np.ndarray:
 
 class LabelImage(pg.ImageItem):
     """A row-major uint8 label image drawn max-downsampled to the screen's resolution."""
+
+    image: Any  # pyqtgraph's attribute: the array drawn, or None
 
     def __init__(self) -> None:
         super().__init__(axisOrder="row-major")

@@ -147,7 +147,7 @@ class MainWindow(QMainWindow):
         return self.session.current
 
     @property
-    def mask(self) -> np.ndarray | None:
+    def mask(self) -> np.ndarray | None:  # type: ignore[override]  # (shadows QWidget.mask(), unused here)
         """The ground truth on screen (edited or as on disk) of the current slide."""
         document = self.session.document
         return document.mask if document is not None and self.session.ready else None

@@ -203,9 +203,12 @@ class MaskEditing(QObject):
         bar.addWidget(self.threshold_slider)
         bar.addWidget(self.threshold_label)
         bar.addSeparator()
-        for action in (self.accept_argmax_action, self.accept_threshold_action, None, self.undo_action,
-                       self.redo_action):
-            bar.addAction(action) if action else bar.addSeparator()
+        for entry in (self.accept_argmax_action, self.accept_threshold_action, None, self.undo_action,
+                      self.redo_action):
+            if entry is None:
+                bar.addSeparator()
+            else:
+                bar.addAction(entry)
         save_button = QToolButton()
         save_button.setDefaultAction(self.save_action)
         save_button.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
@@ -227,7 +230,10 @@ class MaskEditing(QObject):
         mode_menu = menu.addMenu("Save mode")
         mode_menu.addActions(list(self.save_mode_actions.values()))
         menus = self.window.menuBar().actions()
-        self.window.menuBar().insertMenu(menus[1] if len(menus) > 1 else None, menu)
+        if len(menus) > 1:
+            self.window.menuBar().insertMenu(menus[1], menu)  # after File
+        else:
+            self.window.menuBar().addMenu(menu)
         self.menu = menu
 
     # ------------------------------------------------------------------------------------ the document
@@ -337,7 +343,7 @@ class MaskEditing(QObject):
     def confirm_leave(self) -> bool:
         """Before the image, the dataset or the window goes: ask about unsaved edits (Save/Discard/Cancel).
         Returns whether leaving may go on."""
-        if self.editor is None or not self.editor.dirty:
+        if self.editor is None or not self.editor.dirty or self.item is None:
             return True
         buttons = (QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
                    | QMessageBox.StandardButton.Cancel)
@@ -514,12 +520,15 @@ class MaskEditing(QObject):
     def _changed(self, box: Roi | None) -> None:
         """Redraw the part of `box` the truth panel shows (a box from undo may lie partly outside the ROI)."""
         result, document = self.panels.result, self.document
-        if box is None or document is None or document.editor is None or result is None or result is not self._result():
+        editor = document.editor if document is not None else None
+        if result is not self._result():
+            return
+        if box is None or document is None or editor is None or result is None:
             return
         document.edited()
         shown = _clip(box, result.roi)
         if shown is not None:
-            piece = self.editor.mask[shown.y0 : shown.y1, shown.x0 : shown.x1]
+            piece = editor.mask[shown.y0 : shown.y1, shown.x0 : shown.x1]
             self.panels.update_truth(shown, self._labels(piece))
         self._metrics_timer.start()
 

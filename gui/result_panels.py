@@ -195,11 +195,11 @@ class ResultPanels(QWidget):
         self.readout = QLabel(" ")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        box = QVBoxLayout(self)
-        box.setContentsMargins(0, 0, 0, 0)
-        box.addLayout(controls)
-        box.addWidget(self.graphics, 1)
-        box.addWidget(self.readout)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addLayout(controls)
+        column.addWidget(self.graphics, 1)
+        column.addWidget(self.readout)
 
         self.class_combo.currentIndexChanged.connect(self._on_class_changed)
         self.overlay_action.toggled.connect(self._refresh_labels)
@@ -289,7 +289,7 @@ class ResultPanels(QWidget):
         arrays["argmax"] = self.argmax.image.image
         if self._truth is not None:
             arrays["error" if self.error_map_action.isChecked() else "truth"] = self.truth.image.image
-        if self.overlay_action.isChecked() and self._image_pixmap is not None:
+        if self.overlay_action.isChecked() and self._image_pixmap is not None and self._image_bgr is not None:
             arrays["image"] = self._image_bgr[..., ::-1]  # RGB, as the pixmap holds it
         return arrays
 
@@ -344,7 +344,7 @@ class ResultPanels(QWidget):
             gy0, gx0, gy1, gx1 = max(y0 - 2, 0), max(x0 - 2, 0), min(y1 + 2, height), min(x1 + 2, width)
             source = self._truth[gy0:gy1, gx0:gx1]
             if self.error_map_action.isChecked():
-                source = error_codes(self.predicted_at_roi()[gy0:gy1, gx0:gx1], source, self.current_class())
+                source = error_codes(self._prediction()[gy0:gy1, gx0:gx1], source, self.current_class())
             patch = self._as_drawn(source)
             ry0, rx0, ry1, rx1 = max(y0 - 1, 0), max(x0 - 1, 0), min(y1 + 1, height), min(x1 + 1, width)
             drawn[ry0:ry1, rx0:rx1] = patch[ry0 - gy0 : ry1 - gy0, rx0 - gx0 : rx1 - gx0]
@@ -376,6 +376,12 @@ class ResultPanels(QWidget):
         return False
 
     # ------------------------------------------------------------------------------------------ internals
+    def _prediction(self) -> np.ndarray:
+        """`predicted_at_roi()` while a result is shown (the callers only run then)."""
+        predicted = self.predicted_at_roi()
+        assert predicted is not None
+        return predicted
+
     def _class_name(self, index: int) -> str:
         return self._class_names[index] if index < len(self._class_names) else f"class {index}"
 
@@ -414,7 +420,7 @@ class ResultPanels(QWidget):
         else:
             error_map = self.error_map_action.isChecked()
             if error_map:
-                labels = error_codes(self.predicted_at_roi(), self._truth, self.current_class())
+                labels = error_codes(self._prediction(), self._truth, self.current_class())
             else:
                 labels = self._truth
             self.truth.image.setImage(self._as_drawn(labels), autoLevels=False, levels=(0, 255), rect=self._rect)
@@ -433,11 +439,12 @@ class ResultPanels(QWidget):
         if overlay and self._image_pixmap is None and self._image_bgr is not None:
             image = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self._image_bgr), QImage.Format.Format_BGR888)
             self._image_pixmap = QPixmap.fromImage(image)
+        pixmap = self._image_pixmap
         for panel in (self.heat, self.argmax, self.truth):
             panel.image.setOpacity(opacity)
-            show_base = overlay and self._image_pixmap is not None
-            if show_base and panel.base.pixmap().cacheKey() != self._image_pixmap.cacheKey():
-                panel.base.setPixmap(self._image_pixmap)  # implicitly shared: no copy
+            show_base = overlay and pixmap is not None
+            if pixmap is not None and show_base and panel.base.pixmap().cacheKey() != pixmap.cacheKey():
+                panel.base.setPixmap(pixmap)  # implicitly shared: no copy
                 panel.base.setPos(self._rect.topLeft())
             panel.base.setVisible(show_base)
         self._set_titles()
@@ -486,7 +493,7 @@ class ResultPanels(QWidget):
         if self._truth is not None:
             rx, ry = sx - roi.x0, sy - roi.y0
             true_class = int(self._truth[ry, rx])
-            scored = int(self.predicted_at_roi()[ry, rx])  # may differ from `predicted` on a border
+            scored = int(self._prediction()[ry, rx])  # may differ from `predicted` on a border
             if scored != predicted:
                 text += f" (at ROI resolution: {self._class_name(scored)})"
             positive = self.current_class()

@@ -45,7 +45,7 @@ class FilterBar(QWidget):
         self.edit.setToolTip("Show only the images whose metrics match (images not run yet are hidden while a "
                              f"filter is set). Metrics: {', '.join(FILTER_NAMES)}")
         self.edit.editingFinished.connect(self.apply)
-        self.edit.textChanged.connect(lambda text: text or self.apply())  # the clear button filters at once
+        self.edit.textChanged.connect(lambda text: None if text else self.apply())  # the clear button filters at once
         self.error = QLabel("")
         self.error.setStyleSheet("color: #e06c5a;")
         self.error.setWordWrap(True)
@@ -140,7 +140,7 @@ class ReviewPanel(QWidget):
         layout.addWidget(self.regions_table, 1)
         self.show_errors(None, "Run an image that has a ground-truth mask to review its errors")
 
-    def metric(self) -> str:
+    def metric(self) -> str:  # type: ignore[override]  # (shadows QWidget.metric, which nothing here calls)
         """The chosen ranking metric's `ImageMetrics` field name."""
         return self.metric_combo.currentData()
 

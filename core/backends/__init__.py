@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
@@ -91,7 +92,7 @@ def backend_kind(name: str, what: str = "--backend") -> BackendKind:
 def open_backend(kind: str, pipeline: Path, *, max_pixels: int = DEFAULT_MAX_PIXELS, sdk_home: Path | None = None,
                  remote: str | None = None, accept_new_host_key: bool | str = False,
                  set_env: str | None = None, probabilities: str = DEFAULT_PROBABILITIES,
-                 python: str = "python3", **remote_options: object) -> Backend:
+                 python: str = "python3", **remote_options: Any) -> Backend:
     """Open a backend on `pipeline`; with `remote` ("[user@]host[:port]") the stream runs on that host over SSH
     (the worker opens `kind` there), sourcing `set_env` there first when given and running the worker with the
     host's `python`; `probabilities` sets how they travel back (`PROBABILITY_ENCODINGS`)."""

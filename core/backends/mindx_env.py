@@ -72,7 +72,8 @@ def import_sdk(sdk_home: Path | None = None) -> MindXSdk:
     """Import the SDK from `sdk_home` (folder or set_env.sh), else `$MX_SDK_HOME`, else PYTHONPATH."""
     if "StreamManagerApi" in sys.modules and "MxpiDataType_pb2" in sys.modules:  # one SDK per process
         api = sys.modules["StreamManagerApi"]
-        home = Path(api.__file__).resolve().parent.parent if getattr(api, "__file__", None) else None
+        api_file = getattr(api, "__file__", None)
+        home = Path(api_file).resolve().parent.parent if api_file else None
         return MindXSdk(api, sys.modules["MxpiDataType_pb2"], home, _sdk_version(home))
     found, home, tried = _locate(sdk_home)
     if found:
