@@ -30,8 +30,9 @@ CLASS_COLORS = (YELLOW, SKY_BLUE, VERMILLION, BLUISH_GREEN, REDDISH_PURPLE, ORAN
 
 #: Class 0 and TN on an opaque panel: a dark grey, so an empty mask is visibly a mask, not the background.
 BACKGROUND = (46, 50, 58)
-#: TP bluish green, FP orange (predicted but absent), FN blue (missed): safe for red-green blindness.
-ERROR_COLORS = {TP: BLUISH_GREEN, FP: ORANGE, FN: BLUE}
+#: TP bluish green, FP orange (predicted but absent), FN sky blue (missed): safe for red-green blindness,
+#: and light enough to read as legend text on the dark theme.
+ERROR_COLORS = {TP: BLUISH_GREEN, FP: ORANGE, FN: SKY_BLUE}
 
 #: Perceptually uniform and colour-blind safe; shipped with pyqtgraph, so nothing is downloaded.
 HEATMAP_COLORMAP = "viridis"
