@@ -13,7 +13,6 @@ a 60 Hz frame), and a 50-stroke history well under 100 MB.
 
 from __future__ import annotations
 
-import itertools
 import statistics
 import tempfile
 import time
@@ -24,6 +23,7 @@ import cv2
 import numpy as np
 
 from segscope.core.annotation import MaskEditor, write_recovery
+from segscope.core.compat import pairwise
 from segscope.core.roi import Roi
 
 WIDTH, HEIGHT = 4000, 3000
@@ -60,7 +60,7 @@ def drag(editor: MaskEditor, path: list[tuple[float, float]], radius: int, value
     """Paint `path` as the GUI does; returns the per-segment times and the end-of-drag time (seconds)."""
     times = []
     editor.begin_edit()
-    for a, b in itertools.pairwise(path):
+    for a, b in pairwise(path):
         start = time.perf_counter()
         editor.stroke([a, b], radius, value, allowed)
         times.append(time.perf_counter() - start)

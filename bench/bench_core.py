@@ -141,7 +141,7 @@ def bench_transport() -> tuple[float, float, int]:
     raw = [softmax.tobytes(), argmax.tobytes()]
     tensors = [{"tensorDataType": 0 if i == 0 else 3, "tensorShape": list(a.shape),
                 "dataStr": base64.b64encode(b).decode()}
-               for i, (a, b) in enumerate(zip((softmax, argmax), raw, strict=True))]
+               for i, (a, b) in enumerate(zip((softmax, argmax), raw))]
     content = json.dumps({"tensorPackageVec": [{"tensorVec": tensors}]})
     document = json.dumps({"metaData": [{"key": "mxpi_tensorinfer0", "content": content}]})
 

@@ -73,7 +73,7 @@ def first_paint(app: QApplication, path: Path, runs: int) -> dict[str, list[floa
         view.set_pyramid(pyramid, Roi(width // 4, height // 4, width // 2, height // 2))
         view.view.viewport().repaint()
         t3 = time.perf_counter()
-        for key, value in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
+        for key, value in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
             timings[key].append(value)
         view.close()
         del view, image, pyramid

@@ -31,7 +31,7 @@ class AippConfig:
 
     @property
     def offset(self) -> tuple[float, float, float]:
-        return tuple(m + n for m, n in zip(self.mean_chn, self.min_chn, strict=True))  # type: ignore[return-value]
+        return tuple(m + n for m, n in zip(self.mean_chn, self.min_chn))  # type: ignore[return-value]
 
 
 def parse_aipp(text: str, source: str = "<aipp>") -> AippConfig:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import itertools
 import re
 import time
 import zlib
@@ -26,6 +25,7 @@ import cv2
 import numpy as np
 
 from .backends.base import InferenceResult
+from .compat import pairwise
 from .dataset import backup_mask_path, corrected_mask_path
 from .errors import SegScopeError
 from .fileio import atomic_write_bytes, encode_image, read_bytes
@@ -225,7 +225,7 @@ class MaskEditor:
         radius = max(int(radius), 0)
 
         def draw(canvas: np.ndarray, pts: np.ndarray) -> None:
-            for start, end in itertools.pairwise(pts.tolist()):
+            for start, end in pairwise(pts.tolist()):
                 cv2.line(canvas, start, end, 1, max(2 * radius, 1))
             for point in pts.tolist():
                 cv2.circle(canvas, point, radius, 1, -1)

@@ -73,7 +73,10 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set-env", metavar="HOST_PATH",
                         help="with --remote: a script to source on the host first, e.g. $MX_SDK_HOME/set_env.sh")
     parser.add_argument("--remote-python", default="python3", metavar="HOST_PATH",
-                        help="with --remote: the host's Python 3.11+ with numpy, opencv and the SDK or onnxruntime")
+                        help="with --remote: the host's Python 3.9+ with numpy, opencv and the SDK or onnxruntime")
+    parser.add_argument("--remote-cache", metavar="HOST_DIR",
+                        help="with --remote: the host folder for the uploaded worker and model, relative to the "
+                             "login's home unless absolute (default .cache/segscope)")
     parser.add_argument("--probabilities", choices=PROBABILITY_ENCODINGS, default=DEFAULT_PROBABILITIES,
                         help="with --remote: how probabilities travel back; float32 (default) keeps the printed "
                              "Dice identical to a local run, uint8 sends ~6x fewer bytes (Dice within ~1e-5)")
@@ -101,7 +104,7 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     with open_backend(args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home,
                       remote=args.remote, accept_new_host_key=args.accept_new_host_key,
                       set_env=args.set_env, probabilities=args.probabilities,
-                      python=args.remote_python) as backend:
+                      python=args.remote_python, remote_cache=args.remote_cache) as backend:
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi), 1):
             summary.add(evaluation.metrics)
             result, item = evaluation.result, evaluation.item

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from itertools import pairwise
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from .compat import pairwise
 from .errors import SegScopeError
 from .fileio import write_image
 from .roi import ORIGINAL_DEFAULT_ROI, Roi
@@ -127,7 +127,7 @@ def _random_walk(
 def _stroke(canvas: np.ndarray, points: np.ndarray, widths: np.ndarray) -> None:
     """Draw a polyline whose segment i has thickness widths[i] (rounded joints, so no gaps)."""
     pts = np.round(points).astype(np.int32)
-    for (a, b), width in zip(pairwise(pts), widths, strict=True):
+    for (a, b), width in zip(pairwise(pts), widths):
         cv2.line(canvas, tuple(int(v) for v in a), tuple(int(v) for v in b), 255, max(1, round(width)))
 
 

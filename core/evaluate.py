@@ -64,7 +64,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     picked = rois or {}
     requests = (InferenceRequest(item.image_path, roi or picked.get(item.id) or dataset.roi_for(item))
                 for item in chosen)
-    for item, result in zip(chosen, backend.infer_many(requests), strict=False):
+    for item, result in zip(chosen, backend.infer_many(requests)):
         if cancel is not None and cancel.is_set():
             raise CancelledError(f"evaluation of {dataset.root} cancelled after {item.id}")
         mask = dataset.load_mask(item)

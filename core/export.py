@@ -126,7 +126,7 @@ def json_safe(value: object) -> object:
         return None
     if isinstance(value, dict):
         return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return value
 

@@ -95,8 +95,8 @@ def hard_metrics(prediction: np.ndarray, truth: np.ndarray, num_classes: int) ->
     tp = np.diag(counts)
     fp = counts.sum(axis=0) - tp
     fn = counts.sum(axis=1) - tp
-    dice = tuple(_ratio(2 * int(t), 2 * int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn, strict=True))
-    iou = tuple(_ratio(int(t), int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn, strict=True))
+    dice = tuple(_ratio(2 * int(t), 2 * int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn))
+    iou = tuple(_ratio(int(t), int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn))
     fg_tp = int(counts[1:, 1:].sum())
     fg_fp = int(counts[0, 1:].sum())
     fg_fn = int(counts[1:, 0].sum())

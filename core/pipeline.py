@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from .errors import SegScopeError
 
-#: The stream SegScope ships: the original U-Net workflow, modelPath "models/unet_hw960_bs1.om".
-DEFAULT_PIPELINE = Path(str(resources.files("segscope.pipelines") / "unet_simple_opencv.pipeline"))
+#: The stream SegScope ships: the original U-Net workflow, modelPath "models/unet_hw960_bs1.om". Found beside
+#: `core/` without importing `segscope.pipelines`, which the remote worker's core-only bundle does not carry.
+DEFAULT_PIPELINE = Path(__file__).resolve().parent.parent / "pipelines" / "unet_simple_opencv.pipeline"
 
 #: Factories the embedded backend emulates; others are valid MindX but need the SDK.
 EMBEDDED_FACTORIES = frozenset(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
@@ -73,7 +73,7 @@ def provenance(source: Source, result: InferenceResult, files: dict[Path, str]) 
         model_hash = sha256_file(source.model)
     return {
         "segscope_version": segscope_version(),
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "image_id": source.item_id,
         "source_image": str(Path(source.image).resolve()),
         "image_size": list(result.image_size),

@@ -78,7 +78,7 @@ def error_regions(errors: ErrorMap, min_area: int = 1) -> list[ErrorRegion]:
     for kind in (FP, FN):
         _, _, stats, centroids = cv2.connectedComponentsWithStats((errors.labels == kind).view(np.uint8),
                                                                  connectivity=8)
-        for (x, y, w, h, area), (cx, cy) in zip(stats[1:], centroids[1:], strict=True):
+        for (x, y, w, h, area), (cx, cy) in zip(stats[1:], centroids[1:]):
             if area >= min_area:
                 box = Roi(x0 + int(x), y0 + int(y), x0 + int(x + w), y0 + int(y + h))
                 regions.append(ErrorRegion(kind, int(area), box, (x0 + float(cx), y0 + float(cy))))

@@ -51,7 +51,7 @@ class RunRecord:
         """(stage, start, duration) in seconds from the run's start, stages in stream order."""
         stages = ordered_stages(self.timings)
         starts = itertools.accumulate((self.timings[s] for s in stages), initial=0.0)
-        return [(s, start, self.timings[s]) for s, start in zip(stages, starts, strict=False)]
+        return [(s, start, self.timings[s]) for s, start in zip(stages, starts)]
 
 
 def ordered_stages(stages: Iterable[str]) -> list[str]:

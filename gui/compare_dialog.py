@@ -167,8 +167,7 @@ class CompareDialog(QDialog):
         records = self._records()
         chosen = (self.reference_combo.currentData(), self.candidate_combo.currentData())
         default = _default_pair(records)
-        for combo, previous, fallback in zip((self.reference_combo, self.candidate_combo), chosen, default,
-                                             strict=True):
+        for combo, previous, fallback in zip((self.reference_combo, self.candidate_combo), chosen, default):
             combo.blockSignals(True)
             combo.clear()
             for record in records:

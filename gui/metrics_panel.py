@@ -86,7 +86,7 @@ class MetricsPanel(QWidget):
         names = [class_names[i] if i < len(class_names) else f"class {i}" for i in range(len(metrics.dice))]
         self.per_class.setText(
             "  ".join(f"{n}: Dice {_format(d)}, IoU {_format(j)}"
-                      for n, d, j in zip(names, metrics.dice, metrics.iou, strict=True))
+                      for n, d, j in zip(names, metrics.dice, metrics.iou))
         )
         self.current_line.setPos(metrics.soft_dice)
         self.current_line.setVisible(not math.isnan(metrics.soft_dice))

@@ -342,7 +342,7 @@ class SlideView(QWidget):
         self.roiChanged.emit(self.roi())
 
     def _sync_spins(self, roi: Roi) -> None:
-        for name, value in zip(("x0", "y0", "x1", "y1"), roi.as_tuple(), strict=True):
+        for name, value in zip(("x0", "y0", "x1", "y1"), roi.as_tuple()):
             spin = self.spins[name]
             spin.blockSignals(True)
             spin.setValue(value)

@@ -134,7 +134,7 @@ class UNet(nn.Module):
         for encoder in self.encoders:
             y = encoder(y)
             skips.append(y)
-        for decoder, skip in zip(self.decoders, reversed(skips[:-1]), strict=True):
+        for decoder, skip in zip(self.decoders, reversed(skips[:-1])):
             y = F.interpolate(y, size=skip.shape[-2:], mode="bilinear", align_corners=False)
             y = decoder(torch.cat([y, skip], 1))
         return F.interpolate(self.head(y), size=x.shape[-2:], mode="bilinear", align_corners=False)

@@ -92,17 +92,19 @@ def backend_kind(name: str, what: str = "--backend") -> BackendKind:
 def open_backend(kind: str, pipeline: Path, *, max_pixels: int = DEFAULT_MAX_PIXELS, sdk_home: Path | None = None,
                  remote: str | None = None, accept_new_host_key: bool | str = False,
                  set_env: str | None = None, probabilities: str = DEFAULT_PROBABILITIES,
-                 python: str = "python3", **remote_options: Any) -> Backend:
+                 python: str = "python3", remote_cache: str | None = None, **remote_options: Any) -> Backend:
     """Open a backend on `pipeline`; with `remote` ("[user@]host[:port]") the stream runs on that host over SSH
     (the worker opens `kind` there), sourcing `set_env` there first when given and running the worker with the
-    host's `python`; `probabilities` sets how they travel back (`PROBABILITY_ENCODINGS`)."""
+    host's `python`; `probabilities` sets how they travel back (`PROBABILITY_ENCODINGS`) and `remote_cache`
+    the host folder for the uploaded worker and model (default ~/.cache/segscope)."""
     chosen = backend_kind(kind)
     if remote:
+        from ..remote.deploy import DEFAULT_CACHE_DIR
         from .remote import open_remote_backend
 
         return open_remote_backend(remote, pipeline, accept_new_host_key=accept_new_host_key, worker_backend=kind,
                                    max_pixels=max_pixels, set_env=set_env, probabilities=probabilities, python=python,
-                                   **remote_options)
+                                   cache_dir=remote_cache or DEFAULT_CACHE_DIR, **remote_options)
     if chosen.name == "auto":
         chosen = BACKENDS["embedded"]  # locally "auto" has always meant embedded (CLI documentation)
     backend, _note = chosen.open(pipeline, max_pixels, sdk_home)

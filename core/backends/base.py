@@ -10,14 +10,14 @@ import abc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import TypeVar, Union
 
 import numpy as np
 
 from ..roi import Roi
 
 #: An encoded image file's bytes, or the path of one (on the machine that runs the stream).
-ImageSource = bytes | Path
+ImageSource = Union[bytes, Path]
 
 #: Stage names in stream order; backends report the ones they measure, in seconds.
 STAGES = ("upload", "decode", "crop", "resize", "preprocess", "infer", "postprocess", "download")
@@ -62,6 +62,9 @@ class InferenceRequest:
     roi: Roi | None = None
 
 
+BackendT = TypeVar("BackendT", bound="Backend")
+
+
 class Backend(abc.ABC):
     """Base class of all backends: open in `__init__`, `infer` per image, `close` once."""
 
@@ -83,7 +86,7 @@ class Backend(abc.ABC):
     def close(self) -> None:
         """Release the stream/session/connection; safe to call twice."""
 
-    def __enter__(self) -> Self:
+    def __enter__(self: BackendT) -> BackendT:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

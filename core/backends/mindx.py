@@ -41,6 +41,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .. import imaging
+from ..compat import TIMEOUTS
 from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess
@@ -183,7 +184,7 @@ class _SdkSession:
         while True:
             try:
                 return future.result(timeout=0.05)
-            except TimeoutError:
+            except TIMEOUTS:
                 if cancel is not None and cancel.is_set():
                     raise CancelledError("MindX request cancelled") from None
                 if deadline is not None and time.monotonic() > deadline:
@@ -200,12 +201,12 @@ class _SdkSession:
             future = None if self.stuck else self.thread.submit(self.api.DestroyAllStreams)
             try:
                 code = self.api.DestroyAllStreams() if future is None else future.result(timeout=5)
-            except TimeoutError:
+            except TIMEOUTS:
                 assert future is not None  # only the future's result times out
                 code = self.api.DestroyAllStreams() if future.cancel() else future.result(timeout=60)
             if not quiet:
                 _check("DestroyAllStreams", code)
-        except TimeoutError:
+        except TIMEOUTS:
             if not quiet:
                 raise BackendError("MindX DestroyAllStreams did not return within 60 s") from None
         finally:
@@ -407,7 +408,7 @@ class MindXBackend(Backend):
         try:  # GetProtobuf has no timeout of its own; the others get a margin over theirs
             output = session.call(fn, *args, timeout=self.timeout_s + (0 if call == "GetProtobuf" else 10),
                                   cancel=self._cancel)
-        except TimeoutError:
+        except TIMEOUTS:
             self._fail(f"MindX {call} returned nothing within {self.timeout_s:g} s for {pending.source}")
         pending.timings["infer"] = time.perf_counter() - start
         start = time.perf_counter()

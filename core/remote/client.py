@@ -13,6 +13,7 @@ import time
 
 import paramiko
 
+from ..compat import TIMEOUTS
 from ..errors import BackendError, CancelledError
 from . import protocol as p
 from .connection import SshConnection
@@ -118,7 +119,7 @@ class WorkerSession:
                 raise self._timeout()
             try:
                 chunk = self.channel.recv(n - have)
-            except TimeoutError:
+            except TIMEOUTS:
                 continue
             except (OSError, EOFError, paramiko.SSHException):
                 raise self._lost() from None
@@ -161,7 +162,7 @@ class WorkerSession:
                 raise self._timeout()
             try:
                 sent = self.channel.send(frame[offset : offset + CHUNK])
-            except TimeoutError:
+            except TIMEOUTS:
                 continue
             except (OSError, EOFError, paramiko.SSHException):
                 raise self._lost() from None
@@ -227,7 +228,7 @@ class WorkerSession:
                 try:  # drain a result still in flight so the worker is not blocked writing it
                     if not self.channel.recv(1 << 20):
                         time.sleep(POLL)
-                except TimeoutError:
+                except TIMEOUTS:
                     pass
         except (OSError, EOFError, paramiko.SSHException):
             pass

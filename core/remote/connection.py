@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import itertools
 import logging
 import re
 import socket
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import paramiko
 
+from ..compat import TIMEOUTS, pairwise
 from ..errors import BackendError, SegScopeError
 
 # Connection failures are explained by SegScope in one line; paramiko's own tracebacks would only confuse.
@@ -183,7 +183,7 @@ class SshConnection:
         hops = [_resolve(parse_target(j, f"ProxyJump of {target.label}"), self.options) for j in jumps] + [target]
         sock = None
         try:
-            for hop, next_hop in itertools.pairwise(hops):
+            for hop, next_hop in pairwise(hops):
                 client = self._open(hop, sock, use_password=False)
                 self._jumps.append(client)
                 sock = self._tunnel(client, hop, next_hop)
@@ -248,12 +248,12 @@ class SshConnection:
                                 "user name and that the key's .pub is in the host's authorized_keys")
         if isinstance(exc, socket.gaierror):
             return BackendError(f"{hop.hostname}: unknown host name (not in DNS, /etc/hosts or ~/.ssh/config)")
-        if isinstance(exc, TimeoutError) or (timed_out and isinstance(exc, paramiko.SSHException | EOFError)):
+        if isinstance(exc, TIMEOUTS) or (timed_out and isinstance(exc, (paramiko.SSHException, EOFError))):
             return BackendError(f"{who}: no SSH answer within {self.options.connect_timeout:g} s; check host and "
                                 "port, or raise the connect timeout on slow links")
-        if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError | ConnectionError):
+        if isinstance(exc, (paramiko.ssh_exception.NoValidConnectionsError, ConnectionError)):
             return BackendError(f"{who}: connection refused; is sshd running and listening on port {hop.port}?")
-        if isinstance(exc, paramiko.SSHException | OSError | EOFError):
+        if isinstance(exc, (paramiko.SSHException, OSError, EOFError)):
             return BackendError(f"{who}: SSH connection failed ({exc or type(exc).__name__})")
         return exc
 
@@ -277,7 +277,7 @@ class SshConnection:
         try:
             output = channel.makefile("rb").read().decode("utf-8", "replace")
             return channel.recv_exit_status(), output
-        except TimeoutError:
+        except TIMEOUTS:
             raise BackendError(f"{self.label}: `{command}` did not finish within {timeout:g} s") from None
         finally:
             channel.close()

@@ -10,15 +10,15 @@ import os
 import platform
 import sys
 
-MIN_PYTHON = (3, 11)
+MIN_PYTHON = (3, 9)
 BUNDLE = "segscope-core.zip"
 
 
 def main():
     if sys.version_info < MIN_PYTHON:
-        sys.stderr.write("segscope worker: {} is Python {}; SegScope needs >= {}: set the remote python to a "
-                         "newer interpreter\n".format(sys.executable, platform.python_version(),
-                                                  ".".join(map(str, MIN_PYTHON))))
+        sys.stderr.write("segscope worker: {} is Python {}; SegScope needs >= {}: pass --remote-python the "
+                         "SDK's interpreter (e.g. /usr/local/python3.9.5/bin/python3)\n".format(
+                             sys.executable, platform.python_version(), ".".join(map(str, MIN_PYTHON))))
         return 2
     bundle = os.path.join(os.path.dirname(os.path.abspath(__file__)), BUNDLE)
     if os.path.isfile(bundle):

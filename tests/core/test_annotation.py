@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from collections import deque
@@ -24,6 +23,7 @@ from segscope.core.annotation import (
     write_recovery,
 )
 from segscope.core.backends.base import InferenceResult
+from segscope.core.compat import pairwise
 from segscope.core.dataset import backup_mask_path, corrected_mask_path, default_mask_path
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import read_mask
@@ -36,7 +36,7 @@ def reference_stroke(shape: tuple[int, int], points: list[tuple[int, int]], radi
     """The stroke drawn on a padded full-size canvas (no boxes, no clipping), cropped back: bool."""
     canvas = np.zeros((shape[0] + 2 * pad, shape[1] + 2 * pad), np.uint8)
     shifted = [(x + pad, y + pad) for x, y in points]
-    for a, b in itertools.pairwise(shifted):
+    for a, b in pairwise(shifted):
         cv2.line(canvas, a, b, 1, max(2 * radius, 1))
     for p in shifted:
         cv2.circle(canvas, p, radius, 1, -1)
@@ -46,7 +46,7 @@ def reference_stroke(shape: tuple[int, int], points: list[tuple[int, int]], radi
 def distance_to_polyline(shape: tuple[int, int], points: list[tuple[int, int]]) -> np.ndarray:
     yy, xx = np.mgrid[: shape[0], : shape[1]].astype(np.float64)
     best = np.full(shape, np.inf)
-    for (x0, y0), (x1, y1) in zip(points, points[1:] or points, strict=False):
+    for (x0, y0), (x1, y1) in zip(points, points[1:] or points):
         dx, dy = x1 - x0, y1 - y0
         t = np.clip(((xx - x0) * dx + (yy - y0) * dy) / max(dx * dx + dy * dy, 1e-12), 0, 1)
         best = np.minimum(best, np.hypot(xx - (x0 + t * dx), yy - (y0 + t * dy)))

@@ -61,7 +61,7 @@ def test_eval_prints_the_original_lines(tiny_model_project, small_dataset, capsy
     lines = out.splitlines()
     assert len(lines) == 7
     metrics = expected_metrics(tiny_model_project.pipeline, small_dataset, ["1", "2", "10"])
-    for line, item in zip(lines[:4], ["1", "2", "3", "10"], strict=True):
+    for line, item in zip(lines[:4], ["1", "2", "3", "10"]):
         path = small_dataset / item / "image.png"
         if item == "3":
             assert line == f"image: {path}, dice: n/a, iou: n/a (no mask)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import cv2
 import numpy as np
@@ -107,8 +108,8 @@ def test_sidecar_default_roi_is_used(tmp_path, write_png):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        # The '}' after the trailing comma is column 29.
-        ('{"rois": {"1": [0, 0, 3, 3],}}', "segscope.json:1:29: invalid JSON"),
+        # The trailing comma is column 28 (Python 3.13 points there, older ones at the '}' after it).
+        ('{"rois": {"1": [0, 0, 3, 3],}}', re.compile(r"segscope\.json:1:(28|29): invalid JSON")),
         ('["not", "an", "object"]', "expected {\"rois\""),
         ('{"rois": [1, 2]}', "expected {\"rois\""),
         ('{"rois": {"1": [0, 0, 3]}}', "rois.1 must be [x0, y0, x1, y1] integers, got [0, 0, 3]"),
@@ -123,7 +124,8 @@ def test_bad_sidecar_errors_name_the_file(tmp_path, write_png, text, expected):
     with pytest.raises(SegScopeError) as info:
         Dataset.open(tmp_path)
     message = str(info.value)
-    assert str(tmp_path / "segscope.json") in message and expected in message and "\n" not in message
+    found = expected.search(message) if isinstance(expected, re.Pattern) else expected in message
+    assert str(tmp_path / "segscope.json") in message and found and "\n" not in message
 
 
 def test_masks_are_read_as_grayscale(tmp_path, write_png):

@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 import struct
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
@@ -63,7 +63,7 @@ def test_export_writes_named_files_and_a_complete_sidecar(tmp_path: Path, binary
                                                           model_file: Path) -> None:
     image = tmp_path / "data" / "001" / "image.png"
     source = Source("001", image, model_file, backend="embedded")
-    before = datetime.now(UTC).replace(microsecond=0)
+    before = datetime.now(timezone.utc).replace(microsecond=0)
     written = export_result(binary_result, tmp_path / "out", source, mask_formats=("png", "tiff", "npy"), kinds=MASKS)
     names = sorted(p.name for p in written)
     assert names == ["001_mask.npy", "001_mask.png", "001_mask.tif", "001_mask_full.npy", "001_mask_full.png",
@@ -76,7 +76,7 @@ def test_export_writes_named_files_and_a_complete_sidecar(tmp_path: Path, binary
     assert sidecar["backend"] == "embedded" and sidecar["threshold"] is None and sidecar["class_index"] is None
     assert sidecar["segscope_version"] == metadata.version("segscope")
     created = datetime.fromisoformat(sidecar["created"])
-    assert before <= created <= datetime.now(UTC)
+    assert before <= created <= datetime.now(timezone.utc)
     files = {f["name"]: f for f in sidecar["files"]}
     assert sorted(files) == names[:-1]
     for name, entry in files.items():

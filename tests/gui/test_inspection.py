@@ -236,7 +236,7 @@ def test_timing_table_shows_core_runs_numbers_and_exports_them(qtbot, window, in
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["stage"] for r in rows] == [s.stage for s in expected]
-    for row, s in zip(rows, expected, strict=True):
+    for row, s in zip(rows, expected):
         assert int(row["runs"]) == s.runs
         assert float(row["mean_ms"]) == pytest.approx(s.mean * 1000, abs=1e-3)
         assert float(row["p95_ms"]) == pytest.approx(s.p95 * 1000, abs=1e-3)

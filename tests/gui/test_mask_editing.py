@@ -7,8 +7,6 @@ a brush stroke paints exactly the pixels near the path (a distance test written 
 
 from __future__ import annotations
 
-import itertools
-
 import cv2
 import numpy as np
 import pytest
@@ -24,6 +22,7 @@ from segscope.core.annotation import (
     probability_at_roi,
     recovery_path,
 )
+from segscope.core.compat import pairwise
 from segscope.core.dataset import Dataset
 from segscope.core.fileio import read_mask
 from segscope.core.metrics import argmax_at_roi, image_metrics, mask_to_labels
@@ -79,7 +78,7 @@ def record(editing) -> list[QPointF]:
 
 def drag_on_panel(win, slide_points: list[tuple[float, float]], steps: int = 4) -> None:
     viewport = win.panels.graphics.viewport()
-    for a, b in itertools.pairwise(slide_points):
+    for a, b in pairwise(slide_points):
         drag_segments = [panel_pos(win, *a), panel_pos(win, *b)]
         if a == slide_points[0]:
             send_mouse(viewport, QEvent.Type.MouseButtonPress, drag_segments[0], Qt.MouseButton.LeftButton)
@@ -142,7 +141,7 @@ def test_brush_drag_paints_the_path_and_undo_redo_restore_it_exactly(window, edi
     reference = MaskEditor(original)
     points = [slide_point(p) for p in seen]
     reference.begin_edit()
-    for a, b in itertools.pairwise([points[0], *points]):
+    for a, b in pairwise([points[0], *points]):
         reference.stroke([a, b], 6, 255, roi_allowed(window.panels.result))
     reference.end_edit()
     edited = editing.editor.mask
@@ -154,7 +153,7 @@ def test_brush_drag_paints_the_path_and_undo_redo_restore_it_exactly(window, edi
     # was on (up to OpenCV's 0.7 px rim).
     ys, xs = np.mgrid[0 : edited.shape[0], 0 : edited.shape[1]]
     distance = np.full(edited.shape, np.inf)
-    for (ax, ay), (bx, by) in itertools.pairwise(np.floor([(p.x(), p.y()) for p in seen]).tolist()):
+    for (ax, ay), (bx, by) in pairwise(np.floor([(p.x(), p.y()) for p in seen]).tolist()):
         d = np.array([bx - ax, by - ay])
         t = np.clip(((xs - ax) * d[0] + (ys - ay) * d[1]) / max(d @ d, 1e-9), 0, 1)
         distance = np.minimum(distance, np.hypot(xs - ax - t * d[0], ys - ay - t * d[1]))
@@ -192,7 +191,7 @@ def test_eraser_in_error_map_and_contour_mode_updates_the_panel_box(window, edit
     reference = MaskEditor(original)
     points = [slide_point(p) for p in seen]
     reference.begin_edit()
-    for a, b in itertools.pairwise([points[0], *points]):
+    for a, b in pairwise([points[0], *points]):
         reference.stroke([a, b], 12, 0, roi_allowed(window.panels.result))
     reference.end_edit()
     np.testing.assert_array_equal(editing.editor.mask, reference.mask)
@@ -284,7 +283,7 @@ def test_probability_aware_brush_paints_only_above_the_threshold(window, editing
     assert changed.any() and not changed[~allowed].any()
     points = [slide_point(p) for p in seen]
     limited, unlimited = MaskEditor(original), MaskEditor(original)
-    for a, b in itertools.pairwise([points[0], *points]):
+    for a, b in pairwise([points[0], *points]):
         limited.stroke([a, b], 40, 255, allowed)
         unlimited.stroke([a, b], 40, 255, roi_allowed(result))
     np.testing.assert_array_equal(editing.editor.mask, limited.mask)

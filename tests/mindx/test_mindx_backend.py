@@ -40,7 +40,7 @@ def big_image() -> bytes:
 def reference(project: Path, images: list[bytes]) -> list:
     """The embedded backend's results for each image with its ROI."""
     with EmbeddedBackend(project) as embedded:
-        return [embedded.infer(image, roi) for image, roi in zip(images, ROIS, strict=True)]
+        return [embedded.infer(image, roi) for image, roi in zip(images, ROIS)]
 
 
 def _assert_same(result, expected) -> None:
@@ -58,8 +58,9 @@ def test_results_equal_the_embedded_backend(project: Path, images: list[bytes], 
         first = backend.infer(images[0], ROIS[0])
         _assert_same(first, reference[0])
         assert set(first.timings) == {"upload", "infer", "postprocess"}
-        results = list(backend.infer_many(InferenceRequest(i, r) for i, r in zip(images, ROIS, strict=True)))
-    for result, expected in zip(results, reference, strict=True):
+        results = list(backend.infer_many(InferenceRequest(i, r) for i, r in zip(images, ROIS)))
+    assert len(results) == len(reference)
+    for result, expected in zip(results, reference):
         _assert_same(result, expected)
     sends = _calls("SendDataWithUniqueId" if transport == "unique_id" else "SendData")
     assert len(sends) == 1 + len(images)  # one mode for every request of this backend
@@ -133,7 +134,7 @@ def test_an_error_inside_infer_many_keeps_later_requests_in_step(project: Path, 
         with pytest.raises(BackendError, match="no mxpi_tensorinfer0 result"):
             next(results)
         _assert_same(backend.infer(images[3], ROIS[3]), reference[3])  # not the abandoned images' results
-        early = backend.infer_many(InferenceRequest(i, r) for i, r in zip(images, ROIS, strict=True))
+        early = backend.infer_many(InferenceRequest(i, r) for i, r in zip(images, ROIS))
         _assert_same(next(early), reference[0])
         early.close()  # abandoned with three images in flight
         _assert_same(backend.infer(images[2], ROIS[2]), reference[2])
@@ -265,7 +266,8 @@ def test_keeping_images_in_flight(tmp_path: Path, sdk_home: Path) -> None:
             outputs[f"unique_id/{window}"] = list(backend.infer_many(requests))
             timings[f"unique_id/{window}"] = time.perf_counter() - start
     for results in outputs.values():
-        for result, expected in zip(results, outputs["protobuf/1"], strict=True):
+        assert len(results) == len(outputs["protobuf/1"])
+        for result, expected in zip(results, outputs["protobuf/1"]):
             np.testing.assert_array_equal(result.argmax, expected.argmax)
             np.testing.assert_array_equal(result.probabilities, expected.probabilities)
     per_image = {k: v / len(requests) * 1000 for k, v in timings.items()}
@@ -285,7 +287,8 @@ def test_real_grayscale_images_match_the_embedded_backend(project: Path, shared_
         expected = [embedded.infer(path, roi) for path in paths]
     with MindXBackend(project, sdk_home) as backend:
         results = list(backend.infer_many(InferenceRequest(path, roi) for path in paths))
-    for result, reference in zip(results, expected, strict=True):
+    assert len(results) == len(expected)
+    for result, reference in zip(results, expected):
         _assert_same(result, reference)
 
 

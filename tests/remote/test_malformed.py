@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -147,3 +149,26 @@ time.sleep(60)  # hangs: the client must stop it
     assert session.dead
     assert wait_until(lambda: not processes_mentioning(marker), timeout=10)
     connection.close()
+
+
+def _older_python() -> str | None:
+    """An interpreter older than the worker's minimum, if this machine has one (pyenv machines carry 3.6-3.8)."""
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    for minor in range(worker.MIN_PYTHON[1] - 1, 5, -1):
+        candidates = [shutil.which(f"python3.{minor}"), *map(str, sorted(pyenv.glob(f"3.{minor}.*/bin/python3")))]
+        for found in filter(None, candidates):
+            if subprocess.run([found, "-c", ""], capture_output=True, check=False).returncode == 0:
+                return found
+    return None
+
+
+@pytest.mark.skipif(_older_python() is None, reason="no Python older than the worker's minimum on PATH")
+def test_an_old_host_python_gets_one_line_naming_it_and_the_fix(tmp_path: Path) -> None:
+    old = str(_older_python())
+    done = subprocess.run([old, str(WORKER), "--pipeline", str(tmp_path / "x.pipeline")], capture_output=True,
+                          text=True, check=False, timeout=60)
+    version = subprocess.run([old, "-c", "import platform; print(platform.python_version())"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and version in done.stderr and ">= 3.9" in done.stderr
+    assert "--remote-python" in done.stderr

@@ -119,10 +119,10 @@ def _args(method: str, args: tuple[Any, ...], *overloads: tuple[Any, ...]) -> tu
         if len(args) != len(kinds):
             continue
         try:
-            return index, [_convert(a, k) for a, k in zip(args, kinds, strict=True)]
+            return index, [_convert(a, k) for a, k in zip(args, kinds)]
         except _ArgError as exc:
             if len(overloads) == 1:
-                position = next(i for i, (a, k) in enumerate(zip(args, kinds, strict=True)) if _fails(a, k))
+                position = next(i for i, (a, k) in enumerate(zip(args, kinds)) if _fails(a, k))
                 error = OverflowError if isinstance(args[position], int) else TypeError
                 raise error(f"in method '{method}', argument {position + 2} of type '{exc}'") from None
     raise TypeError(f"Wrong number or type of arguments for overloaded function '{method}'.")
