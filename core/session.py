@@ -8,7 +8,9 @@ metrics and the mask document of the image on screen. Each fact has one owner:
   and a result whose ROI differs from the image's ROI is *stale* (`is_stale`);
 - results live once, in `history`; `result(id)` is the newest that still has its arrays;
 - metrics are always those of the mask on screen (the document) or on disk: edits mark them stale and
-  `metrics(id)` re-scores on read, so a Discard or Save can never leave an old number anywhere.
+  `metrics(id)` re-scores on read, so a Discard or Save can never leave an old number anywhere;
+- with `persist`, each image's newest result is also kept on disk (`core.session_store`), so reopening the
+  dataset, even after a restart, restores its runs (re-scored against the masks on disk).
 
 Views subscribe to the `Event`s in `SessionEvents` and call the session; nothing here knows about widgets.
 """
@@ -29,6 +31,7 @@ from .mask_document import MaskDocument
 from .metrics import ImageMetrics, image_metrics
 from .roi import Roi
 from .runs import RunHistory, RunRecord
+from .session_store import SessionStore
 
 #: ROI moves remembered for undo, per session.
 ROI_UNDO_LIMIT = 100
@@ -44,14 +47,19 @@ class SessionEvents:
     roi_changed: Event = field(default_factory=lambda: Event("roi_changed"))  # (item id, roi)
     result_added: Event = field(default_factory=lambda: Event("result_added"))  # (item id, RunRecord)
     metrics_changed: Event = field(default_factory=lambda: Event("metrics_changed"))  # (item id, metrics|None)
+    store_failed: Event = field(default_factory=lambda: Event("store_failed"))  # (message)
     document_changed: Event = field(default_factory=lambda: Event("document_changed"))  # (MaskDocument, kind)
 
 
 class Session:
     """The state of one viewer window; see the module docstring."""
 
-    def __init__(self, history: RunHistory | None = None) -> None:
+    def __init__(self, history: RunHistory | None = None, persist: bool = True) -> None:
         self.events = SessionEvents()
+        self.persist = persist
+        self.store: SessionStore | None = None
+        #: What reopening the dataset could not restore (one line each), for the views to show.
+        self.restore_notes: list[str] = []
         self.history = history if history is not None else RunHistory()
         self.dataset: Dataset | None = None
         self.current: DatasetItem | None = None
@@ -68,7 +76,8 @@ class Session:
     def open_dataset(self, dataset: Dataset) -> None:
         """Show a dataset. Reopening the same folder keeps its runs and metrics; another folder's are dropped
         (their ids name other images)."""
-        if self.dataset is None or dataset.root != self.dataset.root:
+        new_folder = self.dataset is None or dataset.root != self.dataset.root
+        if new_folder:
             self.history.records.clear()
             self._sizes.clear()
             self._metrics.clear()
@@ -77,8 +86,31 @@ class Session:
             self._roi_redo.clear()
         self.dataset = dataset
         self.current = self.document = None
+        self.restore_notes = []
+        if new_folder and self.persist:
+            self.store = SessionStore(dataset.root)
+            self._restore(self.store)
         self.events.dataset_opened.emit(dataset)
         self.events.current_changed.emit(None)
+
+    def _restore(self, store: SessionStore) -> None:
+        """Results kept on disk by an earlier session, re-scored against today's masks."""
+        dataset = self._dataset()
+        stored, self.restore_notes = store.load()
+        known = {item.id for item in dataset.items}
+        for entry in stored:
+            if entry.image_id not in known:
+                continue
+            item = dataset.item(entry.image_id)
+            try:
+                mask = dataset.load_mask(item)
+                metrics = image_metrics(entry.result, mask, str(item.truth_path)) if mask is not None else None
+            except SegScopeError as exc:
+                self.restore_notes.append(f"{item.id}: stored result not restored: {exc}")
+                continue
+            self.history.add(item.id, entry.result)
+            self._sizes.setdefault(item.id, entry.result.image_size)
+            self._metrics[item.id] = metrics
 
     def _dataset(self) -> Dataset:
         if self.dataset is None:
@@ -194,6 +226,11 @@ class Session:
         self._stale_metrics.discard(item_id)
         if self.document is not None and self.document.item.id == item_id and self.document.editor is not None:
             self._stale_metrics.add(item_id)
+        if self.store is not None:
+            try:
+                self.store.save(item_id, evaluation.result)
+            except SegScopeError as exc:
+                self.events.store_failed.emit(f"{exc}: results are kept for this session only")
         self.events.result_added.emit(item_id, record)
         self.events.metrics_changed.emit(item_id, self.metrics(item_id))
         return record

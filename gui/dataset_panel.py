@@ -32,8 +32,10 @@ from ..core.metrics import ImageMetrics
 from . import settings
 from .shortcuts import with_key
 
-COLUMNS = ("Image", "Status", "Soft Dice", "Dice", "IoU")
-SOFT_DICE_COLUMN = 2
+#: The metrics come right after the id, so a narrow dock still shows them; the status is last.
+COLUMNS = ("Image", "Soft Dice", "Dice", "IoU", "Status")
+SOFT_DICE_COLUMN = 1
+STATUS_COLUMN = 4
 
 
 @dataclass
@@ -46,7 +48,7 @@ class Row:
     def value(self, column: int) -> float | None:
         if self.metrics is None:
             return None
-        return (None, None, self.metrics.soft_dice, self.metrics.foreground_dice, self.metrics.foreground_iou)[column]
+        return (None, self.metrics.soft_dice, self.metrics.foreground_dice, self.metrics.foreground_iou, None)[column]
 
 
 class ImageTableModel(QAbstractTableModel):
@@ -98,10 +100,10 @@ class ImageTableModel(QAbstractTableModel):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
             return (
                 "Image id (sub-folder or file name)",
-                "not run / running / done / error",
                 "The original script's soft Dice: softmax vs one-hot mask at model resolution",
                 "Hard foreground Dice of the argmax at ROI resolution",
                 "Hard foreground IoU of the argmax at ROI resolution",
+                "not run / queued / done / ROI changed / error",
             )[section]
         return None
 
@@ -112,20 +114,20 @@ class ImageTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             if column == 0:
                 return row.item_id
-            if column == 1:
+            if column == STATUS_COLUMN:
                 return row.status
             value = row.value(column)
             return "" if value is None else f"{value:.4f}"
         if role == Qt.ItemDataRole.UserRole:  # sort key: missing metrics sort after every number
             if column == 0:
                 return row.item_id
-            if column == 1:
+            if column == STATUS_COLUMN:
                 return row.status
             value = row.value(column)
             return math.inf if value is None or math.isnan(value) else value
-        if role == Qt.ItemDataRole.ToolTipRole and column == 1 and row.error:
+        if role == Qt.ItemDataRole.ToolTipRole and column == STATUS_COLUMN and row.error:
             return row.error
-        if role == Qt.ItemDataRole.TextAlignmentRole and column >= 2:
+        if role == Qt.ItemDataRole.TextAlignmentRole and 0 < column < STATUS_COLUMN:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 

@@ -95,6 +95,7 @@ class MainWindow(QMainWindow):
         self.backend_choice = BackendChoice()
         self.capabilities: Capabilities | None = None
         self._generation = 0
+        self._store_warned = False
 
         self.slide = SlideView()
         self.panels = ResultPanels()
@@ -281,6 +282,7 @@ class MainWindow(QMainWindow):
         events.roi_changed.connect(self._on_session_roi)
         events.result_added.connect(self._on_result_added)
         events.metrics_changed.connect(self._on_metrics_changed)
+        events.store_failed.connect(self._on_store_failed)
         c = self.controller
         c.backendOpened.connect(self._on_backend_opened)
         c.evaluated.connect(self._on_evaluated)
@@ -311,11 +313,15 @@ class MainWindow(QMainWindow):
         settings.add_recent_dataset(dataset.root)
         self.setWindowTitle(f"SegScope — {dataset.root}[*]")
         self.dataset_panel.set_dataset(dataset.root, [item.id for item in dataset.items])
-        for item_id, metrics in self.metrics.items():  # reopening the same folder keeps its runs
+        restored = self.metrics  # runs of this folder kept in this session or on disk
+        for item_id, metrics in restored.items():
             self._set_status(item_id, "done" if metrics else "done (no mask)", metrics)
         self._update_means()
         self.messages.add("info", f"Opened {dataset.root}: {_count(len(dataset), 'image')}, "
-                                  f"{sum(i.has_mask for i in dataset.items)} with masks")
+                                  f"{sum(i.has_mask for i in dataset.items)} with masks"
+                                  + (f"; {_count(len(restored), 'earlier run')} restored" if restored else ""))
+        for note in self.session.restore_notes:
+            self.messages.add("warning", note)
         self._update_enabled()
         return True
 
@@ -540,6 +546,11 @@ class MainWindow(QMainWindow):
         self._update_means()
         if self.current is not None and self.current.id == item_id:
             self._show_metrics(metrics)
+
+    def _on_store_failed(self, text: str) -> None:
+        if not self._store_warned:  # once per window: every result would say the same
+            self._store_warned = True
+            self.messages.add("warning", text)
 
     def _show_metrics(self, metrics: ImageMetrics | None) -> None:
         names = self.capabilities.class_names if self.capabilities else ()

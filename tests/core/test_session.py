@@ -189,3 +189,41 @@ def test_reopening_another_dataset_drops_its_runs(tmp_path, write_png):
     write_png(other / "x" / "image.png", np.zeros((H, W, 3), np.uint8))
     session.open_dataset(Dataset.open(other))
     assert len(session.history) == 0 and session.current is None and not session.has_metrics("a")
+
+
+def test_reopening_after_a_restart_restores_the_runs_rescored(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    _run(session, "a")
+    root = session.dataset.root
+    # meanwhile the mask of "a" changes on disk: the restored metrics follow the file, not the old number
+    truth = np.zeros((H, W), np.uint8)
+    truth[0:2, 0:4] = 255  # 8 foreground pixels, 4 of them predicted
+    write_png(root / "a" / "mask.png", truth)
+    again = Session()
+    again.open_dataset(Dataset.open(root))
+    restored = again.result("a")
+    assert restored is not None and restored.roi == Roi(0, 0, W, H)
+    np.testing.assert_array_equal(restored.probabilities, _result().probabilities)
+    assert again.metrics("a").foreground_dice == pytest.approx(2 * 4 / (4 + 8))
+    assert not again.has_metrics("b") and again.restore_notes == []
+
+
+def test_the_store_stays_in_its_size_bound_and_skips_unreadable_files(tmp_path, write_png):
+    from segscope.core.session_store import SessionStore
+
+    dataset = _dataset(tmp_path, write_png)
+    one = _result()
+    store = SessionStore(dataset.root, max_bytes=1)  # room for the newest file only
+    store.save("a", one)
+    store.save("b", one)
+    assert [s.image_id for s in store.load()[0]] == ["b"]
+    (store.folder / "broken.npz").write_bytes(b"not a zip")
+    stored, problems = store.load()
+    assert [s.image_id for s in stored] == ["b"] and len(problems) == 1 and "broken.npz" in problems[0]
+
+
+def test_a_session_without_persistence_writes_nothing(tmp_path, write_png):
+    session = Session(persist=False)
+    session.open_dataset(_dataset(tmp_path, write_png))
+    _run(session, "a")
+    assert not (session.dataset.root / ".segscope-session").exists()

@@ -126,3 +126,21 @@ def test_reset_layout_brings_back_hidden_docks(qtbot, window):
     QApplication.processEvents()
     assert window.results_dock.isVisible() and window.dataset_dock.isVisible()
     assert window.results_dock.height() >= 0.25 * window.height()
+
+
+def test_a_new_window_on_the_dataset_restores_its_runs(qtbot, window, demo_dataset, tiny_model_project):
+    from segscope.gui.backend_dialog import BackendChoice
+    from segscope.gui.main_window import MainWindow
+
+    run_current(qtbot, window)
+    expected = window.metrics["001"]
+    window.close()
+    again = MainWindow()
+    qtbot.addWidget(again)
+    again.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    assert again.open_dataset(demo_dataset)
+    qtbot.waitUntil(lambda: again.slide_ready() and again.panels.result is not None)
+    assert again.dataset_panel.model.row("001").status == "done"
+    assert again.metrics["001"].soft_dice == pytest.approx(expected.soft_dice)
+    assert "1 earlier run restored" in again.messages.messages[0].text
+    again.close()
