@@ -276,7 +276,7 @@ class MainWindow(QMainWindow):
         self.dataset_panel.currentChanged.connect(self._on_item_selected)
         self.slide.roiChanged.connect(self._on_roi_changed)
         self.slide.resetRoiRequested.connect(self.reset_roi)
-        self.slide.hovered.connect(lambda text: self.statusBar().showMessage(text, 3000))
+        self.slide.hovered.connect(self._on_slide_hover)
         self.messages.added.connect(self._on_message)
         events = self.session.events
         events.roi_changed.connect(self._on_session_roi)
@@ -546,6 +546,13 @@ class MainWindow(QMainWindow):
         self._update_means()
         if self.current is not None and self.current.id == item_id:
             self._show_metrics(metrics)
+
+    def _on_slide_hover(self, text: str) -> None:
+        """The slide's readout in the status bar while the mouse is over it (cleared when it leaves)."""
+        if text:
+            self.statusBar().showMessage(text)
+        elif self.statusBar().currentMessage().startswith("slide x="):
+            self.statusBar().clearMessage()
 
     def _on_store_failed(self, text: str) -> None:
         if not self._store_warned:  # once per window: every result would say the same

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QKeyEvent
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSpinBox, QToolButton, QVBoxLayout, QWidget
 
@@ -136,6 +136,7 @@ class SlideView(QWidget):
         self._detail_timer.timeout.connect(self._update_detail)
         self.vb.sigRangeChanged.connect(lambda *_: self._detail_timer.isActive() or self._detail_timer.start())
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.view.viewport().installEventFilter(self)
         self.view.nudged.connect(self.nudge)
 
         self.spins: dict[str, QSpinBox] = {}
@@ -268,6 +269,12 @@ class SlideView(QWidget):
         if 0 <= x < w and 0 <= y < h:
             b, g, r = self.pyramid.levels[0][y, x]
             self.hovered.emit(f"slide x={x} y={y}  RGB {r} {g} {b}")
+
+    def eventFilter(self, watched, event) -> bool:
+        """The hover readout goes when the mouse leaves the slide (`hovered("")`)."""
+        if event.type() == QEvent.Type.Leave:
+            self.hovered.emit("")
+        return False
 
     def _update_detail(self) -> None:
         """Show the visible part at the resolution the zoom needs, when the base level is too coarse."""

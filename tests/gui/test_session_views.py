@@ -144,3 +144,18 @@ def test_a_new_window_on_the_dataset_restores_its_runs(qtbot, window, demo_datas
     assert again.metrics["001"].soft_dice == pytest.approx(expected.soft_dice)
     assert "1 earlier run restored" in again.messages.messages[0].text
     again.close()
+
+
+def test_hover_readouts_go_when_the_mouse_leaves(qtbot, window):
+    from PySide6.QtCore import QEvent
+
+    window.slide.hovered.emit("slide x=1 y=2  RGB 0 0 0")
+    assert window.statusBar().currentMessage().startswith("slide x=1")
+    QApplication.sendEvent(window.slide.view.viewport(), QEvent(QEvent.Type.Leave))
+    assert window.statusBar().currentMessage() == ""
+    run_current(qtbot, window)
+    roi = window.panels.result.roi
+    window.panels.readout_at(roi.x0 + 1.5, roi.y0 + 1.5)
+    assert window.panels.readout.text().startswith("slide (")
+    QApplication.sendEvent(window.panels.graphics.viewport(), QEvent(QEvent.Type.Leave))
+    assert window.panels.readout.text() == " " and not window.panels.heat.vline.isVisible()
