@@ -254,6 +254,9 @@ class MainWindow(QMainWindow):
             view_menu.addAction(action) if action else view_menu.addSeparator()
         for dock in (self.dataset_dock, self.metrics_dock, self.results_dock, self.messages_dock):
             view_menu.addAction(dock.toggleViewAction())
+        panels_menu = view_menu.addMenu("&Panels")  # the registered result views (gui/view_*.py)
+        panels_menu.setToolTipsVisible(True)
+        panels_menu.addActions(list(self.panels.extra.actions.values()))
         view_menu.addSeparator()
         view_menu.addAction(self.reset_layout_action)
         help_menu = menu.addMenu("&Help")

@@ -45,6 +45,7 @@ from ..core.review import error_codes
 from ..core.roi import Roi
 from . import colormaps
 from .label_image import LabelImage
+from .result_views import ExtraPanels
 
 _CONTOUR_KERNEL = np.ones((3, 3), np.uint8)
 #: The ROI's edge on every panel, so an empty mask or a dark heatmap still shows where the ROI ends.
@@ -174,6 +175,7 @@ class ResultPanels(QWidget):
         layout.addItem(self.colorbar, row=1, col=1)
         self.argmax = _Panel(layout, 0, 2, "Argmax", labels=True)
         self.truth = _Panel(layout, 0, 3, "Ground truth", labels=True)
+        self.extra = ExtraPanels(layout, 4, self.heat.view, self)  # registered views (View > Panels)
         for col in (0, 2, 3):
             layout.layout.setColumnStretchFactor(col, 1)
         for panel in (self.argmax, self.truth):
@@ -241,6 +243,7 @@ class ResultPanels(QWidget):
         self.set_busy("")
         self._refresh_heatmap()
         self._refresh_labels()
+        self.extra.show(result, self.current_class(), self._rect)
         if not same_roi:
             self.fit()
 
@@ -272,6 +275,7 @@ class ResultPanels(QWidget):
             panel.vline.hide()
             panel.hline.hide()
         self.no_mask_text.hide()
+        self.extra.clear()
         self.class_combo.blockSignals(True)
         self.class_combo.clear()
         self.class_combo.blockSignals(False)
@@ -397,6 +401,7 @@ class ResultPanels(QWidget):
     def _on_class_changed(self) -> None:
         if self._result is not None:
             self._refresh_heatmap()
+            self.extra.show(self._result, self.current_class(), self._rect)
             if self.error_map_action.isChecked():
                 self._refresh_truth()
 
