@@ -24,12 +24,12 @@ from typing import Literal
 import cv2
 import numpy as np
 
-from .backends.base import InferenceResult
 from .compat import pairwise
 from .dataset import backup_mask_path, corrected_mask_path
 from .errors import SegScopeError
 from .fileio import atomic_write_bytes, encode_image, read_bytes
 from .metrics import BINARY_FOREGROUND, argmax_at_roi
+from .result import InferenceResult
 from .roi import Roi
 
 Point = tuple[float, float]  # (x, y) in mask pixels

@@ -6,10 +6,11 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from .backends.base import Backend, InferenceRequest, InferenceResult
+from .backends.base import Backend, InferenceRequest
 from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
 from .metrics import ImageMetrics, image_metrics, mean
+from .result import InferenceResult
 from .roi import Roi
 
 

@@ -23,11 +23,11 @@ import cv2
 import numpy as np
 
 from .annotation import prediction_labels
-from .backends.base import InferenceResult
 from .errors import SegScopeError
 from .fileio import atomic_write_bytes, encode_image
 from .metrics import BINARY_FOREGROUND
 from .provenance import Source, provenance
+from .result import InferenceResult
 from .roi import Roi
 
 #: What `export_result` can write, with each file's name pattern (masks take their format's suffix).

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 import cv2
 import numpy as np
 
-from .backends.base import InferenceResult
 from .errors import SegScopeError
+from .result import InferenceResult
 
 SOFT_DICE_EPS = 1e-6
 #: The binary mask convention: background 0, foreground 255 (0/1 files are read too); > 127 is foreground.

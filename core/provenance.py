@@ -13,10 +13,11 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from .backends.base import Capabilities, InferenceResult
+from .backends.base import Capabilities
 from .dataset import DatasetItem
 from .errors import SegScopeError
 from .metrics import BINARY_FOREGROUND
+from .result import InferenceResult
 
 
 def segscope_version() -> str:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from .backends.base import InferenceResult
 from .errors import SegScopeError
 from .metrics import argmax_at_roi, mask_to_labels, truth_at_roi
+from .result import InferenceResult
 from .roi import Roi
 
 TN, FP, FN, TP = 0, 1, 2, 3

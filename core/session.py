@@ -22,13 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .backends.base import Capabilities, InferenceResult
+from .backends.base import Capabilities
 from .dataset import Dataset, DatasetItem
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, ImageEvaluation, evaluation_row
 from .events import Event
 from .mask_document import MaskDocument
 from .metrics import ImageMetrics, image_metrics
+from .result import InferenceResult
 from .roi import Roi
 from .runs import RunHistory, RunRecord
 from .session_store import SessionStore

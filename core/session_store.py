@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .backends.base import InferenceResult
 from .errors import SegScopeError
 from .fileio import atomic_write_bytes
+from .result import InferenceResult
 from .roi import Roi
 
 STORE_DIR_NAME = ".segscope-session"

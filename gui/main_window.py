@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.backends.base import Capabilities, InferenceResult
+from ..core.backends.base import Capabilities
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
 from ..core.evaluate import ImageEvaluation
@@ -33,6 +33,7 @@ from ..core.fileio import read_image
 from ..core.metrics import ImageMetrics
 from ..core.provenance import source_for
 from ..core.pyramid import Pyramid
+from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.runs import RunRecord
 from ..core.session import Session

@@ -44,11 +44,11 @@ from ..core.annotation import (
     prediction_labels,
     write_recovery,
 )
-from ..core.backends.base import InferenceResult
 from ..core.dataset import DatasetItem, backup_mask_path
 from ..core.errors import SegScopeError
 from ..core.mask_document import MaskDocument, mask_source
 from ..core.metrics import mask_piece_labels
+from ..core.result import InferenceResult
 from ..core.roi import Roi
 from . import settings
 from .mask_canvas import EditLayer

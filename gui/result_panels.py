@@ -38,9 +38,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.backends.base import InferenceResult
 from ..core.errors import SegScopeError
 from ..core.metrics import argmax_at_roi, mask_to_labels
+from ..core.result import InferenceResult
 from ..core.review import error_codes
 from ..core.roi import Roi
 from . import colormaps

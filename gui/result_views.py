@@ -18,7 +18,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, QRectF
 from PySide6.QtGui import QAction
 
-from ..core.backends.base import InferenceResult
+from ..core.result import InferenceResult
 
 
 @dataclass(frozen=True)

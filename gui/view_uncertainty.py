@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.backends.base import InferenceResult
+from ..core.result import InferenceResult
 from .result_views import ResultView, register
 
 

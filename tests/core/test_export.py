@@ -11,10 +11,10 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.export import export_result, write_metrics
 from segscope.core.provenance import Source
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 
 ALL_FILES = ["s1_heatmap.png", "s1_mask.png", "s1_mask_full.png", "s1_provenance.json", "s1_softmax.npy"]

@@ -8,11 +8,11 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.dataset import Dataset
 from segscope.core.evaluate import ImageEvaluation
 from segscope.core.export import write_metrics
 from segscope.core.metrics import image_metrics
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.runs import RunHistory
 from segscope.core.session import Session

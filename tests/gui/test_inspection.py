@@ -11,11 +11,11 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.cli import main as cli_main
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import read_mask
 from segscope.core.metric_filter import MetricFilter
+from segscope.core.result import InferenceResult
 from segscope.core.review import error_regions, result_error_map, worst_first
 from segscope.core.roi import Roi
 from segscope.core.runs import compare_runs, timing_table

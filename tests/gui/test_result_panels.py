@@ -11,9 +11,9 @@ from PySide6.QtGui import QImage
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.metrics import argmax_at_roi, image_metrics, mask_to_labels
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.gui import colormaps
 from segscope.gui.result_panels import ResultPanels, contour
