@@ -7,11 +7,10 @@ thread; the GUI thread only draws. Every dock can be moved; the layout is rememb
 from __future__ import annotations
 
 import math
-import threading
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -29,7 +28,6 @@ from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
 from ..core.evaluate import ImageEvaluation
 from ..core.export import export_result, write_metrics
-from ..core.fileio import read_image
 from ..core.metrics import ImageMetrics
 from ..core.provenance import source_for
 from ..core.pyramid import Pyramid
@@ -46,39 +44,11 @@ from .mask_editing import MaskEditing
 from .message_area import MessageArea
 from .metrics_panel import MetricsPanel
 from .result_panels import ResultPanels
-from .run_controller import RunController, describe_error
+from .run_controller import RunController
 from .shortcuts import ShortcutsDialog, key, shortcut_action, with_key
+from .slide_loader import SlideLoader
 from .slide_view import SlideView
 from .window_layout import DockLayout, first_size
-
-
-class _SlideLoader(QObject):
-    """Decodes a slide (+ mask) and builds its pyramid in its own thread; stale requests are skipped."""
-
-    loaded = Signal(int, object, object, object)  # generation, item, Pyramid, mask or None
-    failed = Signal(int, object, str, str)  # generation, item, message, details
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.latest = 0
-        self._lock = threading.Lock()
-
-    def request(self, generation: int) -> None:
-        with self._lock:
-            self.latest = generation
-
-    @Slot(int, object, object)
-    def load(self, generation: int, item: DatasetItem, dataset: Dataset) -> None:
-        if generation != self.latest:
-            return
-        try:
-            image = read_image(item.image_path, dataset.max_pixels)
-            pyramid = Pyramid.build(image)
-            mask = dataset.load_mask(item)
-        except Exception as exc:  # noqa: BLE001 - shown in the message area
-            self.failed.emit(generation, item, *describe_error(exc))
-            return
-        self.loaded.emit(generation, item, pyramid, mask)
 
 
 class MainWindow(QMainWindow):
@@ -126,7 +96,7 @@ class MainWindow(QMainWindow):
         self._wire()
         self._loader_thread = QThread(self)
         self._loader_thread.setObjectName("segscope-slide-loader")
-        self._loader = _SlideLoader()
+        self._loader = SlideLoader()
         self._loader.moveToThread(self._loader_thread)
         self._load.connect(self._loader.load)
         self._loader.loaded.connect(self._on_slide_loaded)
