@@ -310,7 +310,7 @@ class MainWindow(QMainWindow):
         self.shown_id = None
         self.panels.clear()
         self.panels.set_busy(f"Loading {item.id}…")
-        self.slide.set_loading(f"Loading {item.image_path.name}…")
+        self.slide.set_loading(f"Loading {item.id} ({item.image_path.name})…")
         self._show_metrics(None)
         self._generation += 1
         self._loader.request(self._generation)
