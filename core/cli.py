@@ -4,6 +4,7 @@
     segscope eval --dataset DIR        evaluate a dataset like the original script, plus hard metrics
     segscope demo DIR                  write the demo dataset
     segscope compare A.npy B.npy       accuracy comparison of two tensors
+    segscope card MODEL.onnx --out DIR a runnable project (card, pipeline, ATC files) from an ONNX model
 
 Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal error (a bug).
 """
@@ -23,6 +24,7 @@ from typing import TextIO
 import numpy as np
 
 from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
+from .card_builder import add_card_command
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
@@ -209,13 +211,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("candidate", type=Path)
     cmp.add_argument("--json", action="store_true")
     cmp.set_defaults(handler=run_compare)
+    add_card_command(commands)
     return parser
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    known = {"gui", "eval", "demo", "compare", "-h", "--help", "--debug"}
+    known = {"gui", "eval", "demo", "compare", "card", "-h", "--help", "--debug"}
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)

@@ -1,38 +1,54 @@
 """Model cards: the JSON beside a model that tells every backend how to feed it and read its outputs.
 
 A pipeline names an Ascend `.om` (`modelPath`); its card is the `.json` with the same stem beside it and
-names the ONNX export the embedded backend runs instead, the AIPP config baked into the `.om`, the input
-size and layout, the role of each output and the class names. So one `.pipeline` runs on both backends.
+names the ONNX export the embedded backend runs instead, the preprocessing (an AIPP config, or color,
+channels, scale, mean, std and layout), the outputs with their activation, and the class names. So one
+`.pipeline` runs on every backend. The schema is documented in docs/model-cards.md; cards written before
+v2 (output `kind` softmax/logits/sigmoid/argmax) read unchanged. When the ONNX file is there, a card is
+checked against its graph on load (`core.card_check`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
 import numpy as np
 
 from .aipp import AippConfig, load_aipp
+from .card_check import check_against_graph, warn_once
 from .errors import SegScopeError
+from .onnx_graph import GraphInfo
+from .preprocess import CHANNELS, COLORS, LAYOUTS, Preprocess, aipp_mismatch
 
-#: Output kinds a card may declare, and what they hold.
-OUTPUT_KINDS = {
-    "softmax": "class probabilities (layout NHWC or NCHW)",
-    "logits": "raw class scores, softmax applied here (layout NHWC or NCHW)",
-    "sigmoid": "one-channel foreground probability; background = 1 - p",
-    "argmax": "class index per pixel (N x H x W, any integer type)",
+#: What SegScope applies to a score output's raw values.
+ACTIVATIONS = {
+    "softmax": "softmax across channels (the output holds raw class scores)",
+    "sigmoid": "sigmoid per channel (raw logits; one channel = foreground, else one map per class)",
+    "none": "none (the output already holds probabilities in [0, 1])",
 }
 
-_T = TypeVar("_T")
+#: Output kinds: "scores" (v2, with an activation), "argmax", and the v1 kinds with their activation.
+OUTPUT_KINDS = {"scores": None, "argmax": None, "softmax": "none", "logits": "softmax", "sigmoid": "none"}
+
+#: The largest model input side SegScope runs (MindX's opencv crop and resize stop at 8192 px per side).
+MAX_INPUT_SIDE = 8192
+
+_INPUT_KEYS = {"name", "layout", "width", "height", "channels", "color", "scale", "mean", "std"}
+_OUTPUT_KEYS = {"name", "kind", "layout", "activation", "threshold"}
 
 
 @dataclass(frozen=True)
 class OutputSpec:
     name: str
-    kind: str
+    kind: str  # see OUTPUT_KINDS
     layout: str = "NHWC"
+    activation: str = "none"
+    threshold: float | None = None  # 1-channel outputs: foreground where p > threshold (default 0.5)
+    named: bool = True  # the card gave the name (v1 cards may leave it out)
 
 
 @dataclass(frozen=True)
@@ -43,11 +59,21 @@ class ModelCard:
     om: Path | None
     aipp: AippConfig | None
     input_name: str
-    input_layout: str
     input_size: tuple[int, int]  # (width, height)
+    preprocess: Preprocess
     outputs: tuple[OutputSpec, ...]
-    class_names: tuple[str, ...]
-    training: dict[str, object]
+    class_names: tuple[str, ...]  # a 1-channel output's card may name only the foreground
+    training: dict[str, Any]
+    graph: GraphInfo | None = None
+
+    @property
+    def input_layout(self) -> str:
+        return self.preprocess.layout
+
+    @property
+    def model(self) -> Path:
+        """The model file to name in errors: the ONNX export, else the `.om`, else the card."""
+        return self.onnx or self.om or self.path
 
     def output_index(self, kind: str) -> int | None:
         """Position of the first output of `kind` in the model's output list."""
@@ -56,8 +82,12 @@ class ModelCard:
     def probability_index(self) -> int:
         index = next((i for i, o in enumerate(self.outputs) if o.kind != "argmax"), None)
         if index is None:
-            raise SegScopeError(f"{self.path}: outputs: needs a softmax, logits or sigmoid output")
+            raise SegScopeError(f"{self.path}: outputs: needs a score output (an activation), not only argmax")
         return index
+
+    def output_error(self, index: int, problem: str) -> SegScopeError:
+        spec = self.outputs[index]
+        return SegScopeError(f"{self.path}: outputs[{index}] {spec.name!r}: {problem} (model {self.model.name})")
 
 
 def card_path_for(model_path: Path) -> Path:
@@ -65,86 +95,244 @@ def card_path_for(model_path: Path) -> Path:
     return model_path if model_path.suffix == ".json" else model_path.with_suffix(".json")
 
 
-def load_model_card(path: Path) -> ModelCard:
-    """Load a card; `path` may be the card or the model it describes. Errors name the card and field."""
-    path = card_path_for(Path(path))
+def _read_json(path: Path) -> dict[str, Any]:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SegScopeError(
             f"{path}: model card not found (needed for {path.with_suffix('.om').name}: it names the ONNX "
-            f"export, AIPP config and outputs; see models/unet_hw960_bs1.json)"
-        ) from None
+            f"export, preprocessing and outputs; write one with `segscope card MODEL.onnx`)") from None
+    except IsADirectoryError:
+        raise SegScopeError(f"{path}: is a folder; a model card is a JSON file") from None
+    except UnicodeDecodeError as exc:
+        raise SegScopeError(f"{path}: not UTF-8 text at byte {exc.start}; a model card is a JSON file") from None
+    except OSError as exc:
+        raise SegScopeError(f"{path}: cannot read the model card ({exc.strerror or exc})") from None
+    try:
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SegScopeError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise SegScopeError(f"{path}: JSON nested too deeply for a model card") from None
     if not isinstance(raw, dict):
-        raise SegScopeError(f"{path}: a model card must be a JSON object")
+        raise SegScopeError(f"{path}: a model card must be a JSON object, got a {type(raw).__name__}")
+    return raw
 
-    def field(key: str, kind: type[_T], default: object = None) -> _T:
-        value = raw.get(key, default)
-        if value is None or not isinstance(value, kind):
-            raise SegScopeError(f"{path}: field {key!r} must be a {kind.__name__}, got {value!r}")
+
+class _Fields:
+    """Typed access to one JSON object of a card; every error names the card and the field."""
+
+    def __init__(self, path: Path, raw: dict[str, Any], where: str, allowed: set[str] | None = None):
+        self.path, self.raw, self.where = path, raw, where
+        unknown = sorted(set(raw) - allowed) if allowed is not None else []
+        if unknown:
+            raise self.error(unknown[0], f"is not a card field here (known: {', '.join(sorted(allowed or ()))})")
+
+    def error(self, key: str, problem: str) -> SegScopeError:
+        return SegScopeError(f"{self.path}: {self.where}{key}: {problem}")
+
+    def text(self, key: str, default: str | None = None, choices: tuple[str, ...] = ()) -> str | None:
+        value = self.raw.get(key, default)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise self.error(key, f"must be a non-empty string, got {value!r}")
+        if choices and value.upper() not in choices:
+            raise self.error(key, f"must be one of {', '.join(choices)}, got {value!r}")
+        return value.upper() if choices else value
+
+    def number(self, key: str, default: float | None = None, positive: bool = False) -> float | None:
+        value = self.raw.get(key, default)
+        return None if value is None else self.numbers(key, value, 1, positive)[0]
+
+    def integer(self, key: str, default: int | None = None) -> int:
+        value = self.raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"must be an integer, got {value!r}")
         return value
 
-    def sibling(key: str) -> Path | None:
-        value = raw.get(key)
-        return (path.parent / value) if isinstance(value, str) and value else None
+    def numbers(self, key: str, default: object, count: int, positive: bool = False) -> tuple[float, ...]:
+        value = self.raw.get(key, default)
+        values = value if isinstance(value, list) else [value]
+        if len(values) not in (1, count):
+            raise self.error(key, f"needs 1 or {count} numbers (one per channel), got {len(values)}")
+        numbers = []
+        for item in values:
+            try:
+                number = float(item) if isinstance(item, (int, float)) and not isinstance(item, bool) else math.nan
+            except OverflowError:  # an integer too large for a float
+                number = math.nan
+            if not math.isfinite(number):
+                kind = "a number" if count == 1 else "a number or one per channel"
+                raise self.error(key, f"must be {kind}, got {value!r}")
+            if positive and number <= 0:
+                raise self.error(key, f"must be > 0, got {value!r}")
+            numbers.append(number)
+        return tuple(numbers)
 
-    inp = field("input", dict)
-    try:
-        size = (int(inp["width"]), int(inp["height"]))
-    except (KeyError, TypeError, ValueError):
-        raise SegScopeError(f"{path}: field 'input' needs integer 'width' and 'height'") from None
-    outputs = []
-    for i, out in enumerate(field("outputs", list)):
-        kind = out.get("kind") if isinstance(out, dict) else None
-        if kind not in OUTPUT_KINDS:
-            raise SegScopeError(f"{path}: outputs[{i}].kind must be one of {sorted(OUTPUT_KINDS)}, got {kind!r}")
-        layout = out.get("layout", "NHWC")
-        if layout not in ("NHWC", "NCHW"):
-            raise SegScopeError(f"{path}: outputs[{i}].layout must be NHWC or NCHW, got {layout!r}")
-        outputs.append(OutputSpec(str(out.get("name", f"output{i}")), kind, layout))
+
+def _parse_input(path: Path, raw: object) -> tuple[str, tuple[int, int], Preprocess, bool]:
+    if not isinstance(raw, dict):
+        raise SegScopeError(f"{path}: input: must be a JSON object with name, width and height, got {raw!r}")
+    f = _Fields(path, raw, "input.", _INPUT_KEYS)
+    size = (f.integer("width"), f.integer("height"))
+    for key, side in zip(("width", "height"), size):
+        if not 1 <= side <= MAX_INPUT_SIDE:
+            raise f.error(key, f"{side} is outside 1..{MAX_INPUT_SIDE} (the input sizes SegScope runs)")
+    channels = f.integer("channels", 3)
+    if channels not in CHANNELS:
+        raise f.error("channels", f"must be 1, 3 or 4, got {channels}")
+    color = f.text("color", "GRAY" if channels == 1 else None, COLORS)
+    if (color == "GRAY") != (channels == 1):
+        raise f.error("color", f"{color} does not fit channels {channels} (GRAY is for 1-channel models, "
+                               "BGR/RGB for 3 or 4 channels)")
+    normalising = sorted({"scale", "mean", "std"} & set(raw))
+    preprocess = Preprocess(
+        channels=channels, color=color, layout=f.text("layout", "NCHW", LAYOUTS) or "NCHW",
+        scale=f.number("scale", 1.0, positive=True) or 1.0,
+        mean=f.numbers("mean", 0.0, channels), std=f.numbers("std", 1.0, channels, positive=True))
+    return f.text("name", "input") or "input", size, preprocess, bool(normalising)
+
+
+def _parse_output(path: Path, index: int, raw: object) -> OutputSpec:
+    if not isinstance(raw, dict):
+        raise SegScopeError(f"{path}: outputs[{index}]: must be a JSON object, got {raw!r}")
+    f = _Fields(path, raw, f"outputs[{index}].", _OUTPUT_KEYS)
+    kind = raw.get("kind", "scores" if "activation" in raw else None)
+    if kind not in OUTPUT_KINDS:
+        raise f.error("kind", f"must be one of {', '.join(OUTPUT_KINDS)} (or give an 'activation'), got {kind!r}")
+    implied = OUTPUT_KINDS[kind]
+    if implied is not None and "activation" in raw:
+        raise f.error("activation", f"kind {kind!r} already implies activation {implied!r}: give kind "
+                                    "'scores' with an activation, or the kind alone")
+    activation = implied or ("none" if kind == "argmax" else f.text("activation", "none"))
+    if activation not in ACTIVATIONS:
+        raise f.error("activation", f"must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+    threshold = f.number("threshold")
+    if threshold is not None and (kind == "argmax" or activation == "softmax" or not 0.0 < threshold < 1.0):
+        raise f.error("threshold", f"{threshold:g}: a threshold is a probability in (0, 1) for a 1-channel "
+                                   "sigmoid or none output")
+    name = f.text("name")
+    return OutputSpec(name or f"output{index}", str(kind), f.text("layout", "NHWC", LAYOUTS) or "NHWC",
+                      activation, threshold, name is not None)
+
+
+def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> ModelCard:
+    """Load a card; `path` may be the card or the model it describes. Errors name the card and field.
+
+    With `check_graph`, a card whose ONNX file exists is checked against the graph (`core.card_check`);
+    `warn` prints the heuristic warnings (once each) on stderr.
+    """
+    path = card_path_for(Path(path))
+    raw = _read_json(path)
+    top = _Fields(path, raw, "")
+
+    def sibling(key: str) -> Path | None:
+        value = top.text(key) if raw.get(key) != "" else None  # "" = none, as in v1 cards
+        return path.parent / value if value else None
+
     aipp_path = sibling("aipp")
+    if "input" not in raw:
+        raise top.error("input", "missing: the model input's name, width and height")
+    input_name, size, preprocess, normalising = _parse_input(path, raw["input"])
+    outputs_raw = raw.get("outputs")
+    if not isinstance(outputs_raw, list) or not outputs_raw:
+        raise top.error("outputs", f"must be a non-empty list of outputs, got {outputs_raw!r}")
+    classes = raw.get("classes")
+    if not isinstance(classes, list) or not classes or not all(isinstance(c, str) and c for c in classes):
+        raise top.error("classes", f"must be a list of class names, got {classes!r}")
+    training = raw.get("training", {})
+    if not isinstance(training, dict):
+        raise top.error("training", f"must be a JSON object, got {training!r}")
     card = ModelCard(
-        path=path,
-        name=str(raw.get("name", path.stem)),
-        onnx=sibling("onnx"),
-        om=sibling("om"),
-        aipp=load_aipp(aipp_path) if aipp_path else None,
-        input_name=str(inp.get("name", "input")),
-        input_layout=str(inp.get("layout", "NCHW")),
-        input_size=size,
-        outputs=tuple(outputs),
-        class_names=tuple(str(c) for c in field("classes", list)),
-        training=dict(raw.get("training", {})),
-    )
+        path=path, name=top.text("name", path.stem) or path.stem, onnx=sibling("onnx"), om=sibling("om"),
+        aipp=load_aipp(aipp_path) if aipp_path else None, input_name=input_name, input_size=size,
+        preprocess=preprocess, outputs=tuple(_parse_output(path, i, o) for i, o in enumerate(outputs_raw)),
+        class_names=("background", *classes) if len(classes) == 1 else tuple(classes), training=training)
     card.probability_index()
+    if card.aipp is not None and normalising:
+        problem = aipp_mismatch(preprocess, card.aipp)
+        if problem:
+            raise top.error("input", f"scale/mean/std and the AIPP config {aipp_path.name if aipp_path else ''} "
+                                     f"describe different math ({problem}): the AIPP config is what the .om has "
+                                     "baked in, so make them agree or drop one")
+    identity = card.aipp is None or (card.aipp.offset == (0.0,) * 3 and card.aipp.var_reci_chn == (1.0,) * 3)
+    if warn and identity and not normalising:
+        warn_once(f"{path}: no preprocessing (no input scale/mean/std, no normalising AIPP): the network gets raw "
+                  "0..255 pixels; if that is what it expects, write \"scale\": 1 in 'input' to say so")
+    if check_graph and card.onnx is not None and card.onnx.exists():
+        card = check_against_graph(card, warn)
     return card
 
 
-def _to_nhwc(tensor: np.ndarray, layout: str) -> np.ndarray:
+def _to_nhwc(tensor: np.ndarray, card: ModelCard, index: int) -> np.ndarray:
     """Drop the batch axis and return H x W x C."""
+    layout = card.outputs[index].layout
     if tensor.ndim == 3:  # N x H x W single channel
         tensor = tensor[..., None] if layout == "NHWC" else tensor[:, None]
-    if tensor.ndim != 4:
-        raise SegScopeError(f"model output has shape {tensor.shape}; expected N x H x W x C or N x C x H x W")
+    if tensor.ndim != 4 or tensor.shape[0] != 1:
+        raise card.output_error(index, f"has shape {tensor.shape}; expected 1 x H x W, 1 x H x W x C or "
+                                       "1 x C x H x W")
     image = tensor[0]
     return image if layout == "NHWC" else np.moveaxis(image, 0, -1)
 
 
-def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray, np.ndarray]:
-    """Model outputs -> (H x W x C float32 probabilities, H x W uint8 argmax), per the card's roles."""
-    spec = card.outputs[card.probability_index()]
-    scores = _to_nhwc(np.asarray(outputs[card.probability_index()]), spec.layout).astype(np.float32, copy=False)
-    if spec.kind == "logits":
+def _activate(scores: np.ndarray, activation: str) -> np.ndarray:
+    if activation == "softmax":
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        scores /= scores.sum(axis=-1, keepdims=True)
-    elif spec.kind == "sigmoid":
-        scores = np.concatenate([1.0 - scores, scores], axis=-1)
-    probabilities = np.ascontiguousarray(scores)
-    index = card.output_index("argmax")
-    if index is not None:
-        argmax = np.asarray(outputs[index]).reshape(probabilities.shape[:2]).astype(np.uint8)
+        return scores / scores.sum(axis=-1, keepdims=True)
+    if activation == "sigmoid":
+        with np.errstate(over="ignore"):
+            return 1.0 / (1.0 + np.exp(-scores))
+    return scores
+
+
+def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray, np.ndarray]:
+    """Model outputs -> (H x W x C float32 probabilities, H x W uint8 argmax), per the card's outputs.
+
+    A 1-channel output p becomes the classes [1 - p, p] with argmax p > threshold. Outputs that are not
+    finite, or not in [0, 1] where the card says they hold probabilities, are an error naming the card.
+    """
+    index = card.probability_index()
+    spec = card.outputs[index]
+    scores = _to_nhwc(np.asarray(outputs[index]), card, index).astype(np.float32, copy=False)
+    low, high = float(scores.min()), float(scores.max())  # NaN and inf show here: no pass of its own
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise card.output_error(index, f"holds {int((~np.isfinite(scores)).sum())} NaN or infinite values: "
+                                       "the model (or its conversion) is broken for this input")
+    channels = scores.shape[-1]
+    if channels > 1 and channels != len(card.class_names) or channels == 1 and len(card.class_names) != 2:
+        raise card.output_error(index, f"has {channels} channel(s) but the card's classes list "
+                                       f"{len(card.class_names)}: fix 'classes' or the output's layout")
+    if channels == 1 and spec.activation == "softmax":  # the graph check says so at load when there is a graph
+        raise card.output_error(index, "softmax over a single channel is always 1: raw logits need activation "
+                                       "'sigmoid', probabilities 'none'")
+    probabilities = _activate(scores, spec.activation)
+    if spec.activation == "none" and (low < 0.0 or high > 1.0):
+        if low < -1e-3 or high > 1 + 1e-3:
+            raise card.output_error(index, f"values span {low:.4g}..{high:.4g}, not probabilities in [0, 1] as "
+                                           "activation 'none' says: raw scores need activation 'sigmoid' "
+                                           "(one map per channel) or 'softmax' (across channels)")
+        probabilities = np.clip(probabilities, 0.0, 1.0)  # fp16 rounding
+    given = card.output_index("argmax")
+    argmax: np.ndarray | None = None
+    if channels == 1:
+        foreground = probabilities[..., 0]
+        probabilities = np.stack([1.0 - foreground, foreground], axis=-1)
+        argmax = (foreground > (0.5 if spec.threshold is None else spec.threshold)).astype(np.uint8)
     else:
-        argmax = probabilities.argmax(axis=-1).astype(np.uint8)
+        probabilities = np.ascontiguousarray(probabilities)
+        if given is None:
+            argmax = probabilities.argmax(axis=-1).astype(np.uint8)
+    if given is not None:
+        labels = np.asarray(outputs[given])
+        if labels.size != probabilities.shape[0] * probabilities.shape[1]:
+            raise card.output_error(given, f"has shape {labels.shape}, not the {probabilities.shape[:2]} of the "
+                                           "scores")
+        if labels.size and (labels.min() < 0 or labels.max() >= probabilities.shape[-1]):
+            raise card.output_error(given, f"holds class {labels.max()} but the model has "
+                                           f"{probabilities.shape[-1]} classes")
+        argmax = labels.reshape(probabilities.shape[:2]).astype(np.uint8)
+    assert argmax is not None
+    probabilities = np.ascontiguousarray(probabilities, dtype=np.float32)
     return probabilities, argmax

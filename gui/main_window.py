@@ -43,6 +43,7 @@ from .inspection import attach_inspection
 from .mask_editing import MaskEditing
 from .message_area import MessageArea
 from .metrics_panel import MetricsPanel
+from .model_dialog import add_open_model_action
 from .result_panels import ResultPanels
 from .run_controller import RunController
 from .shortcuts import ShortcutsDialog, key, shortcut_action, with_key
@@ -210,6 +211,7 @@ class MainWindow(QMainWindow):
         menu = self.menuBar()
         file_menu = menu.addMenu("&File")
         file_menu.addAction(self.open_action)
+        add_open_model_action(self, file_menu)
         file_menu.addMenu(self.dataset_panel.recent_menu)
         file_menu.addAction(self.export_action)
         file_menu.addSeparator()

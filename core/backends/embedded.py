@@ -16,11 +16,11 @@ import numpy as np
 import onnxruntime as ort
 
 from .. import imaging
-from ..aipp import apply_aipp
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
 from ..model_card import ModelCard, load_model_card, postprocess
 from ..pipeline import Pipeline, load_pipeline
+from ..preprocess import check_aipp_color, decode_flag, make_tensor
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceResult
 
@@ -70,7 +70,7 @@ class EmbeddedStream:
                 f"the model input {self.card.input_size[0]}x{self.card.input_size[1]} ({self.card.path.name})")
 
     def decode(self, data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
-        image = decode_image(data, source, cv2.IMREAD_COLOR, max_pixels)
+        image = decode_image(data, source, decode_flag(self.card.preprocess), max_pixels)
         return cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if self.rgb else image
 
     def resize(self, crop: np.ndarray) -> tuple[np.ndarray, imaging.ResizePlan]:
@@ -79,15 +79,14 @@ class EmbeddedStream:
             return crop, imaging.ResizePlan(crop.shape[1::-1], (0, 0, *crop.shape[1::-1]))
         return imaging.resize(crop, self.resize_spec)
 
-    def to_tensor(self, resized: np.ndarray) -> np.ndarray:
+    def to_tensor(self, resized: np.ndarray, source: str = "<image>") -> np.ndarray:
+        """The resized crop -> the network input, by the card's AIPP config or its preprocessing."""
         if resized.shape[1::-1] != self.card.input_size:
             raise SegScopeError(f"the resized crop is {resized.shape[1]}x{resized.shape[0]} but the model takes "
                                 f"{self.card.input_size[0]}x{self.card.input_size[1]}: use a padding resizeType")
         if self.card.aipp is not None:
-            tensor = apply_aipp(resized, self.card.aipp)
-        else:
-            tensor = np.ascontiguousarray(resized.transpose(2, 0, 1)[None], dtype=np.float32)
-        return tensor if self.card.input_layout == "NCHW" else np.ascontiguousarray(tensor.transpose(0, 2, 3, 1))
+            check_aipp_color(self.card.preprocess, self.card.aipp, self.rgb, str(self.card.path))
+        return make_tensor(resized, self.card.preprocess, self.card.aipp, self.rgb, source)
 
 
 class EmbeddedBackend(Backend):
@@ -130,7 +129,7 @@ class EmbeddedBackend(Backend):
         lap("crop")
         resized, plan = self.stream.resize(crop)
         lap("resize")
-        tensor = self.stream.to_tensor(resized)
+        tensor = self.stream.to_tensor(resized, source)
         lap("preprocess")
         outputs = self.session.run(None, {self.stream.card.input_name: tensor})
         lap("infer")

@@ -55,14 +55,14 @@ def test_card_path_for():
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ({"input": None}, "field 'input' must be a dict"),
-        ({"input": {"width": "wide", "height": 3}}, "field 'input' needs integer 'width' and 'height'"),
-        ({"input": {"width": 4}}, "field 'input' needs integer 'width' and 'height'"),
-        ({"outputs": "softmax"}, "field 'outputs' must be a list"),
-        ({"outputs": [{"kind": "softmax"}, {"kind": "probabilities"}]}, "outputs[1].kind must be one of"),
-        ({"outputs": [{"kind": "softmax", "layout": "HWC"}]}, "outputs[0].layout must be NHWC or NCHW"),
-        ({"outputs": [{"kind": "argmax"}]}, "outputs: needs a softmax, logits or sigmoid output"),
-        ({"classes": None}, "field 'classes' must be a list"),
+        ({"input": None}, "input: missing"),
+        ({"input": {"width": "wide", "height": 3}}, "input.width: must be an integer, got 'wide'"),
+        ({"input": {"width": 4}}, "input.height: must be an integer, got None"),
+        ({"outputs": "softmax"}, "outputs: must be a non-empty list"),
+        ({"outputs": [{"kind": "softmax"}, {"kind": "probabilities"}]}, "outputs[1].kind: must be one of"),
+        ({"outputs": [{"kind": "softmax", "layout": "HWC"}]}, "outputs[0].layout: must be one of NCHW, NHWC"),
+        ({"outputs": [{"kind": "argmax"}]}, "outputs: needs a score output"),
+        ({"classes": None}, "classes: must be a list of class names"),
         ({"aipp": "missing.cfg"}, "missing.cfg: AIPP config not found"),
     ],
 )
@@ -96,8 +96,8 @@ P1 = np.array([[0.9, 0.2, 0.6], [0.1, 0.5, 0.7]], np.float32)  # foreground prob
 PROBS = np.stack([1 - P1, P1], axis=-1)  # H x W x 2
 
 
-def card_with(tmp_path: Path, outputs: list[dict]):
-    return load_model_card(write_card(tmp_path, outputs=outputs))
+def card_with(tmp_path: Path, outputs: list[dict], classes: list[str] | None = None):
+    return load_model_card(write_card(tmp_path, outputs=outputs, classes=classes or ["background", "defect"]))
 
 
 def test_softmax_nhwc_with_argmax_output_used_as_given(tmp_path):
@@ -128,7 +128,7 @@ def test_argmax_output_listed_first(tmp_path):
 
 @pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
 def test_logits_get_a_softmax(tmp_path, layout):
-    card = card_with(tmp_path, [{"kind": "logits", "layout": layout}])
+    card = card_with(tmp_path, [{"kind": "logits", "layout": layout}], ["background", "scratch", "crack"])
     logits = np.array([[[0.0, 1.0, 3.0], [2.0, 2.0, -1.0]]], np.float32)  # 1 x 2 pixels x 3 classes, NHWC
     tensor = logits[None] if layout == "NHWC" else logits.transpose(2, 0, 1)[None]
     probabilities, argmax = postprocess([tensor], card)
@@ -152,5 +152,5 @@ def test_sigmoid_one_channel(tmp_path, shape):
 
 def test_unexpected_output_rank_is_an_error(tmp_path):
     card = card_with(tmp_path, [{"kind": "softmax", "layout": "NHWC"}])
-    with pytest.raises(SegScopeError, match=r"model output has shape \(6,\)"):
+    with pytest.raises(SegScopeError, match=r"outputs\[0\] 'output0': has shape \(6,\)"):
         postprocess([np.zeros(6, np.float32)], card)
