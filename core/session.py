@@ -78,6 +78,7 @@ class Session:
         """Show a dataset. Reopening the same folder keeps its runs and metrics; another folder's are dropped
         (their ids name other images)."""
         new_folder = self.dataset is None or dataset.root != self.dataset.root
+        self.flush()
         if new_folder:
             self.history.records.clear()
             self._sizes.clear()
@@ -93,6 +94,11 @@ class Session:
             self._restore(self.store)
         self.events.dataset_opened.emit(dataset)
         self.events.current_changed.emit(None)
+
+    def flush(self) -> None:
+        """Wait until every result is on disk (before closing, or reading the store elsewhere)."""
+        if self.store is not None:
+            self.store.flush()
 
     def _restore(self, store: SessionStore) -> None:
         """Results kept on disk by an earlier session, re-scored against today's masks."""
@@ -228,10 +234,9 @@ class Session:
         if self.document is not None and self.document.item.id == item_id and self.document.editor is not None:
             self._stale_metrics.add(item_id)
         if self.store is not None:
-            try:
-                self.store.save(item_id, evaluation.result)
-            except SegScopeError as exc:
-                self.events.store_failed.emit(f"{exc}: results are kept for this session only")
+            self.store.submit(item_id, evaluation.result)
+            for error in self.store.take_errors():  # of earlier writes: reported here, in the caller's thread
+                self.events.store_failed.emit(f"{error}: results are kept for this session only")
         self.events.result_added.emit(item_id, record)
         self.events.metrics_changed.emit(item_id, self.metrics(item_id))
         return record

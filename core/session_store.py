@@ -3,7 +3,9 @@
 The newest result of each image is stored as `<dataset>/.segscope-session/<id>.npz` (probabilities, argmax,
 ROI, image size, timings, backend), written atomically; the folder is kept under `max_bytes` by dropping the
 oldest files. Metrics are not stored: they are re-scored on load against the masks on disk, so a mask saved
-or edited elsewhere meanwhile can never leave an old number behind.
+or edited elsewhere meanwhile can never leave an old number behind. `submit` writes in a background thread
+(compressing a result takes tens of milliseconds); `flush` waits for the writes, `take_errors` collects
+what failed.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import hashlib
 import io
 import json
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +48,34 @@ class SessionStore:
     def __init__(self, dataset_root: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.folder = Path(dataset_root) / STORE_DIR_NAME
         self.max_bytes = max_bytes
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: list[Future[Path]] = []
+        self._errors: list[str] = []
+
+    def submit(self, image_id: str, result: InferenceResult) -> None:
+        """`save` in the store's thread (results are never changed after a run, so no copy is needed)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="segscope-session-store")
+        self._pending = [f for f in self._pending if not f.done()]
+        future = self._executor.submit(self.save, image_id, result)
+        future.add_done_callback(self._collect)
+        self._pending.append(future)
+
+    def _collect(self, future: Future[Path]) -> None:
+        error = future.exception()
+        if error is not None:
+            self._errors.append(str(error))
+
+    def take_errors(self) -> list[str]:
+        """Messages of the writes that failed since the last call."""
+        errors, self._errors = self._errors, []
+        return errors
+
+    def flush(self) -> None:
+        """Wait for every submitted write."""
+        for future in self._pending:
+            future.exception()
+        self._pending = []
 
     def save(self, image_id: str, result: InferenceResult) -> Path:
         """Store the newest result of an image (replacing its older one), then keep within `max_bytes`."""

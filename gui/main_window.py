@@ -646,6 +646,7 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self.editing.shutdown()
+        self.session.flush()
         s = settings.settings()
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())

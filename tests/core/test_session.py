@@ -194,6 +194,7 @@ def test_reopening_another_dataset_drops_its_runs(tmp_path, write_png):
 def test_reopening_after_a_restart_restores_the_runs_rescored(tmp_path, write_png):
     session = _loaded(tmp_path, write_png)
     _run(session, "a")
+    session.flush()
     root = session.dataset.root
     # meanwhile the mask of "a" changes on disk: the restored metrics follow the file, not the old number
     truth = np.zeros((H, W), np.uint8)
@@ -227,3 +228,17 @@ def test_a_session_without_persistence_writes_nothing(tmp_path, write_png):
     session.open_dataset(_dataset(tmp_path, write_png))
     _run(session, "a")
     assert not (session.dataset.root / ".segscope-session").exists()
+
+
+def test_a_store_that_cannot_write_is_reported_once_the_write_failed(tmp_path, write_png):
+    dataset = _dataset(tmp_path, write_png)
+    (dataset.root / ".segscope-session").write_text("a file where the folder should be")
+    session = Session()
+    session.open_dataset(dataset)
+    failures = []
+    session.events.store_failed.connect(failures.append)
+    _run(session, "a")
+    session.flush()
+    _run(session, "b")  # the earlier failure is reported in the caller's thread
+    assert len(failures) == 1 and "results are kept for this session only" in failures[0]
+    assert session.metrics("a").foreground_dice == pytest.approx(1.0)  # the session itself goes on
