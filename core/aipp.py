@@ -4,12 +4,17 @@ ATC bakes an `aipp_op { ... }` block into the `.om`; the embedded backend applie
 ONNX export of the same network sees the input the `.om` sees:
 `out_c = (in_c - mean_chn_c - min_chn_c) * var_reci_chn_c`, after swapping channels 0 and 2 when
 `rbuv_swap_switch` is true (opencv decodes BGR, so the swap hands the network RGB).
+
+Colour-space conversion (`csc_switch`, CANN ATC "CSC Configuration") of `YUV420SP_U8` input (NV12 from
+DVPP, reaching this as YUV444: the chroma planes repeated 2x2, see core.dvpp): after the U/V swap and
+before the normalisation, `out_r = (sum_c matrix_rc * (in_c - input_bias_c)) >> 8`, clipped to 0..255.
+RGB-to-YUV conversion (RGB888_U8 input with csc_switch, e.g. a gray model's YUV400) is not emulated.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cv2
@@ -18,7 +23,8 @@ import numpy as np
 from .errors import SegScopeError
 
 _LINE = re.compile(r"^\s*(\w+)\s*:\s*(\S+)\s*$")
-_UNSUPPORTED_SWITCHES = ("csc_switch", "crop", "resize", "padding")
+_UNSUPPORTED_SWITCHES = ("crop", "resize", "padding")
+INPUT_FORMATS = ("RGB888_U8", "YUV420SP_U8")
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,13 @@ class AippConfig:
     mean_chn: tuple[float, float, float] = (0.0, 0.0, 0.0)
     min_chn: tuple[float, float, float] = (0.0, 0.0, 0.0)
     var_reci_chn: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    csc_switch: bool = False
+    matrix: tuple[tuple[int, int, int], ...] = ((256, 0, 0), (0, 256, 0), (0, 0, 256))  # matrix_rXcY
+    input_bias: tuple[int, int, int] = (0, 0, 0)
+
+    @property
+    def yuv_input(self) -> bool:
+        return self.input_format == "YUV420SP_U8"
 
     @property
     def offset(self) -> tuple[float, float, float]:
@@ -51,8 +64,9 @@ def parse_aipp(text: str, source: str = "<aipp>") -> AippConfig:
         fields[match.group(1)] = match.group(2).strip('"')
     if fields.get("aipp_mode", "static") != "static":
         raise SegScopeError(f"{source}: aipp_mode {fields['aipp_mode']!r}: only static AIPP is supported")
-    if fields.get("input_format", "RGB888_U8") != "RGB888_U8":
-        raise SegScopeError(f"{source}: input_format {fields['input_format']!r}: only RGB888_U8 is supported")
+    if fields.get("input_format", "RGB888_U8") not in INPUT_FORMATS:
+        raise SegScopeError(f"{source}: input_format {fields['input_format']!r}: the embedded backend supports "
+                            f"{', '.join(INPUT_FORMATS)}")
     for switch in _UNSUPPORTED_SWITCHES:
         if fields.get(switch, "false") == "true":
             raise SegScopeError(f"{source}: {switch} true is not supported by the embedded backend")
@@ -63,12 +77,33 @@ def parse_aipp(text: str, source: str = "<aipp>") -> AippConfig:
         except ValueError:
             raise SegScopeError(f"{source}: {key}_N must be numbers") from None
 
+    def integers(key: str, count: int, default: int = 0) -> tuple[int, ...]:
+        try:
+            return tuple(int(fields.get(f"{key}_{c}", default)) for c in range(count))
+        except ValueError:
+            raise SegScopeError(f"{source}: {key}_N must be integers") from None
+
+    try:
+        matrix = tuple(tuple(int(fields.get(f"matrix_r{r}c{c}", 256 if r == c else 0)) for c in range(3))
+                       for r in range(3))
+    except ValueError:
+        raise SegScopeError(f"{source}: matrix_rXcY must be integers") from None
+    csc = fields.get("csc_switch", "false") == "true"
+    if csc and fields.get("input_format", "RGB888_U8") != "YUV420SP_U8":
+        raise SegScopeError(f"{source}: csc_switch true with RGB888_U8 input (RGB to YUV) is not supported by the "
+                            "embedded backend (YUV420SP_U8 to RGB is)")
+    if csc and not any(f.startswith("matrix_") for f in fields):
+        raise SegScopeError(f"{source}: csc_switch true needs its matrix_r0c0..matrix_r2c2 (see CANN's CSC "
+                            "configuration tables)")
     return AippConfig(
-        input_format="RGB888_U8",
+        input_format=fields.get("input_format", "RGB888_U8"),
         rbuv_swap_switch=fields.get("rbuv_swap_switch", "false") == "true",
         mean_chn=channels("mean_chn", 0.0),
         min_chn=channels("min_chn", 0.0),
         var_reci_chn=channels("var_reci_chn", 1.0),
+        csc_switch=csc,
+        matrix=matrix,  # type: ignore[arg-type]
+        input_bias=integers("input_bias", 3),  # type: ignore[arg-type]
     )
 
 
@@ -79,8 +114,21 @@ def load_aipp(path: Path) -> AippConfig:
         raise SegScopeError(f"{path}: AIPP config not found") from None
 
 
+def apply_csc(yuv: np.ndarray, config: AippConfig) -> np.ndarray:
+    """AIPP's YUV-to-RGB conversion of an H x W x 3 uint8 YUV444 image (after the U/V swap)."""
+    centred = yuv.astype(np.int64) - np.asarray(config.input_bias, np.int64)
+    out = np.einsum("rc,hwc->hwr", np.asarray(config.matrix, np.int64), centred) >> 8
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
 def apply_aipp(image: np.ndarray, config: AippConfig) -> np.ndarray:
-    """H x W x 3 uint8 (decoder order) -> 1 x 3 x H x W float32, the tensor the network sees."""
+    """H x W x 3 uint8 (decoder order; YUV444 for YUV420SP input) -> 1 x 3 x H x W float32, the tensor the
+    network sees."""
+    if config.yuv_input and config.rbuv_swap_switch:  # for YUV the switch swaps U and V (NV21 input)
+        image = image[..., [0, 2, 1]]
+        config = replace(config, rbuv_swap_switch=False)
+    if config.csc_switch:  # YUV input only (parse_aipp)
+        image = apply_csc(image, config)
     scales = config.var_reci_chn
     # blobFromImage swaps first, then subtracts the per-channel offset and scales: the AIPP order.
     blob = cv2.dnn.blobFromImage(image, scalefactor=scales[0], mean=config.offset, swapRB=config.rbuv_swap_switch)

@@ -25,6 +25,7 @@ import numpy as np
 
 from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
 from .card_builder import add_card_command
+from .check import add_check_command
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
@@ -107,6 +108,11 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
                       remote=args.remote, accept_new_host_key=args.accept_new_host_key,
                       set_env=args.set_env, probabilities=args.probabilities,
                       python=args.remote_python, remote_cache=args.remote_cache) as backend:
+        details = backend.capabilities.details  # which stream of several it drives; how DVPP is approximated
+        notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
+            ([details["note"]] if "note" in details else [])
+        for note in notes:
+            print(f"segscope: note: {note}", file=sys.stderr)
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi), 1):
             summary.add(evaluation.metrics)
             result, item = evaluation.result, evaluation.item
@@ -212,13 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--json", action="store_true")
     cmp.set_defaults(handler=run_compare)
     add_card_command(commands)
+    add_check_command(commands)
     return parser
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    known = {"gui", "eval", "demo", "compare", "card", "-h", "--help", "--debug"}
+    known = {"gui", "eval", "demo", "compare", "card", "check", "-h", "--help", "--debug"}
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)

@@ -1,7 +1,8 @@
 """The embedded backend: runs a MindX `.pipeline` on the CPU with OpenCV and ONNX Runtime.
 
-It emulates the stream element by element — opencv decode (BGR), ExternalObjects crop, opencv resize,
-the model's AIPP, tensorinfer on the card's ONNX export — so a laptop without Ascend hardware gets the
+It emulates the stream element by element (core.emulation): opencv decode, ExternalObjects crop, opencv
+resizes, image normalisation, the model's AIPP, tensorinfer on the card's ONNX export, semantic
+segmentation post-processing — so a laptop without Ascend hardware gets the
 results the Ascend host would give (up to fp16 rounding).
 """
 
@@ -10,12 +11,14 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Union
 
 import cv2
 import numpy as np
 import onnxruntime as ort
 
-from .. import imaging
+from .. import dvpp, imaging
+from ..emulation import plan_stream, sized
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
 from ..model_card import ModelCard, load_model_card, postprocess
@@ -23,6 +26,9 @@ from ..pipeline import Pipeline, load_pipeline
 from ..preprocess import check_aipp_color, decode_flag, make_tensor
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceResult
+
+#: A decoded image: H x W x C on the opencv path, NV12 planes on the DVPP path.
+Image = Union[np.ndarray, dvpp.Nv12]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
 
 
 def open_session(card: ModelCard, threads: int | None = None) -> ort.InferenceSession:
@@ -43,41 +49,83 @@ def open_session(card: ModelCard, threads: int | None = None) -> ort.InferenceSe
 
 
 class EmbeddedStream:
-    """The stream's stages as plain functions of arrays, shared by the embedded backend and test doubles."""
+    """The stream's stages as plain functions of arrays (core.emulation reads which stages there are)."""
 
     def __init__(self, pipeline: Pipeline):
-        stream = pipeline.stream
-        unsupported = stream.unsupported_by_embedded()
-        if unsupported:
-            names = ", ".join(f"{e.name} ({e.factory})" for e in unsupported)
-            raise SegScopeError(f"{pipeline.path}: stream {stream.name!r}: {names} not supported by the embedded "
-                                "backend (still valid for MindX: run it on the Ascend host)")
         self.pipeline = pipeline
-        decoder = stream.find("mxpi_imagedecoder")
-        self.rgb = decoder is not None and decoder.props.get("outputDataFormat", "BGR").upper() == "RGB"
-        resize = stream.find("mxpi_imageresize")
-        self.resize_spec = (imaging.ResizeSpec.from_props(resize.props, f"{pipeline.path}: element {resize.name!r}")
-                            if resize else None)
+        self.plan = plan_stream(pipeline)
+        self.rgb = self.plan.decoder.rgb
         model_path = pipeline.model_path()
         card_path = model_path.with_suffix(".json")
         if not model_path.exists() and not card_path.exists():
             raise SegScopeError(f"{pipeline.path}: modelPath {model_path} not found (nor its model card "
                                 f"{card_path.name}); relative paths start at {pipeline.project_root}")
         self.card = load_model_card(card_path)
-        if self.resize_spec and (self.resize_spec.width, self.resize_spec.height) != self.card.input_size:
+        self.resize_specs = sized(self.plan.resizes, self.card.input_size)
+        aipp = self.card.aipp
+        if self.plan.decoder.dvpp != bool(aipp and aipp.yuv_input):
+            given = "NV12 (DVPP decode)" if self.plan.decoder.dvpp else "an opencv image"
+            wanted = aipp.input_format if aipp else "no AIPP (an RGB/BGR tensor)"
+            raise SegScopeError(f"{pipeline.path}: the stream gives the model {given} but its card "
+                                f"{self.card.path.name} expects {wanted}: match the decoder's cvProcessor to "
+                                "the model's AIPP input_format")
+        last = self.resize_specs[-1] if self.resize_specs else None
+        if last and last.resize_type in ("Resizer_Stretch", "Resizer_KeepAspectRatio_Fit") \
+                and (last.width, last.height) != self.card.input_size:
             raise SegScopeError(
-                f"{pipeline.path}: resize output {self.resize_spec.width}x{self.resize_spec.height} does not match "
-                f"the model input {self.card.input_size[0]}x{self.card.input_size[1]} ({self.card.path.name})")
+                f"{pipeline.path}: resize output {last.width}x{last.height} does not match the model input "
+                f"{self.card.input_size[0]}x{self.card.input_size[1]} ({self.card.path.name})")
 
-    def decode(self, data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    def decode(self, data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image:
+        if self.plan.decoder.dvpp:  # DVPP decodes to YUV whatever the model's channels
+            return dvpp.decode(decode_image(data, source, cv2.IMREAD_COLOR, max_pixels))
         image = decode_image(data, source, decode_flag(self.card.preprocess), max_pixels)
-        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if self.rgb else image
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if self.rgb else image
+        return image.astype(np.float32) if self.plan.decoder.float32 else image
 
-    def resize(self, crop: np.ndarray) -> tuple[np.ndarray, imaging.ResizePlan]:
-        """The resize plugin's output (the crop itself when the stream has no resize element)."""
-        if self.resize_spec is None:
-            return crop, imaging.ResizePlan(crop.shape[1::-1], (0, 0, *crop.shape[1::-1]))
-        return imaging.resize(crop, self.resize_spec)
+    @staticmethod
+    def size(image: Image) -> tuple[int, int]:
+        """(width, height) of a decoded, cropped or resized image."""
+        return image.size if isinstance(image, dvpp.Nv12) else (image.shape[1], image.shape[0])
+
+    def crop(self, image: Image, roi: Roi, source: str) -> tuple[Image, Roi]:
+        """The crop plugin's box (widened by its expand ratios) and crop."""
+        if any(self.plan.expand):
+            roi = imaging.expand_box(roi, self.plan.expand, *self.size(image))
+        if isinstance(image, dvpp.Nv12):
+            return dvpp.crop(image, roi, source)
+        return imaging.crop(image, roi, source)
+
+    def resize(self, crop: Image) -> tuple[Image, imaging.ResizePlan]:
+        """The resize elements' output, one after the other, and where the crop lies in it."""
+        size = self.size(crop)
+        plans = []
+        for spec in self.resize_specs:
+            if isinstance(crop, dvpp.Nv12):  # Stretch only (core.emulation)
+                plans.append(imaging.plan_resize(*self.size(crop), spec))
+                crop = dvpp.resize(crop, (spec.width, spec.height), spec.interpolation)
+            else:
+                crop, plan = imaging.resize(crop, spec, self.rgb)
+                plans.append(plan)
+        return crop, imaging.chain_plans(plans, size)
+
+    def model_image(self, resized: Image) -> np.ndarray:
+        """What reaches the model's AIPP: YUV444 from NV12, or mxpi_imagenormalize's output, or the image."""
+        if isinstance(resized, dvpp.Nv12):
+            return resized.yuv444()
+        return resized if self.plan.normalize is None else self.plan.normalize.apply(resized, self.rgb)
+
+    def segment(self, outputs: list[np.ndarray], crop_size: tuple[int, int], plan: imaging.ResizePlan,
+                argmax: np.ndarray) -> np.ndarray:
+        """The class map the stream's semantic segmentation post-processor gives, at model resolution."""
+        seg = self.plan.segmentation
+        if seg is None:
+            return argmax
+        last = self.resize_specs[-1].resize_type if self.resize_specs else ""
+        keep_aspect = last in ("Resizer_KeepAspectRatio_Fit", "Resizer_KeepAspectRatio_FastRCNN")
+        classes = seg.to_crop(seg.class_map(outputs[0]), crop_size, plan, keep_aspect)
+        # Back onto the model-resolution grid SegScope reports (nearest), so it lines up with probabilities.
+        return cv2.resize(classes, argmax.shape[::-1], interpolation=cv2.INTER_NEAREST)
 
     def to_tensor(self, resized: np.ndarray, source: str = "<image>") -> np.ndarray:
         """The resized crop -> the network input, by the card's AIPP config or its preprocessing."""
@@ -105,7 +153,9 @@ class EmbeddedBackend(Backend):
             input_size=card.input_size,
             class_names=card.class_names,
             details={"model": str(card.onnx), "card": str(card.path), "pipeline": str(self.stream.pipeline.path),
-                     "opencv": cv2.__version__, "onnxruntime": ort.__version__},
+                     "opencv": cv2.__version__, "onnxruntime": ort.__version__,
+                     **({"note": dvpp.NOTE} if self.stream.plan.decoder.dvpp else {}),
+                     **({"stream": self.stream.pipeline.choice()} if self.stream.pipeline.has_choices else {})},
         )
 
     def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
@@ -124,18 +174,19 @@ class EmbeddedBackend(Backend):
         data = read_bytes(image) if isinstance(image, Path) else image
         decoded = self.stream.decode(data, source, self.max_pixels)
         lap("decode")
-        height, width = decoded.shape[:2]
-        crop, box = imaging.crop(decoded, roi or Roi.whole(width, height), source)
+        width, height = self.stream.size(decoded)
+        crop, box = self.stream.crop(decoded, roi or Roi.whole(width, height), source)
         lap("crop")
         resized, plan = self.stream.resize(crop)
         lap("resize")
-        tensor = self.stream.to_tensor(resized, source)
+        tensor = self.stream.to_tensor(self.stream.model_image(resized), source)
         lap("preprocess")
         outputs = self.session.run(None, {self.stream.card.input_name: tensor})
         lap("infer")
         probabilities, argmax = postprocess(outputs, self.stream.card)
         probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, plan))
         argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, plan))
+        argmax = self.stream.segment(outputs, self.stream.size(crop), plan, argmax)
         lap("postprocess")
         return InferenceResult(probabilities, argmax, box, (width, height), timings, "embedded")
 

@@ -42,6 +42,7 @@ import numpy as np
 
 from .. import imaging
 from ..compat import TIMEOUTS
+from ..emulation import drive_problem, expand_ratios, resize_specs, sized
 from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess
@@ -265,6 +266,9 @@ class MindXBackend(Backend):
         self.pipeline = pipeline if isinstance(pipeline, Pipeline) else load_pipeline(pipeline)
         stream = self.pipeline.stream
         where = f"{self.pipeline.path}: stream {stream.name!r}"
+        problem = drive_problem(stream)
+        if problem:
+            raise BackendError(f"{self.pipeline.path}: {problem}: SegScope sends images")
         if stream.input_element.factory != "appsrc" or stream.output_element.factory != "appsink":
             raise BackendError(f"{where}: must start with an appsrc and end with an appsink")
         if transport not in TRANSPORTS:
@@ -272,19 +276,21 @@ class MindXBackend(Backend):
         if not 1 <= in_flight <= MAX_IN_FLIGHT:
             raise BackendError(f"MindX in_flight {in_flight}: use 1..{MAX_IN_FLIGHT} "
                                f"(the appsink queue's size)")
-        infer_element = stream.find("mxpi_tensorinfer")
-        assert infer_element is not None  # load_pipeline guarantees it
+        infer_element = stream.model_element
+        if infer_element is None:
+            raise BackendError(f"{where}: runs no model (no mxpi_tensorinfer or mxpi_modelinfer element)")
         model_path = self.pipeline.model_path()
         if not model_path.is_file():
             raise BackendError(f"{where}: modelPath {model_path} not found "
                                f"(relative paths start at {self.pipeline.project_root})")
         self.card = load_model_card(model_path)
-        resize = stream.find("mxpi_imageresize")
         try:
-            self._resize = imaging.ResizeSpec.from_props(resize.props, f"{where}, element {resize.name!r}") \
-                if resize else None
+            self._resizes: tuple[imaging.ResizeSpec, ...] | None = \
+                sized(resize_specs(self.pipeline), self.card.input_size)
+            self._expand = expand_ratios(self.pipeline)
         except SegScopeError:
-            self._resize = None  # a resize type SegScope cannot place: outputs are returned uncropped
+            self._resizes = None  # a resize or crop SegScope cannot place: outputs are returned uncropped
+            self._expand = (0.0, 0.0, 0.0, 0.0)
         self.transport = "protobuf" if transport == "auto" else transport
         self.in_flight = in_flight
         self.timeout_s = timeout_s
@@ -307,7 +313,8 @@ class MindXBackend(Backend):
             class_names=self.card.class_names,
             details={"sdk": str(self.sdk.home or "PYTHONPATH"), "sdk_version": self.sdk.version,
                      "transport": self.transport, "in_flight": str(in_flight), "model": str(model_path),
-                     "card": str(self.card.path), "pipeline": str(self.pipeline.path)},
+                     "card": str(self.card.path), "pipeline": str(self.pipeline.path),
+                     **({"stream": self.pipeline.choice()} if self.pipeline.has_choices else {})},
         )
 
     def _stream_config(self, stream: Stream, where: str) -> bytes:
@@ -388,7 +395,9 @@ class MindXBackend(Backend):
         else:
             _check("SendData", session.call(session.api.SendData, self._stream, self._appsrc, item))
             ticket = None
-        crop = Roi(roi.x0, roi.y0, min(roi.x1, size[0]), min(roi.y1, size[1]))  # the crop plugin clips x1/y1
+        # The crop plugin widens the box by its expand ratios and clips x1/y1.
+        crop = imaging.expand_box(roi, self._expand, *size) if any(self._expand) else \
+            Roi(roi.x0, roi.y0, min(roi.x1, size[0]), min(roi.y1, size[1]))
         return _Pending(ticket, roi, crop, size, source, {"upload": time.perf_counter() - start})
 
     def _receive_call(self, pending: _Pending) -> tuple[Callable[..., Any], tuple[Any, ...], str]:
@@ -418,8 +427,8 @@ class MindXBackend(Backend):
             raise BackendError(f"{self.card.path}: lists {len(self.card.outputs)} outputs but {self._key} "
                                f"returned {len(tensors)}: fix the card's 'outputs'")
         probabilities, argmax = postprocess(tensors, self.card)
-        if self._resize is not None:
-            plan = imaging.plan_resize(pending.box.width, pending.box.height, self._resize)
+        if self._resizes is not None:
+            plan = imaging.plan_chain(pending.box.width, pending.box.height, self._resizes)
             probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, plan))
             argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, plan))
         pending.timings["postprocess"] = time.perf_counter() - start

@@ -94,8 +94,8 @@ def test_defaults_without_switches_are_identity():
     ("body", "expected"),
     [
         ("aipp_mode : dynamic", "only static"),
-        ("input_format : YUV420SP_U8", "only RGB888_U8"),
-        ("csc_switch : true", "csc_switch true is not supported"),
+        ("input_format : XRGB8888_U8", "the embedded backend supports RGB888_U8, YUV420SP_U8"),
+        ("csc_switch : true", "csc_switch true with RGB888_U8 input (RGB to YUV) is not supported"),
         ("crop : true", "crop true is not supported"),
         ("resize : true", "resize true is not supported"),
         ("padding : true", "padding true is not supported"),
@@ -123,3 +123,19 @@ def test_missing_block_and_missing_file(tmp_path):
     with pytest.raises(SegScopeError, match="AIPP config not found") as info:
         load_aipp(tmp_path / "absent.cfg")
     assert str(tmp_path / "absent.cfg") in str(info.value)
+
+
+def test_yuv420sp_csc_needs_its_matrix_and_converts_like_the_cann_formula():
+    with pytest.raises(SegScopeError, match="csc_switch true needs its matrix_r0c0..matrix_r2c2"):
+        parse_aipp("aipp_op {\n input_format : YUV420SP_U8\n csc_switch : true\n}\n")
+    config = parse_aipp("aipp_op {\n input_format : YUV420SP_U8\n csc_switch : true\n rbuv_swap_switch : true\n"
+                        " matrix_r0c0 : 256\n matrix_r0c1 : 0\n matrix_r0c2 : 359\n"
+                        " matrix_r1c0 : 256\n matrix_r1c1 : -88\n matrix_r1c2 : -183\n"
+                        " matrix_r2c0 : 256\n matrix_r2c1 : 454\n matrix_r2c2 : 0\n"
+                        " input_bias_1 : 128\n input_bias_2 : 128\n}\n")
+    yvu = np.array([[[100, 150, 90], [16, 128, 128]]], np.uint8)  # NV21 order: Y, V, U (swapped to Y, U, V)
+    out = apply_aipp(yvu, config)
+    # Pixel 0: Y 100, U 90, V 150: R = (256*100 + 359*22) >> 8 = 130, G = (25600 + 88*38 - 183*22) >> 8 = 97,
+    # B = (25600 - 454*38) >> 8 = 32; pixel 1 is grey 16.
+    assert out.shape == (1, 3, 1, 2)
+    assert out[0, :, 0, 0].tolist() == [130, 97, 32] and out[0, :, 0, 1].tolist() == [16, 16, 16]

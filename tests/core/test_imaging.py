@@ -7,7 +7,16 @@ import numpy as np
 import pytest
 
 from segscope.core.errors import SegScopeError
-from segscope.core.imaging import ResizePlan, ResizeSpec, crop, plan_resize, resize, uncrop_content
+from segscope.core.imaging import (
+    ResizePlan,
+    ResizeSpec,
+    chain_plans,
+    crop,
+    expand_box,
+    plan_resize,
+    resize,
+    uncrop_content,
+)
 from segscope.core.roi import Roi
 
 
@@ -64,30 +73,39 @@ def test_crop_limit_of_8192_pixels_per_side():
 
 
 def test_resize_spec_from_props_defaults_and_values():
+    # The plugin's defaults (MxpiImageResize.cpp): Padding_NO, 32 px padding size and scaleValue, 224 dims.
     spec = ResizeSpec.from_props({"resizeWidth": "960", "resizeHeight": "480"}, "e")
-    assert spec == ResizeSpec(960, 480, "Resizer_Stretch", "Padding_RightDown", (0, 0, 0))
-    spec = ResizeSpec.from_props({"resizeWidth": "30", "resizeHeight": "20",
+    assert spec == ResizeSpec(960, 480, "Resizer_Stretch", "Padding_NO", (0, 0, 0), (32, 32), 32, 224, 224, 0, True)
+    spec = ResizeSpec.from_props({"resizeWidth": "30", "resizeHeight": "20", "handleMethod": "opencv",
                                   "resizeType": "Resizer_OnlyPadding", "paddingType": "Padding_Around",
-                                  "paddingColorB": "1", "paddingColorG": "2", "paddingColorR": "3"}, "e")
-    assert spec == ResizeSpec(30, 20, "Resizer_OnlyPadding", "Padding_Around", (1, 2, 3))
+                                  "paddingColorB": "1", "paddingColorG": "2", "paddingColorR": "3.5",
+                                  "paddingWidth": "40", "paddingHeight": "50", "scaleValue": "64",
+                                  "minDimension": "100", "maxDimension": "200", "interpolation": "2"}, "e")
+    assert spec == ResizeSpec(30, 20, "Resizer_OnlyPadding", "Padding_Around", (1, 2, 3.5), (40, 50), 64, 100, 200,
+                              2, False)
 
 
 @pytest.mark.parametrize(
     ("props", "expected"),
     [
-        ({"resizeType": "Resizer_MS_Yolov4"}, "resizeType 'Resizer_MS_Yolov4' is not supported"),
+        ({"resizeType": "Resizer_MS_Yolov4"}, "resizeType 'Resizer_MS_Yolov4' is not emulated by"),
         ({"paddingType": "Padding_Left"}, "paddingType 'Padding_Left' is not one of"),
-        ({"paddingColorB": "blue"}, "paddingColorB/G/R must be integers"),
-        ({"resizeWidth": None}, "missing prop 'resizeWidth'"),
+        ({"paddingColorB": "blue"}, "paddingColorB must be a number"),
     ],
 )
 def test_resize_spec_errors_name_the_element(props, expected):
     full = {"resizeWidth": "30", "resizeHeight": "20", **props}
-    full = {k: v for k, v in full.items() if v is not None}
     with pytest.raises(SegScopeError) as info:
         ResizeSpec.from_props(full, "p.pipeline: element 'mxpi_imageresize0'")
     message = str(info.value)
     assert message.startswith("p.pipeline: element 'mxpi_imageresize0': ") and expected in message
+
+
+def test_a_resize_without_size_takes_the_model_input_size():
+    spec = ResizeSpec.from_props({}, "e")
+    with pytest.raises(SegScopeError, match="needs resizeWidth and resizeHeight"):
+        plan_resize(40, 20, spec)
+    assert plan_resize(40, 20, spec.with_size((64, 48))) == ResizePlan((64, 48), (0, 0, 64, 48))
 
 
 # --- resize modes -------------------------------------------------------------------------------------
@@ -100,37 +118,52 @@ def test_stretch_equals_cv2_resize_linear():
     np.testing.assert_array_equal(out, cv2.resize(image, (30, 30), interpolation=cv2.INTER_LINEAR))
 
 
-@pytest.mark.parametrize(
-    ("resize_type", "src", "target", "padding", "output_size", "content"),
-    [
-        # 40x20 into 30x30: scale min(30/40, 30/20) = 0.75 -> 30x15.
-        ("Resizer_KeepAspectRatio_Fit", (40, 20), (30, 30), "Padding_RightDown", (30, 30), (0, 0, 30, 15)),
-        ("Resizer_KeepAspectRatio_Fit", (40, 20), (30, 30), "Padding_Around", (30, 30), (0, 7, 30, 15)),
-        ("Resizer_KeepAspectRatio_Fit", (40, 20), (30, 30), "Padding_NO", (30, 15), (0, 0, 30, 15)),
-        # 20x40 into 60x30: scale min(60/20, 30/40) = 0.75 -> 15x30, padded on the right / both sides.
-        ("Resizer_KeepAspectRatio_Fit", (20, 40), (60, 30), "Padding_RightDown", (60, 30), (0, 0, 15, 30)),
-        ("Resizer_KeepAspectRatio_Fit", (20, 40), (60, 30), "Padding_Around", (60, 30), (22, 0, 15, 30)),
-        # Upscaling keeps the aspect too: 10x5 into 30x30 -> 30x15.
-        ("Resizer_KeepAspectRatio_Fit", (10, 5), (30, 30), "Padding_Around", (30, 30), (0, 7, 30, 15)),
-        # Long: the long side is scaled to the target's, bounded so the result fits (here the same as Fit).
-        ("Resizer_KeepAspectRatio_Long", (40, 20), (30, 30), "Padding_RightDown", (30, 30), (0, 0, 30, 15)),
-        ("Resizer_KeepAspectRatio_Long", (20, 40), (60, 30), "Padding_Around", (60, 30), (22, 0, 15, 30)),
-        # OnlyPadding: no scaling at all.
-        ("Resizer_OnlyPadding", (20, 10), (30, 30), "Padding_RightDown", (30, 30), (0, 0, 20, 10)),
-        ("Resizer_OnlyPadding", (20, 10), (30, 30), "Padding_Around", (30, 30), (5, 10, 20, 10)),
-        ("Resizer_OnlyPadding", (20, 10), (30, 30), "Padding_NO", (20, 10), (0, 0, 20, 10)),
-    ],
-)
-def test_keep_aspect_and_padding_modes(resize_type, src, target, padding, output_size, content):
+OPENCV = {"dvpp": False}  # the opencv path
+# (resize type, source size, spec fields, the cv::resize sizes in turn, output size, content box) - sizes by
+# hand from MxpiImageResize.cpp's formulas.
+MODES = [
+    ("Resizer_KeepAspectRatio_Fit", (40, 20), dict(width=30, height=30, padding_type="Padding_RightDown"),
+     [(30, 15)], (30, 30), (0, 0, 30, 15)),
+    ("Resizer_KeepAspectRatio_Fit", (40, 20), dict(width=30, height=30, padding_type="Padding_Around"),
+     [(30, 15)], (30, 30), (0, 7, 30, 15)),
+    # Padding_NO is turned into Padding_RightDown for Fit/FastRCNN/OnlyPadding (MxpiImageResize::Init).
+    ("Resizer_KeepAspectRatio_Fit", (40, 20), dict(width=30, height=30), [(30, 15)], (30, 30), (0, 0, 30, 15)),
+    ("Resizer_KeepAspectRatio_Fit", (20, 40), dict(width=60, height=30, padding_type="Padding_Around"),
+     [(15, 30)], (60, 30), (22, 0, 15, 30)),
+    # _Long scales the long side to scaleValue whatever the resize size; Fit fits the resize size.
+    ("Resizer_KeepAspectRatio_Long", (40, 20), dict(width=64, height=16, scale_value=64), [(64, 32)], (64, 32),
+     (0, 0, 64, 32)),
+    ("Resizer_KeepAspectRatio_Fit", (40, 20), dict(width=64, height=16, scale_value=64), [(32, 16)], (64, 16),
+     (0, 0, 32, 16)),
+    ("Resizer_KeepAspectRatio_Long", (20, 40), dict(scale_value=64), [(32, 64)], (32, 64), (0, 0, 32, 64)),
+    ("Resizer_KeepAspectRatio_Long", (40, 20), dict(scale_value=48, padding_type="Padding_Around",
+                                                     padding_size=(64, 64)), [(48, 24)], (64, 64), (8, 20, 48, 24)),
+    ("Resizer_KeepAspectRatio_Long", (30, 20), dict(scale_value=50), [(50, 33)], (50, 33), (0, 0, 50, 33)),
+    ("Resizer_KeepAspectRatio_Short", (40, 20), dict(scale_value=40), [(80, 40)], (80, 40), (0, 0, 80, 40)),
+    ("Resizer_KeepAspectRatio_FastRCNN", (40, 20), dict(min_dimension=32, max_dimension=64), [(64, 32)], (64, 64),
+     (0, 0, 64, 32)),
+    ("Resizer_Rescale", (40, 20), dict(width=30, height=30), [(30, 15)], (30, 15), (0, 0, 30, 15)),
+    ("Resizer_Rescale_Double", (20, 40), dict(width=64, height=16), [(16, 32), (8, 16)], (8, 16), (0, 0, 8, 16)),
+    ("Resizer_OnlyPadding", (20, 10), dict(padding_type="Padding_Around"), [], (32, 32), (6, 11, 20, 10)),
+    ("Resizer_OnlyPadding", (20, 10), dict(width=30, height=30), [], (32, 32), (0, 0, 20, 10)),
+    # The DVPP OnlyPadding path pads to the resize size (MxpiImageResize::CalcPaddingPasteArea).
+    ("Resizer_OnlyPadding", (20, 10), dict(width=30, height=30, dvpp=True), [], (30, 30), (0, 0, 20, 10)),
+]
+
+
+@pytest.mark.parametrize(("resize_type", "src", "fields", "steps", "output_size", "content"), MODES)
+def test_resize_types_and_padding(resize_type, src, fields, steps, output_size, content):
     image = gradient(*src)
     color = (11, 22, 33)
-    spec = ResizeSpec(*target, resize_type, padding, color)
+    spec = ResizeSpec(resize_type=resize_type, padding_color=color, **{**OPENCV, **fields})
     assert plan_resize(*src, spec) == ResizePlan(output_size, content)
     out, plan = resize(image, spec)
     assert plan == ResizePlan(output_size, content)
     assert out.shape == (output_size[1], output_size[0], 3) and out.dtype == np.uint8
+    expected_content = image
+    for size in steps:
+        expected_content = cv2.resize(expected_content, size, interpolation=cv2.INTER_LINEAR)
     x, y, w, h = content
-    expected_content = image if (w, h) == src else cv2.resize(image, (w, h), interpolation=cv2.INTER_LINEAR)
     np.testing.assert_array_equal(out[y : y + h, x : x + w], expected_content)
     padded = np.ones(out.shape[:2], bool)
     padded[y : y + h, x : x + w] = False
@@ -138,17 +171,48 @@ def test_keep_aspect_and_padding_modes(resize_type, src, target, padding, output
     assert (out[padded] == color).all()
 
 
+def test_padding_colour_follows_the_image_channel_order():
+    image = gradient(20, 10)
+    spec = ResizeSpec(resize_type="Resizer_OnlyPadding", padding_color=(1, 2, 3), dvpp=False)  # B, G, R
+    assert (resize(image, spec)[0][31, 31] == (1, 2, 3)).all()
+    assert (resize(image, spec, rgb=True)[0][31, 31] == (3, 2, 1)).all()
+
+
 def test_padding_of_a_single_channel_image_uses_the_first_colour():
     gray = gradient(20, 10)[..., 0]
-    out, _ = resize(gray, ResizeSpec(30, 30, "Resizer_OnlyPadding", "Padding_RightDown", (9, 200, 201)))
-    assert out.shape == (30, 30)
+    out, _ = resize(gray, ResizeSpec(resize_type="Resizer_OnlyPadding", padding_color=(9, 200, 201), dvpp=False))
+    assert out.shape == (32, 32)
     np.testing.assert_array_equal(out[:10, :20], gray)
     assert (out[10:] == 9).all() and (out[:, 20:] == 9).all()
 
 
-def test_only_padding_refuses_a_crop_larger_than_the_output():
-    with pytest.raises(SegScopeError, match=r"Resizer_OnlyPadding: the 40x20 crop is larger than 30x30"):
-        resize(gradient(40, 20), ResizeSpec(30, 30, "Resizer_OnlyPadding"))
+def test_padding_smaller_than_the_result_is_refused():
+    with pytest.raises(SegScopeError, match=r"the 40x20 result is larger than the 32x32 padding size"):
+        resize(gradient(40, 20), ResizeSpec(resize_type="Resizer_OnlyPadding"))
+
+
+def test_interpolation_counts_on_the_dvpp_path_only():
+    image = gradient(40, 20)
+    nearest = cv2.resize(image, (30, 30), interpolation=cv2.INTER_NEAREST)
+    linear = cv2.resize(image, (30, 30), interpolation=cv2.INTER_LINEAR)
+    assert not np.array_equal(nearest, linear)
+    np.testing.assert_array_equal(resize(image, ResizeSpec(30, 30, interpolation=2, dvpp=True))[0], nearest)
+    np.testing.assert_array_equal(resize(image, ResizeSpec(30, 30, interpolation=2, dvpp=False))[0], linear)
+
+
+def test_crop_expand_ratios_widen_the_box_within_the_image():
+    # A 20x10 box at (10, 10): a quarter of 20 px left/right, half of 10 px up/down.
+    assert expand_box(Roi(10, 10, 30, 20), (0.25, 0.25, 0.5, 0.5), 100, 100) == Roi(5, 5, 35, 25)
+    # 0.5 left = 10 px reaches x 0 (the SDK keeps x0 only when it is larger: 0); x1/y1 clip to the image.
+    assert expand_box(Roi(10, 10, 30, 20), (0.5, 0.25, 1.0, 0.5), 32, 24) == Roi(0, 0, 32, 24)
+
+
+def test_chained_plans_place_the_crop_in_the_last_output():
+    first = ResizePlan((64, 32), (0, 0, 64, 32))  # Long 40x20 -> 64x32
+    second = ResizePlan((64, 64), (0, 0, 64, 32))  # OnlyPadding to 64x64
+    assert chain_plans([first, second], (40, 20)) == ResizePlan((64, 64), (0, 0, 64, 32))
+    around = ResizePlan((80, 80), (8, 24, 64, 32))
+    assert chain_plans([first, around], (40, 20)) == ResizePlan((80, 80), (8, 24, 64, 32))
 
 
 # --- mapping outputs back -----------------------------------------------------------------------------

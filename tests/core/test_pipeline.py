@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.emulation import NotEmulated, plan_stream
 from segscope.core.errors import SegScopeError
 from segscope.core.pipeline import DEFAULT_PIPELINE, PipelineError, load_pipeline
 
@@ -67,7 +68,7 @@ def test_shipped_pipeline_is_the_original_stream(monkeypatch, tmp_path):
         assert element.factory == original[name]["factory"]
         assert element.props == expected_props
         assert element.next == ((original[name]["next"],) if "next" in original[name] else ())
-    assert stream.unsupported_by_embedded() == []
+    assert plan_stream(pipeline).model.name == "mxpi_tensorinfer0"  # every element is emulated
     root = Path(DEFAULT_PIPELINE).resolve().parent.parent
     assert pipeline.project_root == root
     assert pipeline.model_path() == root / "models" / "unet_hw960_bs1.om"
@@ -102,6 +103,17 @@ def test_with_absolute_paths_changes_only_model_path(tmp_path):
     assert rewritten == original
 
 
+def test_with_absolute_paths_makes_post_process_files_absolute_too(tmp_path):
+    path = write(tmp_path, chain(("src", "appsrc"), INFER, ("seg", "mxpi_semanticsegpostprocessor"),
+                                 props={**INFER_PROPS, "seg": {"postProcessConfigPath": "models/seg.cfg",
+                                                               "labelPath": "/abs/labels.names",
+                                                               "postProcessLibPath": "libdeeplabv3post.so"}}))
+    props = json.loads(load_pipeline(path).with_absolute_paths())["s"]["seg"]["props"]
+    # The SDK resolves config and label files against its working directory; the library by its own path.
+    assert props == {"postProcessConfigPath": str(tmp_path / "models" / "seg.cfg"), "labelPath": "/abs/labels.names",
+                     "postProcessLibPath": "libdeeplabv3post.so"}
+
+
 def test_graph_with_pad_links_in_topological_order(tmp_path):
     # src -> tee -> (a, b:1) -> join -> infer, written out of order in the file.
     streams = {"s": {
@@ -121,16 +133,17 @@ def test_graph_with_pad_links_in_topological_order(tmp_path):
 
 
 def test_unknown_factories_load_but_the_embedded_backend_names_them(tmp_path):
-    path = write(tmp_path, chain(("src", "appsrc"), ("post", "mxpi_objectpostprocessor"), INFER,
-                                 ("ser", "mxpi_dataserialize"), props=INFER_PROPS))
-    stream = load_pipeline(path).stream
-    assert [e.name for e in stream.unsupported_by_embedded()] == ["post", "ser"]
-    with pytest.raises(SegScopeError) as info:
+    path = write(tmp_path, chain(("src", "appsrc"), ("dec", "mxpi_imagedecoder"), ("post", "my_plugin"), INFER,
+                                 ("ser", "mxpi_dataserialize"), ("appsink0", "appsink"),
+                                 props={**INFER_PROPS, "dec": {"cvProcessor": "opencv"}}))
+    pipeline = load_pipeline(path)
+    assert pipeline.stream.elements["post"].custom and not pipeline.stream.elements["ser"].custom
+    with pytest.raises(NotEmulated) as info:
         EmbeddedBackend(path)
     message = str(info.value)
     assert str(path) in message and "\n" not in message
-    assert "post (mxpi_objectpostprocessor)" in message and "ser (mxpi_dataserialize)" in message
-    assert "not supported by the embedded backend" in message
+    assert info.value.reason == "post (my_plugin): a custom plugin"
+    assert "still valid for MindX" in message
 
 
 def test_bad_json_gives_file_line_and_column(tmp_path):
@@ -151,7 +164,7 @@ def test_bad_json_gives_file_line_and_column(tmp_path):
             ["stream 's'", "element 'src'", "unknown element 'decoder9'"], id="unknown-next"),
         pytest.param({"s": {"src": {"factory": "appsrc", "next": "a"},
                             "a": {"factory": "mxpi_imagecrop", "next": "b"},
-                            "b": {"factory": "mxpi_imageresize", "next": ["a", "infer"]},
+                            "b": {"factory": "mxpi_imageresize", "next": ["a:1", "infer"]},
                             **chain(INFER, props=INFER_PROPS)["s"]}},
                      ["stream 's'", "cycle", "'a'", "'b'"], id="cycle"),
         pytest.param({"s": {"a": {"factory": "appsrc", "next": "infer"},
@@ -168,17 +181,57 @@ def test_bad_json_gives_file_line_and_column(tmp_path):
                      ["element 'resize'", "resizeWidth", "'-5'"], id="negative-resize"),
         pytest.param(chain(("src", "appsrc"), INFER, props={"infer": {"dataSource": "src"}}),
                      ["element 'infer'", "modelPath"], id="missing-modelPath"),
-        pytest.param({"s": {"src1": {"factory": "appsrc", "next": "infer"},
-                            "src2": {"factory": "appsrc", "next": "infer"},
-                            **chain(INFER, props=INFER_PROPS)["s"]}},
-                     ["stream 's'", "several inputs", "'src1'", "'src2'"], id="several-inputs"),
-        pytest.param(chain(("src", "appsrc"), ("sink", "appsink")),
-                     ["stream 's'", "no mxpi_tensorinfer"], id="no-model"),
         pytest.param({"s": {"src": {"factory": "appsrc", "next": 3}, **chain(INFER, props=INFER_PROPS)["s"]}},
                      ["element 'src'", "'next'"], id="next-not-a-name"),
         pytest.param({"s": {"stream_config": {"deviceId": "0"}}}, ["stream 's'", "no elements"],
                      id="empty-stream"),
-        pytest.param([], ["expected a JSON object of streams"], id="not-an-object"),
+        pytest.param([], ["expected a JSON object of streams", "got an array"], id="not-an-object"),
+        pytest.param("3", ["expected a JSON object of streams", "got a number"], id="a-number"),
+        pytest.param({}, ["expected a JSON object of streams", "got an empty object"], id="empty-object"),
+        # MindX's own refusals (VisionSDK MxsmElement.cpp / MxsmStream.cpp):
+        pytest.param(chain(("src", "appsrc"), INFER, props={"src": {"blocksize": 4096000}, **INFER_PROPS}),
+                     ["element 'src'", "prop 'blocksize' is 4096000", "not a string or object"], id="number-prop"),
+        pytest.param(chain(("src", "appsrc"), INFER, props={"src": {"flag": True}, **INFER_PROPS}),
+                     ["element 'src'", "'flag' is true", "not a string or object"], id="bool-prop"),
+        pytest.param(chain(("src", "appsrc"), INFER, props={"src": {"l": ["a"]}, **INFER_PROPS}),
+                     ["element 'src'", "not a string or object"], id="list-prop"),
+        pytest.param({"s": {"src": {"factory": "appsrc", "next": "infer"},
+                            "infer": {"factory": "mxpi_tensorinfer", "props": {"modelPath": "m.om"},
+                                      "nxt": "sink"}}},
+                     ["element 'infer'", "unknown key 'nxt'"], id="unknown-element-key"),
+        pytest.param({"s": {"src1": {"factory": "appsrc", "next": "infer"},
+                            "src2": {"factory": "appsrc", "next": "infer"},
+                            **chain(INFER, props=INFER_PROPS)["s"]}},
+                     ["element 'infer'", "input pads are linked as [0, 0]"], id="two-links-to-pad-0"),
+        pytest.param({"s": {"src1": {"factory": "appsrc", "next": "infer:0"},
+                            "src2": {"factory": "appsrc", "next": "infer:2"},
+                            **chain(INFER, props=INFER_PROPS)["s"]}},
+                     ["element 'infer'", "[0, 2]"], id="pad-gap"),
+        pytest.param({"s": {"src": {"factory": "appsrc", "next": "infer", "nextMeta": ["ghost"]},
+                            **chain(INFER, props=INFER_PROPS)["s"]}},
+                     ["element 'src'", "'nextMeta' names unknown element 'ghost'"], id="unknown-nextMeta"),
+        pytest.param({"s": {"src": {"factory": "appsrc", "next": "infer:x"}, **chain(INFER, props=INFER_PROPS)["s"]}},
+                     ["element 'src'", "'infer:x'"], id="bad-pad"),
+        pytest.param({"s": {"src": {"factory": "appsrc", "next": "appsink_out"},
+                            "appsink_out": {"factory": "appsink"}}},
+                     ["element 'appsink_out'", "appsink<number>"], id="appsink-name"),
+        pytest.param({"s": {"stream_config": {"deviceId": 0}, **chain(INFER, props=INFER_PROPS)["s"]}},
+                     ["stream 's'", "deviceId", "string of digits"], id="numeric-device-id"),
+        pytest.param(chain(("src", "appsrc"), ("resize", "mxpi_imageresize"), INFER,
+                           props={**INFER_PROPS, "resize": {"paddingHeight": "16"}}),
+                     ["element 'resize'", "paddingHeight", "32..8192"], id="padding-below-range"),
+        pytest.param(chain(("src", "appsrc"), ("resize", "mxpi_imageresize"), INFER,
+                           props={**INFER_PROPS, "resize": {"resizeType": "Resizer_Big"}}),
+                     ["element 'resize'", "resizeType 'Resizer_Big' is unknown to MindX"], id="unknown-resize-type"),
+        pytest.param(chain(("src", "appsrc"), ("crop", "mxpi_imagecrop"), INFER,
+                           props={**INFER_PROPS, "crop": {"paddingType": "Padding_Left"}}),
+                     ["element 'crop'", "paddingType 'Padding_Left' is unknown to MindX"], id="unknown-padding"),
+        pytest.param(chain(("src", "appsrc"), ("resize", "mxpi_imageresize"), INFER,
+                           props={**INFER_PROPS, "resize": {"minDimension": "300", "maxDimension": "200"}}),
+                     ["element 'resize'", "minDimension 300 is larger than maxDimension 200"], id="min-over-max"),
+        pytest.param(chain(("src", "appsrc"), ("dec", "mxpi_imagedecoder"), INFER,
+                           props={**INFER_PROPS, "dec": {"cvProcessor": "cuda"}}),
+                     ["element 'dec'", "'cuda' must be ascend or opencv"], id="bad-processor"),
     ],
 )
 def test_validation_errors_name_file_stream_and_element(tmp_path, streams, expected):
@@ -198,8 +251,8 @@ def test_missing_pipeline_file(tmp_path):
 
 
 def test_missing_model_names_the_resolved_path(tmp_path):
-    path = write(tmp_path, chain(("src", "appsrc"), INFER,
-                                 props={"infer": {"modelPath": "models/absent.om"}}))
+    path = write(tmp_path, chain(("src", "appsrc"), ("dec", "mxpi_imagedecoder"), INFER, ("appsink0", "appsink"),
+                                 props={"infer": {"modelPath": "models/absent.om"}, "dec": {"cvProcessor": "opencv"}}))
     with pytest.raises(SegScopeError) as info:
         EmbeddedBackend(path)
     message = str(info.value)
@@ -213,3 +266,61 @@ def test_stream_config_must_be_an_object(tmp_path):
     with pytest.raises(PipelineError) as info:
         load_pipeline(path)
     assert str(info.value).startswith(f"{path}: stream 's': ") and "stream_config" in str(info.value)
+
+
+def test_object_props_are_kept_as_the_sdks_json_text(tmp_path):
+    # nlohmann::json::dump() of an object: compact, keys sorted.
+    path = write(tmp_path, chain(("src", "appsrc"), INFER,
+                                 props={"src": {"cfg": {"b": 1, "a": [1, "x"]}}, **INFER_PROPS}))
+    assert load_pipeline(path).stream.elements["src"].props["cfg"] == '{"a":[1,"x"],"b":1}'
+
+
+def test_several_inputs_with_pads_several_sinks_and_streams(tmp_path):
+    # bert-style: three appsrc into tensorinfer pads 0..2; a second, model-less stream first in the file.
+    streams = {
+        "side": chain(("src", "appsrc"), ("sink", "fakesink"))["s"],
+        "s": {
+            "appsrc2": {"factory": "appsrc", "next": "infer:2"},
+            "appsrc0": {"factory": "appsrc", "next": "infer:0"},
+            "appsrc1": {"factory": "appsrc", "next": "infer:1"},
+            "infer": {"factory": "mxpi_tensorinfer", "props": {"modelPath": "m.om"}, "next": "tee0"},
+            "tee0": {"factory": "tee", "next": ["appsink1", "appsink0"]},
+            "appsink1": {"factory": "appsink"}, "appsink0": {"factory": "appsink"},
+        },
+    }
+    pipeline = load_pipeline(write(tmp_path, streams))
+    stream = pipeline.stream
+    assert stream.name == "s"  # the first stream that runs a model
+    assert stream.input_element.name == "appsrc0" and stream.output_element.name == "appsink0"
+    assert [link.pad for link in stream.elements["appsrc1"].links] == [1]
+    assert pipeline.choice() == "stream 's', input 'appsrc0', output 'appsink0'"
+    assert stream.takes_tensors()
+
+
+def test_a_model_less_stream_is_valid_but_has_no_model(tmp_path):
+    pipeline = load_pipeline(write(tmp_path, chain(("src", "appsrc"), ("appsink0", "appsink"))))
+    assert pipeline.stream.model_element is None
+    with pytest.raises(PipelineError, match="runs no model"):
+        pipeline.model_path()
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00{", "folder"], ids=["not-utf8", "a-folder"])
+def test_unreadable_pipeline_files_are_one_line_errors(tmp_path, content):
+    path = tmp_path / "p.pipeline"
+    if content == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(PipelineError) as info:
+        load_pipeline(path)
+    assert str(info.value).startswith(f"{path}: ") and "\n" not in str(info.value)
+    assert ("UTF-8" if content != "folder" else "folder") in str(info.value)
+
+
+def test_the_driven_input_and_output_compare_numbers_in_names_as_numbers(tmp_path):
+    streams = {"s": {
+        "appsrc10": {"factory": "appsrc", "next": "infer:1"}, "appsrc2": {"factory": "appsrc", "next": "infer:0"},
+        "infer": {"factory": "mxpi_tensorinfer", "props": {"modelPath": "m.om"}, "next": ["appsink10", "appsink2"]},
+        "appsink10": {"factory": "appsink"}, "appsink2": {"factory": "appsink"},
+    }}
+    assert load_pipeline(write(tmp_path, streams)).choice() == "stream 's', input 'appsrc2', output 'appsink2'"

@@ -44,8 +44,10 @@ def reference(project: Path, images: list[bytes]) -> list:
 
 
 def _assert_same(result, expected) -> None:
+    # The double does the stream's math on its own (AIPP in float64), so probabilities agree to float32
+    # rounding, not bit for bit.
     np.testing.assert_array_equal(result.argmax, expected.argmax)
-    np.testing.assert_array_equal(result.probabilities, expected.probabilities)
+    np.testing.assert_allclose(result.probabilities, expected.probabilities, rtol=0, atol=1e-6)
     assert result.probabilities.dtype == np.float32 and result.argmax.dtype == np.uint8
     assert (result.roi, result.image_size, result.backend) == (expected.roi, expected.image_size, "mindx")
 
@@ -302,3 +304,18 @@ def test_close_does_not_wait_behind_a_blocked_call(project: Path, sdk_home: Path
     assert time.monotonic() - start < 15
     assert len(blocked.result(timeout=5)) == 0  # released by DestroyAllStreams, with no result
     assert len(_calls("DestroyAllStreams")) == 1
+
+
+def test_crop_expand_ratios_place_the_result_like_the_embedded_backend(project: Path, images: list[bytes],
+                                                                        sdk_home: Path, tmp_path: Path) -> None:
+    data = json.loads(project.read_text(encoding="utf-8"))
+    data["unet_mindspore"]["mxpi_imagecrop0"]["props"].update(leftExpandRatio="0.5", downExpandRatio="0.25")
+    expanded = project.with_name("expand.pipeline")
+    expanded.write_text(json.dumps(data), encoding="utf-8")
+    roi = Roi(100, 40, 200, 120)  # 100 x 80: 50 px more on the left, 20 px more below
+    with EmbeddedBackend(expanded) as embedded:
+        expected = embedded.infer(images[0], roi)
+    with MindXBackend(expanded, sdk_home) as backend:
+        result = backend.infer(images[0], roi)
+    assert result.roi == expected.roi == Roi(50, 40, 200, 140)
+    _assert_same(result, expected)

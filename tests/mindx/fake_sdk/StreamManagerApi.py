@@ -11,14 +11,18 @@ It keeps what SegScope relies on from the real SWIG module (see docs/mindx-sdk-c
   b' (Code = 1002, Message = "Internal error") ', GetResultWithUniqueId timeout = 6010, plugin errors
   with their messages in `data`, GetProtobuf without a timeout and an empty vector for errors;
 - the plugins' behaviour: the decoder moves `roiBoxs` to `ExternalObjects`; the crop truncates boxes,
-  clips x1/y1, skips bad boxes, fails with 2001 when all are bad and passes the buffer through (no
-  metadata, no tensorinfer entry) when there are none; mxpi_dumpdata replaces the buffer by proto3 JSON
-  (base64 bytes, uint64 as strings), so its output carries no metadata for GetProtobuf;
+  widens them by its expand ratios, clips x1/y1, skips bad boxes, fails with 2001 when all are bad and
+  passes the buffer through (no metadata, no tensorinfer entry) when there are none; mxpi_dumpdata
+  replaces the buffer by proto3 JSON (base64 bytes, uint64 as strings), so its output carries no
+  metadata for GetProtobuf;
 - process-wide state as in the SDK's C++ globals: streams cannot be created again after
   DestroyAllStreams. A fresh import of this module is a fresh process.
 
-Each stream runs on its own thread with SegScope's embedded engine (OpenCV + ONNX Runtime on the
-`.om`'s model card ONNX export), so results are real. Relative paths in the config resolve against the
+Each stream runs on its own thread with its own plain NumPy/OpenCV math, written from the contract and
+independent of SegScope's emulation code (so a resize or AIPP bug in SegScope shows up against it):
+opencv decode, crop, `cv2.resize` INTER_LINEAR (Resizer_Stretch, the only type the double knows), the
+`.om`'s static AIPP from its model card's config, and ONNX Runtime on the card's ONNX export, so results
+are real. Relative paths in the config resolve against the
 current directory, as in the SDK. Assumptions where the contract says "unconfirmed": a plugin Init failure
 returns 1013; several boxes give one tensor package each; `bufferData` is left empty.
 
@@ -34,20 +38,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import cv2
 import MxpiDataType_pb2
 import MxpiDumpData_pb2
 import numpy as np
+import onnxruntime as ort
 from google.protobuf import json_format
-
-from segscope.core import imaging
-from segscope.core.backends.embedded import EmbeddedStream, open_session
-from segscope.core.errors import SegScopeError
-from segscope.core.pipeline import EMBEDDED_FACTORIES, PipelineError, parse_pipeline
-from segscope.core.roi import Roi
 
 DELAY_TIME = 3000
 APPSINK_QUEUE_SIZE = 256
 OPENCV_CROP_LIMIT = 8192
+FACTORIES = ("appsrc", "mxpi_imagedecoder", "mxpi_imagecrop", "mxpi_imageresize", "mxpi_tensorinfer",
+             "mxpi_dumpdata", "appsink")
 
 APP_PYTHON_INIT_ERROR = -1
 APP_ERR_COMM_INNER = 1002
@@ -278,27 +280,94 @@ class _Result:
         self.code, self.data, self.metadata = code, data, metadata or {}
 
 
+class _ConfigError(Exception):
+    """The stream config is not one the double can create (CreateMultipleStreams returns 6005)."""
+
+
+class _Element:
+    def __init__(self, name: str, raw: Any):
+        if not isinstance(raw, dict) or not isinstance(raw.get("factory"), str):
+            raise _ConfigError(f"element {name}: no factory")
+        props = raw.get("props", {})
+        if not isinstance(props, dict) or not all(isinstance(v, str) for v in props.values()):
+            raise _ConfigError(f"element {name}: props must be strings")
+        nxt = raw.get("next", [])
+        self.name, self.factory, self.props = name, raw["factory"], props
+        self.next = [n.split(":")[0] for n in ([nxt] if isinstance(nxt, str) else nxt)]
+
+
+def _order(elements: dict[str, _Element]) -> list[str]:
+    """The chain from the stream's appsrc, following `next` (the double runs linear streams only)."""
+    order = [next((n for n, e in elements.items() if e.factory == "appsrc"), "")]
+    while order[-1] in elements and elements[order[-1]].next:
+        order.append(elements[order[-1]].next[0])
+    if any(n not in elements for n in order) or len(order) != len(set(order)):
+        raise _ConfigError(f"bad links from {order[0]!r}")
+    return order
+
+
+def _read_aipp(path: Path) -> tuple[bool, np.ndarray, np.ndarray]:
+    """(rbuv_swap_switch, offset = mean_chn + min_chn, var_reci_chn) of a static `aipp_op` block."""
+    fields = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        key, sep, value = line.split("#")[0].partition(":")
+        if sep:
+            fields[key.strip()] = value.strip().strip('"')
+
+    def channels(key: str, default: float) -> np.ndarray:
+        return np.array([float(fields.get(f"{key}_{c}", default)) for c in range(3)], np.float64)
+
+    return (fields.get("rbuv_swap_switch") == "true", channels("mean_chn", 0) + channels("min_chn", 0),
+            channels("var_reci_chn", 1))
+
+
+class _Model:
+    """The `.om` stand-in: its model card's ONNX export, with the card's AIPP done in NumPy first."""
+
+    def __init__(self, om: Path):
+        card_path = om.with_suffix(".json")
+        card = json.loads(card_path.read_text(encoding="utf-8"))
+        self.input_name = card["input"]["name"]
+        self.size = (int(card["input"]["width"]), int(card["input"]["height"]))
+        self.nhwc = card["input"].get("layout", "NCHW") == "NHWC"
+        self.aipp = _read_aipp(card_path.parent / card["aipp"]) if card.get("aipp") else None
+        self.session = ort.InferenceSession(str(card_path.parent / card["onnx"]), providers=["CPUExecutionProvider"])
+
+    def run(self, image: np.ndarray) -> list[np.ndarray]:
+        pixels = image.astype(np.float64)
+        if self.aipp is not None:
+            swap, offset, scale = self.aipp
+            pixels = ((pixels[..., ::-1] if swap else pixels) - offset) * scale
+        tensor = pixels[None] if self.nhwc else pixels.transpose(2, 0, 1)[None]
+        return self.session.run(None, {self.input_name: np.ascontiguousarray(tensor, np.float32)})
+
+
 class _Stream:
     """One created stream: the elements in order, run on a worker thread per input buffer."""
 
-    def __init__(self, name: str, text: str):
-        # Relative paths resolve against the working directory, as in the SDK: pretend the config sits
-        # one folder below it (the embedded loader resolves against the parent of the file's folder).
-        self.pipeline = parse_pipeline(text, Path.cwd() / "<config>" / f"{name}.pipeline")
-        self.spec = self.pipeline.streams[name]
+    def __init__(self, name: str, config: Any):
+        if not isinstance(config, dict):
+            raise _ConfigError(f"stream {name} is not an object")
+        self.elements = {k: _Element(k, v) for k, v in config.items() if k != "stream_config"}
+        self.order = _order(self.elements)
         self.name = name
-        unknown = [e for e in self.spec.elements.values() if e.factory not in EMBEDDED_FACTORIES]
+        unknown = [e for e in self.elements.values() if e.factory not in FACTORIES]
         if unknown:
             raise _PluginError(APP_ERR_ELEMENT_INVALID_FACTORY, f"unknown factory {unknown[0].factory!r}")
-        infer = self.spec.find("mxpi_tensorinfer")
-        model = self.pipeline.model_path()
+        infer = next((e for e in self.elements.values() if e.factory == "mxpi_tensorinfer"), None)
+        if infer is None or not infer.props.get("modelPath"):
+            raise _ConfigError("no mxpi_tensorinfer with a modelPath")
+        model = Path(infer.props["modelPath"])  # relative paths: the working directory, as in the SDK
         if not model.is_file():  # the tensorinfer plugin reads the .om in Init
             raise _PluginError(APP_ERR_COMM_INIT_FAIL, f"{infer.name}: modelPath {model} does not exist")
+        for element in self.elements.values():
+            if element.factory == "mxpi_imageresize" and \
+                    element.props.get("resizeType", "Resizer_Stretch") != "Resizer_Stretch":
+                raise _PluginError(APP_ERR_COMM_INIT_FAIL, f"{element.name}: the double knows Resizer_Stretch only")
         try:
-            self.engine = EmbeddedStream(self.pipeline)
-            self.session = open_session(self.engine.card)
-        except SegScopeError as exc:
-            raise _PluginError(APP_ERR_COMM_INIT_FAIL, str(exc)) from None
+            self.model = _Model(model)
+        except (OSError, KeyError, ValueError) as exc:
+            raise _PluginError(APP_ERR_COMM_INIT_FAIL, f"{infer.name}: cannot load the model ({exc})") from None
         self.mode: str | None = None
         self.next_id = 0
         self.inputs: queue.Queue[tuple[int | None, bytes, list[tuple[float, ...]]] | None] = queue.Queue()
@@ -313,7 +382,7 @@ class _Stream:
     def plugin_id(self, factory: str, value: int | bytes) -> str | None:
         """`appsrc0` for id 0 (or the name itself), None when no such element."""
         name = f"{factory}{value}" if isinstance(value, int) else value.decode()
-        element = self.spec.elements.get(name)
+        element = self.elements.get(name)
         return name if element is not None and element.factory == factory else None
 
     def send(self, unique_id: int | None, item: MxDataInput) -> None:
@@ -353,14 +422,15 @@ class _Stream:
         metadata: dict[str, Any] = {}
         buffer = data
         previous = ""
-        for name in self.spec.order:
-            element = self.spec.elements[name]
+        for name in self.order:
+            element = self.elements[name]
             source = element.props.get("dataSource", previous)
             if element.factory == "mxpi_imagedecoder":
-                try:
-                    image = self.engine.decode(data, "appsrc buffer")
-                except SegScopeError as exc:
-                    raise _PluginError(APP_ERR_COMM_INVALID_PARAM, f"{name}: opencv decode failed ({exc})") from None
+                image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None
+                if image is None:
+                    raise _PluginError(APP_ERR_COMM_INVALID_PARAM, f"{name}: opencv decode failed")
+                if element.props.get("outputDataFormat", "BGR") == "RGB":
+                    image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
                 metadata[name] = [image]
                 buffer = image.tobytes()
                 if boxes:
@@ -371,8 +441,9 @@ class _Stream:
             elif element.factory == "mxpi_imagecrop" and source in metadata:
                 metadata[name] = self._crop(name, metadata)
             elif element.factory == "mxpi_imageresize" and source in metadata:
-                spec = self.engine.resize_spec
-                metadata[name] = [imaging.resize(v, spec)[0] if spec else v for v in metadata[source]]
+                size = (int(element.props.get("resizeWidth", "0")) or self.model.size[0],
+                        int(element.props.get("resizeHeight", "0")) or self.model.size[1])
+                metadata[name] = [cv2.resize(v, size, interpolation=cv2.INTER_LINEAR) for v in metadata[source]]
             elif element.factory == "mxpi_tensorinfer" and source in metadata:
                 metadata[name] = self._infer(source, metadata[source])
             elif element.factory == "mxpi_dumpdata":
@@ -383,16 +454,23 @@ class _Stream:
         return _Result(0, buffer, metadata)
 
     def _crop(self, name: str, metadata: dict[str, Any]) -> list[np.ndarray]:
-        image = metadata[next(n for n in self.spec.order if self.spec.elements[n].factory == "mxpi_imagedecoder")][0]
+        image = metadata[next(n for n in self.order if self.elements[n].factory == "mxpi_imagedecoder")][0]
         height, width = image.shape[:2]
+        ratio = {side: np.float32(self.elements[name].props.get(f"{side}ExpandRatio", "0"))
+                 for side in ("left", "right", "up", "down")}
         crops = []
         for obj in metadata["ExternalObjects"].objectVec:
             if min(obj.x0, obj.y0, obj.x1, obj.y1) < 0:
                 continue
-            x0, y0, x1, y1 = int(obj.x0), int(obj.y0), min(int(obj.x1), width), min(int(obj.y1), height)
+            x0, y0, x1, y1 = int(obj.x0), int(obj.y0), int(obj.x1), int(obj.y1)
+            # Widen by the expand ratios of the box's size (float), then clip x1/y1 to the image.
+            w, h = np.float32(x1 - x0), np.float32(y1 - y0)
+            x0, y0 = (int(x0 - w * ratio["left"]) if x0 > w * ratio["left"] else 0,
+                      int(y0 - h * ratio["up"]) if y0 > h * ratio["up"] else 0)
+            x1, y1 = min(int(x1 + w * ratio["right"]), width), min(int(y1 + h * ratio["down"]), height)
             w, h = x1 - x0, y1 - y0
             if 1 <= w <= OPENCV_CROP_LIMIT and 1 <= h <= OPENCV_CROP_LIMIT and x0 < width and y0 < height:
-                crops.append(imaging.crop(image, Roi(x0, y0, x1, y1))[0])
+                crops.append(image[y0:y1, x0:x1])
         if not crops:
             raise _PluginError(APP_ERR_COMM_CROP_FAIL,
                                f"{name}: all {len(metadata['ExternalObjects'].objectVec)} ROI boxes are invalid "
@@ -402,7 +480,7 @@ class _Stream:
     def _infer(self, source: str, visions: list[np.ndarray]) -> Any:
         packages = MxpiDataType_pb2.MxpiTensorPackageList()
         for member, vision in enumerate(visions):
-            outputs = self.session.run(None, {self.engine.card.input_name: self.engine.to_tensor(vision)})
+            outputs = self.model.run(vision)
             package = packages.tensorPackageVec.add()
             package.headerVec.add(dataSource=source, memberId=member)
             for array in outputs:
@@ -474,8 +552,8 @@ class StreamManagerApi:
                 LOG.append(f"Stream({name}) already exists.")
                 return APP_ERR_STREAM_EXIST
             try:
-                StreamManagerApi._streams[name] = _Stream(name, json.dumps({name: streams[name]}))
-            except PipelineError as exc:
+                StreamManagerApi._streams[name] = _Stream(name, streams[name])
+            except _ConfigError as exc:
                 LOG.append(str(exc))
                 return APP_ERR_STREAM_INVALID_CONFIG
             except _PluginError as exc:
