@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from .backends.base import Backend, InferenceRequest, InferenceResult
+from .backends.base import Backend, InferenceRequest
 from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
 from .metrics import ImageMetrics, image_metrics, mean
+from .result import InferenceResult
 from .roi import Roi
 
 
@@ -53,13 +54,17 @@ def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
 
 def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      items: list[DatasetItem] | None = None,
-                     cancel: threading.Event | None = None) -> Iterator[ImageEvaluation]:
-    """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI.
+                     cancel: threading.Event | None = None,
+                     rois: Mapping[str, Roi] | None = None) -> Iterator[ImageEvaluation]:
+    """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
+    some images theirs (a snapshot taken when the run was asked for).
 
     Requests are handed to `backend.infer_many`, so backends that keep images in flight can do so.
     """
     chosen = items if items is not None else dataset.items
-    requests = (InferenceRequest(item.image_path, roi or dataset.roi_for(item)) for item in chosen)
+    picked = rois or {}
+    requests = (InferenceRequest(item.image_path, roi or picked.get(item.id) or dataset.roi_for(item))
+                for item in chosen)
     for item, result in zip(chosen, backend.infer_many(requests)):
         if cancel is not None and cancel.is_set():
             raise CancelledError(f"evaluation of {dataset.root} cancelled after {item.id}")
