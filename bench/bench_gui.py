@@ -28,14 +28,15 @@ import cv2
 import numpy as np
 from PySide6.QtWidgets import QApplication
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.dataset import Dataset
 from segscope.core.evaluate import ImageEvaluation
 from segscope.core.fileio import read_image, read_mask, write_image
 from segscope.core.metrics import image_metrics
+from segscope.core.pyramid import Pyramid
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.gui.main_window import MainWindow
-from segscope.gui.slide_view import Pyramid, SlideView
+from segscope.gui.slide_view import SlideView
 
 
 def synthetic_slide(width: int, height: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

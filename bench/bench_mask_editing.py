@@ -30,10 +30,10 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, QSettings, Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.evaluate import ImageEvaluation
 from segscope.core.fileio import write_image
 from segscope.core.metrics import image_metrics
+from segscope.core.result import InferenceResult
 from segscope.core.roi import ORIGINAL_DEFAULT_ROI, Roi
 
 WIDTH, HEIGHT = 4000, 3000

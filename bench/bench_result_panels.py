@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 from PySide6.QtWidgets import QApplication
 
-from segscope.core.backends.base import InferenceResult
+from segscope.core.result import InferenceResult
 from segscope.core.roi import ORIGINAL_DEFAULT_ROI, Roi
 from segscope.gui.result_panels import ResultPanels
 

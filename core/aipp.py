@@ -133,5 +133,5 @@ def apply_aipp(image: np.ndarray, config: AippConfig) -> np.ndarray:
     # blobFromImage swaps first, then subtracts the per-channel offset and scales: the AIPP order.
     blob = cv2.dnn.blobFromImage(image, scalefactor=scales[0], mean=config.offset, swapRB=config.rbuv_swap_switch)
     if len(set(scales)) > 1:
-        blob *= np.asarray(scales, np.float32).reshape(1, 3, 1, 1) / np.float32(scales[0])
+        np.multiply(blob, np.asarray(scales, np.float32).reshape(1, 3, 1, 1) / np.float32(scales[0]), out=blob)
     return blob

@@ -24,12 +24,13 @@ from typing import Literal
 import cv2
 import numpy as np
 
-from .backends.base import InferenceResult
 from .compat import pairwise
 from .dataset import backup_mask_path, corrected_mask_path
 from .errors import SegScopeError
 from .fileio import atomic_write_bytes, encode_image, read_bytes
+from .masks import BINARY_FOREGROUND
 from .metrics import argmax_at_roi
+from .result import InferenceResult
 from .roi import Roi
 
 Point = tuple[float, float]  # (x, y) in mask pixels
@@ -101,7 +102,7 @@ class MaskEditor:
         self.mask = np.ascontiguousarray(mask).copy()
         self.num_classes = num_classes
         # A binary mask stores foreground as 255 unless the file uses 0/1; a blank one gets 0/255.
-        self.foreground = 1 if num_classes == 2 and int(mask.max(initial=0)) == 1 else 255
+        self.foreground = 1 if num_classes == 2 and int(mask.max(initial=0)) == 1 else BINARY_FOREGROUND
         self._undo: list[_Delta] = []
         self._redo: list[_Delta] = []
         self._next_id = 1
@@ -112,7 +113,8 @@ class MaskEditor:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.mask.shape  # type: ignore[return-value]
+        height, width = self.mask.shape
+        return height, width
 
     def value_of(self, class_index: int) -> int:
         """The pixel value that stores `class_index` in this mask's convention (eraser: class 0)."""

@@ -29,7 +29,7 @@ from typing import TextIO
 
 import numpy as np
 
-from .backends import BACKEND_KINDS, open_backend
+from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
 from .card_builder import add_card_command
 from .check import add_check_command
 from .dataset import Dataset
@@ -113,7 +113,7 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remote-cache", metavar="HOST_DIR", default=None,
                         help="with --remote: the host folder for the uploaded worker and model, relative to the "
                              "login's home unless absolute (default .cache/segscope)")
-    parser.add_argument("--probabilities", choices=("uint8", "float16", "float32"), default=None,
+    parser.add_argument("--probabilities", choices=PROBABILITY_ENCODINGS, default=None,
                         help="with --remote: how probabilities travel back; float32 (default) keeps the printed "
                              "Dice identical to a local run, uint8 sends ~6x fewer bytes (Dice within ~1e-5)")
     parser.add_argument("--accept-new-host-key", action="store_true", default=None,
@@ -155,7 +155,7 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         backend = stack.enter_context(open_backend(
             args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
             accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
-            probabilities=args.probabilities or "float32", python=args.remote_python or "python3",
+            probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
             remote_cache=args.remote_cache))
         details = backend.capabilities.details  # which stream of several it drives; how DVPP is approximated
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \

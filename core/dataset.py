@@ -10,6 +10,7 @@ the whole image.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -194,6 +195,14 @@ class Dataset:
         except OSError as exc:
             raise SegScopeError(f"{self.sidecar_path}: cannot save ROIs ({exc.strerror}); "
                                 "the ROI is kept for this session only") from None
+
+    def adopt_mask(self, item: DatasetItem, written: Path) -> DatasetItem:
+        """The item after a mask was saved to `written`: an image that had none now points at it."""
+        if item.mask_path is not None or written != default_mask_path(item.image_path):
+            return item  # a correction beside the original is found through `truth_path`
+        updated = dataclasses.replace(item, mask_path=written)
+        self.items[self.items.index(item)] = updated
+        return updated
 
     def load_mask(self, item: DatasetItem) -> np.ndarray | None:
         """The item's ground truth (a saved correction when there is one), or None. What in the file does not

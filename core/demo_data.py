@@ -59,8 +59,8 @@ def _brushed(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
         h, w = w, h
     stretch = rng.uniform(15, 60)
     streaks = rng.standard_normal((h, max(2, int(w / stretch))), dtype=np.float32)
-    streaks = cv2.resize(streaks, (w, h), interpolation=cv2.INTER_LINEAR)
-    streaks = cv2.GaussianBlur(streaks, (1, 3), 0)
+    streaks = np.asarray(cv2.resize(streaks, (w, h), interpolation=cv2.INTER_LINEAR), np.float32)
+    streaks = np.asarray(cv2.GaussianBlur(streaks, (1, 3), 0), np.float32)
     surface = streaks + 0.6 * _upsampled_noise(rng, (h, w), rng.uniform(40, 120))
     return surface.T.copy() if vertical else surface
 

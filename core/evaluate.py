@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from .backends.base import Backend, InferenceRequest, InferenceResult
+from .backends.base import Backend, InferenceRequest
 from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
 from .metrics import ImageMetrics, image_metrics, mean
+from .result import InferenceResult
 from .roi import Roi
 
 
@@ -54,8 +55,10 @@ def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
 
 def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      items: list[DatasetItem] | None = None,
-                     cancel: threading.Event | None = None, overlap: bool = True) -> Iterator[ImageEvaluation]:
-    """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI.
+                     cancel: threading.Event | None = None, rois: Mapping[str, Roi] | None = None,
+                     overlap: bool = True) -> Iterator[ImageEvaluation]:
+    """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
+    some images theirs (a snapshot taken when the run was asked for).
 
     With `overlap` (the default) requests go to `backend.infer_many`, which may keep the next image in
     flight, and each image's mask is read and scored on a second thread while the next image is inferred;
@@ -63,7 +66,9 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     Without it, one stage after another: `backend.infer`, then the mask, then the metrics.
     """
     chosen = items if items is not None else dataset.items
-    requests = (InferenceRequest(item.image_path, roi or dataset.roi_for(item)) for item in chosen)
+    picked = rois or {}
+    requests = (InferenceRequest(item.image_path, roi or picked.get(item.id) or dataset.roi_for(item))
+                for item in chosen)
     if not overlap:
         for item, request in zip(chosen, requests):
             result = backend.infer(request.image, request.roi)

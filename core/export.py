@@ -26,12 +26,13 @@ import cv2
 import numpy as np
 
 from .annotation import prediction_labels
-from .backends.base import InferenceResult
 from .errors import SegScopeError
 from .export_names import EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, METRICS_FILES, PROVENANCE_NAME, is_export_name
 from .fileio import TEMP_NAME, encode_image, publish, write_temp
 from .folder_lock import FolderLock
+from .masks import BINARY_FOREGROUND
 from .provenance import Source, provenance
+from .result import InferenceResult
 from .roi import Roi
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ LOCK_NAME = ".segscope-export.lock"
 
 def mask_image(labels: np.ndarray, num_classes: int) -> np.ndarray:
     """Labels as a grayscale PNG array: 0/255 when binary, else the class index."""
-    return (labels * 255).astype(np.uint8) if num_classes == 2 else labels.astype(np.uint8)
+    return (labels * BINARY_FOREGROUND).astype(np.uint8) if num_classes == 2 else labels.astype(np.uint8)
 
 
 def heatmap_image(probabilities: np.ndarray, class_index: int = 1) -> np.ndarray:
@@ -213,11 +214,12 @@ class ExportFolder:
 
     def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object]) -> list[Path]:
         """`METRICS_FILES`: a CSV row per image, and JSON with the rows and the dataset means."""
-        columns = list(dict.fromkeys(key for row in rows for key in row))
+        flat = [_csv_row(row) for row in rows]
+        columns = list(dict.fromkeys(key for row in flat for key in row))
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(flat)
         document = json.dumps(json_safe({"images": rows, "summary": dict(summary)}), indent=2, allow_nan=False)
         csv_name, json_name = METRICS_FILES
         return self._publish_all({csv_name: text.getvalue().encode(), json_name: (document + "\n").encode()})
@@ -246,3 +248,14 @@ def json_safe(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return value
+
+
+def _csv_row(row: dict[str, object]) -> dict[str, object]:
+    """A per-class tuple (`dice`, `iou`) becomes one column per class: `dice_0`, `dice_1`, ..."""
+    flat: dict[str, object] = {}
+    for key, value in row.items():
+        if isinstance(value, (list, tuple)):
+            flat.update({f"{key}_{index}": v for index, v in enumerate(value)})
+        else:
+            flat[key] = value
+    return flat

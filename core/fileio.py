@@ -144,7 +144,7 @@ def decode_image(
     """Decode encoded image bytes; IMREAD_COLOR gives H x W x 3 BGR uint8 as the MindX decoder does."""
     image = _decode(data, source, flags, max_pixels)
     if image.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to 8 bits like the SDK's u8 pipeline expects
-        image = cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))
+        image = cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))  # type: ignore[type-var]
     return image
 
 

@@ -16,6 +16,8 @@ import numpy as np
 
 from .errors import SegScopeError
 
+#: The binary mask convention SegScope writes: background 0, foreground 255.
+BINARY_FOREGROUND = 255
 #: Binary masks with other values: foreground where the value is above this (the original script's /255 > 0.5).
 BINARY_THRESHOLD = 127
 
@@ -73,7 +75,7 @@ def to_mask(decoded: np.ndarray, source: str, notes: list[str] | None = None) ->
 
 def binary_scale(mask: np.ndarray) -> float:
     """The foreground value of a binary mask: 1 for 0/1 masks, else 255."""
-    return 255.0 if mask.max(initial=0) > 1 else 1.0
+    return float(BINARY_FOREGROUND) if mask.max(initial=0) > 1 else 1.0
 
 
 def mask_to_labels(mask: np.ndarray, num_classes: int) -> np.ndarray:

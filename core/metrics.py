@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 import cv2
 import numpy as np
 
-from .backends.base import InferenceResult
 from .errors import SegScopeError
-from .masks import binary_scale, histogram, mask_to_labels
+from .masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, histogram, mask_to_labels
+from .result import InferenceResult
 
 SOFT_DICE_EPS = 1e-6
 
@@ -41,6 +41,14 @@ def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
     inter = float(np.sum(p * onehot, dtype=np.float64))
     union = float(np.sum(p * p, dtype=np.float64) + np.sum(onehot, dtype=np.float64))  # onehot² == onehot
     return 2.0 * inter / (union + SOFT_DICE_EPS)
+
+
+def mask_piece_labels(piece: np.ndarray, num_classes: int, foreground: int) -> np.ndarray:
+    """Class ids of a piece of a mask whose binary convention (`foreground` 255 or 1) is known; unlike
+    `mask_to_labels`, which infers it from the array, this is right for a piece that holds no foreground."""
+    if num_classes != 2:
+        return piece
+    return (piece > (BINARY_THRESHOLD if foreground == BINARY_FOREGROUND else 0)).view(np.uint8)
 
 
 def iou_from_dice(dice: float) -> float:

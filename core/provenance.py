@@ -13,9 +13,11 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from .backends.base import Capabilities, InferenceResult
+from .backends.base import Capabilities
 from .dataset import DatasetItem
 from .errors import SegScopeError
+from .masks import BINARY_FOREGROUND
+from .result import InferenceResult
 
 
 def segscope_version() -> str:
@@ -82,7 +84,7 @@ def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[s
         "backend": source.backend or result.backend,
         "threshold": source.threshold,
         "class_index": source.class_index if source.threshold is not None else None,
-        "mask_values": "0 background, 255 foreground" if result.num_classes == 2 else "class index",
+        "mask_values": f"0 background, {BINARY_FOREGROUND} foreground" if result.num_classes == 2 else "class index",
         "files": [{"name": name, "kind": kind, "sha256": hashlib.sha256(data).hexdigest()}
                   for name, (kind, data) in files.items()],
     }

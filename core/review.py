@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from .backends.base import InferenceResult
 from .errors import SegScopeError
 from .metrics import argmax_at_roi, mask_to_labels, truth_at_roi
+from .result import InferenceResult
 from .roi import Roi
 
 TN, FP, FN, TP = 0, 1, 2, 3
@@ -76,7 +76,8 @@ def error_regions(errors: ErrorMap, min_area: int = 1) -> list[ErrorRegion]:
     regions = []
     x0, y0 = errors.roi.x0, errors.roi.y0
     for kind in (FP, FN):
-        _, _, stats, centroids = cv2.connectedComponentsWithStats((errors.labels == kind).view(np.uint8), None, 8)
+        _, _, stats, centroids = cv2.connectedComponentsWithStats((errors.labels == kind).view(np.uint8),
+                                                                 connectivity=8)
         for (x, y, w, h, area), (cx, cy) in zip(stats[1:], centroids[1:]):
             if area >= min_area:
                 box = Roi(x0 + int(x), y0 + int(y), x0 + int(x + w), y0 + int(y + h))
@@ -88,8 +89,9 @@ def worst_first(values: Mapping[str, float | None], higher_is_better: bool = Tru
     """Image ids ordered worst first by a metric; ids without a value (no mask, NaN) go last."""
     def key(item_id: str) -> tuple[bool, float]:
         value = values[item_id]
-        missing = value is None or math.isnan(value)
-        return missing, 0.0 if missing else (value if higher_is_better else -value)  # type: ignore[operator]
+        if value is None or math.isnan(value):
+            return True, 0.0
+        return False, value if higher_is_better else -value
 
     return sorted(values, key=key)
 

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .backends.base import STAGES, Capabilities, InferenceResult
+from .backends.base import Capabilities
 from .errors import SegScopeError
 from .fileio import atomic_write_bytes
 from .metrics import compare_tensors
+from .result import STAGES, InferenceResult
 from .roi import Roi
 
 #: Stage order of timing tables: the stream's, then what the transport and the GUI add.

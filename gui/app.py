@@ -1,8 +1,7 @@
 """`segscope` with no subcommand: the viewer on a dataset (default: the demo dataset) with the saved backend.
 
-On first run the demo dataset is generated into the per-user data folder (AppDataLocation/demo) behind a
-progress dialog; it is written to a temporary folder and renamed into place, so an interrupted first run
-never leaves half a dataset behind.
+On a first start the demo dataset is generated into the per-user data folder (GenericDataLocation/SegScope/
+demo) in a thread while the window is already up and says so; it opens when ready.
 """
 
 from __future__ import annotations
@@ -13,12 +12,11 @@ import tempfile
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QStandardPaths, Qt
+from PySide6.QtCore import QObject, QStandardPaths, Signal
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication, QMessageBox, QProgressDialog
+from PySide6.QtWidgets import QApplication, QToolTip
 
 from ..core.demo_data import generate_demo_dataset
-from ..core.errors import SegScopeError
 from . import settings
 from .backend_dialog import BackendChoice
 from .main_window import MainWindow
@@ -43,64 +41,85 @@ def apply_dark_theme(app: QApplication) -> None:
     for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
         palette.setColor(QPalette.ColorGroup.Disabled, role, QColor("#6b7078"))
     app.setPalette(palette)
+    QToolTip.setPalette(palette)  # some styles draw tooltips with their own (white) palette otherwise
 
 
 def demo_dir() -> Path:
-    """Where the demo dataset lives for this user (e.g. ~/.local/share/SegScope/SegScope/demo)."""
-    return Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)) / "demo"
+    """Where the demo dataset lives for this user (e.g. ~/.local/share/SegScope/demo)."""
+    data = Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.GenericDataLocation))
+    return data / settings.APPLICATION / "demo"
 
 
-def ensure_demo_dataset(target: Path, parent=None) -> Path:
-    """Generate the demo dataset into `target` unless it is there, with a progress dialog meanwhile."""
+def ensure_demo_dataset(target: Path) -> Path:
+    """Generate the demo dataset into `target` unless it is there (staged in a temporary folder, then
+    renamed into place, so an interrupted first start never leaves half a dataset behind)."""
     if (target / "001" / "image.png").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".demo-", dir=target.parent))
-    outcome: list[BaseException | None] = []
-
-    def work() -> None:
-        try:
-            generate_demo_dataset(staging, count=DEMO_COUNT)
-            outcome.append(None)
-        except BaseException as exc:  # noqa: BLE001 - handed to the GUI thread
-            outcome.append(exc)
-
-    dialog = QProgressDialog("Generating the demo dataset (first run only)…", "", 0, 0, parent)
-    dialog.setWindowTitle("SegScope")
-    dialog.setCancelButton(None)
-    dialog.setWindowModality(Qt.WindowModality.ApplicationModal)
-    dialog.setMinimumDuration(0)
-    dialog.show()
-    thread = threading.Thread(target=work, name="segscope-demo", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        QApplication.processEvents()
-        thread.join(0.05)
-    dialog.close()
-    if outcome[0] is not None:
+    try:
+        generate_demo_dataset(staging, count=DEMO_COUNT)
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        raise outcome[0]
+        raise
     if target.exists():  # a partial folder from an older version: replace it
         shutil.rmtree(target)
     staging.rename(target)
     return target
 
 
+class DemoMaker(QObject):
+    """Generates the demo dataset in a thread while the window is already usable; `done(path, error text)`."""
+
+    done = Signal(object, str)
+
+    def start(self, target: Path) -> None:
+        threading.Thread(target=self._work, args=(target,), name="segscope-demo", daemon=True).start()
+
+    def _work(self, target: Path) -> None:
+        try:
+            self.done.emit(ensure_demo_dataset(target), "")
+        except Exception as exc:  # noqa: BLE001 - shown in the window
+            self.done.emit(None, str(exc))
+
+
+def open_demo(window: MainWindow, target: Path) -> DemoMaker | None:
+    """Open the demo dataset; on a first start generate it in the background, saying so in the window."""
+    if (target / "001" / "image.png").is_file():
+        window.open_dataset(target)
+        return None
+    text = "Generating the demo dataset (first start only, about 20 s)…"
+    window.slide.set_loading(text)
+    window.panels.set_busy("The demo slides are being generated; they open here when ready")
+    window.statusBar().showMessage(text)
+    maker = DemoMaker(window)
+
+    def finished(path: Path | None, error: str) -> None:
+        window.statusBar().clearMessage()
+        if path is None:
+            window.slide.set_loading("")
+            window.messages.add("error", f"Generating the demo dataset in {target}: {error}")
+        else:
+            window.open_dataset(path)
+
+    maker.done.connect(finished)
+    maker.start(target)
+    return maker
+
+
 def main(argv: list[str] | None = None) -> int:
     """Open the viewer; `argv` may hold one dataset folder."""
     argv = sys.argv[1:] if argv is None else argv
-    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "segscope"])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0] if sys.argv else "segscope"])
     app.setOrganizationName(settings.ORGANIZATION)
     app.setApplicationName(settings.APPLICATION)
     apply_dark_theme(app)
     window = MainWindow()
     window.open_backend(BackendChoice.from_profile(settings.backend_profile()))
     window.show()
-    try:
-        dataset = Path(argv[0]) if argv else ensure_demo_dataset(demo_dir(), window)
-    except SegScopeError as exc:
-        QMessageBox.critical(window, "SegScope", str(exc))
-        dataset = None
-    if dataset is not None:
-        window.open_dataset(dataset)
+    if argv:
+        window.open_dataset(Path(argv[0]))
+    else:
+        open_demo(window, demo_dir())
     return app.exec()

@@ -6,8 +6,6 @@ confirmation dialog; passwords are never stored (the profile keeps host, port, u
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,19 +29,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.backends import open_backend
+from ..core.backends import BACKENDS, DEFAULT_PROBABILITIES, open_backend
 from ..core.backends.base import Backend
 from ..core.pipeline import DEFAULT_PIPELINE
 from .run_controller import describe_error
 
-KINDS = ("embedded", "mindx", "remote")
+#: The local backends of `core.backends.BACKENDS` the dialog offers, then a remote host over SSH.
+LOCAL_KINDS = ("embedded", "mindx")
+KINDS = (*LOCAL_KINDS, "remote")
+REMOTE_LABEL = "Remote Ascend host over SSH"
 
 
 def mindx_importable() -> bool:
-    """Whether the MindX SDK's Python API can be found on this machine (on sys.path or under $MX_SDK_HOME)."""
-    home = os.environ.get("MX_SDK_HOME")
-    return (importlib.util.find_spec("StreamManagerApi") is not None
-            or bool(home and (Path(home) / "python" / "StreamManagerApi.py").exists()))
+    """Whether the MindX SDK's Python API can be found on this machine (the registry's check)."""
+    return BACKENDS["mindx"].available()[0]
 
 
 @dataclass(frozen=True)
@@ -77,11 +76,12 @@ class BackendChoice:
         if self.kind != "remote":
             sdk_home = Path(self.sdk_path).expanduser() if self.sdk_path and self.kind == "mindx" else None
             return open_backend(self.kind, self.pipeline, sdk_home=sdk_home)
-        from ..core.backends.remote import open_remote_backend  # paramiko only when remote is used
-
-        return open_remote_backend(self.target, self.pipeline, accept_new_host_key=self.accepted_fingerprint or False,
-                                   key_filename=Path(self.key_file).expanduser() if self.key_file else None,
-                                   password=self.password or None, set_env=self.set_env)
+        # the worker opens "auto" on the host (MindX when it imports); probabilities travel exactly, as in the CLI
+        return open_backend("auto", self.pipeline, remote=self.target,
+                            accept_new_host_key=self.accepted_fingerprint or False, set_env=self.set_env,
+                            probabilities=DEFAULT_PROBABILITIES,
+                            key_filename=Path(self.key_file).expanduser() if self.key_file else None,
+                            password=self.password or None)
 
     def describe(self) -> str:
         return {"embedded": "embedded (this machine)", "mindx": "MindX SDK (this host)"}.get(
@@ -105,7 +105,7 @@ def unknown_host_fingerprint(exc: BaseException) -> str | None:
     """The fingerprint of the remote backend's `UnknownHostKey` error (None for any other error)."""
     if type(exc).__name__ != "UnknownHostKey":  # by name: paramiko is imported only when remote is used
         return None
-    return str(exc.fingerprint)
+    return str(getattr(exc, "fingerprint", ""))
 
 
 class _Probe(QThread):
@@ -151,9 +151,7 @@ class BackendDialog(QDialog):
 
         self.buttons_group = QButtonGroup(self)
         self.radios: dict[str, QRadioButton] = {}
-        labels = {"embedded": "Embedded: ONNX Runtime + OpenCV on this machine",
-                  "mindx": "MindX SDK on this Ascend host",
-                  "remote": "Remote Ascend host over SSH"}
+        labels = {**{kind: BACKENDS[kind].label for kind in LOCAL_KINDS}, "remote": REMOTE_LABEL}
         kinds_box = QGroupBox("Run the stream with")
         kinds_layout = QVBoxLayout(kinds_box)
         for kind in KINDS:
@@ -265,7 +263,8 @@ class BackendDialog(QDialog):
         self._probe.start()
 
     def _on_probe_done(self, capabilities, error) -> None:
-        self._probe.wait()
+        if self._probe is not None:
+            self._probe.wait()
         self._probe = None
         self.test_button.setEnabled(True)
         if error is None:

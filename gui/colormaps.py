@@ -12,6 +12,10 @@ from functools import cache
 import numpy as np
 import pyqtgraph as pg
 
+from ..core.review import ERROR_NAMES, FN, FP, TN, TP
+
+__all__ = ["ERROR_COLORS", "ERROR_NAMES", "FN", "FP", "TN", "TP", "error_lut", "heatmap_colormap", "label_lut"]
+
 #: Okabe-Ito colours as RGB.
 ORANGE = (230, 159, 0)
 SKY_BLUE = (86, 180, 233)
@@ -24,11 +28,11 @@ REDDISH_PURPLE = (204, 121, 167)
 #: Colours of class 1, 2, ... (class 0, the background, is black or transparent).
 CLASS_COLORS = (YELLOW, SKY_BLUE, VERMILLION, BLUISH_GREEN, REDDISH_PURPLE, ORANGE, BLUE)
 
-#: Error-map codes: bit 0 = predicted as the class, bit 1 = truly the class.
-TN, FP, FN, TP = 0, 1, 2, 3
-ERROR_NAMES = {TN: "TN", FP: "FP", FN: "FN", TP: "TP"}
-#: TP bluish green, FP orange (predicted but absent), FN blue (missed): safe for red-green blindness.
-ERROR_COLORS = {TP: BLUISH_GREEN, FP: ORANGE, FN: BLUE}
+#: Class 0 and TN on an opaque panel: a dark grey, so an empty mask is visibly a mask, not the background.
+BACKGROUND = (46, 50, 58)
+#: TP bluish green, FP orange (predicted but absent), FN sky blue (missed): safe for red-green blindness,
+#: and light enough to read as legend text on the dark theme.
+ERROR_COLORS = {TP: BLUISH_GREEN, FP: ORANGE, FN: SKY_BLUE}
 
 #: Perceptually uniform and colour-blind safe; shipped with pyqtgraph, so nothing is downloaded.
 HEATMAP_COLORMAP = "viridis"
@@ -41,9 +45,10 @@ def class_color(index: int) -> tuple[int, int, int]:
 
 @cache  # one array per variant: handing ImageItem the same table again costs nothing
 def label_lut(transparent_background: bool = False) -> np.ndarray:
-    """A 256-entry RGBA table for class-id images: 0 black (or transparent), k the colour of class k."""
+    """A 256-entry RGBA table for class-id images: 0 dark grey (or transparent), k the colour of class k."""
     lut = np.zeros((256, 4), np.uint8)
     lut[:, 3] = 255
+    lut[0, :3] = BACKGROUND
     for index in range(1, 256):
         lut[index, :3] = class_color(index)
     if transparent_background:
@@ -56,6 +61,7 @@ def error_lut(transparent_background: bool = False) -> np.ndarray:
     """A 256-entry RGBA table for error codes (TN, TP, FP, FN)."""
     lut = np.zeros((256, 4), np.uint8)
     lut[:, 3] = 255
+    lut[TN, :3] = BACKGROUND
     for code, rgb in ERROR_COLORS.items():
         lut[code, :3] = rgb
     if transparent_background:

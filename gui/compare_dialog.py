@@ -145,8 +145,10 @@ class CompareDialog(QDialog):
         self.candidate_combo.setCurrentIndex(self.candidate_combo.findData(candidate.id))
 
     def displayed(self) -> dict[str, str]:
-        """Metric name -> the text shown (what the user reads)."""
-        return {self.table.item(r, 0).text(): self.table.item(r, 1).text() for r in range(self.table.rowCount())}
+        """Metric name (as `segscope compare` prints it) -> the value shown (what the user reads)."""
+        cells = [(self.table.item(r, 0), self.table.item(r, 1)) for r in range(self.table.rowCount())]
+        return {str(name.data(Qt.ItemDataRole.UserRole)): value.text() for name, value in cells
+                if name is not None and value is not None}
 
     def as_text(self) -> str:
         if self.comparison is None:
@@ -208,7 +210,10 @@ class CompareDialog(QDialog):
         for row, (name, value) in enumerate(rows.items()):
             value_item = QTableWidgetItem(format_value(value))
             value_item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            self.table.setItem(row, 0, QTableWidgetItem(name))
+            name_item = QTableWidgetItem(name.replace("_", " ").capitalize())  # "Cosine similarity"
+            name_item.setData(Qt.ItemDataRole.UserRole, name)
+            name_item.setToolTip(f"{name} in the output of `segscope compare`")
+            self.table.setItem(row, 0, name_item)
             self.table.setItem(row, 1, value_item)
         if comparison is None:
             self.heatmap.clear()

@@ -32,8 +32,10 @@ from ..core.metrics import ImageMetrics
 from . import settings
 from .shortcuts import with_key
 
-COLUMNS = ("Image", "Status", "Soft Dice", "Dice", "IoU")
-SOFT_DICE_COLUMN = 2
+#: The metrics come right after the id, so a narrow dock still shows them; the status is last.
+COLUMNS = ("Image", "Soft Dice", "Dice", "IoU", "Status")
+SOFT_DICE_COLUMN = 1
+STATUS_COLUMN = 4
 
 
 @dataclass
@@ -46,7 +48,7 @@ class Row:
     def value(self, column: int) -> float | None:
         if self.metrics is None:
             return None
-        return (None, None, self.metrics.soft_dice, self.metrics.foreground_dice, self.metrics.foreground_iou)[column]
+        return (None, self.metrics.soft_dice, self.metrics.foreground_dice, self.metrics.foreground_iou, None)[column]
 
 
 class ImageTableModel(QAbstractTableModel):
@@ -77,6 +79,15 @@ class ImageTableModel(QAbstractTableModel):
             self.rows[n].metrics = metrics
         self.dataChanged.emit(self.index(n, 0), self.index(n, len(COLUMNS) - 1))
 
+    def set_metrics(self, item_id: str, metrics: ImageMetrics | None) -> None:
+        """Replace a row's metrics (None clears them: the session is their one source)."""
+        n = self._index[item_id]
+        self.rows[n].metrics = metrics
+        self.dataChanged.emit(self.index(n, 0), self.index(n, len(COLUMNS) - 1))
+
+    def has(self, item_id: str) -> bool:
+        return item_id in self._index
+
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: B008 - Qt's signature
         return 0 if parent.isValid() else len(self.rows)
 
@@ -89,34 +100,34 @@ class ImageTableModel(QAbstractTableModel):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
             return (
                 "Image id (sub-folder or file name)",
-                "not run / running / done / error",
                 "The original script's soft Dice: softmax vs one-hot mask at model resolution",
                 "Hard foreground Dice of the argmax at ROI resolution",
                 "Hard foreground IoU of the argmax at ROI resolution",
+                "not run / queued / done / ROI changed / error",
             )[section]
         return None
 
-    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):  # type: ignore[override]
         if not index.isValid():
             return None
         row, column = self.rows[index.row()], index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             if column == 0:
                 return row.item_id
-            if column == 1:
+            if column == STATUS_COLUMN:
                 return row.status
             value = row.value(column)
             return "" if value is None else f"{value:.4f}"
         if role == Qt.ItemDataRole.UserRole:  # sort key: missing metrics sort after every number
             if column == 0:
                 return row.item_id
-            if column == 1:
+            if column == STATUS_COLUMN:
                 return row.status
             value = row.value(column)
             return math.inf if value is None or math.isnan(value) else value
-        if role == Qt.ItemDataRole.ToolTipRole and column == 1 and row.error:
+        if role == Qt.ItemDataRole.ToolTipRole and column == STATUS_COLUMN and row.error:
             return row.error
-        if role == Qt.ItemDataRole.TextAlignmentRole and column >= 2:
+        if role == Qt.ItemDataRole.TextAlignmentRole and 0 < column < STATUS_COLUMN:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
@@ -145,9 +156,9 @@ class DatasetPanel(QWidget):
         self.table.verticalHeader().hide()
         self.table.setAlternatingRowColors(True)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in range(1, len(COLUMNS)):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        for column in range(len(COLUMNS)):  # ids are short: every column fits its content, so a narrow
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)  # dock keeps the metrics
+        header.setStretchLastSection(True)
         self.table.selectionModel().currentRowChanged.connect(self._on_current_row)
 
         self.open_button = QToolButton()
@@ -170,11 +181,15 @@ class DatasetPanel(QWidget):
         top.addWidget(self.open_button)
         top.addWidget(self.worst_button)
         top.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(top)
-        layout.addWidget(self.path_label)
-        layout.addWidget(self.table, 1)
+        self._column = QVBoxLayout(self)
+        self._column.setContentsMargins(4, 4, 4, 4)
+        self._column.addLayout(top)
+        self._column.addWidget(self.path_label)
+        self._column.addWidget(self.table, 1)
+
+    def insert_widget(self, index: int, widget: QWidget) -> None:
+        """Add a tool row (e.g. the filter box) at `index` of the panel's column."""
+        self._column.insertWidget(index, widget)
 
     # ------------------------------------------------------------- opening
     def choose_folder(self) -> None:

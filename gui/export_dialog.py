@@ -80,7 +80,7 @@ class ExportDialog(QDialog):
         what_layout = QVBoxLayout(what)
         self.kind_boxes: dict[str, QCheckBox] = {}
         remembered = self._settings.value("export/kinds", ["mask"])
-        remembered = [remembered] if isinstance(remembered, str) else list(remembered or [])
+        remembered = [remembered] if isinstance(remembered, str) else remembered if isinstance(remembered, list) else []
         for kind, pattern in EXPORT_KINDS.items():
             box = QCheckBox(KIND_LABELS.get(kind, kind))
             box.setToolTip(f"File name: {pattern}")

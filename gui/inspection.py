@@ -1,14 +1,13 @@
 """Inspection tools on the main window: error review, dataset filter, worst-image stepping, run history,
 run comparison and per-stage timings. `attach_inspection(window)` adds them; nothing here is needed to view.
 
-Hooks used on the window (all public attributes): the run controller's `progress` and `evaluated` signals
-(every result enters the session's `RunHistory`), `dataset_panel` (selection, table rows, its sort/filter
-proxy), `panels` (views, class, and its argmax image's `sigImageChanged`, which fires whenever the window
-puts a result on the panels), `slide.vb`, `results`, `metrics`, `mask`, `current`/`shown_id`.
+They follow the session's events (`window.session`: dataset opened, current image, slide loaded, ROI,
+result added; its `history` is the one store of runs) and read the window's public views: `dataset_panel`
+(selection, rows, its sort/filter proxy), `panels` (views, class), `slide.vb`, `results`, `metrics`, `mask`.
 
 "render" timing: the controller reports progress right before it hands a result to the window, which draws
-it synchronously when it is the current image; the time from then until our own `evaluated` slot (connected
-after the window's) is the GUI's cost of showing the result.
+it synchronously when it is the current image; the time from then until our own `result_added` handler
+(connected after the window's) is the GUI's cost of showing the result.
 """
 
 from __future__ import annotations
@@ -23,12 +22,12 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QGraphicsRectItem, QMenu, QWidget
 
 from ..core.errors import SegScopeError
-from ..core.evaluate import ImageEvaluation
+from ..core.metric_filter import METRICS
 from ..core.review import ErrorRegion, error_regions, result_error_map, step, worst_first
 from ..core.roi import Roi
-from ..core.runs import RunHistory
+from ..core.runs import RunRecord
 from .compare_dialog import CompareDialog
-from .review_panel import METRICS, FilterBar, ReviewPanel
+from .review_panel import FilterBar, ReviewPanel
 from .shortcuts import shortcut_action
 from .timing_panel import TimingPanel
 
@@ -52,9 +51,8 @@ class Inspection(QObject):
     def __init__(self, window: MainWindow) -> None:
         super().__init__(window)
         self.window = window
-        self.history = RunHistory()
+        self.history = window.session.history  # the session's one store of runs
         self.compare_dialog: CompareDialog | None = None
-        self._dataset_root = window.dataset.root if window.dataset is not None else None
         self._result_arrived = 0.0
         self._review_key: tuple | None = None
         self._review_refs: tuple = ()  # keeps the keyed objects alive so their ids stay theirs
@@ -63,7 +61,7 @@ class Inspection(QObject):
         self.review = ReviewPanel()
         self.timing = TimingPanel(self.history)
         self.filter_bar = FilterBar()
-        window.dataset_panel.layout().insertWidget(2, self.filter_bar)  # between the path and the table
+        window.dataset_panel.insert_widget(2, self.filter_bar)  # between the path and the table
         self.review_dock = self._dock("Review", self.review, window.metrics_dock)
         self.timing_dock = self._dock("Timing", self.timing, window.messages_dock)
         self.highlights = [self._highlight(view) for view in (*window.panels.views(), window.slide.vb)]
@@ -95,7 +93,6 @@ class Inspection(QObject):
         dock.setObjectName(f"dock_{title.lower()}")
         dock.setWidget(widget)
         if not window.restoreDockWidget(dock):  # placed as the user left it last time, else tabbed
-            window.addDockWidget(window.dockWidgetArea(tab_with), dock)
             window.tabifyDockWidget(tab_with, dock)
             tab_with.raise_()
         return dock
@@ -128,10 +125,12 @@ class Inspection(QObject):
     def _wire(self) -> None:
         w = self.window
         w.controller.progress.connect(self._on_progress)
-        w.controller.evaluated.connect(self._on_evaluated)
-        w.dataset_panel.currentChanged.connect(lambda _id: (self._review_timer.start(), self._timing_timer.start()))
-        w.dataset_panel.model.modelAboutToBeReset.connect(self._on_dataset_opened)
-        w.panels.argmax.image.sigImageChanged.connect(lambda: self._review_timer.start())
+        events = w.session.events
+        events.result_added.connect(self._on_result_added)
+        events.dataset_opened.connect(self._on_dataset_opened)
+        events.current_changed.connect(lambda _item: (self._review_timer.start(), self._timing_timer.start()))
+        events.slide_loaded.connect(lambda _item: self._review_timer.start())
+        events.roi_changed.connect(lambda _id, _roi: self._review_timer.start())
         w.panels.class_combo.currentIndexChanged.connect(lambda _index: self._review_timer.start())
         self.review_dock.visibilityChanged.connect(lambda visible: visible and self._review_timer.start())
         self.review.regionActivated.connect(self.zoom_to)
@@ -142,21 +141,16 @@ class Inspection(QObject):
     def _on_progress(self, *_args) -> None:
         self._result_arrived = time.perf_counter()
 
-    def _on_dataset_opened(self) -> None:
-        """A new dataset starts unfiltered; another folder's runs are dropped (its ids name other images)."""
+    def _on_dataset_opened(self, _dataset: object) -> None:
+        """A new dataset starts unfiltered (the session keeps or drops its runs)."""
         self.filter_bar.clear()
-        root = self.window.dataset.root if self.window.dataset is not None else None
-        if root != self._dataset_root:
-            self.history.records.clear()
-            self._dataset_root = root
-            self._history_changed()
+        self._history_changed()
 
-    def _on_evaluated(self, evaluation: ImageEvaluation) -> None:
+    def _on_result_added(self, item_id: str, record: RunRecord) -> None:
         w = self.window
-        item_id = evaluation.item.id
-        record = self.history.add(item_id, evaluation.result, w.capabilities)
         if w.current is not None and w.current.id == item_id and w.slide_ready():  # the window drew it
             record.timings["render"] = time.perf_counter() - self._result_arrived
+        self._review_timer.start()
         self._filter_timer.start()
         self._history_changed()
 

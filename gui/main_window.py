@@ -7,12 +7,10 @@ thread; the GUI thread only draws. Every dock can be moved; the layout is rememb
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import Qt, QThread, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -25,15 +23,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.backends.base import Capabilities, InferenceResult
+from ..core.backends.base import Capabilities
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
-from ..core.evaluate import DatasetSummary, ImageEvaluation, evaluation_row
+from ..core.evaluate import ImageEvaluation
 from ..core.export import export_result, write_metrics
-from ..core.fileio import read_image
 from ..core.metrics import ImageMetrics
 from ..core.provenance import source_for
+from ..core.pyramid import Pyramid
+from ..core.result import InferenceResult
 from ..core.roi import Roi
+from ..core.runs import RunRecord
+from ..core.session import Session
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .dataset_panel import DatasetPanel
@@ -45,41 +46,11 @@ from .metrics_panel import MetricsPanel
 from .model_dialog import add_open_model_action
 from .profile_dock import attach_profile
 from .result_panels import ResultPanels
-from .run_controller import RunController, describe_error
+from .run_controller import RunController
 from .shortcuts import ShortcutsDialog, key, shortcut_action, with_key
-from .slide_view import Pyramid, SlideView
-
-#: Results kept in memory for quick re-display (a 960x960x2 float32 result is ~7 MB).
-RESULT_CACHE = 64
-
-
-class _SlideLoader(QObject):
-    """Decodes a slide (+ mask) and builds its pyramid in its own thread; stale requests are skipped."""
-
-    loaded = Signal(int, object, object, object)  # generation, item, Pyramid, mask or None
-    failed = Signal(int, object, str, str)  # generation, item, message, details
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.latest = 0
-        self._lock = threading.Lock()
-
-    def request(self, generation: int) -> None:
-        with self._lock:
-            self.latest = generation
-
-    @Slot(int, object, object)
-    def load(self, generation: int, item: DatasetItem, dataset: Dataset) -> None:
-        if generation != self.latest:
-            return
-        try:
-            image = read_image(item.image_path, dataset.max_pixels)
-            pyramid = Pyramid.build(image)
-            mask = dataset.load_mask(item)
-        except Exception as exc:  # noqa: BLE001 - shown in the message area
-            self.failed.emit(generation, item, *describe_error(exc))
-            return
-        self.loaded.emit(generation, item, pyramid, mask)
+from .slide_loader import SlideLoader
+from .slide_view import SlideView
+from .window_layout import DockLayout, first_size
 
 
 class MainWindow(QMainWindow):
@@ -91,16 +62,13 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.setWindowTitle("SegScope[*]")  # [*]: the "*" of unsaved mask edits
         self.setAcceptDrops(True)
-        self.resize(1600, 1000)
-        self.dataset: Dataset | None = None
-        self.current: DatasetItem | None = None
+        self.resize(first_size())
+        self.session = Session()
         self.shown_id: str | None = None  # the item whose slide the view shows (lags `current` while loading)
-        self.mask: np.ndarray | None = None  # ground truth of the current slide
-        self.metrics: dict[str, ImageMetrics | None] = {}
-        self.results: OrderedDict[str, InferenceResult] = OrderedDict()
         self.backend_choice = BackendChoice()
         self.capabilities: Capabilities | None = None
         self._generation = 0
+        self._store_warned = False
 
         self.slide = SlideView()
         self.panels = ResultPanels()
@@ -111,16 +79,17 @@ class MainWindow(QMainWindow):
 
         self.setCentralWidget(self.slide)
         self.setDockNestingEnabled(True)
-        # Default layout: dataset left, metrics + messages right of the slide, results across the bottom.
+        # Default layout: dataset left, results under the slide and the dataset, and the inspection column
+        # (metrics, review, messages, timing) on the right over the whole height, so its tables never
+        # squeeze the results.
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
         self.dataset_dock = self._dock("Dataset", self.dataset_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.metrics_dock = self._dock("Metrics", self.metrics_panel, Qt.DockWidgetArea.RightDockWidgetArea)
         self.messages_dock = self._dock("Messages", self.messages, Qt.DockWidgetArea.RightDockWidgetArea)
         self.results_dock = self._dock("Results", self.panels, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.resizeDocks([self.dataset_dock, self.metrics_dock], [400, 360], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.metrics_dock, self.messages_dock], [300, 120], Qt.Orientation.Vertical)
-        self.resizeDocks([self.results_dock], [480], Qt.Orientation.Vertical)
+        self.dock_layout = DockLayout(self, self.results_dock, self.dataset_dock,
+                                      [self.metrics_dock, self.messages_dock])
 
         self._build_actions()
         self._build_toolbar()
@@ -129,7 +98,7 @@ class MainWindow(QMainWindow):
         self._wire()
         self._loader_thread = QThread(self)
         self._loader_thread.setObjectName("segscope-slide-loader")
-        self._loader = _SlideLoader()
+        self._loader = SlideLoader()
         self._loader.moveToThread(self._loader_thread)
         self._load.connect(self._loader.load)
         self._loader.loaded.connect(self._on_slide_loaded)
@@ -139,8 +108,36 @@ class MainWindow(QMainWindow):
         self.inspection = attach_inspection(self)
         self.profile_dock = attach_profile(self)
         self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
-        self._restore_layout()
+        self.dock_layout.remember_default()
+        self.dock_layout.size_on_show = not self._restore_layout()
         self._update_enabled()
+
+    # ------------------------------------------------------------------- the session's state, read-only
+    @property
+    def dataset(self) -> Dataset | None:
+        return self.session.dataset
+
+    @property
+    def current(self) -> DatasetItem | None:
+        return self.session.current
+
+    @property
+    def mask(self) -> np.ndarray | None:  # type: ignore[override]  # (shadows QWidget.mask(), unused here)
+        """The ground truth on screen (edited or as on disk) of the current slide."""
+        document = self.session.document
+        return document.mask if document is not None and self.session.ready else None
+
+    @property
+    def results(self) -> dict[str, InferenceResult]:
+        """The newest result of each image that has one, in dataset order."""
+        session = self.session
+        return {item_id: result for item_id in session.result_ids if (result := session.result(item_id))}
+
+    @property
+    def metrics(self) -> dict[str, ImageMetrics | None]:
+        """Metrics of every image run so far (None: no mask), always of the mask on screen or on disk."""
+        items = self.dataset.items if self.dataset is not None else []
+        return {i.id: self.session.metrics(i.id) for i in items if self.session.has_metrics(i.id)}
 
     # ----------------------------------------------------------------------------------------- building
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
@@ -173,6 +170,10 @@ class MainWindow(QMainWindow):
         self.square_action.toggled.connect(self.slide.square_check.setChecked)
         self.slide.square_check.toggled.connect(self.square_action.setChecked)
         self.reset_roi_action = a("&Reset ROI", "roi_reset", "Back to the default ROI", self.reset_roi)
+        self.undo_roi_action = a("Undo ROI move", "roi_undo", "Put the last moved ROI back", self.undo_roi)
+        self.redo_roi_action = a("Redo ROI move", "roi_redo", "Move the ROI again", self.redo_roi)
+        self.reset_layout_action = a("Reset &layout", "reset_layout", "Put every dock back where it started",
+                                     lambda: self.dock_layout.reset())
         self.messages_action = a("&Messages", "messages", "Show or hide the message area", self._toggle_messages)
         self.shortcuts_action = a("&Keyboard shortcuts", "shortcuts", "List every shortcut", self.show_shortcuts)
         self.quit_action = a("&Quit", "quit", "Quit SegScope", self.close)
@@ -221,12 +222,18 @@ class MainWindow(QMainWindow):
         for action in (self.run_action, self.run_all_action, self.cancel_action, None, self.backend_action):
             run_menu.addAction(action) if action else run_menu.addSeparator()
         view_menu = menu.addMenu("&View")
-        for action in (self.fit_action, self.one_action, self.square_action, self.reset_roi_action, None,
+        for action in (self.fit_action, self.one_action, self.square_action, self.reset_roi_action,
+                       self.undo_roi_action, self.redo_roi_action, None,
                        self.next_action, self.prev_action, self.worst_action, None, self.panels.overlay_action,
                        self.panels.contour_action, self.panels.error_map_action, None):
             view_menu.addAction(action) if action else view_menu.addSeparator()
         for dock in (self.dataset_dock, self.metrics_dock, self.results_dock, self.messages_dock):
             view_menu.addAction(dock.toggleViewAction())
+        panels_menu = view_menu.addMenu("&Panels")  # the registered result views (gui/view_*.py)
+        panels_menu.setToolTipsVisible(True)
+        panels_menu.addActions(list(self.panels.extra.actions.values()))
+        view_menu.addSeparator()
+        view_menu.addAction(self.reset_layout_action)
         help_menu = menu.addMenu("&Help")
         help_menu.addAction(self.shortcuts_action)
         help_menu.addAction("&About SegScope", self._about)
@@ -247,8 +254,13 @@ class MainWindow(QMainWindow):
         self.dataset_panel.currentChanged.connect(self._on_item_selected)
         self.slide.roiChanged.connect(self._on_roi_changed)
         self.slide.resetRoiRequested.connect(self.reset_roi)
-        self.slide.hovered.connect(lambda text: self.statusBar().showMessage(text, 3000))
+        self.slide.hovered.connect(self._on_slide_hover)
         self.messages.added.connect(self._on_message)
+        events = self.session.events
+        events.roi_changed.connect(self._on_session_roi)
+        events.result_added.connect(self._on_result_added)
+        events.metrics_changed.connect(self._on_metrics_changed)
+        events.store_failed.connect(self._on_store_failed)
         c = self.controller
         c.backendOpened.connect(self._on_backend_opened)
         c.evaluated.connect(self._on_evaluated)
@@ -270,55 +282,70 @@ class MainWindow(QMainWindow):
         except SegScopeError as exc:
             self.messages.add("error", str(exc))
             return False
-        self.dataset = dataset
-        self.current = None
-        self.metrics.clear()
-        self.results.clear()
+        self.session.open_dataset(dataset)
+        self.shown_id = None
         self.slide.clear()
         self.panels.clear()
         self.metrics_panel.show_metrics(None)
-        self._update_means()
+        self.timings_label.setText("")
         settings.add_recent_dataset(dataset.root)
         self.setWindowTitle(f"SegScope — {dataset.root}[*]")
         self.dataset_panel.set_dataset(dataset.root, [item.id for item in dataset.items])
-        self.messages.add("info", f"Opened {dataset.root}: {len(dataset)} images, "
-                                  f"{sum(i.has_mask for i in dataset.items)} with masks")
+        restored = self.metrics  # runs of this folder kept in this session or on disk
+        for item_id, metrics in restored.items():
+            self._set_status(item_id, "done" if metrics else "done (no mask)", metrics)
+        self._update_means()
+        self.messages.add("info", f"Opened {dataset.root}: {_count(len(dataset), 'image')}, "
+                                  f"{sum(i.has_mask for i in dataset.items)} with masks"
+                                  + (f"; {_count(len(restored), 'earlier run')} restored" if restored else ""))
+        for note in self.session.restore_notes:
+            self.messages.add("warning", note)
         self._update_enabled()
         return True
 
     def _on_item_selected(self, item_id: str) -> None:
-        if self.dataset is None or (self.current is not None and item_id == self.current.id):
+        current = self.current
+        if self.dataset is None or (current is not None and item_id == current.id):
             return
-        if not self.editing.confirm_leave():
-            self.dataset_panel.select_item(self.current.id)  # stay (re-enters with the current id)
+        if current is not None and not self.editing.confirm_leave():
+            self.dataset_panel.select_item(current.id)  # stay (re-enters with the current id)
             return
-        self.current = self.dataset.item(item_id)
-        self.mask = None
+        item = self.session.select(item_id)
         self.shown_id = None
         self.panels.clear()
+        self.panels.set_busy(f"Loading {item.id}…")
+        self.slide.set_loading(f"Loading {item.id} ({item.image_path.name})…")
         self._show_metrics(None)
         self._generation += 1
         self._loader.request(self._generation)
-        self._load.emit(self._generation, self.current, self.dataset)
-        self.statusBar().showMessage(f"Loading {self.current.image_path}…")
+        self._load.emit(self._generation, item, self.dataset)
+        self.statusBar().showMessage(f"Loading {item.image_path}…")
         self._update_enabled()
 
     def _on_slide_loaded(self, generation: int, item: DatasetItem, pyramid: Pyramid, mask) -> None:
         if generation != self._generation or self.dataset is None:
             return
-        self.mask = mask
         self.shown_id = item.id
+        self.session.slide_loaded(item.id, pyramid.size, mask)
+        roi = self.session.roi
+        assert roi is not None
+        self.slide.set_pyramid(pyramid, roi)
+        self.editing.slide_loaded(item)  # may restore auto-saved edits into the document
         w, h = pyramid.size
-        self.slide.set_pyramid(pyramid, self.dataset.roi_for(item, (w, h)))
-        self.editing.slide_loaded(item)  # may restore auto-saved edits into self.mask
         self.statusBar().showMessage(f"{item.image_path}  {w} x {h}", 4000)
-        result = self.results.get(item.id)
-        if result is not None and result.roi == self.slide.roi():
+        result = self.session.result(item.id)
+        if result is not None:
             self.show_result(item.id, result)
         else:
             self.panels.clear()
+            self.panels.set_busy(self._run_hint())
             self._show_metrics(None)
         self._update_enabled()
+
+    def _run_hint(self) -> str:
+        if self.controller.busy:
+            return "Queued: the run is in progress"
+        return f"Not run yet: press Run ({key('run_current')}) or Run all ({key('run_all')})"
 
     def _on_slide_failed(self, generation: int, item: DatasetItem, text: str, details: str) -> None:
         if generation == self._generation:
@@ -330,32 +357,63 @@ class MainWindow(QMainWindow):
 
     def slide_ready(self) -> bool:
         """Whether the selected item's slide is decoded and shown."""
-        return self.current is not None and self.shown_id == self.current.id and self.slide.roi() is not None
+        return (self.session.ready and self.current is not None and self.shown_id == self.current.id
+                and self.slide.roi() is not None)
 
     def _on_roi_changed(self, roi: Roi) -> None:
+        """The user moved the ROI in the view: the session owns it (the view follows the session)."""
         if self.dataset is None or not self.slide_ready():
             return
         try:
-            self.dataset.set_roi(self.current, roi)
+            self.session.set_roi(roi)
         except SegScopeError as exc:
             self.messages.add("warning", str(exc))
-        self._mark_if_stale(roi)
 
-    def _mark_if_stale(self, roi: Roi) -> None:
-        """Flag the current image when its shown result was computed on another ROI."""
-        result = self.results.get(self.current.id)
-        if result is not None and result.roi != roi:
-            self._set_status(self.current.id, "ROI changed")
+    def _on_session_roi(self, item_id: str, roi: Roi) -> None:
+        if self.current is not None and item_id == self.current.id and self.slide_ready():
+            if self.slide.roi() != roi:
+                self.slide.set_roi(roi)
+            self._mark_if_stale()
+        self._update_enabled()
+
+    def _mark_if_stale(self) -> None:
+        """Dim the panels and flag the row when the shown result was computed on another ROI."""
+        current = self.current
+        if current is None:
+            return
+        stale = self.session.is_stale(current.id)
+        self.panels.set_stale(stale)
+        row = self.dataset_panel.model.row(current.id)
+        if stale and not row.status.startswith("ROI changed"):
+            self._set_status(current.id, "ROI changed")
+        elif not stale and row.status.startswith("ROI changed"):
+            metrics = self.session.metrics(current.id)
+            self._set_status(current.id, "done" if metrics else "done (no mask)", metrics)
 
     def reset_roi(self) -> None:
         if self.dataset is None or not self.slide_ready():
             return
         try:
-            self.dataset.reset_roi(self.current)
+            self.session.reset_roi()
         except SegScopeError as exc:
             self.messages.add("warning", str(exc))
-        self.slide.set_roi(self.dataset.roi_for(self.current, self.slide.pyramid.size))
-        self._mark_if_stale(self.slide.roi())
+
+    def undo_roi(self) -> None:
+        self._roi_step(self.session.undo_roi)
+
+    def redo_roi(self) -> None:
+        self._roi_step(self.session.redo_roi)
+
+    def _roi_step(self, step) -> None:
+        try:
+            item_id = step()
+        except SegScopeError as exc:
+            self.messages.add("warning", str(exc))
+            return
+        if item_id is None:
+            self.statusBar().showMessage("No ROI move to undo or redo", 3000)
+        elif self.current is None or item_id != self.current.id:
+            self.dataset_panel.select_item(item_id)  # show the image whose ROI moved back
 
     # ------------------------------------------------------------------------------------------ running
     def open_backend(self, choice: BackendChoice) -> None:
@@ -374,23 +432,30 @@ class MainWindow(QMainWindow):
             self.open_backend(choice)
 
     def run_current(self) -> bool:
-        if self.dataset is None or not self.slide_ready():
+        if self.dataset is None or self.current is None or not self.slide_ready():
             self.statusBar().showMessage("Select an image first", 3000)
             return False
-        self._on_roi_changed(self.slide.roi())  # the sidecar holds exactly the ROI on screen
+        roi = self.slide.roi()
+        if roi is not None and roi != self.session.roi:
+            self._on_roi_changed(roi)  # the session holds exactly the ROI on screen
         return self._run([self.current])
 
     def run_all(self) -> bool:
         return self.dataset is not None and self._run(list(self.dataset.items))
 
     def _run(self, items: list[DatasetItem]) -> bool:
-        if not self.controller.run(self.dataset, items):
+        """Queue a batch on a snapshot of the ROIs: dragging during the run changes the next run only."""
+        assert self.dataset is not None
+        plan = self.session.run_plan([item.id for item in items])
+        if not self.controller.run(self.dataset, items, plan):
             return False
         for item in items:
             self._set_status(item.id, "queued")
         self.progress.setRange(0, len(items))
         self.progress.setValue(0)
         self.progress_action.setVisible(len(items) > 1)
+        if self.current is not None and self.current.id in plan and self.slide_ready():
+            self.panels.set_busy(f"Running {self.current.id}…")
         return True
 
     def _on_progress(self, finished: int, total: int, eta: float) -> None:
@@ -400,6 +465,7 @@ class MainWindow(QMainWindow):
     def _on_batch_finished(self, done: int, failed: int, cancelled: bool) -> None:
         self.progress_action.setVisible(False)
         self.eta_label.setText("")
+        self.panels.set_busy("" if self.panels.result is not None or not self.slide_ready() else self._run_hint())
         if self.dataset is not None:
             for row in self.dataset_panel.model.rows:
                 if row.status == "queued":
@@ -412,6 +478,7 @@ class MainWindow(QMainWindow):
 
     def _on_backend_opened(self, capabilities: Capabilities) -> None:
         self.capabilities = capabilities
+        self.session.capabilities = capabilities
         self.panels.set_class_names(capabilities.class_names)
         self.backend_label.setText(f"{capabilities.name} · {capabilities.device}")
         self.backend_label.setToolTip("\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
@@ -420,39 +487,55 @@ class MainWindow(QMainWindow):
         self._update_enabled()
 
     def _on_evaluated(self, evaluation: ImageEvaluation) -> None:
-        item_id = evaluation.item.id
-        self.results[item_id] = evaluation.result
-        self.results.move_to_end(item_id)
-        while len(self.results) > RESULT_CACHE:
-            self.results.popitem(last=False)
-        self.metrics[item_id] = evaluation.metrics
-        self._set_status(item_id, "done" if evaluation.metrics else "done (no mask)", evaluation.metrics)
-        self.timings_label.setText(_timings_text(evaluation.result.timings))
-        self._update_means()
-        if self.slide_ready() and self.current.id == item_id:
-            self.slide.set_roi(evaluation.result.roi)
-            self.show_result(item_id, evaluation.result)
+        self.session.add_evaluation(evaluation)  # result_added and metrics_changed update the views
+
+    def _on_result_added(self, item_id: str, record: RunRecord) -> None:
+        metrics = self.session.metrics(item_id)
+        self._set_status(item_id, "done" if metrics else "done (no mask)", metrics)
+        self.timings_label.setText(f"last run {sum(record.timings.values()) * 1000:.0f} ms")
+        self.timings_label.setToolTip(f"Per-stage times of the last inference ({item_id}):\n"
+                                      + _timings_text(record.timings))
+        if self.current is not None and self.current.id == item_id and self.slide_ready():
+            result = self.session.result(item_id)
+            if result is not None:
+                self.show_result(item_id, result)
 
     def show_result(self, item_id: str, result: InferenceResult) -> None:
         roi = result.roi
         image = self.slide.image_bgr
         roi_image = image[roi.y0 : roi.y1, roi.x0 : roi.x1] if image is not None else None
-        gt = self.mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if self.mask is not None else None
+        mask = self.mask
+        gt = mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if mask is not None else None
         try:
             self.panels.show_result(result, roi_image, gt)
         except SegScopeError as exc:
             self.messages.add("error", f"{item_id}: {exc}")
             self.panels.show_result(result, roi_image, None)
-        self._show_metrics(self.metrics.get(item_id))
+        self._show_metrics(self.session.metrics(item_id))
+        self._mark_if_stale()
         self.editing.result_shown(result)
 
-    def set_metrics(self, item_id: str, metrics: ImageMetrics) -> None:
-        """New metrics of an image (e.g. after its mask was edited): list, means and, if current, the panel."""
-        self.metrics[item_id] = metrics
-        self._set_status(item_id, self.dataset_panel.model.row(item_id).status, metrics)
+    def _on_metrics_changed(self, item_id: str, metrics: ImageMetrics | None) -> None:
+        """The session re-scored an image (a run, an edit, a save, a discard): list, means, panel."""
+        model = self.dataset_panel.model
+        if self.dataset is None or not model.has(item_id):
+            return
+        model.set_metrics(item_id, metrics)
         self._update_means()
         if self.current is not None and self.current.id == item_id:
             self._show_metrics(metrics)
+
+    def _on_slide_hover(self, text: str) -> None:
+        """The slide's readout in the status bar while the mouse is over it (cleared when it leaves)."""
+        if text:
+            self.statusBar().showMessage(text)
+        elif self.statusBar().currentMessage().startswith("slide x="):
+            self.statusBar().clearMessage()
+
+    def _on_store_failed(self, text: str) -> None:
+        if not self._store_warned:  # once per window: every result would say the same
+            self._store_warned = True
+            self.messages.add("warning", text)
 
     def _show_metrics(self, metrics: ImageMetrics | None) -> None:
         names = self.capabilities.class_names if self.capabilities else ()
@@ -462,18 +545,16 @@ class MainWindow(QMainWindow):
                                 f"IoU {metrics.foreground_iou:.4f}")
 
     def _update_means(self) -> None:
-        summary = DatasetSummary()
-        for metrics in self.metrics.values():
-            summary.add(metrics)
+        summary = self.session.summary()
         means = summary.means()
         self.metrics_panel.set_dataset_dice(summary.soft_dice)
-        count = means["images_with_masks"]
+        count = int(means["images_with_masks"])
         self.means_label.setText("" if not count else
                                  f"mean soft Dice {means['soft_dice']:.4f} · Dice {means['foreground_dice']:.4f}"
-                                 f" · IoU {means['foreground_iou']:.4f} ({count} images)")
+                                 f" · IoU {means['foreground_iou']:.4f} ({_count(count, 'image')})")
 
     def _set_status(self, item_id: str, status: str, metrics: ImageMetrics | None = None, error: str = "") -> None:
-        if self.dataset is not None and any(i.id == item_id for i in self.dataset.items):
+        if self.dataset is not None and self.dataset_panel.model.has(item_id):
             self.dataset_panel.model.update(item_id, status, metrics, error)
 
     # ------------------------------------------------------------------------------------------- export
@@ -488,36 +569,31 @@ class MainWindow(QMainWindow):
             self.write_export(dialog.choices())
 
     def write_export(self, choices: ExportChoices) -> list[Path]:
-        """Write the chosen files with `core.export`; problems go to the message area."""
+        """Write the chosen files with `core.export`; problems go to the message area. The metrics table
+        holds the exported images only (the current one for "Current image")."""
         written: list[Path] = []
+        assert self.dataset is not None
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
             for item_id in choices.item_ids:
+                result = self.session.result(item_id)
+                if result is None:
+                    raise SegScopeError(f"{item_id}: its result is no longer in memory; run it again to export")
                 source = source_for(self.dataset.item(item_id), self.capabilities)
-                written += export_result(self.results[item_id], choices.folder, source, choices.kinds,
-                                         overwrite=choices.overwrite)
+                written += export_result(result, choices.folder, source, choices.kinds, overwrite=choices.overwrite)
             if choices.metrics:
-                written += write_metrics(*self._metrics_table(), choices.folder, choices.overwrite)
+                rows, means = self.session.metrics_table(list(choices.item_ids))
+                written += write_metrics(rows, means, choices.folder, choices.overwrite)
         except SegScopeError as exc:
             self.messages.add("error", f"Export: {exc}")
         finally:
             QApplication.restoreOverrideCursor()
         if written:
-            self.messages.add("info", f"Exported {len(written)} files to {choices.folder}",
+            self.messages.add("info", f"Exported {_count(len(written), 'file')} to {choices.folder}",
                               "\n".join(str(p) for p in written))
+            self.messages_dock.show()
+            self.messages_dock.raise_()
         return written
-
-    def _metrics_table(self) -> tuple[list[dict[str, object]], dict[str, object]]:
-        """Rows (one per image run) and dataset means, as `core.export.write_metrics` takes them."""
-        summary, rows = DatasetSummary(), []
-        for item in self.dataset.items if self.dataset else []:
-            if item.id in self.metrics:
-                metrics = self.metrics[item.id]
-                summary.add(metrics)
-                result = self.results.get(item.id)
-                roi = result.roi if result else self.dataset.roi_for(item)
-                rows.append(evaluation_row(item, roi, metrics, result.timings if result else None))
-        return rows, summary.means()
 
     # --------------------------------------------------------------------------------------------- misc
     def _update_enabled(self) -> None:
@@ -525,6 +601,8 @@ class MainWindow(QMainWindow):
         has_backend = self.capabilities is not None
         self.run_action.setEnabled(not busy and has_backend and self.slide_ready())
         self.run_all_action.setEnabled(not busy and has_backend and self.dataset is not None)
+        self.undo_roi_action.setEnabled(self.session.can_undo_roi)
+        self.redo_roi_action.setEnabled(self.session.can_redo_roi)
         self.cancel_action.setEnabled(busy)
         self.backend_action.setEnabled(not busy)
         self.export_action.setEnabled(not busy and bool(self.results))
@@ -557,19 +635,20 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
             self.open_dataset(folder)
 
-    def _restore_layout(self) -> None:
+    def _restore_layout(self) -> bool:
+        """The user's last window geometry and dock layout; False when there is none (a first start)."""
         s = settings.settings()
         geometry, state = s.value("window/geometry"), s.value("window/state")
         if geometry is not None:
             self.restoreGeometry(geometry)
-        if state is not None:
-            self.restoreState(state)
+        return state is not None and self.restoreState(state)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self.editing.confirm_leave():
             event.ignore()
             return
         self.editing.shutdown()
+        self.session.flush()
         s = settings.settings()
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
@@ -579,10 +658,15 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
 
+def _count(n: int, noun: str) -> str:
+    """"1 image", "3 images"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _duration(seconds: float) -> str:
     seconds = round(seconds)
     return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds} s"
 
 
 def _timings_text(timings: dict[str, float]) -> str:
-    return " · ".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in timings.items())
+    return "\n".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in timings.items())

@@ -81,7 +81,7 @@ class EditLayer(QGraphicsObject):
             painter.setPen(pen)
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawEllipse(self._cursor, self._radius, self._radius)
-        if len(self._path):
+        if self._path.count():
             pen = QPen(PATH_COLOR, 1.5, Qt.PenStyle.DashLine)
             pen.setCosmetic(True)
             painter.setPen(pen)

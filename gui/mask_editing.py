@@ -13,7 +13,6 @@ worker thread (on a copy of the mask); reopening the image after a crash offers 
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,13 +42,13 @@ from ..core.annotation import (
     discard_recovery,
     find_recovery,
     prediction_labels,
-    save_mask,
     write_recovery,
 )
-from ..core.backends.base import InferenceResult
-from ..core.dataset import DatasetItem, backup_mask_path, default_mask_path
+from ..core.dataset import DatasetItem, backup_mask_path
 from ..core.errors import SegScopeError
-from ..core.metrics import image_metrics
+from ..core.mask_document import MaskDocument, mask_source
+from ..core.metrics import mask_piece_labels
+from ..core.result import InferenceResult
 from ..core.roi import Roi
 from . import settings
 from .mask_canvas import EditLayer
@@ -66,11 +65,6 @@ METRICS_DELAY_MS = 300
 UNSAVED_MARK = " · unsaved"
 MAX_RADIUS = 500
 SAVE_MODE_KEY = "editing/save_mode"
-
-
-def mask_source(item: DatasetItem) -> Path:
-    """The mask file an item's edits belong to: its ground truth, or where a new one goes."""
-    return item.mask_path or default_mask_path(item.image_path)
 
 
 def slide_point(pos: QPointF) -> tuple[float, float]:
@@ -95,9 +89,7 @@ class MaskEditing(QObject):
         super().__init__(window)
         self.window = window
         self.panels = window.panels
-        self.editor: MaskEditor | None = None
-        self.item: DatasetItem | None = None  # the image the editor belongs to
-        self.recovery_dir: Path | None = None  # None: beside each mask (core.annotation's default)
+        self.item: DatasetItem | None = None  # the image whose document the tools edit
         self._last_point: tuple[float, float] | None = None  # brush/eraser drag in progress
         self._path: list[QPointF] = []  # lasso or polygon in progress
         self._dragged = False
@@ -122,7 +114,7 @@ class MaskEditing(QObject):
         self._build_actions()
         self._build_toolbar()
         self._build_menu()
-        window.controller.evaluated.connect(self._on_evaluated)
+        window.session.events.document_changed.connect(self._on_document_changed)
         self.set_tool("pan")
         self._sync_state()
 
@@ -191,7 +183,7 @@ class MaskEditing(QObject):
         self.class_combo.setToolTip("Class the brush, fill and lasso paint, and whose probability the "
                                     "threshold tools use")
         self.class_combo.setMinimumContentsLength(8)
-        bar.addWidget(QLabel(" Class "))
+        bar.addWidget(QLabel(" Paint class "))
         bar.addWidget(self.class_combo)
         limit_box = QCheckBox(self.limit_action.text())
         limit_box.setToolTip(self.limit_action.toolTip())
@@ -211,9 +203,12 @@ class MaskEditing(QObject):
         bar.addWidget(self.threshold_slider)
         bar.addWidget(self.threshold_label)
         bar.addSeparator()
-        for action in (self.accept_argmax_action, self.accept_threshold_action, None, self.undo_action,
-                       self.redo_action):
-            bar.addAction(action) if action else bar.addSeparator()
+        for entry in (self.accept_argmax_action, self.accept_threshold_action, None, self.undo_action,
+                      self.redo_action):
+            if entry is None:
+                bar.addSeparator()
+            else:
+                bar.addAction(entry)
         save_button = QToolButton()
         save_button.setDefaultAction(self.save_action)
         save_button.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
@@ -235,8 +230,34 @@ class MaskEditing(QObject):
         mode_menu = menu.addMenu("Save mode")
         mode_menu.addActions(list(self.save_mode_actions.values()))
         menus = self.window.menuBar().actions()
-        self.window.menuBar().insertMenu(menus[1] if len(menus) > 1 else None, menu)
+        if len(menus) > 1:
+            self.window.menuBar().insertMenu(menus[1], menu)  # after File
+        else:
+            self.window.menuBar().addMenu(menu)
         self.menu = menu
+
+    # ------------------------------------------------------------------------------------ the document
+    @property
+    def document(self) -> MaskDocument | None:
+        """The mask document of the image on screen (the session's), once its slide is loaded."""
+        session = self.window.session
+        return session.document if session.ready else None
+
+    @property
+    def editor(self) -> MaskEditor | None:
+        document = self.document
+        return document.editor if document is not None else None
+
+    @property
+    def recovery_dir(self) -> Path | None:
+        """Where auto-saved edits go (None: beside each mask, core.annotation's default)."""
+        return self.window.session.recovery_dir
+
+    @recovery_dir.setter
+    def recovery_dir(self, folder: Path | None) -> None:
+        self.window.session.recovery_dir = folder
+        if self.window.session.document is not None:
+            self.window.session.document.recovery_dir = folder
 
     # ------------------------------------------------------------------------------------ tool settings
     @property
@@ -292,7 +313,7 @@ class MaskEditing(QObject):
         self._sync_state()
 
     def slide_loaded(self, item: DatasetItem) -> None:
-        """A new image is shown (its mask is `window.mask`): start clean, offer edits a crash left behind."""
+        """A new image is shown (its mask is the session's document): start clean, offer edits a crash left."""
         self._drop_editor()
         self.item = item
         try:
@@ -322,7 +343,7 @@ class MaskEditing(QObject):
     def confirm_leave(self) -> bool:
         """Before the image, the dataset or the window goes: ask about unsaved edits (Save/Discard/Cancel).
         Returns whether leaving may go on."""
-        if self.editor is None or not self.editor.dirty:
+        if self.editor is None or not self.editor.dirty or self.item is None:
             return True
         buttons = (QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
                    | QMessageBox.StandardButton.Cancel)
@@ -337,10 +358,12 @@ class MaskEditing(QObject):
         return False
 
     def discard(self) -> None:
-        """Forget the unsaved edits of the current image, and their recovery file."""
-        if self.editor is not None:
+        """Forget the unsaved edits of the current image, and their recovery file; the metrics go back to
+        those of the mask on disk (the session re-scores)."""
+        document = self.document
+        if document is not None and document.editor is not None:
             self._wait_autosave()
-            discard_recovery(mask_source(self.item), self.recovery_dir)
+            document.discard()
         self._drop_editor()
 
     def shutdown(self) -> None:
@@ -354,31 +377,28 @@ class MaskEditing(QObject):
         window, result = self.window, self.panels.result
         if result is None or window.current is None or not window.slide_ready():
             return None
-        return result if window.results.get(window.current.id) is result else None
+        return result if window.session.result(window.current.id) is result else None
 
     def _can_edit(self) -> bool:
         return self.tool != "pan" and self._result() is not None
 
     def _ensure_editor(self) -> MaskEditor:
         """The editor of the current image, made on the first edit (a blank mask for an image without one)."""
-        if self.editor is not None:
-            return self.editor
+        document = self.document
+        if document is None:
+            raise SegScopeError("the image is still loading: edit once it is shown")
+        if document.editor is not None:
+            return document.editor
         window = self.window
-        width, height = window.slide.pyramid.size
-        mask = window.mask if window.mask is not None else np.zeros((height, width), np.uint8)
-        if mask.shape != (height, width):
-            raise SegScopeError(f"{window.current.truth_path}: mask is {mask.shape[1]}x{mask.shape[0]} but the "
-                                f"image is {width}x{height}; it cannot be edited")
         names = window.capabilities.class_names if window.capabilities else ()
         result = self._result()
-        self.editor = MaskEditor(mask, result.num_classes if result else max(len(names), 2))
-        self.item = window.current
-        had_mask = window.mask is not None
-        window.mask = self.editor.mask  # the window scores and shows the edited mask from now on
-        if not had_mask and result is not None:
+        had_mask = document.mask is not None
+        editor = document.ensure_editor(result.num_classes if result else max(len(names), 2))
+        self.item = document.item
+        if not had_mask and result is not None and window.current is not None:
             window.show_result(window.current.id, result)  # the truth panel gets the blank mask
-        self._autosaved_version = self.editor.version
-        return self.editor
+        self._autosaved_version = editor.version
+        return editor
 
     def _allowed(self, result: InferenceResult, limited: bool) -> np.ndarray:
         """Where an edit may paint: the ROI, and with the probability limit only where P(class) >= t."""
@@ -499,12 +519,16 @@ class MaskEditing(QObject):
 
     def _changed(self, box: Roi | None) -> None:
         """Redraw the part of `box` the truth panel shows (a box from undo may lie partly outside the ROI)."""
-        result = self.panels.result
-        if box is None or self.editor is None or result is None or result is not self._result():
+        result, document = self.panels.result, self.document
+        editor = document.editor if document is not None else None
+        if result is not self._result():
             return
+        if box is None or document is None or editor is None or result is None:
+            return
+        document.edited()
         shown = _clip(box, result.roi)
         if shown is not None:
-            piece = self.editor.mask[shown.y0 : shown.y1, shown.x0 : shown.x1]
+            piece = editor.mask[shown.y0 : shown.y1, shown.x0 : shown.x1]
             self.panels.update_truth(shown, self._labels(piece))
         self._metrics_timer.start()
 
@@ -512,9 +536,8 @@ class MaskEditing(QObject):
         """Class ids of mask pixels by the whole mask's convention (`mask_to_labels` decides 0/1 vs 0/255
         from the array it gets, which a small piece cannot tell)."""
         editor = self.editor
-        if editor.num_classes != 2:
-            return piece
-        return (piece > (127 if editor.foreground == 255 else 0)).view(np.uint8)
+        assert editor is not None
+        return mask_piece_labels(piece, editor.num_classes, editor.foreground)
 
     def _edit_finished(self) -> None:
         self._sync_state()
@@ -553,61 +576,49 @@ class MaskEditing(QObject):
             model.update(item_id, status, None, row.error)
 
     def update_metrics(self) -> None:
-        """Score the current result against the edited mask (the metrics panel, toolbar and dataset list)."""
-        result = self._result()
-        if result is None or self.editor is None:
+        """Have the session re-score the edited image (the metrics panel, toolbar and dataset list follow)."""
+        document = self.document
+        if document is None:
             return
         try:
-            metrics = image_metrics(result, self.editor.mask)
+            self.window.session.refresh_metrics(document.item.id)
         except SegScopeError as exc:
-            self.window.messages.add("error", f"{self.item.id}: {exc}")
+            self.window.messages.add("error", f"{document.item.id}: {exc}")
             return
-        self.window.set_metrics(self.item.id, metrics)
-        self._mark(self.item.id, self.dirty)
-        self.maskEdited.emit(self.item.id)
+        self._mark(document.item.id, self.dirty)
+        self.maskEdited.emit(document.item.id)
 
-    def _on_evaluated(self, evaluation) -> None:
-        """A run scores against the mask file; while this image has unsaved edits, score the edits instead."""
-        if self.item is not None and evaluation.item.id == self.item.id and self.dirty:
-            self.update_metrics()
-            self._sync_state()
+    def _on_document_changed(self, document: MaskDocument, kind: str) -> None:
+        """A save or discard changed the mask on screen: views of it refresh."""
+        if kind != "edit":
+            self._metrics_timer.stop()
+            self.maskEdited.emit(document.item.id)
 
     # ------------------------------------------------------------------------------------------- saving
     def save(self) -> bool:
         """Save the edited mask the chosen way (Ctrl+S); returns False when it could not be written."""
-        if self.editor is None or self.item is None or not self.editor.dirty:
+        document = self.document
+        if document is None or document.editor is None or not document.dirty:
             self.window.statusBar().showMessage("No unsaved mask edits", 3000)
             return True
         mode = self.save_mode()
-        item = self.item
-        source = mask_source(item)
+        item = document.item
+        source = document.source
         self._wait_autosave()
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
-            written = save_mask(self.editor.mask, source, mode)
+            written = document.save(mode)  # the session re-scores on the saved mask
         except SegScopeError as exc:
             self.window.messages.add("error", f"Saving the mask of {item.id}: {exc}")
             return False
         finally:
             QApplication.restoreOverrideCursor()
-        self.editor.mark_saved()
-        discard_recovery(source, self.recovery_dir)
-        if item.mask_path is None and mode == "replace":
-            self._adopt_new_mask(item, written)
+        self.item = document.item
         kept = (f"; the original is kept as {backup_mask_path(source).name}" if mode == "replace"
                 and backup_mask_path(source).exists() else "")
         self.window.messages.add("info", f"Saved the mask of {item.id} to {written}{kept}")
         self._sync_state()
         return True
-
-    def _adopt_new_mask(self, item: DatasetItem, written: Path) -> None:
-        """An image that had no mask has one now: the dataset item points at it."""
-        dataset = self.window.dataset
-        updated = dataclasses.replace(item, mask_path=written)
-        dataset.items[dataset.items.index(item)] = updated
-        if self.window.current == item:
-            self.window.current = updated
-        self.item = updated
 
     # ----------------------------------------------------------------------------------------- recovery
     def autosave(self) -> None:
@@ -641,7 +652,6 @@ class MaskEditing(QObject):
         self._wait_autosave()
         if self.item is not None:
             self._mark(self.item.id, False)
-        self.editor = None
         self._last_point = None
         self._cancel_path()
         self._allowed_cache.clear()

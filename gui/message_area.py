@@ -30,6 +30,8 @@ class MessageArea(QWidget):
         self.messages: list[Message] = []
         self.list = QListWidget()
         self.list.setToolTip("Messages from runs, backends and files; select one to see its details")
+        self.list.setWordWrap(True)  # long messages wrap instead of needing a horizontal scroll
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.details = QPlainTextEdit()
         self.details.setReadOnly(True)
         self.details.setPlaceholderText("Select a message to see its details")

@@ -23,12 +23,13 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QAction, QImage, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QGraphicsPixmapItem,
+    QGraphicsRectItem,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -37,14 +38,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.backends.base import InferenceResult
 from ..core.errors import SegScopeError
 from ..core.metrics import argmax_at_roi, mask_to_labels
+from ..core.result import InferenceResult
 from ..core.review import error_codes
 from ..core.roi import Roi
 from . import colormaps
+from .label_image import LabelImage
+from .result_views import ExtraPanels
 
 _CONTOUR_KERNEL = np.ones((3, 3), np.uint8)
+#: The ROI's edge on every panel, so an empty mask or a dark heatmap still shows where the ROI ends.
+FRAME_COLOR = (150, 156, 166)
+#: Opacity of the panels while their result belongs to another ROI than the image has now.
+STALE_OPACITY = 0.35
 
 
 def contour(labels: np.ndarray) -> np.ndarray:
@@ -64,17 +71,25 @@ class _Title(pg.LabelItem):
 
 
 class _Panel:
-    """One ViewBox with the ROI image underneath (overlay mode), the panel image and a crosshair."""
+    """One ViewBox with the ROI image underneath (overlay mode), the panel image, a frame on the ROI's edge
+    and a crosshair. Label panels draw through `LabelImage` (max-downsampled: thin structures stay whole)."""
 
-    def __init__(self, layout: pg.GraphicsLayout, row: int, col: int, title: str) -> None:
+    def __init__(self, layout: pg.GraphicsLayout, row: int, col: int, title: str, labels: bool = False) -> None:
         self.title = _Title(title)
         layout.addItem(self.title, row=row, col=col)
         self.view: pg.ViewBox = layout.addViewBox(row=row + 1, col=col, lockAspect=True, invertY=True)
         self.view.setMenuEnabled(False)
         self.base = QGraphicsPixmapItem()  # the ROI image, one QPixmap shared by the three panels
-        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image = LabelImage() if labels else pg.ImageItem(axisOrder="row-major")
         self.view.addItem(self.base)
         self.view.addItem(self.image)
+        self.frame = QGraphicsRectItem()
+        frame_pen = pg.mkPen(FRAME_COLOR, width=1)
+        frame_pen.setCosmetic(True)
+        self.frame.setPen(frame_pen)
+        self.frame.setZValue(5)
+        self.frame.hide()
+        self.view.addItem(self.frame, ignoreBounds=True)
         pen = pg.mkPen((255, 255, 255, 180), width=1, style=Qt.PenStyle.DashLine)
         self.vline = pg.InfiniteLine(angle=90, pen=pen, movable=False)
         self.hline = pg.InfiniteLine(angle=0, pen=pen, movable=False)
@@ -86,6 +101,11 @@ class _Panel:
     def clear(self) -> None:
         self.base.setPixmap(QPixmap())
         self.image.clear()
+        self.frame.hide()
+
+    def set_rect(self, rect: QRectF) -> None:
+        self.frame.setRect(rect)
+        self.frame.show()
 
 
 class ResultPanels(QWidget):
@@ -104,6 +124,8 @@ class ResultPanels(QWidget):
         self._predicted_roi: np.ndarray | None = None  # argmax at ROI resolution, made when first needed
         self._class_names: tuple[str, ...] = ()
         self._rect = QRectF()  # the ROI in slide pixels: where every image is drawn
+        self._stale = False
+        self._auto_fit = True  # refit on resize until the user pans or zooms
 
         self.class_combo = QComboBox()
         self.class_combo.setToolTip("Class whose probability the heatmap shows and the error map scores")
@@ -125,7 +147,7 @@ class ResultPanels(QWidget):
         fit_button.clicked.connect(self.fit)
 
         controls = QHBoxLayout()
-        controls.addWidget(QLabel("Class"))
+        controls.addWidget(QLabel("Show class"))
         controls.addWidget(self.class_combo)
         for action in (self.overlay_action, self.contour_action, self.error_map_action):
             box = QCheckBox(action.text())
@@ -140,6 +162,7 @@ class ResultPanels(QWidget):
         controls.addWidget(fit_button)
 
         self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground("#1b1d22")
         layout = self.graphics.ci
         self.heat = _Panel(layout, 0, 0, "Softmax")
         self.colorbar = pg.ColorBarItem(
@@ -147,9 +170,12 @@ class ResultPanels(QWidget):
             colorMap=colormaps.heatmap_colormap(), colorMapMenu=False,
         )
         self.colorbar.setImageItem(self.heat.image)
+        self.colorbar.setToolTip("Probability colour scale: drag its ends (the small diamonds) to stretch the "
+                                 "colours over a narrower range")
         layout.addItem(self.colorbar, row=1, col=1)
-        self.argmax = _Panel(layout, 0, 2, "Argmax")
-        self.truth = _Panel(layout, 0, 3, "Ground truth")
+        self.argmax = _Panel(layout, 0, 2, "Argmax", labels=True)
+        self.truth = _Panel(layout, 0, 3, "Ground truth", labels=True)
+        self.extra = ExtraPanels(layout, 4, self.heat.view, self)  # registered views (View > Panels)
         for col in (0, 2, 3):
             layout.layout.setColumnStretchFactor(col, 1)
         for panel in (self.argmax, self.truth):
@@ -159,15 +185,23 @@ class ResultPanels(QWidget):
         self.no_mask_text.hide()
         self.truth.view.addItem(self.no_mask_text, ignoreBounds=True)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.graphics.viewport().installEventFilter(self)
+        self.heat.view.sigRangeChangedManually.connect(self._on_user_zoom)
+        self.heat.view.sigResized.connect(self._on_resized)
+        self.notice = QLabel("", self.graphics)
+        self.notice.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.notice.setStyleSheet("color: #e3e5e8; background: rgba(38, 40, 45, 225); padding: 8px 14px;"
+                                  "border-radius: 6px;")
+        self.notice.hide()
 
         self.readout = QLabel(" ")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        box = QVBoxLayout(self)
-        box.setContentsMargins(0, 0, 0, 0)
-        box.addLayout(controls)
-        box.addWidget(self.graphics, 1)
-        box.addWidget(self.readout)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addLayout(controls)
+        column.addWidget(self.graphics, 1)
+        column.addWidget(self.readout)
 
         self.class_combo.currentIndexChanged.connect(self._on_class_changed)
         self.overlay_action.toggled.connect(self._refresh_labels)
@@ -203,19 +237,45 @@ class ResultPanels(QWidget):
         self._fill_class_combo(result.num_classes)
         self.error_map_action.setEnabled(self._truth is not None)
         self._rect = QRectF(roi.x0, roi.y0, roi.width, roi.height)
+        for panel in (self.heat, self.argmax, self.truth):
+            panel.set_rect(self._rect)
         self.no_mask_text.setPos(self._rect.center())
+        self.set_busy("")
         self._refresh_heatmap()
         self._refresh_labels()
+        self.extra.show(result, self.current_class(), self._rect)
         if not same_roi:
             self.fit()
 
+    def set_busy(self, text: str) -> None:
+        """A notice over the panels ("Loading…", "Running…", what to do next); "" hides it."""
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+        self.notice.adjustSize()
+        self._place_notice()
+
+    def _place_notice(self) -> None:
+        self.notice.move(self.graphics.rect().center() - self.notice.rect().center())
+
+    def set_stale(self, stale: bool) -> None:
+        """Dim the panels while the result on them was computed on another ROI than the image's."""
+        if stale != self._stale:
+            self._stale = stale
+            self._refresh_style()
+
+    @property
+    def stale(self) -> bool:
+        return self._stale
+
     def clear(self) -> None:
+        self._stale = False
         self._result = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = None
         for panel in (self.heat, self.argmax, self.truth):
             panel.clear()
             panel.vline.hide()
             panel.hline.hide()
         self.no_mask_text.hide()
+        self.extra.clear()
         self.class_combo.blockSignals(True)
         self.class_combo.clear()
         self.class_combo.blockSignals(False)
@@ -233,7 +293,7 @@ class ResultPanels(QWidget):
         arrays["argmax"] = self.argmax.image.image
         if self._truth is not None:
             arrays["error" if self.error_map_action.isChecked() else "truth"] = self.truth.image.image
-        if self.overlay_action.isChecked() and self._image_pixmap is not None:
+        if self.overlay_action.isChecked() and self._image_pixmap is not None and self._image_bgr is not None:
             arrays["image"] = self._image_bgr[..., ::-1]  # RGB, as the pixmap holds it
         return arrays
 
@@ -249,7 +309,8 @@ class ResultPanels(QWidget):
         return self.heat.view, self.argmax.view, self.truth.view
 
     def fit(self) -> None:
-        """Zoom the (linked) panels to the ROI."""
+        """Zoom the (linked) panels to the ROI; they refit on resize until the user pans or zooms."""
+        self._auto_fit = True
         if self._result is not None:
             roi = self._result.roi
             self.heat.view.setRange(QRectF(roi.x0, roi.y0, roi.width, roi.height), padding=0.02)
@@ -287,7 +348,7 @@ class ResultPanels(QWidget):
             gy0, gx0, gy1, gx1 = max(y0 - 2, 0), max(x0 - 2, 0), min(y1 + 2, height), min(x1 + 2, width)
             source = self._truth[gy0:gy1, gx0:gx1]
             if self.error_map_action.isChecked():
-                source = error_codes(self.predicted_at_roi()[gy0:gy1, gx0:gx1], source, self.current_class())
+                source = error_codes(self._prediction()[gy0:gy1, gx0:gx1], source, self.current_class())
             patch = self._as_drawn(source)
             ry0, rx0, ry1, rx1 = max(y0 - 1, 0), max(x0 - 1, 0), min(y1 + 1, height), min(x1 + 1, width)
             drawn[ry0:ry1, rx0:rx1] = patch[ry0 - gy0 : ry1 - gy0, rx0 - gx0 : rx1 - gx0]
@@ -301,7 +362,30 @@ class ResultPanels(QWidget):
             self._predicted_roi = argmax_at_roi(self._result)
         return self._predicted_roi
 
+    def _on_user_zoom(self, *_args: object) -> None:
+        self._auto_fit = False
+
+    def _on_resized(self, *_args: object) -> None:
+        self._place_notice()
+        if self._auto_fit:
+            self.fit()
+
+    def eventFilter(self, watched, event) -> bool:
+        """The readout and crosshair go away when the mouse leaves the panels."""
+        if event.type() == QEvent.Type.Leave:
+            for panel in (self.heat, self.argmax, self.truth):
+                panel.vline.hide()
+                panel.hline.hide()
+            self.readout.setText(" ")
+        return False
+
     # ------------------------------------------------------------------------------------------ internals
+    def _prediction(self) -> np.ndarray:
+        """`predicted_at_roi()` while a result is shown (the callers only run then)."""
+        predicted = self.predicted_at_roi()
+        assert predicted is not None
+        return predicted
+
     def _class_name(self, index: int) -> str:
         return self._class_names[index] if index < len(self._class_names) else f"class {index}"
 
@@ -317,6 +401,7 @@ class ResultPanels(QWidget):
     def _on_class_changed(self) -> None:
         if self._result is not None:
             self._refresh_heatmap()
+            self.extra.show(self._result, self.current_class(), self._rect)
             if self.error_map_action.isChecked():
                 self._refresh_truth()
 
@@ -340,7 +425,7 @@ class ResultPanels(QWidget):
         else:
             error_map = self.error_map_action.isChecked()
             if error_map:
-                labels = error_codes(self.predicted_at_roi(), self._truth, self.current_class())
+                labels = error_codes(self._prediction(), self._truth, self.current_class())
             else:
                 labels = self._truth
             self.truth.image.setImage(self._as_drawn(labels), autoLevels=False, levels=(0, 255), rect=self._rect)
@@ -352,18 +437,19 @@ class ResultPanels(QWidget):
     def _refresh_style(self) -> None:
         """Tables, opacity and the ROI image underneath, following the overlay switches."""
         overlay = self.overlay_action.isChecked()
-        opacity = self.opacity_slider.value() / 100 if overlay else 1.0
+        opacity = (self.opacity_slider.value() / 100 if overlay else 1.0) * (STALE_OPACITY if self._stale else 1.0)
         error_map = self.error_map_action.isChecked() and self._truth is not None
         self.argmax.image.setLookupTable(colormaps.label_lut(overlay))
         self.truth.image.setLookupTable(colormaps.error_lut(overlay) if error_map else colormaps.label_lut(overlay))
         if overlay and self._image_pixmap is None and self._image_bgr is not None:
             image = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self._image_bgr), QImage.Format.Format_BGR888)
             self._image_pixmap = QPixmap.fromImage(image)
+        pixmap = self._image_pixmap
         for panel in (self.heat, self.argmax, self.truth):
             panel.image.setOpacity(opacity)
-            show_base = overlay and self._image_pixmap is not None
-            if show_base and panel.base.pixmap().cacheKey() != self._image_pixmap.cacheKey():
-                panel.base.setPixmap(self._image_pixmap)  # implicitly shared: no copy
+            show_base = overlay and pixmap is not None
+            if pixmap is not None and show_base and panel.base.pixmap().cacheKey() != pixmap.cacheKey():
+                panel.base.setPixmap(pixmap)  # implicitly shared: no copy
                 panel.base.setPos(self._rect.topLeft())
             panel.base.setVisible(show_base)
         self._set_titles()
@@ -372,7 +458,8 @@ class ResultPanels(QWidget):
         heat_title = "Softmax"
         if self._result is not None:
             heat_title = f"Softmax: {self._class_name(self.current_class())}"
-        self.heat.title.setText(heat_title)
+        stale = " <span style='color:#e6b450'>(ROI changed: run again)</span>" if self._stale else ""
+        self.heat.title.setText(heat_title + stale)
         self.argmax.title.setText("Argmax")
         if self.error_map_action.isChecked() and self._truth is not None:
             legend = " ".join(
@@ -411,7 +498,7 @@ class ResultPanels(QWidget):
         if self._truth is not None:
             rx, ry = sx - roi.x0, sy - roi.y0
             true_class = int(self._truth[ry, rx])
-            scored = int(self.predicted_at_roi()[ry, rx])  # may differ from `predicted` on a border
+            scored = int(self._prediction()[ry, rx])  # may differ from `predicted` on a border
             if scored != predicted:
                 text += f" (at ROI resolution: {self._class_name(scored)})"
             positive = self.current_class()

@@ -2,15 +2,10 @@
 
 `ReviewPanel` only displays what `core.review` computes (counts and regions come from one `ErrorMap`);
 `Inspection` (gui/inspection.py) decides when to compute it and what a region click zooms.
-`MetricFilter` parses the dataset filter box ("soft_dice < 0.9 and recall >= 0.5").
+The filter box takes a `core.metric_filter.MetricFilter` ("soft_dice < 0.9 and recall >= 0.5").
 """
 
 from __future__ import annotations
-
-import operator
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
@@ -29,57 +24,12 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.errors import SegScopeError
-from ..core.metrics import ImageMetrics
+from ..core.metric_filter import FILTER_NAMES, METRICS, MetricFilter
 from ..core.review import ERROR_NAMES, FN, FP, TN, TP, ErrorMap, ErrorRegion
 from . import colormaps
 
-#: Scalar metrics of `ImageMetrics` the user can rank, step and filter by (all: higher is better).
-METRICS: dict[str, str] = {
-    "soft_dice": "Soft Dice",
-    "soft_iou": "Soft IoU",
-    "foreground_dice": "Dice (foreground)",
-    "foreground_iou": "IoU (foreground)",
-    "precision": "Precision",
-    "recall": "Recall",
-}
-#: Filter names matching the dataset table's column titles.
-_ALIASES = {"dice": "foreground_dice", "iou": "foreground_iou"}
-_OPERATORS: dict[str, Callable[[float, float], bool]] = {
-    "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
-}
-_CONDITION = re.compile(r"\s*([A-Za-z_]+)\s*(<=|>=|==|!=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*")
 #: Regions listed at most (a noisy prediction can have tens of thousands); the count says how many exist.
 MAX_LISTED = 1000
-
-
-@dataclass(frozen=True)
-class MetricFilter:
-    """Conditions joined by "and"; an image without metrics matches none (it has nothing to compare)."""
-
-    conditions: tuple[tuple[str, str, float], ...]  # (metric, operator, value)
-
-    @classmethod
-    def parse(cls, text: str) -> MetricFilter | None:
-        """None for an empty text; SegScopeError naming the bad part otherwise."""
-        if not text.strip():
-            return None
-        conditions = []
-        for part in re.split(r"\band\b|&&?", text, flags=re.IGNORECASE):
-            match = _CONDITION.fullmatch(part)
-            if match is None:
-                raise SegScopeError(f"filter: {part.strip()!r} is not '<metric> <op> <number>', "
-                                    "e.g. 'soft_dice < 0.9'")
-            name, op, value = match.groups()
-            name = _ALIASES.get(name.lower(), name.lower())
-            if name not in METRICS:
-                raise SegScopeError(f"filter: unknown metric {match.group(1)!r}; use one of "
-                                    f"{', '.join([*METRICS, *_ALIASES])}")
-            conditions.append((name, op, float(value)))
-        return cls(tuple(conditions))
-
-    def matches(self, metrics: ImageMetrics | None) -> bool:
-        return metrics is not None and all(_OPERATORS[op](getattr(metrics, name), value)
-                                           for name, op, value in self.conditions)
 
 
 class FilterBar(QWidget):
@@ -93,9 +43,9 @@ class FilterBar(QWidget):
         self.edit.setPlaceholderText("Filter, e.g. soft_dice < 0.9 and recall >= 0.5")
         self.edit.setClearButtonEnabled(True)
         self.edit.setToolTip("Show only the images whose metrics match (images not run yet are hidden while a "
-                             f"filter is set). Metrics: {', '.join([*METRICS, *_ALIASES])}")
+                             f"filter is set). Metrics: {', '.join(FILTER_NAMES)}")
         self.edit.editingFinished.connect(self.apply)
-        self.edit.textChanged.connect(lambda text: text or self.apply())  # the clear button filters at once
+        self.edit.textChanged.connect(lambda text: None if text else self.apply())  # the clear button filters at once
         self.error = QLabel("")
         self.error.setStyleSheet("color: #e06c5a;")
         self.error.setWordWrap(True)
@@ -190,7 +140,7 @@ class ReviewPanel(QWidget):
         layout.addWidget(self.regions_table, 1)
         self.show_errors(None, "Run an image that has a ground-truth mask to review its errors")
 
-    def metric(self) -> str:
+    def metric(self) -> str:  # type: ignore[override]  # (shadows QWidget.metric, which nothing here calls)
         """The chosen ranking metric's `ImageMetrics` field name."""
         return self.metric_combo.currentData()
 

@@ -18,6 +18,7 @@ from ..core.backends.base import Backend, Capabilities
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import CancelledError, SegScopeError
 from ..core.evaluate import ImageEvaluation, evaluate_dataset
+from ..core.roi import Roi
 
 BackendFactory = Callable[[], Backend]
 
@@ -54,9 +55,9 @@ class _Worker(QObject):
             return
         self.opened.emit(self.backend.capabilities)
 
-    @Slot(object, list)
-    def run(self, dataset: Dataset, items: list[DatasetItem]) -> None:
-        """Evaluate `items`; a failing image is reported and the batch goes on with the next one."""
+    @Slot(object, list, object)
+    def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi]) -> None:
+        """Evaluate `items` on `rois`; a failing image is reported and the batch goes on with the next one."""
         done = failed = 0
         cancelled = False
         remaining = list(items)
@@ -68,7 +69,8 @@ class _Worker(QObject):
                 break
             yielded = 0
             try:
-                for evaluation in evaluate_dataset(self.backend, dataset, items=remaining, cancel=self.cancel_event):
+                for evaluation in evaluate_dataset(self.backend, dataset, items=remaining, cancel=self.cancel_event,
+                                                   rois=rois):
                     yielded += 1
                     done += 1
                     self.evaluated.emit(evaluation)
@@ -113,7 +115,7 @@ class RunController(QObject):
     batchFinished = Signal(int, int, bool)  # done, failed, cancelled
 
     _open = Signal(object)
-    _run = Signal(object, list)
+    _run = Signal(object, list, object)
     _close = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -141,8 +143,9 @@ class RunController(QObject):
         self.capabilities = None
         self._open.emit(factory)
 
-    def run(self, dataset: Dataset, items: list[DatasetItem]) -> bool:
-        """Queue a batch; False (and a message) when one is already running."""
+    def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi] | None = None) -> bool:
+        """Queue a batch on `rois` (a snapshot per image; the dataset's ROIs for the others); False (and a
+        message) when one is already running."""
         if self.busy:
             self.message.emit("warning", "A run is in progress: wait for it or cancel it (Esc)", "")
             return False
@@ -152,7 +155,7 @@ class RunController(QObject):
         self._total, self._finished, self._started = len(items), 0, time.perf_counter()
         self._set_busy(True)
         self.progress.emit(0, self._total, float("nan"))
-        self._run.emit(dataset, list(items))
+        self._run.emit(dataset, list(items), dict(rois or {}))
         return True
 
     def cancel(self) -> None:

@@ -22,7 +22,7 @@ def recent_datasets() -> list[Path]:
     value = settings().value("recent/datasets", [])
     if isinstance(value, str):  # QSettings gives a bare string for a one-item list on some formats
         value = [value]
-    return [Path(v) for v in value or []]
+    return [Path(v) for v in value] if isinstance(value, list) else []
 
 
 def add_recent_dataset(path: Path) -> list[Path]:

@@ -9,68 +9,33 @@ the zoom needs, so a 16k x 16k slide costs about one screen of pixels per update
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import ClassVar
 
-import cv2
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QKeyEvent
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSpinBox, QToolButton, QVBoxLayout, QWidget
 
+from ..core.pyramid import Pyramid
 from ..core.roi import Roi
 from .shortcuts import with_key
 
-#: Longest side of the always-shown base level of the pyramid (one modest texture).
-BASE_MAX_SIDE = 2048
 #: Part of the visible width/height added on each side of the detail layer, so short pans need no update.
 DETAIL_MARGIN = 0.5
 ROI_COLOR = QColor(255, 200, 0)
 
 
-@dataclass
-class Pyramid:
-    """A BGR slide and its 2x-downsampled copies; `levels[0]` is full resolution, `levels[-1]` the base."""
-
-    levels: list[np.ndarray]
-
-    @classmethod
-    def build(cls, image_bgr: np.ndarray, base_max_side: int = BASE_MAX_SIDE) -> Pyramid:
-        levels = [image_bgr]
-        while max(levels[-1].shape[:2]) > base_max_side:
-            h, w = levels[-1].shape[:2]
-            levels.append(cv2.resize(levels[-1], ((w + 1) // 2, (h + 1) // 2), interpolation=cv2.INTER_AREA))
-        return cls(levels)
-
-    @property
-    def size(self) -> tuple[int, int]:
-        """(width, height) of the full-resolution slide."""
-        return self.levels[0].shape[1], self.levels[0].shape[0]
-
-    def level_for(self, slide_px_per_screen_px: float) -> int:
-        """The coarsest level that still has at least one pixel per screen pixel at this zoom."""
-        wanted = math.floor(math.log2(max(slide_px_per_screen_px, 1.0)))
-        return min(wanted, len(self.levels) - 1)
-
-    def crop(self, level: int, rect: tuple[int, int, int, int]) -> tuple[np.ndarray, tuple[int, int, int, int]]:
-        """RGB pixels of `level` covering `rect` (x0, y0, x1, y1 in full-resolution pixels).
-
-        Returns the pixels and the full-resolution rectangle they actually cover (aligned to the level).
-        """
-        scale = 2**level
-        image = self.levels[level]
-        h, w = image.shape[:2]
-        x0, y0 = max(rect[0] // scale, 0), max(rect[1] // scale, 0)
-        x1, y1 = min(-(-rect[2] // scale), w), min(-(-rect[3] // scale), h)
-        pixels = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2RGB)
-        full_w, full_h = self.size
-        covered = (x0 * scale, y0 * scale, min(x1 * scale, full_w), min(y1 * scale, full_h))
-        return pixels, covered
+#: A left drag inside the ROI pans instead of moving it when the ROI covers this share of the visible view
+#: (zoomed in, there is nothing else to grab); its edge, handles, the arrow keys and the fields still move it.
+PAN_INSIDE_SHARE = 0.5
+HANDLE_SIZE = 11
 
 
 class _RoiRect(pg.ROI):
     """The ROI rectangle: integer pixel snapping, handles on corners (and edges unless square)."""
+
+    handleSize = HANDLE_SIZE
 
     def __init__(self, bounds: QRectF) -> None:
         pen = pg.mkPen(ROI_COLOR, width=2)
@@ -81,6 +46,29 @@ class _RoiRect(pg.ROI):
         )
         self.setZValue(10)
         self.set_square(False)
+
+    def _covers_view(self) -> bool:
+        view = self.getViewBox()
+        if view is None:
+            return False
+        visible = view.viewRect()
+        pos, size = self.pos(), self.size()
+        inside = visible.intersected(QRectF(pos.x(), pos.y(), size.x(), size.y()))
+        area = visible.width() * visible.height()
+        return area > 0 and inside.width() * inside.height() >= PAN_INSIDE_SHARE * area
+
+    def hoverEvent(self, ev) -> None:
+        if not ev.isExit() and self._covers_view():  # do not claim the left drag: the ViewBox under it pans
+            self.currentPen = self.pen
+            self.update()
+            return
+        super().hoverEvent(ev)
+
+    def mouseDragEvent(self, ev) -> None:
+        if ev.isStart() and ev.button() == Qt.MouseButton.LeftButton and self._covers_view():
+            ev.ignore()
+            return
+        super().mouseDragEvent(ev)
 
     def set_square(self, square: bool) -> None:
         for handle in list(self.getHandles()):
@@ -128,7 +116,13 @@ class SlideView(QWidget):
 
         self.view = _SlideGraphicsView(background="#1b1d22")
         self.view.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
-        self.view.setToolTip("Wheel: zoom · drag: pan · drag the yellow box or its handles: move/resize the ROI")
+        self.view.setToolTip("Wheel: zoom · drag: pan · drag the yellow box or its handles: move/resize the ROI "
+                             "(zoomed into the ROI, a drag inside it pans)")
+        self.notice = QLabel("", self.view)
+        self.notice.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.notice.setStyleSheet("color: #e3e5e8; background: rgba(38, 40, 45, 220); padding: 10px 16px;"
+                                  "border-radius: 6px; font-size: 14px;")
+        self.notice.hide()
         self.vb = pg.ViewBox(lockAspect=True, invertY=True, enableMenu=False)
         self.view.setCentralItem(self.vb)
         self.base = pg.ImageItem(axisOrder="row-major")
@@ -142,6 +136,7 @@ class SlideView(QWidget):
         self._detail_timer.timeout.connect(self._update_detail)
         self.vb.sigRangeChanged.connect(lambda *_: self._detail_timer.isActive() or self._detail_timer.start())
         self.view.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.view.viewport().installEventFilter(self)
         self.view.nudged.connect(self.nudge)
 
         self.spins: dict[str, QSpinBox] = {}
@@ -164,7 +159,8 @@ class SlideView(QWidget):
             self.spins[name] = spin
             bar.addWidget(spin)
         self.size_label = QLabel("")
-        self.size_label.setMinimumWidth(90)
+        self.size_label.setContentsMargins(6, 0, 6, 0)
+        self.size_label.setToolTip("The ROI's size in slide pixels")
         bar.addWidget(self.size_label)
         self.square_check = QCheckBox("Square")
         self.square_check.setToolTip(with_key("Keep the ROI square (the model input is square)", "roi_square"))
@@ -200,8 +196,25 @@ class SlideView(QWidget):
         """The full-resolution slide (BGR), or None when nothing is shown."""
         return self.pyramid.levels[0] if self.pyramid else None
 
+    def set_loading(self, text: str) -> None:
+        """Empty the view and say what is being loaded (a big slide takes seconds to decode)."""
+        self.clear()
+        self.notice.setText(text)
+        self.notice.adjustSize()
+        self._place_notice()
+        self.notice.show()
+
+    def _place_notice(self) -> None:
+        rect = self.view.rect()
+        self.notice.move(rect.center() - self.notice.rect().center())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._place_notice()
+
     def set_pyramid(self, pyramid: Pyramid, roi: Roi) -> None:
         """Show a slide (built with `Pyramid.build`, ideally off the GUI thread) with its ROI; fit it."""
+        self.notice.hide()
         self.pyramid = pyramid
         w, h = pyramid.size
         base_pixels, _ = pyramid.crop(len(pyramid.levels) - 1, (0, 0, w, h))
@@ -256,6 +269,12 @@ class SlideView(QWidget):
         if 0 <= x < w and 0 <= y < h:
             b, g, r = self.pyramid.levels[0][y, x]
             self.hovered.emit(f"slide x={x} y={y}  RGB {r} {g} {b}")
+
+    def eventFilter(self, watched, event) -> bool:
+        """The hover readout goes when the mouse leaves the slide (`hovered("")`)."""
+        if event.type() == QEvent.Type.Leave:
+            self.hovered.emit("")
+        return False
 
     def _update_detail(self) -> None:
         """Show the visible part at the resolution the zoom needs, when the base level is too coarse."""
@@ -335,7 +354,7 @@ class SlideView(QWidget):
             spin.blockSignals(True)
             spin.setValue(value)
             spin.blockSignals(False)
-        self.size_label.setText(f"{roi.width} x {roi.height}")
+        self.size_label.setText(f"{roi.width} × {roi.height}")
 
     def _on_roi_dragging(self) -> None:
         if not self._syncing and (roi := self.roi()) is not None:

@@ -57,7 +57,8 @@ class TimingPanel(QWidget):
         self.plot.setMinimumHeight(100)
         self.plot.showGrid(x=True, alpha=0.2)
         self.legend = QLabel("")
-        self.legend.setMinimumWidth(1)  # one line per run, cut at the dock's edge rather than widening it
+        self.legend.setMinimumWidth(1)  # never widens the dock: a long run's line wraps instead of being cut
+        self.legend.setWordWrap(True)
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setStyleSheet("font-size: 11px;")
 

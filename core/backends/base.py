@@ -12,15 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar, Union
 
-import numpy as np
-
+from ..result import STAGES, InferenceResult
 from ..roi import Roi
+
+__all__ = ["STAGES", "Backend", "Capabilities", "ImageSource", "InferenceRequest", "InferenceResult"]
 
 #: An encoded image file's bytes, or the path of one (on the machine that runs the stream).
 ImageSource = Union[bytes, Path]
 
-#: Stage names in stream order; backends report the ones they measure, in seconds.
-STAGES = ("upload", "decode", "crop", "resize", "preprocess", "infer", "postprocess", "download")
 
 
 @dataclass(frozen=True)
@@ -32,26 +31,6 @@ class Capabilities:
     input_size: tuple[int, int]  # model input (width, height)
     class_names: tuple[str, ...]
     details: dict[str, str] = field(default_factory=dict)  # versions, model file, etc.
-
-
-@dataclass
-class InferenceResult:
-    """One image's stream output.
-
-    `probabilities` and `argmax` are at model resolution (the resize plugin's output, e.g. 960x960);
-    `roi` is the box actually cropped, in slide pixels, and `image_size` the decoded slide's (width, height).
-    """
-
-    probabilities: np.ndarray  # H x W x C float32, softmax over classes
-    argmax: np.ndarray  # H x W uint8 class index
-    roi: Roi
-    image_size: tuple[int, int]
-    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds, see STAGES
-    backend: str = ""
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.probabilities.shape[-1])
 
 
 @dataclass(frozen=True)

@@ -203,6 +203,7 @@ class _SdkSession:
             try:
                 code = self.api.DestroyAllStreams() if future is None else future.result(timeout=5)
             except TIMEOUTS:
+                assert future is not None  # only the future's result times out
                 code = self.api.DestroyAllStreams() if future.cancel() else future.result(timeout=60)
             if not quiet:
                 _check("DestroyAllStreams", code)

@@ -72,8 +72,21 @@ def import_sdk(sdk_home: Path | None = None) -> MindXSdk:
     """Import the SDK from `sdk_home` (folder or set_env.sh), else `$MX_SDK_HOME`, else PYTHONPATH."""
     if "StreamManagerApi" in sys.modules and "MxpiDataType_pb2" in sys.modules:  # one SDK per process
         api = sys.modules["StreamManagerApi"]
-        home = Path(api.__file__).resolve().parent.parent if getattr(api, "__file__", None) else None
+        api_file = getattr(api, "__file__", None)
+        home = Path(api_file).resolve().parent.parent if api_file else None
         return MindXSdk(api, sys.modules["MxpiDataType_pb2"], home, _sdk_version(home))
+    found, home, tried = _locate(sdk_home)
+    if found:
+        return _import_from(home)
+    raise BackendError(_not_found(tried))
+
+
+def _not_found(tried: list[str]) -> str:
+    return f"MindX SDK not found: tried {'; '.join(tried)}: {_SETUP_HINT}"
+
+
+def _locate(sdk_home: Path | None) -> tuple[bool, Path | None, list[str]]:
+    """(found, its folder or None for PYTHONPATH, the places tried) without importing anything."""
     tried: list[str] = []
     candidates: list[tuple[str, Path]] = []
     if sdk_home is not None:
@@ -85,9 +98,17 @@ def import_sdk(sdk_home: Path | None = None) -> MindXSdk:
         tried.append(f"${SDK_HOME_VARIABLE} (not set)")
     for label, home in candidates:
         if (home / "python" / "StreamManagerApi.py").is_file():
-            return _import_from(home)
+            return True, home, tried
         tried.append(f"{label}={home} (no python/StreamManagerApi.py there)")
     if importlib.util.find_spec("StreamManagerApi") is not None:
-        return _import_from(None)
+        return True, None, tried
     tried.append("PYTHONPATH (no StreamManagerApi module)")
-    raise BackendError(f"MindX SDK not found: tried {'; '.join(tried)}: {_SETUP_HINT}")
+    return False, None, tried
+
+
+def sdk_problem(sdk_home: Path | None = None) -> str:
+    """"" when the SDK's Python API can be found (nothing is imported), else why not, as `import_sdk` says."""
+    if "StreamManagerApi" in sys.modules:
+        return ""
+    found, _home, tried = _locate(sdk_home)
+    return "" if found else _not_found(tried)

@@ -25,6 +25,7 @@ from ..remote.connection import SshConnection, SshOptions, SshTarget, parse_targ
 from ..remote.crop_upload import Crop, CropUpload
 from ..remote.deploy import DEFAULT_CACHE_DIR, hash_command, parse_hashes, project_bundle, upload, worker_bundle
 from ..roi import Roi
+from . import DEFAULT_PROBABILITIES
 from .base import STAGES, Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult
 
 
@@ -51,7 +52,8 @@ class RemoteBackend(Backend):
 
     def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,
                  python: str = "python3", set_env: str | None = None, cache_dir: str = DEFAULT_CACHE_DIR,
-                 host_pipeline: str | None = None, worker_backend: str = "auto", probabilities: str = "uint8",
+                 host_pipeline: str | None = None, worker_backend: str = "auto",
+                 probabilities: str = DEFAULT_PROBABILITIES,
                  max_pixels: int | None = None, host_dataset: str | None = None, request_timeout: float = 120.0,
                  startup_timeout: float = 300.0, crop_upload: bool = True):
         if probabilities not in protocol.PROBABILITY_DTYPES:

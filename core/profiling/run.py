@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import imaging
 from ..backends.embedded import EmbeddedStream, open_session
 from ..dataset import Dataset
 from ..errors import SegScopeError
@@ -27,9 +26,11 @@ def profile_pipeline(pipeline: Path, dataset: Path, images: int = 4, peak: Machi
         raise SegScopeError(f"{dataset}: no images to profile (write the demo with: segscope demo {dataset})")
     feeds = []
     for item in items:
-        decoded = stream.decode(read_bytes(item.image_path), str(item.image_path), max_pixels)
-        crop, _ = imaging.crop(decoded, data.roi_for(item, decoded.shape[1::-1]), str(item.image_path))
-        feeds.append({stream.card.input_name: stream.to_tensor(stream.resize(crop)[0])})
+        source = str(item.image_path)
+        decoded = stream.decode(read_bytes(item.image_path), source, max_pixels)
+        crop, _ = stream.crop(decoded, data.roi_for(item, stream.size(decoded)), source)
+        resized, _ = stream.resize(crop)
+        feeds.append({stream.card.input_name: stream.to_tensor(stream.model_image(resized), source)})
     options = open_session(stream.card).get_session_options()  # the embedded backend's exact settings
     measured = peak or measure_peak()
     assert stream.card.onnx is not None  # open_session checked it

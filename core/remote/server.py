@@ -20,6 +20,7 @@ from typing import BinaryIO
 import cv2
 import numpy as np
 
+from ..backends import BACKEND_KINDS, backend_kind
 from ..backends.base import Backend, ImageSource
 from ..errors import CancelledError, SegScopeError
 from ..roi import Roi
@@ -171,23 +172,9 @@ def parse_request(msg: p.Message, roots: tuple[Path, ...] = ()) -> tuple[ImageSo
 
 
 def open_backend(kind: str, pipeline: Path, max_pixels: int | None) -> tuple[Backend, str]:
-    """The MindX backend when its SDK imports (or `kind` demands it), else the embedded one; and why."""
-    from ..backends.embedded import EmbeddedBackend
-
-    options = {"max_pixels": max_pixels} if max_pixels else {}
-    if kind == "embedded":
-        return EmbeddedBackend(pipeline, **options), "embedded backend requested"
-    from ..backends.mindx_env import import_sdk
-
-    try:
-        import_sdk()
-    except SegScopeError as exc:
-        if kind == "mindx":
-            raise
-        return EmbeddedBackend(pipeline, **options), f"MindX SDK not usable here: {exc}"
-    from ..backends.mindx import MindXBackend
-
-    return MindXBackend(pipeline, **options), ""
+    """The backend `kind` names in the registry ("auto": MindX when its SDK imports, else embedded); and why."""
+    chosen = backend_kind(kind)
+    return chosen.open(pipeline, max_pixels, None) if max_pixels else chosen.open(pipeline)
 
 
 def versions() -> dict[str, str]:
@@ -198,7 +185,7 @@ def versions() -> dict[str, str]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="segscope-worker", description="SegScope's worker on the Ascend host")
     parser.add_argument("--pipeline", type=Path, required=True, help="the .pipeline file on this host")
-    parser.add_argument("--backend", choices=("auto", "mindx", "embedded"), default="auto")
+    parser.add_argument("--backend", choices=BACKEND_KINDS, default="auto")
     parser.add_argument("--max-pixels", type=int, default=None)
     parser.add_argument("--dataset", type=Path, default=None, help="the folder INFER paths may name, beside the "
                                                                    "pipeline's project")

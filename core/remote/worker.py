@@ -34,11 +34,13 @@ def source_environment(script):
     child = subprocess.Popen(["sh", "-c", '. "$0" >&2 && exec "$1" -c "$2"', script, sys.executable,
                               _DUMP_ENVIRONMENT], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
     output = []
+    assert child.stdout is not None  # stdout=PIPE
+    script_out = child.stdout.fileno()
     while True:
-        ready = select.select([0, child.stdout], [], [])[0]
+        ready = select.select([0, script_out], [], [])[0]
         if 0 in ready:  # the client sends nothing before HELLO: readable stdin means it has gone
             _stop_process_group()
-        chunk = os.read(child.stdout.fileno(), 1 << 16)
+        chunk = os.read(script_out, 1 << 16)
         if not chunk:
             break
         output.append(chunk)

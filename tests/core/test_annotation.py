@@ -22,11 +22,11 @@ from segscope.core.annotation import (
     save_mask,
     write_recovery,
 )
-from segscope.core.backends.base import InferenceResult
 from segscope.core.compat import pairwise
 from segscope.core.dataset import backup_mask_path, corrected_mask_path, default_mask_path
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import read_mask
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 
 H, W = 150, 200

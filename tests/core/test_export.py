@@ -11,10 +11,10 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.export import export_result, write_metrics
 from segscope.core.provenance import Source
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 
 ALL_FILES = ["s1_heatmap.png", "s1_mask.png", "s1_mask_full.png", "s1_provenance.json", "s1_softmax.npy"]
@@ -140,8 +140,9 @@ def test_write_metrics(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.csv", "metrics.json"]
     with open(tmp_path / "metrics.csv", newline="") as f:
         table = list(csv.DictReader(f))
-    assert table == [{"id": "1", "soft_dice": "0.5", "dice": "(1.0, 0.25)", "roi": ""},
-                     {"id": "2", "soft_dice": "", "dice": "", "roi": "0,0,4,4"}]
+    # one column per class (dice_0, dice_1), never a Python tuple in a cell
+    assert table == [{"id": "1", "soft_dice": "0.5", "dice_0": "1.0", "dice_1": "0.25", "roi": ""},
+                     {"id": "2", "soft_dice": "", "dice_0": "", "dice_1": "", "roi": "0,0,4,4"}]
     document = json.loads((tmp_path / "metrics.json").read_text())
     assert document["images"][0] == {"id": "1", "soft_dice": 0.5, "dice": [1.0, 0.25]}
     assert document["summary"] == {"soft_dice": 0.5, "foreground_dice": None, "images_with_masks": 1}

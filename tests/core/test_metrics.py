@@ -8,7 +8,6 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.metrics import (
     argmax_at_roi,
@@ -21,6 +20,7 @@ from segscope.core.metrics import (
     soft_dice,
     truth_at_roi,
 )
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.dataset import Dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.export import encode_mask, export_result
 from segscope.core.fileio import read_mask, write_image
 from segscope.core.metrics import image_metrics
 from segscope.core.provenance import Source, sha256_file
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 
 ROI = Roi(12, 8, 52, 38)  # 40 x 30

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.metrics import image_metrics
+from segscope.core.result import InferenceResult
 from segscope.core.review import FN, FP, TN, TP, error_map, error_regions, result_error_map, step, worst_first
 from segscope.core.roi import Roi
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core.backends.base import Capabilities, InferenceResult
+from segscope.core.backends.base import Capabilities
 from segscope.core.cli import main as cli_main
 from segscope.core.errors import SegScopeError
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.runs import RunHistory, compare_runs, timing_table, write_timing_csv
 

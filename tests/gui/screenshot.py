@@ -14,13 +14,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QPoint, QRect, QSettings
 from PySide6.QtWidgets import QApplication
 
 
 def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | None = None,
-            size: tuple[int, int] = (1600, 1000), timeout_s: float = 120.0) -> Path:
-    """Open the window on `dataset`, run all images, show `item` with its result, save the window."""
+            size: tuple[int, int] = (1600, 1000), timeout_s: float = 120.0,
+            measure: dict[str, float] | None = None) -> Path:
+    """Open the window on `dataset`, run all images, show `item` with its result, save the window.
+    `measure` receives what a user sees: the window's height and the result panels' on-screen height."""
     from segscope.core.pipeline import DEFAULT_PIPELINE
     from segscope.gui.app import apply_dark_theme
     from segscope.gui.backend_dialog import BackendChoice
@@ -54,6 +56,11 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
     for _ in range(20):  # let queued paints and the slide's detail layer settle
         app.processEvents()
         time.sleep(0.02)
+    if measure is not None:
+        graphics = window.panels.graphics  # the three image panels, without their controls and readout
+        on_screen = QRect(graphics.mapTo(window, QPoint(0, 0)), graphics.size()).intersected(window.rect())
+        measure.update(window_height=window.height(), results_dock_height=window.results_dock.height(),
+                       panels_height=on_screen.height() if graphics.isVisible() else 0)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not window.grab().save(str(out)):
         raise OSError(f"{out}: could not save the screenshot")

@@ -105,3 +105,12 @@ def test_mindx_is_offered_only_when_importable(qtbot, monkeypatch):
     qtbot.addWidget(dialog)
     assert not dialog.radios["mindx"].isEnabled() and dialog.kind() == "embedded"
     assert Path(dialog.choice().pipeline) == DEFAULT_PIPELINE
+
+
+def test_a_remote_profile_brings_probabilities_back_exactly_like_the_cli(monkeypatch):
+    from segscope.core.backends import remote
+
+    seen = {}
+    monkeypatch.setattr(remote, "open_remote_backend", lambda target, pipeline, **options: seen.update(options))
+    BackendChoice("remote", DEFAULT_PIPELINE, "10.0.0.5", 2222, "hw").open()
+    assert seen["probabilities"] == "float32" and seen["worker_backend"] == "auto"

@@ -11,16 +11,17 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.cli import main as cli_main
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import read_mask
+from segscope.core.metric_filter import MetricFilter
+from segscope.core.result import InferenceResult
 from segscope.core.review import error_regions, result_error_map, worst_first
 from segscope.core.roi import Roi
 from segscope.core.runs import compare_runs, timing_table
 from segscope.gui.compare_dialog import DISAGREEMENT
 from segscope.gui.inspection import zoom_rect
-from segscope.gui.review_panel import MAX_LISTED, MetricFilter
+from segscope.gui.review_panel import MAX_LISTED
 
 pytestmark = pytest.mark.gui
 
@@ -276,7 +277,8 @@ def test_another_dataset_starts_a_new_history_and_an_unfiltered_table(qtbot, win
     assert len(inspection.history) == 1
     assert inspection.filter_bar.filter is None and len(window.dataset_panel.visible_order()) == 3
     other = tmp_path / "other"
-    shutil.copytree(demo_dataset, other)
+    # another folder with the same ids (its stored session left out: a copy with it would restore those runs)
+    shutil.copytree(demo_dataset, other, ignore=shutil.ignore_patterns(".segscope-session"))
     assert window.open_dataset(other)
     assert len(inspection.history) == 0
     qtbot.waitUntil(lambda: inspection.timing.stats == [] and inspection.timing.table.rowCount() == 0)

@@ -147,8 +147,11 @@ def test_run_shows_exactly_the_backends_arrays_and_the_core_metric(qtbot, window
     assert window.metrics_panel.value_labels["soft_dice"].text() == f"{expected.soft_dice:.4f}"
     row = window.dataset_panel.model.row("001")
     assert row.status == "done" and row.metrics.soft_dice == pytest.approx(expected.soft_dice, abs=1e-6)
-    assert "infer" in window.timings_label.text()
-    assert "mean soft Dice" in window.means_label.text()
+    # the status bar shows the run's total; the stages are in its tooltip (the full list did not fit)
+    total_ms = sum(result.timings.values()) * 1000
+    assert window.timings_label.text() == f"last run {total_ms:.0f} ms"
+    assert f"infer {result.timings['infer'] * 1000:.0f} ms" in window.timings_label.toolTip()
+    assert "mean soft Dice" in window.means_label.text() and "(1 image)" in window.means_label.text()
 
 
 def test_roi_change_then_run_uses_the_new_roi(qtbot, window):

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.metrics import image_metrics
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.gui.metrics_panel import BINS, MetricsPanel
 

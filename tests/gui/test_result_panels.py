@@ -9,10 +9,11 @@ import pytest
 from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
 
-from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
 from segscope.core.metrics import argmax_at_roi, image_metrics, mask_to_labels
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.gui import colormaps
 from segscope.gui.result_panels import ResultPanels, contour
@@ -294,3 +295,24 @@ def test_error_map_toggle_works_from_its_checkbox(panels, qtbot):
     box = next(b for b in panels.findChildren(QCheckBox) if b.text() == "Error map")
     qtbot.mouseClick(box, Qt.MouseButton.LeftButton)
     assert panels.error_map_action.isChecked() and "error" in panels.panel_arrays()
+
+
+def test_a_registered_view_is_a_linked_panel_of_its_own(panels):
+    from segscope.gui.result_views import RESULT_VIEWS
+    from segscope.gui.view_uncertainty import uncertainty
+
+    assert "uncertainty" in RESULT_VIEWS and set(panels.extra.actions) == set(RESULT_VIEWS)
+    result = make_result()
+    panels.show_result(result, roi_image(), make_truth(result))
+    assert panels.extra.image("uncertainty") is None  # hidden until asked for
+    panels.extra.actions["uncertainty"].setChecked(True)
+    p = result.probabilities
+    top, second = np.maximum(p[..., 0], p[..., 1]), np.minimum(p[..., 0], p[..., 1])
+    np.testing.assert_allclose(panels.extra.image("uncertainty"), 1 - (top - second), atol=1e-6)
+    np.testing.assert_allclose(uncertainty(result), 1 - np.abs(p[..., 1] - p[..., 0]), atol=1e-6)
+    box = panels.extra.shown["uncertainty"][1]
+    panels.heat.view.setRange(QRectF(0, 0, 50, 50), padding=0)
+    QApplication.processEvents()
+    assert view_state(box) == pytest.approx(view_state(panels.heat.view), rel=1e-3)  # one camera
+    panels.extra.actions["uncertainty"].setChecked(False)
+    assert panels.extra.image("uncertainty") is None and box.scene() is None

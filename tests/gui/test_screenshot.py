@@ -43,6 +43,16 @@ def test_screenshot_under_xvfb(demo_dataset, tiny_model_project, tmp_path):
     check_screenshot(out)
 
 
+def test_results_keep_a_quarter_of_a_1280x800_window(qapp, demo_dataset, tiny_model_project, tmp_path):
+    """On a small laptop screen the result panels (the images, not their controls) stay usable."""
+    from .screenshot import capture
+
+    seen: dict[str, float] = {}
+    capture(demo_dataset, tmp_path / "small.png", tiny_model_project.pipeline, size=(1280, 800), measure=seen)
+    assert seen["window_height"] <= 800
+    assert seen["panels_height"] >= 0.25 * seen["window_height"], seen
+
+
 def test_screenshot_offscreen(qapp, demo_dataset, tiny_model_project, tmp_path):
     from .screenshot import capture
 

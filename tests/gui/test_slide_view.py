@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from segscope.core.pyramid import BASE_MAX_SIDE, Pyramid
 from segscope.core.roi import Roi
-from segscope.gui.slide_view import BASE_MAX_SIDE, Pyramid, SlideView
+from segscope.gui.slide_view import SlideView
 
 pytestmark = pytest.mark.gui
 

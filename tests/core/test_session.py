@@ -1,0 +1,244 @@
+"""The Qt-free session model: ROI ownership, one result store, metrics that follow the mask on screen."""
+
+from __future__ import annotations
+
+import csv
+
+import cv2
+import numpy as np
+import pytest
+
+from segscope.core.dataset import Dataset
+from segscope.core.evaluate import ImageEvaluation
+from segscope.core.export import write_metrics
+from segscope.core.metrics import image_metrics
+from segscope.core.result import InferenceResult
+from segscope.core.roi import Roi
+from segscope.core.runs import RunHistory
+from segscope.core.session import Session
+
+W, H = 8, 6
+
+
+def _dataset(tmp_path, write_png, with_mask=True):
+    root = tmp_path / "d"
+    truth = np.zeros((H, W), np.uint8)
+    truth[0:2, 0:2] = 255  # 4 foreground pixels, top-left
+    for name in ("a", "b"):
+        write_png(root / name / "image.png", np.full((H, W, 3), 128, np.uint8))
+        if with_mask:
+            write_png(root / name / "mask.png", truth)
+    return Dataset.open(root)
+
+
+def _result(roi=None):
+    """Predicts class 1 on the same top-left 2x2 block (the ROI is the whole slide: no resampling)."""
+    roi = roi or Roi(0, 0, W, H)
+    p1 = np.zeros((roi.height, roi.width), np.float32)
+    p1[0:2, 0:2] = 1.0
+    probabilities = np.stack([1 - p1, p1], axis=-1)
+    return InferenceResult(probabilities, (p1 > 0.5).astype(np.uint8), roi, (W, H))
+
+
+def _hard_dice(pred, truth):
+    """Foreground Dice by the textbook formula (reference for the tests)."""
+    tp = np.sum(pred & truth)
+    return 2 * tp / (np.sum(pred) + np.sum(truth))
+
+
+def _loaded(tmp_path, write_png, with_mask=True):
+    session = Session()
+    session.open_dataset(_dataset(tmp_path, write_png, with_mask))
+    session.select("a")
+    mask = session.dataset.load_mask(session.current)
+    session.slide_loaded("a", (W, H), mask)
+    return session
+
+
+def _run(session, item_id="a", roi=None):
+    item = session.dataset.item(item_id)
+    result = _result(roi or session.roi_for(item_id))
+    mask = session.dataset.load_mask(item)
+    metrics = image_metrics(result, mask) if mask is not None else None
+    return session.add_evaluation(ImageEvaluation(item, result, metrics))
+
+
+def _paint_extra(session):
+    """Paint a 2x2 false negative at the bottom right of the truth."""
+    editor = session.document.ensure_editor(2)
+    editor.replace(np.full((2, 2), 255, np.uint8), Roi(W - 2, H - 2, W, H))
+    session.document.edited()
+
+
+def test_discard_restores_the_metrics_of_the_mask_on_disk(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    seen = []
+    session.events.metrics_changed.connect(lambda item_id, m: seen.append((item_id, m.foreground_dice)))
+    _run(session)
+    assert session.metrics("a").foreground_dice == pytest.approx(1.0)
+    _paint_extra(session)
+    assert [d for _, d in seen] == pytest.approx([1.0])  # an edit only marks the metrics stale ...
+    # ... they are re-scored when read: 4 TP, 4 FN: 2*4 / (4 + 8)
+    assert session.metrics("a").foreground_dice == pytest.approx(8 / 12)
+    session.refresh_metrics("a")
+    session.document.discard()
+    assert session.metrics("a").foreground_dice == pytest.approx(1.0)
+    assert [d for _, d in seen] == pytest.approx([1.0, 8 / 12, 1.0])
+
+
+def test_saved_mask_and_exported_metrics_agree(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    _run(session)
+    _paint_extra(session)
+    written = session.document.save("corrected")
+    assert written.name == "mask_corrected.png"
+    saved = cv2.imread(str(written), cv2.IMREAD_GRAYSCALE) > 127
+    pred = np.zeros((H, W), bool)
+    pred[0:2, 0:2] = True
+    expected = _hard_dice(pred, saved)
+    assert expected == pytest.approx(8 / 12)
+    assert session.metrics("a").foreground_dice == pytest.approx(expected)
+    rows, means = session.metrics_table()
+    write_metrics(rows, means, tmp_path / "out")
+    with open(tmp_path / "out" / "metrics.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert float(table[0]["foreground_dice"]) == pytest.approx(expected)
+    assert float(table[0]["dice_1"]) == pytest.approx(expected)  # per class, one column each
+    assert "dice" not in table[0]
+    # after switching away, the metrics come from the saved file, not the in-memory document
+    session.select("b")
+    assert session.metrics("a").foreground_dice == pytest.approx(expected)
+
+
+def test_edits_before_a_run_are_scored_when_it_arrives(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    _paint_extra(session)
+    _run(session)  # scored by the worker on the file, re-scored on the edited mask
+    assert session.metrics("a").foreground_dice == pytest.approx(8 / 12)
+
+
+def test_a_new_mask_is_adopted_by_the_dataset(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png, with_mask=False)
+    _run(session)
+    assert session.metrics("a") is None
+    _paint_extra(session)
+    written = session.document.save("replace")
+    assert written == session.dataset.item("a").image_path.with_name("mask.png")
+    assert session.current.mask_path == written and session.dataset.item("a").has_mask
+    # truth: only the painted 2x2 block; prediction: the top-left 2x2 block -> no overlap
+    assert session.metrics("a").foreground_dice == pytest.approx(0.0)
+
+
+def test_a_run_uses_the_roi_snapshot_and_a_later_move_makes_it_stale(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    plan = session.run_plan(["a"])
+    moved = session.set_roi(Roi(1, 1, 5, 5))  # the user drags while the run is in flight
+    _run(session, roi=plan["a"])
+    assert session.roi == moved  # the run never moves the ROI back
+    assert session.result("a").roi == plan["a"]
+    assert session.is_stale("a")
+    assert Dataset.open(session.dataset.root).stored_roi(session.dataset.item("a")) == moved
+
+
+def test_roi_moves_are_undoable(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    first = session.roi
+    changes = []
+    session.events.roi_changed.connect(lambda item_id, roi: changes.append(roi))
+    session.set_roi(Roi(1, 1, 5, 5))
+    session.set_roi(Roi(2, 1, 6, 5))
+    assert session.undo_roi() == "a" and session.roi == Roi(1, 1, 5, 5)
+    assert session.undo_roi() == "a" and session.roi == first
+    assert not session.can_undo_roi and session.undo_roi() is None
+    assert session.redo_roi() == "a" and session.roi == Roi(1, 1, 5, 5)
+    assert changes == [Roi(1, 1, 5, 5), Roi(2, 1, 6, 5), Roi(1, 1, 5, 5), first, Roi(1, 1, 5, 5)]
+    assert session.set_roi(Roi(-3, 0, 100, 100)) == Roi(0, 0, W, H)  # clamped into the image
+    session.set_roi(Roi(1, 1, 5, 5))
+    assert session.reset_roi() == first
+    assert session.dataset.stored_roi(session.current) is None  # the default rule applies again
+    assert session.undo_roi() == "a" and session.roi == Roi(1, 1, 5, 5)
+
+
+def test_one_bounded_store_for_results(tmp_path, write_png):
+    one_result = _result().probabilities.nbytes + _result().argmax.nbytes
+    session = Session(RunHistory(max_result_bytes=one_result))
+    session.open_dataset(_dataset(tmp_path, write_png))
+    _run(session, "a")
+    _run(session, "b")
+    assert len(session.history) == 2
+    assert session.result("a") is None  # its arrays were dropped to stay in budget
+    assert session.result("b") is not None
+    assert session.result_ids == ["b"]
+    assert session.has_metrics("a") and session.metrics("a").foreground_dice == pytest.approx(1.0)
+
+
+def test_current_image_export_has_only_that_row(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    _run(session, "a")
+    _run(session, "b")
+    rows, means = session.metrics_table(["b"])
+    assert [r["id"] for r in rows] == ["b"] and means["images_with_masks"] == 1
+
+
+def test_reopening_another_dataset_drops_its_runs(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    _run(session)
+    session.open_dataset(Dataset.open(session.dataset.root))  # the same folder keeps its runs and metrics
+    assert len(session.history) == 1 and session.metrics("a").foreground_dice == pytest.approx(1.0)
+    other = tmp_path / "other"
+    write_png(other / "x" / "image.png", np.zeros((H, W, 3), np.uint8))
+    session.open_dataset(Dataset.open(other))
+    assert len(session.history) == 0 and session.current is None and not session.has_metrics("a")
+
+
+def test_reopening_after_a_restart_restores_the_runs_rescored(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    _run(session, "a")
+    session.flush()
+    root = session.dataset.root
+    # meanwhile the mask of "a" changes on disk: the restored metrics follow the file, not the old number
+    truth = np.zeros((H, W), np.uint8)
+    truth[0:2, 0:4] = 255  # 8 foreground pixels, 4 of them predicted
+    write_png(root / "a" / "mask.png", truth)
+    again = Session()
+    again.open_dataset(Dataset.open(root))
+    restored = again.result("a")
+    assert restored is not None and restored.roi == Roi(0, 0, W, H)
+    np.testing.assert_array_equal(restored.probabilities, _result().probabilities)
+    assert again.metrics("a").foreground_dice == pytest.approx(2 * 4 / (4 + 8))
+    assert not again.has_metrics("b") and again.restore_notes == []
+
+
+def test_the_store_stays_in_its_size_bound_and_skips_unreadable_files(tmp_path, write_png):
+    from segscope.core.session_store import SessionStore
+
+    dataset = _dataset(tmp_path, write_png)
+    one = _result()
+    store = SessionStore(dataset.root, max_bytes=1)  # room for the newest file only
+    store.save("a", one)
+    store.save("b", one)
+    assert [s.image_id for s in store.load()[0]] == ["b"]
+    (store.folder / "broken.npz").write_bytes(b"not a zip")
+    stored, problems = store.load()
+    assert [s.image_id for s in stored] == ["b"] and len(problems) == 1 and "broken.npz" in problems[0]
+
+
+def test_a_session_without_persistence_writes_nothing(tmp_path, write_png):
+    session = Session(persist=False)
+    session.open_dataset(_dataset(tmp_path, write_png))
+    _run(session, "a")
+    assert not (session.dataset.root / ".segscope-session").exists()
+
+
+def test_a_store_that_cannot_write_is_reported_once_the_write_failed(tmp_path, write_png):
+    dataset = _dataset(tmp_path, write_png)
+    (dataset.root / ".segscope-session").write_text("a file where the folder should be")
+    session = Session()
+    session.open_dataset(dataset)
+    failures = []
+    session.events.store_failed.connect(failures.append)
+    _run(session, "a")
+    session.flush()
+    _run(session, "b")  # the earlier failure is reported in the caller's thread
+    assert len(failures) == 1 and "results are kept for this session only" in failures[0]
+    assert session.metrics("a").foreground_dice == pytest.approx(1.0)  # the session itself goes on
