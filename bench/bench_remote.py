@@ -105,12 +105,13 @@ def run(args: argparse.Namespace, folder: Path, sshd: object) -> int:
 
         def variant(name: str, backend: Backend) -> Callable[[], object]:
             def evaluate() -> None:
-                session = getattr(backend, "session", None)
-                before = (session.bytes_sent, session.bytes_received) if session else (0, 0)
+                remote = backend if isinstance(backend, RemoteBackend) else None
+                before = (remote.session.bytes_sent, remote.session.bytes_received) if remote and remote.session \
+                    else (0, 0)
                 metrics[name] = [e.metrics for e in evaluate_dataset(backend, dataset)]
-                session = getattr(backend, "session", None)
-                if session is not None:
-                    traffic[name] = (session.bytes_sent - before[0], session.bytes_received - before[1])
+                if remote is not None and remote.session is not None:
+                    after = (remote.session.bytes_sent, remote.session.bytes_received)
+                    traffic[name] = (after[0] - before[0], after[1] - before[1])
             return evaluate
 
         times = interleaved({name: variant(name, b) for name, b in backends.items()}, args.rounds)
@@ -121,8 +122,11 @@ def run(args: argparse.Namespace, folder: Path, sshd: object) -> int:
         line = f"  {name:<20} {spread([v / n for v in values])}  {statistics.median(values) / local:5.2f}x local"
         if name in traffic:
             sent, received = (v / n for v in traffic[name])
-            line += (f"; sent {sent / 1e6:.2f} MB, received {received / 1e6:.3f} MB per image, metrics "
-                     f"{'identical to' if metrics[name] == metrics['local'] else 'differ from'} local")
+            worst = max(abs(a.soft_dice - b.soft_dice)  # type: ignore[attr-defined]
+                        for a, b in zip(metrics[name], metrics["local"]))
+            line += (f"; sent {sent / 1e6:.2f} MB, received {received / 1e6:.3f} MB per image; metrics "
+                     f"{'identical to local' if metrics[name] == metrics['local'] else 'differ'}, "
+                     f"max |soft Dice - local| {worst:.1e}")
         print(line)
     return 0
 
