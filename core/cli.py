@@ -114,8 +114,10 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
                         help="with --remote: the host folder for the uploaded worker and model, relative to the "
                              "login's home unless absolute (default .cache/segscope)")
     parser.add_argument("--probabilities", choices=PROBABILITY_ENCODINGS, default=None,
-                        help="with --remote: how probabilities travel back; float32 (default) keeps the printed "
-                             "Dice identical to a local run, uint8 sends ~6x fewer bytes (Dice within ~1e-5)")
+                        help="with --remote: how probabilities travel back. float32 (default) is exact, metrics "
+                             "identical to a local run: 3.3 MB per 960x960 demo result (lossless zlib of 7.4 MB "
+                             "raw); float16 0.18 MB, uint8 0.02 MB (demo soft Dice within 5e-9 and 6e-8). "
+                             "Sizes depend on how confident the model is")
     parser.add_argument("--accept-new-host-key", action="store_true", default=None,
                         help="trust the remote host's key on first connection (check the fingerprint the error "
                              "prints against the host's own key first)")
