@@ -2,9 +2,9 @@
 
 On open it connects (verifying the host key), uploads the worker bundle and the pipeline's project files
 to the host's cache (once per content hash), and starts one worker that keeps the stream open for the
-whole session. Each `infer` sends the image bytes (or a path on the host) and the ROI, and gets back the
-argmax and quantised, compressed probabilities. A dropped connection or a dead worker fails the request
-in progress; the next request reconnects and starts a fresh worker.
+whole session. Each `infer` sends the image bytes (their ROI crop where that is exact, or a path on the
+host) and the ROI, and gets back the argmax and quantised, compressed probabilities. A dropped connection
+or a dead worker fails the request in progress; the next request reconnects and starts a fresh worker.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ class RemoteBackend(Backend):
     2^-12) or "float32" (exact: metrics match a local run to the last digit). `host_pipeline` names a
     pipeline already on the host (nothing is uploaded then). With `host_dataset` (a folder on the host), a
     `Path` given to `infer` is a file on the host, not one to upload; the worker reads files only there and
-    in the pipeline's project.
+    in the pipeline's project. With `crop_upload` (the default), an 8-bit PNG's ROI crop travels instead of
+    the whole file where that is exact (core.remote.crop_upload).
     """
 
     def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,
