@@ -86,3 +86,15 @@ def test_files_that_cannot_be_cropped_exactly_travel_whole(tiny_model_project, r
     assert cropping.last_transfer[0] > len(jpeg) and result.roi == Roi(10, 10, 100, 100)
     with pytest.raises(SegScopeError, match="outside"):
         cropping.infer(textured_png(50, 40, seed=6), Roi(60, 0, 70, 10))
+
+
+def test_infer_many_raises_a_bad_image_in_its_place(tiny_model_project, remote_pair) -> None:
+    cropping, _ = remote_pair(tiny_model_project.pipeline)
+    good, roi = textured_png(120, 90, seed=7), Roi(10, 10, 100, 80)
+    truncated = good[:200]  # a PNG header with no pixels: the crop's decode here fails
+    results = cropping.infer_many([InferenceRequest(good, roi), InferenceRequest(truncated, roi),
+                                   InferenceRequest(good, roi)])
+    assert next(results).roi == roi
+    with pytest.raises(SegScopeError, match="<image bytes>"):
+        next(results)
+    assert cropping.infer(good, roi).roi == roi  # the backend serves on
