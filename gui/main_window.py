@@ -6,30 +6,18 @@ thread; the GUI thread only draws. Every dock can be moved; the layout is rememb
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, QThread, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
-from PySide6.QtWidgets import (
-    QApplication,
-    QDockWidget,
-    QLabel,
-    QMainWindow,
-    QMessageBox,
-    QProgressBar,
-    QToolBar,
-    QWidget,
-)
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox, QWidget
 
 from ..core.backends.base import Capabilities
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
 from ..core.evaluate import ImageEvaluation
-from ..core.export import export_result, write_metrics
 from ..core.metrics import ImageMetrics
-from ..core.provenance import source_for
 from ..core.pyramid import Pyramid
 from ..core.result import InferenceResult
 from ..core.roi import Roi
@@ -38,18 +26,20 @@ from ..core.session import Session
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .dataset_panel import DatasetPanel
-from .export_dialog import ExportChoices, ExportDialog
+from .export_dialog import ExportChoices
+from .export_flow import ask_export, write_export
 from .inspection import attach_inspection
+from .main_menus import MainActions
 from .mask_editing import MaskEditing
 from .message_area import MessageArea
 from .metrics_panel import MetricsPanel
-from .model_dialog import add_open_model_action
 from .profile_dock import attach_profile
 from .result_panels import ResultPanels
 from .run_controller import RunController
-from .shortcuts import ShortcutsDialog, key, shortcut_action, with_key
+from .shortcuts import ShortcutsDialog, key
 from .slide_loader import SlideLoader
 from .slide_view import SlideView
+from .status_labels import StatusLabels, count
 from .window_layout import DockLayout, first_size
 
 
@@ -91,10 +81,11 @@ class MainWindow(QMainWindow):
         self.dock_layout = DockLayout(self, self.results_dock, self.dataset_dock,
                                       [self.metrics_dock, self.messages_dock])
 
-        self._build_actions()
-        self._build_toolbar()
-        self._build_menus()
-        self._build_status_bar()
+        self.main_actions = MainActions(self, self, self.dataset_panel, self.slide, self.panels, self.controller)
+        self.main_actions.build_toolbar()
+        self.main_actions.build_menus(self.dataset_panel.recent_menu, (self.dataset_dock, self.metrics_dock,
+                                                                        self.results_dock, self.messages_dock))
+        self.status_labels = StatusLabels(self.statusBar())
         self._wire()
         self._loader_thread = QThread(self)
         self._loader_thread.setObjectName("segscope-slide-loader")
@@ -147,114 +138,12 @@ class MainWindow(QMainWindow):
         self.addDockWidget(area, dock)
         return dock
 
-    def _action(self, text: str, action_id: str, tip: str, slot, checkable: bool = False) -> QAction:
-        return shortcut_action(self, text, action_id, tip, slot, checkable)
-
-    def _build_actions(self) -> None:
-        a = self._action
-        self.open_action = a("&Open dataset…", "open", "Open a dataset folder", self.dataset_panel.choose_folder)
-        self.run_action = a("&Run", "run_current", "Run the current image with its ROI", self.run_current)
-        self.run_all_action = a("Run &all", "run_all", "Run every image of the dataset", self.run_all)
-        self.cancel_action = a("&Cancel", "cancel", "Stop the running inference", self.controller.cancel)
-        self.export_action = a("&Export…", "export", "Export masks, heatmaps and metrics", self.export)
-        self.backend_action = a("&Backend…", "backend", "Choose the inference backend", self.choose_backend)
-        self.next_action = a("Next image", "next_image", "Next image in the list",
-                             lambda: self.dataset_panel.select_offset(1))
-        self.prev_action = a("Previous image", "prev_image", "Previous image in the list",
-                             lambda: self.dataset_panel.select_offset(-1))
-        self.worst_action = a("Worst first", "worst_first", "Sort the list by soft Dice, lowest first",
-                              self.dataset_panel.sort_worst_first)
-        self.fit_action = a("&Fit slide", "fit", "Fit the whole slide in the view", self.slide.fit)
-        self.one_action = a("Slide 1:1", "one_to_one", "One slide pixel per screen pixel", self.slide.one_to_one)
-        self.square_action = a("&Square ROI", "roi_square", "Keep the ROI square", self.slide.set_square, True)
-        self.square_action.toggled.connect(self.slide.square_check.setChecked)
-        self.slide.square_check.toggled.connect(self.square_action.setChecked)
-        self.reset_roi_action = a("&Reset ROI", "roi_reset", "Back to the default ROI", self.reset_roi)
-        self.undo_roi_action = a("Undo ROI move", "roi_undo", "Put the last moved ROI back", self.undo_roi)
-        self.redo_roi_action = a("Redo ROI move", "roi_redo", "Move the ROI again", self.redo_roi)
-        self.reset_layout_action = a("Reset &layout", "reset_layout", "Put every dock back where it started",
-                                     lambda: self.dock_layout.reset())
-        self.messages_action = a("&Messages", "messages", "Show or hide the message area", self._toggle_messages)
-        self.shortcuts_action = a("&Keyboard shortcuts", "shortcuts", "List every shortcut", self.show_shortcuts)
-        self.quit_action = a("&Quit", "quit", "Quit SegScope", self.close)
-        # The result panels' own toggles get their keys from the shared table too.
-        for action, action_id in ((self.panels.overlay_action, "overlay"), (self.panels.contour_action, "contours"),
-                                  (self.panels.error_map_action, "error_map")):
-            action.setShortcut(QKeySequence(key(action_id)))
-            action.setToolTip(with_key(action.toolTip(), action_id))
-            self.addAction(action)
-
-    def _build_toolbar(self) -> None:
-        bar = QToolBar("Main")
-        bar.setObjectName("toolbar_main")
-        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        self.addToolBar(bar)
-        for action in (self.open_action, None, self.run_action, self.run_all_action, self.cancel_action, None):
-            bar.addAction(action) if action else bar.addSeparator()
-        self.progress = QProgressBar()
-        self.progress.setMaximumWidth(220)
-        self.progress.setTextVisible(True)
-        self.progress.setFormat("%v / %m")
-        self.progress.setToolTip("Progress of the running batch")
-        self.eta_label = QLabel("")
-        self.progress_action = bar.addWidget(self.progress)  # a toolbar widget is shown through its action
-        self.progress_action.setVisible(False)
-        bar.addWidget(self.eta_label)
-        bar.addSeparator()
-        for action in (self.export_action, self.backend_action):
-            bar.addAction(action)
-        bar.addSeparator()
-        self.dice_label = QLabel("")
-        self.dice_label.setToolTip("The current image's soft Dice (the original script's number), hard Dice and IoU")
-        self.dice_label.setStyleSheet("font-weight: bold; padding: 0 8px;")
-        bar.addWidget(self.dice_label)
-
-    def _build_menus(self) -> None:
-        menu = self.menuBar()
-        file_menu = menu.addMenu("&File")
-        file_menu.addAction(self.open_action)
-        add_open_model_action(self, file_menu)
-        file_menu.addMenu(self.dataset_panel.recent_menu)
-        file_menu.addAction(self.export_action)
-        file_menu.addSeparator()
-        file_menu.addAction(self.quit_action)
-        run_menu = menu.addMenu("&Run")
-        for action in (self.run_action, self.run_all_action, self.cancel_action, None, self.backend_action):
-            run_menu.addAction(action) if action else run_menu.addSeparator()
-        view_menu = menu.addMenu("&View")
-        for action in (self.fit_action, self.one_action, self.square_action, self.reset_roi_action,
-                       self.undo_roi_action, self.redo_roi_action, None,
-                       self.next_action, self.prev_action, self.worst_action, None, self.panels.overlay_action,
-                       self.panels.contour_action, self.panels.error_map_action, None):
-            view_menu.addAction(action) if action else view_menu.addSeparator()
-        for dock in (self.dataset_dock, self.metrics_dock, self.results_dock, self.messages_dock):
-            view_menu.addAction(dock.toggleViewAction())
-        panels_menu = view_menu.addMenu("&Panels")  # the registered result views (gui/view_*.py)
-        panels_menu.setToolTipsVisible(True)
-        panels_menu.addActions(list(self.panels.extra.actions.values()))
-        view_menu.addSeparator()
-        view_menu.addAction(self.reset_layout_action)
-        help_menu = menu.addMenu("&Help")
-        help_menu.addAction(self.shortcuts_action)
-        help_menu.addAction("&About SegScope", self._about)
-
-    def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.backend_label = QLabel("backend: opening…")
-        self.backend_label.setToolTip("The active backend and its device (Backend… to change)")
-        self.timings_label = QLabel("")
-        self.timings_label.setToolTip("Per-stage times of the last inference")
-        self.means_label = QLabel("")
-        self.means_label.setToolTip("Dataset means over the images run so far that have masks")
-        for label in (self.timings_label, self.means_label, self.backend_label):
-            bar.addPermanentWidget(label)
-
     def _wire(self) -> None:
         self.dataset_panel.openRequested.connect(self.open_dataset)
         self.dataset_panel.currentChanged.connect(self._on_item_selected)
         self.slide.roiChanged.connect(self._on_roi_changed)
         self.slide.resetRoiRequested.connect(self.reset_roi)
-        self.slide.hovered.connect(self._on_slide_hover)
+        self.slide.hovered.connect(lambda text: self.status_labels.hover(text))
         self.messages.added.connect(self._on_message)
         events = self.session.events
         events.roi_changed.connect(self._on_session_roi)
@@ -266,7 +155,7 @@ class MainWindow(QMainWindow):
         c.evaluated.connect(self._on_evaluated)
         c.itemFailed.connect(lambda item_id, text, _d: self._set_status(item_id, "error", error=text))
         c.message.connect(self.messages.add)
-        c.progress.connect(self._on_progress)
+        c.progress.connect(self.main_actions.show_progress)
         c.busyChanged.connect(lambda _busy: self._update_enabled())
         c.batchFinished.connect(self._on_batch_finished)
 
@@ -287,7 +176,7 @@ class MainWindow(QMainWindow):
         self.slide.clear()
         self.panels.clear()
         self.metrics_panel.show_metrics(None)
-        self.timings_label.setText("")
+        self.status_labels.clear_timings()
         settings.add_recent_dataset(dataset.root)
         self.setWindowTitle(f"SegScope — {dataset.root}[*]")
         self.dataset_panel.set_dataset(dataset.root, [item.id for item in dataset.items])
@@ -295,9 +184,9 @@ class MainWindow(QMainWindow):
         for item_id, metrics in restored.items():
             self._set_status(item_id, "done" if metrics else "done (no mask)", metrics)
         self._update_means()
-        self.messages.add("info", f"Opened {dataset.root}: {_count(len(dataset), 'image')}, "
+        self.messages.add("info", f"Opened {dataset.root}: {count(len(dataset), 'image')}, "
                                   f"{sum(i.has_mask for i in dataset.items)} with masks"
-                                  + (f"; {_count(len(restored), 'earlier run')} restored" if restored else ""))
+                                  + (f"; {count(len(restored), 'earlier run')} restored" if restored else ""))
         for note in self.session.restore_notes:
             self.messages.add("warning", note)
         self._update_enabled()
@@ -420,7 +309,7 @@ class MainWindow(QMainWindow):
         """Open `choice` in the inference thread; the status bar says when it is ready."""
         self.backend_choice = choice
         self.capabilities = None
-        self.backend_label.setText(f"backend: opening {choice.describe()}…")
+        self.status_labels.backend_opening(choice.describe())
         self.controller.open_backend(choice.open)
         self._update_enabled()
 
@@ -451,20 +340,13 @@ class MainWindow(QMainWindow):
             return False
         for item in items:
             self._set_status(item.id, "queued")
-        self.progress.setRange(0, len(items))
-        self.progress.setValue(0)
-        self.progress_action.setVisible(len(items) > 1)
+        self.main_actions.start_batch(len(items))
         if self.current is not None and self.current.id in plan and self.slide_ready():
             self.panels.set_busy(f"Running {self.current.id}…")
         return True
 
-    def _on_progress(self, finished: int, total: int, eta: float) -> None:
-        self.progress.setValue(finished)
-        self.eta_label.setText("" if math.isnan(eta) or finished >= total else f"ETA {_duration(eta)}")
-
     def _on_batch_finished(self, done: int, failed: int, cancelled: bool) -> None:
-        self.progress_action.setVisible(False)
-        self.eta_label.setText("")
+        self.main_actions.end_batch()
         self.panels.set_busy("" if self.panels.result is not None or not self.slide_ready() else self._run_hint())
         if self.dataset is not None:
             for row in self.dataset_panel.model.rows:
@@ -480,8 +362,7 @@ class MainWindow(QMainWindow):
         self.capabilities = capabilities
         self.session.capabilities = capabilities
         self.panels.set_class_names(capabilities.class_names)
-        self.backend_label.setText(f"{capabilities.name} · {capabilities.device}")
-        self.backend_label.setToolTip("\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
+        self.status_labels.backend_ready(capabilities)
         self.messages.add("info", f"Backend ready: {capabilities.name} on {capabilities.device}",
                           "\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
         self._update_enabled()
@@ -492,9 +373,7 @@ class MainWindow(QMainWindow):
     def _on_result_added(self, item_id: str, record: RunRecord) -> None:
         metrics = self.session.metrics(item_id)
         self._set_status(item_id, "done" if metrics else "done (no mask)", metrics)
-        self.timings_label.setText(f"last run {sum(record.timings.values()) * 1000:.0f} ms")
-        self.timings_label.setToolTip(f"Per-stage times of the last inference ({item_id}):\n"
-                                      + _timings_text(record.timings))
+        self.status_labels.last_run(item_id, record.timings)
         if self.current is not None and self.current.id == item_id and self.slide_ready():
             result = self.session.result(item_id)
             if result is not None:
@@ -525,13 +404,6 @@ class MainWindow(QMainWindow):
         if self.current is not None and self.current.id == item_id:
             self._show_metrics(metrics)
 
-    def _on_slide_hover(self, text: str) -> None:
-        """The slide's readout in the status bar while the mouse is over it (cleared when it leaves)."""
-        if text:
-            self.statusBar().showMessage(text)
-        elif self.statusBar().currentMessage().startswith("slide x="):
-            self.statusBar().clearMessage()
-
     def _on_store_failed(self, text: str) -> None:
         if not self._store_warned:  # once per window: every result would say the same
             self._store_warned = True
@@ -540,18 +412,12 @@ class MainWindow(QMainWindow):
     def _show_metrics(self, metrics: ImageMetrics | None) -> None:
         names = self.capabilities.class_names if self.capabilities else ()
         self.metrics_panel.show_metrics(metrics, names)
-        self.dice_label.setText("" if metrics is None else
-                                f"soft Dice {metrics.soft_dice:.4f} · Dice {metrics.foreground_dice:.4f} · "
-                                f"IoU {metrics.foreground_iou:.4f}")
+        self.main_actions.show_dice(metrics)
 
     def _update_means(self) -> None:
         summary = self.session.summary()
-        means = summary.means()
         self.metrics_panel.set_dataset_dice(summary.soft_dice)
-        count = int(means["images_with_masks"])
-        self.means_label.setText("" if not count else
-                                 f"mean soft Dice {means['soft_dice']:.4f} · Dice {means['foreground_dice']:.4f}"
-                                 f" · IoU {means['foreground_iou']:.4f} ({_count(count, 'image')})")
+        self.status_labels.show_means(summary)
 
     def _set_status(self, item_id: str, status: str, metrics: ImageMetrics | None = None, error: str = "") -> None:
         if self.dataset is not None and self.dataset_panel.model.has(item_id):
@@ -559,69 +425,46 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------------------- export
     def export(self) -> None:
-        """Ask what and where (ExportDialog never lets a file be replaced silently), then write."""
-        if self.dataset is None or not self.results:
+        """Ask what and where, then write (see `export_flow`)."""
+        if self.dataset is None or not self.session.result_ids:
             self.statusBar().showMessage("Run at least one image before exporting", 4000)
             return
-        current = self.current.id if self.current is not None and self.current.id in self.results else None
-        dialog = ExportDialog(current, list(self.results), self)
-        if dialog.exec() == ExportDialog.DialogCode.Accepted:
-            self.write_export(dialog.choices())
+        choices = ask_export(self.session, self)
+        if choices is not None:
+            self.write_export(choices)
 
     def write_export(self, choices: ExportChoices) -> list[Path]:
-        """Write the chosen files with `core.export`; problems go to the message area. The metrics table
-        holds the exported images only (the current one for "Current image")."""
-        written: list[Path] = []
-        assert self.dataset is not None
-        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
-        try:
-            for item_id in choices.item_ids:
-                result = self.session.result(item_id)
-                if result is None:
-                    raise SegScopeError(f"{item_id}: its result is no longer in memory; run it again to export")
-                source = source_for(self.dataset.item(item_id), self.capabilities)
-                written += export_result(result, choices.folder, source, choices.kinds, overwrite=choices.overwrite)
-            if choices.metrics:
-                rows, means = self.session.metrics_table(list(choices.item_ids))
-                written += write_metrics(rows, means, choices.folder, choices.overwrite)
-        except SegScopeError as exc:
-            self.messages.add("error", f"Export: {exc}")
-        finally:
-            QApplication.restoreOverrideCursor()
+        written = write_export(self.session, self.capabilities, choices, self.messages)
         if written:
-            self.messages.add("info", f"Exported {_count(len(written), 'file')} to {choices.folder}",
-                              "\n".join(str(p) for p in written))
             self.messages_dock.show()
             self.messages_dock.raise_()
         return written
 
     # --------------------------------------------------------------------------------------------- misc
     def _update_enabled(self) -> None:
-        busy = self.controller.busy
-        has_backend = self.capabilities is not None
-        self.run_action.setEnabled(not busy and has_backend and self.slide_ready())
-        self.run_all_action.setEnabled(not busy and has_backend and self.dataset is not None)
-        self.undo_roi_action.setEnabled(self.session.can_undo_roi)
-        self.redo_roi_action.setEnabled(self.session.can_redo_roi)
-        self.cancel_action.setEnabled(busy)
-        self.backend_action.setEnabled(not busy)
-        self.export_action.setEnabled(not busy and bool(self.results))
+        session = self.session
+        self.main_actions.update_enabled(self.controller.busy, self.capabilities is not None, self.slide_ready(),
+                                         self.dataset is not None, session.can_undo_roi, session.can_redo_roi,
+                                         bool(session.result_ids))
 
     def _on_message(self, level: str) -> None:
         if level == "error":
             self.messages_dock.show()
             self.messages_dock.raise_()
 
-    def _toggle_messages(self) -> None:
+    def toggle_messages(self) -> None:
         visible = not (self.messages_dock.isVisible() and not self.messages_dock.visibleRegion().isEmpty())
         self.messages_dock.setVisible(visible)
         if visible:
             self.messages_dock.raise_()
 
+    def reset_layout(self) -> None:
+        self.dock_layout.reset()
+
     def show_shortcuts(self) -> None:
         ShortcutsDialog(self).exec()
 
-    def _about(self) -> None:
+    def about(self) -> None:
         QMessageBox.about(self, "About SegScope", "SegScope: inspect U-Net segmentations of MindX SDK streams, "
                           "locally, on an Ascend host or over SSH.")
 
@@ -657,16 +500,3 @@ class MainWindow(QMainWindow):
         self._loader_thread.wait(10000)
         super().closeEvent(event)
 
-
-def _count(n: int, noun: str) -> str:
-    """"1 image", "3 images"."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds} s"
-
-
-def _timings_text(timings: dict[str, float]) -> str:
-    return "\n".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in timings.items())

@@ -313,7 +313,7 @@ def test_metrics_follow_the_edits(qtbot, window, editing):
     expected = image_metrics(window.panels.result, editing.editor.mask)
     assert window.metrics["001"] == expected
     assert expected.foreground_dice == 1.0 and before.foreground_dice < 1.0
-    assert f"Dice {expected.foreground_dice:.4f}" in window.dice_label.text()
+    assert f"Dice {expected.foreground_dice:.4f}" in window.main_actions.dice_label.text()
     row = window.dataset_panel.model.row("001")
     assert row.metrics == expected and row.status == "done" + UNSAVED_MARK
 

@@ -84,10 +84,10 @@ def test_dragging_the_roi_during_a_run_keeps_the_drag(qtbot, window):
     assert window.panels.result.roi == planned  # the run used the ROI it was started with
     assert Dataset.open(window.dataset.root).stored_roi(window.dataset.item("001")) == moved
     assert window.panels.stale and window.dataset_panel.model.row("001").status == "ROI changed"
-    window.undo_roi_action.trigger()  # back to the ROI of the result: no longer stale
+    window.main_actions.undo_roi_action.trigger()  # back to the ROI of the result: no longer stale
     assert window.slide.roi() == planned and not window.panels.stale
     assert window.dataset_panel.model.row("001").status == "done"
-    window.redo_roi_action.trigger()
+    window.main_actions.redo_roi_action.trigger()
     assert window.slide.roi() == moved and window.panels.stale
 
 
@@ -122,7 +122,7 @@ def test_first_window_fits_the_screen(qtbot):
 def test_reset_layout_brings_back_hidden_docks(qtbot, window):
     window.results_dock.hide()
     window.dataset_dock.hide()
-    window.reset_layout_action.trigger()
+    window.main_actions.reset_layout_action.trigger()
     QApplication.processEvents()
     assert window.results_dock.isVisible() and window.dataset_dock.isVisible()
     assert window.results_dock.height() >= 0.25 * window.height()
