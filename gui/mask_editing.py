@@ -24,7 +24,6 @@ from PySide6.QtCore import QObject, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
-    QCheckBox,
     QComboBox,
     QLabel,
     QMenu,
@@ -52,7 +51,7 @@ from ..core.result import InferenceResult
 from ..core.roi import Roi
 from . import settings
 from .mask_canvas import EditLayer
-from .shortcuts import key, shortcut_action
+from .shortcuts import check_box_for, key, shortcut_action
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -185,11 +184,7 @@ class MaskEditing(QObject):
         self.class_combo.setMinimumContentsLength(8)
         bar.addWidget(QLabel(" Paint class "))
         bar.addWidget(self.class_combo)
-        limit_box = QCheckBox(self.limit_action.text())
-        limit_box.setToolTip(self.limit_action.toolTip())
-        limit_box.toggled.connect(self.limit_action.setChecked)
-        self.limit_action.toggled.connect(limit_box.setChecked)
-        bar.addWidget(limit_box)
+        bar.addWidget(check_box_for(self.limit_action))
         self.threshold_slider = QSlider(Qt.Orientation.Horizontal)
         self.threshold_slider.setRange(0, 100)
         self.threshold_slider.setValue(50)
