@@ -18,6 +18,7 @@ from ..core.metrics import ImageMetrics
 from .dataset_panel import DatasetPanel
 from .model_dialog import add_open_model_action
 from .result_panels import ResultPanels
+from .roi_control import RoiControl
 from .run_controller import RunController
 from .shortcuts import key, shortcut_action, with_key
 from .slide_view import SlideView
@@ -31,9 +32,6 @@ class MainCommands(Protocol):
     def run_all(self) -> bool: ...
     def export(self) -> None: ...
     def choose_backend(self) -> None: ...
-    def reset_roi(self) -> None: ...
-    def undo_roi(self) -> None: ...
-    def redo_roi(self) -> None: ...
     def reset_layout(self) -> None: ...
     def toggle_messages(self) -> None: ...
     def show_shortcuts(self) -> None: ...
@@ -54,7 +52,7 @@ class MainActions:
     """The actions of one main window (`window.main_actions`), with its toolbar and menus."""
 
     def __init__(self, window: QMainWindow, commands: MainCommands, dataset_panel: DatasetPanel,
-                 slide: SlideView, panels: ResultPanels, controller: RunController) -> None:
+                 slide: SlideView, panels: ResultPanels, controller: RunController, roi: RoiControl) -> None:
         self.window, self.panels, self.commands = window, panels, commands
 
         def a(text: str, action_id: str, tip: str, slot: Callable, checkable: bool = False) -> QAction:
@@ -78,9 +76,9 @@ class MainActions:
         self.square_action = a("&Square ROI", "roi_square", "Keep the ROI square", slide.set_square, True)
         self.square_action.toggled.connect(slide.square_check.setChecked)
         slide.square_check.toggled.connect(self.square_action.setChecked)
-        self.reset_roi_action = a("&Reset ROI", "roi_reset", "Back to the default ROI", c.reset_roi)
-        self.undo_roi_action = a("Undo ROI move", "roi_undo", "Put the last moved ROI back", c.undo_roi)
-        self.redo_roi_action = a("Redo ROI move", "roi_redo", "Move the ROI again", c.redo_roi)
+        self.reset_roi_action = a("&Reset ROI", "roi_reset", "Back to the default ROI", roi.reset)
+        self.undo_roi_action = a("Undo ROI move", "roi_undo", "Put the last moved ROI back", roi.undo)
+        self.redo_roi_action = a("Redo ROI move", "roi_redo", "Move the ROI again", roi.redo)
         self.reset_layout_action = a("Reset &layout", "reset_layout", "Put every dock back where it started",
                                      c.reset_layout)
         self.messages_action = a("&Messages", "messages", "Show or hide the message area", c.toggle_messages)

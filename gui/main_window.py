@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, QThread, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QMessageBox, QWidget
+from PySide6.QtWidgets import QMainWindow, QMessageBox, QWidget
 
 from ..core.backends.base import Capabilities
 from ..core.dataset import Dataset, DatasetItem
@@ -35,18 +35,17 @@ from .message_area import MessageArea
 from .metrics_panel import MetricsPanel
 from .profile_dock import attach_profile
 from .result_panels import ResultPanels
+from .roi_control import RoiControl
 from .run_controller import RunController
 from .shortcuts import ShortcutsDialog, key
-from .slide_loader import SlideLoader
+from .slide_loader import SlideLoading
 from .slide_view import SlideView
 from .status_labels import StatusLabels, count
-from .window_layout import DockLayout, first_size
+from .window_layout import DockLayout, add_dock, first_size, restore_layout, save_layout, set_corners
 
 
 class MainWindow(QMainWindow):
     """`open_dataset(path)`, `open_backend(choice)`, `run_current()`, `run_all()`; see the menus."""
-
-    _load = Signal(int, object, object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -57,7 +56,6 @@ class MainWindow(QMainWindow):
         self.shown_id: str | None = None  # the item whose slide the view shows (lags `current` while loading)
         self.backend_choice = BackendChoice()
         self.capabilities: Capabilities | None = None
-        self._generation = 0
         self._store_warned = False
 
         self.slide = SlideView()
@@ -68,39 +66,32 @@ class MainWindow(QMainWindow):
         self.controller = RunController(self)
 
         self.setCentralWidget(self.slide)
-        self.setDockNestingEnabled(True)
-        # Default layout: dataset left, results under the slide and the dataset, and the inspection column
-        # (metrics, review, messages, timing) on the right over the whole height, so its tables never
-        # squeeze the results.
-        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.dataset_dock = self._dock("Dataset", self.dataset_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
-        self.metrics_dock = self._dock("Metrics", self.metrics_panel, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.messages_dock = self._dock("Messages", self.messages, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.results_dock = self._dock("Results", self.panels, Qt.DockWidgetArea.BottomDockWidgetArea)
+        set_corners(self)
+        area = Qt.DockWidgetArea
+        self.dataset_dock = add_dock(self, "Dataset", self.dataset_panel, area.LeftDockWidgetArea)
+        self.metrics_dock = add_dock(self, "Metrics", self.metrics_panel, area.RightDockWidgetArea)
+        self.messages_dock = add_dock(self, "Messages", self.messages, area.RightDockWidgetArea)
+        self.results_dock = add_dock(self, "Results", self.panels, area.BottomDockWidgetArea)
         self.dock_layout = DockLayout(self, self.results_dock, self.dataset_dock,
                                       [self.metrics_dock, self.messages_dock])
 
-        self.main_actions = MainActions(self, self, self.dataset_panel, self.slide, self.panels, self.controller)
+        self.roi_control = RoiControl(self.session, self.slide, self.slide_ready, self)
+        self.main_actions = MainActions(self, self, self.dataset_panel, self.slide, self.panels, self.controller,
+                                        self.roi_control)
         self.main_actions.build_toolbar()
         self.main_actions.build_menus(self.dataset_panel.recent_menu, (self.dataset_dock, self.metrics_dock,
                                                                         self.results_dock, self.messages_dock))
         self.status_labels = StatusLabels(self.statusBar())
         self._wire()
-        self._loader_thread = QThread(self)
-        self._loader_thread.setObjectName("segscope-slide-loader")
-        self._loader = SlideLoader()
-        self._loader.moveToThread(self._loader_thread)
-        self._load.connect(self._loader.load)
-        self._loader.loaded.connect(self._on_slide_loaded)
-        self._loader.failed.connect(self._on_slide_failed)
-        self._loader_thread.start()
+        self.loading = SlideLoading(self)
+        self.loading.loaded.connect(self._on_slide_loaded)
+        self.loading.failed.connect(self._on_slide_failed)
         self.editing = MaskEditing(self)
         self.inspection = attach_inspection(self)
         self.profile_dock = attach_profile(self)
         self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
         self.dock_layout.remember_default()
-        self.dock_layout.size_on_show = not self._restore_layout()
+        self.dock_layout.size_on_show = not restore_layout(self)
         self._update_enabled()
 
     # ------------------------------------------------------------------- the session's state, read-only
@@ -131,18 +122,13 @@ class MainWindow(QMainWindow):
         return {i.id: self.session.metrics(i.id) for i in items if self.session.has_metrics(i.id)}
 
     # ----------------------------------------------------------------------------------------- building
-    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
-        dock = QDockWidget(title, self)
-        dock.setObjectName(f"dock_{title.lower()}")
-        dock.setWidget(widget)
-        self.addDockWidget(area, dock)
-        return dock
-
     def _wire(self) -> None:
         self.dataset_panel.openRequested.connect(self.open_dataset)
         self.dataset_panel.currentChanged.connect(self._on_item_selected)
-        self.slide.roiChanged.connect(self._on_roi_changed)
-        self.slide.resetRoiRequested.connect(self.reset_roi)
+        roi = self.roi_control
+        roi.message.connect(self.messages.add)
+        roi.note.connect(lambda text: self.statusBar().showMessage(text, 3000))
+        roi.showItem.connect(self.dataset_panel.select_item)  # the image whose ROI moved back
         self.slide.hovered.connect(lambda text: self.status_labels.hover(text))
         self.messages.added.connect(self._on_message)
         events = self.session.events
@@ -205,14 +191,12 @@ class MainWindow(QMainWindow):
         self.panels.set_busy(f"Loading {item.id}…")
         self.slide.set_loading(f"Loading {item.id} ({item.image_path.name})…")
         self._show_metrics(None)
-        self._generation += 1
-        self._loader.request(self._generation)
-        self._load.emit(self._generation, item, self.dataset)
+        self.loading.request(item, self.dataset)
         self.statusBar().showMessage(f"Loading {item.image_path}…")
         self._update_enabled()
 
-    def _on_slide_loaded(self, generation: int, item: DatasetItem, pyramid: Pyramid, mask) -> None:
-        if generation != self._generation or self.dataset is None:
+    def _on_slide_loaded(self, item: DatasetItem, pyramid: Pyramid, mask) -> None:
+        if self.dataset is None:
             return
         self.shown_id = item.id
         self.session.slide_loaded(item.id, pyramid.size, mask)
@@ -236,32 +220,20 @@ class MainWindow(QMainWindow):
             return "Queued: the run is in progress"
         return f"Not run yet: press Run ({key('run_current')}) or Run all ({key('run_all')})"
 
-    def _on_slide_failed(self, generation: int, item: DatasetItem, text: str, details: str) -> None:
-        if generation == self._generation:
-            self.slide.clear()
-            self.panels.clear()
-            self.messages.add("error", text, details)
-            self._set_status(item.id, "unreadable", error=text)
-            self._update_enabled()
+    def _on_slide_failed(self, item: DatasetItem, text: str, details: str) -> None:
+        self.slide.clear()
+        self.panels.clear()
+        self.messages.add("error", text, details)
+        self._set_status(item.id, "unreadable", error=text)
+        self._update_enabled()
 
     def slide_ready(self) -> bool:
         """Whether the selected item's slide is decoded and shown."""
         return (self.session.ready and self.current is not None and self.shown_id == self.current.id
                 and self.slide.roi() is not None)
 
-    def _on_roi_changed(self, roi: Roi) -> None:
-        """The user moved the ROI in the view: the session owns it (the view follows the session)."""
-        if self.dataset is None or not self.slide_ready():
-            return
-        try:
-            self.session.set_roi(roi)
-        except SegScopeError as exc:
-            self.messages.add("warning", str(exc))
-
-    def _on_session_roi(self, item_id: str, roi: Roi) -> None:
+    def _on_session_roi(self, item_id: str, _roi: Roi) -> None:
         if self.current is not None and item_id == self.current.id and self.slide_ready():
-            if self.slide.roi() != roi:
-                self.slide.set_roi(roi)
             self._mark_if_stale()
         self._update_enabled()
 
@@ -278,31 +250,6 @@ class MainWindow(QMainWindow):
         elif not stale and row.status.startswith("ROI changed"):
             metrics = self.session.metrics(current.id)
             self._set_status(current.id, "done" if metrics else "done (no mask)", metrics)
-
-    def reset_roi(self) -> None:
-        if self.dataset is None or not self.slide_ready():
-            return
-        try:
-            self.session.reset_roi()
-        except SegScopeError as exc:
-            self.messages.add("warning", str(exc))
-
-    def undo_roi(self) -> None:
-        self._roi_step(self.session.undo_roi)
-
-    def redo_roi(self) -> None:
-        self._roi_step(self.session.redo_roi)
-
-    def _roi_step(self, step) -> None:
-        try:
-            item_id = step()
-        except SegScopeError as exc:
-            self.messages.add("warning", str(exc))
-            return
-        if item_id is None:
-            self.statusBar().showMessage("No ROI move to undo or redo", 3000)
-        elif self.current is None or item_id != self.current.id:
-            self.dataset_panel.select_item(item_id)  # show the image whose ROI moved back
 
     # ------------------------------------------------------------------------------------------ running
     def open_backend(self, choice: BackendChoice) -> None:
@@ -324,9 +271,7 @@ class MainWindow(QMainWindow):
         if self.dataset is None or self.current is None or not self.slide_ready():
             self.statusBar().showMessage("Select an image first", 3000)
             return False
-        roi = self.slide.roi()
-        if roi is not None and roi != self.session.roi:
-            self._on_roi_changed(roi)  # the session holds exactly the ROI on screen
+        self.roi_control.sync()
         return self._run([self.current])
 
     def run_all(self) -> bool:
@@ -478,25 +423,14 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
             self.open_dataset(folder)
 
-    def _restore_layout(self) -> bool:
-        """The user's last window geometry and dock layout; False when there is none (a first start)."""
-        s = settings.settings()
-        geometry, state = s.value("window/geometry"), s.value("window/state")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        return state is not None and self.restoreState(state)
-
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self.editing.confirm_leave():
             event.ignore()
             return
         self.editing.shutdown()
         self.session.flush()
-        s = settings.settings()
-        s.setValue("window/geometry", self.saveGeometry())
-        s.setValue("window/state", self.saveState())
+        save_layout(self)
         self.controller.shutdown()
-        self._loader_thread.quit()
-        self._loader_thread.wait(10000)
+        self.loading.shutdown()
         super().closeEvent(event)
 
