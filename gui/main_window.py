@@ -17,7 +17,6 @@ from ..core.backends.base import Capabilities
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
 from ..core.evaluate import ImageEvaluation
-from ..core.metrics import ImageMetrics
 from ..core.pyramid import Pyramid
 from ..core.result import InferenceResult
 from ..core.roi import Roi
@@ -26,14 +25,16 @@ from ..core.session import Session
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .dataset_panel import DatasetPanel
+from .dataset_rows import RowStatus
 from .export_dialog import ExportChoices
 from .export_flow import ask_export, write_export
-from .inspection import attach_inspection
-from .main_menus import MainActions
+from .inspection import Inspection
+from .main_menus import MainActions, insert_menu
 from .mask_editing import MaskEditing
 from .message_area import MessageArea
+from .metrics_display import MetricsDisplay
 from .metrics_panel import MetricsPanel
-from .profile_dock import attach_profile
+from .profile_dock import profile_dock
 from .result_panels import ResultPanels
 from .roi_control import RoiControl
 from .run_controller import RunController
@@ -41,7 +42,15 @@ from .shortcuts import ShortcutsDialog, key
 from .slide_loader import SlideLoading
 from .slide_view import SlideView
 from .status_labels import StatusLabels, count
-from .window_layout import DockLayout, add_dock, first_size, restore_layout, save_layout, set_corners
+from .window_layout import (
+    DockLayout,
+    add_dock,
+    first_size,
+    restore_layout,
+    save_layout,
+    set_corners,
+    tab_dock,
+)
 
 
 class MainWindow(QMainWindow):
@@ -82,13 +91,25 @@ class MainWindow(QMainWindow):
         self.main_actions.build_menus(self.dataset_panel.recent_menu, (self.dataset_dock, self.metrics_dock,
                                                                         self.results_dock, self.messages_dock))
         self.status_labels = StatusLabels(self.statusBar())
+        self.rows = RowStatus(self.session, self.dataset_panel.model)  # before _wire: a row is done, then drawn
+        self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels)
         self._wire()
         self.loading = SlideLoading(self)
         self.loading.loaded.connect(self._on_slide_loaded)
         self.loading.failed.connect(self._on_slide_failed)
-        self.editing = MaskEditing(self)
-        self.inspection = attach_inspection(self)
-        self.profile_dock = attach_profile(self)
+        self.editing = MaskEditing(self.session, self.panels, self.dataset_panel.model, self)
+        self.addToolBarBreak()
+        self.addToolBar(self.editing.actions.toolbar)
+        insert_menu(self, self.editing.actions.menu, 1)  # after File
+        self.editing.message.connect(self.messages.add)
+        self.editing.note.connect(self.statusBar().showMessage)
+        self.editing.dirtyChanged.connect(self.setWindowModified)
+        self.editing.blankMaskMade.connect(self._redraw_result)
+        self.inspection = Inspection(self.session, self.dataset_panel, self.panels, self.slide, self)
+        self._place_inspection()
+        self.profile_dock = profile_dock(self.session, self._profile_sources, self.messages.add, self)
+        tab_dock(self, self.profile_dock, self.messages_dock)
+        self.main_actions.view_menu.addAction(self.profile_dock.toggleViewAction())
         self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
         self.dock_layout.remember_default()
         self.dock_layout.size_on_show = not restore_layout(self)
@@ -109,18 +130,6 @@ class MainWindow(QMainWindow):
         document = self.session.document
         return document.mask if document is not None and self.session.ready else None
 
-    @property
-    def results(self) -> dict[str, InferenceResult]:
-        """The newest result of each image that has one, in dataset order."""
-        session = self.session
-        return {item_id: result for item_id in session.result_ids if (result := session.result(item_id))}
-
-    @property
-    def metrics(self) -> dict[str, ImageMetrics | None]:
-        """Metrics of every image run so far (None: no mask), always of the mask on screen or on disk."""
-        items = self.dataset.items if self.dataset is not None else []
-        return {i.id: self.session.metrics(i.id) for i in items if self.session.has_metrics(i.id)}
-
     # ----------------------------------------------------------------------------------------- building
     def _wire(self) -> None:
         self.dataset_panel.openRequested.connect(self.open_dataset)
@@ -134,12 +143,11 @@ class MainWindow(QMainWindow):
         events = self.session.events
         events.roi_changed.connect(self._on_session_roi)
         events.result_added.connect(self._on_result_added)
-        events.metrics_changed.connect(self._on_metrics_changed)
         events.store_failed.connect(self._on_store_failed)
         c = self.controller
         c.backendOpened.connect(self._on_backend_opened)
         c.evaluated.connect(self._on_evaluated)
-        c.itemFailed.connect(lambda item_id, text, _d: self._set_status(item_id, "error", error=text))
+        c.itemFailed.connect(lambda item_id, text, _d: self.rows.set(item_id, "error", error=text))
         c.message.connect(self.messages.add)
         c.progress.connect(self.main_actions.show_progress)
         c.busyChanged.connect(lambda _busy: self._update_enabled())
@@ -166,13 +174,11 @@ class MainWindow(QMainWindow):
         settings.add_recent_dataset(dataset.root)
         self.setWindowTitle(f"SegScope — {dataset.root}[*]")
         self.dataset_panel.set_dataset(dataset.root, [item.id for item in dataset.items])
-        restored = self.metrics  # runs of this folder kept in this session or on disk
-        for item_id, metrics in restored.items():
-            self._set_status(item_id, "done" if metrics else "done (no mask)", metrics)
-        self._update_means()
+        restored = self.rows.restore()  # runs of this folder kept in this session or on disk
+        self.metrics_display.update_means()
         self.messages.add("info", f"Opened {dataset.root}: {count(len(dataset), 'image')}, "
                                   f"{sum(i.has_mask for i in dataset.items)} with masks"
-                                  + (f"; {count(len(restored), 'earlier run')} restored" if restored else ""))
+                                  + (f"; {count(restored, 'earlier run')} restored" if restored else ""))
         for note in self.session.restore_notes:
             self.messages.add("warning", note)
         self._update_enabled()
@@ -190,7 +196,7 @@ class MainWindow(QMainWindow):
         self.panels.clear()
         self.panels.set_busy(f"Loading {item.id}…")
         self.slide.set_loading(f"Loading {item.id} ({item.image_path.name})…")
-        self._show_metrics(None)
+        self.metrics_display.show(None)
         self.loading.request(item, self.dataset)
         self.statusBar().showMessage(f"Loading {item.image_path}…")
         self._update_enabled()
@@ -212,7 +218,7 @@ class MainWindow(QMainWindow):
         else:
             self.panels.clear()
             self.panels.set_busy(self._run_hint())
-            self._show_metrics(None)
+            self.metrics_display.show(None)
         self._update_enabled()
 
     def _run_hint(self) -> str:
@@ -224,7 +230,7 @@ class MainWindow(QMainWindow):
         self.slide.clear()
         self.panels.clear()
         self.messages.add("error", text, details)
-        self._set_status(item.id, "unreadable", error=text)
+        self.rows.set(item.id, "unreadable", error=text)
         self._update_enabled()
 
     def slide_ready(self) -> bool:
@@ -244,18 +250,13 @@ class MainWindow(QMainWindow):
             return
         stale = self.session.is_stale(current.id)
         self.panels.set_stale(stale)
-        row = self.dataset_panel.model.row(current.id)
-        if stale and not row.status.startswith("ROI changed"):
-            self._set_status(current.id, "ROI changed")
-        elif not stale and row.status.startswith("ROI changed"):
-            metrics = self.session.metrics(current.id)
-            self._set_status(current.id, "done" if metrics else "done (no mask)", metrics)
+        self.rows.mark_stale(current.id, stale)
 
     # ------------------------------------------------------------------------------------------ running
     def open_backend(self, choice: BackendChoice) -> None:
         """Open `choice` in the inference thread; the status bar says when it is ready."""
         self.backend_choice = choice
-        self.capabilities = None
+        self.capabilities = self.session.capabilities = None
         self.status_labels.backend_opening(choice.describe())
         self.controller.open_backend(choice.open)
         self._update_enabled()
@@ -283,8 +284,7 @@ class MainWindow(QMainWindow):
         plan = self.session.run_plan([item.id for item in items])
         if not self.controller.run(self.dataset, items, plan):
             return False
-        for item in items:
-            self._set_status(item.id, "queued")
+        self.rows.queued([item.id for item in items])
         self.main_actions.start_batch(len(items))
         if self.current is not None and self.current.id in plan and self.slide_ready():
             self.panels.set_busy(f"Running {self.current.id}…")
@@ -293,10 +293,7 @@ class MainWindow(QMainWindow):
     def _on_batch_finished(self, done: int, failed: int, cancelled: bool) -> None:
         self.main_actions.end_batch()
         self.panels.set_busy("" if self.panels.result is not None or not self.slide_ready() else self._run_hint())
-        if self.dataset is not None:
-            for row in self.dataset_panel.model.rows:
-                if row.status == "queued":
-                    self._set_status(row.item_id, "cancelled" if cancelled else "not run")
+        self.rows.batch_finished(cancelled)
         if cancelled or failed or done > 1:
             level = "warning" if cancelled or failed else "info"
             text = f"Run {'cancelled' if cancelled else 'finished'}: {done} done, {failed} failed"
@@ -316,13 +313,31 @@ class MainWindow(QMainWindow):
         self.session.add_evaluation(evaluation)  # result_added and metrics_changed update the views
 
     def _on_result_added(self, item_id: str, record: RunRecord) -> None:
-        metrics = self.session.metrics(item_id)
-        self._set_status(item_id, "done" if metrics else "done (no mask)", metrics)
         self.status_labels.last_run(item_id, record.timings)
         if self.current is not None and self.current.id == item_id and self.slide_ready():
             result = self.session.result(item_id)
             if result is not None:
                 self.show_result(item_id, result)
+
+    def _place_inspection(self) -> None:
+        """The Review and Timing docks, the dataset filter and the Inspect menu (before Help)."""
+        inspection = self.inspection
+        self.dataset_panel.insert_widget(2, inspection.filter_bar)  # between the path and the table
+        tab_dock(self, inspection.review_dock, self.metrics_dock)
+        tab_dock(self, inspection.timing_dock, self.messages_dock)
+        insert_menu(self, inspection.menu, -1)
+        self.controller.progress.connect(inspection.result_arriving)
+        inspection.message.connect(self.messages.add)
+        inspection.note.connect(self.statusBar().showMessage)
+
+    def _profile_sources(self) -> tuple[Path | None, Path | None]:
+        """Where the Profile dock looks for profiles: the pipeline's folder and the dataset's."""
+        return self.backend_choice.pipeline, self.dataset.root if self.dataset is not None else None
+
+    def _redraw_result(self, item_id: str) -> None:
+        result = self.session.result(item_id)
+        if result is not None and self.current is not None and self.current.id == item_id:
+            self.show_result(item_id, result)
 
     def show_result(self, item_id: str, result: InferenceResult) -> None:
         roi = result.roi
@@ -335,38 +350,14 @@ class MainWindow(QMainWindow):
         except SegScopeError as exc:
             self.messages.add("error", f"{item_id}: {exc}")
             self.panels.show_result(result, roi_image, None)
-        self._show_metrics(self.session.metrics(item_id))
+        self.metrics_display.show(self.session.metrics(item_id))
         self._mark_if_stale()
         self.editing.result_shown(result)
-
-    def _on_metrics_changed(self, item_id: str, metrics: ImageMetrics | None) -> None:
-        """The session re-scored an image (a run, an edit, a save, a discard): list, means, panel."""
-        model = self.dataset_panel.model
-        if self.dataset is None or not model.has(item_id):
-            return
-        model.set_metrics(item_id, metrics)
-        self._update_means()
-        if self.current is not None and self.current.id == item_id:
-            self._show_metrics(metrics)
 
     def _on_store_failed(self, text: str) -> None:
         if not self._store_warned:  # once per window: every result would say the same
             self._store_warned = True
             self.messages.add("warning", text)
-
-    def _show_metrics(self, metrics: ImageMetrics | None) -> None:
-        names = self.capabilities.class_names if self.capabilities else ()
-        self.metrics_panel.show_metrics(metrics, names)
-        self.main_actions.show_dice(metrics)
-
-    def _update_means(self) -> None:
-        summary = self.session.summary()
-        self.metrics_panel.set_dataset_dice(summary.soft_dice)
-        self.status_labels.show_means(summary)
-
-    def _set_status(self, item_id: str, status: str, metrics: ImageMetrics | None = None, error: str = "") -> None:
-        if self.dataset is not None and self.dataset_panel.model.has(item_id):
-            self.dataset_panel.model.update(item_id, status, metrics, error)
 
     # ------------------------------------------------------------------------------------------- export
     def export(self) -> None:

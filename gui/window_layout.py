@@ -42,9 +42,9 @@ def set_corners(window: QMainWindow) -> None:
     window.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
 
 
-def make_dock(window: QMainWindow, title: str, widget: QWidget) -> QDockWidget:
+def make_dock(parent: QWidget, title: str, widget: QWidget) -> QDockWidget:
     """A dock holding `widget`, named for saving the layout ("dock_<title>"), not placed yet."""
-    dock = QDockWidget(title, window)
+    dock = QDockWidget(title, parent)
     dock.setObjectName(f"dock_{title.lower()}")
     dock.setWidget(widget)
     return dock

@@ -204,9 +204,10 @@ def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_pa
         [f"{i}_{k}" for i in ("001", "002", "003") for k in ("mask.png", "softmax.npy", "provenance.json")]
         + ["metrics.csv", "metrics.json"])
     softmax = np.load(out / "002_softmax.npy")
-    np.testing.assert_array_equal(softmax, window.results["002"].probabilities)
+    np.testing.assert_array_equal(softmax, window.session.result("002").probabilities)
     summary = json.loads((out / "metrics.json").read_text())["summary"]
-    assert summary["soft_dice"] == pytest.approx(np.mean([window.metrics[i].soft_dice for i in ("001", "002", "003")]))
+    dice = [window.session.metrics(i).soft_dice for i in ("001", "002", "003")]
+    assert summary["soft_dice"] == pytest.approx(np.mean(dice))
     before = (out / "001_mask.png").stat().st_mtime_ns
     assert window.write_export(choices) == []
     assert "already exists" in window.messages.messages[-1].text
