@@ -18,7 +18,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QApplication, QWidget
 
-from ..core.annotation import MaskEditor, discard_recovery, find_recovery, prediction_labels
+from ..core.annotation import MaskEditor, discard_recovery, find_recovery
 from ..core.dataset import DatasetItem, backup_mask_path
 from ..core.errors import SegScopeError
 from ..core.mask_document import MaskDocument, mask_source
@@ -106,7 +106,6 @@ class MaskEditing(QObject):
         """The panels show `result`: editing happens on its ROI."""
         roi = result.roi
         self.layer.set_rect(QRectF(roi.x0, roi.y0, roi.width, roi.height))
-        self.tools.clear_clip_maps()
         capabilities = self.session.capabilities
         names = capabilities.class_names if capabilities else ()
         self.actions.set_class_names([names[i] if i < len(names) else f"class {i}" for i in range(result.num_classes)])
@@ -191,15 +190,17 @@ class MaskEditing(QObject):
         self.autosaver.saved_version = editor.version
         return editor
 
-    def editor_for_edit(self) -> MaskEditor | None:
-        """The editor, when the panels show a result of this image to edit on (problems go to the messages)."""
+    def document_for_edit(self) -> MaskDocument | None:
+        """The document, with its editor, when the panels show a result of this image to edit on (problems
+        go to the messages)."""
         if self.shown_result() is None:
             return None
         try:
-            return self._ensure_editor()
+            self._ensure_editor()
         except SegScopeError as exc:
             self.message.emit("error", str(exc))
             return None
+        return self.document
 
     def accept_prediction(self, threshold: float | None) -> None:
         """Replace the ROI's mask with the prediction (argmax, or class >= threshold): one undo step."""
@@ -207,19 +208,21 @@ class MaskEditing(QObject):
         if result is None:
             self.note.emit("Run the image first: there is no prediction to accept", 4000)
             return
-        labels = prediction_labels(result, threshold, self.actions.class_index())
-        self.tools.edit(lambda e, _a: e.accept_prediction(labels, result.roi), limited=False)
+        class_index = self.actions.class_index()
+        self.tools.edit(lambda document, shown: document.accept_prediction(shown, threshold, class_index))
         self.edit_finished()
 
     def undo(self) -> None:
-        if self.editor is not None:
+        document = self.document
+        if document is not None and document.editor is not None:
             self.tools.end_stroke()
-            self.changed(self.editor.undo())
+            self.changed(document.undo())
             self.edit_finished()
 
     def redo(self) -> None:
-        if self.editor is not None:
-            self.changed(self.editor.redo())
+        document = self.document
+        if document is not None and document.editor is not None:
+            self.changed(document.redo())
             self.edit_finished()
 
     def changed(self, box: Roi | None) -> None:
@@ -229,8 +232,7 @@ class MaskEditing(QObject):
         if result is not self.shown_result():
             return
         if box is None or document is None or editor is None or result is None:
-            return
-        document.edited()
+            return  # (the document announced the edit itself)
         shown = _clip(box, result.roi)
         if shown is not None:
             piece = editor.mask[shown.y0 : shown.y1, shown.x0 : shown.x1]

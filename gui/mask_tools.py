@@ -1,6 +1,6 @@
 """The pointer tools on the ground-truth panel: brush, eraser, fill and lasso (or polygon), as mouse
-gestures on the panel's edit layer turned into `MaskEditor` operations, clipped to the ROI (with the
-probability limit, also to where P(class) >= t). What is edited and how a change is shown is the target's."""
+gestures on the panel's edit layer turned into the mask document's tool calls (which clip to the ROI and,
+with the probability limit, to where P(class) >= t). Which document and how a change is shown is the target's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Protocol
 import numpy as np
 from PySide6.QtCore import QPointF
 
-from ..core.annotation import MaskEditor, allowed_map
+from ..core.mask_document import MaskDocument
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from .mask_canvas import EditLayer
@@ -25,9 +25,7 @@ def slide_point(pos: QPointF) -> tuple[float, float]:
 class EditTarget(Protocol):
     """What the tools edit (the mask editing of the image on screen)."""
 
-    @property
-    def editor(self) -> MaskEditor | None: ...
-    def editor_for_edit(self) -> MaskEditor | None: ...
+    def document_for_edit(self) -> MaskDocument | None: ...
     def shown_result(self) -> InferenceResult | None: ...
     def changed(self, box: Roi | None) -> None: ...
     def edit_finished(self) -> None: ...
@@ -41,66 +39,44 @@ class PointerTools:
         self._last_point: tuple[float, float] | None = None  # brush/eraser drag in progress
         self._path: list[QPointF] = []  # lasso or polygon in progress
         self._dragged = False
-        self._allowed_cache: dict[tuple, np.ndarray] = {}
         layer.pressed.connect(self._on_press)
         layer.moved.connect(self._on_move)
         layer.released.connect(self._on_release)
         layer.doubleClicked.connect(self._on_double_click)
 
     def reset(self) -> None:
-        """Forget any gesture in progress and the clip maps (another image)."""
+        """Forget any gesture in progress (another image)."""
         self._last_point = None
         self.cancel_path()
-        self.clear_clip_maps()
-
-    def clear_clip_maps(self) -> None:
-        """A new result is shown: the clip maps are keyed by the shown result's id and never outlive it."""
-        self._allowed_cache.clear()
 
     def end_stroke(self) -> None:
         self._last_point = None
 
-    def _allowed(self, result: InferenceResult, limited: bool) -> np.ndarray:
-        """Where an edit may paint: the ROI, and with the probability limit only where P(class) >= t."""
-        class_index, threshold = self.actions.class_index(), self.actions.threshold()
-        cache_key = (id(result), class_index, threshold) if limited else (result.roi, result.image_size)
-        allowed = self._allowed_cache.get(cache_key)
-        if allowed is None:
-            if limited:
-                allowed = allowed_map(result, class_index, threshold)
-            else:
-                allowed = np.zeros(result.image_size[::-1], bool)
-                roi = result.roi
-                allowed[roi.y0 : roi.y1, roi.x0 : roi.x1] = True
-            if len(self._allowed_cache) > 4:
-                self._allowed_cache.clear()
-            self._allowed_cache[cache_key] = allowed
-        return allowed
+    def _limit(self) -> float | None:
+        """The probability limit of brush, fill and lasso (None: off)."""
+        return self.actions.threshold() if self.actions.limit_action.isChecked() else None
 
-    def edit(self, operation: Callable[[MaskEditor, np.ndarray], Roi | None], limited: bool = True) -> None:
-        """Run one editor operation with the current clip map; show what it changed."""
-        editor, result = self.target.editor_for_edit(), self.target.shown_result()
-        if editor is not None and result is not None:
-            limited = limited and self.actions.limit_action.isChecked()
-            self.target.changed(operation(editor, self._allowed(result, limited)))
+    def _class(self) -> int:
+        return 0 if self.actions.tool == "eraser" else self.actions.class_index()
 
-    def _paint_value(self) -> int:
-        editor = self.target.editor
-        assert editor is not None
-        return editor.value_of(0 if self.actions.tool == "eraser" else self.actions.class_index())
+    def edit(self, operation: Callable[[MaskDocument, InferenceResult], Roi | None]) -> None:
+        """Run one document operation on the shown result; show what it changed."""
+        document, result = self.target.document_for_edit(), self.target.shown_result()
+        if document is not None and result is not None:
+            self.target.changed(operation(document, result))
 
     def _on_press(self, pos: QPointF) -> None:
         tool = self.actions.tool
         if tool in ("brush", "eraser"):
-            editor = self.target.editor_for_edit()
-            if editor is None:
+            document, result = self.target.document_for_edit(), self.target.shown_result()
+            if document is None or result is None:
                 return
-            editor.begin_edit()  # the whole drag is one undo step
+            document.begin_stroke(result)  # the whole drag is one undo step
             self._last_point = slide_point(pos)
             self._stroke_to(pos)
         elif tool == "fill":
             seed = (int(np.floor(pos.x())), int(np.floor(pos.y())))
-            self.edit(lambda e, a: e.fill(seed, self._paint_value(), a))
+            self.edit(lambda d, r: d.fill(r, seed, self._class(), self._limit()))
             self.target.edit_finished()
         elif tool == "lasso":
             self._dragged = False
@@ -110,8 +86,9 @@ class PointerTools:
     def _stroke_to(self, pos: QPointF) -> None:
         start, end = self._last_point, slide_point(pos)
         self._last_point = end
-        limited = self.actions.tool == "brush"  # the eraser always erases
-        self.edit(lambda e, a: e.stroke([start, end], self.actions.radius(), self._paint_value(), a), limited)
+        assert start is not None
+        limit = self._limit() if self.actions.tool == "brush" else None  # the eraser always erases
+        self.edit(lambda d, r: d.stroke(r, [start, end], self.actions.radius(), self._class(), limit))
 
     def _on_move(self, pos: QPointF) -> None:
         if self._last_point is not None:
@@ -126,9 +103,9 @@ class PointerTools:
     def _on_release(self, pos: QPointF) -> None:
         if self._last_point is not None:
             self._last_point = None
-            editor = self.target.editor
-            if editor is not None:
-                self.target.changed(editor.end_edit())
+            document = self.target.document_for_edit()
+            if document is not None:
+                self.target.changed(document.end_stroke())
             self.target.edit_finished()
         elif self.actions.tool == "lasso" and self._dragged:
             self._fill_path()
@@ -142,7 +119,7 @@ class PointerTools:
         points = [slide_point(p) for p in self._path]
         self.cancel_path()
         if len(points) >= 3:
-            self.edit(lambda e, a: e.polygon(points, self._paint_value(), a))
+            self.edit(lambda d, r: d.polygon(r, points, self._class(), self._limit()))
             self.target.edit_finished()
 
     def cancel_path(self) -> None:
