@@ -1,40 +1,52 @@
-"""Benchmark of the remote backend: local vs remote-over-loopback time per image, and bytes per result.
+"""Benchmark of the remote backend: `segscope eval` locally vs over SSH on loopback, and bytes per image.
 
-Run: `python bench/bench_remote.py [--images 4] [--pipeline P]` (needs /usr/sbin/sshd; about a minute).
-It starts a throwaway sshd on 127.0.0.1 (the test suite's launcher), generates demo slides, and runs the
-same images at their default ROI through the embedded backend here and through the remote backend over
-SSH (the real worker, embedded backend on the "host"), once per probability encoding. Every figure is
-measured in this one run and printed as a median or a ratio:
-
-- time per image: local, remote, and the ratio remote/local (loopback: the remote overhead is SSH
-  crypto, the upload of the encoded slide, result encoding/decoding; a real link adds its latency and
-  bandwidth: bytes / bandwidth);
-- bytes per image: the request (the PNG) and the result frame, against 7.4 MB of raw float32;
-- the remote per-stage medians (upload, remote stages, download).
+Run: `python bench/bench_remote.py [--images 4] [--rounds 3] [--pipeline P]` (needs /usr/sbin/sshd; a few
+minutes). It starts a throwaway sshd on 127.0.0.1 (the test suite's launcher), generates demo slides, and
+runs the eval loop (core.evaluate.evaluate_dataset, overlapped as `segscope eval` runs it) through the
+embedded backend here and through the remote backend (the real worker, embedded backend on the "host"):
+with each probability encoding, and for float32 also with the whole file uploaded instead of the ROI crop.
+All variants run interleaved (A B C ... A B C ...); each prints its median and spread per image, the ratio
+to local, the bytes sent and received per image, and whether its metrics are identical to the local run's.
+On loopback, client and "host" share this machine's cores: a real host adds its own cores and the link's
+latency and bandwidth (bytes / bandwidth).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import statistics
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from segscope.core.backends.base import Backend
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.remote import RemoteBackend
 from segscope.core.dataset import Dataset
 from segscope.core.demo_data import generate_demo_dataset
 from segscope.core.errors import SegScopeError
-from segscope.core.fileio import read_bytes
+from segscope.core.evaluate import evaluate_dataset
 from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.remote.connection import SshOptions
 from segscope.core.remote.protocol import PROBABILITY_DTYPES
 
 RAW_FLOAT32 = 960 * 960 * 2 * 4 + 960 * 960 * 4  # softmax + int32 argmax, as the SDK hands them over
+
+
+def load_bench_core() -> ModuleType:
+    """bench_core.py beside this file, for its interleaving and spread helpers (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("bench_core", Path(__file__).with_name("bench_core.py"))
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+_core = load_bench_core()
+interleaved, spread = _core.interleaved, _core.spread
 
 
 def load_sshd_launcher() -> ModuleType:
@@ -47,20 +59,10 @@ def load_sshd_launcher() -> ModuleType:
     return module
 
 
-def timed(run: object, inputs: list) -> list[float]:
-    """Seconds per call of `run(image, roi)` over `inputs`, after one warm-up call."""
-    run(*inputs[0])  # type: ignore[operator]
-    times = []
-    for image, roi in inputs:
-        start = time.perf_counter()
-        run(image, roi)  # type: ignore[operator]
-        times.append(time.perf_counter() - start)
-    return times
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pipeline", type=Path, default=DEFAULT_PIPELINE)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="segscope-bench-remote-") as tmp:
@@ -83,39 +85,49 @@ def main() -> int:
 def run(args: argparse.Namespace, folder: Path, sshd: object) -> int:
     generate_demo_dataset(folder / "data", count=args.images, seed=1)
     dataset = Dataset.open(folder / "data")
-    inputs = [(read_bytes(item.image_path), dataset.roi_for(item)) for item in dataset.items]
-    print(f"{len(inputs)} demo slides ({len(inputs[0][0]) / 1e6:.1f} MB PNG each, ROI {inputs[0][1]}), "
-          f"pipeline {args.pipeline}")
-    with EmbeddedBackend(args.pipeline) as local:
-        local_s = statistics.median(timed(local.infer, inputs))
-    print(f"local embedded: {local_s * 1000:.0f} ms/image")
+    first = dataset.items[0]
+    print(f"{len(dataset)} demo slides ({first.image_path.stat().st_size / 1e6:.1f} MB PNG each, ROI "
+          f"{dataset.roi_for(first)}), pipeline {args.pipeline}; raw float32 result {RAW_FLOAT32 / 1e6:.2f} MB")
     known_hosts = folder / "known_hosts"
     known_hosts.write_text(sshd.known_hosts_line())  # type: ignore[attr-defined]
     ssh = SshOptions(key_filename=sshd.user_key, allow_agent=False, look_for_keys=False,  # type: ignore[attr-defined]
                      ssh_config=None, known_hosts=known_hosts)
-    for dtype in PROBABILITY_DTYPES:
-        opened = time.perf_counter()
-        with RemoteBackend(args.pipeline, sshd.target, ssh, python=sys.executable,  # type: ignore[attr-defined]
-                           cache_dir=str(folder / "host-cache"), worker_backend="embedded",
-                           probabilities=dtype) as remote:
-            open_s = time.perf_counter() - opened
-            transfers: list[tuple[int, int]] = []
-            stages: list[dict[str, float]] = []
+    with contextlib.ExitStack() as stack:
+        backends: dict[str, Backend] = {"local": stack.enter_context(EmbeddedBackend(args.pipeline))}
+        for dtype, crop in [(d, True) for d in reversed(PROBABILITY_DTYPES)] + [("float32", False)]:
+            name = f"remote {dtype}" + (" crop" if crop else " file")
+            backends[name] = stack.enter_context(RemoteBackend(
+                args.pipeline, sshd.target, ssh, python=sys.executable,  # type: ignore[attr-defined]
+                cache_dir=str(folder / "host-cache"), worker_backend="embedded", probabilities=dtype,
+                crop_upload=crop))
+        metrics: dict[str, list[object]] = {}
+        traffic: dict[str, tuple[int, int]] = {}
 
-            def infer(image: bytes, roi: object, remote: RemoteBackend = remote, stages: list = stages,
-                      transfers: list = transfers) -> None:
-                stages.append(remote.infer(image, roi).timings)  # type: ignore[arg-type]
-                transfers.append(remote.last_transfer)
+        def variant(name: str, backend: Backend) -> Callable[[], object]:
+            def evaluate() -> None:
+                remote = backend if isinstance(backend, RemoteBackend) else None
+                before = (remote.session.bytes_sent, remote.session.bytes_received) if remote and remote.session \
+                    else (0, 0)
+                metrics[name] = [e.metrics for e in evaluate_dataset(backend, dataset)]
+                if remote is not None and remote.session is not None:
+                    after = (remote.session.bytes_sent, remote.session.bytes_received)
+                    traffic[name] = (after[0] - before[0], after[1] - before[1])
+            return evaluate
 
-            remote_s = statistics.median(timed(infer, inputs))
-        sent = statistics.median(t[0] for t in transfers)
-        received = statistics.median(t[1] for t in transfers)
-        print(f"remote {dtype:>7}: {remote_s * 1000:.0f} ms/image, ratio remote/local {remote_s / local_s:.2f}; "
-              f"request {sent / 1e6:.2f} MB, result {received / 1e6:.3f} MB per image "
-              f"({RAW_FLOAT32 / received:.0f}x smaller than raw float32); first open {open_s:.1f} s")
-        names = sorted({k for t in stages for k in t}, key=lambda k: list(stages[0]).index(k) if k in stages[0] else 99)
-        print("    stages (median ms): " + ", ".join(
-            f"{k} {statistics.median(t.get(k, 0.0) for t in stages) * 1000:.1f}" for k in names))
+        times = interleaved({name: variant(name, b) for name, b in backends.items()}, args.rounds)
+    n = len(dataset)
+    local = statistics.median(times["local"])
+    print(f"eval loop, interleaved x{args.rounds}, seconds per image:")
+    for name, values in times.items():
+        line = f"  {name:<20} {spread([v / n for v in values])}  {statistics.median(values) / local:5.2f}x local"
+        if name in traffic:
+            sent, received = (v / n for v in traffic[name])
+            worst = max(abs(a.soft_dice - b.soft_dice)  # type: ignore[attr-defined]
+                        for a, b in zip(metrics[name], metrics["local"]))
+            line += (f"; sent {sent / 1e6:.2f} MB, received {received / 1e6:.3f} MB per image; metrics "
+                     f"{'identical to local' if metrics[name] == metrics['local'] else 'differ'}, "
+                     f"max |soft Dice - local| {worst:.1e}")
+        print(line)
     return 0
 
 

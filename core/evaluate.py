@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .backends.base import Backend, InferenceRequest
@@ -54,22 +55,59 @@ def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
 
 def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      items: list[DatasetItem] | None = None,
-                     cancel: threading.Event | None = None,
-                     rois: Mapping[str, Roi] | None = None) -> Iterator[ImageEvaluation]:
+                     cancel: threading.Event | None = None, rois: Mapping[str, Roi] | None = None,
+                     overlap: bool = True) -> Iterator[ImageEvaluation]:
     """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
     some images theirs (a snapshot taken when the run was asked for).
 
-    Requests are handed to `backend.infer_many`, so backends that keep images in flight can do so.
+    With `overlap` (the default) requests go to `backend.infer_many`, which may keep the next image in
+    flight, and each image's mask is read and scored on a second thread while the next image is inferred;
+    the evaluations, their order and any error's place in that order are the same as without.
+    Without it, one stage after another: `backend.infer`, then the mask, then the metrics.
     """
     chosen = items if items is not None else dataset.items
     picked = rois or {}
     requests = (InferenceRequest(item.image_path, roi or picked.get(item.id) or dataset.roi_for(item))
                 for item in chosen)
-    for item, result in zip(chosen, backend.infer_many(requests)):
-        if cancel is not None and cancel.is_set():
-            raise CancelledError(f"evaluation of {dataset.root} cancelled after {item.id}")
-        mask = dataset.load_mask(item)
-        if mask is not None:
-            dataset.check_mask(item, mask, result.num_classes)
-        metrics = image_metrics(result, mask, str(item.truth_path)) if mask is not None else None
-        yield ImageEvaluation(item, result, metrics)
+    if not overlap:
+        for item, request in zip(chosen, requests):
+            result = backend.infer(request.image, request.roi)
+            _check_cancel(cancel, dataset, item)
+            yield score(dataset, item, result)
+        return
+    results = backend.infer_many(requests)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="segscope-metrics")
+    scored: Future[ImageEvaluation] | None = None  # the previous image, scored while this one is inferred
+    try:
+        for item in chosen:
+            try:
+                result = next(results)
+            except BaseException:
+                if scored is not None:  # the image before a failing one still comes first
+                    yield scored.result()
+                raise
+            if scored is not None:
+                yield scored.result()
+            _check_cancel(cancel, dataset, item)
+            scored = pool.submit(score, dataset, item, result)
+        if scored is not None:
+            yield scored.result()
+    finally:
+        close = getattr(results, "close", None)  # a generator: closing it stops its read-ahead at once
+        if close is not None:
+            close()
+        pool.shutdown(wait=True)
+
+
+def score(dataset: Dataset, item: DatasetItem, result: InferenceResult) -> ImageEvaluation:
+    """One image's evaluation: its mask read, checked against the result and scored (None without a mask)."""
+    mask = dataset.load_mask(item)
+    if mask is not None:
+        dataset.check_mask(item, mask, result.num_classes)
+    metrics = image_metrics(result, mask, str(item.truth_path)) if mask is not None else None
+    return ImageEvaluation(item, result, metrics)
+
+
+def _check_cancel(cancel: threading.Event | None, dataset: Dataset, item: DatasetItem) -> None:
+    if cancel is not None and cancel.is_set():
+        raise CancelledError(f"evaluation of {dataset.root} cancelled after {item.id}")

@@ -11,6 +11,7 @@ else (stray grey levels, colour, other 16-bit values) is still read by a stated 
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from .errors import SegScopeError
@@ -19,6 +20,22 @@ from .errors import SegScopeError
 BINARY_FOREGROUND = 255
 #: Binary masks with other values: foreground where the value is above this (the original script's /255 > 0.5).
 BINARY_THRESHOLD = 127
+
+
+#: OpenCV counts in float32, exact up to 2**24: larger arrays are counted in pieces of at most this many pixels.
+_EXACT_COUNT = 1 << 24
+
+
+def histogram(values: np.ndarray) -> np.ndarray:
+    """Exact int64 counts of each value 0..255 in a 1- or 2-D uint8 array, the same as
+    `np.bincount(values.ravel(), minlength=256)`: OpenCV's histogram (several times faster, no copy of a crop)."""
+    rows = values.reshape(-1, 1) if values.ndim == 1 else values
+    step = max(1, _EXACT_COUNT // max(1, rows.shape[1]))
+    counts = np.zeros(256, np.int64)
+    for start in range(0, rows.shape[0], step):
+        part = rows[start : start + step]
+        counts += cv2.calcHist([part], [0], None, [256], [0, 256]).ravel().astype(np.int64)
+    return counts
 
 
 def _examples(values: np.ndarray) -> str:
@@ -75,7 +92,7 @@ def convention_issue(mask: np.ndarray, num_classes: int) -> str | None:
     """What in a uint8 mask does not follow the conventions for a `num_classes` model (None: nothing)."""
     if num_classes != 2:
         return None  # class indices; `mask_to_labels` refuses values beyond the model's classes
-    present = np.flatnonzero(np.bincount(mask.ravel(), minlength=256))
+    present = np.flatnonzero(histogram(mask))
     if set(present) <= {0, 1} or set(present) <= {0, 255}:
         return None
     stray = present[(present != 0) & (present != 255)]

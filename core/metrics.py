@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 
 from .errors import SegScopeError
-from .masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, mask_to_labels
+from .masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, histogram, mask_to_labels
 from .result import InferenceResult
 
 SOFT_DICE_EPS = 1e-6
@@ -76,8 +76,13 @@ def _ratio(numerator: int, denominator: int) -> float:
 
 def hard_metrics(prediction: np.ndarray, truth: np.ndarray, num_classes: int) -> dict[str, object]:
     """Per-class Dice/IoU and foreground precision/recall of two label maps of the same shape."""
-    counts = np.bincount(truth.ravel().astype(np.int64) * num_classes + prediction.ravel(),
-                         minlength=num_classes * num_classes).reshape(num_classes, num_classes)
+    pairs = num_classes * num_classes
+    if pairs <= 256:  # each (truth, prediction) pair as one uint8 code, counted by the fast histogram
+        codes = truth.astype(np.uint8) * np.uint8(num_classes) + prediction.astype(np.uint8)
+        counts = histogram(codes)[:pairs].reshape(num_classes, num_classes)
+    else:
+        counts = np.bincount(truth.ravel().astype(np.int64) * num_classes + prediction.ravel(),
+                             minlength=pairs).reshape(num_classes, num_classes)
     tp = np.diag(counts)
     fp = counts.sum(axis=0) - tp
     fn = counts.sum(axis=1) - tp

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
 
@@ -25,7 +29,7 @@ from ..model_card import ModelCard, load_model_card, postprocess
 from ..pipeline import Pipeline, load_pipeline
 from ..preprocess import check_aipp_color, decode_flag, make_tensor
 from ..roi import Roi
-from .base import Backend, Capabilities, ImageSource, InferenceResult
+from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult
 
 #: A decoded image: H x W x C on the opencv path, NV12 planes on the DVPP path.
 Image = Union[np.ndarray, dvpp.Nv12]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
@@ -138,13 +142,26 @@ class EmbeddedStream:
         return make_tensor(resized, self.card.preprocess, self.card.aipp, self.rgb, source)
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """One image made ready for the model: its tensor and what post-processing needs to map results back."""
+
+    tensor: np.ndarray
+    plan: imaging.ResizePlan
+    box: Roi  # the crop actually taken, in slide pixels
+    image_size: tuple[int, int]
+    crop_size: tuple[int, int]
+    timings: dict[str, float]
+
+
 class EmbeddedBackend(Backend):
     """Run a `.pipeline` on this machine's CPU."""
 
     def __init__(self, pipeline: Pipeline | Path, threads: int | None = None,
-                 max_pixels: int = DEFAULT_MAX_PIXELS):
+                 max_pixels: int = DEFAULT_MAX_PIXELS, read_ahead: int = 1):
         self.stream = EmbeddedStream(pipeline if isinstance(pipeline, Pipeline) else load_pipeline(pipeline))
         self.max_pixels = max_pixels
+        self.read_ahead = read_ahead  # images `infer_many` prepares, each on its own thread, beside the one run
         self.session: ort.InferenceSession | None = open_session(self.stream.card, threads)
         card = self.stream.card
         threads_used = self.session.get_session_options().intra_op_num_threads
@@ -160,8 +177,38 @@ class EmbeddedBackend(Backend):
         )
 
     def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
-        if self.session is None:
-            raise BackendError("the embedded backend is closed; open a new one")
+        return self.run(self.prepare(image, roi))
+
+    def infer_many(self, requests: Iterable[InferenceRequest]) -> Iterator[InferenceResult]:
+        """Results in request order; the next image is read, decoded and made a tensor on a second thread
+        while the current one is inferred (OpenCV and ONNX Runtime release the GIL, so a thread suffices).
+
+        An image that fails to prepare (or a request that fails to be made) raises when its turn comes, after
+        the results before it.
+        """
+        pending: deque[Future[_Prepared]] = deque()
+        pool = ThreadPoolExecutor(max(1, self.read_ahead), thread_name_prefix="segscope-prepare")
+        ahead = iter(requests)
+        try:
+            while True:
+                try:
+                    request = next(ahead, None)
+                except Exception:
+                    while pending:
+                        yield self.run(pending.popleft().result())
+                    raise
+                if request is None:
+                    break
+                pending.append(pool.submit(self.prepare, request.image, request.roi))
+                if len(pending) > max(1, self.read_ahead):
+                    yield self.run(pending.popleft().result())
+            while pending:
+                yield self.run(pending.popleft().result())
+        finally:  # closed early (cancel, an error): drop what was read ahead, wait for the one in progress
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def prepare(self, image: ImageSource, roi: Roi | None = None) -> _Prepared:
+        """Read, decode, crop, resize and make the network input: everything before the model."""
         timings: dict[str, float] = {}
         clock = time.perf_counter()
 
@@ -182,14 +229,23 @@ class EmbeddedBackend(Backend):
         lap("resize")
         tensor = self.stream.to_tensor(self.stream.model_image(resized), source)
         lap("preprocess")
-        outputs = self.session.run(None, {self.stream.card.input_name: tensor})
-        lap("infer")
+        return _Prepared(tensor, plan, box, (width, height), self.stream.size(crop), timings)
+
+    def run(self, prepared: _Prepared) -> InferenceResult:
+        """The model and the post-processing of one prepared image."""
+        if self.session is None:
+            raise BackendError("the embedded backend is closed; open a new one")
+        timings = dict(prepared.timings)
+        start = time.perf_counter()
+        outputs = self.session.run(None, {self.stream.card.input_name: prepared.tensor})
+        clock = time.perf_counter()
+        timings["infer"] = clock - start
         probabilities, argmax = postprocess(outputs, self.stream.card)
-        probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, plan))
-        argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, plan))
-        argmax = self.stream.segment(outputs, self.stream.size(crop), plan, argmax)
-        lap("postprocess")
-        return InferenceResult(probabilities, argmax, box, (width, height), timings, "embedded")
+        probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, prepared.plan))
+        argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, prepared.plan))
+        argmax = self.stream.segment(outputs, prepared.crop_size, prepared.plan, argmax)
+        timings["postprocess"] = time.perf_counter() - clock
+        return InferenceResult(probabilities, argmax, prepared.box, prepared.image_size, timings, "embedded")
 
     def close(self) -> None:
         self.session = None

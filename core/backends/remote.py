@@ -2,15 +2,19 @@
 
 On open it connects (verifying the host key), uploads the worker bundle and the pipeline's project files
 to the host's cache (once per content hash), and starts one worker that keeps the stream open for the
-whole session. Each `infer` sends the image bytes (or a path on the host) and the ROI, and gets back the
-argmax and quantised, compressed probabilities. A dropped connection or a dead worker fails the request
-in progress; the next request reconnects and starts a fresh worker.
+whole session. Each `infer` sends the image bytes (their ROI crop where that is exact, or a path on the
+host) and the ROI, and gets back the argmax and quantised, compressed probabilities. A dropped connection
+or a dead worker fails the request in progress; the next request reconnects and starts a fresh worker.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BackendError, SegScopeError
@@ -18,10 +22,22 @@ from ..fileio import read_bytes
 from ..remote import protocol
 from ..remote.client import WorkerLost, WorkerSession, worker_command
 from ..remote.connection import SshConnection, SshOptions, SshTarget, parse_target
+from ..remote.crop_upload import Crop, CropUpload
 from ..remote.deploy import DEFAULT_CACHE_DIR, hash_command, parse_hashes, project_bundle, upload, worker_bundle
 from ..roi import Roi
 from . import DEFAULT_PROBABILITIES
-from .base import STAGES, Backend, Capabilities, ImageSource, InferenceResult
+from .base import STAGES, Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult
+
+
+@dataclass(frozen=True)
+class _Payload:
+    """One INFER request made ready: its metadata and blobs, the crop it carries (None: the file or a path)
+    and the seconds spent making it."""
+
+    meta: dict[str, object]
+    blobs: tuple[bytes, ...]
+    crop: Crop | None
+    seconds: float
 
 
 class RemoteBackend(Backend):
@@ -31,7 +47,8 @@ class RemoteBackend(Backend):
     2^-12) or "float32" (exact: metrics match a local run to the last digit). `host_pipeline` names a
     pipeline already on the host (nothing is uploaded then). With `host_dataset` (a folder on the host), a
     `Path` given to `infer` is a file on the host, not one to upload; the worker reads files only there and
-    in the pipeline's project.
+    in the pipeline's project. With `crop_upload` (the default), an 8-bit PNG's ROI crop travels instead of
+    the whole file where that is exact (core.remote.crop_upload).
     """
 
     def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,
@@ -39,7 +56,7 @@ class RemoteBackend(Backend):
                  host_pipeline: str | None = None, worker_backend: str = "auto",
                  probabilities: str = DEFAULT_PROBABILITIES,
                  max_pixels: int | None = None, host_dataset: str | None = None, request_timeout: float = 120.0,
-                 startup_timeout: float = 300.0):
+                 startup_timeout: float = 300.0, crop_upload: bool = True):
         if probabilities not in protocol.PROBABILITY_DTYPES:
             raise SegScopeError(f"probabilities: choose one of {', '.join(protocol.PROBABILITY_DTYPES)}, "
                                 f"got {probabilities!r}")
@@ -54,6 +71,9 @@ class RemoteBackend(Backend):
         self._cache_dir = cache_dir
         self._project = None if host_pipeline else project_bundle(pipeline)
         self._host_pipeline = host_pipeline
+        #: Where exact (core.remote.crop_upload), requests carry the ROI crop, not the whole file.
+        self.crop_upload = CropUpload.for_pipeline(pipeline, max_pixels) \
+            if crop_upload and self._project is not None else None
         self._command_options = (python, worker_backend, max_pixels, set_env)
         self._cancel = threading.Event()
         self._busy = threading.Lock()  # held by a running `infer`; `close` from another thread waits for it
@@ -120,24 +140,66 @@ class RemoteBackend(Backend):
         return self.session
 
     def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
-        self._cancel.clear()
+        return self._request(self._prepare(InferenceRequest(image, roi)))
+
+    def infer_many(self, requests: Iterable[InferenceRequest]) -> Iterator[InferenceResult]:
+        """Results in request order; the next request is read (and cropped) on a second thread while the
+        current one is on the host. A request that fails to prepare raises in its turn."""
+        pending: deque[Future[_Payload]] = deque()
+        pool = ThreadPoolExecutor(1, thread_name_prefix="segscope-remote-prepare")
+        ahead = iter(requests)
+        try:
+            while True:
+                try:
+                    request = next(ahead, None)
+                except Exception:
+                    while pending:
+                        yield self._request(pending.popleft().result())
+                    raise
+                if request is None:
+                    break
+                pending.append(pool.submit(self._prepare, request))
+                if len(pending) > 1:
+                    yield self._request(pending.popleft().result())
+            while pending:
+                yield self._request(pending.popleft().result())
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _prepare(self, request: InferenceRequest) -> _Payload:
+        """The INFER metadata and blobs of one request: a path on the host, the ROI crop, or the file."""
+        started = time.perf_counter()
+        image, roi = request.image, request.roi
         meta: dict[str, object] = {"roi": list(roi.as_tuple()) if roi else None, "probabilities": self.probabilities}
-        blobs: tuple[bytes, ...] = ()
         if isinstance(image, Path) and self.host_dataset:
             meta["path"] = image.as_posix()
-        else:
-            blobs = (read_bytes(image) if isinstance(image, Path) else bytes(image),)
+            return _Payload(meta, (), None, time.perf_counter() - started)
+        data = read_bytes(image) if isinstance(image, Path) else bytes(image)
+        source = str(image) if isinstance(image, Path) else "<image bytes>"
+        crop = self.crop_upload.crop(data, roi, source) if self.crop_upload else None
+        if crop is None:
+            return _Payload(meta, (data,), None, time.perf_counter() - started)
+        meta["roi"] = [0, 0, crop.box.width, crop.box.height]
+        return _Payload(meta, (crop.png,), crop, time.perf_counter() - started)
+
+    def _request(self, payload: _Payload) -> InferenceResult:
+        self._cancel.clear()
         with self._busy:
             started = time.perf_counter()
             session = self._ready_session()
             sent, received = session.bytes_sent, session.bytes_received
             try:
-                msg, upload_seconds = session.request(meta, blobs, self.request_timeout, self._cancel)
+                msg, upload_seconds = session.request(payload.meta, payload.blobs, self.request_timeout,
+                                                      self._cancel)
             except WorkerLost:
                 self.session = None
                 raise
             self.last_transfer = (session.bytes_sent - sent, session.bytes_received - received)
-        return self._result(msg, upload_seconds, time.perf_counter() - started)
+        result = self._result(msg, upload_seconds, time.perf_counter() - started)
+        result.timings["upload"] += payload.seconds  # reading (and cropping) the image here is part of sending it
+        if payload.crop is not None:
+            result.roi, result.image_size = payload.crop.to_slide(result.roi), payload.crop.image_size
+        return result
 
     def _result(self, msg: protocol.Message, upload_seconds: float, total_seconds: float) -> InferenceResult:
         probabilities, argmax = protocol.decode_arrays(msg.meta, msg.blobs)

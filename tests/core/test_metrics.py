@@ -253,3 +253,27 @@ def test_compare_identical_and_negative_tensors():
 def test_compare_tensors_shape_mismatch():
     with pytest.raises(SegScopeError, match=r"cannot compare tensors of shapes \(2, 2\) and \(4,\)"):
         compare_tensors(np.zeros((2, 2)), np.zeros(4))
+
+
+def test_histogram_counts_exactly_like_bincount_on_crops_and_past_float32_precision():
+    from segscope.core.masks import histogram
+
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, (300, 411), dtype=np.uint8)
+    crop = image[17:250, 33:400]  # not contiguous: rows of a larger array
+    for values in (image, crop, image[5], np.zeros((0, 3), np.uint8)):
+        np.testing.assert_array_equal(histogram(values), np.bincount(values.ravel(), minlength=256))
+    # 2**24 + 1 equal values: a float32 count alone would round to 2**24 (or 2**24 + 2).
+    big = np.full(((1 << 24) + 1,), 7, np.uint8)
+    counts = histogram(big)
+    assert counts[7] == (1 << 24) + 1 and counts.sum() == counts[7]
+
+
+def test_hard_metrics_count_pairs_like_a_confusion_matrix_by_hand():
+    truth = np.array([[0, 0, 1, 1, 2], [2, 2, 0, 1, 1]], np.uint8)
+    prediction = np.array([[0, 1, 1, 1, 2], [0, 2, 0, 0, 1]], np.uint8)
+    hard = hard_metrics(prediction, truth, 3)
+    # class 0: tp 2 (cols 0 row0, col2 row1), fp 2 (truth 2->0, truth 1->0), fn 1 (truth 0->1)
+    # class 1: tp 3, fp 1, fn 1; class 2: tp 2, fp 0, fn 1
+    assert hard["dice"] == pytest.approx((4 / 7, 6 / 8, 4 / 5))
+    assert hard["iou"] == pytest.approx((2 / 5, 3 / 5, 2 / 3))

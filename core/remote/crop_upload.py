@@ -1,0 +1,81 @@
+"""Sending the ROI crop instead of the whole file, where the host's decode + crop can be reproduced here exactly.
+
+The host's stream decodes the file (mxpi_imagedecoder, opencv: 8-bit BGR) and crops the ROI widened by the
+crop plugin's expand ratios (mxpi_imagecrop, dataSource ExternalObjects). For an 8-bit PNG both steps are
+exact everywhere (PNG is lossless; libpng gives the same pixels on every host), so the client decodes here,
+crops the very box the plugin would, and sends that box as a lossless PNG with the whole crop as its ROI:
+the host's decode of the crop gives the pixels its decode of the file would have, and the model sees the
+same input. Anything else (JPEG, whose decoders differ between libjpeg builds; 16-bit PNG; a DVPP decoder;
+a stream with no crop, or with another element before it) travels as the file itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+
+from .. import imaging
+from ..emulation import PASS_THROUGH, NotEmulated, plan_stream
+from ..errors import SegScopeError
+from ..fileio import DEFAULT_MAX_PIXELS, decode_image
+from ..model_card import load_model_card
+from ..pipeline import load_pipeline
+from ..preprocess import decode_flag
+from ..roi import Roi
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: zlib level of the crop's PNG: 1 is several times faster to write than the default and still lossless.
+PNG_LEVEL = 1
+
+
+@dataclass(frozen=True)
+class Crop:
+    """An ROI crop to send: its PNG bytes, where it lies in the slide, and the slide's (width, height)."""
+
+    png: bytes
+    box: Roi
+    image_size: tuple[int, int]
+
+    def to_slide(self, roi: Roi) -> Roi:
+        """A box in the crop's pixels (as the host reports it) in the slide's pixels."""
+        return Roi(roi.x0 + self.box.x0, roi.y0 + self.box.y0, roi.x1 + self.box.x0, roi.y1 + self.box.y0)
+
+
+class CropUpload:
+    """Crops requests here for one pipeline; `for_pipeline` gives None where that is not exact."""
+
+    def __init__(self, expand: tuple[float, float, float, float], max_pixels: int):
+        self.expand = expand
+        self.max_pixels = max_pixels
+
+    @classmethod
+    def for_pipeline(cls, pipeline: Path, max_pixels: int | None) -> CropUpload | None:
+        try:
+            loaded = load_pipeline(pipeline)
+            plan = plan_stream(loaded)
+            card = load_model_card(loaded.model_path().with_suffix(".json"))
+        except (NotEmulated, SegScopeError):
+            return None  # the host may still run it (MindX); the file travels as it is
+        factories = [e.factory for e in loaded.stream.driven_path if e.factory not in PASS_THROUGH]
+        if factories[:2] != ["mxpi_imagedecoder", "mxpi_imagecrop"] or plan.decoder.dvpp \
+                or plan.decoder.float32 or decode_flag(card.preprocess) != cv2.IMREAD_COLOR:
+            return None
+        return cls(plan.expand, max_pixels or DEFAULT_MAX_PIXELS)
+
+    def crop(self, data: bytes, roi: Roi | None, source: str) -> Crop | None:
+        """The crop to send for `roi`, or None when the file itself should travel (not an 8-bit PNG, no ROI,
+        or a box that is the whole image)."""
+        if roi is None or not data.startswith(_PNG_SIGNATURE) or len(data) < 25 or data[24] != 8:
+            return None  # byte 24: the IHDR bit depth
+        image = decode_image(data, source, cv2.IMREAD_COLOR, self.max_pixels)
+        height, width = image.shape[:2]
+        box = imaging.expand_box(roi, self.expand, width, height) if any(self.expand) else roi
+        pixels, box = imaging.crop(image, box, source)  # the plugin's checks and clipping, with its errors
+        if (box.width, box.height) == (width, height):
+            return None
+        ok, png = cv2.imencode(".png", pixels, [cv2.IMWRITE_PNG_COMPRESSION, PNG_LEVEL])
+        if not ok:
+            raise SegScopeError(f"{source}: OpenCV could not encode the {box} crop as PNG")
+        return Crop(png.tobytes(), box, (width, height))
