@@ -4,18 +4,37 @@ One owner for "which mask are the metrics of": `document.mask` is the mask on sc
 there are edits, else the one on disk). Saving writes it through `core.annotation.save_mask` and adopts a new
 file into the dataset; discarding goes back to the mask on disk. Each change is announced by `events.changed`
 so the session re-scores and the views redraw.
+
+The editing tools work through the document (`stroke`, `fill`, `polygon`, `accept_prediction`, `undo`,
+`redo`): each paints a class on the mask of the result's image, clipped to the result's ROI (the part the
+user sees) and, with a `limit`, to where the class's probability is at least that threshold; each returns
+the box it changed (None: nothing) and announces the edit. A view only turns gestures into these calls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .annotation import MaskEditor, SaveMode, discard_recovery, save_mask
+from .annotation import (
+    MaskEditor,
+    Point,
+    SaveMode,
+    allowed_map,
+    discard_recovery,
+    prediction_labels,
+    save_mask,
+)
 from .dataset import Dataset, DatasetItem, default_mask_path
 from .errors import SegScopeError
 from .events import Event
+from .result import InferenceResult
+from .roi import Roi
+
+#: Clip maps kept per document (each is slide-sized; a drag reuses one on every mouse move).
+CLIP_MAPS_KEPT = 4
 
 
 def mask_source(item: DatasetItem) -> Path:
@@ -36,6 +55,7 @@ class MaskDocument:
         self.editor: MaskEditor | None = None
         #: (document, kind) after every change of `mask`; kind is "edit" (also undo/redo), "save" or "discard".
         self.changed = Event("changed")
+        self._clip_maps: list[tuple[tuple, InferenceResult, np.ndarray]] = []
 
     @property
     def mask(self) -> np.ndarray | None:
@@ -85,3 +105,72 @@ class MaskDocument:
         discard_recovery(self.source, self.recovery_dir)
         self.editor = None
         self.changed.emit(self, "discard")
+
+    # ------------------------------------------------------------------------------------------- tools
+    def clip_map(self, result: InferenceResult, class_index: int = 1, limit: float | None = None) -> np.ndarray:
+        """Where a tool may paint: the result's ROI; with `limit`, only where P(class_index) >= limit."""
+        key = (class_index, limit) if limit is not None else (result.roi, result.image_size)
+        for cached_key, cached_result, allowed in self._clip_maps:
+            if cached_key == key and (limit is None or cached_result is result):
+                return allowed
+        if limit is not None:
+            allowed = allowed_map(result, class_index, limit)
+        else:
+            allowed = np.zeros(result.image_size[::-1], bool)
+            roi = result.roi
+            allowed[roi.y0 : roi.y1, roi.x0 : roi.x1] = True
+        self._clip_maps = [*self._clip_maps, (key, result, allowed)][-CLIP_MAPS_KEPT:]
+        return allowed
+
+    def _edit(self, result: InferenceResult, change: Callable[[MaskEditor], Roi | None]) -> Roi | None:
+        box = change(self.ensure_editor(result.num_classes))
+        if box is not None:
+            self.edited()
+        return box
+
+    def begin_stroke(self, result: InferenceResult) -> None:
+        """The strokes until `end_stroke` are one undo step (a brush drag)."""
+        self.ensure_editor(result.num_classes).begin_edit()
+
+    def end_stroke(self) -> Roi | None:
+        """The box the whole drag changed."""
+        box = self.editor.end_edit() if self.editor is not None else None
+        if box is not None:
+            self.edited()
+        return box
+
+    def stroke(self, result: InferenceResult, points: Sequence[Point], radius: int, class_index: int,
+               limit: float | None = None) -> Roi | None:
+        """Brush (class 0: eraser) along `points` (mask pixel centres) with `radius` pixels."""
+        allowed = self.clip_map(result, class_index, limit)
+        return self._edit(result, lambda e: e.stroke(points, radius, e.value_of(class_index), allowed))
+
+    def fill(self, result: InferenceResult, seed: tuple[int, int], class_index: int,
+             limit: float | None = None) -> Roi | None:
+        """Flood-fill the 4-connected region of the pixel `seed` (x, y) with the class."""
+        allowed = self.clip_map(result, class_index, limit)
+        return self._edit(result, lambda e: e.fill(seed, e.value_of(class_index), allowed))
+
+    def polygon(self, result: InferenceResult, points: Sequence[Point], class_index: int,
+                limit: float | None = None) -> Roi | None:
+        """Fill the polygon (lasso) through `points` with the class."""
+        allowed = self.clip_map(result, class_index, limit)
+        return self._edit(result, lambda e: e.polygon(points, e.value_of(class_index), allowed))
+
+    def accept_prediction(self, result: InferenceResult, threshold: float | None = None,
+                          class_index: int = 1) -> Roi | None:
+        """The ROI's mask becomes the prediction: the argmax, or the class where P >= threshold (one step)."""
+        labels = prediction_labels(result, threshold, class_index)
+        return self._edit(result, lambda e: e.accept_prediction(labels, result.roi))
+
+    def undo(self) -> Roi | None:
+        box = self.editor.undo() if self.editor is not None else None
+        if box is not None:
+            self.edited()
+        return box
+
+    def redo(self) -> Roi | None:
+        box = self.editor.redo() if self.editor is not None else None
+        if box is not None:
+            self.edited()
+        return box

@@ -6,30 +6,17 @@ thread; the GUI thread only draws. Every dock can be moved; the layout is rememb
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt, QThread, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
-from PySide6.QtWidgets import (
-    QApplication,
-    QDockWidget,
-    QLabel,
-    QMainWindow,
-    QMessageBox,
-    QProgressBar,
-    QToolBar,
-    QWidget,
-)
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QMainWindow, QMessageBox, QWidget
 
 from ..core.backends.base import Capabilities
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
 from ..core.evaluate import ImageEvaluation
-from ..core.export import export_result, write_metrics
-from ..core.metrics import ImageMetrics
-from ..core.provenance import source_for
 from ..core.pyramid import Pyramid
 from ..core.result import InferenceResult
 from ..core.roi import Roi
@@ -38,25 +25,36 @@ from ..core.session import Session
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .dataset_panel import DatasetPanel
-from .export_dialog import ExportChoices, ExportDialog
-from .inspection import attach_inspection
+from .dataset_rows import RowStatus
+from .export_dialog import ExportChoices
+from .export_flow import ask_export, write_export
+from .inspection import Inspection
+from .main_menus import MainActions, insert_menu
 from .mask_editing import MaskEditing
 from .message_area import MessageArea
+from .metrics_display import MetricsDisplay
 from .metrics_panel import MetricsPanel
-from .model_dialog import add_open_model_action
-from .profile_dock import attach_profile
+from .profile_dock import profile_dock
 from .result_panels import ResultPanels
+from .roi_control import RoiControl
 from .run_controller import RunController
-from .shortcuts import ShortcutsDialog, key, shortcut_action, with_key
-from .slide_loader import SlideLoader
+from .shortcuts import ShortcutsDialog, key
+from .slide_loader import SlideLoading
 from .slide_view import SlideView
-from .window_layout import DockLayout, first_size
+from .status_labels import StatusLabels, count
+from .window_layout import (
+    DockLayout,
+    add_dock,
+    first_size,
+    restore_layout,
+    save_layout,
+    set_corners,
+    tab_dock,
+)
 
 
 class MainWindow(QMainWindow):
     """`open_dataset(path)`, `open_backend(choice)`, `run_current()`, `run_all()`; see the menus."""
-
-    _load = Signal(int, object, object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -67,7 +65,6 @@ class MainWindow(QMainWindow):
         self.shown_id: str | None = None  # the item whose slide the view shows (lags `current` while loading)
         self.backend_choice = BackendChoice()
         self.capabilities: Capabilities | None = None
-        self._generation = 0
         self._store_warned = False
 
         self.slide = SlideView()
@@ -78,38 +75,44 @@ class MainWindow(QMainWindow):
         self.controller = RunController(self)
 
         self.setCentralWidget(self.slide)
-        self.setDockNestingEnabled(True)
-        # Default layout: dataset left, results under the slide and the dataset, and the inspection column
-        # (metrics, review, messages, timing) on the right over the whole height, so its tables never
-        # squeeze the results.
-        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.dataset_dock = self._dock("Dataset", self.dataset_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
-        self.metrics_dock = self._dock("Metrics", self.metrics_panel, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.messages_dock = self._dock("Messages", self.messages, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.results_dock = self._dock("Results", self.panels, Qt.DockWidgetArea.BottomDockWidgetArea)
+        set_corners(self)
+        area = Qt.DockWidgetArea
+        self.dataset_dock = add_dock(self, "Dataset", self.dataset_panel, area.LeftDockWidgetArea)
+        self.metrics_dock = add_dock(self, "Metrics", self.metrics_panel, area.RightDockWidgetArea)
+        self.messages_dock = add_dock(self, "Messages", self.messages, area.RightDockWidgetArea)
+        self.results_dock = add_dock(self, "Results", self.panels, area.BottomDockWidgetArea)
         self.dock_layout = DockLayout(self, self.results_dock, self.dataset_dock,
                                       [self.metrics_dock, self.messages_dock])
 
-        self._build_actions()
-        self._build_toolbar()
-        self._build_menus()
-        self._build_status_bar()
+        self.roi_control = RoiControl(self.session, self.slide, self.slide_ready, self)
+        self.main_actions = MainActions(self, self, self.dataset_panel, self.slide, self.panels, self.controller,
+                                        self.roi_control)
+        self.main_actions.build_toolbar()
+        self.main_actions.build_menus(self.dataset_panel.recent_menu, (self.dataset_dock, self.metrics_dock,
+                                                                        self.results_dock, self.messages_dock))
+        self.status_labels = StatusLabels(self.statusBar())
+        self.rows = RowStatus(self.session, self.dataset_panel.model)  # before _wire: a row is done, then drawn
+        self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels)
         self._wire()
-        self._loader_thread = QThread(self)
-        self._loader_thread.setObjectName("segscope-slide-loader")
-        self._loader = SlideLoader()
-        self._loader.moveToThread(self._loader_thread)
-        self._load.connect(self._loader.load)
-        self._loader.loaded.connect(self._on_slide_loaded)
-        self._loader.failed.connect(self._on_slide_failed)
-        self._loader_thread.start()
-        self.editing = MaskEditing(self)
-        self.inspection = attach_inspection(self)
-        self.profile_dock = attach_profile(self)
+        self.loading = SlideLoading(self)
+        self.loading.loaded.connect(self._on_slide_loaded)
+        self.loading.failed.connect(self._on_slide_failed)
+        self.editing = MaskEditing(self.session, self.panels, self.dataset_panel.model, self)
+        self.addToolBarBreak()
+        self.addToolBar(self.editing.actions.toolbar)
+        insert_menu(self, self.editing.actions.menu, 1)  # after File
+        self.editing.message.connect(self.messages.add)
+        self.editing.note.connect(self.statusBar().showMessage)
+        self.editing.dirtyChanged.connect(self.setWindowModified)
+        self.editing.blankMaskMade.connect(self._redraw_result)
+        self.inspection = Inspection(self.session, self.dataset_panel, self.panels, self.slide, self)
+        self._place_inspection()
+        self.profile_dock = profile_dock(self.session, self._profile_sources, self.messages.add, self)
+        tab_dock(self, self.profile_dock, self.messages_dock)
+        self.main_actions.view_menu.addAction(self.profile_dock.toggleViewAction())
         self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
         self.dock_layout.remember_default()
-        self.dock_layout.size_on_show = not self._restore_layout()
+        self.dock_layout.size_on_show = not restore_layout(self)
         self._update_enabled()
 
     # ------------------------------------------------------------------- the session's state, read-only
@@ -127,146 +130,26 @@ class MainWindow(QMainWindow):
         document = self.session.document
         return document.mask if document is not None and self.session.ready else None
 
-    @property
-    def results(self) -> dict[str, InferenceResult]:
-        """The newest result of each image that has one, in dataset order."""
-        session = self.session
-        return {item_id: result for item_id in session.result_ids if (result := session.result(item_id))}
-
-    @property
-    def metrics(self) -> dict[str, ImageMetrics | None]:
-        """Metrics of every image run so far (None: no mask), always of the mask on screen or on disk."""
-        items = self.dataset.items if self.dataset is not None else []
-        return {i.id: self.session.metrics(i.id) for i in items if self.session.has_metrics(i.id)}
-
     # ----------------------------------------------------------------------------------------- building
-    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
-        dock = QDockWidget(title, self)
-        dock.setObjectName(f"dock_{title.lower()}")
-        dock.setWidget(widget)
-        self.addDockWidget(area, dock)
-        return dock
-
-    def _action(self, text: str, action_id: str, tip: str, slot, checkable: bool = False) -> QAction:
-        return shortcut_action(self, text, action_id, tip, slot, checkable)
-
-    def _build_actions(self) -> None:
-        a = self._action
-        self.open_action = a("&Open dataset…", "open", "Open a dataset folder", self.dataset_panel.choose_folder)
-        self.run_action = a("&Run", "run_current", "Run the current image with its ROI", self.run_current)
-        self.run_all_action = a("Run &all", "run_all", "Run every image of the dataset", self.run_all)
-        self.cancel_action = a("&Cancel", "cancel", "Stop the running inference", self.controller.cancel)
-        self.export_action = a("&Export…", "export", "Export masks, heatmaps and metrics", self.export)
-        self.backend_action = a("&Backend…", "backend", "Choose the inference backend", self.choose_backend)
-        self.next_action = a("Next image", "next_image", "Next image in the list",
-                             lambda: self.dataset_panel.select_offset(1))
-        self.prev_action = a("Previous image", "prev_image", "Previous image in the list",
-                             lambda: self.dataset_panel.select_offset(-1))
-        self.worst_action = a("Worst first", "worst_first", "Sort the list by soft Dice, lowest first",
-                              self.dataset_panel.sort_worst_first)
-        self.fit_action = a("&Fit slide", "fit", "Fit the whole slide in the view", self.slide.fit)
-        self.one_action = a("Slide 1:1", "one_to_one", "One slide pixel per screen pixel", self.slide.one_to_one)
-        self.square_action = a("&Square ROI", "roi_square", "Keep the ROI square", self.slide.set_square, True)
-        self.square_action.toggled.connect(self.slide.square_check.setChecked)
-        self.slide.square_check.toggled.connect(self.square_action.setChecked)
-        self.reset_roi_action = a("&Reset ROI", "roi_reset", "Back to the default ROI", self.reset_roi)
-        self.undo_roi_action = a("Undo ROI move", "roi_undo", "Put the last moved ROI back", self.undo_roi)
-        self.redo_roi_action = a("Redo ROI move", "roi_redo", "Move the ROI again", self.redo_roi)
-        self.reset_layout_action = a("Reset &layout", "reset_layout", "Put every dock back where it started",
-                                     lambda: self.dock_layout.reset())
-        self.messages_action = a("&Messages", "messages", "Show or hide the message area", self._toggle_messages)
-        self.shortcuts_action = a("&Keyboard shortcuts", "shortcuts", "List every shortcut", self.show_shortcuts)
-        self.quit_action = a("&Quit", "quit", "Quit SegScope", self.close)
-        # The result panels' own toggles get their keys from the shared table too.
-        for action, action_id in ((self.panels.overlay_action, "overlay"), (self.panels.contour_action, "contours"),
-                                  (self.panels.error_map_action, "error_map")):
-            action.setShortcut(QKeySequence(key(action_id)))
-            action.setToolTip(with_key(action.toolTip(), action_id))
-            self.addAction(action)
-
-    def _build_toolbar(self) -> None:
-        bar = QToolBar("Main")
-        bar.setObjectName("toolbar_main")
-        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        self.addToolBar(bar)
-        for action in (self.open_action, None, self.run_action, self.run_all_action, self.cancel_action, None):
-            bar.addAction(action) if action else bar.addSeparator()
-        self.progress = QProgressBar()
-        self.progress.setMaximumWidth(220)
-        self.progress.setTextVisible(True)
-        self.progress.setFormat("%v / %m")
-        self.progress.setToolTip("Progress of the running batch")
-        self.eta_label = QLabel("")
-        self.progress_action = bar.addWidget(self.progress)  # a toolbar widget is shown through its action
-        self.progress_action.setVisible(False)
-        bar.addWidget(self.eta_label)
-        bar.addSeparator()
-        for action in (self.export_action, self.backend_action):
-            bar.addAction(action)
-        bar.addSeparator()
-        self.dice_label = QLabel("")
-        self.dice_label.setToolTip("The current image's soft Dice (the original script's number), hard Dice and IoU")
-        self.dice_label.setStyleSheet("font-weight: bold; padding: 0 8px;")
-        bar.addWidget(self.dice_label)
-
-    def _build_menus(self) -> None:
-        menu = self.menuBar()
-        file_menu = menu.addMenu("&File")
-        file_menu.addAction(self.open_action)
-        add_open_model_action(self, file_menu)
-        file_menu.addMenu(self.dataset_panel.recent_menu)
-        file_menu.addAction(self.export_action)
-        file_menu.addSeparator()
-        file_menu.addAction(self.quit_action)
-        run_menu = menu.addMenu("&Run")
-        for action in (self.run_action, self.run_all_action, self.cancel_action, None, self.backend_action):
-            run_menu.addAction(action) if action else run_menu.addSeparator()
-        view_menu = menu.addMenu("&View")
-        for action in (self.fit_action, self.one_action, self.square_action, self.reset_roi_action,
-                       self.undo_roi_action, self.redo_roi_action, None,
-                       self.next_action, self.prev_action, self.worst_action, None, self.panels.overlay_action,
-                       self.panels.contour_action, self.panels.error_map_action, None):
-            view_menu.addAction(action) if action else view_menu.addSeparator()
-        for dock in (self.dataset_dock, self.metrics_dock, self.results_dock, self.messages_dock):
-            view_menu.addAction(dock.toggleViewAction())
-        panels_menu = view_menu.addMenu("&Panels")  # the registered result views (gui/view_*.py)
-        panels_menu.setToolTipsVisible(True)
-        panels_menu.addActions(list(self.panels.extra.actions.values()))
-        view_menu.addSeparator()
-        view_menu.addAction(self.reset_layout_action)
-        help_menu = menu.addMenu("&Help")
-        help_menu.addAction(self.shortcuts_action)
-        help_menu.addAction("&About SegScope", self._about)
-
-    def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.backend_label = QLabel("backend: opening…")
-        self.backend_label.setToolTip("The active backend and its device (Backend… to change)")
-        self.timings_label = QLabel("")
-        self.timings_label.setToolTip("Per-stage times of the last inference")
-        self.means_label = QLabel("")
-        self.means_label.setToolTip("Dataset means over the images run so far that have masks")
-        for label in (self.timings_label, self.means_label, self.backend_label):
-            bar.addPermanentWidget(label)
-
     def _wire(self) -> None:
         self.dataset_panel.openRequested.connect(self.open_dataset)
         self.dataset_panel.currentChanged.connect(self._on_item_selected)
-        self.slide.roiChanged.connect(self._on_roi_changed)
-        self.slide.resetRoiRequested.connect(self.reset_roi)
-        self.slide.hovered.connect(self._on_slide_hover)
+        roi = self.roi_control
+        roi.message.connect(self.messages.add)
+        roi.note.connect(lambda text: self.statusBar().showMessage(text, 3000))
+        roi.showItem.connect(self.dataset_panel.select_item)  # the image whose ROI moved back
+        self.slide.hovered.connect(lambda text: self.status_labels.hover(text))
         self.messages.added.connect(self._on_message)
         events = self.session.events
         events.roi_changed.connect(self._on_session_roi)
         events.result_added.connect(self._on_result_added)
-        events.metrics_changed.connect(self._on_metrics_changed)
         events.store_failed.connect(self._on_store_failed)
         c = self.controller
         c.backendOpened.connect(self._on_backend_opened)
         c.evaluated.connect(self._on_evaluated)
-        c.itemFailed.connect(lambda item_id, text, _d: self._set_status(item_id, "error", error=text))
+        c.itemFailed.connect(lambda item_id, text, _d: self.rows.set(item_id, "error", error=text))
         c.message.connect(self.messages.add)
-        c.progress.connect(self._on_progress)
+        c.progress.connect(self.main_actions.show_progress)
         c.busyChanged.connect(lambda _busy: self._update_enabled())
         c.batchFinished.connect(self._on_batch_finished)
 
@@ -287,17 +170,15 @@ class MainWindow(QMainWindow):
         self.slide.clear()
         self.panels.clear()
         self.metrics_panel.show_metrics(None)
-        self.timings_label.setText("")
+        self.status_labels.clear_timings()
         settings.add_recent_dataset(dataset.root)
         self.setWindowTitle(f"SegScope — {dataset.root}[*]")
         self.dataset_panel.set_dataset(dataset.root, [item.id for item in dataset.items])
-        restored = self.metrics  # runs of this folder kept in this session or on disk
-        for item_id, metrics in restored.items():
-            self._set_status(item_id, "done" if metrics else "done (no mask)", metrics)
-        self._update_means()
-        self.messages.add("info", f"Opened {dataset.root}: {_count(len(dataset), 'image')}, "
+        restored = self.rows.restore()  # runs of this folder kept in this session or on disk
+        self.metrics_display.update_means()
+        self.messages.add("info", f"Opened {dataset.root}: {count(len(dataset), 'image')}, "
                                   f"{sum(i.has_mask for i in dataset.items)} with masks"
-                                  + (f"; {_count(len(restored), 'earlier run')} restored" if restored else ""))
+                                  + (f"; {count(restored, 'earlier run')} restored" if restored else ""))
         for note in self.session.restore_notes:
             self.messages.add("warning", note)
         self._update_enabled()
@@ -315,15 +196,13 @@ class MainWindow(QMainWindow):
         self.panels.clear()
         self.panels.set_busy(f"Loading {item.id}…")
         self.slide.set_loading(f"Loading {item.id} ({item.image_path.name})…")
-        self._show_metrics(None)
-        self._generation += 1
-        self._loader.request(self._generation)
-        self._load.emit(self._generation, item, self.dataset)
+        self.metrics_display.show(None)
+        self.loading.request(item, self.dataset)
         self.statusBar().showMessage(f"Loading {item.image_path}…")
         self._update_enabled()
 
-    def _on_slide_loaded(self, generation: int, item: DatasetItem, pyramid: Pyramid, mask) -> None:
-        if generation != self._generation or self.dataset is None:
+    def _on_slide_loaded(self, item: DatasetItem, pyramid: Pyramid, mask) -> None:
+        if self.dataset is None:
             return
         self.shown_id = item.id
         self.session.slide_loaded(item.id, pyramid.size, mask)
@@ -339,7 +218,7 @@ class MainWindow(QMainWindow):
         else:
             self.panels.clear()
             self.panels.set_busy(self._run_hint())
-            self._show_metrics(None)
+            self.metrics_display.show(None)
         self._update_enabled()
 
     def _run_hint(self) -> str:
@@ -347,32 +226,20 @@ class MainWindow(QMainWindow):
             return "Queued: the run is in progress"
         return f"Not run yet: press Run ({key('run_current')}) or Run all ({key('run_all')})"
 
-    def _on_slide_failed(self, generation: int, item: DatasetItem, text: str, details: str) -> None:
-        if generation == self._generation:
-            self.slide.clear()
-            self.panels.clear()
-            self.messages.add("error", text, details)
-            self._set_status(item.id, "unreadable", error=text)
-            self._update_enabled()
+    def _on_slide_failed(self, item: DatasetItem, text: str, details: str) -> None:
+        self.slide.clear()
+        self.panels.clear()
+        self.messages.add("error", text, details)
+        self.rows.set(item.id, "unreadable", error=text)
+        self._update_enabled()
 
     def slide_ready(self) -> bool:
         """Whether the selected item's slide is decoded and shown."""
         return (self.session.ready and self.current is not None and self.shown_id == self.current.id
                 and self.slide.roi() is not None)
 
-    def _on_roi_changed(self, roi: Roi) -> None:
-        """The user moved the ROI in the view: the session owns it (the view follows the session)."""
-        if self.dataset is None or not self.slide_ready():
-            return
-        try:
-            self.session.set_roi(roi)
-        except SegScopeError as exc:
-            self.messages.add("warning", str(exc))
-
-    def _on_session_roi(self, item_id: str, roi: Roi) -> None:
+    def _on_session_roi(self, item_id: str, _roi: Roi) -> None:
         if self.current is not None and item_id == self.current.id and self.slide_ready():
-            if self.slide.roi() != roi:
-                self.slide.set_roi(roi)
             self._mark_if_stale()
         self._update_enabled()
 
@@ -383,44 +250,14 @@ class MainWindow(QMainWindow):
             return
         stale = self.session.is_stale(current.id)
         self.panels.set_stale(stale)
-        row = self.dataset_panel.model.row(current.id)
-        if stale and not row.status.startswith("ROI changed"):
-            self._set_status(current.id, "ROI changed")
-        elif not stale and row.status.startswith("ROI changed"):
-            metrics = self.session.metrics(current.id)
-            self._set_status(current.id, "done" if metrics else "done (no mask)", metrics)
-
-    def reset_roi(self) -> None:
-        if self.dataset is None or not self.slide_ready():
-            return
-        try:
-            self.session.reset_roi()
-        except SegScopeError as exc:
-            self.messages.add("warning", str(exc))
-
-    def undo_roi(self) -> None:
-        self._roi_step(self.session.undo_roi)
-
-    def redo_roi(self) -> None:
-        self._roi_step(self.session.redo_roi)
-
-    def _roi_step(self, step) -> None:
-        try:
-            item_id = step()
-        except SegScopeError as exc:
-            self.messages.add("warning", str(exc))
-            return
-        if item_id is None:
-            self.statusBar().showMessage("No ROI move to undo or redo", 3000)
-        elif self.current is None or item_id != self.current.id:
-            self.dataset_panel.select_item(item_id)  # show the image whose ROI moved back
+        self.rows.mark_stale(current.id, stale)
 
     # ------------------------------------------------------------------------------------------ running
     def open_backend(self, choice: BackendChoice) -> None:
         """Open `choice` in the inference thread; the status bar says when it is ready."""
         self.backend_choice = choice
-        self.capabilities = None
-        self.backend_label.setText(f"backend: opening {choice.describe()}…")
+        self.capabilities = self.session.capabilities = None
+        self.status_labels.backend_opening(choice.describe())
         self.controller.open_backend(choice.open)
         self._update_enabled()
 
@@ -435,9 +272,7 @@ class MainWindow(QMainWindow):
         if self.dataset is None or self.current is None or not self.slide_ready():
             self.statusBar().showMessage("Select an image first", 3000)
             return False
-        roi = self.slide.roi()
-        if roi is not None and roi != self.session.roi:
-            self._on_roi_changed(roi)  # the session holds exactly the ROI on screen
+        self.roi_control.sync()
         return self._run([self.current])
 
     def run_all(self) -> bool:
@@ -449,27 +284,16 @@ class MainWindow(QMainWindow):
         plan = self.session.run_plan([item.id for item in items])
         if not self.controller.run(self.dataset, items, plan):
             return False
-        for item in items:
-            self._set_status(item.id, "queued")
-        self.progress.setRange(0, len(items))
-        self.progress.setValue(0)
-        self.progress_action.setVisible(len(items) > 1)
+        self.rows.queued([item.id for item in items])
+        self.main_actions.start_batch(len(items))
         if self.current is not None and self.current.id in plan and self.slide_ready():
             self.panels.set_busy(f"Running {self.current.id}…")
         return True
 
-    def _on_progress(self, finished: int, total: int, eta: float) -> None:
-        self.progress.setValue(finished)
-        self.eta_label.setText("" if math.isnan(eta) or finished >= total else f"ETA {_duration(eta)}")
-
     def _on_batch_finished(self, done: int, failed: int, cancelled: bool) -> None:
-        self.progress_action.setVisible(False)
-        self.eta_label.setText("")
+        self.main_actions.end_batch()
         self.panels.set_busy("" if self.panels.result is not None or not self.slide_ready() else self._run_hint())
-        if self.dataset is not None:
-            for row in self.dataset_panel.model.rows:
-                if row.status == "queued":
-                    self._set_status(row.item_id, "cancelled" if cancelled else "not run")
+        self.rows.batch_finished(cancelled)
         if cancelled or failed or done > 1:
             level = "warning" if cancelled or failed else "info"
             text = f"Run {'cancelled' if cancelled else 'finished'}: {done} done, {failed} failed"
@@ -480,8 +304,7 @@ class MainWindow(QMainWindow):
         self.capabilities = capabilities
         self.session.capabilities = capabilities
         self.panels.set_class_names(capabilities.class_names)
-        self.backend_label.setText(f"{capabilities.name} · {capabilities.device}")
-        self.backend_label.setToolTip("\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
+        self.status_labels.backend_ready(capabilities)
         self.messages.add("info", f"Backend ready: {capabilities.name} on {capabilities.device}",
                           "\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
         self._update_enabled()
@@ -490,15 +313,31 @@ class MainWindow(QMainWindow):
         self.session.add_evaluation(evaluation)  # result_added and metrics_changed update the views
 
     def _on_result_added(self, item_id: str, record: RunRecord) -> None:
-        metrics = self.session.metrics(item_id)
-        self._set_status(item_id, "done" if metrics else "done (no mask)", metrics)
-        self.timings_label.setText(f"last run {sum(record.timings.values()) * 1000:.0f} ms")
-        self.timings_label.setToolTip(f"Per-stage times of the last inference ({item_id}):\n"
-                                      + _timings_text(record.timings))
+        self.status_labels.last_run(item_id, record.timings)
         if self.current is not None and self.current.id == item_id and self.slide_ready():
             result = self.session.result(item_id)
             if result is not None:
                 self.show_result(item_id, result)
+
+    def _place_inspection(self) -> None:
+        """The Review and Timing docks, the dataset filter and the Inspect menu (before Help)."""
+        inspection = self.inspection
+        self.dataset_panel.insert_widget(2, inspection.filter_bar)  # between the path and the table
+        tab_dock(self, inspection.review_dock, self.metrics_dock)
+        tab_dock(self, inspection.timing_dock, self.messages_dock)
+        insert_menu(self, inspection.menu, -1)
+        self.controller.progress.connect(inspection.result_arriving)
+        inspection.message.connect(self.messages.add)
+        inspection.note.connect(self.statusBar().showMessage)
+
+    def _profile_sources(self) -> tuple[Path | None, Path | None]:
+        """Where the Profile dock looks for profiles: the pipeline's folder and the dataset's."""
+        return self.backend_choice.pipeline, self.dataset.root if self.dataset is not None else None
+
+    def _redraw_result(self, item_id: str) -> None:
+        result = self.session.result(item_id)
+        if result is not None and self.current is not None and self.current.id == item_id:
+            self.show_result(item_id, result)
 
     def show_result(self, item_id: str, result: InferenceResult) -> None:
         roi = result.roi
@@ -511,117 +350,57 @@ class MainWindow(QMainWindow):
         except SegScopeError as exc:
             self.messages.add("error", f"{item_id}: {exc}")
             self.panels.show_result(result, roi_image, None)
-        self._show_metrics(self.session.metrics(item_id))
+        self.metrics_display.show(self.session.metrics(item_id))
         self._mark_if_stale()
         self.editing.result_shown(result)
-
-    def _on_metrics_changed(self, item_id: str, metrics: ImageMetrics | None) -> None:
-        """The session re-scored an image (a run, an edit, a save, a discard): list, means, panel."""
-        model = self.dataset_panel.model
-        if self.dataset is None or not model.has(item_id):
-            return
-        model.set_metrics(item_id, metrics)
-        self._update_means()
-        if self.current is not None and self.current.id == item_id:
-            self._show_metrics(metrics)
-
-    def _on_slide_hover(self, text: str) -> None:
-        """The slide's readout in the status bar while the mouse is over it (cleared when it leaves)."""
-        if text:
-            self.statusBar().showMessage(text)
-        elif self.statusBar().currentMessage().startswith("slide x="):
-            self.statusBar().clearMessage()
 
     def _on_store_failed(self, text: str) -> None:
         if not self._store_warned:  # once per window: every result would say the same
             self._store_warned = True
             self.messages.add("warning", text)
 
-    def _show_metrics(self, metrics: ImageMetrics | None) -> None:
-        names = self.capabilities.class_names if self.capabilities else ()
-        self.metrics_panel.show_metrics(metrics, names)
-        self.dice_label.setText("" if metrics is None else
-                                f"soft Dice {metrics.soft_dice:.4f} · Dice {metrics.foreground_dice:.4f} · "
-                                f"IoU {metrics.foreground_iou:.4f}")
-
-    def _update_means(self) -> None:
-        summary = self.session.summary()
-        means = summary.means()
-        self.metrics_panel.set_dataset_dice(summary.soft_dice)
-        count = int(means["images_with_masks"])
-        self.means_label.setText("" if not count else
-                                 f"mean soft Dice {means['soft_dice']:.4f} · Dice {means['foreground_dice']:.4f}"
-                                 f" · IoU {means['foreground_iou']:.4f} ({_count(count, 'image')})")
-
-    def _set_status(self, item_id: str, status: str, metrics: ImageMetrics | None = None, error: str = "") -> None:
-        if self.dataset is not None and self.dataset_panel.model.has(item_id):
-            self.dataset_panel.model.update(item_id, status, metrics, error)
-
     # ------------------------------------------------------------------------------------------- export
     def export(self) -> None:
-        """Ask what and where (ExportDialog never lets a file be replaced silently), then write."""
-        if self.dataset is None or not self.results:
+        """Ask what and where, then write (see `export_flow`)."""
+        if self.dataset is None or not self.session.result_ids:
             self.statusBar().showMessage("Run at least one image before exporting", 4000)
             return
-        current = self.current.id if self.current is not None and self.current.id in self.results else None
-        dialog = ExportDialog(current, list(self.results), self)
-        if dialog.exec() == ExportDialog.DialogCode.Accepted:
-            self.write_export(dialog.choices())
+        choices = ask_export(self.session, self)
+        if choices is not None:
+            self.write_export(choices)
 
     def write_export(self, choices: ExportChoices) -> list[Path]:
-        """Write the chosen files with `core.export`; problems go to the message area. The metrics table
-        holds the exported images only (the current one for "Current image")."""
-        written: list[Path] = []
-        assert self.dataset is not None
-        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
-        try:
-            for item_id in choices.item_ids:
-                result = self.session.result(item_id)
-                if result is None:
-                    raise SegScopeError(f"{item_id}: its result is no longer in memory; run it again to export")
-                source = source_for(self.dataset.item(item_id), self.capabilities)
-                written += export_result(result, choices.folder, source, choices.kinds, overwrite=choices.overwrite)
-            if choices.metrics:
-                rows, means = self.session.metrics_table(list(choices.item_ids))
-                written += write_metrics(rows, means, choices.folder, choices.overwrite)
-        except SegScopeError as exc:
-            self.messages.add("error", f"Export: {exc}")
-        finally:
-            QApplication.restoreOverrideCursor()
+        written = write_export(self.session, self.capabilities, choices, self.messages)
         if written:
-            self.messages.add("info", f"Exported {_count(len(written), 'file')} to {choices.folder}",
-                              "\n".join(str(p) for p in written))
             self.messages_dock.show()
             self.messages_dock.raise_()
         return written
 
     # --------------------------------------------------------------------------------------------- misc
     def _update_enabled(self) -> None:
-        busy = self.controller.busy
-        has_backend = self.capabilities is not None
-        self.run_action.setEnabled(not busy and has_backend and self.slide_ready())
-        self.run_all_action.setEnabled(not busy and has_backend and self.dataset is not None)
-        self.undo_roi_action.setEnabled(self.session.can_undo_roi)
-        self.redo_roi_action.setEnabled(self.session.can_redo_roi)
-        self.cancel_action.setEnabled(busy)
-        self.backend_action.setEnabled(not busy)
-        self.export_action.setEnabled(not busy and bool(self.results))
+        session = self.session
+        self.main_actions.update_enabled(self.controller.busy, self.capabilities is not None, self.slide_ready(),
+                                         self.dataset is not None, session.can_undo_roi, session.can_redo_roi,
+                                         bool(session.result_ids))
 
     def _on_message(self, level: str) -> None:
         if level == "error":
             self.messages_dock.show()
             self.messages_dock.raise_()
 
-    def _toggle_messages(self) -> None:
+    def toggle_messages(self) -> None:
         visible = not (self.messages_dock.isVisible() and not self.messages_dock.visibleRegion().isEmpty())
         self.messages_dock.setVisible(visible)
         if visible:
             self.messages_dock.raise_()
 
+    def reset_layout(self) -> None:
+        self.dock_layout.reset()
+
     def show_shortcuts(self) -> None:
         ShortcutsDialog(self).exec()
 
-    def _about(self) -> None:
+    def about(self) -> None:
         QMessageBox.about(self, "About SegScope", "SegScope: inspect U-Net segmentations of MindX SDK streams, "
                           "locally, on an Ascend host or over SSH.")
 
@@ -635,38 +414,14 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
             self.open_dataset(folder)
 
-    def _restore_layout(self) -> bool:
-        """The user's last window geometry and dock layout; False when there is none (a first start)."""
-        s = settings.settings()
-        geometry, state = s.value("window/geometry"), s.value("window/state")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        return state is not None and self.restoreState(state)
-
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self.editing.confirm_leave():
             event.ignore()
             return
         self.editing.shutdown()
         self.session.flush()
-        s = settings.settings()
-        s.setValue("window/geometry", self.saveGeometry())
-        s.setValue("window/state", self.saveState())
+        save_layout(self)
         self.controller.shutdown()
-        self._loader_thread.quit()
-        self._loader_thread.wait(10000)
+        self.loading.shutdown()
         super().closeEvent(event)
 
-
-def _count(n: int, noun: str) -> str:
-    """"1 image", "3 images"."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds} s"
-
-
-def _timings_text(timings: dict[str, float]) -> str:
-    return "\n".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in timings.items())

@@ -3,7 +3,7 @@
 Sources: "Profile model" runs `core.profiling.run.profile_pipeline` on the window's pipeline and dataset
 (off the GUI thread); "Import…" reads msprof / ais_bench / Chrome-trace / ONNX Runtime profiles and msit
 compare CSVs (`core.profiling`). Tabs: a sortable operator table (full names on hover), the timeline, the
-roofline, and the drift table with its first failure. `attach_profile(window)` adds the dock.
+roofline, and the drift table with its first failure. `profile_dock(...)` makes the dock.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyqtgraph as pg
@@ -25,7 +24,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QMenu,
     QPushButton,
     QSpinBox,
     QSplitter,
@@ -43,10 +41,9 @@ from ..core.profiling.insight import matched_ops, where_to_look
 from ..core.profiling.model import OpStat, Profile
 from ..core.profiling.roofline import classify
 from ..core.runs import RunRecord, compare_runs
+from ..core.session import Session
 from .profile_plots import RooflinePlot, TimelinePlot
-
-if TYPE_CHECKING:
-    from .main_window import MainWindow
+from .window_layout import make_dock
 
 COLUMNS = ("name", "type", "mean ms", "p95 ms", "share", "GFLOP", "GFLOP/s", "GB/s", "FLOP/B", "roof", "bound",
            "vs ms")
@@ -331,20 +328,16 @@ class ProfilePanel(QWidget):
         self.tabs.setCurrentIndex(3)
 
 
-def attach_profile(window: MainWindow) -> QDockWidget:
-    """Add the Profile dock (tabbed with Messages) and its toggle to the View menu of `window`."""
+def profile_dock(session: Session, sources: Callable[[], tuple[Path | None, Path | None]],
+                 report: Callable[[str, str], None], parent: QWidget) -> QDockWidget:
+    """The Profile dock, not placed yet; `sources()` gives the pipeline and dataset folder its panel looks
+    in, `report(level, text)` takes its messages."""
     panel = ProfilePanel()
-    dock = QDockWidget("Profile", window)
-    dock.setObjectName("dock_profile")
-    dock.setWidget(panel)
-    if not window.restoreDockWidget(dock):
-        window.addDockWidget(window.dockWidgetArea(window.messages_dock), dock)
-        window.tabifyDockWidget(window.messages_dock, dock)
-        window.messages_dock.raise_()
-    panel.message.connect(window.messages.add)
+    panel.message.connect(report)
+    dock = make_dock(parent, "Profile", panel)
 
     def last_two_runs() -> None:
-        runs = window.inspection.history.for_image(window.current.id) if window.current else []
+        runs = session.history.for_image(session.current.id) if session.current else []
         if len(runs) < 2:
             panel.message.emit("warning", "Run the current image twice (e.g. Ascend, then embedded) to see where "
                                           "their argmax disagree")
@@ -355,7 +348,5 @@ def attach_profile(window: MainWindow) -> QDockWidget:
             panel.message.emit("error", str(exc))
 
     panel.runs_button.clicked.connect(last_two_runs)
-    panel.sources = lambda: (window.backend_choice.pipeline, window.dataset.root if window.dataset else None)
-    menus = [m for m in window.menuBar().findChildren(QMenu) if m.title() == "&View"]
-    (menus[0] if menus else window.menuBar()).addAction(dock.toggleViewAction())
+    panel.sources = sources
     return dock

@@ -20,16 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import cv2
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QAction, QImage, QPixmap
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
-    QGraphicsPixmapItem,
-    QGraphicsRectItem,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -44,68 +40,13 @@ from ..core.result import InferenceResult
 from ..core.review import error_codes
 from ..core.roi import Roi
 from . import colormaps
-from .label_image import LabelImage
+from .panel_readout import describe
+from .result_panel import Notice, ResultPanel, contour
 from .result_views import ExtraPanels
+from .shortcuts import check_box_for
 
-_CONTOUR_KERNEL = np.ones((3, 3), np.uint8)
-#: The ROI's edge on every panel, so an empty mask or a dark heatmap still shows where the ROI ends.
-FRAME_COLOR = (150, 156, 166)
 #: Opacity of the panels while their result belongs to another ROI than the image has now.
 STALE_OPACITY = 0.35
-
-
-def contour(labels: np.ndarray) -> np.ndarray:
-    """`labels` kept only on region borders (a pixel whose 3x3 neighbourhood holds another label), else 0."""
-    edge = cv2.morphologyEx(labels, cv2.MORPH_GRADIENT, _CONTOUR_KERNEL)
-    return cv2.bitwise_and(labels, labels, mask=edge)
-
-
-class _Title(pg.LabelItem):
-    """A panel title that never widens its column, so the three panels always have one size."""
-
-    def updateMin(self) -> None:
-        super().updateMin()
-        self.setMinimumWidth(0)
-        height = self._sizeHint[Qt.SizeHint.PreferredSize][1]
-        self._sizeHint[Qt.SizeHint.MinimumSize] = self._sizeHint[Qt.SizeHint.PreferredSize] = (0, height)
-
-
-class _Panel:
-    """One ViewBox with the ROI image underneath (overlay mode), the panel image, a frame on the ROI's edge
-    and a crosshair. Label panels draw through `LabelImage` (max-downsampled: thin structures stay whole)."""
-
-    def __init__(self, layout: pg.GraphicsLayout, row: int, col: int, title: str, labels: bool = False) -> None:
-        self.title = _Title(title)
-        layout.addItem(self.title, row=row, col=col)
-        self.view: pg.ViewBox = layout.addViewBox(row=row + 1, col=col, lockAspect=True, invertY=True)
-        self.view.setMenuEnabled(False)
-        self.base = QGraphicsPixmapItem()  # the ROI image, one QPixmap shared by the three panels
-        self.image = LabelImage() if labels else pg.ImageItem(axisOrder="row-major")
-        self.view.addItem(self.base)
-        self.view.addItem(self.image)
-        self.frame = QGraphicsRectItem()
-        frame_pen = pg.mkPen(FRAME_COLOR, width=1)
-        frame_pen.setCosmetic(True)
-        self.frame.setPen(frame_pen)
-        self.frame.setZValue(5)
-        self.frame.hide()
-        self.view.addItem(self.frame, ignoreBounds=True)
-        pen = pg.mkPen((255, 255, 255, 180), width=1, style=Qt.PenStyle.DashLine)
-        self.vline = pg.InfiniteLine(angle=90, pen=pen, movable=False)
-        self.hline = pg.InfiniteLine(angle=0, pen=pen, movable=False)
-        for line in (self.vline, self.hline):
-            line.setZValue(10)
-            line.hide()
-            self.view.addItem(line, ignoreBounds=True)
-
-    def clear(self) -> None:
-        self.base.setPixmap(QPixmap())
-        self.image.clear()
-        self.frame.hide()
-
-    def set_rect(self, rect: QRectF) -> None:
-        self.frame.setRect(rect)
-        self.frame.show()
 
 
 class ResultPanels(QWidget):
@@ -150,12 +91,7 @@ class ResultPanels(QWidget):
         controls.addWidget(QLabel("Show class"))
         controls.addWidget(self.class_combo)
         for action in (self.overlay_action, self.contour_action, self.error_map_action):
-            box = QCheckBox(action.text())
-            box.setToolTip(action.toolTip())
-            box.toggled.connect(action.setChecked)
-            action.toggled.connect(box.setChecked)
-            action.changed.connect(lambda a=action, b=box: b.setEnabled(a.isEnabled()))
-            controls.addWidget(box)
+            controls.addWidget(check_box_for(action))
         controls.addWidget(QLabel("Opacity"))
         controls.addWidget(self.opacity_slider)
         controls.addStretch(1)
@@ -164,7 +100,7 @@ class ResultPanels(QWidget):
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("#1b1d22")
         layout = self.graphics.ci
-        self.heat = _Panel(layout, 0, 0, "Softmax")
+        self.heat = ResultPanel(layout, 0, 0, "Softmax")
         self.colorbar = pg.ColorBarItem(
             values=(0.0, 1.0), limits=(0.0, 1.0), rounding=0.01, width=15,
             colorMap=colormaps.heatmap_colormap(), colorMapMenu=False,
@@ -173,8 +109,8 @@ class ResultPanels(QWidget):
         self.colorbar.setToolTip("Probability colour scale: drag its ends (the small diamonds) to stretch the "
                                  "colours over a narrower range")
         layout.addItem(self.colorbar, row=1, col=1)
-        self.argmax = _Panel(layout, 0, 2, "Argmax", labels=True)
-        self.truth = _Panel(layout, 0, 3, "Ground truth", labels=True)
+        self.argmax = ResultPanel(layout, 0, 2, "Argmax", labels=True)
+        self.truth = ResultPanel(layout, 0, 3, "Ground truth", labels=True)
         self.extra = ExtraPanels(layout, 4, self.heat.view, self)  # registered views (View > Panels)
         for col in (0, 2, 3):
             layout.layout.setColumnStretchFactor(col, 1)
@@ -188,11 +124,7 @@ class ResultPanels(QWidget):
         self.graphics.viewport().installEventFilter(self)
         self.heat.view.sigRangeChangedManually.connect(self._on_user_zoom)
         self.heat.view.sigResized.connect(self._on_resized)
-        self.notice = QLabel("", self.graphics)
-        self.notice.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.notice.setStyleSheet("color: #e3e5e8; background: rgba(38, 40, 45, 225); padding: 8px 14px;"
-                                  "border-radius: 6px;")
-        self.notice.hide()
+        self.notice = Notice(self.graphics)
 
         self.readout = QLabel(" ")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -249,13 +181,7 @@ class ResultPanels(QWidget):
 
     def set_busy(self, text: str) -> None:
         """A notice over the panels ("Loading…", "Running…", what to do next); "" hides it."""
-        self.notice.setText(text)
-        self.notice.setVisible(bool(text))
-        self.notice.adjustSize()
-        self._place_notice()
-
-    def _place_notice(self) -> None:
-        self.notice.move(self.graphics.rect().center() - self.notice.rect().center())
+        self.notice.show_text(text)
 
     def set_stale(self, stale: bool) -> None:
         """Dim the panels while the result on them was computed on another ROI than the image's."""
@@ -322,7 +248,8 @@ class ResultPanels(QWidget):
             panel.hline.setPos(y)
             panel.vline.show()
             panel.hline.show()
-        text = self._describe(x, y)
+        assert self._result is not None
+        text = describe(self._result, x, y, self._class_name, self._truth, self._prediction, self.current_class())
         self.readout.setText(text)
         self.hovered.emit(text)
         return text
@@ -366,7 +293,7 @@ class ResultPanels(QWidget):
         self._auto_fit = False
 
     def _on_resized(self, *_args: object) -> None:
-        self._place_notice()
+        self.notice.center()
         if self._auto_fit:
             self.fit()
 
@@ -478,30 +405,3 @@ class ResultPanels(QWidget):
                 point = panel.view.mapSceneToView(scene_pos)
                 self.readout_at(point.x(), point.y())
                 return
-
-    def _describe(self, x: float, y: float) -> str:
-        """Readout for slide position (x, y): what each panel draws under that point."""
-        assert self._result is not None
-        result, roi = self._result, self._result.roi
-        sx, sy = int(np.floor(x)), int(np.floor(y))
-        text = f"slide ({sx}, {sy})"
-        if not (roi.x0 <= x < roi.x1 and roi.y0 <= y < roi.y1):
-            return f"{text}: outside the ROI"
-        height, width = result.argmax.shape
-        mx = min(int((x - roi.x0) * width / roi.width), width - 1)
-        my = min(int((y - roi.y0) * height / roi.height), height - 1)
-        probs = ", ".join(
-            f"{self._class_name(c)} {p:.3f}" for c, p in enumerate(result.probabilities[my, mx].tolist())
-        )
-        predicted = int(result.argmax[my, mx])
-        text += f" | model ({mx}, {my}) | P {probs} | predicted {self._class_name(predicted)}"
-        if self._truth is not None:
-            rx, ry = sx - roi.x0, sy - roi.y0
-            true_class = int(self._truth[ry, rx])
-            scored = int(self._prediction()[ry, rx])  # may differ from `predicted` on a border
-            if scored != predicted:
-                text += f" (at ROI resolution: {self._class_name(scored)})"
-            positive = self.current_class()
-            code = int(scored == positive) | int(true_class == positive) << 1
-            text += f" | true {self._class_name(true_class)} | {colormaps.ERROR_NAMES[code]}"
-        return text

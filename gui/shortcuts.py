@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QHeaderView,
@@ -88,6 +89,17 @@ def shortcut_action(window: QWidget, text: str, action_id: str, tip: str, slot: 
     action.triggered.connect(slot)
     window.addAction(action)
     return action
+
+
+def check_box_for(action: QAction) -> QCheckBox:
+    """A check box that mirrors the checkable `action` (checked and enabled state), e.g. on a toolbar."""
+    box = QCheckBox(action.text())
+    box.setToolTip(action.toolTip())
+    box.setChecked(action.isChecked())
+    box.toggled.connect(action.setChecked)
+    action.toggled.connect(box.setChecked)
+    action.changed.connect(lambda: box.setEnabled(action.isEnabled()))
+    return box
 
 
 class ShortcutsDialog(QDialog):

@@ -1,5 +1,5 @@
-"""The main window's dock layout: a first size that fits the screen, a protected share for the results,
-and View > Reset layout.
+"""The main window's dock layout: the docks' places, a first size that fits the screen, a protected share
+for the results, View > Reset layout, and the layout remembered between runs.
 
 The results dock keeps at least `MIN_RESULTS_SHARE` of the window's height, and the share the user gave it
 by dragging the splitter follows the window when it is resized (Qt alone gives all new height to the slide).
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QWidget
+
+from . import settings
 
 #: The window's first size on a large screen, and the part of a smaller screen it takes at most.
 PREFERRED_SIZE = QSize(1600, 1000)
@@ -29,6 +31,53 @@ def first_size() -> QSize:
     area = screen.availableGeometry()
     return QSize(min(PREFERRED_SIZE.width(), int(area.width() * SCREEN_SHARE)),
                  min(PREFERRED_SIZE.height(), int(area.height() * SCREEN_SHARE)))
+
+
+def set_corners(window: QMainWindow) -> None:
+    """Default layout: dataset left, results under the slide and the dataset, and the inspection column
+    (metrics, review, messages, timing) on the right over the whole height, so its tables never squeeze
+    the results."""
+    window.setDockNestingEnabled(True)
+    window.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
+    window.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
+
+
+def make_dock(parent: QWidget, title: str, widget: QWidget) -> QDockWidget:
+    """A dock holding `widget`, named for saving the layout ("dock_<title>"), not placed yet."""
+    dock = QDockWidget(title, parent)
+    dock.setObjectName(f"dock_{title.lower()}")
+    dock.setWidget(widget)
+    return dock
+
+
+def add_dock(window: QMainWindow, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+    dock = make_dock(window, title, widget)
+    window.addDockWidget(area, dock)
+    return dock
+
+
+def tab_dock(window: QMainWindow, dock: QDockWidget, tab_with: QDockWidget) -> None:
+    """Place a dock added after the window was built: as the user left it last time, else tabbed with
+    `tab_with` (which stays in front)."""
+    if not window.restoreDockWidget(dock):
+        window.addDockWidget(window.dockWidgetArea(tab_with), dock)
+        window.tabifyDockWidget(tab_with, dock)
+        tab_with.raise_()
+
+
+def restore_layout(window: QMainWindow) -> bool:
+    """The user's last window geometry and dock layout; False when there is none (a first start)."""
+    s = settings.settings()
+    geometry, state = s.value("window/geometry"), s.value("window/state")
+    if geometry is not None:
+        window.restoreGeometry(geometry)
+    return state is not None and window.restoreState(state)
+
+
+def save_layout(window: QMainWindow) -> None:
+    s = settings.settings()
+    s.setValue("window/geometry", window.saveGeometry())
+    s.setValue("window/state", window.saveState())
 
 
 def hide_stray_tab_bars(window: QMainWindow) -> None:

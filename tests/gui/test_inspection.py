@@ -47,7 +47,7 @@ def test_regions_match_core_review_and_a_click_zooms_every_view(qtbot, window, i
     run_and_wait(qtbot, window, window.run_current)
     review = inspection.review
     qtbot.waitUntil(lambda: review.errors is not None, timeout=10000)
-    result = window.results["001"]
+    result = window.session.result("001")
     expected = result_error_map(result, read_mask(demo_dataset / "001" / "mask.png"), positive=1)
     regions = error_regions(expected)
     assert len(regions) >= 2  # the tiny model misses parts of the defect and adds noise: something to review
@@ -110,7 +110,7 @@ def test_review_without_a_result_or_a_mask_says_so(qtbot, window, inspection, de
 
 def test_worst_keys_step_in_metric_order_and_respect_the_filter(qtbot, window, inspection):
     run_and_wait(qtbot, window, window.run_all)
-    dice = {i: window.metrics[i].soft_dice for i in ("001", "002", "003")}
+    dice = {i: window.session.metrics(i).soft_dice for i in ("001", "002", "003")}
     order = worst_first(dice)
     assert len(set(dice.values())) == 3
     window.activateWindow()
@@ -174,8 +174,8 @@ def perturbed(result: InferenceResult, seed: int = 3) -> InferenceResult:
 def test_compare_dialog_shows_exactly_compare_runs_and_segscope_compare(qtbot, window, inspection, tmp_path):
     run_and_wait(qtbot, window, window.run_current)
     embedded = inspection.history.records[-1]
-    assert (embedded.image_id, embedded.backend, embedded.roi) == ("001", "embedded", window.results["001"].roi)
-    remote = inspection.history.add("001", perturbed(window.results["001"]))
+    assert (embedded.image_id, embedded.backend, embedded.roi) == ("001", "embedded", window.session.result("001").roi)
+    remote = inspection.history.add("001", perturbed(window.session.result("001")))
     window.slide.set_roi(Roi(100, 50, 500, 450))
     window.slide.roiChanged.emit(window.slide.roi())
     run_and_wait(qtbot, window, window.run_current)
@@ -246,7 +246,7 @@ def test_timing_table_shows_core_runs_numbers_and_exports_them(qtbot, window, in
     assert path.read_bytes() == before
 
     # Restricting the table to one backend: a remote run of 002 joins the history.
-    history.add("002", perturbed(window.results["002"]))
+    history.add("002", perturbed(window.session.result("002")))
     inspection.refresh_timing()
     inspection.timing.backend_combo.setCurrentIndex(inspection.timing.backend_combo.findData("remote"))
     assert inspection.timing.stats == timing_table(history.latest_per_image("remote"))

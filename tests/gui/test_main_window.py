@@ -44,7 +44,7 @@ def test_opens_on_the_dataset_with_its_default_roi(window):
     assert spins(window) == DEFAULT_ROI.as_tuple()
     assert window.slide.pyramid.size == SLIDE_SIZE
     assert window.dataset_panel.visible_order() == ["001", "002", "003"]
-    assert window.run_action.isEnabled()
+    assert window.main_actions.run_action.isEnabled()
 
 
 def test_dragging_the_roi_moves_the_fields_and_saves_it(window, demo_dataset):
@@ -112,13 +112,13 @@ def test_arrow_keys_nudge_and_stop_at_the_edge(window):
 
 
 def test_square_lock_and_reset(window, demo_dataset):
-    window.square_action.trigger()
+    window.main_actions.square_action.trigger()
     roi = window.slide.roi()
     assert roi.width == roi.height == min(DEFAULT_ROI.width, DEFAULT_ROI.height)
     spin = window.slide.spins["x1"]
     spin.setValue(roi.x1 - 100)
     assert window.slide.roi().width == window.slide.roi().height == roi.width - 100
-    window.reset_roi_action.trigger()
+    window.main_actions.reset_roi_action.trigger()
     assert window.slide.roi() == DEFAULT_ROI.clamped(*SLIDE_SIZE)
     assert Dataset.open(demo_dataset).stored_roi(Dataset.open(demo_dataset).item("001")) is None
 
@@ -142,16 +142,17 @@ def test_run_shows_exactly_the_backends_arrays_and_the_core_metric(qtbot, window
         reference = backend.infer(demo_dataset / "001" / "image.png", roi)
     np.testing.assert_allclose(result.probabilities, reference.probabilities, atol=1e-6)
     expected = image_metrics(reference, mask)
-    assert f"soft Dice {expected.soft_dice:.4f}" in window.dice_label.text()
-    assert f"Dice {expected.foreground_dice:.4f}" in window.dice_label.text()
+    assert f"soft Dice {expected.soft_dice:.4f}" in window.main_actions.dice_label.text()
+    assert f"Dice {expected.foreground_dice:.4f}" in window.main_actions.dice_label.text()
     assert window.metrics_panel.value_labels["soft_dice"].text() == f"{expected.soft_dice:.4f}"
     row = window.dataset_panel.model.row("001")
     assert row.status == "done" and row.metrics.soft_dice == pytest.approx(expected.soft_dice, abs=1e-6)
     # the status bar shows the run's total; the stages are in its tooltip (the full list did not fit)
     total_ms = sum(result.timings.values()) * 1000
-    assert window.timings_label.text() == f"last run {total_ms:.0f} ms"
-    assert f"infer {result.timings['infer'] * 1000:.0f} ms" in window.timings_label.toolTip()
-    assert "mean soft Dice" in window.means_label.text() and "(1 image)" in window.means_label.text()
+    assert window.status_labels.timings_label.text() == f"last run {total_ms:.0f} ms"
+    assert f"infer {result.timings['infer'] * 1000:.0f} ms" in window.status_labels.timings_label.toolTip()
+    means = window.status_labels.means_label.text()
+    assert "mean soft Dice" in means and "(1 image)" in means
 
 
 def test_roi_change_then_run_uses_the_new_roi(qtbot, window):
@@ -167,28 +168,28 @@ def test_run_all_fills_the_table_and_worst_first_sorts(qtbot, window):
     assert [e.item.id for e in results] == ["001", "002", "003"]
     rows = window.dataset_panel.model.rows
     assert all(r.status == "done" and r.metrics is not None for r in rows)
-    window.worst_action.trigger()
+    window.main_actions.worst_action.trigger()
     order = window.dataset_panel.visible_order()
     dice = {e.item.id: e.metrics.soft_dice for e in results}
     assert order == sorted(dice, key=dice.get)
     assert window.dataset_panel.current_item() == order[0]
     mean = np.mean(list(dice.values()))
-    assert f"mean soft Dice {mean:.4f}" in window.means_label.text()
-    assert not window.progress_action.isVisible()
+    assert f"mean soft Dice {mean:.4f}" in window.status_labels.means_label.text()
+    assert not window.main_actions.progress_action.isVisible()
 
 
 def test_cancel_stops_run_all(qtbot, window):
     finished = []
     window.controller.batchFinished.connect(lambda *a: finished.append(a))
-    window.controller.evaluated.connect(lambda _e: window.cancel_action.trigger())
+    window.controller.evaluated.connect(lambda _e: window.main_actions.cancel_action.trigger())
     assert window.run_all()
-    assert window.cancel_action.isEnabled()
+    assert window.main_actions.cancel_action.isEnabled()
     qtbot.waitUntil(lambda: bool(finished), timeout=60000)
     done, failed, cancelled = finished[0]
     assert cancelled and failed == 0 and done < 3
     statuses = [r.status for r in window.dataset_panel.model.rows]
     assert statuses.count("done") == done and "cancelled" in statuses
-    assert not window.controller.busy and window.run_all_action.isEnabled()
+    assert not window.controller.busy and window.main_actions.run_all_action.isEnabled()
 
 
 def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_path):
@@ -203,9 +204,10 @@ def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_pa
         [f"{i}_{k}" for i in ("001", "002", "003") for k in ("mask.png", "softmax.npy", "provenance.json")]
         + ["metrics.csv", "metrics.json"])
     softmax = np.load(out / "002_softmax.npy")
-    np.testing.assert_array_equal(softmax, window.results["002"].probabilities)
+    np.testing.assert_array_equal(softmax, window.session.result("002").probabilities)
     summary = json.loads((out / "metrics.json").read_text())["summary"]
-    assert summary["soft_dice"] == pytest.approx(np.mean([window.metrics[i].soft_dice for i in ("001", "002", "003")]))
+    dice = [window.session.metrics(i).soft_dice for i in ("001", "002", "003")]
+    assert summary["soft_dice"] == pytest.approx(np.mean(dice))
     before = (out / "001_mask.png").stat().st_mtime_ns
     assert window.write_export(choices) == []
     assert "already exists" in window.messages.messages[-1].text
@@ -259,7 +261,7 @@ def test_a_bad_dataset_or_unreadable_slide_is_a_message(qtbot, window, tmp_path)
         lambda: bool(window.messages.errors()) and "not a readable image" in window.messages.errors()[-1].text
     )
     assert window.dataset_panel.model.row("a").status == "unreadable"
-    assert not window.run_action.isEnabled()
+    assert not window.main_actions.run_action.isEnabled()
 
 
 def test_shortcuts_are_unique_listed_and_bound(window):

@@ -26,7 +26,8 @@ from segscope.core.compat import pairwise
 from segscope.core.dataset import Dataset
 from segscope.core.fileio import read_mask
 from segscope.core.metrics import argmax_at_roi, image_metrics, mask_to_labels
-from segscope.gui.mask_editing import UNSAVED_MARK, slide_point
+from segscope.gui.mask_editing import UNSAVED_MARK
+from segscope.gui.mask_tools import slide_point
 
 from .conftest import drag, send_mouse
 
@@ -57,7 +58,7 @@ def editing(qtbot, window, answers):
     """The window with image 001 run and its result on the panels, the panels zoomed to the ROI."""
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert window.run_current()
-    qtbot.waitUntil(lambda: window.editing._result() is not None)
+    qtbot.waitUntil(lambda: window.editing.shown_result() is not None)
     window.panels.fit()
     QApplication.processEvents()
     return window.editing
@@ -128,7 +129,7 @@ def test_brush_drag_paints_the_path_and_undo_redo_restore_it_exactly(window, edi
     roi = window.panels.result.roi
     key(window, Qt.Key.Key_B)
     assert editing.tool == "brush"
-    editing.radius_spin.setValue(6)
+    editing.actions.radius_spin.setValue(6)
     path = [(roi.x0 + 40, roi.y0 + 60), (roi.x0 + 160, roi.y0 + 90), (roi.x0 + 220, roi.y0 + 200)]
     seen = record(editing)
     drag_on_panel(window, path)
@@ -185,7 +186,7 @@ def test_eraser_in_error_map_and_contour_mode_updates_the_panel_box(window, edit
     centre = (roi.x0 + float(np.median(xs)) + 0.5, roi.y0 + float(np.median(ys)) + 0.5)
     window.panels.error_map_action.setChecked(True)
     key(window, Qt.Key.Key_X)
-    editing.radius_spin.setValue(12)
+    editing.actions.radius_spin.setValue(12)
     seen = record(editing)
     drag_on_panel(window, [centre, (centre[0] + 50, centre[1] + 10)])
     reference = MaskEditor(original)
@@ -250,7 +251,7 @@ def test_lasso_drag_and_polygon_clicks_fill_the_polygon(window, editing):
     assert (editing.editor.mask != original).sum() > 1000
 
     # Polygon by clicks; the double-click closes it. Class 0 (background) this time.
-    editing.class_combo.setCurrentIndex(0)
+    editing.actions.class_combo.setCurrentIndex(0)
     seen.clear()
     clicked = [(roi.x0 + 300, roi.y0 + 300), (roi.x0 + 420, roi.y0 + 310), (roi.x0 + 380, roi.y0 + 450)]
     for i, corner in enumerate(clicked):
@@ -269,13 +270,13 @@ def test_probability_aware_brush_paints_only_above_the_threshold(window, editing
     roi = result.roi
     key(window, Qt.Key.Key_B)
     key(window, Qt.Key.Key_P)
-    assert editing.limit_action.isChecked()
+    assert editing.actions.limit_action.isChecked()
     # A threshold the ROI has pixels on both sides of: the stroke crosses both.
     probability = probability_at_roi(result, 1)
-    editing.threshold_slider.setValue(round(float(np.median(probability)) * 100))
-    threshold = editing.threshold()
+    editing.actions.threshold_slider.setValue(round(float(np.median(probability)) * 100))
+    threshold = editing.actions.threshold()
     assert (probability >= threshold).mean() > 0.2 and (probability < threshold).mean() > 0.2
-    editing.radius_spin.setValue(40)
+    editing.actions.radius_spin.setValue(40)
     seen = record(editing)
     drag_on_panel(window, [(roi.x0 + 60, roi.y0 + 60), (roi.x1 - 60, roi.y1 - 60)], steps=10)
     changed = editing.editor.mask != original
@@ -297,7 +298,7 @@ def test_accept_prediction_from_argmax_or_threshold(window, editing):
     np.testing.assert_array_equal(editing.editor.mask[roi.y0 : roi.y1, roi.x0 : roi.x1],
                                   argmax_at_roi(result) * np.uint8(255))
     assert_panel_shows(window, editing.editor.mask)
-    editing.threshold_slider.setValue(80)
+    editing.actions.threshold_slider.setValue(80)
     key(window, Qt.Key.Key_T, CTRL | SHIFT)
     np.testing.assert_array_equal(editing.editor.mask[roi.y0 : roi.y1, roi.x0 : roi.x1],
                                   prediction_labels(result, 0.8, 1) * np.uint8(255))
@@ -307,13 +308,13 @@ def test_accept_prediction_from_argmax_or_threshold(window, editing):
 
 
 def test_metrics_follow_the_edits(qtbot, window, editing):
-    before = window.metrics["001"]
+    before = window.session.metrics("001")
     with qtbot.waitSignal(editing.maskEdited, timeout=3000):
         key(window, Qt.Key.Key_A, CTRL | SHIFT)  # the mask becomes the prediction: hard Dice 1
     expected = image_metrics(window.panels.result, editing.editor.mask)
-    assert window.metrics["001"] == expected
+    assert window.session.metrics("001") == expected
     assert expected.foreground_dice == 1.0 and before.foreground_dice < 1.0
-    assert f"Dice {expected.foreground_dice:.4f}" in window.dice_label.text()
+    assert f"Dice {expected.foreground_dice:.4f}" in window.main_actions.dice_label.text()
     row = window.dataset_panel.model.row("001")
     assert row.metrics == expected and row.status == "done" + UNSAVED_MARK
 
@@ -322,7 +323,7 @@ def test_save_writes_mask_corrected_and_keeps_the_original(qtbot, window, editin
     original_bytes = (demo_dataset / "001" / "mask.png").read_bytes()
     key(window, Qt.Key.Key_A, CTRL | SHIFT)
     editing.autosave()
-    qtbot.waitUntil(lambda: editing._autosave_job is None)
+    qtbot.waitUntil(lambda: editing.autosaver.job is None)
     source = demo_dataset / "001" / "mask.png"
     assert recovery_path(source).exists()
     key(window, Qt.Key.Key_S, CTRL)
@@ -345,14 +346,14 @@ def test_replace_mode_keeps_a_backup(qtbot, window, editing, demo_dataset):
     source = demo_dataset / "001" / "mask.png"
     original_bytes = source.read_bytes()
     (demo_dataset / "001" / "mask_corrected.png").write_bytes(b"stale")  # a replace removes a shadowing copy
-    editing.set_save_mode("replace")
+    editing.actions.set_save_mode("replace")
     key(window, Qt.Key.Key_A, CTRL | SHIFT)
     assert editing.save()
     np.testing.assert_array_equal(read_mask(source), editing.editor.mask)
     assert (demo_dataset / "001" / "mask.orig.png").read_bytes() == original_bytes
     assert not (demo_dataset / "001" / "mask_corrected.png").exists()
     assert "mask.orig.png" in window.messages.messages[-1].text
-    assert editing.save_mode() == "replace"  # remembered
+    assert editing.actions.save_mode() == "replace"  # remembered
 
 
 def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
@@ -383,11 +384,11 @@ def test_recovery_round_trip_after_a_crash(qtbot, window, editing, answers, demo
     key(window, Qt.Key.Key_B)
     roi = window.panels.result.roi
     source = demo_dataset / "001" / "mask.png"
-    editing._autosave_timer.setInterval(100)  # the timer auto-saves while there are unsaved edits
+    editing.autosaver.timer.setInterval(100)  # the timer auto-saves while there are unsaved edits
     drag_on_panel(window, [(roi.x0 + 20, roi.y0 + 20), (roi.x0 + 120, roi.y0 + 140)])
     edited = editing.editor.mask.copy()
     qtbot.waitUntil(lambda: find_recovery(source) is not None, timeout=5000)
-    qtbot.waitUntil(lambda: editing._autosave_job is None)
+    qtbot.waitUntil(lambda: editing.autosaver.job is None)
 
     # A "crash": the first window never saves; a new window opens the same image.
     queue.append(Button.Yes)
@@ -411,7 +412,7 @@ def test_recovery_round_trip_after_a_crash(qtbot, window, editing, answers, demo
     # Declining a restore deletes the recovery file.
     drag_on_panel(window, [(roi.x0 + 200, roi.y0 + 20), (roi.x0 + 220, roi.y0 + 140)])
     editing.autosave()
-    qtbot.waitUntil(lambda: editing._autosave_job is None)
+    qtbot.waitUntil(lambda: editing.autosaver.job is None)
     assert recovery_path(source).exists()
     queue.append(Button.No)
     third = MainWindow()
@@ -445,7 +446,7 @@ def test_unsaved_edits_are_asked_about_when_switching_images(qtbot, window, edit
 
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert window.run_current()
-    qtbot.waitUntil(lambda: editing._result() is not None)
+    qtbot.waitUntil(lambda: editing.shown_result() is not None)
     key(window, Qt.Key.Key_A, CTRL | SHIFT)
     queue.append(Button.Save)
     window.dataset_panel.select_item("003")
@@ -468,12 +469,12 @@ def test_brush_size_keys_tools_and_shortcuts(window, editing):
     from segscope.gui.shortcuts import SHORTCUTS
 
     key(window, Qt.Key.Key_B)
-    editing.radius_spin.setValue(10)
+    editing.actions.radius_spin.setValue(10)
     key(window, Qt.Key.Key_BracketRight)
-    assert editing.radius() == 12
+    assert editing.actions.radius() == 12
     key(window, Qt.Key.Key_BracketLeft)
     key(window, Qt.Key.Key_BracketLeft)
-    assert editing.radius() == 8
+    assert editing.actions.radius() == 8
     assert editing.layer.boundingRect().width() > window.panels.result.roi.width  # room for the circle
     roi = window.panels.result.roi
     pos = panel_pos(window, roi.x0 + 100, roi.y0 + 100)
@@ -482,8 +483,9 @@ def test_brush_size_keys_tools_and_shortcuts(window, editing):
     assert editing.layer._cursor is not None  # the preview circle follows the mouse
     keys = [k for k, _ in SHORTCUTS]
     assert len(keys) == len(set(keys))
-    for action in (*editing.tool_actions.values(), editing.undo_action, editing.redo_action, editing.save_action,
-                   editing.accept_argmax_action, editing.accept_threshold_action, editing.limit_action):
+    actions = editing.actions
+    for action in (*actions.tool_actions.values(), actions.undo_action, actions.redo_action, actions.save_action,
+                   actions.accept_argmax_action, actions.accept_threshold_action, actions.limit_action):
         assert action.shortcut().toString() in keys
         assert action.toolTip().endswith(f"({action.shortcut().toString()})")
     assert [a.text() for a in window.menuBar().actions()][:2] == ["&File", "&Edit"]

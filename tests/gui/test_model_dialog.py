@@ -98,4 +98,4 @@ def test_file_menu_opens_the_new_pipeline(qtbot, window, tmp_path, monkeypatch):
     assert result.probabilities.shape == (40, 40, 2) and result.argmax.shape == (40, 40)
     np.testing.assert_allclose(result.probabilities.sum(-1), 1.0, atol=1e-6)
     np.testing.assert_array_equal(result.argmax, result.probabilities[..., 1] > 0.5)
-    assert window.results[results[0].item.id] is result
+    assert window.session.result(results[0].item.id) is result

@@ -16,7 +16,8 @@ from segscope.core.metrics import argmax_at_roi, image_metrics, mask_to_labels
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.gui import colormaps
-from segscope.gui.result_panels import ResultPanels, contour
+from segscope.gui.result_panel import contour
+from segscope.gui.result_panels import ResultPanels
 
 pytestmark = pytest.mark.gui
 

@@ -41,7 +41,7 @@ def select(qtbot, win, item_id: str) -> None:
 def paint_away_the_roi(win) -> None:
     """Accept "class 1 everywhere" as the ROI's mask: a big, certain change of the metrics."""
     editing = win.editing
-    editing.threshold_slider.setValue(0)
+    editing.actions.threshold_slider.setValue(0)
     editing.accept_prediction(0.0)
     editing.update_metrics()  # what the rate-limit timer does
 
@@ -57,7 +57,7 @@ def test_discard_puts_back_the_metrics_of_the_mask_on_disk(qtbot, window, answer
     row = window.dataset_panel.model.row("001")
     assert row.metrics.foreground_dice == pytest.approx(on_disk.foreground_dice)
     assert row.status == "done"
-    assert window.metrics["001"].foreground_dice == pytest.approx(on_disk.foreground_dice)
+    assert window.session.metrics("001").foreground_dice == pytest.approx(on_disk.foreground_dice)
 
 
 def test_saved_mask_metrics_agree_with_the_app_and_the_export(qtbot, window, answer, demo_dataset, tmp_path):
@@ -84,10 +84,10 @@ def test_dragging_the_roi_during_a_run_keeps_the_drag(qtbot, window):
     assert window.panels.result.roi == planned  # the run used the ROI it was started with
     assert Dataset.open(window.dataset.root).stored_roi(window.dataset.item("001")) == moved
     assert window.panels.stale and window.dataset_panel.model.row("001").status == "ROI changed"
-    window.undo_roi_action.trigger()  # back to the ROI of the result: no longer stale
+    window.main_actions.undo_roi_action.trigger()  # back to the ROI of the result: no longer stale
     assert window.slide.roi() == planned and not window.panels.stale
     assert window.dataset_panel.model.row("001").status == "done"
-    window.redo_roi_action.trigger()
+    window.main_actions.redo_roi_action.trigger()
     assert window.slide.roi() == moved and window.panels.stale
 
 
@@ -122,7 +122,7 @@ def test_first_window_fits_the_screen(qtbot):
 def test_reset_layout_brings_back_hidden_docks(qtbot, window):
     window.results_dock.hide()
     window.dataset_dock.hide()
-    window.reset_layout_action.trigger()
+    window.main_actions.reset_layout_action.trigger()
     QApplication.processEvents()
     assert window.results_dock.isVisible() and window.dataset_dock.isVisible()
     assert window.results_dock.height() >= 0.25 * window.height()
@@ -133,7 +133,7 @@ def test_a_new_window_on_the_dataset_restores_its_runs(qtbot, window, demo_datas
     from segscope.gui.main_window import MainWindow
 
     run_current(qtbot, window)
-    expected = window.metrics["001"]
+    expected = window.session.metrics("001")
     window.close()
     again = MainWindow()
     qtbot.addWidget(again)
@@ -141,7 +141,7 @@ def test_a_new_window_on_the_dataset_restores_its_runs(qtbot, window, demo_datas
     assert again.open_dataset(demo_dataset)
     qtbot.waitUntil(lambda: again.slide_ready() and again.panels.result is not None)
     assert again.dataset_panel.model.row("001").status == "done"
-    assert again.metrics["001"].soft_dice == pytest.approx(expected.soft_dice)
+    assert again.session.metrics("001").soft_dice == pytest.approx(expected.soft_dice)
     assert "1 earlier run restored" in again.messages.messages[0].text
     again.close()
 

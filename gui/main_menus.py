@@ -1,0 +1,181 @@
+"""The main window's actions (keys from the shared table in `shortcuts.py`), its menus and its toolbar.
+
+A new command is one `_action` line in `MainActions.__init__` plus its place in a menu or the toolbar; what
+it does stays in the window (or the widget it drives), reached through the `MainCommands` it is given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMenu, QProgressBar, QToolBar
+
+from ..core.metrics import ImageMetrics
+from .dataset_panel import DatasetPanel
+from .model_dialog import add_open_model_action
+from .result_panels import ResultPanels
+from .roi_control import RoiControl
+from .run_controller import RunController
+from .shortcuts import key, shortcut_action, with_key
+from .slide_view import SlideView
+from .status_labels import duration
+
+
+class MainCommands(Protocol):
+    """What the main window does for its own actions (the rest go straight to the widget they drive)."""
+
+    def run_current(self) -> bool: ...
+    def run_all(self) -> bool: ...
+    def export(self) -> None: ...
+    def choose_backend(self) -> None: ...
+    def reset_layout(self) -> None: ...
+    def toggle_messages(self) -> None: ...
+    def show_shortcuts(self) -> None: ...
+    def about(self) -> None: ...
+    def close(self) -> bool: ...
+
+
+def add_entries(target: QMenu | QToolBar, entries: Iterable[QAction | None]) -> None:
+    """Add actions in order; None is a separator."""
+    for action in entries:
+        if action is None:
+            target.addSeparator()
+        else:
+            target.addAction(action)
+
+
+class MainActions:
+    """The actions of one main window (`window.main_actions`), with its toolbar and menus."""
+
+    def __init__(self, window: QMainWindow, commands: MainCommands, dataset_panel: DatasetPanel,
+                 slide: SlideView, panels: ResultPanels, controller: RunController, roi: RoiControl) -> None:
+        self.window, self.panels, self.commands = window, panels, commands
+
+        def a(text: str, action_id: str, tip: str, slot: Callable, checkable: bool = False) -> QAction:
+            return shortcut_action(window, text, action_id, tip, slot, checkable)
+
+        c = commands
+        self.open_action = a("&Open dataset…", "open", "Open a dataset folder", dataset_panel.choose_folder)
+        self.run_action = a("&Run", "run_current", "Run the current image with its ROI", c.run_current)
+        self.run_all_action = a("Run &all", "run_all", "Run every image of the dataset", c.run_all)
+        self.cancel_action = a("&Cancel", "cancel", "Stop the running inference", controller.cancel)
+        self.export_action = a("&Export…", "export", "Export masks, heatmaps and metrics", c.export)
+        self.backend_action = a("&Backend…", "backend", "Choose the inference backend", c.choose_backend)
+        self.next_action = a("Next image", "next_image", "Next image in the list",
+                             lambda: dataset_panel.select_offset(1))
+        self.prev_action = a("Previous image", "prev_image", "Previous image in the list",
+                             lambda: dataset_panel.select_offset(-1))
+        self.worst_action = a("Worst first", "worst_first", "Sort the list by soft Dice, lowest first",
+                              dataset_panel.sort_worst_first)
+        self.fit_action = a("&Fit slide", "fit", "Fit the whole slide in the view", slide.fit)
+        self.one_action = a("Slide 1:1", "one_to_one", "One slide pixel per screen pixel", slide.one_to_one)
+        self.square_action = a("&Square ROI", "roi_square", "Keep the ROI square", slide.set_square, True)
+        self.square_action.toggled.connect(slide.square_check.setChecked)
+        slide.square_check.toggled.connect(self.square_action.setChecked)
+        self.reset_roi_action = a("&Reset ROI", "roi_reset", "Back to the default ROI", roi.reset)
+        self.undo_roi_action = a("Undo ROI move", "roi_undo", "Put the last moved ROI back", roi.undo)
+        self.redo_roi_action = a("Redo ROI move", "roi_redo", "Move the ROI again", roi.redo)
+        self.reset_layout_action = a("Reset &layout", "reset_layout", "Put every dock back where it started",
+                                     c.reset_layout)
+        self.messages_action = a("&Messages", "messages", "Show or hide the message area", c.toggle_messages)
+        self.shortcuts_action = a("&Keyboard shortcuts", "shortcuts", "List every shortcut", c.show_shortcuts)
+        self.quit_action = a("&Quit", "quit", "Quit SegScope", c.close)
+        # The result panels' own toggles get their keys from the shared table too.
+        for action, action_id in ((panels.overlay_action, "overlay"), (panels.contour_action, "contours"),
+                                  (panels.error_map_action, "error_map")):
+            action.setShortcut(QKeySequence(key(action_id)))
+            action.setToolTip(with_key(action.toolTip(), action_id))
+            window.addAction(action)
+
+    # ------------------------------------------------------------------------------------------ toolbar
+    def build_toolbar(self) -> QToolBar:
+        bar = QToolBar("Main")
+        bar.setObjectName("toolbar_main")
+        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        add_entries(bar, (self.open_action, None, self.run_action, self.run_all_action, self.cancel_action, None))
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(220)
+        self.progress.setTextVisible(True)
+        self.progress.setFormat("%v / %m")
+        self.progress.setToolTip("Progress of the running batch")
+        self.eta_label = QLabel("")
+        self.progress_action = bar.addWidget(self.progress)  # a toolbar widget is shown through its action
+        self.progress_action.setVisible(False)
+        bar.addWidget(self.eta_label)
+        add_entries(bar, (None, self.export_action, self.backend_action, None))
+        self.dice_label = QLabel("")
+        self.dice_label.setToolTip("The current image's soft Dice (the original script's number), hard Dice and IoU")
+        self.dice_label.setStyleSheet("font-weight: bold; padding: 0 8px;")
+        bar.addWidget(self.dice_label)
+        self.window.addToolBar(bar)
+        return bar
+
+    def start_batch(self, count: int) -> None:
+        self.progress.setRange(0, count)
+        self.progress.setValue(0)
+        self.progress_action.setVisible(count > 1)
+
+    def show_progress(self, finished: int, total: int, eta: float) -> None:
+        self.progress.setValue(finished)
+        self.eta_label.setText("" if math.isnan(eta) or finished >= total else f"ETA {duration(eta)}")
+
+    def end_batch(self) -> None:
+        self.progress_action.setVisible(False)
+        self.eta_label.setText("")
+
+    def show_dice(self, metrics: ImageMetrics | None) -> None:
+        self.dice_label.setText("" if metrics is None else
+                                f"soft Dice {metrics.soft_dice:.4f} · Dice {metrics.foreground_dice:.4f} · "
+                                f"IoU {metrics.foreground_iou:.4f}")
+
+    # -------------------------------------------------------------------------------------------- menus
+    def build_menus(self, recent_menu: QMenu, docks: Iterable[QDockWidget]) -> None:
+        """File, Run, View (with a toggle per dock in `docks`) and Help; other menus go between."""
+        menu = self.window.menuBar()
+        file_menu = menu.addMenu("&File")
+        file_menu.addAction(self.open_action)
+        add_open_model_action(self.window, file_menu)
+        file_menu.addMenu(recent_menu)
+        add_entries(file_menu, (self.export_action, None, self.quit_action))
+        run_menu = menu.addMenu("&Run")
+        add_entries(run_menu, (self.run_action, self.run_all_action, self.cancel_action, None, self.backend_action))
+        view_menu = menu.addMenu("&View")
+        panels = self.panels
+        add_entries(view_menu, (self.fit_action, self.one_action, self.square_action, self.reset_roi_action,
+                                self.undo_roi_action, self.redo_roi_action, None, self.next_action,
+                                self.prev_action, self.worst_action, None, panels.overlay_action,
+                                panels.contour_action, panels.error_map_action, None))
+        for dock in docks:
+            view_menu.addAction(dock.toggleViewAction())
+        panels_menu = view_menu.addMenu("&Panels")  # the registered result views (gui/view_*.py)
+        panels_menu.setToolTipsVisible(True)
+        panels_menu.addActions(list(panels.extra.actions.values()))
+        add_entries(view_menu, (None, self.reset_layout_action))
+        self.view_menu = view_menu
+        help_menu = menu.addMenu("&Help")
+        help_menu.addAction(self.shortcuts_action)
+        help_menu.addAction("&About SegScope", self.commands.about)
+
+    def update_enabled(self, busy: bool, has_backend: bool, slide_ready: bool, has_dataset: bool,
+                       can_undo_roi: bool, can_redo_roi: bool, has_results: bool) -> None:
+        self.run_action.setEnabled(not busy and has_backend and slide_ready)
+        self.run_all_action.setEnabled(not busy and has_backend and has_dataset)
+        self.undo_roi_action.setEnabled(can_undo_roi)
+        self.redo_roi_action.setEnabled(can_redo_roi)
+        self.cancel_action.setEnabled(busy)
+        self.backend_action.setEnabled(not busy)
+        self.export_action.setEnabled(not busy and has_results)
+
+
+def insert_menu(window: QMainWindow, menu: QMenu, before_index: int) -> None:
+    """Put `menu` before the menu bar's menu at `before_index` (negative: from the end), else at the end."""
+    bar = window.menuBar()
+    menus = bar.actions()
+    if menus and -len(menus) <= before_index < len(menus):
+        bar.insertMenu(menus[before_index], menu)
+    else:
+        bar.addMenu(menu)

@@ -1,0 +1,94 @@
+"""Nothing of a mask edit is lost: unsaved edits are auto-saved to a recovery file by a worker thread (on a
+copy of the mask), offered back when the image is reopened after a crash, and asked about before they go."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from ..core.annotation import MaskEditor, Recovery, write_recovery
+
+#: Auto-save period while there are unsaved edits: a crash loses at most this much work.
+AUTOSAVE_MS = 3000
+
+Button = QMessageBox.StandardButton
+
+
+class Autosaver(QObject):
+    """While `timer` runs (`follow(dirty)`), it calls `autosave`, which hands a snapshot to `submit`."""
+
+    #: a one-line warning for the message area
+    failed = Signal(str)
+    _finished = Signal(int, str)  # version, error text ("" when written)
+
+    def __init__(self, autosave: Callable[[], None], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.timer = QTimer(self, interval=AUTOSAVE_MS)
+        self.timer.timeout.connect(autosave)
+        self.job: Future | None = None
+        self.saved_version = 0  # the editor version the recovery file holds
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="segscope-autosave")
+        self._finished.connect(self._on_finished)
+
+    def follow(self, dirty: bool) -> None:
+        if dirty and not self.timer.isActive():
+            self.timer.start()
+        elif not dirty:
+            self.timer.stop()
+
+    def submit(self, editor: MaskEditor, source: Path, recovery_dir: Path | None) -> None:
+        """Write the recovery file of `editor`'s mask unless it holds this version or a write is running."""
+        version = editor.version
+        if not editor.dirty or self.job is not None or version == self.saved_version:
+            return
+        job = self._executor.submit(write_recovery, editor.mask.copy(), source, recovery_dir)
+        self.job = job
+        job.add_done_callback(lambda done: self._finished.emit(version, _error_text(done)))
+
+    def _on_finished(self, version: int, error: str) -> None:
+        self.job = None
+        if error:
+            self.failed.emit(f"Auto-save of the mask edits failed: {error}")
+        else:
+            self.saved_version = version
+
+    def wait(self) -> None:
+        """Let a running auto-save finish, so it cannot recreate a recovery file after a save or discard."""
+        if self.job is not None:
+            self.job.exception()
+            self.job = None
+
+    def shutdown(self) -> None:
+        self.timer.stop()
+        self._executor.shutdown(wait=True)
+
+
+def _error_text(job: Future) -> str:
+    error = job.exception()
+    return "" if error is None else str(error)
+
+
+def saved_when(recovery: Recovery) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(recovery.saved_at))
+
+
+def ask_restore(parent: QWidget, item_id: str, recovery: Recovery) -> bool:
+    """Whether to restore the edits a crash left (No: they are discarded)."""
+    answer = QMessageBox.question(
+        parent, "Restore unsaved edits",
+        f"Unsaved mask edits of {item_id} from {saved_when(recovery)} were kept after SegScope stopped.\n\n"
+        "Restore them?",
+        Button.Yes | Button.No, Button.Yes)
+    return answer == Button.Yes
+
+
+def ask_unsaved(parent: QWidget, item_id: str) -> QMessageBox.StandardButton:
+    """Save, Discard or Cancel, before the unsaved edits of `item_id` would go."""
+    return QMessageBox.question(parent, "Unsaved mask edits",
+                                f"The mask of {item_id} has unsaved edits. Save them?",
+                                Button.Save | Button.Discard | Button.Cancel, Button.Save)

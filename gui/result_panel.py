@@ -1,0 +1,94 @@
+"""One result panel (a ViewBox with the ROI image underneath, the drawn image, the ROI's frame and a crosshair),
+its title, the notice over the panels, and the contour drawing of label images."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QPixmap
+from PySide6.QtWidgets import QGraphicsPixmapItem, QGraphicsRectItem, QLabel, QWidget
+
+from .label_image import LabelImage
+
+_CONTOUR_KERNEL = np.ones((3, 3), np.uint8)
+#: The ROI's edge on every panel, so an empty mask or a dark heatmap still shows where the ROI ends.
+FRAME_COLOR = (150, 156, 166)
+
+
+def contour(labels: np.ndarray) -> np.ndarray:
+    """`labels` kept only on region borders (a pixel whose 3x3 neighbourhood holds another label), else 0."""
+    edge = cv2.morphologyEx(labels, cv2.MORPH_GRADIENT, _CONTOUR_KERNEL)
+    return cv2.bitwise_and(labels, labels, mask=edge)
+
+
+class PanelTitle(pg.LabelItem):
+    """A panel title that never widens its column, so the three panels always have one size."""
+
+    def updateMin(self) -> None:
+        super().updateMin()
+        self.setMinimumWidth(0)
+        height = self._sizeHint[Qt.SizeHint.PreferredSize][1]
+        self._sizeHint[Qt.SizeHint.MinimumSize] = self._sizeHint[Qt.SizeHint.PreferredSize] = (0, height)
+
+
+class ResultPanel:
+    """One ViewBox with the ROI image underneath (overlay mode), the panel image, a frame on the ROI's edge
+    and a crosshair. Label panels draw through `LabelImage` (max-downsampled: thin structures stay whole)."""
+
+    def __init__(self, layout: pg.GraphicsLayout, row: int, col: int, title: str, labels: bool = False) -> None:
+        self.title = PanelTitle(title)
+        layout.addItem(self.title, row=row, col=col)
+        self.view: pg.ViewBox = layout.addViewBox(row=row + 1, col=col, lockAspect=True, invertY=True)
+        self.view.setMenuEnabled(False)
+        self.base = QGraphicsPixmapItem()  # the ROI image, one QPixmap shared by the three panels
+        self.image = LabelImage() if labels else pg.ImageItem(axisOrder="row-major")
+        self.view.addItem(self.base)
+        self.view.addItem(self.image)
+        self.frame = QGraphicsRectItem()
+        frame_pen = pg.mkPen(FRAME_COLOR, width=1)
+        frame_pen.setCosmetic(True)
+        self.frame.setPen(frame_pen)
+        self.frame.setZValue(5)
+        self.frame.hide()
+        self.view.addItem(self.frame, ignoreBounds=True)
+        pen = pg.mkPen((255, 255, 255, 180), width=1, style=Qt.PenStyle.DashLine)
+        self.vline = pg.InfiniteLine(angle=90, pen=pen, movable=False)
+        self.hline = pg.InfiniteLine(angle=0, pen=pen, movable=False)
+        for line in (self.vline, self.hline):
+            line.setZValue(10)
+            line.hide()
+            self.view.addItem(line, ignoreBounds=True)
+
+    def clear(self) -> None:
+        self.base.setPixmap(QPixmap())
+        self.image.clear()
+        self.frame.hide()
+
+    def set_rect(self, rect: QRectF) -> None:
+        self.frame.setRect(rect)
+        self.frame.show()
+
+
+class Notice(QLabel):
+    """A message centred over `parent` ("Loading…", "Running…", what to do next)."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__("", parent)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setStyleSheet("color: #e3e5e8; background: rgba(38, 40, 45, 225); padding: 8px 14px;"
+                           "border-radius: 6px;")
+        self.hide()
+
+    def show_text(self, text: str) -> None:
+        """Show `text` ("" hides the notice)."""
+        self.setText(text)
+        self.setVisible(bool(text))
+        self.adjustSize()
+        self.center()
+
+    def center(self) -> None:
+        parent = self.parentWidget()
+        if parent is not None:
+            self.move(parent.rect().center() - self.rect().center())

@@ -1,0 +1,68 @@
+"""The main window's status bar: the backend, the last run's timings, the dataset means, the hover readout."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QStatusBar
+
+from ..core.backends.base import Capabilities
+from ..core.evaluate import DatasetSummary
+
+#: The slide view's hover readout starts with this; it is cleared when the mouse leaves the slide.
+HOVER_PREFIX = "slide x="
+
+
+def count(n: int, noun: str) -> str:
+    """"1 image", "3 images"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def duration(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds} s"
+
+
+def timings_text(timings: dict[str, float]) -> str:
+    return "\n".join(f"{stage} {seconds * 1000:.0f} ms" for stage, seconds in timings.items())
+
+
+class StatusLabels:
+    """The permanent labels of `bar` (right side) and the hover readout in its message area."""
+
+    def __init__(self, bar: QStatusBar) -> None:
+        self.bar = bar
+        self.backend_label = QLabel("backend: opening…")
+        self.backend_label.setToolTip("The active backend and its device (Backend… to change)")
+        self.timings_label = QLabel("")
+        self.timings_label.setToolTip("Per-stage times of the last inference")
+        self.means_label = QLabel("")
+        self.means_label.setToolTip("Dataset means over the images run so far that have masks")
+        for label in (self.timings_label, self.means_label, self.backend_label):
+            bar.addPermanentWidget(label)
+
+    def backend_opening(self, description: str) -> None:
+        self.backend_label.setText(f"backend: opening {description}…")
+
+    def backend_ready(self, capabilities: Capabilities) -> None:
+        self.backend_label.setText(f"{capabilities.name} · {capabilities.device}")
+        self.backend_label.setToolTip("\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
+
+    def last_run(self, item_id: str, timings: dict[str, float]) -> None:
+        self.timings_label.setText(f"last run {sum(timings.values()) * 1000:.0f} ms")
+        self.timings_label.setToolTip(f"Per-stage times of the last inference ({item_id}):\n" + timings_text(timings))
+
+    def clear_timings(self) -> None:
+        self.timings_label.setText("")
+
+    def show_means(self, summary: DatasetSummary) -> None:
+        means = summary.means()
+        images = int(means["images_with_masks"])
+        self.means_label.setText("" if not images else
+                                 f"mean soft Dice {means['soft_dice']:.4f} · Dice {means['foreground_dice']:.4f}"
+                                 f" · IoU {means['foreground_iou']:.4f} ({count(images, 'image')})")
+
+    def hover(self, text: str) -> None:
+        """The slide's readout while the mouse is over it (cleared when it leaves, "")."""
+        if text:
+            self.bar.showMessage(text)
+        elif self.bar.currentMessage().startswith(HOVER_PREFIX):
+            self.bar.clearMessage()
