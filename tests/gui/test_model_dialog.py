@@ -13,7 +13,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import pytest
-from PySide6.QtWidgets import QDialogButtonBox
+from PySide6.QtWidgets import QDialogButtonBox, QMenu
 
 from segscope.core.model_card import load_model_card
 from segscope.gui.model_dialog import ModelDialog
@@ -73,7 +73,8 @@ def test_bad_answers_are_shown_and_block_saving(qtbot, tmp_path):
 
 def test_file_menu_opens_the_new_pipeline(qtbot, window, tmp_path, monkeypatch):
     model = byo.Net(size=40).save(tmp_path / "crack.onnx")
-    file_menu = window.menuBar().actions()[0].menu()
+    # (QAction.menu() wrappers die early on PySide6 6.10 / Python 3.9: find the menu among the bar's children)
+    file_menu = next(m for m in window.menuBar().findChildren(QMenu) if m.title() == "&File")
     action = next(a for a in file_menu.actions() if a.text() == "Open &model…")
 
     def accept_with_a_project(dialog: ModelDialog) -> int:
