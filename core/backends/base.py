@@ -7,7 +7,9 @@ returns an `InferenceResult`. Use it as a context manager so the stream is alway
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar, Union
@@ -42,6 +44,35 @@ class InferenceRequest:
 
 
 BackendT = TypeVar("BackendT", bound="Backend")
+PreparedT = TypeVar("PreparedT")
+
+
+def read_ahead(requests: Iterable[InferenceRequest], prepare: Callable[[InferenceRequest], PreparedT],
+               run: Callable[[PreparedT], InferenceResult], depth: int, name: str) -> Iterator[InferenceResult]:
+    """`run(prepare(r))` for each request in order, with the next `depth` requests prepared on threads named
+    `name` while the current one runs. A request that fails to prepare (or to be made) raises in its turn,
+    after the results before it; closing the iterator early drops what was prepared ahead."""
+    depth = max(1, depth)
+    pending: deque[Future[PreparedT]] = deque()
+    pool = ThreadPoolExecutor(depth, thread_name_prefix=name)
+    ahead = iter(requests)
+    try:
+        while True:
+            try:
+                request = next(ahead, None)
+            except Exception:
+                while pending:
+                    yield run(pending.popleft().result())
+                raise
+            if request is None:
+                break
+            pending.append(pool.submit(prepare, request))
+            if len(pending) > depth:
+                yield run(pending.popleft().result())
+        while pending:
+            yield run(pending.popleft().result())
+    finally:  # closed early (cancel, an error): drop what was read ahead, wait for the one in progress
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class Backend(abc.ABC):

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
@@ -29,7 +27,7 @@ from ..model_card import ModelCard, load_model_card, postprocess
 from ..pipeline import Pipeline, load_pipeline
 from ..preprocess import check_aipp_color, decode_flag, make_tensor
 from ..roi import Roi
-from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult
+from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, read_ahead
 
 #: A decoded image: H x W x C on the opencv path, NV12 planes on the DVPP path.
 Image = Union[np.ndarray, dvpp.Nv12]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
@@ -186,26 +184,8 @@ class EmbeddedBackend(Backend):
         An image that fails to prepare (or a request that fails to be made) raises when its turn comes, after
         the results before it.
         """
-        pending: deque[Future[_Prepared]] = deque()
-        pool = ThreadPoolExecutor(max(1, self.read_ahead), thread_name_prefix="segscope-prepare")
-        ahead = iter(requests)
-        try:
-            while True:
-                try:
-                    request = next(ahead, None)
-                except Exception:
-                    while pending:
-                        yield self.run(pending.popleft().result())
-                    raise
-                if request is None:
-                    break
-                pending.append(pool.submit(self.prepare, request.image, request.roi))
-                if len(pending) > max(1, self.read_ahead):
-                    yield self.run(pending.popleft().result())
-            while pending:
-                yield self.run(pending.popleft().result())
-        finally:  # closed early (cancel, an error): drop what was read ahead, wait for the one in progress
-            pool.shutdown(wait=True, cancel_futures=True)
+        return read_ahead(requests, lambda r: self.prepare(r.image, r.roi), self.run, self.read_ahead,
+                          "segscope-prepare")
 
     def prepare(self, image: ImageSource, roi: Roi | None = None) -> _Prepared:
         """Read, decode, crop, resize and make the network input: everything before the model."""

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from ..remote.crop_upload import Crop, CropUpload
 from ..remote.deploy import DEFAULT_CACHE_DIR, hash_command, parse_hashes, project_bundle, upload, worker_bundle
 from ..roi import Roi
 from . import DEFAULT_PROBABILITIES
-from .base import STAGES, Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult
+from .base import STAGES, Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, read_ahead
 
 
 @dataclass(frozen=True)
@@ -145,26 +143,7 @@ class RemoteBackend(Backend):
     def infer_many(self, requests: Iterable[InferenceRequest]) -> Iterator[InferenceResult]:
         """Results in request order; the next request is read (and cropped) on a second thread while the
         current one is on the host. A request that fails to prepare raises in its turn."""
-        pending: deque[Future[_Payload]] = deque()
-        pool = ThreadPoolExecutor(1, thread_name_prefix="segscope-remote-prepare")
-        ahead = iter(requests)
-        try:
-            while True:
-                try:
-                    request = next(ahead, None)
-                except Exception:
-                    while pending:
-                        yield self._request(pending.popleft().result())
-                    raise
-                if request is None:
-                    break
-                pending.append(pool.submit(self._prepare, request))
-                if len(pending) > 1:
-                    yield self._request(pending.popleft().result())
-            while pending:
-                yield self._request(pending.popleft().result())
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        return read_ahead(requests, self._prepare, self._request, 1, "segscope-remote-prepare")
 
     def _prepare(self, request: InferenceRequest) -> _Payload:
         """The INFER metadata and blobs of one request: a path on the host, the ROI crop, or the file."""
