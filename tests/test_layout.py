@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,16 @@ def test_importing_every_core_module_loads_no_qt() -> None:
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {QT_MODULES!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_every_package_folder_is_installed() -> None:
+    """A non-editable install ships only the packages pyproject lists: a new subpackage must be named there."""
+    root = CORE.parent
+    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    listed = set(re.findall(r'"(segscope(?:\.\w+)+)"', re.search(r"^packages = \[(.*)\]$", text, re.M).group(1)))
+    folders = {"segscope." + ".".join(p.parent.relative_to(root).parts)
+               for top in ("core", "gui", "models", "pipelines", "resources")
+               for p in (root / top).rglob("__init__.py")}
+    mapped = set(re.findall(r'"(segscope(?:\.\w+)+)" = "', text))
+    assert folders - listed == set()
+    assert folders - mapped == set()
