@@ -1,0 +1,61 @@
+"""Slide readers behind one interface (`SlideReader`), chosen by a registry from the file.
+
+`open_slide(path)` asks each registered kind, in order, whether it reads the file (by its content, not only
+its name) and opens it with the first that does. Add a format by adding a `SlideKind` to `SLIDE_READERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import SegScopeError
+from ..fileio import DEFAULT_MAX_PIXELS, read_bytes
+from ..imageheader import image_format
+from .base import Level, SlideReader
+from .opencv_reader import ImageSlide
+
+__all__ = ["SLIDE_READERS", "Level", "SlideKind", "SlideReader", "open_slide", "slide_kind_for"]
+
+
+@dataclass(frozen=True)
+class SlideKind:
+    """A reader kind: `accepts(path, head)` says from the file's first bytes whether it reads the file."""
+
+    name: str
+    accepts: Callable[[Path, bytes], bool]
+    open: Callable[[Path, int], SlideReader]
+    summary: str
+
+
+def _opencv_accepts(path: Path, head: bytes) -> bool:
+    return image_format(head) is not None
+
+
+SLIDE_READERS: list[SlideKind] = [
+    SlideKind("opencv", _opencv_accepts, ImageSlide.open, "PNG, JPEG, BMP, WebP, GIF, PNM, plain TIFF (decoded whole)"),
+]
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096)
+    except OSError:
+        return read_bytes(path)[:4096]  # raises the one-line error (missing, a folder, unreadable)
+
+
+def slide_kind_for(path: Path) -> SlideKind:
+    """The first registered kind that reads `path`, or a one-line error naming the kinds there are."""
+    head = _head(path)
+    for kind in SLIDE_READERS:
+        if kind.accepts(path, head):
+            return kind
+    known = "; ".join(f"{k.name}: {k.summary}" for k in SLIDE_READERS)
+    raise SegScopeError(f"{path}: no slide reader reads this file (readers: {known})")
+
+
+def open_slide(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> SlideReader:
+    """Open `path` with the reader kind that reads it."""
+    return slide_kind_for(path).open(path, max_pixels)
