@@ -191,6 +191,11 @@ class Pipeline:
                                            "mxpi_modelinfer element): SegScope has nothing to inspect")
         return self.resolve(model.props["modelPath"])
 
+    def file_props(self) -> list[Path]:
+        """The resolved files every element's file props name (`modelPath`, `postProcessConfigPath`, ...)."""
+        return [self.resolve(element.props[key]) for stream in self.streams.values()
+                for element in stream.elements.values() for key in _PATH_PROPS if element.props.get(key)]
+
     def with_absolute_paths(self) -> str:
         """The pipeline JSON with `modelPath` (and other file props) absolute, for an SDK started anywhere."""
         data = json.loads(self.text)

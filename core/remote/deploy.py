@@ -28,6 +28,7 @@ from typing import Optional
 import paramiko
 
 from ..errors import BackendError, SegScopeError
+from ..onnx_graph import read_graph
 from ..pipeline import load_pipeline
 from . import worker
 
@@ -93,7 +94,8 @@ def worker_bundle() -> Bundle:
 
 
 def project_bundle(pipeline_path: Path) -> tuple[Bundle, str]:
-    """The pipeline, its model card and the files the card names, laid out as in the local project.
+    """The pipeline, the files its elements name (model, post-processor config, labels), the model card, the
+    files the card names and an ONNX model's external weights, laid out as in the local project.
 
     Returns the bundle and the pipeline's path inside it. Missing files are skipped (a `.om` may exist only
     on the host); the worker reports what its backend lacks.
@@ -101,7 +103,7 @@ def project_bundle(pipeline_path: Path) -> tuple[Bundle, str]:
     pipeline = load_pipeline(pipeline_path)
     root = pipeline.project_root
     card_path = pipeline.model_path().with_suffix(".json")
-    paths = [pipeline.path, pipeline.model_path(), card_path]
+    paths = [pipeline.path, *pipeline.file_props(), card_path]
     if card_path.is_file():
         try:
             card = json.loads(card_path.read_text(encoding="utf-8"))
@@ -109,8 +111,10 @@ def project_bundle(pipeline_path: Path) -> tuple[Bundle, str]:
             raise SegScopeError(f"{card_path}: cannot read the model card ({exc})") from None
         if isinstance(card, dict):
             paths += [card_path.parent / card[key] for key in _CARD_FILES if isinstance(card.get(key), str)]
+    paths += [model.parent / name for model in paths if model.suffix == ".onnx" and model.is_file()
+              for name in read_graph(model).external_files]
     files: dict[str, bytes] = {}
-    for path in paths:
+    for path in dict.fromkeys(paths):
         path = path.resolve()
         if not path.is_file():
             continue
