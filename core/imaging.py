@@ -51,6 +51,14 @@ def expand_box(roi: Roi, ratios: tuple[float, float, float, float], width: int, 
     return Roi(x0, y0, min(int(_F32(roi.x1) + _F32(w) * right), width), min(int(_F32(roi.y1) + _F32(h) * down), height))
 
 
+def crop_box(roi: Roi, ratios: tuple[float, float, float, float], width: int, height: int) -> Roi:
+    """The box the crop plugin takes of a `width` x `height` image for `roi`: widened by its expand ratios,
+    x1/y1 clipped to the image."""
+    if any(ratios):
+        return expand_box(roi, ratios, width, height)
+    return Roi(roi.x0, roi.y0, min(roi.x1, width), min(roi.y1, height))
+
+
 def crop(image: np.ndarray, roi: Roi, source: str = "image") -> tuple[np.ndarray, Roi]:
     """The opencv crop of `roi` (x1/y1 clipped to the image) and the box actually cropped; errors name `source`."""
     height, width = image.shape[:2]

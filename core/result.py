@@ -6,7 +6,7 @@ lives here rather than beside the backends so those modules need nothing from `c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -34,3 +34,21 @@ class InferenceResult:
     @property
     def num_classes(self) -> int:
         return int(self.probabilities.shape[-1])
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where an image sent through the stream lies in a larger slide: `box` in slide pixels and the slide's
+    (width, height). A result on that image maps back by `place` (the ROI crop upload, region reads)."""
+
+    box: Roi
+    slide_size: tuple[int, int]
+
+    def to_slide(self, roi: Roi) -> Roi:
+        """A box in the sent image's pixels (as the stream reports it) in the slide's pixels."""
+        x, y = self.box.x0, self.box.y0
+        return Roi(roi.x0 + x, roi.y0 + y, roi.x1 + x, roi.y1 + y)
+
+    def place(self, result: InferenceResult) -> InferenceResult:
+        """`result` with its ROI and image size in slide pixels."""
+        return replace(result, roi=self.to_slide(result.roi), image_size=self.slide_size)

@@ -14,13 +14,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar, Union
 
-from ..result import STAGES, InferenceResult
+import numpy as np
+
+from ..errors import SegScopeError
+from ..result import STAGES, InferenceResult, Placement
 from ..roi import Roi
 
-__all__ = ["STAGES", "Backend", "Capabilities", "ImageSource", "InferenceRequest", "InferenceResult"]
+__all__ = ["STAGES", "Backend", "Capabilities", "ImageSource", "InferenceRequest", "InferenceResult", "Placement",
+           "check_pixels"]
 
-#: An encoded image file's bytes, or the path of one (on the machine that runs the stream).
-ImageSource = Union[bytes, Path]
+#: An encoded image file's bytes, the path of one (on the machine that runs the stream), or pixels already
+#: decoded: an H x W x 3 BGR uint8 array, the pixels the stream's decoder would give (a slide region read,
+#: core.slides). The embedded backend uses an array as its decoder's output; the others send it as a
+#: lossless PNG (core.remote.crop_upload.encode_png).
+ImageSource = Union[bytes, Path, np.ndarray]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
+
+
+def check_pixels(image: np.ndarray, source: str = "<image array>") -> np.ndarray:
+    """`image` if it is decoded pixels a backend takes (H x W x 3 BGR uint8), else a one-line error."""
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3 or 0 in image.shape:
+        raise SegScopeError(f"{source}: decoded pixels must be H x W x 3 BGR uint8 (as the stream's opencv "
+                            f"decoder gives them), got a {'x'.join(map(str, image.shape))} {image.dtype} array")
+    return image
 
 
 
@@ -37,10 +52,18 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class InferenceRequest:
-    """One item of a batch run: an image and the ROI to crop (None = the backend's default rule)."""
+    """One item of a batch run: an image and the ROI to crop (None = the backend's default rule).
+
+    With `placement` (a region of a larger slide, core.slides.requests) `infer_many` reports the result's
+    ROI and image size in that slide's pixels."""
 
     image: ImageSource
     roi: Roi | None = None
+    placement: Placement | None = None
+
+    def place(self, result: InferenceResult) -> InferenceResult:
+        """`result` in the slide's pixels where the request has a placement."""
+        return self.placement.place(result) if self.placement else result
 
 
 BackendT = TypeVar("BackendT", bound="Backend")
@@ -51,9 +74,10 @@ def read_ahead(requests: Iterable[InferenceRequest], prepare: Callable[[Inferenc
                run: Callable[[PreparedT], InferenceResult], depth: int, name: str) -> Iterator[InferenceResult]:
     """`run(prepare(r))` for each request in order, with the next `depth` requests prepared on threads named
     `name` while the current one runs. A request that fails to prepare (or to be made) raises in its turn,
-    after the results before it; closing the iterator early drops what was prepared ahead."""
+    after the results before it; closing the iterator early drops what was prepared ahead. Results come
+    placed (`InferenceRequest.place`)."""
     depth = max(1, depth)
-    pending: deque[Future[PreparedT]] = deque()
+    pending: deque[tuple[InferenceRequest, Future[PreparedT]]] = deque()
     pool = ThreadPoolExecutor(depth, thread_name_prefix=name)
     ahead = iter(requests)
     try:
@@ -62,17 +86,23 @@ def read_ahead(requests: Iterable[InferenceRequest], prepare: Callable[[Inferenc
                 request = next(ahead, None)
             except Exception:
                 while pending:
-                    yield run(pending.popleft().result())
+                    yield _run_next(pending, run)
                 raise
             if request is None:
                 break
-            pending.append(pool.submit(prepare, request))
+            pending.append((request, pool.submit(prepare, request)))
             if len(pending) > depth:
-                yield run(pending.popleft().result())
+                yield _run_next(pending, run)
         while pending:
-            yield run(pending.popleft().result())
+            yield _run_next(pending, run)
     finally:  # closed early (cancel, an error): drop what was read ahead, wait for the one in progress
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_next(pending: deque[tuple[InferenceRequest, Future[PreparedT]]],
+              run: Callable[[PreparedT], InferenceResult]) -> InferenceResult:
+    request, prepared = pending.popleft()
+    return request.place(run(prepared.result()))
 
 
 class Backend(abc.ABC):
@@ -82,12 +112,12 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
-        """Run one image through the stream; `roi=None` crops the whole image."""
+        """Run one image through the stream; `roi=None` crops the whole image (or array)."""
 
     def infer_many(self, requests: Iterable[InferenceRequest]) -> Iterator[InferenceResult]:
         """Results in request order; backends that can keep several images in flight override this."""
         for request in requests:
-            yield self.infer(request.image, request.roi)
+            yield request.place(self.infer(request.image, request.roi))
 
     def cancel(self) -> None:  # noqa: B027 - optional hook, a no-op where a request cannot be interrupted
         """Ask a running `infer` (from another thread) to stop with `CancelledError`."""

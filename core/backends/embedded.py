@@ -27,7 +27,7 @@ from ..model_card import ModelCard, load_model_card, postprocess
 from ..pipeline import Pipeline, load_pipeline
 from ..preprocess import check_aipp_color, decode_flag, make_tensor
 from ..roi import Roi
-from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, read_ahead
+from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels, read_ahead
 
 #: A decoded image: H x W x C on the opencv path, NV12 planes on the DVPP path.
 Image = Union[np.ndarray, dvpp.Nv12]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
@@ -82,7 +82,24 @@ class EmbeddedStream:
     def decode(self, data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image:
         if self.plan.decoder.dvpp:  # DVPP decodes to YUV whatever the model's channels
             return dvpp.decode(decode_image(data, source, cv2.IMREAD_COLOR, max_pixels))
-        image = decode_image(data, source, decode_flag(self.card.preprocess), max_pixels)
+        return self._formatted(decode_image(data, source, decode_flag(self.card.preprocess), max_pixels))
+
+    def decoded(self, pixels: np.ndarray, source: str = "<image array>") -> Image:
+        """What the decoder gives for already-decoded BGR pixels (a slide region): the opencv decoder's
+        8-bit BGR of a lossless file is those pixels, then its outputDataFormat/dataType. Streams whose
+        decoder would give something else for the file are refused, not approximated."""
+        check_pixels(pixels, source)
+        if self.plan.decoder.dvpp:
+            raise SegScopeError(f"{self.pipeline.path}: the stream decodes with DVPP (NV12, chroma shared by "
+                                "2x2 pixels), so a region read cannot give the pixels its decode of the whole "
+                                "file would: run the file itself, or give mxpi_imagedecoder cvProcessor opencv")
+        if decode_flag(self.card.preprocess) != cv2.IMREAD_COLOR:
+            raise SegScopeError(f"{self.card.path}: the model takes {self.card.preprocess.channels} channels "
+                                "(the file's alpha), which a region read (BGR) does not carry: run the file itself")
+        return self._formatted(pixels)
+
+    def _formatted(self, image: np.ndarray) -> np.ndarray:
+        """The opencv decoder's BGR -> its outputDataFormat and dataType."""
         image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if self.rgb else image
         return image.astype(np.float32) if self.plan.decoder.float32 else image
 
@@ -198,9 +215,13 @@ class EmbeddedBackend(Backend):
             timings[stage] = now - clock
             clock = now
 
-        source = str(image) if isinstance(image, Path) else "<image bytes>"
-        data = read_bytes(image) if isinstance(image, Path) else image
-        decoded = self.stream.decode(data, source, self.max_pixels)
+        if isinstance(image, np.ndarray):
+            source = "<image array>"
+            decoded = self.stream.decoded(image, source)
+        else:
+            source = str(image) if isinstance(image, Path) else "<image bytes>"
+            data = read_bytes(image) if isinstance(image, Path) else image
+            decoded = self.stream.decode(data, source, self.max_pixels)
         lap("decode")
         width, height = self.stream.size(decoded)
         crop, box = self.stream.crop(decoded, roi or Roi.whole(width, height), source)

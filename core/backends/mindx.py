@@ -47,8 +47,10 @@ from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess
 from ..pipeline import Element, Pipeline, Stream, load_pipeline
+from ..remote.crop_upload import encode_png
+from ..result import Placement
 from ..roi import Roi
-from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult
+from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels
 from .mindx_env import MindXSdk, import_sdk
 
 TRANSPORTS = ("auto", "protobuf", "json", "unique_id")
@@ -225,6 +227,7 @@ class _Pending:
     image_size: tuple[int, int]
     source: str
     timings: dict[str, float] = field(default_factory=dict)
+    placement: Placement | None = None  # the request's (a slide region): results map back to the slide
 
 
 def _sink_feeder(stream: Stream) -> Element | None:
@@ -373,7 +376,10 @@ class MindXBackend(Backend):
         session = self._open_session()
         image = request.image
         source = str(image) if isinstance(image, Path) else "<image bytes>"
-        data = read_bytes(image) if isinstance(image, Path) else image
+        if isinstance(image, np.ndarray):  # decoded pixels: as a lossless PNG, which the decoder gives back
+            data = encode_png(check_pixels(image), "<image array>")
+        else:
+            data = read_bytes(image) if isinstance(image, Path) else image
         size = image_header_size(data)
         if size is None:  # not PNG/JPEG: decode here just to learn the size
             decoded = decode_image(data, source, max_pixels=self.max_pixels)
@@ -396,9 +402,8 @@ class MindXBackend(Backend):
             _check("SendData", session.call(session.api.SendData, self._stream, self._appsrc, item))
             ticket = None
         # The crop plugin widens the box by its expand ratios and clips x1/y1.
-        crop = imaging.expand_box(roi, self._expand, *size) if any(self._expand) else \
-            Roi(roi.x0, roi.y0, min(roi.x1, size[0]), min(roi.y1, size[1]))
-        return _Pending(ticket, roi, crop, size, source, {"upload": time.perf_counter() - start})
+        crop = imaging.crop_box(roi, self._expand, *size)
+        return _Pending(ticket, roi, crop, size, source, {"upload": time.perf_counter() - start}, request.placement)
 
     def _receive_call(self, pending: _Pending) -> tuple[Callable[..., Any], tuple[Any, ...], str]:
         api, timeout_ms = self._open_session().api, int(self.timeout_s * 1000)
@@ -432,8 +437,8 @@ class MindXBackend(Backend):
             probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, plan))
             argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, plan))
         pending.timings["postprocess"] = time.perf_counter() - start
-        return InferenceResult(probabilities, argmax, pending.box, pending.image_size, pending.timings,
-                               "mindx")
+        result = InferenceResult(probabilities, argmax, pending.box, pending.image_size, pending.timings, "mindx")
+        return pending.placement.place(result) if pending.placement else result
 
     def _drain(self, pending: deque[_Pending]) -> None:
         """Consume the results of abandoned requests so later requests get their own (calls are queued)."""

@@ -15,16 +15,27 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import BackendError, SegScopeError
 from ..fileio import read_bytes
 from ..remote import protocol
 from ..remote.client import WorkerLost, WorkerSession, worker_command
 from ..remote.connection import SshConnection, SshOptions, SshTarget, parse_target
-from ..remote.crop_upload import Crop, CropUpload
+from ..remote.crop_upload import Crop, CropUpload, encode_png
 from ..remote.deploy import DEFAULT_CACHE_DIR, hash_command, parse_hashes, project_bundle, upload, worker_bundle
 from ..roi import Roi
 from . import DEFAULT_PROBABILITIES
-from .base import STAGES, Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, read_ahead
+from .base import (
+    STAGES,
+    Backend,
+    Capabilities,
+    ImageSource,
+    InferenceRequest,
+    InferenceResult,
+    check_pixels,
+    read_ahead,
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +57,8 @@ class RemoteBackend(Backend):
     pipeline already on the host (nothing is uploaded then). With `host_dataset` (a folder on the host), a
     `Path` given to `infer` is a file on the host, not one to upload; the worker reads files only there and
     in the pipeline's project. With `crop_upload` (the default), an 8-bit PNG's ROI crop travels instead of
-    the whole file where that is exact (core.remote.crop_upload).
+    the whole file where that is exact (core.remote.crop_upload). Decoded pixels (an array) travel as a
+    lossless PNG.
     """
 
     def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,
@@ -153,12 +165,15 @@ class RemoteBackend(Backend):
         if isinstance(image, Path) and self.host_dataset:
             meta["path"] = image.as_posix()
             return _Payload(meta, (), None, time.perf_counter() - started)
+        if isinstance(image, np.ndarray):  # decoded pixels: as a lossless PNG, which the host decodes back
+            png = encode_png(check_pixels(image), "<image array>")
+            return _Payload(meta, (png,), None, time.perf_counter() - started)
         data = read_bytes(image) if isinstance(image, Path) else bytes(image)
         source = str(image) if isinstance(image, Path) else "<image bytes>"
         crop = self.crop_upload.crop(data, roi, source) if self.crop_upload else None
         if crop is None:
             return _Payload(meta, (data,), None, time.perf_counter() - started)
-        meta["roi"] = [0, 0, crop.box.width, crop.box.height]
+        meta["roi"] = [0, 0, crop.placement.box.width, crop.placement.box.height]
         return _Payload(meta, (crop.png,), crop, time.perf_counter() - started)
 
     def _request(self, payload: _Payload) -> InferenceResult:
@@ -176,9 +191,7 @@ class RemoteBackend(Backend):
             self.last_transfer = (session.bytes_sent - sent, session.bytes_received - received)
         result = self._result(msg, upload_seconds, time.perf_counter() - started)
         result.timings["upload"] += payload.seconds  # reading (and cropping) the image here is part of sending it
-        if payload.crop is not None:
-            result.roi, result.image_size = payload.crop.to_slide(result.roi), payload.crop.image_size
-        return result
+        return payload.crop.placement.place(result) if payload.crop is not None else result
 
     def _result(self, msg: protocol.Message, upload_seconds: float, total_seconds: float) -> InferenceResult:
         probabilities, argmax = protocol.decode_arrays(msg.meta, msg.blobs)

@@ -6,7 +6,8 @@ exact everywhere (PNG is lossless; libpng gives the same pixels on every host), 
 crops the very box the plugin would, and sends that box as a lossless PNG with the whole crop as its ROI:
 the host's decode of the crop gives the pixels its decode of the file would have, and the model sees the
 same input. Anything else (JPEG, whose decoders differ between libjpeg builds; 16-bit PNG; a DVPP decoder;
-a stream with no crop, or with another element before it) travels as the file itself.
+a stream with no crop, or with another element before it) travels as the file itself. `encode_png` is also
+how already-decoded pixels (a slide region read) travel to a stream.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
+import numpy as np
 
 from .. import imaging
 from ..emulation import PASS_THROUGH, NotEmulated, plan_stream
@@ -23,6 +25,7 @@ from ..fileio import DEFAULT_MAX_PIXELS, decode_image
 from ..model_card import load_model_card
 from ..pipeline import load_pipeline
 from ..preprocess import decode_flag
+from ..result import Placement
 from ..roi import Roi
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -30,17 +33,21 @@ _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_LEVEL = 1
 
 
+def encode_png(pixels: np.ndarray, source: str) -> bytes:
+    """Decoded pixels as a lossless PNG, which the stream's opencv decoder gives back bit for bit."""
+    ok, png = cv2.imencode(".png", pixels, [cv2.IMWRITE_PNG_COMPRESSION, PNG_LEVEL])
+    if not ok:
+        raise SegScopeError(f"{source}: OpenCV could not encode the {pixels.shape[1]}x{pixels.shape[0]} pixels "
+                            "as PNG")
+    return png.tobytes()
+
+
 @dataclass(frozen=True)
 class Crop:
-    """An ROI crop to send: its PNG bytes, where it lies in the slide, and the slide's (width, height)."""
+    """An ROI crop to send: its PNG bytes and where it lies in the slide."""
 
     png: bytes
-    box: Roi
-    image_size: tuple[int, int]
-
-    def to_slide(self, roi: Roi) -> Roi:
-        """A box in the crop's pixels (as the host reports it) in the slide's pixels."""
-        return Roi(roi.x0 + self.box.x0, roi.y0 + self.box.y0, roi.x1 + self.box.x0, roi.y1 + self.box.y0)
+    placement: Placement
 
 
 class CropUpload:
@@ -75,7 +82,4 @@ class CropUpload:
         pixels, box = imaging.crop(image, box, source)  # the plugin's checks and clipping, with its errors
         if (box.width, box.height) == (width, height):
             return None
-        ok, png = cv2.imencode(".png", pixels, [cv2.IMWRITE_PNG_COMPRESSION, PNG_LEVEL])
-        if not ok:
-            raise SegScopeError(f"{source}: OpenCV could not encode the {box} crop as PNG")
-        return Crop(png.tobytes(), box, (width, height))
+        return Crop(encode_png(pixels, source), Placement(box, (width, height)))

@@ -1,0 +1,32 @@
+"""Streams on region reads: an ROI of a slide read by its reader and sent as the stream's image.
+
+The crop plugin widens the ROI by its expand ratios and clips it to the image; `region_request` reads that
+very box (so the stream sees what it would on the whole file), sends it with ROI None (the whole region,
+which the plugin neither widens nor clips further), and places the result back in the slide's pixels. With
+the opencv decoder this gives the same tensor as decoding the whole file and cropping
+(tests/core/test_slides_requests.py), and no backend ever holds more than the region.
+"""
+
+from __future__ import annotations
+
+from ..backends.base import InferenceRequest
+from ..imaging import crop_box
+from ..result import Placement
+from ..roi import Roi
+from .base import SlideReader
+
+NO_EXPAND = (0.0, 0.0, 0.0, 0.0)
+
+
+def region_box(reader: SlideReader, roi: Roi, expand: tuple[float, float, float, float] = NO_EXPAND) -> Roi:
+    """The level-0 box the stream's crop takes for `roi` (core.emulation.expand_ratios gives `expand`)."""
+    return crop_box(roi, expand, *reader.size)
+
+
+def region_request(reader: SlideReader, roi: Roi,
+                   expand: tuple[float, float, float, float] = NO_EXPAND) -> InferenceRequest:
+    """A request for `roi` (slide pixels) carrying only its pixels; `infer_many` reports the result's ROI and
+    image size in slide pixels, as a run on the whole file would. A box outside the slide is a one-line
+    error naming the file."""
+    box = region_box(reader, roi, expand)
+    return InferenceRequest(reader.read_roi(box), None, Placement(box, reader.size))
