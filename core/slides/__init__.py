@@ -15,6 +15,7 @@ from ..fileio import DEFAULT_MAX_PIXELS, read_bytes
 from ..imageheader import image_format
 from .base import Level, SlideReader
 from .opencv_reader import ImageSlide
+from .openslide_reader import OpenSlideSlide, wants_openslide
 from .tiff_reader import TiffSlide, wants_tiff_reader
 
 __all__ = ["SLIDE_READERS", "Level", "SlideKind", "SlideReader", "open_slide", "slide_kind_for"]
@@ -35,6 +36,8 @@ def _opencv_accepts(path: Path, head: bytes) -> bool:
 
 
 SLIDE_READERS: list[SlideKind] = [
+    SlideKind("openslide", wants_openslide, OpenSlideSlide.open,
+              'SVS, NDPI, MRXS, SCN, VMS, BIF and other vendor slides (needs pip install "segscope[slides]")'),
     SlideKind("tiff", wants_tiff_reader, TiffSlide.open,
               "tiled or pyramidal TIFF, BigTIFF, OME-TIFF (reads only the tiles a region needs)"),
     SlideKind("opencv", _opencv_accepts, ImageSlide.open, "PNG, JPEG, BMP, WebP, GIF, PNM, plain TIFF (decoded whole)"),
