@@ -27,6 +27,14 @@ class Level:
     downsample: float
 
 
+def pyramid_sizes(width: int, height: int, max_side: int, levels: int | None = None) -> list[tuple[int, int]]:
+    """Level sizes halved (rounding up) until the longest side is at most `max_side`, or `levels` of them."""
+    sizes = [(width, height)]
+    while (levels is None and max(sizes[-1]) > max_side) or (levels is not None and len(sizes) < levels):
+        sizes.append(((sizes[-1][0] + 1) // 2, (sizes[-1][1] + 1) // 2))
+    return sizes
+
+
 class SlideReader(abc.ABC):
     """An open slide; use it as a context manager (or call `close`) so file handles are released."""
 

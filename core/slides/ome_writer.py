@@ -21,7 +21,7 @@ import tifffile
 
 from ..errors import SegScopeError
 from ..fileio import publish, write_temp
-from .synthetic import pyramid_sizes
+from .base import pyramid_sizes
 
 #: Reads level 0's box (x, y, width, height) as H x W (x 3) uint8; boxes never cross the image's edge.
 RegionSource = Callable[[int, int, int, int], np.ndarray]
