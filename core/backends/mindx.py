@@ -375,10 +375,11 @@ class MindXBackend(Backend):
     def _submit(self, request: InferenceRequest) -> _Pending:
         session = self._open_session()
         image = request.image
-        source = str(image) if isinstance(image, Path) else "<image bytes>"
         if isinstance(image, np.ndarray):  # decoded pixels: as a lossless PNG, which the decoder gives back
-            data = encode_png(check_pixels(image), "<image array>")
+            source = "<image array>"
+            data = encode_png(check_pixels(image), source)
         else:
+            source = str(image) if isinstance(image, Path) else "<image bytes>"
             data = read_bytes(image) if isinstance(image, Path) else image
         size = image_header_size(data)
         if size is None:  # not PNG/JPEG: decode here just to learn the size

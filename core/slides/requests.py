@@ -4,7 +4,9 @@ The crop plugin widens the ROI by its expand ratios and clips it to the image; `
 very box (so the stream sees what it would on the whole file), sends it with ROI None (the whole region,
 which the plugin neither widens nor clips further), and places the result back in the slide's pixels. With
 the opencv decoder this gives the same tensor as decoding the whole file and cropping
-(tests/core/test_slides_requests.py), and no backend ever holds more than the region.
+(tests/core/test_slides_requests.py), and no backend ever holds more than the region. With a DVPP decoder
+the embedded backend refuses region pixels (its NV12 chroma would be shared differently); MindX and the
+remote backend still run them, close to but not bit-identical with the whole file's decode.
 """
 
 from __future__ import annotations
