@@ -1,7 +1,6 @@
 """Benchmark of whole-slide reading: a pyramidal TIFF read region by region vs a big PNG decoded whole.
 
-Run: `python bench/bench_slides.py [--size 100000] [--png 16000] [--rounds 5] [--tmp DIR]` (writing the
-100k slide takes minutes on a quiet machine, 17 on a loaded one, and 2.1 GB of disk in DIR, the system's temp folder by default). It writes a generated `size` x `size`
+Run: `python bench/bench_slides.py [--size 100000] [--png 16000] [--rounds 5] [--tmp DIR]` X. It writes a generated `size` x `size`
 pyramidal BigTIFF (JPEG tiles of 512, core.slides.synthetic, tile by tile) and a `png` x `png` PNG of the same
 generated slide, then measures, interleaved (A B A B ...): the time to open each (for the PNG that is its
 decode: OpenCV reads it whole), one ROI as the stream needs it (the TIFF: open + read the region; the PNG:
