@@ -40,8 +40,9 @@ class TilePlan:
     seams: bool = False
     max_bytes: int = DEFAULT_MAX_CANVAS_BYTES
 
-    def scale_for(self, backend: Backend) -> float:
-        return self.output_scale or backend.capabilities.input_size[0] / self.tile[0]
+    def scale_for(self, backend: Backend, tile_width: int) -> float:
+        """The output scale for tiles `tile_width` slide px wide (a tile is narrower on a narrow slide)."""
+        return self.output_scale or backend.capabilities.input_size[0] / tile_width
 
 
 def run_tiled(backend: Backend, reader: SlideReader, plan: TilePlan, region: Roi | None = None,
@@ -50,7 +51,7 @@ def run_tiled(backend: Backend, reader: SlideReader, plan: TilePlan, region: Roi
     region = region or Roi.whole(*reader.size)
     grid = tile_grid(region, plan.tile, plan.overlap, reader.size)
     classes = len(backend.capabilities.class_names) or 2
-    stitcher = Stitcher(region, reader.size, plan.scale_for(backend), classes, plan.blend, plan.overlap,
+    stitcher = Stitcher(region, reader.size, plan.scale_for(backend, grid.tiles[0].width), classes, plan.blend, plan.overlap,
                         plan.seams, plan.max_bytes)
     results = backend.infer_many(region_request(reader, tile) for tile in grid.tiles)
     try:
