@@ -17,7 +17,7 @@ from segscope.core import cli, tiled_eval
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
 from segscope.core.roi import Roi
-from segscope.core.slides import open_slide
+from segscope.core.slides import open_slide, slide_kind_for
 from segscope.core.tiled_eval import TilePlan, evaluate_tiled, run_tiled
 
 # The tiny-model helpers, loaded by path (tests run with --import-mode=importlib, not as a package).
@@ -152,3 +152,28 @@ def test_ctrl_c_stops_within_a_tile_with_a_clear_line(pipeline: Path, small_data
     err = capsys.readouterr().err
     assert code == 130 and "image: " not in out
     assert re.search(r"stopped after 2/\d+ tiles", err), err
+
+
+def test_a_tiled_tiff_slide_and_mask_score_as_their_png_twins(pipeline: Path, tmp_path: Path) -> None:
+    """The TIFF mask is read a band at a time by its slide reader, the PNG one whole: same metrics."""
+    tifffile = pytest.importorskip("tifffile")
+    rng = np.random.default_rng(4)
+    image = rng.integers(150, 256, (96, 128, 3), dtype=np.uint8)
+    mask = np.zeros((96, 128), np.uint8)
+    cv2.circle(mask, (70, 40), 25, 255, -1)
+    image[mask > 0] = 30
+    for kind in ("png", "tif"):
+        folder = tmp_path / kind / "a"
+        folder.mkdir(parents=True)
+        if kind == "png":
+            assert cv2.imwrite(str(folder / "image.png"), image) and cv2.imwrite(str(folder / "mask.png"), mask)
+        else:
+            tifffile.imwrite(folder / "image.tif", image[..., ::-1], tile=(32, 32), photometric="rgb")
+            tifffile.imwrite(folder / "mask.tif", mask, tile=(32, 32), photometric="minisblack")
+    plan = TilePlan((48, 48), 12, "gaussian", 0.5)
+    with EmbeddedBackend(pipeline) as backend:
+        png, tif = (next(evaluate_tiled(backend, Dataset.open(tmp_path / kind), plan)) for kind in ("png", "tif"))
+    assert tif.item.mask_path is not None and slide_kind_for(tif.item.mask_path).name == "tiff"
+    assert slide_kind_for(tif.item.image_path).name == "tiff"
+    assert tif.stitched.probabilities.tobytes() == png.stitched.probabilities.tobytes()
+    assert tif.metrics == png.metrics and png.metrics is not None and png.metrics.foreground_dice > 0.5
