@@ -3,18 +3,20 @@
 `run_tiled` is the one loop (the CLI's `eval --tile` and the viewer's "Run whole slide" both call it):
 tiles are read by the slide reader as decoded pixels (`core.slides.requests.region_request`), sent through
 `backend.infer_many` (which keeps the next tile in flight), and blended by a `Stitcher`. `progress(done,
-total)` is called after each tile; setting `cancel` stops it before the next tile with `CancelledError`.
+total)` is called as each tile is blended in; setting `cancel` stops it before the next tile with `CancelledError`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backends.base import Backend
+from .backends.base import Backend, InferenceRequest
 from .dataset import Dataset, DatasetItem
 from .errors import CancelledError, SegScopeError
 from .metrics import ImageMetrics
@@ -25,6 +27,8 @@ from .slides.requests import region_request
 from .tiling import DEFAULT_MAX_CANVAS_BYTES, Stitched, Stitcher, tile_grid
 
 ProgressCallback = Callable[[int, int], None]  # (tiles done, tiles in all)
+#: Tiles read from the slide ahead of the one the backend takes next.
+READ_AHEAD = 2
 
 
 @dataclass(frozen=True)
@@ -45,15 +49,37 @@ class TilePlan:
         return self.output_scale or backend.capabilities.input_size[0] / tile_width
 
 
+def _requests(reader: SlideReader, tiles: tuple[Roi, ...], depth: int) -> Generator[InferenceRequest, None, None]:
+    """Each tile's region request, the next `depth` tiles read from the slide on a thread of their own (so a
+    tile's read overlaps the model on the one before; readers may be read from several threads)."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="segscope-tile-read")
+    pending: deque[Future[InferenceRequest]] = deque()
+    try:
+        for tile in tiles:
+            pending.append(pool.submit(region_request, reader, tile))
+            if len(pending) > depth:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def run_tiled(backend: Backend, reader: SlideReader, plan: TilePlan, region: Roi | None = None,
               progress: ProgressCallback | None = None, cancel: threading.Event | None = None) -> Stitched:
-    """The stitched output of `region` (default: the whole slide) tiled by `plan` through `backend`."""
+    """The stitched output of `region` (default: the whole slide) tiled by `plan` through `backend`.
+
+    Three things overlap: the next tiles' reads, the model on the current tile (`infer_many` also prepares
+    the next one meanwhile), and the blending of the one before, on a thread of its own."""
     region = region or Roi.whole(*reader.size)
     grid = tile_grid(region, plan.tile, plan.overlap, reader.size)
     classes = len(backend.capabilities.class_names) or 2
-    stitcher = Stitcher(region, reader.size, plan.scale_for(backend, grid.tiles[0].width), classes, plan.blend, plan.overlap,
-                        plan.seams, plan.max_bytes)
-    results = backend.infer_many(region_request(reader, tile) for tile in grid.tiles)
+    scale = plan.scale_for(backend, grid.tiles[0].width)
+    stitcher = Stitcher(region, reader.size, scale, classes, plan.blend, plan.overlap, plan.seams, plan.max_bytes)
+    requests = _requests(reader, grid.tiles, READ_AHEAD)
+    results = backend.infer_many(requests)
+    blending = ThreadPoolExecutor(1, thread_name_prefix="segscope-stitch")
+    added: Future[None] | None = None
     try:
         for index in range(len(grid)):
             if cancel is not None and cancel.is_set():  # before the next tile is waited for
@@ -62,13 +88,21 @@ def run_tiled(backend: Backend, reader: SlideReader, plan: TilePlan, region: Roi
             if result.num_classes != classes:
                 raise SegScopeError(f"{reader.path}: the model gave {result.num_classes} classes, its card "
                                     f"names {classes}")
-            stitcher.add(result, grid.neighbours(index))
+            if added is not None:
+                added.result()  # one tile blending at a time, in order
+                if progress is not None:
+                    progress(index, len(grid))
+            added = blending.submit(stitcher.add, result, grid.neighbours(index))
+        if added is not None:
+            added.result()
             if progress is not None:
-                progress(index + 1, len(grid))
+                progress(len(grid), len(grid))
     finally:
         close = getattr(results, "close", None)  # a generator: closing it drops the tiles read ahead
         if close is not None:
             close()
+        requests.close()
+        blending.shutdown(wait=True)
     return stitcher.finish()
 
 
@@ -85,9 +119,17 @@ def tile_count(dataset: Dataset, plan: TilePlan, roi: Roi | None = None) -> list
     """Tiles of each image (for progress over the whole run); reads only the slides' sizes."""
     counts = []
     for item in dataset.items:
-        with open_slide(item.image_path, dataset.max_pixels) as reader:
-            counts.append(len(tile_grid(roi or Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size)))
+        size = _slide_size(dataset, item)
+        counts.append(len(tile_grid(roi or Roi.whole(*size), plan.tile, plan.overlap, size)))
     return counts
+
+
+def _slide_size(dataset: Dataset, item: DatasetItem) -> tuple[int, int]:
+    """From the file's header where OpenCV would decode it whole, else from its slide reader."""
+    if slide_kind_for(item.image_path).name == "opencv":
+        return dataset.image_size(item)
+    with open_slide(item.image_path, dataset.max_pixels) as reader:
+        return reader.size
 
 
 def _score(dataset: Dataset, item: DatasetItem, stitched: Stitched) -> ImageMetrics | None:
