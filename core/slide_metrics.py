@@ -54,15 +54,25 @@ def array_reader(mask: np.ndarray) -> ReadBox:
     return lambda box: mask[box.y0:box.y1, box.x0:box.x1]
 
 
-def slide_metrics(stitched: Stitched, read: ReadBox, mask_size: tuple[int, int], source: str = "mask"
-                  ) -> ImageMetrics:
-    """Metrics of a stitched output against the slide's mask (`mask_size` = its width, height)."""
+def truth_at_scale(stitched: Stitched, read: ReadBox, mask_size: tuple[int, int], source: str = "mask"
+                   ) -> np.ndarray:
+    """The slide's mask (`mask_size` = its width, height) over the stitched region, at its output scale."""
     if mask_size != stitched.slide_size:
         raise SegScopeError(f"{source}: mask is {mask_size[0]}x{mask_size[1]} but the slide is "
                             f"{stitched.slide_size[0]}x{stitched.slide_size[1]}")
     height, width = stitched.argmax.shape
-    truth = mask_at_scale(read, stitched.region, (width, height))
+    return mask_at_scale(read, stitched.region, (width, height))
+
+
+def stitched_metrics(stitched: Stitched, truth: np.ndarray) -> ImageMetrics:
+    """Metrics of a stitched output against the mask at its scale (`truth_at_scale`)."""
     classes = stitched.probabilities.shape[-1]
     dice = soft_dice(stitched.probabilities, truth)
     hard = hard_metrics(stitched.argmax, mask_to_labels(truth, classes), classes)
     return ImageMetrics(soft_dice=dice, soft_iou=iou_from_dice(dice), **hard)  # type: ignore[arg-type]
+
+
+def slide_metrics(stitched: Stitched, read: ReadBox, mask_size: tuple[int, int], source: str = "mask"
+                  ) -> ImageMetrics:
+    """Metrics of a stitched output against the slide's mask, read through `read`."""
+    return stitched_metrics(stitched, truth_at_scale(stitched, read, mask_size, source))

@@ -21,8 +21,8 @@ from .dataset import Dataset, DatasetItem
 from .errors import CancelledError, SegScopeError
 from .metrics import ImageMetrics
 from .roi import Roi
-from .slide_metrics import array_reader, slide_metrics
-from .slides import SlideReader, open_slide, slide_kind_for
+from .slide_metrics import stitched_metrics, truth_at_scale
+from .slides import SlideReader, open_slide
 from .slides.requests import region_request
 from .tiling import DEFAULT_MAX_CANVAS_BYTES, Stitched, Stitcher, tile_grid
 
@@ -119,32 +119,20 @@ def tile_count(dataset: Dataset, plan: TilePlan, roi: Roi | None = None) -> list
     """Tiles of each image (for progress over the whole run); reads only the slides' sizes."""
     counts = []
     for item in dataset.items:
-        size = _slide_size(dataset, item)
+        size = dataset.image_size(item)
         counts.append(len(tile_grid(roi or Roi.whole(*size), plan.tile, plan.overlap, size)))
     return counts
 
 
-def _slide_size(dataset: Dataset, item: DatasetItem) -> tuple[int, int]:
-    """From the file's header where OpenCV would decode it whole, else from its slide reader."""
-    if slide_kind_for(item.image_path).name == "opencv":
-        return dataset.image_size(item)
-    with open_slide(item.image_path, dataset.max_pixels) as reader:
-        return reader.size
-
-
 def _score(dataset: Dataset, item: DatasetItem, stitched: Stitched) -> ImageMetrics | None:
-    """Slide metrics against the item's mask: a pyramidal/tiled mask is read a band at a time by its slide
-    reader, one OpenCV decodes whole is read by the dataset (its conventions applied)."""
-    path = item.truth_path
-    if path is None:
+    """Slide metrics against the item's mask, read region by region (a tiled TIFF mask never whole)."""
+    mask = dataset.open_mask(item)
+    if mask is None:
         return None
-    if slide_kind_for(path).name != "opencv":
-        with open_slide(path, dataset.max_pixels) as mask_slide:
-            return slide_metrics(stitched, lambda box: mask_slide.read_roi(box)[..., 0], mask_slide.size, str(path))
-    mask = dataset.load_mask(item)
-    assert mask is not None
-    dataset.check_mask(item, mask, stitched.probabilities.shape[-1])
-    return slide_metrics(stitched, array_reader(mask), (mask.shape[1], mask.shape[0]), str(path))
+    with mask:
+        truth = truth_at_scale(stitched, mask.read_roi, mask.size, str(mask.path))
+    dataset.check_mask(item, truth, stitched.probabilities.shape[-1])
+    return stitched_metrics(stitched, truth)
 
 
 def evaluate_tiled(backend: Backend, dataset: Dataset, plan: TilePlan, roi: Roi | None = None,
