@@ -24,12 +24,14 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
 from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
+from .backends.base import Backend
 from .card_builder import add_card_command
 from .check import add_check_command
 from .dataset import Dataset
@@ -42,6 +44,7 @@ from .pipeline import DEFAULT_PIPELINE
 from .profiling import cli as profiling_cli
 from .provenance import source_for
 from .roi import Roi
+from .tiling_cli import add_tiling_options, refuse_without_tile, run_tiled_eval
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
 #: Options that only mean something with --remote (refused without it instead of being ignored).
@@ -141,8 +144,29 @@ def _refuse_remote_only_options(args: argparse.Namespace) -> None:
                                 "add --remote or drop the option")
 
 
+@contextlib.contextmanager
+def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
+    """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
+    printed on stderr."""
+    with open_backend(
+            args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
+            accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
+            probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
+            remote_cache=args.remote_cache) as backend:
+        details = backend.capabilities.details
+        notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
+            ([details["note"]] if "note" in details else [])
+        for note in notes:
+            print(f"segscope: note: {note}", file=sys.stderr)
+        yield backend
+
+
 def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     _refuse_remote_only_options(args)
+    if args.tile is not None:
+        rows, means = run_tiled_eval(args, out, lambda: _open_eval_backend(args), Progress, _format_line)
+        return _print_results(args, rows, means, out)
+    refuse_without_tile(args)
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
@@ -154,16 +178,7 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             stack.enter_context(export)  # locked for the whole run; every target checked before the first write
             names = [n for item in dataset.items for n in planned_files(item.id, kinds)] + list(METRICS_FILES)
             refuse_existing([args.export / name for name in names], args.overwrite)
-        backend = stack.enter_context(open_backend(
-            args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
-            accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
-            probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
-            remote_cache=args.remote_cache))
-        details = backend.capabilities.details  # which stream of several it drives; how DVPP is approximated
-        notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
-            ([details["note"]] if "note" in details else [])
-        for note in notes:
-            print(f"segscope: note: {note}", file=sys.stderr)
+        backend = stack.enter_context(_open_eval_backend(args))
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, overlap=args.overlap), 1):
             summary.add(evaluation.metrics)
             result, item = evaluation.result, evaluation.item
@@ -178,6 +193,12 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         means = summary.means()
         if export is not None:
             export.write_metrics(rows, means)
+    return _print_results(args, rows, means, out)
+
+
+def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: dict[str, float],
+                   out: TextIO) -> int:
+    """The JSON document, or the original script's summary lines."""
     if args.json:
         json.dump(json_safe({"images": rows, "summary": means}), out, indent=2, allow_nan=False)
         out.write("\n")
@@ -282,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-overlap", dest="overlap", action="store_false",
                     help="run read/decode, inference and scoring one after another (same output, slower; "
                          "each stage's time then excludes the others')")
+    add_tiling_options(ev)
     _add_backend_options(ev)
     ev.set_defaults(handler=run_eval)
 

@@ -195,6 +195,10 @@ class ExportFolder:
         self.written += published
         return published
 
+    def publish_files(self, files: dict[str, bytes]) -> list[Path]:
+        """Write files shaped elsewhere (a tiled run's stitched output) as one unit, sidecar last."""
+        return self._publish_all(files)
+
     def export_result(self, result: InferenceResult, source: Source, kinds: Iterable[str] = tuple(EXPORT_KINDS),
                       mask_formats: Iterable[str] = ("png",)) -> list[Path]:
         """Write the chosen `kinds` of one result, masks in each of `mask_formats`, then the provenance sidecar.

@@ -1,0 +1,173 @@
+"""`segscope eval --tile SIZE`: every image run as a whole slide (or its --roi) as a grid of tiles.
+
+The options are added to `eval` by `add_tiling_options`; `core.cli.run_eval` hands a run with `--tile` to
+`run_tiled_eval`, passing what it shares with a plain run (the backend it opens, its progress bar, its line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TextIO
+
+from .backends.base import Backend
+from .dataset import Dataset
+from .errors import SegScopeError
+from .evaluate import DatasetSummary, evaluation_row
+from .export import ExportFolder, _npy_bytes, encode_mask, heatmap_image, mask_image, refuse_existing
+from .export_names import EXPORT_KINDS, METRICS_FILES, PROVENANCE_NAME
+from .fileio import encode_image
+from .metrics import ImageMetrics
+from .provenance import provenance, source_for
+from .result import InferenceResult
+from .roi import Roi
+from .tiled_eval import TiledEvaluation, TilePlan, evaluate_tiled
+from .tiling import BLENDS
+
+#: What a tiled run exports (at the output scale); a slide-size canvas is what tiling exists to avoid.
+TILED_KINDS = ("mask", "softmax", "heatmap")
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 1 or value != value:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1] (output pixels per slide pixel), got {text!r}")
+    return value
+
+
+def _size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of slide pixels, got {text!r}")
+    return value
+
+
+def _pixels(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more slide pixels, got {text!r}")
+    return value
+
+
+def add_tiling_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("tiled whole-slide inference")
+    group.add_argument("--tile", type=_size, nargs="?", const=0, metavar="SIZE",
+                       help="run each image as a whole slide (or its --roi) in SIZE x SIZE tiles of slide pixels "
+                            "(SIZE left out: the dataset's default ROI size, the scale the model was trained at)")
+    group.add_argument("--overlap", dest="tile_overlap", type=_pixels, default=None, metavar="PX",
+                       help="with --tile: slide pixels neighbouring tiles share (default 0)")
+    group.add_argument("--blend", choices=BLENDS, default=None,
+                       help="with --tile: how overlapping tiles are blended (default linear)")
+    group.add_argument("--output-scale", type=_scale, default=None, metavar="F",
+                       help="with --tile: output pixels per slide pixel (default: model input / tile size)")
+
+
+def refuse_without_tile(args: argparse.Namespace) -> None:
+    """A tiling option given without --tile is an error, not ignored."""
+    given = [option for option, name in (("--overlap", "tile_overlap"), ("--blend", "blend"),
+                                         ("--output-scale", "output_scale")) if getattr(args, name) is not None]
+    if given:
+        raise SegScopeError(f"{given[0]}: only applies with --tile [SIZE]; add --tile or drop the option")
+
+
+def tiling_plan(args: argparse.Namespace, dataset: Dataset) -> TilePlan:
+    """The plan `--tile [SIZE]` ... asks for; without SIZE, tiles of the dataset's default ROI size."""
+    tile = (args.tile, args.tile) if args.tile else (dataset.default_roi.width, dataset.default_roi.height)
+    overlap = args.tile_overlap or 0
+    if overlap >= min(tile):
+        raise SegScopeError(f"--overlap: {overlap} px must be less than the tile size ({min(tile)} px)")
+    return TilePlan(tile, overlap, args.blend or "linear", args.output_scale)
+
+
+def _export(folder: ExportFolder, evaluation: TiledEvaluation, backend: Backend, kinds: list[str],
+            plan: TilePlan) -> None:
+    stitched, item = evaluation.stitched, evaluation.item
+    classes = stitched.probabilities.shape[-1]
+    files: dict[str, tuple[str, bytes]] = {}
+    for kind in (k for k in TILED_KINDS if k in kinds):
+        name = EXPORT_KINDS[kind].format(id=item.id)
+        if kind == "mask":
+            files[name] = (kind, encode_mask(mask_image(stitched.argmax, classes), "png"))
+        elif kind == "softmax":
+            files[name] = (kind, _npy_bytes(stitched.probabilities))
+        else:
+            files[name] = (kind, encode_image(heatmap_image(stitched.probabilities)))
+    result = InferenceResult(stitched.probabilities, stitched.argmax, stitched.region, stitched.slide_size,
+                             backend=backend.capabilities.name)
+    document = provenance(source_for(item, backend.capabilities), result, files)
+    document["tiling"] = {"tile": list(plan.tile), "overlap": plan.overlap, "blend": plan.blend,
+                          "tiles": evaluation.tiles, "output_scale": stitched.scale,
+                          "output_units": "output pixel (i, j) covers slide pixels x0 + j / output_scale ..."}
+    payload = {name: data for name, (_, data) in files.items()}
+    payload[PROVENANCE_NAME.format(id=item.id)] = (json.dumps(document, indent=2) + "\n").encode()
+    folder.publish_files(payload)
+
+
+def run_tiled_eval(args: argparse.Namespace, out: TextIO,
+                   open_backend: Callable[[], AbstractContextManager[Backend]], progress_bar: Callable[[int], object],
+                   format_line: Callable[[Path, ImageMetrics | None], str]
+                   ) -> tuple[list[dict[str, object]], dict[str, float]]:
+    """`eval` with `--tile`: one line per slide (its slide metrics and tile count) unless --json; returns
+    the metric rows and means for `core.cli` to print as a plain run's."""
+    roi = Roi.parse(args.roi) if args.roi is not None else None
+    dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
+    plan = tiling_plan(args, dataset)
+    kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
+    summary, rows = DatasetSummary(), []
+    done = [0, 0]
+    export = ExportFolder(args.export, args.overwrite, dataset.root) if args.export else None
+    with contextlib.ExitStack() as stack:
+        if export is not None:
+            stack.enter_context(export)
+            names = [EXPORT_KINDS[k].format(id=item.id) for item in dataset.items for k in TILED_KINDS if k in kinds]
+            names += [PROVENANCE_NAME.format(id=item.id) for item in dataset.items] + list(METRICS_FILES)
+            refuse_existing([args.export / name for name in names], args.overwrite)
+            if "canvas" in kinds:
+                print("segscope: note: --tile exports the stitched mask at the output scale; no slide-size canvas",
+                      file=sys.stderr)
+        backend = stack.enter_context(open_backend())
+        bar: object = None
+
+        def tick(tiles_done: int, total: int) -> None:
+            nonlocal bar
+            bar = bar or progress_bar(total)
+            done[:] = [tiles_done, total]
+            bar.update(tiles_done, f"tile {tiles_done}/{total}")  # type: ignore[attr-defined]
+
+        evaluations = evaluate_tiled(backend, dataset, plan, roi, tick)
+        try:
+            for evaluation in evaluations:
+                summary.add(evaluation.metrics)
+                rows.append({**evaluation_row(evaluation.item, evaluation.stitched.region, evaluation.metrics,
+                                              {"tiled": evaluation.seconds}), "tiles": evaluation.tiles})
+                if export is not None:
+                    _export(export, evaluation, backend, kinds, plan)
+                if bar is not None:
+                    bar.clear()  # type: ignore[attr-defined]
+                if not args.json:
+                    print(f"{format_line(evaluation.item.image_path, evaluation.metrics)}, tiles: {evaluation.tiles}",
+                          file=out, flush=True)
+        except KeyboardInterrupt:
+            if bar is not None:
+                bar.clear()  # type: ignore[attr-defined]
+            print(f"segscope: stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored or "
+                  "exported", file=sys.stderr)
+            raise
+        means = summary.means()
+        if export is not None:
+            export.write_metrics(rows, means)
+    return rows, means

@@ -1,0 +1,248 @@
+"""Tile grid, blending weights, the stitcher and slide-scale metrics, against NumPy references written here."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from segscope.core.backends.base import Backend, Capabilities, ImageSource
+from segscope.core.errors import CancelledError, SegScopeError
+from segscope.core.result import InferenceResult
+from segscope.core.roi import Roi
+from segscope.core.slide_metrics import array_reader, mask_at_scale, slide_metrics
+from segscope.core.slides.opencv_reader import ImageSlide
+from segscope.core.tiled_eval import TilePlan, run_tiled
+from segscope.core.tiling import Stitcher, blend_weights, tile_grid
+
+MODEL = 16  # the double's model resolution
+
+
+class MapDouble(Backend):
+    """A backend whose per-tile map is known (`tile_map`). Counts the tiles it ran."""
+
+    def __init__(self) -> None:
+        self.capabilities = Capabilities("double", "test", (MODEL, MODEL), ("background", "defect"))
+        self.calls = 0
+
+    def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
+        assert isinstance(image, np.ndarray) and roi is None
+        self.calls += 1
+        return InferenceResult(*tile_map(image), Roi.whole(image.shape[1], image.shape[0]),
+                               (image.shape[1], image.shape[0]))
+
+    def close(self) -> None:
+        pass
+
+
+def tile_map(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    blue = cv2.resize(pixels[..., 0], (MODEL, MODEL), interpolation=cv2.INTER_AREA).astype(np.float32) / 255
+    p1 = 0.5 * blue + 0.5 * np.linspace(0, 1, MODEL, dtype=np.float32)  # a ramp in tile coordinates: seams
+    probabilities = np.stack([1 - p1, p1], axis=-1).astype(np.float32)
+    return probabilities, (p1 > 0.5).astype(np.uint8)
+
+
+def slide(width: int = 100, height: int = 70, seed: int = 3) -> tuple[ImageSlide, np.ndarray]:
+    image = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    return ImageSlide(Path("slide.png"), image), image
+
+
+# --- grid -----------------------------------------------------------------------------------------------
+
+
+def test_grid_shifts_edge_tiles_inward_keeping_their_size() -> None:
+    grid = tile_grid(Roi(0, 0, 100, 70), (40, 40), 10, (100, 70))
+    # x: stride 30 -> 0, 30, then 60 would end at 100 = the edge; y: 0, then 30 ends at 70.
+    assert [t.as_tuple() for t in grid.tiles[:3]] == [(0, 0, 40, 40), (30, 0, 70, 40), (60, 0, 100, 40)]
+    assert (grid.columns, grid.rows, len(grid)) == (3, 2, 6)
+    grid = tile_grid(Roi(0, 0, 100, 70), (40, 40), 0, (100, 70))  # x: 0, 40, 60 (shifted in); y: 0, 30
+    assert [t.x0 for t in grid.tiles[:3]] == [0, 40, 60] and [t.y0 for t in grid.tiles[::3]] == [0, 30]
+    assert all((t.width, t.height) == (40, 40) for t in grid.tiles)
+    # A region smaller than a tile: one tile, moved inside the slide.
+    assert tile_grid(Roi(90, 60, 100, 70), (40, 40), 0, (100, 70)).tiles == (Roi(60, 30, 100, 70),)
+    assert grid.neighbours(0) == (False, False, True, True) and grid.neighbours(4) == (True, True, True, False)
+
+
+@pytest.mark.parametrize("tile, overlap, field", [((0, 0), 0, "--tile"), ((40, 40), 40, "--overlap"),
+                                                  ((40, 40), -1, "--overlap")])
+def test_bad_grid_values_are_one_line_errors(tile, overlap, field) -> None:
+    with pytest.raises(SegScopeError, match=f"^{field}: ") as caught:
+        tile_grid(Roi(0, 0, 100, 70), tile, overlap, (100, 70))
+    assert "\n" not in str(caught.value)
+
+
+# --- weights --------------------------------------------------------------------------------------------
+
+
+def test_linear_ramps_of_neighbours_sum_to_one_and_a_lone_tile_weighs_one() -> None:
+    left = blend_weights("linear", (6, 1), 3, (False, False, True, False))[0]
+    right = blend_weights("linear", (6, 1), 3, (True, False, False, False))[0]
+    assert left.tolist() == [1, 1, 1, 0.75, 0.5, 0.25] and right.tolist() == [0.25, 0.5, 0.75, 1, 1, 1]
+    assert (left[3:] + right[:3]).tolist() == [1, 1, 1]
+    assert (blend_weights("linear", (5, 4), 3, (False,) * 4) == 1).all()
+
+
+def test_gaussian_weights_follow_monai() -> None:
+    weights = blend_weights("gaussian", (9, 5), 0)
+    sigma_x, sigma_y = 9 * 0.125, 5 * 0.125
+    gx = np.exp(-0.5 * ((np.arange(9) - 4) / sigma_x) ** 2)
+    gy = np.exp(-0.5 * ((np.arange(5) - 2) / sigma_y) ** 2)
+    expected = np.maximum(np.outer(gy, gx), 1e-3)  # both peaks are 1: the product is already normalised
+    np.testing.assert_allclose(weights, expected, rtol=1e-6)
+    assert weights.min() > 0
+
+
+@pytest.mark.parametrize("blend", ["linear", "gaussian"])
+@pytest.mark.parametrize("scale", [1.0, 0.5, 1.3])
+def test_blended_weights_sum_to_one_everywhere_covered(blend: str, scale: float) -> None:
+    """Tiles of a constant map stitch to exactly that map: the normalised weights sum to one, edge tiles too."""
+    region, size = Roi(3, 5, 97, 70), (100, 70)
+    grid = tile_grid(region, (30, 25), 7, size)
+    stitcher = Stitcher(region, size, scale, 2, blend, 7)
+    constant = np.broadcast_to(np.array([0.375, 0.625], np.float32), (MODEL, MODEL, 2))
+    for index, tile in enumerate(grid.tiles):
+        stitcher.add(InferenceResult(constant, np.ones((MODEL, MODEL), np.uint8), tile, size), grid.neighbours(index))
+    stitched = stitcher.finish()
+    assert stitched.covered.all() and stitched.argmax.shape == (int(65 * scale + 0.5), int(94 * scale + 0.5))  # half up
+    np.testing.assert_allclose(stitched.probabilities[..., 1], 0.625, rtol=0, atol=1e-6)
+
+
+# --- stitching against a reference ----------------------------------------------------------------------
+
+
+def reference_stitch(image: np.ndarray, region: Roi, tiles: list[Roi], scale: float, ramp_px: int,
+                     columns: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Linear-ramp blending by hand in float64: each tile's map resized to its footprint, weighted, summed."""
+    def out(v: float) -> int:
+        return int(np.floor(v * scale + 0.5))
+
+    height, width = out(region.height), out(region.width)
+    total = np.zeros((height, width, 2))
+    weight = np.zeros((height, width))
+    fg_max, fg_min = np.full((height, width), -np.inf), np.full((height, width), np.inf)
+    ramp = out(ramp_px)
+    for index, tile in enumerate(tiles):
+        row, column = divmod(index, columns)
+        x0, y0 = out(tile.x0 - region.x0), out(tile.y0 - region.y0)
+        x1, y1 = out(tile.x1 - region.x0), out(tile.y1 - region.y0)
+        probabilities, _ = tile_map(image[tile.y0:tile.y1, tile.x0:tile.x1])
+        p = cv2.resize(probabilities, (x1 - x0, y1 - y0), interpolation=cv2.INTER_LINEAR).astype(np.float64)
+
+        def ramp1d(n: int, rise: bool, fall: bool) -> np.ndarray:
+            w = np.ones(n)
+            for k in range(ramp):
+                if rise:
+                    w[k] = min(w[k], (k + 1) / (ramp + 1))
+                if fall:
+                    w[n - 1 - k] = min(w[n - 1 - k], (k + 1) / (ramp + 1))
+            return w
+
+        w = np.outer(ramp1d(y1 - y0, row > 0, row < rows - 1), ramp1d(x1 - x0, column > 0, column < columns - 1))
+        cx0, cy0, cx1, cy1 = max(x0, 0), max(y0, 0), min(x1, width), min(y1, height)
+        piece, wp = p[cy0 - y0:cy1 - y0, cx0 - x0:cx1 - x0], w[cy0 - y0:cy1 - y0, cx0 - x0:cx1 - x0]
+        total[cy0:cy1, cx0:cx1] += piece * wp[..., None]
+        weight[cy0:cy1, cx0:cx1] += wp
+        fg_max[cy0:cy1, cx0:cx1] = np.maximum(fg_max[cy0:cy1, cx0:cx1], piece[..., 1])
+        fg_min[cy0:cy1, cx0:cx1] = np.minimum(fg_min[cy0:cy1, cx0:cx1], piece[..., 1])
+    return total / weight[..., None], fg_max - fg_min
+
+
+@pytest.mark.parametrize("region, scale", [(None, None), (Roi(7, 4, 91, 66), 0.45)])
+def test_stitched_output_equals_a_numpy_reference(region: Roi | None, scale: float | None) -> None:
+    reader, image = slide()
+    backend = MapDouble()
+    plan = TilePlan((32, 32), 8, "linear", scale, seams=True)
+    stitched = run_tiled(backend, reader, plan, region)
+    whole = region or Roi(0, 0, 100, 70)
+    grid = tile_grid(whole, (32, 32), 8, (100, 70))
+    expected, seams = reference_stitch(image, whole, list(grid.tiles), scale or MODEL / 32, 8,
+                                       grid.columns, grid.rows)
+    assert backend.calls == len(grid) == grid.columns * grid.rows > 4
+    np.testing.assert_allclose(stitched.probabilities, expected, rtol=0, atol=2e-6)
+    assert stitched.seams is not None
+    np.testing.assert_allclose(stitched.seams, seams, rtol=0, atol=2e-6)
+    assert stitched.seams.max() > 0.05  # neighbours disagree somewhere on noise
+    decided = np.abs(expected[..., 1] - 0.5) > 1e-5
+    assert (stitched.argmax[decided] == (expected[..., 1] > 0.5)[decided]).all()
+
+
+def test_output_pixels_map_to_slide_pixels() -> None:
+    reader, _ = slide()
+    stitched = run_tiled(MapDouble(), reader, TilePlan((32, 32), 0, output_scale=0.5), Roi(10, 20, 90, 60))
+    assert stitched.argmax.shape == (20, 40)
+    assert stitched.to_slide(Roi(0, 0, 40, 20)) == (10, 20, 90, 60)
+    assert stitched.to_slide(Roi(3, 1, 4, 2)) == (16, 22, 18, 24)
+    assert stitched.from_slide(Roi(16, 22, 18, 24)) == Roi(3, 1, 4, 2)
+
+
+def test_a_canvas_beyond_the_memory_bound_is_refused_naming_the_bytes_and_the_option() -> None:
+    with pytest.raises(SegScopeError) as caught:
+        Stitcher(Roi(0, 0, 100_000, 80_000), (100_000, 80_000), 0.5, 2, max_bytes=1 << 30)
+    message = str(caught.value)
+    needed = 50_000 * 40_000 * (3 * 4 + 1)  # two classes + the weights, float32, and the argmax
+    assert f"{needed:,} bytes" in message and "--output-scale" in message and "\n" not in message
+
+
+def test_cancel_stops_within_one_tile() -> None:
+    reader, _ = slide()
+    backend, cancel, seen = MapDouble(), threading.Event(), []
+
+    def progress(done: int, total: int) -> None:
+        seen.append((done, total))
+        if done == 2:
+            cancel.set()
+
+    # Progress counts tiles blended in, one behind the model (blending overlaps the next tile's inference):
+    # set at 2 blended, the run stops before a fourth tile is started.
+    with pytest.raises(CancelledError, match="after 3/12 tiles"):
+        run_tiled(backend, reader, TilePlan((32, 32), 8), None, progress, cancel)
+    assert seen == [(1, 12), (2, 12)] and backend.calls == 3
+
+
+# --- slide-scale metrics --------------------------------------------------------------------------------
+
+
+def full_array_metrics(probabilities: np.ndarray, argmax: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    onehot = np.stack([labels == 0, labels == 1], axis=-1).astype(np.float64)
+    p = probabilities.astype(np.float64)
+    soft = 2 * (p * onehot).sum() / ((p * p).sum() + onehot.sum() + 1e-6)
+    tp = int(((argmax == 1) & (labels == 1)).sum())
+    fp = int(((argmax == 1) & (labels == 0)).sum())
+    fn = int(((argmax == 0) & (labels == 1)).sum())
+    return {"soft_dice": soft, "dice_1": 2 * tp / (2 * tp + fp + fn), "iou_1": tp / (tp + fp + fn),
+            "precision": tp / (tp + fp), "recall": tp / (tp + fn)}
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.37])
+def test_slide_metrics_equal_full_array_metrics(scale: float) -> None:
+    reader, _ = slide()
+    mask = np.zeros((70, 100), np.uint8)
+    cv2.ellipse(mask, (40, 30), (30, 18), 20.0, 0, 360, 255, -1)
+    stitched = run_tiled(MapDouble(), reader, TilePlan((32, 32), 8, "gaussian", scale))
+    metrics = slide_metrics(stitched, array_reader(mask), (100, 70))
+    height, width = stitched.argmax.shape
+    truth = mask if scale == 1.0 else cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST)
+    expected = full_array_metrics(stitched.probabilities, stitched.argmax, (truth > 127).astype(np.uint8))
+    assert metrics.soft_dice == pytest.approx(expected["soft_dice"], rel=1e-9)
+    assert metrics.dice[1] == pytest.approx(expected["dice_1"], rel=1e-12)
+    assert metrics.iou[1] == pytest.approx(expected["iou_1"], rel=1e-12)
+    assert (metrics.precision, metrics.recall) == pytest.approx((expected["precision"], expected["recall"]))
+    with pytest.raises(SegScopeError, match="mask is 99x70 but the slide is 100x70"):
+        slide_metrics(stitched, array_reader(mask[:, :99]), (99, 70))
+
+
+def test_the_mask_is_sampled_as_opencv_nearest_a_band_at_a_time() -> None:
+    mask = np.random.default_rng(5).integers(0, 256, (301, 457), dtype=np.uint8)
+    region = Roi(11, 7, 440, 290)
+    expected = cv2.resize(mask[7:290, 11:440], (173, 97), interpolation=cv2.INTER_NEAREST)
+    reads: list[Roi] = []
+
+    def read(box: Roi) -> np.ndarray:
+        reads.append(box)
+        return mask[box.y0:box.y1, box.x0:box.x1]
+
+    assert (mask_at_scale(read, region, (173, 97), band_pixels=429 * 10) == expected).all()
+    assert len(reads) > 5 and all(box.height <= 10 for box in reads)  # never more than a band in memory

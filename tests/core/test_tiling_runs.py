@@ -1,0 +1,179 @@
+"""Tiled runs through the real embedded backend (a tiny 64 px ONNX model) and `segscope eval --tile`."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from segscope.core import cli, tiled_eval
+from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.dataset import Dataset
+from segscope.core.roi import Roi
+from segscope.core.slides import open_slide, slide_kind_for
+from segscope.core.tiled_eval import TilePlan, evaluate_tiled, run_tiled
+
+# The tiny-model helpers, loaded by path (tests run with --import-mode=importlib, not as a package).
+_spec = importlib.util.spec_from_file_location("segscope_tests_conftest", Path(__file__).parents[1] / "conftest.py")
+assert _spec is not None and _spec.loader is not None
+_conftest = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))  # dataclasses look it up
+_spec.loader.exec_module(_conftest)
+make_tiny_onnx, tiny_card = _conftest.make_tiny_onnx, _conftest.tiny_card
+
+SIZE = 64  # model input: small, so every test stays quick
+
+
+@pytest.fixture
+def pipeline(tiny_model_project) -> Path:
+    """The tiny project with a SIZE x SIZE model and the stream's resize to match."""
+    make_tiny_onnx(tiny_model_project.onnx, SIZE)
+    tiny_model_project.card.write_text(json.dumps(tiny_card(SIZE)), encoding="utf-8")
+
+    def edit(data: dict) -> None:
+        data["unet_mindspore"]["mxpi_imageresize0"]["props"].update(resizeWidth=str(SIZE), resizeHeight=str(SIZE))
+    return tiny_model_project.write_pipeline("small.pipeline", edit)
+
+
+def textured(tmp_path: Path, width: int = 300, height: int = 200) -> Path:
+    image = np.random.default_rng(2).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    cv2.circle(image, (120, 90), 50, (20, 30, 40), -1)
+    path = tmp_path / "slide.png"
+    assert cv2.imwrite(str(path), image)
+    return path
+
+
+def run(*argv: object) -> tuple[int, str]:
+    out = io.StringIO()
+    try:
+        return cli.main([str(a) for a in argv], out), out.getvalue()
+    except SystemExit as exc:  # argparse's usage errors
+        return int(exc.code or 0), out.getvalue()
+
+
+def test_a_one_tile_run_equals_a_plain_roi_run_bit_for_bit(pipeline: Path, tmp_path: Path) -> None:
+    path, roi = textured(tmp_path), Roi(40, 30, 140, 130)
+    with EmbeddedBackend(pipeline) as backend, open_slide(path) as reader:
+        plain = backend.infer(path, roi)
+        stitched = run_tiled(backend, reader, TilePlan((100, 100)), roi)  # default scale 64/100: the model's
+    assert stitched.probabilities.shape == plain.probabilities.shape == (SIZE, SIZE, 2)
+    assert stitched.probabilities.tobytes() == plain.probabilities.tobytes()
+    assert (stitched.argmax == plain.argmax).all() and stitched.region == plain.roi == roi
+
+
+def test_eval_tile_prints_slide_metrics_per_image(pipeline: Path, small_dataset: Path) -> None:
+    code, out = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 32, "--overlap", 8)
+    assert code == 0, out
+    lines = out.splitlines()
+    # 64x48 slides, 32 px tiles, stride 24: x at 0, 24, 32 (shifted in) and y at 0, 16 -> 6 tiles each.
+    images = [line for line in lines if line.startswith("image: ")]
+    assert len(images) == 4 and all(line.endswith(", tiles: 6") for line in images)
+    assert "dice: n/a" in images[2]  # item 3 has no mask
+    dataset = Dataset.open(small_dataset)
+    with EmbeddedBackend(pipeline) as backend:
+        expected = [e.metrics for e in evaluate_tiled(backend, dataset, TilePlan((32, 32), 8))]
+    for line, metrics in zip(images, expected):
+        if metrics is not None:
+            assert f"dice: {metrics.soft_dice:.6f}, iou: {metrics.soft_iou:.6f}" in line
+            assert f"hard dice: {metrics.foreground_dice:.6f}" in line
+    scored = [m.soft_dice for m in expected if m is not None]
+    assert lines[-3] == f"========== Cross Valid dice coeff is: {np.mean(scored)}"
+    assert lines[-1].endswith("(over 3 images with masks)")
+
+
+def test_eval_tile_json_and_export(pipeline: Path, small_dataset: Path, tmp_path: Path, capsys) -> None:
+    out_dir = tmp_path / "out"
+    code, out = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 40, "--blend", "gaussian",
+                    "--overlap", 10, "--output-scale", 0.5, "--json", "--export", out_dir)
+    assert code == 0
+    assert "no slide-size canvas" in capsys.readouterr().err  # the default kinds include canvas
+    document = json.loads(out)
+    assert [row["tiles"] for row in document["images"]] == [4, 4, 4, 4]  # x 0, 24; y 0, 8
+    mask = cv2.imread(str(out_dir / "1_mask.png"), cv2.IMREAD_UNCHANGED)
+    assert mask.shape == (24, 32) and set(np.unique(mask)) <= {0, 255}  # 64x48 at half scale
+    assert cv2.imread(str(out_dir / "1_heatmap.png")).shape == (24, 32, 3)
+    assert np.load(out_dir / "1_softmax.npy").shape == (24, 32, 2)
+    provenance = json.loads((out_dir / "1_provenance.json").read_text())
+    assert provenance["roi"] == [0, 0, 64, 48] and provenance["image_size"] == [64, 48]
+    assert provenance["tiling"]["output_scale"] == 0.5 and provenance["tiling"]["blend"] == "gaussian"
+    assert {f["name"] for f in provenance["files"]} == {"1_mask.png", "1_softmax.npy", "1_heatmap.png"}
+    assert (out_dir / "metrics.csv").is_file()
+    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 40, "--export", out_dir)
+    assert code == 2 and "already exists" in capsys.readouterr().err  # nothing overwritten silently
+
+
+def test_eval_tile_defaults_to_the_datasets_roi_size(pipeline: Path, small_dataset: Path, tmp_path: Path) -> None:
+    (small_dataset / "segscope.json").write_text(json.dumps({"version": 1, "default_roi": [0, 0, 40, 30],
+                                                             "rois": {}}))
+    code, out = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", "--json")
+    assert code == 0
+    rows = json.loads(out)["images"]
+    assert [row["tiles"] for row in rows] == [4, 4, 4, 4]  # 40x30 tiles: x at 0, 24 and y at 0, 18
+    dataset = Dataset.open(small_dataset)
+    with EmbeddedBackend(pipeline) as backend:
+        first = next(evaluate_tiled(backend, dataset, TilePlan((40, 30))))
+    assert first.stitched.argmax.shape == (77, 102)  # the model's scale: 64 px per 40 slide px (half up)
+    assert first.metrics is not None and rows[0]["soft_dice"] == first.metrics.soft_dice
+
+
+@pytest.mark.parametrize("argv, part", [
+    (["--tile", "0"], "--tile"),
+    (["--tile", "32", "--overlap", "32"], "--overlap"),
+    (["--tile", "32", "--overlap", "-1"], "--overlap"),
+    (["--overlap", "8"], "--overlap: only applies with --tile"),
+    (["--tile", "32", "--output-scale", "2"], "--output-scale"),
+    (["--tile", "32", "--roi", "0,0,65,10"], "--roi"),
+])
+def test_bad_tiling_values_are_one_line_errors(pipeline: Path, small_dataset: Path, capsys, argv, part) -> None:
+    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, *argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("segscope: error: ") and part in err, err
+
+
+def test_ctrl_c_stops_within_a_tile_with_a_clear_line(pipeline: Path, small_dataset: Path, capsys,
+                                                      monkeypatch) -> None:
+    added = []
+
+    class Interrupted(tiled_eval.Stitcher):
+        def add(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            if len(added) == 2:
+                raise KeyboardInterrupt
+            added.append(1)
+            super().add(*args, **kwargs)
+
+    monkeypatch.setattr(tiled_eval, "Stitcher", Interrupted)
+    code, out = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 32)
+    err = capsys.readouterr().err
+    assert code == 130 and "image: " not in out
+    assert re.search(r"stopped after 2/\d+ tiles", err), err
+
+
+def test_a_tiled_tiff_slide_and_mask_score_as_their_png_twins(pipeline: Path, tmp_path: Path) -> None:
+    """The TIFF mask is read a band at a time by its slide reader, the PNG one whole: same metrics."""
+    tifffile = pytest.importorskip("tifffile")
+    rng = np.random.default_rng(4)
+    image = rng.integers(150, 256, (96, 128, 3), dtype=np.uint8)
+    mask = np.zeros((96, 128), np.uint8)
+    cv2.circle(mask, (70, 40), 25, 255, -1)
+    image[mask > 0] = 30
+    for kind in ("png", "tif"):
+        folder = tmp_path / kind / "a"
+        folder.mkdir(parents=True)
+        if kind == "png":
+            assert cv2.imwrite(str(folder / "image.png"), image) and cv2.imwrite(str(folder / "mask.png"), mask)
+        else:
+            tifffile.imwrite(folder / "image.tif", image[..., ::-1], tile=(32, 32), photometric="rgb")
+            tifffile.imwrite(folder / "mask.tif", mask, tile=(32, 32), photometric="minisblack")
+    plan = TilePlan((48, 48), 12, "gaussian", 0.5)
+    with EmbeddedBackend(pipeline) as backend:
+        png, tif = (next(evaluate_tiled(backend, Dataset.open(tmp_path / kind), plan)) for kind in ("png", "tif"))
+    assert tif.item.mask_path is not None and slide_kind_for(tif.item.mask_path).name == "tiff"
+    assert slide_kind_for(tif.item.image_path).name == "tiff"
+    assert tif.stitched.probabilities.tobytes() == png.stitched.probabilities.tobytes()
+    assert tif.metrics == png.metrics and png.metrics is not None and png.metrics.foreground_dice > 0.5
