@@ -30,6 +30,7 @@ from typing import TextIO
 import numpy as np
 
 from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
+from .backends.pool import UsageLog, parse_devices
 from .card_builder import add_card_command
 from .check import add_check_command
 from .dataset import Dataset
@@ -143,6 +144,7 @@ def _refuse_remote_only_options(args: argparse.Namespace) -> None:
 
 def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     _refuse_remote_only_options(args)
+    devices = parse_devices(args.devices) if args.devices is not None else None
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
@@ -158,7 +160,7 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
             accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
             probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
-            remote_cache=args.remote_cache))
+            remote_cache=args.remote_cache, devices=devices))
         details = backend.capabilities.details  # which stream of several it drives; how DVPP is approximated
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
             ([details["note"]] if "note" in details else [])
@@ -178,8 +180,14 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         means = summary.means()
         if export is not None:
             export.write_metrics(rows, means)
+        usage = getattr(backend, "usage", None)  # per device (or cluster worker): images, throughput, busy time
+        usage = usage if isinstance(usage, UsageLog) else None
+    if usage is not None and not args.json:
+        for line in usage.lines():
+            print(f"segscope: {line}", file=sys.stderr)
     if args.json:
-        json.dump(json_safe({"images": rows, "summary": means}), out, indent=2, allow_nan=False)
+        document = {"images": rows, "summary": means, **({"devices": usage.as_dicts()} if usage else {})}
+        json.dump(json_safe(document), out, indent=2, allow_nan=False)
         out.write("\n")
     else:
         def shown(key: str) -> object:
@@ -282,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-overlap", dest="overlap", action="store_false",
                     help="run read/decode, inference and scoring one after another (same output, slower; "
                          "each stage's time then excludes the others')")
+    ev.add_argument("--devices", metavar="ID,ID,...",
+                    help="one stream per device, each image on the first free one (results in input order); "
+                         "embedded: one ONNX Runtime session per id, the cores split between them. Per-device "
+                         "throughput goes to stderr (or --json's \"devices\")")
     _add_backend_options(ev)
     ev.set_defaults(handler=run_eval)
 
