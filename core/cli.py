@@ -145,6 +145,8 @@ def _refuse_remote_only_options(args: argparse.Namespace) -> None:
 def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     _refuse_remote_only_options(args)
     devices = parse_devices(args.devices) if args.devices is not None else None
+    if args.ship_images and not args.cluster:
+        raise SegScopeError("--ship-images: only applies with --cluster tcp://HOST:PORT; add --cluster or drop it")
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
@@ -160,7 +162,7 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
             accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
             probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
-            remote_cache=args.remote_cache, devices=devices))
+            remote_cache=args.remote_cache, devices=devices, cluster=args.cluster, ship_images=args.ship_images))
         details = backend.capabilities.details  # which stream of several it drives; how DVPP is approximated
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
             ([details["note"]] if "note" in details else [])
@@ -294,6 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="one stream per device, each image on the first free one (results in input order); "
                          "embedded: one ONNX Runtime session per id, the cores split between them. Per-device "
                          "throughput goes to stderr (or --json's \"devices\")")
+    ev.add_argument("--cluster", metavar="tcp://HOST:PORT",
+                    help="run the images as tasks on this Dask scheduler's workers (pip install "
+                         "\"segscope[cluster]\"); each worker opens --backend once, the pipeline and model at "
+                         "the same path there; same Python and package versions on every node")
+    ev.add_argument("--ship-images", action="store_true",
+                    help="with --cluster: send each image's bytes to the workers instead of having them read "
+                         "its path (for workers without the shared storage)")
     _add_backend_options(ev)
     ev.set_defaults(handler=run_eval)
 

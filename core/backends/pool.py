@@ -75,11 +75,16 @@ class UsageLog:
         return now
 
     def finished(self, name: str, start: float) -> None:
+        self.record(name, time.perf_counter() - start)
+
+    def record(self, name: str, busy_s: float) -> None:
+        """`name` finished one image that kept it busy `busy_s` (a worker not seen before is added)."""
         now = time.perf_counter()
         with self._lock:
+            self._first = now - busy_s if self._first is None else self._first
             usage = self.devices.setdefault(name, DeviceUsage(name))
             usage.images += 1
-            usage.busy_s += now - start
+            usage.busy_s += busy_s
             self._last = max(self._last, now)
 
     @property
