@@ -114,7 +114,7 @@ def open_backend(kind: str, pipeline: Path, *, max_pixels: int = DEFAULT_MAX_PIX
                                 "or run segscope on the host")
         from .pool import open_pool
 
-        return open_pool(chosen.name, pipeline, devices, max_pixels)
+        return open_pool(chosen.name, pipeline, devices, max_pixels, sdk_home)
     if remote:
         from ..remote.deploy import DEFAULT_CACHE_DIR
         from .remote import open_remote_backend

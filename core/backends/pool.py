@@ -144,11 +144,14 @@ class DevicePool(Backend):
             raise errors[0]
 
 
-def open_pool(kind: str, pipeline: Path, devices: Sequence[int], max_pixels: int = DEFAULT_MAX_PIXELS) -> DevicePool:
-    """One backend per device. Embedded: one ONNX Runtime session per id, the cores split between them."""
-    if kind not in ("auto", "embedded"):
-        raise SegScopeError(f"--devices with --backend {kind}: one MindX stream per chip is not built yet; "
-                            "run one segscope per chip (stream_config deviceId) or use --backend embedded")
+def open_pool(kind: str, pipeline: Path, devices: Sequence[int], max_pixels: int = DEFAULT_MAX_PIXELS,
+              sdk_home: Path | None = None) -> Backend:
+    """One stream per device. MindX: one stream per chip in this process (`mindx_devices`); embedded (and
+    "auto", which is embedded here): one ONNX Runtime session per id, the cores split between them."""
+    if kind == "mindx":
+        from .mindx import MindXBackend
+
+        return MindXBackend(pipeline, sdk_home, max_pixels=max_pixels, devices=devices)
     from ..pipeline import load_pipeline
     from .embedded import EmbeddedBackend
 

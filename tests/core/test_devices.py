@@ -101,7 +101,7 @@ def test_two_embedded_sessions_give_the_single_session_output(tiny_model_project
     assert "segscope: session 0: " in err and "images/s" in err and "% busy" in err
 
 
-def test_devices_with_the_mindx_backend_say_what_to_do(small_dataset, capsys):
-    code, _ = run("eval", "--dataset", small_dataset, "--backend", "mindx", "--devices", "0,1")
+def test_devices_with_remote_say_what_to_do(small_dataset, capsys):
+    code, _ = run("eval", "--dataset", small_dataset, "--remote", "nobody@127.0.0.1", "--devices", "0,1")
     err = capsys.readouterr().err
-    assert code == 2 and "--devices with --backend mindx" in err and err.count("\n") == 1
+    assert code == 2 and "--devices with --remote" in err and err.count("\n") == 1
