@@ -33,6 +33,7 @@ from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODING
 from .backends.pool import UsageLog, parse_devices
 from .card_builder import add_card_command
 from .check import add_check_command
+from .cluster import parse_resources
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
@@ -145,8 +146,10 @@ def _refuse_remote_only_options(args: argparse.Namespace) -> None:
 def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     _refuse_remote_only_options(args)
     devices = parse_devices(args.devices) if args.devices is not None else None
-    if args.ship_images and not args.cluster:
-        raise SegScopeError("--ship-images: only applies with --cluster tcp://HOST:PORT; add --cluster or drop it")
+    for given, flag in ((args.ship_images, "--ship-images"), (args.task_resources, "--task-resources")):
+        if given and not args.cluster:
+            raise SegScopeError(f"{flag}: only applies with --cluster tcp://HOST:PORT; add --cluster or drop it")
+    resources = parse_resources(args.task_resources) if args.task_resources else None
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
@@ -162,7 +165,8 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
             accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
             probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
-            remote_cache=args.remote_cache, devices=devices, cluster=args.cluster, ship_images=args.ship_images))
+            remote_cache=args.remote_cache, devices=devices, cluster=args.cluster, ship_images=args.ship_images,
+            task_resources=resources))
         details = backend.capabilities.details  # which stream of several it drives; how DVPP is approximated
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
             ([details["note"]] if "note" in details else [])
@@ -303,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--ship-images", action="store_true",
                     help="with --cluster: send each image's bytes to the workers instead of having them read "
                          "its path (for workers without the shared storage)")
+    ev.add_argument("--task-resources", metavar="NAME=N,...",
+                    help="with --cluster: what each image's task needs of a worker, e.g. NPU=1, so it runs only "
+                         "on workers started with dask worker --resources NPU=1 (one image per chip at a time)")
     _add_backend_options(ev)
     ev.set_defaults(handler=run_eval)
 

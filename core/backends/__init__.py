@@ -93,13 +93,15 @@ def open_backend(kind: str, pipeline: Path, *, max_pixels: int = DEFAULT_MAX_PIX
                  remote: str | None = None, accept_new_host_key: bool | str = False,
                  set_env: str | None = None, probabilities: str = DEFAULT_PROBABILITIES,
                  python: str = "python3", remote_cache: str | None = None, devices: Sequence[int] | None = None,
-                 cluster: str | None = None, ship_images: bool = False, **remote_options: Any) -> Backend:
+                 cluster: str | None = None, ship_images: bool = False,
+                 task_resources: dict[str, float] | None = None, **remote_options: Any) -> Backend:
     """Open a backend on `pipeline`; with `remote` ("[user@]host[:port]") the stream runs on that host over SSH
     (the worker opens `kind` there), sourcing `set_env` there first when given and running the worker with the
     host's `python`; `probabilities` sets how they travel back (`PROBABILITY_ENCODINGS`) and `remote_cache`
     the host folder for the uploaded worker and model (default ~/.cache/segscope). `devices` opens one stream
     per device here (`pool.DevicePool`); `cluster` (a Dask scheduler address) runs each image as a task there,
-    `ship_images` sending the image bytes instead of letting the workers read the path (`core.cluster`)."""
+    `ship_images` sending the image bytes instead of letting the workers read the path, `task_resources` what
+    each task needs of a worker (`core.cluster`)."""
     chosen = backend_kind(kind)
     if cluster:
         if remote or devices is not None:
@@ -107,7 +109,8 @@ def open_backend(kind: str, pipeline: Path, *, max_pixels: int = DEFAULT_MAX_PIX
                                 "the cluster's workers run the stream")
         from ..cluster.backend import ClusterBackend
 
-        return ClusterBackend(cluster, chosen.name, pipeline, max_pixels=max_pixels, ship=ship_images)
+        return ClusterBackend(cluster, chosen.name, pipeline, max_pixels=max_pixels, ship=ship_images,
+                              resources=task_resources)
     if devices is not None:
         if remote:
             raise SegScopeError("--devices with --remote: not built yet; run without --devices (one stream) "

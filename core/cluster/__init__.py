@@ -32,3 +32,19 @@ def check_address(address: str) -> str:
     if scheme not in ("tcp", "tls") or not rest or ":" not in rest:
         raise SegScopeError(f"--cluster: expected a scheduler address such as tcp://host:8786, got {address!r}")
     return address
+
+
+def parse_resources(text: str) -> dict[str, float]:
+    """'NPU=1,MEM=2' -> {"NPU": 1.0, "MEM": 2.0}: what each task needs of a worker (`dask worker --resources`)."""
+    resources: dict[str, float] = {}
+    for part in text.split(","):
+        name, _, amount = part.strip().partition("=")
+        try:
+            value = float(amount)
+        except ValueError:
+            value = -1.0
+        if not name.strip() or value <= 0 or name.strip() in resources:
+            raise SegScopeError(f"--task-resources: expected NAME=AMOUNT[,NAME=AMOUNT], each name once and "
+                                f"amounts > 0 (e.g. NPU=1), got {text!r}")
+        resources[name.strip()] = value
+    return resources

@@ -141,3 +141,28 @@ def test_segscope_errors_on_a_worker_arrive_as_one_line(threads_cluster, tiny_mo
         broken.write_bytes(b"\x89PNG\r\n\x1a\n and nothing else")
         with pytest.raises(SegScopeError, match="broken.png"):
             list(backend.infer_many([InferenceRequest(broken)]))
+
+
+def test_task_resources_keep_every_image_on_the_workers_that_declare_them(tiny_model_project, small_dataset,
+                                                                          capsys):
+    """One worker declares NPU=1, the other nothing: with --task-resources NPU=1 only the first runs images."""
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                  protocol="tcp", host="127.0.0.1", resources={"NPU": 1}) as cluster:
+        cluster.worker_spec["plain"] = {"cls": distributed.Worker, "options": {"nthreads": 1, "host": "127.0.0.1"}}
+        cluster.sync(cluster._correct_state)
+        with distributed.Client(cluster) as client:
+            client.wait_for_workers(2, timeout=30)
+            declared = {w["name"] for w in client.scheduler_info()["workers"].values() if w.get("resources")}
+        assert len(declared) == 1
+        code, document = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                             "--json", "--cluster", cluster.scheduler_address, "--task-resources", "NPU=1")
+        assert code == 0, capsys.readouterr().err
+        assert [(w["name"], w["images"]) for w in json.loads(document)["devices"]] == \
+            [(f"worker {declared.pop()}", 4)]
+
+
+@pytest.mark.parametrize("text", ["NPU", "NPU=0", "NPU=x", "=1", "NPU=1,NPU=2"])
+def test_bad_task_resources_are_one_line_errors(small_dataset, capsys, text):
+    code, _ = run("eval", "--dataset", small_dataset, "--cluster", "tcp://127.0.0.1:1", f"--task-resources={text}")
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("segscope: error: --task-resources") and err.count("\n") == 1
