@@ -68,12 +68,19 @@ class ClusterBackend(Backend):
                                                            "workers": str(len(workers))})
 
     def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
+        self._cancelled.clear()
         return self._result(self._submit(InferenceRequest(image, roi), uuid.uuid4().hex))
 
     def infer_many(self, requests: Iterable[InferenceRequest]) -> Iterator[InferenceResult]:
+        """Results in request order, `IN_FLIGHT_PER_THREAD` tasks per worker thread in flight; closing the
+        iterator early (cancel, an error) cancels the run's tasks still on the cluster."""
+        self._cancelled.clear()
         run = uuid.uuid4().hex
         depth = max(1, self.threads * IN_FLIGHT_PER_THREAD)
-        return read_ahead(requests, lambda r: self._submit(r, run), self._result, depth, "segscope-cluster")
+        try:
+            yield from read_ahead(requests, lambda r: self._submit(r, run), self._result, depth, "segscope-cluster")
+        finally:
+            self._cancel_futures(f"segscope-infer-{run}-")
 
     def _submit(self, request: InferenceRequest, run: str) -> Any:
         from .worker import infer_task
@@ -106,9 +113,14 @@ class ClusterBackend(Backend):
 
     def cancel(self) -> None:
         self._cancelled.set()
+        self._cancel_futures("")
+
+    def _cancel_futures(self, prefix: str) -> None:
+        """Cancel (and forget) the tasks whose keys start with `prefix`."""
         with self._lock:
-            futures = list(self._futures.values())
-        if futures:
+            keys = [key for key in self._futures if key.startswith(prefix)]
+            futures = [self._futures.pop(key) for key in keys]
+        if futures and self.client is not None:
             self.client.cancel(futures)
 
     def close(self) -> None:

@@ -166,3 +166,37 @@ def test_bad_task_resources_are_one_line_errors(small_dataset, capsys, text):
     code, _ = run("eval", "--dataset", small_dataset, "--cluster", "tcp://127.0.0.1:1", f"--task-resources={text}")
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("segscope: error: --task-resources") and err.count("\n") == 1
+
+
+def test_a_cancelled_run_leaves_no_task_behind_and_the_next_run_works(threads_cluster, tiny_model_project,
+                                                                      tmp_path, write_png):
+    import threading
+    import time
+
+    from segscope.core.cluster.backend import ClusterBackend
+    from segscope.core.dataset import Dataset
+    from segscope.core.errors import CancelledError
+    from segscope.core.evaluate import evaluate_dataset
+
+    rng = np.random.default_rng(2)
+    for n in range(8):
+        write_png(tmp_path / "data" / str(n) / "image.png", rng.integers(0, 255, (50, 70, 3), dtype=np.uint8))
+    dataset = Dataset.open(tmp_path / "data")
+    with ClusterBackend(threads_cluster.scheduler_address, "embedded", tiny_model_project.pipeline) as backend:
+        cancel = threading.Event()
+        seen = []
+        with pytest.raises(CancelledError):
+            for evaluation in evaluate_dataset(backend, dataset, cancel=cancel):
+                seen.append(evaluation.item.id)
+                cancel.set()
+        assert len(seen) == 1
+
+        def tasks_left() -> int:
+            return int(backend.client.run_on_scheduler(
+                lambda dask_scheduler: sum(k.startswith("segscope-infer-") for k in dask_scheduler.tasks)))
+
+        deadline = time.monotonic() + 30  # the scheduler forgets cancelled tasks asynchronously
+        while tasks_left() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert tasks_left() == 0
+        assert len(list(evaluate_dataset(backend, dataset))) == 8  # the backend still runs a fresh run
