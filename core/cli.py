@@ -32,8 +32,10 @@ import numpy as np
 
 from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
 from .backends.base import Backend
+from .backends.pool import UsageLog, parse_devices
 from .card_builder import add_card_command
 from .check import add_check_command
+from .cluster import parse_resources
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
@@ -152,7 +154,9 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
             args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
             accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
             probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
-            remote_cache=args.remote_cache) as backend:
+            remote_cache=args.remote_cache, devices=parse_devices(args.devices) if args.devices is not None else None,
+            cluster=args.cluster, ship_images=args.ship_images,
+            task_resources=parse_resources(args.task_resources) if args.task_resources else None) as backend:
         details = backend.capabilities.details
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
             ([details["note"]] if "note" in details else [])
@@ -163,6 +167,9 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
 
 def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     _refuse_remote_only_options(args)
+    for given, flag in ((args.ship_images, "--ship-images"), (args.task_resources, "--task-resources")):
+        if given and not args.cluster:
+            raise SegScopeError(f"{flag}: only applies with --cluster tcp://HOST:PORT; add --cluster or drop it")
     if args.tile is not None:
         rows, means = run_tiled_eval(args, out, lambda: _open_eval_backend(args), Progress, _format_line)
         return _print_results(args, rows, means, out)
@@ -193,14 +200,19 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         means = summary.means()
         if export is not None:
             export.write_metrics(rows, means)
-    return _print_results(args, rows, means, out)
+        usage = getattr(backend, "usage", None)  # per device (or cluster worker): images, throughput, busy time
+    return _print_results(args, rows, means, out, usage if isinstance(usage, UsageLog) else None)
 
 
 def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: dict[str, float],
-                   out: TextIO) -> int:
-    """The JSON document, or the original script's summary lines."""
+                   out: TextIO, usage: UsageLog | None = None) -> int:
+    """The JSON document (with per-device usage), or the original script's summary lines (usage on stderr)."""
+    if usage is not None and not args.json:
+        for line in usage.lines():
+            print(f"segscope: {line}", file=sys.stderr)
     if args.json:
-        json.dump(json_safe({"images": rows, "summary": means}), out, indent=2, allow_nan=False)
+        document = {"images": rows, "summary": means, **({"devices": usage.as_dicts()} if usage else {})}
+        json.dump(json_safe(document), out, indent=2, allow_nan=False)
         out.write("\n")
     else:
         def shown(key: str) -> object:
@@ -304,6 +316,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run read/decode, inference and scoring one after another (same output, slower; "
                          "each stage's time then excludes the others')")
     add_tiling_options(ev)
+    ev.add_argument("--devices", metavar="ID,ID,...",
+                    help="one stream per device, each image on the first free one (results in input order); "
+                         "embedded: one ONNX Runtime session per id, the cores split between them. Per-device "
+                         "throughput goes to stderr (or --json's \"devices\")")
+    ev.add_argument("--cluster", metavar="tcp://HOST:PORT",
+                    help="run the images as tasks on this Dask scheduler's workers (pip install "
+                         "\"segscope[cluster]\"); each worker opens --backend once, the pipeline and model at "
+                         "the same path there; same Python and package versions on every node")
+    ev.add_argument("--ship-images", action="store_true",
+                    help="with --cluster: send each image's bytes to the workers instead of having them read "
+                         "its path (for workers without the shared storage)")
+    ev.add_argument("--task-resources", metavar="NAME=N,...",
+                    help="with --cluster: what each image's task needs of a worker, e.g. NPU=1, so it runs only "
+                         "on workers started with dask worker --resources NPU=1 (one image per chip at a time)")
     _add_backend_options(ev)
     ev.set_defaults(handler=run_eval)
 

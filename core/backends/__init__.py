@@ -7,7 +7,7 @@ demand: the MindX SDK exists only on Ascend hosts, paramiko only matters remotel
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,12 +92,32 @@ def backend_kind(name: str, what: str = "--backend") -> BackendKind:
 def open_backend(kind: str, pipeline: Path, *, max_pixels: int = DEFAULT_MAX_PIXELS, sdk_home: Path | None = None,
                  remote: str | None = None, accept_new_host_key: bool | str = False,
                  set_env: str | None = None, probabilities: str = DEFAULT_PROBABILITIES,
-                 python: str = "python3", remote_cache: str | None = None, **remote_options: Any) -> Backend:
+                 python: str = "python3", remote_cache: str | None = None, devices: Sequence[int] | None = None,
+                 cluster: str | None = None, ship_images: bool = False,
+                 task_resources: dict[str, float] | None = None, **remote_options: Any) -> Backend:
     """Open a backend on `pipeline`; with `remote` ("[user@]host[:port]") the stream runs on that host over SSH
     (the worker opens `kind` there), sourcing `set_env` there first when given and running the worker with the
     host's `python`; `probabilities` sets how they travel back (`PROBABILITY_ENCODINGS`) and `remote_cache`
-    the host folder for the uploaded worker and model (default ~/.cache/segscope)."""
+    the host folder for the uploaded worker and model (default ~/.cache/segscope). `devices` opens one stream
+    per device here (`pool.DevicePool`); `cluster` (a Dask scheduler address) runs each image as a task there,
+    `ship_images` sending the image bytes instead of letting the workers read the path, `task_resources` what
+    each task needs of a worker (`core.cluster`)."""
     chosen = backend_kind(kind)
+    if cluster:
+        if remote or devices is not None:
+            raise SegScopeError(f"--cluster cannot be combined with --{'remote' if remote else 'devices'}: "
+                                "the cluster's workers run the stream")
+        from ..cluster.backend import ClusterBackend
+
+        return ClusterBackend(cluster, chosen.name, pipeline, max_pixels=max_pixels, ship=ship_images,
+                              resources=task_resources)
+    if devices is not None:
+        if remote:
+            raise SegScopeError("--devices with --remote: not built yet; run without --devices (one stream) "
+                                "or run segscope on the host")
+        from .pool import open_pool
+
+        return open_pool(chosen.name, pipeline, devices, max_pixels, sdk_home)
     if remote:
         from ..remote.deploy import DEFAULT_CACHE_DIR
         from .remote import open_remote_backend

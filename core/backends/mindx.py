@@ -32,7 +32,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +51,7 @@ from ..remote.crop_upload import encode_png
 from ..result import Placement
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels
+from .mindx_devices import StreamDealer, copy_per_device
 from .mindx_env import MindXSdk, import_sdk
 
 TRANSPORTS = ("auto", "protobuf", "json", "unique_id")
@@ -228,6 +229,8 @@ class _Pending:
     source: str
     timings: dict[str, float] = field(default_factory=dict)
     placement: Placement | None = None  # the request's (a slide region): results map back to the slide
+    stream: bytes = b""  # the stream (device) it was sent to
+    sent: float = 0.0  # time.perf_counter() at the send
 
 
 def _sink_feeder(stream: Stream) -> Element | None:
@@ -265,7 +268,8 @@ class MindXBackend(Backend):
     """Run a `.pipeline` through the MindX SDK on this (Ascend) machine."""
 
     def __init__(self, pipeline: Path | Pipeline, sdk_home: Path | None = None, *, transport: str = "auto",
-                 in_flight: int = 4, timeout_s: float = 30.0, max_pixels: int = DEFAULT_MAX_PIXELS):
+                 in_flight: int = 4, timeout_s: float = 30.0, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 devices: Sequence[int] | None = None):
         self.pipeline = pipeline if isinstance(pipeline, Pipeline) else load_pipeline(pipeline)
         stream = self.pipeline.stream
         where = f"{self.pipeline.path}: stream {stream.name!r}"
@@ -298,7 +302,7 @@ class MindXBackend(Backend):
         self.in_flight = in_flight
         self.timeout_s = timeout_s
         self.max_pixels = max_pixels
-        self._stream = stream.name.encode()
+        self._devices = tuple(devices) if devices is not None else None
         # Every SDK version takes index 0 for appsrc0; sending by element name needs a recent one.
         appsrc = stream.input_element.name
         self._appsrc: int | bytes = 0 if appsrc == "appsrc0" else appsrc.encode()
@@ -309,9 +313,14 @@ class MindXBackend(Backend):
         self.sdk = import_sdk(sdk_home)
         self._session = _SdkSession.open(self.sdk, config)
         device = stream.config.get("deviceId", "0")
+        if self._devices is not None:
+            device = ",".join(map(str, self._devices))
+            self.usage = self._dealer.usage
+            self.in_flight = in_flight * len(self._devices)
         self.capabilities = Capabilities(
             name="mindx",
-            device=f"Ascend device {device} (MindX SDK {self.sdk.version})",
+            device=f"Ascend device{'s' if self._devices and len(self._devices) > 1 else ''} {device} "
+                   f"(MindX SDK {self.sdk.version})",
             input_size=self.card.input_size,
             class_names=self.card.class_names,
             details={"sdk": str(self.sdk.home or "PYTHONPATH"), "sdk_version": self.sdk.version,
@@ -326,9 +335,12 @@ class MindXBackend(Backend):
         feeder = _sink_feeder(stream)
         dump = feeder if feeder is not None and feeder.factory == "mxpi_dumpdata" \
             and not feeder.props.get("location") else None
+        if self.transport == "protobuf" and dump is not None:
+            _without_element(config, stream.name, dump.name)
+        devices = self._devices or (int(stream.config.get("deviceId") or 0),)
+        names = copy_per_device(config, stream.name, devices) if self._devices else [stream.name]
+        self._dealer = StreamDealer(names, [f"device {d}" for d in devices])
         if self.transport == "protobuf":
-            if dump is not None:
-                _without_element(config, stream.name, dump.name)
             return json.dumps(config).encode()
         if dump is None:
             raise BackendError(f"{where}: transport {self.transport!r} reads mxpi_dumpdata's JSON, but no "
@@ -395,36 +407,46 @@ class MindXBackend(Backend):
         boxes.push_back(box)
         item.roiBoxs = boxes
         start = time.perf_counter()
-        if self.transport == "unique_id":
-            ticket = session.call(session.api.SendDataWithUniqueId, self._stream, self._appsrc, item)
-            if ticket < 0:
-                _check("SendDataWithUniqueId", ticket)
-        else:
-            _check("SendData", session.call(session.api.SendData, self._stream, self._appsrc, item))
-            ticket = None
+        stream = self._dealer.take().encode()
+        try:
+            if self.transport == "unique_id":
+                ticket = session.call(session.api.SendDataWithUniqueId, stream, self._appsrc, item)
+                if ticket < 0:
+                    _check("SendDataWithUniqueId", ticket)
+            else:
+                _check("SendData", session.call(session.api.SendData, stream, self._appsrc, item))
+                ticket = None
+        except BaseException:
+            self._dealer.done(stream.decode(), start, ok=False)
+            raise
         # The crop plugin widens the box by its expand ratios and clips x1/y1.
         crop = imaging.crop_box(roi, self._expand, *size)
-        return _Pending(ticket, roi, crop, size, source, {"upload": time.perf_counter() - start}, request.placement)
+        return _Pending(ticket, roi, crop, size, source, {"upload": time.perf_counter() - start}, request.placement,
+                        stream, start)
 
     def _receive_call(self, pending: _Pending) -> tuple[Callable[..., Any], tuple[Any, ...], str]:
         api, timeout_ms = self._open_session().api, int(self.timeout_s * 1000)
         if self.transport == "protobuf":
             keys = self.sdk.api.StringVector()
             keys.push_back(self._key.encode())
-            return api.GetProtobuf, (self._stream, 0, keys), "GetProtobuf"
+            return api.GetProtobuf, (pending.stream, 0, keys), "GetProtobuf"
         if self.transport == "json":
-            return api.GetResult, (self._stream, 0, timeout_ms), "GetResult"
-        return api.GetResultWithUniqueId, (self._stream, pending.ticket, timeout_ms), "GetResultWithUniqueId"
+            return api.GetResult, (pending.stream, 0, timeout_ms), "GetResult"
+        return api.GetResultWithUniqueId, (pending.stream, pending.ticket, timeout_ms), "GetResultWithUniqueId"
 
     def _collect(self, pending: _Pending) -> InferenceResult:
         session = self._open_session()
         fn, args, call = self._receive_call(pending)
         start = time.perf_counter()
+        received = False
         try:  # GetProtobuf has no timeout of its own; the others get a margin over theirs
             output = session.call(fn, *args, timeout=self.timeout_s + (0 if call == "GetProtobuf" else 10),
                                   cancel=self._cancel)
+            received = True
         except TIMEOUTS:
             self._fail(f"MindX {call} returned nothing within {self.timeout_s:g} s for {pending.source}")
+        finally:
+            self._dealer.done(pending.stream.decode(), pending.sent, ok=received)
         pending.timings["infer"] = time.perf_counter() - start
         start = time.perf_counter()
         tensors = self._parse_protobuf(output, pending) if call == "GetProtobuf" \
@@ -454,7 +476,7 @@ class MindXBackend(Backend):
 
     def _no_result(self, pending: _Pending) -> BackendError:
         width, height = pending.image_size
-        return BackendError(f"MindX stream {self._stream.decode()!r} returned no {self._key} result for "
+        return BackendError(f"MindX stream {pending.stream.decode()!r} returned no {self._key} result for "
                             f"ROI {pending.roi} of the {width}x{height} image {pending.source}: the crop "
                             f"plugin found no valid box (keep it inside the image, 1..8192 px per side) or a "
                             f"plugin failed ({_LOG_HINT})")

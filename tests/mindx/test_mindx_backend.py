@@ -179,7 +179,8 @@ def test_get_result_timeout_destroys_the_streams(project: Path, images: list[byt
 def test_get_protobuf_is_guarded_by_a_timeout(project: Path, sdk_home: Path) -> None:
     backend = MindXBackend(project, sdk_home, timeout_s=0.5)
     api_thread = backend._session.thread._thread
-    never_sent = mindx._Pending(None, Roi(0, 0, 8, 8), Roi(0, 0, 8, 8), (8, 8), "<never sent>")  # nothing to wait for
+    never_sent = mindx._Pending(None, Roi(0, 0, 8, 8), Roi(0, 0, 8, 8), (8, 8), "<never sent>",
+                               stream=b"unet_mindspore")  # nothing to wait for
     start = time.monotonic()
     with pytest.raises(BackendError, match="GetProtobuf returned nothing within 0.5 s"):
         backend._collect(never_sent)

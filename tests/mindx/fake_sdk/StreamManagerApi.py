@@ -26,12 +26,18 @@ are real. Relative paths in the config resolve against the
 current directory, as in the SDK. Assumptions where the contract says "unconfirmed": a plugin Init failure
 returns 1013; several boxes give one tensor package each; `bufferData` is left empty.
 
-Introspection for tests (not in the SDK): `CALLS` records every call, `LOG` the error log.
+Devices: the host has `FAKE_ASCEND_DEVICES` chips (environment, read at import; default 1). A stream's
+`stream_config.deviceId` must name one of them (else its Init fails with 1013), and each stream runs on its
+own thread as a stream per chip does; tensors come back on the host (outputDeviceId -1: deviceId 0).
+
+Introspection for tests (not in the SDK): `CALLS` records every call, `LOG` the error log, `DEVICE_RUNS`
+(device id, stream name) for each buffer a stream processed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import threading
 from collections.abc import Sequence
@@ -75,6 +81,8 @@ _DTYPE_CODES = {np.dtype(d): c for d, c in (("<f4", 0), ("<f2", 1), ("i1", 2), (
 
 CALLS: list[tuple[str, tuple[Any, ...]]] = []
 LOG: list[str] = []
+DEVICE_RUNS: list[tuple[int, str]] = []
+DEVICES = int(os.environ.get("FAKE_ASCEND_DEVICES", "1"))
 _PROCESS = {"inited": False, "destroyed": False}
 
 
@@ -351,6 +359,11 @@ class _Stream:
         self.elements = {k: _Element(k, v) for k, v in config.items() if k != "stream_config"}
         self.order = _order(self.elements)
         self.name = name
+        device = str((config.get("stream_config") or {}).get("deviceId", "0"))
+        if not device.isdigit() or int(device) >= DEVICES:
+            raise _PluginError(APP_ERR_COMM_INIT_FAIL, f"stream {name}: deviceId {device!r} does not exist "
+                                                       f"(this host has {DEVICES} devices)")
+        self.device = int(device)
         unknown = [e for e in self.elements.values() if e.factory not in FACTORIES]
         if unknown:
             raise _PluginError(APP_ERR_ELEMENT_INVALID_FACTORY, f"unknown factory {unknown[0].factory!r}")
@@ -398,6 +411,7 @@ class _Stream:
     def _run(self) -> None:
         while (job := self.inputs.get()) is not None:
             unique_id, data, boxes = job
+            DEVICE_RUNS.append((self.device, self.name))
             try:
                 result = self._process(data, boxes)
             except _PluginError as exc:

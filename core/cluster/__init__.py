@@ -1,0 +1,50 @@
+"""Running a dataset on many machines with Dask distributed (the `cluster` extra): `eval --cluster ADDRESS`.
+
+Each worker opens the backend once (`worker.BackendPlugin`); every image is one task whose result (the
+`InferenceResult`) comes back to the client, which scores, prints and exports exactly as a local run does.
+Dask needs the same Python and package versions (segscope included) on the client, scheduler and workers.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from ..errors import SegScopeError
+
+INSTALL_HINT = 'pip install "segscope[cluster]"'
+
+
+def import_distributed() -> ModuleType:
+    """The `distributed` module, or a one-line error saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise SegScopeError(f"--cluster needs Dask distributed, which is not installed: {INSTALL_HINT}") from None
+    return distributed
+
+
+def check_address(address: str) -> str:
+    """A scheduler address SegScope can connect to: tcp://HOST:PORT or tls://HOST:PORT."""
+    if address.startswith("ssh://"):
+        raise SegScopeError(f"--cluster {address}: starting a cluster over SSH is not built yet; start one with "
+                            "dask-scheduler / dask-worker (or dask-ssh) and pass --cluster tcp://SCHEDULER:8786")
+    scheme, _, rest = address.partition("://")
+    if scheme not in ("tcp", "tls") or not rest or ":" not in rest:
+        raise SegScopeError(f"--cluster: expected a scheduler address such as tcp://host:8786, got {address!r}")
+    return address
+
+
+def parse_resources(text: str) -> dict[str, float]:
+    """'NPU=1,MEM=2' -> {"NPU": 1.0, "MEM": 2.0}: what each task needs of a worker (`dask worker --resources`)."""
+    resources: dict[str, float] = {}
+    for part in text.split(","):
+        name, _, amount = part.strip().partition("=")
+        try:
+            value = float(amount)
+        except ValueError:
+            value = -1.0
+        if not name.strip() or value <= 0 or name.strip() in resources:
+            raise SegScopeError(f"--task-resources: expected NAME=AMOUNT[,NAME=AMOUNT], each name once and "
+                                f"amounts > 0 (e.g. NPU=1), got {text!r}")
+        resources[name.strip()] = value
+    return resources
