@@ -1,8 +1,10 @@
 """A slide shown on its own levels: tiles of the level the zoom needs, read off the GUI thread and cached.
 
-The coarsest level is always shown, stretched over the slide (`set_base`); on top of it, `TileLayer.update`
-shows the visible tiles of the level for the current zoom. Tiles not yet read are asked of a small thread
-pool calling `SlideReader.read_region`; requests the view moved away from are dropped before they start.
+The coarsest level is always shown, stretched over the slide (`SlideView.set_reader`); on top of it,
+`TileLayer.update` shows the visible tiles of the level for the current zoom; until they have all arrived,
+the tiles shown before stay beneath them (so zooming never falls back to the blurry base). Tiles not yet
+read are asked of a small thread pool calling `SlideReader.read_region`; requests the view moved away from
+are dropped before they start.
 Read tiles live in a byte-bounded LRU cache (`TileCache`), so panning back costs nothing.
 """
 
@@ -152,6 +154,7 @@ class TileLayer(QObject):
         self.loader.loaded.connect(self._on_loaded)
         self.loader.failed.connect(self._on_failed)
         self.shown: dict[TileKey, pg.ImageItem] = {}
+        self.previous: list[pg.ImageItem] = []  # tiles shown before the view moved, until the wanted arrive
         self.wanted: list[TileKey] = []
         self._warned = False
 
@@ -171,14 +174,28 @@ class TileLayer(QObject):
         missing = [key for key in keys if self.cache.get(key) is None]
         if reader is not None:
             self.loader.request(reader, missing)
-        self._show([key for key in keys if key not in missing])
+        self._show([key for key in keys if key not in missing], keep_previous=bool(missing))
 
-    def _show(self, keys: list[TileKey]) -> None:
-        for key in set(self.shown) - set(keys):
-            self.vb.removeItem(self.shown.pop(key))
+    def _show(self, keys: list[TileKey], keep_previous: bool = False) -> None:
+        gone = [self.shown.pop(key) for key in set(self.shown) - set(keys)]
+        if keep_previous and gone:
+            self._drop_previous()
+            for item in gone:
+                item.setZValue(0.5)
+            self.previous = gone
+        else:
+            for item in gone:
+                self.vb.removeItem(item)
+        if not keep_previous:
+            self._drop_previous()
         for key in keys:
             if key not in self.shown:
                 self._add(key)
+
+    def _drop_previous(self) -> None:
+        for item in self.previous:
+            self.vb.removeItem(item)
+        self.previous = []
 
     def _add(self, key: TileKey) -> None:
         reader, tile = self.reader, self.cache.get(key)
@@ -198,6 +215,8 @@ class TileLayer(QObject):
         self.cache.put(key, rgb)
         if key in self.wanted and key not in self.shown:
             self._add(key)
+            if len(self.shown) == len(self.wanted):
+                self._drop_previous()
 
     def _on_failed(self, reader: SlideReader, key: TileKey, text: str) -> None:
         if reader is self.reader and not self._warned:

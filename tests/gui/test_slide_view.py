@@ -170,3 +170,19 @@ def test_requests_the_view_moved_away_from_are_dropped_before_they_read(qtbot, r
     assert set(later) <= read
     assert len(read & set(first)) <= 2  # only those already running when the view moved
     loader.shutdown()
+
+
+def test_the_tiles_shown_before_stay_beneath_until_the_new_levels_arrive(qtbot, reader):
+    view = shown_view(qtbot, reader)
+    view._update_detail()
+    qtbot.waitUntil(lambda: view.tiles.wanted and set(view.tiles.wanted) <= set(view.tiles.shown), timeout=10000)
+    before = set(view.tiles.shown.values())
+    reader.gate.clear()  # level-0 reads wait
+    view.vb.setRange(QRectF(3000, 2000, 450, 300), padding=0)
+    view.one_to_one()
+    view._update_detail()
+    assert view.tiles.shown == {} and set(view.tiles.previous) == before
+    assert all(item.getViewBox() is view.vb for item in before)
+    reader.gate.set()
+    qtbot.waitUntil(lambda: set(view.tiles.wanted) <= set(view.tiles.shown), timeout=10000)
+    assert view.tiles.previous == [] and all(item.getViewBox() is None for item in before)
