@@ -3,6 +3,8 @@
 Two layouts are recognised:
 - one folder per image (the original project's): `DIR/<id>/image.png|jpg|tif` + optional `DIR/<id>/mask.png`;
 - a flat folder: `DIR/<name>.png` + optional `DIR/<name>_mask.png`.
+Images may be whole slides (a pyramidal TIFF, SVS, MRXS...: `IMAGE_SUFFIXES`); masks may be tiled TIFFs,
+read region by region through `open_mask`.
 ROIs picked per image live in the sidecar `DIR/segscope.json`; without one an image gets the dataset's
 default ROI when it fits the image (the original script's 2200,1000,4000,2800 unless configured), else
 the whole image.
@@ -21,13 +23,17 @@ import numpy as np
 
 from .errors import SegScopeError
 from .export_names import PROVENANCE_NAME, exported_item
-from .fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, image_size, read_mask, read_text
+from .fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_mask, read_text
 from .masks import convention_issue
 from .roi import ORIGINAL_DEFAULT_ROI, Roi
+from .slides import slide_size
+from .slides.masks import MaskReader
 
 log = logging.getLogger(__name__)
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
+#: Images and whole slides (core.slides reads them: tiled/pyramidal TIFF, OME-TIFF, OpenSlide's formats).
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".btf", ".tf8", ".svs", ".ndpi", ".mrxs",
+                  ".scn", ".vms", ".vmu", ".bif", ".svslide")
 SIDECAR_NAME = "segscope.json"
 MASK_SUFFIX = "_mask"
 #: Saved corrections (`mask_corrected.png`) and backups (`mask.orig.png`) sit beside the original mask.
@@ -165,7 +171,8 @@ class Dataset:
         return found
 
     def image_size(self, item: DatasetItem) -> tuple[int, int]:
-        return image_size(item.image_path, self.max_pixels)
+        """Level 0's size from the file's header or directories (a slide's reader), never a full decode."""
+        return slide_size(item.image_path, self.max_pixels)
 
     def stored_roi(self, item: DatasetItem) -> Roi | None:
         return self._rois.get(item.id)
@@ -215,6 +222,11 @@ class Dataset:
         for note in notes:
             self._warn_once(path, note)
         return mask
+
+    def open_mask(self, item: DatasetItem) -> MaskReader | None:
+        """The item's ground truth opened for region reads (a tiled TIFF mask is never decoded whole), or None."""
+        path = item.truth_path
+        return None if path is None else MaskReader(path, self.max_pixels)
 
     def check_mask(self, item: DatasetItem, mask: np.ndarray, num_classes: int) -> None:
         """Log (once per dataset) how a mask that does not follow the conventions for the model is read."""

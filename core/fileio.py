@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import re
 import secrets
@@ -50,6 +51,8 @@ def _silence_opencv() -> None:
 
 
 _silence_opencv()
+#: tifffile warns about damaged directories through `logging`; SegScope's one line says what is wrong instead.
+logging.getLogger("tifffile").setLevel(logging.CRITICAL)
 
 _stderr_lock = threading.Lock()
 _stderr_users = 0
@@ -155,7 +158,7 @@ def image_size(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, i
             head = f.read(65536)
     except OSError:
         head = read_bytes(path)  # raises the one-line error
-    size = header_size(head) if image_format(head) != "TIFF" else None
+    size = header_size(head) if image_format(head) != "TIFF" else _tiff_size(path)
     if size is None:
         data = read_bytes(path)
         size = header_size(data)
@@ -164,6 +167,18 @@ def image_size(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, i
     assert size is not None
     _check_pixels(*size, str(path), max_pixels)
     return size
+
+
+def _tiff_size(path: Path) -> tuple[int, int] | None:
+    """A TIFF's first image size from its directories (tifffile reads only those), or None if it cannot."""
+    try:  # imported here: the remote worker runs this module on hosts that may lack tifffile
+        import tifffile
+
+        with tifffile.TiffFile(path) as tif:
+            page = tif.pages.first
+            return int(page.imagewidth), int(page.imagelength)
+    except Exception:  # tifffile's own error types on damaged files: the whole-file path reports them
+        return None
 
 
 def read_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:

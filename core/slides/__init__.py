@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS, read_bytes
+from ..fileio import DEFAULT_MAX_PIXELS, image_size, read_bytes
 from ..imageheader import image_format
 from .base import Level, SlideReader
 from .opencv_reader import ImageSlide
+from .openslide_reader import OpenSlideSlide, wants_openslide
 from .tiff_reader import TiffSlide, wants_tiff_reader
 
-__all__ = ["SLIDE_READERS", "Level", "SlideKind", "SlideReader", "open_slide", "slide_kind_for"]
+__all__ = ["SLIDE_READERS", "Level", "SlideKind", "SlideReader", "open_slide", "slide_kind_for", "slide_size"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ def _opencv_accepts(path: Path, head: bytes) -> bool:
 
 
 SLIDE_READERS: list[SlideKind] = [
+    SlideKind("openslide", wants_openslide, OpenSlideSlide.open,
+              'SVS, NDPI, MRXS, SCN, VMS, BIF and other vendor slides (needs pip install "segscope[slides]")'),
     SlideKind("tiff", wants_tiff_reader, TiffSlide.open,
               "tiled or pyramidal TIFF, BigTIFF, OME-TIFF (reads only the tiles a region needs)"),
     SlideKind("opencv", _opencv_accepts, ImageSlide.open, "PNG, JPEG, BMP, WebP, GIF, PNM, plain TIFF (decoded whole)"),
@@ -62,3 +65,13 @@ def slide_kind_for(path: Path) -> SlideKind:
 def open_slide(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> SlideReader:
     """Open `path` with the reader kind that reads it."""
     return slide_kind_for(path).open(path, max_pixels)
+
+
+def slide_size(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """(width, height) of a slide's level 0 without decoding it. The `max_pixels` guard applies to files the
+    OpenCV reader decodes whole, not to those read region by region."""
+    kind = slide_kind_for(path)
+    if kind.name == "opencv":
+        return image_size(path, max_pixels)
+    with kind.open(path, max_pixels) as slide:
+        return slide.size

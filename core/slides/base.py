@@ -27,6 +27,14 @@ class Level:
     downsample: float
 
 
+def pyramid_sizes(width: int, height: int, max_side: int, levels: int | None = None) -> list[tuple[int, int]]:
+    """Level sizes halved (rounding up) until the longest side is at most `max_side`, or `levels` of them."""
+    sizes = [(width, height)]
+    while (levels is None and max(sizes[-1]) > max_side) or (levels is not None and len(sizes) < levels):
+        sizes.append(((sizes[-1][0] + 1) // 2, (sizes[-1][1] + 1) // 2))
+    return sizes
+
+
 class SlideReader(abc.ABC):
     """An open slide; use it as a context manager (or call `close`) so file handles are released."""
 
@@ -50,15 +58,19 @@ class SlideReader(abc.ABC):
 
     def read_region(self, level: int, x: int, y: int, width: int, height: int) -> np.ndarray:
         """BGR uint8 pixels of the box (x, y, width, height) of `level`, in that level's pixels."""
+        self.check_region(level, x, y, width, height)
+        region = self._read(level, x, y, width, height)
+        assert region.shape == (height, width, 3) and region.dtype == np.uint8, (self.kind, region.shape)
+        return region
+
+    def check_region(self, level: int, x: int, y: int, width: int, height: int) -> None:
+        """A one-line error unless the box lies inside `level`."""
         if not 0 <= level < len(self.levels):
             raise SegScopeError(f"{self.path}: no level {level} (the slide has {len(self.levels)})")
         lv = self.levels[level]
         if not Roi(x, y, x + width, y + height).fits(lv.width, lv.height):
             raise SegScopeError(f"{self.path}: region x={x} y={y} {width}x{height} lies outside level {level} "
                                 f"({lv.width}x{lv.height})")
-        region = self._read(level, x, y, width, height)
-        assert region.shape == (height, width, 3) and region.dtype == np.uint8, (self.kind, region.shape)
-        return region
 
     def read_roi(self, roi: Roi) -> np.ndarray:
         """Full-resolution BGR pixels of `roi` (slide pixels)."""

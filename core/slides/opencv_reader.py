@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 
 from ..fileio import DEFAULT_MAX_PIXELS, read_image
-from .base import Level, SlideReader
+from .base import Level, SlideReader, pyramid_sizes
 
 #: Levels stop once the longest side is at most this (one modest texture a viewer can always show).
 BASE_MAX_SIDE = 2048
@@ -17,11 +17,7 @@ BASE_MAX_SIDE = 2048
 
 def halved_levels(width: int, height: int, base_max_side: int = BASE_MAX_SIDE) -> tuple[Level, ...]:
     """Level sizes of a slide halved (rounding up) until its longest side is at most `base_max_side`."""
-    levels = [Level(width, height, 1.0)]
-    while max(levels[-1].width, levels[-1].height) > base_max_side:
-        w, h = (levels[-1].width + 1) // 2, (levels[-1].height + 1) // 2
-        levels.append(Level(w, h, width / w))
-    return tuple(levels)
+    return tuple(Level(w, h, width / w) for w, h in pyramid_sizes(width, height, base_max_side))
 
 
 class ImageSlide(SlideReader):

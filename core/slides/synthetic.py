@@ -17,20 +17,13 @@ import numpy as np
 import tifffile
 
 from ..errors import SegScopeError
+from .base import pyramid_sizes
 
 #: Compressions tifffile writes with imagecodecs that the readers (tifffile, OpenCV's libtiff, OpenSlide) read.
 COMPRESSIONS = ("jpeg", "zlib", "none")
 JPEG_QUALITY = 90
 _BACKGROUND = np.array([236, 234, 240], np.float32)  # BGR of an empty glass slide
 _TISSUE = np.array([190, 120, 200], np.float32)  # BGR of stained tissue
-
-
-def pyramid_sizes(width: int, height: int, tile: int, levels: int | None = None) -> list[tuple[int, int]]:
-    """Level sizes halved (rounding up) until a level fits in one tile, or `levels` of them."""
-    sizes = [(width, height)]
-    while (levels is None and max(sizes[-1]) > tile) or (levels is not None and len(sizes) < levels):
-        sizes.append(((sizes[-1][0] + 1) // 2, (sizes[-1][1] + 1) // 2))
-    return sizes
 
 
 class _Generated:

@@ -95,6 +95,14 @@ class TiffSlide(SlideReader):
             return self._file.read(count)
 
     def _read(self, level: int, x: int, y: int, width: int, height: int) -> np.ndarray:
+        return _to_bgr(self._samples(level, x, y, width, height), self._pages[level])
+
+    def read_samples(self, level: int, x: int, y: int, width: int, height: int) -> np.ndarray:
+        """The box's samples as the file stores them (H x W x samples, 8/16-bit): for masks, not images."""
+        self.check_region(level, x, y, width, height)
+        return self._samples(level, x, y, width, height)
+
+    def _samples(self, level: int, x: int, y: int, width: int, height: int) -> np.ndarray:
         page = self._pages[level]
         tile_h, tile_w = _segment_size(page)
         across = math.ceil(page.imagewidth / tile_w)
@@ -116,7 +124,7 @@ class TiffSlide(SlideReader):
                     ix1, iy1 = min(x + width, x0 + tile.shape[1]), min(y + height, y0 + tile.shape[0])
                     channels = slice(plane, plane + 1) if separate else slice(None)
                     out[iy0 - y:iy1 - y, ix0 - x:ix1 - x, channels] = tile[iy0 - y0:iy1 - y0, ix0 - x0:ix1 - x0]
-        return _to_bgr(out, page)
+        return out
 
     def close(self) -> None:
         self._file.close()

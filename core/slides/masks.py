@@ -1,0 +1,56 @@
+"""Ground-truth masks as large as their slides: region reads of mask values, without decoding the whole mask
+where the file allows it (a tiled or pyramidal TIFF); other masks are decoded whole (within --max-pixels).
+
+Values follow `core.masks.to_mask` (0/255, 0/1 or class indices; 16-bit and colour masks as it reads them),
+applied per region: for 8-bit masks, and 16-bit 0/1, class-index or 0/65535 ones, a region's values equal
+the whole mask's read cropped; a 16-bit mask with other values above 255 is scaled region by region.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SegScopeError
+from ..fileio import DEFAULT_MAX_PIXELS, read_mask
+from ..masks import to_mask
+from ..roi import Roi
+from . import slide_kind_for
+from .tiff_reader import TiffSlide
+
+
+class MaskReader:
+    """A mask file opened for region reads in level-0 pixels; use it as a context manager."""
+
+    def __init__(self, path: Path, max_pixels: int = DEFAULT_MAX_PIXELS):
+        self.path = path
+        self.notes: list[str] = []  # how values that do not follow the conventions were read, as found
+        self._tiff: TiffSlide | None = None
+        self._whole: np.ndarray | None = None
+        if slide_kind_for(path).name == "tiff":
+            self._tiff = TiffSlide.open(path)
+            self.size = self._tiff.size
+        else:
+            self._whole = read_mask(path, max_pixels, self.notes)
+            self.size = (self._whole.shape[1], self._whole.shape[0])
+
+    def read_roi(self, roi: Roi) -> np.ndarray:
+        """H x W uint8 mask values of `roi` (which must lie inside the mask)."""
+        if not roi.fits(*self.size):
+            raise SegScopeError(f"{self.path}: region {roi} lies outside the {self.size[0]}x{self.size[1]} mask")
+        if self._whole is not None:
+            return self._whole[roi.y0:roi.y1, roi.x0:roi.x1]
+        assert self._tiff is not None
+        samples = self._tiff.read_samples(0, roi.x0, roi.y0, roi.width, roi.height)
+        return to_mask(samples[..., 0] if samples.shape[2] == 1 else samples, str(self.path), self.notes)
+
+    def close(self) -> None:
+        if self._tiff is not None:
+            self._tiff.close()
+
+    def __enter__(self) -> MaskReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
