@@ -2,8 +2,8 @@
 
     python bench/bench_gui.py [--runs 5] [--big 16384] [--skip-big]
 
-- first paint: from the slide's file path to the slide view painted: decode (OpenCV via core.fileio), build
-  the pyramid, hand the base level to the view and paint it once; for a 4000x3000 and a 16k x 16k slide.
+- first paint: from the slide's file path to the slide view painted: open it (core.slides: a PNG is decoded
+  whole), read its coarsest level, hand it to the view and paint it once; for a 4000x3000 and a 16k x 16k slide.
 - frame time: one ROI drag step (move the rectangle, sync the x0/y0/x1/y1 fields) or one pan step, each
   followed by a synchronous repaint of the view, at "fit" zoom and at 1:1 (where the detail layer shows).
 - result to panels: from an `ImageEvaluation` arriving in the window (960x960 result, 1800x1800 ROI) to the
@@ -30,12 +30,13 @@ from PySide6.QtWidgets import QApplication
 
 from segscope.core.dataset import Dataset
 from segscope.core.evaluate import ImageEvaluation
-from segscope.core.fileio import read_image, read_mask, write_image
+from segscope.core.fileio import read_mask, write_image
 from segscope.core.metrics import image_metrics
-from segscope.core.pyramid import Pyramid
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
+from segscope.core.slides import open_slide
 from segscope.gui.main_window import MainWindow
+from segscope.gui.slide_loader import read_base
 from segscope.gui.slide_view import SlideView
 
 
@@ -58,25 +59,26 @@ def median_ms(samples: list[float]) -> str:
 
 
 def first_paint(app: QApplication, path: Path, runs: int) -> dict[str, list[float]]:
-    timings: dict[str, list[float]] = {"decode": [], "pyramid": [], "show + paint": [], "total": []}
+    timings: dict[str, list[float]] = {"open": [], "base level": [], "show + paint": [], "total": []}
     for _ in range(runs):
         view = SlideView()
         view.resize(1200, 800)
         view.show()
         app.processEvents()
         t0 = time.perf_counter()
-        image = read_image(path)
+        reader = open_slide(path)
         t1 = time.perf_counter()
-        pyramid = Pyramid.build(image)
+        base = read_base(reader)
         t2 = time.perf_counter()
-        width, height = pyramid.size
-        view.set_pyramid(pyramid, Roi(width // 4, height // 4, width // 2, height // 2))
+        width, height = reader.size
+        view.set_reader(reader, base, Roi(width // 4, height // 4, width // 2, height // 2))
         view.view.viewport().repaint()
         t3 = time.perf_counter()
         for key, value in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
             timings[key].append(value)
+        view.shutdown()
         view.close()
-        del view, image, pyramid
+        del view, reader, base
         app.processEvents()
     return timings
 
@@ -165,14 +167,16 @@ def main(argv: list[str] | None = None) -> int:
             view = SlideView()
             view.resize(1200, 800)
             view.show()
-            pyramid = Pyramid.build(read_image(path))
-            view.set_pyramid(pyramid, Roi(width // 3, height // 3, width // 3 + 1800, height // 3 + 1800))
+            reader = open_slide(path)
+            roi = Roi(width // 3, height // 3, width // 3 + 1800, height // 3 + 1800)
+            view.set_reader(reader, read_base(reader), roi)
             app.processEvents()
             for name, samples in frame_times(app, view).items():
                 fps = 1 / statistics.median(samples)
                 print(f"  frame, {name:22s} {median_ms(samples)}  ({fps:5.0f} fps)")
+            view.shutdown()
             view.close()
-            del view, pyramid
+            del view, reader
         samples = result_to_panels(app, tmp_dir, args.runs * 2)
         print(f"\nresult (960x960, ROI 1800x1800) to window updated: {median_ms(samples)} (goal <= 50 ms)")
     return 0

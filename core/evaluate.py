@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -56,9 +56,13 @@ def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
 def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      items: list[DatasetItem] | None = None,
                      cancel: threading.Event | None = None, rois: Mapping[str, Roi] | None = None,
-                     overlap: bool = True) -> Iterator[ImageEvaluation]:
+                     overlap: bool = True,
+                     sources: Mapping[str, Callable[[Roi], InferenceRequest]] | None = None,
+                     ) -> Iterator[ImageEvaluation]:
     """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
-    some images theirs (a snapshot taken when the run was asked for).
+    some images theirs (a snapshot taken when the run was asked for). `sources` makes some images' requests
+    from their ROI instead of from their file (a slide already open: `core.slides.requests.region_request`),
+    called where the request is read (a read-ahead thread with `overlap`).
 
     With `overlap` (the default) requests go to `backend.infer_many`, which may keep the next image in
     flight, and each image's mask is read and scored on a second thread while the next image is inferred;
@@ -66,12 +70,17 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     Without it, one stage after another: `backend.infer`, then the mask, then the metrics.
     """
     chosen = items if items is not None else dataset.items
-    picked = rois or {}
-    requests = (InferenceRequest(item.image_path, roi or picked.get(item.id) or dataset.roi_for(item))
-                for item in chosen)
+    picked, made = rois or {}, sources or {}
+
+    def request_for(item: DatasetItem) -> InferenceRequest:
+        item_roi = roi or picked.get(item.id) or dataset.roi_for(item)
+        source = made.get(item.id)
+        return source(item_roi) if source is not None else InferenceRequest(item.image_path, item_roi)
+
+    requests = (request_for(item) for item in chosen)
     if not overlap:
         for item, request in zip(chosen, requests):
-            result = backend.infer(request.image, request.roi)
+            result = request.place(backend.infer(request.image, request.roi))
             _check_cancel(cancel, dataset, item)
             yield score(dataset, item, result)
         return

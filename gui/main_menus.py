@@ -12,7 +12,7 @@ from typing import Protocol
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMenu, QProgressBar, QToolBar
+from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QToolBar
 
 from ..core.metrics import ImageMetrics
 from .dataset_panel import DatasetPanel
@@ -20,7 +20,7 @@ from .model_dialog import add_open_model_action
 from .result_panels import ResultPanels
 from .roi_control import RoiControl
 from .run_controller import RunController
-from .shortcuts import key, shortcut_action, with_key
+from .shortcuts import ShortcutsDialog, key, shortcut_action, with_key
 from .slide_view import SlideView
 from .status_labels import duration
 
@@ -34,8 +34,6 @@ class MainCommands(Protocol):
     def choose_backend(self) -> None: ...
     def reset_layout(self) -> None: ...
     def toggle_messages(self) -> None: ...
-    def show_shortcuts(self) -> None: ...
-    def about(self) -> None: ...
     def close(self) -> bool: ...
 
 
@@ -82,7 +80,8 @@ class MainActions:
         self.reset_layout_action = a("Reset &layout", "reset_layout", "Put every dock back where it started",
                                      c.reset_layout)
         self.messages_action = a("&Messages", "messages", "Show or hide the message area", c.toggle_messages)
-        self.shortcuts_action = a("&Keyboard shortcuts", "shortcuts", "List every shortcut", c.show_shortcuts)
+        self.shortcuts_action = a("&Keyboard shortcuts", "shortcuts", "List every shortcut",
+                                  lambda: ShortcutsDialog(window).exec())
         self.quit_action = a("&Quit", "quit", "Quit SegScope", c.close)
         # The result panels' own toggles get their keys from the shared table too.
         for action, action_id in ((panels.overlay_action, "overlay"), (panels.contour_action, "contours"),
@@ -158,7 +157,9 @@ class MainActions:
         self.view_menu = view_menu
         help_menu = menu.addMenu("&Help")
         help_menu.addAction(self.shortcuts_action)
-        help_menu.addAction("&About SegScope", self.commands.about)
+        help_menu.addAction("&About SegScope", lambda: QMessageBox.about(
+            self.window, "About SegScope", "SegScope: inspect U-Net segmentations of MindX SDK streams, locally, "
+            "on an Ascend host or over SSH."))
 
     def update_enabled(self, busy: bool, has_backend: bool, slide_ready: bool, has_dataset: bool,
                        can_undo_roi: bool, can_redo_roi: bool, has_results: bool) -> None:

@@ -1,7 +1,7 @@
 """The main window: dataset list, slide with ROI, the three result panels, metrics, messages.
 
-Slides are decoded and their pyramids built in a loader thread, inference runs in the run controller's
-thread; the GUI thread only draws. Every dock can be moved; the layout is remembered between runs.
+Slides are opened in a loader thread and shown tile by tile (tiles read on a pool), inference runs in the
+run controller's thread; the GUI thread only draws. Every dock can be moved; the layout is remembered between runs.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QMainWindow, QMessageBox, QWidget
+from PySide6.QtWidgets import QMainWindow, QWidget
 
 from ..core.backends.base import Capabilities
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
 from ..core.evaluate import ImageEvaluation
-from ..core.pyramid import Pyramid
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.runs import RunRecord
 from ..core.session import Session
+from ..core.slides import SlideReader
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .dataset_panel import DatasetPanel
@@ -34,11 +34,12 @@ from .mask_editing import MaskEditing
 from .message_area import MessageArea
 from .metrics_display import MetricsDisplay
 from .metrics_panel import MetricsPanel
+from .open_slide import OpenSlide
 from .profile_dock import profile_dock
 from .result_panels import ResultPanels
 from .roi_control import RoiControl
 from .run_controller import RunController
-from .shortcuts import ShortcutsDialog, key
+from .shortcuts import key
 from .slide_loader import SlideLoading
 from .slide_view import SlideView
 from .status_labels import StatusLabels, count
@@ -49,7 +50,9 @@ from .window_layout import (
     restore_layout,
     save_layout,
     set_corners,
+    show_dock,
     tab_dock,
+    toggle_dock,
 )
 
 
@@ -62,7 +65,6 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.resize(first_size())
         self.session = Session()
-        self.shown_id: str | None = None  # the item whose slide the view shows (lags `current` while loading)
         self.backend_choice = BackendChoice()
         self.capabilities: Capabilities | None = None
         self._store_warned = False
@@ -73,6 +75,7 @@ class MainWindow(QMainWindow):
         self.metrics_panel = MetricsPanel()
         self.messages = MessageArea()
         self.controller = RunController(self)
+        self.open_slide = OpenSlide(self.slide, lambda: self.controller.busy, self)  # viewer runs read from it
 
         self.setCentralWidget(self.slide)
         set_corners(self)
@@ -130,6 +133,11 @@ class MainWindow(QMainWindow):
         document = self.session.document
         return document.mask if document is not None and self.session.ready else None
 
+    @property
+    def shown_id(self) -> str | None:
+        """The item whose slide the view shows (lags `current` while loading)."""
+        return self.open_slide.item_id
+
     # ----------------------------------------------------------------------------------------- building
     def _wire(self) -> None:
         self.dataset_panel.openRequested.connect(self.open_dataset)
@@ -166,8 +174,7 @@ class MainWindow(QMainWindow):
             self.messages.add("error", str(exc))
             return False
         self.session.open_dataset(dataset)
-        self.shown_id = None
-        self.slide.clear()
+        self.open_slide.set(None, None)
         self.panels.clear()
         self.metrics_panel.show_metrics(None)
         self.status_labels.clear_timings()
@@ -192,7 +199,7 @@ class MainWindow(QMainWindow):
             self.dataset_panel.select_item(current.id)  # stay (re-enters with the current id)
             return
         item = self.session.select(item_id)
-        self.shown_id = None
+        self.open_slide.set(None, None)
         self.panels.clear()
         self.panels.set_busy(f"Loading {item.id}…")
         self.slide.set_loading(f"Loading {item.id} ({item.image_path.name})…")
@@ -201,16 +208,17 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Loading {item.image_path}…")
         self._update_enabled()
 
-    def _on_slide_loaded(self, item: DatasetItem, pyramid: Pyramid, mask) -> None:
+    def _on_slide_loaded(self, item: DatasetItem, reader: SlideReader, base, mask) -> None:
         if self.dataset is None:
+            reader.close()
             return
-        self.shown_id = item.id
-        self.session.slide_loaded(item.id, pyramid.size, mask)
+        self.open_slide.set(item.id, reader)
+        self.session.slide_loaded(item.id, reader.size, mask)
         roi = self.session.roi
         assert roi is not None
-        self.slide.set_pyramid(pyramid, roi)
+        self.slide.set_reader(reader, base, roi)
         self.editing.slide_loaded(item)  # may restore auto-saved edits into the document
-        w, h = pyramid.size
+        w, h = reader.size
         self.statusBar().showMessage(f"{item.image_path}  {w} x {h}", 4000)
         result = self.session.result(item.id)
         if result is not None:
@@ -227,7 +235,7 @@ class MainWindow(QMainWindow):
         return f"Not run yet: press Run ({key('run_current')}) or Run all ({key('run_all')})"
 
     def _on_slide_failed(self, item: DatasetItem, text: str, details: str) -> None:
-        self.slide.clear()
+        self.open_slide.set(None, None)
         self.panels.clear()
         self.messages.add("error", text, details)
         self.rows.set(item.id, "unreadable", error=text)
@@ -282,7 +290,8 @@ class MainWindow(QMainWindow):
         """Queue a batch on a snapshot of the ROIs: dragging during the run changes the next run only."""
         assert self.dataset is not None
         plan = self.session.run_plan([item.id for item in items])
-        if not self.controller.run(self.dataset, items, plan):
+        sources = self.open_slide.sources(self.backend_choice.pipeline)  # the shown slide: no decode
+        if not self.controller.run(self.dataset, items, plan, sources):
             return False
         self.rows.queued([item.id for item in items])
         self.main_actions.start_batch(len(items))
@@ -292,6 +301,7 @@ class MainWindow(QMainWindow):
 
     def _on_batch_finished(self, done: int, failed: int, cancelled: bool) -> None:
         self.main_actions.end_batch()
+        self.open_slide.idle()
         self.panels.set_busy("" if self.panels.result is not None or not self.slide_ready() else self._run_hint())
         self.rows.batch_finished(cancelled)
         if cancelled or failed or done > 1:
@@ -340,9 +350,8 @@ class MainWindow(QMainWindow):
             self.show_result(item_id, result)
 
     def show_result(self, item_id: str, result: InferenceResult) -> None:
-        roi = result.roi
-        image = self.slide.image_bgr
-        roi_image = image[roi.y0 : roi.y1, roi.x0 : roi.x1] if image is not None else None
+        roi, reader = result.roi, self.open_slide.reader
+        roi_image = reader.read_roi(roi) if reader is not None and roi.fits(*reader.size) else None
         mask = self.mask
         gt = mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if mask is not None else None
         try:
@@ -372,8 +381,7 @@ class MainWindow(QMainWindow):
     def write_export(self, choices: ExportChoices) -> list[Path]:
         written = write_export(self.session, self.capabilities, choices, self.messages)
         if written:
-            self.messages_dock.show()
-            self.messages_dock.raise_()
+            show_dock(self.messages_dock)
         return written
 
     # --------------------------------------------------------------------------------------------- misc
@@ -385,24 +393,13 @@ class MainWindow(QMainWindow):
 
     def _on_message(self, level: str) -> None:
         if level == "error":
-            self.messages_dock.show()
-            self.messages_dock.raise_()
+            show_dock(self.messages_dock)
 
     def toggle_messages(self) -> None:
-        visible = not (self.messages_dock.isVisible() and not self.messages_dock.visibleRegion().isEmpty())
-        self.messages_dock.setVisible(visible)
-        if visible:
-            self.messages_dock.raise_()
+        toggle_dock(self.messages_dock)
 
     def reset_layout(self) -> None:
         self.dock_layout.reset()
-
-    def show_shortcuts(self) -> None:
-        ShortcutsDialog(self).exec()
-
-    def about(self) -> None:
-        QMessageBox.about(self, "About SegScope", "SegScope: inspect U-Net segmentations of MindX SDK streams, "
-                          "locally, on an Ascend host or over SSH.")
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if DatasetPanel.dropped_folder(event) is not None:
@@ -423,5 +420,6 @@ class MainWindow(QMainWindow):
         save_layout(self)
         self.controller.shutdown()
         self.loading.shutdown()
+        self.open_slide.close()
         super().closeEvent(event)
 

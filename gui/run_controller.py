@@ -10,17 +10,19 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..core.backends.base import Backend, Capabilities
+from ..core.backends.base import Backend, Capabilities, InferenceRequest
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import CancelledError, SegScopeError
 from ..core.evaluate import ImageEvaluation, evaluate_dataset
 from ..core.roi import Roi
 
 BackendFactory = Callable[[], Backend]
+#: Per image id: its request made from its ROI (a region read of the slide the viewer has open).
+Sources = Mapping[str, Callable[[Roi], InferenceRequest]]
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
@@ -55,9 +57,10 @@ class _Worker(QObject):
             return
         self.opened.emit(self.backend.capabilities)
 
-    @Slot(object, list, object)
-    def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi]) -> None:
-        """Evaluate `items` on `rois`; a failing image is reported and the batch goes on with the next one."""
+    @Slot(object, list, object, object)
+    def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi], sources: Sources) -> None:
+        """Evaluate `items` on `rois` (`sources`: see `RunController.run`); a failing image is reported and
+        the batch goes on with the next one."""
         done = failed = 0
         cancelled = False
         remaining = list(items)
@@ -70,7 +73,7 @@ class _Worker(QObject):
             yielded = 0
             try:
                 for evaluation in evaluate_dataset(self.backend, dataset, items=remaining, cancel=self.cancel_event,
-                                                   rois=rois):
+                                                   rois=rois, sources=sources):
                     yielded += 1
                     done += 1
                     self.evaluated.emit(evaluation)
@@ -115,7 +118,7 @@ class RunController(QObject):
     batchFinished = Signal(int, int, bool)  # done, failed, cancelled
 
     _open = Signal(object)
-    _run = Signal(object, list, object)
+    _run = Signal(object, list, object, object)
     _close = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -143,8 +146,10 @@ class RunController(QObject):
         self.capabilities = None
         self._open.emit(factory)
 
-    def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi] | None = None) -> bool:
-        """Queue a batch on `rois` (a snapshot per image; the dataset's ROIs for the others); False (and a
+    def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi] | None = None,
+            sources: Sources | None = None) -> bool:
+        """Queue a batch on `rois` (a snapshot per image; the dataset's ROIs for the others); `sources` make
+        some images' requests from an open slide instead of their file (`evaluate_dataset`). False (and a
         message) when one is already running."""
         if self.busy:
             self.message.emit("warning", "A run is in progress: wait for it or cancel it (Esc)", "")
@@ -155,7 +160,7 @@ class RunController(QObject):
         self._total, self._finished, self._started = len(items), 0, time.perf_counter()
         self._set_busy(True)
         self.progress.emit(0, self._total, float("nan"))
-        self._run.emit(dataset, list(items), dict(rois or {}))
+        self._run.emit(dataset, list(items), dict(rois or {}), dict(sources or {}))
         return True
 
     def cancel(self) -> None:

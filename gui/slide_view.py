@@ -1,9 +1,8 @@
 """The full slide with smooth pan/zoom and the ROI rectangle the stream crops.
 
-Big slides are never handed to Qt as one texture: `Pyramid` keeps the decoded image plus halved copies
-down to a base level of at most `BASE_MAX_SIDE` px. The base level is always shown; when the user zooms in
-past its resolution, a detail layer shows only the visible part (plus a margin) from the finest level that
-the zoom needs, so a 16k x 16k slide costs about one screen of pixels per update.
+The slide comes as a `SlideReader` and is shown on its own levels, never decoded whole by the view: the
+coarsest level (read by the loader) is always shown, stretched over the slide; when the user zooms in past
+its resolution, `TileLayer` shows the visible tiles of the level the zoom needs, read off the GUI thread.
 """
 
 from __future__ import annotations
@@ -17,12 +16,13 @@ from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QKeyEvent
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSpinBox, QToolButton, QVBoxLayout, QWidget
 
-from ..core.pyramid import Pyramid
 from ..core.roi import Roi
+from ..core.slides import SlideReader
 from .shortcuts import with_key
+from .tile_layer import TileLayer
 
-#: Part of the visible width/height added on each side of the detail layer, so short pans need no update.
-DETAIL_MARGIN = 0.5
+#: Part of the visible width/height added on each side of the tiles asked for, so short pans find them read.
+DETAIL_MARGIN = 0.25
 ROI_COLOR = QColor(255, 200, 0)
 
 
@@ -109,10 +109,8 @@ class SlideView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.pyramid: Pyramid | None = None
+        self.reader: SlideReader | None = None
         self._syncing = False
-        self._detail_level: int | None = None
-        self._detail_rect: tuple[int, int, int, int] | None = None
 
         self.view = _SlideGraphicsView(background="#1b1d22")
         self.view.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
@@ -126,10 +124,8 @@ class SlideView(QWidget):
         self.vb = pg.ViewBox(lockAspect=True, invertY=True, enableMenu=False)
         self.view.setCentralItem(self.vb)
         self.base = pg.ImageItem(axisOrder="row-major")
-        self.detail = pg.ImageItem(axisOrder="row-major")
-        self.detail.setZValue(1)
-        for item in (self.base, self.detail):
-            self.vb.addItem(item)
+        self.vb.addItem(self.base)
+        self.tiles = TileLayer(self.vb, parent=self)
         self.roi_item: _RoiRect | None = None
 
         self._detail_timer = QTimer(self, singleShot=True, interval=15)
@@ -191,11 +187,6 @@ class SlideView(QWidget):
             widget.setEnabled(enabled)
 
     # ----------------------------------------------------------------- image
-    @property
-    def image_bgr(self) -> np.ndarray | None:
-        """The full-resolution slide (BGR), or None when nothing is shown."""
-        return self.pyramid.levels[0] if self.pyramid else None
-
     def set_loading(self, text: str) -> None:
         """Empty the view and say what is being loaded (a big slide takes seconds to decode)."""
         self.clear()
@@ -212,17 +203,18 @@ class SlideView(QWidget):
         super().resizeEvent(event)
         self._place_notice()
 
-    def set_pyramid(self, pyramid: Pyramid, roi: Roi) -> None:
-        """Show a slide (built with `Pyramid.build`, ideally off the GUI thread) with its ROI; fit it."""
+    def set_reader(self, reader: SlideReader, base_rgb: np.ndarray | None, roi: Roi) -> None:
+        """Show a slide with its ROI and fit it; `base_rgb` is its coarsest level (read off the GUI thread),
+        or None where that level is too big to hold (then only the tiles of finer levels show)."""
         self.notice.hide()
-        self.pyramid = pyramid
-        w, h = pyramid.size
-        base_pixels, _ = pyramid.crop(len(pyramid.levels) - 1, (0, 0, w, h))
-        self.base.setImage(base_pixels, autoLevels=False, levels=(0, 255))
-        self.base.setRect(QRectF(0, 0, w, h))
-        self.detail.clear()
-        self.detail.hide()
-        self._detail_level = self._detail_rect = None
+        self.reader = reader
+        w, h = reader.size
+        if base_rgb is not None:
+            self.base.setImage(base_rgb, autoLevels=False, levels=(0, 255))
+            self.base.setRect(QRectF(0, 0, w, h))
+        else:
+            self.base.clear()
+        self.tiles.set_reader(reader)
         if self.roi_item is not None:
             self.vb.removeItem(self.roi_item)
         self.roi_item = _RoiRect(QRectF(0, 0, w, h))
@@ -240,35 +232,39 @@ class SlideView(QWidget):
         self.fit()
 
     def clear(self) -> None:
-        self.pyramid = None
+        self.reader = None
         self.base.clear()
-        self.detail.clear()
+        self.tiles.set_reader(None)
         if self.roi_item is not None:
             self.vb.removeItem(self.roi_item)
             self.roi_item = None
         self.size_label.setText("")
         self._set_controls_enabled(False)
 
+    def shutdown(self) -> None:
+        """Stop the tile readers (call once, when the window closes)."""
+        self.tiles.shutdown()
+
     def fit(self) -> None:
-        if self.pyramid:
-            w, h = self.pyramid.size
+        if self.reader:
+            w, h = self.reader.size
             self.vb.setRange(QRectF(0, 0, w, h), padding=0.02)
 
     def one_to_one(self) -> None:
         """Zoom so one slide pixel covers one screen pixel, keeping the view centre."""
-        if self.pyramid:
+        if self.reader:
             px, _ = self.vb.viewPixelSize()
             self.vb.scaleBy(s=(1 / px, 1 / px), center=self.vb.viewRect().center())
 
     def _on_mouse_moved(self, pos) -> None:
-        if not self.pyramid:
+        if not self.reader:
             return
         point = self.vb.mapSceneToView(pos)
         x, y = math.floor(point.x()), math.floor(point.y())
-        w, h = self.pyramid.size
+        w, h = self.reader.size
         if 0 <= x < w and 0 <= y < h:
-            b, g, r = self.pyramid.levels[0][y, x]
-            self.hovered.emit(f"slide x={x} y={y}  RGB {r} {g} {b}")
+            rgb = self.tiles.pixel(x, y)
+            self.hovered.emit(f"slide x={x} y={y}" + (f"  RGB {rgb[0]} {rgb[1]} {rgb[2]}" if rgb else ""))
 
     def eventFilter(self, watched, event) -> bool:
         """The hover readout goes when the mouse leaves the slide (`hovered("")`)."""
@@ -277,47 +273,34 @@ class SlideView(QWidget):
         return False
 
     def _update_detail(self) -> None:
-        """Show the visible part at the resolution the zoom needs, when the base level is too coarse."""
-        if not self.pyramid:
+        """Show the visible tiles of the level the zoom needs, when the base level is too coarse."""
+        reader = self.reader
+        if reader is None:
             return
         px, _ = self.vb.viewPixelSize()
-        level = self.pyramid.level_for(px)
-        if level == len(self.pyramid.levels) - 1:
-            self.detail.hide()
-            return
+        level = reader.level_for(px)
         view = self.vb.viewRect()
-        w, h = self.pyramid.size
-        visible = (max(int(view.left()), 0), max(int(view.top()), 0),
-                   min(math.ceil(view.right()), w), min(math.ceil(view.bottom()), h))
-        if visible[0] >= visible[2] or visible[1] >= visible[3]:
-            self.detail.hide()
+        if level == len(reader.levels) - 1 and self.base.image is not None:
+            self.tiles.update(None, view)
             return
-        if level == self._detail_level and self._detail_rect and _contains(self._detail_rect, visible):
-            self.detail.show()
-            return
-        mx, my = int(view.width() * DETAIL_MARGIN), int(view.height() * DETAIL_MARGIN)
-        wanted = (visible[0] - mx, visible[1] - my, visible[2] + mx, visible[3] + my)
-        pixels, covered = self.pyramid.crop(level, wanted)
-        self.detail.setImage(pixels, autoLevels=False, levels=(0, 255))
-        self.detail.setRect(QRectF(covered[0], covered[1], covered[2] - covered[0], covered[3] - covered[1]))
-        self.detail.show()
-        self._detail_level, self._detail_rect = level, covered
+        mx, my = view.width() * DETAIL_MARGIN, view.height() * DETAIL_MARGIN
+        self.tiles.update(level, view.adjusted(-mx, -my, mx, my))
 
     # ------------------------------------------------------------------- ROI
     def roi(self) -> Roi | None:
         """The ROI as drawn, in whole slide pixels, inside the image."""
-        if self.roi_item is None or self.pyramid is None:
+        if self.roi_item is None or self.reader is None:
             return None
         pos, size = self.roi_item.pos(), self.roi_item.size()
         x0, y0 = round(pos.x()), round(pos.y())
-        w, h = self.pyramid.size
+        w, h = self.reader.size
         return Roi(x0, y0, x0 + max(round(size.x()), 1), y0 + max(round(size.y()), 1)).clamped(w, h)
 
     def set_roi(self, roi: Roi) -> None:
         """Place the rectangle (clamped into the image); does not emit `roiChanged`."""
-        if self.roi_item is None or self.pyramid is None:
+        if self.roi_item is None or self.reader is None:
             return
-        roi = roi.clamped(*self.pyramid.size)
+        roi = roi.clamped(*self.reader.size)
         self._syncing = True
         try:
             self.roi_item.setPos((roi.x0, roi.y0), update=False, finish=False)
@@ -381,8 +364,4 @@ class SlideView(QWidget):
             self._sync_spins(current)  # an empty box: put the fields back
             return
         self._apply_user_roi(roi)
-
-
-def _contains(outer: tuple[int, int, int, int], inner: tuple[int, int, int, int]) -> bool:
-    return outer[0] <= inner[0] and outer[1] <= inner[1] and outer[2] >= inner[2] and outer[3] >= inner[3]
 

@@ -65,6 +65,18 @@ def tab_dock(window: QMainWindow, dock: QDockWidget, tab_with: QDockWidget) -> N
         tab_with.raise_()
 
 
+def show_dock(dock: QDockWidget, visible: bool = True) -> None:
+    """Show `dock` in front of the docks tabbed with it (or hide it)."""
+    dock.setVisible(visible)
+    if visible:
+        dock.raise_()
+
+
+def toggle_dock(dock: QDockWidget) -> None:
+    """Hide `dock` where it is seen, else bring it to the front (a tab behind another counts as unseen)."""
+    show_dock(dock, not (dock.isVisible() and not dock.visibleRegion().isEmpty()))
+
+
 def restore_layout(window: QMainWindow) -> bool:
     """The user's last window geometry and dock layout; False when there is none (a first start)."""
     s = settings.settings()

@@ -42,7 +42,7 @@ def run_and_wait(qtbot, win, action) -> list:
 def test_opens_on_the_dataset_with_its_default_roi(window):
     assert window.slide.roi() == DEFAULT_ROI
     assert spins(window) == DEFAULT_ROI.as_tuple()
-    assert window.slide.pyramid.size == SLIDE_SIZE
+    assert window.slide.reader.size == SLIDE_SIZE
     assert window.dataset_panel.visible_order() == ["001", "002", "003"]
     assert window.main_actions.run_action.isEnabled()
 
@@ -155,6 +155,26 @@ def test_run_shows_exactly_the_backends_arrays_and_the_core_metric(qtbot, window
     assert "mean soft Dice" in means and "(1 image)" in means
 
 
+def test_a_viewer_run_reads_the_roi_from_the_open_slide_and_equals_the_file_run(qtbot, window, demo_dataset,
+                                                                               tiny_model_project, monkeypatch):
+    from segscope.core.backends import embedded
+
+    decodes = []
+    real_decode = embedded.decode_image
+    monkeypatch.setattr(embedded, "decode_image", lambda *a, **k: decodes.append(a[1]) or real_decode(*a, **k))
+    roi = Roi(333, 101, 911, 650)
+    window.slide.set_roi(roi)
+    window.slide.roiChanged.emit(window.slide.roi())
+    result = run_and_wait(qtbot, window, window.run_current)[0].result
+    assert decodes == []  # the viewer's open slide gave the pixels: no file decoded for the run
+    with EmbeddedBackend(tiny_model_project.pipeline) as backend:
+        reference = backend.infer(demo_dataset / "001" / "image.png", roi)
+    assert decodes == [str(demo_dataset / "001" / "image.png")]  # the reference run did decode the file
+    assert (result.roi, result.image_size) == (reference.roi, reference.image_size) == (roi, SLIDE_SIZE)
+    np.testing.assert_array_equal(result.probabilities, reference.probabilities)
+    np.testing.assert_array_equal(result.argmax, reference.argmax)
+
+
 def test_roi_change_then_run_uses_the_new_roi(qtbot, window):
     window.slide.set_roi(Roi(100, 50, 500, 450))
     window.slide.roiChanged.emit(window.slide.roi())
@@ -258,7 +278,7 @@ def test_a_bad_dataset_or_unreadable_slide_is_a_message(qtbot, window, tmp_path)
     (broken / "a" / "image.png").write_bytes(b"not a png")
     assert window.open_dataset(broken)
     qtbot.waitUntil(
-        lambda: bool(window.messages.errors()) and "not a readable image" in window.messages.errors()[-1].text
+        lambda: bool(window.messages.errors()) and "no slide reader reads" in window.messages.errors()[-1].text
     )
     assert window.dataset_panel.model.row("a").status == "unreadable"
     assert not window.main_actions.run_action.isEnabled()

@@ -1,0 +1,241 @@
+"""A slide shown on its own levels: tiles of the level the zoom needs, read off the GUI thread and cached.
+
+The coarsest level is always shown, stretched over the slide (`SlideView.set_reader`); on top of it,
+`TileLayer.update` shows the visible tiles of the level for the current zoom; until they have all arrived,
+the tiles shown before stay beneath them (so zooming never falls back to the blurry base). Tiles not yet
+read are asked of a small thread pool calling `SlideReader.read_region`; requests the view moved away from
+are dropped before they start.
+Read tiles live in a byte-bounded LRU cache (`TileCache`), so panning back costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, QRectF, Signal
+
+from ..core.slides import SlideReader
+
+#: Side of a tile in its level's pixels.
+TILE = 512
+#: Default byte bound of the tile cache.
+CACHE_BYTES = 256 * 2**20
+#: Threads reading tiles (the readers release the GIL while decoding).
+READ_THREADS = 2
+#: Above this many visible tiles (a finest level with no coarser one to show), only the base level is shown.
+MAX_VISIBLE_TILES = 256
+
+TileKey = tuple[int, int, int]  # level, column, row
+
+
+class TileCache:
+    """RGB tiles by key, least recently used dropped first once their bytes pass `max_bytes`."""
+
+    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._tiles: OrderedDict[TileKey, np.ndarray] = OrderedDict()
+
+    def get(self, key: TileKey) -> np.ndarray | None:
+        tile = self._tiles.get(key)
+        if tile is not None:
+            self._tiles.move_to_end(key)
+        return tile
+
+    def put(self, key: TileKey, tile: np.ndarray) -> None:
+        old = self._tiles.pop(key, None)
+        if old is not None:
+            self.bytes -= old.nbytes
+        self._tiles[key] = tile
+        self.bytes += tile.nbytes
+        while self.bytes > self.max_bytes and len(self._tiles) > 1:
+            _, dropped = self._tiles.popitem(last=False)
+            self.bytes -= dropped.nbytes
+
+    def clear(self) -> None:
+        self._tiles.clear()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._tiles)
+
+
+def tile_box(reader: SlideReader, key: TileKey) -> tuple[int, int, int, int]:
+    """(x, y, width, height) of a tile in its level's pixels (edge tiles are cut to the level)."""
+    level, column, row = key
+    lv = reader.levels[level]
+    x, y = column * TILE, row * TILE
+    return x, y, min(TILE, lv.width - x), min(TILE, lv.height - y)
+
+
+def visible_tiles(reader: SlideReader, level: int, rect: QRectF) -> list[TileKey]:
+    """Keys of `level`'s tiles meeting `rect` (level-0 pixels), centre first."""
+    lv = reader.levels[level]
+    sx, sy = reader.size[0] / lv.width, reader.size[1] / lv.height
+    columns = range(max(int(rect.left() / sx) // TILE, 0),
+                    min(math.ceil(rect.right() / sx / TILE), -(-lv.width // TILE)))
+    rows = range(max(int(rect.top() / sy) // TILE, 0),
+                 min(math.ceil(rect.bottom() / sy / TILE), -(-lv.height // TILE)))
+    keys = [(level, c, r) for r in rows for c in columns]
+    if not keys:
+        return keys
+    mid_c, mid_r = (columns.start + columns.stop - 1) / 2, (rows.start + rows.stop - 1) / 2
+    return sorted(keys, key=lambda k: (k[1] - mid_c) ** 2 + (k[2] - mid_r) ** 2)
+
+
+class TileLoader(QObject):
+    """Reads tiles on a thread pool; `loaded(reader, key, rgb)` arrives in the GUI thread."""
+
+    loaded = Signal(object, object, object)  # reader, TileKey, RGB pixels
+    failed = Signal(object, object, str)  # reader, TileKey, message
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="segscope-tiles")
+        self._pending: dict[TileKey, Future[None]] = {}
+        self._lock = threading.Lock()
+
+    def request(self, reader: SlideReader, keys: list[TileKey]) -> None:
+        """Read `keys` (in this order) and drop every pending request not among them."""
+        wanted = set(keys)
+        with self._lock:
+            for key, future in list(self._pending.items()):
+                if key not in wanted and future.cancel():
+                    del self._pending[key]
+            for key in keys:
+                if key not in self._pending:
+                    self._pending[key] = self._pool.submit(self._read, reader, key)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def drop_all(self) -> None:
+        with self._lock:
+            for future in self._pending.values():
+                future.cancel()
+            self._pending.clear()
+
+    def _read(self, reader: SlideReader, key: TileKey) -> None:
+        try:
+            rgb = np.ascontiguousarray(reader.read_region(key[0], *tile_box(reader, key))[..., ::-1])
+        except Exception as exc:  # noqa: BLE001 - shown once by the view, the viewer keeps running
+            self._done(key)
+            self.failed.emit(reader, key, str(exc))
+            return
+        self._done(key)
+        self.loaded.emit(reader, key, rgb)
+
+    def _done(self, key: TileKey) -> None:
+        with self._lock:
+            self._pending.pop(key, None)
+
+    def shutdown(self) -> None:
+        self.drop_all()
+        self._pool.shutdown(wait=True)
+
+
+class TileLayer(QObject):
+    """The tiles of one slide in a ViewBox: `set_reader`, then `update(level, visible rect)` on each move."""
+
+    failed = Signal(str)
+
+    def __init__(self, view_box: pg.ViewBox, cache_bytes: int = CACHE_BYTES, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.vb = view_box
+        self.reader: SlideReader | None = None
+        self.cache = TileCache(cache_bytes)
+        self.loader = TileLoader(self)
+        self.loader.loaded.connect(self._on_loaded)
+        self.loader.failed.connect(self._on_failed)
+        self.shown: dict[TileKey, pg.ImageItem] = {}
+        self.previous: list[pg.ImageItem] = []  # tiles shown before the view moved, until the wanted arrive
+        self.wanted: list[TileKey] = []
+        self._warned = False
+
+    def set_reader(self, reader: SlideReader | None) -> None:
+        self.loader.drop_all()
+        self.cache.clear()
+        self._show([])
+        self.reader, self.wanted, self._warned = reader, [], False
+
+    def update(self, level: int | None, rect: QRectF) -> None:
+        """Show `level`'s tiles meeting `rect` (None: none), reading those not cached."""
+        reader = self.reader
+        keys = visible_tiles(reader, level, rect) if reader is not None and level is not None else []
+        if len(keys) > MAX_VISIBLE_TILES:
+            keys = []
+        self.wanted = keys
+        missing = [key for key in keys if self.cache.get(key) is None]
+        if reader is not None:
+            self.loader.request(reader, missing)
+        self._show([key for key in keys if key not in missing], keep_previous=bool(missing))
+
+    def _show(self, keys: list[TileKey], keep_previous: bool = False) -> None:
+        gone = [self.shown.pop(key) for key in set(self.shown) - set(keys)]
+        if keep_previous and gone:
+            self._drop_previous()
+            for item in gone:
+                item.setZValue(0.5)
+            self.previous = gone
+        else:
+            for item in gone:
+                self.vb.removeItem(item)
+        if not keep_previous:
+            self._drop_previous()
+        for key in keys:
+            if key not in self.shown:
+                self._add(key)
+
+    def _drop_previous(self) -> None:
+        for item in self.previous:
+            self.vb.removeItem(item)
+        self.previous = []
+
+    def _add(self, key: TileKey) -> None:
+        reader, tile = self.reader, self.cache.get(key)
+        assert reader is not None and tile is not None
+        lv = reader.levels[key[0]]
+        sx, sy = reader.size[0] / lv.width, reader.size[1] / lv.height
+        x, y, w, h = tile_box(reader, key)
+        item = pg.ImageItem(tile, axisOrder="row-major", autoLevels=False, levels=(0, 255))
+        item.setRect(QRectF(x * sx, y * sy, w * sx, h * sy))
+        item.setZValue(1)
+        self.vb.addItem(item)
+        self.shown[key] = item
+
+    def _on_loaded(self, reader: SlideReader, key: TileKey, rgb: np.ndarray) -> None:
+        if reader is not self.reader:
+            return  # a tile of the slide shown before
+        self.cache.put(key, rgb)
+        if key in self.wanted and key not in self.shown:
+            self._add(key)
+            if len(self.shown) == len(self.wanted):
+                self._drop_previous()
+
+    def _on_failed(self, reader: SlideReader, key: TileKey, text: str) -> None:
+        if reader is self.reader and not self._warned:
+            self._warned = True
+            self.failed.emit(text)
+
+    def pixel(self, x: int, y: int) -> tuple[int, int, int] | None:
+        """RGB of slide pixel (x, y) from the finest cached tile holding it, or None."""
+        reader = self.reader
+        if reader is None:
+            return None
+        for level in range(len(reader.levels)):
+            lv = reader.levels[level]
+            lx, ly = int(x * lv.width / reader.size[0]), int(y * lv.height / reader.size[1])
+            tile = self.cache.get((level, lx // TILE, ly // TILE))
+            if tile is not None:
+                r, g, b = tile[ly % TILE, lx % TILE]
+                return int(r), int(g), int(b)
+        return None
+
+    def shutdown(self) -> None:
+        self.loader.shutdown()

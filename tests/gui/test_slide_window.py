@@ -1,0 +1,77 @@
+"""The main window on a pyramidal TIFF: opened without reading full resolution, a run of the ROI read from
+the open reader equals a run of the same pixels from a PNG file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.roi import Roi
+from segscope.core.slides.synthetic import write_pyramidal_tiff
+
+from .test_slide_view import CountingReader
+
+pytestmark = pytest.mark.gui
+
+SIZE = (3000, 2000)
+
+
+@pytest.fixture
+def tiff_window(qtbot, tmp_path: Path, tiny_model_project, monkeypatch):
+    from segscope.gui import slide_loader
+    from segscope.gui.backend_dialog import BackendChoice
+    from segscope.gui.main_window import MainWindow
+
+    readers: list[CountingReader] = []
+    real_open = slide_loader.open_slide
+    monkeypatch.setattr(slide_loader, "open_slide", lambda *a: readers.append(CountingReader(real_open(*a)))
+                        or readers[-1])
+    (tmp_path / "ds" / "a").mkdir(parents=True)
+    write_pyramidal_tiff(tmp_path / "ds" / "a" / "image.tif", SIZE, tile=256, compression="zlib", seed=5)
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    win.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    assert win.open_dataset(tmp_path / "ds")
+    qtbot.waitUntil(lambda: win.capabilities is not None and win.slide_ready(), timeout=30000)
+    yield win, readers
+    win.close()
+
+
+def test_a_pyramidal_tiff_opens_on_its_levels_and_runs_from_the_open_reader(qtbot, tiff_window, tmp_path,
+                                                                               tiny_model_project, monkeypatch):
+    from segscope.core.backends import embedded
+
+    decodes = []
+    real_decode = embedded.decode_image
+    monkeypatch.setattr(embedded, "decode_image", lambda *a, **k: decodes.append(a[1]) or real_decode(*a, **k))
+    window, readers = tiff_window
+    reader = readers[-1]
+    assert reader.inner.kind == "tiff" and len(reader.levels) > 1
+    window.slide._update_detail()
+    qtbot.waitUntil(lambda: set(window.slide.tiles.wanted) <= set(window.slide.tiles.shown), timeout=10000)
+    assert reader.area(0) == 0  # fitted, nothing of full resolution is read
+
+    roi = Roi(1210, 640, 1730, 1100)
+    window.slide.set_roi(roi)
+    window.slide.roiChanged.emit(window.slide.roi())
+    results = []
+    window.controller.evaluated.connect(results.append)
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.run_current()
+    result = results[0].result
+    assert decodes == []  # no file decoded for the run
+    assert reader.area(0) <= 2 * roi.width * roi.height  # the ROI (read for the run and for the panels)
+
+    png = tmp_path / "level0.png"  # the same pixels as a file, run the ordinary way
+    assert cv2.imwrite(str(png), reader.inner.read_region(0, 0, 0, *SIZE))
+    with EmbeddedBackend(tiny_model_project.pipeline) as backend:
+        reference = backend.infer(png, roi)
+    assert (result.roi, result.image_size) == (reference.roi, reference.image_size) == (roi, SIZE)
+    np.testing.assert_array_equal(result.probabilities, reference.probabilities)
+    np.testing.assert_array_equal(window.panels.panel_arrays()["argmax"], reference.argmax)
