@@ -39,6 +39,7 @@ from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planne
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
+from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
 from .provenance import source_for
 from .roi import Roi
@@ -143,6 +144,7 @@ def _refuse_remote_only_options(args: argparse.Namespace) -> None:
 
 def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     _refuse_remote_only_options(args)
+    refuse_bad_precision_options(args)
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
@@ -159,13 +161,16 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
             probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
             remote_cache=args.remote_cache))
+        backend, notes = with_precision(backend, args, dataset, roi)  # fp32: the backend itself
+        check = AccuracyCheck(backend, dataset)
         details = backend.capabilities.details  # which stream of several it drives; how DVPP is approximated
-        notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
+        notes += ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
             ([details["note"]] if "note" in details else [])
         for note in notes:
             print(f"segscope: note: {note}", file=sys.stderr)
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, overlap=args.overlap), 1):
             summary.add(evaluation.metrics)
+            check.add(evaluation)
             result, item = evaluation.result, evaluation.item
             rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
             if export is not None:
@@ -178,8 +183,10 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         means = summary.means()
         if export is not None:
             export.write_metrics(rows, means)
+    precision = check.summary()
     if args.json:
-        json.dump(json_safe({"images": rows, "summary": means}), out, indent=2, allow_nan=False)
+        document = {"images": rows, "summary": means, **({"precision": precision} if precision else {})}
+        json.dump(json_safe(document), out, indent=2, allow_nan=False)
         out.write("\n")
     else:
         def shown(key: str) -> object:
@@ -189,6 +196,12 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         print(f"========== Cross Valid IOU is: {shown('soft_iou')}", file=out)
         print(f"========== Hard foreground dice is: {shown('foreground_dice')} "
               f"(over {means['images_with_masks']} images with masks)", file=out)
+    if precision:
+        line, warning = check.lines()
+        if not args.json:
+            print(line, file=out)
+        if warning:
+            print(f"segscope: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -283,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run read/decode, inference and scoring one after another (same output, slower; "
                          "each stage's time then excludes the others')")
     _add_backend_options(ev)
+    add_precision_options(ev)
     ev.set_defaults(handler=run_eval)
 
     demo = commands.add_parser("demo", help="write the demo dataset (synthetic industrial slides with masks)")

@@ -53,6 +53,13 @@ def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
     return row
 
 
+def evaluation_request(dataset: Dataset, item: DatasetItem, roi: Roi | None = None,
+                       rois: Mapping[str, Roi] | None = None) -> InferenceRequest:
+    """What `evaluate_dataset` asks the backend for one image: `roi`, else its entry in `rois`, else the
+    dataset's ROI for it."""
+    return InferenceRequest(item.image_path, roi or (rois or {}).get(item.id) or dataset.roi_for(item))
+
+
 def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      items: list[DatasetItem] | None = None,
                      cancel: threading.Event | None = None, rois: Mapping[str, Roi] | None = None,
@@ -66,9 +73,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     Without it, one stage after another: `backend.infer`, then the mask, then the metrics.
     """
     chosen = items if items is not None else dataset.items
-    picked = rois or {}
-    requests = (InferenceRequest(item.image_path, roi or picked.get(item.id) or dataset.roi_for(item))
-                for item in chosen)
+    requests = (evaluation_request(dataset, item, roi, rois) for item in chosen)
     if not overlap:
         for item, request in zip(chosen, requests):
             result = backend.infer(request.image, request.roi)
