@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import io
 import json
@@ -34,8 +35,9 @@ from .card_builder import add_card_command
 from .check import add_check_command
 from .dataset import Dataset
 from .errors import SegScopeError
-from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
+from .evaluate import DatasetSummary, ImageEvaluation, evaluate_dataset, evaluation_row
 from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planned_files, refuse_existing
+from .export_writer import ExportWriter
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
@@ -168,17 +170,22 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             ([details["note"]] if "note" in details else [])
         for note in notes:
             print(f"segscope: note: {note}", file=sys.stderr)
+        writer = stack.enter_context(ExportWriter(export, background=args.overlap))  # files beside inference
+
+        def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
+            if not args.json:
+                progress.clear()
+                print(_format_line(evaluation.item.image_path, evaluation.metrics), file=out, flush=True)
+            progress.update(done, evaluation.item.id)
+
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, overlap=args.overlap), 1):
             summary.add(evaluation.metrics)
             check.add(evaluation)
             result, item = evaluation.result, evaluation.item
             rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
-            if export is not None:
-                export.export_result(result, source_for(item, backend.capabilities), kinds)
-            if not args.json:
-                progress.clear()
-                print(_format_line(evaluation.item.image_path, evaluation.metrics), file=out, flush=True)
-            progress.update(done, evaluation.item.id)
+            writer.submit(result, source_for(item, backend.capabilities), kinds,
+                          functools.partial(print_line, done, evaluation))
+        writer.finish()
         progress.clear()
         means = summary.means()
         if export is not None:
