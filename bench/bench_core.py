@@ -15,6 +15,10 @@ its median and spread (min-max). Results are recorded in bench/RESULTS.md.
 - GFLOP/s: 2 x the multiply-accumulates of every Conv/ConvTranspose/MatMul (ONNX shape inference) over the
   median ONNX Runtime run, against the measured peak.
 - Runtimes on the same network: ONNX Runtime vs OpenCV DNN (interleaved), PyTorch eager when installed.
+- Precision (`--precision`): the int8 QDQ model run by OpenVINO (what int8 uses) and by ONNX Runtime (its
+  fallback), OpenVINO bf16 and OpenVINO fp32, each interleaved with ONNX Runtime fp32 on one tensor: median,
+  spread, speed-up (paired rounds), effective GFLOP/s (the fp32 FLOP count) against the measured peak, and the
+  foreground Dice of each against the masks beside fp32's; then the eval loop at int8 vs fp32.
 - Transport: the original script's mxpi_dumpdata JSON with base64 float32 tensors vs the raw tensor bytes.
 """
 
@@ -37,21 +41,28 @@ import cv2
 import numpy as np
 import onnx
 
+from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
 from segscope.core.demo_data import generate_demo_dataset
 from segscope.core.evaluate import ImageEvaluation, evaluate_dataset, score
 from segscope.core.pipeline import DEFAULT_PIPELINE
+from segscope.core.precision import OpenVinoSession, import_openvino, quantize_int8
+from segscope.core.precision import spread as calibration_spread
+from segscope.core.precision_check import PrecisionBackend
 from segscope.core.profiling.machine import measure_peak
 
 
-def interleaved(variants: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    """Seconds per call of each variant, run A B A B ... after one warm-up call of each."""
+def interleaved(variants: dict[str, Callable[[], object]], rounds: int,
+                pause: float = 0.0) -> dict[str, list[float]]:
+    """Seconds per call of each variant, run A B A B ... after one warm-up call of each; `pause` seconds
+    before each call let the previous variant's spinning worker threads go idle (runtimes differ)."""
     for fn in variants.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, fn in variants.items():
+            time.sleep(pause)
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
@@ -141,6 +152,7 @@ def main() -> int:
             report_decode_threads(dataset, args.rounds)
             tensor = backend.prepare(dataset.items[0].image_path, dataset.roi_for(dataset.items[0])).tensor
             report_model(backend, tensor, peak.peak_gflops, args.rounds)
+            report_precision(backend, dataset, tensor, peak.peak_gflops, args.rounds, Path(tmp) / "int8")
 
     json_s, raw_s, size = bench_transport()
     print(f"\nResult transport for 960x960x2 float32 softmax + argmax: dumpdata JSON+base64 ({size / 1e6:.1f} MB) "
@@ -232,6 +244,64 @@ def report_model(backend: EmbeddedBackend, tensor: np.ndarray, peak: float, roun
     print(f"Runtimes on the same network, interleaved x{rounds}:")
     for name, values in times.items():
         print(f"  {name:<14} {spread(values)}  {statistics.median(values) / ort_s:5.2f}x ONNX Runtime")
+
+
+def report_precision(backend: EmbeddedBackend, dataset: Dataset, tensor: np.ndarray, peak: float, rounds: int,
+                     cache: Path) -> None:
+    import onnxruntime as ort
+
+    card = backend.stream.card
+    assert backend.session is not None and card.onnx is not None
+    openvino = import_openvino()
+    requests = [InferenceRequest(item.image_path, dataset.roi_for(item)) for item in calibration_spread(dataset.items)]
+    start = time.perf_counter()
+    int8_model = quantize_int8(backend, requests, cache)
+    print(f"\nPrecision variants (--precision); int8 calibrated on {len(requests)} ROIs in "
+          f"{time.perf_counter() - start:.1f} s (prepare + quantize)")
+    threads = backend.session.get_session_options().intra_op_num_threads
+    sessions: dict[str, object] = {"fp32 ORT": backend.session}
+    if openvino is not None:
+        sessions["int8 OpenVINO"] = OpenVinoSession(openvino, int8_model, "f32", threads)
+    sessions["int8 ORT"] = ort.InferenceSession(str(int8_model), backend.session.get_session_options(),
+                                                providers=["CPUExecutionProvider"])
+    if openvino is not None:
+        sessions["bf16 OpenVINO"] = OpenVinoSession(openvino, card.onnx, "bf16", threads)
+        sessions["fp32 OpenVINO"] = OpenVinoSession(openvino, card.onnx, "f32", threads)
+    else:
+        print("  OpenVINO not installed (pip install -e '.[fast]'): its variants skipped")
+    feeds = {card.input_name: tensor}
+    times = interleaved({name: (lambda s=s: s.run(None, feeds)) for name, s in sessions.items()},  # type: ignore
+                        rounds * 2, pause=0.2)
+    flops = model_flops(card.onnx)
+    dice: dict[str, list[float]] = {name: [] for name in sessions}
+    for item in dataset.items:
+        prepared = backend.prepare(item.image_path, dataset.roi_for(item))
+        for name, session in sessions.items():
+            metrics = score(dataset, item, backend.run(prepared, session)).metrics  # type: ignore[arg-type]
+            dice[name].append(metrics.foreground_dice if metrics else float("nan"))
+    base = times["fp32 ORT"]
+    fp32_dice = statistics.mean(dice["fp32 ORT"])
+    print(f"Model alone on one 960x960 tensor, interleaved x{rounds * 2} (0.2 s pause before each call); "
+          "speed-up vs ONNX Runtime fp32 "
+          f"(paired rounds min-max); effective GFLOP/s = {flops / 1e9:.2f} GFLOP / time, vs the measured peak; "
+          f"foreground Dice over {len(dataset)} slides:")
+    for name, values in times.items():
+        pairs = [b / v for b, v in zip(base, values)]
+        gflops = flops / statistics.median(values) / 1e9
+        change = statistics.mean(dice[name]) - fp32_dice
+        print(f"  {name:<14} {spread(values)}  {statistics.median(base) / statistics.median(values):4.2f}x "
+              f"({min(pairs):.2f}-{max(pairs):.2f})  {gflops:5.1f} GFLOP/s = {gflops / peak:5.1%} of peak  "
+              f"Dice {statistics.mean(dice[name]):.6f} ({change:+.6f})")
+    fast_name = "int8 OpenVINO" if openvino is not None else "int8 ORT"
+    fast = PrecisionBackend(backend, "int8", sessions[fast_name], fast_name)  # type: ignore[arg-type]
+    loops = interleaved({"fp32": lambda: list(evaluate_dataset(backend, dataset)),
+                         "int8": lambda: list(evaluate_dataset(fast, dataset))}, rounds)
+    n = len(dataset)
+    print(f"segscope eval loop (overlapped) over {n} slides, interleaved x{rounds}, seconds per image:")
+    for name, values in loops.items():
+        print(f"  {name:<5} {spread([v / n for v in values])}  = {n / statistics.median(values):.2f} images/s")
+    print(f"  images/s int8 ({fast_name}) / fp32 = "
+          f"{statistics.median(loops['fp32']) / statistics.median(loops['int8']):.2f}x")
 
 
 def torch_runner(tensor: np.ndarray) -> Callable[[], object] | None:

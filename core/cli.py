@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import io
 import json
@@ -38,11 +39,13 @@ from .check import add_check_command
 from .cluster import parse_resources
 from .dataset import Dataset
 from .errors import SegScopeError
-from .evaluate import DatasetSummary, evaluate_dataset, evaluation_row
+from .evaluate import DatasetSummary, ImageEvaluation, evaluate_dataset, evaluation_row
 from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planned_files, refuse_existing
+from .export_writer import ExportWriter
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
+from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
 from .provenance import source_for
 from .roi import Roi
@@ -167,6 +170,7 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
 
 def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     _refuse_remote_only_options(args)
+    refuse_bad_precision_options(args)
     for given, flag in ((args.ship_images, "--ship-images"), (args.task_resources, "--task-resources")):
         if given and not args.cluster:
             raise SegScopeError(f"{flag}: only applies with --cluster tcp://HOST:PORT; add --cluster or drop it")
@@ -186,32 +190,45 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             names = [n for item in dataset.items for n in planned_files(item.id, kinds)] + list(METRICS_FILES)
             refuse_existing([args.export / name for name in names], args.overwrite)
         backend = stack.enter_context(_open_eval_backend(args))
-        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, overlap=args.overlap), 1):
-            summary.add(evaluation.metrics)
-            result, item = evaluation.result, evaluation.item
-            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
-            if export is not None:
-                export.export_result(result, source_for(item, backend.capabilities), kinds)
+        backend, notes = with_precision(backend, args, dataset, roi)  # fp32: the backend itself
+        check = AccuracyCheck(backend, dataset)
+        for note in notes:
+            print(f"segscope: note: {note}", file=sys.stderr)
+        writer = stack.enter_context(ExportWriter(export, background=args.overlap))  # files beside inference
+
+        def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
             if not args.json:
                 progress.clear()
                 print(_format_line(evaluation.item.image_path, evaluation.metrics), file=out, flush=True)
             progress.update(done, evaluation.item.id)
+
+        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, overlap=args.overlap), 1):
+            summary.add(evaluation.metrics)
+            check.add(evaluation)
+            result, item = evaluation.result, evaluation.item
+            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
+            writer.submit(result, source_for(item, backend.capabilities), kinds,
+                          functools.partial(print_line, done, evaluation))
+        writer.finish()
         progress.clear()
         means = summary.means()
         if export is not None:
             export.write_metrics(rows, means)
         usage = getattr(backend, "usage", None)  # per device (or cluster worker): images, throughput, busy time
-    return _print_results(args, rows, means, out, usage if isinstance(usage, UsageLog) else None)
+    return _print_results(args, rows, means, out, usage if isinstance(usage, UsageLog) else None, check)
 
 
 def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: dict[str, float],
-                   out: TextIO, usage: UsageLog | None = None) -> int:
-    """The JSON document (with per-device usage), or the original script's summary lines (usage on stderr)."""
+                   out: TextIO, usage: UsageLog | None = None, check: AccuracyCheck | None = None) -> int:
+    """The JSON document (with per-device usage and the precision check), or the original script's summary
+    lines (usage on stderr)."""
     if usage is not None and not args.json:
         for line in usage.lines():
             print(f"segscope: {line}", file=sys.stderr)
+    precision = check.summary() if check is not None else None
     if args.json:
-        document = {"images": rows, "summary": means, **({"devices": usage.as_dicts()} if usage else {})}
+        document = {"images": rows, "summary": means, **({"devices": usage.as_dicts()} if usage else {}),
+                    **({"precision": precision} if precision else {})}
         json.dump(json_safe(document), out, indent=2, allow_nan=False)
         out.write("\n")
     else:
@@ -222,6 +239,12 @@ def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], mean
         print(f"========== Cross Valid IOU is: {shown('soft_iou')}", file=out)
         print(f"========== Hard foreground dice is: {shown('foreground_dice')} "
               f"(over {means['images_with_masks']} images with masks)", file=out)
+    if check is not None and precision:
+        line, warning = check.lines()
+        if not args.json:
+            print(line, file=out)
+        if warning:
+            print(f"segscope: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -331,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --cluster: what each image's task needs of a worker, e.g. NPU=1, so it runs only "
                          "on workers started with dask worker --resources NPU=1 (one image per chip at a time)")
     _add_backend_options(ev)
+    add_precision_options(ev)
     ev.set_defaults(handler=run_eval)
 
     demo = commands.add_parser("demo", help="write the demo dataset (synthetic industrial slides with masks)")

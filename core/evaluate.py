@@ -53,6 +53,16 @@ def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
     return row
 
 
+def evaluation_request(dataset: Dataset, item: DatasetItem, roi: Roi | None = None,
+                       rois: Mapping[str, Roi] | None = None,
+                       sources: Mapping[str, Callable[[Roi], InferenceRequest]] | None = None) -> InferenceRequest:
+    """What `evaluate_dataset` asks the backend for one image: `roi`, else its entry in `rois`, else the
+    dataset's ROI for it; made by its entry in `sources` (a region of an open slide) where it has one."""
+    item_roi = roi or (rois or {}).get(item.id) or dataset.roi_for(item)
+    source = (sources or {}).get(item.id)
+    return source(item_roi) if source is not None else InferenceRequest(item.image_path, item_roi)
+
+
 def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      items: list[DatasetItem] | None = None,
                      cancel: threading.Event | None = None, rois: Mapping[str, Roi] | None = None,
@@ -70,14 +80,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     Without it, one stage after another: `backend.infer`, then the mask, then the metrics.
     """
     chosen = items if items is not None else dataset.items
-    picked, made = rois or {}, sources or {}
-
-    def request_for(item: DatasetItem) -> InferenceRequest:
-        item_roi = roi or picked.get(item.id) or dataset.roi_for(item)
-        source = made.get(item.id)
-        return source(item_roi) if source is not None else InferenceRequest(item.image_path, item_roi)
-
-    requests = (request_for(item) for item in chosen)
+    requests = (evaluation_request(dataset, item, roi, rois, sources) for item in chosen)
     if not overlap:
         for item, request in zip(chosen, requests):
             result = request.place(backend.infer(request.image, request.roi))

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Protocol, Union
 
 import cv2
 import numpy as np
@@ -31,6 +31,12 @@ from .base import Backend, Capabilities, ImageSource, InferenceRequest, Inferenc
 
 #: A decoded image: H x W x C on the opencv path, NV12 planes on the DVPP path.
 Image = Union[np.ndarray, dvpp.Nv12]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
+
+
+class ModelSession(Protocol):
+    """What runs the network: an ONNX Runtime session, or a faster stand-in (core.precision)."""
+
+    def run(self, output_names: None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
 
 
 def open_session(card: ModelCard, threads: int | None = None) -> ort.InferenceSession:
@@ -232,13 +238,14 @@ class EmbeddedBackend(Backend):
         lap("preprocess")
         return _Prepared(tensor, plan, box, (width, height), self.stream.size(crop), timings)
 
-    def run(self, prepared: _Prepared) -> InferenceResult:
-        """The model and the post-processing of one prepared image."""
+    def run(self, prepared: _Prepared, session: ModelSession | None = None) -> InferenceResult:
+        """The model (this backend's session, or `session` in its place) and the post-processing of one
+        prepared image."""
         if self.session is None:
             raise BackendError("the embedded backend is closed; open a new one")
         timings = dict(prepared.timings)
         start = time.perf_counter()
-        outputs = self.session.run(None, {self.stream.card.input_name: prepared.tensor})
+        outputs = (session or self.session).run(None, {self.stream.card.input_name: prepared.tensor})
         clock = time.perf_counter()
         timings["infer"] = clock - start
         probabilities, argmax = postprocess(outputs, self.stream.card)

@@ -140,3 +140,48 @@ def test_infer_many_matches_infer_and_raises_a_bad_image_in_its_place(tiny_model
         assert next(results).roi == one_by_one[0].roi
         with pytest.raises(SegScopeError, match="<image bytes>"):
             next(results)
+
+
+def exported(folder: Path) -> dict[str, object]:
+    """Every file of an export by name: its bytes, a provenance sidecar minus when it was written."""
+    files: dict[str, object] = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    for name in [n for n in files if n.endswith("_provenance.json")]:
+        files[name] = {k: v for k, v in json.loads(files[name]).items() if k != "created"}  # type: ignore[arg-type]
+    files["metrics.json"] = without_times(json.loads(files["metrics.json"])["images"])  # type: ignore[arg-type]
+    with (folder / "metrics.csv").open(newline="") as f:
+        files["metrics.csv"] = without_times(list(csv.DictReader(f)))
+    return files
+
+
+def test_export_beside_inference_writes_the_same_files_and_lines(tiny_model_project, dataset_of_six, tmp_path):
+    outputs = {}
+    for flag in ("", "--no-overlap"):
+        export = tmp_path / f"export{flag}"
+        code, lines = run("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline,
+                          "--export", export, *([flag] if flag else []))
+        assert code == 0
+        outputs[flag] = (lines, exported(export))
+    (lines, files), (lines_sequential, files_sequential) = outputs[""], outputs["--no-overlap"]
+    assert lines == lines_sequential and len(lines.splitlines()) == 9
+    assert files == files_sequential
+    assert {f"{item}_provenance.json" for item in ("1", "2", "3", "4", "5", "10")} <= set(files)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_failed_export_write_stops_the_run_at_its_image_with_nothing_half_written(
+        tiny_model_project, dataset_of_six, tmp_path, capsys, overlap):
+    export = tmp_path / "export"
+    blocker = export / "2_mask.png"
+    blocker.mkdir(parents=True)  # a folder where item 2's mask goes: replacing it fails
+    code, lines = run("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline, "--export",
+                      export, "--overwrite", *([] if overlap else ["--no-overlap"]))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("segscope: error: ") and err.count("\n") == 1 and str(blocker) in err
+    assert [line.split(",")[0] for line in lines.splitlines()] == [f"image: {dataset_of_six / '1' / 'image.png'}"]
+    names = sorted(p.name for p in export.iterdir())
+    assert not [n for n in names if n.startswith(".") and n != ".segscope-export.lock"]  # no temporary file
+    assert [n for n in names if n.startswith("2_")] == ["2_mask.png"]  # only the blocking folder, untouched
+    assert blocker.is_dir() and not any(blocker.iterdir())
+    assert "1_provenance.json" in names and not [n for n in names if n.split("_")[0] in ("3", "4", "5", "10")]
+    assert "metrics.csv" not in names
