@@ -10,10 +10,13 @@ import argparse
 import contextlib
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TextIO
+
+import numpy as np
 
 from .backends.base import Backend
 from .dataset import Dataset
@@ -26,11 +29,18 @@ from .metrics import ImageMetrics
 from .provenance import provenance, source_for
 from .result import InferenceResult
 from .roi import Roi
+from .slides.ome_writer import write_ome_tiff
 from .tiled_eval import TiledEvaluation, TilePlan, evaluate_tiled
 from .tiling import BLENDS
 
 #: What a tiled run exports (at the output scale); a slide-size canvas is what tiling exists to avoid.
 TILED_KINDS = ("mask", "softmax", "heatmap")
+#: How the stitched mask and heatmap are written; `auto`: PNG up to `PNG_MAX_SIDE`, pyramidal OME-TIFF beyond.
+STITCHED_FORMATS = ("auto", "png", "ome-tiff")
+#: Longest side (output pixels) up to which `--stitched-format auto` writes PNG.
+PNG_MAX_SIDE = 8192
+#: The kinds written as images (PNG or OME-TIFF); the softmax stays a .npy.
+_IMAGE_KINDS = ("mask", "heatmap")
 
 
 def _scale(text: str) -> float:
@@ -74,12 +84,17 @@ def add_tiling_options(parser: argparse.ArgumentParser) -> None:
                        help="with --tile: how overlapping tiles are blended (default linear)")
     group.add_argument("--output-scale", type=_scale, default=None, metavar="F",
                        help="with --tile: output pixels per slide pixel (default: model input / tile size)")
+    group.add_argument("--stitched-format", choices=STITCHED_FORMATS, default=None,
+                       help="with --tile --export: the stitched mask and heatmap as PNG or as tiled pyramidal "
+                            f"OME-TIFF (.tif, opens in QuPath and napari); default auto: PNG up to {PNG_MAX_SIDE} "
+                            "px a side, OME-TIFF beyond")
 
 
 def refuse_without_tile(args: argparse.Namespace) -> None:
     """A tiling option given without --tile is an error, not ignored."""
     given = [option for option, name in (("--overlap", "tile_overlap"), ("--blend", "blend"),
-                                         ("--output-scale", "output_scale")) if getattr(args, name) is not None]
+                                         ("--output-scale", "output_scale"), ("--stitched-format", "stitched_format"))
+             if getattr(args, name) is not None]
     if given:
         raise SegScopeError(f"{given[0]}: only applies with --tile [SIZE]; add --tile or drop the option")
 
@@ -93,19 +108,44 @@ def tiling_plan(args: argparse.Namespace, dataset: Dataset) -> TilePlan:
     return TilePlan(tile, overlap, args.blend or "linear", args.output_scale)
 
 
+def _export_name(item_id: str, kind: str, ome: bool) -> str:
+    name = EXPORT_KINDS[kind].format(id=item_id)
+    return str(Path(name).with_suffix(".tif")) if ome and kind in _IMAGE_KINDS else name
+
+
+def planned_tiled_files(item_id: str, kinds: list[str], stitched_format: str) -> list[str]:
+    """The names a tiled export may write for one item (both image formats under `auto`), sidecar last."""
+    formats = {"auto": (False, True), "png": (False,), "ome-tiff": (True,)}[stitched_format]
+    names = [_export_name(item_id, k, ome) for k in TILED_KINDS if k in kinds for ome in formats]
+    return list(dict.fromkeys(names)) + [PROVENANCE_NAME.format(id=item_id)]
+
+
+def _ome_tiff_bytes(image: np.ndarray, compression: str, resample: str) -> bytes:
+    """`image` as a tiled pyramidal OME-TIFF, made in a scratch folder and handed over as bytes so the export
+    publishes it with the item's other files as one unit."""
+    with tempfile.TemporaryDirectory(prefix="segscope-ome-") as scratch:
+        path = Path(scratch) / "stitched.tif"
+        write_ome_tiff(path, image, (image.shape[1], image.shape[0]), channels=1 if image.ndim == 2 else 3,
+                       compression=compression, resample=resample)
+        return path.read_bytes()
+
+
 def _export(folder: ExportFolder, evaluation: TiledEvaluation, backend: Backend, kinds: list[str],
-            plan: TilePlan) -> None:
+            plan: TilePlan, stitched_format: str) -> None:
     stitched, item = evaluation.stitched, evaluation.item
     classes = stitched.probabilities.shape[-1]
+    ome = stitched_format == "ome-tiff" or (stitched_format == "auto" and max(stitched.argmax.shape) > PNG_MAX_SIDE)
     files: dict[str, tuple[str, bytes]] = {}
     for kind in (k for k in TILED_KINDS if k in kinds):
-        name = EXPORT_KINDS[kind].format(id=item.id)
-        if kind == "mask":
-            files[name] = (kind, encode_mask(mask_image(stitched.argmax, classes), "png"))
-        elif kind == "softmax":
+        name = _export_name(item.id, kind, ome)
+        if kind == "softmax":
             files[name] = (kind, _npy_bytes(stitched.probabilities))
-        else:
-            files[name] = (kind, encode_image(heatmap_image(stitched.probabilities)))
+        elif kind == "mask":
+            mask = mask_image(stitched.argmax, classes)
+            files[name] = (kind, _ome_tiff_bytes(mask, "zlib", "nearest") if ome else encode_mask(mask, "png"))
+        else:  # a colour map: JPEG tiles and area-averaged levels suit it (never a mask)
+            heatmap = heatmap_image(stitched.probabilities)
+            files[name] = (kind, _ome_tiff_bytes(heatmap, "jpeg", "area") if ome else encode_image(heatmap))
     result = InferenceResult(stitched.probabilities, stitched.argmax, stitched.region, stitched.slide_size,
                              backend=backend.capabilities.name)
     document = provenance(source_for(item, backend.capabilities), result, files)
@@ -127,14 +167,15 @@ def run_tiled_eval(args: argparse.Namespace, out: TextIO,
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     plan = tiling_plan(args, dataset)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
+    stitched_format = args.stitched_format or "auto"
     summary, rows = DatasetSummary(), []
     done = [0, 0]
     export = ExportFolder(args.export, args.overwrite, dataset.root) if args.export else None
     with contextlib.ExitStack() as stack:
         if export is not None:
             stack.enter_context(export)
-            names = [EXPORT_KINDS[k].format(id=item.id) for item in dataset.items for k in TILED_KINDS if k in kinds]
-            names += [PROVENANCE_NAME.format(id=item.id) for item in dataset.items] + list(METRICS_FILES)
+            names = [n for item in dataset.items for n in planned_tiled_files(item.id, kinds, stitched_format)]
+            names += list(METRICS_FILES)
             refuse_existing([args.export / name for name in names], args.overwrite)
             if "canvas" in kinds:
                 print("segscope: note: --tile exports the stitched mask at the output scale; no slide-size canvas",
@@ -155,7 +196,7 @@ def run_tiled_eval(args: argparse.Namespace, out: TextIO,
                 rows.append({**evaluation_row(evaluation.item, evaluation.stitched.region, evaluation.metrics,
                                               {"tiled": evaluation.seconds}), "tiles": evaluation.tiles})
                 if export is not None:
-                    _export(export, evaluation, backend, kinds, plan)
+                    _export(export, evaluation, backend, kinds, plan, stitched_format)
                 if bar is not None:
                     bar.clear()  # type: ignore[attr-defined]
                 if not args.json:

@@ -177,3 +177,30 @@ def test_a_tiled_tiff_slide_and_mask_score_as_their_png_twins(pipeline: Path, tm
     assert slide_kind_for(tif.item.image_path).name == "tiff"
     assert tif.stitched.probabilities.tobytes() == png.stitched.probabilities.tobytes()
     assert tif.metrics == png.metrics and png.metrics is not None and png.metrics.foreground_dice > 0.5
+
+
+def test_eval_tile_exports_pyramidal_ome_tiff_with_the_png_exports_pixels(pipeline: Path, small_dataset: Path,
+                                                                          tmp_path: Path) -> None:
+    import tifffile
+
+    common = ["eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 40, "--output-scale", 0.5,
+              "--export-kinds", "mask,heatmap"]
+    assert run(*common, "--export", tmp_path / "png", "--stitched-format", "png")[0] == 0
+    assert run(*common, "--export", tmp_path / "ome", "--stitched-format", "ome-tiff")[0] == 0
+    assert not (tmp_path / "ome" / "1_mask.png").exists() and not (tmp_path / "png" / "1_mask.tif").exists()
+    png_mask = cv2.imread(str(tmp_path / "png" / "1_mask.png"), cv2.IMREAD_UNCHANGED)
+    with tifffile.TiffFile(tmp_path / "ome" / "1_mask.tif") as tif:
+        assert tif.is_ome  # what QuPath and napari recognise as OME-TIFF
+        np.testing.assert_array_equal(tif.series[0].asarray(), png_mask)  # lossless: zlib
+    with open_slide(tmp_path / "ome" / "1_heatmap.tif") as heatmap:  # JPEG tiles: close to the PNG, not equal
+        png_heatmap = cv2.imread(str(tmp_path / "png" / "1_heatmap.png"))
+        assert heatmap.size == (png_heatmap.shape[1], png_heatmap.shape[0])
+        read = heatmap.read_region(0, 0, 0, *heatmap.size).astype(int)
+        error, swapped = np.abs(read - png_heatmap).mean(), np.abs(read[..., ::-1] - png_heatmap).mean()
+        assert error < 8 and swapped > 2 * error  # JPEG's loss on a 32x24 map, and BGR kept BGR
+    provenance = json.loads((tmp_path / "ome" / "1_provenance.json").read_text())
+    assert {f["name"] for f in provenance["files"]} == {"1_mask.tif", "1_heatmap.tif"}
+    # auto (the default) may write either format, so either name already there stops a second run
+    code, _ = run(*common, "--export", tmp_path / "ome")
+    assert code == 2
+    assert run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--stitched-format", "png")[0] == 2
