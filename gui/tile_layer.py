@@ -99,6 +99,10 @@ class TileLoader(QObject):
         self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="segscope-tiles")
         self._pending: dict[TileKey, Future[None]] = {}
         self._lock = threading.Lock()
+        # A read tile stays pending until the GUI thread has it (these run before any receiver connected
+        # later): a view update in between must not ask for it again.
+        self.loaded.connect(self._delivered)
+        self.failed.connect(self._delivered)
 
     def request(self, reader: SlideReader, keys: list[TileKey]) -> None:
         """Read `keys` (in this order) and drop every pending request not among them."""
@@ -125,13 +129,11 @@ class TileLoader(QObject):
         try:
             rgb = np.ascontiguousarray(reader.read_region(key[0], *tile_box(reader, key))[..., ::-1])
         except Exception as exc:  # noqa: BLE001 - shown once by the view, the viewer keeps running
-            self._done(key)
             self.failed.emit(reader, key, str(exc))
             return
-        self._done(key)
         self.loaded.emit(reader, key, rgb)
 
-    def _done(self, key: TileKey) -> None:
+    def _delivered(self, _reader: SlideReader, key: TileKey, _payload: object) -> None:
         with self._lock:
             self._pending.pop(key, None)
 

@@ -4,6 +4,7 @@ needs, read off the GUI thread into a byte-bounded cache; stale requests dropped
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -170,6 +171,22 @@ def test_requests_the_view_moved_away_from_are_dropped_before_they_read(qtbot, r
     assert set(later) <= read
     assert len(read & set(first)) <= 2  # only those already running when the view moved
     loader.shutdown()
+
+
+def test_a_tile_read_but_not_yet_delivered_is_not_read_again(qtbot, reader):
+    view = shown_view(qtbot, reader)
+    view.vb.setRange(QRectF(3000, 2000, 450, 300), padding=0)
+    view.one_to_one()
+    del reader.reads[:]
+    view._update_detail()
+    wanted = list(view.tiles.wanted)
+    deadline = time.monotonic() + 10
+    while len(reader.reads) < len(wanted) and time.monotonic() < deadline:
+        time.sleep(0.01)  # the reads finish on the pool; their results wait for this (the GUI) thread
+    assert len(reader.reads) == len(wanted) and not view.tiles.shown
+    view._update_detail()  # the same view again before the results arrive
+    qtbot.waitUntil(lambda: set(wanted) <= set(view.tiles.shown), timeout=10000)
+    assert len(reader.reads) == len(wanted)
 
 
 def test_the_tiles_shown_before_stay_beneath_until_the_new_levels_arrive(qtbot, reader):
