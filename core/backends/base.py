@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,12 +70,11 @@ BackendT = TypeVar("BackendT", bound="Backend")
 PreparedT = TypeVar("PreparedT")
 
 
-def read_ahead(requests: Iterable[InferenceRequest], prepare: Callable[[InferenceRequest], PreparedT],
-               run: Callable[[PreparedT], InferenceResult], depth: int, name: str) -> Iterator[InferenceResult]:
-    """`run(prepare(r))` for each request in order, with the next `depth` requests prepared on threads named
-    `name` while the current one runs. A request that fails to prepare (or to be made) raises in its turn,
-    after the results before it; closing the iterator early drops what was prepared ahead. Results come
-    placed (`InferenceRequest.place`)."""
+def prepare_ahead(requests: Iterable[InferenceRequest], prepare: Callable[[InferenceRequest], PreparedT],
+                  depth: int, name: str) -> Generator[tuple[InferenceRequest, PreparedT], None, None]:
+    """(request, prepare(request)) in order, the next `depth` requests prepared on threads named `name` while
+    the caller works on the current one. A request that fails to prepare (or to be made) raises in its turn,
+    after the ones before it; closing the iterator early drops what was prepared ahead."""
     depth = max(1, depth)
     pending: deque[tuple[InferenceRequest, Future[PreparedT]]] = deque()
     pool = ThreadPoolExecutor(depth, thread_name_prefix=name)
@@ -86,23 +85,34 @@ def read_ahead(requests: Iterable[InferenceRequest], prepare: Callable[[Inferenc
                 request = next(ahead, None)
             except Exception:
                 while pending:
-                    yield _run_next(pending, run)
+                    yield _prepared(pending)
                 raise
             if request is None:
                 break
             pending.append((request, pool.submit(prepare, request)))
             if len(pending) > depth:
-                yield _run_next(pending, run)
+                yield _prepared(pending)
         while pending:
-            yield _run_next(pending, run)
+            yield _prepared(pending)
     finally:  # closed early (cancel, an error): drop what was read ahead, wait for the one in progress
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _run_next(pending: deque[tuple[InferenceRequest, Future[PreparedT]]],
-              run: Callable[[PreparedT], InferenceResult]) -> InferenceResult:
+def _prepared(pending: deque[tuple[InferenceRequest, Future[PreparedT]]]) -> tuple[InferenceRequest, PreparedT]:
     request, prepared = pending.popleft()
-    return request.place(run(prepared.result()))
+    return request, prepared.result()
+
+
+def read_ahead(requests: Iterable[InferenceRequest], prepare: Callable[[InferenceRequest], PreparedT],
+               run: Callable[[PreparedT], InferenceResult], depth: int, name: str) -> Iterator[InferenceResult]:
+    """`run(prepare(r))` for each request in order, placed (`InferenceRequest.place`), with the next `depth`
+    requests prepared meanwhile (`prepare_ahead`, which says where errors come)."""
+    ahead = prepare_ahead(requests, prepare, depth, name)
+    try:
+        for request, prepared in ahead:
+            yield request.place(run(prepared))
+    finally:
+        ahead.close()
 
 
 class Backend(abc.ABC):

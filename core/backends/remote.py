@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ from .base import (
     InferenceRequest,
     InferenceResult,
     check_pixels,
-    read_ahead,
+    prepare_ahead,
 )
 
 
@@ -47,6 +48,19 @@ class _Payload:
     blobs: tuple[bytes, ...]
     crop: Crop | None
     seconds: float
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """An INFER on its way or queued on the host: what `_finish` needs to wait for and place its result."""
+
+    request: InferenceRequest
+    payload: _Payload
+    session: WorkerSession
+    request_id: int
+    upload_seconds: float
+    bytes_sent: int
+    sent_at: float  # perf_counter() when it had been sent
 
 
 class RemoteBackend(Backend):
@@ -150,12 +164,42 @@ class RemoteBackend(Backend):
         return self.session
 
     def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
-        return self._request(self._prepare(InferenceRequest(image, roi)))
+        self._cancel.clear()
+        request = InferenceRequest(image, roi)
+        return self._finish(self._submit(request, self._prepare(request)), time.perf_counter())
 
     def infer_many(self, requests: Iterable[InferenceRequest]) -> Iterator[InferenceResult]:
-        """Results in request order; the next request is read (and cropped) on a second thread while the
-        current one is on the host. A request that fails to prepare raises in its turn."""
-        return read_ahead(requests, self._prepare, self._request, 1, "segscope-remote-prepare")
+        """Results in request order, pipelined: while the host works on one request the next is already
+        sent (the worker queues it, so its upload overlaps the inference) and the one after it is read (and
+        cropped) here on a second thread. A request that fails to prepare raises in its turn, after the
+        results before it; closing early (an error, a cancel) asks the worker to drop what it has queued."""
+        self._cancel.clear()
+        ahead = prepare_ahead(requests, self._prepare, 1, "segscope-remote-prepare")
+        in_flight: deque[_Sent] = deque()
+        last = time.perf_counter()
+        try:
+            while True:
+                try:
+                    item = next(ahead, None)
+                except Exception:
+                    while in_flight:
+                        yield self._finish(in_flight.popleft(), last)
+                    raise
+                if item is None:
+                    break
+                in_flight.append(self._submit(*item))
+                if len(in_flight) > 1:  # one queued on the host behind the one it works on
+                    result = self._finish(in_flight.popleft(), last)
+                    last = time.perf_counter()
+                    yield result
+            while in_flight:
+                result = self._finish(in_flight.popleft(), last)
+                last = time.perf_counter()
+                yield result
+        finally:
+            ahead.close()
+            for sent in in_flight:
+                self._drop(sent)
 
     def _prepare(self, request: InferenceRequest) -> _Payload:
         """The INFER metadata and blobs of one request: a path on the host, the ROI crop, or the file."""
@@ -176,25 +220,50 @@ class RemoteBackend(Backend):
         meta["roi"] = [0, 0, crop.placement.box.width, crop.placement.box.height]
         return _Payload(meta, (crop.png,), crop, time.perf_counter() - started)
 
-    def _request(self, payload: _Payload) -> InferenceResult:
-        self._cancel.clear()
+    def _submit(self, request: InferenceRequest, payload: _Payload) -> _Sent:
+        """Send one prepared request to the worker (started again first if it died) without waiting."""
         with self._busy:
-            started = time.perf_counter()
             session = self._ready_session()
-            sent, received = session.bytes_sent, session.bytes_received
+            sent = session.bytes_sent
             try:
-                msg, upload_seconds = session.request(payload.meta, payload.blobs, self.request_timeout,
-                                                      self._cancel)
+                request_id, upload_seconds = session.send_request(payload.meta, payload.blobs,
+                                                                  self.request_timeout)
             except WorkerLost:
                 self.session = None
                 raise
-            self.last_transfer = (session.bytes_sent - sent, session.bytes_received - received)
-        result = self._result(msg, upload_seconds, time.perf_counter() - started)
-        result.timings["upload"] += payload.seconds  # reading (and cropping) the image here is part of sending it
-        return payload.crop.placement.place(result) if payload.crop is not None else result
+            return _Sent(request, payload, session, request_id, upload_seconds, session.bytes_sent - sent,
+                         time.perf_counter())
 
-    def _result(self, msg: protocol.Message, upload_seconds: float, total_seconds: float) -> InferenceResult:
+    def _finish(self, sent: _Sent, previous_done: float) -> InferenceResult:
+        """Wait for `sent`'s result and place it. Its wait starts once it was sent, or once the answer before
+        it arrived (`previous_done`), so a request queued behind another is not charged for that one."""
+        with self._busy:
+            session = sent.session
+            received = session.bytes_received
+            try:
+                msg = session.receive_result(sent.request_id, self.request_timeout, self._cancel)
+            except WorkerLost:
+                if self.session is session:
+                    self.session = None
+                raise
+            self.last_transfer = (sent.bytes_sent, session.bytes_received - received)
+        result = self._result(msg, sent.upload_seconds, max(previous_done, sent.sent_at))
+        result.timings["upload"] += sent.payload.seconds  # reading (and cropping) the image here is part of sending it
+        placed = sent.payload.crop.placement.place(result) if sent.payload.crop is not None else result
+        return sent.request.place(placed)
+
+    def _drop(self, sent: _Sent) -> None:
+        """Ask the worker to drop a request nobody will wait for (its late answer is skipped)."""
+        with self._busy:
+            if sent.session is self.session and not sent.session.dead:
+                try:
+                    sent.session.cancel_request(sent.request_id, self.request_timeout)
+                except (BackendError, OSError):
+                    pass  # the worker is gone: nothing to drop
+
+    def _result(self, msg: protocol.Message, upload_seconds: float, waiting_since: float) -> InferenceResult:
         probabilities, argmax = protocol.decode_arrays(msg.meta, msg.blobs)
+        waited = time.perf_counter() - waiting_since
         meta = msg.meta
         try:
             roi = Roi(*(int(v) for v in meta["roi"]))
@@ -204,8 +273,8 @@ class RemoteBackend(Backend):
         except (KeyError, TypeError, ValueError, AttributeError):
             raise protocol.ProtocolError(f"{self.connection.label}: RESULT metadata is malformed") from None
         timings["upload"] = upload_seconds
-        # Everything not spent sending or in the worker: the answer's transfer and decoding here.
-        timings["download"] = max(0.0, total_seconds - upload_seconds - worker_seconds)
+        # Everything after the upload not spent in the worker: the answer's transfer and decoding here.
+        timings["download"] = max(0.0, waited - worker_seconds)
         return InferenceResult(probabilities, argmax, roi, (width, height), timings,
                                f"remote:{meta.get('backend', '')}")
 

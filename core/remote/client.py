@@ -190,24 +190,40 @@ class WorkerSession:
     def request(self, meta: dict, blobs: tuple[bytes, ...], timeout: float,
                 cancel: threading.Event) -> tuple[p.Message, float]:
         """Send one INFER and wait for its RESULT: (message, upload seconds). Errors raise."""
+        request_id, uploaded = self.send_request(meta, blobs, timeout)
+        return self.receive_result(request_id, timeout, cancel), uploaded
+
+    def send_request(self, meta: dict, blobs: tuple[bytes, ...], timeout: float) -> tuple[int, float]:
+        """Send one INFER without waiting for its answer: (its id, upload seconds). The worker queues it
+        behind those sent before, so the next upload can travel while the host works on the current one."""
         if self.dead:
             raise WorkerLost(f"{self.label}: the worker is gone")
         request_id = self._next_id
         self._next_id += 1
-        deadline = time.monotonic() + timeout
         started = time.perf_counter()
-        self._send(p.encode(p.Message(p.MsgType.INFER, {"id": request_id, **meta}, blobs)), deadline)
-        uploaded = time.perf_counter() - started
+        self._send(p.encode(p.Message(p.MsgType.INFER, {"id": request_id, **meta}, blobs)),
+                   time.monotonic() + timeout)
+        return request_id, time.perf_counter() - started
+
+    def cancel_request(self, request_id: int, timeout: float) -> None:
+        """Ask the worker to drop `request_id` (its answer, an ERROR, is skipped by the next receive)."""
+        if not self.dead:
+            self._send(p.encode(p.Message(p.MsgType.CANCEL, {"id": request_id})), time.monotonic() + timeout)
+
+    def receive_result(self, request_id: int, timeout: float, cancel: threading.Event) -> p.Message:
+        """Wait up to `timeout` seconds for the RESULT of `request_id`, skipping the late answers of requests
+        given up before it. Errors raise; a cancel tells the worker to drop the request."""
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 msg = self._receive(deadline, cancel)
             except CancelledError:
-                self._send(p.encode(p.Message(p.MsgType.CANCEL, {"id": request_id})), deadline)
+                self.cancel_request(request_id, timeout)
                 raise
             if msg.meta.get("id") != request_id:
                 continue  # the late answer to a cancelled request
             if msg.type == p.MsgType.RESULT:
-                return msg, uploaded
+                return msg
             if msg.type == p.MsgType.ERROR:
                 message = str(msg.meta.get("message"))
                 if msg.meta.get("kind") == "cancelled":

@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
+from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.remote import RemoteBackend
 from segscope.core.errors import BackendError, CancelledError
@@ -284,3 +285,33 @@ def test_the_worker_picks_mindx_from_the_sourced_set_env(tiny_model_project, ope
     assert result.backend == "remote:mindx"
     np.testing.assert_array_equal(result.argmax, expected.argmax)
     assert np.abs(result.probabilities - expected.probabilities).max() <= protocol.quantisation_step("uint8") / 2 + 1e-6
+
+
+def test_infer_many_sends_the_next_request_while_the_host_works(tiny_model_project, open_remote) -> None:
+    images = [slide_png(seed=seed) for seed in range(3)]
+    backend = open_remote(tiny_model_project.pipeline, probabilities="float32", crop_upload=False)
+    results = backend.infer_many([InferenceRequest(image) for image in images])
+    first = next(results)
+    session = backend.session
+    assert session is not None
+    # when the first answer is back, the second image has already gone: the worker queued it
+    assert session.bytes_sent > len(images[0]) + len(images[1])
+    rest = list(results)
+    with EmbeddedBackend(tiny_model_project.pipeline) as local:
+        for image, result in zip(images, [first, *rest]):
+            expected = local.infer(image)
+            np.testing.assert_array_equal(result.probabilities, expected.probabilities)
+            np.testing.assert_array_equal(result.argmax, expected.argmax)
+
+
+def test_a_batch_closed_early_drops_its_queued_request_and_the_next_answer_is_right(tiny_model_project,
+                                                                                   open_remote) -> None:
+    first, queued, later = (slide_png(seed=seed) for seed in (1, 2, 3))
+    backend = open_remote(tiny_model_project.pipeline, probabilities="float32", crop_upload=False)
+    results = backend.infer_many([InferenceRequest(first), InferenceRequest(queued), InferenceRequest(first)])
+    next(results)
+    results.close()  # `queued` was sent already; the worker drops it or answers it late
+    with EmbeddedBackend(tiny_model_project.pipeline) as local:
+        expected = local.infer(later)
+    result = backend.infer(later)  # must be `later`'s answer, not the late one of `queued`
+    np.testing.assert_array_equal(result.probabilities, expected.probabilities)
