@@ -101,19 +101,20 @@ def test_without_distributed_the_error_names_the_extra(small_dataset, capsys, mo
     assert code == 2 and 'pip install "segscope[cluster]"' in err and err.count("\n") == 1
 
 
-def test_a_killed_worker_loses_nothing_and_duplicates_nothing(tiny_model_project, tmp_path, write_png):
-    """Two worker processes; one is SIGKILLed while it holds tasks. Every image comes back once, in order."""
+def test_a_killed_worker_loses_nothing_and_duplicates_nothing(slow_project, tmp_path, write_png):
+    """Two worker processes; one is SIGKILLed while it holds tasks. Every image comes back once, in order.
+    The slow model (>= 0.3 s an image) keeps tasks on the workers when the first result is back."""
     from segscope.core.cluster.backend import ClusterBackend
 
     rng = np.random.default_rng(11)
     images = [write_png(tmp_path / "images" / f"{n}.png", rng.integers(0, 255, (40 + n, 56, 3), dtype=np.uint8))
-              for n in range(10)]
-    with EmbeddedBackend(tiny_model_project.pipeline) as local:
+              for n in range(6)]
+    with EmbeddedBackend(slow_project) as local:
         expected = [local.infer(image) for image in images]
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   host="127.0.0.1") \
             as cluster, distributed.Client(cluster) as client:
-        backend = ClusterBackend(cluster.scheduler_address, "embedded", tiny_model_project.pipeline, client=client)
+        backend = ClusterBackend(cluster.scheduler_address, "embedded", slow_project, client=client)
         pids = client.run(os.getpid)
         results, killed = [], None
         for result in backend.infer_many(InferenceRequest(image) for image in images):
