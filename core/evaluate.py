@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .backends.base import Backend, InferenceRequest
 from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
@@ -68,11 +70,14 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      cancel: threading.Event | None = None, rois: Mapping[str, Roi] | None = None,
                      overlap: bool = True,
                      sources: Mapping[str, Callable[[Roi], InferenceRequest]] | None = None,
+                     masks: Mapping[str, np.ndarray] | None = None,
                      ) -> Iterator[ImageEvaluation]:
     """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
     some images theirs (a snapshot taken when the run was asked for). `sources` makes some images' requests
     from their ROI instead of from their file (a slide already open: `core.slides.requests.region_request`),
-    called where the request is read (a read-ahead thread with `overlap`).
+    called where the request is read (a read-ahead thread with `overlap`). `masks` gives some images the
+    ground truth the caller already holds, as read from their mask file (the viewer's open mask), so it is
+    not decoded again.
 
     With `overlap` (the default) requests go to `backend.infer_many`, which may keep the next image in
     flight, and each image's mask is read and scored on a second thread while the next image is inferred;
@@ -80,12 +85,13 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     Without it, one stage after another: `backend.infer`, then the mask, then the metrics.
     """
     chosen = items if items is not None else dataset.items
+    held = masks or {}
     requests = (evaluation_request(dataset, item, roi, rois, sources) for item in chosen)
     if not overlap:
         for item, request in zip(chosen, requests):
             result = request.place(backend.infer(request.image, request.roi))
             _check_cancel(cancel, dataset, item)
-            yield score(dataset, item, result)
+            yield score(dataset, item, result, held.get(item.id))
         return
     results = backend.infer_many(requests)
     pool = ThreadPoolExecutor(1, thread_name_prefix="segscope-metrics")
@@ -101,7 +107,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
             if scored is not None:
                 yield scored.result()
             _check_cancel(cancel, dataset, item)
-            scored = pool.submit(score, dataset, item, result)
+            scored = pool.submit(score, dataset, item, result, held.get(item.id))
         if scored is not None:
             yield scored.result()
     finally:
@@ -111,9 +117,12 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
         pool.shutdown(wait=True)
 
 
-def score(dataset: Dataset, item: DatasetItem, result: InferenceResult) -> ImageEvaluation:
-    """One image's evaluation: its mask read, checked against the result and scored (None without a mask)."""
-    mask = dataset.load_mask(item)
+def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
+          mask: np.ndarray | None = None) -> ImageEvaluation:
+    """One image's evaluation: its mask (read unless given), checked against the result and scored (None
+    without a mask)."""
+    if mask is None:
+        mask = dataset.load_mask(item)
     if mask is not None:
         dataset.check_mask(item, mask, result.num_classes)
     metrics = image_metrics(result, mask, str(item.truth_path)) if mask is not None else None

@@ -223,6 +223,14 @@ class Session:
         """The ROIs a run uses, taken now (the run works on this snapshot, whatever the user drags later)."""
         return {item_id: self.roi_for(item_id) for item_id in item_ids}
 
+    def held_masks(self) -> dict[str, np.ndarray]:
+        """Ground truth in memory exactly as its file holds it (the open image's mask as loaded or last
+        saved), by image id: a run scores on it instead of decoding the file again."""
+        document = self.document
+        if document is None or document.disk_mask is None:
+            return {}
+        return {document.item.id: document.disk_mask}
+
     def add_evaluation(self, evaluation: ImageEvaluation) -> RunRecord:
         """Store a finished run. Its metrics were scored on the mask file; while the image has unsaved
         edits they are re-scored on the edited mask."""

@@ -291,7 +291,7 @@ class MainWindow(QMainWindow):
         assert self.dataset is not None
         plan = self.session.run_plan([item.id for item in items])
         sources = self.open_slide.sources(self.backend_choice.pipeline)  # the shown slide: no decode
-        if not self.controller.run(self.dataset, items, plan, sources):
+        if not self.controller.run(self.dataset, items, plan, sources, self.session.held_masks()):
             return False
         self.rows.queued([item.id for item in items])
         self.main_actions.start_batch(len(items))

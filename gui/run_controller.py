@@ -12,6 +12,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 
+import numpy as np
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ..core.backends.base import Backend, Capabilities, InferenceRequest
@@ -23,6 +24,8 @@ from ..core.roi import Roi
 BackendFactory = Callable[[], Backend]
 #: Per image id: its request made from its ROI (a region read of the slide the viewer has open).
 Sources = Mapping[str, Callable[[Roi], InferenceRequest]]
+#: Per image id: its ground truth as read from its mask file, already in memory (the viewer's open mask).
+Masks = Mapping[str, np.ndarray]
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
@@ -57,10 +60,11 @@ class _Worker(QObject):
             return
         self.opened.emit(self.backend.capabilities)
 
-    @Slot(object, list, object, object)
-    def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi], sources: Sources) -> None:
-        """Evaluate `items` on `rois` (`sources`: see `RunController.run`); a failing image is reported and
-        the batch goes on with the next one."""
+    @Slot(object, list, object, object, object)
+    def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi], sources: Sources,
+            masks: Masks) -> None:
+        """Evaluate `items` on `rois` (`sources`, `masks`: see `RunController.run`); a failing image is
+        reported and the batch goes on with the next one."""
         done = failed = 0
         cancelled = False
         remaining = list(items)
@@ -73,7 +77,7 @@ class _Worker(QObject):
             yielded = 0
             try:
                 for evaluation in evaluate_dataset(self.backend, dataset, items=remaining, cancel=self.cancel_event,
-                                                   rois=rois, sources=sources):
+                                                   rois=rois, sources=sources, masks=masks):
                     yielded += 1
                     done += 1
                     self.evaluated.emit(evaluation)
@@ -118,7 +122,7 @@ class RunController(QObject):
     batchFinished = Signal(int, int, bool)  # done, failed, cancelled
 
     _open = Signal(object)
-    _run = Signal(object, list, object, object)
+    _run = Signal(object, list, object, object, object)
     _close = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -147,10 +151,11 @@ class RunController(QObject):
         self._open.emit(factory)
 
     def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi] | None = None,
-            sources: Sources | None = None) -> bool:
+            sources: Sources | None = None, masks: Masks | None = None) -> bool:
         """Queue a batch on `rois` (a snapshot per image; the dataset's ROIs for the others); `sources` make
-        some images' requests from an open slide instead of their file (`evaluate_dataset`). False (and a
-        message) when one is already running."""
+        some images' requests from an open slide instead of their file, `masks` score some on ground truth
+        already in memory instead of reading it (`evaluate_dataset`). False (and a message) when one is
+        already running."""
         if self.busy:
             self.message.emit("warning", "A run is in progress: wait for it or cancel it (Esc)", "")
             return False
@@ -160,7 +165,7 @@ class RunController(QObject):
         self._total, self._finished, self._started = len(items), 0, time.perf_counter()
         self._set_busy(True)
         self.progress.emit(0, self._total, float("nan"))
-        self._run.emit(dataset, list(items), dict(rois or {}), dict(sources or {}))
+        self._run.emit(dataset, list(items), dict(rois or {}), dict(sources or {}), dict(masks or {}))
         return True
 
     def cancel(self) -> None:

@@ -162,11 +162,20 @@ def test_a_viewer_run_reads_the_roi_from_the_open_slide_and_equals_the_file_run(
     decodes = []
     real_decode = embedded.decode_image
     monkeypatch.setattr(embedded, "decode_image", lambda *a, **k: decodes.append(a[1]) or real_decode(*a, **k))
+    mask_reads = []
+    real_load_mask = Dataset.load_mask
+    monkeypatch.setattr(Dataset, "load_mask",
+                        lambda self, item: mask_reads.append(item.id) or real_load_mask(self, item))
     roi = Roi(333, 101, 911, 650)
     window.slide.set_roi(roi)
     window.slide.roiChanged.emit(window.slide.roi())
-    result = run_and_wait(qtbot, window, window.run_current)[0].result
+    evaluation = run_and_wait(qtbot, window, window.run_current)[0]
+    result = evaluation.result
     assert decodes == []  # the viewer's open slide gave the pixels: no file decoded for the run
+    assert mask_reads == []  # and the mask it holds scored it: the mask file was not read again
+    expected = image_metrics(result, read_mask(demo_dataset / "001" / "mask.png"))
+    assert evaluation.metrics.soft_dice == expected.soft_dice
+    assert evaluation.metrics.foreground_dice == expected.foreground_dice
     with EmbeddedBackend(tiny_model_project.pipeline) as backend:
         reference = backend.infer(demo_dataset / "001" / "image.png", roi)
     assert decodes == [str(demo_dataset / "001" / "image.png")]  # the reference run did decode the file
