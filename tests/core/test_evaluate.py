@@ -73,3 +73,23 @@ def test_cancel(backend, small_dataset):
 def test_summary_without_masks_is_nan():
     means = DatasetSummary().means()
     assert means["images_with_masks"] == 0 and np.isnan(means["soft_dice"])
+
+
+@pytest.mark.parametrize("stray_inside_roi", [True, False])
+def test_a_mask_off_the_conventions_is_reported_once_where_it_changes_the_numbers(backend, tmp_path, write_png,
+                                                                                  caplog, stray_inside_roi):
+    rng = np.random.default_rng(5)
+    for name in ("a", "b"):
+        write_png(tmp_path / name / "image.png", rng.integers(150, 230, (48, 64, 3), dtype=np.uint8))
+        mask = np.zeros((48, 64), np.uint8)
+        mask[10:20, 10:30] = 255
+        mask[40, 60] = 128  # neither 0/255 nor 0/1, at a pixel the ROI below leaves out
+        if stray_inside_roi:
+            mask[12, 12] = 128
+        write_png(tmp_path / name / "mask.png", mask)
+    dataset = Dataset.open(tmp_path)
+    with caplog.at_level("WARNING"):
+        evaluations = list(evaluate_dataset(backend, dataset, roi=Roi(0, 0, 40, 32)))
+    assert all(e.metrics is not None for e in evaluations)
+    warnings = [r.getMessage() for r in caplog.records if "0/255" in r.getMessage()]
+    assert len(warnings) == (1 if stray_inside_roi else 0)
