@@ -40,6 +40,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 import onnx
+from timing import interleaved
+from timing import spread as _spread
 
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
@@ -53,25 +55,8 @@ from segscope.core.precision_check import PrecisionBackend
 from segscope.core.profiling.machine import measure_peak
 
 
-def interleaved(variants: dict[str, Callable[[], object]], rounds: int,
-                pause: float = 0.0) -> dict[str, list[float]]:
-    """Seconds per call of each variant, run A B A B ... after one warm-up call of each; `pause` seconds
-    before each call let the previous variant's spinning worker threads go idle (runtimes differ)."""
-    for fn in variants.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            time.sleep(pause)
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return times
-
-
-def spread(values: list[float], scale: float = 1000.0, unit: str = "ms") -> str:
-    return (f"median {statistics.median(values) * scale:8.1f} {unit} "
-            f"(min {min(values) * scale:.1f}, max {max(values) * scale:.1f}, n={len(values)})")
+def spread(values: list[float]) -> str:
+    return _spread(values, 1000.0, "ms", 1)
 
 
 def model_flops(path: Path) -> float:

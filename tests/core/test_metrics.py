@@ -56,6 +56,13 @@ def test_soft_dice_two_by_two_by_hand():
     assert iou_from_dice(dice) == pytest.approx(expected / (2 - expected), rel=1e-6)
 
 
+def test_soft_dice_of_three_classes_by_hand():
+    probabilities = np.array([[[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]]], np.float32)
+    mask = np.array([[0, 2]], np.uint8)  # class indices
+    # inter = 0.7 + 0.6 = 1.3; sum p^2 = 0.49 + 0.04 + 0.01 + 0.01 + 0.09 + 0.36 = 1.0; sum y^2 = 2 pixels
+    assert soft_dice(probabilities, mask) == pytest.approx(2 * 1.3 / (1.0 + 2 + 1e-6), rel=1e-6)
+
+
 def test_soft_dice_perfect_and_opposite():
     mask = np.array([[255, 0, 0], [0, 255, 255]], np.uint8)
     labels = (mask > 0).astype(np.float32)
