@@ -363,12 +363,23 @@ class MindXBackend(Backend):
         return self._collect(self._submit(InferenceRequest(image, roi)))
 
     def infer_many(self, requests: Iterable[InferenceRequest]) -> Iterator[InferenceResult]:
-        """Results in request order, with up to `in_flight` images in the stream at once."""
+        """Results in request order, with up to `in_flight` images in the stream at once. A request that
+        cannot be made or sent (an unreadable file) raises in its turn, after the results before it."""
         self._cancel.clear()
         pending: deque[_Pending] = deque()
+        ahead = iter(requests)
         try:
-            for request in requests:
-                pending.append(self._submit(request))
+            while True:
+                try:
+                    request = next(ahead, None)
+                    if request is None:
+                        break
+                    submitted = self._submit(request)
+                except Exception:
+                    while pending:
+                        yield self._collect(pending.popleft())
+                    raise
+                pending.append(submitted)
                 if len(pending) >= self.in_flight:
                     yield self._collect(pending.popleft())
             while pending:

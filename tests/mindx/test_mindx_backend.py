@@ -16,7 +16,7 @@ from segscope.core.backends import mindx
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.mindx import MindXBackend
-from segscope.core.errors import BackendError, CancelledError
+from segscope.core.errors import BackendError, CancelledError, SegScopeError
 from segscope.core.roi import Roi
 
 from .conftest import make_image, make_project
@@ -140,6 +140,20 @@ def test_an_error_inside_infer_many_keeps_later_requests_in_step(project: Path, 
         _assert_same(next(early), reference[0])
         early.close()  # abandoned with three images in flight
         _assert_same(backend.infer(images[2], ROIS[2]), reference[2])
+
+
+def test_a_request_that_cannot_be_sent_fails_in_its_turn_after_the_results_before_it(
+        project: Path, images: list[bytes], reference: list, sdk_home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.png"
+    requests = [InferenceRequest(images[0], ROIS[0]), InferenceRequest(images[1], ROIS[1]),
+                InferenceRequest(missing, ROIS[2]), InferenceRequest(images[3], ROIS[3])]
+    with MindXBackend(project, sdk_home, in_flight=4) as backend:
+        results = backend.infer_many(requests)
+        _assert_same(next(results), reference[0])  # sent before the unreadable file: still come first
+        _assert_same(next(results), reference[1])
+        with pytest.raises(SegScopeError, match="missing.png"):
+            next(results)
+        _assert_same(backend.infer(images[3], ROIS[3]), reference[3])
 
 
 def test_cancel_stops_waiting_and_the_next_request_gets_its_own_result(project: Path, images: list[bytes],
