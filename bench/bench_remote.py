@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import os
 import statistics
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from segscope.core.demo_data import generate_demo_dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.evaluate import evaluate_dataset
 from segscope.core.pipeline import DEFAULT_PIPELINE
+from segscope.core.profiling.machine import cpu_name
 from segscope.core.remote.connection import SshOptions
 from segscope.core.remote.protocol import PROBABILITY_DTYPES
 
@@ -78,6 +80,8 @@ def main() -> int:
 
 
 def run(args: argparse.Namespace, folder: Path, sshd: object) -> int:
+    print(f"Machine: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} (1 min) before; "
+          "client, sshd and the \"host\" worker share these cores")
     generate_demo_dataset(folder / "data", count=args.images, seed=1)
     dataset = Dataset.open(folder / "data")
     first = dataset.items[0]
@@ -110,6 +114,20 @@ def run(args: argparse.Namespace, folder: Path, sshd: object) -> int:
             return evaluate
 
         times = interleaved({name: variant(name, b) for name, b in backends.items()}, args.rounds)
+
+        def whole_command(remote: bool) -> Callable[[], object]:
+            """What `segscope eval` does besides parsing: open the backend (remote: connect, check the host
+            cache, start the worker), run the loop, close."""
+            def command() -> None:
+                opened: Backend = RemoteBackend(
+                    args.pipeline, sshd.target, ssh, python=sys.executable,  # type: ignore[attr-defined]
+                    cache_dir=str(folder / "host-cache"), worker_backend="embedded") if remote \
+                    else EmbeddedBackend(args.pipeline)
+                with opened:
+                    list(evaluate_dataset(opened, dataset))
+            return command
+
+        commands = interleaved({"local": whole_command(False), "remote": whole_command(True)}, args.rounds)
     n = len(dataset)
     local = statistics.median(times["local"])
     print(f"eval loop, interleaved x{args.rounds}, seconds per image:")
@@ -123,6 +141,13 @@ def run(args: argparse.Namespace, folder: Path, sshd: object) -> int:
                      f"{'identical to local' if metrics[name] == metrics['local'] else 'differ'}, "
                      f"max |soft Dice - local| {worst:.1e}")
         print(line)
+    print(f"whole command (open the backend, the eval loop, close), interleaved x{args.rounds}:")
+    for name, values in commands.items():
+        print(f"  {name:<20} {spread(values)}")
+    whole = [r / loc for r, loc in zip(commands["remote"], commands["local"])]
+    print(f"  remote / local: median {statistics.median(whole):.2f}x (min {min(whole):.2f}, max {max(whole):.2f}); "
+          "goal <= 1.2x")
+    print(f"Load average {os.getloadavg()[0]:.2f} (1 min) after the run")
     return 0
 
 
