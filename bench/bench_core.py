@@ -163,29 +163,29 @@ def report_eval(backend: EmbeddedBackend, dataset: Dataset, rounds: int) -> None
 
     def run(overlap: bool, read_ahead: int = 1, chosen: EmbeddedBackend = backend) -> Callable[[], object]:
         def evaluate() -> None:
-            chosen.read_ahead = read_ahead
+            default, chosen.read_ahead = chosen.read_ahead, read_ahead
             outcomes[overlap, read_ahead] = list(evaluate_dataset(chosen, dataset, overlap=overlap))
-            chosen.read_ahead = 1
+            chosen.read_ahead = default
         return evaluate
 
     with single:
-        times = interleaved({"old (sequential)": run(False), "new (overlapped)": run(True),
-                             "new, 2 read ahead": run(True, 2), "new, ORT 1 thread": run(True, 3, single)},
+        times = interleaved({"old (sequential)": run(False), "1 read ahead": run(True, 1),
+                             "2 read ahead (default)": run(True, 2), "ORT 1 thread, 3 ahead": run(True, 3, single)},
                             rounds)
     n = len(dataset)
     print(f"\nsegscope eval loop over {n} demo slides, interleaved x{rounds} (seconds per image):")
     for name, values in times.items():
-        print(f"  {name:<17} {spread([v / n for v in values])}  = "
+        print(f"  {name:<22} {spread([v / n for v in values])}  = "
               f"{n / statistics.median(values):.2f} images/s")
-    old, new, deeper, one_thread = (statistics.median(v) for v in times.values())
-    pairs = [a / b for a, b in zip(times["old (sequential)"], times["new (overlapped)"])]
-    print(f"  images/s new/old = {old / new:.2f}x (paired rounds: min {min(pairs):.2f}, max {max(pairs):.2f}); "
+    old, one_ahead, default, one_thread = (statistics.median(v) for v in times.values())
+    pairs = [a / b for a, b in zip(times["old (sequential)"], times["2 read ahead (default)"])]
+    print(f"  images/s default/old = {old / default:.2f}x (paired rounds: min {min(pairs):.2f}, max {max(pairs):.2f}); "
           f"identical metrics: {len({repr([e.metrics for e in o]) for o in outcomes.values()}) == 1}")
-    print(f"  vs the default overlap: two images read ahead (two decode threads) {new / deeper:.2f}x images/s, "
-          f"ONNX Runtime on 1 thread (decode on the other core; 3 read ahead) {new / one_thread:.2f}x")
-    infer = sum(e.result.timings["infer"] for e in outcomes[True, 1])  # the last overlapped run's model time
-    print(f"  overlapped: the model is {infer / new:.0%} of the wall, outside the model {1 - infer / new:.0%} "
-          "(median wall; the model time of the last overlapped round)")
+    print(f"  vs the default: one image read ahead {default / one_ahead:.2f}x images/s, ONNX Runtime on 1 thread "
+          f"(decode on the other core; 3 read ahead) {default / one_thread:.2f}x")
+    infer = sum(e.result.timings["infer"] for e in outcomes[True, 2])  # the last default run's model time
+    print(f"  default: the model is {infer / default:.0%} of the wall, outside the model {1 - infer / default:.0%} "
+          "(median wall; the model time of the last default round)")
 
 
 def report_decode_threads(dataset: Dataset, rounds: int) -> None:

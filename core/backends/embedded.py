@@ -179,10 +179,12 @@ class EmbeddedBackend(Backend):
     """Run a `.pipeline` on this machine's CPU."""
 
     def __init__(self, pipeline: Pipeline | Path, threads: int | None = None,
-                 max_pixels: int = DEFAULT_MAX_PIXELS, read_ahead: int = 1):
+                 max_pixels: int = DEFAULT_MAX_PIXELS, read_ahead: int = 2):
         self.stream = EmbeddedStream(pipeline if isinstance(pipeline, Pipeline) else load_pipeline(pipeline))
         self.max_pixels = max_pixels
-        self.read_ahead = read_ahead  # images `infer_many` prepares, each on its own thread, beside the one run
+        # Images `infer_many` prepares, each on its own thread, beside the one run: two decode on both cores
+        # while the model runs (1.17-1.5x images/s over one on 2 cores, bench/RESULTS.md).
+        self.read_ahead = read_ahead
         self.session: ort.InferenceSession | None = open_session(self.stream.card, threads)
         card = self.stream.card
         threads_used = self.session.get_session_options().intra_op_num_threads

@@ -1,8 +1,9 @@
 """The worker's serving loop on the Ascend host (started by `worker.py`, which the client uploads).
 
 Frames arrive on a reader thread; requests run one at a time on the main thread, so a CANCEL can reach
-the backend while it works and the client's next INFER (pipelined) is received and queued meanwhile. The worker sends one HELLO once the stream is open, then a RESULT or ERROR
-per INFER, and exits when stdin closes (the client went away), so nothing outlives the SSH session.
+the backend while it works and the client's next INFER (pipelined) is received and queued meanwhile. The
+worker sends one HELLO once the stream is open, then a RESULT or ERROR per INFER, and exits when stdin
+closes (the client went away), so nothing outlives the SSH session.
 """
 
 from __future__ import annotations
