@@ -24,7 +24,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from timing import interleaved, spread
+from timing import interleaved, paired_ratios, spread
 
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
@@ -87,9 +87,8 @@ def main() -> int:
           f"{backend.capabilities.input_size[0]} px, {backend.capabilities.device}")
     for variant, values in times.items():
         print(f"  {variant:<11} {spread(values, 1000.0, 'ms', 1)}")
-    ratios = [v / m for v, m in zip(times["viewer run"], times["model only"])]
-    print(f"  viewer run / model only (per round): median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, "
-          f"max {max(ratios):.3f}); goal <= 1.2")
+    print(f"  viewer run / model only (per round): {paired_ratios(times['viewer run'], times['model only'])}; "
+          "goal <= 1.2")
     if args.with_file:
         speedup = statistics.median(times["file run"]) / statistics.median(times["viewer run"])
         print(f"  file run / viewer run: {speedup:.1f}x")

@@ -27,3 +27,9 @@ def spread(values: list[float], scale: float = 1.0, unit: str = "s", digits: int
     """'median X unit (min, max, n)' of `values` multiplied by `scale`."""
     return (f"median {statistics.median(values) * scale:8.{digits}f} {unit} (min {min(values) * scale:.{digits}f}, "
             f"max {max(values) * scale:.{digits}f}, n={len(values)})")
+
+
+def paired_ratios(numerators: list[float], denominators: list[float]) -> str:
+    """'median R (min, max)' of the per-round ratios of two interleaved variants."""
+    ratios = [a / b for a, b in zip(numerators, denominators)]
+    return f"median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})"
