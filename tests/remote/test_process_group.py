@@ -57,7 +57,9 @@ def test_a_client_gone_during_set_env_takes_its_processes(tiny_model_project, ss
                                str(tiny_model_project.pipeline), str(sshd.cache_dir),
                                str(hanging_set_env(tmp_path, marker))])
     try:
-        assert wait_until(lambda: len(processes_mentioning(marker)) >= 2, timeout=60)
+        # both of the script's sleepers run (the client's own command line also names the marker)
+        assert wait_until(lambda: sum("time.sleep(600)" in cmd for _pid, cmd in processes_mentioning(marker)) >= 2,
+                          timeout=60)
         client.send_signal(how)
         client.wait(timeout=60)
         assert wait_until(lambda: not processes_mentioning(marker), timeout=15), processes_mentioning(marker)
