@@ -9,6 +9,8 @@ metrics and the mask document of the image on screen. Each fact has one owner:
 - results live once, in `history`; `result(id)` is the newest that still has its arrays;
 - metrics are always those of the mask on screen (the document) or on disk: edits mark them stale and
   `metrics(id)` re-scores on read, so a Discard or Save can never leave an old number anywhere;
+- the newest whole-slide run (`slide_run`, one at a time: its stitched canvases can be large) gives any
+  ROI of that slide a result (`stitched_result`) without running it;
 - with `persist`, each image's newest result is also kept on disk (`core.session_store`), so reopening the
   dataset, even after a restart, restores its runs (re-scored against the masks on disk).
 
@@ -33,6 +35,7 @@ from .result import InferenceResult
 from .roi import Roi
 from .runs import RunHistory, RunRecord
 from .session_store import SessionStore
+from .tiled_eval import TiledEvaluation
 
 #: ROI moves remembered for undo, per session.
 ROI_UNDO_LIMIT = 100
@@ -50,6 +53,7 @@ class SessionEvents:
     metrics_changed: Event = field(default_factory=lambda: Event("metrics_changed"))  # (item id, metrics|None)
     store_failed: Event = field(default_factory=lambda: Event("store_failed"))  # (message)
     document_changed: Event = field(default_factory=lambda: Event("document_changed"))  # (MaskDocument, kind)
+    slide_run_added: Event = field(default_factory=lambda: Event("slide_run_added"))  # (TiledEvaluation)
 
 
 class Session:
@@ -72,6 +76,7 @@ class Session:
         self._stale_metrics: set[str] = set()
         self._roi_undo: list[tuple[str, Roi, Roi]] = []  # (item id, before, after)
         self._roi_redo: list[tuple[str, Roi, Roi]] = []
+        self.slide_run: TiledEvaluation | None = None
 
     # ------------------------------------------------------------------------------------------ dataset
     def open_dataset(self, dataset: Dataset) -> None:
@@ -86,6 +91,7 @@ class Session:
             self._stale_metrics.clear()
             self._roi_undo.clear()
             self._roi_redo.clear()
+            self.slide_run = None
         self.dataset = dataset
         self.current = self.document = None
         self.restore_notes = []
@@ -248,6 +254,17 @@ class Session:
         self.events.result_added.emit(item_id, record)
         self.events.metrics_changed.emit(item_id, self.metrics(item_id))
         return record
+
+    def add_slide_run(self, evaluation: TiledEvaluation) -> None:
+        """Keep a finished whole-slide run (replacing the one before) and announce it."""
+        self.slide_run = evaluation
+        self.events.slide_run_added.emit(evaluation)
+
+    def stitched_result(self, item_id: str, roi: Roi) -> InferenceResult | None:
+        """The whole-slide run's output under `roi` of image `item_id` (None: no such run, or it did not cover
+        the ROI)."""
+        run = self.slide_run
+        return run.stitched.crop(roi) if run is not None and run.item.id == item_id else None
 
     def result(self, item_id: str) -> InferenceResult | None:
         """The newest result of an image that still has its arrays (the history drops old arrays)."""

@@ -124,7 +124,7 @@ def tile_count(dataset: Dataset, plan: TilePlan, roi: Roi | None = None) -> list
     return counts
 
 
-def _score(dataset: Dataset, item: DatasetItem, stitched: Stitched) -> ImageMetrics | None:
+def score_stitched(dataset: Dataset, item: DatasetItem, stitched: Stitched) -> ImageMetrics | None:
     """Slide metrics against the item's mask, read region by region (a tiled TIFF mask never whole)."""
     mask = dataset.open_mask(item)
     if mask is None:
@@ -147,8 +147,16 @@ def evaluate_tiled(backend: Backend, dataset: Dataset, plan: TilePlan, roi: Roi 
             if progress is not None:
                 progress(before + done, sum(counts))
 
-        start = time.perf_counter()
         with open_slide(Path(item.image_path), dataset.max_pixels) as reader:
-            stitched = run_tiled(backend, reader, plan, roi, tick, cancel)
-        yield TiledEvaluation(item, stitched, count, _score(dataset, item, stitched), time.perf_counter() - start)
+            yield evaluate_slide(backend, dataset, item, reader, plan, roi, tick, cancel)
         before += count
+
+
+def evaluate_slide(backend: Backend, dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan,
+                   roi: Roi | None = None, progress: ProgressCallback | None = None,
+                   cancel: threading.Event | None = None) -> TiledEvaluation:
+    """One image's tiled evaluation from its open `reader`: the whole slide (or `roi`) and its slide metrics."""
+    start = time.perf_counter()
+    stitched = run_tiled(backend, reader, plan, roi, progress, cancel)
+    tiles = len(tile_grid(roi or Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size))
+    return TiledEvaluation(item, stitched, tiles, score_stitched(dataset, item, stitched), time.perf_counter() - start)

@@ -138,6 +138,24 @@ class Stitched:
         x1, y1 = _to_out(box.x1 - self.region.x0, self.scale), _to_out(box.y1 - self.region.y0, self.scale)
         return Roi(max(x0, 0), max(y0, 0), min(max(x1, x0 + 1), width), min(max(y1, y0 + 1), height))
 
+    def foreground(self) -> np.ndarray:
+        """H x W float32: the probability of any class but the background (0 where no tile reached)."""
+        return np.where(self.covered, 1.0 - self.probabilities[..., 0], np.float32(0)).astype(np.float32)
+
+    def crop(self, box: Roi, backend: str = "stitched") -> InferenceResult | None:
+        """The stitched output under `box` (slide pixels) as a result of that box, at the output scale (what
+        the result panels and `image_metrics` take), or None where `box` leaves the stitched region or a
+        tile did not reach all of it."""
+        if not (self.region.x0 <= box.x0 and self.region.y0 <= box.y0 and box.x1 <= self.region.x1
+                and box.y1 <= self.region.y1):
+            return None
+        out = self.from_slide(box)
+        window = (slice(out.y0, out.y1), slice(out.x0, out.x1))
+        if not self.covered[window].all():
+            return None
+        return InferenceResult(self.probabilities[window], self.argmax[window], box, self.slide_size,
+                               backend=backend)
+
 
 class Stitcher:
     """Accumulates weighted tile probabilities over `region` at `scale` (output px per slide px)."""

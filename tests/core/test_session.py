@@ -242,3 +242,33 @@ def test_a_store_that_cannot_write_is_reported_once_the_write_failed(tmp_path, w
     _run(session, "b")  # the earlier failure is reported in the caller's thread
     assert len(failures) == 1 and "results are kept for this session only" in failures[0]
     assert session.metrics("a").foreground_dice == pytest.approx(1.0)  # the session itself goes on
+
+
+def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
+    from segscope.core.tiled_eval import TiledEvaluation
+    from segscope.core.tiling import Stitched
+
+    for name in ("a", "b"):
+        (tmp_path / "ds" / name).mkdir(parents=True)
+        cv2.imwrite(str(tmp_path / "ds" / name / "image.png"), np.zeros((40, 60, 3), np.uint8))
+    session = Session(persist=False)
+    session.open_dataset(Dataset.open(tmp_path / "ds"))
+    item = session.dataset.item("a")
+    probabilities = np.zeros((40, 60, 2), np.float32)
+    probabilities[..., 0] = 1
+    probabilities[10:20, 30:40] = (0.25, 0.75)
+    stitched = Stitched(Roi(0, 0, 60, 40), 1.0, (60, 40), probabilities, probabilities.argmax(-1).astype(np.uint8),
+                        None, np.ones((40, 60), bool))
+    heard = []
+    session.events.slide_run_added.connect(heard.append)
+    run = TiledEvaluation(item, stitched, 4, None, 1.0)
+    session.add_slide_run(run)
+    assert heard == [run] and session.slide_run is run
+    result = session.stitched_result("a", Roi(25, 5, 45, 25))
+    assert result is not None and result.roi == Roi(25, 5, 45, 25)
+    assert result.argmax.sum() == 10 * 10  # the 10 x 10 box of class 1 lies inside this ROI
+    assert session.stitched_result("b", Roi(25, 5, 45, 25)) is None  # another image's slide
+    (tmp_path / "other" / "c").mkdir(parents=True)
+    cv2.imwrite(str(tmp_path / "other" / "c" / "image.png"), np.zeros((8, 8, 3), np.uint8))
+    session.open_dataset(Dataset.open(tmp_path / "other"))  # another folder: its ids name other images
+    assert session.slide_run is None

@@ -16,7 +16,7 @@ from segscope.core.roi import Roi
 from segscope.core.slide_metrics import array_reader, mask_at_scale, slide_metrics
 from segscope.core.slides.opencv_reader import ImageSlide
 from segscope.core.tiled_eval import TilePlan, run_tiled
-from segscope.core.tiling import Stitcher, blend_weights, tile_grid
+from segscope.core.tiling import Stitched, Stitcher, blend_weights, tile_grid
 
 MODEL = 16  # the double's model resolution
 
@@ -176,6 +176,26 @@ def test_output_pixels_map_to_slide_pixels() -> None:
     assert stitched.to_slide(Roi(0, 0, 40, 20)) == (10, 20, 90, 60)
     assert stitched.to_slide(Roi(3, 1, 4, 2)) == (16, 22, 18, 24)
     assert stitched.from_slide(Roi(16, 22, 18, 24)) == Roi(3, 1, 4, 2)
+
+
+def test_a_crop_of_the_stitched_output_is_a_result_of_that_box() -> None:
+    rng = np.random.default_rng(2)
+    p1 = rng.random((100, 200)).astype(np.float32)  # region 400 x 200 slide px at scale 0.5
+    probabilities = np.stack([1 - p1, p1], axis=-1)
+    covered = np.ones((100, 200), bool)
+    covered[90:, 190:] = False  # a corner no tile reached
+    stitched = Stitched(Roi(100, 50, 500, 250), 0.5, (640, 480), probabilities, (p1 > 0.5).astype(np.uint8),
+                        None, covered)
+    crop = stitched.crop(Roi(200, 100, 300, 150))
+    assert crop is not None and crop.roi == Roi(200, 100, 300, 150) and crop.image_size == (640, 480)
+    # slide x 200..300, y 100..150 -> output x (200 - 100) / 2 .. (300 - 100) / 2, y (100 - 50) / 2 .. 50
+    np.testing.assert_array_equal(crop.probabilities, probabilities[25:50, 50:100])
+    np.testing.assert_array_equal(crop.argmax, p1[25:50, 50:100] > 0.5)
+    assert stitched.crop(Roi(50, 100, 150, 150)) is None  # leaves the stitched region
+    assert stitched.crop(Roi(400, 200, 500, 250)) is None  # meets the corner no tile reached
+    foreground = stitched.foreground()
+    np.testing.assert_allclose(foreground[:90], p1[:90], rtol=0, atol=1e-6)  # 1 - p(background)
+    assert (foreground[90:, 190:] == 0).all()
 
 
 def test_a_canvas_beyond_the_memory_bound_is_refused_naming_the_bytes_and_the_option() -> None:
