@@ -30,6 +30,7 @@ class MainCommands(Protocol):
 
     def run_current(self) -> bool: ...
     def run_all(self) -> bool: ...
+    def run_whole_slide(self) -> bool: ...
     def export(self) -> None: ...
     def choose_backend(self) -> None: ...
     def reset_layout(self) -> None: ...
@@ -60,6 +61,9 @@ class MainActions:
         self.open_action = a("&Open dataset…", "open", "Open a dataset folder", dataset_panel.choose_folder)
         self.run_action = a("&Run", "run_current", "Run the current image with its ROI", c.run_current)
         self.run_all_action = a("Run &all", "run_all", "Run every image of the dataset", c.run_all)
+        self.run_slide_action = a("Run &whole slide", "run_slide", "Run the current image's whole slide in tiles "
+                                  "of the ROI's size, stitched into a heatmap over the slide; then any ROI shows "
+                                  "its part without running", c.run_whole_slide)
         self.cancel_action = a("&Cancel", "cancel", "Stop the running inference", controller.cancel)
         self.export_action = a("&Export…", "export", "Export masks, heatmaps and metrics", c.export)
         self.backend_action = a("&Backend…", "backend", "Choose the inference backend", c.choose_backend)
@@ -69,6 +73,13 @@ class MainActions:
                              lambda: dataset_panel.select_offset(-1))
         self.worst_action = a("Worst first", "worst_first", "Sort the list by soft Dice, lowest first",
                               dataset_panel.sort_worst_first)
+        self.slide_heatmap_action = a("Whole-slide &heatmap", "slide_heatmap", "Show the whole-slide run's "
+                                      "foreground probability over the slide",
+                                      lambda on: slide.overlay.set_visible(heatmap=on), True)
+        self.slide_heatmap_action.setChecked(True)
+        self.slide_seams_action = a("Whole-slide &seams", "slide_seams", "Show where overlapping tiles of the "
+                                    "whole-slide run disagree (needs tiles that overlap)",
+                                    lambda on: slide.overlay.set_visible(seams=on), True)
         self.fit_action = a("&Fit slide", "fit", "Fit the whole slide in the view", slide.fit)
         self.one_action = a("Slide 1:1", "one_to_one", "One slide pixel per screen pixel", slide.one_to_one)
         self.square_action = a("&Square ROI", "roi_square", "Keep the ROI square", slide.set_square, True)
@@ -95,7 +106,8 @@ class MainActions:
         bar = QToolBar("Main")
         bar.setObjectName("toolbar_main")
         bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        add_entries(bar, (self.open_action, None, self.run_action, self.run_all_action, self.cancel_action, None))
+        add_entries(bar, (self.open_action, None, self.run_action, self.run_all_action, self.run_slide_action,
+                          self.cancel_action, None))
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(220)
         self.progress.setTextVisible(True)
@@ -141,13 +153,15 @@ class MainActions:
         file_menu.addMenu(recent_menu)
         add_entries(file_menu, (self.export_action, None, self.quit_action))
         run_menu = menu.addMenu("&Run")
-        add_entries(run_menu, (self.run_action, self.run_all_action, self.cancel_action, None, self.backend_action))
+        add_entries(run_menu, (self.run_action, self.run_all_action, self.run_slide_action, self.cancel_action, None,
+                               self.backend_action))
         view_menu = menu.addMenu("&View")
         panels = self.panels
         add_entries(view_menu, (self.fit_action, self.one_action, self.square_action, self.reset_roi_action,
                                 self.undo_roi_action, self.redo_roi_action, None, self.next_action,
                                 self.prev_action, self.worst_action, None, panels.overlay_action,
-                                panels.contour_action, panels.error_map_action, None))
+                                panels.contour_action, panels.error_map_action, None, self.slide_heatmap_action,
+                                self.slide_seams_action, None))
         for dock in docks:
             view_menu.addAction(dock.toggleViewAction())
         panels_menu = view_menu.addMenu("&Panels")  # the registered result views (gui/view_*.py)
@@ -164,6 +178,7 @@ class MainActions:
     def update_enabled(self, busy: bool, has_backend: bool, slide_ready: bool, has_dataset: bool,
                        can_undo_roi: bool, can_redo_roi: bool, has_results: bool) -> None:
         self.run_action.setEnabled(not busy and has_backend and slide_ready)
+        self.run_slide_action.setEnabled(not busy and has_backend and slide_ready)
         self.run_all_action.setEnabled(not busy and has_backend and has_dataset)
         self.undo_roi_action.setEnabled(can_undo_roi)
         self.redo_roi_action.setEnabled(can_redo_roi)

@@ -17,11 +17,14 @@ from ..core.backends.base import Capabilities
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
 from ..core.evaluate import ImageEvaluation
+from ..core.metrics import ImageMetrics, image_metrics
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.runs import RunRecord
 from ..core.session import Session
 from ..core.slides import SlideReader
+from ..core.tiled_eval import TiledEvaluation, TilePlan
+from ..core.tiling import tile_grid
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .dataset_panel import DatasetPanel
@@ -155,6 +158,8 @@ class MainWindow(QMainWindow):
         c = self.controller
         c.backendOpened.connect(self._on_backend_opened)
         c.evaluated.connect(self._on_evaluated)
+        c.slideEvaluated.connect(self.session.add_slide_run)
+        events.slide_run_added.connect(self._on_slide_run_added)
         c.itemFailed.connect(lambda item_id, text, _d: self.rows.set(item_id, "error", error=text))
         c.message.connect(self.messages.add)
         c.progress.connect(self.main_actions.show_progress)
@@ -217,16 +222,20 @@ class MainWindow(QMainWindow):
         roi = self.session.roi
         assert roi is not None
         self.slide.set_reader(reader, base, roi)
+        run = self.session.slide_run
+        if run is not None and run.item.id == item.id:
+            self.slide.overlay.show(run.stitched)
         self.editing.slide_loaded(item)  # may restore auto-saved edits into the document
         w, h = reader.size
         self.statusBar().showMessage(f"{item.image_path}  {w} x {h}", 4000)
         result = self.session.result(item.id)
-        if result is not None:
-            self.show_result(item.id, result)
-        else:
-            self.panels.clear()
-            self.panels.set_busy(self._run_hint())
-            self.metrics_display.show(None)
+        if not self._show_stitched():  # a whole-slide run's part under the ROI, unless this ROI was run
+            if result is not None:
+                self.show_result(item.id, result)
+            else:
+                self.panels.clear()
+                self.panels.set_busy(self._run_hint())
+                self.metrics_display.show(None)
         self._update_enabled()
 
     def _run_hint(self) -> str:
@@ -248,8 +257,36 @@ class MainWindow(QMainWindow):
 
     def _on_session_roi(self, item_id: str, _roi: Roi) -> None:
         if self.current is not None and item_id == self.current.id and self.slide_ready():
-            self._mark_if_stale()
+            if not self._show_stitched():
+                self._mark_if_stale()
         self._update_enabled()
+
+    def _on_slide_run_added(self, evaluation: TiledEvaluation) -> None:
+        item = evaluation.item
+        metrics = evaluation.metrics
+        scores = "" if metrics is None else (f": soft Dice {metrics.soft_dice:.4f}, Dice {metrics.foreground_dice:.4f}"
+                                              f", IoU {metrics.foreground_iou:.4f} over the slide")
+        self.messages.add("info", f"Whole slide of {item.id}: {count(evaluation.tiles, 'tile')} in "
+                                  f"{evaluation.seconds:.1f} s{scores}")
+        if self.shown_id == item.id:
+            self.slide.overlay.show(evaluation.stitched)
+            self._show_stitched()
+
+    def _show_stitched(self) -> bool:
+        """Show the whole-slide run's part under the current ROI in the panels, unless a run of this very ROI
+        is there; False when there is nothing to show that way."""
+        current, roi = self.current, self.session.roi
+        if current is None or roi is None or (self.session.result(current.id) is not None
+                                              and not self.session.is_stale(current.id)):
+            return False
+        result = self.session.stitched_result(current.id, roi)
+        if result is None:
+            return False
+        mask = self.mask
+        self._show_panels(current.id, result, image_metrics(result, mask) if mask is not None else None)
+        self.panels.set_stale(False)
+        self.rows.mark_stale(current.id, False)
+        return True
 
     def _mark_if_stale(self) -> None:
         """Dim the panels and flag the row when the shown result was computed on another ROI."""
@@ -285,6 +322,22 @@ class MainWindow(QMainWindow):
 
     def run_all(self) -> bool:
         return self.dataset is not None and self._run(list(self.dataset.items))
+
+    def run_whole_slide(self) -> bool:
+        """The current image's whole slide in tiles of the dataset's ROI size (the scale the model was trained
+        at), read from the open slide; the stitched heatmap then lies over the slide."""
+        reader, item = self.open_slide.reader, self.current
+        if self.dataset is None or item is None or reader is None or not self.slide_ready():
+            self.statusBar().showMessage("Select an image first", 3000)
+            return False
+        roi = self.dataset.default_roi
+        plan = TilePlan((min(roi.width, reader.size[0]), min(roi.height, reader.size[1])))
+        tiles = len(tile_grid(Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size))
+        if not self.controller.run_slide(self.dataset, item, reader, plan, tiles):
+            return False
+        self.main_actions.start_batch(tiles)
+        self.statusBar().showMessage(f"Running the whole slide of {item.id} in {count(tiles, 'tile')}…")
+        return True
 
     def _run(self, items: list[DatasetItem]) -> bool:
         """Queue a batch on a snapshot of the ROIs: dragging during the run changes the next run only."""
@@ -350,6 +403,11 @@ class MainWindow(QMainWindow):
             self.show_result(item_id, result)
 
     def show_result(self, item_id: str, result: InferenceResult) -> None:
+        self._show_panels(item_id, result, self.session.metrics(item_id))
+        self._mark_if_stale()
+        self.editing.result_shown(result)
+
+    def _show_panels(self, item_id: str, result: InferenceResult, metrics: ImageMetrics | None) -> None:
         roi, reader = result.roi, self.open_slide.reader
         roi_image = reader.read_roi(roi) if reader is not None and roi.fits(*reader.size) else None
         mask = self.mask
@@ -359,9 +417,7 @@ class MainWindow(QMainWindow):
         except SegScopeError as exc:
             self.messages.add("error", f"{item_id}: {exc}")
             self.panels.show_result(result, roi_image, None)
-        self.metrics_display.show(self.session.metrics(item_id))
-        self._mark_if_stale()
-        self.editing.result_shown(result)
+        self.metrics_display.show(metrics)
 
     def _on_store_failed(self, text: str) -> None:
         if not self._store_warned:  # once per window: every result would say the same

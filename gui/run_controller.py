@@ -1,7 +1,8 @@
 """Inference off the GUI thread.
 
 A worker object living in its own QThread owns the `Backend`: it opens it, runs images through
-`core.evaluate.evaluate_dataset` and closes it. The controller in the GUI thread queues requests to it,
+`core.evaluate.evaluate_dataset` (or a whole slide in tiles through `core.tiled_eval.evaluate_slide`) and
+closes it. The controller in the GUI thread queues requests to it,
 tracks progress and ETA, and turns every failure into a message (never an exception in the GUI).
 """
 
@@ -20,6 +21,8 @@ from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import CancelledError, SegScopeError
 from ..core.evaluate import ImageEvaluation, evaluate_dataset
 from ..core.roi import Roi
+from ..core.slides import SlideReader
+from ..core.tiled_eval import TilePlan, evaluate_slide
 
 BackendFactory = Callable[[], Backend]
 #: Per image id: its request made from its ROI (a region read of the slide the viewer has open).
@@ -41,6 +44,8 @@ class _Worker(QObject):
     opened = Signal(object)  # Capabilities
     openFailed = Signal(str, str)
     evaluated = Signal(object)  # ImageEvaluation
+    slideEvaluated = Signal(object)  # TiledEvaluation
+    tilesDone = Signal(int, int)  # tiles blended in, tiles in all
     itemFailed = Signal(str, str, str)  # item id, message, details
     batchDone = Signal(int, int, bool)  # done, failed, cancelled
     closed = Signal()
@@ -96,6 +101,29 @@ class _Worker(QObject):
                 remaining = remaining[yielded + 1 :]
         self.batchDone.emit(done, failed, cancelled)
 
+    @Slot(object, object, object, object)
+    def run_slide(self, dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan) -> None:
+        """The whole slide of `item` in tiles from its open `reader`, scored against its mask."""
+        if self.backend is None:
+            self.itemFailed.emit(item.id, "No backend is open: choose one in Backend > Connection…", "")
+            self.batchDone.emit(0, 1, False)
+            return
+        try:
+            evaluation = evaluate_slide(self.backend, dataset, item, reader, plan,
+                                        progress=self.tilesDone.emit, cancel=self.cancel_event)
+        except CancelledError:
+            self.batchDone.emit(0, 0, True)
+            return
+        except Exception as exc:  # noqa: BLE001 - reported to the user, the worker keeps running
+            if self.cancel_event.is_set():
+                self.batchDone.emit(0, 0, True)
+                return
+            self.itemFailed.emit(item.id, *describe_error(exc))
+            self.batchDone.emit(0, 1, False)
+            return
+        self.slideEvaluated.emit(evaluation)
+        self.batchDone.emit(1, 0, False)
+
     @Slot()
     def close(self) -> None:
         self._close_backend()
@@ -115,6 +143,7 @@ class RunController(QObject):
 
     backendOpened = Signal(object)  # Capabilities
     evaluated = Signal(object)  # ImageEvaluation
+    slideEvaluated = Signal(object)  # TiledEvaluation
     itemFailed = Signal(str, str, str)  # item id, message, details
     message = Signal(str, str, str)  # level, text, details
     progress = Signal(int, int, float)  # finished, total, ETA in seconds (nan while unknown)
@@ -123,6 +152,7 @@ class RunController(QObject):
 
     _open = Signal(object)
     _run = Signal(object, list, object, object, object)
+    _run_slide = Signal(object, object, object, object)
     _close = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -137,6 +167,9 @@ class RunController(QObject):
         self._worker.moveToThread(self._thread)
         self._open.connect(self._worker.open_backend)
         self._run.connect(self._worker.run)
+        self._run_slide.connect(self._worker.run_slide)
+        self._worker.slideEvaluated.connect(self.slideEvaluated)
+        self._worker.tilesDone.connect(self._on_tiles_done)
         self._close.connect(self._worker.close)
         self._worker.opened.connect(self._on_opened)
         self._worker.openFailed.connect(lambda text, details: self.message.emit("error", text, details))
@@ -168,6 +201,20 @@ class RunController(QObject):
         self._run.emit(dataset, list(items), dict(rois or {}), dict(sources or {}), dict(masks or {}))
         return True
 
+    def run_slide(self, dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan,
+                  tiles: int) -> bool:
+        """Queue a whole-slide run of `item` from its open `reader` (`tiles` of them, for the progress);
+        False (and a message) when a run is already going."""
+        if self.busy:
+            self.message.emit("warning", "A run is in progress: wait for it or cancel it (Esc)", "")
+            return False
+        self._worker.cancel_event.clear()
+        self._total, self._finished, self._started = tiles, 0, time.perf_counter()
+        self._set_busy(True)
+        self.progress.emit(0, tiles, float("nan"))
+        self._run_slide.emit(dataset, item, reader, plan)
+        return True
+
     def cancel(self) -> None:
         """Stop the batch after the image in flight (and interrupt it where the backend can)."""
         if not self.busy:
@@ -189,6 +236,10 @@ class RunController(QObject):
     def _set_busy(self, busy: bool) -> None:
         self.busy = busy
         self.busyChanged.emit(busy)
+
+    def _on_tiles_done(self, done: int, total: int) -> None:
+        self._total, self._finished = total, done - 1
+        self._step()
 
     def _step(self) -> None:
         self._finished += 1

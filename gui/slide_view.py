@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSpinBox, QToolBut
 from ..core.roi import Roi
 from ..core.slides import SlideReader
 from .shortcuts import with_key
+from .slide_overlay import ROI_Z, SlideOverlay
 from .tile_layer import TileLayer
 
 #: Part of the visible width/height added on each side of the tiles asked for, so short pans find them read.
@@ -126,6 +127,7 @@ class SlideView(QWidget):
         self.base = pg.ImageItem(axisOrder="row-major")
         self.vb.addItem(self.base)
         self.tiles = TileLayer(self.vb, parent=self)
+        self.overlay = SlideOverlay(self.vb)  # a whole-slide run's heatmap and seams
         self.roi_item: _RoiRect | None = None
 
         self._detail_timer = QTimer(self, singleShot=True, interval=15)
@@ -215,10 +217,12 @@ class SlideView(QWidget):
         else:
             self.base.clear()
         self.tiles.set_reader(reader)
+        self.overlay.clear()
         if self.roi_item is not None:
             self.vb.removeItem(self.roi_item)
         self.roi_item = _RoiRect(QRectF(0, 0, w, h))
         self.roi_item.set_square(self.square_check.isChecked())
+        self.roi_item.setZValue(ROI_Z)
         self.roi_item.sigRegionChanged.connect(self._on_roi_dragging)
         self.roi_item.sigRegionChangeFinished.connect(self._on_roi_drag_finished)
         self.vb.addItem(self.roi_item)
@@ -235,6 +239,7 @@ class SlideView(QWidget):
         self.reader = None
         self.base.clear()
         self.tiles.set_reader(None)
+        self.overlay.clear()
         if self.roi_item is not None:
             self.vb.removeItem(self.roi_item)
             self.roi_item = None

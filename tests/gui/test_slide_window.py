@@ -75,3 +75,60 @@ def test_a_pyramidal_tiff_opens_on_its_levels_and_runs_from_the_open_reader(qtbo
     assert (result.roi, result.image_size) == (reference.roi, reference.image_size) == (roi, SIZE)
     np.testing.assert_array_equal(result.probabilities, reference.probabilities)
     np.testing.assert_array_equal(window.panels.panel_arrays()["argmax"], reference.argmax)
+
+
+def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_part(qtbot, tiff_window,
+                                                                                    tiny_model_project):
+    from segscope.core.slides import open_slide
+    from segscope.core.tiled_eval import TilePlan, run_tiled
+
+    window, readers = tiff_window
+    reader = readers[-1]
+    del reader.reads[:]
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=120000) as finished:
+        assert window.run_whole_slide()
+    assert finished.args == [1, 0, False]
+    run = window.session.slide_run
+    assert run is not None and run.item.id == "a" and run.tiles == 4  # 1800 px tiles of 3000 x 2000: 2 x 2
+    # the tiles were read from the open reader, region by region, off the GUI thread
+    tile_reads = [(x, y, w, h) for level, x, y, w, h, thread in reader.reads if thread.name.startswith("segscope-tile")]
+    assert sorted(tile_reads) == [(0, 0, 1800, 1800), (0, 200, 1800, 1800), (1200, 0, 1800, 1800),
+                                  (1200, 200, 1800, 1800)]
+
+    # the same slide and plan, run apart from the window
+    with open_slide(reader.path) as separate, EmbeddedBackend(tiny_model_project.pipeline) as backend:
+        expected = run_tiled(backend, separate, TilePlan((1800, 1800)))
+    np.testing.assert_allclose(run.stitched.probabilities, expected.probabilities, rtol=0, atol=1e-6)
+    overlay = window.slide.overlay
+    assert overlay.heatmap.isVisible() and not overlay.seams.isVisible()
+    np.testing.assert_allclose(overlay.heatmap.image, 1 - expected.probabilities[..., 0], rtol=0, atol=1e-6)
+    rect = overlay.heatmap.mapRectToParent(overlay.heatmap.boundingRect())
+    pixel = 1 / expected.scale  # slide px per output px: the output's rounded size may overshoot by less
+    assert (rect.left(), rect.top()) == (0, 0)
+    assert abs(rect.width() - SIZE[0]) < pixel and abs(rect.height() - SIZE[1]) < pixel
+    assert any("Whole slide of a: 4 tiles" in message.text for message in window.messages.messages)
+
+    # a new ROI shows the stitched part under it at once, without a run
+    roi = Roi(600, 400, 1500, 1300)
+    window.slide.set_roi(roi)
+    window.slide.roiChanged.emit(window.slide.roi())
+    window_heatmap = window.panels.panel_arrays()["heatmap"]
+    out = expected.from_slide(roi)
+    np.testing.assert_allclose(window_heatmap, expected.probabilities[out.y0:out.y1, out.x0:out.x1, 1], atol=1e-6)
+    window.main_actions.slide_heatmap_action.trigger()  # View > Whole-slide heatmap off
+    assert not overlay.heatmap.isVisible()
+
+
+def test_a_cancelled_whole_slide_run_leaves_no_overlay(qtbot, tiff_window):
+    window, readers = tiff_window
+    reader = readers[-1]
+    reader.gate.clear()  # tile reads wait
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000) as finished:
+        assert window.run_whole_slide()
+        assert not window.main_actions.run_slide_action.isEnabled()  # one run at a time
+        window.controller.cancel()
+        reader.gate.set()
+    assert finished.args[2] is True  # cancelled
+    assert window.session.slide_run is None and window.slide.overlay.stitched is None
+    assert not window.slide.overlay.heatmap.isVisible()
+    assert window.main_actions.run_slide_action.isEnabled()
