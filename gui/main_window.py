@@ -59,6 +59,10 @@ from .window_layout import (
 )
 
 
+#: "Run whole slide" overlaps neighbouring tiles by 1/8 of a tile: blended seams, and a seams map to check.
+WHOLE_SLIDE_OVERLAP = 8
+
+
 class MainWindow(QMainWindow):
     """`open_dataset(path)`, `open_backend(choice)`, `run_current()`, `run_all()`; see the menus."""
 
@@ -266,8 +270,9 @@ class MainWindow(QMainWindow):
         metrics = evaluation.metrics
         scores = "" if metrics is None else (f": soft Dice {metrics.soft_dice:.4f}, Dice {metrics.foreground_dice:.4f}"
                                               f", IoU {metrics.foreground_iou:.4f} over the slide")
-        self.messages.add("info", f"Whole slide of {item.id}: {count(evaluation.tiles, 'tile')} in "
-                                  f"{evaluation.seconds:.1f} s{scores}")
+        text = f"Whole slide of {item.id}: {count(evaluation.tiles, 'tile')} in {evaluation.seconds:.1f} s{scores}"
+        self.messages.add("info", text)
+        self.statusBar().showMessage(text, 8000)
         if self.shown_id == item.id:
             self.slide.overlay.show(evaluation.stitched)
             self._show_stitched()
@@ -331,7 +336,8 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Select an image first", 3000)
             return False
         roi = self.dataset.default_roi
-        plan = TilePlan((min(roi.width, reader.size[0]), min(roi.height, reader.size[1])))
+        tile = (min(roi.width, reader.size[0]), min(roi.height, reader.size[1]))
+        plan = TilePlan(tile, overlap=min(tile) // WHOLE_SLIDE_OVERLAP, seams=True)
         tiles = len(tile_grid(Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size))
         if not self.controller.run_slide(self.dataset, item, reader, plan, tiles):
             return False

@@ -1,6 +1,9 @@
 """Save a screenshot of the main window after a run (used by test_screenshot.py and for docs/screenshot.png).
 
     python tests/gui/screenshot.py DATASET OUT.png [--pipeline FILE] [--item ID] [--size 1600x1000]
+                                   [--whole-slide X0,Y0,X1,Y1]
+
+With `--whole-slide`, the item's whole slide is run instead of Run all, and the ROI then moved to the box.
 
 Runs under whatever Qt platform is set (xcb under `xvfb-run`, or offscreen). Exit code 0 when the PNG was
 written, 1 when the run did not finish.
@@ -17,12 +20,15 @@ from pathlib import Path
 from PySide6.QtCore import QPoint, QRect, QSettings
 from PySide6.QtWidgets import QApplication
 
+from segscope.core.roi import Roi
+
 
 def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | None = None,
             size: tuple[int, int] = (1600, 1000), timeout_s: float = 120.0,
-            measure: dict[str, float] | None = None) -> Path:
+            measure: dict[str, float] | None = None, whole_slide_roi: Roi | None = None) -> Path:
     """Open the window on `dataset`, run all images, show `item` with its result, save the window.
-    `measure` receives what a user sees: the window's height and the result panels' on-screen height."""
+    `measure` receives what a user sees: the window's height and the result panels' on-screen height.
+    With `whole_slide_roi`, run the shown image's whole slide instead, then move the ROI there."""
     from segscope.core.pipeline import DEFAULT_PIPELINE
     from segscope.gui.app import apply_dark_theme
     from segscope.gui.backend_dialog import BackendChoice
@@ -46,8 +52,17 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
             time.sleep(0.01)
 
     wait(lambda: window.capabilities is not None and window.slide_ready(), "the backend and the first slide")
-    window.run_all()
-    wait(lambda: not window.controller.busy, "run all")
+    if whole_slide_roi is not None:
+        if item is not None:
+            window.dataset_panel.select_item(item)
+            wait(lambda: window.slide_ready() and window.current.id == item, f"image {item}")
+        window.run_whole_slide()
+        wait(lambda: not window.controller.busy, "the whole-slide run")
+        window.slide.set_roi(whole_slide_roi)
+        window.slide.roiChanged.emit(window.slide.roi())
+    else:
+        window.run_all()
+        wait(lambda: not window.controller.busy, "run all")
     if item is not None:
         window.dataset_panel.select_item(item)
         wait(lambda: window.slide_ready() and window.current.id == item and bool(window.panels.panel_arrays()),
@@ -75,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipeline", type=Path)
     parser.add_argument("--item")
     parser.add_argument("--size", default="1600x1000")
+    parser.add_argument("--whole-slide", metavar="X0,Y0,X1,Y1",
+                        help="run the item's whole slide, then show this ROI's part of it")
     parser.add_argument("--settings-dir", type=Path,
                         help="keep QSettings here (default: a fresh folder, so the shot shows a new user's layout)")
     args = parser.parse_args(argv)
@@ -83,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         QSettings.setPath(fmt, QSettings.Scope.UserScope, str(settings_dir))
     width, height = (int(v) for v in args.size.lower().split("x"))
     try:
-        capture(args.dataset, args.out, args.pipeline, args.item, (width, height))
+        roi = Roi(*(int(v) for v in args.whole_slide.split(","))) if args.whole_slide else None
+        capture(args.dataset, args.out, args.pipeline, args.item, (width, height), whole_slide_roi=roi)
     except (TimeoutError, RuntimeError) as exc:
         print(exc, file=sys.stderr)
         return 1

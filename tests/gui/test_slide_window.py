@@ -97,10 +97,11 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
 
     # the same slide and plan, run apart from the window
     with open_slide(reader.path) as separate, EmbeddedBackend(tiny_model_project.pipeline) as backend:
-        expected = run_tiled(backend, separate, TilePlan((1800, 1800)))
+        expected = run_tiled(backend, separate, TilePlan((1800, 1800), overlap=1800 // 8, seams=True))
     np.testing.assert_allclose(run.stitched.probabilities, expected.probabilities, rtol=0, atol=1e-6)
     overlay = window.slide.overlay
-    assert overlay.heatmap.isVisible() and not overlay.seams.isVisible()
+    assert overlay.heatmap.isVisible() and not overlay.seams.isVisible()  # seams: off until asked for
+    np.testing.assert_allclose(overlay.seams.image, expected.seams, rtol=0, atol=1e-6)
     np.testing.assert_allclose(overlay.heatmap.image, 1 - expected.probabilities[..., 0], rtol=0, atol=1e-6)
     rect = overlay.heatmap.mapRectToParent(overlay.heatmap.boundingRect())
     pixel = 1 / expected.scale  # slide px per output px: the output's rounded size may overshoot by less
@@ -116,7 +117,8 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
     out = expected.from_slide(roi)
     np.testing.assert_allclose(window_heatmap, expected.probabilities[out.y0:out.y1, out.x0:out.x1, 1], atol=1e-6)
     window.main_actions.slide_heatmap_action.trigger()  # View > Whole-slide heatmap off
-    assert not overlay.heatmap.isVisible()
+    window.main_actions.slide_seams_action.trigger()  # View > Whole-slide seams on
+    assert not overlay.heatmap.isVisible() and overlay.seams.isVisible()
 
 
 def test_a_cancelled_whole_slide_run_leaves_no_overlay(qtbot, tiff_window):
