@@ -54,6 +54,8 @@ from .tiling_cli import add_tiling_options, refuse_without_tile, run_tiled_eval
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
 #: Options that only mean something with --remote (refused without it instead of being ignored).
 REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "probabilities", "accept_new_host_key")
+#: Of those, what also applies to `--cluster ssh://` (the hosts are reached as `--remote` reaches one).
+CLUSTER_SSH_OPTIONS = ("set_env", "remote_python", "accept_new_host_key")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -117,7 +119,8 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set-env", metavar="HOST_PATH", default=None,
                         help="with --remote: a script to source on the host first, e.g. $MX_SDK_HOME/set_env.sh")
     parser.add_argument("--remote-python", default=None, metavar="HOST_PATH",
-                        help="with --remote: the host's Python 3.9+ with numpy, opencv and the SDK or onnxruntime")
+                        help="with --remote: the host's Python 3.9+ with numpy, opencv and the SDK or onnxruntime "
+                             "(with --cluster ssh://: one with segscope[cluster] installed)")
     parser.add_argument("--remote-cache", metavar="HOST_DIR", default=None,
                         help="with --remote: the host folder for the uploaded worker and model, relative to the "
                              "login's home unless absolute (default .cache/segscope)")
@@ -143,10 +146,13 @@ def _format_line(path: Path, evaluation_metrics: object) -> str:
 
 def _refuse_remote_only_options(args: argparse.Namespace) -> None:
     if args.remote is None:
-        given = [name for name in REMOTE_ONLY if getattr(args, name) is not None]
+        over_ssh = (getattr(args, "cluster", None) or "").startswith("ssh://")  # starts a cluster over SSH
+        given = [name for name in REMOTE_ONLY if getattr(args, name) is not None
+                 and not (over_ssh and name in CLUSTER_SSH_OPTIONS)]
         if given:
-            raise SegScopeError(f"--{given[0].replace('_', '-')}: only applies with --remote USER@HOST; "
-                                "add --remote or drop the option")
+            where = "--remote USER@HOST" + (" or --cluster ssh://HOST,..." if given[0] in CLUSTER_SSH_OPTIONS else "")
+            raise SegScopeError(f"--{given[0].replace('_', '-')}: only applies with {where}; "
+                                "add it or drop the option")
 
 
 @contextlib.contextmanager
@@ -343,8 +349,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="one stream per device, each image on the first free one (results in input order); "
                          "embedded: one ONNX Runtime session per id, the cores split between them. Per-device "
                          "throughput goes to stderr (or --json's \"devices\")")
-    ev.add_argument("--cluster", metavar="tcp://HOST:PORT",
-                    help="run the images as tasks on this Dask scheduler's workers (pip install "
+    ev.add_argument("--cluster", metavar="tcp://HOST:PORT | ssh://HOST,...",
+                    help="run the images as tasks on this Dask scheduler's workers, or on a cluster started over "
+                         "SSH for the run (the first host runs the scheduler, every host a worker, with "
+                         "--remote-python; hosts checked as --remote checks one) (pip install "
                          "\"segscope[cluster]\"); each worker opens --backend once, the pipeline and model at "
                          "the same path there; same Python and package versions on every node")
     ev.add_argument("--ship-images", action="store_true",

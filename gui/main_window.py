@@ -58,7 +58,6 @@ from .window_layout import (
     toggle_dock,
 )
 
-
 #: "Run whole slide" overlaps neighbouring tiles by 1/8 of a tile: blended seams, and a seams map to check.
 WHOLE_SLIDE_OVERLAP = 8
 

@@ -99,18 +99,21 @@ def open_backend(kind: str, pipeline: Path, *, max_pixels: int = DEFAULT_MAX_PIX
     (the worker opens `kind` there), sourcing `set_env` there first when given and running the worker with the
     host's `python`; `probabilities` sets how they travel back (`PROBABILITY_ENCODINGS`) and `remote_cache`
     the host folder for the uploaded worker and model (default ~/.cache/segscope). `devices` opens one stream
-    per device here (`pool.DevicePool`); `cluster` (a Dask scheduler address) runs each image as a task there,
-    `ship_images` sending the image bytes instead of letting the workers read the path, `task_resources` what
-    each task needs of a worker (`core.cluster`)."""
+    per device here (`pool.DevicePool`); `cluster` (a Dask scheduler address, or ssh://HOST,... to start one
+    there with `python`, `accept_new_host_key` as for `remote`) runs each image as a task there, `ship_images`
+    sending the image bytes instead of letting the workers read the path, `task_resources` what each task
+    needs of a worker (`core.cluster`)."""
     chosen = backend_kind(kind)
     if cluster:
         if remote or devices is not None:
             raise SegScopeError(f"--cluster cannot be combined with --{'remote' if remote else 'devices'}: "
                                 "the cluster's workers run the stream")
         from ..cluster.backend import ClusterBackend
+        from ..remote.connection import SshOptions
 
         return ClusterBackend(cluster, chosen.name, pipeline, max_pixels=max_pixels, ship=ship_images,
-                              resources=task_resources)
+                              resources=task_resources, ssh=SshOptions(accept_new_host_key=accept_new_host_key),
+                              python=python, set_env=set_env)
     if devices is not None:
         if remote:
             raise SegScopeError("--devices with --remote: not built yet; run without --devices (one stream) "

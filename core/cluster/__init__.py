@@ -1,4 +1,5 @@
-"""Running a dataset on many machines with Dask distributed (the `cluster` extra): `eval --cluster ADDRESS`.
+"""Running a dataset on many machines with Dask distributed (the `cluster` extra): `eval --cluster ADDRESS`,
+a running scheduler's address or `ssh://HOST1,HOST2` to start one for the run (`ssh.start_ssh_cluster`).
 
 Each worker opens the backend once (`worker.BackendPlugin`); every image is one task whose result (the
 `InferenceResult`) comes back to the client, which scores, prints and exports exactly as a local run does.
@@ -24,13 +25,17 @@ def import_distributed() -> ModuleType:
 
 
 def check_address(address: str) -> str:
-    """A scheduler address SegScope can connect to: tcp://HOST:PORT or tls://HOST:PORT."""
+    """A cluster SegScope can use: a scheduler at tcp://HOST:PORT or tls://HOST:PORT, or hosts to start one on
+    over SSH, ssh://HOST[,HOST...]."""
     if address.startswith("ssh://"):
-        raise SegScopeError(f"--cluster {address}: starting a cluster over SSH is not built yet; start one with "
-                            "dask-scheduler / dask-worker (or dask-ssh) and pass --cluster tcp://SCHEDULER:8786")
+        from .ssh import ssh_hosts
+
+        ssh_hosts(address)
+        return address
     scheme, _, rest = address.partition("://")
     if scheme not in ("tcp", "tls") or not rest or ":" not in rest:
-        raise SegScopeError(f"--cluster: expected a scheduler address such as tcp://host:8786, got {address!r}")
+        raise SegScopeError(f"--cluster: expected a scheduler address such as tcp://host:8786 (or ssh://host1,host2 "
+                            f"to start one over SSH), got {address!r}")
     return address
 
 

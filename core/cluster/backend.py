@@ -13,10 +13,13 @@ from typing import Any
 
 from ..backends.base import Backend, ImageSource, InferenceRequest, InferenceResult, read_ahead
 from ..backends.pool import UsageLog
+from ..compat import TIMEOUTS
 from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, read_bytes
+from ..remote.connection import SshOptions
 from ..roi import Roi
 from . import check_address, import_distributed
+from .ssh import SCHEME, start_ssh_cluster
 
 #: Images in flight per worker thread: enough to keep every worker busy while results come back in order.
 IN_FLIGHT_PER_THREAD = 2
@@ -31,7 +34,8 @@ class ClusterBackend(Backend):
     `resources` (e.g. {"NPU": 1}) is what each task needs of a worker that declared it."""
 
     def __init__(self, address: str, kind: str, pipeline: Path, *, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 ship: bool = False, resources: dict[str, float] | None = None, client: Any = None):
+                 ship: bool = False, resources: dict[str, float] | None = None, client: Any = None,
+                 ssh: SshOptions | None = None, python: str = "python3", set_env: str | None = None):
         distributed = import_distributed()
         from .worker import BackendPlugin, capabilities_task
 
@@ -41,10 +45,14 @@ class ClusterBackend(Backend):
         self._lock = threading.Lock()
         self._sequence = itertools.count()
         self._owns_client = client is None
+        self._cluster: Any = None  # started here (ssh://), closed with the backend
         if client is None:
+            if check_address(address).startswith(SCHEME):
+                self._cluster = start_ssh_cluster(address, ssh or SshOptions(), python, set_env)
             try:
-                client = distributed.Client(check_address(address), timeout=15)
-            except OSError as exc:
+                client = distributed.Client(self._cluster or address, timeout=15)
+            except (OSError, *TIMEOUTS) as exc:
+                self.close()
                 raise SegScopeError(f"--cluster {address}: cannot reach the scheduler ({exc}); is it running "
                                     "and is its port open from here?") from None
         self.client = client
@@ -126,6 +134,7 @@ class ClusterBackend(Backend):
     def close(self) -> None:
         client, self.client = getattr(self, "client", None), None
         if client is None:
+            self._close_cluster()
             return
         try:
             with self._lock:
@@ -138,3 +147,9 @@ class ClusterBackend(Backend):
         finally:
             if self._owns_client:
                 client.close()
+            self._close_cluster()
+
+    def _close_cluster(self) -> None:
+        cluster, self._cluster = self._cluster, None
+        if cluster is not None:
+            cluster.close()

@@ -118,7 +118,7 @@ class SshOptions:
 
 
 @dataclass(frozen=True)
-class _Hop:
+class Hop:
     """A target after `~/.ssh/config`: what to dial and how to log in."""
 
     label: str
@@ -130,7 +130,8 @@ class _Hop:
     known_hosts: Path
 
 
-def _resolve(target: SshTarget, options: SshOptions) -> _Hop:
+def resolve(target: SshTarget, options: SshOptions) -> Hop:
+    """`target` after `~/.ssh/config` (the `options.ssh_config` file)."""
     config = paramiko.SSHConfig()
     path = options.ssh_config.expanduser() if options.ssh_config else None
     if path and path.is_file():
@@ -146,7 +147,7 @@ def _resolve(target: SshTarget, options: SshOptions) -> _Hop:
     jump = entry.get("proxyjump")
     user_known = entry.get("userknownhostsfile", "").split()
     known_hosts = Path(user_known[0]) if user_known else options.known_hosts
-    return _Hop(
+    return Hop(
         label=str(target),
         hostname=entry.get("hostname", target.host),
         port=port,
@@ -178,9 +179,9 @@ class SshConnection:
     def connect(self) -> None:
         """(Re)connect: verify host keys and authenticate every hop, then the target."""
         self.close()
-        target = _resolve(self.target, self.options)
+        target = resolve(self.target, self.options)
         jumps = target.proxy_jump.split(",") if target.proxy_jump else []
-        hops = [_resolve(parse_target(j, f"ProxyJump of {target.label}"), self.options) for j in jumps] + [target]
+        hops = [resolve(parse_target(j, f"ProxyJump of {target.label}"), self.options) for j in jumps] + [target]
         sock = None
         try:
             for hop, next_hop in pairwise(hops):
@@ -192,7 +193,7 @@ class SshConnection:
             self.close()
             raise
 
-    def _tunnel(self, client: paramiko.SSHClient, via: _Hop, target: _Hop) -> paramiko.Channel:
+    def _tunnel(self, client: paramiko.SSHClient, via: Hop, target: Hop) -> paramiko.Channel:
         transport = client.get_transport()
         assert transport is not None
         try:
@@ -201,7 +202,7 @@ class SshConnection:
         except (paramiko.SSHException, OSError) as exc:
             raise BackendError(f"{via.label}: ProxyJump cannot reach {target.hostname}:{target.port} ({exc})") from None
 
-    def _open(self, hop: _Hop, sock: paramiko.Channel | None, use_password: bool) -> paramiko.SSHClient:
+    def _open(self, hop: Hop, sock: paramiko.Channel | None, use_password: bool) -> paramiko.SSHClient:
         options = self.options
         client = paramiko.SSHClient()
         try:
@@ -230,7 +231,7 @@ class SshConnection:
             timed_out = time.monotonic() - started >= timeout
             raise self._explain(exc, hop, name, key_files, timed_out) from None
 
-    def _explain(self, exc: BaseException, hop: _Hop, name: str, key_files: list[str],
+    def _explain(self, exc: BaseException, hop: Hop, name: str, key_files: list[str],
                  timed_out: bool) -> BaseException:
         """One actionable line for each way connecting fails."""
         who = f"{hop.user + '@' if hop.user else ''}{name}"

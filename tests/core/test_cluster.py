@@ -80,7 +80,7 @@ def test_cluster_run_prints_and_exports_what_the_local_run_does(threads_cluster,
 
 @pytest.mark.parametrize(("address", "wanted"), [("foo", "expected a scheduler address"),
                                                   ("tcp://", "expected a scheduler address"),
-                                                  ("ssh://a,b", "not built yet")])
+                                                  ("ssh://a,,b", "expected ssh://HOST")])
 def test_bad_cluster_addresses_are_one_line_errors(small_dataset, capsys, address, wanted):
     code, _ = run("eval", "--dataset", small_dataset, "--cluster", address)
     err = capsys.readouterr().err

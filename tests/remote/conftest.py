@@ -50,3 +50,16 @@ def worker_options(sshd: Sshd) -> dict:
     """RemoteBackend options for the test host: this interpreter, and a cache folder in the temp folder."""
     return {"python": sys.executable, "cache_dir": str(sshd.cache_dir), "worker_backend": "embedded",
             "request_timeout": 60.0, "startup_timeout": 60.0}
+
+
+@pytest.fixture
+def ssh_home(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user home whose ~/.ssh/config names the test host `ascend` (as users set theirs up), no agent."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host ascend\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n  IdentityFile {sshd.user_key}\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    return home

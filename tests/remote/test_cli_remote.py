@@ -22,19 +22,6 @@ def run(*argv: object) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-@pytest.fixture
-def ssh_home(sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A user home whose ~/.ssh/config names the test host `ascend` (as users set theirs up), no agent."""
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "config").write_text(
-        f"Host ascend\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n  IdentityFile {sshd.user_key}\n"
-    )
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
-    return home
-
-
 def test_remote_eval_prints_the_local_lines_after_accepting_the_host_key(
         sshd: Sshd, ssh_home: Path, tiny_model_project, small_dataset: Path, capsys: pytest.CaptureFixture) -> None:
     common = ["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline]

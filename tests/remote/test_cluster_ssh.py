@@ -1,0 +1,62 @@
+"""`segscope eval --cluster ssh://...`: a Dask cluster started over the real loopback sshd (two "hosts", both
+127.0.0.1 through a ~/.ssh/config alias) gives exactly the local run's lines; its hosts are checked as
+`--remote` checks one."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+from segscope.core import cli
+
+from .sshd import Sshd, processes_mentioning, ssh_fingerprint, wait_until
+
+pytest.importorskip("distributed")
+pytest.importorskip("asyncssh")
+pytestmark = pytest.mark.ssh
+
+
+def run(*argv: object) -> tuple[int, str]:
+    out = io.StringIO()
+    code = cli.main([str(a) for a in argv], out)
+    return code, out.getvalue()
+
+
+def test_a_cluster_started_over_ssh_prints_the_local_lines(sshd: Sshd, ssh_home: Path, tiny_model_project,
+                                                           small_dataset: Path, capsys) -> None:
+    common = ["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline]
+    cluster = [*common, "--cluster", "ssh://ascend,ascend", "--remote-python", sys.executable]
+
+    code, out = run(*cluster)  # the host's key is not trusted yet: refused as --remote refuses it
+    error = capsys.readouterr().err
+    assert code == 2 and out == "" and error.count("\n") == 1
+    assert "unknown host key" in error and ssh_fingerprint(sshd.host_key.with_suffix(".pub")) in error
+    assert "--accept-new-host-key" in error
+
+    local_code, local_out = run(*common)
+    code, cluster_out = run(*cluster, "--accept-new-host-key")
+    error = capsys.readouterr().err
+    assert (local_code, code) == (0, 0), error
+    assert cluster_out == local_out  # every per-image line and both means, digit for digit
+    assert cluster_out.count("image: ") == 4
+    assert error.count("segscope: worker ") == 2  # the per-worker usage: a worker on each "host"
+    # the cluster was closed with the run: no scheduler or worker is left behind
+    assert wait_until(lambda: not processes_mentioning("distributed.cli.dask_spec"), timeout=30)
+
+
+def test_the_hosts_python_and_set_env_are_checked_in_one_line(sshd: Sshd, ssh_home: Path, tiny_model_project,
+                                                               small_dataset: Path, capsys) -> None:
+    common = ["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+              "--cluster", "ssh://ascend", "--accept-new-host-key"]
+    code, _ = run(*common, "--remote-python", "/nonexistent/python3")
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1
+    assert "ascend: /nonexistent/python3 cannot start a Dask worker there" in error and "--remote-python" in error
+
+    code, _ = run(*common, "--remote-python", sys.executable, "--set-env", "/opt/set_env.sh")
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1 and error.startswith("segscope: error: --set-env:")
+    assert "--cluster tcp://" in error
