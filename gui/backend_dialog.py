@@ -31,6 +31,9 @@ from PySide6.QtWidgets import (
 
 from ..core.backends import BACKENDS, DEFAULT_PROBABILITIES, open_backend
 from ..core.backends.base import Backend
+from ..core.backends.pool import parse_devices
+from ..core.cluster import check_address
+from ..core.errors import SegScopeError
 from ..core.pipeline import DEFAULT_PIPELINE
 from .run_controller import describe_error
 
@@ -59,6 +62,21 @@ class BackendChoice:
     #: "SHA256:..." of a host key the user accepted in the confirmation dialog (trusted once, then recorded).
     accepted_fingerprint: str = ""
     password: str = field(default="", repr=False)  # memory only: never in a profile
+    #: Local kinds only: one stream per device id ("0,1", as `--devices`), or the images as tasks on a Dask
+    #: cluster ("tcp://HOST:PORT" or "ssh://HOST,...", as `--cluster`); empty: one stream here.
+    devices: str = ""
+    cluster: str = ""
+
+    def check(self) -> None:
+        """Raise the CLI's one-line error for a devices or cluster field it would refuse."""
+        if self.kind == "remote":
+            return
+        if self.devices and self.cluster:
+            raise SegScopeError("Devices and Cluster: choose one (a cluster's workers run the stream)")
+        if self.devices:
+            parse_devices(self.devices, "Devices")
+        if self.cluster:
+            check_address(self.cluster)
 
     @property
     def target(self) -> str:
@@ -74,8 +92,11 @@ class BackendChoice:
 
     def open(self) -> Backend:
         if self.kind != "remote":
+            self.check()
             sdk_home = Path(self.sdk_path).expanduser() if self.sdk_path and self.kind == "mindx" else None
-            return open_backend(self.kind, self.pipeline, sdk_home=sdk_home)
+            return open_backend(self.kind, self.pipeline, sdk_home=sdk_home,
+                                devices=parse_devices(self.devices) if self.devices else None,
+                                cluster=self.cluster or None, accept_new_host_key=self.accepted_fingerprint or False)
         # the worker opens "auto" on the host (MindX when it imports); probabilities travel exactly, as in the CLI
         return open_backend("auto", self.pipeline, remote=self.target,
                             accept_new_host_key=self.accepted_fingerprint or False, set_env=self.set_env,
@@ -84,12 +105,16 @@ class BackendChoice:
                             password=self.password or None)
 
     def describe(self) -> str:
-        return {"embedded": "embedded (this machine)", "mindx": "MindX SDK (this host)"}.get(
+        if self.kind != "remote" and self.cluster:
+            return f"{self.kind} on the cluster {self.cluster}"
+        text = {"embedded": "embedded (this machine)", "mindx": "MindX SDK (this host)"}.get(
             self.kind, f"remote {self.target}")
+        return f"{text}, devices {self.devices}" if self.kind != "remote" and self.devices else text
 
     def as_profile(self) -> dict[str, str]:
         return {"kind": self.kind, "pipeline": str(self.pipeline), "host": self.host, "port": str(self.port),
-                "user": self.user, "key_file": self.key_file, "sdk_path": self.sdk_path}
+                "user": self.user, "key_file": self.key_file, "sdk_path": self.sdk_path, "devices": self.devices,
+                "cluster": self.cluster}
 
     @classmethod
     def from_profile(cls, profile: dict[str, str]) -> BackendChoice:
@@ -98,7 +123,8 @@ class BackendChoice:
         port = int(profile["port"]) if profile.get("port", "").isdigit() else 22
         return cls(kind if kind in KINDS else "embedded", pipeline if pipeline.is_file() else DEFAULT_PIPELINE,
                    profile.get("host", ""), port, profile.get("user", ""), profile.get("key_file", ""),
-                   profile.get("sdk_path", ""))
+                   profile.get("sdk_path", ""), devices=profile.get("devices", ""),
+                   cluster=profile.get("cluster", ""))
 
 
 def unknown_host_fingerprint(exc: BaseException) -> str | None:
@@ -200,6 +226,20 @@ class BackendDialog(QDialog):
         form.addRow("Password", self.password_edit)
         form.addRow("SDK path", self.sdk_edit)
 
+        self.scale_box = QGroupBox("Scale out (embedded or MindX)")
+        scale_form = QFormLayout(self.scale_box)
+        self.devices_edit = QLineEdit(current.devices)
+        self.devices_edit.setPlaceholderText("empty: one stream; e.g. 0,1,2,3: one stream per device")
+        self.devices_edit.setToolTip("One stream per device id, each image to the first free one (as --devices); "
+                                     "on the embedded backend the ids name ONNX Runtime sessions")
+        self.cluster_edit = QLineEdit(current.cluster)
+        self.cluster_edit.setPlaceholderText("empty: this machine; tcp://scheduler:8786 or ssh://host1,host2")
+        self.cluster_edit.setToolTip("Run the images as tasks on a Dask cluster (as --cluster): a running "
+                                     "scheduler's address, or hosts to start one on over SSH (same Python and "
+                                     "packages on every node)")
+        scale_form.addRow("Devices", self.devices_edit)
+        scale_form.addRow("Cluster", self.cluster_edit)
+
         self.test_button = QPushButton("Test connection")
         self.test_button.setToolTip("Open the backend once and show its device, without keeping it")
         self.test_button.clicked.connect(self.test_connection)
@@ -219,6 +259,7 @@ class BackendDialog(QDialog):
         pipeline_form.addRow("Pipeline", pipeline_row)
         layout.addLayout(pipeline_form)
         layout.addWidget(self.remote_box)
+        layout.addWidget(self.scale_box)
         layout.addLayout(test_row)
         layout.addWidget(buttons)
 
@@ -234,10 +275,21 @@ class BackendDialog(QDialog):
     def choice(self) -> BackendChoice:
         return BackendChoice(self.kind(), Path(self.pipeline_edit.text().strip()), self.host_edit.text().strip(),
                              self.port_spin.value(), self.user_edit.text().strip(), self.key_edit.text().strip(),
-                             self.sdk_edit.text().strip(), self._accepted_fingerprint, self.password_edit.text())
+                             self.sdk_edit.text().strip(), self._accepted_fingerprint, self.password_edit.text(),
+                             self.devices_edit.text().strip(), self.cluster_edit.text().strip())
 
     def _update_enabled(self) -> None:
         self.remote_box.setEnabled(self.kind() == "remote")
+        self.scale_box.setEnabled(self.kind() != "remote")
+
+    def accept(self) -> None:
+        """Close only on fields the CLI would take; else say why in the dialog."""
+        try:
+            self.choice().check()
+        except SegScopeError as exc:
+            self.status_label.setText(str(exc))
+            return
+        super().accept()
 
     def _browse_pipeline(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Pipeline file", self.pipeline_edit.text(),
@@ -271,7 +323,8 @@ class BackendDialog(QDialog):
             self.status_label.setText(f"OK: {capabilities.name} on {capabilities.device}")
             return
         fingerprint = unknown_host_fingerprint(error)
-        if fingerprint and confirm_host_key(self, self.host_edit.text().strip(), fingerprint):
+        if fingerprint and confirm_host_key(self, getattr(error, "host", "") or self.host_edit.text().strip(),
+                                            fingerprint):
             self._accepted_fingerprint = fingerprint
             self.test_connection()
             return

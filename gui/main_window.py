@@ -166,6 +166,7 @@ class MainWindow(QMainWindow):
         c.itemFailed.connect(lambda item_id, text, _d: self.rows.set(item_id, "error", error=text))
         c.message.connect(self.messages.add)
         c.progress.connect(self.main_actions.show_progress)
+        c.usage.connect(self.status_labels.show_usage)
         c.busyChanged.connect(lambda _busy: self._update_enabled())
         c.batchFinished.connect(self._on_batch_finished)
 

@@ -17,6 +17,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ..core.backends.base import Backend, Capabilities, InferenceRequest
+from ..core.backends.pool import UsageLog
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import CancelledError, SegScopeError
 from ..core.evaluate import ImageEvaluation, evaluate_dataset
@@ -46,6 +47,7 @@ class _Worker(QObject):
     evaluated = Signal(object)  # ImageEvaluation
     slideEvaluated = Signal(object)  # TiledEvaluation
     tilesDone = Signal(int, int)  # tiles blended in, tiles in all
+    usage = Signal(list)  # per device or cluster worker: one line each (`UsageLog.lines`)
     itemFailed = Signal(str, str, str)  # item id, message, details
     batchDone = Signal(int, int, bool)  # done, failed, cancelled
     closed = Signal()
@@ -86,6 +88,7 @@ class _Worker(QObject):
                     yielded += 1
                     done += 1
                     self.evaluated.emit(evaluation)
+                    self._report_usage()
                     if self.cancel_event.is_set():
                         raise CancelledError("cancelled")
                 remaining = []
@@ -100,6 +103,12 @@ class _Worker(QObject):
                 failed += 1
                 remaining = remaining[yielded + 1 :]
         self.batchDone.emit(done, failed, cancelled)
+
+    def _report_usage(self) -> None:
+        """The devices' or cluster workers' counts so far, where the backend keeps them."""
+        usage = getattr(self.backend, "usage", None)
+        if isinstance(usage, UsageLog):
+            self.usage.emit(usage.lines())
 
     @Slot(object, object, object, object)
     def run_slide(self, dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan) -> None:
@@ -122,6 +131,7 @@ class _Worker(QObject):
             self.batchDone.emit(0, 1, False)
             return
         self.slideEvaluated.emit(evaluation)
+        self._report_usage()
         self.batchDone.emit(1, 0, False)
 
     @Slot()
@@ -144,6 +154,7 @@ class RunController(QObject):
     backendOpened = Signal(object)  # Capabilities
     evaluated = Signal(object)  # ImageEvaluation
     slideEvaluated = Signal(object)  # TiledEvaluation
+    usage = Signal(list)  # per device or cluster worker: one line each, after each image
     itemFailed = Signal(str, str, str)  # item id, message, details
     message = Signal(str, str, str)  # level, text, details
     progress = Signal(int, int, float)  # finished, total, ETA in seconds (nan while unknown)
@@ -169,6 +180,7 @@ class RunController(QObject):
         self._run.connect(self._worker.run)
         self._run_slide.connect(self._worker.run_slide)
         self._worker.slideEvaluated.connect(self.slideEvaluated)
+        self._worker.usage.connect(self.usage)
         self._worker.tilesDone.connect(self._on_tiles_done)
         self._close.connect(self._worker.close)
         self._worker.opened.connect(self._on_opened)

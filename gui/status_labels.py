@@ -36,11 +36,19 @@ class StatusLabels:
         self.timings_label.setToolTip("Per-stage times of the last inference")
         self.means_label = QLabel("")
         self.means_label.setToolTip("Dataset means over the images run so far that have masks")
-        for label in (self.timings_label, self.means_label, self.backend_label):
+        self.usage_label = QLabel("")
+        for label in (self.usage_label, self.timings_label, self.means_label, self.backend_label):
             bar.addPermanentWidget(label)
 
     def backend_opening(self, description: str) -> None:
         self.backend_label.setText(f"backend: opening {description}…")
+        self.usage_label.setText("")
+
+    def show_usage(self, lines: list[str]) -> None:
+        """Images per device or cluster worker since the backend opened ("name: N images, ..." lines)."""
+        counts = [line.split(",", 1)[0] for line in lines]  # "worker a: 3 images"
+        self.usage_label.setText(" · ".join(counts))
+        self.usage_label.setToolTip("Since the backend opened, per device or cluster worker:\n" + "\n".join(lines))
 
     def backend_ready(self, capabilities: Capabilities) -> None:
         self.backend_label.setText(f"{capabilities.name} · {capabilities.device}")

@@ -114,3 +114,33 @@ def test_a_remote_profile_brings_probabilities_back_exactly_like_the_cli(monkeyp
     monkeypatch.setattr(remote, "open_remote_backend", lambda target, pipeline, **options: seen.update(options))
     BackendChoice("remote", DEFAULT_PIPELINE, "10.0.0.5", 2222, "hw").open()
     assert seen["probabilities"] == "float32" and seen["worker_backend"] == "auto"
+
+
+@pytest.mark.parametrize(("devices", "cluster", "wanted"), [
+    ("0,0", "", "Devices: device 0 is listed twice"),
+    ("a,b", "", "Devices: expected comma-separated device ids"),
+    ("", "scheduler:8786", "expected a scheduler address"),
+    ("0,1", "tcp://h:8786", "Devices and Cluster: choose one")])
+def test_bad_devices_or_cluster_keep_the_dialog_open_with_one_line(qtbot, devices, cluster, wanted):
+    dialog = BackendDialog(BackendChoice())
+    qtbot.addWidget(dialog)
+    dialog.devices_edit.setText(devices)
+    dialog.cluster_edit.setText(cluster)
+    dialog.accept()
+    assert dialog.result() != BackendDialog.DialogCode.Accepted
+    text = dialog.status_label.text()
+    assert wanted in text and "\n" not in text
+
+
+def test_devices_and_cluster_are_remembered_and_apply_to_local_backends_only(qtbot, isolated_settings):
+    from segscope.gui import settings
+
+    choice = BackendChoice("embedded", DEFAULT_PIPELINE, devices="0,1", cluster="")
+    settings.save_backend_profile(choice.as_profile())
+    assert BackendChoice.from_profile(settings.backend_profile()) == choice
+    assert choice.describe() == "embedded (this machine), devices 0,1"
+    dialog = BackendDialog(BackendChoice("remote", DEFAULT_PIPELINE, "ascend", cluster="ssh://a,b"))
+    qtbot.addWidget(dialog)
+    assert not dialog.scale_box.isEnabled()  # the remote host runs one stream
+    dialog.radios["embedded"].setChecked(True)
+    assert dialog.scale_box.isEnabled() and dialog.choice().cluster == "ssh://a,b"

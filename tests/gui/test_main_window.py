@@ -344,3 +344,37 @@ def test_dropping_a_folder_opens_it(qtbot, window, demo_dataset, tmp_path):
     assert window.dataset.root == other.resolve()
     assert window.dataset_panel.visible_order() == ["001", "002"]
     qtbot.waitUntil(window.slide_ready)
+
+
+def test_run_all_on_two_devices_gives_the_same_metrics_and_counts_per_device(qtbot, window, tiny_model_project):
+    from segscope.gui.backend_dialog import BackendChoice
+
+    plain = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.run_all)}
+    window.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline, devices="0,1"))
+    qtbot.waitUntil(lambda: window.capabilities is not None, timeout=30000)
+    assert window.capabilities.device.startswith("2 devices (session 0, session 1)")
+    pooled = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.run_all)}
+    assert pooled == plain  # the same images, the same numbers, whichever device ran each
+    counts = dict(c.split(": ") for c in window.status_labels.usage_label.text().split(" · "))
+    assert set(counts) == {"session 0", "session 1"}  # "session 0: 2 images · session 1: 1 image(s)"
+    assert sum(int(text.split()[0]) for text in counts.values()) == 3
+
+
+def test_run_all_on_a_cluster_gives_the_same_metrics_and_counts_per_worker(qtbot, window, tiny_model_project):
+    distributed = pytest.importorskip("distributed")
+    from segscope.gui.backend_dialog import BackendChoice
+
+    plain = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.run_all)}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                  protocol="tcp", host="127.0.0.1") as cluster:
+        window.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline, cluster=cluster.scheduler_address))
+        qtbot.waitUntil(lambda: window.capabilities is not None, timeout=60000)
+        assert window.capabilities.details["cluster"] == cluster.scheduler_address
+        clustered = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.run_all)}
+        counts = dict(c.split(": ") for c in window.status_labels.usage_label.text().split(" · "))
+        assert all(name.startswith("worker ") for name in counts)  # per worker: "worker 0: 2 images"
+        assert sum(int(text.split()[0]) for text in counts.values()) == 3
+        window.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))  # closed before the cluster
+        qtbot.waitUntil(lambda: window.capabilities is not None, timeout=60000)
+    assert clustered == plain
+    assert window.status_labels.usage_label.text() == ""  # a new backend: no counts yet
