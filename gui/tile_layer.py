@@ -91,18 +91,16 @@ def visible_tiles(reader: SlideReader, level: int, rect: QRectF) -> list[TileKey
 class TileLoader(QObject):
     """Reads tiles on a thread pool; `loaded(reader, key, rgb)` arrives in the GUI thread."""
 
-    loaded = Signal(object, object, object)  # reader, TileKey, RGB pixels
-    failed = Signal(object, object, str)  # reader, TileKey, message
+    loaded = Signal(object, object, object)  # reader, TileKey, RGB pixels: in the GUI thread
+    failed = Signal(object, object, str)  # reader, TileKey, message: in the GUI thread
+    _read_done = Signal(object, object, object, str)  # from a pool thread: reader, key, pixels or None, error
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="segscope-tiles")
         self._pending: dict[TileKey, Future[None]] = {}
         self._lock = threading.Lock()
-        # A read tile stays pending until the GUI thread has it (these run before any receiver connected
-        # later): a view update in between must not ask for it again.
-        self.loaded.connect(self._delivered)
-        self.failed.connect(self._delivered)
+        self._read_done.connect(self._deliver)
 
     def request(self, reader: SlideReader, keys: list[TileKey]) -> None:
         """Read `keys` (in this order) and drop every pending request not among them."""
@@ -129,13 +127,19 @@ class TileLoader(QObject):
         try:
             rgb = np.ascontiguousarray(reader.read_region(key[0], *tile_box(reader, key))[..., ::-1])
         except Exception as exc:  # noqa: BLE001 - shown once by the view, the viewer keeps running
-            self.failed.emit(reader, key, str(exc))
+            self._read_done.emit(reader, key, None, str(exc))
             return
-        self.loaded.emit(reader, key, rgb)
+        self._read_done.emit(reader, key, rgb, "")
 
-    def _delivered(self, _reader: SlideReader, key: TileKey, _payload: object) -> None:
+    def _deliver(self, reader: SlideReader, key: TileKey, rgb: np.ndarray | None, error: str) -> None:
+        """In the GUI thread: the tile stops being pending and reaches the receivers in one step, so no view
+        update can come between and ask for it again."""
         with self._lock:
             self._pending.pop(key, None)
+        if rgb is None:
+            self.failed.emit(reader, key, error)
+        else:
+            self.loaded.emit(reader, key, rgb)
 
     def shutdown(self) -> None:
         self.drop_all()
