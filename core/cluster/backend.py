@@ -70,7 +70,7 @@ class ClusterBackend(Backend):
         except BaseException:
             self.close()
             raise
-        self.usage = UsageLog([])
+        self.usage = UsageLog([f"worker {info.get('name', address)}" for address, info in workers.items()])
         self.threads = sum(w.get("nthreads", 1) for w in workers.values())
         self.capabilities = replace(capabilities, details={**capabilities.details, "cluster": address,
                                                            "workers": str(len(workers))})

@@ -60,3 +60,11 @@ def test_the_hosts_python_and_set_env_are_checked_in_one_line(sshd: Sshd, ssh_ho
     error = capsys.readouterr().err
     assert code == 2 and error.count("\n") == 1 and error.startswith("segscope: error: --set-env:")
     assert "--cluster tcp://" in error
+
+
+def test_a_host_that_refuses_the_connection_is_one_line(ssh_home: Path, tiny_model_project, small_dataset: Path,
+                                                        capsys) -> None:
+    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                  "--cluster", "ssh://127.0.0.1:1", "--remote-python", sys.executable)
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1 and "127.0.0.1" in error and "Traceback" not in error
