@@ -14,10 +14,18 @@ from ..core.roi import Roi
 from ..core.tiling import Stitched
 from . import colormaps
 
-#: Opacity of the heatmap over the slide: the slide's texture stays readable beneath it.
-HEATMAP_OPACITY = 0.5
+#: Opacity of the heatmap where the probability is 1; it fades to transparent towards 0, so the slide's
+#: texture stays visible wherever nothing was found.
+HEATMAP_MAX_ALPHA = 200
 #: Z values: above the slide tiles (1), below the ROI box.
 HEATMAP_Z, SEAMS_Z, ROI_Z = 5, 6, 10
+
+
+def _heatmap_lut() -> np.ndarray:
+    """The heatmap's colours, with an opacity that grows with the probability."""
+    lut = colormaps.heatmap_colormap().getLookupTable(nPts=256, alpha=True)
+    lut[:, 3] = np.linspace(0, HEATMAP_MAX_ALPHA, 256).astype(np.uint8)
+    return lut
 
 
 def _seams_lut() -> np.ndarray:
@@ -33,8 +41,7 @@ class SlideOverlay:
 
     def __init__(self, view_box: pg.ViewBox) -> None:
         self.heatmap = pg.ImageItem(axisOrder="row-major")
-        self.heatmap.setLookupTable(colormaps.heatmap_colormap().getLookupTable(nPts=256))
-        self.heatmap.setOpacity(HEATMAP_OPACITY)
+        self.heatmap.setLookupTable(_heatmap_lut())
         self.heatmap.setZValue(HEATMAP_Z)
         self.seams = pg.ImageItem(axisOrder="row-major")
         self.seams.setLookupTable(_seams_lut())
