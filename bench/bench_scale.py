@@ -27,6 +27,7 @@ from segscope.core.backends.base import Backend, InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.pool import open_pool
 from segscope.core.pipeline import DEFAULT_PIPELINE
+from segscope.core.profiling.machine import cpu_name
 
 
 def write_images(folder: Path, count: int) -> list[Path]:
@@ -56,7 +57,7 @@ def main() -> None:
 
     logging.getLogger("distributed").setLevel(logging.ERROR)  # the in-process scheduler's shutdown chatter
     cores = os.cpu_count() or 1
-    print(f"Machine: {cores} logical CPUs; load average {os.getloadavg()[0]:.2f} (1 min) before the run")
+    print(f"Machine: {cpu_name()}; load average {os.getloadavg()[0]:.2f} (1 min) before the run")
     with tempfile.TemporaryDirectory() as tmp:
         images = write_images(Path(tmp), args.images)
         clusters = [distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
@@ -80,7 +81,7 @@ def main() -> None:
                     rates[name].append(images_per_s(backend, images))
             print(f"\nimages/s over {args.images} images of 320x240 -> 960x960, interleaved x{args.rounds}:")
             for name, values in rates.items():
-                print(f"  {name:44} {spread(values)}")
+                print(f"  {name:44} {spread(values, unit='images/s')}")
             names = list(variants)
             ratio: Callable[[int, int], float] = lambda a, b: \
                 statistics.median(rates[names[a]]) / statistics.median(rates[names[b]])  # noqa: E731
@@ -96,7 +97,8 @@ def main() -> None:
                     start = time.perf_counter()
                     client.gather(client.map(int, range(tasks), pure=False))
                     per_task.append((time.perf_counter() - start) / tasks * 1000)
-                print(f"\nScheduling overhead, {tasks} no-op tasks on 2 workers: ms per task {spread(per_task)}")
+                print(f"\nScheduling overhead, {tasks} no-op tasks on 2 workers, per task: "
+                      f"{spread(per_task, unit='ms')}")
         finally:
             for cluster in clusters:
                 cluster.close()
