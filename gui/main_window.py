@@ -17,14 +17,12 @@ from ..core.backends.base import Capabilities
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
 from ..core.evaluate import ImageEvaluation
-from ..core.metrics import ImageMetrics, image_metrics
+from ..core.metrics import ImageMetrics
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.runs import RunRecord
 from ..core.session import Session
 from ..core.slides import SlideReader
-from ..core.tiled_eval import TiledEvaluation, TilePlan
-from ..core.tiling import tile_grid
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .dataset_panel import DatasetPanel
@@ -46,6 +44,7 @@ from .shortcuts import key
 from .slide_loader import SlideLoading
 from .slide_view import SlideView
 from .status_labels import StatusLabels, count
+from .whole_slide import WholeSlide
 from .window_layout import (
     DockLayout,
     add_dock,
@@ -57,9 +56,6 @@ from .window_layout import (
     tab_dock,
     toggle_dock,
 )
-
-#: "Run whole slide" overlaps neighbouring tiles by 1/8 of a tile: blended seams, and a seams map to check.
-WHOLE_SLIDE_OVERLAP = 8
 
 
 class MainWindow(QMainWindow):
@@ -102,6 +98,8 @@ class MainWindow(QMainWindow):
         self.status_labels = StatusLabels(self.statusBar())
         self.rows = RowStatus(self.session, self.dataset_panel.model)  # before _wire: a row is done, then drawn
         self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels)
+        self.whole_slide = WholeSlide(self.session, self.controller, self.open_slide, self.panels, self.main_actions,
+                                      self.messages, self.statusBar(), self._show_panels, self.slide_ready)
         self._wire()
         self.loading = SlideLoading(self)
         self.loading.loaded.connect(self._on_slide_loaded)
@@ -161,8 +159,6 @@ class MainWindow(QMainWindow):
         c = self.controller
         c.backendOpened.connect(self._on_backend_opened)
         c.evaluated.connect(self._on_evaluated)
-        c.slideEvaluated.connect(self.session.add_slide_run)
-        events.slide_run_added.connect(self._on_slide_run_added)
         c.itemFailed.connect(lambda item_id, text, _d: self.rows.set(item_id, "error", error=text))
         c.message.connect(self.messages.add)
         c.progress.connect(self.main_actions.show_progress)
@@ -226,14 +222,12 @@ class MainWindow(QMainWindow):
         roi = self.session.roi
         assert roi is not None
         self.slide.set_reader(reader, base, roi)
-        run = self.session.slide_run
-        if run is not None and run.item.id == item.id:
-            self.slide.overlay.show(run.stitched)
+        self.whole_slide.show_overlay(item.id)
         self.editing.slide_loaded(item)  # may restore auto-saved edits into the document
         w, h = reader.size
         self.statusBar().showMessage(f"{item.image_path}  {w} x {h}", 4000)
         result = self.session.result(item.id)
-        if not self._show_stitched():  # a whole-slide run's part under the ROI, unless this ROI was run
+        if not self._show_part():  # a whole-slide run's part under the ROI, unless this ROI was run
             if result is not None:
                 self.show_result(item.id, result)
             else:
@@ -261,37 +255,16 @@ class MainWindow(QMainWindow):
 
     def _on_session_roi(self, item_id: str, _roi: Roi) -> None:
         if self.current is not None and item_id == self.current.id and self.slide_ready():
-            if not self._show_stitched():
+            if not self._show_part():
                 self._mark_if_stale()
         self._update_enabled()
 
-    def _on_slide_run_added(self, evaluation: TiledEvaluation) -> None:
-        item = evaluation.item
-        metrics = evaluation.metrics
-        scores = "" if metrics is None else (f": soft Dice {metrics.soft_dice:.4f}, Dice {metrics.foreground_dice:.4f}"
-                                              f", IoU {metrics.foreground_iou:.4f} over the slide")
-        text = f"Whole slide of {item.id}: {count(evaluation.tiles, 'tile')} in {evaluation.seconds:.1f} s{scores}"
-        self.messages.add("info", text)
-        self.statusBar().showMessage(text, 8000)
-        if self.shown_id == item.id:
-            self.slide.overlay.show(evaluation.stitched)
-            self._show_stitched()
-
-    def _show_stitched(self) -> bool:
-        """Show the whole-slide run's part under the current ROI in the panels, unless a run of this very ROI
-        is there; False when there is nothing to show that way."""
-        current, roi = self.current, self.session.roi
-        if current is None or roi is None or (self.session.result(current.id) is not None
-                                              and not self.session.is_stale(current.id)):
-            return False
-        result = self.session.stitched_result(current.id, roi)
-        if result is None:
-            return False
-        mask = self.mask
-        self._show_panels(current.id, result, image_metrics(result, mask) if mask is not None else None)
-        self.panels.set_stale(False)
-        self.rows.mark_stale(current.id, False)
-        return True
+    def _show_part(self) -> bool:
+        """The whole-slide run's part under the ROI in the panels (see `WholeSlide.show_part`)."""
+        shown = self.whole_slide.show_part()
+        if shown and self.current is not None:
+            self.rows.mark_stale(self.current.id, False)
+        return shown
 
     def _mark_if_stale(self) -> None:
         """Dim the panels and flag the row when the shown result was computed on another ROI."""
@@ -329,21 +302,7 @@ class MainWindow(QMainWindow):
         return self.dataset is not None and self._run(list(self.dataset.items))
 
     def run_whole_slide(self) -> bool:
-        """The current image's whole slide in tiles of the dataset's ROI size (the scale the model was trained
-        at), read from the open slide; the stitched heatmap then lies over the slide."""
-        reader, item = self.open_slide.reader, self.current
-        if self.dataset is None or item is None or reader is None or not self.slide_ready():
-            self.statusBar().showMessage("Select an image first", 3000)
-            return False
-        roi = self.dataset.default_roi
-        tile = (min(roi.width, reader.size[0]), min(roi.height, reader.size[1]))
-        plan = TilePlan(tile, overlap=min(tile) // WHOLE_SLIDE_OVERLAP, seams=True)
-        tiles = len(tile_grid(Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size))
-        if not self.controller.run_slide(self.dataset, item, reader, plan, tiles):
-            return False
-        self.main_actions.start_batch(tiles)
-        self.statusBar().showMessage(f"Running the whole slide of {item.id} in {count(tiles, 'tile')}…")
-        return True
+        return self.whole_slide.run()
 
     def _run(self, items: list[DatasetItem]) -> bool:
         """Queue a batch on a snapshot of the ROIs: dragging during the run changes the next run only."""
