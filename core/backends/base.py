@@ -115,6 +115,39 @@ def read_ahead(requests: Iterable[InferenceRequest], prepare: Callable[[Inferenc
         ahead.close()
 
 
+SubmittedT = TypeVar("SubmittedT")
+_END = object()
+
+
+def keep_in_flight(items: Iterable[PreparedT], submit: Callable[[PreparedT], SubmittedT],
+                   collect: Callable[[SubmittedT], InferenceResult], depth: int,
+                   drop: Callable[[list[SubmittedT]], None]) -> Iterator[InferenceResult]:
+    """`collect(submit(item))` for each item in order, with up to `depth` items submitted before the oldest
+    is collected (a stream or a host works on them meanwhile). An item that cannot be made or submitted
+    raises in its turn, after the results of those before it; closing early hands what is still submitted
+    to `drop`."""
+    pending: deque[SubmittedT] = deque()
+    ahead = iter(items)
+    try:
+        while True:
+            try:
+                item = next(ahead, _END)
+                if item is _END:
+                    break
+                pending.append(submit(item))  # type: ignore[arg-type]
+            except Exception:
+                while pending:
+                    yield collect(pending.popleft())
+                raise
+            if len(pending) >= depth:
+                yield collect(pending.popleft())
+        while pending:
+            yield collect(pending.popleft())
+    finally:
+        if pending:
+            drop(list(pending))
+
+
 class Backend(abc.ABC):
     """Base class of all backends: open in `__init__`, `infer` per image, `close` once."""
 

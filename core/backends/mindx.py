@@ -31,7 +31,6 @@ import math
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -50,7 +49,7 @@ from ..pipeline import Element, Pipeline, Stream, load_pipeline
 from ..remote.crop_upload import encode_png
 from ..result import Placement
 from ..roi import Roi
-from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels
+from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels, keep_in_flight
 from .mindx_devices import StreamDealer, copy_per_device
 from .mindx_env import MindXSdk, import_sdk
 
@@ -366,26 +365,7 @@ class MindXBackend(Backend):
         """Results in request order, with up to `in_flight` images in the stream at once. A request that
         cannot be made or sent (an unreadable file) raises in its turn, after the results before it."""
         self._cancel.clear()
-        pending: deque[_Pending] = deque()
-        ahead = iter(requests)
-        try:
-            while True:
-                try:
-                    request = next(ahead, None)
-                    if request is None:
-                        break
-                    submitted = self._submit(request)
-                except Exception:
-                    while pending:
-                        yield self._collect(pending.popleft())
-                    raise
-                pending.append(submitted)
-                if len(pending) >= self.in_flight:
-                    yield self._collect(pending.popleft())
-            while pending:
-                yield self._collect(pending.popleft())
-        finally:
-            self._drain(pending)
+        return keep_in_flight(requests, self._submit, self._collect, self.in_flight, self._drain)
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -474,7 +454,7 @@ class MindXBackend(Backend):
         result = InferenceResult(probabilities, argmax, pending.box, pending.image_size, pending.timings, "mindx")
         return pending.placement.place(result) if pending.placement else result
 
-    def _drain(self, pending: deque[_Pending]) -> None:
+    def _drain(self, pending: list[_Pending]) -> None:
         """Consume the results of abandoned requests so later requests get their own (calls are queued)."""
         session = self._session
         if session is None or session.destroyed or session.stuck:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from .base import (
     InferenceRequest,
     InferenceResult,
     check_pixels,
+    keep_in_flight,
     prepare_ahead,
 )
 
@@ -174,32 +174,18 @@ class RemoteBackend(Backend):
         cropped) here on a second thread. A request that fails to prepare raises in its turn, after the
         results before it; closing early (an error, a cancel) asks the worker to drop what it has queued."""
         self._cancel.clear()
+        last_answer = [time.perf_counter()]
+
+        def collect(sent: _Sent) -> InferenceResult:
+            result = self._finish(sent, last_answer[0])
+            last_answer[0] = time.perf_counter()
+            return result
+
         ahead = prepare_ahead(requests, self._prepare, 1, "segscope-remote-prepare")
-        in_flight: deque[_Sent] = deque()
-        last = time.perf_counter()
-        try:
-            while True:
-                try:
-                    item = next(ahead, None)
-                except Exception:
-                    while in_flight:
-                        yield self._finish(in_flight.popleft(), last)
-                    raise
-                if item is None:
-                    break
-                in_flight.append(self._submit(*item))
-                if len(in_flight) > 1:  # one queued on the host behind the one it works on
-                    result = self._finish(in_flight.popleft(), last)
-                    last = time.perf_counter()
-                    yield result
-            while in_flight:
-                result = self._finish(in_flight.popleft(), last)
-                last = time.perf_counter()
-                yield result
+        try:  # two in flight: one on the host, one queued behind it
+            yield from keep_in_flight(ahead, lambda item: self._submit(*item), collect, 2, self._drop)
         finally:
             ahead.close()
-            for sent in in_flight:
-                self._drop(sent)
 
     def _prepare(self, request: InferenceRequest) -> _Payload:
         """The INFER metadata and blobs of one request: a path on the host, the ROI crop, or the file."""
@@ -252,14 +238,16 @@ class RemoteBackend(Backend):
         placed = sent.payload.crop.placement.place(result) if sent.payload.crop is not None else result
         return sent.request.place(placed)
 
-    def _drop(self, sent: _Sent) -> None:
-        """Ask the worker to drop a request nobody will wait for (its late answer is skipped)."""
+    def _drop(self, abandoned: list[_Sent]) -> None:
+        """Ask the worker to drop requests nobody will wait for (their late answers are skipped)."""
         with self._busy:
-            if sent.session is self.session and not sent.session.dead:
+            for sent in abandoned:
+                if sent.session is not self.session or sent.session.dead:
+                    continue
                 try:
                     sent.session.cancel_request(sent.request_id, self.request_timeout)
                 except (BackendError, OSError):
-                    pass  # the worker is gone: nothing to drop
+                    return  # the worker is gone: nothing to drop
 
     def _result(self, msg: protocol.Message, upload_seconds: float, waiting_since: float) -> InferenceResult:
         probabilities, argmax = protocol.decode_arrays(msg.meta, msg.blobs)
