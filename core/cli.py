@@ -36,7 +36,7 @@ from .backends.base import Backend
 from .backends.pool import UsageLog, parse_devices
 from .card_builder import add_card_command
 from .check import add_check_command
-from .cluster import parse_resources
+from .cluster import SSH_SCHEME, parse_resources
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, ImageEvaluation, evaluate_dataset, evaluation_row
@@ -146,7 +146,7 @@ def _format_line(path: Path, evaluation_metrics: object) -> str:
 
 def _refuse_remote_only_options(args: argparse.Namespace) -> None:
     if args.remote is None:
-        over_ssh = (getattr(args, "cluster", None) or "").startswith("ssh://")  # starts a cluster over SSH
+        over_ssh = (args.cluster or "").startswith(SSH_SCHEME)  # starts a cluster over SSH
         given = [name for name in REMOTE_ONLY if getattr(args, name) is not None
                  and not (over_ssh and name in CLUSTER_SSH_OPTIONS)]
         if given:

@@ -152,6 +152,11 @@ class Session:
         """Whether the current image's slide is loaded (so it has a size, a ROI and a document)."""
         return self.current is not None and self.document is not None and self.document.item.id == self.current.id
 
+    @property
+    def mask(self) -> np.ndarray | None:
+        """The current image's ground truth on screen (edited, or as on disk); None before its slide loads."""
+        return self.document.mask if self.document is not None and self.ready else None
+
     # ---------------------------------------------------------------------------------------------- ROI
     def roi_for(self, item_id: str) -> Roi:
         """The ROI an image is run with: the one picked for it, else the dataset's default rule."""

@@ -142,7 +142,7 @@ class Stitched:
         """H x W float32: the probability of any class but the background (0 where no tile reached)."""
         return np.where(self.covered, 1.0 - self.probabilities[..., 0], np.float32(0)).astype(np.float32)
 
-    def crop(self, box: Roi, backend: str = "stitched") -> InferenceResult | None:
+    def crop(self, box: Roi) -> InferenceResult | None:
         """The stitched output under `box` (slide pixels) as a result of that box, at the output scale (what
         the result panels and `image_metrics` take), or None where `box` leaves the stitched region or a
         tile did not reach all of it."""
@@ -154,7 +154,7 @@ class Stitched:
         if not self.covered[window].all():
             return None
         return InferenceResult(self.probabilities[window], self.argmax[window], box, self.slide_size,
-                               backend=backend)
+                               backend="stitched")
 
 
 class Stitcher:

@@ -134,8 +134,7 @@ class MainWindow(QMainWindow):
     @property
     def mask(self) -> np.ndarray | None:  # type: ignore[override]  # (shadows QWidget.mask(), unused here)
         """The ground truth on screen (edited or as on disk) of the current slide."""
-        document = self.session.document
-        return document.mask if document is not None and self.session.ready else None
+        return self.session.mask
 
     @property
     def shown_id(self) -> str | None:

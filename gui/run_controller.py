@@ -26,6 +26,7 @@ from ..core.slides import SlideReader
 from ..core.tiled_eval import TilePlan, evaluate_slide
 
 BackendFactory = Callable[[], Backend]
+NO_BACKEND = "No backend is open: choose one in Backend > Connection…"
 #: Per image id: its request made from its ROI (a region read of the slide the viewer has open).
 Sources = Mapping[str, Callable[[Roi], InferenceRequest]]
 #: Per image id: its ground truth as read from its mask file, already in memory (the viewer's open mask).
@@ -47,7 +48,7 @@ class _Worker(QObject):
     evaluated = Signal(object)  # ImageEvaluation
     slideEvaluated = Signal(object)  # TiledEvaluation
     tilesDone = Signal(int, int)  # tiles blended in, tiles in all
-    usage = Signal(list)  # per device or cluster worker: one line each (`UsageLog.lines`)
+    usage = Signal(list, list)  # per device or cluster worker: `UsageLog.as_dicts()`, `UsageLog.lines()`
     itemFailed = Signal(str, str, str)  # item id, message, details
     batchDone = Signal(int, int, bool)  # done, failed, cancelled
     closed = Signal()
@@ -78,7 +79,7 @@ class _Worker(QObject):
         while remaining and not cancelled:
             if self.backend is None:
                 for item in remaining:
-                    self.itemFailed.emit(item.id, "No backend is open: choose one in Backend > Connection…", "")
+                    self.itemFailed.emit(item.id, NO_BACKEND, "")
                 failed += len(remaining)
                 break
             yielded = 0
@@ -108,13 +109,13 @@ class _Worker(QObject):
         """The devices' or cluster workers' counts so far, where the backend keeps them."""
         usage = getattr(self.backend, "usage", None)
         if isinstance(usage, UsageLog):
-            self.usage.emit(usage.lines())
+            self.usage.emit(usage.as_dicts(), usage.lines())
 
     @Slot(object, object, object, object)
     def run_slide(self, dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan) -> None:
         """The whole slide of `item` in tiles from its open `reader`, scored against its mask."""
         if self.backend is None:
-            self.itemFailed.emit(item.id, "No backend is open: choose one in Backend > Connection…", "")
+            self.itemFailed.emit(item.id, NO_BACKEND, "")
             self.batchDone.emit(0, 1, False)
             return
         try:
@@ -154,7 +155,7 @@ class RunController(QObject):
     backendOpened = Signal(object)  # Capabilities
     evaluated = Signal(object)  # ImageEvaluation
     slideEvaluated = Signal(object)  # TiledEvaluation
-    usage = Signal(list)  # per device or cluster worker: one line each, after each image
+    usage = Signal(list, list)  # per device or cluster worker, after each image: as_dicts(), lines()
     itemFailed = Signal(str, str, str)  # item id, message, details
     message = Signal(str, str, str)  # level, text, details
     progress = Signal(int, int, float)  # finished, total, ETA in seconds (nan while unknown)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtWidgets import QLabel, QStatusBar
 
 from ..core.backends.base import Capabilities
@@ -44,10 +46,9 @@ class StatusLabels:
         self.backend_label.setText(f"backend: opening {description}…")
         self.usage_label.setText("")
 
-    def show_usage(self, lines: list[str]) -> None:
-        """Images per device or cluster worker since the backend opened ("name: N images, ..." lines)."""
-        counts = [line.split(",", 1)[0] for line in lines]  # "worker a: 3 images"
-        self.usage_label.setText(" · ".join(counts))
+    def show_usage(self, rows: list[dict[str, Any]], lines: list[str]) -> None:
+        """Images per device or cluster worker since the backend opened (`UsageLog.as_dicts()`, `.lines()`)."""
+        self.usage_label.setText(" · ".join(f"{row['name']}: {count(row['images'], 'image')}" for row in rows))
         self.usage_label.setToolTip("Since the backend opened, per device or cluster worker:\n" + "\n".join(lines))
 
     def backend_ready(self, capabilities: Capabilities) -> None:

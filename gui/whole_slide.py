@@ -78,8 +78,7 @@ class WholeSlide:
         result = session.stitched_result(current.id, roi)
         if result is None:
             return False
-        document = session.document
-        mask = document.mask if document is not None and session.ready else None
+        mask = session.mask
         self.show_panels(current.id, result, image_metrics(result, mask) if mask is not None else None)
         self.panels.set_stale(False)
         return True

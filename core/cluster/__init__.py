@@ -13,6 +13,8 @@ from types import ModuleType
 from ..errors import SegScopeError
 
 INSTALL_HINT = 'pip install "segscope[cluster]"'
+#: `--cluster ssh://HOST,...`: start a cluster over SSH for the run (core.cluster.ssh).
+SSH_SCHEME = "ssh://"
 
 
 def import_distributed() -> ModuleType:
@@ -27,7 +29,7 @@ def import_distributed() -> ModuleType:
 def check_address(address: str) -> str:
     """A cluster SegScope can use: a scheduler at tcp://HOST:PORT or tls://HOST:PORT, or hosts to start one on
     over SSH, ssh://HOST[,HOST...]."""
-    if address.startswith("ssh://"):
+    if address.startswith(SSH_SCHEME):
         from .ssh import ssh_hosts
 
         ssh_hosts(address)

@@ -18,8 +18,8 @@ from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, read_bytes
 from ..remote.connection import SshOptions
 from ..roi import Roi
-from . import check_address, import_distributed
-from .ssh import SCHEME, start_ssh_cluster
+from . import SSH_SCHEME, check_address, import_distributed
+from .ssh import start_ssh_cluster
 
 #: Images in flight per worker thread: enough to keep every worker busy while results come back in order.
 IN_FLIGHT_PER_THREAD = 2
@@ -47,7 +47,7 @@ class ClusterBackend(Backend):
         self._owns_client = client is None
         self._cluster: Any = None  # started here (ssh://), closed with the backend
         if client is None:
-            if check_address(address).startswith(SCHEME):
+            if check_address(address).startswith(SSH_SCHEME):
                 self._cluster = start_ssh_cluster(address, ssh or SshOptions(), python, set_env)
             try:
                 client = distributed.Client(self._cluster or address, timeout=15)

@@ -16,16 +16,15 @@ from typing import Any
 
 from ..errors import SegScopeError
 from ..remote.connection import SshConnection, SshOptions, SshTarget, parse_target, resolve
-from . import import_distributed
+from . import SSH_SCHEME, import_distributed
 
-SCHEME = "ssh://"
 #: Seconds a host may take to say whether its Python imports distributed and segscope.
 IMPORT_CHECK_SECONDS = 60.0
 
 
 def ssh_hosts(address: str) -> list[SshTarget]:
     """The hosts of `ssh://HOST[,HOST...]` (each [user@]host[:port] or a ~/.ssh/config alias)."""
-    names = [name.strip() for name in address[len(SCHEME):].split(",")]
+    names = [name.strip() for name in address[len(SSH_SCHEME):].split(",")]
     if not all(names):
         raise SegScopeError(f"--cluster: expected ssh://HOST[,HOST...] (each [user@]host[:port] or an alias of "
                             f"~/.ssh/config), got {address!r}")
