@@ -1,8 +1,11 @@
 """Opt-in faster model execution for the embedded backend (`--precision`), each variant checked against fp32.
 
-- int8: ONNX Runtime's static QDQ quantization (per-channel int8 weights, uint8 activations, MinMax ranges),
-  calibrated on a handful of the dataset's own ROIs made by the stream's own prepare step, so the ranges are
-  those of exactly what the model sees. OpenVINO runs the QDQ model with int8 kernels when it is installed
+- int8: ONNX Runtime's static QDQ quantization (per-channel 7-bit int8 weights, uint8 activations, MinMax
+  ranges), calibrated on a handful of the dataset's own ROIs made by the stream's own prepare step, so the
+  ranges are those of exactly what the model sees. Weights keep 7 bits (`reduce_range`) because x86 CPUs
+  without VNNI multiply uint8 x int8 with a saturating 16-bit sum (VPMADDUBSW): full-range weights moved the
+  demo's foreground Dice by -0.78 on an AVX2 EPYC, 7-bit ones by at most 0.0009 (ONNX Runtime's quantization
+  docs give the same advice). OpenVINO runs the QDQ model with int8 kernels when it is installed
   (measured 1.75-1.98x ONNX Runtime fp32 per image on a 2-core AVX-512 VNNI Xeon, bench/RESULTS.md); without
   it ONNX Runtime runs it (1.2-1.3x there).
 - bf16: OpenVINO with bfloat16 inference precision; worth it on CPUs with AMX. On that Xeon (AVX-512 BF16, no
@@ -38,7 +41,7 @@ CALIBRATION_IMAGES = 4
 ItemT = TypeVar("ItemT")
 FAST_EXTRA = 'pip install "segscope[fast]"'
 #: What the int8 model is made with; part of the cache key, so changing it never reuses an old file.
-QUANTIZATION = "QDQ per-channel int8 weights, uint8 activations, MinMax"
+QUANTIZATION = "QDQ per-channel 7-bit int8 weights (reduce_range), uint8 activations, MinMax"
 
 
 def import_openvino() -> ModuleType | None:
@@ -48,6 +51,15 @@ def import_openvino() -> ModuleType | None:
     except ImportError:
         return None
     return openvino
+
+
+def cpu_capabilities(openvino: ModuleType) -> list[str]:
+    """The precisions OpenVINO's CPU plugin runs natively on this machine (FP32, INT8, BF16 with AVX-512 BF16
+    or AMX, ...)."""
+    try:
+        return [str(c) for c in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
+    except Exception:  # OpenVINO's own RuntimeError subclasses: no CPU plugin
+        return []
 
 
 def _version(module: ModuleType) -> str:
@@ -141,7 +153,7 @@ def quantize_int8(backend: EmbeddedBackend, requests: Sequence[InferenceRequest]
         with _quiet_root_logger():
             quantize_static(str(model), str(partial), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                            calibrate_method=CalibrationMethod.MinMax)
+                            calibrate_method=CalibrationMethod.MinMax, reduce_range=True)
         os.replace(partial, target)
     except OSError as exc:
         raise SegScopeError(f"{cache_dir}: cannot write the int8 model there ({exc.strerror or exc}); "
@@ -168,6 +180,11 @@ def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[In
     if precision == "bf16":
         if openvino is None:
             raise SegScopeError(f"--precision bf16 runs on OpenVINO, which is not installed: {FAST_EXTRA}")
+        capabilities = cpu_capabilities(openvino)
+        if "BF16" not in capabilities:  # OpenVINO would quietly run fp32 and the run would claim bf16
+            raise SegScopeError(f"--precision bf16: this CPU has no bfloat16 support (OpenVINO lists "
+                                f"{', '.join(capabilities) or 'nothing'}), so the model would run in fp32: "
+                                "use --precision int8 or fp32")
         model = backend.stream.card.onnx
         assert model is not None
         return (OpenVinoSession(openvino, model, "bf16", threads), f"OpenVINO {_version(openvino)} bfloat16",

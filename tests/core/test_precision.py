@@ -51,10 +51,18 @@ def foreground_dice(argmax: np.ndarray, mask_path: Path) -> float:
     return 2 * tp / (2 * tp + int((truth & ~predicted).sum()) + int((~truth & predicted).sum()))
 
 
+def cpu_runs_bf16() -> bool:
+    """OpenVINO's own answer, read here independently of core.precision."""
+    openvino = pytest.importorskip("openvino")
+    return "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
 @pytest.mark.parametrize("precision", ["int8", "bf16"])
 def test_faster_variants_agree_with_fp32_on_demo_images(demo, tmp_path, precision):
-    if precision == "bf16":
-        pytest.importorskip("openvino")
+    """int8 runs everywhere (7-bit weights: full-range ones saturate on CPUs without VNNI and moved a demo
+    image's Dice by -0.78 on an AVX2 EPYC); bf16 only where the CPU has it (the next test covers the others)."""
+    if precision == "bf16" and not cpu_runs_bf16():
+        pytest.skip("this CPU has no bfloat16 support: test_bf16_without_cpu_support_is_one_line covers it")
     backend = EmbeddedBackend(SHIPPED_PIPELINE)
     requests = [InferenceRequest(demo / item / "image.png", DEMO_ROI) for item in ("001", "002")]
     session, runs_on, _notes = fast_session(backend, precision, requests, tmp_path / "cache")
@@ -70,6 +78,16 @@ def test_faster_variants_agree_with_fp32_on_demo_images(demo, tmp_path, precisio
         assert abs(changes[-1]) <= 2 * DICE_BOUND, (runs_on, changes)
         assert np.abs(fast.probabilities.sum(axis=-1) - 1).max() < 1e-2  # still a distribution per pixel
     assert abs(float(np.mean(changes))) <= DICE_BOUND, (runs_on, changes)
+
+
+def test_bf16_without_cpu_support_is_one_line(small_dataset, tiny_model_project, capsys):
+    if cpu_runs_bf16():
+        pytest.skip("this CPU runs bfloat16: test_faster_variants_agree_with_fp32_on_demo_images[bf16] covers it")
+    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                  "--precision", "bf16")
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "bfloat16" in err and "fp32" in err
 
 
 def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(demo, tmp_path, monkeypatch):
