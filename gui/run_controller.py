@@ -38,7 +38,7 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
     is a bug, shown with its traceback."""
     if isinstance(exc, SegScopeError):
         return str(exc), f"{type(exc).__name__}: {exc}"
-    details = "".join(traceback.format_exception(exc))
+    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))  # 3.9: three arguments
     return f"Internal error: {type(exc).__name__}: {exc}", details
 
 
