@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from .aipp import load_aipp
 from .errors import SegScopeError
 from .fileio import read_bytes
-from .model_card import ACTIVATIONS, load_model_card
+from .model_card import ACTIVATIONS, THRESHOLD_ON, load_model_card
 from .onnx_graph import INTEGER_TYPES, GraphInfo, TensorInfo, read_graph
 from .pipeline import DEFAULT_PIPELINE
 from .preprocess import COLORS, LAYOUTS, Preprocess, aipp_text
@@ -42,6 +42,7 @@ class CardOptions:
     aipp: Path | None = None
     activation: str | None = None
     threshold: float | None = None
+    threshold_on: str | None = None  # None: "raw" for activation none on a raw graph output, else probability
     classes: tuple[str, ...] | None = None
 
 
@@ -133,6 +134,16 @@ def _output_entry(index: int, tensor: TensorInfo, op: str, size: tuple[int, int]
     entry: dict[str, Any] = {"name": tensor.name, "layout": layout, "activation": activation}
     if options.threshold is not None:
         entry["threshold"] = options.threshold
+        threshold_on = options.threshold_on
+        if threshold_on is None and activation == "none" and op not in _FINAL:
+            threshold_on = "raw"
+            proposal.assumed.append(f"output {tensor.name!r} holds raw scores (from {op}) and activation 'none': "
+                                    f"foreground where the raw output > {options.threshold:g}, as it is "
+                                    "(threshold_on raw; give --threshold-on probability otherwise)")
+        if threshold_on == "raw":
+            entry["threshold_on"] = "raw"
+    elif options.threshold_on is not None:
+        raise SegScopeError(f"--threshold-on {options.threshold_on}: give the --threshold it qualifies")
     return entry, channels
 
 
@@ -320,6 +331,10 @@ def add_card_command(commands: Any) -> None:
     card.add_argument("--aipp", type=Path, metavar="CFG", help="an ATC AIPP config instead of scale/mean/std")
     card.add_argument("--activation", choices=tuple(ACTIVATIONS), help="applied to the score output")
     card.add_argument("--threshold", type=parse_number, help="foreground where p > T (1-channel outputs; default 0.5)")
+    card.add_argument("--threshold-on", choices=THRESHOLD_ON,
+                      help="what --threshold compares: the probability (after --activation), or the raw output as "
+                           "the model gives it (default: raw for --activation none on an output that is not a "
+                           "Softmax/Sigmoid, else probability)")
     card.add_argument("--classes", type=parse_classes, metavar="NAME,NAME,...", help="class names")
     card.add_argument("--overwrite", action="store_true", help="replace the project's files if they exist")
     card.set_defaults(handler=run_card)
@@ -328,7 +343,7 @@ def add_card_command(commands: Any) -> None:
 def run_card(args: argparse.Namespace, out: TextIO) -> int:
     options = CardOptions(size=args.size, layout=args.layout, color=args.color, scale=args.scale, mean=args.mean,
                           std=args.std, aipp=args.aipp, activation=args.activation, threshold=args.threshold,
-                          classes=args.classes)
+                          threshold_on=args.threshold_on, classes=args.classes)
     proposal = propose(args.model, options)
     pipeline = write_project(args.model, args.out, proposal, options, args.overwrite)
     for kind, lines in (("found", proposal.found), ("assumed", proposal.assumed), ("note", proposal.notes)):

@@ -140,7 +140,8 @@ class _Checker:
             raise self.error(f"outputs[{index}].activation", f"{spec.activation!r} but the graph's output "
                                                              f"{spec.name!r} already comes from a {op} node: "
                                                              "use activation 'none'")
-        if self.warn and spec.activation == "none" and repeated is None and op != "LogSoftmax":
+        if self.warn and spec.activation == "none" and spec.threshold_on == "probability" and repeated is None \
+                and op != "LogSoftmax":
             warn_once(f"{self.card.path}: outputs[{index}] {spec.name!r}: activation 'none' but the graph computes "
                       f"it with a {op} node, not a Softmax/Sigmoid: if it holds raw scores set the activation")
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import SegScopeError
 from .masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, histogram, mask_to_labels
-from .result import InferenceResult
+from .result import InferenceResult, decide, decision_map
 
 SOFT_DICE_EPS = 1e-6
 
@@ -104,15 +104,25 @@ def hard_metrics(prediction: np.ndarray, truth: np.ndarray, num_classes: int) ->
     }
 
 
+def labels_at(probabilities: np.ndarray, size: tuple[int, int], threshold: float | None) -> np.ndarray:
+    """The card's decision (`core.result.decide`) on H x W x C probabilities resized (linear) to `size` =
+    (width, height): the threshold applies after resizing the probabilities."""
+    if probabilities.shape[1::-1] == size:
+        return decide(probabilities, threshold)
+    two = decision_map(probabilities, threshold)
+    if two is None:
+        return decide(cv2.resize(probabilities, size, interpolation=cv2.INTER_LINEAR), threshold)
+    scores, cut = two  # the one map that decides two classes, resized alone (linear maps commute)
+    return (cv2.resize(np.ascontiguousarray(scores), size, interpolation=cv2.INTER_LINEAR) > cut).astype(np.uint8)
+
+
 def argmax_at_roi(result: InferenceResult) -> np.ndarray:
-    """The predicted classes at ROI resolution: probabilities resized (linear) to the ROI, then argmax."""
+    """The predicted classes at ROI resolution: the card's decision on the probabilities resized to the ROI
+    (the model-resolution classes themselves when no resize is needed)."""
     size = (result.roi.width, result.roi.height)
     if result.probabilities.shape[1::-1] == size:
         return result.argmax
-    if result.num_classes == 2:  # cheaper and identical: class 1 wins where p1 > p0
-        margin = result.probabilities[..., 1] - result.probabilities[..., 0]
-        return (cv2.resize(margin, size, interpolation=cv2.INTER_LINEAR) > 0).astype(np.uint8)
-    return cv2.resize(result.probabilities, size, interpolation=cv2.INTER_LINEAR).argmax(axis=-1).astype(np.uint8)
+    return labels_at(result.probabilities, size, result.threshold)
 
 
 def truth_at_roi(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> np.ndarray:

@@ -67,6 +67,15 @@ def source_for(item: DatasetItem, capabilities: Capabilities | None, threshold: 
                   backend=capabilities.name if capabilities else "", threshold=threshold)
 
 
+def mask_rule(source: Source, result: InferenceResult) -> str:
+    """How the exported masks' classes were decided, in words."""
+    if source.threshold is not None:
+        return f"class {source.class_index} where its probability >= {source.threshold:g} (this export's threshold)"
+    rule = "the most probable class" if result.threshold is None else \
+        f"class 1 where its probability > {result.threshold:.9g} (the model card's threshold)"
+    return f"{rule}, decided on the probabilities at the mask's resolution (resized bilinearly, then thresholded)"
+
+
 def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[str, bytes]]) -> dict[str, object]:
     """The sidecar document for `files` (name -> kind and the bytes written) exported from `result`."""
     model_hash = source.model_sha256
@@ -84,6 +93,7 @@ def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[s
         "backend": source.backend or result.backend,
         "threshold": source.threshold,
         "class_index": source.class_index if source.threshold is not None else None,
+        "mask_rule": mask_rule(source, result),
         "mask_values": f"0 background, {BINARY_FOREGROUND} foreground" if result.num_classes == 2 else "class index",
         "files": [{"name": name, "kind": kind, "sha256": hashlib.sha256(data).hexdigest()}
                   for name, (kind, data) in files.items()],

@@ -250,12 +250,12 @@ class EmbeddedBackend(Backend):
         outputs = (session or self.session).run(None, {self.stream.card.input_name: prepared.tensor})
         clock = time.perf_counter()
         timings["infer"] = clock - start
-        probabilities, argmax = postprocess(outputs, self.stream.card)
+        probabilities, argmax, threshold = postprocess(outputs, self.stream.card)
         probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, prepared.plan))
         argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, prepared.plan))
         argmax = self.stream.segment(outputs, prepared.crop_size, prepared.plan, argmax)
         timings["postprocess"] = time.perf_counter() - clock
-        return InferenceResult(probabilities, argmax, prepared.box, prepared.image_size, timings, "embedded")
+        return InferenceResult(probabilities, argmax, prepared.box, prepared.image_size, timings, "embedded", threshold)
 
     def close(self) -> None:
         self.session = None

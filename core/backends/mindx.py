@@ -445,13 +445,14 @@ class MindXBackend(Backend):
         if len(tensors) != len(self.card.outputs):
             raise BackendError(f"{self.card.path}: lists {len(self.card.outputs)} outputs but {self._key} "
                                f"returned {len(tensors)}: fix the card's 'outputs'")
-        probabilities, argmax = postprocess(tensors, self.card)
+        probabilities, argmax, threshold = postprocess(tensors, self.card)
         if self._resizes is not None:
             plan = imaging.plan_chain(pending.box.width, pending.box.height, self._resizes)
             probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, plan))
             argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, plan))
         pending.timings["postprocess"] = time.perf_counter() - start
-        result = InferenceResult(probabilities, argmax, pending.box, pending.image_size, pending.timings, "mindx")
+        result = InferenceResult(probabilities, argmax, pending.box, pending.image_size, pending.timings, "mindx",
+                                 threshold)
         return pending.placement.place(result) if pending.placement else result
 
     def _drain(self, pending: list[_Pending]) -> None:
