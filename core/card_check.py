@@ -26,7 +26,7 @@ def warn_once(message: str) -> None:
     """A one-line warning on stderr (through logging), at most once per process."""
     if message not in _warned:
         _warned.add(message)
-        LOG.warning("segscope: warning: %s", message)
+        LOG.warning("%s", message)
 
 #: Ops whose output already is a probability, per activation that would repeat them.
 _FINAL_ACTIVATIONS = {"Softmax": "softmax", "Sigmoid": "sigmoid", "HardSigmoid": "sigmoid"}

@@ -51,6 +51,7 @@ from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_pr
 from .profiling import cli as profiling_cli
 from .provenance import source_for
 from .roi import Roi
+from .stream_input import StreamInput
 from .tiling_cli import add_tiling_options, refuse_without_tile, run_tiled_eval
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
@@ -143,14 +144,15 @@ def _six(value: object) -> str:
     return "n/a" if value is None else f"{value:.6f}"
 
 
-def _format_line(path: Path, evaluation_metrics: ImageMetrics | None) -> str:
+def _format_line(path: Path, evaluation_metrics: ImageMetrics | None, roi_note: str = "") -> str:
     """The original script's line for one image, then the hard foreground Dice/IoU ("n/a" without any
-    foreground in either mask)."""
+    foreground in either mask), and how the ROI reached the stream when not by its own crop."""
+    note = f" [{roi_note}]" if roi_note else ""
     if evaluation_metrics is None:
-        return f"image: {path}, dice: n/a, iou: n/a (no mask)"
+        return f"image: {path}, dice: n/a, iou: n/a (no mask){note}"
     values = catalogue.row_values(evaluation_metrics)
     return (f"image: {path}, dice: {_six(values['soft_dice'])}, iou: {_six(values['soft_iou'])}, "
-            f"hard dice: {_six(values['foreground_dice'])}, hard iou: {_six(values['foreground_iou'])}")
+            f"hard dice: {_six(values['foreground_dice'])}, hard iou: {_six(values['foreground_iou'])}{note}")
 
 
 def _refuse_remote_only_options(args: argparse.Namespace) -> None:
@@ -205,7 +207,8 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             names = [n for item in dataset.items for n in planned_files(item.id, kinds)] + list(METRICS_FILES)
             refuse_existing([args.export / name for name in names], args.overwrite)
         backend = stack.enter_context(_open_eval_backend(args))
-        backend, notes = with_precision(backend, args, dataset, roi)  # fp32: the backend itself
+        stream = StreamInput.of(args.pipeline)
+        backend, notes = with_precision(backend, args, dataset, roi, stream)  # fp32: the backend itself
         check = AccuracyCheck(backend, dataset)
         for note in notes:
             print(f"segscope: note: {note}", file=sys.stderr)
@@ -214,14 +217,16 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
             if not args.json:
                 progress.clear()
-                print(_format_line(evaluation.item.image_path, evaluation.metrics), file=out, flush=True)
+                print(_format_line(evaluation.item.image_path, evaluation.metrics, evaluation.result.roi_note),
+                      file=out, flush=True)
             progress.update(done, evaluation.item.id)
 
-        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, overlap=args.overlap), 1):
+        evaluations = evaluate_dataset(backend, dataset, roi, overlap=args.overlap, stream=stream)
+        for done, evaluation in enumerate(evaluations, 1):
             summary.add(evaluation.metrics)
             check.add(evaluation)
             result, item = evaluation.result, evaluation.item
-            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
+            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings, result.roi_note))
             writer.submit(result, source_for(item, backend.capabilities), kinds,
                           functools.partial(print_line, done, evaluation))
         writer.finish()
@@ -257,9 +262,10 @@ def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], mean
         print(f"========== Cross Valid IOU is: {shown('soft_iou')}", file=out)
         scored = sum(row.get("foreground_dice") is not None for row in rows)
         without = int(means["images_with_masks"]) - scored  # type: ignore[call-overload]
-        print(f"========== Hard foreground dice is: {shown('foreground_dice')} (over {scored} images with masks"
-              + (f"; {without} without any foreground in mask or prediction: n/a" if without else "") + ")",
-              file=out)
+        counted = f" (over {scored} images with masks" + (
+            f"; {without} without any foreground in mask or prediction: n/a" if without else "") + ")"
+        print(f"========== Hard foreground dice is: {shown('foreground_dice')}"
+              f"{counted if means['images_with_masks'] else ''}", file=out)
     if check is not None and precision:
         line, warning = check.lines()
         if not args.json:

@@ -125,18 +125,27 @@ def argmax_at_roi(result: InferenceResult) -> np.ndarray:
     return labels_at(result.probabilities, size, result.threshold)
 
 
+def check_mask_size(size: tuple[int, int], result: InferenceResult, source: str = "mask") -> None:
+    """A one-line error unless a mask of `size` (width, height) covers the result's slide exactly."""
+    if tuple(size) != result.image_size:
+        raise SegScopeError(f"{source}: mask is {size[0]}x{size[1]} but the image is "
+                            f"{result.image_size[0]}x{result.image_size[1]}")
+
+
 def truth_at_roi(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> np.ndarray:
     """The full-slide ground-truth mask cropped to the result's ROI (checks the mask fits the slide)."""
-    if mask.shape[1::-1] != result.image_size:
-        raise SegScopeError(f"{source}: mask is {mask.shape[1]}x{mask.shape[0]} but the image is "
-                            f"{result.image_size[0]}x{result.image_size[1]}")
+    check_mask_size(mask.shape[1::-1], result, source)
     roi = result.roi
     return mask[roi.y0 : roi.y1, roi.x0 : roi.x1]
 
 
 def image_metrics(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> ImageMetrics:
     """All metrics of one result against its full-slide ground-truth mask (grayscale)."""
-    roi_mask = truth_at_roi(result, mask, source)
+    return roi_metrics(result, truth_at_roi(result, mask, source))
+
+
+def roi_metrics(result: InferenceResult, roi_mask: np.ndarray) -> ImageMetrics:
+    """All metrics of one result against the ground truth under its ROI (ROI-sized, grayscale)."""
     dice = soft_dice(result.probabilities, roi_mask)
     hard = hard_metrics(argmax_at_roi(result), mask_to_labels(roi_mask, result.num_classes), result.num_classes)
     return ImageMetrics(soft_dice=dice, soft_iou=iou_from_dice(dice), **hard)  # type: ignore[arg-type]

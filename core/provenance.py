@@ -89,6 +89,7 @@ def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[s
         "image_size": list(result.image_size),
         "roi": list(result.roi.as_tuple()),
         "roi_units": "slide pixels, [x0, y0, x1, y1) with x1, y1 exclusive",
+        **({"roi_note": result.roi_note} if result.roi_note else {}),
         "model": {"file": str(source.model) if source.model else None, "sha256": model_hash},
         "backend": source.backend or result.backend,
         "threshold": source.threshold,

@@ -32,6 +32,8 @@ class InferenceResult:
     backend: str = ""
     #: The card's rule for two classes from a 1-channel output: class 1 where p1 > threshold (None: argmax).
     threshold: float | None = None
+    #: How the ROI reached the stream when not by the stream's own crop (core.stream_input.PRE_CROP_NOTE), else "".
+    roi_note: str = ""
 
     @property
     def num_classes(self) -> int:
@@ -67,6 +69,7 @@ class Placement:
 
     box: Roi
     slide_size: tuple[int, int]
+    note: str = ""  # said of the result (`InferenceResult.roi_note`), e.g. that SegScope cropped the ROI
 
     def to_slide(self, roi: Roi) -> Roi:
         """A box in the sent image's pixels (as the stream reports it) in the slide's pixels."""
@@ -75,4 +78,5 @@ class Placement:
 
     def place(self, result: InferenceResult) -> InferenceResult:
         """`result` with its ROI and image size in slide pixels."""
-        return replace(result, roi=self.to_slide(result.roi), image_size=self.slide_size)
+        return replace(result, roi=self.to_slide(result.roi), image_size=self.slide_size,
+                       roi_note=self.note or result.roi_note)
