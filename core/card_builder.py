@@ -23,7 +23,7 @@ from .errors import SegScopeError
 from .fileio import read_bytes
 from .model_card import ACTIVATIONS, load_model_card
 from .onnx_graph import INTEGER_TYPES, GraphInfo, TensorInfo, read_graph
-from .pipeline import DEFAULT_PIPELINE
+from .pipeline import bare_stream
 from .preprocess import COLORS, LAYOUTS, Preprocess, aipp_text
 
 _FINAL = {"Softmax": "none", "Sigmoid": "none", "HardSigmoid": "none", "LogSoftmax": "softmax"}
@@ -197,14 +197,7 @@ def propose(model: Path, options: CardOptions) -> Proposal:
 
 
 def _pipeline_text(stem: str, size: tuple[int, int]) -> str:
-    data = json.loads(DEFAULT_PIPELINE.read_text(encoding="utf-8"))
-    stream = next(iter(data.values()))
-    for element in stream.values():
-        if isinstance(element, dict) and element.get("factory") == "mxpi_imageresize":
-            element["props"].update(resizeWidth=str(size[0]), resizeHeight=str(size[1]))
-        if isinstance(element, dict) and element.get("factory") == "mxpi_tensorinfer":
-            element["props"]["modelPath"] = f"models/{stem}.om"
-    return json.dumps(data, indent=4) + "\n"
+    return json.dumps(bare_stream(f"models/{stem}.om", size), indent=4) + "\n"
 
 
 def _atc_script(stem: str, card: dict[str, Any], aipp: bool) -> str:

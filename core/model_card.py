@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ MAX_INPUT_SIDE = 8192
 
 _INPUT_KEYS = {"name", "layout", "width", "height", "channels", "color", "scale", "mean", "std"}
 _OUTPUT_KEYS = {"name", "kind", "layout", "activation", "threshold"}
+#: The card's model files whose SHA-256 it may record (`sha256`), checked before the model runs.
+_HASHED = ("onnx", "om")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class ModelCard:
     class_names: tuple[str, ...]  # a 1-channel output's card may name only the foreground
     training: dict[str, Any]
     graph: GraphInfo | None = None
+    sha256: dict[str, str] = field(default_factory=dict)  # "onnx"/"om" -> the file's hex SHA-256 when written
 
     @property
     def input_layout(self) -> str:
@@ -244,11 +248,18 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
     training = raw.get("training", {})
     if not isinstance(training, dict):
         raise top.error("training", f"must be a JSON object, got {training!r}")
+    digests = raw.get("sha256", {})
+    if not isinstance(digests, dict) or not all(
+            key in _HASHED and isinstance(value, str) and re.fullmatch("[0-9a-f]{64}", value)
+            for key, value in digests.items()):
+        raise top.error("sha256", f"must map {' or '.join(map(repr, _HASHED))} to that file's hex SHA-256 (as "
+                                  f"`segscope card` writes it), got {digests!r}")
     card = ModelCard(
         path=path, name=top.text("name", path.stem) or path.stem, onnx=sibling("onnx"), om=sibling("om"),
         aipp=load_aipp(aipp_path) if aipp_path else None, input_name=input_name, input_size=size,
         preprocess=preprocess, outputs=tuple(_parse_output(path, i, o) for i, o in enumerate(outputs_raw)),
-        class_names=("background", *classes) if len(classes) == 1 else tuple(classes), training=training)
+        class_names=("background", *classes) if len(classes) == 1 else tuple(classes), training=training,
+        sha256=dict(digests))
     card.probability_index()
     if card.aipp is not None and normalising:
         problem = aipp_mismatch(preprocess, card.aipp)

@@ -155,12 +155,56 @@ class EmbeddedStream:
 
     def to_tensor(self, resized: np.ndarray, source: str = "<image>") -> np.ndarray:
         """The resized crop -> the network input, by the card's AIPP config or its preprocessing."""
+        self.check_model_image(resized)
+        return make_tensor(resized, self.card.preprocess, self.card.aipp, self.rgb, source)
+
+    def check_model_image(self, resized: np.ndarray) -> None:
+        """The resized crop has the model's input size, and the card's colour is what its AIPP gives."""
         if resized.shape[1::-1] != self.card.input_size:
             raise SegScopeError(f"the resized crop is {resized.shape[1]}x{resized.shape[0]} but the model takes "
                                 f"{self.card.input_size[0]}x{self.card.input_size[1]}: use a padding resizeType")
         if self.card.aipp is not None:
             check_aipp_color(self.card.preprocess, self.card.aipp, self.rgb, str(self.card.path))
-        return make_tensor(resized, self.card.preprocess, self.card.aipp, self.rgb, source)
+
+    def prepare(self, image: ImageSource, roi: Roi | None, max_pixels: int = DEFAULT_MAX_PIXELS) -> _Prepared:
+        """Read, decode, crop, resize and make the network input (`to_tensor`): everything before the model."""
+        timings: dict[str, float] = {}
+        clock = time.perf_counter()
+
+        def lap(stage: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            timings[stage] = now - clock
+            clock = now
+
+        if isinstance(image, np.ndarray):
+            source = "<image array>"
+            decoded = self.decoded(image, source)
+        else:
+            source = str(image) if isinstance(image, Path) else "<image bytes>"
+            data = read_bytes(image) if isinstance(image, Path) else image
+            decoded = self.decode(data, source, max_pixels)
+        lap("decode")
+        width, height = self.size(decoded)
+        crop, box = self.crop(decoded, roi or Roi.whole(width, height), source)
+        lap("crop")
+        resized, plan = self.resize(crop)
+        lap("resize")
+        tensor = self.to_tensor(self.model_image(resized), source)
+        lap("preprocess")
+        return _Prepared(tensor, plan, box, (width, height), self.size(crop), timings)
+
+    def finish(self, outputs: list[np.ndarray], prepared: _Prepared, timings: dict[str, float],
+               backend: str) -> InferenceResult:
+        """The model's outputs for one prepared image -> its result, post-processed back onto the crop;
+        `timings` (the stages so far) gains "postprocess"."""
+        clock = time.perf_counter()
+        probabilities, argmax = postprocess(outputs, self.card)
+        probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, prepared.plan))
+        argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, prepared.plan))
+        argmax = self.segment(outputs, prepared.crop_size, prepared.plan, argmax)
+        timings["postprocess"] = time.perf_counter() - clock
+        return InferenceResult(probabilities, argmax, prepared.box, prepared.image_size, timings, backend)
 
 
 @dataclass(frozen=True)
@@ -214,31 +258,7 @@ class EmbeddedBackend(Backend):
 
     def prepare(self, image: ImageSource, roi: Roi | None = None) -> _Prepared:
         """Read, decode, crop, resize and make the network input: everything before the model."""
-        timings: dict[str, float] = {}
-        clock = time.perf_counter()
-
-        def lap(stage: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            timings[stage] = now - clock
-            clock = now
-
-        if isinstance(image, np.ndarray):
-            source = "<image array>"
-            decoded = self.stream.decoded(image, source)
-        else:
-            source = str(image) if isinstance(image, Path) else "<image bytes>"
-            data = read_bytes(image) if isinstance(image, Path) else image
-            decoded = self.stream.decode(data, source, self.max_pixels)
-        lap("decode")
-        width, height = self.stream.size(decoded)
-        crop, box = self.stream.crop(decoded, roi or Roi.whole(width, height), source)
-        lap("crop")
-        resized, plan = self.stream.resize(crop)
-        lap("resize")
-        tensor = self.stream.to_tensor(self.stream.model_image(resized), source)
-        lap("preprocess")
-        return _Prepared(tensor, plan, box, (width, height), self.stream.size(crop), timings)
+        return self.stream.prepare(image, roi, self.max_pixels)
 
     def run(self, prepared: _Prepared, session: ModelSession | None = None) -> InferenceResult:
         """The model (this backend's session, or `session` in its place) and the post-processing of one
@@ -248,14 +268,8 @@ class EmbeddedBackend(Backend):
         timings = dict(prepared.timings)
         start = time.perf_counter()
         outputs = (session or self.session).run(None, {self.stream.card.input_name: prepared.tensor})
-        clock = time.perf_counter()
-        timings["infer"] = clock - start
-        probabilities, argmax = postprocess(outputs, self.stream.card)
-        probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, prepared.plan))
-        argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, prepared.plan))
-        argmax = self.stream.segment(outputs, prepared.crop_size, prepared.plan, argmax)
-        timings["postprocess"] = time.perf_counter() - clock
-        return InferenceResult(probabilities, argmax, prepared.box, prepared.image_size, timings, "embedded")
+        timings["infer"] = time.perf_counter() - start
+        return self.stream.finish(outputs, prepared, timings, "embedded")
 
     def close(self) -> None:
         self.session = None
