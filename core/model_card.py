@@ -22,6 +22,7 @@ import numpy as np
 from .aipp import AippConfig, load_aipp
 from .card_check import check_against_graph, warn_once
 from .errors import SegScopeError
+from .fileio import sha256_file
 from .onnx_graph import GraphInfo
 from .preprocess import CHANNELS, COLORS, LAYOUTS, Preprocess, aipp_mismatch
 
@@ -88,6 +89,14 @@ class ModelCard:
         if index is None:
             raise SegScopeError(f"{self.path}: outputs: needs a score output (an activation), not only argmax")
         return index
+
+    def check_recorded(self, key: str, path: Path) -> None:
+        """`path` is the `key` file ("onnx" or "om") the card was written for, when the card records its SHA-256."""
+        recorded = self.sha256.get(key)
+        if recorded is not None and sha256_file(path) != recorded:
+            raise SegScopeError(f"{path}: its SHA-256 differs from the one {self.path.name} records (field "
+                                f"sha256.{key}): the card was written for another {path.suffix or 'file'}; write the "
+                                "card again for this one (segscope card)")
 
     def output_error(self, index: int, problem: str) -> SegScopeError:
         spec = self.outputs[index]
@@ -272,6 +281,7 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
         warn_once(f"{path}: no preprocessing (no input scale/mean/std, no normalising AIPP): the network gets raw "
                   "0..255 pixels; if that is what it expects, write \"scale\": 1 in 'input' to say so")
     if check_graph and card.onnx is not None and card.onnx.exists():
+        card.check_recorded("onnx", card.onnx)
         card = check_against_graph(card, warn)
     return card
 

@@ -31,7 +31,6 @@ from ..fileio import DEFAULT_MAX_PIXELS
 from ..model_card import ModelCard
 from ..onnx_graph import ELEM_TYPES, GraphInfo, TensorInfo
 from ..pipeline import Pipeline, load_pipeline
-from ..provenance import sha256_file
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, read_ahead
 from .embedded import EmbeddedStream, _Prepared
@@ -79,7 +78,7 @@ def _expected_input(card: ModelCard) -> tuple[tuple[int, ...], tuple[str, ...], 
 def check_facts(card: ModelCard, om: Path, facts: OmFacts) -> None:
     """The `.om` as its API describes it against the card; the first mismatch as one BackendError line."""
     def error(field: str, problem: str) -> BackendError:
-        return BackendError(f"{card.path}: {field}: {problem} ({om.name})")
+        return BackendError(f"{card.path}: {field}: {problem} in {om.name}")
 
     if card.aipp is not None and card.aipp.input_format != "RGB888_U8":
         raise error("aipp", f"the AIPP config takes {card.aipp.input_format} (DVPP's YUV), which only the stream "
@@ -145,10 +144,8 @@ def _om_path(pipeline: Pipeline, card: ModelCard) -> Path:
     if not om.is_file():
         named = f"named by {card.path.name}" if pipeline.card else f"of {pipeline.path.name}"
         raise BackendError(f"{om}: the .om {named} not found; copy it there (ATC makes it on the Ascend host)")
-    recorded = card.sha256.get("om")
-    if recorded is not None and sha256_file(om) != recorded:
-        raise BackendError(f"{om}: its SHA-256 differs from the one {card.path.name} records (field sha256.om): the "
-                           "card was written for another .om; write the card again for this one (segscope card)")
+    if om == card.om:
+        card.check_recorded("om", om)
     return om
 
 
@@ -200,6 +197,7 @@ class OmBackend(Backend):
     def failure(self, what: str, detail: object, hint: str) -> BackendError:
         """One line: which API, device and step failed, what it said, and what to do."""
         said = str(detail).strip() or type(detail).__name__
+        said = said[1:-1].strip() if said.startswith("(") and said.endswith(")") else said  # MxBase's " (Code = ...) "
         return BackendError(f"{self.api} on device {self.device}: {what} failed ({said}) for {self.om.name}: {hint}")
 
     def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:

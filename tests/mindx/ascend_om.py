@@ -4,15 +4,15 @@ SegScope's code).
 
 A real `.om` is ATC's compiled network; here one is a small JSON stand-in that records what ATC was told:
 
-    {"fake_om": 1, "onnx": "net.onnx", "input_format": "NCHW", "aipp": "aipp.cfg" | null,
+    {"fake_om": 1, "onnx": "net.onnx", "input_format": "NCHW", "aipp": "aipp_op { ... }" | null,
      "dynamic_batch": [1, 2, 4] | null, "input_fp16": false, "output_fp16": false}
 
-(paths beside the stand-in). Loading it opens its ONNX file in this module's own ONNX Runtime session and
-describes the model as ACL does: with a static AIPP config the input becomes uint8 N x H x W x 3 (the pixels,
-format NHWC) and the AIPP is done here in NumPy (`rbuv_swap_switch`, then (x - mean_chn - min_chn) *
-var_reci_chn, in float64) before the network; `input_fp16`/`output_fp16` give float16 tensors as ATC's
-`--input_fp16_nodes` / `--output_type=FP16` do; `dynamic_batch` (ATC `--dynamic_batch_size`) makes the input
-batch -1 and the output batch the largest gear until one is set. Anything else is a model that fails to load.
+(the ONNX file beside the stand-in, the AIPP config's text compiled in). Loading it opens its ONNX file in this
+module's own ONNX Runtime session and describes the model as ACL does: with a static AIPP config the input becomes
+uint8 N x H x W x 3 (the pixels, format NHWC) and the AIPP is done here in NumPy (`rbuv_swap_switch`, then (x -
+mean_chn - min_chn) * var_reci_chn, in float64) before the network; `input_fp16`/`output_fp16` give float16 tensors
+as ATC's `--input_fp16_nodes` / `--output_type=FP16` do; `dynamic_batch` (ATC `--dynamic_batch_size`) makes the
+input batch -1 and the output batch the largest gear until one is set. Anything else is a model that fails to load.
 
 The host has `FAKE_ASCEND_DEVICES` chips (default 1) of `FAKE_ASCEND_DEVICE_MEMORY` bytes each (default 8 GiB),
 read when this module is first imported (a fresh import is a fresh process). A loaded model holds its ONNX
@@ -70,10 +70,10 @@ def _free(device: int, size: int) -> None:
     USED[device] -= size
 
 
-def _read_aipp(path: Path) -> tuple[bool, np.ndarray, np.ndarray]:
+def _read_aipp(text: str) -> tuple[bool, np.ndarray, np.ndarray]:
     """(rbuv_swap_switch, mean_chn + min_chn, var_reci_chn) of a static `aipp_op { key : value }` block."""
     fields = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         key, sep, value = line.split("#")[0].partition(":")
         if sep:
             fields[key.strip()] = value.strip()
@@ -115,7 +115,7 @@ class OmModel:
         self.device = device
         self.nhwc = spec.pop("input_format", "NCHW") == "NHWC"
         aipp = spec.pop("aipp", None)
-        self.aipp = _read_aipp(om.parent / aipp) if aipp else None
+        self.aipp = _read_aipp(aipp) if aipp else None
         self.gears = tuple(spec.pop("dynamic_batch", None) or ())
         fp16_in, fp16_out = spec.pop("input_fp16", False), spec.pop("output_fp16", False)
         assert not spec, f"unknown stand-in fields {sorted(spec)}"

@@ -180,14 +180,14 @@ NORMALISED = {"color": "RGB", "scale": 1 / 127.5, "mean": 1.0}
 
 
 def make_om_project(root: Path, size: int = 64, *, aipp: bool = True, **standin: object) -> Path:
-    """models/tiny.{onnx,om,json} (+ aipp.cfg): the .om a stand-in for the ONNX file as ATC would compile it
+    """models/tiny.{onnx,om,json} + aipp.cfg: the .om a stand-in for the ONNX file as ATC would compile it
     (tests/mindx/ascend_om.py), with the AIPP config compiled in when `aipp`; returns the card's path.
     `standin` sets the stand-in's other fields (dynamic_batch, input_fp16, output_fp16, onnx, aipp)."""
     models = root / "models"
     models.mkdir(parents=True, exist_ok=True)
     build_model(models / "tiny.onnx", size)
     (models / "aipp.cfg").write_text(AIPP_CFG, encoding="utf-8")
-    fields = {"fake_om": 1, "onnx": "tiny.onnx", "input_format": "NCHW", "aipp": "aipp.cfg" if aipp else None,
+    fields = {"fake_om": 1, "onnx": "tiny.onnx", "input_format": "NCHW", "aipp": AIPP_CFG if aipp else None,
               **standin}
     (models / "tiny.om").write_text(json.dumps(fields), encoding="utf-8")
     card = {"name": "tiny", "onnx": "tiny.onnx", "om": "tiny.om", **({"aipp": "aipp.cfg"} if aipp else {}),

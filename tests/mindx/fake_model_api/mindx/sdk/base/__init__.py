@@ -233,8 +233,8 @@ class Model:
         return [[gear] for gear in self._om.gears]
 
     def infer(self, *args: Any) -> list[Tensor]:
-        CALLS.append(("infer", args))
         inputs = args[0] if args and isinstance(args[0], list) else list(args)
+        CALLS.append(("infer", tuple(getattr(t, "shape", None) for t in inputs)))  # no references kept
         problem = self._check(inputs)
         if problem:
             _host.LOG.append(problem)
