@@ -174,14 +174,14 @@ def sdk(sdk_home: Path):
 # -- the Ascend APIs that run a bare .om: the mindx.sdk and ais_bench doubles on one fake host ---------------
 
 ASCEND_MODULES = ("mindx", "mindx.sdk", "mindx.sdk.base", "ais_bench", "ais_bench.infer", "ais_bench.infer.interface",
-                  "aclruntime", "fake_ascend_om")
+                  "aclruntime", "ascend_om")
 #: The AIPP config's math as a card's own preprocessing: RGB, x / 127.5 - 1.
 NORMALISED = {"color": "RGB", "scale": 1 / 127.5, "mean": 1.0}
 
 
 def make_om_project(root: Path, size: int = 64, *, aipp: bool = True, **standin: object) -> Path:
     """models/tiny.{onnx,om,json} + aipp.cfg: the .om a stand-in for the ONNX file as ATC would compile it
-    (tests/mindx/ascend_om.py), with the AIPP config compiled in when `aipp`; returns the card's path.
+    (tests/mindx/fake_host/ascend_om.py), with the AIPP config compiled in when `aipp`; returns the card's path.
     `standin` sets the stand-in's other fields (dynamic_batch, input_fp16, output_fp16, onnx, aipp)."""
     models = root / "models"
     models.mkdir(parents=True, exist_ok=True)

@@ -30,9 +30,9 @@ def api(request: pytest.FixtureRequest) -> str:
 
 
 def host() -> object:
-    import fake_ascend_om  # the doubles' fake host, imported by the double in this (fake) process
+    import ascend_om  # the doubles' fake host, imported by the double in this (fake) process
 
-    return fake_ascend_om
+    return ascend_om
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """Test double of `aclruntime`, the native module under ais_bench's Python API (msit benchmark), written from
-docs/ais-bench-contract.md; the `.om` runs on the fake host of tests/mindx/ascend_om.py.
+docs/ais-bench-contract.md; the `.om` runs on the fake host of tests/mindx/fake_host/ascend_om.py.
 
 Kept from the real module: `InferenceSession(model_path, device_id, options)` (RuntimeError when the model
 cannot be loaded: device id, file, memory), `get_inputs()`/`get_outputs()` as `tensor_desc` (name, datatype as
@@ -14,7 +14,6 @@ outputs are device `Tensor`s (`to_host()`, then NumPy reads them through `__arra
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import sys
 from enum import Enum
 from pathlib import Path
@@ -22,20 +21,8 @@ from typing import Any
 
 import numpy as np
 
-
-def _fake_host() -> Any:
-    """tests/mindx/ascend_om.py, once per (fake) process."""
-    module = sys.modules.get("fake_ascend_om")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("fake_ascend_om", Path(__file__).resolve().parents[1] /
-                                                      "ascend_om.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["fake_ascend_om"] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-_host = _fake_host()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fake_host"))  # tests/mindx/fake_host: the chips
+import ascend_om as _host  # noqa: E402 - found through the line above
 
 
 class dtype(Enum):  # noqa: N801 - the module's names (aclDataType codes)

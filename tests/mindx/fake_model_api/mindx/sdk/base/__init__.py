@@ -1,6 +1,6 @@
 """Test double of the MindX SDK's Python V2 API module `mindx.sdk.base` (Vision SDK mxBase/src/python: Base.i,
 PyInit, PyModel, PyTensor and the base.patch wrapper; mxBase's MxOmModelDesc for what `infer` checks), written
-from docs/mindx-model-api-contract.md. The `.om` runs on the fake host of tests/mindx/ascend_om.py.
+from docs/mindx-model-api-contract.md. The `.om` runs on the fake host of tests/mindx/fake_host/ascend_om.py.
 
 Kept from the SDK:
 
@@ -26,7 +26,6 @@ while a Model or a device Tensor is alive).
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import weakref
 from enum import Enum
@@ -35,20 +34,8 @@ from typing import Any
 
 import numpy as np
 
-
-def _fake_host() -> Any:
-    """tests/mindx/ascend_om.py, once per (fake) process."""
-    module = sys.modules.get("fake_ascend_om")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("fake_ascend_om",
-                                                      Path(__file__).resolve().parents[4] / "ascend_om.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["fake_ascend_om"] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-_host = _fake_host()
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "fake_host"))  # tests/mindx/fake_host: the chips
+import ascend_om as _host  # noqa: E402 - found through the line above
 
 
 class dtype(Enum):  # noqa: N801 - the SDK's names
