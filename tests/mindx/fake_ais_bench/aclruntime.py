@@ -24,20 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fake_host"))  # tests/mindx/fake_host: the chips
 import ascend_om as _host  # noqa: E402 - found through the line above
 
-
-class dtype(Enum):  # noqa: N801 - the module's names (aclDataType codes)
-    float32 = 0
-    float16 = 1
-    int8 = 2
-    int32 = 3
-    uint8 = 4
-    int16 = 6
-    uint16 = 7
-    uint32 = 8
-    int64 = 9
-    uint64 = 10
-    float64 = 11
-    bool = 12
+dtype = Enum("dtype", _host.ACL_TYPES)  # the module's enum, numbered as ACL's aclDataType
 
 
 class tensor_desc:  # noqa: N801

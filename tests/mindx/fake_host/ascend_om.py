@@ -37,6 +37,9 @@ DEVICE_MEMORY = int(os.environ.get("FAKE_ASCEND_DEVICE_MEMORY", str(8 << 30)))
 USED = dict.fromkeys(range(DEVICES), 0)
 LOG: list[str] = []
 EXEC_TIMES: list[float] = []
+#: ACL's aclDataType codes, by NumPy name (base.dtype and aclruntime.dtype number their members so).
+ACL_TYPES = {"float32": 0, "float16": 1, "int8": 2, "int32": 3, "uint8": 4, "int16": 6, "uint16": 7, "uint32": 8,
+             "int64": 9, "uint64": 10, "float64": 11, "bool": 12}
 _ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(int32)": "int32",
               "tensor(int64)": "int64", "tensor(uint8)": "uint8", "tensor(int8)": "int8", "tensor(bool)": "bool"}
 

@@ -37,21 +37,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "fake_host"))  # tests/mindx/fake_host: the chips
 import ascend_om as _host  # noqa: E402 - found through the line above
 
-
-class dtype(Enum):  # noqa: N801 - the SDK's names
-    undefined = -1
-    float32 = 0
-    float16 = 1
-    int8 = 2
-    int32 = 3
-    uint8 = 4
-    int16 = 6
-    uint16 = 7
-    uint32 = 8
-    int64 = 9
-    uint64 = 10
-    double = 11
-    bool = 12
+#: The SDK's names (float64 is "double"), numbered as ACL's aclDataType.
+dtype = Enum("dtype", {"undefined": -1, **{"double" if name == "float64" else name: code
+                                           for name, code in _host.ACL_TYPES.items()}})
 
 
 class visionDataFormat(Enum):  # noqa: N801
