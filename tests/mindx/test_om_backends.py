@@ -281,3 +281,17 @@ def test_profile_reports_the_time_per_inference(api: str, aipp_card: Path, tmp_p
         assert document["model_ms"] == pytest.approx(np.mean(host().EXEC_TIMES[1:4]))
     else:
         assert document["model_ms"] > 0
+
+
+MISSING = {"mindx-model": "MindX Model API (mindx.sdk) not found: tried $MX_SDK_HOME (not set); PYTHONPATH (no "
+                          "mindx module)",
+           "ais-bench": "ais_bench not found (ais_bench and aclruntime not installed): install the aclruntime and "
+                        "ais_bench wheels"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_host_without_the_api_gets_one_line(npu_host: None, aipp_card: Path, tmp_path: Path, kind: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = _cli(["eval", "--dataset", str(_dataset(tmp_path, 1)), "--model", str(aipp_card), "--backend",
+                            kind], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith(f"segscope: error: {MISSING[kind]}")
