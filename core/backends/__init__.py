@@ -103,28 +103,39 @@ def _detected(pipeline: Path) -> list[BackendKind]:
     return [kind for kind in BACKENDS.values() if kind.detected and (kind.runs_cards or not card)]
 
 
-def _pick(pipeline: Path, max_pixels: int, sdk_home: Path | None) -> tuple[Backend, str]:
-    """The first detected kind that opens, else embedded; the note says why each one before it was passed over."""
+def _pick(pipeline: Path, max_pixels: int, sdk_home: Path | None) -> tuple[Backend, list[str], list[str], list[str]]:
+    """The first detected kind that opens, else embedded; why each one before it was passed over (in full), the
+    APIs not found here, and the reasons of those found but not importable."""
     passed: list[str] = []
+    missing: list[str] = []
+    broken: list[str] = []
     for kind in _detected(pipeline):
         why = kind.problem(sdk_home)
-        if not why:
+        if why:
+            missing.append(kind.api)
+        else:
             try:
                 backend, _ = kind.open(pipeline, max_pixels, sdk_home)
-                return backend, " | ".join(passed)
+                break
             except ApiUnavailable as exc:  # found but not importable here; any other failure is the user's to see
                 why = str(exc)
+                broken.append(why)
         passed.append(f"{kind.api} not usable here: {why}")
-    backend, _ = BACKENDS["embedded"].open(pipeline, max_pixels, sdk_home)
-    return backend, " | ".join(passed)
+    else:
+        backend, _ = BACKENDS["embedded"].open(pipeline, max_pixels, sdk_home)
+    return backend, passed, missing, broken
 
 
 def _open_auto(pipeline: Path, max_pixels: int, sdk_home: Path | None) -> tuple[Backend, str]:
-    """`_pick`, its choice and reasons also in the capabilities' "auto" detail (printed by the CLI)."""
-    backend, note = _pick(pipeline, max_pixels, sdk_home)
-    said = f"picked {backend.capabilities.name}" + (f" ({note})" if note else "")
-    backend.capabilities = replace(backend.capabilities, details={**backend.capabilities.details, "auto": said})
-    return backend, note
+    """`_pick`, the note its full reasons; its choice and short reasons also in the capabilities' "auto" detail
+    (printed by the CLI), unless no Ascend API is here at all: embedded then, quietly, as auto has always meant."""
+    backend, passed, missing, broken = _pick(pipeline, max_pixels, sdk_home)
+    name = backend.capabilities.name
+    if name != "embedded" or broken:
+        short = "; ".join(([f"not found here: {', '.join(missing)}"] if missing else []) + broken)
+        said = f"picked {name}" + (f" ({short})" if short else "")
+        backend.capabilities = replace(backend.capabilities, details={**backend.capabilities.details, "auto": said})
+    return backend, " | ".join(passed)
 
 
 @dataclass(frozen=True)
