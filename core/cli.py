@@ -46,11 +46,11 @@ from .export_writer import ExportWriter
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metric_catalogue import catalogue_document
 from .metrics import ImageMetrics, compare_tensors
-from .pipeline import DEFAULT_PIPELINE
 from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
 from .provenance import source_for
 from .roi import Roi
+from .run_source import add_source_options, chosen_source
 from .stream_input import StreamInput
 from .tiling_cli import add_tiling_options, refuse_without_tile, run_tiled_eval
 
@@ -88,9 +88,9 @@ def _count(text: str) -> int:
 class Progress:
     """A one-line progress bar with ETA on a terminal; silent otherwise."""
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr):
-        self.total, self.stream, self.start = total, stream, time.monotonic()
-        self.enabled = stream.isatty()
+    def __init__(self, total: int, stream: TextIO | None = None):
+        self.total, self.stream, self.start = total, stream or sys.stderr, time.monotonic()
+        self.enabled = self.stream.isatty()
 
     def update(self, done: int, label: str) -> None:
         if not self.enabled:
@@ -110,12 +110,12 @@ class Progress:
 
 
 def _add_backend_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pipeline", type=Path, default=DEFAULT_PIPELINE,
-                        help="MindX .pipeline file (default: the shipped U-Net stream and demo model)")
+    add_source_options(parser, "MindX .pipeline file (default: the shipped U-Net stream and demo model)")
     parser.add_argument("--backend", choices=BACKEND_KINDS, default="auto",
-                        help="embedded: ONNX Runtime + OpenCV; mindx: the MindX SDK on the Ascend host; "
-                             "auto (default): embedded here, or with --remote MindX when the host has it, "
-                             "else embedded there")
+                        help="embedded: ONNX Runtime + OpenCV; mindx: a pipeline through the MindX SDK; "
+                             "mindx-model / ais-bench: the model's .om through the SDK's Model API / ais_bench, "
+                             "SegScope preprocessing on the CPU; auto (default): the first of mindx (pipelines), "
+                             "mindx-model and ais-bench found here (or on the --remote host), else embedded")
     parser.add_argument("--sdk-home", type=Path, help="MindX SDK folder (default: $MX_SDK_HOME)")
     parser.add_argument("--remote", metavar="USER@HOST[:PORT]",
                         help="run the stream on an Ascend host over SSH (a ~/.ssh/config alias works too)")
@@ -171,7 +171,7 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
     """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
     printed on stderr."""
     with open_backend(
-            args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
+            args.backend, chosen_source(args), max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
             accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
             probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
             remote_cache=args.remote_cache, devices=parse_devices(args.devices) if args.devices is not None else None,
@@ -179,7 +179,8 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
             task_resources=parse_resources(args.task_resources) if args.task_resources else None) as backend:
         details = backend.capabilities.details
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
-            ([details["note"]] if "note" in details else [])
+            ([details["note"]] if "note" in details else []) + \
+            ([f"--backend auto {details['auto']}"] if "auto" in details else [])
         for note in notes:
             print(f"segscope: note: {note}", file=sys.stderr)
         yield backend

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import numpy as np
 from .aipp import AippConfig, load_aipp
 from .card_check import check_against_graph, warn_once
 from .errors import SegScopeError
+from .fileio import sha256_file
 from .onnx_graph import GraphInfo
 from .preprocess import CHANNELS, COLORS, LAYOUTS, Preprocess, aipp_mismatch
 from .result import decide
@@ -46,6 +48,8 @@ MAX_INPUT_SIDE = 8192
 
 _INPUT_KEYS = {"name", "layout", "width", "height", "channels", "color", "scale", "mean", "std"}
 _OUTPUT_KEYS = {"name", "kind", "layout", "activation", "threshold", "threshold_on"}
+#: The card's model files whose SHA-256 it may record (`sha256`), checked before the model runs.
+_HASHED = ("onnx", "om")
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class ModelCard:
     class_names: tuple[str, ...]  # a 1-channel output's card may name only the foreground
     training: dict[str, Any]
     graph: GraphInfo | None = None
+    sha256: dict[str, str] = field(default_factory=dict)  # "onnx"/"om" -> the file's hex SHA-256 when written
 
     @property
     def input_layout(self) -> str:
@@ -102,6 +107,14 @@ class ModelCard:
         if index is None:
             raise SegScopeError(f"{self.path}: outputs: needs a score output (an activation), not only argmax")
         return index
+
+    def check_recorded(self, key: str, path: Path) -> None:
+        """`path` is the `key` file ("onnx" or "om") the card was written for, when the card records its SHA-256."""
+        recorded = self.sha256.get(key)
+        if recorded is not None and sha256_file(path) != recorded:
+            raise SegScopeError(f"{path}: its SHA-256 differs from the one {self.path.name} records (field "
+                                f"sha256.{key}): the card was written for another {path.suffix or 'file'}; write the "
+                                "card again for this one (segscope card)")
 
     def output_error(self, index: int, problem: str) -> SegScopeError:
         spec = self.outputs[index]
@@ -270,11 +283,18 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
     training = raw.get("training", {})
     if not isinstance(training, dict):
         raise top.error("training", f"must be a JSON object, got {training!r}")
+    digests = raw.get("sha256", {})
+    if not isinstance(digests, dict) or not all(
+            key in _HASHED and isinstance(value, str) and re.fullmatch("[0-9a-f]{64}", value)
+            for key, value in digests.items()):
+        raise top.error("sha256", f"must map {' or '.join(map(repr, _HASHED))} to that file's hex SHA-256 (as "
+                                  f"`segscope card` writes it), got {digests!r}")
     card = ModelCard(
         path=path, name=top.text("name", path.stem) or path.stem, onnx=sibling("onnx"), om=sibling("om"),
         aipp=load_aipp(aipp_path) if aipp_path else None, input_name=input_name, input_size=size,
         preprocess=preprocess, outputs=tuple(_parse_output(path, i, o) for i, o in enumerate(outputs_raw)),
-        class_names=("background", *classes) if len(classes) == 1 else tuple(classes), training=training)
+        class_names=("background", *classes) if len(classes) == 1 else tuple(classes), training=training,
+        sha256=dict(digests))
     card.probability_index()
     if card.aipp is not None and normalising:
         problem = aipp_mismatch(preprocess, card.aipp)
@@ -287,6 +307,7 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
         warn_once(f"{path}: no preprocessing (no input scale/mean/std, no normalising AIPP): the network gets raw "
                   "0..255 pixels; if that is what it expects, write \"scale\": 1 in 'input' to say so")
     if check_graph and card.onnx is not None and card.onnx.exists():
+        card.check_recorded("onnx", card.onnx)
         card = check_against_graph(card, warn)
     return card
 

@@ -6,7 +6,6 @@ the threshold, the time, the SegScope version and every file written with its ow
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from .backends.base import Capabilities
 from .dataset import DatasetItem
-from .errors import SegScopeError
+from .fileio import sha256_file
 from .masks import BINARY_FOREGROUND
 from .result import InferenceResult
 
@@ -25,25 +24,6 @@ def segscope_version() -> str:
         return metadata.version("segscope")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-@functools.lru_cache(maxsize=32)
-def _sha256_cached(path: Path, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file; remembered while the file's size and modification time stay the same."""
-    path = Path(path).resolve()
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        raise SegScopeError(f"{path}: cannot hash ({exc.strerror})") from None
-    return _sha256_cached(path, stat.st_size, stat.st_mtime_ns)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ import numpy as np
 
 from .roi import Roi
 
-#: Stage names in stream order; backends report the ones they measure, in seconds.
-STAGES = ("upload", "decode", "crop", "resize", "preprocess", "infer", "postprocess", "download")
+#: Stage names in stream order; backends report the ones they measure, in seconds. "device" is the NPU's own
+#: time for the model where the API reports it (ais_bench); "infer" is then the rest of the model call.
+STAGES = ("upload", "decode", "crop", "resize", "preprocess", "infer", "device", "postprocess", "download")
 
 
 @dataclass

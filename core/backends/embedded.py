@@ -191,12 +191,45 @@ class EmbeddedStream:
         """What reaches the model (`run_stages`) -> the network input, by the card's AIPP config (YUV444 from
         DVPP's NV12) or its preprocessing."""
         pixels = image.yuv444() if isinstance(image, dvpp.Nv12) else image
+        self.check_model_image(pixels, rgb)
+        return make_tensor(pixels, self.card.preprocess, self.card.aipp, rgb, source)
+
+    def check_model_image(self, pixels: np.ndarray, rgb: bool) -> None:
+        """What reaches the model has its input size, and the card's colour is what its AIPP gives."""
         if pixels.shape[1::-1] != self.card.input_size:
             raise SegScopeError(f"the resized crop is {pixels.shape[1]}x{pixels.shape[0]} but the model takes "
                                 f"{self.card.input_size[0]}x{self.card.input_size[1]}: use a padding resizeType")
         if self.card.aipp is not None:
             check_aipp_color(self.card.preprocess, self.card.aipp, rgb, str(self.card.path))
-        return make_tensor(pixels, self.card.preprocess, self.card.aipp, rgb, source)
+
+    def prepare(self, image: ImageSource, roi: Roi | None, max_pixels: int = DEFAULT_MAX_PIXELS) -> _Prepared:
+        """Read, decode, run the stream's elements up to the model and make the network input (`to_tensor`)."""
+        clock = time.perf_counter()
+        if isinstance(image, np.ndarray):
+            source = "<image array>"
+            decoded = self.decoded(image, source)
+        else:
+            source = str(image) if isinstance(image, Path) else "<image bytes>"
+            data = read_bytes(image) if isinstance(image, Path) else image
+            decoded = self.decode(data, source, max_pixels)
+        timings = {"decode": time.perf_counter() - clock, "crop": 0.0, "resize": 0.0, "preprocess": 0.0}
+        pixels, rgb, box, crop_size, plan = self.run_stages(decoded, roi, source, timings)
+        clock = time.perf_counter()
+        tensor = self.to_tensor(pixels, rgb, source)
+        timings["preprocess"] += time.perf_counter() - clock
+        return _Prepared(tensor, plan, box, self.size(decoded), crop_size, timings)
+
+    def finish(self, outputs: list[np.ndarray], prepared: _Prepared, timings: dict[str, float],
+               backend: str) -> InferenceResult:
+        """The model's outputs for one prepared image -> its result, post-processed back onto the crop;
+        `timings` (the stages so far) gains "postprocess"."""
+        clock = time.perf_counter()
+        probabilities, argmax, threshold = postprocess(outputs, self.card)
+        probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, prepared.plan))
+        argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, prepared.plan))
+        argmax = self.segment(outputs, prepared.crop_size, prepared.plan, argmax)
+        timings["postprocess"] = time.perf_counter() - clock
+        return InferenceResult(probabilities, argmax, prepared.box, prepared.image_size, timings, backend, threshold)
 
 
 @dataclass(frozen=True)
@@ -250,20 +283,7 @@ class EmbeddedBackend(Backend):
 
     def prepare(self, image: ImageSource, roi: Roi | None = None) -> _Prepared:
         """Read, decode, run the stream's elements up to the model and make the network input."""
-        clock = time.perf_counter()
-        if isinstance(image, np.ndarray):
-            source = "<image array>"
-            decoded = self.stream.decoded(image, source)
-        else:
-            source = str(image) if isinstance(image, Path) else "<image bytes>"
-            data = read_bytes(image) if isinstance(image, Path) else image
-            decoded = self.stream.decode(data, source, self.max_pixels)
-        timings = {"decode": time.perf_counter() - clock, "crop": 0.0, "resize": 0.0, "preprocess": 0.0}
-        pixels, rgb, box, crop_size, plan = self.stream.run_stages(decoded, roi, source, timings)
-        clock = time.perf_counter()
-        tensor = self.stream.to_tensor(pixels, rgb, source)
-        timings["preprocess"] += time.perf_counter() - clock
-        return _Prepared(tensor, plan, box, self.stream.size(decoded), crop_size, timings)
+        return self.stream.prepare(image, roi, self.max_pixels)
 
     def run(self, prepared: _Prepared, session: ModelSession | None = None) -> InferenceResult:
         """The model (this backend's session, or `session` in its place) and the post-processing of one
@@ -273,14 +293,8 @@ class EmbeddedBackend(Backend):
         timings = dict(prepared.timings)
         start = time.perf_counter()
         outputs = (session or self.session).run(None, {self.stream.card.input_name: prepared.tensor})
-        clock = time.perf_counter()
-        timings["infer"] = clock - start
-        probabilities, argmax, threshold = postprocess(outputs, self.stream.card)
-        probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, prepared.plan))
-        argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, prepared.plan))
-        argmax = self.stream.segment(outputs, prepared.crop_size, prepared.plan, argmax)
-        timings["postprocess"] = time.perf_counter() - clock
-        return InferenceResult(probabilities, argmax, prepared.box, prepared.image_size, timings, "embedded", threshold)
+        timings["infer"] = time.perf_counter() - start
+        return self.stream.finish(outputs, prepared, timings, "embedded")
 
     def close(self) -> None:
         self.session = None
