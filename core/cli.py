@@ -208,7 +208,7 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             names = [n for item in dataset.items for n in planned_files(item.id, kinds)] + list(METRICS_FILES)
             refuse_existing([args.export / name for name in names], args.overwrite)
         backend = stack.enter_context(_open_eval_backend(args))
-        stream = StreamInput.of(args.pipeline)
+        stream = StreamInput.of(chosen_source(args))
         backend, notes = with_precision(backend, args, dataset, roi, stream)  # fp32: the backend itself
         check = AccuracyCheck(backend, dataset)
         for note in notes:
