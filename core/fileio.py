@@ -1,4 +1,13 @@
-"""Reading images and masks, and writing files safely.
+"""Reading files SegScope did not write, images and masks, and writing files safely.
+
+Every file read from outside (a card, a pipeline, an AIPP config, a profile, a CSV, a session entry, an
+image) goes through `open_regular`/`read_bytes`: only a regular file is read (a FIFO would block the open,
+a device never ends: both are refused, as is a folder), a file over the caller's size limit is refused
+before it is read, and the caller picks the symbolic-link policy: followed (a path the user typed),
+refused (`follow_symlinks=False`, for folders SegScope itself writes), or followed only while the target
+stays inside a folder (`inside`, for a file another file names, such as a model's external weights). JSON
+is parsed within bounds on depth and numbers (`core.untrusted_json`). Every refusal is one line naming the
+file (`errors.InputError`).
 
 Images are read the way the MindX opencv decoder reads them (`cv::imdecode(IMREAD_COLOR)`, 3-channel
 BGR), through `np.fromfile` so non-ASCII paths work on every OS. The size a file's header declares is
@@ -19,21 +28,27 @@ import logging
 import os
 import re
 import secrets
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 import cv2
 import numpy as np
 
-from .errors import SegScopeError
+from .errors import InputError, SegScopeError
 from .imageheader import header_size, image_format
 from .masks import to_mask
+from .untrusted_json import parse_json
 
 #: Largest image (width x height) decoded by default; larger files are refused as a decompression guard.
 DEFAULT_MAX_PIXELS = 400_000_000
+#: Largest file read whole by default (images, tensors); text files have their own, smaller limit.
+MAX_FILE_BYTES = 4 << 30
+#: Largest text file read whole by default (a card, a pipeline, an AIPP config, a sidecar, a CSV).
+MAX_TEXT_BYTES = 64 << 20
 #: Temporary files of `write_temp`: `.<target name>.<8 hex>.tmp`.
 TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[0-9a-f]{8}\.tmp$")
 
@@ -92,24 +107,76 @@ def native_stderr_captured() -> Iterator[None]:
                     os.write(2, b"".join(kept))
 
 
-def read_bytes(path: Path) -> bytes:
+def open_regular(path: Path, what: str = "file", follow_symlinks: bool = True,
+                 inside: Path | None = None) -> BinaryIO:
+    """`path` opened for reading once it is known to be a regular file (see the module docstring: FIFOs,
+    sockets and devices are refused, opening a FIFO never blocks; symbolic links as the caller says)."""
+    path = Path(path)
+    if inside is not None:
+        try:
+            path.resolve().relative_to(Path(inside).resolve())
+        except (OSError, ValueError):
+            raise InputError(path, f"the {what} lies outside {inside} (through a symbolic link or '..'); "
+                                   f"only files inside it are read") from None
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        return Path(path).read_bytes()
+        fd = os.open(path, flags)
     except FileNotFoundError:
-        raise SegScopeError(f"{path}: file not found") from None
+        raise InputError(path, f"{what} not found") from None
     except IsADirectoryError:
-        raise SegScopeError(f"{path}: is a folder, not a file") from None
+        raise InputError(path, f"is a folder, not a {what}") from None
+    except ValueError:  # a NUL byte in the path
+        raise InputError(path, f"the {what}'s path holds a NUL byte; no file can have that name") from None
     except OSError as exc:
-        raise SegScopeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise InputError(path, "is a symbolic link; SegScope reads only regular files here") from None
+        raise InputError(path, f"cannot read ({exc.strerror or exc})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else \
+            "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise InputError(path, f"is {kind}, not a {what}")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
-def read_text(path: Path, what: str = "file") -> str:
-    """A UTF-8 text file, with one-line errors for what is missing, unreadable or not UTF-8."""
-    data = read_bytes(path)
+def read_bytes(path: Path, what: str = "file", max_bytes: int = MAX_FILE_BYTES, follow_symlinks: bool = True,
+               inside: Path | None = None) -> bytes:
+    """A whole regular file of at most `max_bytes`; every refusal is one line naming the file."""
+    with open_regular(path, what, follow_symlinks, inside) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            data = f.read(max_bytes + 1) if size <= max_bytes else b""
+        except OSError as exc:
+            raise InputError(path, f"cannot read ({exc.strerror or exc})") from None
+    if size > max_bytes or len(data) > max_bytes:
+        raise InputError(path, f"the {what} is {max(size, len(data)):,} bytes, over the limit of {max_bytes:,} "
+                               f"bytes for a {what}: is it the right file?")
+    return data
+
+
+def decode_text(data: bytes, source: object, what: str = "file") -> str:
+    """UTF-8 text (a leading byte-order mark dropped), or a one-line error naming the first bad byte."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise SegScopeError(f"{path}: the {what} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+        raise InputError(source, f"the {what} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+def read_text(path: Path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES, follow_symlinks: bool = True,
+              inside: Path | None = None) -> str:
+    """A UTF-8 text file, with one-line errors for what is missing, unreadable, too large or not UTF-8."""
+    return decode_text(read_bytes(path, what, max_bytes, follow_symlinks, inside), path, what)
+
+
+def read_json(path: Path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES, follow_symlinks: bool = True,
+              inside: Path | None = None) -> object:
+    """A JSON file read and parsed within bounds (`untrusted_json.parse_json`)."""
+    return parse_json(read_text(path, what, max_bytes, follow_symlinks, inside), path)
 
 
 def image_header_size(data: bytes) -> tuple[int, int] | None:

@@ -120,7 +120,7 @@ class AccuracyCheck:
 
 def add_precision_options(parser: argparse.ArgumentParser) -> None:
     def count(text: str) -> int:
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):
             raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
         return int(text)
 
