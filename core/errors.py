@@ -16,7 +16,7 @@ MAX_RUN = 200
 #: Characters of a whole message.
 MAX_MESSAGE = 2000
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
-_LONG_RUN = re.compile(r"\S{%d,}" % (MAX_RUN + 1))
+_LONG_RUN = re.compile(rf"\S{{{MAX_RUN + 1},}}")
 
 
 def _cut(text: str, keep: int) -> str:
@@ -29,6 +29,12 @@ def one_line(text: str) -> str:
     text = _CONTROL.sub(" ", text).strip()
     text = _LONG_RUN.sub(lambda m: _cut(m.group(0), MAX_RUN // 2), text)
     return _cut(text, MAX_MESSAGE // 2) if len(text) > MAX_MESSAGE else text
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a library's exception text (OpenVINO's and ONNX Runtime's run to pages)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 class SegScopeError(Exception):

@@ -28,9 +28,11 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, BinaryIO
@@ -39,6 +41,7 @@ import cv2
 import numpy as np
 
 from .errors import InputError, SegScopeError
+from .folder_lock import FolderLock
 from .imageheader import header_size, image_format
 from .masks import to_mask
 from .untrusted_json import parse_json
@@ -49,6 +52,8 @@ DEFAULT_MAX_PIXELS = 400_000_000
 MAX_FILE_BYTES = 4 << 30
 #: Largest text file read whole by default (a card, a pipeline, an AIPP config, a sidecar, a CSV).
 MAX_TEXT_BYTES = 64 << 20
+#: Staging folders (`staging_folder`): `.segscope-staging-<random>`, each holding its writer's lock file.
+STAGING_PREFIX, STAGING_LOCK = ".segscope-staging-", ".lock"
 #: Temporary files of `write_temp`: `.<target name>.<8 hex>.tmp`.
 TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[0-9a-f]{8}\.tmp$")
 
@@ -66,6 +71,7 @@ def _silence_opencv() -> None:
 
 
 _silence_opencv()
+log = logging.getLogger(__name__)
 #: tifffile warns about damaged directories through `logging`; SegScope's one line says what is wrong instead.
 logging.getLogger("tifffile").setLevel(logging.CRITICAL)
 
@@ -107,6 +113,10 @@ def native_stderr_captured() -> Iterator[None]:
                     os.write(2, b"".join(kept))
 
 
+def _article(noun: str) -> str:
+    return "an" if noun[:1].lower() in "aeiou" else "a"
+
+
 def open_regular(path: Path, what: str = "file", follow_symlinks: bool = True,
                  inside: Path | None = None) -> BinaryIO:
     """`path` opened for reading once it is known to be a regular file (see the module docstring: FIFOs,
@@ -126,7 +136,7 @@ def open_regular(path: Path, what: str = "file", follow_symlinks: bool = True,
     except FileNotFoundError:
         raise InputError(path, f"{what} not found") from None
     except IsADirectoryError:
-        raise InputError(path, f"is a folder, not a {what}") from None
+        raise InputError(path, f"is a folder, not {_article(what)} {what}") from None
     except ValueError:  # a NUL byte in the path
         raise InputError(path, f"the {what}'s path holds a NUL byte; no file can have that name") from None
     except OSError as exc:
@@ -138,7 +148,7 @@ def open_regular(path: Path, what: str = "file", follow_symlinks: bool = True,
         os.close(fd)
         kind = "a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else \
             "a socket" if stat.S_ISSOCK(mode) else "a device"
-        raise InputError(path, f"is {kind}, not a {what}")
+        raise InputError(path, f"is {kind}, not {_article(what)} {what}")
     if hasattr(os, "set_blocking"):
         os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
@@ -155,7 +165,7 @@ def read_bytes(path: Path, what: str = "file", max_bytes: int = MAX_FILE_BYTES, 
             raise InputError(path, f"cannot read ({exc.strerror or exc})") from None
     if size > max_bytes or len(data) > max_bytes:
         raise InputError(path, f"the {what} is {max(size, len(data)):,} bytes, over the limit of {max_bytes:,} "
-                               f"bytes for a {what}: is it the right file?")
+                               f"bytes for {_article(what)} {what}: is it the right file?")
     return data
 
 
@@ -323,6 +333,53 @@ def publish(tmp: Path, path: Path, overwrite: bool = False) -> Path:
     finally:
         Path(tmp).unlink(missing_ok=True)
     return path
+
+
+def _stale(folder: Path) -> bool:
+    """A staging folder whose writer is gone: its lock is free (or it never got one and is an hour old)."""
+    lock = folder / STAGING_LOCK
+    if not lock.exists():
+        try:
+            return time.time() - folder.stat().st_mtime > 3600
+        except OSError:
+            return False
+    try:
+        FolderLock(lock, "staging").acquire().release()
+    except SegScopeError:
+        return False  # held: its writer is alive
+    return True
+
+
+def remove_stale_staging(parent: Path) -> None:
+    """Remove the staging folders (`staging_folder`) that killed writers left in `parent`, each logged."""
+    try:
+        found = [p for p in Path(parent).iterdir() if p.name.startswith(STAGING_PREFIX) and p.is_dir()]
+    except OSError:
+        return
+    for folder in found:
+        if _stale(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            log.warning("%s: removed a staging folder left by an interrupted run", folder)
+
+
+@contextlib.contextmanager
+def staging_folder(parent: Path) -> Iterator[Path]:
+    """A new hidden folder in `parent` where a writer makes files before publishing them (renames from it
+    stay on one file system). It is locked while the writer lives and removed when the block ends; those
+    that killed writers left in `parent` are removed first, so debris never outlives the next run."""
+    parent = Path(parent)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(parent)
+        folder = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=parent))
+    except OSError as exc:
+        raise SegScopeError(f"{parent}: cannot write here ({exc.strerror}); choose another folder") from None
+    lock = FolderLock(folder / STAGING_LOCK, "staging").acquire()
+    try:
+        yield folder
+    finally:
+        lock.release()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def atomic_write_bytes(path: Path, data: bytes, overwrite: bool = False) -> Path:

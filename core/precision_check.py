@@ -145,6 +145,11 @@ def refuse_bad_precision_options(args: argparse.Namespace) -> None:
         if given:
             raise SegScopeError(f"--{given[0].replace('_', '-')}: only applies with --precision int8 or bf16")
         return
+    if args.tile is not None:
+        raise SegScopeError(f"--precision {args.precision}: not available with --tile (whole-slide runs use the fp32 "
+                            "model); drop --tile or --precision")
+    if args.precision == "bf16" and args.precision_cache is not None:
+        raise SegScopeError("--precision-cache: only applies with --precision int8 (bf16 makes no model file)")
     if args.remote is not None or args.backend == "mindx":
         where = "--remote" if args.remote is not None else "--backend mindx"
         raise SegScopeError(f"--precision {args.precision}: only the embedded backend on this machine has faster "

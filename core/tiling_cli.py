@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import json
 import sys
-import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -24,7 +23,7 @@ from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluation_row
 from .export import ExportFolder, _npy_bytes, encode_mask, heatmap_image, mask_image, refuse_existing
 from .export_names import EXPORT_KINDS, METRICS_FILES, PROVENANCE_NAME
-from .fileio import encode_image
+from .fileio import encode_image, staging_folder
 from .metrics import ImageMetrics
 from .provenance import provenance, source_for
 from .result import InferenceResult
@@ -120,11 +119,12 @@ def planned_tiled_files(item_id: str, kinds: list[str], stitched_format: str) ->
     return list(dict.fromkeys(names)) + [PROVENANCE_NAME.format(id=item_id)]
 
 
-def _ome_tiff_bytes(image: np.ndarray, compression: str, resample: str) -> bytes:
-    """`image` as a tiled pyramidal OME-TIFF, made in a scratch folder and handed over as bytes so the export
-    publishes it with the item's other files as one unit."""
-    with tempfile.TemporaryDirectory(prefix="segscope-ome-") as scratch:
-        path = Path(scratch) / "stitched.tif"
+def _ome_tiff_bytes(image: np.ndarray, compression: str, resample: str, folder: Path) -> bytes:
+    """`image` as a tiled pyramidal OME-TIFF, made in a staging folder of the export `folder` (locked, so a
+    killed run's scratch goes with the next run there) and handed over as bytes so the export publishes it
+    with the item's other files as one unit."""
+    with staging_folder(folder) as scratch:
+        path = scratch / "stitched.tif"
         write_ome_tiff(path, image, (image.shape[1], image.shape[0]), channels=1 if image.ndim == 2 else 3,
                        compression=compression, resample=resample)
         return path.read_bytes()
@@ -142,10 +142,12 @@ def _export(folder: ExportFolder, evaluation: TiledEvaluation, backend: Backend,
             files[name] = (kind, _npy_bytes(stitched.probabilities))
         elif kind == "mask":
             mask = mask_image(stitched.argmax, classes)
-            files[name] = (kind, _ome_tiff_bytes(mask, "zlib", "nearest") if ome else encode_mask(mask, "png"))
+            files[name] = (kind, _ome_tiff_bytes(mask, "zlib", "nearest", folder.out_dir) if ome
+                           else encode_mask(mask, "png"))
         else:  # a colour map: JPEG tiles and area-averaged levels suit it (never a mask)
             heatmap = heatmap_image(stitched.probabilities)
-            files[name] = (kind, _ome_tiff_bytes(heatmap, "jpeg", "area") if ome else encode_image(heatmap))
+            files[name] = (kind, _ome_tiff_bytes(heatmap, "jpeg", "area", folder.out_dir) if ome
+                           else encode_image(heatmap))
     result = InferenceResult(stitched.probabilities, stitched.argmax, stitched.region, stitched.slide_size,
                              backend=backend.capabilities.name)
     document = provenance(source_for(item, backend.capabilities), result, files)
