@@ -30,7 +30,7 @@ from .result import InferenceResult
 from .roi import Roi
 from .slides.ome_writer import write_ome_tiff
 from .tiled_eval import TiledEvaluation, TilePlan, evaluate_tiled
-from .tiling import BLENDS
+from .tiling import BLENDS, DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES
 
 #: What a tiled run exports (at the output scale); a slide-size canvas is what tiling exists to avoid.
 TILED_KINDS = ("mask", "softmax", "heatmap")
@@ -62,6 +62,16 @@ def _size(text: str) -> int:
     return value
 
 
+def _gib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 1 << 20:
+        raise argparse.ArgumentTypeError(f"expected a positive number of GiB, got {text!r}")
+    return value
+
+
 def _pixels(text: str) -> int:
     try:
         value = int(text)
@@ -83,6 +93,11 @@ def add_tiling_options(parser: argparse.ArgumentParser) -> None:
                        help="with --tile: how overlapping tiles are blended (default linear)")
     group.add_argument("--output-scale", type=_scale, default=None, metavar="F",
                        help="with --tile: output pixels per slide pixel (default: model input / tile size)")
+    group.add_argument("--max-tiles", type=_size, default=None, metavar="N",
+                       help=f"with --tile: refuse a slide that takes more than N tiles (default {DEFAULT_MAX_TILES:,})")
+    group.add_argument("--max-canvas", type=_gib, default=None, metavar="GIB",
+                       help=f"with --tile: refuse a stitched output needing more than this many GiB of memory "
+                            f"(default {DEFAULT_MAX_CANVAS_BYTES >> 30})")
     group.add_argument("--stitched-format", choices=STITCHED_FORMATS, default=None,
                        help="with --tile --export: the stitched mask and heatmap as PNG or as tiled pyramidal "
                             f"OME-TIFF (.tif, opens in QuPath and napari); default auto: PNG up to {PNG_MAX_SIDE} "
@@ -92,7 +107,8 @@ def add_tiling_options(parser: argparse.ArgumentParser) -> None:
 def refuse_without_tile(args: argparse.Namespace) -> None:
     """A tiling option given without --tile is an error, not ignored."""
     given = [option for option, name in (("--overlap", "tile_overlap"), ("--blend", "blend"),
-                                         ("--output-scale", "output_scale"), ("--stitched-format", "stitched_format"))
+                                         ("--output-scale", "output_scale"), ("--stitched-format", "stitched_format"),
+                                         ("--max-tiles", "max_tiles"), ("--max-canvas", "max_canvas"))
              if getattr(args, name) is not None]
     if given:
         raise SegScopeError(f"{given[0]}: only applies with --tile [SIZE]; add --tile or drop the option")
@@ -104,7 +120,12 @@ def tiling_plan(args: argparse.Namespace, dataset: Dataset) -> TilePlan:
     overlap = args.tile_overlap or 0
     if overlap >= min(tile):
         raise SegScopeError(f"--overlap: {overlap} px must be less than the tile size ({min(tile)} px)")
-    return TilePlan(tile, overlap, args.blend or "linear", args.output_scale)
+    if tile[0] * tile[1] > args.max_pixels:
+        raise SegScopeError(f"--tile: one {tile[0]}x{tile[1]} tile is {tile[0] * tile[1]:,} pixels, over the limit "
+                            f"of {args.max_pixels:,}: give a smaller --tile, or raise --max-pixels")
+    return TilePlan(tile, overlap, args.blend or "linear", args.output_scale,
+                    max_bytes=int(args.max_canvas * (1 << 30)) if args.max_canvas else DEFAULT_MAX_CANVAS_BYTES,
+                    max_tiles=args.max_tiles or DEFAULT_MAX_TILES)
 
 
 def _export_name(item_id: str, kind: str, ome: bool) -> str:
