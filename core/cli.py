@@ -17,10 +17,8 @@ import argparse
 import contextlib
 import functools
 import importlib
-import io
 import json
 import logging
-import math
 import os
 import sys
 import time
@@ -29,21 +27,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-import numpy as np
-
 from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
 from .backends.base import Backend
 from .backends.pool import UsageLog, parse_devices
 from .card_builder import add_card_command
 from .check import add_check_command
 from .cluster import SSH_SCHEME, parse_resources
+from .compare_cli import add_compare_command
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, ImageEvaluation, evaluate_dataset, evaluation_row
 from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planned_files, refuse_existing
 from .export_writer import ExportWriter
-from .fileio import DEFAULT_MAX_PIXELS, read_bytes
-from .metrics import compare_tensors
+from .fileio import DEFAULT_MAX_PIXELS
 from .pipeline import DEFAULT_PIPELINE
 from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
@@ -262,49 +258,6 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _load_npy(path: Path) -> np.ndarray:
-    """A numeric .npy tensor; its header (shape, type) is checked against the file's size before loading."""
-    data = read_bytes(path)
-    if not data.startswith(b"\x93NUMPY"):
-        raise SegScopeError(f"{path}: not a NumPy .npy file (save tensors with numpy.save, or export them with "
-                            "segscope eval --export)")
-    stream = io.BytesIO(data)
-    try:
-        version = np.lib.format.read_magic(stream)
-        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = read_header(stream)
-    except (ValueError, SyntaxError, TypeError) as exc:
-        raise SegScopeError(f"{path}: unreadable .npy header ({exc})") from None
-    if dtype.kind not in "biuf" or dtype.fields is not None:
-        raise SegScopeError(f"{path}: holds {dtype} values; compare needs a numeric tensor (float or integer)")
-    claimed = math.prod(shape) * dtype.itemsize
-    if claimed > len(data) - stream.tell():
-        raise SegScopeError(f"{path}: the header claims shape {shape} of {dtype} ({claimed:,} bytes) but the file "
-                            f"holds {len(data) - stream.tell():,}; the file is truncated or damaged")
-    try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except ValueError as exc:
-        raise SegScopeError(f"{path}: unreadable .npy tensor ({exc})") from None
-
-
-def run_compare(args: argparse.Namespace, out: TextIO) -> int:
-    reference, candidate = _load_npy(args.reference), _load_npy(args.candidate)
-    if reference.shape != candidate.shape:
-        raise SegScopeError(f"{args.candidate}: shape {candidate.shape} differs from "
-                            f"{args.reference}'s {reference.shape}")
-    result = compare_tensors(reference, candidate)
-    if args.json:  # strict JSON: a non-finite value (e.g. an infinite relative error) is null
-        json.dump(json_safe(result), out, indent=2, allow_nan=False)
-        out.write("\n")
-    else:
-        width = max(map(len, result))
-        for key, value in result.items():
-            print(f"{key:<{width}}  {value:.9g}", file=out)
-        print(profiling_cli.thresholds_from(args).verdict(result["cosine_similarity"],
-              result["relative_euclidean_distance"], result["kl_divergence"]), file=out)
-    return EXIT_OK
-
-
 def _check_display() -> None:
     """Qt aborts the process without a display; say how to run instead."""
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
@@ -372,12 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--overwrite", action="store_true")
     demo.set_defaults(handler=run_demo)
 
-    cmp = commands.add_parser("compare", help="compare two tensors (.npy): cosine, errors, KL, std")
-    cmp.add_argument("reference", type=Path)
-    cmp.add_argument("candidate", type=Path)
-    cmp.add_argument("--json", action="store_true")
-    profiling_cli.add_threshold_options(cmp)
-    cmp.set_defaults(handler=run_compare)
+    add_compare_command(commands)
     add_card_command(commands)
     add_check_command(commands)
     profiling_cli.register(commands)

@@ -23,7 +23,9 @@ mode, a new one gets the umask's default.
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
+import io
 import logging
 import os
 import re
@@ -187,6 +189,22 @@ def read_json(path: Path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES, f
               inside: Path | None = None) -> object:
     """A JSON file read and parsed within bounds (`untrusted_json.parse_json`)."""
     return parse_json(read_text(path, what, max_bytes, follow_symlinks, inside), path)
+
+
+def read_csv(path: Path, what: str = "CSV file", max_bytes: int = MAX_TEXT_BYTES) -> list[tuple[int, list[str]]]:
+    """A CSV file's rows with their line numbers (bytes that are not UTF-8 replaced: tools write local
+    encodings into names); a malformed row or an overlong cell is one line naming the file and line."""
+    text = read_bytes(path, what, max_bytes).decode("utf-8-sig", errors="replace")
+    reader = csv.reader(io.StringIO(text))
+    rows = []
+    while True:
+        line = reader.line_num + 1
+        try:
+            rows.append((line, next(reader)))
+        except StopIteration:
+            return rows
+        except csv.Error as exc:
+            raise InputError(path, f"line {line}: not a CSV row ({exc}): is it the right file?") from None
 
 
 def image_header_size(data: bytes) -> tuple[int, int] | None:

@@ -169,7 +169,8 @@ def _check_page(path: Path, page: Any, index: int) -> None:
     if tile_h * tile_w * samples * page.dtype.itemsize > MAX_SEGMENT_BYTES:
         problem = f"its tiles are {tile_w}x{tile_h} pixels, over {MAX_SEGMENT_BYTES:,} bytes each (a damaged header)"
     elif listed < needed:
-        problem = f"its directory lists {listed:,} tiles where its size needs {needed:,} (damaged or truncated)"
+        problem = (f"its directory lists {listed:,} tiles where a {page.imagewidth}x{page.imagelength} image of "
+                   f"{tile_w}x{tile_h} tiles needs {needed:,} (damaged or truncated)")
     elif kind is None:
         problem = f"photometric {page.photometric.name} is not read (gray, RGB or YCbCr/JPEG are)"
     elif page.imagedepth != 1:
