@@ -18,7 +18,6 @@ import contextlib
 import functools
 import importlib
 import json
-import logging
 import os
 import sys
 import time
@@ -27,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from . import cli_lines
 from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
 from .backends.base import Backend
 from .backends.pool import UsageLog, parse_devices
@@ -166,7 +166,7 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
             ([details["note"]] if "note" in details else [])
         for note in notes:
-            print(f"segscope: note: {note}", file=sys.stderr)
+            cli_lines.note(note)
         yield backend
 
 
@@ -195,7 +195,7 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         backend, notes = with_precision(backend, args, dataset, roi)  # fp32: the backend itself
         check = AccuracyCheck(backend, dataset)
         for note in notes:
-            print(f"segscope: note: {note}", file=sys.stderr)
+            cli_lines.note(note)
         writer = stack.enter_context(ExportWriter(export, background=args.overlap))  # files beside inference
 
         def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
@@ -269,6 +269,7 @@ def _check_display() -> None:
 
 def run_gui(args: argparse.Namespace, out: TextIO) -> int:
     _check_display()
+    cli_lines.LINES.show()  # the viewer runs until closed: its warnings go out as they come
     # Loaded on demand so the headless commands never import Qt.
     app = importlib.import_module("segscope.gui.app")
     return int(app.main([str(args.dataset)] if args.dataset else []))
@@ -351,21 +352,6 @@ def _normalise_argv(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[l
     return joined, debug
 
 
-class _WarningLines(logging.Handler):
-    """SegScope's warnings (e.g. a mask that does not follow the conventions) as `segscope: warning:` lines
-    on the current stderr."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        print(f"segscope: warning: {record.getMessage()}", file=sys.stderr)
-
-
-def _log_warnings() -> None:
-    logger = logging.getLogger("segscope")
-    if not any(isinstance(h, _WarningLines) for h in logger.handlers):
-        logger.addHandler(_WarningLines(logging.WARNING))
-    logger.setLevel(logging.WARNING)
-
-
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
@@ -374,16 +360,28 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)
-    _log_warnings()
+    cli_lines.install()  # notes and warnings wait for the first output: an error line comes alone
     try:
-        return args.handler(args, out or sys.stdout)
+        code = args.handler(args, cli_lines.ReleasingOutput(out or sys.stdout, cli_lines.LINES))
+        cli_lines.LINES.show()
+        return code
     except SegScopeError as exc:
+        cli_lines.LINES.drop()
         print(f"segscope: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
+        cli_lines.LINES.show()
         print("segscope: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `... | head -1`: the reader left; the files exported so far are complete
+        cli_lines.LINES.drop()
+        with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("segscope: error: the standard output was closed by its reader (a pipe such as | head): stopped "
+              "there; every image exported so far is complete", file=sys.stderr)
+        return EXIT_INPUT
     except Exception as exc:  # a bug: say so in one line, details on request
+        cli_lines.LINES.drop()
         print(f"segscope: internal error: {type(exc).__name__}: {exc} (a bug; rerun with --debug for details "
               "and report it)", file=sys.stderr)
         if debug:

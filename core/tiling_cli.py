@@ -18,6 +18,7 @@ from typing import TextIO
 import numpy as np
 
 from .backends.base import Backend
+from .cli_lines import note
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluation_row
@@ -201,8 +202,7 @@ def run_tiled_eval(args: argparse.Namespace, out: TextIO,
             names += list(METRICS_FILES)
             refuse_existing([args.export / name for name in names], args.overwrite)
             if "canvas" in kinds:
-                print("segscope: note: --tile exports the stitched mask at the output scale; no slide-size canvas",
-                      file=sys.stderr)
+                note("--tile exports the stitched mask at the output scale; no slide-size canvas")
         backend = stack.enter_context(open_backend())
         bar: object = None
 

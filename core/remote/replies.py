@@ -8,7 +8,6 @@ numbers out of range before this sees it, `core.untrusted_json`; sizes are bound
 
 from __future__ import annotations
 
-
 from . import protocol as p
 
 #: Bounds of what a sane worker sends.
