@@ -5,6 +5,9 @@
 from __future__ import annotations
 
 import io
+import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -68,3 +71,25 @@ def test_a_host_that_refuses_the_connection_is_one_line(ssh_home: Path, tiny_mod
                   "--cluster", "ssh://127.0.0.1:1", "--remote-python", sys.executable)
     error = capsys.readouterr().err
     assert code == 2 and error.count("\n") == 1 and "127.0.0.1" in error and "Traceback" not in error
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["interrupted", "killed"])
+def test_a_client_gone_mid_run_takes_the_clusters_processes(sshd: Sshd, ssh_home: Path, slow_project: Path,
+                                                            small_dataset: Path, how) -> None:
+    """The hosts' scheduler, workers and the nanny's worker processes are tied to the client's SSH channels."""
+    for copy in range(8):  # slow enough to be caught mid-run
+        shutil.copytree(small_dataset / "1", small_dataset / f"copy{copy}")
+    marker = f"{sys.executable} -m distributed.cli.dask_spec"
+    client = subprocess.Popen([sys.executable, "-m", "segscope.core.cli", "eval", "--dataset", str(small_dataset),
+                               "--pipeline", str(slow_project), "--cluster", "ssh://ascend,ascend",
+                               "--remote-python", sys.executable, "--accept-new-host-key"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert client.stdout is not None and client.stdout.readline().startswith("image: "), client.stderr
+        assert len(processes_mentioning(marker)) >= 3  # a scheduler and two workers, mid-run
+        client.send_signal(how)
+        client.communicate(timeout=60)
+        assert wait_until(lambda: not processes_mentioning(marker), timeout=20), processes_mentioning(marker)
+    finally:
+        client.kill()
+        client.wait()

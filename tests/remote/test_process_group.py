@@ -15,12 +15,14 @@ from segscope.core.errors import BackendError
 
 from .sshd import Sshd, processes_mentioning, wait_until
 
+SLEEPER = f"{sys.executable} -c 'import time; time.sleep(600)'"
+
 
 def hanging_set_env(folder: Path, marker: str) -> Path:
-    """A set_env.sh that starts a child and never returns (an NFS mount that hangs, say)."""
+    """A set_env.sh that starts children and never returns (an NFS mount that hangs, say): one in the background,
+    one that leaves the process group (`setsid`, as a daemon would), then a sleeper in the foreground."""
     script = folder / f"set_env_{marker}.sh"
-    script.write_text(f"echo sourcing >&2\n{sys.executable} -c 'import time; time.sleep(600)' {marker} &\n"
-                      f"{sys.executable} -c 'import time; time.sleep(600)' {marker}\n")
+    script.write_text(f"echo sourcing >&2\n{SLEEPER} {marker} &\nsetsid {SLEEPER} {marker} &\n{SLEEPER} {marker}\n")
     return script
 
 
@@ -57,11 +59,33 @@ def test_a_client_gone_during_set_env_takes_its_processes(tiny_model_project, ss
                                str(tiny_model_project.pipeline), str(sshd.cache_dir),
                                str(hanging_set_env(tmp_path, marker))])
     try:
-        # both of the script's sleepers run (the client's own command line also names the marker)
-        assert wait_until(lambda: sum("time.sleep(600)" in cmd for _pid, cmd in processes_mentioning(marker)) >= 2,
+        # the script's three sleepers run (the client's own command line also names the marker)
+        assert wait_until(lambda: sum("time.sleep(600)" in cmd for _pid, cmd in processes_mentioning(marker)) >= 3,
                           timeout=60)
         client.send_signal(how)
         client.wait(timeout=60)
+        assert wait_until(lambda: not processes_mentioning(marker), timeout=15), processes_mentioning(marker)
+    finally:
+        client.kill()
+        client.wait()
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["interrupted", "killed"])
+def test_the_command_line_gone_during_set_env_takes_its_processes(tiny_model_project, small_dataset, sshd: Sshd,
+                                                                  ssh_home: Path, tmp_path: Path, how) -> None:
+    """`segscope eval --remote HOST --set-env SCRIPT` as a user runs it, stopped with Ctrl+C or kill -9."""
+    marker = f"segscope-cli-hang-{how.name}"
+    client = subprocess.Popen([sys.executable, "-m", "segscope.core.cli", "eval", "--dataset", str(small_dataset),
+                               "--pipeline", str(tiny_model_project.pipeline), "--remote", "ascend",
+                               "--remote-python", sys.executable, "--remote-cache", str(sshd.cache_dir),
+                               "--accept-new-host-key", "--set-env", str(hanging_set_env(tmp_path, marker))],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: sum("time.sleep(600)" in cmd for _pid, cmd in processes_mentioning(marker)) >= 3,
+                          timeout=60)
+        client.send_signal(how)
+        _, err = client.communicate(timeout=60)
+        assert err.strip() == ("segscope: interrupted" if how == signal.SIGINT else "")
         assert wait_until(lambda: not processes_mentioning(marker), timeout=15), processes_mentioning(marker)
     finally:
         client.kill()
