@@ -4,7 +4,6 @@ line on stderr with exit 2 (or a named FAIL), never an internal error; non-finit
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import shutil
@@ -17,10 +16,6 @@ import numpy as np
 import pytest
 
 from segscope.core import cli
-
-_spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
-byo = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(byo)
 
 
 def run(argv: list[object]) -> tuple[int, str]:
@@ -41,7 +36,7 @@ def assert_one_line(capsys, code: int, *parts: str) -> str:
 
 
 @pytest.fixture
-def model(tmp_path: Path) -> Path:
+def model(tmp_path: Path, byo) -> Path:
     return byo.Net().save(tmp_path / "net.onnx")
 
 

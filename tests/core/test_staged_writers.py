@@ -7,12 +7,10 @@ item is never left half old, half new.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import json
 import os
 import signal
-import sys
 import tempfile
 from pathlib import Path
 
@@ -24,10 +22,6 @@ from segscope.core.fileio import STAGING_LOCK, STAGING_PREFIX, staging_folder
 from segscope.core.folder_lock import FolderLock
 
 from .test_export_safety import assert_every_item_described, cli_run, eval_args, held_export
-
-_spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
-byo = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(byo)
 
 
 def run(*argv: object) -> tuple[int, str]:
@@ -49,7 +43,7 @@ def hidden(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob(".*"))
 
 
-def test_a_card_into_a_folder_another_card_is_writing_is_refused(tmp_path, capsys):
+def test_a_card_into_a_folder_another_card_is_writing_is_refused(tmp_path, capsys, byo):
     model = byo.Net().save(tmp_path / "m.onnx")
     out = tmp_path / "proj"
     out.mkdir()
@@ -60,7 +54,7 @@ def test_a_card_into_a_folder_another_card_is_writing_is_refused(tmp_path, capsy
     assert sorted(os.listdir(out)) == []
 
 
-def test_what_a_killed_card_left_goes_with_the_next_run_and_a_live_staging_stays(tmp_path, capsys):
+def test_what_a_killed_card_left_goes_with_the_next_run_and_a_live_staging_stays(tmp_path, capsys, byo):
     model = byo.Net().save(tmp_path / "m.onnx")
     out = tmp_path / "proj"
     out.mkdir()
@@ -72,7 +66,7 @@ def test_what_a_killed_card_left_goes_with_the_next_run_and_a_live_staging_stays
     assert hidden(out) == [] and (out / "models" / "m.json").is_file()
 
 
-def test_an_external_weight_file_linked_from_outside_the_models_folder_is_refused(tmp_path, capsys):
+def test_an_external_weight_file_linked_from_outside_the_models_folder_is_refused(tmp_path, capsys, byo):
     onnx = pytest.importorskip("onnx")
     source = tmp_path / "source"
     source.mkdir()

@@ -141,14 +141,8 @@ def test_check_is_linear_in_the_streams_size(tmp_path, monkeypatch, capsys):
     assert sum(calls.values()) < 50, calls
 
 
-def test_a_sparse_5_gib_weight_file_is_refused_before_loading(tmp_path, capsys):
+def test_a_sparse_5_gib_weight_file_is_refused_before_loading(tmp_path, capsys, byo):
     onnx = pytest.importorskip("onnx")
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
-    byo = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-    spec.loader.exec_module(byo)
     model = onnx.load(str(byo.Net(size=64).save(tmp_path / "m.onnx")))
     onnx.save(model, str(tmp_path / "m.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
               location="m.bin", size_threshold=0)

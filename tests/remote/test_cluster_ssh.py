@@ -15,7 +15,7 @@ import pytest
 
 from segscope.core import cli
 
-from .sshd import Sshd, processes_mentioning, ssh_fingerprint, wait_until
+from .sshd import Sshd, processes_mentioning, ssh_fingerprint, stop_client_and_check
 
 pytest.importorskip("distributed")
 pytest.importorskip("asyncssh")
@@ -84,12 +84,7 @@ def test_a_client_gone_mid_run_takes_the_clusters_processes(sshd: Sshd, ssh_home
                                "--pipeline", str(slow_project), "--cluster", "ssh://ascend,ascend",
                                "--remote-python", sys.executable, "--accept-new-host-key"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert client.stdout is not None and client.stdout.readline().startswith("image: "), client.stderr
-        assert len(processes_mentioning(marker)) >= 3  # a scheduler and two workers, mid-run
-        client.send_signal(how)
-        client.communicate(timeout=60)
-        assert wait_until(lambda: not processes_mentioning(marker), timeout=20), processes_mentioning(marker)
-    finally:
-        client.kill()
-        client.wait()
+    started = client.stdout is not None and client.stdout.readline().startswith("image: ")
+    running = len(processes_mentioning(marker))  # a scheduler and two workers, mid-run
+    stop_client_and_check(client, how, marker)
+    assert started and running >= 3, running

@@ -13,9 +13,13 @@ import pytest
 from segscope.core.backends.remote import RemoteBackend
 from segscope.core.errors import BackendError
 
-from .sshd import Sshd, processes_mentioning, wait_until
+from .sshd import Sshd, processes_mentioning, stop_client_and_check, wait_until
 
 SLEEPER = f"{sys.executable} -c 'import time; time.sleep(600)'"
+
+
+def sleepers(marker: str) -> int:
+    return sum("time.sleep(600)" in cmd for _pid, cmd in processes_mentioning(marker))
 
 
 def hanging_set_env(folder: Path, marker: str) -> Path:
@@ -58,16 +62,9 @@ def test_a_client_gone_during_set_env_takes_its_processes(tiny_model_project, ss
     client = subprocess.Popen([sys.executable, "-c", CLIENT, sshd.target, str(sshd.user_key), str(known_hosts),
                                str(tiny_model_project.pipeline), str(sshd.cache_dir),
                                str(hanging_set_env(tmp_path, marker))])
-    try:
-        # the script's three sleepers run (the client's own command line also names the marker)
-        assert wait_until(lambda: sum("time.sleep(600)" in cmd for _pid, cmd in processes_mentioning(marker)) >= 3,
-                          timeout=60)
-        client.send_signal(how)
-        client.wait(timeout=60)
-        assert wait_until(lambda: not processes_mentioning(marker), timeout=15), processes_mentioning(marker)
-    finally:
-        client.kill()
-        client.wait()
+    # the script's three sleepers run (the client's own command line also names the marker)
+    assert wait_until(lambda: sleepers(marker) >= 3, timeout=60)
+    stop_client_and_check(client, how, marker)
 
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["interrupted", "killed"])
@@ -80,13 +77,6 @@ def test_the_command_line_gone_during_set_env_takes_its_processes(tiny_model_pro
                                "--remote-python", sys.executable, "--remote-cache", str(sshd.cache_dir),
                                "--accept-new-host-key", "--set-env", str(hanging_set_env(tmp_path, marker))],
                               stderr=subprocess.PIPE, text=True)
-    try:
-        assert wait_until(lambda: sum("time.sleep(600)" in cmd for _pid, cmd in processes_mentioning(marker)) >= 3,
-                          timeout=60)
-        client.send_signal(how)
-        _, err = client.communicate(timeout=60)
-        assert err.strip() == ("segscope: interrupted" if how == signal.SIGINT else "")
-        assert wait_until(lambda: not processes_mentioning(marker), timeout=15), processes_mentioning(marker)
-    finally:
-        client.kill()
-        client.wait()
+    assert wait_until(lambda: sleepers(marker) >= 3, timeout=60)
+    err = stop_client_and_check(client, how, marker)
+    assert err.strip() == ("segscope: interrupted" if how == signal.SIGINT else "")
