@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import metric_catalogue as catalogue
 from .backends.base import Backend, InferenceRequest
 from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
-from .metrics import ImageMetrics, image_metrics, mean, truth_at_roi
+from .metric_catalogue import Metric
+from .metrics import ImageMetrics, image_metrics, truth_at_roi
 from .result import InferenceResult
 from .roi import Roi
 
@@ -26,31 +28,28 @@ class ImageEvaluation:
 
 @dataclass
 class DatasetSummary:
-    """Means over the images that have masks."""
+    """The metrics of the images that have masks, and their means (`core.metric_catalogue.means`)."""
 
-    soft_dice: list[float] = field(default_factory=list)
-    soft_iou: list[float] = field(default_factory=list)
-    foreground_dice: list[float] = field(default_factory=list)
-    foreground_iou: list[float] = field(default_factory=list)
+    scored: list[ImageMetrics] = field(default_factory=list)
 
     def add(self, metrics: ImageMetrics | None) -> None:
         if metrics is not None:
-            self.soft_dice.append(metrics.soft_dice)
-            self.soft_iou.append(metrics.soft_iou)
-            self.foreground_dice.append(metrics.foreground_dice)
-            self.foreground_iou.append(metrics.foreground_iou)
+            self.scored.append(metrics)
 
-    def means(self) -> dict[str, float]:
-        return {"soft_dice": mean(self.soft_dice), "soft_iou": mean(self.soft_iou),
-                "foreground_dice": mean(self.foreground_dice), "foreground_iou": mean(self.foreground_iou),
-                "images_with_masks": len(self.soft_dice)}
+    def values(self, metric: Metric) -> list[float | None]:
+        """`metric` of every image with a mask (None: n/a for that image)."""
+        return [metric.of(m) for m in self.scored]
+
+    def means(self) -> dict[str, object]:
+        return catalogue.means(self.scored)
 
 
 def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
                    timings: dict[str, float] | None = None) -> dict[str, object]:
-    """One row of the metric tables (CLI export, GUI export): id, image, ROI, metrics, stage times in ms."""
+    """One row of the metric tables (CLI export, GUI export): id, image, ROI, metrics (by the catalogue's
+    names, None = n/a), stage times in ms."""
     row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi)}
-    row.update(metrics.as_dict() if metrics else {})
+    row.update(catalogue.row_values(metrics))
     row.update({f"time_{stage}_ms": round(seconds * 1000, 2) for stage, seconds in (timings or {}).items()})
     return row
 

@@ -43,7 +43,7 @@ def write_export(session: Session, capabilities: Capabilities | None, choices: E
             written += export_result(result, choices.folder, source, choices.kinds, overwrite=choices.overwrite)
         if choices.metrics:
             rows, means = session.metrics_table(list(choices.item_ids))
-            written += write_metrics(rows, means, choices.folder, choices.overwrite)
+            written += write_metrics(rows, means, choices.folder, choices.overwrite, session.ranking)
     except SegScopeError as exc:
         messages.add("error", f"Export: {exc}")
     finally:
