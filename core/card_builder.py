@@ -296,7 +296,7 @@ def parse_number(text: str) -> float:
         num, _, den = text.partition("/")
         value = float(num) / (float(den) if den else 1.0)
     except (ValueError, ZeroDivisionError):
-        value = math.nan
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number, e.g. 0.00392 or 1/255") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r}: give a finite number, e.g. 0.00392 or 1/255")
     return value

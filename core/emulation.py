@@ -96,7 +96,7 @@ def read_config(path: Path, where: str) -> dict[str, str]:
     try:
         text = read_text(path, "post-processing config")
     except SegScopeError as exc:
-        raise SegScopeError(f"{where}: postProcessConfigPath: {exc}") from None
+        raise SegScopeError(f"{where}: postProcessConfigPath {exc}") from None
     config = {}
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()

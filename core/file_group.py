@@ -72,6 +72,11 @@ def publish_group(root: Path, moves: dict[Path, Path], overwrite: bool, remove: 
                 moves[target].unlink(missing_ok=True)
             raise
         return published
+    blocked = next((t for t in targets if t.exists() and not t.is_file()), None)
+    if blocked is not None:  # refused before anything changes: a replacement could never complete
+        for target in targets:
+            moves[target].unlink(missing_ok=True)
+        raise SegScopeError(f"{blocked}: is a folder (or not a regular file) where a file goes; move it away")
     journal = root / f"{JOURNAL_PREFIX}{secrets.token_hex(4)}.json"
     removals = [_relative(root, p) for p in remove if p not in moves]
     document = {"moves": [[_relative(root, moves[t]), _relative(root, t)] for t in targets], "remove": removals}

@@ -121,7 +121,7 @@ def parse_payload(header: bytes, payload: bytes, msg_type: MsgType, crc: int) ->
     except (struct.error, ValueError) as exc:  # UTF-8, a payload cut short
         raise ProtocolError(f"{msg_type.name} frame has a malformed payload ({exc})") from None
     except InputError as exc:  # JSON: invalid, nested too deeply, NaN, infinities, numbers out of range
-        raise ProtocolError(f"{msg_type.name} frame has malformed metadata ({exc.problem})") from None
+        raise ProtocolError(f"{msg_type.name} frame has a malformed payload (its metadata: {exc.problem})") from None
     if not isinstance(meta, dict):
         raise ProtocolError(f"{msg_type.name} frame metadata is not a JSON object")
     if offset + sum(sizes) != len(payload):

@@ -100,8 +100,8 @@ def test_a_result_that_is_not_json_is_refused_and_the_worker_stopped(sshd: Sshd,
     marker = f"segscope-unreadable-result-{UNREADABLE_META.index(case)}"
     connection, command = fake_worker(sshd, ssh_options, script_sending({}, {**RESULT, field: value}, marker))
     session = WorkerSession(connection, command + f" {marker}", startup_timeout=20)
-    with pytest.raises(p.ProtocolError, match="malformed frame from the worker: RESULT frame has malformed "
-                                              "metadata") as info:
+    with pytest.raises(p.ProtocolError, match="malformed frame from the worker: RESULT frame has a malformed "
+                                              "payload \\(its metadata") as info:
         session.request({"roi": None}, (b"png",), timeout=20, cancel=threading.Event())
     assert "\n" not in str(info.value)
     assert session.dead and wait_until(lambda: not processes_mentioning(marker), timeout=10)
@@ -112,7 +112,7 @@ def test_a_hello_that_is_not_json_is_refused_and_the_worker_ends(sshd: Sshd, ssh
     marker = "segscope-unreadable-hello"
     script = script_sending({"input_size": [float("inf"), 960]}, None, marker, "sys.stdin.read()")
     connection, command = fake_worker(sshd, ssh_options, script)
-    with pytest.raises(p.ProtocolError, match="HELLO frame has malformed metadata .*Infinity is not a JSON number"):
+    with pytest.raises(p.ProtocolError, match="HELLO frame has a malformed payload .*Infinity is not a JSON number"):
         WorkerSession(connection, command + f" {marker}", startup_timeout=20)
     assert wait_until(lambda: not processes_mentioning(marker), timeout=10), processes_mentioning(marker)
     connection.close()
