@@ -21,10 +21,13 @@ import cv2
 import numpy as np
 
 from .errors import SegScopeError
+from .fileio import read_text
 
 _LINE = re.compile(r"^\s*(\w+)\s*:\s*(\S+)\s*$")
 _UNSUPPORTED_SWITCHES = ("crop", "resize", "padding")
 INPUT_FORMATS = ("RGB888_U8", "YUV420SP_U8")
+#: An insert-op config is a few dozen lines.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -108,10 +111,7 @@ def parse_aipp(text: str, source: str = "<aipp>") -> AippConfig:
 
 
 def load_aipp(path: Path) -> AippConfig:
-    try:
-        return parse_aipp(Path(path).read_text(encoding="utf-8"), str(path))
-    except FileNotFoundError:
-        raise SegScopeError(f"{path}: AIPP config not found") from None
+    return parse_aipp(read_text(path, "AIPP config", MAX_CONFIG_BYTES), str(path))
 
 
 def apply_csc(yuv: np.ndarray, config: AippConfig) -> np.ndarray:

@@ -10,10 +10,10 @@ File > Open model... dialog uses the same `propose` and `write_project`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
+import math
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,7 +21,10 @@ from typing import Any, TextIO
 from .aipp import load_aipp
 from .card_om import om_graph, parse_tensor
 from .errors import SegScopeError
-from .fileio import read_bytes, sha256_file
+from .export import LOCK_NAME, refuse_existing
+from .file_group import publish_group, recover
+from .fileio import read_bytes, sha256_file, staging_folder
+from .folder_lock import FolderLock
 from .model_card import ACTIVATIONS, THRESHOLD_ON, load_model_card
 from .onnx_graph import INTEGER_TYPES, GraphInfo, TensorInfo, read_graph
 from .pipeline import bare_stream
@@ -167,11 +170,9 @@ def propose(model: Path, options: CardOptions) -> Proposal:
     om = model.suffix == ".om"
     if not om and (options.from_onnx or options.inputs or options.outputs):
         raise SegScopeError(f"{model}: --from, --input and --output describe an .om; an ONNX file describes itself")
+    # read_graph checks the external weights: inside the model's folder, regular files
     graph = om_graph(model, options.from_onnx, options.inputs, options.outputs) if om else read_graph(model)
     onnx = options.from_onnx if om else model
-    for name in graph.external_files:
-        if Path(name).is_absolute() or ".." in Path(name).parts or not (graph.path.parent / name).is_file():
-            raise SegScopeError(f"{graph.path}: its external weight file {name!r} is not a file beside the model")
     proposal = Proposal(model, model.stem, {}, external_files=graph.external_files)
     if om:
         proposal.found.append(f"the .om's inputs and outputs from {options.from_onnx or '--input/--output'}")
@@ -194,6 +195,10 @@ def propose(model: Path, options: CardOptions) -> Proposal:
         color = "RGB"
         proposal.assumed.append("color RGB (most exports are trained on RGB; give --color BGR for OpenCV-read "
                                 "training images)")
+    for flag, values in (("--mean", options.mean), ("--std", options.std)):
+        if values is not None and len(values) not in (1, channels):
+            raise SegScopeError(f"{flag}: {len(values)} numbers for a {channels}-channel input; give 1 (for every "
+                                f"channel) or {channels}")
     card_input: dict[str, Any] = {"name": graph.inputs[0].name, "layout": layout, "width": size[0],
                                   "height": size[1], "channels": channels, "color": color}
     if options.aipp is None:
@@ -261,9 +266,10 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
     """Write the project under `out` and return the pipeline's path (the card's for an .om without an AIPP
     config compiled in, which the stream cannot feed).
 
-    Everything is staged in a temporary folder inside `out` and the card is loaded there against the
-    copied graph first, so a card that would not run is refused before any file lands; existing files are
-    replaced only with `overwrite`.
+    `out` is locked while it is written (a second `card` into it is refused), everything is staged in a
+    `fileio.staging_folder` inside it and the card is loaded there against the copied graph first, so a card
+    that would not run is refused before any file lands; the files are then published as one unit
+    (`core.file_group`), the card last; existing files are replaced only with `overwrite`.
     """
     stem, card = proposal.stem, proposal.card
     inp = card["input"]
@@ -287,33 +293,32 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
               **({f"models/{stem}.om": model} if proposal.om else {}),
               **{f"models/{name}": Path(onnx).parent / name for name in proposal.external_files if onnx}}
     names = [*copies, *files]
-    existing = [out / n for n in names if (out / n).exists()]
-    if existing and not overwrite:
-        raise SegScopeError(f"{existing[0]}: already exists (use --overwrite to replace the project's files)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".segscope-card-", dir=out))
-    except OSError as exc:
-        raise SegScopeError(f"{out}: cannot write the project here ({exc.strerror}); choose another --out") from None
-    try:
-        for folder in ("models", "pipelines"):
-            (staging / folder).mkdir()
-        for name, source in copies.items():  # the model files, external weights included
-            (staging / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, staging / name)
-        for name, data in files.items():
-            (staging / name).write_bytes(data)
+    names.append(names.pop(names.index(f"models/{stem}.json")))  # the card last: it makes the project usable
+    with contextlib.ExitStack() as stack:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SegScopeError(f"{out}: cannot write the project here ({exc.strerror}); choose another --out") \
+                from None
+        stack.enter_context(FolderLock(out / LOCK_NAME, "segscope card"))
+        recover(out)
+        refuse_existing([out / n for n in names], overwrite)
+        staging = stack.enter_context(staging_folder(out))
+        try:
+            for folder in ("models", "pipelines"):
+                (staging / folder).mkdir()
+            for name, source in copies.items():  # the model files, external weights included
+                (staging / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, staging / name)
+            for name, data in files.items():
+                (staging / name).write_bytes(data)
+        except OSError as exc:
+            raise SegScopeError(f"{out}: writing the project failed ({exc.strerror or exc})") from None
         try:
             load_model_card(staging / f"models/{stem}.json", warn=False)  # the proposal says what it assumed
         except SegScopeError as exc:  # name the files where they would have landed
             raise SegScopeError(str(exc).replace(str(staging), str(out))) from None
-        for name in names:
-            (out / name).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging / name, out / name)
-    except OSError as exc:
-        raise SegScopeError(f"{out}: writing the project failed ({exc.strerror or exc})") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        publish_group(out, {out / n: staging / n for n in names}, overwrite)
     return out / result
 
 
@@ -330,13 +335,27 @@ def parse_size(text: str) -> tuple[int, int]:
 def parse_number(text: str) -> float:
     try:
         num, _, den = text.partition("/")
-        return float(num) / (float(den) if den else 1.0)
+        value = float(num) / (float(den) if den else 1.0)
     except (ValueError, ZeroDivisionError):
         raise argparse.ArgumentTypeError(f"{text!r}: give a number, e.g. 0.00392 or 1/255") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number, e.g. 0.00392 or 1/255")
+    return value
+
+
+def parse_positive(text: str) -> float:
+    value = parse_number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be > 0 (the net sees pixel * scale / std)")
+    return value
 
 
 def parse_numbers(text: str) -> tuple[float, ...]:
     return tuple(parse_number(v) for v in text.split(","))
+
+
+def parse_positives(text: str) -> tuple[float, ...]:
+    return tuple(parse_positive(v) for v in text.split(","))
 
 
 def parse_classes(text: str) -> tuple[str, ...]:
@@ -362,9 +381,9 @@ def add_card_command(commands: Any) -> None:
     card.add_argument("--size", type=parse_size, metavar="WxH", help="the model input size (needed for dynamic sizes)")
     card.add_argument("--layout", choices=LAYOUTS, help="input layout, when the shape does not tell")
     card.add_argument("--color", type=str.upper, choices=COLORS, help="channel order the network expects")
-    card.add_argument("--scale", type=parse_number, help="the net sees (pixel * scale - mean) / std; e.g. 1/255")
+    card.add_argument("--scale", type=parse_positive, help="the net sees (pixel * scale - mean) / std; e.g. 1/255")
     card.add_argument("--mean", type=parse_numbers, metavar="A[,B,C]", help="per-channel mean (after scale)")
-    card.add_argument("--std", type=parse_numbers, metavar="A[,B,C]", help="per-channel std (after scale)")
+    card.add_argument("--std", type=parse_positives, metavar="A[,B,C]", help="per-channel std (after scale)")
     card.add_argument("--aipp", type=Path, metavar="CFG", help="an ATC AIPP config instead of scale/mean/std")
     card.add_argument("--activation", choices=tuple(ACTIVATIONS), help="applied to the score output")
     card.add_argument("--threshold", type=parse_number, help="foreground where p > T (1-channel outputs; default 0.5)")

@@ -17,10 +17,7 @@ import argparse
 import contextlib
 import functools
 import importlib
-import io
 import json
-import logging
-import math
 import os
 import sys
 import time
@@ -29,8 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-import numpy as np
-
+from . import cli_lines
 from . import metric_catalogue as catalogue
 from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
 from .backends.base import Backend
@@ -38,14 +34,15 @@ from .backends.pool import UsageLog, parse_devices
 from .card_builder import add_card_command
 from .check import add_check_command
 from .cluster import SSH_SCHEME, parse_resources
+from .compare_cli import add_compare_command
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, ImageEvaluation, evaluate_dataset, evaluation_row
 from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planned_files, refuse_existing
 from .export_writer import ExportWriter
-from .fileio import DEFAULT_MAX_PIXELS, read_bytes
+from .fileio import DEFAULT_MAX_PIXELS
 from .metric_catalogue import catalogue_document
-from .metrics import ImageMetrics, compare_tensors
+from .metrics import ImageMetrics
 from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
 from .provenance import source_for
@@ -182,7 +179,7 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
             ([details["note"]] if "note" in details else []) + \
             ([f"--backend auto {details['auto']}"] if "auto" in details else [])
         for note in notes:
-            print(f"segscope: note: {note}", file=sys.stderr)
+            cli_lines.note(note)
         yield backend
 
 
@@ -212,7 +209,7 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         backend, notes = with_precision(backend, args, dataset, roi, stream)  # fp32: the backend itself
         check = AccuracyCheck(backend, dataset)
         for note in notes:
-            print(f"segscope: note: {note}", file=sys.stderr)
+            cli_lines.note(note)
         writer = stack.enter_context(ExportWriter(export, background=args.overlap))  # files beside inference
 
         def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
@@ -284,49 +281,6 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _load_npy(path: Path) -> np.ndarray:
-    """A numeric .npy tensor; its header (shape, type) is checked against the file's size before loading."""
-    data = read_bytes(path)
-    if not data.startswith(b"\x93NUMPY"):
-        raise SegScopeError(f"{path}: not a NumPy .npy file (save tensors with numpy.save, or export them with "
-                            "segscope eval --export)")
-    stream = io.BytesIO(data)
-    try:
-        version = np.lib.format.read_magic(stream)
-        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = read_header(stream)
-    except (ValueError, SyntaxError, TypeError) as exc:
-        raise SegScopeError(f"{path}: unreadable .npy header ({exc})") from None
-    if dtype.kind not in "biuf" or dtype.fields is not None:
-        raise SegScopeError(f"{path}: holds {dtype} values; compare needs a numeric tensor (float or integer)")
-    claimed = math.prod(shape) * dtype.itemsize
-    if claimed > len(data) - stream.tell():
-        raise SegScopeError(f"{path}: the header claims shape {shape} of {dtype} ({claimed:,} bytes) but the file "
-                            f"holds {len(data) - stream.tell():,}; the file is truncated or damaged")
-    try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except ValueError as exc:
-        raise SegScopeError(f"{path}: unreadable .npy tensor ({exc})") from None
-
-
-def run_compare(args: argparse.Namespace, out: TextIO) -> int:
-    reference, candidate = _load_npy(args.reference), _load_npy(args.candidate)
-    if reference.shape != candidate.shape:
-        raise SegScopeError(f"{args.candidate}: shape {candidate.shape} differs from "
-                            f"{args.reference}'s {reference.shape}")
-    result = compare_tensors(reference, candidate)
-    if args.json:  # strict JSON: a non-finite value (e.g. an infinite relative error) is null
-        json.dump(json_safe(result), out, indent=2, allow_nan=False)
-        out.write("\n")
-    else:
-        width = max(map(len, result))
-        for key, value in result.items():
-            print(f"{key:<{width}}  {value:.9g}", file=out)
-        print(profiling_cli.thresholds_from(args).verdict(result["cosine_similarity"],
-              result["relative_euclidean_distance"], result["kl_divergence"]), file=out)
-    return EXIT_OK
-
-
 def _check_display() -> None:
     """Qt aborts the process without a display; say how to run instead."""
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
@@ -338,6 +292,7 @@ def _check_display() -> None:
 
 def run_gui(args: argparse.Namespace, out: TextIO) -> int:
     _check_display()
+    cli_lines.LINES.show()  # the viewer runs until closed: its warnings go out as they come
     # Loaded on demand so the headless commands never import Qt.
     app = importlib.import_module("segscope.gui.app")
     return int(app.main([str(args.dataset)] if args.dataset else []))
@@ -394,12 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--overwrite", action="store_true")
     demo.set_defaults(handler=run_demo)
 
-    cmp = commands.add_parser("compare", help="compare two tensors (.npy): cosine, errors, KL, std")
-    cmp.add_argument("reference", type=Path)
-    cmp.add_argument("candidate", type=Path)
-    cmp.add_argument("--json", action="store_true")
-    profiling_cli.add_threshold_options(cmp)
-    cmp.set_defaults(handler=run_compare)
+    add_compare_command(commands)
     add_card_command(commands)
     add_check_command(commands)
     profiling_cli.register(commands)
@@ -425,21 +375,6 @@ def _normalise_argv(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[l
     return joined, debug
 
 
-class _WarningLines(logging.Handler):
-    """SegScope's warnings (e.g. a mask that does not follow the conventions) as `segscope: warning:` lines
-    on the current stderr."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        print(f"segscope: warning: {record.getMessage()}", file=sys.stderr)
-
-
-def _log_warnings() -> None:
-    logger = logging.getLogger("segscope")
-    if not any(isinstance(h, _WarningLines) for h in logger.handlers):
-        logger.addHandler(_WarningLines(logging.WARNING))
-    logger.setLevel(logging.WARNING)
-
-
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
@@ -448,16 +383,28 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)
-    _log_warnings()
+    cli_lines.install()  # notes and warnings wait for the first output: an error line comes alone
     try:
-        return args.handler(args, out or sys.stdout)
+        code = args.handler(args, cli_lines.ReleasingOutput(out or sys.stdout, cli_lines.LINES))
+        cli_lines.LINES.show()
+        return code
     except SegScopeError as exc:
+        cli_lines.LINES.drop()
         print(f"segscope: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
+        cli_lines.LINES.show()
         print("segscope: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `... | head -1`: the reader left; the files exported so far are complete
+        cli_lines.LINES.drop()
+        with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("segscope: error: the standard output was closed by its reader (a pipe such as | head): stopped "
+              "there; every image exported so far is complete", file=sys.stderr)
+        return EXIT_INPUT
     except Exception as exc:  # a bug: say so in one line, details on request
+        cli_lines.LINES.drop()
         print(f"segscope: internal error: {type(exc).__name__}: {exc} (a bug; rerun with --debug for details "
               "and report it)", file=sys.stderr)
         if debug:

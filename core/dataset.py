@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import SegScopeError
 from .export_names import PROVENANCE_NAME, exported_item
-from .fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_mask, read_text
+from .fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json, read_mask
 from .masks import convention_issue
 from .roi import ORIGINAL_DEFAULT_ROI, Roi
 from .slides import slide_size
@@ -87,7 +87,7 @@ class DatasetItem:
 
 
 def _natural_key(text: str) -> list[object]:
-    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text)]
+    return [int(part) if part.isdecimal() else part.lower() for part in re.split(r"(\d+)", text)]
 
 
 def _first_image(folder: Path, stem: str) -> Path | None:
@@ -143,13 +143,7 @@ class Dataset:
     def _read_sidecar(self) -> dict:
         if not self.sidecar_path.exists():
             return {}
-        try:
-            data = json.loads(read_text(self.sidecar_path, "ROI sidecar"))
-        except RecursionError:
-            raise SegScopeError(f"{self.sidecar_path}: nested too deeply to be a ROI sidecar") from None
-        except json.JSONDecodeError as exc:
-            raise SegScopeError(f"{self.sidecar_path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} "
-                                "(fix or delete the file)") from None
+        data = read_json(self.sidecar_path, "ROI sidecar")
         if not isinstance(data, dict) or not isinstance(data.get("rois", {}), dict):
             raise SegScopeError(f"{self.sidecar_path}: expected {{\"rois\": {{\"<id>\": [x0, y0, x1, y1]}}}}")
         return data

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import imaging
 from .errors import SegScopeError
+from .fileio import read_text
 from .pipeline import Element, Pipeline, Stream
 
 #: Elements that forward their buffer unchanged: GStreamer tee/queue, mxpi_dataserialize (it only turns
@@ -99,11 +100,9 @@ class Normalize:
 def read_config(path: Path, where: str) -> dict[str, str]:
     """A post-processing config (`KEY=VALUE` lines, `#` comments), as MxBase ConfigUtil reads it."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SegScopeError(f"{where}: postProcessConfigPath {path} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SegScopeError(f"{where}: cannot read postProcessConfigPath {path} ({exc})") from None
+        text = read_text(path, "post-processing config")
+    except SegScopeError as exc:
+        raise SegScopeError(f"{where}: postProcessConfigPath {exc}") from None
     config = {}
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()

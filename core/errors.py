@@ -2,11 +2,63 @@
 
 Every `SegScopeError` message is one line that names the file or field and says what is wrong; the CLI
 prints it as is (exit code 2) and the GUI shows it in its message area. Anything else escaping is a bug.
+The one line holds by construction: line breaks and other control characters in a message (a library's
+multi-line dump quoted in it) become spaces, and a run of text too long to read (a 1,000,000-character
+value from a hostile file) is cut in the middle, with its length said.
 """
+
+from __future__ import annotations
+
+import re
+
+#: Characters of one unbroken run (a value, a path) kept in a message; longer runs are cut in the middle.
+MAX_RUN = 200
+#: Characters of a whole message.
+MAX_MESSAGE = 2000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+_LONG_RUN = re.compile(rf"\S{{{MAX_RUN + 1},}}")
+
+
+def _cut(text: str, keep: int) -> str:
+    half = keep // 2
+    return f"{text[:half]}…({len(text):,} characters)…{text[-half // 4:]}"
+
+
+def one_line(text: str) -> str:
+    """`text` as one readable line: control characters as spaces, overlong runs and messages cut short."""
+    text = _CONTROL.sub(" ", text).strip()
+    text = _LONG_RUN.sub(lambda m: _cut(m.group(0), MAX_RUN // 2), text)
+    return _cut(text, MAX_MESSAGE // 2) if len(text) > MAX_MESSAGE else text
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a library's exception text (OpenVINO's and ONNX Runtime's run to pages)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 class SegScopeError(Exception):
     """Bad input or configuration: the message names the file/field and what to do."""
+
+    def __init__(self, message: object = "", *args: object):
+        super().__init__(one_line(str(message)), *args)
+
+
+class InputError(SegScopeError):
+    """A file (or a host's reply) that cannot be used: "<source>[:line:column]: <detail>".
+
+    `detail` keeps the message without the source (the position spelt out), for lines that name the file
+    themselves (`segscope check`)."""
+
+    def __init__(self, source: object, detail: str, position: tuple[int, int] | None = None):
+        where = f"{source}:{position[0]}:{position[1]}" if position else str(source)
+        super().__init__(f"{where}: {detail}")
+        self.source, self.position = str(source), position
+        self.detail = one_line(f"{detail} (line {position[0]}, column {position[1]})" if position else detail)
+        self.problem = detail
+
+    def __reduce__(self) -> tuple[object, ...]:  # pickled by Dask between a worker and the client
+        return type(self), (self.source, self.problem, self.position)
 
 
 class BackendError(SegScopeError):

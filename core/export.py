@@ -27,8 +27,17 @@ import numpy as np
 
 from .annotation import prediction_labels
 from .errors import SegScopeError
-from .export_names import EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, METRICS_FILES, PROVENANCE_NAME, is_export_name
-from .fileio import TEMP_NAME, encode_image, publish, write_temp
+from .export_names import (
+    EXPORT_KINDS,
+    MASK_FORMATS,
+    MASK_KINDS,
+    METRICS_FILES,
+    PROVENANCE_NAME,
+    exported_item,
+    is_export_name,
+)
+from .file_group import publish_group, recover
+from .fileio import TEMP_NAME, encode_image, read_json, remove_stale_staging, write_temp
 from .folder_lock import FolderLock
 from .masks import BINARY_FOREGROUND
 from .metric_catalogue import Metric, catalogue_document
@@ -164,7 +173,10 @@ class ExportFolder:
                                 "replace) ground truth: choose a folder outside it")
 
     def _remove_leftovers(self) -> None:
-        """Temporary files of exports here: while the lock is held, any is a leftover of a killed export."""
+        """What a killed export left here (while the lock is held, nobody else is writing): its interrupted
+        replacement is completed first, then its temporary files and staging folders are removed."""
+        recover(self.out_dir)
+        remove_stale_staging(self.out_dir)
         for path in self.out_dir.iterdir():
             match = TEMP_NAME.match(path.name)
             if match and is_export_name(match["target"]) and path.is_file():
@@ -172,29 +184,39 @@ class ExportFolder:
                 log.warning("%s: removed a temporary file left by an interrupted export", path)
 
     def _publish_all(self, files: dict[str, bytes]) -> list[Path]:
-        """Write every file to a temp file, then move them into place in order; a clash (a file that
-        appeared meanwhile) removes what this call had already moved and leaves the rest untouched."""
+        """Write every file to a temp file, then publish them as one unit, the last one (an item's provenance)
+        last (`core.file_group`); with overwrite, the files an earlier export of the item wrote that this
+        one does not (another mask format, PNG before OME-TIFF) are removed with it."""
         if self._lock is None:
             raise RuntimeError("ExportFolder used outside its `with` block")
         targets = [self.out_dir / name for name in files]
         refuse_existing(targets, self.overwrite)
         temps: dict[Path, Path] = {}
-        published: list[Path] = []
         try:
             for name, data in files.items():
                 temps[self.out_dir / name] = write_temp(self.out_dir / name, data)
-            for target in targets:
-                publish(temps.pop(target), target, self.overwrite)
-                published.append(target)
         except BaseException:
             for tmp in temps.values():
                 tmp.unlink(missing_ok=True)
-            if not self.overwrite:  # no-clobber moves: what this call moved is its own
-                for path in published:
-                    path.unlink(missing_ok=True)
             raise
+        earlier = self._described_files(targets[-1]) if self.overwrite else []
+        published = publish_group(self.out_dir, temps, self.overwrite, earlier)
         self.written += published
         return published
+
+    def _described_files(self, record: Path) -> list[Path]:
+        """The files an earlier item provenance `record` here lists (only that item's export names)."""
+        item = exported_item(record.name)
+        if record.name != PROVENANCE_NAME.format(id=item) or not record.is_file():
+            return []
+        try:
+            document = read_json(record, "provenance sidecar", follow_symlinks=False)
+        except SegScopeError:
+            return []
+        entries = document.get("files") if isinstance(document, dict) else None
+        names = [e.get("name") for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+        return [self.out_dir / n for n in names if isinstance(n, str) and n == Path(n).name and
+                exported_item(n) == item]
 
     def publish_files(self, files: dict[str, bytes]) -> list[Path]:
         """Write files shaped elsewhere (a tiled run's stitched output) as one unit, sidecar last."""

@@ -1,4 +1,13 @@
-"""Reading images and masks, and writing files safely.
+"""Reading files SegScope did not write, images and masks, and writing files safely.
+
+Every file read from outside (a card, a pipeline, an AIPP config, a profile, a CSV, a session entry, an
+image) goes through `open_regular`/`read_bytes`: only a regular file is read (a FIFO would block the open,
+a device never ends: both are refused, as is a folder), a file over the caller's size limit is refused
+before it is read, and the caller picks the symbolic-link policy: followed (a path the user typed),
+refused (`follow_symlinks=False`, for folders SegScope itself writes), or followed only while the target
+stays inside a folder (`inside`, for a file another file names, such as a model's external weights). JSON
+is parsed within bounds on depth and numbers (`core.untrusted_json`). Every refusal is one line naming the
+file (`errors.InputError`).
 
 Images are read the way the MindX opencv decoder reads them (`cv::imdecode(IMREAD_COLOR)`, 3-channel
 BGR), through `np.fromfile` so non-ASCII paths work on every OS. The size a file's header declares is
@@ -14,28 +23,41 @@ mode, a new one gets the umask's default.
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import functools
 import hashlib
+import io
 import logging
 import os
 import re
 import secrets
+import shutil
+import stat
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 import cv2
 import numpy as np
 
-from .errors import SegScopeError
+from .errors import InputError, SegScopeError
+from .folder_lock import FolderLock
 from .imageheader import header_size, image_format
 from .masks import to_mask
+from .untrusted_json import parse_json
 
 #: Largest image (width x height) decoded by default; larger files are refused as a decompression guard.
 DEFAULT_MAX_PIXELS = 400_000_000
+#: Largest file read whole by default (images, tensors); text files have their own, smaller limit.
+MAX_FILE_BYTES = 4 << 30
+#: Largest text file read whole by default (a card, a pipeline, an AIPP config, a sidecar, a CSV).
+MAX_TEXT_BYTES = 64 << 20
+#: Staging folders (`staging_folder`): `.segscope-staging-<random>`, each holding its writer's lock file.
+STAGING_PREFIX, STAGING_LOCK = ".segscope-staging-", ".lock"
 #: Temporary files of `write_temp`: `.<target name>.<8 hex>.tmp`.
 TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[0-9a-f]{8}\.tmp$")
 
@@ -53,6 +75,7 @@ def _silence_opencv() -> None:
 
 
 _silence_opencv()
+log = logging.getLogger(__name__)
 #: tifffile warns about damaged directories through `logging`; SegScope's one line says what is wrong instead.
 logging.getLogger("tifffile").setLevel(logging.CRITICAL)
 
@@ -94,24 +117,96 @@ def native_stderr_captured() -> Iterator[None]:
                     os.write(2, b"".join(kept))
 
 
-def read_bytes(path: Path) -> bytes:
+def _article(noun: str) -> str:
+    return "an" if noun[:1].lower() in "aeiou" else "a"
+
+
+def open_regular(path: Path, what: str = "file", follow_symlinks: bool = True,
+                 inside: Path | None = None) -> BinaryIO:
+    """`path` opened for reading once it is known to be a regular file (see the module docstring: FIFOs,
+    sockets and devices are refused, opening a FIFO never blocks; symbolic links as the caller says)."""
+    path = Path(path)
+    if inside is not None:
+        try:
+            path.resolve().relative_to(Path(inside).resolve())
+        except (OSError, ValueError):
+            raise InputError(path, f"the {what} lies outside {inside} (through a symbolic link or '..'); "
+                                   f"only files inside it are read") from None
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        return Path(path).read_bytes()
+        fd = os.open(path, flags)
     except FileNotFoundError:
-        raise SegScopeError(f"{path}: file not found") from None
+        raise InputError(path, f"{what} not found") from None
     except IsADirectoryError:
-        raise SegScopeError(f"{path}: is a folder, not a file") from None
+        raise InputError(path, f"is a folder, not {_article(what)} {what}") from None
+    except ValueError:  # a NUL byte in the path
+        raise InputError(path, f"the {what}'s path holds a NUL byte; no file can have that name") from None
     except OSError as exc:
-        raise SegScopeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise InputError(path, "is a symbolic link; SegScope reads only regular files here") from None
+        raise InputError(path, f"cannot read ({exc.strerror or exc})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else \
+            "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise InputError(path, f"is {kind}, not {_article(what)} {what}")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
-def read_text(path: Path, what: str = "file") -> str:
-    """A UTF-8 text file, with one-line errors for what is missing, unreadable or not UTF-8."""
-    data = read_bytes(path)
+def read_bytes(path: Path, what: str = "file", max_bytes: int = MAX_FILE_BYTES, follow_symlinks: bool = True,
+               inside: Path | None = None) -> bytes:
+    """A whole regular file of at most `max_bytes`; every refusal is one line naming the file."""
+    with open_regular(path, what, follow_symlinks, inside) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            data = f.read(max_bytes + 1) if size <= max_bytes else b""
+        except OSError as exc:
+            raise InputError(path, f"cannot read ({exc.strerror or exc})") from None
+    if size > max_bytes or len(data) > max_bytes:
+        raise InputError(path, f"the {what} is {max(size, len(data)):,} bytes, over the limit of {max_bytes:,} "
+                               f"bytes for {_article(what)} {what}: is it the right file?")
+    return data
+
+
+def decode_text(data: bytes, source: object, what: str = "file") -> str:
+    """UTF-8 text (a leading byte-order mark dropped), or a one-line error naming the first bad byte."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise SegScopeError(f"{path}: the {what} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+        raise InputError(source, f"the {what} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+def read_text(path: Path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES, follow_symlinks: bool = True,
+              inside: Path | None = None) -> str:
+    """A UTF-8 text file, with one-line errors for what is missing, unreadable, too large or not UTF-8."""
+    return decode_text(read_bytes(path, what, max_bytes, follow_symlinks, inside), path, what)
+
+
+def read_json(path: Path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES, follow_symlinks: bool = True,
+              inside: Path | None = None) -> object:
+    """A JSON file read and parsed within bounds (`untrusted_json.parse_json`)."""
+    return parse_json(read_text(path, what, max_bytes, follow_symlinks, inside), path)
+
+
+def read_csv(path: Path, what: str = "CSV file", max_bytes: int = MAX_TEXT_BYTES) -> list[tuple[int, list[str]]]:
+    """A CSV file's rows with their line numbers (bytes that are not UTF-8 replaced: tools write local
+    encodings into names); a malformed row or an overlong cell is one line naming the file and line."""
+    text = read_bytes(path, what, max_bytes).decode("utf-8-sig", errors="replace")
+    reader = csv.reader(io.StringIO(text))
+    rows = []
+    while True:
+        line = reader.line_num + 1
+        try:
+            rows.append((line, next(reader)))
+        except StopIteration:
+            return rows
+        except csv.Error as exc:
+            raise InputError(path, f"line {line}: not a CSV row ({exc}): is it the right file?") from None
 
 
 def image_header_size(data: bytes) -> tuple[int, int] | None:
@@ -258,6 +353,53 @@ def publish(tmp: Path, path: Path, overwrite: bool = False) -> Path:
     finally:
         Path(tmp).unlink(missing_ok=True)
     return path
+
+
+def _stale(folder: Path) -> bool:
+    """A staging folder whose writer is gone: its lock is free (or it never got one and is an hour old)."""
+    lock = folder / STAGING_LOCK
+    if not lock.exists():
+        try:
+            return time.time() - folder.stat().st_mtime > 3600
+        except OSError:
+            return False
+    try:
+        FolderLock(lock, "staging").acquire().release()
+    except SegScopeError:
+        return False  # held: its writer is alive
+    return True
+
+
+def remove_stale_staging(parent: Path) -> None:
+    """Remove the staging folders (`staging_folder`) that killed writers left in `parent`, each logged."""
+    try:
+        found = [p for p in Path(parent).iterdir() if p.name.startswith(STAGING_PREFIX) and p.is_dir()]
+    except OSError:
+        return
+    for folder in found:
+        if _stale(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            log.warning("%s: removed a staging folder left by an interrupted run", folder)
+
+
+@contextlib.contextmanager
+def staging_folder(parent: Path) -> Iterator[Path]:
+    """A new hidden folder in `parent` where a writer makes files before publishing them (renames from it
+    stay on one file system). It is locked while the writer lives and removed when the block ends; those
+    that killed writers left in `parent` are removed first, so debris never outlives the next run."""
+    parent = Path(parent)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(parent)
+        folder = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=parent))
+    except OSError as exc:
+        raise SegScopeError(f"{parent}: cannot write here ({exc.strerror}); choose another folder") from None
+    lock = FolderLock(folder / STAGING_LOCK, "staging").acquire()
+    try:
+        yield folder
+    finally:
+        lock.release()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def atomic_write_bytes(path: Path, data: bytes, overwrite: bool = False) -> Path:

@@ -20,8 +20,10 @@ except ImportError:  # Windows
 
 
 class FolderLock:
-    def __init__(self, path: Path):
-        self.path = Path(path)
+    """The lock file `path`; `what` names the holder in the refusal ("another export ... is writing")."""
+
+    def __init__(self, path: Path, what: str = "export"):
+        self.path, self.what = Path(path), what
         self._fd: int | None = None
 
     def _try_lock(self, fd: int) -> bool:
@@ -48,7 +50,7 @@ class FolderLock:
                 except OSError:
                     holder = "?"
                 os.close(fd)
-                raise SegScopeError(f"{self.path.parent}: another export (process {holder}) is writing into this "
+                raise SegScopeError(f"{self.path.parent}: another {self.what} (process {holder}) is writing into this "
                                     "folder; wait for it to finish or choose another folder")
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(self.path))
@@ -61,6 +63,12 @@ class FolderLock:
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
         return self
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
 
     def release(self) -> None:
         if self._fd is None:

@@ -160,8 +160,11 @@ def compare_tensors(reference: np.ndarray, candidate: np.ndarray, eps: float = 1
     """
     if reference.shape != candidate.shape:
         raise SegScopeError(f"cannot compare tensors of shapes {reference.shape} and {candidate.shape}")
-    a = reference.astype(np.float64).ravel()
-    b = candidate.astype(np.float64).ravel()
+    with np.errstate(all="ignore"):  # NaN and infinities give NaN or infinite metrics, never a page of warnings
+        return _compare(reference.astype(np.float64).ravel(), candidate.astype(np.float64).ravel(), eps)
+
+
+def _compare(a: np.ndarray, b: np.ndarray, eps: float) -> dict[str, float]:
     diff = np.abs(a - b)
     norm_a, norm_b = np.linalg.norm(a), np.linalg.norm(b)
     shift = min(a.min(initial=0.0), b.min(initial=0.0))

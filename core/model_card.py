@@ -10,7 +10,6 @@ checked against its graph on load (`core.card_check`).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ import numpy as np
 from .aipp import AippConfig, load_aipp
 from .card_check import check_against_graph, warn_once
 from .errors import SegScopeError
-from .fileio import sha256_file
+from .fileio import read_json, sha256_file
 from .onnx_graph import GraphInfo
 from .preprocess import CHANNELS, COLORS, LAYOUTS, Preprocess, aipp_mismatch
 from .result import decide
@@ -43,6 +42,8 @@ DEFAULT_THRESHOLD = 0.5
 #: Output kinds: "scores" (v2, with an activation), "argmax", and the v1 kinds with their activation.
 OUTPUT_KINDS = {"scores": None, "argmax": None, "softmax": "none", "logits": "softmax", "sigmoid": "none"}
 
+#: A card is a few hundred bytes; anything near this is not one.
+MAX_CARD_BYTES = 1 << 20
 #: The largest model input side SegScope runs (MindX's opencv crop and resize stop at 8192 px per side).
 MAX_INPUT_SIDE = 8192
 
@@ -127,24 +128,11 @@ def card_path_for(model_path: Path) -> Path:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise SegScopeError(
             f"{path}: model card not found (needed for {path.with_suffix('.om').name}: it names the ONNX "
-            f"export, preprocessing and outputs; write one with `segscope card MODEL.onnx`)") from None
-    except IsADirectoryError:
-        raise SegScopeError(f"{path}: is a folder; a model card is a JSON file") from None
-    except UnicodeDecodeError as exc:
-        raise SegScopeError(f"{path}: not UTF-8 text at byte {exc.start}; a model card is a JSON file") from None
-    except OSError as exc:
-        raise SegScopeError(f"{path}: cannot read the model card ({exc.strerror or exc})") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SegScopeError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise SegScopeError(f"{path}: JSON nested too deeply for a model card") from None
+            f"export, preprocessing and outputs; write one with `segscope card MODEL.onnx`)")
+    raw = read_json(path, "model card", MAX_CARD_BYTES)
     if not isinstance(raw, dict):
         raise SegScopeError(f"{path}: a model card must be a JSON object, got a {type(raw).__name__}")
     return raw
@@ -189,10 +177,7 @@ class _Fields:
             raise self.error(key, f"needs 1 or {count} numbers (one per channel), got {len(values)}")
         numbers = []
         for item in values:
-            try:
-                number = float(item) if isinstance(item, (int, float)) and not isinstance(item, bool) else math.nan
-            except OverflowError:  # an integer too large for a float
-                number = math.nan
+            number = float(item) if isinstance(item, (int, float)) and not isinstance(item, bool) else math.nan
             if not math.isfinite(number):
                 kind = "a number" if count == 1 else "a number or one per channel"
                 raise self.error(key, f"must be {kind}, got {value!r}")

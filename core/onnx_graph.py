@@ -9,12 +9,17 @@ worker included (which has only NumPy, OpenCV and the SDK or ONNX Runtime).
 from __future__ import annotations
 
 import mmap
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
 
-from .errors import SegScopeError
+from .errors import InputError, SegScopeError
+from .fileio import open_regular
+
+#: The largest model (file and external weights) SegScope loads: MindX's limit for an .om (4 GB).
+MAX_MODEL_BYTES = 4 << 30
 
 #: A tensor dimension: a size, a symbolic name (dynamic) or None (unknown).
 Dim = Union[int, str, None]
@@ -173,21 +178,33 @@ def _parse(data: memoryview, path: Path) -> GraphInfo:
     return GraphInfo(path, inputs, tuple(outputs), tuple(source(o.name) for o in outputs), tuple(sorted(external)))
 
 
+def _check_weights(path: Path, graph: GraphInfo) -> None:
+    """External weight files lie inside the model's folder, are regular files (ONNX Runtime refuses the rest
+    too), and the model with its weights stays within `MAX_MODEL_BYTES`."""
+    total = path.stat().st_size
+    for name in graph.external_files:
+        weights = path.parent / name
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise InputError(path, f"its external weight file {name!r} is not a file beside the model")
+        with open_regular(weights, "external weight file", inside=path.parent) as handle:
+            total += os.fstat(handle.fileno()).st_size
+    if total > MAX_MODEL_BYTES:
+        raise InputError(path, f"the model and its weights are {total:,} bytes, over the {MAX_MODEL_BYTES:,} bytes "
+                               "a MindX model may have (mxpi_tensorinfer's modelPath limit)")
+
+
 def read_graph(path: Path) -> GraphInfo:
-    """Inputs, outputs and output source ops of an ONNX file; a one-line SegScopeError when unreadable."""
+    """Inputs, outputs and output source ops of an ONNX file, its external weights checked (`_check_weights`);
+    a one-line SegScopeError when unreadable."""
     path = Path(path)
-    try:
-        with open(path, "rb") as handle:
+    with open_regular(path, "ONNX model") as handle:
+        try:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError:
-        raise SegScopeError(f"{path}: ONNX model not found") from None
-    except IsADirectoryError:
-        raise SegScopeError(f"{path}: is a folder, not an ONNX model") from None
-    except (OSError, ValueError) as exc:  # ValueError: an empty file cannot be mapped
-        raise SegScopeError(f"{path}: cannot read the ONNX model ({exc})") from None
+        except (OSError, ValueError) as exc:  # ValueError: an empty file cannot be mapped
+            raise SegScopeError(f"{path}: cannot read the ONNX model ({exc})") from None
     problem = ""
     try:
-        return _parse(memoryview(mapped), path)
+        graph = _parse(memoryview(mapped), path)
     except _WireError as exc:
         problem = str(exc)
     finally:
@@ -195,4 +212,7 @@ def read_graph(path: Path) -> GraphInfo:
             mapped.close()
         except BufferError:  # a view is still referenced: the map closes when it is collected
             pass
-    raise SegScopeError(f"{path}: not an ONNX model ({problem})")
+    if problem:
+        raise SegScopeError(f"{path}: not an ONNX model ({problem})")
+    _check_weights(path, graph)
+    return graph

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import SegScopeError
+from .errors import InputError
+from .fileio import read_text
 from .imaging import PADDING_TYPES, SDK_RESIZE_TYPES, processor
 from .model_card import load_model_card
+from .untrusted_json import parse_json
 
 #: The stream SegScope ships: the original U-Net workflow, modelPath "models/unet_hw960_bs1.om". Found beside
 #: `core/` without importing `segscope.pipelines`, which the remote worker's core-only bundle does not carry.
@@ -49,20 +52,21 @@ KNOWN_FACTORIES = _NATIVE | {"mxpi_" + name.lower() for name in _SDK_PLUGINS}
 MODEL_FACTORIES = ("mxpi_tensorinfer", "mxpi_modelinfer")
 _ELEMENT_KEYS = ("props", "factory", "next", "nextMeta")  # MxsmElement::validElementKeys_
 _PATH_PROPS = ("modelPath", "postProcessConfigPath", "labelPath")
+#: What MindX's stream manager accepts (VisionSDK MxStreamManager.cpp MAX_PIPELINE_STRING and
+#: MAX_PIPELINE_SIZE, MxsmDescription.cpp MAX_ELEMENT_NUMS): the JSON text under 10 MiB, at most 256 streams,
+#: at most 5120 entries per stream. They also bound SegScope's own work on a file.
+MAX_PIPELINE_BYTES = 10 * 1024 * 1024 - 1
+MAX_STREAMS = 256
+MAX_ELEMENTS = 5120
+_INT_MAX = 2**31 - 1  # deviceId is read as a C int
 #: mxpi_imageresize's unsigned props and their ranges (VisionSDK MxpiImageResize.cpp DefineProperties).
 _RESIZE_UINTS = {"resizeHeight": (0, 4096), "resizeWidth": (0, 4096), "paddingHeight": (32, 8192),
                  "paddingWidth": (32, 8192), "scaleValue": (32, 8192), "minDimension": (32, 8192),
                  "maxDimension": (32, 8192), "interpolation": (0, 4)}
 
 
-class PipelineError(SegScopeError):
+class PipelineError(InputError):
     """A `.pipeline` file is malformed: "<file>: <detail>", the detail naming the stream, element and field."""
-
-    def __init__(self, path: Path, detail: str, position: tuple[int, int] | None = None):
-        where = f"{path}:{position[0]}:{position[1]}" if position else str(path)
-        super().__init__(f"{where}: {detail}")
-        # Without the file name, the JSON position spelt out (for `segscope check`'s line).
-        self.detail = f"{detail} (line {position[0]}, column {position[1]})" if position else detail
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ class Stream:
     def _by_factory(self, factory: str) -> list[Element]:
         """This factory's elements by name, numbers in names compared as numbers (appsink2 < appsink10)."""
         def key(element: Element) -> list[object]:
-            return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", element.name)]
+            return [int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", element.name)]
 
         return sorted((e for e in self.elements.values() if e.factory == factory), key=key)
 
@@ -136,12 +140,25 @@ class Stream:
         sinks = [e for e in self._by_factory("appsink") if e.name in reach]
         return sinks[0] if sinks else self.elements[[n for n in self.order if n in reach][-1]]
 
+    def upstream(self, name: str) -> set[str]:
+        """Element names that reach `name` (itself included)."""
+        parents: dict[str, list[str]] = {}
+        for element in self.elements.values():
+            for target in element.next:
+                parents.setdefault(target, []).append(element.name)
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                todo.extend(parents.get(current, ()))
+        return seen
+
     @property
     def driven_path(self) -> tuple[Element, ...]:
-        """Elements on the way from the input to the output, in stream order."""
-        reach = self.downstream(self.input_element.name)
-        end = self.output_element.name
-        return tuple(self.elements[n] for n in self.order if n in reach and end in self.downstream(n))
+        """Elements on the way from the input to the output, in stream order (linear in the stream's size)."""
+        reach, back = self.downstream(self.input_element.name), self.upstream(self.output_element.name)
+        return tuple(self.elements[n] for n in self.order if n in reach and n in back)
 
     def takes_tensors(self) -> bool:
         """True when the driven input reaches no image decoder: its appsrc is fed tensors, not images."""
@@ -211,6 +228,11 @@ class Pipeline:
         return json.dumps(data, indent=4)
 
 
+def _decimal(text: str) -> bool:
+    """ASCII digits only, as C's isdigit reads them ('²' and '٣' are digits to Python's str.isdigit)."""
+    return re.fullmatch(r"[0-9]+", text) is not None
+
+
 def _error(path: Path, where: str, problem: str) -> PipelineError:
     return PipelineError(path, f"{where}: {problem}")
 
@@ -257,6 +279,8 @@ def _parse_element(path: Path, stream: str, name: str, raw: object) -> Element:
         if text is None:
             raise _error(path, where, f"prop {key!r} is {json.dumps(value)}, not a string or object: MindX "
                                       f"refuses it; write it as a string, e.g. \"{key}\": \"{value}\"")
+        if "\0" in text:  # the SDK passes props on as C strings: the value would end there
+            raise _error(path, where, f"prop {key!r} holds a NUL byte (\\u0000), which MindX would cut the value at")
         texts[key] = text
     links: dict[str, list[Link]] = {"next": [], "nextMeta": []}
     for key, found in links.items():
@@ -297,13 +321,13 @@ def _stream_order(path: Path, stream: str, elements: dict[str, Element]) -> tupl
     for element in elements.values():
         for target in element.next:
             incoming[target] += 1
-    ready = [n for n, count in incoming.items() if count == 0]
+    ready = deque(n for n, count in incoming.items() if count == 0)
     if not ready:
         raise _error(path, f"stream {stream!r}", "has no input element (every element is some 'next' target: "
                                                  "a cycle)")
     order: list[str] = []
     while ready:
-        name = ready.pop(0)
+        name = ready.popleft()
         order.append(name)
         for target in elements[name].next:
             incoming[target] -= 1
@@ -333,7 +357,7 @@ def _check_props(path: Path, stream: Stream) -> None:
         if element.factory == "mxpi_imageresize":
             for key, (low, high) in _RESIZE_UINTS.items():
                 value = props.get(key)
-                if value is not None and not (value.strip().isdigit() and low <= int(value) <= high):
+                if value is not None and not (_decimal(value.strip()) and low <= int(value) <= high):
                     raise _error(path, where, f"{key} must be an integer in {low}..{high}, got {value!r}")
             if int(props.get("minDimension", "224")) > int(props.get("maxDimension", "224")):
                 raise _error(path, where, f"minDimension {props['minDimension']} is larger than maxDimension "
@@ -349,9 +373,15 @@ def _parse_stream(path: Path, name: str, raw: object) -> Stream:
     if not isinstance(config, dict):
         raise _error(path, f"stream {name!r}", "'stream_config' must be a JSON object")
     device = config.get("deviceId", "")
-    if not isinstance(device, str) or not re.fullmatch(r"\d*", device):
-        raise _error(path, f"stream {name!r}", f"stream_config deviceId must be a string of digits, e.g. \"0\", "
-                                               f"got {json.dumps(device)}")
+    # MxsmStream::GetStreamDeviceId: digits, read as an int that must print back as the same text.
+    if not isinstance(device, str) or device and not (_decimal(device) and str(int(device)) == device
+                                                      and int(device) <= _INT_MAX):
+        raise _error(path, f"stream {name!r}", f"stream_config deviceId must be a string of digits as MindX reads "
+                                               f"it (\"0\", \"1\", ..., no leading zeros), got "
+                                               f"{json.dumps(device)}")
+    if len(raw) > MAX_ELEMENTS:
+        raise _error(path, f"stream {name!r}", f"has {len(raw):,} entries; MindX refuses more than {MAX_ELEMENTS:,} "
+                                               "per stream (split it into several streams)")
     elements = {key: _parse_element(path, name, key, value) for key, value in raw.items() if key != "stream_config"}
     if not elements:
         raise _error(path, f"stream {name!r}", "has no elements")
@@ -364,11 +394,11 @@ def _parse_stream(path: Path, name: str, raw: object) -> Stream:
 def parse_pipeline(text: str, path: Path) -> Pipeline:
     """Parse and validate pipeline JSON; `path` places relative paths and names the file in errors."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PipelineError(path, f"invalid JSON: {exc.msg}", (exc.lineno, exc.colno)) from None
-    except RecursionError:
-        raise PipelineError(path, "invalid JSON: nested too deeply") from None
+        data = parse_json(text, path)
+    except InputError as exc:
+        raise PipelineError(path, exc.problem, exc.position) from None
+    if isinstance(data, dict) and len(data) > MAX_STREAMS:
+        raise PipelineError(path, f"has {len(data):,} streams; MindX refuses more than {MAX_STREAMS} in one file")
     if not isinstance(data, dict) or not data:
         kinds = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
         got = "an empty object" if isinstance(data, dict) else kinds.get(type(data), "null")
@@ -435,15 +465,7 @@ def load_pipeline(path: Path) -> Pipeline:
     if card is not None:
         return card_pipeline(card)
     try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise PipelineError(path, "pipeline file not found") from None
-    except IsADirectoryError:
-        raise PipelineError(path, "is a folder, not a pipeline file: give the .pipeline file's path") from None
-    except PermissionError:
-        raise PipelineError(path, "cannot read the pipeline file (permission denied)") from None
-    except UnicodeDecodeError as exc:
-        raise PipelineError(path, f"not a UTF-8 text file (byte {exc.start}): is it a .pipeline file?") from None
-    except OSError as exc:
-        raise PipelineError(path, f"cannot read the pipeline file ({exc.strerror or exc})") from None
+        text = read_text(path, "pipeline file", MAX_PIPELINE_BYTES)
+    except InputError as exc:
+        raise PipelineError(path, exc.problem, exc.position) from None
     return parse_pipeline(text, path)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,7 +31,8 @@ import onnxruntime as ort
 
 from .backends.base import InferenceRequest
 from .backends.embedded import EmbeddedBackend, ModelSession
-from .errors import SegScopeError
+from .errors import SegScopeError, first_line
+from .fileio import publish, read_bytes, staging_folder
 
 PRECISIONS = ("fp32", "int8", "bf16")
 DEFAULT_PRECISION = "fp32"
@@ -40,6 +40,7 @@ DEFAULT_PRECISION = "fp32"
 CALIBRATION_IMAGES = 4
 ItemT = TypeVar("ItemT")
 FAST_EXTRA = 'pip install "segscope[fast]"'
+log = logging.getLogger(__name__)
 #: What the int8 model is made with; part of the cache key, so changing it never reuses an old file.
 QUANTIZATION = "QDQ per-channel 7-bit int8 weights (reduce_range), uint8 activations, MinMax"
 
@@ -83,7 +84,7 @@ class OpenVinoSession:
                 "INFERENCE_PRECISION_HINT": precision_hint, "PERFORMANCE_HINT": "LATENCY",
                 "INFERENCE_NUM_THREADS": threads})
         except Exception as exc:  # OpenVINO raises RuntimeError subclasses of its own for unsupported models
-            raise SegScopeError(f"{model}: OpenVINO cannot compile the model ({exc}); "
+            raise SegScopeError(f"{model}: OpenVINO cannot compile the model ({first_line(exc)}); "
                                 "run with --precision fp32") from None
         self._request = compiled.create_infer_request()
         self._outputs = list(compiled.outputs)
@@ -118,9 +119,27 @@ def _calibration_key(model: Path, tensors: list[np.ndarray]) -> str:
     return digest.hexdigest()[:16]
 
 
+def _cached(cache_dir: Path, prefix: str) -> Path | None:
+    """The cache entry named `prefix` + its content's hash, checked by that hash; an entry whose bytes no
+    longer match (replaced by another model, damaged) is removed, in one line, and None returned."""
+    for entry in sorted(cache_dir.glob(f"{prefix}-*.onnx")):
+        try:
+            digest = hashlib.sha256(read_bytes(entry, "cached int8 model", follow_symlinks=False)).hexdigest()
+        except SegScopeError:
+            digest = ""
+        if entry.name == f"{prefix}-{digest[:16]}.onnx":
+            return entry
+        with contextlib.suppress(OSError):
+            entry.unlink()
+        log.warning("%s: the cached int8 model does not match its hash (changed since it was made): removed; "
+                    "making it again", entry)
+    return None
+
+
 def quantize_int8(backend: EmbeddedBackend, requests: Sequence[InferenceRequest], cache_dir: Path) -> Path:
-    """The int8 QDQ model of `backend`'s network calibrated on `requests` (made by `backend.prepare`), written
-    to `cache_dir` (temp file + rename) or found there from an earlier run on the same model and inputs."""
+    """The int8 QDQ model of `backend`'s network calibrated on `requests` (made by `backend.prepare`), made in
+    a staging folder of `cache_dir` and published there as `<model>.int8-<key>-<content hash>.onnx`, or
+    found there (and checked by its hash) from an earlier run on the same model and inputs."""
     try:
         from onnxruntime.quantization import (
             CalibrationDataReader,
@@ -136,9 +155,10 @@ def quantize_int8(backend: EmbeddedBackend, requests: Sequence[InferenceRequest]
     assert model is not None  # the backend opened it
     name = backend.stream.card.input_name
     tensors = [backend.prepare(r.image, r.roi).tensor for r in requests]
-    target = cache_dir / f"{model.stem}.int8-{_calibration_key(model, tensors)}.onnx"
-    if target.is_file():
-        return target
+    prefix = f"{model.stem}.int8-{_calibration_key(model, tensors)}"
+    found = _cached(cache_dir, prefix) if cache_dir.is_dir() else None
+    if found is not None:
+        return found
 
     class Reader(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -147,23 +167,25 @@ def quantize_int8(backend: EmbeddedBackend, requests: Sequence[InferenceRequest]
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.feeds, None)
 
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        partial = cache_dir / f".{target.name}.{os.getpid()}.partial"
-        with _quiet_root_logger():
-            quantize_static(str(model), str(partial), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                            calibrate_method=CalibrationMethod.MinMax, reduce_range=True)
-        os.replace(partial, target)
-    except OSError as exc:
-        raise SegScopeError(f"{cache_dir}: cannot write the int8 model there ({exc.strerror or exc}); "
-                            "choose another --precision-cache folder") from None
-    except Exception as exc:  # the quantizer's own errors for graphs it cannot handle
-        raise SegScopeError(f"{model}: ONNX Runtime cannot quantize the model to int8 ({exc}); "
-                            "run with --precision fp32") from None
-    finally:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            partial.unlink()
+    with staging_folder(cache_dir) as staging:
+        made = staging / "int8.onnx"
+        try:
+            with _quiet_root_logger():
+                quantize_static(str(model), str(made), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                                calibrate_method=CalibrationMethod.MinMax, reduce_range=True)
+        except OSError as exc:
+            raise SegScopeError(f"{cache_dir}: cannot write the int8 model there ({exc.strerror or exc}); "
+                                "choose another --precision-cache folder") from None
+        except Exception as exc:  # the quantizer's own errors for graphs it cannot handle
+            raise SegScopeError(f"{model}: ONNX Runtime cannot quantize the model to int8 ({first_line(exc)}); "
+                                "run with --precision fp32") from None
+        digest = hashlib.sha256(read_bytes(made, "int8 model")).hexdigest()
+        target = cache_dir / f"{prefix}-{digest[:16]}.onnx"
+        try:
+            publish(made, target)
+        except SegScopeError:  # another run made the same model meanwhile: the same bytes, by its name
+            pass
     return target
 
 
@@ -172,7 +194,7 @@ def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[In
     """(the session that runs `backend`'s network at `precision`, what runs it, notes to print).
 
     int8 is calibrated on `requests` (a few of the run's, see `spread`); the model is kept in `cache_dir` when
-    given, else made in a temporary folder that is removed once the session holds it."""
+    given, else made in a staging folder of the temporary folder that is removed once the session holds it."""
     if precision not in ("int8", "bf16"):
         raise SegScopeError(f"--precision: no faster variant named {precision!r}; choose int8 or bf16")
     threads = backend.session.get_session_options().intra_op_num_threads if backend.session else 1
@@ -190,7 +212,7 @@ def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[In
         return (OpenVinoSession(openvino, model, "bf16", threads), f"OpenVINO {_version(openvino)} bfloat16",
                 [])
     with contextlib.ExitStack() as stack:
-        folder = cache_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="segscope-int8-")))
+        folder = cache_dir or stack.enter_context(staging_folder(Path(tempfile.gettempdir())))
         model = quantize_int8(backend, requests, folder)
         how = f"calibrated on {len(requests)} ROIs"
         if openvino is not None:
@@ -200,6 +222,6 @@ def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[In
         try:
             session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # ORT's own exception types
-            raise SegScopeError(f"{model}: ONNX Runtime cannot load the int8 model ({exc})") from None
+            raise SegScopeError(f"{model}: ONNX Runtime cannot load the int8 model ({first_line(exc)})") from None
         return (session, f"ONNX Runtime {ort.__version__} int8 QDQ, {how}",
                 [f"OpenVINO is not installed, so ONNX Runtime runs the int8 model (slower): {FAST_EXTRA}"])

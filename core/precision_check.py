@@ -126,7 +126,7 @@ class AccuracyCheck:
 
 def add_precision_options(parser: argparse.ArgumentParser) -> None:
     def count(text: str) -> int:
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):
             raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
         return int(text)
 
@@ -151,6 +151,11 @@ def refuse_bad_precision_options(args: argparse.Namespace) -> None:
         if given:
             raise SegScopeError(f"--{given[0].replace('_', '-')}: only applies with --precision int8 or bf16")
         return
+    if args.tile is not None:
+        raise SegScopeError(f"--precision {args.precision}: not available with --tile (whole-slide runs use the fp32 "
+                            "model); drop --tile or --precision")
+    if args.precision == "bf16" and args.precision_cache is not None:
+        raise SegScopeError("--precision-cache: only applies with --precision int8 (bf16 makes no model file)")
     if args.remote is not None or args.backend == "mindx":
         where = "--remote" if args.remote is not None else "--backend mindx"
         raise SegScopeError(f"--precision {args.precision}: only the embedded backend on this machine has faster "

@@ -14,20 +14,25 @@ import hashlib
 import io
 import json
 import re
+import zipfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .errors import SegScopeError
-from .fileio import atomic_write_bytes
+from .errors import InputError, SegScopeError, one_line
+from .fileio import TEMP_NAME, atomic_write_bytes, read_bytes
 from .result import InferenceResult
 from .roi import Roi
+from .untrusted_json import parse_json
 
 STORE_DIR_NAME = ".segscope-session"
 #: About 70 results of a 960x960x2 model (npz-compressed they are usually much smaller).
 DEFAULT_MAX_BYTES = 512 << 20
+#: What one stored result may inflate to: an 8192 x 8192 model output of 3 classes, and its argmax.
+MAX_INFLATED = 1 << 30
+_MEMBERS = ("probabilities.npy", "argmax.npy", "meta.npy")
 
 
 @dataclass(frozen=True)
@@ -90,34 +95,85 @@ class SessionStore:
         return path
 
     def _trim(self, keep: Path) -> None:
-        files = sorted(self.folder.glob("*.npz"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        files = sorted(self.folder.glob("*.npz"), key=lambda p: p.lstat().st_mtime_ns, reverse=True)
         total = 0
         for path in files:
-            total += path.stat().st_size
+            total += path.lstat().st_size
             if total > self.max_bytes and path != keep:
                 path.unlink(missing_ok=True)
 
     def load(self) -> tuple[list[StoredResult], list[str]]:
-        """Stored results, oldest first, and one line per file that could not be read (it is skipped)."""
-        if not self.folder.is_dir():
-            return [], []
+        """Stored results, oldest first, and one line per entry that could not be read (it is skipped: a
+        stored result is only a cache of a run, so nothing in this folder may stop a dataset from opening).
+        Temporary files of writes a killed session left are removed."""
+        try:
+            entries = [(p, p.lstat().st_mtime_ns) for p in self.folder.iterdir() if p.name.endswith(".npz")]
+            leftovers = [p for p in self.folder.iterdir() if TEMP_NAME.match(p.name) and p.is_file()]
+        except OSError:
+            return [], []  # no store (or not a folder): nothing to restore
+        for path in leftovers:
+            path.unlink(missing_ok=True)
         stored, problems = [], []
-        for path in sorted(self.folder.glob("*.npz"), key=lambda p: p.stat().st_mtime_ns):
+        for path, _ in sorted(entries, key=lambda entry: entry[1]):
             try:
-                stored.append(self._read(path))
-            except (OSError, ValueError, KeyError, SegScopeError) as exc:
-                problems.append(f"{path}: stored result unreadable ({exc}); it is ignored")
+                stored.append(read_stored(path))
+            except Exception as exc:  # noqa: BLE001 - any damage to a cache entry only skips it
+                detail = exc.problem if isinstance(exc, InputError) else exc if isinstance(exc, SegScopeError) \
+                    else f"{type(exc).__name__}: {exc}"
+                problems.append(one_line(f"{path}: stored result not restored ({detail}); it is ignored"))
         return stored, problems
 
-    @staticmethod
-    def _read(path: Path) -> StoredResult:
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(bytes(data["meta"]).decode())
-            roi = Roi(*(int(v) for v in meta["roi"]))
-            width, height = (int(v) for v in meta["image_size"])
-            timings = {str(k): float(v) for k, v in meta["timings"].items()}
-            threshold = meta.get("threshold")
-            result = InferenceResult(np.ascontiguousarray(data["probabilities"]), np.ascontiguousarray(data["argmax"]),
-                                     roi, (width, height), timings, str(meta.get("backend", "")),
-                                     None if threshold is None else float(threshold), str(meta.get("roi_note", "")))
-        return StoredResult(str(meta["id"]), result)
+
+def _array(archive: zipfile.ZipFile, name: str, dtype: type, ndim: int) -> np.ndarray:
+    """One member of a stored result, its header checked before its data is inflated."""
+    with archive.open(f"{name}.npy") as member:
+        version = np.lib.format.read_magic(member)
+        header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, found = header(member)
+    if found != np.dtype(dtype) or len(shape) != ndim or fortran or 0 in shape:
+        raise SegScopeError(f"{name} is {found} {shape}, not a {ndim}-D {np.dtype(dtype)} array")
+    with archive.open(f"{name}.npy") as member:
+        return np.ascontiguousarray(np.lib.format.read_array(member, allow_pickle=False))
+
+
+def read_stored(path: Path) -> StoredResult:
+    """One stored result, read as untrusted: a regular file (no symlink) of at most `MAX_INFLATED`, a zip of the
+    three expected arrays inflating to at most `MAX_INFLATED`, each array's type and shape checked before
+    it is inflated, the metadata bounded JSON with every field checked."""
+    data = read_bytes(path, "stored result", MAX_INFLATED, follow_symlinks=False)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = {info.filename: info.file_size for info in archive.infolist()}
+        if set(members) != set(_MEMBERS):
+            raise SegScopeError(f"holds {sorted(members)}, not {list(_MEMBERS)}")
+        if sum(members.values()) > MAX_INFLATED:
+            raise SegScopeError(f"inflates to {sum(members.values()):,} bytes, over the limit of {MAX_INFLATED:,}")
+        probabilities = _array(archive, "probabilities", np.float32, 3)
+        argmax = _array(archive, "argmax", np.uint8, 2)
+        meta = parse_json(bytes(_array(archive, "meta", np.uint8, 1)).decode("utf-8"), path)
+    if probabilities.shape[:2] != argmax.shape:
+        raise SegScopeError(f"probabilities {probabilities.shape} and argmax {argmax.shape} differ in size")
+    if not (probabilities.min() >= 0.0 and probabilities.max() <= 1.0) or argmax.max() >= probabilities.shape[2]:
+        raise SegScopeError("its probabilities are not in [0, 1] (or NaN), or its argmax names a class it lacks")
+    if not isinstance(meta, dict):
+        raise SegScopeError("its metadata is not a JSON object")
+    box, size, timings = Roi(*_field(meta, "roi", 4)), _field(meta, "image_size", 2), meta.get("timings")
+    if box.width <= 0 or box.height <= 0 or not box.fits(*size):
+        raise SegScopeError(f"its ROI {box} does not lie in its {size[0]}x{size[1]} image")
+    if not (isinstance(timings, dict) and all(type(v) in (int, float) for v in timings.values())
+            and isinstance(meta.get("id"), str) and isinstance(meta.get("backend", ""), str)):
+        raise SegScopeError("its metadata (id, timings, backend) is malformed")
+    threshold, roi_note = meta.get("threshold"), meta.get("roi_note", "")
+    if not ((threshold is None or type(threshold) in (int, float)) and isinstance(roi_note, str)):
+        raise SegScopeError("its metadata (threshold, roi_note) is malformed")
+    result = InferenceResult(probabilities, argmax, box, (size[0], size[1]),
+                             {str(k): float(v) for k, v in timings.items()}, meta.get("backend", ""),
+                             None if threshold is None else float(threshold), roi_note)
+    return StoredResult(meta["id"], result)
+
+
+def _field(meta: dict[str, object], key: str, count: int) -> list[int]:
+    """`count` non-negative integers from the metadata."""
+    value = meta.get(key)
+    if not (isinstance(value, list) and len(value) == count and all(type(v) is int and v >= 0 for v in value)):
+        raise SegScopeError(f"its metadata field {key} is not {count} non-negative integers")
+    return value

@@ -24,7 +24,7 @@ from .roi import Roi
 from .slide_metrics import stitched_metrics, truth_at_scale
 from .slides import SlideReader, open_slide
 from .slides.requests import region_request
-from .tiling import DEFAULT_MAX_CANVAS_BYTES, Stitched, Stitcher, tile_grid
+from .tiling import DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES, Stitched, Stitcher, check_canvas, tile_grid
 
 ProgressCallback = Callable[[int, int], None]  # (tiles done, tiles in all)
 #: Tiles read from the slide ahead of the one the backend takes next.
@@ -35,7 +35,7 @@ READ_AHEAD = 2
 class TilePlan:
     """How to tile: `tile` = (width, height) in slide pixels, `overlap` px shared by neighbours, the blend,
     the output scale (output px per slide px; None: model input width / tile width, the model's own scale),
-    whether to keep a seams map, and the canvases' memory bound."""
+    whether to keep a seams map, the canvases' memory bound and the most tiles one slide may take."""
 
     tile: tuple[int, int]
     overlap: int = 0
@@ -43,6 +43,7 @@ class TilePlan:
     output_scale: float | None = None
     seams: bool = False
     max_bytes: int = DEFAULT_MAX_CANVAS_BYTES
+    max_tiles: int = DEFAULT_MAX_TILES
 
     def scale_for(self, backend: Backend, tile_width: int) -> float:
         """The output scale for tiles `tile_width` slide px wide (a tile is narrower on a narrow slide)."""
@@ -72,7 +73,7 @@ def run_tiled(backend: Backend, reader: SlideReader, plan: TilePlan, region: Roi
     Three things overlap: the next tiles' reads, the model on the current tile (`infer_many` also prepares
     the next one meanwhile), and the blending of the one before, on a thread of its own."""
     region = region or Roi.whole(*reader.size)
-    grid = tile_grid(region, plan.tile, plan.overlap, reader.size)
+    grid = tile_grid(region, plan.tile, plan.overlap, reader.size, plan.max_tiles)
     classes = len(backend.capabilities.class_names) or 2
     scale = plan.scale_for(backend, grid.tiles[0].width)
     stitcher = Stitcher(region, reader.size, scale, classes, plan.blend, plan.overlap, plan.seams, plan.max_bytes)
@@ -115,12 +116,17 @@ class TiledEvaluation:
     seconds: float
 
 
-def tile_count(dataset: Dataset, plan: TilePlan, roi: Roi | None = None) -> list[int]:
-    """Tiles of each image (for progress over the whole run); reads only the slides' sizes."""
+def tile_count(backend: Backend, dataset: Dataset, plan: TilePlan, roi: Roi | None = None) -> list[int]:
+    """Tiles of each image (for progress over the whole run), every slide's tile count and canvases checked
+    against the plan's bounds before any tile is read; reads only the slides' sizes."""
+    classes = len(backend.capabilities.class_names) or 2
     counts = []
     for item in dataset.items:
         size = dataset.image_size(item)
-        counts.append(len(tile_grid(roi or Roi.whole(*size), plan.tile, plan.overlap, size)))
+        region = roi or Roi.whole(*size)
+        grid = tile_grid(region, plan.tile, plan.overlap, size, plan.max_tiles)
+        check_canvas(region, plan.scale_for(backend, grid.tiles[0].width), classes, plan.seams, plan.max_bytes)
+        counts.append(len(grid))
     return counts
 
 
@@ -140,7 +146,7 @@ def evaluate_tiled(backend: Backend, dataset: Dataset, plan: TilePlan, roi: Roi 
                    cancel: threading.Event | None = None) -> Iterator[TiledEvaluation]:
     """One tiled evaluation per image, in dataset order: the whole slide (or `roi`) and its slide metrics.
     `progress` counts tiles over all the images."""
-    counts = tile_count(dataset, plan, roi)
+    counts = tile_count(backend, dataset, plan, roi)
     before = 0
     for item, count in zip(dataset.items, counts):
         def tick(done: int, total: int, before: int = before) -> None:
@@ -158,5 +164,5 @@ def evaluate_slide(backend: Backend, dataset: Dataset, item: DatasetItem, reader
     """One image's tiled evaluation from its open `reader`: the whole slide (or `roi`) and its slide metrics."""
     start = time.perf_counter()
     stitched = run_tiled(backend, reader, plan, roi, progress, cancel)
-    tiles = len(tile_grid(roi or Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size))
+    tiles = len(tile_grid(roi or Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size, plan.max_tiles))
     return TiledEvaluation(item, stitched, tiles, score_stitched(dataset, item, stitched), time.perf_counter() - start)

@@ -23,20 +23,23 @@ from .roi import Roi
 BLENDS = ("linear", "gaussian")
 #: Canvases larger than this are refused (the stitched probabilities, weights and seams maps together).
 DEFAULT_MAX_CANVAS_BYTES = 4 << 30
+#: Tiles one region may take; more is refused before any tile is read (`--max-tiles` raises it).
+DEFAULT_MAX_TILES = 20_000
 #: MONAI's sliding-window Gaussian: sigma = this times the tile side; weights below `GAUSSIAN_FLOOR` are
 #: raised to it so a tile's own corner still counts where no neighbour covers (a slide's corners).
 GAUSSIAN_SIGMA_SCALE = 0.125
 GAUSSIAN_FLOOR = 1e-3
 
 
+def _axis_count(length: int, tile: int, overlap: int) -> int:
+    return 1 if length <= tile else math.ceil((length - tile) / (tile - overlap)) + 1
+
+
 def _axis_starts(start: int, length: int, tile: int, overlap: int) -> list[int]:
     """Tile starts along one axis covering [start, start + length): stride tile - overlap, the last one
     ending at the region's end (it may overlap its neighbour by more than `overlap`)."""
-    if length <= tile:
-        return [start]
     stride = tile - overlap
-    count = math.ceil((length - tile) / stride) + 1
-    return [start + min(i * stride, length - tile) for i in range(count)]
+    return [start + min(i * stride, length - tile) for i in range(_axis_count(length, tile, overlap))]
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,11 @@ class TileGrid:
         return column > 0, row > 0, column < self.columns - 1, row < self.rows - 1
 
 
-def tile_grid(region: Roi, tile: tuple[int, int], overlap: int, slide_size: tuple[int, int]) -> TileGrid:
+def tile_grid(region: Roi, tile: tuple[int, int], overlap: int, slide_size: tuple[int, int],
+              max_tiles: int = DEFAULT_MAX_TILES) -> TileGrid:
     """Tiles of `tile` = (width, height) slide pixels covering `region` with `overlap` px shared by
-    neighbours; a region smaller than a tile gets one tile, moved inside the slide."""
+    neighbours; a region smaller than a tile gets one tile, moved inside the slide. More than `max_tiles`
+    is refused before the grid is built."""
     width, height = tile
     if width <= 0 or height <= 0:
         raise SegScopeError(f"--tile: must be a positive number of slide pixels, got {width}x{height}")
@@ -67,6 +72,11 @@ def tile_grid(region: Roi, tile: tuple[int, int], overlap: int, slide_size: tupl
                             f"({min(width, height)} px), got {overlap}")
     if not region.fits(*slide_size):
         raise SegScopeError(f"--roi: {region} lies outside the {slide_size[0]}x{slide_size[1]} slide")
+    count = _axis_count(region.width, width, overlap) * _axis_count(region.height, height, overlap)
+    if count > max_tiles:
+        raise SegScopeError(f"--tile: {region.width}x{region.height} slide pixels in {width}x{height} tiles are "
+                            f"{count:,} tiles, over the limit of {max_tiles:,}: give a larger --tile, or raise "
+                            "--max-tiles")
     xs = _axis_starts(region.x0, region.width, width, overlap)
     ys = _axis_starts(region.y0, region.height, height, overlap)
     tiles = tuple(Roi(x, y, x + width, y + height).clamped(*slide_size) for y in ys for x in xs)
@@ -158,6 +168,20 @@ class Stitched:
                                backend="stitched", threshold=self.threshold)
 
 
+def check_canvas(region: Roi, scale: float, num_classes: int, seams: bool = False,
+                 max_bytes: int = DEFAULT_MAX_CANVAS_BYTES) -> tuple[int, int]:
+    """The (width, height) of the canvases stitching `region` at `scale`, refused over `max_bytes`."""
+    width, height = max(_to_out(region.width, scale), 1), max(_to_out(region.height, scale), 1)
+    planes = num_classes + 1 + (2 if seams else 0)
+    needed = width * height * (planes * 4 + 1)
+    if needed > max_bytes:
+        fitting = min(scale * math.sqrt(max_bytes / needed), 1.0)
+        raise SegScopeError(f"--output-scale: a {width}x{height} output of {num_classes} classes needs "
+                            f"{needed:,} bytes, over the limit of {max_bytes:,}: pass --output-scale {fitting:.4g} "
+                            "or less, or raise --max-canvas")
+    return width, height
+
+
 class Stitcher:
     """Accumulates weighted tile probabilities over `region` at `scale` (output px per slide px)."""
 
@@ -170,13 +194,7 @@ class Stitcher:
             raise SegScopeError(f"--blend: choose from {', '.join(BLENDS)}, got {blend!r}")
         self.region, self.slide_size, self.scale, self.blend = region, slide_size, scale, blend
         self.ramp = _to_out(overlap, scale)
-        width, height = max(_to_out(region.width, scale), 1), max(_to_out(region.height, scale), 1)
-        planes = num_classes + 1 + (2 if seams else 0)
-        needed = width * height * (planes * 4 + 1)
-        if needed > max_bytes:
-            fitting = scale * math.sqrt(max_bytes / needed)
-            raise SegScopeError(f"--output-scale: a {width}x{height} output of {num_classes} classes needs "
-                                f"{needed:,} bytes (limit {max_bytes:,}); pass --output-scale {fitting:.4g} or less")
+        width, height = check_canvas(region, scale, num_classes, seams, max_bytes)
         self._sum = np.zeros((height, width, num_classes), np.float32)
         self._weight = np.zeros((height, width), np.float32)
         self._max = np.full((height, width), -np.inf, np.float32) if seams else None

@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import json
 import sys
-import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -19,19 +18,20 @@ from typing import TextIO
 import numpy as np
 
 from .backends.base import Backend
+from .cli_lines import note
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, evaluation_row
 from .export import ExportFolder, _npy_bytes, encode_mask, heatmap_image, mask_image, refuse_existing
 from .export_names import EXPORT_KINDS, METRICS_FILES, PROVENANCE_NAME
-from .fileio import encode_image
+from .fileio import encode_image, staging_folder
 from .metrics import ImageMetrics
 from .provenance import provenance, source_for
 from .result import InferenceResult
 from .roi import Roi
 from .slides.ome_writer import write_ome_tiff
 from .tiled_eval import TiledEvaluation, TilePlan, evaluate_tiled
-from .tiling import BLENDS
+from .tiling import BLENDS, DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES
 
 #: What a tiled run exports (at the output scale); a slide-size canvas is what tiling exists to avoid.
 TILED_KINDS = ("mask", "softmax", "heatmap")
@@ -63,6 +63,16 @@ def _size(text: str) -> int:
     return value
 
 
+def _gib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 1 << 20:
+        raise argparse.ArgumentTypeError(f"expected a positive number of GiB, got {text!r}")
+    return value
+
+
 def _pixels(text: str) -> int:
     try:
         value = int(text)
@@ -84,6 +94,11 @@ def add_tiling_options(parser: argparse.ArgumentParser) -> None:
                        help="with --tile: how overlapping tiles are blended (default linear)")
     group.add_argument("--output-scale", type=_scale, default=None, metavar="F",
                        help="with --tile: output pixels per slide pixel (default: model input / tile size)")
+    group.add_argument("--max-tiles", type=_size, default=None, metavar="N",
+                       help=f"with --tile: refuse a slide that takes more than N tiles (default {DEFAULT_MAX_TILES:,})")
+    group.add_argument("--max-canvas", type=_gib, default=None, metavar="GIB",
+                       help=f"with --tile: refuse a stitched output needing more than this many GiB of memory "
+                            f"(default {DEFAULT_MAX_CANVAS_BYTES >> 30})")
     group.add_argument("--stitched-format", choices=STITCHED_FORMATS, default=None,
                        help="with --tile --export: the stitched mask and heatmap as PNG or as tiled pyramidal "
                             f"OME-TIFF (.tif, opens in QuPath and napari); default auto: PNG up to {PNG_MAX_SIDE} "
@@ -93,7 +108,8 @@ def add_tiling_options(parser: argparse.ArgumentParser) -> None:
 def refuse_without_tile(args: argparse.Namespace) -> None:
     """A tiling option given without --tile is an error, not ignored."""
     given = [option for option, name in (("--overlap", "tile_overlap"), ("--blend", "blend"),
-                                         ("--output-scale", "output_scale"), ("--stitched-format", "stitched_format"))
+                                         ("--output-scale", "output_scale"), ("--stitched-format", "stitched_format"),
+                                         ("--max-tiles", "max_tiles"), ("--max-canvas", "max_canvas"))
              if getattr(args, name) is not None]
     if given:
         raise SegScopeError(f"{given[0]}: only applies with --tile [SIZE]; add --tile or drop the option")
@@ -105,7 +121,12 @@ def tiling_plan(args: argparse.Namespace, dataset: Dataset) -> TilePlan:
     overlap = args.tile_overlap or 0
     if overlap >= min(tile):
         raise SegScopeError(f"--overlap: {overlap} px must be less than the tile size ({min(tile)} px)")
-    return TilePlan(tile, overlap, args.blend or "linear", args.output_scale)
+    if tile[0] * tile[1] > args.max_pixels:
+        raise SegScopeError(f"--tile: one {tile[0]}x{tile[1]} tile is {tile[0] * tile[1]:,} pixels, over the limit "
+                            f"of {args.max_pixels:,}: give a smaller --tile, or raise --max-pixels")
+    return TilePlan(tile, overlap, args.blend or "linear", args.output_scale,
+                    max_bytes=int(args.max_canvas * (1 << 30)) if args.max_canvas else DEFAULT_MAX_CANVAS_BYTES,
+                    max_tiles=args.max_tiles or DEFAULT_MAX_TILES)
 
 
 def _export_name(item_id: str, kind: str, ome: bool) -> str:
@@ -120,11 +141,12 @@ def planned_tiled_files(item_id: str, kinds: list[str], stitched_format: str) ->
     return list(dict.fromkeys(names)) + [PROVENANCE_NAME.format(id=item_id)]
 
 
-def _ome_tiff_bytes(image: np.ndarray, compression: str, resample: str) -> bytes:
-    """`image` as a tiled pyramidal OME-TIFF, made in a scratch folder and handed over as bytes so the export
-    publishes it with the item's other files as one unit."""
-    with tempfile.TemporaryDirectory(prefix="segscope-ome-") as scratch:
-        path = Path(scratch) / "stitched.tif"
+def _ome_tiff_bytes(image: np.ndarray, compression: str, resample: str, folder: Path) -> bytes:
+    """`image` as a tiled pyramidal OME-TIFF, made in a staging folder of the export `folder` (locked, so a
+    killed run's scratch goes with the next run there) and handed over as bytes so the export publishes it
+    with the item's other files as one unit."""
+    with staging_folder(folder) as scratch:
+        path = scratch / "stitched.tif"
         write_ome_tiff(path, image, (image.shape[1], image.shape[0]), channels=1 if image.ndim == 2 else 3,
                        compression=compression, resample=resample)
         return path.read_bytes()
@@ -142,10 +164,12 @@ def _export(folder: ExportFolder, evaluation: TiledEvaluation, backend: Backend,
             files[name] = (kind, _npy_bytes(stitched.probabilities))
         elif kind == "mask":
             mask = mask_image(stitched.argmax, classes)
-            files[name] = (kind, _ome_tiff_bytes(mask, "zlib", "nearest") if ome else encode_mask(mask, "png"))
+            files[name] = (kind, _ome_tiff_bytes(mask, "zlib", "nearest", folder.out_dir) if ome
+                           else encode_mask(mask, "png"))
         else:  # a colour map: JPEG tiles and area-averaged levels suit it (never a mask)
             heatmap = heatmap_image(stitched.probabilities)
-            files[name] = (kind, _ome_tiff_bytes(heatmap, "jpeg", "area") if ome else encode_image(heatmap))
+            files[name] = (kind, _ome_tiff_bytes(heatmap, "jpeg", "area", folder.out_dir) if ome
+                           else encode_image(heatmap))
     result = InferenceResult(stitched.probabilities, stitched.argmax, stitched.region, stitched.slide_size,
                              backend=backend.capabilities.name, threshold=stitched.threshold)
     document = provenance(source_for(item, backend.capabilities), result, files)
@@ -178,8 +202,7 @@ def run_tiled_eval(args: argparse.Namespace, out: TextIO,
             names += list(METRICS_FILES)
             refuse_existing([args.export / name for name in names], args.overwrite)
             if "canvas" in kinds:
-                print("segscope: note: --tile exports the stitched mask at the output scale; no slide-size canvas",
-                      file=sys.stderr)
+                note("--tile exports the stitched mask at the output scale; no slide-size canvas")
         backend = stack.enter_context(open_backend())
         bar: object = None
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QToolTip
 
 from ..core.demo_data import generate_demo_dataset
+from ..core.fileio import staging_folder
 from . import settings
 from .backend_dialog import BackendChoice
 from .main_window import MainWindow
@@ -51,20 +51,17 @@ def demo_dir() -> Path:
 
 
 def ensure_demo_dataset(target: Path) -> Path:
-    """Generate the demo dataset into `target` unless it is there (staged in a temporary folder, then
-    renamed into place, so an interrupted first start never leaves half a dataset behind)."""
+    """Generate the demo dataset into `target` unless it is there (made in a `fileio.staging_folder`, then
+    renamed into place, so an interrupted first start never leaves half a dataset behind, nor debris after
+    the next start)."""
     if (target / "001" / "image.png").is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".demo-", dir=target.parent))
-    try:
-        generate_demo_dataset(staging, count=DEMO_COUNT)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if target.exists():  # a partial folder from an older version: replace it
-        shutil.rmtree(target)
-    staging.rename(target)
+    with staging_folder(target.parent) as staging:
+        made = staging / target.name
+        generate_demo_dataset(made, count=DEMO_COUNT)
+        if target.exists():  # a partial folder from an older version: replace it
+            shutil.rmtree(target)
+        made.rename(target)
     return target
 
 

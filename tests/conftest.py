@@ -9,11 +9,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import cv2
 import numpy as np
@@ -107,6 +110,16 @@ class TinyProject:
         logits = np.einsum("kc,chw->hwk", TINY_WEIGHT.astype(np.float64), x) + TINY_BIAS
         e = np.exp(logits - logits.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.fixture(scope="session")
+def byo() -> ModuleType:
+    """tests/byo_helpers.py (the bring-your-own model builders), loaded once as test modules load it."""
+    spec = importlib.util.spec_from_file_location("segscope_tests_byo", REPO / "tests" / "byo_helpers.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ MAX_DEVICES = 64
 def parse_devices(text: str, what: str = "--devices") -> tuple[int, ...]:
     """'0,1,3' -> (0, 1, 3): device ids, non-negative, no duplicates, at least one."""
     parts = [part.strip() for part in text.split(",")]
-    if not text.strip() or any(not part.isdigit() for part in parts):
+    if not text.strip() or any(not (part.isascii() and part.isdigit()) for part in parts):
         raise SegScopeError(f"{what}: expected comma-separated device ids such as 0,1,2,3, got {text!r}")
     ids = tuple(int(part) for part in parts)
     seen: set[int] = set()

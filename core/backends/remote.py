@@ -134,10 +134,11 @@ class RemoteBackend(Backend):
         label = self.connection.label
 
         def hash_files(paths: list[str]) -> dict[str, str | None]:
-            status, output = self.connection.run(hash_command(python, paths), timeout=self.startup_timeout)
+            status, output, errors = self.connection.run(hash_command(python, paths), timeout=self.startup_timeout)
             if status != 0:
                 raise BackendError(f"{label}: cannot check the cache files with {python} on the host "
-                                    f"(exit status {status}: {output.strip()[-200:]}); set the remote python")
+                                    f"(exit status {status}: {(output + errors).strip()[-200:]}); set the remote "
+                                    "python")
             return parse_hashes(output, paths, label)
 
         sftp = self.connection.sftp()

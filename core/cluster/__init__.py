@@ -35,9 +35,10 @@ def check_address(address: str) -> str:
         ssh_hosts(address)
         return address
     scheme, _, rest = address.partition("://")
-    if scheme not in ("tcp", "tls") or not rest or ":" not in rest:
-        raise SegScopeError(f"--cluster: expected a scheduler address such as tcp://host:8786 (or ssh://host1,host2 "
-                            f"to start one over SSH), got {address!r}")
+    host, _, port = rest.rpartition(":")
+    if scheme not in ("tcp", "tls") or not host or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise SegScopeError(f"--cluster: expected a scheduler address such as tcp://host:8786 (a port in 1..65535; "
+                            f"or ssh://host1,host2 to start one over SSH), got {address!r}")
     return address
 
 

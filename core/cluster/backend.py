@@ -49,6 +49,11 @@ class ClusterBackend(Backend):
         if client is None:
             if check_address(address).startswith(SSH_SCHEME):
                 self._cluster = start_ssh_cluster(address, ssh or SshOptions(), python, set_env)
+            if address.startswith("tls://") and \
+                    distributed.security.Security().get_connection_args("client")["ssl_context"] is None:
+                raise SegScopeError(f"--cluster {address}: Dask's configuration names no TLS certificates for this "
+                                    "client (distributed.comm.tls.ca-file, client.cert, client.key); set them, or "
+                                    "use tcp://")
             try:
                 client = distributed.Client(self._cluster or address, timeout=15)
             except (OSError, *TIMEOUTS) as exc:

@@ -10,16 +10,20 @@ check resolved (address, port, user, key, the known_hosts file now holding the k
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import shlex
 from pathlib import Path
 from typing import Any
 
 from ..errors import SegScopeError
 from ..remote.connection import SshConnection, SshOptions, SshTarget, parse_target, resolve
-from . import SSH_SCHEME, import_distributed
+from . import SSH_SCHEME, import_distributed, tether
 
 #: Seconds a host may take to say whether its Python imports distributed and segscope.
 IMPORT_CHECK_SECONDS = 60.0
+#: Seconds the hosts may take to end a cluster's processes once told to.
+STOP_SECONDS = 30.0
 
 
 def ssh_hosts(address: str) -> list[SshTarget]:
@@ -36,8 +40,9 @@ def _check_host(target: SshTarget, options: SshOptions, python: str) -> None:
     connection = SshConnection(target, options)
     connection.connect()
     try:
-        status, output = connection.run(f"{shlex.quote(python)} -c 'import distributed, segscope'",
-                                        IMPORT_CHECK_SECONDS)
+        status, output, errors = connection.run(f"{shlex.quote(python)} -c 'import distributed, segscope'",
+                                                IMPORT_CHECK_SECONDS)
+        output += errors
     finally:
         connection.close()
     if status != 0:
@@ -67,6 +72,22 @@ def _connect_options(target: SshTarget, options: SshOptions) -> dict[str, Any]:
     return connect
 
 
+def _tethered(process: type) -> type:
+    """Dask's SSH scheduler or worker process, its close waiting until its processes on the host are gone:
+    its channel's input ends, so its tether (`core.cluster.tether`) ends the host session's processes, and
+    their exit is awaited before Dask closes the connection (Dask's own close does not wait)."""
+
+    class Tethered(process):  # type: ignore[misc, valid-type]
+        async def close(self) -> None:
+            if self.proc is not None:
+                with contextlib.suppress(Exception):  # a host already unreachable: Dask's close still runs
+                    self.proc.stdin.write_eof()
+                    await asyncio.wait_for(self.proc.wait(), STOP_SECONDS)
+            await super().close()
+
+    return Tethered
+
+
 def start_ssh_cluster(address: str, options: SshOptions, python: str, set_env: str | None = None) -> Any:
     """A `distributed.SSHCluster` on the hosts of `address`, ready for a `Client`; close it after the run."""
     if set_env is not None:
@@ -74,8 +95,10 @@ def start_ssh_cluster(address: str, options: SshOptions, python: str, set_env: s
                             "script; with --cluster ssh:// give --remote-python an interpreter that runs as it is, "
                             "or start the cluster yourself and pass --cluster tcp://SCHEDULER:8786")
     distributed = import_distributed()
+    from distributed.deploy import ssh
+
     try:
-        import asyncssh  # noqa: F401 - SSHCluster imports it late; say what is missing up front
+        import asyncssh  # noqa: F401 - Dask's SSH processes import it late; say what is missing up front
     except ImportError:
         raise SegScopeError('--cluster ssh://: Dask starts clusters over SSH with asyncssh, which is not '
                             'installed: pip install "segscope[cluster]"') from None
@@ -84,10 +107,16 @@ def start_ssh_cluster(address: str, options: SshOptions, python: str, set_env: s
         _check_host(target, options, python)
     connects = [_connect_options(target, options) for target in targets]
     hosts = [connect.pop("host") for connect in connects]
-    try:  # the first host twice: its scheduler, then its worker
-        return distributed.SSHCluster(
-            [hosts[0], *hosts], connect_options=[connects[0], *connects], remote_python=python,
-            worker_options={"nthreads": 1}, scheduler_options={"port": 0, "dashboard": False})
+    tethered = f"{shlex.quote(python)} -m {tether.__name__} {shlex.quote(python)}"
+    scheduler = {"cls": _tethered(ssh.Scheduler), "options": {
+        "address": hosts[0], "connect_options": connects[0], "remote_python": tethered,
+        "kwargs": {"port": 0, "dashboard": False}}}
+    workers = {i: {"cls": _tethered(ssh.Worker), "options": {  # the first host also runs a worker
+        "address": host, "connect_options": connect, "remote_python": tethered, "kwargs": {"nthreads": 1},
+        "worker_class": "distributed.Nanny"}} for i, (host, connect) in enumerate(zip(hosts, connects))}
+    try:  # what distributed.SSHCluster builds, with processes that are waited for when closed
+        return distributed.SpecCluster(workers, scheduler, name="SSHCluster")
     except Exception as exc:  # noqa: BLE001 - whatever Dask or asyncssh raise while starting, in one line
         raise SegScopeError(f"--cluster {address}: Dask could not start the cluster over SSH "
                             f"({type(exc).__name__}: {exc})") from None
+

@@ -12,17 +12,15 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from collections import defaultdict
 from pathlib import Path
 
 from ..errors import SegScopeError
-from ..fileio import read_bytes
+from ..fileio import open_regular, read_csv
 from .model import OpStat, Profile, TimelineEvent, with_shares
-from .traces import load_chrome_trace, per_run_stats, read_json, usual_runs
+from .traces import MAX_PROFILE_BYTES, load_chrome_trace, per_run_stats, read_json, usual_runs
 
 NOT_AVAILABLE = ("", "N/A", "NA", "-", "nan", "NaN")
 
@@ -32,12 +30,11 @@ class _Csv:
 
     def __init__(self, path: Path, kind: str):
         self.path, self.kind = path, kind
-        text = read_bytes(path).decode("utf-8-sig", errors="replace")
-        rows = list(csv.reader(io.StringIO(text)))
+        rows = read_csv(path, f"msprof {kind}", MAX_PROFILE_BYTES)
         if not rows:
             raise SegScopeError(f"{path}: empty file; expected msprof's {kind}")
-        self.header = [h.strip() for h in rows[0]]
-        self.rows = [(line, r) for line, r in enumerate(rows[1:], start=2) if any(c.strip() for c in r)]
+        self.header = [h.strip() for h in rows[0][1]]
+        self.rows = [(line, r) for line, r in rows[1:] if any(c.strip() for c in r)]
 
     def column(self, *names: str, required: bool = True) -> int | None:
         for name in names:
@@ -58,11 +55,14 @@ class _Csv:
         if value in NOT_AVAILABLE and not required:
             return math.nan
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
             name = self.header[index] if index is not None else "?"
             raise SegScopeError(f"{self.path}:{line}: column {name!r} holds {value!r}, not a number; rerun msprof "
-                                "--export, or profile with --task-time=l1 so every column is collected") from None
+                                "--export, or profile with --task-time=l1 so every column is collected")
+        return number
 
 
 def load_op_summary(path: Path) -> Profile:
@@ -152,22 +152,27 @@ def load_ais_bench_summary(path: Path, data: object = None) -> Profile:
         stats = data.get(section)
         if stats is None and section != "NPU_compute_time":
             continue
-        if not isinstance(stats, dict) or not isinstance(stats.get("mean"), (int, float)):
+        if not isinstance(stats, dict) or type(stats.get("mean")) not in (int, float):
             raise SegScopeError(f"{path}: field {section}.mean missing or not a number; is this the "
                                 "*_summary.json that ais_bench wrote beside its outputs?")
         for key, value in stats.items():
             match = _PERCENTILE.match(str(key))
             label = f"p{match.group(1) or match.group(2)}" if match else str(key)
-            if isinstance(value, (int, float)) and (match or label in ("min", "max", "mean", "median")):
+            if type(value) in (int, float) and (match or label in ("min", "max", "mean", "median")):
                 summary[f"{section}.{label}_ms"] = float(value)
-    if isinstance(data.get("throughput"), (int, float)):
+    if type(data.get("throughput")) in (int, float):
         summary["throughput"] = float(data["throughput"])
-    return Profile(str(path), "ais_bench", "Ascend (ais_bench)", summary["NPU_compute_time.mean_ms"],
-                   int(data["NPU_compute_time"].get("count", 0) or 0), (), summary=summary)
+    count = data["NPU_compute_time"].get("count", 0)
+    if type(count) is not int or count < 0:
+        raise SegScopeError(f"{path}: field NPU_compute_time.count is {count!r}, not a number of runs; is this the "
+                            "*_summary.json that ais_bench wrote beside its outputs?")
+    return Profile(str(path), "ais_bench", "Ascend (ais_bench)", summary["NPU_compute_time.mean_ms"], count, (),
+                   summary=summary)
 
 
 def _csv_header(path: Path) -> str:
-    lines = read_bytes(path)[:4096].decode("utf-8-sig", errors="replace").splitlines()
+    with open_regular(path, "profile") as f:
+        lines = f.read(4096).decode("utf-8-sig", errors="replace").splitlines()
     return lines[0] if lines else ""
 
 

@@ -24,14 +24,24 @@ from .model import Profile
 from .roofline import classify
 
 
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def add_threshold_options(parser: argparse.ArgumentParser) -> None:
     """The drift thresholds, shared by `segscope drift` and `segscope compare`."""
     default = Thresholds()
-    parser.add_argument("--cosine", type=float, default=default.cosine, metavar="MIN",
+    parser.add_argument("--cosine", type=_finite, default=default.cosine, metavar="MIN",
                         help=f"fail below this cosine similarity (default {default.cosine})")
-    parser.add_argument("--rel-euclidean", type=float, default=default.relative_euclidean, metavar="MAX",
+    parser.add_argument("--rel-euclidean", type=_finite, default=default.relative_euclidean, metavar="MAX",
                         help=f"fail above this relative Euclidean distance (default {default.relative_euclidean})")
-    parser.add_argument("--kl", type=float, default=default.kl, metavar="MAX",
+    parser.add_argument("--kl", type=_finite, default=default.kl, metavar="MAX",
                         help=f"fail above this KL divergence (default {default.kl})")
 
 
@@ -134,14 +144,14 @@ def run_profile(args: argparse.Namespace, out: TextIO) -> int:
 def _drift_row(r: DriftRow) -> dict[str, object]:
     return {"line": r.line, "index": r.index, "op_type": r.op_type, "npu": r.npu, "ground_truth": r.truth,
             "tensor": r.tensor, "failures": list(r.failures),
-            **{k: (None if math.isnan(v) else v) for k, v in r.metrics.items()}}
+            **{k: (v if math.isfinite(v) else None) for k, v in r.metrics.items()}}
 
 
 def drift_document(report: DriftReport) -> dict[str, object]:
     """`segscope drift --json`: thresholds, the first failing row (or null) and every row, worst first."""
     first = report.first_failure
     return {"file": report.source, "thresholds": vars(report.thresholds),
-            "first_failure": _drift_row(first) if first else None,
+            "first_failure": _drift_row(first) if first else None, "not_judged": report.unjudged,
             "ranked": [_drift_row(r) for r in report.ranked()]}
 
 
@@ -153,7 +163,10 @@ def run_drift(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     first = report.first_failure
     if first is None:
-        print(f"PASS: none of {len(report.rows)} compared tensors is past the thresholds", file=out)
+        judged = len(report.rows) - report.unjudged
+        print(f"PASS: none of {judged} compared tensors is past the thresholds" +
+              (f"; {report.unjudged} rows had nothing to judge (empty or NaN cells)" if report.unjudged else ""),
+              file=out)
     else:
         print(f"first drift (line {first.line}): {first.op_type} {first.npu} vs {first.truth}: "
               f"{'; '.join(first.failures)}", file=out)

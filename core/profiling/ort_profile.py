@@ -67,8 +67,9 @@ def parse_ort_events(events: list[dict], source: str, graph: Iterable[GraphNode]
     runs = _runs(events, source)[skip_runs:]
     if not runs:
         raise SegScopeError(f"{source}: only warm-up runs were profiled; profile at least one image")
-    kernels = sorted((_times(e, i, source), e) for i, e in enumerate(events) if isinstance(e, dict)
-                     and e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX))
+    kernels = sorted(((_times(e, i, source), e) for i, e in enumerate(events) if isinstance(e, dict)
+                      and e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX)),
+                     key=lambda kernel: kernel[0])
     times: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(runs))
     calls: dict[str, int] = defaultdict(int)
     first: dict[str, dict] = {}

@@ -8,25 +8,27 @@ in the "Ascend Hardware" process (older CANN: "Task Scheduler"); when one is pre
 
 from __future__ import annotations
 
-import json
+import math
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from ..errors import SegScopeError
-from ..fileio import read_bytes
+from .. import fileio
+from ..errors import InputError, SegScopeError
 from .model import OpStat, Profile, TimelineEvent, mean_p95, with_shares
 
 DEVICE_PROCESSES = ("Ascend Hardware", "Task Scheduler", "AI Core")
+#: Profiles (timelines of many runs) may be large, but a JSON document ten times its size in memory is not.
+MAX_PROFILE_BYTES = 512 << 20
 
 
 def read_json(path: Path) -> object:
     try:
-        return json.loads(read_bytes(path).decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise SegScopeError(f"{path}: not UTF-8 text; expected a JSON file") from None
-    except json.JSONDecodeError as exc:
-        raise SegScopeError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON ({exc.msg}); the file is truncated "
-                            "if the profiler was stopped early: profile again") from None
+        return fileio.read_json(path, "profile", MAX_PROFILE_BYTES)
+    except InputError as exc:
+        if not exc.problem.startswith("invalid JSON"):
+            raise
+        raise InputError(path, f"{exc.problem}; the file is truncated if the profiler was stopped early: profile "
+                               "again", exc.position) from None
 
 
 def per_run_stats(calls: dict[str, list[float]], types: dict[str, str], runs: int,
@@ -52,11 +54,15 @@ def usual_runs(calls: dict[str, list[float]]) -> int:
 
 
 def microseconds(value: object, path: Path, where: str) -> float:
+    """A time in microseconds (msprof writes some as strings); anything but a finite number is named."""
     try:
-        return float(value)  # type: ignore[arg-type]
+        number = float(value) if not isinstance(value, bool) else math.nan  # type: ignore[arg-type]
     except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
         raise SegScopeError(f"{path}: {where} is {value!r}, not a number of microseconds; is this the trace as "
-                            "the profiler wrote it (msprof --export, ONNX Runtime's end_profiling)?") from None
+                            "the profiler wrote it (msprof --export, ONNX Runtime's end_profiling)?")
+    return number
 
 
 def load_chrome_trace(path: Path, data: object = None) -> Profile:
@@ -64,8 +70,8 @@ def load_chrome_trace(path: Path, data: object = None) -> Profile:
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise SegScopeError(f"{path}: no trace events: expected a JSON list of events or {{\"traceEvents\": [...]}}")
-    names = {e.get("pid"): str(e.get("args", {}).get("name", "")) for e in events
-             if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name"}
+    names = {e.get("pid"): str(e["args"].get("name", "")) for e in events if isinstance(e, dict)
+             and e.get("ph") == "M" and e.get("name") == "process_name" and isinstance(e.get("args"), dict)}
     device_pids = {pid for pid, name in names.items() if any(d in name for d in DEVICE_PROCESSES)}
     complete = [(i, e) for i, e in enumerate(events)
                 if isinstance(e, dict) and e.get("ph") == "X" and (not device_pids or e.get("pid") in device_pids)]

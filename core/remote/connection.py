@@ -270,14 +270,15 @@ class SshConnection:
             raise BackendError(f"{self.label}: cannot start a remote command ({exc})") from None
         return channel
 
-    def run(self, command: str, timeout: float) -> tuple[int, str]:
-        """Run a short command to completion: (exit status, stdout+stderr)."""
+    def run(self, command: str, timeout: float) -> tuple[int, str, str]:
+        """Run a short command to completion: (exit status, stdout, stderr), apart so what a login shell says
+        on stderr never mixes with the command's output."""
         channel = self.exec(command)
-        channel.set_combine_stderr(True)
         channel.settimeout(timeout)
         try:
             output = channel.makefile("rb").read().decode("utf-8", "replace")
-            return channel.recv_exit_status(), output
+            errors = channel.makefile_stderr("rb").read().decode("utf-8", "replace")
+            return channel.recv_exit_status(), output, errors
         except TIMEOUTS:
             raise BackendError(f"{self.label}: `{command}` did not finish within {timeout:g} s") from None
         finally:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import logging
 import posixpath
 import re
@@ -28,6 +27,7 @@ from typing import Optional
 import paramiko
 
 from ..errors import BackendError, SegScopeError
+from ..fileio import read_bytes, read_json
 from ..onnx_graph import read_graph
 from ..pipeline import load_pipeline
 from . import worker
@@ -36,8 +36,11 @@ from . import worker
 DEFAULT_CACHE_DIR = ".cache/segscope"
 #: Model card fields that name files the backends read (beside the card).
 _CARD_FILES = ("onnx", "om", "aipp")
-#: Prints each argument file's SHA-256 (or "-" when it cannot be read), one a line; any Python 2.7+ / 3.
-_HASH_SCRIPT = """import hashlib, sys
+#: Prints a marker line, then each argument file's SHA-256 (or "-" when it cannot be read), one a line; any
+#: Python 2.7+ / 3. What a login shell prints before it is not part of the reply.
+_HASH_MARKER = "segscope-sha256:"
+_HASH_SCRIPT = f"""import hashlib, sys
+print("{_HASH_MARKER}")
 for name in sys.argv[1:]:
     try:
         digest = hashlib.sha256()
@@ -105,10 +108,7 @@ def project_bundle(pipeline_path: Path) -> tuple[Bundle, str]:
     card_path = pipeline.model_path().with_suffix(".json")
     paths = [pipeline.path, *pipeline.file_props(), card_path]
     if card_path.is_file():
-        try:
-            card = json.loads(card_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise SegScopeError(f"{card_path}: cannot read the model card ({exc})") from None
+        card = read_json(card_path, "model card")
         if isinstance(card, dict):
             paths += [card_path.parent / card[key] for key in _CARD_FILES if isinstance(card.get(key), str)]
     paths += [model.parent / name for model in paths if model.suffix == ".onnx" and model.is_file()
@@ -124,7 +124,7 @@ def project_bundle(pipeline_path: Path) -> tuple[Bundle, str]:
             raise SegScopeError(f"{path}: lies outside the project folder {root}, so it cannot be uploaded with "
                                 "the pipeline; move it under the project or give the pipeline's path on the "
                                 "host") from None
-        files[relative] = path.read_bytes()
+        files[relative] = read_bytes(path)
     return Bundle(f"project-{_digest(files)}", files), pipeline.path.relative_to(root).as_posix()
 
 
@@ -149,8 +149,9 @@ def hash_command(python: str, paths: list[str]) -> str:
 
 
 def parse_hashes(output: str, paths: list[str], label: str) -> dict[str, str | None]:
-    """`hash_command`'s output, checked line by line (a host's reply is not trusted)."""
+    """`hash_command`'s output after its marker line, checked line by line (a host's reply is not trusted)."""
     lines = output.splitlines()
+    lines = lines[len(lines) - lines[::-1].index(_HASH_MARKER):] if _HASH_MARKER in lines else []
     if len(lines) != len(paths) or not all(_SHA256.match(line) for line in lines):
         raise BackendError(f"{label}: the host sent an invalid reply (field sha256 of the cache files); "
                            "check the remote python")

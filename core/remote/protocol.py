@@ -25,7 +25,8 @@ from enum import IntEnum
 
 import numpy as np
 
-from ..errors import BackendError
+from ..errors import BackendError, InputError
+from ..untrusted_json import parse_json
 
 MAGIC = b"SGSC"
 PROTOCOL_VERSION = 1
@@ -111,16 +112,16 @@ def parse_payload(header: bytes, payload: bytes, msg_type: MsgType, crc: int) ->
         raise ProtocolError(f"{msg_type.name} frame failed its crc32 check (corrupted in transit)")
     try:
         (meta_len,) = _U32.unpack_from(payload, 0)
-        meta = json.loads(payload[4 : 4 + meta_len].decode("utf-8"))
+        meta = parse_json(payload[4 : 4 + meta_len].decode("utf-8"), f"{msg_type.name} frame metadata")
         offset = 4 + meta_len
         (count,) = _U16.unpack_from(payload, offset)
         offset += 2
         sizes = [_U64.unpack_from(payload, offset + 8 * i)[0] for i in range(count)]
         offset += 8 * count
-    except (struct.error, ValueError) as exc:  # JSON, UTF-8, and numbers too long to be numbers
+    except (struct.error, ValueError) as exc:  # UTF-8, a payload cut short
         raise ProtocolError(f"{msg_type.name} frame has a malformed payload ({exc})") from None
-    except RecursionError:
-        raise ProtocolError(f"{msg_type.name} frame metadata is nested too deeply") from None
+    except InputError as exc:  # JSON: invalid, nested too deeply, NaN, infinities, numbers out of range
+        raise ProtocolError(f"{msg_type.name} frame has a malformed payload (its metadata: {exc.problem})") from None
     if not isinstance(meta, dict):
         raise ProtocolError(f"{msg_type.name} frame metadata is not a JSON object")
     if offset + sum(sizes) != len(payload):

@@ -5,9 +5,10 @@ the zip) and needs only python3, NumPy, OpenCV and the MindX SDK or ONNX Runtime
 syntax so an old interpreter gets a clear message rather than a SyntaxError.
 Usage: python3 worker.py [--set-env SCRIPT] --pipeline PATH [--backend auto|mindx|embedded] [--max-pixels N]
 
-`--set-env` is sourced here, not in the login shell: the script runs in the worker's process group while
-the worker watches its stdin, so a client that goes away (interrupted, killed, timed out) takes a hanging
-script and everything it started with it; then the worker starts again in the environment it set.
+`--set-env` is sourced here, not in the login shell: the script runs as the worker's child while the worker
+watches its stdin, so a client that goes away (interrupted, killed, timed out) takes a hanging script and
+everything it started with it (its process group, and on Linux also what left the group with `setsid`: the
+worker is their subreaper); then the worker starts again in the environment it set.
 """
 
 import json
@@ -25,12 +26,53 @@ EXIT_ENVIRONMENT = 5
 _DUMP_ENVIRONMENT = "import json, os, sys; sys.stdout.write(json.dumps(dict(os.environ)))"
 
 
-def _stop_process_group():
-    os.killpg(os.getpgid(0), signal.SIGKILL)  # this worker, the script and anything it started
+def become_subreaper():
+    """On Linux, what this process's children leave behind (a script's double-forked or `setsid` daemons)
+    is re-parented here rather than to init, so `stop_session` still finds it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _descendants(pid):
+    """Ids of the processes descending from `pid`, from /proc (none where there is no /proc)."""
+    children = {}  # type: dict[int, list[int]]
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            with open("/proc/" + entry + "/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def stop_session():
+    """Kill everything this process started, then its process group (itself included): the client is gone.
+    Descendants go first, one by one, so those that left the group (`setsid`) go too."""
+    for pid in _descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 def source_environment(script):
-    """The environment after `. script` in sh; the whole process group is killed if stdin closes first."""
+    """The environment after `. script` in sh; everything it started is killed if stdin closes first."""
+    become_subreaper()
     child = subprocess.Popen(["sh", "-c", '. "$0" >&2 && exec "$1" -c "$2"', script, sys.executable,
                               _DUMP_ENVIRONMENT], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
     output = []
@@ -39,7 +81,7 @@ def source_environment(script):
     while True:
         ready = select.select([0, script_out], [], [])[0]
         if 0 in ready:  # the client sends nothing before HELLO: readable stdin means it has gone
-            _stop_process_group()
+            stop_session()
         chunk = os.read(script_out, 1 << 16)
         if not chunk:
             break

@@ -10,7 +10,6 @@ its SubIFDs. The file is written to a temporary name and moved into place (core.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Union
@@ -20,7 +19,7 @@ import numpy as np
 import tifffile
 
 from ..errors import SegScopeError
-from ..fileio import publish, write_temp
+from ..fileio import publish, staging_folder, write_temp
 from .base import pyramid_sizes
 
 #: Reads level 0's box (x, y, width, height) as H x W (x 3) uint8; boxes never cross the image's edge.
@@ -42,8 +41,8 @@ def write_ome_tiff(path: Path, source: Source, size: tuple[int, int], *, channel
     sizes = pyramid_sizes(width, height, tile)
     tmp = write_temp(path, b"")
     try:
-        with tempfile.TemporaryDirectory(prefix=".segscope-levels-", dir=path.parent) as scratch:
-            _write(tmp, read, sizes, channels, tile, compression, resample, pixel_size_um, Path(scratch))
+        with staging_folder(path.parent) as scratch:  # the reduced levels' memmaps
+            _write(tmp, read, sizes, channels, tile, compression, resample, pixel_size_um, scratch)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
     except OSError as exc:

@@ -15,6 +15,7 @@ are decoded by imagecodecs' libjpeg-turbo, which may differ from another libjpeg
 from __future__ import annotations
 
 import math
+import os
 import threading
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -24,8 +25,8 @@ import cv2
 import numpy as np
 import tifffile
 
-from ..errors import SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS
+from ..errors import SegScopeError, first_line
+from ..fileio import DEFAULT_MAX_PIXELS, open_regular
 from .base import Level, SlideReader
 
 _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
@@ -33,6 +34,8 @@ _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 _PHOTOMETRIC = {1: "gray", 2: "rgb", 6: "rgb"}
 #: ExtraSamples values: 1 = associated (premultiplied) alpha, 2 = unassociated alpha.
 _ASSOCIATED, _UNASSOCIATED = 1, 2
+#: The largest tile (or strip) decoded at once; a header claiming more is refused as damaged.
+MAX_SEGMENT_BYTES = 256 << 20
 _UM_PER_UNIT = {"pm": 1e-6, "nm": 1e-3, "µm": 1.0, "um": 1.0, "\u03bcm": 1.0, "mm": 1e3, "cm": 1e4, "m": 1e6}
 
 
@@ -67,7 +70,8 @@ class TiffSlide(SlideReader):
         width0 = self._pages[0].imagewidth
         levels = tuple(Level(p.imagewidth, p.imagelength, width0 / p.imagewidth) for p in self._pages)
         super().__init__(path, levels, _pixel_size(tif))
-        self._file = open(path, "rb")  # noqa: SIM115 - closed by `close`
+        self._file = open_regular(path, "TIFF slide")
+        self._file_size = os.fstat(self._file.fileno()).st_size
         self._lock = threading.Lock()
 
     @classmethod
@@ -87,12 +91,27 @@ class TiffSlide(SlideReader):
             raise
 
     def _segment_bytes(self, page: Any, index: int) -> bytes | None:
-        offset, count = page.dataoffsets[index], page.databytecounts[index]
+        offset, count = int(page.dataoffsets[index]), int(page.databytecounts[index])
         if count == 0:
             return None  # a tile the writer left out: tifffile decodes it as zeros
+        if offset + count > self._file_size:
+            raise SegScopeError(f"{self.path}: tile {index} lies at bytes {offset:,}..{offset + count:,}, past the end "
+                                f"of the {self._file_size:,}-byte file: the file is damaged or truncated")
         with self._lock:
             self._file.seek(offset)
             return self._file.read(count)
+
+    def _decode(self, page: Any, index: int) -> Any:
+        """One tile (or strip) as the page's own codec decodes it (None: left out); a damaged one is a one-line
+        error."""
+        try:
+            segment, _, _ = page.decode(self._segment_bytes(page, index), index, jpegtables=page.jpegtables)
+        except SegScopeError:
+            raise
+        except Exception as exc:  # imagecodecs' and tifffile's own error types (DeflateError, JpegError, ...)
+            raise SegScopeError(f"{self.path}: tile {index} cannot be decoded ({first_line(exc)}): the file is "
+                                "damaged") from None
+        return segment
 
     def _read(self, level: int, x: int, y: int, width: int, height: int) -> np.ndarray:
         return _to_bgr(self._samples(level, x, y, width, height), self._pages[level])
@@ -114,8 +133,7 @@ class TiffSlide(SlideReader):
             for tx in range(x // tile_w, (x + width - 1) // tile_w + 1):
                 for plane in range(samples if separate else 1):
                     index = plane * per_plane + ty * across + tx
-                    segment, _, _ = page.decode(self._segment_bytes(page, index), index,
-                                                jpegtables=page.jpegtables)
+                    segment = self._decode(page, index)
                     if segment is None:
                         continue
                     tile = segment.reshape(segment.shape[-3:])  # (length, width, contig samples)
@@ -144,7 +162,16 @@ def _check_page(path: Path, page: Any, index: int) -> None:
     extra = tuple(int(e) for e in page.extrasamples)
     samples = page.samplesperpixel
     problem: str | None = None
-    if kind is None:
+    tile_h, tile_w = _segment_size(page)
+    needed = math.ceil(page.imagewidth / tile_w) * math.ceil(page.imagelength / tile_h) * \
+        (samples if page.planarconfig == 2 else 1)
+    listed = min(len(page.dataoffsets), len(page.databytecounts))
+    if tile_h * tile_w * samples * page.dtype.itemsize > MAX_SEGMENT_BYTES:
+        problem = f"its tiles are {tile_w}x{tile_h} pixels, over {MAX_SEGMENT_BYTES:,} bytes each (a damaged header)"
+    elif listed < needed:
+        problem = (f"its directory lists {listed:,} tiles where a {page.imagewidth}x{page.imagelength} image of "
+                   f"{tile_w}x{tile_h} tiles needs {needed:,} (damaged or truncated)")
+    elif kind is None:
         problem = f"photometric {page.photometric.name} is not read (gray, RGB or YCbCr/JPEG are)"
     elif page.imagedepth != 1:
         problem = "it holds volume tiles (ImageDepth > 1)"
@@ -155,7 +182,7 @@ def _check_page(path: Path, page: Any, index: int) -> None:
     elif samples == 4 and page.dtype != np.uint8:
         problem = "16-bit RGBA is not read (8-bit RGBA, 16-bit gray and RGB are)"
     if problem:
-        raise SegScopeError(f"{path}: level {index} cannot be read as BGR: {problem}")
+        raise SegScopeError(f"{path}: level {index} cannot be read: {problem}")
 
 
 def _to_bgr(pixels: np.ndarray, page: Any) -> np.ndarray:

@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core import cli
+from segscope.core import cli, compare_cli
 from segscope.core.backends import open_backend
 from segscope.core.metrics import image_metrics
 from segscope.core.roi import Roi
@@ -269,7 +269,8 @@ def test_compare_prints_every_metric(tmp_path, capsys):
     assert values["std_reference"] == pytest.approx(math.sqrt(1.25), rel=1e-8)
     assert values["kl_divergence"] > 0
     code, out = run("compare", tmp_path / "a.npy", tmp_path / "b.npy", "--json")
-    assert code == 0 and list(json.loads(out)) == COMPARE_KEYS
+    document = json.loads(out)
+    assert code == 0 and list(document) == [*COMPARE_KEYS, "verdict"] and document["verdict"] == verdict
     assert json.loads(out)["kl_divergence"] == pytest.approx(values["kl_divergence"], rel=1e-8)
 
 
@@ -298,7 +299,7 @@ def test_internal_errors_exit_1_with_details_on_request(tmp_path, capsys, monkey
     def broken(a, b):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(cli, "compare_tensors", broken)
+    monkeypatch.setattr(compare_cli, "compare_tensors", broken)
     assert run("compare", tmp_path / "a.npy", tmp_path / "a.npy")[0] == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error: ZeroDivisionError: boom" in err and "--debug" in err

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from segscope.core import cli
+from segscope.core import cli, compare_cli
 
 
 def one_line(err: str) -> str:
@@ -66,7 +66,7 @@ def test_debug_anywhere(tmp_path, capsys, monkeypatch, where):
     def broken(a, b):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(cli, "compare_tensors", broken)
+    monkeypatch.setattr(compare_cli, "compare_tensors", broken)
     argv = ["compare", str(tmp_path / "a.npy"), str(tmp_path / "a.npy")]
     argv = ["--debug", *argv] if where == "first" else [*argv, "--debug"]
     assert cli.main(argv) == 1

@@ -25,20 +25,26 @@ from segscope.core.export import LOCK_NAME, ExportFolder, export_result
 from segscope.core.provenance import Source
 from segscope.core.roi import Roi
 
-#: Runs the CLI with `segscope.core.export.publish` pausing after its Nth call until GO exists.
+#: Runs the CLI with a file move pausing after its Nth call until GO exists: `file_group.publish` (the
+#: no-clobber moves) or, with HOLD=replace, `os.replace` (the moves of an --overwrite export).
 HELD_EXPORT = """
 import os, sys, time
-from segscope.core import cli, export
-real, calls = export.publish, []
-def held(tmp, path, overwrite=False):
-    done = real(tmp, path, overwrite)
-    calls.append(path)
-    if len(calls) == int(os.environ["PAUSE_AT"]):
-        open(os.environ["PAUSED"], "w").close()
-        while not os.path.exists(os.environ["GO"]):
-            time.sleep(0.02)
-    return done
-export.publish = held
+from segscope.core import cli, file_group
+calls = []
+def holding(real):
+    def held(*args, **kwargs):
+        done = real(*args, **kwargs)
+        calls.append(args)
+        if len(calls) == int(os.environ["PAUSE_AT"]):
+            open(os.environ["PAUSED"], "w").close()
+            while not os.path.exists(os.environ["GO"]):
+                time.sleep(0.02)
+        return done
+    return held
+if os.environ.get("HOLD") == "replace":
+    file_group.os.replace = holding(os.replace)
+else:
+    file_group.publish = holding(file_group.publish)
 sys.exit(cli.main(sys.argv[1:]))
 """
 
@@ -51,11 +57,12 @@ def wait_for(path: Path, child: subprocess.Popen, limit: float = 120.0) -> None:
         time.sleep(0.02)
 
 
-def held_export(tmp_path: Path, args: list[str], pause_at: int) -> tuple[subprocess.Popen, Path, Path]:
+def held_export(tmp_path: Path, args: list[str], pause_at: int, hold: str = "publish"
+                ) -> tuple[subprocess.Popen, Path, Path]:
     script = tmp_path / "held_export.py"
     script.write_text(HELD_EXPORT)
     paused, go = tmp_path / "paused", tmp_path / "go"
-    env = {**os.environ, "PAUSE_AT": str(pause_at), "PAUSED": str(paused), "GO": str(go)}
+    env = {**os.environ, "PAUSE_AT": str(pause_at), "PAUSED": str(paused), "GO": str(go), "HOLD": hold}
     child = subprocess.Popen([sys.executable, str(script), *args], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     wait_for(paused, child)
@@ -112,10 +119,9 @@ def test_a_kill_during_the_moves_is_cleaned_up_by_the_next_run(tiny_model_projec
     assert len(leftovers) == 2 and all(name.endswith(".tmp") for name in leftovers)
     assert not (out_dir / "1_provenance.json").exists()
     again = cli_run(eval_args(tiny_model_project, small_dataset, out_dir))
-    lines = again.stderr.splitlines()
-    assert again.returncode == 2 and "1_mask.png: already exists" in lines[-1]  # never silently replaced
-    assert [line.endswith("removed a temporary file left by an interrupted export") for line in lines[:-1]] == \
-        [True, True]
+    assert again.returncode == 2 and again.stderr.count("\n") == 1  # the error line alone: no warning before it
+    assert "1_mask.png: already exists" in again.stderr  # never silently replaced
+    assert not [p for p in out_dir.iterdir() if p.name.endswith(".tmp")]  # the killed run's temp files went
     again = cli_run(eval_args(tiny_model_project, small_dataset, out_dir, "--overwrite"))
     assert again.returncode == 0 and again.stderr == ""
     assert_every_item_described(out_dir, ["1", "2", "3", "10"])

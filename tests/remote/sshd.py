@@ -107,6 +107,19 @@ def wait_until(predicate: Callable[[], object], timeout: float = 10.0, interval:
     return predicate()
 
 
+def stop_client_and_check(client: subprocess.Popen, how: signal.Signals, marker: str, timeout: float = 20.0) -> str:
+    """Stop `client` with `how` (Ctrl+C or kill -9) and check that no process naming `marker` outlives it (on
+    the host: here the same machine); the client's stderr, if it was piped. The client is always reaped."""
+    try:
+        client.send_signal(how)
+        _, err = client.communicate(timeout=60)
+        assert wait_until(lambda: not processes_mentioning(marker), timeout=timeout), processes_mentioning(marker)
+        return err or ""
+    finally:
+        client.kill()
+        client.wait()
+
+
 def start_sshd(folder: Path) -> Sshd:
     """Start sshd with everything it needs inside `folder`; `stop()` it when done."""
     if not SSHD.is_file() or shutil.which("ssh-keygen") is None:

@@ -5,6 +5,9 @@
 from __future__ import annotations
 
 import io
+import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pytest
 
 from segscope.core import cli
 
-from .sshd import Sshd, processes_mentioning, ssh_fingerprint, wait_until
+from .sshd import Sshd, processes_mentioning, ssh_fingerprint, stop_client_and_check
 
 pytest.importorskip("distributed")
 pytest.importorskip("asyncssh")
@@ -44,7 +47,7 @@ def test_a_cluster_started_over_ssh_prints_the_local_lines(sshd: Sshd, ssh_home:
     assert cluster_out.count("image: ") == 4
     assert error.count("segscope: worker ") == 2  # the per-worker usage: a worker on each "host"
     # the cluster was closed with the run: no scheduler or worker of it (started with this Python) is left
-    assert wait_until(lambda: not processes_mentioning(f"{sys.executable} -m distributed.cli.dask_spec"), timeout=30)
+    assert not processes_mentioning(f"{sys.executable} -m distributed.cli.dask_spec")  # gone when the run returns
 
 
 def test_the_hosts_python_and_set_env_are_checked_in_one_line(sshd: Sshd, ssh_home: Path, tiny_model_project,
@@ -68,3 +71,20 @@ def test_a_host_that_refuses_the_connection_is_one_line(ssh_home: Path, tiny_mod
                   "--cluster", "ssh://127.0.0.1:1", "--remote-python", sys.executable)
     error = capsys.readouterr().err
     assert code == 2 and error.count("\n") == 1 and "127.0.0.1" in error and "Traceback" not in error
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["interrupted", "killed"])
+def test_a_client_gone_mid_run_takes_the_clusters_processes(sshd: Sshd, ssh_home: Path, slow_project: Path,
+                                                            small_dataset: Path, how) -> None:
+    """The hosts' scheduler, workers and the nanny's worker processes are tied to the client's SSH channels."""
+    for copy in range(8):  # slow enough to be caught mid-run
+        shutil.copytree(small_dataset / "1", small_dataset / f"copy{copy}")
+    marker = f"{sys.executable} -m distributed.cli.dask_spec"
+    client = subprocess.Popen([sys.executable, "-m", "segscope.core.cli", "eval", "--dataset", str(small_dataset),
+                               "--pipeline", str(slow_project), "--cluster", "ssh://ascend,ascend",
+                               "--remote-python", sys.executable, "--accept-new-host-key"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = client.stdout is not None and client.stdout.readline().startswith("image: ")
+    running = len(processes_mentioning(marker))  # a scheduler and two workers, mid-run
+    stop_client_and_check(client, how, marker)
+    assert started and running >= 3, running

@@ -44,7 +44,7 @@ def connect(sshd: Sshd, options: SshOptions, target: str | None = None) -> SshCo
 
 
 def check_runs(connection: SshConnection) -> None:
-    status, output = connection.run("echo connected", timeout=10)
+    status, output, _ = connection.run("echo connected", timeout=10)
     assert (status, output.strip()) == (0, "connected")
     connection.close()
     assert not connection.alive
@@ -143,7 +143,7 @@ Host ascend
     ssh_options.key_filename = None
     connection = connect(sshd, ssh_options, "ascend")
     assert len(connection._jumps) == 1  # really through the jump host
-    status, output = connection.run("echo $SSH_CONNECTION", timeout=10)
+    status, output, _ = connection.run("echo $SSH_CONNECTION", timeout=10)
     assert status == 0 and output.split()[0] == "127.0.0.1"
     check_runs(connection)
 

@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -72,3 +73,23 @@ def test_a_full_host_disk_is_named_and_nothing_truncated_is_kept(tiny_model_proj
     assert not [p for p in kept if p.name.endswith(".part")]
     for path, data in kept.items():  # whatever was renamed into place is whole
         assert hashlib.sha256(data).digest() == hashlib.sha256(bundle.files[path.name]).digest(), path
+
+
+def test_a_host_that_talks_on_login_still_has_its_cache_checked(tiny_model_project, small_dataset, sshd: Sshd,
+                                                               ssh_options, worker_options, tmp_path: Path) -> None:
+    """A login banner (or a profile script's lines) on the host's stderr during the hash check: the cache is
+    still reused by hash, never refused as an invalid reply."""
+    chatty = tmp_path / "chatty-python"
+    chatty.write_text(f"#!/bin/sh\necho 'Welcome to the Ascend box!' >&2\necho 'npu-smi: 4 chips' >&2\n"
+                      f"exec {sys.executable} \"$@\"\n")
+    chatty.chmod(0o755)
+    cache = sshd.cache_dir.parent / "chatty-cache"
+    options = {**worker_options, "cache_dir": str(cache)}
+    with RemoteBackend(tiny_model_project.pipeline, sshd.target, ssh_options, **options) as backend:
+        first = backend.infer(small_dataset / "1" / "image.png")
+    uploaded = cached_files(cache)
+    options["python"] = str(chatty)  # the hash check runs through the chatty interpreter
+    with RemoteBackend(tiny_model_project.pipeline, sshd.target, ssh_options, **options) as backend:
+        np.testing.assert_array_equal(backend.infer(small_dataset / "1" / "image.png").probabilities,
+                                      first.probabilities)
+    assert cached_files(cache) == uploaded  # reused by hash: nothing uploaded again

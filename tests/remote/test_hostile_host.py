@@ -22,16 +22,21 @@ RESULT = {"roi": [0, 0, 4, 4], "image_size": [8, 8], "shape": [4, 4, 2], "probab
 DEEP = json.loads("[" * 50 + "]" * 50)
 
 HELLO_CASES = [
-    ("pid", "12"), ("pid", 1), ("pgid", True), ("protocol", 9), ("input_size", [float("inf"), 960]),
+    ("pid", "12"), ("pid", 1), ("pgid", True), ("protocol", 9),
     ("input_size", [960]), ("input_size", [10**12, 960]), ("class_names", "background,defect"),
     ("class_names", []), ("backend", ["embedded"]), ("details", {"model": {"nested": 1}}), ("versions", [1]),
     ("metadata nesting", DEEP),
 ]
 RESULT_CASES = [
-    ("shape", [float("inf"), 4, 2]), ("shape", [4, 4]), ("shape", [10**9, 10**9, 2]), ("shape", [4, 4, 1000]),
-    ("roi", [0, 0, 40, 4]), ("roi", [0, 0, True, 4]), ("image_size", [8, float("nan")]), ("id", "0"),
+    ("shape", [4, 4]), ("shape", [10**9, 10**9, 2]), ("shape", [4, 4, 1000]),
+    ("roi", [0, 0, 40, 4]), ("roi", [0, 0, True, 4]), ("id", "0"),
     ("probabilities", "int4"), ("compression", "lzma"), ("timings", {"infer": "fast"}), ("timings", [0.1]),
-    ("worker_seconds", -1.0), ("worker_seconds", float("inf")), ("backend", 7), ("metadata nesting", DEEP),
+    ("worker_seconds", -1.0), ("backend", 7), ("metadata nesting", DEEP),
+]
+#: Metadata that is not JSON as SegScope reads it (`core.untrusted_json`): refused before any field is read.
+UNREADABLE_META = [
+    ("shape", [float("inf"), 4, 2]), ("image_size", [8, float("nan")]), ("worker_seconds", float("inf")),
+    ("timings", {"infer": 10**400}), ("extra", float("-inf")), ("extra", json.loads("[" * 100 + "]" * 100)),
 ]
 
 
@@ -88,6 +93,31 @@ def test_a_bad_result_field_is_named_and_the_worker_stopped(sshd: Sshd, ssh_opti
     connection.close()
 
 
+@pytest.mark.parametrize("case", UNREADABLE_META, ids=case_id)
+def test_a_result_that_is_not_json_is_refused_and_the_worker_stopped(sshd: Sshd, ssh_options, case) -> None:
+    """NaN, infinities, numbers out of range, deep nesting, in any field (named or not): one line, no hang."""
+    field, value = case
+    marker = f"segscope-unreadable-result-{UNREADABLE_META.index(case)}"
+    connection, command = fake_worker(sshd, ssh_options, script_sending({}, {**RESULT, field: value}, marker))
+    session = WorkerSession(connection, command + f" {marker}", startup_timeout=20)
+    with pytest.raises(p.ProtocolError, match="malformed frame from the worker: RESULT frame has a malformed "
+                                              "payload \\(its metadata") as info:
+        session.request({"roi": None}, (b"png",), timeout=20, cancel=threading.Event())
+    assert "\n" not in str(info.value)
+    assert session.dead and wait_until(lambda: not processes_mentioning(marker), timeout=10)
+    connection.close()
+
+
+def test_a_hello_that_is_not_json_is_refused_and_the_worker_ends(sshd: Sshd, ssh_options) -> None:
+    marker = "segscope-unreadable-hello"
+    script = script_sending({"input_size": [float("inf"), 960]}, None, marker, "sys.stdin.read()")
+    connection, command = fake_worker(sshd, ssh_options, script)
+    with pytest.raises(p.ProtocolError, match="HELLO frame has a malformed payload .*Infinity is not a JSON number"):
+        WorkerSession(connection, command + f" {marker}", startup_timeout=20)
+    assert wait_until(lambda: not processes_mentioning(marker), timeout=10), processes_mentioning(marker)
+    connection.close()
+
+
 def test_a_very_deep_reply_is_a_protocol_error_not_a_crash(sshd: Sshd, ssh_options) -> None:
     connection, command = fake_worker(sshd, ssh_options, """
 meta = b'{"x":' + b'[' * 100000 + b']' * 100000 + b'}'
@@ -97,7 +127,7 @@ head = p.HEADER.pack(p.MAGIC, p.PROTOCOL_VERSION, int(p.MsgType.HELLO), 0, len(p
 out.write(head + struct.pack('>I', zlib.crc32(payload, zlib.crc32(head))) + payload); out.flush()
 sys.stdin.read()
 """)
-    with pytest.raises(p.ProtocolError, match="nested too deeply"):
+    with pytest.raises(p.ProtocolError, match="nested 100,001 levels deep"):
         WorkerSession(connection, command, startup_timeout=20)
     connection.close()
 

@@ -13,14 +13,20 @@ import pytest
 from segscope.core.backends.remote import RemoteBackend
 from segscope.core.errors import BackendError
 
-from .sshd import Sshd, processes_mentioning, wait_until
+from .sshd import Sshd, processes_mentioning, stop_client_and_check, wait_until
+
+SLEEPER = f"{sys.executable} -c 'import time; time.sleep(600)'"
+
+
+def sleepers(marker: str) -> int:
+    return sum("time.sleep(600)" in cmd for _pid, cmd in processes_mentioning(marker))
 
 
 def hanging_set_env(folder: Path, marker: str) -> Path:
-    """A set_env.sh that starts a child and never returns (an NFS mount that hangs, say)."""
+    """A set_env.sh that starts children and never returns (an NFS mount that hangs, say): one in the background,
+    one that leaves the process group (`setsid`, as a daemon would), then a sleeper in the foreground."""
     script = folder / f"set_env_{marker}.sh"
-    script.write_text(f"echo sourcing >&2\n{sys.executable} -c 'import time; time.sleep(600)' {marker} &\n"
-                      f"{sys.executable} -c 'import time; time.sleep(600)' {marker}\n")
+    script.write_text(f"echo sourcing >&2\n{SLEEPER} {marker} &\nsetsid {SLEEPER} {marker} &\n{SLEEPER} {marker}\n")
     return script
 
 
@@ -56,13 +62,21 @@ def test_a_client_gone_during_set_env_takes_its_processes(tiny_model_project, ss
     client = subprocess.Popen([sys.executable, "-c", CLIENT, sshd.target, str(sshd.user_key), str(known_hosts),
                                str(tiny_model_project.pipeline), str(sshd.cache_dir),
                                str(hanging_set_env(tmp_path, marker))])
-    try:
-        # both of the script's sleepers run (the client's own command line also names the marker)
-        assert wait_until(lambda: sum("time.sleep(600)" in cmd for _pid, cmd in processes_mentioning(marker)) >= 2,
-                          timeout=60)
-        client.send_signal(how)
-        client.wait(timeout=60)
-        assert wait_until(lambda: not processes_mentioning(marker), timeout=15), processes_mentioning(marker)
-    finally:
-        client.kill()
-        client.wait()
+    # the script's three sleepers run (the client's own command line also names the marker)
+    assert wait_until(lambda: sleepers(marker) >= 3, timeout=60)
+    stop_client_and_check(client, how, marker)
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["interrupted", "killed"])
+def test_the_command_line_gone_during_set_env_takes_its_processes(tiny_model_project, small_dataset, sshd: Sshd,
+                                                                  ssh_home: Path, tmp_path: Path, how) -> None:
+    """`segscope eval --remote HOST --set-env SCRIPT` as a user runs it, stopped with Ctrl+C or kill -9."""
+    marker = f"segscope-cli-hang-{how.name}"
+    client = subprocess.Popen([sys.executable, "-m", "segscope.core.cli", "eval", "--dataset", str(small_dataset),
+                               "--pipeline", str(tiny_model_project.pipeline), "--remote", "ascend",
+                               "--remote-python", sys.executable, "--remote-cache", str(sshd.cache_dir),
+                               "--accept-new-host-key", "--set-env", str(hanging_set_env(tmp_path, marker))],
+                              stderr=subprocess.PIPE, text=True)
+    assert wait_until(lambda: sleepers(marker) >= 3, timeout=60)
+    err = stop_client_and_check(client, how, marker)
+    assert err.strip() == ("segscope: interrupted" if how == signal.SIGINT else "")

@@ -1,0 +1,123 @@
+"""Session restore reads `.segscope-session/*.npz` as untrusted: a bad entry of any kind is skipped with one
+line, the good ones are restored, and opening the dataset never fails, blocks or inflates past the bound."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segscope.core import session_store
+from segscope.core.dataset import Dataset
+from segscope.core.result import InferenceResult
+from segscope.core.roi import Roi
+from segscope.core.session import Session
+from segscope.core.session_store import STORE_DIR_NAME, SessionStore
+
+W, H = 8, 6
+
+
+def result() -> InferenceResult:
+    p1 = np.zeros((H, W), np.float32)
+    p1[:2, :2] = 1.0
+    return InferenceResult(np.stack([1 - p1, p1], axis=-1), (p1 > 0.5).astype(np.uint8), Roi(0, 0, W, H), (W, H))
+
+
+def npz(document: object = None, meta: bytes | None = None, **arrays: np.ndarray) -> bytes:
+    """A store entry written here with NumPy alone (not by the code under test): `document` as its metadata's
+    JSON, or `meta` as its raw bytes."""
+    base = result()
+    document = document or {"id": "b", "roi": [0, 0, W, H], "image_size": [W, H], "timings": {}, "backend": "x"}
+    values = {"probabilities": base.probabilities, "argmax": base.argmax,
+              "meta": np.frombuffer(meta if meta is not None else json.dumps(document).encode(), np.uint8)}
+    values.update(arrays)
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **values)
+    return buffer.getvalue()
+
+
+def write(data: bytes) -> Callable[[Path], None]:
+    return lambda path: path.write_bytes(data)
+
+
+def symlink_to_a_good_entry(path: Path) -> None:
+    target = path.parent.parent / "elsewhere.npz"
+    target.write_bytes(npz())
+    path.symlink_to(target)
+
+
+#: fault -> how the entry `b.npz` is damaged
+FAULTS = {
+    "empty": write(b""),
+    "truncated": write(npz()[:200]),
+    "not a zip": write(b"PK\x03\x04 garbage" * 10),
+    "symbolic link": symlink_to_a_good_entry,
+    "FIFO": lambda p: os.mkfifo(p),
+    "folder": lambda p: p.mkdir(),
+    "an extra member": write(npz(extra=np.zeros(3))),
+    "object arrays": write(npz(probabilities=np.array([{"a": 1}], dtype=object))),
+    "wrong dtype": write(npz(probabilities=result().probabilities.astype(np.float64))),
+    "argmax of another size": write(npz(argmax=np.zeros((H + 1, W), np.uint8))),
+    "NaN probabilities": write(npz(probabilities=np.full((H, W, 2), np.nan, np.float32))),
+    "argmax past the classes": write(npz(argmax=np.full((H, W), 7, np.uint8))),
+    "metadata not JSON": write(npz(meta=b"{not json")),
+    "metadata nested 100k deep": write(npz(meta=("[" * 100_000 + "]" * 100_000).encode())),
+    "metadata Infinity": write(npz(meta=b'{"id": "b", "roi": [0, 0, Infinity, 6]}')),
+    "ROI outside the image": write(npz({"id": "b", "roi": [0, 0, W + 5, H], "image_size": [W, H], "timings": {}})),
+    "timings not numbers": write(npz({"id": "b", "roi": [0, 0, W, H], "image_size": [W, H], "timings": {"a": "x"}})),
+}
+
+
+@pytest.fixture
+def dataset(tmp_path: Path, write_png) -> Dataset:
+    truth = np.zeros((H, W), np.uint8)
+    truth[:2, :2] = 255
+    for name in ("a", "b"):
+        write_png(tmp_path / "d" / name / "image.png", np.full((H, W, 3), 128, np.uint8))
+        write_png(tmp_path / "d" / name / "mask.png", truth)
+    return Dataset.open(tmp_path / "d")
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_bad_entry_is_skipped_with_one_line_and_the_rest_restored(dataset, fault):
+    store = SessionStore(dataset.root)
+    store.save("a", result())
+    bad = store.folder / "b.npz"
+    FAULTS[fault](bad)
+    session = Session()
+    session.open_dataset(dataset)  # never raises, never blocks
+    assert session.metrics("a") is not None and session.metrics("b") is None
+    assert len(session.restore_notes) == 1 and str(bad) in session.restore_notes[0]
+    assert "\n" not in session.restore_notes[0] and len(session.restore_notes[0]) < 600
+
+
+def test_an_entry_inflating_past_the_bound_is_skipped_before_it_is_inflated(dataset, monkeypatch):
+    monkeypatch.setattr(session_store, "MAX_INFLATED", 1 << 20)
+    store = SessionStore(dataset.root)
+    store.folder.mkdir()
+    big = np.zeros((512, 512, 2), np.float32)  # 2 MiB of zeros: a few kilobytes compressed
+    (store.folder / "b.npz").write_bytes(npz(probabilities=big, argmax=np.zeros((512, 512), np.uint8)))
+    assert (store.folder / "b.npz").stat().st_size < 50_000
+    stored, problems = store.load()
+    assert stored == [] and len(problems) == 1 and "inflates to 2,359," in problems[0]
+
+
+def test_temporary_files_of_a_killed_write_are_removed(dataset):
+    store = SessionStore(dataset.root)
+    store.save("a", result())
+    debris = store.folder / ".a-12345678.npz.0123abcd.tmp"
+    debris.write_bytes(b"half")
+    stored, problems = store.load()
+    assert [s.image_id for s in stored] == ["a"] and problems == [] and not debris.exists()
+
+
+def test_a_store_that_is_a_file_restores_nothing(dataset):
+    (dataset.root / STORE_DIR_NAME).write_text("not a folder")
+    session = Session()
+    session.open_dataset(dataset)
+    assert session.restore_notes == [] and session.metrics("a") is None
