@@ -23,9 +23,8 @@ import logging
 import math
 import os
 import sys
-import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -47,7 +46,10 @@ from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
 from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
+from .progress import Progress
 from .provenance import source_for
+from .quality.options import add_metric_options, line_text, metric_spec, summary_lines
+from .quality.scoring import QualitySummary
 from .roi import Roi
 from .tiling_cli import add_tiling_options, refuse_without_tile, run_tiled_eval
 
@@ -80,30 +82,6 @@ def _count(text: str) -> int:
     if value > 10_000:
         raise argparse.ArgumentTypeError(f"expected at most 10000, got {text!r}")
     return value
-
-
-class Progress:
-    """A one-line progress bar with ETA on a terminal; silent otherwise."""
-
-    def __init__(self, total: int, stream: TextIO = sys.stderr):
-        self.total, self.stream, self.start = total, stream, time.monotonic()
-        self.enabled = stream.isatty()
-
-    def update(self, done: int, label: str) -> None:
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / done * (self.total - done) if done else 0.0
-        filled = int(30 * done / self.total)
-        bar = "#" * filled + "." * (30 - filled)
-        self.stream.write(f"\r[{bar}] {done}/{self.total} ETA {eta:4.0f}s {label[:30]:30}")
-        self.stream.flush()
-
-    def clear(self) -> None:
-        """Blank the bar so a result line printed to the same terminal starts clean."""
-        if self.enabled:
-            self.stream.write("\r" + " " * 80 + "\r")
-            self.stream.flush()
 
 
 def _add_backend_options(parser: argparse.ArgumentParser) -> None:
@@ -177,17 +155,18 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
 def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     _refuse_remote_only_options(args)
     refuse_bad_precision_options(args)
+    spec = metric_spec(args)
     for given, flag in ((args.ship_images, "--ship-images"), (args.task_resources, "--task-resources")):
         if given and not args.cluster:
             raise SegScopeError(f"{flag}: only applies with --cluster tcp://HOST:PORT; add --cluster or drop it")
     if args.tile is not None:
-        rows, means = run_tiled_eval(args, out, lambda: _open_eval_backend(args), Progress, _format_line)
-        return _print_results(args, rows, means, out)
+        rows, tiled_means = run_tiled_eval(args, out, lambda: _open_eval_backend(args), Progress, _format_line)
+        return _print_results(args, rows, tiled_means, out)
     refuse_without_tile(args)
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
-    summary, rows = DatasetSummary(), []
+    summary, rows, quality = DatasetSummary(), [], QualitySummary(spec)
     progress = Progress(len(dataset))
     export = ExportFolder(args.export, args.overwrite, dataset.root) if args.export else None
     with contextlib.ExitStack() as stack:
@@ -205,26 +184,30 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
             if not args.json:
                 progress.clear()
-                print(_format_line(evaluation.item.image_path, evaluation.metrics), file=out, flush=True)
+                chosen = line_text(spec, evaluation.quality, backend.capabilities.class_names) \
+                    if evaluation.quality else ""
+                print(_format_line(evaluation.item.image_path, evaluation.metrics) + chosen, file=out, flush=True)
             progress.update(done, evaluation.item.id)
 
-        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, overlap=args.overlap), 1):
+        evaluations = evaluate_dataset(backend, dataset, roi, overlap=args.overlap, quality=spec)
+        for done, evaluation in enumerate(evaluations, 1):
             summary.add(evaluation.metrics)
+            quality.add(evaluation.quality)
             check.add(evaluation)
             result, item = evaluation.result, evaluation.item
-            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
+            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings, evaluation.quality))
             writer.submit(result, source_for(item, backend.capabilities), kinds,
                           functools.partial(print_line, done, evaluation))
         writer.finish()
         progress.clear()
-        means = summary.means()
+        means: dict[str, object] = {**summary.means(), **quality.summary()}
         if export is not None:
             export.write_metrics(rows, means)
         usage = getattr(backend, "usage", None)  # per device (or cluster worker): images, throughput, busy time
     return _print_results(args, rows, means, out, usage if isinstance(usage, UsageLog) else None, check)
 
 
-def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: dict[str, float],
+def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: Mapping[str, object],
                    out: TextIO, usage: UsageLog | None = None, check: AccuracyCheck | None = None) -> int:
     """The JSON document (with per-device usage and the precision check), or the original script's summary
     lines (usage on stderr)."""
@@ -245,6 +228,8 @@ def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], mean
         print(f"========== Cross Valid IOU is: {shown('soft_iou')}", file=out)
         print(f"========== Hard foreground dice is: {shown('foreground_dice')} "
               f"(over {means['images_with_masks']} images with masks)", file=out)
+        for line in summary_lines(means):
+            print(line, file=out)
     if check is not None and precision:
         line, warning = check.lines()
         if not args.json:
@@ -345,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run read/decode, inference and scoring one after another (same output, slower; "
                          "each stage's time then excludes the others')")
     add_tiling_options(ev)
+    add_metric_options(ev)
     ev.add_argument("--devices", metavar="ID,ID,...",
                     help="one stream per device, each image on the first free one (results in input order); "
                          "embedded: one ONNX Runtime session per id, the cores split between them. Per-device "

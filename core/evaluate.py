@@ -13,6 +13,7 @@ from .backends.base import Backend, InferenceRequest
 from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
 from .metrics import ImageMetrics, image_metrics, mean, truth_at_roi
+from .quality.scoring import ImageQuality, MetricSpec, image_quality
 from .result import InferenceResult
 from .roi import Roi
 
@@ -22,6 +23,7 @@ class ImageEvaluation:
     item: DatasetItem
     result: InferenceResult
     metrics: ImageMetrics | None  # None when the image has no mask
+    quality: ImageQuality | None = None  # the metrics chosen with `MetricSpec` (None: none chosen, or no mask)
 
 
 @dataclass
@@ -47,10 +49,13 @@ class DatasetSummary:
 
 
 def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
-                   timings: dict[str, float] | None = None) -> dict[str, object]:
-    """One row of the metric tables (CLI export, GUI export): id, image, ROI, metrics, stage times in ms."""
+                   timings: dict[str, float] | None = None, quality: ImageQuality | None = None) -> dict[str, object]:
+    """One row of the metric tables (CLI export, GUI export): id, image, ROI, metrics (the chosen QA metrics
+    under "metrics"), stage times in ms."""
     row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi)}
     row.update(metrics.as_dict() if metrics else {})
+    if quality is not None:
+        row["metrics"] = quality.as_dict()
     row.update({f"time_{stage}_ms": round(seconds * 1000, 2) for stage, seconds in (timings or {}).items()})
     return row
 
@@ -70,14 +75,14 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      cancel: threading.Event | None = None, rois: Mapping[str, Roi] | None = None,
                      overlap: bool = True,
                      sources: Mapping[str, Callable[[Roi], InferenceRequest]] | None = None,
-                     masks: Mapping[str, np.ndarray] | None = None,
+                     masks: Mapping[str, np.ndarray] | None = None, quality: MetricSpec | None = None,
                      ) -> Iterator[ImageEvaluation]:
     """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
     some images theirs (a snapshot taken when the run was asked for). `sources` makes some images' requests
     from their ROI instead of from their file (a slide already open: `core.slides.requests.region_request`),
     called where the request is read (a read-ahead thread with `overlap`). `masks` gives some images the
     ground truth the caller already holds, as read from their mask file (the viewer's open mask), so it is
-    not decoded again.
+    not decoded again. `quality` adds the chosen QA metrics to each image with a mask.
 
     With `overlap` (the default) requests go to `backend.infer_many`, which may keep the next image in
     flight, and each image's mask is read and scored on a second thread while the next image is inferred;
@@ -91,7 +96,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
         for item, request in zip(chosen, requests):
             result = request.place(backend.infer(request.image, request.roi))
             _check_cancel(cancel, dataset, item)
-            yield score(dataset, item, result, held.get(item.id))
+            yield score(dataset, item, result, held.get(item.id), quality)
         return
     results = backend.infer_many(requests)
     pool = ThreadPoolExecutor(1, thread_name_prefix="segscope-metrics")
@@ -107,7 +112,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
             if scored is not None:
                 yield scored.result()
             _check_cancel(cancel, dataset, item)
-            scored = pool.submit(score, dataset, item, result, held.get(item.id))
+            scored = pool.submit(score, dataset, item, result, held.get(item.id), quality)
         if scored is not None:
             yield scored.result()
     finally:
@@ -118,7 +123,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
 
 
 def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
-          mask: np.ndarray | None = None) -> ImageEvaluation:
+          mask: np.ndarray | None = None, quality: MetricSpec | None = None) -> ImageEvaluation:
     """One image's evaluation: its mask (read unless given), checked where the result is scored (a stray
     value elsewhere changes no number; a whole 16k mask takes ~80 ms to check) and scored (None without a
     mask)."""
@@ -127,8 +132,10 @@ def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
     if mask is None:
         return ImageEvaluation(item, result, None)
     source = str(item.truth_path)
-    dataset.check_mask(item, truth_at_roi(result, mask, source), result.num_classes)
-    return ImageEvaluation(item, result, image_metrics(result, mask, source))
+    roi_mask = truth_at_roi(result, mask, source)
+    dataset.check_mask(item, roi_mask, result.num_classes)
+    chosen = image_quality(quality, result, roi_mask) if quality else None
+    return ImageEvaluation(item, result, image_metrics(result, mask, source), chosen)
 
 
 def _check_cancel(cancel: threading.Event | None, dataset: Dataset, item: DatasetItem) -> None:

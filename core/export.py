@@ -255,10 +255,15 @@ def json_safe(value: object) -> object:
 
 
 def _csv_row(row: dict[str, object]) -> dict[str, object]:
-    """A per-class tuple (`dice`, `iou`) becomes one column per class: `dice_0`, `dice_1`, ..."""
+    """A per-class tuple (`dice`, `iou`) becomes one column per class: `dice_0`, `dice_1`, ...; the chosen QA
+    metrics (`"metrics"`) a column each, their per-class values `hd95_1`, `hd95_2`, ..."""
     flat: dict[str, object] = {}
     for key, value in row.items():
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, dict):
+            per_class = value.get("per_class", {})
+            flat.update({k: v for k, v in value.items() if k != "per_class"})
+            flat.update({f"{k}_{c}": v for c, values in per_class.items() for k, v in values.items()})
+        elif isinstance(value, (list, tuple)):
             flat.update({f"{key}_{index}": v for index, v in enumerate(value)})
         else:
             flat[key] = value

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -183,34 +182,3 @@ def _pooled(tp: int, fp: int, fn: int) -> dict[str, float]:
 
     return {"f1": ratio(2 * tp, 2 * tp + fp + fn), "precision": ratio(tp, tp + fp), "recall": ratio(tp, tp + fn)}
 
-
-def value_text(key: str, value: float) -> str:
-    """How a metric reads in a line: counts as integers, HD95 in pixels, the rest to 4 decimals."""
-    if key in DEFECT_KEYS[3:]:
-        return str(int(value))
-    if not math.isfinite(value):
-        return "inf" if value > 0 else "n/a"
-    return f"{value:.2f}" if key == "hd95" else f"{value:.4f}"
-
-
-def line_text(spec: MetricSpec, quality: ImageQuality, class_names: Iterable[str] = ()) -> str:
-    """The chosen metrics as they follow an image's line: `, hd95: 2.24, nsd@2: 0.9312, defect f1: 0.6667
-    (tp 2 fp 1 fn 0), ...`, with each foreground class's values in brackets when there are several."""
-    names = list(class_names)
-    text = _values_text(spec, quality.values)
-    for c, values in quality.per_class.items():
-        text += f" [{names[c] if c < len(names) else f'class {c}'}{_values_text(spec, values)}]"
-    return text
-
-
-def _values_text(spec: MetricSpec, values: dict[str, float]) -> str:
-    parts = []
-    for name in spec.names:
-        if name == "defect_f1":
-            tp, fp, fn = (value_text(k, values[k]) for k in DEFECT_KEYS[3:])
-            parts.append(f"defect f1: {value_text('defect_f1', values['defect_f1'])} (tp {tp} fp {fp} fn {fn})")
-        elif name == "nsd":
-            parts.append(f"nsd@{spec.nsd_tolerance:g}: {value_text('nsd', values['nsd'])}")
-        elif name in values:
-            parts.append(f"{name}: {value_text(name, values[name])}")
-    return "".join(f", {p}" for p in parts)
