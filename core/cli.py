@@ -39,7 +39,8 @@ from .cluster import SSH_SCHEME, parse_resources
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, ImageEvaluation, evaluate_dataset, evaluation_row
-from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planned_files, refuse_existing
+from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planned_files, refuse_existing, run_files
+from .export_names import DEFAULT_KINDS, RUN_KINDS
 from .export_writer import ExportWriter
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metrics import compare_tensors
@@ -172,7 +173,8 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     with contextlib.ExitStack() as stack:
         if export is not None:
             stack.enter_context(export)  # locked for the whole run; every target checked before the first write
-            names = [n for item in dataset.items for n in planned_files(item.id, kinds)] + list(METRICS_FILES)
+            names = [n for item in dataset.items for n in planned_files(item.id, kinds)] + list(METRICS_FILES) \
+                + run_files(kinds)
             refuse_existing([args.export / name for name in names], args.overwrite)
         backend = stack.enter_context(_open_eval_backend(args))
         backend, notes = with_precision(backend, args, dataset, roi)  # fp32: the backend itself
@@ -203,6 +205,7 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         means: dict[str, object] = {**summary.means(), **quality.summary()}
         if export is not None:
             export.write_metrics(rows, means)
+            export.write_coco()
         usage = getattr(backend, "usage", None)  # per device (or cluster worker): images, throughput, busy time
     return _print_results(args, rows, means, out, usage if isinstance(usage, UsageLog) else None, check)
 
@@ -322,8 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: per-image ROI from DIR/segscope.json, "
                                   "else 2200,1000,4000,2800 when it fits, else the whole image)")
     ev.add_argument("--export", type=Path, metavar="OUT", help="write masks, tensors and metrics to OUT")
-    ev.add_argument("--export-kinds", default="mask,canvas,softmax,heatmap",
-                    help=f"comma-separated, from {', '.join(EXPORT_KINDS)} (default: all)")
+    ev.add_argument("--export-kinds", default=",".join(DEFAULT_KINDS),
+                    help=f"comma-separated, from {', '.join([*EXPORT_KINDS, *RUN_KINDS])}: geojson is each mask as "
+                         "QuPath annotations, coco one annotations.coco.json (RLE) for the run "
+                         f"(default: {','.join(DEFAULT_KINDS)})")
     ev.add_argument("--overwrite", action="store_true", help="replace existing files in OUT")
     ev.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
     ev.add_argument("--no-overlap", dest="overlap", action="store_false",
