@@ -7,6 +7,7 @@
     segscope check PIPELINE...         valid for MindX? runs on the embedded backend?
     segscope card MODEL.onnx --out DIR a runnable project (card, pipeline, ATC files) from an ONNX model
     segscope profile / drift           operator profile and roofline; msit compare triage (core/profiling)
+    segscope report --dataset DIR --out R.html  one self-contained HTML report (core/report)
 
 Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal error (a bug).
 """
@@ -19,7 +20,6 @@ import functools
 import importlib
 import io
 import json
-import logging
 import math
 import os
 import sys
@@ -47,11 +47,12 @@ from .metrics import compare_tensors
 from .pipeline import DEFAULT_PIPELINE
 from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
-from .progress import Progress
 from .provenance import source_for
 from .quality.options import add_metric_options, line_text, metric_spec, summary_lines
 from .quality.scoring import QualitySummary
+from .report.command import add_report_options, run_report
 from .roi import Roi
+from .terminal import Progress, log_warnings
 from .tiling_cli import add_tiling_options, refuse_without_tile, run_tiled_eval
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
@@ -242,6 +243,11 @@ def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], mean
     return EXIT_OK
 
 
+def _run_report(args: argparse.Namespace, out: TextIO) -> int:
+    _refuse_remote_only_options(args)
+    return run_report(args, out, lambda: _open_eval_backend(args))
+
+
 def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     from .demo_data import generate_demo_dataset
 
@@ -356,6 +362,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_precision_options(ev)
     ev.set_defaults(handler=run_eval)
 
+    report = commands.add_parser("report", help="evaluate a dataset into one self-contained HTML report")
+    add_report_options(report)
+    _add_backend_options(report)
+    report.set_defaults(handler=_run_report)
+
     demo = commands.add_parser("demo", help="write the demo dataset (synthetic industrial slides with masks)")
     demo.add_argument("dir", type=Path)
     demo.add_argument("--count", type=_count, default=8)
@@ -394,30 +405,15 @@ def _normalise_argv(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[l
     return joined, debug
 
 
-class _WarningLines(logging.Handler):
-    """SegScope's warnings (e.g. a mask that does not follow the conventions) as `segscope: warning:` lines
-    on the current stderr."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        print(f"segscope: warning: {record.getMessage()}", file=sys.stderr)
-
-
-def _log_warnings() -> None:
-    logger = logging.getLogger("segscope")
-    if not any(isinstance(h, _WarningLines) for h in logger.handlers):
-        logger.addHandler(_WarningLines(logging.WARNING))
-    logger.setLevel(logging.WARNING)
-
-
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     argv, debug = _normalise_argv(parser, argv)
-    known = {"gui", "eval", "demo", "compare", "card", "check", "profile", "drift", "-h", "--help"}
+    known = {"gui", "eval", "report", "demo", "compare", "card", "check", "profile", "drift", "-h", "--help"}
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)
-    _log_warnings()
+    log_warnings()
     try:
         return args.handler(args, out or sys.stdout)
     except SegScopeError as exc:

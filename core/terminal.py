@@ -1,7 +1,8 @@
-"""The command line's progress bar (`segscope eval`, `segscope report`)."""
+"""What the command line prints besides its results: the progress bar and SegScope's warnings as lines."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import TextIO
@@ -29,3 +30,18 @@ class Progress:
         if self.enabled:
             self.stream.write("\r" + " " * 80 + "\r")
             self.stream.flush()
+
+
+class WarningLines(logging.Handler):
+    """SegScope's warnings (e.g. a mask that does not follow the conventions) as `segscope: warning:` lines
+    on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"segscope: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def log_warnings() -> None:
+    logger = logging.getLogger("segscope")
+    if not any(isinstance(h, WarningLines) for h in logger.handlers):
+        logger.addHandler(WarningLines(logging.WARNING))
+    logger.setLevel(logging.WARNING)
