@@ -30,6 +30,7 @@ from typing import TextIO
 
 import numpy as np
 
+from . import metric_catalogue as catalogue
 from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
 from .backends.base import Backend
 from .backends.pool import UsageLog, parse_devices
@@ -43,7 +44,8 @@ from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planne
 from .export_names import DEFAULT_KINDS, RUN_KINDS
 from .export_writer import ExportWriter
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
-from .metrics import compare_tensors
+from .metric_catalogue import catalogue_document
+from .metrics import ImageMetrics, compare_tensors
 from .pipeline import DEFAULT_PIPELINE
 from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
@@ -116,12 +118,19 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
                         help=f"refuse images larger than this many pixels (default {DEFAULT_MAX_PIXELS:,})")
 
 
-def _format_line(path: Path, evaluation_metrics: object) -> str:
+def _six(value: object) -> str:
+    """A metric in the original script's format; None (n/a) says so."""
+    return "n/a" if value is None else f"{value:.6f}"
+
+
+def _format_line(path: Path, evaluation_metrics: ImageMetrics | None) -> str:
+    """The original script's line for one image, then the hard foreground Dice/IoU ("n/a" without any
+    foreground in either mask)."""
     if evaluation_metrics is None:
         return f"image: {path}, dice: n/a, iou: n/a (no mask)"
-    m = evaluation_metrics
-    return (f"image: {path}, dice: {m.soft_dice:.6f}, iou: {m.soft_iou:.6f}, "  # type: ignore[attr-defined]
-            f"hard dice: {m.foreground_dice:.6f}, hard iou: {m.foreground_iou:.6f}")  # type: ignore[attr-defined]
+    values = catalogue.row_values(evaluation_metrics)
+    return (f"image: {path}, dice: {_six(values['soft_dice'])}, iou: {_six(values['soft_iou'])}, "
+            f"hard dice: {_six(values['foreground_dice'])}, hard iou: {_six(values['foreground_iou'])}")
 
 
 def _refuse_remote_only_options(args: argparse.Namespace) -> None:
@@ -187,18 +196,18 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
             if not args.json:
                 progress.clear()
-                chosen = line_text(spec, evaluation.quality, backend.capabilities.class_names) \
-                    if evaluation.quality else ""
+                chosen = line_text(spec, evaluation.metrics.quality, backend.capabilities.class_names) \
+                    if evaluation.metrics is not None and evaluation.metrics.quality else ""
                 print(_format_line(evaluation.item.image_path, evaluation.metrics) + chosen, file=out, flush=True)
             progress.update(done, evaluation.item.id)
 
         evaluations = evaluate_dataset(backend, dataset, roi, overlap=args.overlap, quality=spec)
         for done, evaluation in enumerate(evaluations, 1):
             summary.add(evaluation.metrics)
-            quality.add(evaluation.quality)
+            quality.add(evaluation.metrics)
             check.add(evaluation)
             result, item = evaluation.result, evaluation.item
-            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings, evaluation.quality))
+            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
             writer.submit(result, source_for(item, backend.capabilities), kinds,
                           functools.partial(print_line, done, evaluation))
         writer.finish()
@@ -213,25 +222,31 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
 
 def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: Mapping[str, object],
                    out: TextIO, usage: UsageLog | None = None, check: AccuracyCheck | None = None) -> int:
-    """The JSON document (with per-device usage and the precision check), or the original script's summary
-    lines (usage on stderr)."""
+    """The JSON document (with the metrics' definitions, the ranking, per-device usage and the precision
+    check), or the original script's summary lines (usage on stderr)."""
     if usage is not None and not args.json:
         for line in usage.lines():
             print(f"segscope: {line}", file=sys.stderr)
     precision = check.summary() if check is not None else None
     if args.json:
-        document = {"images": rows, "summary": means, **({"devices": usage.as_dicts()} if usage else {}),
+        document = {"images": rows, "summary": means, **catalogue_document(),
+                    **({"devices": usage.as_dicts()} if usage else {}),
                     **({"precision": precision} if precision else {})}
         json.dump(json_safe(document), out, indent=2, allow_nan=False)
         out.write("\n")
     else:
         def shown(key: str) -> object:
-            return means[key] if means["images_with_masks"] else "n/a (no image has a mask)"
+            if not means["images_with_masks"]:
+                return "n/a (no image has a mask)"
+            return "n/a (no image has a foreground in its mask or prediction)" if means[key] is None else means[key]
 
         print(f"========== Cross Valid dice coeff is: {shown('soft_dice')}", file=out)
         print(f"========== Cross Valid IOU is: {shown('soft_iou')}", file=out)
-        print(f"========== Hard foreground dice is: {shown('foreground_dice')} "
-              f"(over {means['images_with_masks']} images with masks)", file=out)
+        scored = sum(row.get("foreground_dice") is not None for row in rows)
+        without = int(means["images_with_masks"]) - scored  # type: ignore[call-overload]
+        print(f"========== Hard foreground dice is: {shown('foreground_dice')} (over {scored} images with masks"
+              + (f"; {without} without any foreground in mask or prediction: n/a" if without else "") + ")",
+              file=out)
         for line in summary_lines(means):
             print(line, file=out)
     if check is not None and precision:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from . import metric_catalogue as catalogue
 from .backends.base import Backend, InferenceRequest
 from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
-from .metrics import ImageMetrics, image_metrics, mean, truth_at_roi
-from .quality.scoring import ImageQuality, MetricSpec, image_quality
+from .metric_catalogue import Metric
+from .metrics import ImageMetrics, image_metrics, truth_at_roi
+from .quality.scoring import MetricSpec, image_quality
 from .result import InferenceResult
 from .roi import Roi
 
@@ -23,39 +25,32 @@ class ImageEvaluation:
     item: DatasetItem
     result: InferenceResult
     metrics: ImageMetrics | None  # None when the image has no mask
-    quality: ImageQuality | None = None  # the metrics chosen with `MetricSpec` (None: none chosen, or no mask)
 
 
 @dataclass
 class DatasetSummary:
-    """Means over the images that have masks."""
+    """The metrics of the images that have masks, and their means (`core.metric_catalogue.means`)."""
 
-    soft_dice: list[float] = field(default_factory=list)
-    soft_iou: list[float] = field(default_factory=list)
-    foreground_dice: list[float] = field(default_factory=list)
-    foreground_iou: list[float] = field(default_factory=list)
+    scored: list[ImageMetrics] = field(default_factory=list)
 
     def add(self, metrics: ImageMetrics | None) -> None:
         if metrics is not None:
-            self.soft_dice.append(metrics.soft_dice)
-            self.soft_iou.append(metrics.soft_iou)
-            self.foreground_dice.append(metrics.foreground_dice)
-            self.foreground_iou.append(metrics.foreground_iou)
+            self.scored.append(metrics)
 
-    def means(self) -> dict[str, float]:
-        return {"soft_dice": mean(self.soft_dice), "soft_iou": mean(self.soft_iou),
-                "foreground_dice": mean(self.foreground_dice), "foreground_iou": mean(self.foreground_iou),
-                "images_with_masks": len(self.soft_dice)}
+    def values(self, metric: Metric) -> list[float | None]:
+        """`metric` of every image with a mask (None: n/a for that image)."""
+        return [metric.of(m) for m in self.scored]
+
+    def means(self) -> dict[str, object]:
+        return catalogue.means(self.scored)
 
 
 def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
-                   timings: dict[str, float] | None = None, quality: ImageQuality | None = None) -> dict[str, object]:
-    """One row of the metric tables (CLI export, GUI export): id, image, ROI, metrics (the chosen QA metrics
-    under "metrics"), stage times in ms."""
+                   timings: dict[str, float] | None = None) -> dict[str, object]:
+    """One row of the metric tables (CLI export, GUI export): id, image, ROI, metrics (by the catalogue's
+    names, None = n/a), stage times in ms."""
     row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi)}
-    row.update(metrics.as_dict() if metrics else {})
-    if quality is not None:
-        row["metrics"] = quality.as_dict()
+    row.update(catalogue.row_values(metrics))
     row.update({f"time_{stage}_ms": round(seconds * 1000, 2) for stage, seconds in (timings or {}).items()})
     return row
 
@@ -82,7 +77,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     from their ROI instead of from their file (a slide already open: `core.slides.requests.region_request`),
     called where the request is read (a read-ahead thread with `overlap`). `masks` gives some images the
     ground truth the caller already holds, as read from their mask file (the viewer's open mask), so it is
-    not decoded again. `quality` adds the chosen QA metrics to each image with a mask.
+    not decoded again. `quality` adds the chosen QA metrics to each image with a mask (`ImageMetrics.quality`).
 
     With `overlap` (the default) requests go to `backend.infer_many`, which may keep the next image in
     flight, and each image's mask is read and scored on a second thread while the next image is inferred;
@@ -134,8 +129,10 @@ def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
     source = str(item.truth_path)
     roi_mask = truth_at_roi(result, mask, source)
     dataset.check_mask(item, roi_mask, result.num_classes)
-    chosen = image_quality(quality, result, roi_mask) if quality else None
-    return ImageEvaluation(item, result, image_metrics(result, mask, source), chosen)
+    metrics = image_metrics(result, mask, source)
+    if quality:
+        metrics = replace(metrics, quality=image_quality(quality, result, roi_mask))
+    return ImageEvaluation(item, result, metrics)
 
 
 def _check_cancel(cancel: threading.Event | None, dataset: Dataset, item: DatasetItem) -> None:

@@ -46,6 +46,7 @@ from .folder_lock import FolderLock
 from .interchange.coco import CocoDocument
 from .interchange.geojson import mask_geojson
 from .masks import BINARY_FOREGROUND
+from .metric_catalogue import Metric, catalogue_document
 from .provenance import Source, provenance, segscope_version
 from .result import InferenceResult
 from .roi import Roi
@@ -260,15 +261,18 @@ class ExportFolder:
             return []
         return self._publish_all({RUN_KINDS["coco"]: self.coco.to_bytes(segscope_version())})
 
-    def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object]) -> list[Path]:
-        """`METRICS_FILES`: a CSV row per image, and JSON with the rows and the dataset means."""
+    def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object],
+                      ranking: Metric | None = None) -> list[Path]:
+        """`METRICS_FILES`: a CSV row per image, and JSON with the rows, the dataset means, what each metric is
+        and the one the images are ranked by (`ranking`, else the default)."""
         flat = [_csv_row(row) for row in rows]
         columns = list(dict.fromkeys(key for row in flat for key in row))
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows(flat)
-        document = json.dumps(json_safe({"images": rows, "summary": dict(summary)}), indent=2, allow_nan=False)
+        document = json.dumps(json_safe({"images": rows, "summary": dict(summary), **catalogue_document(ranking)}),
+                              indent=2, allow_nan=False)
         csv_name, json_name = METRICS_FILES
         return self._publish_all({csv_name: text.getvalue().encode(), json_name: (document + "\n").encode()})
 
@@ -281,10 +285,10 @@ def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds:
 
 
 def write_metrics(rows: list[dict[str, object]], summary: Mapping[str, object], out_dir: Path,
-                  overwrite: bool = False) -> list[Path]:
+                  overwrite: bool = False, ranking: Metric | None = None) -> list[Path]:
     """`ExportFolder.write_metrics` as an export of its own."""
     with ExportFolder(out_dir, overwrite) as folder:
-        return folder.write_metrics(rows, summary)
+        return folder.write_metrics(rows, summary, ranking)
 
 
 def json_safe(value: object) -> object:
@@ -299,15 +303,10 @@ def json_safe(value: object) -> object:
 
 
 def _csv_row(row: dict[str, object]) -> dict[str, object]:
-    """A per-class tuple (`dice`, `iou`) becomes one column per class: `dice_0`, `dice_1`, ...; the chosen QA
-    metrics (`"metrics"`) a column each, their per-class values `hd95_1`, `hd95_2`, ..."""
+    """A per-class tuple (`dice`, `iou`) becomes one column per class: `dice_0`, `dice_1`, ..."""
     flat: dict[str, object] = {}
     for key, value in row.items():
-        if isinstance(value, dict):
-            per_class = value.get("per_class", {})
-            flat.update({k: v for k, v in value.items() if k != "per_class"})
-            flat.update({f"{k}_{c}": v for c, values in per_class.items() for k, v in values.items()})
-        elif isinstance(value, (list, tuple)):
+        if isinstance(value, (list, tuple)):
             flat.update({f"{key}_{index}": v for index, v in enumerate(value)})
         else:
             flat[key] = value

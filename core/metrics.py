@@ -4,15 +4,20 @@ Formulas (p = probabilities, y = one-hot ground truth, TP/FP/FN counted per pixe
 - soft Dice (the original script's "dice"): 2·Σ(p·y) / (Σp² + Σy² + 1e-6), over all classes, background
   included, at model resolution; soft IoU = d / (2 − d).
 - hard Dice per class: 2·TP / (2·TP + FP + FN); IoU = TP / (TP + FP + FN); both 1.0 when the class is absent
-  from prediction and truth. Computed on the argmax at ROI resolution.
+  from prediction and truth. Computed on the predicted classes at ROI resolution (the card's decision).
+- foreground Dice / IoU: the mean of the per-class values over the foreground classes (≥ 1) present in the
+  prediction or the truth (for one foreground class: its Dice); NaN ("n/a") when neither has any foreground.
 - foreground precision = TP / (TP + FP), recall = TP / (TP + FN) with every class ≥ 1 as foreground;
   1.0 when the denominator is 0 (nothing predicted / nothing to find).
+The QA metrics a user asks for (HD95, NSD, clDice, per-defect F1, ECE) are `core.quality`'s; an image's
+values ride along in `ImageMetrics.quality`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -20,6 +25,9 @@ import numpy as np
 from .errors import SegScopeError
 from .masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, histogram, mask_to_labels
 from .result import InferenceResult
+
+if TYPE_CHECKING:  # core.quality builds on this module
+    from .quality.scoring import ImageQuality
 
 SOFT_DICE_EPS = 1e-6
 
@@ -71,13 +79,11 @@ class ImageMetrics:
     soft_iou: float
     dice: tuple[float, ...]  # hard, per class
     iou: tuple[float, ...]
-    foreground_dice: float
+    foreground_dice: float  # NaN: no foreground in either mask (n/a)
     foreground_iou: float
     precision: float
     recall: float
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+    quality: ImageQuality | None = None  # the QA metrics asked for (None: none were)
 
 
 def _ratio(numerator: int, denominator: int) -> float:
@@ -98,13 +104,14 @@ def hard_metrics(prediction: np.ndarray, truth: np.ndarray, num_classes: int) ->
     fn = counts.sum(axis=1) - tp
     dice = tuple(_ratio(2 * int(t), 2 * int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn))
     iou = tuple(_ratio(int(t), int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn))
+    present = [c for c in range(1, num_classes) if tp[c] + fp[c] + fn[c]]  # in the prediction or the truth
     fg_tp = int(counts[1:, 1:].sum())
     fg_fp = int(counts[0, 1:].sum())
     fg_fn = int(counts[1:, 0].sum())
     return {
         "dice": dice, "iou": iou,
-        "foreground_dice": _ratio(2 * fg_tp, 2 * fg_tp + fg_fp + fg_fn),
-        "foreground_iou": _ratio(fg_tp, fg_tp + fg_fp + fg_fn),
+        "foreground_dice": float(np.mean([dice[c] for c in present])) if present else math.nan,
+        "foreground_iou": float(np.mean([iou[c] for c in present])) if present else math.nan,
         "precision": _ratio(fg_tp, fg_tp + fg_fp), "recall": _ratio(fg_tp, fg_tp + fg_fn),
     }
 
@@ -173,7 +180,3 @@ def compare_tensors(reference: np.ndarray, candidate: np.ndarray, eps: float = 1
         "std_reference": float(a.std()) if a.size else 0.0,
         "std_candidate": float(b.std()) if b.size else 0.0,
     }
-
-
-def mean(values: list[float]) -> float:
-    return float(np.mean(values)) if values else math.nan

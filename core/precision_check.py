@@ -8,6 +8,7 @@ results against the masks and ends the run with one line: the variant's foregrou
 from __future__ import annotations
 
 import argparse
+import math
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -86,8 +87,12 @@ class AccuracyCheck:
             return
         fp32 = score(self.dataset, evaluation.item, reference).metrics
         assert fp32 is not None  # the same item's mask scored the fast result
-        self.fast.append(evaluation.metrics.foreground_dice)
-        self.fp32.append(fp32.foreground_dice)
+        fast_dice, fp32_dice = evaluation.metrics.foreground_dice, fp32.foreground_dice
+        if math.isnan(fast_dice) and math.isnan(fp32_dice):
+            return  # no foreground either way: nothing to compare
+        # n/a on one side only: that side agrees with a truth without foreground, where the other found some
+        self.fast.append(1.0 if math.isnan(fast_dice) else fast_dice)
+        self.fp32.append(1.0 if math.isnan(fp32_dice) else fp32_dice)
 
     def summary(self) -> dict[str, object] | None:
         if self.backend is None:

@@ -160,7 +160,7 @@ def _export(folder: ExportFolder, evaluation: TiledEvaluation, backend: Backend,
 def run_tiled_eval(args: argparse.Namespace, out: TextIO,
                    open_backend: Callable[[], AbstractContextManager[Backend]], progress_bar: Callable[[int], object],
                    format_line: Callable[[Path, ImageMetrics | None], str]
-                   ) -> tuple[list[dict[str, object]], dict[str, float]]:
+                   ) -> tuple[list[dict[str, object]], dict[str, object]]:
     """`eval` with `--tile`: one line per slide (its slide metrics and tile count) unless --json; returns
     the metric rows and means for `core.cli` to print as a plain run's."""
     roi = Roi.parse(args.roi) if args.roi is not None else None

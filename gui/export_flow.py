@@ -44,7 +44,8 @@ def write_export(session: Session, capabilities: Capabilities | None, choices: E
                 folder.export_result(result, source_for(dataset.item(item_id), capabilities), choices.kinds)
             folder.write_coco()
             if choices.metrics:
-                folder.write_metrics(*session.metrics_table(list(choices.item_ids)))
+                rows, means = session.metrics_table(list(choices.item_ids))
+                folder.write_metrics(rows, means, session.ranking)
     except SegScopeError as exc:
         messages.add("error", f"Export: {exc}")
     finally:

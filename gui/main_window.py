@@ -97,7 +97,8 @@ class MainWindow(QMainWindow):
                                                                         self.results_dock, self.messages_dock))
         self.status_labels = StatusLabels(self.statusBar())
         self.rows = RowStatus(self.session, self.dataset_panel.model)  # before _wire: a row is done, then drawn
-        self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels)
+        self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels,
+                                              self.dataset_panel)
         self.whole_slide = WholeSlide(self.session, self.controller, self.open_slide, self.panels, self.main_actions,
                                       self.messages, self.statusBar(), self._show_panels, self.slide_ready)
         self._wire()
@@ -331,6 +332,7 @@ class MainWindow(QMainWindow):
         self.capabilities = capabilities
         self.session.capabilities = capabilities
         self.panels.set_class_names(capabilities.class_names)
+        self.metrics_display.offer_rankings()
         self.status_labels.backend_ready(capabilities)
         self.messages.add("info", f"Backend ready: {capabilities.name} on {capabilities.device}",
                           "\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))

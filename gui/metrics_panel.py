@@ -1,4 +1,5 @@
-"""The current image's metrics in a compact grid, and a histogram of the dataset's per-image soft Dice."""
+"""The current image's metrics in a compact grid, and a histogram of the dataset's ranking metric (the
+foreground Dice unless the user picks another in the dataset panel)."""
 
 from __future__ import annotations
 
@@ -10,61 +11,49 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
+from ..core import metric_catalogue as catalogue
+from ..core.metric_catalogue import Metric
 from ..core.metrics import ImageMetrics
 from . import colormaps
 
-#: Shown fields: (ImageMetrics attribute, label, tooltip).
-FIELDS = (
-    ("soft_dice", "Soft Dice", "2·Σ(p·y) / (Σp² + Σy²), all classes, model resolution: main.py's number"),
-    ("soft_iou", "Soft IoU", "Soft Dice / (2 − soft Dice), as main.py reported it"),
-    ("foreground_dice", "Dice", "Hard Dice of the argmax at ROI resolution, every class ≥ 1 as foreground"),
-    ("foreground_iou", "IoU", "Hard IoU (Jaccard) of the argmax at ROI resolution, foreground"),
-    ("precision", "Precision", "TP / (TP + FP), foreground, at ROI resolution"),
-    ("recall", "Recall", "TP / (TP + FN), foreground, at ROI resolution"),
-)
-
-#: Histogram bins over [0, 1].
+#: Histogram bins over the metric's range.
 BINS = 20
 
 
-def _format(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.4f}"
-
-
 class MetricsPanel(QWidget):
-    """Per-image numbers (`show_metrics`) and the dataset's soft Dice histogram (`set_dataset_dice`)."""
+    """Per-image numbers (`show_metrics`) and the histogram of the dataset's ranking metric
+    (`set_dataset_values`)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         grid = QGridLayout()
         grid.setHorizontalSpacing(12)
         self.value_labels: dict[str, QLabel] = {}
-        for index, (name, text, tooltip) in enumerate(FIELDS):
+        self.fields = catalogue.metrics()  # every per-image metric (per-class ones go on their own line)
+        for index, metric in enumerate(self.fields):
             row, col = divmod(index, 2)
-            caption = QLabel(text)
+            caption = QLabel(metric.title)
             value = QLabel("–")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             value.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             for label in (caption, value):
-                label.setToolTip(tooltip)
+                label.setToolTip(f"{metric.label}: {metric.description}")
             grid.addWidget(caption, row, 2 * col)
             grid.addWidget(value, row, 2 * col + 1)
-            self.value_labels[name] = value
+            self.value_labels[metric.name] = value
         self.per_class = QLabel("")
         self.per_class.setWordWrap(True)
-        self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution")
+        self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution (1 where the class is in "
+                                  "neither mask)")
 
         self.plot = pg.PlotWidget()
         self.plot.setMinimumHeight(120)
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(x=False, y=False)
-        self.plot.setLabel("bottom", "soft Dice")
         self.plot.setLabel("left", "images")
-        self.plot.setXRange(0.0, 1.0, padding=0.02)
         self.bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush=pg.mkBrush(*colormaps.SKY_BLUE))
         self.plot.addItem(self.bars)
         self.current_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(colormaps.ORANGE, width=2))
-        self.current_line.setToolTip("This image's soft Dice")
         self.current_line.hide()
         self.plot.addItem(self.current_line)
 
@@ -73,32 +62,50 @@ class MetricsPanel(QWidget):
         layout.addLayout(grid)
         layout.addWidget(self.per_class)
         layout.addWidget(self.plot, 1)
-        self.set_dataset_dice([])
+        self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
+        self.set_dataset_values(self.ranking, [])
 
     def show_metrics(self, metrics: ImageMetrics | None, class_names: Sequence[str] = ()) -> None:
-        """This image's metrics; None (no result, or no ground-truth mask) shows dashes."""
-        for name, label in self.value_labels.items():
-            label.setText("–" if metrics is None else _format(getattr(metrics, name)))
+        """This image's metrics ("n/a" where one does not apply); None (no result, or no ground-truth mask)
+        shows dashes. The histogram marks the image's value of its metric."""
+        for metric in self.fields:
+            self.value_labels[metric.name].setText("–" if metrics is None else metric.text(metric.of(metrics)))
+        current = self.ranking.of(metrics)
+        self.current_line.setVisible(current is not None)
+        if current is not None:
+            self.current_line.setPos(current)
         if metrics is None:
             self.per_class.setText("")
-            self.current_line.hide()
             return
-        names = [class_names[i] if i < len(class_names) else f"class {i}" for i in range(len(metrics.dice))]
-        self.per_class.setText(
-            "  ".join(f"{n}: Dice {_format(d)}, IoU {_format(j)}"
-                      for n, d, j in zip(names, metrics.dice, metrics.iou))
-        )
-        self.current_line.setPos(metrics.soft_dice)
-        self.current_line.setVisible(not math.isnan(metrics.soft_dice))
+        families = catalogue.per_class()
 
-    def set_dataset_dice(self, values: Sequence[float]) -> None:
-        """Per-image soft Dice of the dataset (NaN = an image without a mask, left out)."""
-        finite = np.asarray([v for v in values if not math.isnan(v)], np.float64)
-        counts, edges = np.histogram(np.clip(finite, 0.0, 1.0), bins=BINS, range=(0.0, 1.0))
+        def scores(index: int) -> str:
+            pairs = ((family.label, family.entry(index)) for family in families)
+            return ", ".join(f"{label} {entry.text(entry.of(metrics))}" for label, entry in pairs)
+
+        names = [class_names[i] if i < len(class_names) else f"class {i}" for i in range(len(metrics.dice))]
+        self.per_class.setText("  ".join(f"{name}: {scores(i)}" for i, name in enumerate(names)))
+
+    def set_dataset_values(self, metric: Metric, values: Sequence[float | None]) -> None:
+        """The histogram of `metric` over the dataset's images with masks (None = n/a for that image, counted
+        in the title, not binned)."""
+        self.ranking = metric
+        finite = np.asarray([v for v in values if v is not None and not math.isnan(v)], np.float64)
+        if metric.bounds is not None:
+            low, high = metric.bounds
+        else:  # the data's range
+            low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+            high = high if high > low else low + 1.0
+        counts, edges = np.histogram(np.clip(finite, low, high), bins=BINS, range=(low, high))
         self.bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
+        self.plot.setXRange(low, high, padding=0.02)
         self.plot.setYRange(0, max(1, int(counts.max(initial=0))), padding=0.05)
-        title = f"{finite.size} images, mean soft Dice {finite.mean():.4f}" if finite.size else "no Dice yet"
-        self.plot.setTitle(title)
+        self.plot.setLabel("bottom", metric.label)
+        self.current_line.setToolTip(f"This image's {metric.label}")
+        missing = len(values) - finite.size
+        title = f"{finite.size} images, mean {metric.title} {metric.text(float(finite.mean()))}" if finite.size \
+            else f"no {metric.title} yet"
+        self.plot.setTitle(title + (f", {missing} n/a" if missing else ""))
 
     def histogram(self) -> tuple[np.ndarray, np.ndarray]:
         """The bar heights (image counts) and bin edges the histogram draws."""

@@ -13,6 +13,7 @@ from typing import Optional
 
 from PySide6.QtWidgets import QStatusBar
 
+from ..core import metric_catalogue as catalogue
 from ..core.metrics import ImageMetrics, image_metrics
 from ..core.result import InferenceResult
 from ..core.roi import Roi
@@ -85,8 +86,7 @@ class WholeSlide:
 
     def _on_added(self, evaluation: TiledEvaluation) -> None:
         item, metrics = evaluation.item, evaluation.metrics
-        scores = "" if metrics is None else (f": soft Dice {metrics.soft_dice:.4f}, Dice {metrics.foreground_dice:.4f}"
-                                              f", IoU {metrics.foreground_iou:.4f} over the slide")
+        scores = "" if metrics is None else f": {catalogue.brief(catalogue.row_values(metrics))} over the slide"
         text = f"Whole slide of {item.id}: {count(evaluation.tiles, 'tile')} in {evaluation.seconds:.1f} s{scores}"
         self.messages.add("info", text)
         self.status.showMessage(text, 8000)

@@ -4,12 +4,14 @@ Defects are the 8-connected components of a class in the truth and in the predic
 `min_area` pixels (smaller specks are left out of both). A predicted component matches a true one when their
 IoU is at least 0.5, one to one (greedily by IoU, largest first; above 0.5 a component can have only one
 partner anyway). Matched pairs are TP, unmatched predictions FP, unmatched truths FN;
-precision = TP/(TP+FP), recall = TP/(TP+FN), F1 = 2TP/(2TP+FP+FN), each 1.0 when its denominator is 0 (no
-defect in either mask: nothing to find and no false alarm, as hard Dice).
+precision = TP/(TP+FP) and recall = TP/(TP+FN), each 1.0 when its denominator is 0 (nothing predicted, nothing
+to find: as the pixel precision and recall); F1 = 2TP/(2TP+FP+FN), NaN ("n/a") with no defect in either mask
+(as the foreground Dice).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import cv2
@@ -62,12 +64,15 @@ class DefectMatch:
     def scores(self) -> dict[str, float]:
         """defect_f1, defect_precision, defect_recall and the counts defect_tp, defect_fp, defect_fn."""
         tp, fp, fn = self.tp, self.fp, self.fn
-        return {"defect_f1": _ratio(2 * tp, 2 * tp + fp + fn), "defect_precision": _ratio(tp, tp + fp),
-                "defect_recall": _ratio(tp, tp + fn), "defect_tp": tp, "defect_fp": fp, "defect_fn": fn}
+        ratios = self.ratios(tp, fp, fn)
+        return {"defect_f1": ratios["f1"], "defect_precision": ratios["precision"],
+                "defect_recall": ratios["recall"], "defect_tp": tp, "defect_fp": fp, "defect_fn": fn}
 
-
-def _ratio(numerator: int, denominator: int) -> float:
-    return 1.0 if denominator == 0 else numerator / denominator
+    @staticmethod
+    def ratios(tp: int, fp: int, fn: int) -> dict[str, float]:
+        """F1, precision and recall of counts, with the module's values for zero denominators."""
+        return {"f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else math.nan,
+                "precision": tp / (tp + fp) if tp + fp else 1.0, "recall": tp / (tp + fn) if tp + fn else 1.0}
 
 
 def components(mask: np.ndarray, min_area: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

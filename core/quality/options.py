@@ -4,11 +4,11 @@ that follow the original script's."""
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Iterable, Mapping
 
+from .. import metric_catalogue as catalogue
 from ..errors import SegScopeError
-from .scoring import DEFECT_KEYS, ImageQuality, MetricSpec
+from .scoring import COUNT_KEYS, DEFECT_KEYS, ImageQuality, MetricSpec
 
 METRICS_HELP = ("QA metrics per image and per foreground class, comma-separated: hd95 (95th percentile Hausdorff "
                 "distance, px), nsd or nsd@T (normalised surface Dice within T px, default 2), cldice (centreline "
@@ -43,13 +43,9 @@ def metric_spec(args: argparse.Namespace) -> MetricSpec:
     return spec
 
 
-def value_text(key: str, value: float) -> str:
-    """How a metric reads in a line: counts as integers, HD95 in pixels, the rest to 4 decimals."""
-    if key in DEFECT_KEYS[3:]:
-        return str(int(value))
-    if not math.isfinite(value):
-        return "inf" if value > 0 else "n/a"
-    return f"{value:.2f}" if key == "hd95" else f"{value:.4f}"
+def value_text(key: str, value: float | None) -> str:
+    """A metric's value as the catalogue shows it ("n/a" for None or NaN, "inf" for an infinite distance)."""
+    return catalogue.lookup(key).text(value)
 
 
 def line_text(spec: MetricSpec, quality: ImageQuality, class_names: Iterable[str] = ()) -> str:
@@ -57,8 +53,9 @@ def line_text(spec: MetricSpec, quality: ImageQuality, class_names: Iterable[str
     (tp 2 fp 1 fn 0), ...`, with each foreground class's values in brackets when there are several."""
     names = list(class_names)
     text = _values_text(spec, quality.values)
-    for c, values in quality.per_class.items():
-        text += f" [{names[c] if c < len(names) else f'class {c}'}{_values_text(spec, values)}]"
+    if len(quality.per_class) > 1:
+        for c, values in quality.per_class.items():
+            text += f" [{names[c] if c < len(names) else f'class {c}'}{_values_text(spec, values)}]"
     return text
 
 
@@ -66,7 +63,7 @@ def _values_text(spec: MetricSpec, values: dict[str, float]) -> str:
     parts = []
     for name in spec.names:
         if name == "defect_f1":
-            tp, fp, fn = (value_text(k, values[k]) for k in DEFECT_KEYS[3:])
+            tp, fp, fn = (value_text(k, values[k]) for k in COUNT_KEYS)
             parts.append(f"defect f1: {value_text('defect_f1', values['defect_f1'])} (tp {tp} fp {fp} fn {fn})")
         elif name == "nsd":
             parts.append(f"nsd@{spec.nsd_tolerance:g}: {value_text('nsd', values['nsd'])}")
@@ -76,23 +73,25 @@ def _values_text(spec: MetricSpec, values: dict[str, float]) -> str:
 
 
 def summary_lines(summary: Mapping[str, object]) -> list[str]:
-    """The dataset lines of the chosen metrics in a run's summary (`QualitySummary.summary()` among its
-    keys): their means and medians, the defects summed, the ECE of all pixels; none when none was chosen."""
+    """The dataset lines of the chosen metrics in a run's summary (the catalogue's means and
+    `QualitySummary.summary()`): means and medians, the defects summed, the ECE of all pixels; none when no
+    metric was chosen."""
     lines = []
-    spreads: Mapping[str, Mapping[str, float]] = summary.get("metrics", {})  # type: ignore[assignment]
+    spreads: Mapping[str, Mapping[str, float]] = summary.get("spread", {})  # type: ignore[assignment]
     for key, spread in spreads.items():
         if key in DEFECT_KEYS[1:]:  # their sums follow on the defects line
             continue
         label = f"nsd@{summary['nsd_tolerance_px']:g}" if key == "nsd" else key
         infinite = spread["infinite"]
-        note = f" ({infinite} of {spread['images']} infinite: a mask without that class)" if infinite else ""
-        lines.append(f"========== {label}: mean {value_text(key, spread['mean'])}, median "
-                     f"{value_text(key, spread['median'])}{note}")
+        note = f" ({infinite} of {spread['images']} infinite: only one mask has the class)" if infinite else ""
+        mean = summary.get(key)
+        lines.append(f"========== {label}: mean {value_text(key, mean if isinstance(mean, float) else None)}, "
+                     f"median {value_text(key, spread['median'])}{note}")
     defects = summary.get("defects")
     if isinstance(defects, Mapping):
-        lines.append(f"========== defects: f1 {defects['f1']:.4f}, precision {defects['precision']:.4f}, recall "
-                     f"{defects['recall']:.4f} (tp {defects['tp']}, fp {defects['fp']}, fn {defects['fn']} over all "
-                     "images)")
+        lines.append(f"========== defects: f1 {value_text('defect_f1', defects['f1'])}, precision "
+                     f"{defects['precision']:.4f}, recall {defects['recall']:.4f} (tp {defects['tp']}, fp "
+                     f"{defects['fp']}, fn {defects['fn']} over all images)")
     reliability = summary.get("reliability")
     if isinstance(reliability, Mapping):
         lines.append(f"========== ece of all pixels: {value_text('ece', float(reliability['ece']))} "

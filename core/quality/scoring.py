@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import SegScopeError
-from ..metrics import labels_at_model_scale, scored_labels
+from ..masks import histogram
+from ..metrics import ImageMetrics, labels_at_model_scale, scored_labels
 from ..result import InferenceResult
 from .calibration import Reliability
 from .defects import DefectMatch, match_defects
@@ -29,6 +30,8 @@ METRIC_NAMES = ("hd95", "nsd", "cldice", "defect_f1", "ece")
 DEFAULT_NSD_TOLERANCE = 2.0
 #: Keys each metric name adds to an image's values.
 DEFECT_KEYS = ("defect_f1", "defect_precision", "defect_recall", "defect_tp", "defect_fp", "defect_fn")
+#: Of those, the counts (summed over classes and images, not averaged).
+COUNT_KEYS = DEFECT_KEYS[3:]
 _KEYS = {"hd95": ("hd95",), "nsd": ("nsd",), "cldice": ("cldice",), "defect_f1": DEFECT_KEYS, "ece": ("ece",)}
 _ALIASES = {"defects": "defect_f1"}
 _NSD = re.compile(r"nsd(?:@(.*))?")
@@ -87,20 +90,15 @@ def _tolerance(text: str) -> float:
 
 @dataclass(frozen=True)
 class ImageQuality:
-    """One image's chosen metrics: `values` of the foreground, `per_class` with several foreground classes,
-    and what they were computed from for the viewer (the foreground's defects, the reliability bins)."""
+    """One image's chosen metrics: `per_class` (class index >= 1 -> its values, one-vs-rest), `values` for the
+    image (each the mean over the foreground classes in the prediction or the truth, NaN when there is none;
+    the defect counts summed over the classes; ECE over all pixels), and what the viewer shows them from:
+    each class's defects and the reliability bins."""
 
     values: dict[str, float]
-    per_class: dict[int, dict[str, float]] = field(default_factory=dict)
-    defects: DefectMatch | None = None
+    per_class: dict[int, dict[str, float]]
+    defects: dict[int, DefectMatch] = field(default_factory=dict)
     reliability: Reliability | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        """The `"metrics"` entry of an image's row (JSON, metrics.csv)."""
-        row: dict[str, object] = dict(self.values)
-        if self.per_class:
-            row["per_class"] = {str(c): values for c, values in self.per_class.items()}
-        return row
 
 
 def mask_metrics(spec: MetricSpec, truth: np.ndarray, prediction: np.ndarray) -> tuple[dict[str, float],
@@ -125,10 +123,21 @@ def mask_metrics(spec: MetricSpec, truth: np.ndarray, prediction: np.ndarray) ->
 def image_quality(spec: MetricSpec, result: InferenceResult, roi_mask: np.ndarray) -> ImageQuality:
     """The chosen metrics of one result against the ground truth cropped to its ROI (`truth_at_roi`)."""
     prediction, truth = scored_labels(result, roi_mask)
-    values, defects = mask_metrics(spec, truth > 0, prediction > 0)
-    per_class = {}
-    if result.num_classes > 2:
-        per_class = {c: mask_metrics(spec, truth == c, prediction == c)[0] for c in range(1, result.num_classes)}
+    per_class: dict[int, dict[str, float]] = {}
+    defects: dict[int, DefectMatch] = {}
+    for index in range(1, result.num_classes):
+        per_class[index], match = mask_metrics(spec, truth == index, prediction == index)
+        if match is not None:
+            defects[index] = match
+    counts = histogram(truth) + histogram(prediction)
+    present = [c for c in per_class if counts[c]]  # the classes in the prediction or the truth
+    values: dict[str, float] = {}
+    for key in (k for k in spec.keys() if k != "ece"):
+        if key in COUNT_KEYS:
+            values[key] = sum(per_class[c][key] for c in per_class)  # an int, as each class's count
+        else:
+            found = [per_class[c][key] for c in present if not math.isnan(per_class[c][key])]
+            values[key] = float(np.mean(found)) if found else math.nan
     reliability = None
     if "ece" in spec.names:
         height, width, classes = result.probabilities.shape
@@ -137,48 +146,37 @@ def image_quality(spec: MetricSpec, result: InferenceResult, roi_mask: np.ndarra
     return ImageQuality(values, per_class, defects, reliability)
 
 
-def _spread(values: list[float]) -> dict[str, object]:
-    finite = [v for v in values if math.isfinite(v)]
-    return {"mean": float(np.mean(values)) if values else math.nan,
-            "median": float(np.median(values)) if values else math.nan,
-            "images": len(values), "infinite": len(values) - len(finite)}
-
-
 class QualitySummary:
-    """Dataset means and medians of the chosen metrics over the images with masks, the defect counts summed
-    over them (and F1 of the sums) and the reliability diagram of all their pixels together."""
+    """What the catalogue's dataset means leave out of the chosen metrics, over the images with masks: each
+    metric's median and how many of its values are infinite, the defect counts summed (with the F1, precision
+    and recall of the sums) and the reliability diagram of all their pixels together."""
 
     def __init__(self, spec: MetricSpec):
         self.spec = spec
         self.values: dict[str, list[float]] = {key: [] for key in spec.keys()}
         self.reliability = Reliability.empty()
 
-    def add(self, quality: ImageQuality | None) -> None:
+    def add(self, metrics: ImageMetrics | None) -> None:
+        quality = metrics.quality if metrics is not None else None
         if quality is None:
             return
-        for key in self.values:
-            self.values[key].append(quality.values[key])
+        for key, values in self.values.items():
+            if not math.isnan(quality.values[key]):  # n/a: left out, as from the means
+                values.append(quality.values[key])
         if quality.reliability is not None:
             self.reliability = self.reliability + quality.reliability
 
     def summary(self) -> dict[str, object]:
-        """The `"quality"` entry of the run's summary (empty when no metric was chosen)."""
+        """Keys for the run's summary beside the catalogue's means (none when no metric was chosen)."""
         if not self.spec:
             return {}
-        document: dict[str, object] = {**self.spec.options(),
-                                       "metrics": {key: _spread(v) for key, v in self.values.items()
-                                                   if key not in DEFECT_KEYS[3:]}}
+        document: dict[str, object] = {**self.spec.options(), "spread": {
+            key: {"median": float(np.median(v)) if v else math.nan, "images": len(v),
+                  "infinite": sum(1 for x in v if math.isinf(x))}
+            for key, v in self.values.items() if key not in COUNT_KEYS}}
         if "defect_f1" in self.spec.names:
-            tp, fp, fn = (int(sum(self.values[key])) for key in DEFECT_KEYS[3:])
-            document["defects"] = {"tp": tp, "fp": fp, "fn": fn, **_pooled(tp, fp, fn)}
+            tp, fp, fn = (int(sum(self.values[key])) for key in COUNT_KEYS)
+            document["defects"] = {"tp": tp, "fp": fp, "fn": fn, **DefectMatch.ratios(tp, fp, fn)}
         if "ece" in self.spec.names:
             document["reliability"] = self.reliability.as_dict()
         return document
-
-
-def _pooled(tp: int, fp: int, fn: int) -> dict[str, float]:
-    def ratio(a: int, b: int) -> float:
-        return 1.0 if b == 0 else a / b
-
-    return {"f1": ratio(2 * tp, 2 * tp + fp + fn), "precision": ratio(tp, tp + fp), "recall": ratio(tp, tp + fn)}
-

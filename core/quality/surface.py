@@ -14,9 +14,9 @@ definition exactly, at a spacing of 1 pixel (`compute_surface_distances`, `compu
   first reaches 95 %; the larger of the two directions.
 - NSD@T: the length of both contours within T pixels of the other, over their total length.
 
-Empty masks, where the package gives inf or NaN: both empty (the class is absent from prediction and truth)
-is perfect agreement, HD95 0 and NSD 1 (as hard Dice is 1 there); one empty is HD95 `inf` (there is no
-contour to measure to; JSON writes null) and NSD 0.
+Empty masks: both empty (the class is in neither prediction nor truth) is NaN, "n/a" (there is no contour
+to measure; as the foreground Dice, it is left out of means); one empty is HD95 `inf` (no contour to measure
+to; JSON writes null, the summary counts it) and NSD 0, as the package gives them.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def _percentile_distance(distances: np.ndarray, lengths: np.ndarray, percent: fl
 def robust_hausdorff(distances: SurfaceDistances, percent: float = 95.0) -> float:
     """`compute_robust_hausdorff(d, percent)`, with the empty-mask values of the module's docstring."""
     if distances.truth_empty and distances.prediction_empty:
-        return 0.0
+        return math.nan
     return max(_percentile_distance(distances.truth_to_prediction, distances.truth_lengths, percent),
                _percentile_distance(distances.prediction_to_truth, distances.prediction_lengths, percent))
 
@@ -117,7 +117,7 @@ def surface_dice(distances: SurfaceDistances, tolerance: float) -> float:
     """`compute_surface_dice_at_tolerance(d, tolerance)`, with the empty-mask values of the module's docstring."""
     total = float(np.sum(distances.truth_lengths) + np.sum(distances.prediction_lengths))
     if total == 0.0:
-        return 1.0
+        return math.nan
     within = (np.sum(distances.truth_lengths[distances.truth_to_prediction <= tolerance])
               + np.sum(distances.prediction_lengths[distances.prediction_to_truth <= tolerance]))
     return float(within) / total

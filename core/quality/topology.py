@@ -2,11 +2,13 @@
 piece and does its centreline lie inside the truth?
 
 Tprec = |S(P) ∩ G| / |S(P)|, Tsens = |S(G) ∩ P| / |S(G)|, clDice = 2·Tprec·Tsens / (Tprec + Tsens), with the
-skeletons S by scikit-image's `skeletonize` (2-D default). Both masks empty: 1 (nothing to find, nothing
-found, as hard Dice); exactly one empty: 0 (the skeleton of the other lies wholly outside it).
+skeletons S by scikit-image's `skeletonize` (2-D default). Both masks empty: NaN, "n/a" (no centreline to
+compare); exactly one empty: 0 (the skeleton of the other lies wholly outside it).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from skimage.morphology import skeletonize
@@ -32,7 +34,7 @@ def cldice(truth: np.ndarray, prediction: np.ndarray) -> float:
     """clDice of two bool masks of one shape (see the module docstring for empty masks)."""
     truth_any, prediction_any = bool(truth.any()), bool(prediction.any())
     if not (truth_any or prediction_any):
-        return 1.0
+        return math.nan
     if not (truth_any and prediction_any):
         return 0.0
     skeleton_prediction, skeleton_truth = skeleton(prediction), skeleton(truth)

@@ -13,22 +13,19 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from .. import metric_catalogue as catalogue
 from ..dataset import Dataset, DatasetItem
 from ..evaluate import DatasetSummary, ImageEvaluation
 from ..export import heatmap_image
 from ..fileio import encode_image
 from ..metrics import ImageMetrics, argmax_at_roi, mask_to_labels
 from ..palette import class_color
-from ..quality.scoring import ImageQuality, MetricSpec, QualitySummary
+from ..quality.scoring import MetricSpec, QualitySummary
 from ..roi import Roi
 from ..slides import open_slide
 
 #: Longest side of a thumbnail, in pixels.
 THUMBNAIL_SIDE = 200
-#: Metrics the worst images can be ranked by, and whether higher is better.
-RANKINGS = {"foreground_dice": True, "foreground_iou": True, "soft_dice": True, "precision": True, "recall": True,
-            "hd95": False, "nsd": True, "cldice": True, "defect_f1": True, "defect_precision": True,
-            "defect_recall": True, "ece": False}
 _BACKGROUND = (58, 50, 46)  # BGR of the viewer's dark background
 
 
@@ -38,17 +35,12 @@ class Entry:
 
     item: DatasetItem
     roi: Roi
-    metrics: ImageMetrics | None
-    quality: ImageQuality | None
+    metrics: ImageMetrics | None  # with the chosen QA metrics in `.quality`
     thumbnails: dict[str, bytes] = field(default_factory=dict)  # PNG bytes by panel: image, heatmap, mask, truth
 
     def value(self, key: str) -> float | None:
-        """A metric of this image (None without a mask, or when not computed)."""
-        if self.metrics is None:
-            return None
-        if hasattr(self.metrics, key):
-            return float(getattr(self.metrics, key))
-        return self.quality.values.get(key) if self.quality is not None else None
+        """A metric of this image, by its catalogue name (None: no mask, n/a, or not computed)."""
+        return catalogue.lookup(key).of(self.metrics)
 
 
 def _size(width: int, height: int) -> tuple[int, int]:
@@ -90,7 +82,8 @@ class _Warnings(logging.Handler):
 class ReportData:
     """The run as the report shows it; `add` each evaluation in order, then `finish`."""
 
-    def __init__(self, dataset: Dataset, spec: MetricSpec, class_names: Sequence[str], rank: str, worst: int):
+    def __init__(self, dataset: Dataset, spec: MetricSpec, class_names: Sequence[str], rank: catalogue.Metric,
+                 worst: int):
         self.dataset, self.spec, self.rank, self.worst = dataset, spec, rank, worst
         self.class_names = list(class_names)
         self.entries: list[Entry] = []
@@ -99,7 +92,8 @@ class ReportData:
         self.warnings: list[str] = []
         self.notes: list[str] = []  # the backend's, shown with the provenance
         self.num_classes = 2
-        #: Heap of (-goodness, -index) of the entries holding thumbnails: on top the best, of equals the latest
+        #: Heap of (-badness, -index) of the entries holding thumbnails (badness: the ranking's worst-first key,
+        #: smaller is worse): on top the best of them, of equals the latest
         self._kept: list[tuple[float, int]] = []
         self._handler = _Warnings(self.warnings)
 
@@ -110,25 +104,18 @@ class ReportData:
     def __exit__(self, *exc_info: object) -> None:
         logging.getLogger("segscope").removeHandler(self._handler)
 
-    def _goodness(self, entry: Entry) -> float:
-        """Larger is better; images without the value are never among the worst."""
-        value = entry.value(self.rank)
-        if value is None or math.isnan(value):
-            return math.inf
-        return value if RANKINGS[self.rank] else -value
-
     def add(self, evaluation: ImageEvaluation) -> None:
         result, item = evaluation.result, evaluation.item
         self.num_classes = result.num_classes
-        entry = Entry(item, result.roi, evaluation.metrics, evaluation.quality)
+        entry = Entry(item, result.roi, evaluation.metrics)
         self.entries.append(entry)
         self.summary.add(evaluation.metrics)
-        self.quality.add(evaluation.quality)
-        goodness = self._goodness(entry)
-        if goodness == math.inf or self.worst == 0:
+        self.quality.add(evaluation.metrics)
+        badness = self.rank.worst_first_key(self.rank.of(evaluation.metrics))
+        if badness == math.inf or self.worst == 0:  # n/a: never among the worst
             return
         index = len(self.entries) - 1
-        heapq.heappush(self._kept, (-goodness, -index))
+        heapq.heappush(self._kept, (-badness, -index))
         dropped = -heapq.heappop(self._kept)[1] if len(self._kept) > self.worst else None
         if dropped != index:
             entry.thumbnails = self._thumbnails(evaluation)

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
+from .. import metric_catalogue as catalogue
 from ..backends.base import Backend
 from ..dataset import Dataset
 from ..errors import SegScopeError
@@ -23,8 +24,8 @@ from ..quality.options import add_metric_options, metric_spec
 from ..quality.scoring import DEFECT_KEYS, MetricSpec
 from ..roi import Roi
 from ..terminal import Progress
-from .collect import RANKINGS, ReportData
-from .html import LABELS, render
+from .collect import ReportData
+from .html import metric_title, render
 
 
 def _worst(text: str) -> int:
@@ -43,22 +44,26 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     parser.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: as eval)")
     add_metric_options(parser, default="all")
-    parser.add_argument("--rank", choices=list(RANKINGS), default="foreground_dice",
-                        help="the metric the worst images are picked by (default: foreground_dice)")
+    parser.add_argument("--rank", default=catalogue.DEFAULT_RANKING, metavar="METRIC",
+                        help="the metric the worst images are picked by: any of the catalogue's (soft_dice, "
+                             f"dice_1, hd95, defect_recall, ...; default {catalogue.DEFAULT_RANKING})")
     parser.add_argument("--worst", type=_worst, default=8, metavar="N",
                         help="show the N worst images as image | heatmap | mask | truth (default 8)")
     # What `eval` has and a report does not: one stream, no cluster.
     parser.set_defaults(devices=None, cluster=None, ship_images=False, task_resources=None)
 
 
-def _check(args: argparse.Namespace, spec: MetricSpec) -> None:
+def _check(args: argparse.Namespace, spec: MetricSpec) -> catalogue.Metric:
+    """The ranking metric, once every option is known to be usable."""
     if importlib.util.find_spec("matplotlib") is None:
         raise SegScopeError('report: its plots need matplotlib: pip install "segscope[report]"')
-    if args.rank not in ("foreground_dice", "foreground_iou", "soft_dice", "precision", "recall", *spec.keys()):
+    rank = catalogue.lookup(args.rank)  # SegScopeError lists the names
+    if rank.optional and rank.name.split("_class_")[0] not in spec.keys():
         raise SegScopeError(f"--rank {args.rank}: not among the metrics computed; add it to --metrics")
     refuse_existing([args.out], args.overwrite)
     if not args.out.parent.is_dir():
         raise SegScopeError(f"{args.out.parent}: no such folder for --out; create it first")
+    return rank
 
 
 def _provenance(args: argparse.Namespace, dataset: Dataset, backend: Backend, spec: MetricSpec) -> dict[str, str]:
@@ -87,11 +92,11 @@ def _provenance(args: argparse.Namespace, dataset: Dataset, backend: Backend, sp
 def run_report(args: argparse.Namespace, out: TextIO,
                open_backend: Callable[[], AbstractContextManager[Backend]]) -> int:
     spec = metric_spec(args)
-    _check(args, spec)
+    rank = _check(args, spec)
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     progress = Progress(len(dataset))
-    with open_backend() as backend, ReportData(dataset, spec, backend.capabilities.class_names, args.rank,
+    with open_backend() as backend, ReportData(dataset, spec, backend.capabilities.class_names, rank,
                                                 args.worst) as data:
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, quality=spec), 1):
             data.add(evaluation)
@@ -105,7 +110,7 @@ def run_report(args: argparse.Namespace, out: TextIO,
     scored = [e for e in data.entries if e.metrics is not None]
     keys = ["foreground_dice", *(k for k in spec.keys() if k not in DEFECT_KEYS[1:])]
     series = {k: [v for e in scored if (v := e.value(k)) is not None] for k in keys}
-    labels = {k: f"NSD@{spec.nsd_tolerance:g}" if k == "nsd" else LABELS.get(k, k) for k in keys}
+    labels = {k: metric_title(spec, k) for k in keys}
     figures = {"distributions": plots.distributions(series, labels)}
     if "ece" in spec.names:
         figures["reliability"] = plots.reliability_diagram(data.quality.reliability)

@@ -4,21 +4,17 @@ Content-Security-Policy that lets the page load nothing from anywhere, so it rea
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Iterable, Mapping
 from html import escape
 
 import numpy as np
 
+from .. import metric_catalogue as catalogue
 from ..quality.options import value_text
-from ..quality.scoring import DEFECT_KEYS
-from .collect import RANKINGS, Entry, ReportData
+from ..quality.scoring import COUNT_KEYS, MetricSpec
+from .collect import Entry, ReportData
 
-#: Column titles of the metrics the report shows.
-LABELS = {"soft_dice": "Soft Dice", "foreground_dice": "Dice (fg)", "foreground_iou": "IoU (fg)",
-          "precision": "Precision", "recall": "Recall", "hd95": "HD95 (px)", "nsd": "NSD", "cldice": "clDice",
-          "defect_f1": "Defect F1", "defect_precision": "Defect precision", "defect_recall": "Defect recall",
-          "defect_tp": "TP", "defect_fp": "FP", "defect_fn": "FN", "ece": "ECE"}
-DICE_KEYS = ("soft_dice", "foreground_dice", "foreground_iou", "precision", "recall")
 PANELS = (("image", "image"), ("heatmap", "heatmap"), ("mask", "prediction"), ("truth", "truth"))
 POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 STYLE = """
@@ -35,11 +31,6 @@ def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _number(key: str, value: float | None) -> str:
-    """Dice and its kin to 4 decimals, the QA metrics as the eval lines write them."""
-    if value is None:
-        return "n/a"
-    return f"{value:.4f}" if key in DICE_KEYS else value_text(key, value)
 
 
 def _table(header: Iterable[str] | None, rows: Iterable[Iterable[str]], numeric_from: int = 1) -> str:
@@ -54,21 +45,29 @@ def _keys(data: ReportData) -> list[str]:
     return ["soft_dice", "foreground_dice", "foreground_iou", *data.spec.keys()]
 
 
+def metric_title(spec: MetricSpec, key: str) -> str:
+    """A metric's title in the report (NSD with its tolerance)."""
+    return f"NSD@{spec.nsd_tolerance:g}" if key == "nsd" else catalogue.lookup(key).title
+
+
 def _label(data: ReportData, key: str) -> str:
-    return f"NSD@{data.spec.nsd_tolerance:g}" if key == "nsd" else LABELS.get(key, key)
+    return metric_title(data.spec, key)
 
 
-def _summary(data: ReportData) -> str:
+def _summary(data: ReportData, summary: Mapping[str, object]) -> str:
+    """Counts, then each metric's mean (the catalogue's, in `summary`) and median over the images where it
+    applies."""
     scored = [e for e in data.entries if e.metrics is not None]
     rows = [["images", str(len(data.entries))], ["with masks", str(len(scored))],
             ["without masks", str(len(data.entries) - len(scored))]]
     for key in _keys(data):
-        if key in DEFECT_KEYS[3:]:
+        if key in COUNT_KEYS:
             continue
-        values = np.array([e.value(key) for e in scored], np.float64)
-        mean = float(np.mean(values)) if values.size else None
-        median = float(np.median(values)) if values.size else None
-        rows.append([escape(_label(data, key)), f"mean {_number(key, mean)}, median {_number(key, median)}"])
+        values = [v for e in scored if (v := e.value(key)) is not None]
+        mean = summary.get(key)
+        median = float(np.median(values)) if values else None
+        rows.append([escape(_label(data, key)), f"mean {value_text(key, mean if isinstance(mean, float) else None)}, "
+                                                 f"median {value_text(key, median)}"])
     return _table(None, rows)
 
 
@@ -80,14 +79,14 @@ def _provenance(provenance: Mapping[str, str], notes: list[str]) -> str:
 def _worst(data: ReportData) -> str:
     entries = data.worst_entries()
     if not entries:
-        why = "none asked for (--worst 0)" if data.worst == 0 else f"no image has a value of {data.rank} to rank by"
+        why = "none asked for (--worst 0)" if data.worst == 0 else f"no image has a {data.rank.label} to rank by"
         return f'<p class="muted">No images: {escape(why)}.</p>'
     rows = []
     for rank, entry in enumerate(entries, 1):
         figures = "".join(f'<figure><img alt="{escape(entry.item.id)} {caption}" '
                           f'src="{data_uri(entry.thumbnails[name])}"><figcaption>{caption}</figcaption></figure>'
                           for name, caption in PANELS if name in entry.thumbnails)
-        numbers = "<br>".join(f"{escape(_label(data, key))}: {_number(key, entry.value(key))}"
+        numbers = "<br>".join(f"{escape(_label(data, key))}: {value_text(key, entry.value(key))}"
                               for key in _keys(data) if entry.value(key) is not None)
         rows.append(f"<tr><td>{rank}. <b>{escape(entry.item.id)}</b><br><span class=\"muted\">ROI {entry.roi}</span>"
                     f"<br>{numbers}</td><td>{figures}</td></tr>")
@@ -100,11 +99,11 @@ def _per_class(data: ReportData) -> str:
     rows = []
     for index in range(1, data.num_classes):
         cells = [f"{index}", escape(data.class_name(index))]
-        cells += [_number("foreground_dice", _mean(e.metrics.dice[index] for e in scored if e.metrics)),
-                  _number("foreground_iou", _mean(e.metrics.iou[index] for e in scored if e.metrics))]
+        cells += [value_text("foreground_dice", _mean(e.metrics.dice[index] for e in scored if e.metrics)),
+                  value_text("foreground_iou", _mean(e.metrics.iou[index] for e in scored if e.metrics))]
         for key in keys:
-            found = [v for e in scored if (v := _class_value(e, index, key)) is not None]
-            cells.append(_number(key, _CLASS_SUMMARIES[_class_summary(key)](found) if found else None))
+            found = [v for e in scored if (v := _class_value(e, index, key)) is not None and not math.isnan(v)]
+            cells.append(value_text(key, _CLASS_SUMMARIES[_class_summary(key)](found) if found else None))
         rows.append(cells)
     header = ["class", "name", "Dice (mean)", "IoU (mean)",
               *(f"{_label(data, k)} ({_class_summary(k)})" for k in keys)]
@@ -118,14 +117,12 @@ _CLASS_SUMMARIES = {"sum": lambda v: float(np.sum(v)), "median": lambda v: float
 
 
 def _class_summary(key: str) -> str:
-    return "sum" if key in DEFECT_KEYS[3:] else "median" if key == "hd95" else "mean"
+    return "sum" if key in COUNT_KEYS else "median" if key == "hd95" else "mean"
 
 
 def _class_value(entry: Entry, index: int, key: str) -> float | None:
-    if entry.quality is None:
-        return None
-    values = entry.quality.per_class.get(index, entry.quality.values)
-    return values.get(key)
+    quality = entry.metrics.quality if entry.metrics is not None else None
+    return None if quality is None else quality.per_class[index].get(key)
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -146,7 +143,7 @@ def _defects(summary: Mapping[str, object]) -> str:
 
 def _all_images(data: ReportData) -> str:
     keys = _keys(data)
-    rows = [[escape(e.item.id), str(e.roi)] + [_number(k, e.value(k)) for k in keys]
+    rows = [[escape(e.item.id), str(e.roi)] + [value_text(k, e.value(k)) for k in keys]
             for e in data.entries if e.metrics is not None]
     return _table(["image", "ROI", *(_label(data, k) for k in keys)], rows, numeric_from=2)
 
@@ -168,11 +165,11 @@ def render(data: ReportData, summary: Mapping[str, object], provenance: Mapping[
     title = f"SegScope report: {data.dataset.root.name}"
     reliability = (f'<img class="plot" alt="reliability diagram" src="{data_uri(plots["reliability"])}">'
                    if "reliability" in plots else '<p class="muted">Not computed (add ece to --metrics).</p>')
-    rank = _label(data, data.rank)
-    direction = "lowest" if RANKINGS[data.rank] else "highest"
+    rank = _label(data, data.rank.name)
+    direction = "lowest" if data.rank.higher_is_better else "highest"
     sections = [
         f"<h1>{escape(title)}</h1><p class=\"muted\">{escape(provenance.get('created', ''))}</p>",
-        "<h2>Run summary</h2>", _summary(data),
+        "<h2>Run summary</h2>", _summary(data, summary),
         "<h2>Provenance</h2>", _provenance(provenance, data.notes),
         "<h2>Distributions</h2>",
         f'<img class="plot" alt="per-metric distributions" src="{data_uri(plots["distributions"])}">',

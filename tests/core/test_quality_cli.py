@@ -62,22 +62,21 @@ def test_eval_metrics_equal_the_reference_packages(tiny_model_project, defects_d
                      "--metrics", "all", "--json", "--export", out_dir, "--export-kinds", "mask,softmax")
     assert code == 0
     document = json.loads(text)
-    row = document["images"][0]
-    metrics = row["metrics"]
+    row = document["images"][0]  # the chosen metrics by their catalogue names, beside the Dice
     prediction = cv2.imread(str(out_dir / "a_mask.png"), cv2.IMREAD_GRAYSCALE) > 0
     truth = cv2.imread(str(defects_dataset / "a" / "mask.png"), cv2.IMREAD_GRAYSCALE) > 127
     distances = surface_distance.compute_surface_distances(truth, prediction, (1.0, 1.0))
-    assert metrics["hd95"] == surface_distance.compute_robust_hausdorff(distances, 95)
-    assert metrics["hd95"] >= 2  # the square is 2 px off
-    assert metrics["nsd"] == pytest.approx(surface_distance.compute_surface_dice_at_tolerance(distances, 2), rel=1e-12)
+    assert row["hd95"] == surface_distance.compute_robust_hausdorff(distances, 95)
+    assert row["hd95"] >= 2  # the square is 2 px off
+    assert row["nsd"] == pytest.approx(surface_distance.compute_surface_dice_at_tolerance(distances, 2), rel=1e-12)
     s_pred, s_truth = skeletonize(prediction), skeletonize(truth)
     t_prec, t_sens = (s_pred & truth).sum() / s_pred.sum(), (s_truth & prediction).sum() / s_truth.sum()
-    assert metrics["cldice"] == pytest.approx(2 * t_prec * t_sens / (t_prec + t_sens), rel=1e-12)
+    assert row["cldice"] == pytest.approx(2 * t_prec * t_sens / (t_prec + t_sens), rel=1e-12)
     # Square (IoU 12/16 ≥ 0.5) and crack found, the speck a false alarm, the light region missed.
     n_truth, n_pred = ndimage.label(truth, np.ones((3, 3)))[1], ndimage.label(prediction, np.ones((3, 3)))[1]
     assert (n_truth, n_pred) == (3, 3)
-    assert (metrics["defect_tp"], metrics["defect_fp"], metrics["defect_fn"]) == (2, 1, 1)
-    assert metrics["defect_f1"] == pytest.approx(4 / 6) and metrics["defect_recall"] == pytest.approx(2 / 3)
+    assert (row["defect_tp"], row["defect_fp"], row["defect_fn"]) == (2, 1, 1)
+    assert row["defect_f1"] == pytest.approx(4 / 6) and row["defect_recall"] == pytest.approx(2 / 3)
     # ECE at model resolution: the exported softmax against main.py's resized truth (linear, /255 > 0.5).
     softmax = np.load(out_dir / "a_softmax.npy")
     resized = cv2.resize(truth.astype(np.uint8) * 255, softmax.shape[1::-1], interpolation=cv2.INTER_LINEAR)
@@ -89,12 +88,16 @@ def test_eval_metrics_equal_the_reference_packages(tiny_model_project, defects_d
         inside = (confidence > lower) & (confidence <= upper)
         if inside.any():
             ece += abs(confidence[inside].mean() - correct[inside].mean()) * inside.mean()
-    assert metrics["ece"] == pytest.approx(ece, rel=1e-9)
+    assert row["ece"] == pytest.approx(ece, rel=1e-9)
+    # Per class (one foreground class here: the image's own values), after class 0, the background, n/a.
+    assert row["hd95_class"] == [None, row["hd95"]] and row["defect_fn_class"] == [None, 1]
     # No mask, no metrics; the summary holds means and medians over the one image with a mask.
-    assert "metrics" not in document["images"][1]
+    assert "hd95" not in document["images"][1]
     summary = document["summary"]
-    assert summary["metrics"]["hd95"] == {"mean": metrics["hd95"], "median": metrics["hd95"], "images": 1,
-                                          "infinite": 0}
+    assert summary["hd95"] == row["hd95"] and summary["cldice"] == row["cldice"]
+    assert summary["spread"]["hd95"] == {"median": row["hd95"], "images": 1, "infinite": 0}
+    described = {m["name"]: m for m in document["metrics"]}  # the catalogue's definitions come along
+    assert described["hd95"]["higher_is_better"] is False and "hd95_class_<i>" in described
     assert summary["defects"] == {"tp": 2, "fp": 1, "fn": 1, "f1": pytest.approx(4 / 6), "precision":
                                   pytest.approx(2 / 3), "recall": pytest.approx(2 / 3)}
     assert summary["reliability"]["ece"] == pytest.approx(ece, rel=1e-9)
@@ -102,8 +105,9 @@ def test_eval_metrics_equal_the_reference_packages(tiny_model_project, defects_d
     assert sum(b["pixels"] for b in summary["reliability"]["bins"]) == summary["reliability"]["pixels"]
     assert summary["nsd_tolerance_px"] == 2.0 and summary["min_defect_area_px"] == 1
     table = list(csv.DictReader(io.StringIO((out_dir / "metrics.csv").read_text())))
-    assert float(table[0]["hd95"]) == metrics["hd95"] and table[0]["defect_fp"] == "1"
-    assert json.loads((out_dir / "metrics.json").read_text())["images"][0]["metrics"]["cldice"] == metrics["cldice"]
+    assert float(table[0]["hd95"]) == row["hd95"] and float(table[0]["defect_fp"]) == 1
+    assert float(table[0]["hd95_class_1"]) == row["hd95"] and table[0]["hd95_class_0"] == ""
+    assert json.loads((out_dir / "metrics.json").read_text())["images"][0]["cldice"] == row["cldice"]
 
 
 def test_eval_metric_lines_and_min_defect_area(tiny_model_project, defects_dataset):
@@ -139,11 +143,11 @@ def test_an_empty_prediction_is_inf_in_the_line_and_null_in_json(tiny_model_proj
     write_png(root / "x" / "mask.png", truth)
     code, text = run("eval", "--dataset", root, "--pipeline", tiny_model_project.pipeline, "--metrics", "hd95,nsd")
     assert code == 0 and ", hd95: inf, nsd@2: 0.0000" in text.splitlines()[0]
-    assert "(1 of 1 infinite: a mask without that class)" in text
+    assert "(1 of 1 infinite: only one mask has the class)" in text
     code, text = run("eval", "--dataset", root, "--pipeline", tiny_model_project.pipeline, "--metrics", "hd95",
                      "--json")
     document = json.loads(text)
-    assert document["images"][0]["metrics"]["hd95"] is None and document["summary"]["metrics"]["hd95"]["infinite"] == 1
+    assert document["images"][0]["hd95"] is None and document["summary"]["spread"]["hd95"]["infinite"] == 1
 
 
 @pytest.mark.parametrize(("argv", "parts"), [
@@ -172,13 +176,14 @@ def test_metrics_on_the_real_pv_crack_cells(tiny_model_project, shared_data, tmp
         prediction = cv2.imread(str(out_dir / f"{row['id']}_mask.png"), cv2.IMREAD_GRAYSCALE) > 0
         truth = cv2.imread(str(dataset / row["id"] / "mask.png"), cv2.IMREAD_GRAYSCALE) > 127
         distances = surface_distance.compute_surface_distances(truth, prediction, (1.0, 1.0))
-        metrics = row["metrics"]
         hd95 = surface_distance.compute_robust_hausdorff(distances, 95)
-        assert metrics["hd95"] == (hd95 if math.isfinite(hd95) else None), row["id"]
-        if truth.any() or prediction.any():
-            assert metrics["nsd"] == pytest.approx(
+        assert row["hd95"] == (hd95 if math.isfinite(hd95) else None), row["id"]
+        if not truth.any() and not prediction.any():
+            assert row["hd95"] is None and row["nsd"] is None  # n/a
+        else:
+            assert row["nsd"] == pytest.approx(
                 surface_distance.compute_surface_dice_at_tolerance(distances, 2), rel=1e-12, abs=1e-15)
         n_truth = ndimage.label(truth, np.ones((3, 3)))[1]
-        assert metrics["defect_tp"] + metrics["defect_fn"] == n_truth
-        assert metrics["defect_tp"] + metrics["defect_fp"] == ndimage.label(prediction, np.ones((3, 3)))[1]
-        assert 0 <= metrics["cldice"] <= 1 and 0 <= metrics["ece"] <= 1
+        assert row["defect_tp"] + row["defect_fn"] == n_truth
+        assert row["defect_tp"] + row["defect_fp"] == ndimage.label(prediction, np.ones((3, 3)))[1]
+        assert row["cldice"] is None or 0 <= row["cldice"] <= 1 and 0 <= row["ece"] <= 1

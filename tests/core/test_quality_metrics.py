@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from segscope.core.errors import SegScopeError
+from segscope.core.metrics import ImageMetrics
 from segscope.core.quality.calibration import Reliability
 from segscope.core.quality.defects import match_defects
 from segscope.core.quality.options import line_text
@@ -71,13 +72,14 @@ def test_hd95_ignores_the_last_five_percent_of_the_contour():
 
 
 @pytest.mark.parametrize(("truth_empty", "prediction_empty", "hd95", "nsd"),
-                         [(True, True, 0.0, 1.0), (True, False, math.inf, 0.0), (False, True, math.inf, 0.0)])
+                         [(True, True, math.nan, math.nan), (True, False, math.inf, 0.0),
+                          (False, True, math.inf, 0.0)])
 def test_empty_masks_have_defined_boundary_values(truth_empty, prediction_empty, hd95, nsd):
     square = boxes((6, 6), (slice(1, 4), slice(1, 4)))
     empty = np.zeros((6, 6), bool)
     distances = surface_distances(empty if truth_empty else square, empty if prediction_empty else square)
-    assert robust_hausdorff(distances) == hd95
-    assert surface_dice(distances, 2) == nsd
+    # Neither has the class: n/a (NaN); only one: no contour to reach, infinitely far, none within T.
+    np.testing.assert_equal([robust_hausdorff(distances), surface_dice(distances, 2)], [hd95, nsd])
 
 
 def test_a_mask_touching_the_image_border_has_a_contour_there():
@@ -107,7 +109,7 @@ def test_cldice_of_a_parallel_crack_is_zero_and_of_itself_one():
 def test_cldice_of_empty_masks():
     crack = boxes((5, 5), (2, slice(0, 5)))
     empty = np.zeros((5, 5), bool)
-    assert cldice(empty, empty) == 1.0
+    assert math.isnan(cldice(empty, empty))
     assert cldice(crack, empty) == 0.0 and cldice(empty, crack) == 0.0
 
 
@@ -140,10 +142,11 @@ def test_defects_are_8_connected_and_match_at_iou_one_half():
     assert all(d.outcome == "TP" and d.iou == 0.5 for d in match.defects)
 
 
-def test_no_defect_anywhere_is_perfect_and_only_false_alarms_score_zero():
+def test_no_defect_anywhere_is_n_a_and_only_false_alarms_score_zero():
     empty = np.zeros((5, 5), bool)
-    assert match_defects(empty, empty).scores() == {"defect_f1": 1.0, "defect_precision": 1.0, "defect_recall": 1.0,
-                                                   "defect_tp": 0, "defect_fp": 0, "defect_fn": 0}
+    scores = match_defects(empty, empty).scores()
+    assert math.isnan(scores.pop("defect_f1"))  # as the foreground Dice: nothing to score
+    assert scores == {"defect_precision": 1.0, "defect_recall": 1.0, "defect_tp": 0, "defect_fp": 0, "defect_fn": 0}
     speck = boxes((5, 5), (2, 2))
     alarm = match_defects(empty, speck).scores()
     assert (alarm["defect_f1"], alarm["defect_precision"], alarm["defect_recall"]) == (0.0, 0.0, 1.0)
@@ -212,31 +215,45 @@ def test_image_quality_per_foreground_class_on_the_roi():
     assert quality.per_class[1]["hd95"] == 0.0 and quality.per_class[1]["defect_f1"] == 1.0
     assert quality.per_class[2]["hd95"] == math.inf and quality.per_class[2]["nsd"] == 0.0
     assert quality.per_class[2]["defect_recall"] == 0.0
-    # The foreground (both classes as one): 1 of 2 defects found.
+    # The image: the mean over the classes present (both), the counts summed: 1 of 2 defects found.
+    assert quality.values["hd95"] == math.inf and quality.values["nsd"] == 0.5
+    assert quality.values["defect_f1"] == 0.5
     assert quality.values["defect_tp"] == 1 and quality.values["defect_fn"] == 1
     # 9 of 120 pixels wrong at confidence 0.9: ECE = |111/120 − 0.9|.
     assert quality.values["ece"] == pytest.approx(abs(111 / 120 - 0.9), abs=1e-6)
-    assert set(quality.as_dict()["per_class"]) == {"1", "2"}
+    assert set(quality.per_class) == {1, 2} and set(quality.defects) == {1, 2}
     text = line_text(MetricSpec.parse("hd95,defect_f1"), quality, ("bg", "crack", "scratch"))
-    # Foreground HD95: half the truth's contour (the missed square, corners rows 6-9, columns 7-10) is measured
-    # to the found square's nearest corner (4, 4); the top 5 % of 21.66 px of contour is the cut at (9, 10)
-    # (0.71) and part of the edge at (8, 10): √(4² + 6²).
-    assert quality.values["hd95"] == pytest.approx(math.sqrt(52))
-    assert text.startswith(", hd95: 7.21, defect f1: 0.6667 (tp 1 fp 0 fn 1) [crack, hd95: 0.00, ")
+    assert text.startswith(", hd95: inf, defect f1: 0.5000 (tp 1 fp 0 fn 1) [crack, hd95: 0.00, ")
     assert "[scratch, hd95: inf, defect f1: 0.0000 (tp 0 fp 0 fn 1)]" in text
 
 
-def test_quality_summary_means_medians_and_pooled_defects():
+def test_a_class_in_neither_mask_is_left_out_of_the_image_value():
+    truth = np.zeros((10, 12), np.uint8)
+    truth[1:4, 1:4] = 1
+    prediction = truth.copy()
+    prediction[1, 1] = 0
+    quality = image_quality(MetricSpec.parse("nsd@0,cldice,defect_f1"), _result(prediction, 3), truth)
+    assert math.isnan(quality.per_class[2]["nsd"]) and math.isnan(quality.per_class[2]["defect_f1"])
+    assert quality.values["nsd"] == quality.per_class[1]["nsd"] < 1  # class 2 does not pull the mean
+    assert quality.values["defect_f1"] == 1.0 and quality.values["cldice"] == quality.per_class[1]["cldice"]
+
+
+def _metrics(quality):
+    return ImageMetrics(1.0, 1.0, (1.0, 1.0), (1.0, 1.0), 1.0, 1.0, 1.0, 1.0, quality)
+
+
+def test_quality_summary_medians_and_pooled_defects():
     spec = MetricSpec.parse("hd95,defect_f1")
     summary = QualitySummary(spec)
     truth = np.zeros((8, 8), np.uint8)
     truth[2:4, 2:4] = 1
-    summary.add(image_quality(spec, _result(truth, 2), truth * 255))  # perfect
-    summary.add(image_quality(spec, _result(np.zeros_like(truth), 2), truth * 255))  # missed: hd95 inf
+    for prediction in (truth, np.zeros_like(truth), np.zeros_like(truth)):  # perfect, missed (hd95 inf), missed
+        summary.add(_metrics(image_quality(spec, _result(prediction, 2), truth * 255)))
+    summary.add(_metrics(image_quality(spec, _result(truth * 0, 2), truth * 0)))  # nothing anywhere: n/a
     summary.add(None)  # an image without a mask counts nowhere
     document = summary.summary()
-    assert document["metrics"]["hd95"] == {"mean": math.inf, "median": math.inf, "images": 2, "infinite": 1}
-    assert document["metrics"]["defect_f1"]["mean"] == 0.5
-    assert document["defects"] == {"tp": 1, "fp": 0, "fn": 1, "f1": pytest.approx(2 / 3), "precision": 1.0,
-                                   "recall": 0.5}
+    assert document["spread"]["hd95"] == {"median": math.inf, "images": 3, "infinite": 2}
+    assert document["spread"]["defect_f1"] == {"median": 0.0, "images": 3, "infinite": 0}
+    assert document["defects"] == {"tp": 1, "fp": 0, "fn": 2, "f1": pytest.approx(2 / 4), "precision": 1.0,
+                                   "recall": pytest.approx(1 / 3)}
     assert QualitySummary(MetricSpec()).summary() == {}

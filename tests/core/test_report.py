@@ -59,15 +59,15 @@ def test_report_is_self_contained_and_follows_eval(report):
         png = base64.b64decode(source.split(",", 1)[1])
         assert cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR) is not None
     assert "<script" not in page
-    rows = [r for r in document["images"] if "metrics" in r]
+    rows = [r for r in document["images"] if "hd95" in r]
     worst = sorted(rows, key=lambda r: (r["foreground_dice"], [r["id"] for r in rows].index(r["id"])))[:2]
     text = html.unescape(re.sub(r"<[^>]+>", " ", page))
-    section = text.split("Worst 2 images by Dice (fg)")[1].split("Per class")[0]
+    section = text.split("Worst 2 images by Dice (lowest first)")[1].split("Per class")[0]
     assert re.findall(r"(\d+)\.\s+(\S+)\s+ROI", section) == [("1", worst[0]["id"]), ("2", worst[1]["id"])]
     for row in worst:  # each worst image's numbers as eval computed them, and its four panels
         block = section.split(f" {row['id']} ")[1]
-        assert f"Dice (fg): {row['foreground_dice']:.4f}" in block
-        assert f"NSD@2: {row['metrics']['nsd']:.4f}" in block
+        assert f"Dice: {row['foreground_dice']:.4f}" in block
+        assert f"NSD@2: {row['nsd']:.4f}" in block
     assert page.count('<figcaption>truth</figcaption>') == 2 and page.count("<figcaption>image</figcaption>") == 2
     defects = document["summary"]["defects"]
     assert re.search(rf"tp\s+{defects['tp']}\s+fp\s+{defects['fp']}\s+fn\s+{defects['fn']}\s+f1\s+"
@@ -75,7 +75,7 @@ def test_report_is_self_contained_and_follows_eval(report):
     table = text.split("Every image with a mask")[1]
     for row in rows:  # every image's line: its id, ROI, Dice and ECE as eval computed them
         assert re.search(rf"\b{row['id']}\s+{row['roi']}\s+{row['soft_dice']:.4f}\s+{row['foreground_dice']:.4f}"
-                         rf".*?{row['metrics']['ece']:.4f}", table, re.S)
+                         rf".*?{row['ece']:.4f}", table, re.S)
     no_mask = text.split("Images without masks")[-1]
     assert re.search(r"\b3\b", no_mask.split("Warnings")[0])
     assert "other than 0/255" in no_mask.split("Warnings")[1]
@@ -150,6 +150,7 @@ def test_report_renders_in_headless_chromium_with_no_missing_resource(report, tm
 def test_per_class_table_of_a_three_class_model(tmp_path, write_png):
     """Rendered straight from evaluations of a 3-class result: one row per foreground class, named by the card,
     with the mean per-class Dice and the per-class QA values."""
+    from segscope.core import metric_catalogue as catalogue
     from segscope.core.dataset import Dataset
     from segscope.core.evaluate import score
     from segscope.core.quality.scoring import MetricSpec
@@ -170,7 +171,7 @@ def test_per_class_table_of_a_three_class_model(tmp_path, write_png):
     result = InferenceResult(probabilities, predicted, Roi(0, 0, 40, 30), (40, 30))
     spec = MetricSpec.parse("hd95,defect_f1")
     evaluation = score(dataset, dataset.items[0], result, quality=spec)
-    with ReportData(dataset, spec, ("background", "crack", "scratch"), "foreground_dice", 1) as data:
+    with ReportData(dataset, spec, ("background", "crack", "scratch"), catalogue.lookup("foreground_dice"), 1) as data:
         data.add(evaluation)
         data.finish()
     page = render(data, {}, {"created": "now"}, {"distributions": b"png"})

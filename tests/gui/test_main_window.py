@@ -142,7 +142,7 @@ def test_run_shows_exactly_the_backends_arrays_and_the_core_metric(qtbot, window
         reference = backend.infer(demo_dataset / "001" / "image.png", roi)
     np.testing.assert_allclose(result.probabilities, reference.probabilities, atol=1e-6)
     expected = image_metrics(reference, mask)
-    assert f"soft Dice {expected.soft_dice:.4f}" in window.main_actions.dice_label.text()
+    assert f"Soft Dice {expected.soft_dice:.4f}" in window.main_actions.dice_label.text()
     assert f"Dice {expected.foreground_dice:.4f}" in window.main_actions.dice_label.text()
     assert window.metrics_panel.value_labels["soft_dice"].text() == f"{expected.soft_dice:.4f}"
     row = window.dataset_panel.model.row("001")
@@ -152,7 +152,7 @@ def test_run_shows_exactly_the_backends_arrays_and_the_core_metric(qtbot, window
     assert window.status_labels.timings_label.text() == f"last run {total_ms:.0f} ms"
     assert f"infer {result.timings['infer'] * 1000:.0f} ms" in window.status_labels.timings_label.toolTip()
     means = window.status_labels.means_label.text()
-    assert "mean soft Dice" in means and "(1 image)" in means
+    assert "mean Soft Dice" in means and "(1 image)" in means
 
 
 def test_a_viewer_run_reads_the_roi_from_the_open_slide_and_equals_the_file_run(qtbot, window, demo_dataset,
@@ -197,13 +197,14 @@ def test_run_all_fills_the_table_and_worst_first_sorts(qtbot, window):
     assert [e.item.id for e in results] == ["001", "002", "003"]
     rows = window.dataset_panel.model.rows
     assert all(r.status == "done" and r.metrics is not None for r in rows)
-    window.main_actions.worst_action.trigger()
+    window.main_actions.worst_action.trigger()  # by the default ranking: the foreground Dice
     order = window.dataset_panel.visible_order()
-    dice = {e.item.id: e.metrics.soft_dice for e in results}
+    dice = {e.item.id: e.metrics.foreground_dice for e in results}
     assert order == sorted(dice, key=dice.get)
     assert window.dataset_panel.current_item() == order[0]
-    mean = np.mean(list(dice.values()))
-    assert f"mean soft Dice {mean:.4f}" in window.status_labels.means_label.text()
+    soft = np.mean([e.metrics.soft_dice for e in results])
+    assert f"mean Soft Dice {soft:.4f} · Dice {np.mean(list(dice.values())):.4f}" in \
+        window.status_labels.means_label.text()
     assert not window.main_actions.progress_action.isVisible()
 
 
