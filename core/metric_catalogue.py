@@ -150,9 +150,10 @@ def register_per_class(family: PerClass) -> PerClass:
 
 
 def metrics(class_names: Sequence[str] = ()) -> list[Metric]:
-    """Every per-image metric, then each per-class one for every class of `class_names`."""
+    """Every per-image metric, then each per-class one for every class of `class_names` (the optional QA
+    ones for the foreground classes: they do not score the background)."""
     return [*_METRICS.values(), *(family.entry(i, name) for family in _PER_CLASS.values()
-                                  for i, name in enumerate(class_names))]
+                                  for i, name in enumerate(class_names) if i or not family.optional)]
 
 
 def per_class() -> list[PerClass]:

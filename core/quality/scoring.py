@@ -99,6 +99,7 @@ class ImageQuality:
     per_class: dict[int, dict[str, float]]
     defects: dict[int, DefectMatch] = field(default_factory=dict)
     reliability: Reliability | None = None
+    spec: MetricSpec = MetricSpec()  # what was asked for
 
 
 def mask_metrics(spec: MetricSpec, truth: np.ndarray, prediction: np.ndarray) -> tuple[dict[str, float],
@@ -143,7 +144,7 @@ def image_quality(spec: MetricSpec, result: InferenceResult, roi_mask: np.ndarra
         height, width, classes = result.probabilities.shape
         reliability = Reliability.of(result.probabilities, labels_at_model_scale(roi_mask, height, width, classes))
         values["ece"] = reliability.ece()
-    return ImageQuality(values, per_class, defects, reliability)
+    return ImageQuality(values, per_class, defects, reliability, spec)
 
 
 class QualitySummary:

@@ -257,3 +257,23 @@ def test_quality_summary_medians_and_pooled_defects():
     assert document["defects"] == {"tp": 1, "fp": 0, "fn": 2, "f1": pytest.approx(2 / 4), "precision": 1.0,
                                    "recall": pytest.approx(1 / 3)}
     assert QualitySummary(MetricSpec()).summary() == {}
+
+
+# --- the boundary-error picture ------------------------------------------------------------------------------
+
+
+def test_boundary_errors_mark_only_wrong_boundary_pixels_with_their_distance():
+    from segscope.core.quality.boundary import boundary_errors
+
+    truth = boxes((20, 20), (slice(4, 12), slice(4, 12)))
+    prediction = boxes((20, 20), (slice(4, 12), slice(4, 15)))  # the right side 3 px too far out
+    errors = boundary_errors(truth, prediction)
+    # The truth's right column (x = 11) lies 3 px from the prediction's (x = 14), nearer to its ends the
+    # prediction's top and bottom rows (y = 4, 11); back, every pixel of x = 14 is 3 px from x = 11. The shared
+    # rows are right (0); the prediction's top row beyond x = 11 is 1-3 px from the truth's corner.
+    assert errors[5:11, 11].tolist() == pytest.approx([1.0, 2.0, 3.0, 3.0, 2.0, 1.0], rel=0.02)
+    assert errors[5:11, 14].tolist() == pytest.approx([3.0] * 6, rel=0.02)
+    assert errors[4, 4:11].tolist() == [0.0] * 7 and errors[8, 8] == 0.0 and errors[8, 2] == 0.0
+    assert errors[4, 12:15].tolist() == pytest.approx([1.0, 2.0, 3.0], rel=0.02)
+    only = boundary_errors(truth, np.zeros_like(truth))
+    assert np.isinf(only[4, 4]) and only[8, 8] == 0.0
