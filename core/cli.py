@@ -46,7 +46,6 @@ from .export_writer import ExportWriter
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
 from .metric_catalogue import catalogue_document
 from .metrics import ImageMetrics, compare_tensors
-from .pipeline import DEFAULT_PIPELINE
 from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
 from .provenance import source_for
@@ -54,6 +53,8 @@ from .quality.options import add_metric_options, line_text, metric_spec, summary
 from .quality.scoring import QualitySummary
 from .report.command import add_report_options, run_report
 from .roi import Roi
+from .run_source import add_source_options, chosen_source
+from .stream_input import StreamInput
 from .terminal import Progress, log_warnings
 from .tiling_cli import add_tiling_options, refuse_without_tile, run_tiled_eval
 
@@ -89,12 +90,12 @@ def _count(text: str) -> int:
 
 
 def _add_backend_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pipeline", type=Path, default=DEFAULT_PIPELINE,
-                        help="MindX .pipeline file (default: the shipped U-Net stream and demo model)")
+    add_source_options(parser, "MindX .pipeline file (default: the shipped U-Net stream and demo model)")
     parser.add_argument("--backend", choices=BACKEND_KINDS, default="auto",
-                        help="embedded: ONNX Runtime + OpenCV; mindx: the MindX SDK on the Ascend host; "
-                             "auto (default): embedded here, or with --remote MindX when the host has it, "
-                             "else embedded there")
+                        help="embedded: ONNX Runtime + OpenCV; mindx: a pipeline through the MindX SDK; "
+                             "mindx-model / ais-bench: the model's .om through the SDK's Model API / ais_bench, "
+                             "SegScope preprocessing on the CPU; auto (default): the first of mindx (pipelines), "
+                             "mindx-model and ais-bench found here (or on the --remote host), else embedded")
     parser.add_argument("--sdk-home", type=Path, help="MindX SDK folder (default: $MX_SDK_HOME)")
     parser.add_argument("--remote", metavar="USER@HOST[:PORT]",
                         help="run the stream on an Ascend host over SSH (a ~/.ssh/config alias works too)")
@@ -123,14 +124,15 @@ def _six(value: object) -> str:
     return "n/a" if value is None else f"{value:.6f}"
 
 
-def _format_line(path: Path, evaluation_metrics: ImageMetrics | None) -> str:
+def _format_line(path: Path, evaluation_metrics: ImageMetrics | None, roi_note: str = "") -> str:
     """The original script's line for one image, then the hard foreground Dice/IoU ("n/a" without any
-    foreground in either mask)."""
+    foreground in either mask), and how the ROI reached the stream when not by its own crop."""
+    note = f" [{roi_note}]" if roi_note else ""
     if evaluation_metrics is None:
-        return f"image: {path}, dice: n/a, iou: n/a (no mask)"
+        return f"image: {path}, dice: n/a, iou: n/a (no mask){note}"
     values = catalogue.row_values(evaluation_metrics)
     return (f"image: {path}, dice: {_six(values['soft_dice'])}, iou: {_six(values['soft_iou'])}, "
-            f"hard dice: {_six(values['foreground_dice'])}, hard iou: {_six(values['foreground_iou'])}")
+            f"hard dice: {_six(values['foreground_dice'])}, hard iou: {_six(values['foreground_iou'])}{note}")
 
 
 def _refuse_remote_only_options(args: argparse.Namespace) -> None:
@@ -149,7 +151,7 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
     """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
     printed on stderr."""
     with open_backend(
-            args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
+            args.backend, chosen_source(args), max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
             accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
             probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
             remote_cache=args.remote_cache, devices=parse_devices(args.devices) if args.devices is not None else None,
@@ -157,7 +159,8 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
             task_resources=parse_resources(args.task_resources) if args.task_resources else None) as backend:
         details = backend.capabilities.details
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
-            ([details["note"]] if "note" in details else [])
+            ([details["note"]] if "note" in details else []) + \
+            ([f"--backend auto {details['auto']}"] if "auto" in details else [])
         for note in notes:
             print(f"segscope: note: {note}", file=sys.stderr)
         yield backend
@@ -187,7 +190,8 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
                 + run_files(kinds)
             refuse_existing([args.export / name for name in names], args.overwrite)
         backend = stack.enter_context(_open_eval_backend(args))
-        backend, notes = with_precision(backend, args, dataset, roi)  # fp32: the backend itself
+        stream = StreamInput.of(chosen_source(args))  # the shipped pipeline when none is given
+        backend, notes = with_precision(backend, args, dataset, roi, stream)  # fp32: the backend itself
         check = AccuracyCheck(backend, dataset)
         for note in notes:
             print(f"segscope: note: {note}", file=sys.stderr)
@@ -198,16 +202,17 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
                 progress.clear()
                 chosen = line_text(spec, evaluation.metrics.quality, backend.capabilities.class_names) \
                     if evaluation.metrics is not None and evaluation.metrics.quality else ""
-                print(_format_line(evaluation.item.image_path, evaluation.metrics) + chosen, file=out, flush=True)
+                print(_format_line(evaluation.item.image_path, evaluation.metrics, evaluation.result.roi_note)
+                      + chosen, file=out, flush=True)
             progress.update(done, evaluation.item.id)
 
-        evaluations = evaluate_dataset(backend, dataset, roi, overlap=args.overlap, quality=spec)
+        evaluations = evaluate_dataset(backend, dataset, roi, overlap=args.overlap, stream=stream, quality=spec)
         for done, evaluation in enumerate(evaluations, 1):
             summary.add(evaluation.metrics)
             quality.add(evaluation.metrics)
             check.add(evaluation)
             result, item = evaluation.result, evaluation.item
-            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
+            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings, result.roi_note))
             writer.submit(result, source_for(item, backend.capabilities), kinds,
                           functools.partial(print_line, done, evaluation))
         writer.finish()
@@ -244,9 +249,10 @@ def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], mean
         print(f"========== Cross Valid IOU is: {shown('soft_iou')}", file=out)
         scored = sum(row.get("foreground_dice") is not None for row in rows)
         without = int(means["images_with_masks"]) - scored  # type: ignore[call-overload]
-        print(f"========== Hard foreground dice is: {shown('foreground_dice')} (over {scored} images with masks"
-              + (f"; {without} without any foreground in mask or prediction: n/a" if without else "") + ")",
-              file=out)
+        counted = f" (over {scored} images with masks" + (
+            f"; {without} without any foreground in mask or prediction: n/a" if without else "") + ")"
+        print(f"========== Hard foreground dice is: {shown('foreground_dice')}"
+              f"{counted if means['images_with_masks'] else ''}", file=out)
         for line in summary_lines(means):
             print(line, file=out)
     if check is not None and precision:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -14,10 +14,12 @@ from .backends.base import Backend, InferenceRequest
 from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
 from .metric_catalogue import Metric
-from .metrics import ImageMetrics, image_metrics, truth_at_roi
+from .metrics import ImageMetrics, check_mask_size, roi_metrics, truth_at_roi
 from .quality.scoring import MetricSpec, image_quality
 from .result import InferenceResult
 from .roi import Roi
+from .slides import slide_kind_for
+from .stream_input import CROPS_ROI, RegionSource, StreamInput
 
 
 @dataclass(frozen=True)
@@ -46,10 +48,11 @@ class DatasetSummary:
 
 
 def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
-                   timings: dict[str, float] | None = None) -> dict[str, object]:
-    """One row of the metric tables (CLI export, GUI export): id, image, ROI, metrics (by the catalogue's
-    names, None = n/a), stage times in ms."""
-    row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi)}
+                   timings: dict[str, float] | None = None, roi_note: str = "") -> dict[str, object]:
+    """One row of the metric tables (CLI export, GUI export): id, image, ROI (and how it reached the stream,
+    when not by the stream's own crop), metrics (by the catalogue's names, None = n/a), stage times in ms."""
+    row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi),
+                              **({"roi_note": roi_note} if roi_note else {})}
     row.update(catalogue.row_values(metrics))
     row.update({f"time_{stage}_ms": round(seconds * 1000, 2) for stage, seconds in (timings or {}).items()})
     return row
@@ -57,20 +60,36 @@ def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
 
 def evaluation_request(dataset: Dataset, item: DatasetItem, roi: Roi | None = None,
                        rois: Mapping[str, Roi] | None = None,
-                       sources: Mapping[str, Callable[[Roi], InferenceRequest]] | None = None) -> InferenceRequest:
-    """What `evaluate_dataset` asks the backend for one image: `roi`, else its entry in `rois`, else the
-    dataset's ROI for it; made by its entry in `sources` (a region of an open slide) where it has one."""
-    item_roi = roi or (rois or {}).get(item.id) or dataset.roi_for(item)
-    source = (sources or {}).get(item.id)
-    return source(item_roi) if source is not None else InferenceRequest(item.image_path, item_roi)
+                       sources: Mapping[str, RegionSource] | None = None,
+                       stream: StreamInput | None = None) -> InferenceRequest:
+    """What `evaluate_dataset` asks the backend for one image, by the stream's ROI rule (`core.stream_input`):
+    the ROI picked for it is `roi`, else its entry in `rois`, else the one stored in the dataset; the default
+    is the dataset's ROI for it. Its entry in `sources` reads an ROI from an open slide. `stream` None: a
+    stream that crops the ROI itself."""
+    picked = roi or (rois or {}).get(item.id) or dataset.stored_roi(item)
+    _say_clipped(dataset, item, picked)
+    return (stream or CROPS_ROI).request(item.image_path, picked, lambda: dataset.roi_for(item), dataset.max_pixels,
+                        (sources or {}).get(item.id))
+
+
+def _say_clipped(dataset: Dataset, item: DatasetItem, roi: Roi | None) -> None:
+    """An ROI reaching past the image is clipped (x1/y1, as MindX's crop does): said once on stderr."""
+    if roi is None:
+        return
+    width, height = dataset.image_size(item)
+    if roi.x0 < width and roi.y0 < height and (roi.x1 > width or roi.y1 > height):  # (outside: an error later)
+        dataset.warn_once(item.image_path, f"ROI {roi} reaches past the image, which the crop clips as MindX's "
+                                           f"does (here {width}x{height}: {roi.x0},{roi.y0},{min(roi.x1, width)},"
+                                           f"{min(roi.y1, height)})")
 
 
 def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      items: list[DatasetItem] | None = None,
                      cancel: threading.Event | None = None, rois: Mapping[str, Roi] | None = None,
                      overlap: bool = True,
-                     sources: Mapping[str, Callable[[Roi], InferenceRequest]] | None = None,
-                     masks: Mapping[str, np.ndarray] | None = None, quality: MetricSpec | None = None,
+                     sources: Mapping[str, RegionSource] | None = None,
+                     masks: Mapping[str, np.ndarray] | None = None,
+                     stream: StreamInput | None = None, quality: MetricSpec | None = None,
                      ) -> Iterator[ImageEvaluation]:
     """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
     some images theirs (a snapshot taken when the run was asked for). `sources` makes some images' requests
@@ -86,7 +105,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     """
     chosen = items if items is not None else dataset.items
     held = masks or {}
-    requests = (evaluation_request(dataset, item, roi, rois, sources) for item in chosen)
+    requests = (evaluation_request(dataset, item, roi, rois, sources, stream) for item in chosen)
     if not overlap:
         for item, request in zip(chosen, requests):
             result = request.place(backend.infer(request.image, request.roi))
@@ -122,17 +141,31 @@ def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
     """One image's evaluation: its mask (read unless given), checked where the result is scored (a stray
     value elsewhere changes no number; a whole 16k mask takes ~80 ms to check) and scored (None without a
     mask)."""
-    if mask is None:
-        mask = dataset.load_mask(item)
-    if mask is None:
-        return ImageEvaluation(item, result, None)
     source = str(item.truth_path)
-    roi_mask = truth_at_roi(result, mask, source)
+    if mask is None and item.truth_path is not None and slide_kind_for(item.truth_path).name == "tiff":
+        roi_mask = _mask_region(dataset, item, result)  # a tiled mask: only the ROI is read, as the viewer does
+    else:
+        mask = dataset.load_mask(item) if mask is None else mask
+        if mask is None:
+            return ImageEvaluation(item, result, None)
+        roi_mask = truth_at_roi(result, mask, source)
     dataset.check_mask(item, roi_mask, result.num_classes)
-    metrics = image_metrics(result, mask, source)
+    metrics = roi_metrics(result, roi_mask)
     if quality:
         metrics = replace(metrics, quality=image_quality(quality, result, roi_mask))
     return ImageEvaluation(item, result, metrics)
+
+
+def _mask_region(dataset: Dataset, item: DatasetItem, result: InferenceResult) -> np.ndarray:
+    """The ground truth under the result's ROI, read from a tiled mask region by region."""
+    reader = dataset.open_mask(item)
+    assert reader is not None
+    with reader:
+        check_mask_size(reader.size, result, str(item.truth_path))
+        region = reader.read_roi(result.roi)
+    for note in reader.notes:
+        dataset.warn_once(reader.path, note)
+    return region
 
 
 def _check_cancel(cancel: threading.Event | None, dataset: Dataset, item: DatasetItem) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .errors import SegScopeError
 from .masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, histogram, mask_to_labels
-from .result import InferenceResult
+from .result import InferenceResult, decide, decision_map
 
 if TYPE_CHECKING:  # core.quality builds on this module
     from .quality.scoring import ImageQuality
@@ -116,22 +116,37 @@ def hard_metrics(prediction: np.ndarray, truth: np.ndarray, num_classes: int) ->
     }
 
 
+def labels_at(probabilities: np.ndarray, size: tuple[int, int], threshold: float | None) -> np.ndarray:
+    """The card's decision (`core.result.decide`) on H x W x C probabilities resized (linear) to `size` =
+    (width, height): the threshold applies after resizing the probabilities."""
+    if probabilities.shape[1::-1] == size:
+        return decide(probabilities, threshold)
+    two = decision_map(probabilities, threshold)
+    if two is None:
+        return decide(cv2.resize(probabilities, size, interpolation=cv2.INTER_LINEAR), threshold)
+    scores, cut = two  # the one map that decides two classes, resized alone (linear maps commute)
+    return (cv2.resize(np.ascontiguousarray(scores), size, interpolation=cv2.INTER_LINEAR) > cut).astype(np.uint8)
+
+
 def argmax_at_roi(result: InferenceResult) -> np.ndarray:
-    """The predicted classes at ROI resolution: probabilities resized (linear) to the ROI, then argmax."""
+    """The predicted classes at ROI resolution: the card's decision on the probabilities resized to the ROI
+    (the model-resolution classes themselves when no resize is needed)."""
     size = (result.roi.width, result.roi.height)
     if result.probabilities.shape[1::-1] == size:
         return result.argmax
-    if result.num_classes == 2:  # cheaper and identical: class 1 wins where p1 > p0
-        margin = result.probabilities[..., 1] - result.probabilities[..., 0]
-        return (cv2.resize(margin, size, interpolation=cv2.INTER_LINEAR) > 0).astype(np.uint8)
-    return cv2.resize(result.probabilities, size, interpolation=cv2.INTER_LINEAR).argmax(axis=-1).astype(np.uint8)
+    return labels_at(result.probabilities, size, result.threshold)
+
+
+def check_mask_size(size: tuple[int, int], result: InferenceResult, source: str = "mask") -> None:
+    """A one-line error unless a mask of `size` (width, height) covers the result's slide exactly."""
+    if tuple(size) != result.image_size:
+        raise SegScopeError(f"{source}: mask is {size[0]}x{size[1]} but the image is "
+                            f"{result.image_size[0]}x{result.image_size[1]}")
 
 
 def truth_at_roi(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> np.ndarray:
     """The full-slide ground-truth mask cropped to the result's ROI (checks the mask fits the slide)."""
-    if mask.shape[1::-1] != result.image_size:
-        raise SegScopeError(f"{source}: mask is {mask.shape[1]}x{mask.shape[0]} but the image is "
-                            f"{result.image_size[0]}x{result.image_size[1]}")
+    check_mask_size(mask.shape[1::-1], result, source)
     roi = result.roi
     return mask[roi.y0 : roi.y1, roi.x0 : roi.x1]
 
@@ -144,7 +159,11 @@ def scored_labels(result: InferenceResult, roi_mask: np.ndarray) -> tuple[np.nda
 
 def image_metrics(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> ImageMetrics:
     """All metrics of one result against its full-slide ground-truth mask (grayscale)."""
-    roi_mask = truth_at_roi(result, mask, source)
+    return roi_metrics(result, truth_at_roi(result, mask, source))
+
+
+def roi_metrics(result: InferenceResult, roi_mask: np.ndarray) -> ImageMetrics:
+    """All metrics of one result against the ground truth under its ROI (ROI-sized, grayscale)."""
     dice = soft_dice(result.probabilities, roi_mask)
     hard = hard_metrics(*scored_labels(result, roi_mask), result.num_classes)
     return ImageMetrics(soft_dice=dice, soft_iou=iou_from_dice(dice), **hard)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from .errors import SegScopeError
 from .evaluate import ImageEvaluation, evaluation_request, score
 from .precision import DEFAULT_PRECISION, PRECISIONS, fast_session, spread
 from .roi import Roi
+from .stream_input import StreamInput
 
 #: The foreground Dice change (mean over the checked images) a faster variant may cost: the issue's goal.
 DICE_BOUND = 0.002
@@ -157,7 +158,7 @@ def refuse_bad_precision_options(args: argparse.Namespace) -> None:
 
 
 def with_precision(backend: Backend, args: argparse.Namespace, dataset: Dataset,
-                   roi: Roi | None = None) -> tuple[Backend, list[str]]:
+                   roi: Roi | None = None, stream: StreamInput | None = None) -> tuple[Backend, list[str]]:
     """`backend` itself for fp32, else its faster variant calibrated on a few of the run's own requests (the
     dataset's images at `roi` or their own ROIs), and notes to print."""
     if args.precision == DEFAULT_PRECISION:
@@ -165,7 +166,7 @@ def with_precision(backend: Backend, args: argparse.Namespace, dataset: Dataset,
     if not isinstance(backend, EmbeddedBackend):
         raise SegScopeError(f"--precision {args.precision}: the {backend.capabilities.name} backend has no faster "
                             "variants; use --backend embedded or --precision fp32")
-    requests = [evaluation_request(dataset, item, roi) for item in spread(dataset.items)]
+    requests = [evaluation_request(dataset, item, roi, stream=stream) for item in spread(dataset.items)]
     session, runs_on, notes = fast_session(backend, args.precision, requests, args.precision_cache)
     checks = DEFAULT_CHECKS if args.precision_check is None else args.precision_check
     return PrecisionBackend(backend, args.precision, session, runs_on, checks), notes

@@ -380,6 +380,7 @@ class Session:
             if item.id in self._metrics and (wanted is None or item.id in wanted):
                 result = self.result(item.id)
                 roi = result.roi if result is not None else self.roi_for(item.id)
-                rows.append(evaluation_row(item, roi, self.metrics(item.id), result.timings if result else None))
+                rows.append(evaluation_row(item, roi, self.metrics(item.id), result.timings if result else None,
+                                           result.roi_note if result else ""))
                 ids.append(item.id)
         return rows, dict(self.summary(ids).means())

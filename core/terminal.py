@@ -11,9 +11,9 @@ from typing import TextIO
 class Progress:
     """A one-line progress bar with ETA on a terminal; silent otherwise."""
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr):
-        self.total, self.stream, self.start = total, stream, time.monotonic()
-        self.enabled = stream.isatty()
+    def __init__(self, total: int, stream: TextIO | None = None):
+        self.total, self.stream, self.start = total, stream or sys.stderr, time.monotonic()
+        self.enabled = self.stream.isatty()
 
     def update(self, done: int, label: str) -> None:
         if not self.enabled:

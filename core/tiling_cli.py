@@ -147,7 +147,7 @@ def _export(folder: ExportFolder, evaluation: TiledEvaluation, backend: Backend,
             heatmap = heatmap_image(stitched.probabilities)
             files[name] = (kind, _ome_tiff_bytes(heatmap, "jpeg", "area") if ome else encode_image(heatmap))
     result = InferenceResult(stitched.probabilities, stitched.argmax, stitched.region, stitched.slide_size,
-                             backend=backend.capabilities.name)
+                             backend=backend.capabilities.name, threshold=stitched.threshold)
     document = provenance(source_for(item, backend.capabilities), result, files)
     document["tiling"] = {"tile": list(plan.tile), "overlap": plan.overlap, "blend": plan.blend,
                           "tiles": evaluation.tiles, "output_scale": stitched.scale,

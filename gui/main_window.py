@@ -23,6 +23,7 @@ from ..core.roi import Roi
 from ..core.runs import RunRecord
 from ..core.session import Session
 from ..core.slides import SlideReader
+from ..core.stream_input import StreamInput
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .dataset_panel import DatasetPanel
@@ -71,6 +72,7 @@ class MainWindow(QMainWindow):
         self.backend_choice = BackendChoice()
         self.capabilities: Capabilities | None = None
         self._store_warned = False
+        self._roi_note_said = False  # in this batch
 
         self.slide = SlideView()
         self.panels = ResultPanels()
@@ -310,9 +312,15 @@ class MainWindow(QMainWindow):
         """Queue a batch on a snapshot of the ROIs: dragging during the run changes the next run only."""
         assert self.dataset is not None
         plan = self.session.run_plan([item.id for item in items])
-        sources = self.open_slide.sources(self.backend_choice.pipeline)  # the shown slide: no decode
-        if not self.controller.run(self.dataset, items, plan, sources, self.session.held_masks()):
+        try:
+            stream = StreamInput.of(self.backend_choice.pipeline)  # what an ROI becomes for this stream
+        except SegScopeError as exc:
+            self.messages.add("error", str(exc))
             return False
+        sources = self.open_slide.sources(stream)  # the shown slide: no decode
+        if not self.controller.run(self.dataset, items, plan, sources, self.session.held_masks(), stream):
+            return False
+        self._roi_note_said = False
         self.rows.queued([item.id for item in items])
         self.main_actions.start_batch(len(items))
         if self.current is not None and self.current.id in plan and self.slide_ready():
@@ -345,6 +353,10 @@ class MainWindow(QMainWindow):
 
     def _on_result_added(self, item_id: str, record: RunRecord) -> None:
         self.status_labels.last_run(item_id, record.timings)
+        note = record.result.roi_note if record.result is not None else ""
+        if note and not self._roi_note_said:  # no crop in the stream: SegScope cropped the ROI (said once a batch)
+            self._roi_note_said = True
+            self.messages.add("info", f"{note}: each image's ROI was sent to the stream as its whole image")
         if self.current is not None and self.current.id == item_id and self.slide_ready():
             result = self.session.result(item_id)
             if result is not None:

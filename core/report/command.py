@@ -23,6 +23,8 @@ from ..provenance import segscope_version, sha256_file
 from ..quality.options import add_metric_options, metric_spec
 from ..quality.scoring import DEFECT_KEYS, MetricSpec
 from ..roi import Roi
+from ..run_source import chosen_source
+from ..stream_input import StreamInput
 from ..terminal import Progress
 from .collect import ReportData
 from .html import metric_title, render
@@ -73,7 +75,7 @@ def _provenance(args: argparse.Namespace, dataset: Dataset, backend: Backend, sp
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "SegScope": segscope_version(),
         "dataset": str(dataset.root.resolve()),
-        "pipeline": str(Path(args.pipeline).resolve()),
+        "pipeline or model card": str(chosen_source(args).resolve()),
         "backend": f"{backend.capabilities.name}: {backend.capabilities.device}",
         "model": model,
         "model SHA-256": sha256_file(Path(model)) if model and Path(model).is_file() else "n/a (not a local file)",
@@ -98,7 +100,8 @@ def run_report(args: argparse.Namespace, out: TextIO,
     progress = Progress(len(dataset))
     with open_backend() as backend, ReportData(dataset, spec, backend.capabilities.class_names, rank,
                                                 args.worst) as data:
-        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, quality=spec), 1):
+        stream = StreamInput.of(chosen_source(args))  # the ROI each image's stream gets, as eval's
+        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, stream=stream, quality=spec), 1):
             data.add(evaluation)
             progress.update(done, evaluation.item.id)
         progress.clear()

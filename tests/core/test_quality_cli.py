@@ -125,6 +125,12 @@ def test_eval_metric_lines_and_min_defect_area(tiny_model_project, defects_datas
                          "images)")
 
 
+def test_eval_with_the_shipped_pipeline(defects_dataset):
+    """Without --pipeline (or --model) the shipped stream and demo model run: a plain first try."""
+    code, text = run("eval", "--dataset", defects_dataset, "--metrics", "hd95")
+    assert code == 0 and ", hd95: " in text.splitlines()[0]
+
+
 def test_eval_without_metrics_prints_the_lines_it_always_did(tiny_model_project, defects_dataset):
     code, text = run("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline)
     assert code == 0

@@ -379,3 +379,31 @@ def test_run_all_on_a_cluster_gives_the_same_metrics_and_counts_per_worker(qtbot
         qtbot.waitUntil(lambda: window.capabilities is not None, timeout=60000)
     assert clustered == plain
     assert window.status_labels.usage_label.text() == ""  # a new backend: no counts yet
+
+
+def test_a_stream_without_a_crop_gets_the_viewers_roi_cropped_before_it(qtbot, window, tiny_model_project,
+                                                                         demo_dataset):
+    """The viewer's ROI is the point: with a crop-less stream SegScope crops it before the stream (the shown
+    slide and the others of Run all alike), and the messages say so."""
+    from segscope.core.backends.embedded import EmbeddedBackend
+    from segscope.core.fileio import read_image
+    from segscope.core.stream_input import PRE_CROP_NOTE
+    from segscope.gui.backend_dialog import BackendChoice
+
+    def no_crop(data: dict) -> None:
+        stream = data["unet_mindspore"]
+        del stream["mxpi_imagecrop0"]
+        stream["mxpi_imagedecoder0"]["next"] = "mxpi_imageresize0"
+
+    pipeline = tiny_model_project.write_pipeline("no_crop.pipeline", no_crop)
+    with qtbot.waitSignal(window.controller.backendOpened, timeout=10000):
+        window.open_backend(BackendChoice(pipeline=pipeline))
+    results = run_and_wait(qtbot, window, window.run_all)
+    assert [e.result.roi for e in results] == [DEFAULT_ROI] * 3
+    assert all(e.result.roi_note == PRE_CROP_NOTE for e in results)
+    assert sum(PRE_CROP_NOTE in m.text for m in window.messages.messages) == 1  # said once for the batch
+    image = read_image(demo_dataset / "002" / "image.png")
+    roi = DEFAULT_ROI
+    with EmbeddedBackend(pipeline) as backend:  # the ROI's pixels as the stream's whole image
+        expected = backend.infer(np.ascontiguousarray(image[roi.y0:roi.y1, roi.x0:roi.x1]))
+    np.testing.assert_array_equal(results[1].result.probabilities, expected.probabilities)
