@@ -130,14 +130,18 @@ class QualityTools(QObject):
             return
         self._pending = (item_id, id(basis))
         document = self.session.document
-        if document is not None and document.item.id == item_id and document.mask is not None:
-            roi_mask = truth_at_roi(result, document.mask, str(document.source)).copy()  # edits go on meanwhile
-        else:
-            dataset = self.session.dataset
-            mask = dataset.load_mask(dataset.item(item_id)) if dataset is not None else None
-            if mask is None:
-                return
-            roi_mask = truth_at_roi(result, mask).copy()
+        try:
+            if document is not None and document.item.id == item_id and document.mask is not None:
+                roi_mask = truth_at_roi(result, document.mask, str(document.source)).copy()  # edits go on meanwhile
+            else:
+                dataset = self.session.dataset
+                mask = dataset.load_mask(dataset.item(item_id)) if dataset is not None else None
+                if mask is None:
+                    return
+                roi_mask = truth_at_roi(result, mask).copy()
+        except SegScopeError as exc:  # the mask no longer fits the result: its Dice says so too
+            self.window.messages.add("error", f"QA metrics of {item_id}: {exc}")  # type: ignore[attr-defined]
+            return
         spec = self.spec
         future = self._pool.submit(image_quality, spec, result, roi_mask)
 

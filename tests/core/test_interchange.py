@@ -102,7 +102,7 @@ def test_geojson_is_in_full_image_coordinates_per_class():
 
 
 def test_geojson_round_trips_the_real_cracks(shared_data):
-    for folder in sorted((shared_data / "pv_el_cells").iterdir()):
+    for folder in sorted(p.parent for p in (shared_data / "pv_el_cells").glob("*/mask.png")):
         mask = cv2.imread(str(folder / "mask.png"), cv2.IMREAD_GRAYSCALE) > 127
         document = json.loads(mask_geojson(mask.astype(np.uint8), Roi(0, 0, *mask.shape[::-1]), 2))
         painted = np.zeros(mask.shape, bool)
