@@ -7,6 +7,7 @@
     segscope check PIPELINE...         valid for MindX? runs on the embedded backend?
     segscope card MODEL.onnx --out DIR a runnable project (card, pipeline, ATC files) from an ONNX model
     segscope profile / drift           operator profile and roofline; msit compare triage (core/profiling)
+    segscope report --dataset DIR --out R.html  one self-contained HTML report (core/report)
 
 Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal error (a bug).
 """
@@ -20,9 +21,8 @@ import importlib
 import json
 import os
 import sys
-import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -38,7 +38,8 @@ from .compare_cli import add_compare_command
 from .dataset import Dataset
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, ImageEvaluation, evaluate_dataset, evaluation_row
-from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planned_files, refuse_existing
+from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planned_files, refuse_existing, run_files
+from .export_names import DEFAULT_KINDS, RUN_KINDS
 from .export_writer import ExportWriter
 from .fileio import DEFAULT_MAX_PIXELS
 from .metric_catalogue import catalogue_document
@@ -46,9 +47,13 @@ from .metrics import ImageMetrics
 from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
 from .provenance import source_for
+from .quality.options import add_metric_options, line_text, metric_spec, summary_lines
+from .quality.scoring import QualitySummary
+from .report.command import add_report_options, run_report
 from .roi import Roi
 from .run_source import add_source_options, chosen_source
 from .stream_input import StreamInput
+from .terminal import Progress
 from .tiling_cli import add_tiling_options, refuse_without_tile, run_tiled_eval
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
@@ -80,30 +85,6 @@ def _count(text: str) -> int:
     if value > 10_000:
         raise argparse.ArgumentTypeError(f"expected at most 10000, got {text!r}")
     return value
-
-
-class Progress:
-    """A one-line progress bar with ETA on a terminal; silent otherwise."""
-
-    def __init__(self, total: int, stream: TextIO | None = None):
-        self.total, self.stream, self.start = total, stream or sys.stderr, time.monotonic()
-        self.enabled = self.stream.isatty()
-
-    def update(self, done: int, label: str) -> None:
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / done * (self.total - done) if done else 0.0
-        filled = int(30 * done / self.total)
-        bar = "#" * filled + "." * (30 - filled)
-        self.stream.write(f"\r[{bar}] {done}/{self.total} ETA {eta:4.0f}s {label[:30]:30}")
-        self.stream.flush()
-
-    def clear(self) -> None:
-        """Blank the bar so a result line printed to the same terminal starts clean."""
-        if self.enabled:
-            self.stream.write("\r" + " " * 80 + "\r")
-            self.stream.flush()
 
 
 def _add_backend_options(parser: argparse.ArgumentParser) -> None:
@@ -186,26 +167,28 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
 def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     _refuse_remote_only_options(args)
     refuse_bad_precision_options(args)
+    spec = metric_spec(args)
     for given, flag in ((args.ship_images, "--ship-images"), (args.task_resources, "--task-resources")):
         if given and not args.cluster:
             raise SegScopeError(f"{flag}: only applies with --cluster tcp://HOST:PORT; add --cluster or drop it")
     if args.tile is not None:
-        rows, means = run_tiled_eval(args, out, lambda: _open_eval_backend(args), Progress, _format_line)
-        return _print_results(args, rows, means, out)
+        rows, tiled_means = run_tiled_eval(args, out, lambda: _open_eval_backend(args), Progress, _format_line)
+        return _print_results(args, rows, tiled_means, out)
     refuse_without_tile(args)
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
-    summary, rows = DatasetSummary(), []
+    summary, rows, quality = DatasetSummary(), [], QualitySummary(spec)
     progress = Progress(len(dataset))
     export = ExportFolder(args.export, args.overwrite, dataset.root) if args.export else None
     with contextlib.ExitStack() as stack:
         if export is not None:
             stack.enter_context(export)  # locked for the whole run; every target checked before the first write
-            names = [n for item in dataset.items for n in planned_files(item.id, kinds)] + list(METRICS_FILES)
+            names = [n for item in dataset.items for n in planned_files(item.id, kinds)] + list(METRICS_FILES) \
+                + run_files(kinds)
             refuse_existing([args.export / name for name in names], args.overwrite)
         backend = stack.enter_context(_open_eval_backend(args))
-        stream = StreamInput.of(chosen_source(args))
+        stream = StreamInput.of(chosen_source(args))  # the shipped pipeline when none is given
         backend, notes = with_precision(backend, args, dataset, roi, stream)  # fp32: the backend itself
         check = AccuracyCheck(backend, dataset)
         for note in notes:
@@ -215,13 +198,16 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
             if not args.json:
                 progress.clear()
-                print(_format_line(evaluation.item.image_path, evaluation.metrics, evaluation.result.roi_note),
-                      file=out, flush=True)
+                chosen = line_text(spec, evaluation.metrics.quality, backend.capabilities.class_names) \
+                    if evaluation.metrics is not None and evaluation.metrics.quality else ""
+                print(_format_line(evaluation.item.image_path, evaluation.metrics, evaluation.result.roi_note)
+                      + chosen, file=out, flush=True)
             progress.update(done, evaluation.item.id)
 
-        evaluations = evaluate_dataset(backend, dataset, roi, overlap=args.overlap, stream=stream)
+        evaluations = evaluate_dataset(backend, dataset, roi, overlap=args.overlap, stream=stream, quality=spec)
         for done, evaluation in enumerate(evaluations, 1):
             summary.add(evaluation.metrics)
+            quality.add(evaluation.metrics)
             check.add(evaluation)
             result, item = evaluation.result, evaluation.item
             rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings, result.roi_note))
@@ -229,14 +215,15 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
                           functools.partial(print_line, done, evaluation))
         writer.finish()
         progress.clear()
-        means = summary.means()
+        means: dict[str, object] = {**summary.means(), **quality.summary()}
         if export is not None:
             export.write_metrics(rows, means)
+            export.write_coco()
         usage = getattr(backend, "usage", None)  # per device (or cluster worker): images, throughput, busy time
     return _print_results(args, rows, means, out, usage if isinstance(usage, UsageLog) else None, check)
 
 
-def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: dict[str, object],
+def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: Mapping[str, object],
                    out: TextIO, usage: UsageLog | None = None, check: AccuracyCheck | None = None) -> int:
     """The JSON document (with the metrics' definitions, the ranking, per-device usage and the precision
     check), or the original script's summary lines (usage on stderr)."""
@@ -264,6 +251,8 @@ def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], mean
             f"; {without} without any foreground in mask or prediction: n/a" if without else "") + ")"
         print(f"========== Hard foreground dice is: {shown('foreground_dice')}"
               f"{counted if means['images_with_masks'] else ''}", file=out)
+        for line in summary_lines(means):
+            print(line, file=out)
     if check is not None and precision:
         line, warning = check.lines()
         if not args.json:
@@ -271,6 +260,11 @@ def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], mean
         if warning:
             print(f"segscope: warning: {warning}", file=sys.stderr)
     return EXIT_OK
+
+
+def _run_report(args: argparse.Namespace, out: TextIO) -> int:
+    _refuse_remote_only_options(args)
+    return run_report(args, out, lambda: _open_eval_backend(args))
 
 
 def run_demo(args: argparse.Namespace, out: TextIO) -> int:
@@ -314,14 +308,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: per-image ROI from DIR/segscope.json, "
                                   "else 2200,1000,4000,2800 when it fits, else the whole image)")
     ev.add_argument("--export", type=Path, metavar="OUT", help="write masks, tensors and metrics to OUT")
-    ev.add_argument("--export-kinds", default="mask,canvas,softmax,heatmap",
-                    help=f"comma-separated, from {', '.join(EXPORT_KINDS)} (default: all)")
+    ev.add_argument("--export-kinds", default=",".join(DEFAULT_KINDS),
+                    help=f"comma-separated, from {', '.join([*EXPORT_KINDS, *RUN_KINDS])}: geojson is each mask as "
+                         "QuPath annotations, coco one annotations.coco.json (RLE) for the run "
+                         f"(default: {','.join(DEFAULT_KINDS)})")
     ev.add_argument("--overwrite", action="store_true", help="replace existing files in OUT")
     ev.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
     ev.add_argument("--no-overlap", dest="overlap", action="store_false",
                     help="run read/decode, inference and scoring one after another (same output, slower; "
                          "each stage's time then excludes the others')")
     add_tiling_options(ev)
+    add_metric_options(ev)
     ev.add_argument("--devices", metavar="ID,ID,...",
                     help="one stream per device, each image on the first free one (results in input order); "
                          "embedded: one ONNX Runtime session per id, the cores split between them. Per-device "
@@ -341,6 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_options(ev)
     add_precision_options(ev)
     ev.set_defaults(handler=run_eval)
+
+    report = commands.add_parser("report", help="evaluate a dataset into one self-contained HTML report")
+    add_report_options(report)
+    _add_backend_options(report)
+    report.set_defaults(handler=_run_report)
 
     demo = commands.add_parser("demo", help="write the demo dataset (synthetic industrial slides with masks)")
     demo.add_argument("dir", type=Path)
@@ -379,7 +381,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     argv, debug = _normalise_argv(parser, argv)
-    known = {"gui", "eval", "demo", "compare", "card", "check", "profile", "drift", "-h", "--help"}
+    known = {"gui", "eval", "report", "demo", "compare", "card", "check", "profile", "drift", "-h", "--help"}
     if not argv or argv[0] not in known:  # `segscope` or `segscope DATASET` opens the viewer
         argv = ["gui", *argv]
     args = parser.parse_args(argv)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
 from .metric_catalogue import Metric
 from .metrics import ImageMetrics, check_mask_size, roi_metrics, truth_at_roi
+from .quality.scoring import MetricSpec, image_quality
 from .result import InferenceResult
 from .roi import Roi
 from .slides import slide_kind_for
@@ -88,14 +89,14 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      overlap: bool = True,
                      sources: Mapping[str, RegionSource] | None = None,
                      masks: Mapping[str, np.ndarray] | None = None,
-                     stream: StreamInput | None = None,
+                     stream: StreamInput | None = None, quality: MetricSpec | None = None,
                      ) -> Iterator[ImageEvaluation]:
     """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
     some images theirs (a snapshot taken when the run was asked for). `sources` makes some images' requests
     from their ROI instead of from their file (a slide already open: `core.slides.requests.region_request`),
     called where the request is read (a read-ahead thread with `overlap`). `masks` gives some images the
     ground truth the caller already holds, as read from their mask file (the viewer's open mask), so it is
-    not decoded again.
+    not decoded again. `quality` adds the chosen QA metrics to each image with a mask (`ImageMetrics.quality`).
 
     With `overlap` (the default) requests go to `backend.infer_many`, which may keep the next image in
     flight, and each image's mask is read and scored on a second thread while the next image is inferred;
@@ -109,7 +110,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
         for item, request in zip(chosen, requests):
             result = request.place(backend.infer(request.image, request.roi))
             _check_cancel(cancel, dataset, item)
-            yield score(dataset, item, result, held.get(item.id))
+            yield score(dataset, item, result, held.get(item.id), quality)
         return
     results = backend.infer_many(requests)
     pool = ThreadPoolExecutor(1, thread_name_prefix="segscope-metrics")
@@ -125,7 +126,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
             if scored is not None:
                 yield scored.result()
             _check_cancel(cancel, dataset, item)
-            scored = pool.submit(score, dataset, item, result, held.get(item.id))
+            scored = pool.submit(score, dataset, item, result, held.get(item.id), quality)
         if scored is not None:
             yield scored.result()
     finally:
@@ -136,7 +137,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
 
 
 def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
-          mask: np.ndarray | None = None) -> ImageEvaluation:
+          mask: np.ndarray | None = None, quality: MetricSpec | None = None) -> ImageEvaluation:
     """One image's evaluation: its mask (read unless given), checked where the result is scored (a stray
     value elsewhere changes no number; a whole 16k mask takes ~80 ms to check) and scored (None without a
     mask)."""
@@ -149,7 +150,10 @@ def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
             return ImageEvaluation(item, result, None)
         roi_mask = truth_at_roi(result, mask, source)
     dataset.check_mask(item, roi_mask, result.num_classes)
-    return ImageEvaluation(item, result, roi_metrics(result, roi_mask))
+    metrics = roi_metrics(result, roi_mask)
+    if quality:
+        metrics = replace(metrics, quality=image_quality(quality, result, roi_mask))
+    return ImageEvaluation(item, result, metrics)
 
 
 def _mask_region(dataset: Dataset, item: DatasetItem, result: InferenceResult) -> np.ndarray:

@@ -1,5 +1,8 @@
 """Writing results to disk: masks, full-slide canvases, softmax tensors, heatmaps, metric tables.
 
+Besides rasters, a mask can travel as QuPath GeoJSON (`geojson`, per image) and as COCO RLE (`coco`: one
+`annotations.coco.json` for the export, `write_coco`); see `core/interchange/`.
+
 Every export carries provenance: `<id>_provenance.json` beside the files records the source image, the ROI
 in slide pixels, the model and its SHA-256, the backend, the threshold and each file's hash (see
 `provenance.py`). Masks are single-channel uint8 with no colour table (0/255 for binary models, the class
@@ -14,6 +17,7 @@ item's targets are all checked before its first write. Exports into the dataset 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -28,20 +32,24 @@ import numpy as np
 from .annotation import prediction_labels
 from .errors import SegScopeError
 from .export_names import (
+    DEFAULT_KINDS,
     EXPORT_KINDS,
     MASK_FORMATS,
     MASK_KINDS,
     METRICS_FILES,
     PROVENANCE_NAME,
+    RUN_KINDS,
     exported_item,
     is_export_name,
 )
 from .file_group import publish_group, recover
 from .fileio import TEMP_NAME, encode_image, read_json, remove_stale_staging, write_temp
 from .folder_lock import FolderLock
+from .interchange.coco import CocoDocument
+from .interchange.geojson import mask_geojson
 from .masks import BINARY_FOREGROUND
 from .metric_catalogue import Metric, catalogue_document
-from .provenance import Source, provenance
+from .provenance import Source, provenance, segscope_version
 from .result import InferenceResult
 from .roi import Roi
 
@@ -92,14 +100,15 @@ def refuse_existing(paths: Iterable[Path], overwrite: bool) -> None:
         raise SegScopeError(f"{existing[0]}{more}: already exists (use --overwrite to replace)")
 
 
-def planned_files(item_id: str, kinds: Iterable[str] = tuple(EXPORT_KINDS),
+def planned_files(item_id: str, kinds: Iterable[str] = DEFAULT_KINDS,
                   mask_formats: Iterable[str] = ("png",)) -> list[str]:
-    """The names `export_result` writes for one item, its provenance sidecar last."""
+    """The names `export_result` writes for one item, its provenance sidecar last (the run's files of
+    `RUN_KINDS` are `run_files`)."""
     kinds, mask_formats = list(kinds), list(mask_formats)
-    unknown = set(kinds) - set(EXPORT_KINDS) or set(mask_formats) - set(MASK_FORMATS)
+    unknown = set(kinds) - set(EXPORT_KINDS) - set(RUN_KINDS) or set(mask_formats) - set(MASK_FORMATS)
     if unknown:
         raise SegScopeError(f"export: unknown kind(s) or format(s) {sorted(unknown)}; kinds: "
-                            f"{', '.join(EXPORT_KINDS)}; mask formats: {', '.join(MASK_FORMATS)}")
+                            f"{', '.join([*EXPORT_KINDS, *RUN_KINDS])}; mask formats: {', '.join(MASK_FORMATS)}")
     names = []
     for kind in (k for k in EXPORT_KINDS if k in kinds):
         name = EXPORT_KINDS[kind].format(id=item_id)
@@ -108,21 +117,29 @@ def planned_files(item_id: str, kinds: Iterable[str] = tuple(EXPORT_KINDS),
     return [*names, PROVENANCE_NAME.format(id=item_id)]
 
 
-def _payloads(result: InferenceResult, source: Source, kinds: list[str],
-              mask_formats: list[str]) -> dict[str, tuple[str, bytes]]:
-    """File name -> (kind, bytes) of one result, in `planned_files` order (without the sidecar)."""
+def run_files(kinds: Iterable[str]) -> list[str]:
+    """The names an export of `kinds` writes once for the run, besides the metric tables."""
+    return [RUN_KINDS[kind] for kind in RUN_KINDS if kind in kinds]
+
+
+def _payloads(result: InferenceResult, source: Source, kinds: list[str], mask_formats: list[str],
+              labels: np.ndarray) -> dict[str, tuple[str, bytes]]:
+    """File name -> (kind, bytes) of one result whose predicted classes are `labels`, in `planned_files` order
+    (without the sidecar)."""
     payloads: dict[str, tuple[str, bytes]] = {}
     values = None
     for kind in (k for k in EXPORT_KINDS if k in kinds):
         name = EXPORT_KINDS[kind].format(id=source.item_id)
         if kind in MASK_KINDS:
             if values is None:
-                values = mask_image(prediction_labels(result, source.threshold, source.class_index), result.num_classes)
+                values = mask_image(labels, result.num_classes)
             mask = values if kind == "mask" else slide_canvas(values, result.roi, result.image_size)
             for fmt in mask_formats:
                 payloads[str(Path(name).with_suffix(MASK_FORMATS[fmt]))] = (kind, encode_mask(mask, fmt))
         elif kind == "softmax":
             payloads[name] = (kind, _npy_bytes(result.probabilities.astype(np.float32, copy=False)))
+        elif kind == "geojson":
+            payloads[name] = (kind, mask_geojson(labels, result.roi, result.num_classes, source.class_names))
         else:
             payloads[name] = (kind, encode_image(heatmap_image(result.probabilities, source.class_index)))
     return payloads
@@ -144,6 +161,7 @@ class ExportFolder:
         self.dataset_root = Path(dataset_root) if dataset_root is not None else None
         self._lock: FolderLock | None = None
         self.written: list[Path] = []
+        self.coco = CocoDocument()  # the images exported with kind "coco", for `write_coco`
 
     def __enter__(self) -> ExportFolder:
         if self.dataset_root is not None:
@@ -222,9 +240,10 @@ class ExportFolder:
         """Write files shaped elsewhere (a tiled run's stitched output) as one unit, sidecar last."""
         return self._publish_all(files)
 
-    def export_result(self, result: InferenceResult, source: Source, kinds: Iterable[str] = tuple(EXPORT_KINDS),
+    def export_result(self, result: InferenceResult, source: Source, kinds: Iterable[str] = DEFAULT_KINDS,
                       mask_formats: Iterable[str] = ("png",)) -> list[Path]:
-        """Write the chosen `kinds` of one result, masks in each of `mask_formats`, then the provenance sidecar.
+        """Write the chosen `kinds` of one result, masks in each of `mask_formats`, then the provenance sidecar;
+        with "coco", its annotations join `self.coco` (written by `write_coco`).
 
         The masks are `source.threshold`-ed probabilities of `source.class_index`, or the argmax when the
         threshold is None. Returns the paths written, sidecar last.
@@ -233,11 +252,29 @@ class ExportFolder:
         planned_files(source.item_id, kinds, mask_formats)  # refuses unknown kinds and formats
         if Path(source.image).is_file():
             self._refuse_inside(Path(source.image).parent, "the folder of the image")
-        payloads = _payloads(result, source, kinds, mask_formats)
+        labels = prediction_labels(result, source.threshold, source.class_index)
+        payloads = _payloads(result, source, kinds, mask_formats, labels)
         document = provenance(source, result, {name: (kind, data) for name, (kind, data) in payloads.items()})
         files = {name: data for name, (_, data) in payloads.items()}
         files[PROVENANCE_NAME.format(id=source.item_id)] = (json.dumps(document, indent=2) + "\n").encode()
-        return self._publish_all(files)
+        published = self._publish_all(files)
+        if "coco" in kinds:
+            self.coco.add(source.item_id, self._relative_name(Path(source.image)), labels, result.roi,
+                          result.image_size, result.num_classes, source.class_names)
+        return published
+
+    def _relative_name(self, image: Path) -> str:
+        """An image's path as COCO's `file_name`: relative to the dataset when it lies inside it."""
+        if self.dataset_root is not None:
+            with contextlib.suppress(ValueError):
+                return Path(image).resolve().relative_to(self.dataset_root.resolve()).as_posix()
+        return Path(image).name
+
+    def write_coco(self) -> list[Path]:
+        """`annotations.coco.json` of every image exported with kind "coco" so far (nothing when none was)."""
+        if not self.coco:
+            return []
+        return self._publish_all({RUN_KINDS["coco"]: self.coco.to_bytes(segscope_version())})
 
     def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object],
                       ranking: Metric | None = None) -> list[Path]:
@@ -255,7 +292,7 @@ class ExportFolder:
         return self._publish_all({csv_name: text.getvalue().encode(), json_name: (document + "\n").encode()})
 
 
-def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds: Iterable[str] = tuple(EXPORT_KINDS),
+def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds: Iterable[str] = DEFAULT_KINDS,
                   mask_formats: Iterable[str] = ("png",), overwrite: bool = False) -> list[Path]:
     """`ExportFolder.export_result` as an export of its own."""
     with ExportFolder(out_dir, overwrite) as folder:

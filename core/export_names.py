@@ -12,7 +12,12 @@ EXPORT_KINDS = {
     "canvas": "{id}_mask_full.png",  # the same mask pasted into a slide-size canvas
     "softmax": "{id}_softmax.npy",  # probabilities, float32 H x W x C at model resolution
     "heatmap": "{id}_heatmap.png",  # foreground probability as an 8-bit colour map, viewable anywhere
+    "geojson": "{id}_mask.geojson",  # the predicted classes as QuPath annotations (core/interchange/geojson.py)
 }
+#: What an export writes when no kinds are named (`--export-kinds`' default).
+DEFAULT_KINDS = ("mask", "canvas", "softmax", "heatmap")
+#: What an export writes once for the whole run, with the file's name.
+RUN_KINDS = {"coco": "annotations.coco.json"}  # every image's predicted classes as COCO RLE (interchange/coco.py)
 MASK_KINDS = ("mask", "canvas")
 #: Mask file formats: all lossless, values kept as they are.
 MASK_FORMATS = {"png": ".png", "tiff": ".tif", "npy": ".npy"}
@@ -32,5 +37,5 @@ def exported_item(name: str) -> str | None:
 
 
 def is_export_name(name: str) -> bool:
-    """Named like a file `core.export` writes (an item's, or a metric table)."""
-    return name in METRICS_FILES or exported_item(name) is not None
+    """Named like a file `core.export` writes (an item's, a metric table or another file of the run)."""
+    return name in METRICS_FILES or name in RUN_KINDS.values() or exported_item(name) is not None

@@ -9,12 +9,15 @@ Formulas (p = probabilities, y = one-hot ground truth, TP/FP/FN counted per pixe
   prediction or the truth (for one foreground class: its Dice); NaN ("n/a") when neither has any foreground.
 - foreground precision = TP / (TP + FP), recall = TP / (TP + FN) with every class ≥ 1 as foreground;
   1.0 when the denominator is 0 (nothing predicted / nothing to find).
+The QA metrics a user asks for (HD95, NSD, clDice, per-defect F1, ECE) are `core.quality`'s; an image's
+values ride along in `ImageMetrics.quality`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -23,6 +26,9 @@ from .errors import SegScopeError
 from .masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, histogram, mask_to_labels
 from .result import InferenceResult, decide, decision_map
 
+if TYPE_CHECKING:  # core.quality builds on this module
+    from .quality.scoring import ImageQuality
+
 SOFT_DICE_EPS = 1e-6
 
 
@@ -30,14 +36,7 @@ def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
     """The original script's soft Dice: `mask` is the ROI crop of the ground truth at any resolution; it is
     resized to the probabilities' (linear for binary masks, then `/255 > 0.5`, as `main.py` did)."""
     height, width, classes = probabilities.shape
-    resized = mask
-    if mask.shape != (height, width):
-        interpolation = cv2.INTER_LINEAR if classes == 2 else cv2.INTER_NEAREST
-        resized = cv2.resize(mask, (width, height), interpolation=interpolation)
-    if classes == 2:  # decide 0/255 vs 0/1 on the mask as stored, not on its resized copy (x / s > 0.5)
-        labels = (resized > 0.5 * binary_scale(mask)).astype(np.uint8)
-    else:
-        labels = mask_to_labels(resized, classes)
+    labels = labels_at_model_scale(mask, height, width, classes)
     p = probabilities.astype(np.float32, copy=False)
     # With the one-hot truth t: sum(p * t) sums each pixel's probability of its true class, sum(t * t) is
     # the pixel count; no one-hot array is made.
@@ -48,6 +47,18 @@ def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
     inter = float(np.sum(truth_p, dtype=np.float64))
     union = float(np.sum(p * p, dtype=np.float64)) + labels.size
     return 2.0 * inter / (union + SOFT_DICE_EPS)
+
+
+def labels_at_model_scale(mask: np.ndarray, height: int, width: int, classes: int) -> np.ndarray:
+    """The true classes at the model's resolution, as `main.py` made them: the ROI crop of the mask resized
+    (linear for binary masks, then `/255 > 0.5`; nearest for class indices)."""
+    resized = mask
+    if mask.shape != (height, width):
+        interpolation = cv2.INTER_LINEAR if classes == 2 else cv2.INTER_NEAREST
+        resized = cv2.resize(mask, (width, height), interpolation=interpolation)
+    if classes == 2:  # decide 0/255 vs 0/1 on the mask as stored, not on its resized copy (x / s > 0.5)
+        return (resized > 0.5 * binary_scale(mask)).astype(np.uint8)
+    return mask_to_labels(resized, classes)
 
 
 def mask_piece_labels(piece: np.ndarray, num_classes: int, foreground: int) -> np.ndarray:
@@ -72,6 +83,7 @@ class ImageMetrics:
     foreground_iou: float
     precision: float
     recall: float
+    quality: ImageQuality | None = None  # the QA metrics asked for (None: none were)
 
 
 def _ratio(numerator: int, denominator: int) -> float:
@@ -139,6 +151,12 @@ def truth_at_roi(result: InferenceResult, mask: np.ndarray, source: str = "mask"
     return mask[roi.y0 : roi.y1, roi.x0 : roi.x1]
 
 
+def scored_labels(result: InferenceResult, roi_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The predicted and the true classes that hard metrics score, at ROI resolution (the mask's scale):
+    `roi_mask` is the ground truth cropped to the result's ROI (`truth_at_roi`)."""
+    return argmax_at_roi(result), mask_to_labels(roi_mask, result.num_classes)
+
+
 def image_metrics(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> ImageMetrics:
     """All metrics of one result against its full-slide ground-truth mask (grayscale)."""
     return roi_metrics(result, truth_at_roi(result, mask, source))
@@ -147,7 +165,7 @@ def image_metrics(result: InferenceResult, mask: np.ndarray, source: str = "mask
 def roi_metrics(result: InferenceResult, roi_mask: np.ndarray) -> ImageMetrics:
     """All metrics of one result against the ground truth under its ROI (ROI-sized, grayscale)."""
     dice = soft_dice(result.probabilities, roi_mask)
-    hard = hard_metrics(argmax_at_roi(result), mask_to_labels(roi_mask, result.num_classes), result.num_classes)
+    hard = hard_metrics(*scored_labels(result, roi_mask), result.num_classes)
     return ImageMetrics(soft_dice=dice, soft_iou=iou_from_dice(dice), **hard)  # type: ignore[arg-type]
 
 

@@ -37,6 +37,7 @@ class Source:
     backend: str = ""
     threshold: float | None = None  # None: argmax
     class_index: int = 1  # the class the threshold applies to
+    class_names: tuple[str, ...] = ()  # the model's (GeoJSON classifications, COCO categories)
 
 
 def source_for(item: DatasetItem, capabilities: Capabilities | None, threshold: float | None = None) -> Source:
@@ -44,7 +45,8 @@ def source_for(item: DatasetItem, capabilities: Capabilities | None, threshold: 
     with no backend at hand the result's own backend name is recorded."""
     model = capabilities.details.get("model") if capabilities else None
     return Source(item.id, item.image_path, Path(model) if model else None,
-                  backend=capabilities.name if capabilities else "", threshold=threshold)
+                  backend=capabilities.name if capabilities else "", threshold=threshold,
+                  class_names=tuple(capabilities.class_names) if capabilities else ())
 
 
 def mask_rule(source: Source, result: InferenceResult) -> str:

@@ -21,7 +21,7 @@ Views subscribe to the `Event`s in `SessionEvents` and call the session; nothing
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ from .events import Event
 from .mask_document import MaskDocument
 from .metric_catalogue import Metric
 from .metrics import ImageMetrics, image_metrics
+from .quality.scoring import ImageQuality
 from .result import InferenceResult
 from .roi import Roi
 from .runs import RunHistory, RunRecord
@@ -319,6 +320,15 @@ class Session:
             item = self._dataset().item(item_id)
             mask, source = self._dataset().load_mask(item), str(item.truth_path)
         return None if mask is None else image_metrics(result, mask, source)
+
+    def set_quality(self, item_id: str, basis: ImageMetrics, quality: ImageQuality) -> bool:
+        """Add QA metrics computed elsewhere (a worker) against the metrics `basis` to the image's metrics and
+        announce them; False (dropped) when its metrics are no longer `basis` (an edit, a new run since)."""
+        if self._metrics.get(item_id) is not basis or item_id in self._stale_metrics:
+            return False
+        self._metrics[item_id] = replace(basis, quality=quality)
+        self.events.metrics_changed.emit(item_id, self._metrics[item_id])
+        return True
 
     def refresh_metrics(self, item_id: str) -> None:
         """Announce an image's metrics (re-scored if edits made them stale); views rate-limit this."""

@@ -191,6 +191,10 @@ def run_tiled_eval(args: argparse.Namespace, out: TextIO,
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     plan = tiling_plan(args, dataset)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
+    unsupported = [k for k in kinds if k not in (*TILED_KINDS, "canvas")]
+    if unsupported:
+        raise SegScopeError(f"--export-kinds: {unsupported[0]} is not written by --tile runs (they write "
+                            f"{', '.join(TILED_KINDS)}); drop it or run without --tile")
     stitched_format = args.stitched_format or "auto"
     summary, rows = DatasetSummary(), []
     done = [0, 0]

@@ -1,7 +1,7 @@
 """Colour tables shared by the viewer: class labels, TP/FP/FN error codes and the probability heatmap.
 
-All label colours come from the Okabe-Ito palette, which stays distinguishable with the common forms of
-colour blindness. Tables are 256 x 4 uint8 RGBA, the form pyqtgraph's ImageItem applies fastest to uint8
+All label colours come from the Okabe-Ito palette (`core.palette`), which stays distinguishable with the
+common forms of colour blindness. Tables are 256 x 4 uint8 RGBA, the form pyqtgraph's ImageItem applies fastest to uint8
 images (one table lookup per pixel, no float scaling). Treat the returned tables as read-only.
 """
 
@@ -12,21 +12,20 @@ from functools import cache
 import numpy as np
 import pyqtgraph as pg
 
+from ..core.palette import (  # noqa: F401 (re-exported: the viewer's colours)
+    BLUE,
+    BLUISH_GREEN,
+    CLASS_COLORS,
+    ORANGE,
+    REDDISH_PURPLE,
+    SKY_BLUE,
+    VERMILLION,
+    YELLOW,
+    class_color,
+)
 from ..core.review import ERROR_NAMES, FN, FP, TN, TP
 
 __all__ = ["ERROR_COLORS", "ERROR_NAMES", "FN", "FP", "TN", "TP", "error_lut", "heatmap_colormap", "label_lut"]
-
-#: Okabe-Ito colours as RGB.
-ORANGE = (230, 159, 0)
-SKY_BLUE = (86, 180, 233)
-BLUISH_GREEN = (0, 158, 115)
-YELLOW = (240, 228, 66)
-BLUE = (0, 114, 178)
-VERMILLION = (213, 94, 0)
-REDDISH_PURPLE = (204, 121, 167)
-
-#: Colours of class 1, 2, ... (class 0, the background, is black or transparent).
-CLASS_COLORS = (YELLOW, SKY_BLUE, VERMILLION, BLUISH_GREEN, REDDISH_PURPLE, ORANGE, BLUE)
 
 #: Class 0 and TN on an opaque panel: a dark grey, so an empty mask is visibly a mask, not the background.
 BACKGROUND = (46, 50, 58)
@@ -36,11 +35,6 @@ ERROR_COLORS = {TP: BLUISH_GREEN, FP: ORANGE, FN: SKY_BLUE}
 
 #: Perceptually uniform and colour-blind safe; shipped with pyqtgraph, so nothing is downloaded.
 HEATMAP_COLORMAP = "viridis"
-
-
-def class_color(index: int) -> tuple[int, int, int]:
-    """The RGB colour of class `index` (>= 1); the palette repeats past its length."""
-    return CLASS_COLORS[(index - 1) % len(CLASS_COLORS)]
 
 
 @cache  # one array per variant: handing ImageItem the same table again costs nothing

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.export import EXPORT_KINDS
+from ..core.export import EXPORT_KINDS, RUN_KINDS
 from .settings import settings as app_settings
 
 #: Checkbox text of each `core.export` kind.
@@ -38,6 +38,8 @@ KIND_LABELS = {
     "canvas": "Full-slide canvas mask PNG",
     "softmax": "Softmax tensor .npy (model resolution, float32)",
     "heatmap": "8-bit heatmap PNG (foreground probability)",
+    "geojson": "GeoJSON annotations for QuPath (one polygon per defect)",
+    "coco": "COCO annotations, RLE (one file for all images)",
 }
 #: Written by `core.export.write_metrics`.
 METRICS_FILES = ("metrics.csv", "metrics.json")
@@ -47,7 +49,7 @@ SCOPES = ("current", "all")
 
 @dataclass(frozen=True)
 class ExportChoices:
-    kinds: tuple[str, ...]  # keys of core.export.EXPORT_KINDS, in that order
+    kinds: tuple[str, ...]  # keys of core.export.EXPORT_KINDS, then RUN_KINDS, in that order
     metrics: bool  # metrics.csv + metrics.json
     folder: Path
     scope: str  # "current" or "all" (every image with a result)
@@ -56,7 +58,9 @@ class ExportChoices:
 
     def targets(self) -> list[Path]:
         """Every file the export will write."""
-        paths = [self.folder / EXPORT_KINDS[kind].format(id=item) for item in self.item_ids for kind in self.kinds]
+        paths = [self.folder / EXPORT_KINDS[kind].format(id=item) for item in self.item_ids for kind in self.kinds
+                 if kind in EXPORT_KINDS]
+        paths += [self.folder / RUN_KINDS[kind] for kind in self.kinds if kind in RUN_KINDS]
         return paths + ([self.folder / name for name in METRICS_FILES] if self.metrics else [])
 
 
@@ -81,7 +85,7 @@ class ExportDialog(QDialog):
         self.kind_boxes: dict[str, QCheckBox] = {}
         remembered = self._settings.value("export/kinds", ["mask"])
         remembered = [remembered] if isinstance(remembered, str) else remembered if isinstance(remembered, list) else []
-        for kind, pattern in EXPORT_KINDS.items():
+        for kind, pattern in {**EXPORT_KINDS, **RUN_KINDS}.items():
             box = QCheckBox(KIND_LABELS.get(kind, kind))
             box.setToolTip(f"File name: {pattern}")
             box.setChecked(kind in remembered)

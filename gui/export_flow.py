@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from ..core.backends.base import Capabilities
 from ..core.errors import SegScopeError
-from ..core.export import export_result, write_metrics
+from ..core.export import ExportFolder
 from ..core.provenance import source_for
 from ..core.session import Session
 from .export_dialog import ExportChoices, ExportDialog
@@ -28,26 +28,29 @@ def ask_export(session: Session, parent: QWidget) -> ExportChoices | None:
 
 def write_export(session: Session, capabilities: Capabilities | None, choices: ExportChoices,
                  messages: MessageArea) -> list[Path]:
-    """Write the chosen files; the metrics table holds the exported images only (the current one for
-    "Current image"). Returns what was written (also when a later file failed)."""
+    """Write the chosen files as one export (its folder locked throughout); the metrics table and the COCO
+    file hold the exported images only (the current one for "Current image"). Returns what was written (also
+    when a later file failed)."""
     dataset = session.dataset
     assert dataset is not None
-    written: list[Path] = []
+    folder = ExportFolder(choices.folder, choices.overwrite, dataset.root)
     QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
     try:
-        for item_id in choices.item_ids:
-            result = session.result(item_id)
-            if result is None:
-                raise SegScopeError(f"{item_id}: its result is no longer in memory; run it again to export")
-            source = source_for(dataset.item(item_id), capabilities)
-            written += export_result(result, choices.folder, source, choices.kinds, overwrite=choices.overwrite)
-        if choices.metrics:
-            rows, means = session.metrics_table(list(choices.item_ids))
-            written += write_metrics(rows, means, choices.folder, choices.overwrite, session.ranking)
+        with folder:
+            for item_id in choices.item_ids:
+                result = session.result(item_id)
+                if result is None:
+                    raise SegScopeError(f"{item_id}: its result is no longer in memory; run it again to export")
+                folder.export_result(result, source_for(dataset.item(item_id), capabilities), choices.kinds)
+            folder.write_coco()
+            if choices.metrics:
+                rows, means = session.metrics_table(list(choices.item_ids))
+                folder.write_metrics(rows, means, session.ranking)
     except SegScopeError as exc:
         messages.add("error", f"Export: {exc}")
     finally:
         QApplication.restoreOverrideCursor()
+    written = folder.written
     if written:
         messages.add("info", f"Exported {count(len(written), 'file')} to {choices.folder}",
                      "\n".join(str(p) for p in written))

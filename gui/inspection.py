@@ -192,10 +192,13 @@ class Inspection(QObject):
 
     def zoom_to(self, region: ErrorRegion) -> None:
         """Zoom the linked result panels and the slide view to an error region, outlined."""
-        rect = zoom_rect(region.box)
+        self.zoom_to_box(region.box)
+
+    def zoom_to_box(self, box: Roi) -> None:
+        """Zoom the linked result panels and the slide view to a box (slide pixels), outlined."""
+        rect = zoom_rect(box)
         self.panels.views()[0].setRange(rect, padding=0)  # the other panels are linked to it
         self.slide.vb.setRange(rect, padding=0)
-        box = region.box
         for item in self.highlights:
             item.setRect(QRectF(box.x0, box.y0, box.width, box.height))
             item.show()

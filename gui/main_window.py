@@ -38,6 +38,7 @@ from .metrics_display import MetricsDisplay
 from .metrics_panel import MetricsPanel
 from .open_slide import OpenSlide
 from .profile_dock import profile_dock
+from .quality_tools import QualityTools
 from .result_panels import ResultPanels
 from .roi_control import RoiControl
 from .run_controller import RunController
@@ -121,6 +122,7 @@ class MainWindow(QMainWindow):
         tab_dock(self, self.profile_dock, self.messages_dock)
         self.main_actions.view_menu.addAction(self.profile_dock.toggleViewAction())
         self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
+        self.quality_tools = QualityTools(self)  # QA metrics: Defects and Reliability docks (gui/quality_tools.py)
         self.dock_layout.remember_default()
         self.dock_layout.size_on_show = not restore_layout(self)
         self._update_enabled()

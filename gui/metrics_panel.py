@@ -29,6 +29,7 @@ class MetricsPanel(QWidget):
         grid = QGridLayout()
         grid.setHorizontalSpacing(12)
         self.value_labels: dict[str, QLabel] = {}
+        self.caption_labels: dict[str, QLabel] = {}
         self.fields = catalogue.metrics()  # every per-image metric (per-class ones go on their own line)
         for index, metric in enumerate(self.fields):
             row, col = divmod(index, 2)
@@ -41,6 +42,7 @@ class MetricsPanel(QWidget):
             grid.addWidget(caption, row, 2 * col)
             grid.addWidget(value, row, 2 * col + 1)
             self.value_labels[metric.name] = value
+            self.caption_labels[metric.name] = caption
         self.per_class = QLabel("")
         self.per_class.setWordWrap(True)
         self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution (1 where the class is in "
@@ -70,6 +72,9 @@ class MetricsPanel(QWidget):
         shows dashes. The histogram marks the image's value of its metric."""
         for metric in self.fields:
             self.value_labels[metric.name].setText("–" if metrics is None else metric.text(metric.of(metrics)))
+            shown = not metric.optional or metric.computed(metrics)  # the QA metrics only where computed
+            self.value_labels[metric.name].setVisible(shown)
+            self.caption_labels[metric.name].setVisible(shown)
         current = self.ranking.of(metrics)
         self.current_line.setVisible(current is not None)
         if current is not None:
@@ -77,7 +82,7 @@ class MetricsPanel(QWidget):
         if metrics is None:
             self.per_class.setText("")
             return
-        families = catalogue.per_class()
+        families = [f for f in catalogue.per_class() if not f.optional or f.values(metrics) is not None]
 
         def scores(index: int) -> str:
             pairs = ((family.label, family.entry(index)) for family in families)
@@ -90,7 +95,7 @@ class MetricsPanel(QWidget):
         """The histogram of `metric` over the dataset's images with masks (None = n/a for that image, counted
         in the title, not binned)."""
         self.ranking = metric
-        finite = np.asarray([v for v in values if v is not None and not math.isnan(v)], np.float64)
+        finite = np.asarray([v for v in values if v is not None and math.isfinite(v)], np.float64)
         if metric.bounds is not None:
             low, high = metric.bounds
         else:  # the data's range
@@ -102,10 +107,12 @@ class MetricsPanel(QWidget):
         self.plot.setYRange(0, max(1, int(counts.max(initial=0))), padding=0.05)
         self.plot.setLabel("bottom", metric.label)
         self.current_line.setToolTip(f"This image's {metric.label}")
-        missing = len(values) - finite.size
+        infinite = sum(1 for v in values if v is not None and math.isinf(v))
+        missing = len(values) - finite.size - infinite
         title = f"{finite.size} images, mean {metric.title} {metric.text(float(finite.mean()))}" if finite.size \
             else f"no {metric.title} yet"
-        self.plot.setTitle(title + (f", {missing} n/a" if missing else ""))
+        self.plot.setTitle(title + (f", {infinite} infinite" if infinite else "") + (f", {missing} n/a" if missing
+                                                                                      else ""))
 
     def histogram(self) -> tuple[np.ndarray, np.ndarray]:
         """The bar heights (image counts) and bin edges the histogram draws."""

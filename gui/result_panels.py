@@ -175,7 +175,7 @@ class ResultPanels(QWidget):
         self.set_busy("")
         self._refresh_heatmap()
         self._refresh_labels()
-        self.extra.show(result, self.current_class(), self._rect)
+        self.extra.show(result, self.current_class(), self._rect, self._truth)
         if not same_roi:
             self.fit()
 

@@ -1,8 +1,9 @@
 """Extra result panels, by registry: a new panel is one file, `gui/view_<name>.py`, that calls `register`.
 
-A `ResultView` turns the shown result into one float image in [0, 1] at model resolution, drawn with a
-colour map beside the three core panels (heatmap | argmax | ground truth, which carry editing and the error
-map), on the same slide coordinates and linked camera. Every `view_*` module of this package is imported
+A `ResultView` turns the shown result (and the ground truth on screen, when it needs it) into one float image
+in [0, 1], at model or ROI resolution, drawn with a colour map beside the three core panels (heatmap |
+argmax | ground truth, which carry editing and the error map), on the same slide coordinates and linked
+camera. Every `view_*` module of this package is imported
 by `load_views()`; the Results area offers each view under View > Panels.
 """
 
@@ -26,8 +27,9 @@ class ResultView:
     name: str
     title: str
     tooltip: str
-    #: (result, the chosen class) -> H x W float image in [0, 1] at the result's (model) resolution
-    image: Callable[[InferenceResult, int], np.ndarray]
+    #: (result, the chosen class, the truth's class ids at ROI resolution or None) -> H x W float image in [0, 1]
+    #: covering the ROI (at model or ROI resolution)
+    image: Callable[[InferenceResult, int, np.ndarray | None], np.ndarray]
     colormap: str = "magma"  # shipped with pyqtgraph
 
 
@@ -57,7 +59,7 @@ class ExtraPanels:
         self.views = load_views()
         self.shown: dict[str, tuple[pg.LabelItem, pg.ViewBox, pg.ImageItem]] = {}
         self.actions: dict[str, QAction] = {}
-        self._last: tuple[InferenceResult, int, QRectF] | None = None
+        self._last: tuple[InferenceResult, int, QRectF, np.ndarray | None] | None = None
         for name, view in self.views.items():
             action = QAction(f"{view.title} panel", parent, checkable=True)
             action.setToolTip(view.tooltip)
@@ -85,13 +87,14 @@ class ExtraPanels:
             self.layout.removeItem(title)
             self.layout.removeItem(box)
 
-    def show(self, result: InferenceResult, class_index: int, rect: QRectF) -> None:
-        self._last = (result, class_index, rect)
+    def show(self, result: InferenceResult, class_index: int, rect: QRectF, truth: np.ndarray | None = None) -> None:
+        self._last = (result, class_index, rect, truth)
         for name in self.shown:
-            self._draw(name, result, class_index, rect)
+            self._draw(name, result, class_index, rect, truth)
 
-    def _draw(self, name: str, result: InferenceResult, class_index: int, rect: QRectF) -> None:
-        values = self.views[name].image(result, class_index)
+    def _draw(self, name: str, result: InferenceResult, class_index: int, rect: QRectF,
+              truth: np.ndarray | None) -> None:
+        values = self.views[name].image(result, class_index, truth)
         self.shown[name][2].setImage(values, autoLevels=False, levels=(0.0, 1.0), rect=rect)
 
     def image(self, name: str) -> np.ndarray | None:

@@ -21,6 +21,7 @@ from ..core.backends.pool import UsageLog
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import CancelledError, SegScopeError
 from ..core.evaluate import ImageEvaluation, evaluate_dataset
+from ..core.quality.scoring import MetricSpec
 from ..core.roi import Roi
 from ..core.slides import SlideReader
 from ..core.stream_input import RegionSource, StreamInput
@@ -58,6 +59,7 @@ class _Worker(QObject):
         super().__init__()
         self.backend: Backend | None = None
         self.cancel_event = threading.Event()
+        self.quality = MetricSpec()  # the QA metrics each image is also scored by (`RunController.set_quality`)
 
     @Slot(object)
     def open_backend(self, factory: BackendFactory) -> None:
@@ -86,7 +88,8 @@ class _Worker(QObject):
             yielded = 0
             try:
                 for evaluation in evaluate_dataset(self.backend, dataset, items=remaining, cancel=self.cancel_event,
-                                                   rois=rois, sources=sources, masks=masks, stream=stream):
+                                                   rois=rois, sources=sources, masks=masks, stream=stream,
+                                                   quality=self.quality):
                     yielded += 1
                     done += 1
                     self.evaluated.emit(evaluation)
@@ -228,6 +231,10 @@ class RunController(QObject):
         self.progress.emit(0, tiles, float("nan"))
         self._run_slide.emit(dataset, item, reader, plan)
         return True
+
+    def set_quality(self, spec: MetricSpec) -> None:
+        """Score the images of the runs started from now on by these QA metrics too (on the worker thread)."""
+        self._worker.quality = spec
 
     def cancel(self) -> None:
         """Stop the batch after the image in flight (and interrupt it where the backend can)."""

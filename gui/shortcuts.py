@@ -46,6 +46,10 @@ _TABLE: dict[str, tuple[str, str]] = {
     "nudge_big": ("Shift+Arrows", "Move the ROI by 10 px (slide view focused)"),
     "prev_worst": (",", "Previous image in worst-first order (by the ranking metric)"),
     "next_worst": (".", "Next image in worst-first order (by the ranking metric)"),
+    "next_miss": ("N", "Zoom to the current image's next missed defect (Defects dock)"),
+    "prev_miss": ("Shift+N", "Zoom to the current image's previous missed defect"),
+    "quality_metrics": ("Ctrl+Shift+M", "Choose the QA metrics computed beside Dice (HD95, NSD, clDice, defect F1, "
+                        "ECE)"),
     "compare_runs": ("Ctrl+Shift+C", "Compare two runs of the current image (e.g. Ascend vs embedded)"),
     "tool_pan": ("V", "Mask editing: pan and zoom (no editing tool)"),
     "tool_brush": ("B", "Mask editing: brush (paint the chosen class on the ground-truth panel)"),

@@ -8,7 +8,7 @@ from ..core.result import InferenceResult
 from .result_views import ResultView, register
 
 
-def uncertainty(result: InferenceResult, _class_index: int = 0) -> np.ndarray:
+def uncertainty(result: InferenceResult, _class_index: int = 0, _truth: np.ndarray | None = None) -> np.ndarray:
     """1 − (p_first − p_second) per pixel: 0 where one class is certain, 1 where two classes tie."""
     top_two = np.sort(result.probabilities, axis=-1)[..., -2:]
     return (1.0 - (top_two[..., 1] - top_two[..., 0])).astype(np.float32)

@@ -181,7 +181,7 @@ def small_dataset(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     """`<repo>/../shared/data` (real industrial images); the test is skipped when it is absent."""
     path = REPO.parent / "shared" / "data"

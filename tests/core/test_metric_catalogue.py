@@ -35,11 +35,11 @@ def test_names_aliases_and_per_class_entries():
     assert (crack.name, crack.label) == ("dice_1", "Dice: crack")
     assert crack.of(A) == 0.6 and catalogue.lookup("iou_0").of(A) == 0.8
     assert catalogue.lookup("dice_5").of(A) is None  # no such class in this image's metrics: n/a
-    assert [m.name for m in catalogue.metrics(["bg", "crack"])] == [
+    assert [m.name for m in catalogue.metrics(["bg", "crack"]) if not m.optional] == [
         "soft_dice", "soft_iou", "foreground_dice", "foreground_iou", "precision", "recall",
         "dice_0", "dice_1", "iou_0", "iou_1"]
-    with pytest.raises(SegScopeError, match=r"unknown metric 'hd95'; use one of .*dice_<i>, iou_<i>"):
-        catalogue.lookup("hd95")
+    with pytest.raises(SegScopeError, match=r"unknown metric 'hd99'; use one of .*dice_<i>, iou_<i>"):
+        catalogue.lookup("hd99")
 
 
 def test_n_a_is_shown_left_out_of_means_and_ranked_last():
@@ -55,27 +55,29 @@ def test_n_a_is_shown_left_out_of_means_and_ranked_last():
 
 
 def test_a_registered_metric_is_filtered_ranked_exported_and_described(registry, tmp_path):
-    # A lower-is-better distance in pixels, n/a where there is nothing to measure (as HD95 will be).
+    # A lower-is-better distance in pixels, n/a where there is nothing to measure (as HD95 is).
     hd = catalogue.register(catalogue.Metric(
-        "hd95", "HD95", "95th percentile of the boundary distances, pixels",
+        "hd99", "HD99", "99th percentile of the boundary distances, pixels",
         lambda m: math.nan if math.isnan(m.foreground_dice) else 10 * (1 - m.foreground_dice),
         higher_is_better=False, bounds=None, digits=1))
-    assert catalogue.lookup("hd95") is hd and hd in catalogue.metrics()
+    assert catalogue.lookup("hd99") is hd and hd in catalogue.metrics()
     assert hd.of(A) == pytest.approx(4.0) and hd.text(hd.of(A)) == "4.0"
     values = {"a": hd.of(A), "b": hd.of(B), "c": 9.0}
     assert worst_first(values, hd) == ["c", "a", "b"]  # the largest distance is the worst; n/a last
-    assert MetricFilter.parse("hd95 > 3 and dice >= 0.6").matches(A)
+    assert MetricFilter.parse("hd99 > 3 and dice >= 0.6").matches(A)
     rows = [{"id": "a", **catalogue.row_values(A)}, {"id": "b", **catalogue.row_values(B)}]
     write_metrics(rows, catalogue.means([A, B]), tmp_path, ranking=hd)
     document = json.loads((tmp_path / "metrics.json").read_text())
-    assert document["ranking"] == {"name": "hd95", "label": "HD95", "higher_is_better": False,
-                                   "description": "95th percentile of the boundary distances, pixels"}
-    assert [m["name"] for m in document["metrics"]][-3:] == ["hd95", "dice_<i>", "iou_<i>"]
-    assert document["summary"]["hd95"] == pytest.approx(4.0) and document["images"][1]["hd95"] is None
+    assert document["ranking"] == {"name": "hd99", "label": "HD99", "higher_is_better": False,
+                                   "description": "99th percentile of the boundary distances, pixels"}
+    names = [m["name"] for m in document["metrics"]]
+    assert names.index("hd99") == names.index("dice_<i>") - 1 and names.index("iou_<i>") > names.index("dice_<i>")
+    assert document["summary"]["hd99"] == pytest.approx(4.0) and document["images"][1]["hd99"] is None
+    assert "hd95" not in document["summary"]  # an optional metric no image has: left out
     with open(tmp_path / "metrics.csv", newline="") as f:
         table = list(csv.DictReader(f))
-    assert float(table[0]["hd95"]) == pytest.approx(4.0)
-    assert table[1]["hd95"] == "" and table[1]["foreground_dice"] == "" and table[1]["dice_1"] == "1.0"
+    assert float(table[0]["hd99"]) == pytest.approx(4.0) and "hd95" not in table[0]
+    assert table[1]["hd99"] == "" and table[1]["foreground_dice"] == "" and table[1]["dice_1"] == "1.0"
 
 
 def test_names_cannot_clash(registry):

@@ -273,3 +273,21 @@ def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
     cv2.imwrite(str(tmp_path / "other" / "c" / "image.png"), np.zeros((8, 8, 3), np.uint8))
     session.open_dataset(Dataset.open(tmp_path / "other"))  # another folder: its ids name other images
     assert session.slide_run is None
+
+
+def test_qa_metrics_computed_elsewhere_join_only_the_metrics_they_were_computed_on(tmp_path, write_png):
+    from segscope.core.quality.scoring import MetricSpec, image_quality
+
+    session = _loaded(tmp_path, write_png)
+    _run(session)
+    basis = session.metrics("a")
+    result = session.result("a")
+    quality = image_quality(MetricSpec.parse("hd95"), result, session.dataset.load_mask(session.current))
+    announced = []
+    session.events.metrics_changed.connect(lambda item_id, metrics: announced.append(metrics))
+    assert session.set_quality("a", basis, quality)
+    assert session.metrics("a").quality is quality and session.metrics("a").soft_dice == basis.soft_dice
+    assert announced[-1].quality is quality and quality.values["hd95"] == 0.0  # the prediction is the truth
+    _paint_extra(session)  # an edit since: the metrics are re-scored without them, and late ones are dropped
+    assert not session.set_quality("a", basis, quality)
+    assert session.metrics("a").quality is None and session.metrics("a").soft_dice != basis.soft_dice

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QDialog, QMessageBox
 
-from segscope.core.export import EXPORT_KINDS
+from segscope.core.export import EXPORT_KINDS, RUN_KINDS
 from segscope.gui.export_dialog import ExportChoices, ExportDialog
 
 pytestmark = pytest.mark.gui
@@ -37,7 +37,7 @@ def choose(dialog, folder: Path, kinds=("mask", "softmax"), metrics=True, scope=
 def test_choices_round_trip_and_are_remembered(qtbot, settings, tmp_path):
     out = tmp_path / "out"
     dialog = make_dialog(qtbot, settings)
-    assert set(dialog.kind_boxes) == set(EXPORT_KINDS)  # offers exactly the core's kinds
+    assert set(dialog.kind_boxes) == {*EXPORT_KINDS, *RUN_KINDS}  # offers exactly the core's kinds
     choose(dialog, out, kinds=("mask", "heatmap"), scope="all")
     dialog.accept()
     assert dialog.result() == QDialog.DialogCode.Accepted
@@ -117,3 +117,11 @@ def test_no_question_when_nothing_would_be_replaced(qtbot, settings, tmp_path, m
     choose(dialog, tmp_path / "new", overwrite=True)
     dialog.accept()
     assert dialog.result() == QDialog.DialogCode.Accepted
+
+
+def test_geojson_and_coco_are_offered_with_their_files(qtbot, settings, tmp_path):
+    dialog = make_dialog(qtbot, settings)
+    choose(dialog, tmp_path, kinds=("geojson", "coco"), metrics=False, scope="all")
+    assert dialog.choices().kinds == ("geojson", "coco")
+    assert dialog.choices().targets() == [tmp_path / "001_mask.geojson", tmp_path / "003_mask.geojson",
+                                          tmp_path / "annotations.coco.json"]

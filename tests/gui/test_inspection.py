@@ -12,6 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
+from segscope.core import metric_catalogue as catalogue
 from segscope.core.cli import main as cli_main
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import read_mask
@@ -153,7 +154,10 @@ def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, win
     panel, session = window.dataset_panel, window.session
     combo = panel.ranking_combo
     assert combo.currentData() == "foreground_dice"
-    assert [combo.itemData(i) for i in range(combo.count())][-4:] == ["dice_0", "dice_1", "iou_0", "iou_1"]
+    offered = [combo.itemData(i) for i in range(combo.count())]
+    assert [name for name in offered if not catalogue.lookup(name).optional][-4:] == ["dice_0", "dice_1", "iou_0",
+                                                                                    "iou_1"]
+    assert "hd95" in offered and "hd95_class_1" in offered and "hd95_class_0" not in offered  # QA: foreground
     soft = {i: session.metrics(i).soft_dice for i in ("001", "002", "003")}
     combo.setCurrentIndex(combo.findData("soft_dice"))
     combo.activated.emit(combo.currentIndex())  # as a click on the entry does

@@ -34,16 +34,16 @@ def real_metrics():
 def test_labels_show_the_core_numbers(panel):
     metrics = real_metrics()
     panel.show_metrics(metrics, ["background", "defect"])
-    assert set(panel.value_labels) == {"soft_dice", "soft_iou", "foreground_dice", "foreground_iou", "precision",
-                                       "recall"}
-    for name, label in panel.value_labels.items():
-        assert label.text() == f"{getattr(metrics, name):.4f}"
+    shown = {name for name, label in panel.value_labels.items() if not label.isHidden()}
+    assert shown == {"soft_dice", "soft_iou", "foreground_dice", "foreground_iou", "precision", "recall"}
+    for name in shown:  # the QA metrics were not computed: their rows are hidden
+        assert panel.value_labels[name].text() == f"{getattr(metrics, name):.4f}"
     assert float(panel.value_labels["soft_dice"].text()) == pytest.approx(metrics.soft_dice, abs=5e-5)
     assert f"defect: Dice {metrics.dice[1]:.4f}, IoU {metrics.iou[1]:.4f}" in panel.per_class.text()
     # The histogram's line marks the ranking metric: the foreground Dice by default.
     assert panel.current_line.isVisible() and panel.current_line.value() == metrics.foreground_dice
     panel.show_metrics(None)
-    assert all(label.text() == "–" for label in panel.value_labels.values())
+    assert all(label.text() == "–" for label in panel.value_labels.values() if not label.isHidden())
     assert panel.per_class.text() == "" and not panel.current_line.isVisible()
 
 
@@ -69,3 +69,27 @@ def test_histogram_of_an_unbounded_lower_is_better_metric_spans_the_data(panel):
     panel.set_dataset_values(distance, [2.0, 4.0, 12.0])
     counts, edges = panel.histogram()
     assert edges[0] == 2.0 and edges[-1] == 12.0 and counts.sum() == 3 and counts[-1] == 1
+
+
+def test_the_qa_metrics_computed_are_shown_and_an_infinite_hd95_is_counted(panel):
+    from dataclasses import replace
+
+    from segscope.core.quality.scoring import MetricSpec, image_quality
+
+    metrics = real_metrics()
+    p1 = np.zeros((64, 64), np.float32)
+    p1[10:30, 10:30] = 1
+    result = InferenceResult(np.stack([1 - p1, p1], -1), p1.astype(np.uint8), Roi(0, 0, 64, 64), (64, 64))
+    truth = np.zeros((64, 64), np.uint8)
+    truth[12:30, 10:30] = 255
+    quality = image_quality(MetricSpec.parse("hd95,defect_f1"), result, truth)
+    panel.show_metrics(replace(metrics, quality=quality), ["background", "defect"])
+    shown = {name for name, label in panel.value_labels.items() if not label.isHidden()}
+    assert {"hd95", "defect_f1", "defect_tp", "defect_fp", "defect_fn"} <= shown and "nsd" not in shown
+    assert panel.value_labels["hd95"].text() == f"{quality.values['hd95']:.2f}" and quality.values["hd95"] > 0
+    assert panel.value_labels["defect_tp"].text() == "1"
+    assert "HD95 (px)" in panel.per_class.text()
+    panel.set_dataset_values(catalogue.lookup("hd95"), [1.0, 2.0, float("inf"), None])
+    counts, _edges = panel.histogram()
+    assert counts.sum() == 2  # the data's range, the infinite value counted in the title
+    assert "2 images, mean HD95 1.50, 1 infinite, 1 n/a" in panel.plot.getPlotItem().titleLabel.text

@@ -1,0 +1,161 @@
+"""The Defects dock: every predicted and true defect (connected component) of the current image, with its
+area, its IoU with its match and whether it was found (TP), is a false alarm (FP) or was missed (FN).
+
+A click (or Enter) on a row asks to zoom to it (`defectActivated`, the box in slide pixels); `step_miss`
+walks the misses in the list's order. The rows come from `core.quality.defects` via the image's QA metrics;
+`QualityTools` (gui/quality_tools.py) decides what is shown and where a zoom goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QTableView,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..core.quality.defects import Defect
+from ..core.quality.scoring import ImageQuality
+from ..core.roi import Roi
+
+#: The list's order: misses first, then false alarms, then what was found; larger first within each.
+OUTCOME_ORDER = {"FN": 0, "FP": 1, "TP": 2}
+SHOWS = {"All defects": ("FN", "FP", "TP"), "Misses (FN)": ("FN",), "False alarms (FP)": ("FP",),
+         "Found (TP)": ("TP",)}
+COLUMNS = ("Kind", "Class", "In", "Area (px)", "IoU", "Box (slide px)")
+
+
+@dataclass(frozen=True)
+class DefectRow:
+    class_name: str
+    defect: Defect
+    box: Roi  # slide pixels
+
+
+def defect_rows(quality: ImageQuality | None, roi: Roi, class_names: Sequence[str]) -> list[DefectRow]:
+    """The rows of an image's defects (none without defect metrics), in `OUTCOME_ORDER`, larger first."""
+    rows = []
+    for index, match in (quality.defects.items() if quality is not None else ()):
+        name = class_names[index] if index < len(class_names) else f"class {index}"
+        for defect in match.defects:
+            x0, y0, x1, y1 = defect.box
+            rows.append(DefectRow(name, defect, Roi(roi.x0 + x0, roi.y0 + y0, roi.x0 + x1, roi.y0 + y1)))
+    return sorted(rows, key=lambda r: (OUTCOME_ORDER[r.defect.outcome], -r.defect.area, r.box.y0, r.box.x0))
+
+
+class DefectsModel(QAbstractTableModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[DefectRow] = []
+
+    def set_rows(self, rows: list[DefectRow]) -> None:
+        self.beginResetModel()
+        self.rows = rows
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if not index.isValid():
+            return None
+        row = self.rows[index.row()]
+        defect = row.defect
+        if role == Qt.ItemDataRole.DisplayRole:
+            return (defect.outcome, row.class_name, defect.source, f"{defect.area:,}", f"{defect.iou:.2f}",
+                    f"{row.box.x0},{row.box.y0} {row.box.width}x{row.box.height}")[index.column()]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            partner = "its match" if defect.matched else "its best overlap (below 0.5: no match)"
+            return f"{defect.source} defect of {defect.area:,} px; IoU with {partner}: {defect.iou:.3f}"
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() in (3, 4):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class DefectsPanel(QWidget):
+    """The table, a filter by kind, and previous/next miss buttons (their actions are the window's)."""
+
+    defectActivated = Signal(object)  # Roi in slide pixels
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = DefectsModel()
+        self._all: list[DefectRow] = []
+        self.show_combo = QComboBox()
+        self.show_combo.addItems(list(SHOWS))
+        self.show_combo.setToolTip("Which defects the list shows")
+        self.show_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.show_combo.setMinimumContentsLength(8)
+        self.show_combo.currentIndexChanged.connect(lambda _i: self._apply())
+        self.prev_button, self.next_button = QToolButton(), QToolButton()
+        self.summary = QLabel("")
+        self.summary.setWordWrap(True)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().hide()
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)  # no per-row measuring (fast refills)
+        header.setStretchLastSection(True)
+        self.table.clicked.connect(lambda index: self.activate(index.row()))
+        self.table.activated.connect(lambda index: self.activate(index.row()))
+        top = QHBoxLayout()
+        top.addWidget(self.show_combo, 1)
+        top.addWidget(self.prev_button)
+        top.addWidget(self.next_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.table, 1)
+
+    def show_defects(self, rows: list[DefectRow], note: str = "") -> None:
+        """The current image's defects (`defect_rows`); `note` says why there are none to show."""
+        self._all = rows
+        counts = {kind: sum(1 for r in rows if r.defect.outcome == kind) for kind in OUTCOME_ORDER}
+        self.summary.setText(note or f"{counts['TP']} found, {counts['FN']} missed, {counts['FP']} false alarms "
+                                     "(matched at IoU ≥ 0.5; click one to zoom, N / Shift+N: next / previous miss)")
+        self._apply()
+
+    def _apply(self) -> None:
+        kinds = SHOWS[self.show_combo.currentText()]
+        self.model.set_rows([r for r in self._all if r.defect.outcome in kinds])
+
+    def activate(self, row: int) -> None:
+        if 0 <= row < len(self.model.rows):
+            self.table.selectRow(row)
+            self.defectActivated.emit(self.model.rows[row].box)
+
+    def step_miss(self, offset: int) -> DefectRow | None:
+        """Select and zoom to the miss `offset` places from the selected row (wrapping); None without misses."""
+        if "FN" not in SHOWS[self.show_combo.currentText()]:
+            self.show_combo.setCurrentText("All defects")
+        rows = self.model.rows
+        misses = [i for i, r in enumerate(rows) if r.defect.outcome == "FN"]
+        if not misses:
+            return None
+        current = self.table.currentIndex().row()
+        after = [i for i in misses if (i > current if offset > 0 else i < current)]
+        target = (after[0] if offset > 0 else after[-1]) if after else (misses[0] if offset > 0 else misses[-1])
+        self.activate(target)
+        return rows[target]
