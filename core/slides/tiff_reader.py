@@ -23,7 +23,6 @@ from typing import Any
 
 import cv2
 import numpy as np
-import tifffile
 
 from ..errors import SegScopeError, first_line
 from ..fileio import DEFAULT_MAX_PIXELS, open_regular
@@ -39,6 +38,12 @@ MAX_SEGMENT_BYTES = 256 << 20
 _UM_PER_UNIT = {"pm": 1e-6, "nm": 1e-3, "µm": 1.0, "um": 1.0, "\u03bcm": 1.0, "mm": 1e3, "cm": 1e4, "m": 1e6}
 
 
+def _tifffile() -> Any:
+    """tifffile, imported when a TIFF is read: the remote worker imports this package on hosts without it."""
+    import tifffile
+    return tifffile
+
+
 def is_tiff(head: bytes) -> bool:
     return head[:4] in _TIFF_MAGIC
 
@@ -49,7 +54,7 @@ def wants_tiff_reader(path: Path, head: bytes, max_pixels: int = DEFAULT_MAX_PIX
     if not is_tiff(head):
         return False
     try:
-        with tifffile.TiffFile(path) as tif:
+        with _tifffile().TiffFile(path) as tif:
             series = tif.series[0]
             page = series.levels[0].keyframe
             return bool(page.is_tiled or len(series.levels) > 1 or page.imagewidth * page.imagelength > max_pixels)
@@ -78,7 +83,7 @@ class TiffSlide(SlideReader):
     def open(cls, path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> TiffSlide:
         """Open `path`; `max_pixels` does not apply (nothing is decoded whole)."""
         try:
-            tif = tifffile.TiffFile(path)
+            tif = _tifffile().TiffFile(path)
         except Exception as exc:  # tifffile raises its own error types (and struct/ValueError) on bad files
             raise SegScopeError(f"{path}: tifffile cannot read this TIFF ({exc})") from None
         try:
