@@ -112,6 +112,31 @@ def _to_out(value: float, scale: float) -> int:
     return int(math.floor(value * scale + 0.5))
 
 
+def output_size(region: Roi, scale: float) -> tuple[int, int]:
+    """(width, height) in output pixels of `region` stitched at `scale`."""
+    return max(_to_out(region.width, scale), 1), max(_to_out(region.height, scale), 1)
+
+
+def canvas_bytes(region: Roi, scale: float, num_classes: int, seams: bool = False) -> int:
+    """The memory a `Stitcher` of `region` at `scale` needs (probabilities, weights, seams maps, argmax)."""
+    width, height = output_size(region, scale)
+    planes = num_classes + 1 + (2 if seams else 0)
+    return width * height * (planes * 4 + 1)
+
+
+def fitting_scale(region: Roi, scale: float, num_classes: int, seams: bool = False,
+                  max_bytes: int = DEFAULT_MAX_CANVAS_BYTES) -> float:
+    """`scale` when its canvases fit `max_bytes`, else the largest scale (to 4 significant digits, rounded
+    down) whose canvases do."""
+    needed = canvas_bytes(region, scale, num_classes, seams)
+    if needed <= max_bytes:
+        return scale
+    fitting = float(f"{scale * math.sqrt(max_bytes / needed):.4g}")
+    while fitting > 0 and canvas_bytes(region, fitting, num_classes, seams) > max_bytes:
+        fitting = float(f"{fitting * 0.999:.4g}")
+    return fitting
+
+
 @dataclass(frozen=True)
 class Stitched:
     """Blended output at `scale` of `region` (slide pixels): probabilities H x W x C float32, argmax uint8,
@@ -125,6 +150,11 @@ class Stitched:
     argmax: np.ndarray
     seams: np.ndarray | None
     covered: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """The memory its arrays hold."""
+        return sum(a.nbytes for a in (self.probabilities, self.argmax, self.covered, self.seams) if a is not None)
 
     def to_slide(self, box: Roi) -> tuple[float, float, float, float]:
         """A box of output pixels as slide pixels (x0, y0, x1, y1), fractional where the scale is."""
@@ -169,11 +199,10 @@ class Stitcher:
             raise SegScopeError(f"--blend: choose from {', '.join(BLENDS)}, got {blend!r}")
         self.region, self.slide_size, self.scale, self.blend = region, slide_size, scale, blend
         self.ramp = _to_out(overlap, scale)
-        width, height = max(_to_out(region.width, scale), 1), max(_to_out(region.height, scale), 1)
-        planes = num_classes + 1 + (2 if seams else 0)
-        needed = width * height * (planes * 4 + 1)
+        width, height = output_size(region, scale)
+        needed = canvas_bytes(region, scale, num_classes, seams)
         if needed > max_bytes:
-            fitting = scale * math.sqrt(max_bytes / needed)
+            fitting = fitting_scale(region, scale, num_classes, seams, max_bytes)
             raise SegScopeError(f"--output-scale: a {width}x{height} output of {num_classes} classes needs "
                                 f"{needed:,} bytes (limit {max_bytes:,}); pass --output-scale {fitting:.4g} or less")
         self._sum = np.zeros((height, width, num_classes), np.float32)

@@ -53,6 +53,10 @@ class MetricsPanel(QWidget):
         self.per_class = QLabel("")
         self.per_class.setWordWrap(True)
         self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution")
+        self.note = QLabel("")  # why the numbers shown do not answer for the image now
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #e6b450;")
+        self.note.hide()
 
         self.plot = pg.PlotWidget()
         self.plot.setMinimumHeight(120)
@@ -70,6 +74,7 @@ class MetricsPanel(QWidget):
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.note)
         layout.addLayout(grid)
         layout.addWidget(self.per_class)
         layout.addWidget(self.plot, 1)
@@ -90,6 +95,13 @@ class MetricsPanel(QWidget):
         )
         self.current_line.setPos(metrics.soft_dice)
         self.current_line.setVisible(not math.isnan(metrics.soft_dice))
+
+    def set_note(self, note: str) -> None:
+        """Mark the numbers stale with `note` (greyed, the note above them); "" shows them as current."""
+        self.note.setText(note)
+        self.note.setVisible(bool(note))
+        for label in (*self.value_labels.values(), self.per_class):
+            label.setEnabled(not note)
 
     def set_dataset_dice(self, values: Sequence[float]) -> None:
         """Per-image soft Dice of the dataset (NaN = an image without a mask, left out)."""

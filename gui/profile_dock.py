@@ -40,8 +40,9 @@ from ..core.profiling.drift import DriftReport, Thresholds, load_drift_csv
 from ..core.profiling.insight import matched_ops, where_to_look
 from ..core.profiling.model import OpStat, Profile
 from ..core.profiling.roofline import classify
-from ..core.runs import RunRecord, compare_runs
+from ..core.runs import RunComparison, compare_runs
 from ..core.session import Session
+from .background import Background
 from .profile_plots import RooflinePlot, TimelinePlot
 from .window_layout import make_dock
 
@@ -314,9 +315,10 @@ class ProfilePanel(QWidget):
                 self.drift_table.setItem(r, c, item)
         self.tabs.setCurrentIndex(3)
 
-    def show_disagreement(self, reference: RunRecord, candidate: RunRecord) -> None:
-        """The pixels where two runs of one image predict different classes, and the thresholds' verdict."""
-        comparison = compare_runs(reference, candidate)
+    def show_disagreement(self, comparison: RunComparison) -> None:
+        """The pixels where two runs of one image predict different classes (`compare_runs`, made on a
+        worker), and the thresholds' verdict."""
+        reference, candidate = comparison.reference, comparison.candidate
         a, b = reference.result, candidate.result
         assert a is not None and b is not None  # compare_runs checked
         self.disagreement_image.setImage((a.argmax != b.argmax).astype(np.uint8).T, levels=(0, 1))
@@ -329,9 +331,9 @@ class ProfilePanel(QWidget):
 
 
 def profile_dock(session: Session, sources: Callable[[], tuple[Path | None, Path | None]],
-                 report: Callable[[str, str], None], parent: QWidget) -> QDockWidget:
+                 report: Callable[[str, str], None], background: Background, parent: QWidget) -> QDockWidget:
     """The Profile dock, not placed yet; `sources()` gives the pipeline and dataset folder its panel looks
-    in, `report(level, text)` takes its messages."""
+    in, `report(level, text)` takes its messages, `background` compares runs."""
     panel = ProfilePanel()
     panel.message.connect(report)
     dock = make_dock(parent, "Profile", panel)
@@ -342,10 +344,10 @@ def profile_dock(session: Session, sources: Callable[[], tuple[Path | None, Path
             panel.message.emit("warning", "Run the current image twice (e.g. Ascend, then embedded) to see where "
                                           "their argmax disagree")
             return
-        try:
-            panel.show_disagreement(runs[-2], runs[-1])
-        except SegScopeError as exc:
-            panel.message.emit("error", str(exc))
+        reference, candidate = runs[-2], runs[-1]
+        panel.runs_label.setText(f"Comparing run {reference.id} with run {candidate.id}…")
+        background.submit("disagreement", lambda: compare_runs(reference, candidate), panel.show_disagreement,
+                          lambda text, _details: panel.message.emit("error", text))
 
     panel.runs_button.clicked.connect(last_two_runs)
     panel.sources = sources

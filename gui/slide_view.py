@@ -278,10 +278,12 @@ class SlideView(QWidget):
         return False
 
     def _update_detail(self) -> None:
-        """Show the visible tiles of the level the zoom needs, when the base level is too coarse."""
+        """Show the visible tiles of the level the zoom needs, when the base level is too coarse (and the
+        whole-slide overlay's level for the zoom)."""
         reader = self.reader
         if reader is None:
             return
+        self.overlay.update_level()
         px, _ = self.vb.viewPixelSize()
         level = reader.level_for(px)
         view = self.vb.viewRect()

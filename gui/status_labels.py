@@ -46,6 +46,9 @@ class StatusLabels:
         self.backend_label.setText(f"backend: opening {description}…")
         self.usage_label.setText("")
 
+    def backend_failed(self, description: str) -> None:
+        self.backend_label.setText(f"backend: none ({description} failed to open: see Messages)")
+
     def show_usage(self, rows: list[dict[str, Any]], lines: list[str]) -> None:
         """Images per device or cluster worker since the backend opened (`UsageLog.as_dicts()`, `.lines()`)."""
         self.usage_label.setText(" · ".join(f"{row['name']}: {count(row['images'], 'image')}" for row in rows))

@@ -72,9 +72,14 @@ def show_dock(dock: QDockWidget, visible: bool = True) -> None:
         dock.raise_()
 
 
+def dock_seen(dock: QDockWidget) -> bool:
+    """Whether `dock` is on screen: shown and not a tab behind another (Qt calls such a tab visible)."""
+    return dock.isVisible() and not dock.visibleRegion().isEmpty()
+
+
 def toggle_dock(dock: QDockWidget) -> None:
-    """Hide `dock` where it is seen, else bring it to the front (a tab behind another counts as unseen)."""
-    show_dock(dock, not (dock.isVisible() and not dock.visibleRegion().isEmpty()))
+    """Hide `dock` where it is seen, else bring it to the front."""
+    show_dock(dock, not dock_seen(dock))
 
 
 def restore_layout(window: QMainWindow) -> bool:

@@ -228,7 +228,9 @@ def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_pa
     out = tmp_path / "export"
     choices = ExportChoices(kinds=("mask", "softmax"), metrics=True, folder=out, scope="all",
                             item_ids=("001", "002", "003"), overwrite=False)
-    written = window.write_export(choices)
+    with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
+        assert window.write_export(choices)  # written on a worker
+    written = exported.args[0]
     assert sorted(p.name for p in written) == sorted(
         [f"{i}_{k}" for i in ("001", "002", "003") for k in ("mask.png", "softmax.npy", "provenance.json")]
         + ["metrics.csv", "metrics.json"])
@@ -238,8 +240,10 @@ def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_pa
     dice = [window.session.metrics(i).soft_dice for i in ("001", "002", "003")]
     assert summary["soft_dice"] == pytest.approx(np.mean(dice))
     before = (out / "001_mask.png").stat().st_mtime_ns
-    assert window.write_export(choices) == []
-    assert "already exists" in window.messages.messages[-1].text
+    with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
+        assert window.write_export(choices)
+    assert exported.args[0] == []
+    assert "already exists" in window.messages.errors()[-1].text
     assert (out / "001_mask.png").stat().st_mtime_ns == before
 
 

@@ -88,7 +88,7 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
     with qtbot.waitSignal(window.controller.batchFinished, timeout=120000) as finished:
         assert window.run_whole_slide()
     assert finished.args == [1, 0, False]
-    run = window.session.slide_run
+    run = window.session.slide_run_of("a")
     assert run is not None and run.item.id == "a" and run.tiles == 4  # 1800 px tiles of 3000 x 2000: 2 x 2
     # the tiles were read from the open reader, region by region, off the GUI thread
     tile_reads = [(x, y, w, h) for level, x, y, w, h, thread in reader.reads if thread.name.startswith("segscope-tile")]
@@ -100,13 +100,22 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
         expected = run_tiled(backend, separate, TilePlan((1800, 1800), overlap=1800 // 8, seams=True))
     np.testing.assert_allclose(run.stitched.probabilities, expected.probabilities, rtol=0, atol=1e-6)
     overlay = window.slide.overlay
+    qtbot.waitUntil(lambda: overlay.pyramid is not None)  # its levels are made on a worker
     assert overlay.heatmap.isVisible() and not overlay.seams.isVisible()  # seams: off until asked for
-    np.testing.assert_allclose(overlay.seams.image, expected.seams, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(overlay.heatmap.image, 1 - expected.probabilities[..., 0], rtol=0, atol=1e-6)
+    assert window.main_actions.slide_heatmap_action.isChecked()
+    finest = overlay.pyramid.heatmap[0]
+    foreground = np.round((1 - expected.probabilities[..., 0]) * 255)  # every pixel covered: 8-bit 1 - p0
+    np.testing.assert_allclose(finest, foreground, rtol=0, atol=1)
+    np.testing.assert_allclose(overlay.pyramid.seams[0], np.round(expected.seams * 255), rtol=0, atol=1)
+    shown = overlay.pyramid.heatmap[overlay.level]  # at Fit: a coarser level, each pixel its block's maximum
+    assert overlay.level > 0 and np.array_equal(overlay.heatmap.image, shown)
+    block = 2 ** overlay.level
+    assert shown[3, 5] == finest[3 * block : 4 * block, 5 * block : 6 * block].max()
+    assert shown.max() == finest.max()  # the strongest spot stays visible when zoomed out
     rect = overlay.heatmap.mapRectToParent(overlay.heatmap.boundingRect())
-    pixel = 1 / expected.scale  # slide px per output px: the output's rounded size may overshoot by less
+    covered_width = finest.shape[1] / expected.scale  # slide px under the finest level (whole pixels)
     assert (rect.left(), rect.top()) == (0, 0)
-    assert abs(rect.width() - SIZE[0]) < pixel and abs(rect.height() - SIZE[1]) < pixel
+    assert abs(rect.width() - covered_width) < 1e-6 and abs(covered_width - SIZE[0]) < 1 / expected.scale
     assert any("Whole slide of a: 4 tiles" in message.text for message in window.messages.messages)
 
     # a new ROI shows the stitched part under it at once, without a run
@@ -131,6 +140,6 @@ def test_a_cancelled_whole_slide_run_leaves_no_overlay(qtbot, tiff_window):
         window.controller.cancel()
         reader.gate.set()
     assert finished.args[2] is True  # cancelled
-    assert window.session.slide_run is None and window.slide.overlay.stitched is None
+    assert window.session.slide_run_of("a") is None and window.slide.overlay.pyramid is None
     assert not window.slide.overlay.heatmap.isVisible()
     assert window.main_actions.run_slide_action.isEnabled()
