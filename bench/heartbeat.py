@@ -97,11 +97,10 @@ class Heartbeat(QObject):
             frame = sys._current_frames().get(self._gui_thread)
             if frame is None:
                 continue
-            frames = [f for f in traceback.extract_stack(frame) if "segscope" in f.filename or "/gui/" in
-                      f.filename or "/core/" in f.filename]
+            frames = traceback.extract_stack(frame)[-5:]  # innermost last: the project's and pyqtgraph's
             where = " <- ".join(f"{f.filename.rsplit('/', 2)[-2]}/{f.filename.rsplit('/', 1)[-1]}:{f.lineno} "
-                                f"{f.name}" for f in reversed(frames[-4:]))
-            self.stalls[where or "(Qt, no project frame)"] += 1
+                                f"{f.name}" for f in reversed(frames))
+            self.stalls[where or "(no Python frame)"] += 1
 
     def stall_report(self, top: int = 8) -> list[str]:
         """The GUI thread's most frequent places while it stalled, with the seconds seen there."""

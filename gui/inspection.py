@@ -7,8 +7,8 @@ the dataset panel (selection, rows, its sort/filter proxy), the result panels (v
 view (zoom). Its docks, filter bar and Inspect menu are placed by the window; it reports through signals.
 
 "render" timing: the controller reports progress (`result_arriving`) right before it hands a result to the
-window, which draws it synchronously when it is the current image; the time from then until our own
-`result_added` handler (connected after the window's) is the GUI's cost of showing the result.
+window, which draws it when it is the current image (its crops made on a worker); the time from then until
+the panels say they drew it is what the GUI adds to the result.
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ class Inspection(QObject):
         events.slide_loaded.connect(lambda _item: self._review_timer.start())
         events.roi_changed.connect(lambda _id, _roi: self._review_timer.start())
         self.panels.class_combo.currentIndexChanged.connect(lambda _index: self._review_timer.start())
+        self.panels.shown.connect(self._on_panels_shown)
         self.review_dock.visibilityChanged.connect(lambda visible: visible and self._review_timer.start())
         self.timing_dock.visibilityChanged.connect(lambda visible: visible and self._timing_timer.start())
         self.review.regionActivated.connect(self.zoom_to)
@@ -137,10 +138,18 @@ class Inspection(QObject):
         self.filter_bar.clear()
         self._history_changed()
 
-    def _on_result_added(self, item_id: str, record: RunRecord) -> None:
-        if self._shown_id() == item_id:  # the window drew it
-            record.timings["render"] = time.perf_counter() - self._result_arrived
+    def _on_result_added(self, _item_id: str, _record: RunRecord) -> None:
         self._results_changed()
+
+    def _on_panels_shown(self) -> None:
+        """The panels drew a result: the review follows, and a run's result gets its "render" time."""
+        self._review_timer.start()
+        item_id, result = self._shown_id(), self.panels.result
+        record = self.session.record(item_id) if item_id is not None else None
+        if record is not None and record.result is result and "render" not in record.timings and self._result_arrived:
+            record.timings["render"] = time.perf_counter() - self._result_arrived
+            self._result_arrived = 0.0
+            self._timing_timer.start()
 
     def _results_changed(self) -> None:
         self._review_timer.start()
@@ -195,12 +204,13 @@ class Inspection(QObject):
         assert item_id is not None  # (a result is shown)
         self.review.set_computing(item_id)
 
-        def review() -> tuple[ErrorMap, list[ErrorRegion]]:
+        def review() -> tuple[ErrorMap, list[ErrorRegion], dict[str, int]]:
             errors = result_error_map(result, mask, positive)  # an edit meanwhile asks again (force)
-            return errors, error_regions(errors)
+            return errors, error_regions(errors), errors.counts()
 
         self.background.submit("review", review,
-                               lambda found: self.review.show_errors(found[0], regions=found[1], class_name=class_name),
+                               lambda found: self.review.show_errors(found[0], regions=found[1], class_name=class_name,
+                                                                     counts=found[2]),
                                lambda text, _details: self.review.show_errors(None, f"{item_id}: {text}"))
 
     def zoom_to(self, region: ErrorRegion) -> None:

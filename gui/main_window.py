@@ -9,6 +9,7 @@ between runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ from .metrics_display import MetricsDisplay
 from .metrics_panel import MetricsPanel
 from .open_slide import OpenSlide
 from .profile_dock import profile_dock
-from .result_panels import ResultPanels
+from .result_panels import PanelInputs, ResultPanels, panel_inputs
 from .roi_control import RoiControl
 from .run_controller import RunController
 from .scoring import Scorer
@@ -412,11 +413,20 @@ class MainWindow(QMainWindow):
         self.session.add_evaluation(evaluation)  # result_added and metrics_changed update the views
 
     def _on_result_added(self, item_id: str, record: RunRecord) -> None:
+        """A run's result: shown when it is of the image on screen (its ROI crop and mask read on a worker,
+        the panels drawn when they are back), else only counted."""
         self.status_labels.last_run(item_id, record.timings)
-        if self.current is not None and self.current.id == item_id and self.slide_ready():
-            result = self.session.result(item_id)
-            if result is not None:
-                self.show_result(item_id, result)
+        result = record.result
+        if self.current is None or self.current.id != item_id or not self.slide_ready() or result is None:
+            return
+
+        def shown(inputs: PanelInputs) -> None:
+            if self.current is not None and self.current.id == item_id and self.session.result(item_id) is result:
+                self._show_inputs(item_id, inputs, self.session.known_metrics(item_id))
+                self._mark_if_stale()
+                self.editing.result_shown(result, inputs.class_names)
+
+        self.background.submit("panels", self._panel_inputs(result, record.class_names), shown)
 
     def _place_inspection(self) -> None:
         """The Review and Timing docks, the dataset filter and the Inspect menu (before Help)."""
@@ -448,17 +458,25 @@ class MainWindow(QMainWindow):
         self._mark_if_stale()
         self.editing.result_shown(result, names)
 
+    def _panel_inputs(self, result: InferenceResult, class_names: tuple[str, ...]) -> Callable[[], PanelInputs]:
+        """What the panels need of `result` besides its arrays, as work for any thread (the reader and the
+        mask on screen taken now)."""
+        reader, mask, roi = self.open_slide.reader, self.mask, result.roi
+
+        def make() -> PanelInputs:
+            roi_image = reader.read_roi(roi) if reader is not None and roi.fits(*reader.size) else None
+            gt = mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if mask is not None else None
+            return panel_inputs(result, roi_image, gt, class_names)
+        return make
+
     def _show_panels(self, item_id: str, result: InferenceResult, metrics: ImageMetrics | None,
                      class_names: tuple[str, ...] = ()) -> None:
-        roi, reader = result.roi, self.open_slide.reader
-        roi_image = reader.read_roi(roi) if reader is not None and roi.fits(*reader.size) else None
-        mask = self.mask
-        gt = mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if mask is not None else None
-        try:
-            self.panels.show_result(result, roi_image, gt, class_names)
-        except SegScopeError as exc:
-            self.messages.add("error", f"{item_id}: {exc}")
-            self.panels.show_result(result, roi_image, None, class_names)
+        self._show_inputs(item_id, self._panel_inputs(result, class_names)(), metrics)
+
+    def _show_inputs(self, item_id: str, inputs: PanelInputs, metrics: ImageMetrics | None) -> None:
+        if inputs.problem:
+            self.messages.add("error", f"{item_id}: {inputs.problem}")
+        self.panels.show_inputs(inputs)
         self.metrics_display.show(metrics)
 
     def _on_store_failed(self, text: str) -> None:

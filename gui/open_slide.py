@@ -8,6 +8,7 @@ cannot reproduce (DVPP) run on the file as before.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +27,16 @@ from .slide_view import SlideView
 
 def region_expand(pipeline_path: Path) -> tuple[float, float, float, float] | None:
     """The stream's crop expand ratios where a region read gives its decoder's pixels (an opencv decoder),
-    else None (DVPP decode, or a pipeline that does not load: the file run reports that)."""
+    else None (DVPP decode, or a pipeline that does not load: the file run reports that). Read once per
+    version of the file (every Run asks)."""
+    try:
+        return _region_expand(pipeline_path, pipeline_path.stat().st_mtime_ns)
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _region_expand(pipeline_path: Path, _version: int) -> tuple[float, float, float, float] | None:
     try:
         pipeline = load_pipeline(pipeline_path)
         decoder = next((e for e in pipeline.stream.driven_path if e.factory == "mxpi_imagedecoder"), None)

@@ -78,6 +78,37 @@ def card_titles(card: ModelCard) -> PanelTitles:
     return PanelTitles("Softmax" if spec.activation in ("softmax", "none") else "Probability", "Argmax")
 
 
+@dataclass(frozen=True)
+class PanelInputs:
+    """What the panels draw of one result besides its arrays, made on any thread (`panel_inputs`): the ROI
+    image, the ground truth as class ids at ROI resolution, the names of the classes of the model that made
+    it, and a problem with the mask (it is then left out)."""
+
+    result: InferenceResult
+    roi_image: np.ndarray | None
+    truth: np.ndarray | None
+    class_names: tuple[str, ...] = ()
+    problem: str = ""
+
+
+def panel_inputs(result: InferenceResult, roi_image_bgr: np.ndarray | None, gt_roi: np.ndarray | None,
+                 class_names: Sequence[str] = ()) -> PanelInputs:
+    """`roi_image_bgr` and `gt_roi` (ROI crops at ROI resolution) checked and the mask read as class ids;
+    numpy only, so a window makes them on a worker. A ground truth that does not fit is left out, named."""
+    roi = result.roi
+    if roi_image_bgr is not None and roi_image_bgr.shape[:2] != (roi.height, roi.width):
+        raise SegScopeError(f"ROI image crop is {roi_image_bgr.shape[1]}x{roi_image_bgr.shape[0]} but the ROI {roi} "
+                            f"is {roi.width}x{roi.height}: crop the slide with the result's ROI")
+    try:
+        if gt_roi is not None and gt_roi.shape[:2] != (roi.height, roi.width):
+            raise SegScopeError(f"ground-truth mask crop is {gt_roi.shape[1]}x{gt_roi.shape[0]} but the ROI {roi} is "
+                                f"{roi.width}x{roi.height}: the mask must have the image's size")
+        truth = None if gt_roi is None else mask_to_labels(gt_roi, result.num_classes)  # may refuse the mask
+    except SegScopeError as exc:
+        return PanelInputs(result, roi_image_bgr, None, tuple(class_names), str(exc))
+    return PanelInputs(result, roi_image_bgr, truth, tuple(class_names))
+
+
 def pipeline_titles(pipeline: Path) -> PanelTitles:
     """`card_titles` of the card a pipeline's model has (reads files: call it off the GUI thread)."""
     return card_titles(load_model_card(load_pipeline(pipeline).model_path(), warn=False))
@@ -89,6 +120,8 @@ class ResultPanels(QWidget):
     #: The hover readout, e.g. "slide (2512, 1380) | model (426, 480) | P background 0.035, defect 0.965 |
     #: predicted defect | true defect | TP" (no "true ..." part without a mask).
     hovered = Signal(str)
+    #: a result was drawn (or the panels emptied): views of what they show may refresh
+    shown = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -204,20 +237,21 @@ class ResultPanels(QWidget):
         class_names: Sequence[str] = (),
     ) -> None:
         """Display one result; `roi_image_bgr` and `gt_roi` are the ROI crops at ROI resolution, `class_names`
-        those of the model that made it (default: the open backend's)."""
-        roi = result.roi
-        for name, array, fix in (("ROI image", roi_image_bgr, "crop the slide with the result's ROI"),
-                                 ("ground-truth mask", gt_roi, "the mask must have the image's size")):
-            if array is not None and array.shape[:2] != (roi.height, roi.width):
-                raise SegScopeError(f"{name} crop is {array.shape[1]}x{array.shape[0]} but the ROI {roi} is "
-                                    f"{roi.width}x{roi.height}: {fix}")
-        truth = None if gt_roi is None else mask_to_labels(gt_roi, result.num_classes)  # may refuse the mask
+        those of the model that made it (default: the open backend's). A mask that does not fit raises."""
+        inputs = panel_inputs(result, roi_image_bgr, gt_roi, class_names)
+        if inputs.problem:
+            raise SegScopeError(inputs.problem)
+        self.show_inputs(inputs)
+
+    def show_inputs(self, inputs: PanelInputs) -> None:
+        """Display one result from its `panel_inputs` (only drawing is left for the GUI thread)."""
+        result, roi = inputs.result, inputs.result.roi
         same_roi = self._result is not None and self._result.roi == roi
         self._result = result
-        self._result_names = tuple(class_names)
-        self._image_bgr = roi_image_bgr
+        self._result_names = inputs.class_names
+        self._image_bgr = inputs.roi_image
         self._image_pixmap = None
-        self._truth = truth
+        self._truth = inputs.truth
         self._predicted_roi = None
         self._fill_class_combo(result.num_classes)
         self.error_map_action.setEnabled(self._truth is not None)
@@ -232,6 +266,7 @@ class ResultPanels(QWidget):
         self.extra.show(result, self.current_class(), self._rect)
         if not same_roi:
             self.fit()
+        self.shown.emit()
 
     def set_busy(self, text: str) -> None:
         """What is going on ("Loading…", "Running…", what to do next; "" for nothing): over the panels while

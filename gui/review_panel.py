@@ -201,12 +201,13 @@ class ReviewPanel(QWidget):
         self.show_errors(None, f"Finding the error regions of {item_id}…")
 
     def show_errors(self, errors: ErrorMap | None, note: str = "", regions: list[ErrorRegion] | None = None,
-                    class_name: str = "") -> None:
-        """Show an error map's counts and its regions (from `core.review.error_regions`), or `note`."""
+                    class_name: str = "", counts: dict[str, int] | None = None) -> None:
+        """Show an error map's counts (`errors.counts()`, counted here unless given: a window counts on a
+        worker) and its regions (from `core.review.error_regions`), or `note`."""
         self.errors = errors
         self.regions = regions or []
-        counts = errors.counts() if errors else {}
-        fractions = errors.fractions() if errors else {}
+        counts = counts if counts is not None else errors.counts() if errors else {}
+        fractions = {name: n / errors.labels.size for name, n in counts.items()} if errors else {}
         for row, kind in enumerate(self.COUNT_ROWS):
             name = ERROR_NAMES[kind]
             texts = (f"{counts[name]:,}", f"{100 * fractions[name]:.2f}") if errors else ("", "")

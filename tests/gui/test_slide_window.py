@@ -74,6 +74,7 @@ def test_a_pyramidal_tiff_opens_on_its_levels_and_runs_from_the_open_reader(qtbo
         reference = backend.infer(png, roi)
     assert (result.roi, result.image_size) == (reference.roi, reference.image_size) == (roi, SIZE)
     np.testing.assert_array_equal(result.probabilities, reference.probabilities)
+    qtbot.waitUntil(lambda: window.panels.result is result)  # the crops are made on a worker, then drawn
     np.testing.assert_array_equal(window.panels.panel_arrays()["argmax"], reference.argmax)
 
 
