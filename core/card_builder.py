@@ -10,6 +10,7 @@ File > Open model... dialog uses the same `propose` and `write_project`.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from typing import Any, TextIO
 
 from .aipp import load_aipp
 from .errors import SegScopeError
-from .fileio import read_bytes
+from .fileio import atomic_write_bytes, read_bytes
 from .model_card import ACTIVATIONS, load_model_card
 from .onnx_graph import INTEGER_TYPES, GraphInfo, TensorInfo, read_graph
 from .pipeline import DEFAULT_PIPELINE
@@ -196,15 +197,27 @@ def propose(model: Path, options: CardOptions) -> Proposal:
     return proposal
 
 
-def _pipeline_text(stem: str, size: tuple[int, int]) -> str:
+def _pipeline_text(model_path: str, size: tuple[int, int]) -> str:
+    """The shipped stream resizing to `size` and running `model_path` (its card beside it)."""
     data = json.loads(DEFAULT_PIPELINE.read_text(encoding="utf-8"))
     stream = next(iter(data.values()))
     for element in stream.values():
         if isinstance(element, dict) and element.get("factory") == "mxpi_imageresize":
             element["props"].update(resizeWidth=str(size[0]), resizeHeight=str(size[1]))
         if isinstance(element, dict) and element.get("factory") == "mxpi_tensorinfer":
-            element["props"]["modelPath"] = f"models/{stem}.om"
+            element["props"]["modelPath"] = model_path
     return json.dumps(data, indent=4) + "\n"
+
+
+def pipeline_for_card(card_path: Path, folder: Path) -> Path:
+    """A pipeline in `folder` running the model of an existing card (the shipped stream at the card's input
+    size, the model named by absolute path), for a card that no project pipeline names; written atomically,
+    named after the card and its place, so opening the card again reuses it."""
+    card = load_model_card(card_path, check_graph=False, warn=False)  # (the backend checks it when it opens)
+    digest = hashlib.sha256(str(card.path.resolve()).encode()).hexdigest()[:8]
+    text = _pipeline_text(str(card.path.resolve().with_suffix(".om")), card.input_size)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return atomic_write_bytes(Path(folder) / f"{card.path.stem}-{digest}.pipeline", text.encode(), overwrite=True)
 
 
 def _atc_script(stem: str, card: dict[str, Any], aipp: bool) -> str:
@@ -234,7 +247,7 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
     stem, card = proposal.stem, proposal.card
     inp = card["input"]
     files = {f"models/{stem}.json": (json.dumps(card, indent=2) + "\n").encode(),
-             f"pipelines/{stem}.pipeline": _pipeline_text(stem, (inp["width"], inp["height"])).encode()}
+             f"pipelines/{stem}.pipeline": _pipeline_text(f"models/{stem}.om", (inp["width"], inp["height"])).encode()}
     aipp = None
     if options.aipp is not None:
         load_aipp(options.aipp)  # a bad config is named now

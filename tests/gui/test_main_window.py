@@ -298,6 +298,26 @@ def test_a_bad_dataset_or_unreadable_slide_is_a_message(qtbot, window, tmp_path)
     assert not window.main_actions.run_action.isEnabled()
 
 
+def test_run_all_goes_past_unreadable_images_and_no_view_stays_loading(qtbot, window, demo_dataset, tmp_path):
+    folder = tmp_path / "mixed"
+    for name in ("001", "002", "003"):
+        (folder / name).mkdir(parents=True)
+    (folder / "001" / "image.png").write_bytes(np.random.default_rng(0).bytes(5000))  # random bytes
+    png = (demo_dataset / "003" / "image.png").read_bytes()
+    (folder / "002" / "image.png").write_bytes(png[: len(png) // 3])  # truncated
+    (folder / "003" / "image.png").write_bytes(png)
+    assert window.open_dataset(folder)
+    qtbot.waitUntil(lambda: window.dataset_panel.model.row("001").status == "unreadable")
+    assert "cannot be opened" in window.slide.notice.text() and "Loading" not in window.panels.notice.text()
+    results = run_and_wait(qtbot, window, window.run_all)  # the unreadable first image stops nothing
+    assert [r.item.id for r in results] == ["003"]
+    rows = {i: window.dataset_panel.model.row(i) for i in ("001", "002", "003")}
+    assert [rows[i].status for i in ("001", "002")] == ["error", "error"] and rows["003"].status.startswith("done")
+    assert "no slide reader reads this file" in rows["001"].error and "002" in rows["002"].error
+    assert "\n" not in rows["002"].error  # one line each
+    assert "1 done, 2 failed" in window.messages.messages[-1].text
+
+
 def test_shortcuts_are_unique_listed_and_bound(window):
     from segscope.gui.shortcuts import SHORTCUTS, ShortcutsDialog
 
