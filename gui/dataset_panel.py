@@ -34,6 +34,8 @@ from .shortcuts import with_key
 
 #: The metrics come right after the id, so a narrow dock still shows them; the status is last.
 COLUMNS = ("Image", "Soft Dice", "Dice", "IoU", "Status")
+#: The id column is at most this wide (pixels); a longer id is cut in the middle, whole on hover.
+IMAGE_COLUMN_MAX = 140
 SOFT_DICE_COLUMN = 1
 STATUS_COLUMN = 4
 
@@ -125,8 +127,10 @@ class ImageTableModel(QAbstractTableModel):
                 return row.status
             value = row.value(column)
             return math.inf if value is None or math.isnan(value) else value
-        if role == Qt.ItemDataRole.ToolTipRole and column == STATUS_COLUMN and row.error:
-            return row.error
+        if role == Qt.ItemDataRole.ToolTipRole and column == STATUS_COLUMN:
+            return row.error or row.status
+        if role == Qt.ItemDataRole.ToolTipRole and column == 0:
+            return row.item_id
         if role == Qt.ItemDataRole.TextAlignmentRole and 0 < column < STATUS_COLUMN:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -156,10 +160,17 @@ class DatasetPanel(QWidget):
         self.table.verticalHeader().hide()
         self.table.setAlternatingRowColors(True)
         header = self.table.horizontalHeader()
-        for column in range(len(COLUMNS)):  # ids are short: every column fits its content, so a narrow
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)  # dock keeps the metrics
+        # Columns sized once (never per row: a dataset of thousands fills in milliseconds), all in view: the
+        # numbers fit, a long id or status is cut in the middle with the whole on hover, no horizontal scroll.
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
+        header.setMinimumSectionSize(24)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 8)
+        self._size_columns([])
         self.table.selectionModel().currentRowChanged.connect(self._on_current_row)
+        self.proxy.layoutChanged.connect(lambda: self.table.scrollTo(self.table.currentIndex()))  # after a re-sort
 
         self.open_button = QToolButton()
         self.open_button.setText("Open…")
@@ -229,10 +240,28 @@ class DatasetPanel(QWidget):
             self.openRequested.emit(folder)
 
     # --------------------------------------------------------------- table
+    def _size_columns(self, item_ids: list[str]) -> None:
+        """Numbers at their width, the id column at the longest of the first ids (capped), the status what is
+        left; the table (so the dock) is never narrower than that."""
+        metrics, header = self.table.fontMetrics(), self.table.horizontalHeader()
+        pad = 16
+
+        def width(texts: list[str]) -> int:
+            return max(metrics.horizontalAdvance(t) for t in texts) + pad
+
+        image = min(width([COLUMNS[0], *item_ids[:200]]), IMAGE_COLUMN_MAX)
+        header.resizeSection(0, image)
+        for column in range(1, STATUS_COLUMN):
+            header.resizeSection(column, width([COLUMNS[column], "0.0000"]))
+        status = width(["done"])
+        self.table.setMinimumWidth(sum(header.sectionSize(c) for c in range(STATUS_COLUMN)) + status
+                                   + 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width())
+
     def set_dataset(self, root: Path, item_ids: list[str]) -> None:
         self.path_label.setText(str(root))
         self.path_label.setToolTip(str(root))
         self.model.set_items(item_ids)
+        self._size_columns(item_ids)
         if item_ids:
             self.select_row(0)
 

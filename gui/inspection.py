@@ -86,6 +86,10 @@ class Inspection(QObject):
                                 self.open_compare)
         self.review.prev_button.setDefaultAction(self.prev_worst_action)
         self.review.next_button.setDefaultAction(self.next_worst_action)
+        for button, arrow in ((self.review.prev_button, Qt.ArrowType.LeftArrow),
+                              (self.review.next_button, Qt.ArrowType.RightArrow)):
+            button.setArrowType(arrow)  # an arrow, its action's name on hover: the dock stays narrow
+            button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
         self.menu = QMenu("&Inspect", host)
         add_entries(self.menu, (self.prev_worst_action, self.next_worst_action, None, self.compare_action, None,
                                 self.review_dock.toggleViewAction(), self.timing_dock.toggleViewAction()))

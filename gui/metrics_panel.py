@@ -38,18 +38,20 @@ class MetricsPanel(QWidget):
         super().__init__(parent)
         grid = QGridLayout()
         grid.setHorizontalSpacing(12)
+        self.grid = grid
+        self._pairs: list[tuple[QLabel, QLabel]] = []
+        self._columns = 0
         self.value_labels: dict[str, QLabel] = {}
-        for index, (name, text, tooltip) in enumerate(FIELDS):
-            row, col = divmod(index, 2)
+        for name, text, tooltip in FIELDS:
             caption = QLabel(text)
             value = QLabel("–")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             value.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             for label in (caption, value):
                 label.setToolTip(tooltip)
-            grid.addWidget(caption, row, 2 * col)
-            grid.addWidget(value, row, 2 * col + 1)
+            self._pairs.append((caption, value))
             self.value_labels[name] = value
+        self._reflow(2)
         self.per_class = QLabel("")
         self.per_class.setWordWrap(True)
         self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution")
@@ -79,6 +81,26 @@ class MetricsPanel(QWidget):
         layout.addWidget(self.per_class)
         layout.addWidget(self.plot, 1)
         self.set_dataset_dice([])
+
+    def _pair_width(self) -> int:
+        metrics = self.fontMetrics()
+        caption = max(metrics.horizontalAdvance(c.text()) for c, _ in self._pairs)
+        return caption + metrics.horizontalAdvance("0.0000") + 3 * self.grid.horizontalSpacing()
+
+    def _reflow(self, columns: int) -> None:
+        """Lay the numbers out `columns` pairs a row (two when the dock is wide enough, else one): every
+        value stays readable in a narrow dock."""
+        if columns == self._columns:
+            return
+        self._columns = columns
+        for index, (caption, value) in enumerate(self._pairs):
+            row, col = divmod(index, columns)
+            self.grid.addWidget(caption, row, 2 * col)
+            self.grid.addWidget(value, row, 2 * col + 1)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._reflow(2 if self.width() >= 2 * self._pair_width() + 16 else 1)
 
     def show_metrics(self, metrics: ImageMetrics | None, class_names: Sequence[str] = ()) -> None:
         """This image's metrics; None (no result, or no ground-truth mask) shows dashes."""

@@ -43,6 +43,7 @@ from ..core.profiling.roofline import classify
 from ..core.runs import RunComparison, compare_runs
 from ..core.session import Session
 from .background import Background
+from .compact import shrinkable
 from .profile_plots import RooflinePlot, TimelinePlot
 from .window_layout import make_dock
 
@@ -130,10 +131,10 @@ class ProfilePanel(QWidget):
         self.import_button.setToolTip("msprof op_summary/op_statistic CSV or timeline JSON, ais_bench *_summary.json, "
                                       "an ONNX Runtime profile, or a msit/ait compare result CSV")
         self.import_button.clicked.connect(self.choose_file)
-        self.source = QComboBox()
+        self.source = shrinkable(QComboBox())
         self.source.setToolTip("Which loaded profile the tabs show")
         self.source.currentIndexChanged.connect(self._show_selected)
-        self.versus = QComboBox()
+        self.versus = shrinkable(QComboBox())
         self.versus.setToolTip("Another loaded profile (e.g. msprof's on the chip): its time per operator, where "
                                "names match, goes into the table's last column")
         self.versus.addItem("vs: none")
@@ -141,8 +142,10 @@ class ProfilePanel(QWidget):
         top = QHBoxLayout()
         for widget in (self.profile_button, QLabel("images"), self.images, self.import_button):
             top.addWidget(widget)
-        top.addWidget(self.source, 1)
-        top.addWidget(self.versus, 1)
+        top.addStretch(1)
+        shown = QHBoxLayout()  # a second row: the dock stays narrow
+        shown.addWidget(self.source, 1)
+        shown.addWidget(self.versus, 1)
 
         self.summary = QLabel("No profile yet: Profile model, or Import… an msprof / ais_bench file.")
         self.summary.setWordWrap(True)
@@ -177,7 +180,7 @@ class ProfilePanel(QWidget):
         self.drift_table.setHorizontalHeaderLabels(["cosine", "rel. Euclidean", "KL", "max abs", "op type",
                                                     "NPU op", "ground truth"])
         self.drift_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.runs_button = QPushButton("Argmax disagreement of the last two runs")
+        self.runs_button = QPushButton("Last two runs: argmax disagreement")
         self.runs_button.setToolTip("Where the current image's two newest runs (e.g. Ascend and embedded) predict "
                                     "different classes, with the thresholds' pass/fail line")
         self.runs_label = QLabel("")
@@ -194,7 +197,7 @@ class ProfilePanel(QWidget):
         runs_column.addWidget(self.runs_button)
         runs_column.addWidget(self.runs_label)
         runs_column.addWidget(self.disagreement, 1)
-        split = QSplitter()
+        split = QSplitter(Qt.Orientation.Vertical)  # one above the other: the dock stays narrow
         split.addWidget(self.drift_table)
         split.addWidget(runs)
         drift = QWidget()
@@ -210,6 +213,7 @@ class ProfilePanel(QWidget):
         self.tabs.addTab(drift, "Drift")
         layout = QVBoxLayout(self)
         layout.addLayout(top)
+        layout.addLayout(shown)
         layout.addWidget(self.summary)
         layout.addWidget(self.tabs, 1)
         self.profiled.connect(self._on_profiled)

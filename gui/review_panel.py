@@ -28,6 +28,7 @@ from ..core.errors import SegScopeError
 from ..core.metric_filter import FILTER_NAMES, METRICS, MetricFilter
 from ..core.review import ERROR_NAMES, FN, FP, TN, TP, ErrorMap, ErrorRegion
 from . import colormaps
+from .compact import shrinkable
 
 #: Regions listed at most (a noisy prediction can have tens of thousands); the count says how many exist.
 MAX_LISTED = 1000
@@ -136,7 +137,7 @@ class ReviewPanel(QWidget):
         self.regions: list[ErrorRegion] = []
         self.errors: ErrorMap | None = None
 
-        self.metric_combo = QComboBox()
+        self.metric_combo = shrinkable(QComboBox())
         for name, label in METRICS.items():
             self.metric_combo.addItem(label, name)
         self.metric_combo.setToolTip("The metric that ranks images for the previous/next worst keys")

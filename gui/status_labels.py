@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QLabel, QStatusBar
+from PySide6.QtWidgets import QStatusBar
 
 from ..core.backends.base import Capabilities
 from ..core.evaluate import DatasetSummary
+from .compact import ElidedLabel
 
 #: The slide view's hover readout starts with this; it is cleared when the mouse leaves the slide.
 HOVER_PREFIX = "slide x="
@@ -32,13 +33,13 @@ class StatusLabels:
 
     def __init__(self, bar: QStatusBar) -> None:
         self.bar = bar
-        self.backend_label = QLabel("backend: opening…")
+        self.backend_label = ElidedLabel("backend: opening…")
         self.backend_label.setToolTip("The active backend and its device (Backend… to change)")
-        self.timings_label = QLabel("")
+        self.timings_label = ElidedLabel("")
         self.timings_label.setToolTip("Per-stage times of the last inference")
-        self.means_label = QLabel("")
+        self.means_label = ElidedLabel("")
         self.means_label.setToolTip("Dataset means over the images run so far that have masks")
-        self.usage_label = QLabel("")
+        self.usage_label = ElidedLabel("")
         for label in (self.usage_label, self.timings_label, self.means_label, self.backend_label):
             bar.addPermanentWidget(label)
 

@@ -17,8 +17,8 @@ from . import settings
 PREFERRED_SIZE = QSize(1600, 1000)
 SCREEN_SHARE = 0.92
 #: The results' share of the window height: the default, and the least a resize leaves them.
-DEFAULT_RESULTS_SHARE = 0.4
-MIN_RESULTS_SHARE = 0.3
+DEFAULT_RESULTS_SHARE = 0.42
+MIN_RESULTS_SHARE = 0.35  # the dock, so its images (without the controls above them) keep 30 %
 #: Side docks' default widths as shares of the window width.
 DATASET_SHARE, RIGHT_SHARE = 0.25, 0.27
 
