@@ -101,7 +101,9 @@ class MaskEditing(QObject):
 
     def _on_tool_changed(self, tool: str) -> None:
         self.tools.cancel_path()
-        self.layer.setCursor(Qt.CursorShape.OpenHandCursor if tool == "pan" else Qt.CursorShape.CrossCursor)
+        cursor = {"pan": Qt.CursorShape.OpenHandCursor, "brush": Qt.CursorShape.BlankCursor,
+                  "eraser": Qt.CursorShape.BlankCursor}.get(tool, Qt.CursorShape.CrossCursor)
+        self.layer.setCursor(cursor)  # a brush is drawn as its outline at its size (the layer's preview)
         self._update_preview()
         if tool != "pan":
             self.note.emit("Edit the mask on the Ground truth panel (middle button: pan)", 4000)

@@ -445,8 +445,11 @@ def test_unsaved_edits_are_asked_about_when_switching_images(qtbot, window, edit
     assert editing.dirty
 
     queue.append(Button.Discard)
+    window.dataset_panel.sort_worst_first()  # (a sorted table: the row that moves is the one shown)
+    window.dataset_panel.select_item("001")
     window.dataset_panel.select_item("002")
     qtbot.waitUntil(lambda: window.slide_ready() and window.current.id == "002")
+    assert window.dataset_panel.current_item() == "002"  # the highlighted row is the image shown
     assert not window.isWindowModified() and window.dataset_panel.model.row("001").status == "done"
     assert not (demo_dataset / "001" / "mask_corrected.png").exists()
     window.dataset_panel.select_item("001")

@@ -87,9 +87,14 @@ def test_dragging_the_roi_during_a_run_keeps_the_drag(qtbot, window):
     assert window.panels.result.roi == planned  # the run used the ROI it was started with
     assert Dataset.open(window.dataset.root).stored_roi(window.dataset.item("001")) == moved
     assert window.panels.stale and window.dataset_panel.model.row("001").status == "ROI changed"
+    marked = window.metrics_panel.note  # every metric display says its numbers are of the old ROI
+    assert "ROI changed" in marked.text() and marked.isVisibleTo(window.metrics_panel)
+    assert not window.metrics_panel.value_labels["soft_dice"].isEnabled()
+    assert not window.main_actions.dice_label.isEnabled() and "ROI changed" in window.main_actions.dice_label.toolTip()
     window.main_actions.undo_roi_action.trigger()  # back to the ROI of the result: no longer stale
     assert window.slide.roi() == planned and not window.panels.stale
     assert window.dataset_panel.model.row("001").status == "done"
+    assert not marked.isVisibleTo(window.metrics_panel) and window.main_actions.dice_label.isEnabled()
     window.main_actions.redo_roi_action.trigger()
     assert window.slide.roi() == moved and window.panels.stale
 
