@@ -25,7 +25,7 @@ from timing import spread
 
 from segscope.core.backends.base import Backend, InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.pool import open_pool
+from segscope.core.backends.pool import embedded_sessions
 from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.profiling.machine import cpu_name
 
@@ -66,8 +66,8 @@ def main() -> None:
         try:
             variants: dict[str, Backend] = {
                 f"1 session ({cores} ORT threads)": EmbeddedBackend(DEFAULT_PIPELINE),
-                f"--devices 0,1 (2 sessions x {max(1, cores // 2)} threads)": open_pool("embedded", DEFAULT_PIPELINE,
-                                                                                        (0, 1)),
+                f"--devices 0,1 (2 sessions x {max(1, cores // 2)} threads)": embedded_sessions(DEFAULT_PIPELINE,
+                                                                                                (0, 1)),
                 "--cluster, 1 worker process": ClusterBackend(clusters[0].scheduler_address, "embedded",
                                                               DEFAULT_PIPELINE),
                 "--cluster, 2 worker processes": ClusterBackend(clusters[1].scheduler_address, "embedded",

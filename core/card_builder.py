@@ -10,7 +10,6 @@ File > Open model... dialog uses the same `propose` and `write_project`.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -20,11 +19,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .aipp import load_aipp
+from .card_om import om_graph, parse_tensor
 from .errors import SegScopeError
-from .fileio import atomic_write_bytes, read_bytes
-from .model_card import ACTIVATIONS, load_model_card
+from .fileio import read_bytes, sha256_file
+from .model_card import ACTIVATIONS, THRESHOLD_ON, load_model_card
 from .onnx_graph import INTEGER_TYPES, GraphInfo, TensorInfo, read_graph
-from .pipeline import DEFAULT_PIPELINE
+from .pipeline import bare_stream
 from .preprocess import COLORS, LAYOUTS, Preprocess, aipp_text
 
 _FINAL = {"Softmax": "none", "Sigmoid": "none", "HardSigmoid": "none", "LogSoftmax": "softmax"}
@@ -43,7 +43,12 @@ class CardOptions:
     aipp: Path | None = None
     activation: str | None = None
     threshold: float | None = None
+    threshold_on: str | None = None  # None: "raw" for activation none on a raw graph output, else probability
     classes: tuple[str, ...] | None = None
+    #: An .om's shapes: the ONNX file it was converted from, or its input and outputs (`core.card_om`).
+    from_onnx: Path | None = None
+    inputs: tuple[TensorInfo, ...] = ()
+    outputs: tuple[TensorInfo, ...] = ()
 
 
 @dataclass
@@ -54,7 +59,12 @@ class Proposal:
     found: list[str] = field(default_factory=list)  # facts read from the graph
     assumed: list[str] = field(default_factory=list)  # defaults chosen for what neither graph nor flags said
     notes: list[str] = field(default_factory=list)
-    external_files: tuple[str, ...] = ()  # the model's external weight files, relative to its folder
+    external_files: tuple[str, ...] = ()  # the ONNX model's external weight files, relative to its folder
+
+    @property
+    def om(self) -> bool:
+        """Made from an `.om` (which has its AIPP compiled in only when --aipp names it)."""
+        return self.model.suffix == ".om"
 
 
 def _channel_axis(dims: tuple[object, ...]) -> str | None:
@@ -124,6 +134,9 @@ def _output_entry(index: int, tensor: TensorInfo, op: str, size: tuple[int, int]
                             "1 x H x W, 1 x C x H x W or 1 x H x W x C outputs")
     channels = channels or (len(options.classes) if options.classes else None)
     activation = options.activation
+    if activation is None and not op:
+        raise SegScopeError(f"{proposal.model}: give --activation (softmax, sigmoid or none): without the ONNX file "
+                            f"SegScope cannot see whether output {tensor.name!r} already comes from a Softmax/Sigmoid")
     if activation is None:
         activation = _FINAL.get(op) or ("sigmoid" if channels == 1 else "softmax")
         if op in _FINAL:
@@ -134,16 +147,34 @@ def _output_entry(index: int, tensor: TensorInfo, op: str, size: tuple[int, int]
     entry: dict[str, Any] = {"name": tensor.name, "layout": layout, "activation": activation}
     if options.threshold is not None:
         entry["threshold"] = options.threshold
+        threshold_on = options.threshold_on
+        if threshold_on is None and activation == "none" and op not in _FINAL:
+            threshold_on = "raw"
+            proposal.assumed.append(f"output {tensor.name!r} holds raw scores (from {op}) and activation 'none': "
+                                    f"foreground where the raw output > {options.threshold:g}, as it is "
+                                    "(threshold_on raw; give --threshold-on probability otherwise)")
+        if threshold_on == "raw":
+            entry["threshold_on"] = "raw"
+    elif options.threshold_on is not None:
+        raise SegScopeError(f"--threshold-on {options.threshold_on}: give the --threshold it qualifies")
     return entry, channels
 
 
 def propose(model: Path, options: CardOptions) -> Proposal:
-    """The card for `model` from its graph and `options`, with what was found and what was assumed."""
-    graph = read_graph(model)
+    """The card for `model` (an .onnx, or an .om with `options.from_onnx` or its shapes) from its graph and
+    `options`, with what was found and what was assumed."""
+    model = Path(model)
+    om = model.suffix == ".om"
+    if not om and (options.from_onnx or options.inputs or options.outputs):
+        raise SegScopeError(f"{model}: --from, --input and --output describe an .om; an ONNX file describes itself")
+    graph = om_graph(model, options.from_onnx, options.inputs, options.outputs) if om else read_graph(model)
+    onnx = options.from_onnx if om else model
     for name in graph.external_files:
-        if Path(name).is_absolute() or ".." in Path(name).parts or not (Path(model).parent / name).is_file():
-            raise SegScopeError(f"{model}: its external weight file {name!r} is not a file beside the model")
-    proposal = Proposal(Path(model), Path(model).stem, {}, external_files=graph.external_files)
+        if Path(name).is_absolute() or ".." in Path(name).parts or not (graph.path.parent / name).is_file():
+            raise SegScopeError(f"{graph.path}: its external weight file {name!r} is not a file beside the model")
+    proposal = Proposal(model, model.stem, {}, external_files=graph.external_files)
+    if om:
+        proposal.found.append(f"the .om's inputs and outputs from {options.from_onnx or '--input/--output'}")
     if graph.external_files:
         proposal.found.append(f"external weights {', '.join(graph.external_files)} (copied with the model)")
     layout, channels, size = _input_facts(graph, options, proposal)
@@ -186,38 +217,27 @@ def propose(model: Path, options: CardOptions) -> Proposal:
         classes = ["background", "foreground"] if count == 1 else ["background"] + [f"class{i}" for i in
                                                                                      range(1, count)]
         proposal.assumed.append(f"classes {', '.join(classes)} (give --classes to name them)")
-    proposal.card = {"name": proposal.stem, "onnx": f"{proposal.stem}.onnx", "om": f"{proposal.stem}.om",
+    proposal.card = {"name": proposal.stem, **({"onnx": f"{proposal.stem}.onnx"} if onnx else {}),
+                     "om": f"{proposal.stem}.om",
                      # A 3-channel card names the AIPP config it bakes into the .om (the same math as its
-                     # scale/mean/std, checked on load), so MindX and the embedded backend agree by construction.
-                     **({"aipp": f"aipp_{proposal.stem}.cfg"} if options.aipp or channels == 3 else {}),
+                     # scale/mean/std, checked on load), so MindX and the embedded backend agree by construction;
+                     # an existing .om has one compiled in only when --aipp names it.
+                     **({"aipp": f"aipp_{proposal.stem}.cfg"} if options.aipp or channels == 3 and not om else {}),
                      "input": card_input, "outputs": outputs, "classes": classes}
+    if om:  # the files the card was written for, checked before they run
+        proposal.card["sha256"] = {"om": sha256_file(model), **({"onnx": sha256_file(onnx)} if onnx else {})}
+        if options.aipp is None:
+            proposal.notes.append("no --aipp: the .om takes the normalised tensor, which SegScope makes on the CPU; "
+                                  "no pipeline is written (the stream would hand it raw pixels): run it with --model "
+                                  "and --backend mindx-model or ais-bench")
     if channels == 4:
         proposal.notes.append("4-channel input: MindX's opencv decoder gives 3 channels, so this model runs on the "
                               "embedded backend (an .om would need a custom decoder)")
     return proposal
 
 
-def _pipeline_text(model_path: str, size: tuple[int, int]) -> str:
-    """The shipped stream resizing to `size` and running `model_path` (its card beside it)."""
-    data = json.loads(DEFAULT_PIPELINE.read_text(encoding="utf-8"))
-    stream = next(iter(data.values()))
-    for element in stream.values():
-        if isinstance(element, dict) and element.get("factory") == "mxpi_imageresize":
-            element["props"].update(resizeWidth=str(size[0]), resizeHeight=str(size[1]))
-        if isinstance(element, dict) and element.get("factory") == "mxpi_tensorinfer":
-            element["props"]["modelPath"] = model_path
-    return json.dumps(data, indent=4) + "\n"
-
-
-def pipeline_for_card(card_path: Path, folder: Path) -> Path:
-    """A pipeline in `folder` running the model of an existing card (the shipped stream at the card's input
-    size, the model named by absolute path), for a card that no project pipeline names; written atomically,
-    named after the card and its place, so opening the card again reuses it."""
-    card = load_model_card(card_path, check_graph=False, warn=False)  # (the backend checks it when it opens)
-    digest = hashlib.sha256(str(card.path.resolve()).encode()).hexdigest()[:8]
-    text = _pipeline_text(str(card.path.resolve().with_suffix(".om")), card.input_size)
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    return atomic_write_bytes(Path(folder) / f"{card.path.stem}-{digest}.pipeline", text.encode(), overwrite=True)
+def _pipeline_text(stem: str, size: tuple[int, int]) -> str:
+    return json.dumps(bare_stream(f"models/{stem}.om", size), indent=4) + "\n"
 
 
 def _atc_script(stem: str, card: dict[str, Any], aipp: bool) -> str:
@@ -238,7 +258,8 @@ def _atc_script(stem: str, card: dict[str, Any], aipp: bool) -> str:
 
 def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptions,
                   overwrite: bool = False) -> Path:
-    """Write the project under `out` and return the pipeline's path.
+    """Write the project under `out` and return the pipeline's path (the card's for an .om without an AIPP
+    config compiled in, which the stream cannot feed).
 
     Everything is staged in a temporary folder inside `out` and the card is loaded there against the
     copied graph first, so a card that would not run is refused before any file lands; existing files are
@@ -246,19 +267,26 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
     """
     stem, card = proposal.stem, proposal.card
     inp = card["input"]
-    files = {f"models/{stem}.json": (json.dumps(card, indent=2) + "\n").encode(),
-             f"pipelines/{stem}.pipeline": _pipeline_text(f"models/{stem}.om", (inp["width"], inp["height"])).encode()}
+    result = f"models/{stem}.json" if proposal.om and options.aipp is None else f"pipelines/{stem}.pipeline"
+    files = {f"models/{stem}.json": (json.dumps(card, indent=2) + "\n").encode()}
+    if result.endswith(".pipeline"):
+        files[result] = _pipeline_text(stem, (inp["width"], inp["height"])).encode()
     aipp = None
     if options.aipp is not None:
         load_aipp(options.aipp)  # a bad config is named now
         aipp = read_bytes(options.aipp)
-    elif inp["channels"] != 4:
+    elif inp["channels"] != 4 and not proposal.om:
         aipp = aipp_text(Preprocess(channels=inp["channels"], color=inp["color"], scale=inp.get("scale", 1.0),
                                     mean=tuple(inp.get("mean", (0.0,))), std=tuple(inp.get("std", (1.0,))))).encode()
     if aipp is not None:
         files[f"models/aipp_{stem}.cfg"] = aipp
-    files[f"models/atc_{stem}.sh"] = _atc_script(stem, card, aipp is not None).encode()
-    names = [f"models/{stem}.onnx", *files, *(f"models/{n}" for n in proposal.external_files)]
+    if not proposal.om:  # the conversion still to run on the Ascend host
+        files[f"models/atc_{stem}.sh"] = _atc_script(stem, card, aipp is not None).encode()
+    onnx = options.from_onnx if proposal.om else model
+    copies = {**({f"models/{stem}.onnx": onnx} if onnx else {}),
+              **({f"models/{stem}.om": model} if proposal.om else {}),
+              **{f"models/{name}": Path(onnx).parent / name for name in proposal.external_files if onnx}}
+    names = [*copies, *files]
     existing = [out / n for n in names if (out / n).exists()]
     if existing and not overwrite:
         raise SegScopeError(f"{existing[0]}: already exists (use --overwrite to replace the project's files)")
@@ -270,10 +298,9 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
     try:
         for folder in ("models", "pipelines"):
             (staging / folder).mkdir()
-        shutil.copyfile(model, staging / names[0])
-        for name in proposal.external_files:  # external weights travel with the model
-            (staging / "models" / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(Path(model).parent / name, staging / "models" / name)
+        for name, source in copies.items():  # the model files, external weights included
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, staging / name)
         for name, data in files.items():
             (staging / name).write_bytes(data)
         try:
@@ -287,7 +314,7 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
         raise SegScopeError(f"{out}: writing the project failed ({exc.strerror or exc})") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return out / f"pipelines/{stem}.pipeline"
+    return out / result
 
 
 # -- the command line -----------------------------------------------------------------------------------
@@ -321,8 +348,16 @@ def parse_classes(text: str) -> tuple[str, ...]:
 
 def add_card_command(commands: Any) -> None:
     """Register `segscope card` on the CLI's subparsers."""
-    card = commands.add_parser("card", help="make a runnable project (card, pipeline, ATC files) from an ONNX model")
-    card.add_argument("model", type=Path, help="the .onnx file")
+    card = commands.add_parser("card", help="make a runnable project (card, pipeline, ATC files) from an ONNX model "
+                                            "or an Ascend .om")
+    card.add_argument("model", type=Path, help="the .onnx file, or an .om with --from or --input/--output")
+    card.add_argument("--from", dest="from_onnx", type=Path, metavar="MODEL.onnx",
+                      help="with an .om: the ONNX file it was converted from (its names and shapes)")
+    card.add_argument("--input", dest="inputs", type=parse_tensor, action="append", default=[],
+                      metavar="NAME:NxCxHxW", help="with an .om and no ONNX file: its input's name and shape")
+    card.add_argument("--output", dest="outputs", type=parse_tensor, action="append", default=[],
+                      metavar="NAME:SHAPE[:TYPE]", help="with an .om and no ONNX file: each output in order, e.g. "
+                                                        "probs:1x960x960x2 or argmax:1x960x960:int32")
     card.add_argument("--out", type=Path, required=True, help="project folder to write (models/, pipelines/)")
     card.add_argument("--size", type=parse_size, metavar="WxH", help="the model input size (needed for dynamic sizes)")
     card.add_argument("--layout", choices=LAYOUTS, help="input layout, when the shape does not tell")
@@ -333,6 +368,10 @@ def add_card_command(commands: Any) -> None:
     card.add_argument("--aipp", type=Path, metavar="CFG", help="an ATC AIPP config instead of scale/mean/std")
     card.add_argument("--activation", choices=tuple(ACTIVATIONS), help="applied to the score output")
     card.add_argument("--threshold", type=parse_number, help="foreground where p > T (1-channel outputs; default 0.5)")
+    card.add_argument("--threshold-on", choices=THRESHOLD_ON,
+                      help="what --threshold compares: the probability (after --activation), or the raw output as "
+                           "the model gives it (default: raw for --activation none on an output that is not a "
+                           "Softmax/Sigmoid, else probability)")
     card.add_argument("--classes", type=parse_classes, metavar="NAME,NAME,...", help="class names")
     card.add_argument("--overwrite", action="store_true", help="replace the project's files if they exist")
     card.set_defaults(handler=run_card)
@@ -341,13 +380,21 @@ def add_card_command(commands: Any) -> None:
 def run_card(args: argparse.Namespace, out: TextIO) -> int:
     options = CardOptions(size=args.size, layout=args.layout, color=args.color, scale=args.scale, mean=args.mean,
                           std=args.std, aipp=args.aipp, activation=args.activation, threshold=args.threshold,
-                          classes=args.classes)
+                          threshold_on=args.threshold_on, classes=args.classes, from_onnx=args.from_onnx,
+                          inputs=tuple(args.inputs), outputs=tuple(args.outputs))
     proposal = propose(args.model, options)
-    pipeline = write_project(args.model, args.out, proposal, options, args.overwrite)
+    written = write_project(args.model, args.out, proposal, options, args.overwrite)
     for kind, lines in (("found", proposal.found), ("assumed", proposal.assumed), ("note", proposal.notes)):
         for line in lines:
             print(f"{kind}: {line}", file=out)
-    print(f"wrote {args.out / 'models' / (proposal.stem + '.json')} and the ATC files beside it; run: segscope eval "
-          f"--dataset DIR --pipeline {pipeline}", file=out)
-    print(pipeline, file=out)
+    card = args.out / "models" / f"{proposal.stem}.json"
+    if proposal.om:
+        run = f"--model {card} --backend mindx-model (or ais-bench)"
+        if written.suffix == ".pipeline":
+            run += f", or --pipeline {written} --backend mindx"
+        print(f"wrote {card} beside the .om; run: segscope eval --dataset DIR {run}", file=out)
+    else:
+        print(f"wrote {card} and the ATC files beside it; run: segscope eval --dataset DIR --pipeline {written}",
+              file=out)
+    print(written, file=out)
     return 0

@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from .errors import SegScopeError
-from .onnx_graph import INTEGER_TYPES, Dim, TensorInfo, read_graph
+from .onnx_graph import INTEGER_TYPES, Dim, GraphInfo, TensorInfo, read_graph
 
 if TYPE_CHECKING:
     from .model_card import ModelCard, OutputSpec
@@ -26,7 +26,7 @@ def warn_once(message: str) -> None:
     """A one-line warning on stderr (through logging), at most once per process."""
     if message not in _warned:
         _warned.add(message)
-        LOG.warning("segscope: warning: %s", message)
+        LOG.warning("%s", message)
 
 #: Ops whose output already is a probability, per activation that would repeat them.
 _FINAL_ACTIVATIONS = {"Softmax": "softmax", "Sigmoid": "sigmoid", "HardSigmoid": "sigmoid"}
@@ -46,9 +46,9 @@ def _fits(dim: Dim, value: int) -> bool:
 
 
 class _Checker:
-    def __init__(self, card: ModelCard, warn: bool):
+    def __init__(self, card: ModelCard, warn: bool, graph: GraphInfo | None = None):
         self.card, self.warn = card, warn
-        self.graph = read_graph(card.onnx) if card.onnx else None
+        self.graph = graph or (read_graph(card.onnx) if card.onnx else None)
 
     def error(self, field: str, problem: str) -> SegScopeError:
         assert self.graph is not None
@@ -140,18 +140,24 @@ class _Checker:
             raise self.error(f"outputs[{index}].activation", f"{spec.activation!r} but the graph's output "
                                                              f"{spec.name!r} already comes from a {op} node: "
                                                              "use activation 'none'")
-        if self.warn and spec.activation == "none" and repeated is None and op != "LogSoftmax":
+        if self.warn and spec.activation == "none" and spec.threshold_on == "probability" and repeated is None \
+                and op != "LogSoftmax":
             warn_once(f"{self.card.path}: outputs[{index}] {spec.name!r}: activation 'none' but the graph computes "
                       f"it with a {op} node, not a Softmax/Sigmoid: if it holds raw scores set the activation")
 
-    def run(self) -> ModelCard:
+    def check_output_count(self) -> None:
         assert self.graph is not None
-        size = self.check_input()
         graph_outputs = self.graph.outputs
         if len(graph_outputs) != len(self.card.outputs):
             names = ", ".join(repr(o.name) for o in graph_outputs)
             raise self.error("outputs", f"the card lists {len(self.card.outputs)} but the graph has "
                                         f"{len(graph_outputs)} ({names}), in this order")
+
+    def run(self) -> ModelCard:
+        assert self.graph is not None
+        size = self.check_input()
+        self.check_output_count()
+        graph_outputs = self.graph.outputs
         graph_names = [o.name for o in graph_outputs]
         for index, (spec, tensor) in enumerate(zip(self.card.outputs, graph_outputs)):
             if spec.named and spec.name != tensor.name:
@@ -168,3 +174,14 @@ class _Checker:
 def check_against_graph(card: ModelCard, warn: bool = True) -> ModelCard:
     """The card with its graph attached, or a one-line SegScopeError naming the card, field and both values."""
     return _Checker(card, warn).run()
+
+
+def check_model_outputs(card: ModelCard, model: GraphInfo) -> None:
+    """The card's outputs against another form of its model (an `.om` as an Ascend API describes it): count,
+    shapes in the declared layouts, channels against the classes, integer argmax; names and final ops are not
+    compared (ATC renames outputs and keeps no graph). Each mismatch is one line naming card, field and file."""
+    checker = _Checker(card, warn=False, graph=model)
+    checker.check_output_count()
+    width, height = card.input_size
+    for index, (spec, tensor) in enumerate(zip(card.outputs, model.outputs)):
+        checker.check_output(index, spec, tensor, (height, width))

@@ -2,9 +2,11 @@
 
 One line per file:
 `<path>: valid for MindX; embedded backend: runs`, `<path>: valid for MindX; embedded backend: cannot run
-(<element and why>)` or `<path>: invalid: <stream/element/field and why>`, followed by `; note: ...` for
-what the file's validity does not depend on (custom plugins, a model that lives on the host, which stream,
-input and output SegScope drives). The exit code is 2 when any file is invalid, else 0.
+(<element and why>)` or `<path>: invalid: <stream/element/field and why>`; for a valid stream of images then
+`; ROI: ...`, what happens to an ROI (the stream's crop takes it, or SegScope crops it before a stream without
+one: `core.stream_input`), followed by `; note: ...` for what the file's validity does not depend on (custom
+plugins, a model that lives on the host, DVPP approximated, which stream, input and output SegScope drives).
+The exit code is 2 when any file is invalid, else 0.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .backends.embedded import EmbeddedStream, open_session
 from .emulation import NotEmulated, plan_stream
 from .errors import SegScopeError
 from .pipeline import Pipeline, PipelineError, load_pipeline
+from .stream_input import StreamInput
 
 EXIT_OK, EXIT_INVALID = 0, 2
 
@@ -46,7 +49,7 @@ def notes(pipeline: Pipeline) -> list[str]:
     if pipeline.stream.model_element is not None:
         model = pipeline.model_path()
         if not model.is_file():
-            found.append(f"modelPath {model} is not here (fine if it is on the Ascend host)")
+            found.append(f"modelPath {model} is not here: MindX needs it on the Ascend host")
     return found
 
 
@@ -68,6 +71,9 @@ def check_line(path: Path) -> tuple[bool, str]:
     except PipelineError as exc:
         return False, f"{path}: invalid: {exc.detail}"
     line = f"{path}: valid for MindX; embedded backend: {embedded_verdict(pipeline)}"
+    stream = pipeline.stream
+    if stream.model_element is not None and not stream.takes_tensors():
+        line += f"; {StreamInput.of(pipeline).describe()}"
     return True, "".join([line, *(f"; note: {note}" for note in notes(pipeline))])
 
 

@@ -31,6 +31,7 @@ from typing import TextIO
 
 import numpy as np
 
+from . import metric_catalogue as catalogue
 from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
 from .backends.base import Backend
 from .backends.pool import UsageLog, parse_devices
@@ -43,12 +44,14 @@ from .evaluate import DatasetSummary, ImageEvaluation, evaluate_dataset, evaluat
 from .export import EXPORT_KINDS, METRICS_FILES, ExportFolder, json_safe, planned_files, refuse_existing
 from .export_writer import ExportWriter
 from .fileio import DEFAULT_MAX_PIXELS, read_bytes
-from .metrics import compare_tensors
-from .pipeline import DEFAULT_PIPELINE
+from .metric_catalogue import catalogue_document
+from .metrics import ImageMetrics, compare_tensors
 from .precision_check import AccuracyCheck, add_precision_options, refuse_bad_precision_options, with_precision
 from .profiling import cli as profiling_cli
 from .provenance import source_for
 from .roi import Roi
+from .run_source import add_source_options, chosen_source
+from .stream_input import StreamInput
 from .tiling_cli import add_tiling_options, refuse_without_tile, run_tiled_eval
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
@@ -85,9 +88,9 @@ def _count(text: str) -> int:
 class Progress:
     """A one-line progress bar with ETA on a terminal; silent otherwise."""
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr):
-        self.total, self.stream, self.start = total, stream, time.monotonic()
-        self.enabled = stream.isatty()
+    def __init__(self, total: int, stream: TextIO | None = None):
+        self.total, self.stream, self.start = total, stream or sys.stderr, time.monotonic()
+        self.enabled = self.stream.isatty()
 
     def update(self, done: int, label: str) -> None:
         if not self.enabled:
@@ -107,12 +110,12 @@ class Progress:
 
 
 def _add_backend_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pipeline", type=Path, default=DEFAULT_PIPELINE,
-                        help="MindX .pipeline file (default: the shipped U-Net stream and demo model)")
+    add_source_options(parser, "MindX .pipeline file (default: the shipped U-Net stream and demo model)")
     parser.add_argument("--backend", choices=BACKEND_KINDS, default="auto",
-                        help="embedded: ONNX Runtime + OpenCV; mindx: the MindX SDK on the Ascend host; "
-                             "auto (default): embedded here, or with --remote MindX when the host has it, "
-                             "else embedded there")
+                        help="embedded: ONNX Runtime + OpenCV; mindx: a pipeline through the MindX SDK; "
+                             "mindx-model / ais-bench: the model's .om through the SDK's Model API / ais_bench, "
+                             "SegScope preprocessing on the CPU; auto (default): the first of mindx (pipelines), "
+                             "mindx-model and ais-bench found here (or on the --remote host), else embedded")
     parser.add_argument("--sdk-home", type=Path, help="MindX SDK folder (default: $MX_SDK_HOME)")
     parser.add_argument("--remote", metavar="USER@HOST[:PORT]",
                         help="run the stream on an Ascend host over SSH (a ~/.ssh/config alias works too)")
@@ -136,12 +139,20 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
                         help=f"refuse images larger than this many pixels (default {DEFAULT_MAX_PIXELS:,})")
 
 
-def _format_line(path: Path, evaluation_metrics: object) -> str:
+def _six(value: object) -> str:
+    """A metric in the original script's format; None (n/a) says so."""
+    return "n/a" if value is None else f"{value:.6f}"
+
+
+def _format_line(path: Path, evaluation_metrics: ImageMetrics | None, roi_note: str = "") -> str:
+    """The original script's line for one image, then the hard foreground Dice/IoU ("n/a" without any
+    foreground in either mask), and how the ROI reached the stream when not by its own crop."""
+    note = f" [{roi_note}]" if roi_note else ""
     if evaluation_metrics is None:
-        return f"image: {path}, dice: n/a, iou: n/a (no mask)"
-    m = evaluation_metrics
-    return (f"image: {path}, dice: {m.soft_dice:.6f}, iou: {m.soft_iou:.6f}, "  # type: ignore[attr-defined]
-            f"hard dice: {m.foreground_dice:.6f}, hard iou: {m.foreground_iou:.6f}")  # type: ignore[attr-defined]
+        return f"image: {path}, dice: n/a, iou: n/a (no mask){note}"
+    values = catalogue.row_values(evaluation_metrics)
+    return (f"image: {path}, dice: {_six(values['soft_dice'])}, iou: {_six(values['soft_iou'])}, "
+            f"hard dice: {_six(values['foreground_dice'])}, hard iou: {_six(values['foreground_iou'])}{note}")
 
 
 def _refuse_remote_only_options(args: argparse.Namespace) -> None:
@@ -160,7 +171,7 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
     """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
     printed on stderr."""
     with open_backend(
-            args.backend, args.pipeline, max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
+            args.backend, chosen_source(args), max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
             accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
             probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
             remote_cache=args.remote_cache, devices=parse_devices(args.devices) if args.devices is not None else None,
@@ -168,7 +179,8 @@ def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
             task_resources=parse_resources(args.task_resources) if args.task_resources else None) as backend:
         details = backend.capabilities.details
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
-            ([details["note"]] if "note" in details else [])
+            ([details["note"]] if "note" in details else []) + \
+            ([f"--backend auto {details['auto']}"] if "auto" in details else [])
         for note in notes:
             print(f"segscope: note: {note}", file=sys.stderr)
         yield backend
@@ -196,7 +208,8 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
             names = [n for item in dataset.items for n in planned_files(item.id, kinds)] + list(METRICS_FILES)
             refuse_existing([args.export / name for name in names], args.overwrite)
         backend = stack.enter_context(_open_eval_backend(args))
-        backend, notes = with_precision(backend, args, dataset, roi)  # fp32: the backend itself
+        stream = StreamInput.of(chosen_source(args))
+        backend, notes = with_precision(backend, args, dataset, roi, stream)  # fp32: the backend itself
         check = AccuracyCheck(backend, dataset)
         for note in notes:
             print(f"segscope: note: {note}", file=sys.stderr)
@@ -205,14 +218,16 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
         def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
             if not args.json:
                 progress.clear()
-                print(_format_line(evaluation.item.image_path, evaluation.metrics), file=out, flush=True)
+                print(_format_line(evaluation.item.image_path, evaluation.metrics, evaluation.result.roi_note),
+                      file=out, flush=True)
             progress.update(done, evaluation.item.id)
 
-        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, overlap=args.overlap), 1):
+        evaluations = evaluate_dataset(backend, dataset, roi, overlap=args.overlap, stream=stream)
+        for done, evaluation in enumerate(evaluations, 1):
             summary.add(evaluation.metrics)
             check.add(evaluation)
             result, item = evaluation.result, evaluation.item
-            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings))
+            rows.append(evaluation_row(item, result.roi, evaluation.metrics, result.timings, result.roi_note))
             writer.submit(result, source_for(item, backend.capabilities), kinds,
                           functools.partial(print_line, done, evaluation))
         writer.finish()
@@ -224,27 +239,34 @@ def run_eval(args: argparse.Namespace, out: TextIO) -> int:
     return _print_results(args, rows, means, out, usage if isinstance(usage, UsageLog) else None, check)
 
 
-def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: dict[str, float],
+def _print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: dict[str, object],
                    out: TextIO, usage: UsageLog | None = None, check: AccuracyCheck | None = None) -> int:
-    """The JSON document (with per-device usage and the precision check), or the original script's summary
-    lines (usage on stderr)."""
+    """The JSON document (with the metrics' definitions, the ranking, per-device usage and the precision
+    check), or the original script's summary lines (usage on stderr)."""
     if usage is not None and not args.json:
         for line in usage.lines():
             print(f"segscope: {line}", file=sys.stderr)
     precision = check.summary() if check is not None else None
     if args.json:
-        document = {"images": rows, "summary": means, **({"devices": usage.as_dicts()} if usage else {}),
+        document = {"images": rows, "summary": means, **catalogue_document(),
+                    **({"devices": usage.as_dicts()} if usage else {}),
                     **({"precision": precision} if precision else {})}
         json.dump(json_safe(document), out, indent=2, allow_nan=False)
         out.write("\n")
     else:
         def shown(key: str) -> object:
-            return means[key] if means["images_with_masks"] else "n/a (no image has a mask)"
+            if not means["images_with_masks"]:
+                return "n/a (no image has a mask)"
+            return "n/a (no image has a foreground in its mask or prediction)" if means[key] is None else means[key]
 
         print(f"========== Cross Valid dice coeff is: {shown('soft_dice')}", file=out)
         print(f"========== Cross Valid IOU is: {shown('soft_iou')}", file=out)
-        print(f"========== Hard foreground dice is: {shown('foreground_dice')} "
-              f"(over {means['images_with_masks']} images with masks)", file=out)
+        scored = sum(row.get("foreground_dice") is not None for row in rows)
+        without = int(means["images_with_masks"]) - scored  # type: ignore[call-overload]
+        counted = f" (over {scored} images with masks" + (
+            f"; {without} without any foreground in mask or prediction: n/a" if without else "") + ")"
+        print(f"========== Hard foreground dice is: {shown('foreground_dice')}"
+              f"{counted if means['images_with_masks'] else ''}", file=out)
     if check is not None and precision:
         line, warning = check.lines()
         if not args.json:

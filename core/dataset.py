@@ -220,7 +220,7 @@ class Dataset:
         notes: list[str] = []
         mask = read_mask(path, self.max_pixels, notes)
         for note in notes:
-            self._warn_once(path, note)
+            self.warn_once(path, note)
         return mask
 
     def open_mask(self, item: DatasetItem) -> MaskReader | None:
@@ -232,9 +232,10 @@ class Dataset:
         """Log (once per dataset) how a mask that does not follow the conventions for the model is read."""
         issue = convention_issue(mask, num_classes)
         if issue is not None:
-            self._warn_once(item.truth_path or item.image_path, issue)
+            self.warn_once(item.truth_path or item.image_path, issue)
 
-    def _warn_once(self, path: Path, note: str) -> None:
+    def warn_once(self, path: Path, note: str) -> None:
+        """Log `note` about `path` once per dataset for its kind (the text before any parenthesis)."""
         kind = note.split("(", 1)[0]
         if kind not in self._warned:
             self._warned.add(kind)

@@ -20,12 +20,13 @@ from .imaging import DVPP_INTERPOLATION
 from .roi import Roi
 
 WIDTH_ALIGN, HEIGHT_ALIGN = 16, 2
-#: Shown where a stream uses DVPP. Measured with the demo model on the 8 demo slides (`segscope demo`, default
-#: ROI), the DVPP stream with AIPP's JPEG CSC against the shipped OpenCV stream; tests/core/test_streams.py
-#: re-measures one slide.
+#: Shown where a stream uses DVPP, whatever its model: how close the approximation comes depends on the model
+#: and the images. (With the demo model on the 8 demo slides, the DVPP stream with AIPP's JPEG CSC against the
+#: shipped OpenCV stream: probabilities 4e-5 apart on average, 0.2 at most at defect edges, class maps equal
+#: on 99.99% of pixels; tests/core/test_streams.py re-measures one slide.)
 NOTE = ("DVPP's JPEG decoder and resizer are approximated on the CPU (OpenCV decode, NV12, cv2.resize per "
-        "plane): on the demo data the probabilities differ from the OpenCV path by 4e-5 on average (0.2 at "
-        "most, at defect edges) and the class maps agree on 99.99% of pixels")
+        "plane): expect small differences from the Ascend host's probabilities, most at object edges; "
+        "measure them on a few of your images with segscope compare before trusting small differences")
 
 
 def align(value: int, to: int) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar, Union
 
 import numpy as np
 
@@ -75,8 +76,13 @@ class Normalize:
             raise SegScopeError(f"{where}: dataType must be auto|UINT8|FLOAT32 and format auto|RGB888|BGR888")
         return cls(triple("alpha", "0,0,0"), beta, data_type, output_format)
 
+    def output_rgb(self, rgb: bool) -> bool:
+        """Whether the output is RGB, for an input that is RGB when `rgb` (`format` auto keeps the input's)."""
+        return rgb if self.output_format == "auto" else self.output_format == "RGB888"
+
     def apply(self, image: np.ndarray, rgb: bool) -> np.ndarray:
-        """`image` H x W x 3 (RGB when `rgb`, else BGR) -> the normalised image in the output format."""
+        """`image` H x W x 3 (RGB when `rgb`, else BGR), uint8 or float32 (the plugin takes only these) -> the
+        normalised image in the output format (`output_rgb`)."""
         order = slice(None) if rgb else slice(None, None, -1)
         alpha, beta = np.asarray(self.alpha)[order], np.asarray(self.beta)[order]
         to_u8 = self.data_type == "UINT8" or (self.data_type == "auto" and image.dtype == np.uint8)
@@ -85,7 +91,7 @@ class Normalize:
                   for i in range(3)]
         out = np.stack(planes, axis=-1)
         out = np.clip(np.rint(out), 0, 255).astype(np.uint8) if to_u8 else out
-        if self.output_format != "auto" and (self.output_format == "RGB888") != rgb:
+        if self.output_rgb(rgb) != rgb:
             out = np.ascontiguousarray(out[..., ::-1])
         return out
 
@@ -189,20 +195,49 @@ class NotEmulated(SegScopeError):
 
 
 @dataclass(frozen=True)
+class Crop:
+    """mxpi_imagecrop on SegScope's ROI (dataSource ExternalObjects): its expand ratios (left, right, up, down)."""
+
+    name: str
+    expand: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+#: One element that changes the image on its way to the model, run in the stream's order.
+Stage = Union[Crop, imaging.ResizeSpec, Normalize]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
+NO_EXPAND = (0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
 class StreamPlan:
-    """What the embedded backend runs for the driven stream, element by element."""
+    """What the embedded backend runs for the driven stream: the decoder, then the elements whose output
+    reaches the model (`data_path`) in the stream's order, the model, and its post-processing."""
 
     decoder: Decoder
-    expand: tuple[float, float, float, float]  # crop's left, right, up, down expand ratios
-    resizes: tuple[imaging.ResizeSpec, ...]  # the crop's own resize first, then each mxpi_imageresize
-    normalize: Normalize | None
+    stages: tuple[Stage, ...]  # a crop's own resize follows it as a ResizeSpec
     model: Element
     segmentation: SemanticSeg | None
 
+    @property
+    def crop(self) -> Crop | None:
+        return next((s for s in self.stages if isinstance(s, Crop)), None)
 
-def sized(specs: tuple[imaging.ResizeSpec, ...], input_size: tuple[int, int]) -> tuple[imaging.ResizeSpec, ...]:
-    """The specs with an unset resize size taken from the model input (MxpiImageResize.cpp dynamic sizes)."""
-    return tuple(spec.with_size(input_size) if spec.needs_size else spec for spec in specs)
+    @property
+    def expand(self) -> tuple[float, float, float, float]:
+        return self.crop.expand if self.crop else NO_EXPAND
+
+    @property
+    def resizes(self) -> tuple[imaging.ResizeSpec, ...]:
+        """The resizes, in order (all after the crop, if there is one): they place the crop in the output."""
+        return tuple(s for s in self.stages if isinstance(s, imaging.ResizeSpec))
+
+
+StageT = TypeVar("StageT", bound=Stage)
+
+
+def sized(stages: tuple[StageT, ...], input_size: tuple[int, int]) -> tuple[StageT, ...]:
+    """The stages with an unset resize size taken from the model input (MxpiImageResize.cpp dynamic sizes)."""
+    return tuple(s.with_size(input_size) if isinstance(s, imaging.ResizeSpec) and s.needs_size  # type: ignore[misc]
+                 else s for s in stages)
 
 
 def _ratio(element: Element, key: str, where: str) -> float:
@@ -215,8 +250,48 @@ def _ratio(element: Element, key: str, where: str) -> float:
     return value
 
 
+def _image_source(element: Element) -> str:
+    """The metadata key an element reads its image from ("auto": its upstream element's): mxpi_imagecrop's
+    `dataSourceImage` (its `dataSource` names the boxes), everyone else's `dataSource`
+    (MxpiPluginsUtils.cpp MxPluginsAutoDataSource)."""
+    key = "dataSourceImage" if element.factory == "mxpi_imagecrop" else "dataSource"
+    return element.props.get(key, "auto").strip() or "auto"
+
+
+def data_path(pipeline: Pipeline) -> tuple[Element, ...]:
+    """The driven stream's elements whose output reaches its model, in order, from the decoder (or the
+    input) to the model: each element reads the image its dataSource names, the upstream element's by
+    default, so an element that the next one's dataSource skips changes nothing the model gets. Pass-through
+    elements (queues, tees) add no metadata: "auto" looks through them. NotEmulated when a dataSource names no
+    element before it."""
+    stream = pipeline.stream
+    path = stream.driven_path
+    model = stream.model_element
+    if model is None or model not in path:
+        return path
+    position = {e.name: i for i, e in enumerate(path)}
+    chain = [model]
+    current = model
+    while current.factory not in ("mxpi_imagedecoder", "appsrc"):
+        index = position[current.name]
+        key = _image_source(current)
+        if key == "auto":
+            upstream = [e for e in path[:index] if e.factory not in PASS_THROUGH or e.factory == "appsrc"]
+            if not upstream:
+                break
+            current = upstream[-1]
+        elif key in position and position[key] < index:
+            current = path[position[key]]
+        else:
+            raise NotEmulated(pipeline, f"{current.name} ({current.factory}): its dataSource {key!r} is no element "
+                                        "before it on the driven path, so SegScope cannot tell what image it gets")
+        chain.append(current)
+    return tuple(reversed(chain))
+
+
 def plan_stream(pipeline: Pipeline) -> StreamPlan:
-    """Read the driven stream for emulation; `NotEmulated` names the first element it cannot emulate."""
+    """Read the driven stream for emulation; `NotEmulated` names the first element it cannot emulate (or whose
+    order it cannot reproduce)."""
     stream = pipeline.stream
     problem = drive_problem(stream)
     if problem:
@@ -224,56 +299,72 @@ def plan_stream(pipeline: Pipeline) -> StreamPlan:
     model = stream.model_element
     if model is None:
         raise NotEmulated(pipeline, f"stream {stream.name!r} runs no model")
-    decoder, expand, normalize, segmentation = Decoder(), (0.0, 0.0, 0.0, 0.0), None, None
-    resizes: list[imaging.ResizeSpec] = []
+    for element in stream.driven_path:
+        if element.factory not in EMULATED:
+            raise NotEmulated(pipeline, f"{element.name} ({element.factory}): "
+                                        f"{'a custom plugin' if element.custom else 'not emulated'}")
+    feeding = {e.name for e in data_path(pipeline)}
+    decoder, segmentation = Decoder(), None
+    stages: list[Stage] = []
     after_model = False
     for element in stream.driven_path:
         name = f"{element.name} ({element.factory})"  # errors below name the element this way
-        if element.factory not in EMULATED:
-            raise NotEmulated(pipeline, f"{name}: {'a custom plugin' if element.custom else 'not emulated'}")
         try:
             if element is model:
                 after_model = True
                 segmentation = _model_post(element, pipeline, name)
-            elif element.factory in PASS_THROUGH:
-                continue
             elif after_model:
-                if element.factory != "mxpi_semanticsegpostprocessor":
+                if element.factory not in PASS_THROUGH | {"mxpi_semanticsegpostprocessor"}:
                     raise NotEmulated(pipeline, f"{name}: not emulated after the model")
-                segmentation = SemanticSeg.from_element(element, pipeline, name)
+                if element.factory == "mxpi_semanticsegpostprocessor":
+                    segmentation = SemanticSeg.from_element(element, pipeline, name)
+            elif element.factory in PASS_THROUGH or element.name not in feeding:
+                continue  # forwards the image, or its output is not what the model reads
             elif element.factory == "mxpi_imagedecoder":
                 decoder = _decoder(element, pipeline, name)
             elif element.factory in ("mxpi_imagecrop", "mxpi_imageresize"):
+                _check_memory(element, decoder, pipeline, name)
                 if element.factory == "mxpi_imagecrop":
-                    expand = _crop_expand(element, pipeline, name)
-                resizes.extend(_resize_spec(element, name))
-                _check_memory(element, decoder, pipeline, name, resizes)
+                    stages.append(_crop(element, pipeline, name, stages))
+                stages.extend(_resize_spec(element, name))
+                if decoder.dvpp and stages and isinstance(stages[-1], imaging.ResizeSpec) \
+                        and stages[-1].resize_type != "Resizer_Stretch":
+                    raise NotEmulated(pipeline, f"{name}: {stages[-1].resize_type} on the DVPP path is not "
+                                                "emulated (Resizer_Stretch is)")
             elif element.factory == "mxpi_imagenormalize" and decoder.dvpp:
                 raise NotEmulated(pipeline, f"{name}: works on host images, not on DVPP's NV12")
             elif element.factory == "mxpi_imagenormalize":
-                normalize = Normalize.from_props(element.props, name)
+                stages.append(Normalize.from_props(element.props, name))
             else:  # a second model, or a post-processor before the model
                 raise NotEmulated(pipeline, f"{name}: not emulated before the model")
         except NotEmulated:
             raise
         except SegScopeError as exc:
             raise NotEmulated(pipeline, str(exc)) from None
-    return StreamPlan(decoder, expand, tuple(resizes), normalize, model, segmentation)
+    return StreamPlan(decoder, tuple(stages), model, segmentation)
 
 
-def _check_memory(element: Element, decoder: Decoder, pipeline: Pipeline, name: str,
-                  resizes: list[imaging.ResizeSpec]) -> None:
+def _check_memory(element: Element, decoder: Decoder, pipeline: Pipeline, name: str) -> None:
     """DVPP images live in device memory, opencv ones on the host: a crop/resize takes only its own kind (the
-    other fails with "Memory type is not ...", MxpiImageCrop.cpp/MxpiImageResize.cpp). SegScope emulates
-    Resizer_Stretch on the DVPP path."""
+    other fails with "Memory type is not ...", MxpiImageCrop.cpp/MxpiImageResize.cpp)."""
     if (imaging.processor(element.props) == "ascend") != decoder.dvpp:
         kind, other = ("opencv", "a DVPP decoder") if decoder.dvpp else ("ascend (DVPP)", "an opencv decoder")
         raise NotEmulated(pipeline, f"{name}: an {kind} {element.factory} after {other} (MindX fails: the image "
                                     "is in the other memory); give the decoder, crop and resize the same "
                                     "cvProcessor")
-    if decoder.dvpp and resizes and resizes[-1].resize_type != "Resizer_Stretch":
-        raise NotEmulated(pipeline, f"{name}: {resizes[-1].resize_type} on the DVPP path is not emulated "
-                                    "(Resizer_Stretch is)")
+
+
+def _crop(element: Element, pipeline: Pipeline, name: str, before: list[Stage]) -> Crop:
+    """mxpi_imagecrop on SegScope's ROI; only where the ROI's slide pixels are the image's: first, or after a
+    normalisation (a resize before it would have MindX crop the ROI's coordinates out of the resized image)."""
+    if any(isinstance(s, Crop) for s in before):
+        raise NotEmulated(pipeline, f"{name}: a second crop of SegScope's ROI is not emulated")
+    resized = next((s for s in before if isinstance(s, imaging.ResizeSpec)), None)
+    if resized is not None:
+        raise NotEmulated(pipeline, f"{name}: crops after a resize ({resized.resize_type}), so MindX would take the "
+                                    "ROI's slide coordinates in the resized image: SegScope cannot place that "
+                                    "crop on the slide (crop first, then resize)")
+    return Crop(element.name, _crop_expand(element, pipeline, name))
 
 
 def _crop_expand(element: Element, pipeline: Pipeline, name: str) -> tuple[float, float, float, float]:
@@ -286,10 +377,17 @@ def _crop_expand(element: Element, pipeline: Pipeline, name: str) -> tuple[float
                  for side in ("left", "right", "up", "down"))
 
 
+def stream_crop(pipeline: Pipeline) -> Crop | None:
+    """The crop of SegScope's ROI on the driven stream's way to its model (None: the stream has none, so it
+    resizes the whole image it is sent, as MindX does)."""
+    crop = next((e for e in data_path(pipeline) if e.factory == "mxpi_imagecrop"), None)
+    return Crop(crop.name, _crop_expand(crop, pipeline, crop.name)) if crop else None
+
+
 def expand_ratios(pipeline: Pipeline) -> tuple[float, float, float, float]:
     """The driven stream's crop expand ratios (0s without a crop of SegScope's ROI)."""
-    crop = next((e for e in pipeline.stream.driven_path if e.factory == "mxpi_imagecrop"), None)
-    return _crop_expand(crop, pipeline, crop.name) if crop else (0.0, 0.0, 0.0, 0.0)
+    crop = stream_crop(pipeline)
+    return crop.expand if crop else NO_EXPAND
 
 
 def _resize_spec(element: Element, where: str) -> list[imaging.ResizeSpec]:
@@ -303,7 +401,7 @@ def _resize_spec(element: Element, where: str) -> list[imaging.ResizeSpec]:
 def resize_specs(pipeline: Pipeline) -> tuple[imaging.ResizeSpec, ...]:
     """The resizes on the driven stream's way to its model, in order (for mapping outputs back)."""
     stream = pipeline.stream
-    return tuple(spec for element in stream.driven_path if element.factory in ("mxpi_imagecrop", "mxpi_imageresize")
+    return tuple(spec for element in data_path(pipeline) if element.factory in ("mxpi_imagecrop", "mxpi_imageresize")
                  for spec in _resize_spec(element, f"{pipeline.path}: stream {stream.name!r}, element "
                                                    f"{element.name!r}"))
 

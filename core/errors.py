@@ -15,3 +15,7 @@ class BackendError(SegScopeError):
 
 class CancelledError(SegScopeError):
     """The user cancelled a running request."""
+
+
+class ApiUnavailable(BackendError):
+    """An Ascend API (the MindX SDK, its Model API, ais_bench) is not installed or not importable here."""

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import metric_catalogue as catalogue
 from .backends.base import Backend, InferenceRequest
 from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
-from .metrics import ImageMetrics, image_metrics, mean, truth_at_roi
+from .metric_catalogue import Metric
+from .metrics import ImageMetrics, check_mask_size, roi_metrics, truth_at_roi
 from .result import InferenceResult
 from .roi import Roi
+from .slides import slide_kind_for
+from .stream_input import CROPS_ROI, RegionSource, StreamInput
 
 
 @dataclass(frozen=True)
@@ -26,51 +30,65 @@ class ImageEvaluation:
 
 @dataclass
 class DatasetSummary:
-    """Means over the images that have masks."""
+    """The metrics of the images that have masks, and their means (`core.metric_catalogue.means`)."""
 
-    soft_dice: list[float] = field(default_factory=list)
-    soft_iou: list[float] = field(default_factory=list)
-    foreground_dice: list[float] = field(default_factory=list)
-    foreground_iou: list[float] = field(default_factory=list)
+    scored: list[ImageMetrics] = field(default_factory=list)
 
     def add(self, metrics: ImageMetrics | None) -> None:
         if metrics is not None:
-            self.soft_dice.append(metrics.soft_dice)
-            self.soft_iou.append(metrics.soft_iou)
-            self.foreground_dice.append(metrics.foreground_dice)
-            self.foreground_iou.append(metrics.foreground_iou)
+            self.scored.append(metrics)
 
-    def means(self) -> dict[str, float]:
-        return {"soft_dice": mean(self.soft_dice), "soft_iou": mean(self.soft_iou),
-                "foreground_dice": mean(self.foreground_dice), "foreground_iou": mean(self.foreground_iou),
-                "images_with_masks": len(self.soft_dice)}
+    def values(self, metric: Metric) -> list[float | None]:
+        """`metric` of every image with a mask (None: n/a for that image)."""
+        return [metric.of(m) for m in self.scored]
+
+    def means(self) -> dict[str, object]:
+        return catalogue.means(self.scored)
 
 
 def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
-                   timings: dict[str, float] | None = None) -> dict[str, object]:
-    """One row of the metric tables (CLI export, GUI export): id, image, ROI, metrics, stage times in ms."""
-    row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi)}
-    row.update(metrics.as_dict() if metrics else {})
+                   timings: dict[str, float] | None = None, roi_note: str = "") -> dict[str, object]:
+    """One row of the metric tables (CLI export, GUI export): id, image, ROI (and how it reached the stream,
+    when not by the stream's own crop), metrics (by the catalogue's names, None = n/a), stage times in ms."""
+    row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi),
+                              **({"roi_note": roi_note} if roi_note else {})}
+    row.update(catalogue.row_values(metrics))
     row.update({f"time_{stage}_ms": round(seconds * 1000, 2) for stage, seconds in (timings or {}).items()})
     return row
 
 
 def evaluation_request(dataset: Dataset, item: DatasetItem, roi: Roi | None = None,
                        rois: Mapping[str, Roi] | None = None,
-                       sources: Mapping[str, Callable[[Roi], InferenceRequest]] | None = None) -> InferenceRequest:
-    """What `evaluate_dataset` asks the backend for one image: `roi`, else its entry in `rois`, else the
-    dataset's ROI for it; made by its entry in `sources` (a region of an open slide) where it has one."""
-    item_roi = roi or (rois or {}).get(item.id) or dataset.roi_for(item)
-    source = (sources or {}).get(item.id)
-    return source(item_roi) if source is not None else InferenceRequest(item.image_path, item_roi)
+                       sources: Mapping[str, RegionSource] | None = None,
+                       stream: StreamInput | None = None) -> InferenceRequest:
+    """What `evaluate_dataset` asks the backend for one image, by the stream's ROI rule (`core.stream_input`):
+    the ROI picked for it is `roi`, else its entry in `rois`, else the one stored in the dataset; the default
+    is the dataset's ROI for it. Its entry in `sources` reads an ROI from an open slide. `stream` None: a
+    stream that crops the ROI itself."""
+    picked = roi or (rois or {}).get(item.id) or dataset.stored_roi(item)
+    _say_clipped(dataset, item, picked)
+    return (stream or CROPS_ROI).request(item.image_path, picked, lambda: dataset.roi_for(item), dataset.max_pixels,
+                        (sources or {}).get(item.id))
+
+
+def _say_clipped(dataset: Dataset, item: DatasetItem, roi: Roi | None) -> None:
+    """An ROI reaching past the image is clipped (x1/y1, as MindX's crop does): said once on stderr."""
+    if roi is None:
+        return
+    width, height = dataset.image_size(item)
+    if roi.x0 < width and roi.y0 < height and (roi.x1 > width or roi.y1 > height):  # (outside: an error later)
+        dataset.warn_once(item.image_path, f"ROI {roi} reaches past the image, which the crop clips as MindX's "
+                                           f"does (here {width}x{height}: {roi.x0},{roi.y0},{min(roi.x1, width)},"
+                                           f"{min(roi.y1, height)})")
 
 
 def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      items: list[DatasetItem] | None = None,
                      cancel: threading.Event | None = None, rois: Mapping[str, Roi] | None = None,
                      overlap: bool = True,
-                     sources: Mapping[str, Callable[[Roi], InferenceRequest]] | None = None,
+                     sources: Mapping[str, RegionSource] | None = None,
                      masks: Mapping[str, np.ndarray] | None = None,
+                     stream: StreamInput | None = None,
                      ) -> Iterator[ImageEvaluation]:
     """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
     some images theirs (a snapshot taken when the run was asked for). `sources` makes some images' requests
@@ -86,7 +104,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     """
     chosen = items if items is not None else dataset.items
     held = masks or {}
-    requests = (evaluation_request(dataset, item, roi, rois, sources) for item in chosen)
+    requests = (evaluation_request(dataset, item, roi, rois, sources, stream) for item in chosen)
     if not overlap:
         for item, request in zip(chosen, requests):
             result = request.place(backend.infer(request.image, request.roi))
@@ -122,13 +140,28 @@ def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
     """One image's evaluation: its mask (read unless given), checked where the result is scored (a stray
     value elsewhere changes no number; a whole 16k mask takes ~80 ms to check) and scored (None without a
     mask)."""
-    if mask is None:
-        mask = dataset.load_mask(item)
-    if mask is None:
-        return ImageEvaluation(item, result, None)
     source = str(item.truth_path)
-    dataset.check_mask(item, truth_at_roi(result, mask, source), result.num_classes)
-    return ImageEvaluation(item, result, image_metrics(result, mask, source))
+    if mask is None and item.truth_path is not None and slide_kind_for(item.truth_path).name == "tiff":
+        roi_mask = _mask_region(dataset, item, result)  # a tiled mask: only the ROI is read, as the viewer does
+    else:
+        mask = dataset.load_mask(item) if mask is None else mask
+        if mask is None:
+            return ImageEvaluation(item, result, None)
+        roi_mask = truth_at_roi(result, mask, source)
+    dataset.check_mask(item, roi_mask, result.num_classes)
+    return ImageEvaluation(item, result, roi_metrics(result, roi_mask))
+
+
+def _mask_region(dataset: Dataset, item: DatasetItem, result: InferenceResult) -> np.ndarray:
+    """The ground truth under the result's ROI, read from a tiled mask region by region."""
+    reader = dataset.open_mask(item)
+    assert reader is not None
+    with reader:
+        check_mask_size(reader.size, result, str(item.truth_path))
+        region = reader.read_roi(result.roi)
+    for note in reader.notes:
+        dataset.warn_once(reader.path, note)
+    return region
 
 
 def _check_cancel(cancel: threading.Event | None, dataset: Dataset, item: DatasetItem) -> None:

@@ -31,6 +31,7 @@ from .export_names import EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, METRICS_FILES,
 from .fileio import TEMP_NAME, encode_image, publish, write_temp
 from .folder_lock import FolderLock
 from .masks import BINARY_FOREGROUND
+from .metric_catalogue import Metric, catalogue_document
 from .provenance import Source, provenance
 from .result import InferenceResult
 from .roi import Roi
@@ -216,15 +217,18 @@ class ExportFolder:
         files[PROVENANCE_NAME.format(id=source.item_id)] = (json.dumps(document, indent=2) + "\n").encode()
         return self._publish_all(files)
 
-    def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object]) -> list[Path]:
-        """`METRICS_FILES`: a CSV row per image, and JSON with the rows and the dataset means."""
+    def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object],
+                      ranking: Metric | None = None) -> list[Path]:
+        """`METRICS_FILES`: a CSV row per image, and JSON with the rows, the dataset means, what each metric is
+        and the one the images are ranked by (`ranking`, else the default)."""
         flat = [_csv_row(row) for row in rows]
         columns = list(dict.fromkeys(key for row in flat for key in row))
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows(flat)
-        document = json.dumps(json_safe({"images": rows, "summary": dict(summary)}), indent=2, allow_nan=False)
+        document = json.dumps(json_safe({"images": rows, "summary": dict(summary), **catalogue_document(ranking)}),
+                              indent=2, allow_nan=False)
         csv_name, json_name = METRICS_FILES
         return self._publish_all({csv_name: text.getvalue().encode(), json_name: (document + "\n").encode()})
 
@@ -237,10 +241,10 @@ def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds:
 
 
 def write_metrics(rows: list[dict[str, object]], summary: Mapping[str, object], out_dir: Path,
-                  overwrite: bool = False) -> list[Path]:
+                  overwrite: bool = False, ranking: Metric | None = None) -> list[Path]:
     """`ExportFolder.write_metrics` as an export of its own."""
     with ExportFolder(out_dir, overwrite) as folder:
-        return folder.write_metrics(rows, summary)
+        return folder.write_metrics(rows, summary, ranking)
 
 
 def json_safe(value: object) -> object:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import hashlib
 import logging
 import os
 import re
@@ -276,3 +278,22 @@ def encode_image(image: np.ndarray, suffix: str = ".png") -> bytes:
 def write_image(path: Path, image: np.ndarray, overwrite: bool = False) -> Path:
     """Encode by the file's suffix (.png, .tif, .jpg) and write atomically."""
     return atomic_write_bytes(path, encode_image(image, Path(path).suffix.lower() or ".png"), overwrite)
+
+
+@functools.lru_cache(maxsize=32)
+def _sha256_cached(path: Path, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file; remembered while the file's size and modification time stay the same."""
+    path = Path(path).resolve()
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise SegScopeError(f"{path}: cannot hash ({exc.strerror})") from None
+    return _sha256_cached(path, stat.st_size, stat.st_mtime_ns)

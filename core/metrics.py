@@ -4,7 +4,9 @@ Formulas (p = probabilities, y = one-hot ground truth, TP/FP/FN counted per pixe
 - soft Dice (the original script's "dice"): 2·Σ(p·y) / (Σp² + Σy² + 1e-6), over all classes, background
   included, at model resolution; soft IoU = d / (2 − d).
 - hard Dice per class: 2·TP / (2·TP + FP + FN); IoU = TP / (TP + FP + FN); both 1.0 when the class is absent
-  from prediction and truth. Computed on the argmax at ROI resolution.
+  from prediction and truth. Computed on the predicted classes at ROI resolution (the card's decision).
+- foreground Dice / IoU: the mean of the per-class values over the foreground classes (≥ 1) present in the
+  prediction or the truth (for one foreground class: its Dice); NaN ("n/a") when neither has any foreground.
 - foreground precision = TP / (TP + FP), recall = TP / (TP + FN) with every class ≥ 1 as foreground;
   1.0 when the denominator is 0 (nothing predicted / nothing to find).
 """
@@ -12,14 +14,14 @@ Formulas (p = probabilities, y = one-hot ground truth, TP/FP/FN counted per pixe
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
 from .errors import SegScopeError
 from .masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, histogram, mask_to_labels
-from .result import InferenceResult
+from .result import InferenceResult, decide, decision_map
 
 SOFT_DICE_EPS = 1e-6
 
@@ -66,13 +68,10 @@ class ImageMetrics:
     soft_iou: float
     dice: tuple[float, ...]  # hard, per class
     iou: tuple[float, ...]
-    foreground_dice: float
+    foreground_dice: float  # NaN: no foreground in either mask (n/a)
     foreground_iou: float
     precision: float
     recall: float
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def _ratio(numerator: int, denominator: int) -> float:
@@ -93,40 +92,60 @@ def hard_metrics(prediction: np.ndarray, truth: np.ndarray, num_classes: int) ->
     fn = counts.sum(axis=1) - tp
     dice = tuple(_ratio(2 * int(t), 2 * int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn))
     iou = tuple(_ratio(int(t), int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn))
+    present = [c for c in range(1, num_classes) if tp[c] + fp[c] + fn[c]]  # in the prediction or the truth
     fg_tp = int(counts[1:, 1:].sum())
     fg_fp = int(counts[0, 1:].sum())
     fg_fn = int(counts[1:, 0].sum())
     return {
         "dice": dice, "iou": iou,
-        "foreground_dice": _ratio(2 * fg_tp, 2 * fg_tp + fg_fp + fg_fn),
-        "foreground_iou": _ratio(fg_tp, fg_tp + fg_fp + fg_fn),
+        "foreground_dice": float(np.mean([dice[c] for c in present])) if present else math.nan,
+        "foreground_iou": float(np.mean([iou[c] for c in present])) if present else math.nan,
         "precision": _ratio(fg_tp, fg_tp + fg_fp), "recall": _ratio(fg_tp, fg_tp + fg_fn),
     }
 
 
+def labels_at(probabilities: np.ndarray, size: tuple[int, int], threshold: float | None) -> np.ndarray:
+    """The card's decision (`core.result.decide`) on H x W x C probabilities resized (linear) to `size` =
+    (width, height): the threshold applies after resizing the probabilities."""
+    if probabilities.shape[1::-1] == size:
+        return decide(probabilities, threshold)
+    two = decision_map(probabilities, threshold)
+    if two is None:
+        return decide(cv2.resize(probabilities, size, interpolation=cv2.INTER_LINEAR), threshold)
+    scores, cut = two  # the one map that decides two classes, resized alone (linear maps commute)
+    return (cv2.resize(np.ascontiguousarray(scores), size, interpolation=cv2.INTER_LINEAR) > cut).astype(np.uint8)
+
+
 def argmax_at_roi(result: InferenceResult) -> np.ndarray:
-    """The predicted classes at ROI resolution: probabilities resized (linear) to the ROI, then argmax."""
+    """The predicted classes at ROI resolution: the card's decision on the probabilities resized to the ROI
+    (the model-resolution classes themselves when no resize is needed)."""
     size = (result.roi.width, result.roi.height)
     if result.probabilities.shape[1::-1] == size:
         return result.argmax
-    if result.num_classes == 2:  # cheaper and identical: class 1 wins where p1 > p0
-        margin = result.probabilities[..., 1] - result.probabilities[..., 0]
-        return (cv2.resize(margin, size, interpolation=cv2.INTER_LINEAR) > 0).astype(np.uint8)
-    return cv2.resize(result.probabilities, size, interpolation=cv2.INTER_LINEAR).argmax(axis=-1).astype(np.uint8)
+    return labels_at(result.probabilities, size, result.threshold)
+
+
+def check_mask_size(size: tuple[int, int], result: InferenceResult, source: str = "mask") -> None:
+    """A one-line error unless a mask of `size` (width, height) covers the result's slide exactly."""
+    if tuple(size) != result.image_size:
+        raise SegScopeError(f"{source}: mask is {size[0]}x{size[1]} but the image is "
+                            f"{result.image_size[0]}x{result.image_size[1]}")
 
 
 def truth_at_roi(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> np.ndarray:
     """The full-slide ground-truth mask cropped to the result's ROI (checks the mask fits the slide)."""
-    if mask.shape[1::-1] != result.image_size:
-        raise SegScopeError(f"{source}: mask is {mask.shape[1]}x{mask.shape[0]} but the image is "
-                            f"{result.image_size[0]}x{result.image_size[1]}")
+    check_mask_size(mask.shape[1::-1], result, source)
     roi = result.roi
     return mask[roi.y0 : roi.y1, roi.x0 : roi.x1]
 
 
 def image_metrics(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> ImageMetrics:
     """All metrics of one result against its full-slide ground-truth mask (grayscale)."""
-    roi_mask = truth_at_roi(result, mask, source)
+    return roi_metrics(result, truth_at_roi(result, mask, source))
+
+
+def roi_metrics(result: InferenceResult, roi_mask: np.ndarray) -> ImageMetrics:
+    """All metrics of one result against the ground truth under its ROI (ROI-sized, grayscale)."""
     dice = soft_dice(result.probabilities, roi_mask)
     hard = hard_metrics(argmax_at_roi(result), mask_to_labels(roi_mask, result.num_classes), result.num_classes)
     return ImageMetrics(soft_dice=dice, soft_iou=iou_from_dice(dice), **hard)  # type: ignore[arg-type]
@@ -162,7 +181,3 @@ def compare_tensors(reference: np.ndarray, candidate: np.ndarray, eps: float = 1
         "std_reference": float(a.std()) if a.size else 0.0,
         "std_candidate": float(b.std()) if b.size else 0.0,
     }
-
-
-def mean(values: list[float]) -> float:
-    return float(np.mean(values)) if values else math.nan

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ import numpy as np
 from .aipp import AippConfig, load_aipp
 from .card_check import check_against_graph, warn_once
 from .errors import SegScopeError
+from .fileio import sha256_file
 from .onnx_graph import GraphInfo
 from .preprocess import CHANNELS, COLORS, LAYOUTS, Preprocess, aipp_mismatch
+from .result import decide
 
 #: What SegScope applies to a score output's raw values.
 ACTIVATIONS = {
@@ -31,6 +34,12 @@ ACTIVATIONS = {
     "none": "none (the output already holds probabilities in [0, 1])",
 }
 
+#: What a 1-channel output's `threshold` compares: the probability (after the activation), or the raw output as
+#: the model gives it (an app that thresholds the model's output as it is).
+THRESHOLD_ON = ("probability", "raw")
+#: The threshold of a 1-channel output whose card gives none.
+DEFAULT_THRESHOLD = 0.5
+
 #: Output kinds: "scores" (v2, with an activation), "argmax", and the v1 kinds with their activation.
 OUTPUT_KINDS = {"scores": None, "argmax": None, "softmax": "none", "logits": "softmax", "sigmoid": "none"}
 
@@ -38,7 +47,9 @@ OUTPUT_KINDS = {"scores": None, "argmax": None, "softmax": "none", "logits": "so
 MAX_INPUT_SIDE = 8192
 
 _INPUT_KEYS = {"name", "layout", "width", "height", "channels", "color", "scale", "mean", "std"}
-_OUTPUT_KEYS = {"name", "kind", "layout", "activation", "threshold"}
+_OUTPUT_KEYS = {"name", "kind", "layout", "activation", "threshold", "threshold_on"}
+#: The card's model files whose SHA-256 it may record (`sha256`), checked before the model runs.
+_HASHED = ("onnx", "om")
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,17 @@ class OutputSpec:
     activation: str = "none"
     threshold: float | None = None  # 1-channel outputs: foreground where p > threshold (default 0.5)
     named: bool = True  # the card gave the name (v1 cards may leave it out)
+    threshold_on: str = "probability"  # or "raw": the threshold compares the raw output x (see THRESHOLD_ON)
+
+    def decision_threshold(self) -> float:
+        """The threshold on the probabilities SegScope reports (the card's rule at every scale): the card's
+        probability threshold; for a raw one, σ(T) after a sigmoid, and 0.5 for activation none (whose
+        reported probability is σ(x − T), see `_activate`)."""
+        if self.threshold is None:
+            return DEFAULT_THRESHOLD
+        if self.threshold_on == "probability":
+            return self.threshold
+        return 1.0 / (1.0 + math.exp(-self.threshold)) if self.activation == "sigmoid" else 0.5
 
 
 @dataclass(frozen=True)
@@ -65,6 +87,7 @@ class ModelCard:
     class_names: tuple[str, ...]  # a 1-channel output's card may name only the foreground
     training: dict[str, Any]
     graph: GraphInfo | None = None
+    sha256: dict[str, str] = field(default_factory=dict)  # "onnx"/"om" -> the file's hex SHA-256 when written
 
     @property
     def input_layout(self) -> str:
@@ -84,6 +107,14 @@ class ModelCard:
         if index is None:
             raise SegScopeError(f"{self.path}: outputs: needs a score output (an activation), not only argmax")
         return index
+
+    def check_recorded(self, key: str, path: Path) -> None:
+        """`path` is the `key` file ("onnx" or "om") the card was written for, when the card records its SHA-256."""
+        recorded = self.sha256.get(key)
+        if recorded is not None and sha256_file(path) != recorded:
+            raise SegScopeError(f"{path}: its SHA-256 differs from the one {self.path.name} records (field "
+                                f"sha256.{key}): the card was written for another {path.suffix or 'file'}; write the "
+                                "card again for this one (segscope card)")
 
     def output_error(self, index: int, problem: str) -> SegScopeError:
         spec = self.outputs[index]
@@ -209,12 +240,20 @@ def _parse_output(path: Path, index: int, raw: object) -> OutputSpec:
     if activation not in ACTIVATIONS:
         raise f.error("activation", f"must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
     threshold = f.number("threshold")
-    if threshold is not None and (kind == "argmax" or activation == "softmax" or not 0.0 < threshold < 1.0):
+    threshold_on = f.text("threshold_on", "probability")
+    if threshold_on not in THRESHOLD_ON:
+        raise f.error("threshold_on", f"must be one of {', '.join(THRESHOLD_ON)}, got {threshold_on!r}")
+    if threshold_on == "raw" and (threshold is None or kind == "argmax" or activation == "softmax"):
+        raise f.error("threshold_on", "'raw' needs a threshold on a 1-channel sigmoid or none output (foreground "
+                                      "where the model's raw output > threshold)")
+    if threshold is not None and threshold_on == "probability" and (
+            kind == "argmax" or activation == "softmax" or not 0.0 < threshold < 1.0):
         raise f.error("threshold", f"{threshold:g}: a threshold is a probability in (0, 1) for a 1-channel "
-                                   "sigmoid or none output")
+                                   "sigmoid or none output (or, with \"threshold_on\": \"raw\", any value of its raw "
+                                   "output)")
     name = f.text("name")
     return OutputSpec(name or f"output{index}", str(kind), f.text("layout", "NHWC", LAYOUTS) or "NHWC",
-                      activation, threshold, name is not None)
+                      activation, threshold, name is not None, str(threshold_on))
 
 
 def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> ModelCard:
@@ -244,11 +283,18 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
     training = raw.get("training", {})
     if not isinstance(training, dict):
         raise top.error("training", f"must be a JSON object, got {training!r}")
+    digests = raw.get("sha256", {})
+    if not isinstance(digests, dict) or not all(
+            key in _HASHED and isinstance(value, str) and re.fullmatch("[0-9a-f]{64}", value)
+            for key, value in digests.items()):
+        raise top.error("sha256", f"must map {' or '.join(map(repr, _HASHED))} to that file's hex SHA-256 (as "
+                                  f"`segscope card` writes it), got {digests!r}")
     card = ModelCard(
         path=path, name=top.text("name", path.stem) or path.stem, onnx=sibling("onnx"), om=sibling("om"),
         aipp=load_aipp(aipp_path) if aipp_path else None, input_name=input_name, input_size=size,
         preprocess=preprocess, outputs=tuple(_parse_output(path, i, o) for i, o in enumerate(outputs_raw)),
-        class_names=("background", *classes) if len(classes) == 1 else tuple(classes), training=training)
+        class_names=("background", *classes) if len(classes) == 1 else tuple(classes), training=training,
+        sha256=dict(digests))
     card.probability_index()
     if card.aipp is not None and normalising:
         problem = aipp_mismatch(preprocess, card.aipp)
@@ -261,6 +307,7 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
         warn_once(f"{path}: no preprocessing (no input scale/mean/std, no normalising AIPP): the network gets raw "
                   "0..255 pixels; if that is what it expects, write \"scale\": 1 in 'input' to say so")
     if check_graph and card.onnx is not None and card.onnx.exists():
+        card.check_recorded("onnx", card.onnx)
         card = check_against_graph(card, warn)
     return card
 
@@ -277,21 +324,31 @@ def _to_nhwc(tensor: np.ndarray, card: ModelCard, index: int) -> np.ndarray:
     return image if layout == "NHWC" else np.moveaxis(image, 0, -1)
 
 
-def _activate(scores: np.ndarray, activation: str) -> np.ndarray:
-    if activation == "softmax":
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def _activate(scores: np.ndarray, spec: OutputSpec) -> np.ndarray:
+    """The probabilities of an output's raw scores (float64 for a 1-channel output, which is decided on them)."""
+    if spec.activation == "softmax":
         scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
         return scores / scores.sum(axis=-1, keepdims=True)
-    if activation == "sigmoid":
-        with np.errstate(over="ignore"):
-            return 1.0 / (1.0 + np.exp(-scores))
+    if spec.activation == "sigmoid":
+        return _sigmoid(scores)
+    if spec.threshold_on == "raw":  # no probability of its own: σ of the score's distance to the threshold
+        return _sigmoid(scores - float(spec.threshold))  # type: ignore[arg-type]
     return scores
 
 
-def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray, np.ndarray]:
-    """Model outputs -> (H x W x C float32 probabilities, H x W uint8 argmax), per the card's outputs.
+def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray, np.ndarray, float | None]:
+    """Model outputs -> (H x W x C float32 probabilities, H x W uint8 classes, the threshold that decides
+    them), per the card's outputs.
 
-    A 1-channel output p becomes the classes [1 - p, p] with argmax p > threshold. Outputs that are not
-    finite, or not in [0, 1] where the card says they hold probabilities, are an error naming the card.
+    A 1-channel output p becomes the classes [1 - p, p], decided by p > the output's decision threshold
+    (`core.result.decide`, computed on float64 p so a raw threshold holds exactly); other outputs by the
+    argmax (threshold None). Outputs that are not finite, or not in [0, 1] where the card says they hold
+    probabilities, are an error naming the card.
     """
     index = card.probability_index()
     spec = card.outputs[index]
@@ -307,23 +364,20 @@ def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray,
     if channels == 1 and spec.activation == "softmax":  # the graph check says so at load when there is a graph
         raise card.output_error(index, "softmax over a single channel is always 1: raw logits need activation "
                                        "'sigmoid', probabilities 'none'")
-    probabilities = _activate(scores, spec.activation)
-    if spec.activation == "none" and (low < 0.0 or high > 1.0):
+    probabilities = _activate(scores.astype(np.float64) if channels == 1 else scores, spec)
+    if spec.activation == "none" and spec.threshold_on == "probability" and (low < 0.0 or high > 1.0):
         if low < -1e-3 or high > 1 + 1e-3:
             raise card.output_error(index, f"values span {low:.4g}..{high:.4g}, not probabilities in [0, 1] as "
                                            "activation 'none' says: raw scores need activation 'sigmoid' "
-                                           "(one map per channel) or 'softmax' (across channels)")
+                                           "(one map per channel) or 'softmax' (across channels); a 1-channel "
+                                           "output thresholded as it is needs \"threshold_on\": \"raw\"")
         probabilities = np.clip(probabilities, 0.0, 1.0)  # fp16 rounding
     given = card.output_index("argmax")
-    argmax: np.ndarray | None = None
+    threshold = spec.decision_threshold() if channels == 1 else None
     if channels == 1:
         foreground = probabilities[..., 0]
         probabilities = np.stack([1.0 - foreground, foreground], axis=-1)
-        argmax = (foreground > (0.5 if spec.threshold is None else spec.threshold)).astype(np.uint8)
-    else:
-        probabilities = np.ascontiguousarray(probabilities)
-        if given is None:
-            argmax = probabilities.argmax(axis=-1).astype(np.uint8)
+    argmax = decide(probabilities, threshold)
     if given is not None:
         labels = np.asarray(outputs[given])
         if labels.size != probabilities.shape[0] * probabilities.shape[1]:
@@ -333,6 +387,5 @@ def postprocess(outputs: list[np.ndarray], card: ModelCard) -> tuple[np.ndarray,
             raise card.output_error(given, f"holds class {labels.max()} but the model has "
                                            f"{probabilities.shape[-1]} classes")
         argmax = labels.reshape(probabilities.shape[:2]).astype(np.uint8)
-    assert argmax is not None
     probabilities = np.ascontiguousarray(probabilities, dtype=np.float32)
-    return probabilities, argmax
+    return probabilities, argmax, threshold

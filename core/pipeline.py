@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from .errors import SegScopeError
 from .imaging import PADDING_TYPES, SDK_RESIZE_TYPES, processor
+from .model_card import load_model_card
 
 #: The stream SegScope ships: the original U-Net workflow, modelPath "models/unet_hw960_bs1.om". Found beside
 #: `core/` without importing `segscope.pipelines`, which the remote worker's core-only bundle does not carry.
@@ -158,6 +160,7 @@ class Pipeline:
     path: Path
     text: str
     streams: dict[str, Stream]
+    card: Path | None = None  # the model card this stream stands for (`card_pipeline`); None for a file
 
     @property
     def project_root(self) -> Path:
@@ -373,9 +376,64 @@ def parse_pipeline(text: str, path: Path) -> Pipeline:
     return Pipeline(path, text, {name: _parse_stream(path, name, raw) for name, raw in data.items()})
 
 
+def bare_stream(model_path: str, size: tuple[int, int]) -> dict[str, Any]:
+    """The stream SegScope ships (`DEFAULT_PIPELINE`, at 960x960) for `model_path`, resized to the model input
+    `size` (width, height): opencv decode, the crop of SegScope's ROI, an opencv stretch, the model (its AIPP
+    does the rest), mxpi_dumpdata, appsink. `segscope card` writes it; a model card without a pipeline runs it
+    (built here, not read from the shipped file, which the remote worker's bundle does not carry)."""
+    width, height = (str(side) for side in size)
+    return {"unet_mindspore": {
+        "stream_config": {"deviceId": "0"},
+        "appsrc0": {"props": {"blocksize": "4096000"}, "factory": "appsrc", "next": "mxpi_imagedecoder0"},
+        "mxpi_imagedecoder0": {"props": {"cvProcessor": "opencv", "outputDataFormat": "BGR"},
+                               "factory": "mxpi_imagedecoder", "next": "mxpi_imagecrop0"},
+        "mxpi_imagecrop0": {"props": {"cvProcessor": "opencv", "dataSource": "ExternalObjects"},
+                            "factory": "mxpi_imagecrop", "next": "mxpi_imageresize0"},
+        "mxpi_imageresize0": {"props": {"handleMethod": "opencv", "resizeType": "Resizer_Stretch",
+                                        "resizeHeight": height, "resizeWidth": width},
+                              "factory": "mxpi_imageresize", "next": "mxpi_tensorinfer0"},
+        "mxpi_tensorinfer0": {"props": {"dataSource": "mxpi_imageresize0", "modelPath": model_path},
+                              "factory": "mxpi_tensorinfer", "next": "mxpi_dumpdata0"},
+        "mxpi_dumpdata0": {"props": {"requiredMetaDataKeys": "mxpi_tensorinfer0"}, "factory": "mxpi_dumpdata",
+                           "next": "appsink0"},
+        "appsink0": {"props": {"blocksize": "4096000"}, "factory": "appsink"},
+    }}
+
+
+def is_model_card(data: object) -> bool:
+    """Whether parsed JSON is a model card (an object with an `outputs` list) rather than a pipeline, whose
+    values are all stream objects."""
+    return isinstance(data, dict) and isinstance(data.get("outputs"), list)
+
+
+def card_pipeline(card: Path) -> Pipeline:
+    """The stream a model card runs without a pipeline: `bare_stream` at the card's input size, its modelPath
+    the card's stem with `.om` (so the card is found beside it as for any pipeline)."""
+    loaded = load_model_card(card, check_graph=False, warn=False)
+    text = json.dumps(bare_stream(str(loaded.path.with_suffix(".om")), loaded.input_size), indent=4)
+    return replace(parse_pipeline(text, loaded.path), card=loaded.path)
+
+
+def card_source(path: Path) -> Path | None:
+    """The model card a run source stands for (a card, or the `.om`/`.onnx` beside one), None for a pipeline."""
+    path = Path(path)
+    if path.suffix in (".om", ".onnx"):
+        return path.with_suffix(".json")
+    if path.suffix != ".json":
+        return None
+    try:
+        return path if is_model_card(json.loads(path.read_bytes().decode("utf-8"))) else None
+    except (OSError, ValueError, RecursionError):  # not readable JSON: load_pipeline names the problem
+        return None
+
+
 def load_pipeline(path: Path) -> Pipeline:
-    """Read and validate a `.pipeline` file (structure only; backends check what they can run)."""
+    """Read and validate a `.pipeline` file (structure only; backends check what they can run). A model card
+    (or the `.om`/`.onnx` it describes) gives its `card_pipeline`, so every backend runs a bare model too."""
     path = Path(path).resolve()
+    card = card_source(path)
+    if card is not None:
+        return card_pipeline(card)
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:

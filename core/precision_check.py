@@ -8,6 +8,7 @@ results against the masks and ends the run with one line: the variant's foregrou
 from __future__ import annotations
 
 import argparse
+import math
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -20,6 +21,7 @@ from .errors import SegScopeError
 from .evaluate import ImageEvaluation, evaluation_request, score
 from .precision import DEFAULT_PRECISION, PRECISIONS, fast_session, spread
 from .roi import Roi
+from .stream_input import StreamInput
 
 #: The foreground Dice change (mean over the checked images) a faster variant may cost: the issue's goal.
 DICE_BOUND = 0.002
@@ -86,8 +88,12 @@ class AccuracyCheck:
             return
         fp32 = score(self.dataset, evaluation.item, reference).metrics
         assert fp32 is not None  # the same item's mask scored the fast result
-        self.fast.append(evaluation.metrics.foreground_dice)
-        self.fp32.append(fp32.foreground_dice)
+        fast_dice, fp32_dice = evaluation.metrics.foreground_dice, fp32.foreground_dice
+        if math.isnan(fast_dice) and math.isnan(fp32_dice):
+            return  # no foreground either way: nothing to compare
+        # n/a on one side only: that side agrees with a truth without foreground, where the other found some
+        self.fast.append(1.0 if math.isnan(fast_dice) else fast_dice)
+        self.fp32.append(1.0 if math.isnan(fp32_dice) else fp32_dice)
 
     def summary(self) -> dict[str, object] | None:
         if self.backend is None:
@@ -152,7 +158,7 @@ def refuse_bad_precision_options(args: argparse.Namespace) -> None:
 
 
 def with_precision(backend: Backend, args: argparse.Namespace, dataset: Dataset,
-                   roi: Roi | None = None) -> tuple[Backend, list[str]]:
+                   roi: Roi | None = None, stream: StreamInput | None = None) -> tuple[Backend, list[str]]:
     """`backend` itself for fp32, else its faster variant calibrated on a few of the run's own requests (the
     dataset's images at `roi` or their own ROIs), and notes to print."""
     if args.precision == DEFAULT_PRECISION:
@@ -160,7 +166,7 @@ def with_precision(backend: Backend, args: argparse.Namespace, dataset: Dataset,
     if not isinstance(backend, EmbeddedBackend):
         raise SegScopeError(f"--precision {args.precision}: the {backend.capabilities.name} backend has no faster "
                             "variants; use --backend embedded or --precision fp32")
-    requests = [evaluation_request(dataset, item, roi) for item in spread(dataset.items)]
+    requests = [evaluation_request(dataset, item, roi, stream=stream) for item in spread(dataset.items)]
     session, runs_on, notes = fast_session(backend, args.precision, requests, args.precision_cache)
     checks = DEFAULT_CHECKS if args.precision_check is None else args.precision_check
     return PrecisionBackend(backend, args.precision, session, runs_on, checks), notes

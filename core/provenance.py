@@ -6,7 +6,6 @@ the threshold, the time, the SegScope version and every file written with its ow
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from .backends.base import Capabilities
 from .dataset import DatasetItem
-from .errors import SegScopeError
+from .fileio import sha256_file
 from .masks import BINARY_FOREGROUND
 from .result import InferenceResult
 
@@ -25,25 +24,6 @@ def segscope_version() -> str:
         return metadata.version("segscope")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-@functools.lru_cache(maxsize=32)
-def _sha256_cached(path: Path, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file; remembered while the file's size and modification time stay the same."""
-    path = Path(path).resolve()
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        raise SegScopeError(f"{path}: cannot hash ({exc.strerror})") from None
-    return _sha256_cached(path, stat.st_size, stat.st_mtime_ns)
 
 
 @dataclass(frozen=True)
@@ -67,6 +47,15 @@ def source_for(item: DatasetItem, capabilities: Capabilities | None, threshold: 
                   backend=capabilities.name if capabilities else "", threshold=threshold)
 
 
+def mask_rule(source: Source, result: InferenceResult) -> str:
+    """How the exported masks' classes were decided, in words."""
+    if source.threshold is not None:
+        return f"class {source.class_index} where its probability >= {source.threshold:g} (this export's threshold)"
+    rule = "the most probable class" if result.threshold is None else \
+        f"class 1 where its probability > {result.threshold:.9g} (the model card's threshold)"
+    return f"{rule}, decided on the probabilities at the mask's resolution (resized bilinearly, then thresholded)"
+
+
 def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[str, bytes]]) -> dict[str, object]:
     """The sidecar document for `files` (name -> kind and the bytes written) exported from `result`."""
     model_hash = source.model_sha256
@@ -80,10 +69,12 @@ def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[s
         "image_size": list(result.image_size),
         "roi": list(result.roi.as_tuple()),
         "roi_units": "slide pixels, [x0, y0, x1, y1) with x1, y1 exclusive",
+        **({"roi_note": result.roi_note} if result.roi_note else {}),
         "model": {"file": str(source.model) if source.model else None, "sha256": model_hash},
         "backend": source.backend or result.backend,
         "threshold": source.threshold,
         "class_index": source.class_index if source.threshold is not None else None,
+        "mask_rule": mask_rule(source, result),
         "mask_values": f"0 background, {BINARY_FOREGROUND} foreground" if result.num_classes == 2 else "class index",
         "files": [{"name": name, "kind": kind, "sha256": hashlib.sha256(data).hexdigest()}
                   for name, (kind, data) in files.items()],

@@ -12,8 +12,9 @@ import numpy as np
 
 from .roi import Roi
 
-#: Stage names in stream order; backends report the ones they measure, in seconds.
-STAGES = ("upload", "decode", "crop", "resize", "preprocess", "infer", "postprocess", "download")
+#: Stage names in stream order; backends report the ones they measure, in seconds. "device" is the NPU's own
+#: time for the model where the API reports it (ais_bench); "infer" is then the rest of the model call.
+STAGES = ("upload", "decode", "crop", "resize", "preprocess", "infer", "device", "postprocess", "download")
 
 
 @dataclass
@@ -25,15 +26,41 @@ class InferenceResult:
     """
 
     probabilities: np.ndarray  # H x W x C float32, softmax over classes
-    argmax: np.ndarray  # H x W uint8 class index
+    argmax: np.ndarray  # H x W uint8 class index: `decide(probabilities, threshold)` at model resolution
     roi: Roi
     image_size: tuple[int, int]
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds, see STAGES
     backend: str = ""
+    #: The card's rule for two classes from a 1-channel output: class 1 where p1 > threshold (None: argmax).
+    threshold: float | None = None
+    #: How the ROI reached the stream when not by the stream's own crop (core.stream_input.PRE_CROP_NOTE), else "".
+    roi_note: str = ""
 
     @property
     def num_classes(self) -> int:
         return int(self.probabilities.shape[-1])
+
+
+def decision_map(probabilities: np.ndarray, threshold: float | None) -> tuple[np.ndarray, float] | None:
+    """For two classes, the one map and cut that decide them (class 1 where map > cut): p1 and the card's
+    threshold, or p1 − p0 and 0 for the argmax (what a linear resize of both maps gives, resized once); None
+    for more classes."""
+    if probabilities.shape[-1] != 2:
+        return None
+    if threshold is not None:
+        return probabilities[..., 1], threshold
+    return probabilities[..., 1] - probabilities[..., 0], 0.0
+
+
+def decide(probabilities: np.ndarray, threshold: float | None) -> np.ndarray:
+    """The predicted class per pixel of H x W x C probabilities by the card's rule: class 1 where p1 > threshold
+    (two classes from a 1-channel output), else the most probable class (ties: the lower one). Every mask
+    SegScope shows, scores or exports comes from this, on the probabilities at the mask's own grid."""
+    two = decision_map(probabilities, threshold)
+    if two is None:
+        return probabilities.argmax(axis=-1).astype(np.uint8)
+    scores, cut = two
+    return (scores > cut).astype(np.uint8)
 
 
 @dataclass(frozen=True)
@@ -43,6 +70,7 @@ class Placement:
 
     box: Roi
     slide_size: tuple[int, int]
+    note: str = ""  # said of the result (`InferenceResult.roi_note`), e.g. that SegScope cropped the ROI
 
     def to_slide(self, roi: Roi) -> Roi:
         """A box in the sent image's pixels (as the stream reports it) in the slide's pixels."""
@@ -51,4 +79,5 @@ class Placement:
 
     def place(self, result: InferenceResult) -> InferenceResult:
         """`result` with its ROI and image size in slide pixels."""
-        return replace(result, roi=self.to_slide(result.roi), image_size=self.slide_size)
+        return replace(result, roi=self.to_slide(result.roi), image_size=self.slide_size,
+                       roi_note=self.note or result.roi_note)

@@ -7,7 +7,6 @@ regions (FP and FN) are listed largest first with their boxes in slide pixels, s
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ import cv2
 import numpy as np
 
 from .errors import SegScopeError
+from .metric_catalogue import Metric
 from .metrics import argmax_at_roi, mask_to_labels, truth_at_roi
 from .result import InferenceResult
 from .roi import Roi
@@ -85,15 +85,10 @@ def error_regions(errors: ErrorMap, min_area: int = 1) -> list[ErrorRegion]:
     return sorted(regions, key=lambda r: (-r.area, r.box.y0, r.box.x0, r.kind))
 
 
-def worst_first(values: Mapping[str, float | None], higher_is_better: bool = True) -> list[str]:
-    """Image ids ordered worst first by a metric; ids without a value (no mask, NaN) go last."""
-    def key(item_id: str) -> tuple[bool, float]:
-        value = values[item_id]
-        if value is None or math.isnan(value):
-            return True, 0.0
-        return False, value if higher_is_better else -value
-
-    return sorted(values, key=key)
+def worst_first(values: Mapping[str, float | None], metric: Metric) -> list[str]:
+    """Image ids ordered worst first by `metric`'s values (its direction); ids without a value (no mask, n/a)
+    go last, ties keep the given order."""
+    return sorted(values, key=lambda item_id: metric.worst_first_key(values[item_id]))
 
 
 def step(order: list[str], current: str | None, offset: int) -> str | None:

@@ -11,6 +11,8 @@ metrics and the mask document of the image on screen. Each fact has one owner:
   `metrics(id)` re-scores on read, so a Discard or Save can never leave an old number anywhere;
 - each image's newest whole-slide run (`slide_run_of`; kept within `SLIDE_RUN_BYTES`, the newest always)
   gives any ROI of that slide a result (`stitched_result`) without running it;
+- the metric that ranks the images (worst first, the next/previous worst keys, the histogram) is `ranking`,
+  one of `core.metric_catalogue`'s, the foreground Dice unless the user picks another (`set_ranking`);
 - with `persist`, each image's newest result and whole-slide run are also kept on disk
   (`core.session_store`), so reopening the dataset, even after a restart, restores them (re-scored against
   the masks on disk).
@@ -29,12 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
+from . import metric_catalogue as catalogue
 from .backends.base import Capabilities
 from .dataset import Dataset, DatasetItem
 from .errors import SegScopeError
 from .evaluate import DatasetSummary, ImageEvaluation, evaluation_row
 from .events import Event
 from .mask_document import MaskDocument
+from .metric_catalogue import Metric
 from .metrics import ImageMetrics, image_metrics
 from .result import InferenceResult
 from .roi import Roi
@@ -93,6 +97,7 @@ class SessionEvents:
     store_failed: Event = field(default_factory=lambda: Event("store_failed"))  # (message)
     document_changed: Event = field(default_factory=lambda: Event("document_changed"))  # (MaskDocument, kind)
     slide_run_added: Event = field(default_factory=lambda: Event("slide_run_added"))  # (TiledEvaluation, restored)
+    ranking_changed: Event = field(default_factory=lambda: Event("ranking_changed"))  # (Metric)
 
 
 class Session:
@@ -115,6 +120,7 @@ class Session:
         self._roi_undo: list[tuple[str, Roi, Roi]] = []  # (item id, before, after)
         self._roi_redo: list[tuple[str, Roi, Roi]] = []
         self.slide_runs: dict[str, TiledEvaluation] = {}  # by image id, oldest first
+        self.ranking: Metric = catalogue.lookup(catalogue.DEFAULT_RANKING)
 
     # ------------------------------------------------------------------------------------------ dataset
     def open_dataset(self, dataset: Dataset) -> bool:
@@ -467,6 +473,25 @@ class Session:
         if item_id in self._metrics:
             self._invalidate(item_id)
 
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The model's classes (none before a backend is open)."""
+        return self.capabilities.class_names if self.capabilities is not None else ()
+
+    def set_ranking(self, name: str) -> Metric:
+        """Rank the images by the metric called `name` (a catalogue name, `dice_1` for a class)."""
+        metric = catalogue.lookup(name, self.class_names)
+        if metric != self.ranking or metric.label != self.ranking.label:
+            self.ranking = metric
+            self.events.ranking_changed.emit(metric)
+        return metric
+
+    def ranking_values(self, item_ids: list[str] | None = None) -> dict[str, float | None]:
+        """The ranking metric of the images run so far (or `item_ids`), None where it is n/a or there is no mask
+        (of the last scored metrics: never re-scores here)."""
+        ids = item_ids if item_ids is not None else list(self._metrics)
+        return {item_id: self.ranking.of(self._metrics.get(item_id)) for item_id in ids if self.has_metrics(item_id)}
+
     def summary(self, item_ids: list[str] | None = None) -> DatasetSummary:
         """Means of the last scored metrics over the images run so far (or `item_ids`) that have masks
         (never re-scores: cheap enough for every change)."""
@@ -491,13 +516,13 @@ class Session:
                 result = self.result(item.id)
                 roi = result.roi if result is not None else self.roi_for(item.id)
                 taken.append((item, roi, self._metrics[item.id], self.score_job(item.id),
-                              result.timings if result else None))
+                              result.timings if result else None, result.roi_note if result else ""))
 
         def table() -> tuple[list[dict[str, object]], dict[str, object]]:
             rows, summary = [], DatasetSummary()
-            for item, roi, metrics, job, timings in taken:
+            for item, roi, metrics, job, timings, roi_note in taken:
                 scored = job.run() if job is not None else metrics
-                rows.append(evaluation_row(item, roi, scored, timings))
+                rows.append(evaluation_row(item, roi, scored, timings, roi_note))
                 summary.add(scored)
             return rows, dict(summary.means())
         return table

@@ -108,7 +108,8 @@ class SessionStore:
     def save(self, image_id: str, result: InferenceResult) -> Path:
         """Store the newest result of an image (replacing its older one), then keep within `max_bytes`."""
         meta = {"id": image_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
-                "timings": result.timings, "backend": result.backend}
+                "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
+                "roi_note": result.roi_note}
         buffer = io.BytesIO()
         np.savez_compressed(buffer, probabilities=result.probabilities, argmax=result.argmax,
                             meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
@@ -193,6 +194,8 @@ class SessionStore:
             roi = Roi(*(int(v) for v in meta["roi"]))
             width, height = (int(v) for v in meta["image_size"])
             timings = {str(k): float(v) for k, v in meta["timings"].items()}
+            threshold = meta.get("threshold")
             result = InferenceResult(np.ascontiguousarray(data["probabilities"]), np.ascontiguousarray(data["argmax"]),
-                                     roi, (width, height), timings, str(meta.get("backend", "")))
+                                     roi, (width, height), timings, str(meta.get("backend", "")),
+                                     None if threshold is None else float(threshold), str(meta.get("roi_note", "")))
         return StoredResult(str(meta["id"]), result)

@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from .errors import SegScopeError
-from .result import InferenceResult
+from .result import InferenceResult, decide
 from .roi import Roi
 
 BLENDS = ("linear", "gaussian")
@@ -139,9 +139,9 @@ def fitting_scale(region: Roi, scale: float, num_classes: int, seams: bool = Fal
 
 @dataclass(frozen=True)
 class Stitched:
-    """Blended output at `scale` of `region` (slide pixels): probabilities H x W x C float32, argmax uint8,
-    seams (max - min of the foreground probability over the tiles covering each pixel) or None, and
-    `covered` (a pixel some tile reached)."""
+    """Blended output at `scale` of `region` (slide pixels): probabilities H x W x C float32, the classes the
+    card's rule gives on them (`threshold`: `core.result.decide`) uint8, seams (max - min of the foreground
+    probability over the tiles covering each pixel) or None, and `covered` (a pixel some tile reached)."""
 
     region: Roi
     scale: float
@@ -150,6 +150,7 @@ class Stitched:
     argmax: np.ndarray
     seams: np.ndarray | None
     covered: np.ndarray
+    threshold: float | None = None
 
     @property
     def nbytes(self) -> int:
@@ -184,7 +185,7 @@ class Stitched:
         if not self.covered[window].all():
             return None
         return InferenceResult(self.probabilities[window], self.argmax[window], box, self.slide_size,
-                               backend="stitched")
+                               backend="stitched", threshold=self.threshold)
 
 
 class Stitcher:
@@ -210,6 +211,7 @@ class Stitcher:
         self._max = np.full((height, width), -np.inf, np.float32) if seams else None
         self._min = np.full((height, width), np.inf, np.float32) if seams else None
         self.tiles = 0
+        self.threshold: float | None = None  # the tiles' (one backend's card: the same for every tile)
 
     def footprint(self, box: Roi) -> Roi:
         """A slide box's footprint in output pixels (may reach outside the output)."""
@@ -221,6 +223,7 @@ class Stitcher:
     def add(self, result: InferenceResult, neighbours: tuple[bool, bool, bool, bool] = (True, True, True, True)
             ) -> None:
         """Blend one tile's result in, at the footprint of the box it cropped (`result.roi`, slide pixels)."""
+        self.threshold = result.threshold
         foot = self.footprint(result.roi)
         size = (foot.width, foot.height)
         probabilities: np.ndarray = result.probabilities.astype(np.float32, copy=False)
@@ -245,13 +248,15 @@ class Stitcher:
         self.tiles += 1
 
     def finish(self) -> Stitched:
-        """The blended probabilities (0 where no tile reached), their argmax, and the seams map."""
+        """The blended probabilities (0 where no tile reached), the classes the card's rule gives on them (the
+        threshold after blending and resizing), and the seams map."""
         covered = self._weight > 0
         probabilities = self._sum
         np.divide(probabilities, self._weight[..., None], out=probabilities, where=covered[..., None])
         seams = None
         if self._max is not None and self._min is not None:
             seams = np.where(covered, self._max - self._min, np.float32(0)).astype(np.float32)
-        argmax = probabilities.argmax(axis=-1).astype(np.uint8)
-        return Stitched(self.region, self.scale, self.slide_size, probabilities, argmax, seams, covered)
+        argmax = decide(probabilities, self.threshold)
+        return Stitched(self.region, self.scale, self.slide_size, probabilities, argmax, seams, covered,
+                        self.threshold)
 

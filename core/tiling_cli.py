@@ -149,7 +149,7 @@ def export_stitched(folder: ExportFolder, evaluation: TiledEvaluation, capabilit
             heatmap = heatmap_image(stitched.probabilities)
             files[name] = (kind, _ome_tiff_bytes(heatmap, "jpeg", "area") if ome else encode_image(heatmap))
     result = InferenceResult(stitched.probabilities, stitched.argmax, stitched.region, stitched.slide_size,
-                             backend=capabilities.name if capabilities else "")
+                             backend=capabilities.name if capabilities else "", threshold=stitched.threshold)
     document = provenance(source_for(item, capabilities), result, files)
     document["tiling"] = {**({"tile": list(plan.tile), "overlap": plan.overlap, "blend": plan.blend}
                              if plan is not None else {}),
@@ -169,7 +169,7 @@ def tiled_row(evaluation: TiledEvaluation) -> dict[str, object]:
 def run_tiled_eval(args: argparse.Namespace, out: TextIO,
                    open_backend: Callable[[], AbstractContextManager[Backend]], progress_bar: Callable[[int], object],
                    format_line: Callable[[Path, ImageMetrics | None], str]
-                   ) -> tuple[list[dict[str, object]], dict[str, float]]:
+                   ) -> tuple[list[dict[str, object]], dict[str, object]]:
     """`eval` with `--tile`: one line per slide (its slide metrics and tile count) unless --json; returns
     the metric rows and means for `core.cli` to print as a plain run's."""
     roi = Roi.parse(args.roi) if args.roi is not None else None

@@ -1,4 +1,5 @@
-"""The connection dialog: which backend runs the stream (embedded, MindX on this host, remote over SSH).
+"""The connection dialog: which backend runs the stream (each kind of `core.backends.BACKENDS` this machine has,
+or a remote host over SSH), on a pipeline or a model card.
 
 A remote host whose key is not yet known is only trusted after the user accepts its fingerprint in a
 confirmation dialog; passwords are never stored (the profile keeps host, port, user, key file, SDK path).
@@ -29,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.backends import BACKENDS, DEFAULT_PROBABILITIES, open_backend
+from ..core.backends import BACKENDS, CHOSEN_KINDS, DEFAULT_PROBABILITIES, open_backend
 from ..core.backends.base import Backend
 from ..core.backends.pool import parse_devices
 from ..core.cluster import check_address
@@ -38,14 +39,14 @@ from ..core.pipeline import DEFAULT_PIPELINE
 from .run_controller import describe_error
 
 #: The local backends of `core.backends.BACKENDS` the dialog offers, then a remote host over SSH.
-LOCAL_KINDS = ("embedded", "mindx")
-KINDS = (*LOCAL_KINDS, "remote")
+KINDS = (*CHOSEN_KINDS, "remote")
 REMOTE_LABEL = "Remote Ascend host over SSH"
+SOURCE_FILTER = "Pipelines and model cards (*.pipeline *.json *.om *.onnx);;All files (*)"
 
 
-def mindx_importable() -> bool:
-    """Whether the MindX SDK's Python API can be found on this machine (the registry's check)."""
-    return BACKENDS["mindx"].available()[0]
+def unavailable(kind: str) -> str:
+    """Why a local kind cannot run on this machine ("" when it can; the registry's check)."""
+    return BACKENDS[kind].available()[1]
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class BackendChoice:
     def open(self) -> Backend:
         if self.kind != "remote":
             self.check()
-            sdk_home = Path(self.sdk_path).expanduser() if self.sdk_path and self.kind == "mindx" else None
+            sdk_home = Path(self.sdk_path).expanduser() if self.sdk_path else None  # where an SDK kind looks
             return open_backend(self.kind, self.pipeline, sdk_home=sdk_home,
                                 devices=parse_devices(self.devices) if self.devices else None,
                                 cluster=self.cluster or None, accept_new_host_key=self.accepted_fingerprint or False)
@@ -107,8 +108,8 @@ class BackendChoice:
     def describe(self) -> str:
         if self.kind != "remote" and self.cluster:
             return f"{self.kind} on the cluster {self.cluster}"
-        text = {"embedded": "embedded (this machine)", "mindx": "MindX SDK (this host)"}.get(
-            self.kind, f"remote {self.target}")
+        text = f"remote {self.target}" if self.kind == "remote" else \
+            f"{BACKENDS[self.kind].api or self.kind} ({'this machine' if self.kind == 'embedded' else 'this host'})"
         return f"{text}, devices {self.devices}" if self.kind != "remote" and self.devices else text
 
     def as_profile(self) -> dict[str, str]:
@@ -177,7 +178,7 @@ class BackendDialog(QDialog):
 
         self.buttons_group = QButtonGroup(self)
         self.radios: dict[str, QRadioButton] = {}
-        labels = {**{kind: BACKENDS[kind].label for kind in LOCAL_KINDS}, "remote": REMOTE_LABEL}
+        labels = {**{kind: BACKENDS[kind].label for kind in CHOSEN_KINDS}, "remote": REMOTE_LABEL}
         kinds_box = QGroupBox("Run the stream with")
         kinds_layout = QVBoxLayout(kinds_box)
         for kind in KINDS:
@@ -185,17 +186,21 @@ class BackendDialog(QDialog):
             self.radios[kind] = radio
             self.buttons_group.addButton(radio)
             kinds_layout.addWidget(radio)
-        if not mindx_importable():
-            self.radios["mindx"].setEnabled(False)
-            self.radios["mindx"].setToolTip("The MindX SDK (StreamManagerApi) is not importable here: source the "
-                                            "SDK's set_env.sh before starting SegScope, or use the remote option")
+        for kind in CHOSEN_KINDS:
+            why = unavailable(kind)
+            if why:
+                self.radios[kind].setEnabled(False)
+                self.radios[kind].setToolTip(f"{why}; or use the remote option")
 
         self.pipeline_edit = QLineEdit(str(current.pipeline))
-        self.pipeline_edit.setToolTip("The MindX .pipeline file; modelPath is resolved from its project root")
+        self.pipeline_edit.setToolTip("A MindX .pipeline file (its modelPath resolved from its project root), or a "
+                                      "model card (or the .om/.onnx beside one) to run without a pipeline: its .onnx "
+                                      "on the embedded backend, its .om on the Model API or ais_bench")
+
         pipeline_row = QHBoxLayout()
         pipeline_row.addWidget(self.pipeline_edit, 1)
         browse = QPushButton("…")
-        browse.setToolTip("Choose a .pipeline file")
+        browse.setToolTip("Choose a .pipeline file or a model card")
         browse.clicked.connect(self._browse_pipeline)
         pipeline_row.addWidget(browse)
 
@@ -226,7 +231,7 @@ class BackendDialog(QDialog):
         form.addRow("Password", self.password_edit)
         form.addRow("SDK path", self.sdk_edit)
 
-        self.scale_box = QGroupBox("Scale out (embedded or MindX)")
+        self.scale_box = QGroupBox("Scale out (the backends on this machine)")
         scale_form = QFormLayout(self.scale_box)
         self.devices_edit = QLineEdit(current.devices)
         self.devices_edit.setPlaceholderText("empty: one stream; e.g. 0,1,2,3: one stream per device")
@@ -256,7 +261,7 @@ class BackendDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(kinds_box)
         pipeline_form = QFormLayout()
-        pipeline_form.addRow("Pipeline", pipeline_row)
+        pipeline_form.addRow("Pipeline or model", pipeline_row)
         layout.addLayout(pipeline_form)
         layout.addWidget(self.remote_box)
         layout.addWidget(self.scale_box)
@@ -292,8 +297,7 @@ class BackendDialog(QDialog):
         super().accept()
 
     def _browse_pipeline(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Pipeline file", self.pipeline_edit.text(),
-                                              "MindX pipelines (*.pipeline);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Pipeline or model card", self.pipeline_edit.text(), SOURCE_FILTER)
         if path:
             self.pipeline_edit.setText(path)
 

@@ -1,8 +1,8 @@
-"""The dataset panel: open a folder (dialog, drag-and-drop, recent list) and the sortable image table."""
+"""The dataset panel: open a folder (dialog, drag-and-drop, recent list), the sortable image table and the
+metric that ranks the images (Worst first; the table gets a column for it when it is not one of its own)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
@@ -28,16 +29,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core import metric_catalogue as catalogue
+from ..core.metric_catalogue import Metric
 from ..core.metrics import ImageMetrics
 from . import settings
+from .compact import shrinkable
 from .shortcuts import with_key
 
 #: The metrics come right after the id, so a narrow dock still shows them; the status is last.
-COLUMNS = ("Image", "Soft Dice", "Dice", "IoU", "Status")
+TABLE_METRICS = ("soft_dice", "foreground_dice", "foreground_iou")
 #: The id column is at most this wide (pixels); a longer id is cut in the middle, whole on hover.
 IMAGE_COLUMN_MAX = 140
-SOFT_DICE_COLUMN = 1
-STATUS_COLUMN = 4
 
 
 @dataclass
@@ -47,19 +49,37 @@ class Row:
     metrics: ImageMetrics | None = None
     error: str = ""
 
-    def value(self, column: int) -> float | None:
-        if self.metrics is None:
-            return None
-        return (None, self.metrics.soft_dice, self.metrics.foreground_dice, self.metrics.foreground_iou, None)[column]
-
 
 class ImageTableModel(QAbstractTableModel):
-    """One row per dataset image; metrics columns sort numerically with missing values last."""
+    """One row per dataset image; the metric columns (`metric_columns`: the table's own, then the ranking
+    metric when it is another) sort worst first in ascending order, images without the value last."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.rows: list[Row] = []
         self._index: dict[str, int] = {}
+        self.metric_columns: list[Metric] = [catalogue.lookup(name) for name in TABLE_METRICS]
+
+    @property
+    def status_column(self) -> int:
+        return len(self.metric_columns) + 1
+
+    def metric_at(self, column: int) -> Metric | None:
+        return self.metric_columns[column - 1] if 0 < column < self.status_column else None
+
+    def show_ranking(self, metric: Metric) -> int:
+        """The column of `metric`: one of the table's own, or a column of its own before Status (replacing the
+        previous ranking's)."""
+        base = len(TABLE_METRICS)
+        if len(self.metric_columns) > base and self.metric_columns[base] != metric:
+            self.beginRemoveColumns(QModelIndex(), base + 1, base + 1)
+            del self.metric_columns[base:]
+            self.endRemoveColumns()
+        if metric not in self.metric_columns:
+            self.beginInsertColumns(QModelIndex(), base + 1, base + 1)
+            self.metric_columns.append(metric)
+            self.endInsertColumns()
+        return self.metric_columns.index(metric) + 1
 
     def set_items(self, item_ids: list[str]) -> None:
         self.beginResetModel()
@@ -79,13 +99,13 @@ class ImageTableModel(QAbstractTableModel):
         self.rows[n].error = error
         if metrics is not None:
             self.rows[n].metrics = metrics
-        self.dataChanged.emit(self.index(n, 0), self.index(n, len(COLUMNS) - 1))
+        self.dataChanged.emit(self.index(n, 0), self.index(n, self.status_column))
 
     def set_metrics(self, item_id: str, metrics: ImageMetrics | None) -> None:
         """Replace a row's metrics (None clears them: the session is their one source)."""
         n = self._index[item_id]
         self.rows[n].metrics = metrics
-        self.dataChanged.emit(self.index(n, 0), self.index(n, len(COLUMNS) - 1))
+        self.dataChanged.emit(self.index(n, 0), self.index(n, self.status_column))
 
     def has(self, item_id: str) -> bool:
         return item_id in self._index
@@ -94,44 +114,39 @@ class ImageTableModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self.rows)
 
     def columnCount(self, parent=QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
+        return 0 if parent.isValid() else self.status_column + 1
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
-            return (
-                "Image id (sub-folder or file name)",
-                "The original script's soft Dice: softmax vs one-hot mask at model resolution",
-                "Hard foreground Dice of the argmax at ROI resolution",
-                "Hard foreground IoU of the argmax at ROI resolution",
-                "not run / queued / done / ROI changed / error",
-            )[section]
+        if orientation != Qt.Orientation.Horizontal:
+            return None
+        metric = self.metric_at(section)
+        if role == Qt.ItemDataRole.DisplayRole:
+            return metric.title if metric else ("Image" if section == 0 else "Status")
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if metric:
+                return f"{metric.label}: {metric.description}"
+            return "Image id (sub-folder or file name)" if section == 0 else \
+                "not run / queued / done / ROI changed / error"
         return None
 
     def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):  # type: ignore[override]
         if not index.isValid():
             return None
         row, column = self.rows[index.row()], index.column()
+        metric = self.metric_at(column)
         if role == Qt.ItemDataRole.DisplayRole:
-            if column == 0:
-                return row.item_id
-            if column == STATUS_COLUMN:
-                return row.status
-            value = row.value(column)
-            return "" if value is None else f"{value:.4f}"
-        if role == Qt.ItemDataRole.UserRole:  # sort key: missing metrics sort after every number
-            if column == 0:
-                return row.item_id
-            if column == STATUS_COLUMN:
-                return row.status
-            value = row.value(column)
-            return math.inf if value is None or math.isnan(value) else value
-        if role == Qt.ItemDataRole.ToolTipRole and column == STATUS_COLUMN:
+            if metric is None:
+                return row.item_id if column == 0 else row.status
+            return "" if row.metrics is None else metric.text(metric.of(row.metrics))
+        if role == Qt.ItemDataRole.UserRole:  # sort key: ascending is worst first, n/a and not run last
+            if metric is None:
+                return row.item_id if column == 0 else row.status
+            return metric.worst_first_key(metric.of(row.metrics))
+        if role == Qt.ItemDataRole.ToolTipRole and column == self.status_column:
             return row.error or row.status
         if role == Qt.ItemDataRole.ToolTipRole and column == 0:
             return row.item_id
-        if role == Qt.ItemDataRole.TextAlignmentRole and 0 < column < STATUS_COLUMN:
+        if role == Qt.ItemDataRole.TextAlignmentRole and metric is not None:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
@@ -141,6 +156,8 @@ class DatasetPanel(QWidget):
 
     openRequested = Signal(Path)
     currentChanged = Signal(str)
+    #: the name of the metric the user picked to rank by
+    rankingChosen = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -168,7 +185,7 @@ class DatasetPanel(QWidget):
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 8)
-        self._size_columns([])
+        self._ids: list[str] = []
         self.table.selectionModel().currentRowChanged.connect(self._on_current_row)
         self.proxy.layoutChanged.connect(lambda: self.table.scrollTo(self.table.currentIndex()))  # after a re-sort
 
@@ -182,8 +199,13 @@ class DatasetPanel(QWidget):
         self.open_button.setMenu(self.recent_menu)
         self.worst_button = QToolButton()
         self.worst_button.setText("Worst first")
-        self.worst_button.setToolTip(with_key("Sort by soft Dice, lowest first", "worst_first"))
         self.worst_button.clicked.connect(self.sort_worst_first)
+        self.ranking_combo = shrinkable(QComboBox())
+        self.ranking_combo.setToolTip("The metric that ranks the images: Worst first, the next/previous worst "
+                                      "keys and the Metrics dock's histogram")
+        self.ranking_combo.activated.connect(lambda _index: self.rankingChosen.emit(self.ranking_combo.currentData()))
+        self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
+        self.set_ranking_choices(catalogue.metrics(), self.ranking)
         self.path_label = QLabel("Drop a dataset folder here")
         self.path_label.setWordWrap(True)
         self.path_label.setStyleSheet("color: #9aa0a6;")
@@ -191,7 +213,8 @@ class DatasetPanel(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.open_button)
         top.addWidget(self.worst_button)
-        top.addStretch(1)
+        top.addWidget(QLabel("by"))
+        top.addWidget(self.ranking_combo, 1)
         self._column = QVBoxLayout(self)
         self._column.setContentsMargins(4, 4, 4, 4)
         self._column.addLayout(top)
@@ -240,28 +263,26 @@ class DatasetPanel(QWidget):
             self.openRequested.emit(folder)
 
     # --------------------------------------------------------------- table
-    def _size_columns(self, item_ids: list[str]) -> None:
+    def _size_columns(self) -> None:
         """Numbers at their width, the id column at the longest of the first ids (capped), the status what is
         left; the table (so the dock) is never narrower than that."""
-        metrics, header = self.table.fontMetrics(), self.table.horizontalHeader()
-        pad = 16
+        metrics, header, model = self.table.fontMetrics(), self.table.horizontalHeader(), self.model
 
         def width(texts: list[str]) -> int:
-            return max(metrics.horizontalAdvance(t) for t in texts) + pad
+            return max(metrics.horizontalAdvance(t) for t in texts) + 16
 
-        image = min(width([COLUMNS[0], *item_ids[:200]]), IMAGE_COLUMN_MAX)
-        header.resizeSection(0, image)
-        for column in range(1, STATUS_COLUMN):
-            header.resizeSection(column, width([COLUMNS[column], "0.0000"]))
-        status = width(["done"])
-        self.table.setMinimumWidth(sum(header.sectionSize(c) for c in range(STATUS_COLUMN)) + status
+        header.resizeSection(0, min(width(["Image", *self._ids[:200]]), IMAGE_COLUMN_MAX))
+        for column in range(1, model.status_column):
+            header.resizeSection(column, width([str(model.headerData(column, Qt.Orientation.Horizontal)), "0.0000"]))
+        self.table.setMinimumWidth(sum(header.sectionSize(c) for c in range(model.status_column)) + width(["done"])
                                    + 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width())
 
     def set_dataset(self, root: Path, item_ids: list[str]) -> None:
         self.path_label.setText(str(root))
         self.path_label.setToolTip(str(root))
         self.model.set_items(item_ids)
-        self._size_columns(item_ids)
+        self._ids = item_ids
+        self._size_columns()
         if item_ids:
             self.select_row(0)
 
@@ -287,8 +308,25 @@ class DatasetPanel(QWidget):
         self.table.setCurrentIndex(index)
         self.table.scrollTo(index)
 
+    def set_ranking_choices(self, choices: list[Metric], current: Metric) -> None:
+        """The metrics offered to rank by (every metric, per class for the model's classes) and the current one."""
+        self.ranking_combo.clear()
+        for metric in choices:
+            self.ranking_combo.addItem(metric.label, metric.name)
+            self.ranking_combo.setItemData(self.ranking_combo.count() - 1, metric.description,
+                                           Qt.ItemDataRole.ToolTipRole)
+        self.show_ranking(current)
+
+    def show_ranking(self, metric: Metric) -> None:
+        """Rank by `metric` from now on (the session says which; the table gets its column if it needs one)."""
+        self.ranking = metric
+        self.ranking_combo.setCurrentIndex(self.ranking_combo.findData(metric.name))
+        self.worst_button.setToolTip(with_key(f"Sort by {metric.label}, worst first", "worst_first"))
+        self.model.show_ranking(metric)
+        self._size_columns()
+
     def sort_worst_first(self) -> None:
-        self.table.sortByColumn(SOFT_DICE_COLUMN, Qt.SortOrder.AscendingOrder)
+        self.table.sortByColumn(self.model.show_ranking(self.ranking), Qt.SortOrder.AscendingOrder)
         self.select_row(0)
 
     def visible_order(self) -> list[str]:

@@ -45,7 +45,7 @@ def export_steps(session: Session, capabilities: Capabilities | None,
     the metrics table (of the exported images only), all as one export of the folder."""
     dataset = session.dataset
     assert dataset is not None
-    ids, kinds = list(choices.item_ids), list(choices.kinds)
+    ids, kinds, ranking = list(choices.item_ids), list(choices.kinds), session.ranking
     writers: list[Callable[[ExportFolder], list[Path]]] = []
     missing = ""
     if choices.stitched:
@@ -73,7 +73,7 @@ def export_steps(session: Session, capabilities: Capabilities | None,
                 yield done, len(writers), write(folder)
             if choices.metrics:
                 rows, means = table()
-                yield len(writers), len(writers), folder.write_metrics(rows, means)
+                yield len(writers), len(writers), folder.write_metrics(rows, means, ranking)
     return steps
 
 

@@ -13,7 +13,6 @@ the panels say they drew it is what the GUI adds to the result.
 
 from __future__ import annotations
 
-import math
 import time
 
 import pyqtgraph as pg
@@ -21,7 +20,6 @@ from PySide6.QtCore import QObject, QRectF, QRegularExpression, Qt, QTimer, Sign
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QGraphicsRectItem, QMenu, QWidget
 
-from ..core.metric_filter import METRICS
 from ..core.review import ErrorMap, ErrorRegion, error_regions, result_error_map, step, worst_first
 from ..core.roi import Roi
 from ..core.runs import RunRecord
@@ -78,10 +76,10 @@ class Inspection(QObject):
         def a(text: str, action_id: str, tip: str, slot) -> QAction:
             return shortcut_action(host, text, action_id, tip, slot)
 
-        self.next_worst_action = a("Next worst", "next_worst", "Next image in worst-first order (by the Review "
+        self.next_worst_action = a("Next worst", "next_worst", "Next image in worst-first order (by the ranking "
                                    "metric)", lambda: self.step_worst(1))
         self.prev_worst_action = a("Previous worst", "prev_worst", "Previous image in worst-first order (by the "
-                                   "Review metric)", lambda: self.step_worst(-1))
+                                   "ranking metric)", lambda: self.step_worst(-1))
         self.compare_action = a("&Compare runs…", "compare_runs", "Compare two runs of the current image",
                                 self.open_compare)
         self.review.prev_button.setDefaultAction(self.prev_worst_action)
@@ -228,25 +226,20 @@ class Inspection(QObject):
             item.show()
 
     def step_worst(self, offset: int) -> str | None:
-        """Select the image `offset` places from the current one in worst-first order of the chosen metric,
-        among the images the table shows that have that metric; returns its id."""
+        """Select the image `offset` places from the current one in worst-first order of the session's ranking
+        metric, among the images the table shows that were run (those where it is n/a last); returns its id."""
         current = self.session.current
-        metric = self.review.metric()
-        values: dict[str, float | None] = {}
-        for item_id in self.dataset_panel.visible_order():
-            metrics = self.session.known_metrics(item_id)
-            value = getattr(metrics, metric) if metrics is not None else None
-            if value is not None and not math.isnan(value):
-                values[item_id] = value
-        order = worst_first(values)
+        metric = self.session.ranking
+        values = self.session.ranking_values(self.dataset_panel.visible_order())
+        order = worst_first(values, metric)
         target = step(order, current.id if current is not None else None, offset)
         if target is None:
             self.note.emit("No image has metrics yet: run the dataset first", 4000)
             return None
         if current is None or target != current.id:
             self.dataset_panel.select_item(target)
-        self.note.emit(f"Worst {order.index(target) + 1} of {len(order)} by {METRICS[metric]}: "
-                       f"{target} ({values[target]:.4f})", 4000)
+        self.note.emit(f"Worst {order.index(target) + 1} of {len(order)} by {metric.label}: "
+                       f"{target} ({metric.text(values[target])})", 4000)
         return target
 
     def apply_filter(self) -> None:

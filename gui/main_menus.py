@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QToolBar
 
+from ..core import metric_catalogue as catalogue
 from ..core.metrics import ImageMetrics
 from .dataset_panel import DatasetPanel
 from .model_dialog import add_open_model_action
@@ -73,7 +74,8 @@ class MainActions:
                              lambda: dataset_panel.select_offset(1))
         self.prev_action = a("Previous image", "prev_image", "Previous image in the list",
                              lambda: dataset_panel.select_offset(-1))
-        self.worst_action = a("Worst first", "worst_first", "Sort the list by soft Dice, lowest first",
+        self.worst_action = a("Worst first", "worst_first", "Sort the list worst first by the ranking metric (picked "
+                              "in the dataset panel)",
                               dataset_panel.sort_worst_first)
         self.slide_heatmap_action = a("Whole-slide &heatmap", "slide_heatmap", "Show the whole-slide run's "
                                       "foreground probability over the slide (after Run whole slide)",
@@ -156,9 +158,7 @@ class MainActions:
         self.eta_label.setText("")
 
     def show_dice(self, metrics: ImageMetrics | None) -> None:
-        self.dice_label.setText("" if metrics is None else
-                                f"soft Dice {metrics.soft_dice:.4f} · Dice {metrics.foreground_dice:.4f} · "
-                                f"IoU {metrics.foreground_iou:.4f}")
+        self.dice_label.setText("" if metrics is None else catalogue.brief(catalogue.row_values(metrics)))
 
     def mark_dice(self, note: str) -> None:
         """Grey the headline out, with `note` as its tooltip, while it does not answer for the image."""

@@ -27,6 +27,7 @@ from ..core.roi import Roi
 from ..core.runs import RunRecord
 from ..core.session import Restored, Session
 from ..core.slides import SlideReader
+from ..core.stream_input import StreamInput
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .background import Background
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
         self._fallback: BackendChoice | None = None  # reopened when the backend being opened fails
         self._store_warned = False
         self.background = Background(self)
+        self._roi_note_said = False  # in this batch
 
         self.slide = SlideView()
         self.panels = ResultPanels()
@@ -112,7 +114,8 @@ class MainWindow(QMainWindow):
                                                                         self.results_dock, self.messages_dock))
         self.status_labels = StatusLabels(self.statusBar())
         self.rows = RowStatus(self.session, self.dataset_panel.model)  # before _wire: a row is done, then drawn
-        self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels)
+        self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels,
+                                              self.dataset_panel)
         self.whole_slide = WholeSlide(self.session, self.controller, self.open_slide, self.panels, self.main_actions,
                                       self.messages, self.statusBar(), self._show_panels, self.metrics_display.show,
                                       self.slide_ready, self.background)
@@ -356,9 +359,15 @@ class MainWindow(QMainWindow):
         """Queue a batch on a snapshot of the ROIs: dragging during the run changes the next run only."""
         assert self.dataset is not None
         plan = self.session.run_plan([item.id for item in items])
-        sources = self.open_slide.sources(self.backend_choice.pipeline)  # the shown slide: no decode
-        if not self.controller.run(self.dataset, items, plan, sources, self.session.held_masks()):
+        try:
+            stream = StreamInput.of(self.backend_choice.pipeline)  # what an ROI becomes for this stream
+        except SegScopeError as exc:
+            self.messages.add("error", str(exc))
             return False
+        sources = self.open_slide.sources(stream)  # the shown slide: no decode
+        if not self.controller.run(self.dataset, items, plan, sources, self.session.held_masks(), stream):
+            return False
+        self._roi_note_said = False
         self.rows.queued([item.id for item in items])
         self.main_actions.start_batch(len(items))
         if self.current is not None and self.current.id in plan and self.slide_ready():
@@ -386,6 +395,7 @@ class MainWindow(QMainWindow):
         self.panels.set_class_names(capabilities.class_names)
         self.editing.model_changed(capabilities.class_names)
         self.panels.follow_card(self.backend_choice.pipeline, self.background)
+        self.metrics_display.offer_rankings()
         self.status_labels.backend_ready(capabilities)
         self.messages.add("info", f"Backend ready: {capabilities.name} on {capabilities.device}",
                           "\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
@@ -416,6 +426,10 @@ class MainWindow(QMainWindow):
         """A run's result: shown when it is of the image on screen (its ROI crop and mask read on a worker,
         the panels drawn when they are back), else only counted."""
         self.status_labels.last_run(item_id, record.timings)
+        note = record.result.roi_note if record.result is not None else ""
+        if note and not self._roi_note_said:  # no crop in the stream: SegScope cropped the ROI (said once a batch)
+            self._roi_note_said = True
+            self.messages.add("info", f"{note}: each image's ROI was sent to the stream as its whole image")
         result = record.result
         if self.current is None or self.current.id != item_id or not self.slide_ready() or result is None:
             return

@@ -1,4 +1,5 @@
-"""The current image's metrics in a compact grid, and a histogram of the dataset's per-image soft Dice."""
+"""The current image's metrics in a compact grid, and a histogram of the dataset's ranking metric (the
+foreground Dice unless the user picks another in the dataset panel)."""
 
 from __future__ import annotations
 
@@ -10,29 +11,18 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
+from ..core import metric_catalogue as catalogue
+from ..core.metric_catalogue import Metric
 from ..core.metrics import ImageMetrics
 from . import colormaps
 
-#: Shown fields: (ImageMetrics attribute, label, tooltip).
-FIELDS = (
-    ("soft_dice", "Soft Dice", "2·Σ(p·y) / (Σp² + Σy²), all classes, model resolution: main.py's number"),
-    ("soft_iou", "Soft IoU", "Soft Dice / (2 − soft Dice), as main.py reported it"),
-    ("foreground_dice", "Dice", "Hard Dice of the argmax at ROI resolution, every class ≥ 1 as foreground"),
-    ("foreground_iou", "IoU", "Hard IoU (Jaccard) of the argmax at ROI resolution, foreground"),
-    ("precision", "Precision", "TP / (TP + FP), foreground, at ROI resolution"),
-    ("recall", "Recall", "TP / (TP + FN), foreground, at ROI resolution"),
-)
-
-#: Histogram bins over [0, 1].
+#: Histogram bins over the metric's range.
 BINS = 20
 
 
-def _format(value: float) -> str:
-    return "–" if math.isnan(value) else f"{value:.4f}"
-
-
 class MetricsPanel(QWidget):
-    """Per-image numbers (`show_metrics`) and the dataset's soft Dice histogram (`set_dataset_dice`)."""
+    """Per-image numbers (`show_metrics`) and the histogram of the dataset's ranking metric
+    (`set_dataset_values`)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -42,19 +32,21 @@ class MetricsPanel(QWidget):
         self._pairs: list[tuple[QLabel, QLabel]] = []
         self._columns = 0
         self.value_labels: dict[str, QLabel] = {}
-        for name, text, tooltip in FIELDS:
-            caption = QLabel(text)
+        self.fields = catalogue.metrics()  # every per-image metric (per-class ones go on their own line)
+        for metric in self.fields:
+            caption = QLabel(metric.title)
             value = QLabel("–")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             value.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             for label in (caption, value):
-                label.setToolTip(tooltip)
+                label.setToolTip(f"{metric.label}: {metric.description}")
             self._pairs.append((caption, value))
-            self.value_labels[name] = value
+            self.value_labels[metric.name] = value
         self._reflow(2)
         self.per_class = QLabel("")
         self.per_class.setWordWrap(True)
-        self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution")
+        self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution (1 where the class is in "
+                                  "neither mask)")
         self.note = QLabel("")  # why the numbers shown do not answer for the image now
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color: #e6b450;")
@@ -64,13 +56,10 @@ class MetricsPanel(QWidget):
         self.plot.setMinimumHeight(120)
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(x=False, y=False)
-        self.plot.setLabel("bottom", "soft Dice")
         self.plot.setLabel("left", "images")
-        self.plot.setXRange(0.0, 1.0, padding=0.02)
         self.bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush=pg.mkBrush(*colormaps.SKY_BLUE))
         self.plot.addItem(self.bars)
         self.current_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(colormaps.ORANGE, width=2))
-        self.current_line.setToolTip("This image's soft Dice")
         self.current_line.hide()
         self.plot.addItem(self.current_line)
 
@@ -80,7 +69,8 @@ class MetricsPanel(QWidget):
         layout.addLayout(grid)
         layout.addWidget(self.per_class)
         layout.addWidget(self.plot, 1)
-        self.set_dataset_dice([])
+        self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
+        self.set_dataset_values(self.ranking, [])
 
     def _pair_width(self) -> int:
         metrics = self.fontMetrics()
@@ -102,22 +92,6 @@ class MetricsPanel(QWidget):
         super().resizeEvent(event)
         self._reflow(2 if self.width() >= 2 * self._pair_width() + 16 else 1)
 
-    def show_metrics(self, metrics: ImageMetrics | None, class_names: Sequence[str] = ()) -> None:
-        """This image's metrics; None (no result, or no ground-truth mask) shows dashes."""
-        for name, label in self.value_labels.items():
-            label.setText("–" if metrics is None else _format(getattr(metrics, name)))
-        if metrics is None:
-            self.per_class.setText("")
-            self.current_line.hide()
-            return
-        names = [class_names[i] if i < len(class_names) else f"class {i}" for i in range(len(metrics.dice))]
-        self.per_class.setText(
-            "  ".join(f"{n}: Dice {_format(d)}, IoU {_format(j)}"
-                      for n, d, j in zip(names, metrics.dice, metrics.iou))
-        )
-        self.current_line.setPos(metrics.soft_dice)
-        self.current_line.setVisible(not math.isnan(metrics.soft_dice))
-
     def set_note(self, note: str) -> None:
         """Mark the numbers stale with `note` (greyed, the note above them); "" shows them as current."""
         self.note.setText(note)
@@ -125,14 +99,47 @@ class MetricsPanel(QWidget):
         for label in (*self.value_labels.values(), self.per_class):
             label.setEnabled(not note)
 
-    def set_dataset_dice(self, values: Sequence[float]) -> None:
-        """Per-image soft Dice of the dataset (NaN = an image without a mask, left out)."""
-        finite = np.asarray([v for v in values if not math.isnan(v)], np.float64)
-        counts, edges = np.histogram(np.clip(finite, 0.0, 1.0), bins=BINS, range=(0.0, 1.0))
+    def show_metrics(self, metrics: ImageMetrics | None, class_names: Sequence[str] = ()) -> None:
+        """This image's metrics ("n/a" where one does not apply); None (no result, or no ground-truth mask)
+        shows dashes. The histogram marks the image's value of its metric."""
+        for metric in self.fields:
+            self.value_labels[metric.name].setText("–" if metrics is None else metric.text(metric.of(metrics)))
+        current = self.ranking.of(metrics)
+        self.current_line.setVisible(current is not None)
+        if current is not None:
+            self.current_line.setPos(current)
+        if metrics is None:
+            self.per_class.setText("")
+            return
+        families = catalogue.per_class()
+
+        def scores(index: int) -> str:
+            pairs = ((family.label, family.entry(index)) for family in families)
+            return ", ".join(f"{label} {entry.text(entry.of(metrics))}" for label, entry in pairs)
+
+        names = [class_names[i] if i < len(class_names) else f"class {i}" for i in range(len(metrics.dice))]
+        self.per_class.setText("  ".join(f"{name}: {scores(i)}" for i, name in enumerate(names)))
+
+    def set_dataset_values(self, metric: Metric, values: Sequence[float | None]) -> None:
+        """The histogram of `metric` over the dataset's images with masks (None = n/a for that image, counted
+        in the title, not binned)."""
+        self.ranking = metric
+        finite = np.asarray([v for v in values if v is not None and not math.isnan(v)], np.float64)
+        if metric.bounds is not None:
+            low, high = metric.bounds
+        else:  # the data's range
+            low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+            high = high if high > low else low + 1.0
+        counts, edges = np.histogram(np.clip(finite, low, high), bins=BINS, range=(low, high))
         self.bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
+        self.plot.setXRange(low, high, padding=0.02)
         self.plot.setYRange(0, max(1, int(counts.max(initial=0))), padding=0.05)
-        title = f"{finite.size} images, mean soft Dice {finite.mean():.4f}" if finite.size else "no Dice yet"
-        self.plot.setTitle(title)
+        self.plot.setLabel("bottom", metric.label)
+        self.current_line.setToolTip(f"This image's {metric.label}")
+        missing = len(values) - finite.size
+        title = f"{finite.size} images, mean {metric.title} {metric.text(float(finite.mean()))}" if finite.size \
+            else f"no {metric.title} yet"
+        self.plot.setTitle(title + (f", {missing} n/a" if missing else ""))
 
     def histogram(self) -> tuple[np.ndarray, np.ndarray]:
         """The bar heights (image counts) and bin edges the histogram draws."""

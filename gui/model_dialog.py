@@ -18,7 +18,6 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from PySide6.QtCore import QStandardPaths
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -46,7 +45,6 @@ from ..core.card_builder import (
     parse_classes,
     parse_number,
     parse_numbers,
-    pipeline_for_card,
     propose,
     write_project,
 )
@@ -251,22 +249,18 @@ class ModelDialog(QDialog):
         self.accept()
 
 
-def pipelines_folder() -> Path:
-    """Where pipelines made for cards outside a project are kept (per user)."""
-    return Path(QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)) / "pipelines"
-
-
 def model_pipeline(path: Path) -> Path | None:
-    """The pipeline that opens `path`: a `.pipeline` itself; a project folder's one pipeline; for a `.json`
+    """What the backend opens for `path`: a `.pipeline` itself; a project folder's pipeline; for a `.json`
     card (or an `.onnx`/`.om` with its card beside it) the project pipeline beside its models/ folder, else
-    one made for it (`pipeline_for_card`). None for a model without a card (one has to be built). A problem
-    is a SegScopeError naming the path."""
+    the card (a card runs the bare stream, `core.pipeline.card_pipeline`). None for a model without a card
+    (one has to be built). A problem is a SegScopeError naming the path."""
     path = Path(path)
     if path.is_dir():
-        found = sorted((path / "pipelines").glob("*.pipeline")) or sorted(path.glob("*.pipeline"))
+        found = (sorted((path / "pipelines").glob("*.pipeline")) or sorted(path.glob("*.pipeline"))
+                 or sorted((path / "models").glob("*.json")))
         if not found:
-            raise SegScopeError(f"{path}: no pipelines/*.pipeline here: open a project folder written by Build model "
-                                "card, or the model's .json card")
+            raise SegScopeError(f"{path}: no pipelines/*.pipeline or models/*.json card here: open a project folder "
+                                "written by Build model card, or the model's .json card")
         return found[0]
     if path.suffix == ".pipeline":
         return path
@@ -277,8 +271,7 @@ def model_pipeline(path: Path) -> Path | None:
         raise SegScopeError(f"{path}: no model card {card.name} beside it: open a .json card, an .onnx (a card can "
                             "be built for it), a project folder or a .pipeline")
     beside = card.parent.parent / "pipelines" / f"{card.stem}.pipeline"
-    return beside if card.parent.name == "models" and beside.is_file() else pipeline_for_card(card,
-                                                                                            pipelines_folder())
+    return beside if card.parent.name == "models" and beside.is_file() else card
 
 
 def build_card(window: Any, model: Path | None = None) -> None:

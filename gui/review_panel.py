@@ -11,7 +11,6 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QComboBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -24,11 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core import metric_catalogue as catalogue
 from ..core.errors import SegScopeError
-from ..core.metric_filter import FILTER_NAMES, METRICS, MetricFilter
+from ..core.metric_filter import MetricFilter
 from ..core.review import ERROR_NAMES, FN, FP, TN, TP, ErrorMap, ErrorRegion
 from . import colormaps
-from .compact import shrinkable
 
 #: Regions listed at most (a noisy prediction can have tens of thousands); the count says how many exist.
 MAX_LISTED = 1000
@@ -45,8 +44,8 @@ class FilterBar(QWidget):
         self.edit = QLineEdit()
         self.edit.setPlaceholderText("Filter, e.g. soft_dice < 0.9 and recall >= 0.5")
         self.edit.setClearButtonEnabled(True)
-        self.edit.setToolTip("Show only the images whose metrics match (images not run yet are hidden while a "
-                             f"filter is set). Metrics: {', '.join(FILTER_NAMES)}")
+        self.edit.setToolTip("Show only the images whose metrics match (images not run yet, or where a metric is "
+                             f"n/a, are hidden while a filter is set). Metrics: {', '.join(catalogue.names())}")
         self.edit.editingFinished.connect(self.apply)
         self.edit.textChanged.connect(lambda text: None if text else self.apply())  # the clear button filters at once
         self.error = QLabel("")
@@ -137,14 +136,9 @@ class ReviewPanel(QWidget):
         self.regions: list[ErrorRegion] = []
         self.errors: ErrorMap | None = None
 
-        self.metric_combo = shrinkable(QComboBox())
-        for name, label in METRICS.items():
-            self.metric_combo.addItem(label, name)
-        self.metric_combo.setToolTip("The metric that ranks images for the previous/next worst keys")
         self.prev_button, self.next_button = QToolButton(), QToolButton()
         steps = QHBoxLayout()
-        steps.addWidget(QLabel("Worst by"))
-        steps.addWidget(self.metric_combo, 1)
+        steps.addWidget(QLabel("Worst images (ranked as picked in the dataset panel)"), 1)
         steps.addWidget(self.prev_button)
         steps.addWidget(self.next_button)
 
@@ -192,10 +186,6 @@ class ReviewPanel(QWidget):
         layout.addWidget(self.regions_label)
         layout.addWidget(self.regions_table, 1)
         self.show_errors(None, "Run an image that has a ground-truth mask to review its errors")
-
-    def metric(self) -> str:  # type: ignore[override]  # (shadows QWidget.metric, which nothing here calls)
-        """The chosen ranking metric's `ImageMetrics` field name."""
-        return self.metric_combo.currentData()
 
     def set_computing(self, item_id: str) -> None:
         """Empty the tables while the error map of `item_id` is computed (nothing stale stays clickable)."""

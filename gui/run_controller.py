@@ -16,19 +16,20 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..core.backends.base import Backend, Capabilities, InferenceRequest
+from ..core.backends.base import Backend, Capabilities
 from ..core.backends.pool import UsageLog
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import CancelledError, SegScopeError
 from ..core.evaluate import ImageEvaluation, evaluate_dataset
 from ..core.roi import Roi
 from ..core.slides import SlideReader
+from ..core.stream_input import RegionSource, StreamInput
 from ..core.tiled_eval import TilePlan, evaluate_slide
 
 BackendFactory = Callable[[], Backend]
 NO_BACKEND = "No backend is open: choose one in Backend > Connection…"
 #: Per image id: its request made from its ROI (a region read of the slide the viewer has open).
-Sources = Mapping[str, Callable[[Roi], InferenceRequest]]
+Sources = Mapping[str, RegionSource]
 #: Per image id: its ground truth as read from its mask file, already in memory (the viewer's open mask).
 Masks = Mapping[str, np.ndarray]
 
@@ -69,11 +70,11 @@ class _Worker(QObject):
             return
         self.opened.emit(self.backend.capabilities)
 
-    @Slot(object, list, object, object, object)
+    @Slot(object, list, object, object, object, object)
     def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi], sources: Sources,
-            masks: Masks) -> None:
-        """Evaluate `items` on `rois` (`sources`, `masks`: see `RunController.run`); a failing image is
-        reported and the batch goes on with the next one."""
+            masks: Masks, stream: StreamInput | None) -> None:
+        """Evaluate `items` on `rois` (`sources`, `masks`, `stream`: see `RunController.run`); a failing image
+        is reported and the batch goes on with the next one."""
         done = failed = 0
         cancelled = False
         remaining = list(items)
@@ -86,7 +87,7 @@ class _Worker(QObject):
             yielded = 0
             try:
                 for evaluation in evaluate_dataset(self.backend, dataset, items=remaining, cancel=self.cancel_event,
-                                                   rois=rois, sources=sources, masks=masks):
+                                                   rois=rois, sources=sources, masks=masks, stream=stream):
                     yielded += 1
                     done += 1
                     self.evaluated.emit(evaluation)
@@ -165,7 +166,7 @@ class RunController(QObject):
     batchFinished = Signal(int, int, bool)  # done, failed, cancelled
 
     _open = Signal(object)
-    _run = Signal(object, list, object, object, object)
+    _run = Signal(object, list, object, object, object, object)
     _run_slide = Signal(object, object, object, object)
     _close = Signal()
 
@@ -201,11 +202,11 @@ class RunController(QObject):
         self._open.emit(factory)
 
     def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi] | None = None,
-            sources: Sources | None = None, masks: Masks | None = None) -> bool:
+            sources: Sources | None = None, masks: Masks | None = None, stream: StreamInput | None = None) -> bool:
         """Queue a batch on `rois` (a snapshot per image; the dataset's ROIs for the others); `sources` make
         some images' requests from an open slide instead of their file, `masks` score some on ground truth
-        already in memory instead of reading it (`evaluate_dataset`). False (and a message) when one is
-        already running."""
+        already in memory instead of reading it, `stream` is the stream's ROI rule (`evaluate_dataset`).
+        False (and a message) when one is already running."""
         if self.busy:
             self.message.emit("warning", "A run is in progress: wait for it or cancel it (Esc)", "")
             return False
@@ -215,7 +216,7 @@ class RunController(QObject):
         self._total, self._finished, self._started = len(items), 0, time.perf_counter()
         self._set_busy(True)
         self.progress.emit(0, self._total, float("nan"))
-        self._run.emit(dataset, list(items), dict(rois or {}), dict(sources or {}), dict(masks or {}))
+        self._run.emit(dataset, list(items), dict(rois or {}), dict(sources or {}), dict(masks or {}), stream)
         return True
 
     def run_slide(self, dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan,

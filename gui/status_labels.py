@@ -6,6 +6,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QStatusBar
 
+from ..core import metric_catalogue as catalogue
 from ..core.backends.base import Capabilities
 from ..core.evaluate import DatasetSummary
 from .compact import ElidedLabel
@@ -69,9 +70,7 @@ class StatusLabels:
     def show_means(self, summary: DatasetSummary) -> None:
         means = summary.means()
         images = int(means["images_with_masks"])
-        self.means_label.setText("" if not images else
-                                 f"mean soft Dice {means['soft_dice']:.4f} · Dice {means['foreground_dice']:.4f}"
-                                 f" · IoU {means['foreground_iou']:.4f} ({count(images, 'image')})")
+        self.means_label.setText("" if not images else f"mean {catalogue.brief(means)} ({count(images, 'image')})")
 
     def hover(self, text: str) -> None:
         """The slide's readout while the mouse is over it (cleared when it leaves, "")."""

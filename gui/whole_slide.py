@@ -17,6 +17,7 @@ from typing import Optional
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QDoubleSpinBox, QLabel, QStatusBar, QVBoxLayout, QWidget
 
+from ..core import metric_catalogue as catalogue
 from ..core.metrics import ImageMetrics, image_metrics
 from ..core.result import InferenceResult
 from ..core.roi import Roi
@@ -223,9 +224,7 @@ class WholeSlide(QObject):
     def _on_added(self, evaluation: TiledEvaluation, restored: bool) -> None:
         item, metrics = evaluation.item, evaluation.metrics
         if not restored:
-            scores = "" if metrics is None else (f": soft Dice {metrics.soft_dice:.4f}, Dice "
-                                                 f"{metrics.foreground_dice:.4f}, IoU {metrics.foreground_iou:.4f} "
-                                                 "over the slide")
+            scores = "" if metrics is None else f": {catalogue.brief(catalogue.row_values(metrics))} over the slide"
             text = (f"Whole slide of {item.id}: {count(evaluation.tiles, 'tile')} in {evaluation.seconds:.1f} s at "
                     f"output scale {evaluation.stitched.scale:.4g}{scores}")
             self.messages.add("info", text)

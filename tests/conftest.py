@@ -84,6 +84,16 @@ class TinyProject:
         path.write_text(json.dumps(data, indent=4), encoding="utf-8")
         return path
 
+    def plain_card(self, stem: str = "plain") -> str:
+        """models/<stem>.json: the tiny model's card without its AIPP config, the same math stated as its
+        preprocessing (for streams that hand the model float32 pixels, which a uint8 AIPP .om refuses); returns
+        the modelPath that names it."""
+        card = json.loads(self.card.read_text(encoding="utf-8"))
+        del card["aipp"]
+        card["input"].update(color="RGB", mean=127.5, std=127.5)
+        (self.root / "models" / f"{stem}.json").write_text(json.dumps(card), encoding="utf-8")
+        return f"models/{stem}.om"
+
     @staticmethod
     def network_input(bgr: np.ndarray) -> np.ndarray:
         """The shipped AIPP by hand: BGR -> RGB, (x - 127.5) * 0.007843137254902, 1 x 3 x H x W float32."""

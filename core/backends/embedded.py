@@ -1,9 +1,10 @@
 """The embedded backend: runs a MindX `.pipeline` on the CPU with OpenCV and ONNX Runtime.
 
-It emulates the stream element by element (core.emulation): opencv decode, ExternalObjects crop, opencv
-resizes, image normalisation, the model's AIPP, tensorinfer on the card's ONNX export, semantic
-segmentation post-processing — so a laptop without Ascend hardware gets the
-results the Ascend host would give (up to fp16 rounding).
+It emulates the stream element by element, in the stream's order (core.emulation): opencv decode, then the
+ExternalObjects crop, opencv resizes and image normalisations as the stream orders them (a normalisation
+before a resize is resized as float32; padding pads what is there at that point), the model's AIPP,
+tensorinfer on the card's ONNX export, semantic segmentation post-processing — so a laptop without Ascend
+hardware gets the results the Ascend host would give (up to fp16 rounding).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 import onnxruntime as ort
 
 from .. import dvpp, imaging
-from ..emulation import plan_stream, sized
+from ..emulation import Crop, Normalize, plan_stream, sized
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
 from ..model_card import ModelCard, load_model_card, postprocess
@@ -67,10 +68,12 @@ class EmbeddedStream:
         model_path = pipeline.model_path()
         card_path = model_path.with_suffix(".json")
         if not model_path.exists() and not card_path.exists():
-            raise SegScopeError(f"{pipeline.path}: modelPath {model_path} not found (nor its model card "
-                                f"{card_path.name}); relative paths start at {pipeline.project_root}")
+            raise SegScopeError(f"{pipeline.path}: no model card {card_path} for modelPath {model_path} (the "
+                                "embedded backend runs the ONNX export a card names; `segscope card MODEL.onnx` "
+                                f"writes one); relative paths start at {pipeline.project_root}")
         self.card = load_model_card(card_path)
-        self.resize_specs = sized(self.plan.resizes, self.card.input_size)
+        self.stages = sized(self.plan.stages, self.card.input_size)
+        self.resize_specs = tuple(s for s in self.stages if isinstance(s, imaging.ResizeSpec))
         aipp = self.card.aipp
         if self.plan.decoder.dvpp != bool(aipp and aipp.yuv_input):
             given = "NV12 (DVPP decode)" if self.plan.decoder.dvpp else "an opencv image"
@@ -78,12 +81,30 @@ class EmbeddedStream:
             raise SegScopeError(f"{pipeline.path}: the stream gives the model {given} but its card "
                                 f"{self.card.path.name} expects {wanted}: match the decoder's cvProcessor to "
                                 "the model's AIPP input_format")
+        if aipp is not None and self._gives_float():
+            raise SegScopeError(f"{pipeline.path}: the stream gives the model float32 pixels (the decoder's "
+                                "dataType or an mxpi_imagenormalize dataType FLOAT32) but the AIPP config of "
+                                f"{self.card.path.name} takes uint8 (RGB888_U8): MindX's tensorinfer would refuse "
+                                "the tensor; normalise in one place")
         last = self.resize_specs[-1] if self.resize_specs else None
         if last and last.resize_type in ("Resizer_Stretch", "Resizer_KeepAspectRatio_Fit") \
                 and (last.width, last.height) != self.card.input_size:
             raise SegScopeError(
                 f"{pipeline.path}: resize output {last.width}x{last.height} does not match the model input "
                 f"{self.card.input_size[0]}x{self.card.input_size[1]} ({self.card.path.name})")
+
+    def _gives_float(self) -> bool:
+        """Whether the image reaching the model is float32 (each normalisation converts, or keeps, the type)."""
+        float32 = self.plan.decoder.float32
+        for stage in self.stages:
+            if isinstance(stage, Normalize):
+                float32 = stage.data_type == "FLOAT32" or (stage.data_type == "auto" and float32)
+        return float32
+
+    @property
+    def crops(self) -> bool:
+        """Whether the stream crops SegScope's ROI (else it resizes the whole image it is sent, as MindX does)."""
+        return self.plan.crop is not None
 
     def decode(self, data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image:
         if self.plan.decoder.dvpp:  # DVPP decodes to YUV whatever the model's channels
@@ -114,32 +135,45 @@ class EmbeddedStream:
         """(width, height) of a decoded, cropped or resized image."""
         return image.size if isinstance(image, dvpp.Nv12) else (image.shape[1], image.shape[0])
 
-    def crop(self, image: Image, roi: Roi, source: str) -> tuple[Image, Roi]:
+    def crop(self, image: Image, roi: Roi, crop: Crop, source: str) -> tuple[Image, Roi]:
         """The crop plugin's box (widened by its expand ratios) and crop."""
-        if any(self.plan.expand):
-            roi = imaging.expand_box(roi, self.plan.expand, *self.size(image))
+        if any(crop.expand):
+            roi = imaging.expand_box(roi, crop.expand, *self.size(image))
         if isinstance(image, dvpp.Nv12):
             return dvpp.crop(image, roi, source)
         return imaging.crop(image, roi, source)
 
-    def resize(self, crop: Image) -> tuple[Image, imaging.ResizePlan]:
-        """The resize elements' output, one after the other, and where the crop lies in it."""
-        size = self.size(crop)
-        plans = []
-        for spec in self.resize_specs:
-            if isinstance(crop, dvpp.Nv12):  # Stretch only (core.emulation)
-                plans.append(imaging.plan_resize(*self.size(crop), spec))
-                crop = dvpp.resize(crop, (spec.width, spec.height), spec.interpolation)
+    def run_stages(self, image: Image, roi: Roi | None, source: str,
+                   timings: dict[str, float] | None = None) -> tuple[Image, bool, Roi, tuple[int, int],
+                                                                     imaging.ResizePlan]:
+        """The decoded image through the stream's elements in its order: (what reaches the model, whether it
+        is RGB, the box cropped in the image's pixels (all of it without a crop), the crop's size, and where
+        the crop lies in the model input). `roi` is the crop's box (None: the whole image); a stream without
+        a crop refuses one, as MindX would ignore it. Seconds per kind of stage are added to `timings`."""
+        width, height = self.size(image)
+        whole = Roi.whole(width, height)
+        if roi is not None and roi != whole and not self.crops:
+            raise SegScopeError(f"{self.pipeline.path}: the stream has no mxpi_imagecrop, so MindX ignores an ROI "
+                                f"and resizes the whole image; crop ROI {roi} before the stream (segscope eval "
+                                "--roi and the viewer do)")
+        rgb, box, crop_size, plans = self.rgb, whole, (width, height), []
+        for stage in self.stages:
+            clock = time.perf_counter()
+            if isinstance(stage, Crop):
+                image, box = self.crop(image, roi or whole, stage, source)
+                crop_size, kind = self.size(image), "crop"
+            elif isinstance(stage, Normalize):  # host images only (core.emulation)
+                image, rgb, kind = stage.apply(image, rgb), stage.output_rgb(rgb), "preprocess"  # type: ignore[arg-type]
+            elif isinstance(image, dvpp.Nv12):  # Stretch only (core.emulation)
+                plans.append(imaging.plan_resize(*self.size(image), stage))
+                image, kind = dvpp.resize(image, (stage.width, stage.height), stage.interpolation), "resize"
             else:
-                crop, plan = imaging.resize(crop, spec, self.rgb)
+                image, plan = imaging.resize(image, stage, rgb)
                 plans.append(plan)
-        return crop, imaging.chain_plans(plans, size)
-
-    def model_image(self, resized: Image) -> np.ndarray:
-        """What reaches the model's AIPP: YUV444 from NV12, or mxpi_imagenormalize's output, or the image."""
-        if isinstance(resized, dvpp.Nv12):
-            return resized.yuv444()
-        return resized if self.plan.normalize is None else self.plan.normalize.apply(resized, self.rgb)
+                kind = "resize"
+            if timings is not None:
+                timings[kind] = timings.get(kind, 0.0) + time.perf_counter() - clock
+        return image, rgb, box, crop_size, imaging.chain_plans(plans, crop_size)
 
     def segment(self, outputs: list[np.ndarray], crop_size: tuple[int, int], plan: imaging.ResizePlan,
                 argmax: np.ndarray) -> np.ndarray:
@@ -153,14 +187,49 @@ class EmbeddedStream:
         # Back onto the model-resolution grid SegScope reports (nearest), so it lines up with probabilities.
         return cv2.resize(classes, argmax.shape[::-1], interpolation=cv2.INTER_NEAREST)
 
-    def to_tensor(self, resized: np.ndarray, source: str = "<image>") -> np.ndarray:
-        """The resized crop -> the network input, by the card's AIPP config or its preprocessing."""
-        if resized.shape[1::-1] != self.card.input_size:
-            raise SegScopeError(f"the resized crop is {resized.shape[1]}x{resized.shape[0]} but the model takes "
+    def to_tensor(self, image: Image, rgb: bool, source: str = "<image>") -> np.ndarray:
+        """What reaches the model (`run_stages`) -> the network input, by the card's AIPP config (YUV444 from
+        DVPP's NV12) or its preprocessing."""
+        pixels = image.yuv444() if isinstance(image, dvpp.Nv12) else image
+        self.check_model_image(pixels, rgb)
+        return make_tensor(pixels, self.card.preprocess, self.card.aipp, rgb, source)
+
+    def check_model_image(self, pixels: np.ndarray, rgb: bool) -> None:
+        """What reaches the model has its input size, and the card's colour is what its AIPP gives."""
+        if pixels.shape[1::-1] != self.card.input_size:
+            raise SegScopeError(f"the resized crop is {pixels.shape[1]}x{pixels.shape[0]} but the model takes "
                                 f"{self.card.input_size[0]}x{self.card.input_size[1]}: use a padding resizeType")
         if self.card.aipp is not None:
-            check_aipp_color(self.card.preprocess, self.card.aipp, self.rgb, str(self.card.path))
-        return make_tensor(resized, self.card.preprocess, self.card.aipp, self.rgb, source)
+            check_aipp_color(self.card.preprocess, self.card.aipp, rgb, str(self.card.path))
+
+    def prepare(self, image: ImageSource, roi: Roi | None, max_pixels: int = DEFAULT_MAX_PIXELS) -> _Prepared:
+        """Read, decode, run the stream's elements up to the model and make the network input (`to_tensor`)."""
+        clock = time.perf_counter()
+        if isinstance(image, np.ndarray):
+            source = "<image array>"
+            decoded = self.decoded(image, source)
+        else:
+            source = str(image) if isinstance(image, Path) else "<image bytes>"
+            data = read_bytes(image) if isinstance(image, Path) else image
+            decoded = self.decode(data, source, max_pixels)
+        timings = {"decode": time.perf_counter() - clock, "crop": 0.0, "resize": 0.0, "preprocess": 0.0}
+        pixels, rgb, box, crop_size, plan = self.run_stages(decoded, roi, source, timings)
+        clock = time.perf_counter()
+        tensor = self.to_tensor(pixels, rgb, source)
+        timings["preprocess"] += time.perf_counter() - clock
+        return _Prepared(tensor, plan, box, self.size(decoded), crop_size, timings)
+
+    def finish(self, outputs: list[np.ndarray], prepared: _Prepared, timings: dict[str, float],
+               backend: str) -> InferenceResult:
+        """The model's outputs for one prepared image -> its result, post-processed back onto the crop;
+        `timings` (the stages so far) gains "postprocess"."""
+        clock = time.perf_counter()
+        probabilities, argmax, threshold = postprocess(outputs, self.card)
+        probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, prepared.plan))
+        argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, prepared.plan))
+        argmax = self.segment(outputs, prepared.crop_size, prepared.plan, argmax)
+        timings["postprocess"] = time.perf_counter() - clock
+        return InferenceResult(probabilities, argmax, prepared.box, prepared.image_size, timings, backend, threshold)
 
 
 @dataclass(frozen=True)
@@ -213,32 +282,8 @@ class EmbeddedBackend(Backend):
                           "segscope-prepare")
 
     def prepare(self, image: ImageSource, roi: Roi | None = None) -> _Prepared:
-        """Read, decode, crop, resize and make the network input: everything before the model."""
-        timings: dict[str, float] = {}
-        clock = time.perf_counter()
-
-        def lap(stage: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            timings[stage] = now - clock
-            clock = now
-
-        if isinstance(image, np.ndarray):
-            source = "<image array>"
-            decoded = self.stream.decoded(image, source)
-        else:
-            source = str(image) if isinstance(image, Path) else "<image bytes>"
-            data = read_bytes(image) if isinstance(image, Path) else image
-            decoded = self.stream.decode(data, source, self.max_pixels)
-        lap("decode")
-        width, height = self.stream.size(decoded)
-        crop, box = self.stream.crop(decoded, roi or Roi.whole(width, height), source)
-        lap("crop")
-        resized, plan = self.stream.resize(crop)
-        lap("resize")
-        tensor = self.stream.to_tensor(self.stream.model_image(resized), source)
-        lap("preprocess")
-        return _Prepared(tensor, plan, box, (width, height), self.stream.size(crop), timings)
+        """Read, decode, run the stream's elements up to the model and make the network input."""
+        return self.stream.prepare(image, roi, self.max_pixels)
 
     def run(self, prepared: _Prepared, session: ModelSession | None = None) -> InferenceResult:
         """The model (this backend's session, or `session` in its place) and the post-processing of one
@@ -248,14 +293,8 @@ class EmbeddedBackend(Backend):
         timings = dict(prepared.timings)
         start = time.perf_counter()
         outputs = (session or self.session).run(None, {self.stream.card.input_name: prepared.tensor})
-        clock = time.perf_counter()
-        timings["infer"] = clock - start
-        probabilities, argmax = postprocess(outputs, self.stream.card)
-        probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, prepared.plan))
-        argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, prepared.plan))
-        argmax = self.stream.segment(outputs, prepared.crop_size, prepared.plan, argmax)
-        timings["postprocess"] = time.perf_counter() - clock
-        return InferenceResult(probabilities, argmax, prepared.box, prepared.image_size, timings, "embedded")
+        timings["infer"] = time.perf_counter() - start
+        return self.stream.finish(outputs, prepared, timings, "embedded")
 
     def close(self) -> None:
         self.session = None

@@ -41,7 +41,7 @@ import numpy as np
 
 from .. import imaging
 from ..compat import TIMEOUTS
-from ..emulation import drive_problem, expand_ratios, resize_specs, sized
+from ..emulation import Crop, drive_problem, resize_specs, sized, stream_crop
 from ..errors import BackendError, CancelledError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess
@@ -293,10 +293,12 @@ class MindXBackend(Backend):
         try:
             self._resizes: tuple[imaging.ResizeSpec, ...] | None = \
                 sized(resize_specs(self.pipeline), self.card.input_size)
-            self._expand = expand_ratios(self.pipeline)
+            crop = stream_crop(self.pipeline)
         except SegScopeError:
             self._resizes = None  # a resize or crop SegScope cannot place: outputs are returned uncropped
-            self._expand = (0.0, 0.0, 0.0, 0.0)
+            crop = next((Crop(e.name) for e in stream.driven_path if e.factory == "mxpi_imagecrop"), None)
+        #: The stream's crop of the ROI box (None: the SDK resizes the whole image and ignores the box).
+        self._crop = crop
         self.transport = "protobuf" if transport == "auto" else transport
         self.in_flight = in_flight
         self.timeout_s = timeout_s
@@ -389,6 +391,10 @@ class MindXBackend(Backend):
             decoded = decode_image(data, source, max_pixels=self.max_pixels)
             size = (decoded.shape[1], decoded.shape[0])
         roi = request.roi or Roi.whole(*size)
+        if self._crop is None and roi != Roi.whole(*size):
+            raise BackendError(f"{self.pipeline.path}: the stream has no mxpi_imagecrop, so MindX ignores an ROI and "
+                               f"resizes the whole image; crop ROI {roi} before the stream (segscope eval --roi "
+                               "and the viewer do)")
         api = self.sdk.api
         item = api.MxDataInput()
         item.data = data
@@ -411,7 +417,7 @@ class MindXBackend(Backend):
             self._dealer.done(stream.decode(), start, ok=False)
             raise
         # The crop plugin widens the box by its expand ratios and clips x1/y1.
-        crop = imaging.crop_box(roi, self._expand, *size)
+        crop = imaging.crop_box(roi, self._crop.expand, *size) if self._crop else roi
         return _Pending(ticket, roi, crop, size, source, {"upload": time.perf_counter() - start}, request.placement,
                         stream, start)
 
@@ -445,13 +451,14 @@ class MindXBackend(Backend):
         if len(tensors) != len(self.card.outputs):
             raise BackendError(f"{self.card.path}: lists {len(self.card.outputs)} outputs but {self._key} "
                                f"returned {len(tensors)}: fix the card's 'outputs'")
-        probabilities, argmax = postprocess(tensors, self.card)
+        probabilities, argmax, threshold = postprocess(tensors, self.card)
         if self._resizes is not None:
             plan = imaging.plan_chain(pending.box.width, pending.box.height, self._resizes)
             probabilities = np.ascontiguousarray(imaging.uncrop_content(probabilities, plan))
             argmax = np.ascontiguousarray(imaging.uncrop_content(argmax, plan))
         pending.timings["postprocess"] = time.perf_counter() - start
-        result = InferenceResult(probabilities, argmax, pending.box, pending.image_size, pending.timings, "mindx")
+        result = InferenceResult(probabilities, argmax, pending.box, pending.image_size, pending.timings, "mindx",
+                                 threshold)
         return pending.placement.place(result) if pending.placement else result
 
     def _drain(self, pending: list[_Pending]) -> None:

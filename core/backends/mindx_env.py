@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import BackendError
+from ..errors import ApiUnavailable
 
 SDK_HOME_VARIABLE = "MX_SDK_HOME"
-_SETUP_HINT = ("install mxVision and run `source /usr/local/Ascend/ascend-toolkit/set_env.sh && "
-               "source $MX_SDK_HOME/set_env.sh` before starting segscope, "
-               "or pass the SDK folder (--sdk-home)")
+SETUP_HINT = ("install mxVision and run `source /usr/local/Ascend/ascend-toolkit/set_env.sh && "
+              "source $MX_SDK_HOME/set_env.sh` before starting segscope, "
+              "or pass the SDK folder (--sdk-home)")
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class MindXSdk:
     version: str
 
 
-def _sdk_version(home: Path | None) -> str:
+def sdk_version(home: Path | None) -> str:
     """The first line of `$MX_SDK_HOME/version.info`, as the SDK installer writes it, or 'unknown'."""
     if home is None:
         return "unknown"
@@ -60,12 +60,12 @@ def _import_from(home: Path | None) -> MindXSdk:
         api = importlib.import_module("StreamManagerApi")
         proto = importlib.import_module("MxpiDataType_pb2")
     except ImportError as exc:
-        raise BackendError(
+        raise ApiUnavailable(
             f"MindX SDK in {where}: cannot import its Python modules ({exc}); its libraries are not loadable "
             f"from this process: run `source {home or '$MX_SDK_HOME'}/set_env.sh` (after the ascend-toolkit "
             f"set_env.sh) in the shell that starts segscope"
         ) from None
-    return MindXSdk(api, proto, home, _sdk_version(home))
+    return MindXSdk(api, proto, home, sdk_version(home))
 
 
 def import_sdk(sdk_home: Path | None = None) -> MindXSdk:
@@ -74,19 +74,21 @@ def import_sdk(sdk_home: Path | None = None) -> MindXSdk:
         api = sys.modules["StreamManagerApi"]
         api_file = getattr(api, "__file__", None)
         home = Path(api_file).resolve().parent.parent if api_file else None
-        return MindXSdk(api, sys.modules["MxpiDataType_pb2"], home, _sdk_version(home))
-    found, home, tried = _locate(sdk_home)
+        return MindXSdk(api, sys.modules["MxpiDataType_pb2"], home, sdk_version(home))
+    found, home, tried = locate(sdk_home)
     if found:
         return _import_from(home)
-    raise BackendError(_not_found(tried))
+    raise ApiUnavailable(_not_found(tried))
 
 
 def _not_found(tried: list[str]) -> str:
-    return f"MindX SDK not found: tried {'; '.join(tried)}: {_SETUP_HINT}"
+    return f"MindX SDK not found: tried {'; '.join(tried)}: {SETUP_HINT}"
 
 
-def _locate(sdk_home: Path | None) -> tuple[bool, Path | None, list[str]]:
-    """(found, its folder or None for PYTHONPATH, the places tried) without importing anything."""
+def locate(sdk_home: Path | None, module: str = "StreamManagerApi",
+           file: str = "StreamManagerApi.py") -> tuple[bool, Path | None, list[str]]:
+    """Where the SDK's Python `module` (`file` under `$MX_SDK_HOME/python`) is: (found, the SDK folder or None for
+    PYTHONPATH, the places tried), without importing anything."""
     tried: list[str] = []
     candidates: list[tuple[str, Path]] = []
     if sdk_home is not None:
@@ -97,12 +99,12 @@ def _locate(sdk_home: Path | None) -> tuple[bool, Path | None, list[str]]:
     else:
         tried.append(f"${SDK_HOME_VARIABLE} (not set)")
     for label, home in candidates:
-        if (home / "python" / "StreamManagerApi.py").is_file():
+        if (home / "python" / file).is_file():
             return True, home, tried
-        tried.append(f"{label}={home} (no python/StreamManagerApi.py there)")
-    if importlib.util.find_spec("StreamManagerApi") is not None:
+        tried.append(f"{label}={home} (no python/{file} there)")
+    if importlib.util.find_spec(module) is not None:
         return True, None, tried
-    tried.append("PYTHONPATH (no StreamManagerApi module)")
+    tried.append(f"PYTHONPATH (no {module} module)")
     return False, None, tried
 
 
@@ -110,5 +112,5 @@ def sdk_problem(sdk_home: Path | None = None) -> str:
     """"" when the SDK's Python API can be found (nothing is imported), else why not, as `import_sdk` says."""
     if "StreamManagerApi" in sys.modules:
         return ""
-    found, _home, tried = _locate(sdk_home)
+    found, _home, tried = locate(sdk_home)
     return "" if found else _not_found(tried)

@@ -1,8 +1,9 @@
 """Several devices of one host behind one backend: `--devices 0,1,...`.
 
-`DevicePool` wraps one opened backend per device. `infer_many` deals each image to the first free device
-(the shared `base.read_ahead` keeps one image in flight per device) and gives the results in request order;
-it counts, per device, the images run and the time spent on them, for the throughput/utilisation report.
+`DevicePool` wraps one opened backend per device (`device_pool` opens them). `infer_many` deals each image to
+the first free device (the shared `base.read_ahead` keeps one image in flight per device) and gives the results
+in request order; it counts, per device, the images run and the time spent on them, for the throughput and
+utilisation report. Which backend each kind opens per device is the registry's (`core.backends.BACKENDS`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -144,25 +145,27 @@ class DevicePool(Backend):
             raise errors[0]
 
 
-def open_pool(kind: str, pipeline: Path, devices: Sequence[int], max_pixels: int = DEFAULT_MAX_PIXELS,
-              sdk_home: Path | None = None) -> Backend:
-    """One stream per device. MindX: one stream per chip in this process (`mindx_devices`); embedded (and
-    "auto", which is embedded here): one ONNX Runtime session per id, the cores split between them."""
-    if kind == "mindx":
-        from .mindx import MindXBackend
+def device_pool(open_one: Callable[[int], Backend], devices: Sequence[int], label: str) -> DevicePool:
+    """`open_one(device)` for each device behind one `DevicePool` ("<label> <id>" each); the ones opened are
+    closed again when one fails."""
+    backends: list[Backend] = []
+    try:
+        for device in devices:
+            backends.append(open_one(device))
+    except BaseException:
+        for backend in backends:
+            backend.close()
+        raise
+    return DevicePool(backends, [f"{label} {device}" for device in devices])
 
-        return MindXBackend(pipeline, sdk_home, max_pixels=max_pixels, devices=devices)
+
+def embedded_sessions(pipeline: Path, devices: Sequence[int], max_pixels: int = DEFAULT_MAX_PIXELS,
+                      sdk_home: Path | None = None) -> Backend:
+    """One ONNX Runtime session per id, the cores split between them (`--devices` on the embedded backend)."""
     from ..pipeline import load_pipeline
     from .embedded import EmbeddedBackend
 
     loaded = load_pipeline(pipeline)
     threads = max(1, (os.cpu_count() or 1) // len(devices))
-    backends: list[Backend] = []
-    try:
-        for _ in devices:
-            backends.append(EmbeddedBackend(loaded, threads=threads, max_pixels=max_pixels))
-    except BaseException:
-        for backend in backends:
-            backend.close()
-        raise
-    return DevicePool(backends, [f"session {device}" for device in devices])
+    return device_pool(lambda _device: EmbeddedBackend(loaded, threads=threads, max_pixels=max_pixels), devices,
+                       "session")

@@ -258,13 +258,14 @@ class RemoteBackend(Backend):
             width, height = (int(v) for v in meta["image_size"])
             timings = {k: float(v) for k, v in meta["timings"].items() if k in STAGES}
             worker_seconds = float(meta["worker_seconds"])
+            threshold = None if meta.get("threshold") is None else float(meta["threshold"])
         except (KeyError, TypeError, ValueError, AttributeError):
             raise protocol.ProtocolError(f"{self.connection.label}: RESULT metadata is malformed") from None
         timings["upload"] = upload_seconds
         # Everything after the upload not spent in the worker: the answer's transfer and decoding here.
         timings["download"] = max(0.0, waited - worker_seconds)
         return InferenceResult(probabilities, argmax, roi, (width, height), timings,
-                               f"remote:{meta.get('backend', '')}")
+                               f"remote:{meta.get('backend', '')}", threshold)
 
     def cancel(self) -> None:
         self._cancel.set()

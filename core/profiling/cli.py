@@ -1,6 +1,7 @@
 """`segscope profile` (operator profile, Ascend imports) and `segscope drift` (msit compare triage).
 
     segscope profile --pipeline P --dataset D [--images N] [--json]   this CPU, ONNX Runtime's profiler
+    segscope profile --model CARD --backend ais-bench --dataset D     the .om's NPU time per inference
     segscope profile --import op_summary_0_1.csv [--import ...]       msprof / ais_bench / trace files
     segscope drift result_20240101.csv [--cosine 0.99] [--json]        the first operator that drifts
 """
@@ -13,9 +14,10 @@ import math
 from pathlib import Path
 from typing import TextIO
 
+from ..backends import BACKEND_KINDS
 from ..errors import SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
-from ..pipeline import DEFAULT_PIPELINE
+from ..run_source import add_source_options, chosen_source
 from .drift import DriftReport, DriftRow, Thresholds, load_drift_csv
 from .insight import matched_ops, where_to_look
 from .model import Profile
@@ -104,9 +106,13 @@ def run_profile(args: argparse.Namespace, out: TextIO) -> int:
                             "to read an msprof / ais_bench profile")
     profiles = []
     if args.dataset is not None:
-        from .run import profile_pipeline
+        from .run import profile_backend, profile_pipeline
 
-        profiles.append(profile_pipeline(args.pipeline, args.dataset, args.images, max_pixels=args.max_pixels))
+        source = chosen_source(args)
+        profiles.append(profile_pipeline(source, args.dataset, args.images, max_pixels=args.max_pixels)
+                        if args.backend == "embedded" else
+                        profile_backend(args.backend, source, args.dataset, args.images, args.sdk_home,
+                                        max_pixels=args.max_pixels))
     profiles.extend(import_profile(path) for path in args.imports)
     if args.json:
         if len(profiles) > 1:
@@ -165,8 +171,11 @@ def run_drift(args: argparse.Namespace, out: TextIO) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     """Add `profile` and `drift` to the `segscope` command."""
     prof = commands.add_parser("profile", help="operator profile: this CPU (ONNX Runtime) or imported Ascend files")
-    prof.add_argument("--pipeline", type=Path, default=DEFAULT_PIPELINE,
-                      help="MindX .pipeline whose model card names the ONNX model (default: the shipped one)")
+    add_source_options(prof, "MindX .pipeline whose model card names the model (default: the shipped one)")
+    prof.add_argument("--backend", choices=BACKEND_KINDS, default="embedded",
+                      help="embedded (default): per-operator times of the ONNX model on this CPU; another backend: "
+                           "the model's time per inference there (ais-bench: the NPU's own time)")
+    prof.add_argument("--sdk-home", type=Path, help="MindX SDK folder (default: $MX_SDK_HOME)")
     prof.add_argument("--dataset", type=Path, help="images to profile with (their stored ROIs)")
     prof.add_argument("--images", type=int, default=4, help="images to run, after one warm-up run (default 4)")
     prof.add_argument("--import", dest="imports", type=Path, action="append", default=[], metavar="FILE",

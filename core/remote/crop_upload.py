@@ -5,8 +5,9 @@ crop plugin's expand ratios (mxpi_imagecrop, dataSource ExternalObjects). For an
 exact everywhere (PNG is lossless; libpng gives the same pixels on every host), so the client decodes here,
 crops the very box the plugin would, and sends that box as a lossless PNG with the whole crop as its ROI:
 the host's decode of the crop gives the pixels its decode of the file would have, and the model sees the
-same input. Anything else (JPEG, whose decoders differ between libjpeg builds; 16-bit PNG; a DVPP decoder;
-a stream with no crop, or with another element before it) travels as the file itself. `encode_png` is also
+same input (a normalisation before the crop works per pixel, so it commutes with the crop). Anything else
+(JPEG, whose decoders differ between libjpeg builds; 16-bit PNG; a DVPP or float32 decoder; a stream with no
+crop, before which `core.stream_input` crops an ROI already) travels as the file itself. `encode_png` is also
 how already-decoded pixels (a slide region read) travel to a stream.
 """
 
@@ -19,14 +20,13 @@ import cv2
 import numpy as np
 
 from .. import imaging
-from ..emulation import PASS_THROUGH, NotEmulated, plan_stream
+from ..emulation import NotEmulated, plan_stream
 from ..errors import SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image
-from ..model_card import load_model_card
 from ..pipeline import load_pipeline
-from ..preprocess import decode_flag
 from ..result import Placement
 from ..roi import Roi
+from ..stream_input import StreamInput
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: zlib level of the crop's PNG: 1 is several times faster to write than the default and still lossless.
@@ -60,16 +60,13 @@ class CropUpload:
     @classmethod
     def for_pipeline(cls, pipeline: Path, max_pixels: int | None) -> CropUpload | None:
         try:
-            loaded = load_pipeline(pipeline)
-            plan = plan_stream(loaded)
-            card = load_model_card(loaded.model_path().with_suffix(".json"))
+            stream = StreamInput.of(pipeline)
+            decoder = plan_stream(load_pipeline(pipeline)).decoder
         except (NotEmulated, SegScopeError):
             return None  # the host may still run it (MindX); the file travels as it is
-        factories = [e.factory for e in loaded.stream.driven_path if e.factory not in PASS_THROUGH]
-        if factories[:2] != ["mxpi_imagedecoder", "mxpi_imagecrop"] or plan.decoder.dvpp \
-                or plan.decoder.float32 or decode_flag(card.preprocess) != cv2.IMREAD_COLOR:
+        if stream.crop is None or not stream.region_reads or decoder.float32:
             return None
-        return cls(plan.expand, max_pixels or DEFAULT_MAX_PIXELS)
+        return cls(stream.expand, max_pixels or DEFAULT_MAX_PIXELS)
 
     def crop(self, data: bytes, roi: Roi | None, source: str) -> Crop | None:
         """The crop to send for `roi`, or None when the file itself should travel (not an 8-bit PNG, no ROI,

@@ -115,6 +115,7 @@ class Worker:
             self.send(p.MsgType.RESULT, {
                 "id": request_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
                 "timings": timings, "backend": result.backend, "worker_seconds": time.perf_counter() - started,
+                "threshold": result.threshold,
                 **array_meta,
             }, blobs)
         except CancelledError:

@@ -59,7 +59,15 @@ class SlideReader(abc.ABC):
     def read_region(self, level: int, x: int, y: int, width: int, height: int) -> np.ndarray:
         """BGR uint8 pixels of the box (x, y, width, height) of `level`, in that level's pixels."""
         self.check_region(level, x, y, width, height)
-        region = self._read(level, x, y, width, height)
+        try:
+            region = self._read(level, x, y, width, height)
+        except SegScopeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - each decoder library fails on a damaged file in its own way
+            lv = self.levels[level]
+            raise SegScopeError(f"{self.path}: cannot read the region x={x} y={y} {width}x{height} of the "
+                                f"{lv.width}x{lv.height} slide ({type(exc).__name__}: {exc}): is the file "
+                                "damaged?") from None
         assert region.shape == (height, width, 3) and region.dtype == np.uint8, (self.kind, region.shape)
         return region
 

@@ -16,9 +16,10 @@ def no_sdk(monkeypatch, tmp_path):
 
 
 def test_kinds_and_the_cli_default():
-    assert BACKEND_KINDS == ("auto", "embedded", "mindx")
+    assert BACKEND_KINDS == ("auto", "embedded", "mindx", "mindx-model", "ais-bench")
     assert DEFAULT_PROBABILITIES == "float32"
-    with pytest.raises(SegScopeError, match=r"unknown backend 'gpu'; choose from auto, embedded, mindx"):
+    with pytest.raises(SegScopeError, match=r"unknown backend 'gpu'; choose from auto, embedded, mindx, "
+                                            r"mindx-model, ais-bench"):
         open_backend("gpu", __file__)  # type: ignore[arg-type]
 
 
@@ -32,12 +33,16 @@ def test_the_worker_falls_back_to_embedded_without_the_sdk(no_sdk, tiny_model_pr
     backend, note = server.open_backend("auto", tiny_model_project.pipeline, None)
     with backend:
         assert isinstance(backend, EmbeddedBackend)
-    assert note.startswith("MindX SDK not usable here: ")
+        assert "auto" not in backend.capabilities.details  # no Ascend API here: embedded, as auto always meant
+    # every Ascend API auto looks for, in the order it looks, each with why it is not usable here
+    parts = note.split(" | ")
+    assert [part.split(" not usable here: ")[0] for part in parts] == ["MindX SDK", "MindX Model API", "ais_bench"]
+    assert "MX_SDK_HOME" in parts[0] and "mindx.sdk" in parts[1] and "ais_bench" in parts[2]
     backend, note = server.open_backend("embedded", tiny_model_project.pipeline, 10_000_000)
     backend.close()
     assert note == "embedded backend requested"
 
 
-def test_locally_auto_is_embedded(no_sdk, tiny_model_project):
+def test_locally_auto_is_embedded_without_an_ascend_api(no_sdk, tiny_model_project):
     with open_backend("auto", tiny_model_project.pipeline) as backend:
         assert isinstance(backend, EmbeddedBackend)

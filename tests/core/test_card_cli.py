@@ -188,6 +188,7 @@ def test_a_card_without_preprocessing_warns_once_on_stderr(tmp_path, small_datas
     assert done.returncode == 0, done.stderr
     warnings = [line for line in done.stderr.splitlines() if "no preprocessing" in line]
     assert len(warnings) == 1 and warnings[0].startswith("segscope: warning: ") and "byo.json" in warnings[0]
+    assert warnings[0].count("segscope: warning:") == 1  # one prefix, not two
     assert done.stdout.count("image: ") == 4
 
 

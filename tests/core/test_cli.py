@@ -128,6 +128,9 @@ def test_eval_json_with_roi(tiny_model_project, small_dataset):
     for key in ("soft_dice", "soft_iou", "foreground_dice", "foreground_iou"):
         expected = np.mean([getattr(m, key) for m in metrics.values()])
         assert summary[key] == pytest.approx(expected, rel=1e-12), key
+    # What ranks the images worst first, and what each number is.
+    assert document["ranking"]["name"] == "foreground_dice" and document["ranking"]["higher_is_better"] is True
+    assert {m["name"] for m in document["metrics"]} >= {"soft_dice", "foreground_dice", "dice_<i>"}
 
 
 def test_eval_export(tiny_model_project, small_dataset, tmp_path, capsys):

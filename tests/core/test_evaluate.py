@@ -70,9 +70,9 @@ def test_cancel(backend, small_dataset):
     assert seen == ["1"]
 
 
-def test_summary_without_masks_is_nan():
+def test_summary_without_masks_is_none():
     means = DatasetSummary().means()
-    assert means["images_with_masks"] == 0 and np.isnan(means["soft_dice"])
+    assert means["images_with_masks"] == 0 and means["soft_dice"] is None and means["foreground_dice"] is None
 
 
 @pytest.mark.parametrize("stray_inside_roi", [True, False])

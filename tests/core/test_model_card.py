@@ -104,7 +104,7 @@ def test_softmax_nhwc_with_argmax_output_used_as_given(tmp_path):
     card = card_with(tmp_path, [{"kind": "softmax", "layout": "NHWC"}, {"kind": "argmax"}])
     # An argmax output that disagrees with the probabilities at one pixel proves the output is used.
     given = np.array([[[1, 0, 1], [0, 0, 0]]], np.int32)
-    probabilities, argmax = postprocess([PROBS[None], given], card)
+    probabilities, argmax, _ = postprocess([PROBS[None], given], card)
     assert probabilities.dtype == np.float32 and probabilities.shape == (2, 3, 2)
     np.testing.assert_array_equal(probabilities, PROBS)
     assert argmax.dtype == np.uint8
@@ -113,7 +113,7 @@ def test_softmax_nhwc_with_argmax_output_used_as_given(tmp_path):
 
 def test_softmax_nchw_without_argmax(tmp_path):
     card = card_with(tmp_path, [{"kind": "softmax", "layout": "NCHW"}])
-    probabilities, argmax = postprocess([PROBS.transpose(2, 0, 1)[None]], card)
+    probabilities, argmax, _ = postprocess([PROBS.transpose(2, 0, 1)[None]], card)
     np.testing.assert_array_equal(probabilities, PROBS)
     np.testing.assert_array_equal(argmax, [[1, 0, 1], [0, 0, 1]])
 
@@ -121,7 +121,7 @@ def test_softmax_nchw_without_argmax(tmp_path):
 def test_argmax_output_listed_first(tmp_path):
     card = card_with(tmp_path, [{"kind": "argmax"}, {"kind": "softmax", "layout": "NHWC"}])
     given = np.array([[[0, 1, 1], [0, 1, 1]]], np.int64)
-    probabilities, argmax = postprocess([given, PROBS[None]], card)
+    probabilities, argmax, _ = postprocess([given, PROBS[None]], card)
     np.testing.assert_array_equal(probabilities, PROBS)
     np.testing.assert_array_equal(argmax, given[0])
 
@@ -131,7 +131,7 @@ def test_logits_get_a_softmax(tmp_path, layout):
     card = card_with(tmp_path, [{"kind": "logits", "layout": layout}], ["background", "scratch", "crack"])
     logits = np.array([[[0.0, 1.0, 3.0], [2.0, 2.0, -1.0]]], np.float32)  # 1 x 2 pixels x 3 classes, NHWC
     tensor = logits[None] if layout == "NHWC" else logits.transpose(2, 0, 1)[None]
-    probabilities, argmax = postprocess([tensor], card)
+    probabilities, argmax, _ = postprocess([tensor], card)
     e = np.exp([0.0, 1.0, 3.0])
     np.testing.assert_allclose(probabilities[0, 0], e / e.sum(), rtol=1e-6)
     t = np.exp(-3.0)  # [2, 2, -1]: e^2 / (2e^2 + e^-1) = 1 / (2 + e^-3)
@@ -145,7 +145,7 @@ def test_sigmoid_one_channel(tmp_path, shape):
     layout = "NCHW" if shape == "N1HW" else "NHWC"
     card = card_with(tmp_path, [{"kind": "sigmoid", "layout": layout}])
     tensor = {"N1HW": P1[None, None], "NHW1": P1[None, ..., None], "NHW": P1[None]}[shape]
-    probabilities, argmax = postprocess([tensor], card)
+    probabilities, argmax, _ = postprocess([tensor], card)
     np.testing.assert_allclose(probabilities, PROBS, rtol=1e-6)
     np.testing.assert_array_equal(argmax, [[1, 0, 1], [0, 0, 1]])
 

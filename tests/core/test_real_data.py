@@ -45,11 +45,14 @@ def test_evaluate_real_datasets(shared_data, backend, name, count, empty_id):
             margin = cv2.resize(result.probabilities[..., 1] - result.probabilities[..., 0], (width, height),
                                 interpolation=cv2.INTER_LINEAR)
             false_alarms = int((margin > 0).sum())
-            # Nothing to find: recall is 1 by convention; precision and Dice are 0 with any false alarm.
+            # Nothing to find: recall is 1 by convention; precision and Dice are 0 with any false alarm, and
+            # the foreground Dice is n/a without one (no foreground in either mask).
             assert metrics.recall == 1.0
             assert metrics.precision == (0.0 if false_alarms else 1.0)
-            assert metrics.foreground_dice == (0.0 if false_alarms else 1.0)
-            assert metrics.dice[1] == metrics.foreground_dice
+            if false_alarms:
+                assert metrics.foreground_dice == 0.0 == metrics.dice[1]
+            else:
+                assert np.isnan(metrics.foreground_dice) and metrics.dice[1] == 1.0
             # Soft Dice against an all-background one-hot: 2·Σp0 / (Σp0² + Σp1² + N).
             p = result.probabilities.astype(np.float64)
             expected = 2 * p[..., 0].sum() / ((p**2).sum() + p[..., 0].size + 1e-6)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from segscope.core import metric_catalogue as catalogue
 from segscope.core.errors import SegScopeError
 from segscope.core.metrics import image_metrics
 from segscope.core.result import InferenceResult
@@ -65,9 +66,10 @@ def test_result_error_map_matches_the_hard_metrics() -> None:
 
 def test_worst_first_and_stepping() -> None:
     dice = {"a": 0.9, "b": 0.2, "c": None, "d": 0.5, "e": math.nan}
-    order = worst_first(dice)
+    order = worst_first(dice, catalogue.lookup("dice"))
     assert order == ["b", "d", "a", "c", "e"]
-    assert worst_first({"a": 3.0, "b": 9.0, "c": 1.0}, higher_is_better=False) == ["b", "a", "c"]
+    lower_is_better = catalogue.Metric("distance", "Distance", "", lambda m: m.soft_dice, higher_is_better=False)
+    assert worst_first({"a": 3.0, "b": 9.0, "c": None, "d": 1.0}, lower_is_better) == ["b", "a", "d", "c"]
     assert step(order, "b", 1) == "d" and step(order, "d", -1) == "b"
     assert step(order, "e", 1) == "e" and step(order, "b", -1) == "b"  # clamped at the ends
     assert step(order, None, 1) == "b" and step(order, None, -1) == "e" and step([], "a", 1) is None

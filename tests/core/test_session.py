@@ -238,10 +238,11 @@ def test_the_store_stays_in_its_size_bound_and_skips_unreadable_files(tmp_path, 
 
     dataset = _dataset(tmp_path, write_png)
     one = _result()
+    one.threshold = 0.7  # the card's rule is kept with the result
     store = SessionStore(dataset.root, max_bytes=1)  # room for the newest file only
     store.save("a", one)
     store.save("b", one)
-    assert [s.image_id for s in store.load()[0]] == ["b"]
+    assert [(s.image_id, s.result.threshold) for s in store.load()[0]] == [("b", 0.7)]
     (store.folder / "broken.npz").write_bytes(b"not a zip")
     stored, problems = store.load()
     assert [s.image_id for s in stored] == ["b"] and len(problems) == 1 and "broken.npz" in problems[0]

@@ -45,7 +45,8 @@ def _edit(props: dict[str, str]):  # type: ignore[no-untyped-def]
 def test_region_reads_give_the_whole_files_results(tiny_model_project, tmp_path: Path, variant: str) -> None:
     edits = {"shipped": {}, "expand": {"mxpi_imagecrop0": EXPAND},
              "rgb-float32": {"mxpi_imagecrop0": EXPAND,
-                             "mxpi_imagedecoder0": {"outputDataFormat": "RGB", "dataType": "float32"}}}[variant]
+                             "mxpi_imagedecoder0": {"outputDataFormat": "RGB", "dataType": "float32"},
+                             "mxpi_tensorinfer0": {"modelPath": tiny_model_project.plain_card()}}}[variant]
     pipeline = tiny_model_project.write_pipeline(f"{variant}.pipeline", _edit(edits))
     expand = expand_ratios(load_pipeline(pipeline))
     assert any(expand) == (variant != "shipped")

@@ -44,6 +44,7 @@ def two_step(data: dict) -> None:
     stream["mxpi_imageresize1"] = {"factory": "mxpi_imageresize", "next": "mxpi_tensorinfer0",
                                    "props": {"handleMethod": "opencv", "resizeType": "Resizer_OnlyPadding",
                                              "paddingHeight": "960", "paddingWidth": "960"}}
+    stream["mxpi_tensorinfer0"]["props"]["dataSource"] = "mxpi_imageresize1"  # the padded image
     stream["mxpi_tensorinfer0"]["next"] = "tee0"  # a second branch to appsink1: not on SegScope's way
     stream["tee0"] = {"factory": "tee", "next": ["mxpi_semanticsegpostprocessor0", "queue1"]}
     stream["queue1"] = {"factory": "queue", "next": "appsink1"}
@@ -85,7 +86,7 @@ def normalize_no_aipp(data: dict) -> None:
                                       "props": {"alpha": "127.5, 127.5, 127.5", "beta": "127.5,127.5,127.5",
                                                 "dataType": "FLOAT32"}}
     stream["queue0"] = {"factory": "queue", "next": "mxpi_tensorinfer0", "props": {"max-size-buffers": "50"}}
-    stream["mxpi_tensorinfer0"]["props"]["modelPath"] = "models/plain.om"
+    stream["mxpi_tensorinfer0"]["props"].update(modelPath="models/plain.om", dataSource="mxpi_imagenormalize0")
 
 
 def test_image_normalize_then_a_model_without_aipp(tiny_model_project, slide):
@@ -110,11 +111,13 @@ def crop_expand_float(data: dict) -> None:
                                               resizeHeight="480", resizeType="Resizer_KeepAspectRatio_Fit")
     _resize(stream, resizeType="Resizer_OnlyPadding", paddingType="Padding_Around", paddingWidth="960",
             paddingHeight="960", paddingColorR="255")
+    stream["mxpi_tensorinfer0"]["props"]["modelPath"] = "models/plain.om"  # float32 pixels: no uint8 AIPP
 
 
 def test_crop_expand_ratios_own_resize_and_float32_decode(tiny_model_project, slide):
     path, image = slide
     pipeline = tiny_model_project.write_pipeline("expand.pipeline", crop_expand_float)
+    tiny_model_project.plain_card()
     with EmbeddedBackend(pipeline, threads=1) as backend:
         result = backend.infer(path, ROI)
     # By hand: the 70x60 box widened by 35 px left and 15 px up -> (0, 5)-(100, 80), 100x75; Fit into 960x480:
@@ -128,6 +131,15 @@ def test_crop_expand_ratios_own_resize_and_float32_decode(tiny_model_project, sl
     canvas[240:720, :640] = fit
     expected = tiny_model_project.probabilities(tiny_model_project.network_input(canvas))
     np.testing.assert_allclose(result.probabilities, expected[240:720, :640], atol=2e-6)
+
+
+def test_float32_pixels_into_a_uint8_aipp_model_cannot_run(tiny_model_project):
+    """MxpiTensorInfer::CheckTensorDatasize: a float32 image is 4x the .om's uint8 AIPP input."""
+    pipeline = tiny_model_project.write_pipeline(
+        "float_aipp.pipeline", lambda data: data["unet_mindspore"]["mxpi_imagedecoder0"]["props"].update(
+            dataType="float32"))
+    with pytest.raises(SegScopeError, match="gives the model float32 pixels .* takes uint8"):
+        EmbeddedBackend(pipeline, threads=1)
 
 
 def modelinfer(library: str):
@@ -227,13 +239,16 @@ def test_check_line_and_exit_code(tiny_model_project, capsys, edit, verdict):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1
     om = tiny_model_project.root / "models" / "unet_hw960_bs1.om"
-    note = f"; note: modelPath {om} is not here (fine if it is on the Ascend host)"
-    notes = {"custom": "; note: my_filter0 is a custom plugin (my_filter): valid if installed on the host" + note,
+    roi = ("; ROI: mxpi_imagecrop0 crops it (without --roi or a picked ROI: the dataset's default ROI where it "
+           "fits, else the whole image)")
+    note = f"; note: modelPath {om} is not here: MindX needs it on the Ascend host"
+    notes = {"custom": roi + "; note: my_filter0 is a custom plugin (my_filter): valid if installed on the host" + note,
              "number-prop": "",
              "tensor-input": "; note: SegScope drives stream 'unet_mindspore', input 'appsrc0', output 'appsink0'"
-                             + note}
-    key = {custom: "custom", number_prop: "number-prop", tensor_input: "tensor-input"}.get(edit)
-    assert lines[0] == f"{path}: {verdict}{notes[key] if key else note}"
+                             + note,
+             "dvpp": roi + f"; note: {dvpp.NOTE}" + note}
+    key = {custom: "custom", number_prop: "number-prop", tensor_input: "tensor-input", all_dvpp: "dvpp"}.get(edit)
+    assert lines[0] == f"{path}: {verdict}{notes[key] if key else roi + note}"
     assert code == (2 if verdict.startswith("invalid") else 0)
 
 
@@ -375,7 +390,8 @@ def test_dvpp_stream_against_an_rgb_model_is_refused(tiny_model_project):
 
 
 def test_dvpp_approximation_on_a_demo_slide_is_what_the_note_says(tmp_path):
-    """dvpp.NOTE's figures, re-measured on the first demo slide with the shipped demo model."""
+    """The figures core/dvpp.py quotes for the demo model, re-measured on the first demo slide (the note itself
+    quotes no model's figures: it shows for every stream)."""
     project = tmp_path / "project"
     (project / "pipelines").mkdir(parents=True)
     shutil.copytree(REPO / "models", project / "models", ignore=shutil.ignore_patterns("*.py", "*.md", "*.sh"))
@@ -392,6 +408,7 @@ def test_dvpp_approximation_on_a_demo_slide_is_what_the_note_says(tmp_path):
     with EmbeddedBackend(project / "pipelines" / "opencv.pipeline") as opencv, \
             EmbeddedBackend(project / "pipelines" / "dvpp.pipeline") as dvpp_path:
         assert dvpp_path.capabilities.details["note"] == dvpp.NOTE and "note" not in opencv.capabilities.details
+        assert "demo" not in dvpp.NOTE and "%" not in dvpp.NOTE
         a, b = opencv.infer(slide, roi), dvpp_path.infer(slide, roi)
     difference = np.abs(a.probabilities - b.probabilities)
     assert difference.mean() < 1e-4 and difference.max() < 0.25 and (a.argmax == b.argmax).mean() > 0.9999

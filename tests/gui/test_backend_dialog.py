@@ -99,12 +99,28 @@ def test_profile_round_trip_never_keeps_the_password(isolated_settings):
     assert BackendChoice.from_profile({"kind": "embedded", "pipeline": "/gone.pipeline"}).pipeline == DEFAULT_PIPELINE
 
 
-def test_mindx_is_offered_only_when_importable(qtbot, monkeypatch):
-    monkeypatch.setattr(backend_dialog, "mindx_importable", lambda: False)
+def test_each_backend_of_the_registry_is_offered_when_this_machine_has_it(qtbot, monkeypatch):
+    missing = {"mindx": "MindX SDK not found", "ais-bench": "ais_bench not found"}
+    monkeypatch.setattr(backend_dialog, "unavailable", lambda kind: missing.get(kind, ""))
     dialog = BackendDialog(BackendChoice(kind="mindx"))
     qtbot.addWidget(dialog)
+    assert list(dialog.radios) == ["embedded", "mindx", "mindx-model", "ais-bench", "remote"]
     assert not dialog.radios["mindx"].isEnabled() and dialog.kind() == "embedded"
+    assert dialog.radios["ais-bench"].toolTip() == "ais_bench not found; or use the remote option"
+    model_api = dialog.radios["mindx-model"]
+    assert model_api.isEnabled() and model_api.text().startswith("MindX Model API")
     assert Path(dialog.choice().pipeline) == DEFAULT_PIPELINE
+    dialog.radios["mindx-model"].setChecked(True)
+    assert dialog.choice().describe() == "MindX Model API (this host)" and dialog.scale_box.isEnabled()
+
+
+def test_a_model_card_runs_without_a_pipeline(qtbot, tiny_model_project):
+    dialog = BackendDialog(BackendChoice())
+    qtbot.addWidget(dialog)
+    dialog.pipeline_edit.setText(str(tiny_model_project.card))
+    dialog.test_connection()
+    qtbot.waitUntil(lambda: dialog.status_label.text().startswith("OK"), timeout=20000)
+    assert BackendChoice.from_profile(dialog.choice().as_profile()).pipeline == tiny_model_project.card
 
 
 def test_a_remote_profile_brings_probabilities_back_exactly_like_the_cli(monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -111,8 +112,9 @@ def test_review_without_a_result_or_a_mask_says_so(qtbot, window, inspection, de
 
 def test_worst_keys_step_in_metric_order_and_respect_the_filter(qtbot, window, inspection):
     run_and_wait(qtbot, window, window.run_all)
-    dice = {i: window.session.metrics(i).soft_dice for i in ("001", "002", "003")}
-    order = worst_first(dice)
+    dice = {i: window.session.metrics(i).foreground_dice for i in ("001", "002", "003")}
+    order = worst_first(dice, window.session.ranking)  # the default ranking: the foreground Dice
+    assert order == sorted(dice, key=dice.get)
     assert len(set(dice.values())) == 3
     window.activateWindow()
     for _ in range(3):
@@ -130,9 +132,9 @@ def test_worst_keys_step_in_metric_order_and_respect_the_filter(qtbot, window, i
     threshold = (dice[order[1]] + dice[order[2]]) / 2
     edit = inspection.filter_bar.edit
     edit.setFocus()
-    QTest.keyClicks(edit, f"soft_dice < {threshold}")  # typed: the "." key types a dot here, no stepping
+    QTest.keyClicks(edit, f"dice < {threshold}")  # typed: the "." key types a dot here, no stepping
     QTest.keyClick(edit, Qt.Key.Key_Return)
-    assert edit.text() == f"soft_dice < {threshold}" and window.current.id == order[1]
+    assert edit.text() == f"dice < {threshold}" and window.current.id == order[1]
     assert sorted(window.dataset_panel.visible_order()) == sorted(order[:2])
     assert inspection.filter_bar.count.text() == "2 of 3"
     QTest.keyClick(window, Qt.Key.Key_Period)
@@ -145,6 +147,59 @@ def test_worst_keys_step_in_metric_order_and_respect_the_filter(qtbot, window, i
     assert len(window.dataset_panel.visible_order()) == 2
     inspection.filter_bar.edit.clear()
     assert sorted(window.dataset_panel.visible_order()) == ["001", "002", "003"]
+
+
+def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, window, inspection):
+    run_and_wait(qtbot, window, window.run_all)
+    panel, session = window.dataset_panel, window.session
+    combo = panel.ranking_combo
+    assert combo.currentData() == "foreground_dice"
+    assert [combo.itemData(i) for i in range(combo.count())][-4:] == ["dice_0", "dice_1", "iou_0", "iou_1"]
+    soft = {i: session.metrics(i).soft_dice for i in ("001", "002", "003")}
+    combo.setCurrentIndex(combo.findData("soft_dice"))
+    combo.activated.emit(combo.currentIndex())  # as a click on the entry does
+    assert session.ranking.name == "soft_dice"
+    window.main_actions.worst_action.trigger()
+    assert panel.visible_order() == sorted(soft, key=soft.get)
+    title = window.metrics_panel.plot.getPlotItem().titleLabel.text
+    assert f"3 images, mean Soft Dice {np.mean(list(soft.values())):.4f}" in title
+    counts, _ = window.metrics_panel.histogram()
+    assert counts.sum() == 3
+    window.activateWindow()
+    QTest.keyClick(window, Qt.Key.Key_Period)  # from the worst, the next worst by soft Dice
+    assert window.current.id == sorted(soft, key=soft.get)[1]
+
+    # A per-class metric gets a column of its own (named after the model's class) and ranks the table.
+    background = {i: session.metrics(i).dice[0] for i in ("001", "002", "003")}
+    combo.setCurrentIndex(combo.findData("dice_0"))
+    combo.activated.emit(combo.currentIndex())
+    model = panel.model
+    headers = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(model.columnCount())]
+    assert headers == ["Image", "Soft Dice", "Dice", "IoU", "Dice: background", "Status"]
+    window.main_actions.worst_action.trigger()
+    assert panel.visible_order() == sorted(background, key=background.get)
+    combo.setCurrentIndex(combo.findData("foreground_iou"))
+    combo.activated.emit(combo.currentIndex())
+    assert model.columnCount() == 5  # back to the table's own columns
+
+
+def test_images_without_a_foreground_rank_last_as_n_a(qtbot):
+    from segscope.core.metrics import ImageMetrics
+    from segscope.gui.dataset_panel import DatasetPanel
+
+    panel = DatasetPanel()
+    qtbot.addWidget(panel)
+    panel.set_dataset(Path("/data"), ["a", "b", "c", "d"])
+    dice = {"a": 0.7, "b": float("nan"), "c": 0.2, "d": None}  # b: no foreground anywhere; d: not run
+    for item_id, value in dice.items():
+        if value is not None:
+            panel.model.update(item_id, "done", ImageMetrics(0.9, 0.8, (1.0, value), (1.0, value), value, value,
+                                                             1.0, 1.0))
+    panel.sort_worst_first()
+    assert panel.visible_order()[:2] == ["c", "a"] and set(panel.visible_order()[2:]) == {"b", "d"}
+    column = panel.model.metric_columns.index(panel.ranking) + 1
+    shown = {panel.model.rows[r].item_id: panel.model.index(r, column).data() for r in range(4)}
+    assert shown == {"a": "0.7000", "b": "n/a", "c": "0.2000", "d": ""}
 
 
 def test_metric_filter_parsing():

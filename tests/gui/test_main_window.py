@@ -143,7 +143,7 @@ def test_run_shows_exactly_the_backends_arrays_and_the_core_metric(qtbot, window
         reference = backend.infer(demo_dataset / "001" / "image.png", roi)
     np.testing.assert_allclose(result.probabilities, reference.probabilities, atol=1e-6)
     expected = image_metrics(reference, mask)
-    assert f"soft Dice {expected.soft_dice:.4f}" in window.main_actions.dice_label.text()
+    assert f"Soft Dice {expected.soft_dice:.4f}" in window.main_actions.dice_label.text()
     assert f"Dice {expected.foreground_dice:.4f}" in window.main_actions.dice_label.text()
     assert window.metrics_panel.value_labels["soft_dice"].text() == f"{expected.soft_dice:.4f}"
     row = window.dataset_panel.model.row("001")
@@ -153,7 +153,7 @@ def test_run_shows_exactly_the_backends_arrays_and_the_core_metric(qtbot, window
     assert window.status_labels.timings_label.text() == f"last run {total_ms:.0f} ms"
     assert f"infer {result.timings['infer'] * 1000:.0f} ms" in window.status_labels.timings_label.toolTip()
     means = window.status_labels.means_label.text()
-    assert "mean soft Dice" in means and "(1 image)" in means
+    assert "mean Soft Dice" in means and "(1 image)" in means
 
 
 def test_a_viewer_run_reads_the_roi_from_the_open_slide_and_equals_the_file_run(qtbot, window, demo_dataset,
@@ -198,13 +198,14 @@ def test_run_all_fills_the_table_and_worst_first_sorts(qtbot, window):
     assert [e.item.id for e in results] == ["001", "002", "003"]
     rows = window.dataset_panel.model.rows
     assert all(r.status == "done" and r.metrics is not None for r in rows)
-    window.main_actions.worst_action.trigger()
+    window.main_actions.worst_action.trigger()  # by the default ranking: the foreground Dice
     order = window.dataset_panel.visible_order()
-    dice = {e.item.id: e.metrics.soft_dice for e in results}
+    dice = {e.item.id: e.metrics.foreground_dice for e in results}
     assert order == sorted(dice, key=dice.get)
     assert window.dataset_panel.current_item() == order[0]
-    mean = np.mean(list(dice.values()))
-    assert f"mean soft Dice {mean:.4f}" in window.status_labels.means_label.text()
+    soft = np.mean([e.metrics.soft_dice for e in results])
+    assert f"mean Soft Dice {soft:.4f} · Dice {np.mean(list(dice.values())):.4f}" in \
+        window.status_labels.means_label.text()
     assert not window.main_actions.progress_action.isVisible()
 
 
@@ -403,3 +404,31 @@ def test_run_all_on_a_cluster_gives_the_same_metrics_and_counts_per_worker(qtbot
         qtbot.waitUntil(lambda: window.capabilities is not None, timeout=60000)
     assert clustered == plain
     assert window.status_labels.usage_label.text() == ""  # a new backend: no counts yet
+
+
+def test_a_stream_without_a_crop_gets_the_viewers_roi_cropped_before_it(qtbot, window, tiny_model_project,
+                                                                         demo_dataset):
+    """The viewer's ROI is the point: with a crop-less stream SegScope crops it before the stream (the shown
+    slide and the others of Run all alike), and the messages say so."""
+    from segscope.core.backends.embedded import EmbeddedBackend
+    from segscope.core.fileio import read_image
+    from segscope.core.stream_input import PRE_CROP_NOTE
+    from segscope.gui.backend_dialog import BackendChoice
+
+    def no_crop(data: dict) -> None:
+        stream = data["unet_mindspore"]
+        del stream["mxpi_imagecrop0"]
+        stream["mxpi_imagedecoder0"]["next"] = "mxpi_imageresize0"
+
+    pipeline = tiny_model_project.write_pipeline("no_crop.pipeline", no_crop)
+    with qtbot.waitSignal(window.controller.backendOpened, timeout=10000):
+        window.open_backend(BackendChoice(pipeline=pipeline))
+    results = run_and_wait(qtbot, window, window.run_all)
+    assert [e.result.roi for e in results] == [DEFAULT_ROI] * 3
+    assert all(e.result.roi_note == PRE_CROP_NOTE for e in results)
+    assert sum(PRE_CROP_NOTE in m.text for m in window.messages.messages) == 1  # said once for the batch
+    image = read_image(demo_dataset / "002" / "image.png")
+    roi = DEFAULT_ROI
+    with EmbeddedBackend(pipeline) as backend:  # the ROI's pixels as the stream's whole image
+        expected = backend.infer(np.ascontiguousarray(image[roi.y0:roi.y1, roi.x0:roi.x1]))
+    np.testing.assert_array_equal(results[1].result.probabilities, expected.probabilities)

@@ -2,11 +2,10 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import math
-
 import numpy as np
 import pytest
 
+from segscope.core import metric_catalogue as catalogue
 from segscope.core.metrics import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
@@ -35,26 +34,38 @@ def real_metrics():
 def test_labels_show_the_core_numbers(panel):
     metrics = real_metrics()
     panel.show_metrics(metrics, ["background", "defect"])
+    assert set(panel.value_labels) == {"soft_dice", "soft_iou", "foreground_dice", "foreground_iou", "precision",
+                                       "recall"}
     for name, label in panel.value_labels.items():
         assert label.text() == f"{getattr(metrics, name):.4f}"
     assert float(panel.value_labels["soft_dice"].text()) == pytest.approx(metrics.soft_dice, abs=5e-5)
     assert f"defect: Dice {metrics.dice[1]:.4f}, IoU {metrics.iou[1]:.4f}" in panel.per_class.text()
-    assert panel.current_line.isVisible() and panel.current_line.value() == metrics.soft_dice
+    # The histogram's line marks the ranking metric: the foreground Dice by default.
+    assert panel.current_line.isVisible() and panel.current_line.value() == metrics.foreground_dice
     panel.show_metrics(None)
     assert all(label.text() == "–" for label in panel.value_labels.values())
     assert panel.per_class.text() == "" and not panel.current_line.isVisible()
 
 
-def test_histogram_bins_the_dataset_dice(panel):
-    values = [0.0, 0.02, 0.51, 0.52, 0.97, 1.0, 0.999, math.nan]
-    panel.set_dataset_dice(values)
+def test_histogram_bins_the_ranking_metric(panel):
+    values = [0.0, 0.02, 0.51, 0.52, 0.97, 1.0, 0.999, None]
+    dice = catalogue.lookup("dice")
+    panel.set_dataset_values(dice, values)
     counts, edges = panel.histogram()
     assert len(counts) == BINS and np.allclose(edges, np.linspace(0, 1, BINS + 1))
-    assert counts.sum() == 7  # the NaN (an image without a mask) is left out
+    assert counts.sum() == 7  # the n/a image (no foreground anywhere) is counted in the title, not binned
     assert counts[0] == 2 and counts[10] == 2 and counts[-1] == 3
-    assert "7 images" in panel.plot.getPlotItem().titleLabel.text
-    assert f"{np.mean(values[:-1]):.4f}" in panel.plot.getPlotItem().titleLabel.text
-    panel.set_dataset_dice([])
+    title = panel.plot.getPlotItem().titleLabel.text
+    assert f"7 images, mean Dice {np.mean(values[:-1]):.4f}, 1 n/a" in title
+    panel.set_dataset_values(dice, [])
     counts, _ = panel.histogram()
     assert counts.sum() == 0
     assert "no Dice yet" in panel.plot.getPlotItem().titleLabel.text
+
+
+def test_histogram_of_an_unbounded_lower_is_better_metric_spans_the_data(panel):
+    distance = catalogue.Metric("hd95_test", "HD95", "", lambda m: m.soft_dice, higher_is_better=False,
+                                bounds=None)
+    panel.set_dataset_values(distance, [2.0, 4.0, 12.0])
+    counts, edges = panel.histogram()
+    assert edges[0] == 2.0 and edges[-1] == 12.0 and counts.sum() == 3 and counts[-1] == 1

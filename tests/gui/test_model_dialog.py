@@ -129,19 +129,16 @@ def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbo
 
 
 def test_a_card_outside_a_project_opens_and_a_bad_one_goes_back_to_the_open_backend(qtbot, window, tmp_path,
-                                                                                     tiny_model_project, monkeypatch):
-    from segscope.gui import model_dialog
-
-    monkeypatch.setattr(model_dialog, "pipelines_folder", lambda: tmp_path / "made")
+                                                                                     tiny_model_project):
     loose = tmp_path / "loose"
     loose.mkdir()
     for source in (tiny_model_project.card, tiny_model_project.onnx, tiny_model_project.root / "models" /
                    "aipp_unet_simple_opencv.cfg"):
         (loose / source.name).write_bytes(source.read_bytes())
     with qtbot.waitSignal(window.controller.backendOpened, timeout=20000):
-        open_model_path(window, loose / "unet_hw960_bs1.json")  # no pipeline names it: one is made for it
+        open_model_path(window, loose / "unet_hw960_bs1.json")  # no pipeline names it: the card runs as it is
     made = window.backend_choice.pipeline
-    assert made.parent == tmp_path / "made" and json.loads(made.read_text())  # a pipeline file
+    assert made == loose / "unet_hw960_bs1.json"
     assert window.capabilities.details["card"] == str(loose / "unet_hw960_bs1.json")
 
     bad = tmp_path / "bad"

@@ -195,6 +195,23 @@ def test_error_map_colours_count_tp_fp_fn(panels):
     assert np.array_equal(panels.panel_arrays()["truth"], mask_to_labels(gt, 2))
 
 
+def test_the_error_map_and_argmax_follow_the_cards_threshold(panels):
+    """A 1-channel card with threshold 0.8: the panels show class 1 where p1 > 0.8, at model resolution and,
+    after resizing p1 bilinearly to the ROI (docs/model-cards.md), in the error map; never p1 > 0.5."""
+    result = make_result()
+    p1 = result.probabilities[..., 1]
+    result.threshold, result.argmax = 0.8, (p1 > 0.8).astype(np.uint8)
+    gt = make_truth(result)
+    panels.show_result(result, roi_image(), gt)
+    np.testing.assert_array_equal(panels.panel_arrays()["argmax"], p1 > 0.8)
+    panels.error_map_action.setChecked(True)
+    resized = cv2.resize(p1, (ROI.width, ROI.height), interpolation=cv2.INTER_LINEAR)
+    expected = resized > 0.8
+    assert (expected != (resized > 0.5)).mean() > 0.05  # the threshold matters here
+    codes = panels.panel_arrays()["error"]
+    np.testing.assert_array_equal(codes & 1 == 1, expected)  # bit 0: predicted (core.review's codes)
+
+
 def test_error_map_scores_the_chosen_class(panels):
     result = make_result(num_classes=3)
     gt = make_truth(result)

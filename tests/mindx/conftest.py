@@ -169,3 +169,68 @@ def sdk(sdk_home: Path):
     import StreamManagerApi
 
     return StreamManagerApi
+
+
+# -- the Ascend APIs that run a bare .om: the mindx.sdk and ais_bench doubles on one fake host ---------------
+
+ASCEND_MODULES = ("mindx", "mindx.sdk", "mindx.sdk.base", "ais_bench", "ais_bench.infer", "ais_bench.infer.interface",
+                  "aclruntime", "ascend_om")
+#: The AIPP config's math as a card's own preprocessing: RGB, x / 127.5 - 1.
+NORMALISED = {"color": "RGB", "scale": 1 / 127.5, "mean": 1.0}
+
+
+def make_om_project(root: Path, size: int = 64, *, aipp: bool = True, **standin: object) -> Path:
+    """models/tiny.{onnx,om,json} + aipp.cfg: the .om a stand-in for the ONNX file as ATC would compile it
+    (tests/mindx/fake_host/ascend_om.py), with the AIPP config compiled in when `aipp`; returns the card's path.
+    `standin` sets the stand-in's other fields (dynamic_batch, input_fp16, output_fp16, onnx, aipp)."""
+    models = root / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    build_model(models / "tiny.onnx", size)
+    (models / "aipp.cfg").write_text(AIPP_CFG, encoding="utf-8")
+    fields = {"fake_om": 1, "onnx": "tiny.onnx", "input_format": "NCHW", "aipp": AIPP_CFG if aipp else None,
+              **standin}
+    (models / "tiny.om").write_text(json.dumps(fields), encoding="utf-8")
+    card = {"name": "tiny", "onnx": "tiny.onnx", "om": "tiny.om", **({"aipp": "aipp.cfg"} if aipp else {}),
+            "input": {"name": "input", "layout": "NCHW", "width": size, "height": size,
+                      **({"color": "RGB"} if aipp else NORMALISED)},
+            "outputs": [{"name": "softmax", "kind": "softmax", "layout": "NHWC"}, {"name": "argmax", "kind": "argmax"}],
+            "classes": ["background", "defect"]}
+    path = models / "tiny.json"
+    path.write_text(json.dumps(card), encoding="utf-8")
+    return path
+
+
+def _forget_ascend_modules() -> None:
+    for name in ASCEND_MODULES:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def npu_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A fresh fake process for the Ascend doubles: fresh modules, no SDK found yet, fresh Model API state."""
+    from segscope.core.backends import mindx_model
+
+    _forget_ascend_modules()
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delenv("MX_SDK_HOME", raising=False)
+    monkeypatch.setattr(mindx_model, "_PROCESS", mindx_model._ProcessState())
+    yield
+    mindx_model.deinitialise()  # closes what a failing test left open
+    _forget_ascend_modules()
+
+
+@pytest.fixture
+def model_api_home(npu_host: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`$MX_SDK_HOME` with `python/mindx` the Model API double (as MindX SDK 3.0/5.0 lay it out)."""
+    home = tmp_path / "mxVision"
+    (home / "python").mkdir(parents=True)
+    (home / "python" / "mindx").symlink_to(HERE / "fake_model_api" / "mindx", target_is_directory=True)
+    (home / "version.info").write_text("MindX SDK mxVision:test-double\n", encoding="utf-8")
+    monkeypatch.setenv("MX_SDK_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def ais_bench_api(npu_host: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The aclruntime and ais_bench doubles importable, as their wheels install them."""
+    monkeypatch.syspath_prepend(str(HERE / "fake_ais_bench"))

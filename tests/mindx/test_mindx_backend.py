@@ -16,8 +16,11 @@ from segscope.core.backends import mindx
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.mindx import MindXBackend
+from segscope.core.dataset import Dataset
 from segscope.core.errors import BackendError, CancelledError, SegScopeError
+from segscope.core.evaluate import evaluate_dataset
 from segscope.core.roi import Roi
+from segscope.core.stream_input import PRE_CROP_NOTE, StreamInput
 
 from .conftest import make_image, make_project
 
@@ -233,6 +236,7 @@ import StreamManagerApi
 atexit.register(lambda: print("calls:", [m for m, _ in StreamManagerApi.CALLS]))
 from pathlib import Path
 from segscope.core.backends.mindx import MindXBackend
+from segscope.core.dataset import Dataset
 backend = MindXBackend(Path({str(project)!r}), Path({str(sdk_home)!r}))
 """
     done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
@@ -334,3 +338,33 @@ def test_crop_expand_ratios_place_the_result_like_the_embedded_backend(project: 
         result = backend.infer(images[0], roi)
     assert result.roi == expected.roi == Roi(50, 40, 200, 140)
     _assert_same(result, expected)
+
+
+def test_a_stream_without_a_crop_sees_the_whole_image_and_an_roi_is_cropped_before_it(
+        project: Path, images: list[bytes], sdk_home: Path, tmp_path: Path) -> None:
+    """The double resizes the whole image of a crop-less stream (it ignores roiBoxs, as MindX does): the
+    backend says so and refuses an ROI; SegScope's rule crops the ROI before the stream, the same on both."""
+    data = json.loads(project.read_text(encoding="utf-8"))
+    stream = data["unet_mindspore"]
+    del stream["mxpi_imagecrop0"]
+    stream["mxpi_imagedecoder0"]["next"] = "mxpi_imageresize0"
+    no_crop = project.with_name("no_crop.pipeline")
+    no_crop.write_text(json.dumps(data), encoding="utf-8")
+    folder = tmp_path / "data" / "a"
+    folder.mkdir(parents=True)
+    (folder / "image.png").write_bytes(images[1])
+    dataset = Dataset.open(tmp_path / "data")
+    roi = Roi(30, 20, 250, 190)
+    rule = StreamInput.of(no_crop)
+    with EmbeddedBackend(no_crop) as embedded:
+        whole = embedded.infer(images[1])
+        cropped = next(evaluate_dataset(embedded, dataset, roi, stream=rule)).result
+    with MindXBackend(no_crop, sdk_home) as backend:
+        result = backend.infer(images[1])
+        with pytest.raises(BackendError, match="no mxpi_imagecrop, so MindX ignores an ROI"):
+            backend.infer(images[1], roi)
+        via_rule = next(evaluate_dataset(backend, dataset, roi, stream=rule)).result
+    assert result.roi == whole.roi == Roi(0, 0, 320, 240)
+    _assert_same(result, whole)
+    assert via_rule.roi == cropped.roi == roi and via_rule.roi_note == cropped.roi_note == PRE_CROP_NOTE
+    _assert_same(via_rule, cropped)

@@ -24,7 +24,12 @@ pytestmark = pytest.mark.ssh
 
 def test_one_channel_sigmoid_model_over_ssh(tmp_path: Path, sshd, ssh_options, worker_options) -> None:
     case = next(c for c in byo.CASES if c[0] == "rgb-255-sigmoid-logits")
-    _, net_kwargs, card_input, outputs, classes, prep, expect = case
+    _, net_kwargs, card_input, outputs, classes, prep, _ = case
+    outputs = [{**outputs[0], "threshold": 0.7}]  # the card's threshold travels with the result
+
+    def expect(raw):
+        return byo.two_class(byo.sigmoid(raw[..., 0]), 0.7)
+
     net = byo.Net(**net_kwargs)
     pipeline = byo.write_project(tmp_path / "project", net, card_input, outputs, classes)
     png = byo.slide_png()
@@ -43,3 +48,4 @@ def test_one_channel_sigmoid_model_over_ssh(tmp_path: Path, sshd, ssh_options, w
         expected = local.infer(png, Roi(*byo.BOX))
     np.testing.assert_array_equal(result.probabilities, expected.probabilities)
     np.testing.assert_array_equal(result.argmax, expected.argmax)
+    assert result.threshold == expected.threshold == 0.7

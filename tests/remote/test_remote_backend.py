@@ -287,6 +287,31 @@ def test_the_worker_picks_mindx_from_the_sourced_set_env(tiny_model_project, ope
     assert np.abs(result.probabilities - expected.probabilities).max() <= protocol.quantisation_step("uint8") / 2 + 1e-6
 
 
+def test_a_model_card_runs_its_om_on_the_host_through_the_model_api(open_remote, tmp_path: Path) -> None:
+    """--remote with --model: the card, its .om and .onnx are uploaded; the host's auto finds the Model API."""
+    import importlib.util
+
+    mindx_tests = Path(__file__).resolve().parents[1] / "mindx"
+    spec = importlib.util.spec_from_file_location("segscope_tests_remote_mindx", mindx_tests / "conftest.py")
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    card = helpers.make_om_project(tmp_path / "project")
+    home = tmp_path / "mxVision"
+    (home / "python").mkdir(parents=True)
+    (home / "python" / "mindx").symlink_to(mindx_tests / "fake_model_api" / "mindx", target_is_directory=True)
+    set_env = tmp_path / "set_env.sh"
+    set_env.write_text(f"export MX_SDK_HOME='{home}'\n")
+    image, roi = slide_png(seed=4), Roi(20, 10, 300, 230)
+    with EmbeddedBackend(card) as local:
+        expected = local.infer(image, roi)
+    backend = open_remote(card, worker_backend="auto", set_env=str(set_env), probabilities="float32")
+    assert backend.hello["backend"] == "mindx-model" and backend.hello["details"]["auto"] == "picked mindx-model"
+    result = backend.infer(image, roi)
+    assert result.backend == "remote:mindx-model" and result.roi == expected.roi
+    np.testing.assert_array_equal(result.argmax, expected.argmax)
+    np.testing.assert_allclose(result.probabilities, expected.probabilities, rtol=0, atol=1e-6)
+
+
 def test_infer_many_sends_the_next_request_while_the_host_works(tiny_model_project, open_remote) -> None:
     images = [slide_png(seed=seed) for seed in range(3)]
     backend = open_remote(tiny_model_project.pipeline, probabilities="float32", crop_upload=False)

@@ -1,0 +1,90 @@
+"""The metric catalogue: names, aliases, per-class entries, n/a, direction, and a metric registered later
+reaching the filter, the rows, the means and the documents without any other change."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+
+from segscope.core import metric_catalogue as catalogue
+from segscope.core.errors import SegScopeError
+from segscope.core.export import write_metrics
+from segscope.core.metric_filter import MetricFilter
+from segscope.core.metrics import ImageMetrics
+from segscope.core.review import worst_first
+
+#: Two images by hand: b has no foreground in either mask (its foreground Dice/IoU are n/a).
+A = ImageMetrics(0.8, 0.8 / 1.2, (0.9, 0.6), (0.8, 0.4), 0.6, 0.4, 0.5, 0.75)
+B = ImageMetrics(0.95, 0.95 / 1.05, (1.0, 1.0), (1.0, 1.0), math.nan, math.nan, 1.0, 1.0)
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """A copy of the registry for a test to add to."""
+    monkeypatch.setattr(catalogue, "_METRICS", dict(catalogue._METRICS))
+    monkeypatch.setattr(catalogue, "_PER_CLASS", dict(catalogue._PER_CLASS))
+
+
+def test_names_aliases_and_per_class_entries():
+    assert catalogue.lookup("Dice") is catalogue.lookup("foreground_dice")
+    assert catalogue.lookup(" iou ").name == "foreground_iou"
+    crack = catalogue.lookup("dice_1", ["background", "crack"])
+    assert (crack.name, crack.label) == ("dice_1", "Dice: crack")
+    assert crack.of(A) == 0.6 and catalogue.lookup("iou_0").of(A) == 0.8
+    assert catalogue.lookup("dice_5").of(A) is None  # no such class in this image's metrics: n/a
+    assert [m.name for m in catalogue.metrics(["bg", "crack"])] == [
+        "soft_dice", "soft_iou", "foreground_dice", "foreground_iou", "precision", "recall",
+        "dice_0", "dice_1", "iou_0", "iou_1"]
+    with pytest.raises(SegScopeError, match=r"unknown metric 'hd95'; use one of .*dice_<i>, iou_<i>"):
+        catalogue.lookup("hd95")
+
+
+def test_n_a_is_shown_left_out_of_means_and_ranked_last():
+    dice = catalogue.lookup("dice")
+    assert dice.of(B) is None and dice.text(dice.of(B)) == "n/a" and dice.text(0.6) == "0.6000"
+    means = catalogue.means([A, B, None])
+    assert means["images_with_masks"] == 2
+    assert means["foreground_dice"] == 0.6 and means["soft_dice"] == pytest.approx((0.8 + 0.95) / 2)
+    assert worst_first({"b": dice.of(B), "a": dice.of(A)}, dice) == ["a", "b"]
+    assert not MetricFilter.parse("dice < 2").matches(B)  # n/a compares with nothing
+    row = catalogue.row_values(B)
+    assert row["foreground_dice"] is None and row["dice"] == [1.0, 1.0] and row["soft_dice"] == 0.95
+
+
+def test_a_registered_metric_is_filtered_ranked_exported_and_described(registry, tmp_path):
+    # A lower-is-better distance in pixels, n/a where there is nothing to measure (as HD95 will be).
+    hd = catalogue.register(catalogue.Metric(
+        "hd95", "HD95", "95th percentile of the boundary distances, pixels",
+        lambda m: math.nan if math.isnan(m.foreground_dice) else 10 * (1 - m.foreground_dice),
+        higher_is_better=False, bounds=None, digits=1))
+    assert catalogue.lookup("hd95") is hd and hd in catalogue.metrics()
+    assert hd.of(A) == pytest.approx(4.0) and hd.text(hd.of(A)) == "4.0"
+    values = {"a": hd.of(A), "b": hd.of(B), "c": 9.0}
+    assert worst_first(values, hd) == ["c", "a", "b"]  # the largest distance is the worst; n/a last
+    assert MetricFilter.parse("hd95 > 3 and dice >= 0.6").matches(A)
+    rows = [{"id": "a", **catalogue.row_values(A)}, {"id": "b", **catalogue.row_values(B)}]
+    write_metrics(rows, catalogue.means([A, B]), tmp_path, ranking=hd)
+    document = json.loads((tmp_path / "metrics.json").read_text())
+    assert document["ranking"] == {"name": "hd95", "label": "HD95", "higher_is_better": False,
+                                   "description": "95th percentile of the boundary distances, pixels"}
+    assert [m["name"] for m in document["metrics"]][-3:] == ["hd95", "dice_<i>", "iou_<i>"]
+    assert document["summary"]["hd95"] == pytest.approx(4.0) and document["images"][1]["hd95"] is None
+    with open(tmp_path / "metrics.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert float(table[0]["hd95"]) == pytest.approx(4.0)
+    assert table[1]["hd95"] == "" and table[1]["foreground_dice"] == "" and table[1]["dice_1"] == "1.0"
+
+
+def test_names_cannot_clash(registry):
+    with pytest.raises(ValueError, match="already registered"):
+        catalogue.register(catalogue.Metric("recall", "Recall", "", lambda m: m.recall))
+    with pytest.raises(ValueError, match="already registered"):  # an alias, or a per-class entry's name
+        catalogue.register(catalogue.Metric("dice_2", "x", "", lambda m: m.recall))
+    catalogue.register(catalogue.Metric("nsd_1", "NSD at 1 px", "", lambda m: m.recall))
+    with pytest.raises(ValueError, match="clashing"):  # its entry nsd_1 would be taken
+        catalogue.register_per_class(catalogue.PerClass("nsd", "NSD", "", lambda m: m.dice))
+    with pytest.raises(ValueError, match="already registered"):
+        catalogue.register_per_class(catalogue.PerClass("iou", "IoU", "", lambda m: m.iou))

@@ -1,0 +1,1 @@
+"""Test double of the `mindx` package the MindX SDK installs (see mindx/sdk/base)."""
