@@ -74,10 +74,20 @@ class _Worker(QObject):
     def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi], sources: Sources,
             masks: Masks, stream: StreamInput | None) -> None:
         """Evaluate `items` on `rois` (`sources`, `masks`, `stream`: see `RunController.run`); a failing image
-        is reported and the batch goes on with the next one."""
+        is reported and the batch goes on with the next one. An image without an ROI in `rois` (never shown:
+        its size was not known) gets the dataset's rule for its size here, read from its file's header; one
+        that cannot be read is that image's error."""
         done = failed = 0
         cancelled = False
-        remaining = list(items)
+        rois, remaining = dict(rois), []
+        for item in items:
+            try:
+                rois.setdefault(item.id, dataset.roi_for(item))
+            except Exception as exc:  # noqa: BLE001 - one unreadable image must not end the batch
+                self.itemFailed.emit(item.id, *describe_error(exc))
+                failed += 1
+                continue
+            remaining.append(item)
         while remaining and not cancelled:
             if self.backend is None:
                 for item in remaining:
