@@ -25,13 +25,12 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import cv2
-import numpy as np
+from bench_viewer_run import write_slide
 from heartbeat import Heartbeat, summarize
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from segscope.core.demo_data import generate_demo_dataset, make_slide
+from segscope.core.demo_data import generate_demo_dataset
 from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.profiling.machine import cpu_name
 
@@ -113,16 +112,6 @@ def actions(bench: Bench, window, dataset: Path, label: str, run_all: bool) -> N
     shutil.rmtree(out, ignore_errors=True)
 
 
-def big_slide(folder: Path, side: int) -> None:
-    """A demo slide (with defects) tiled to side x side: image.png and mask.png."""
-    image, mask = make_slide(np.random.default_rng(3))
-    reps = (-(-side // image.shape[0]), -(-side // image.shape[1]))
-    folder.mkdir(parents=True)
-    png = [cv2.IMWRITE_PNG_COMPRESSION, 1]
-    assert cv2.imwrite(str(folder / "image.png"), np.tile(image, (*reps, 1))[:side, :side], png)
-    assert cv2.imwrite(str(folder / "mask.png"), np.tile(mask, reps)[:side, :side], png)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=8, help="demo slides of 4000x3000 (default 8)")
@@ -150,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         window.close()
         if not args.skip_big:
             big = Path(tmp) / "big"
-            big_slide(big / "slide", args.big)
+            write_slide(big / "slide", args.big)
             window = new_window(bench)
             actions(bench, window, big, f"{args.big}x{args.big}", run_all=False)
             window.close()
