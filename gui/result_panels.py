@@ -64,8 +64,9 @@ class PanelTitles:
 
 
 def card_titles(card: ModelCard) -> PanelTitles:
-    """The titles for a card: "Probability" and "Mask (p ≥ t)" when its score output is one channel turned
-    into a mask by a threshold (a sigmoid or probability map), else "Softmax"/"Probability" and "Argmax"."""
+    """The titles for a card: "Probability" and "Mask (p > t)" (the card's rule, `core.result.decide`; "raw > t"
+    when it thresholds the raw output) when its score output is one channel turned into a mask by a threshold
+    (a sigmoid or probability map), else "Softmax"/"Probability" and "Argmax"."""
     index = card.probability_index()
     spec = card.outputs[index]
     dims = card.graph.outputs[index].dims if card.graph is not None and index < len(card.graph.outputs) else None
@@ -74,7 +75,8 @@ def card_titles(card: ModelCard) -> PanelTitles:
                                    (spec.threshold is not None or spec.activation == "sigmoid"))
     if one_channel:
         threshold = 0.5 if spec.threshold is None else spec.threshold
-        return PanelTitles("Probability", f"Mask (p ≥ {threshold:g})")
+        value = "raw" if spec.threshold_on == "raw" else "p"
+        return PanelTitles("Probability", f"Mask ({value} > {threshold:g})")
     return PanelTitles("Softmax" if spec.activation in ("softmax", "none") else "Probability", "Argmax")
 
 

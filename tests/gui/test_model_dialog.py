@@ -116,7 +116,7 @@ def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbo
     qtbot.waitUntil(lambda: window.panels.result is result and window.panels.stale == "")
     # the card's sigmoid output: a probability map and its thresholded mask, not a softmax and an argmax
     assert window.panels.heat.title.text == "Probability: foreground"
-    assert window.panels.argmax.title.text == "Mask (p ≥ 0.5)"
+    assert window.panels.argmax.title.text == "Mask (p > 0.5)"  # the card's rule: class 1 where p > t
     paint = window.editing.actions.class_combo
     assert [paint.itemText(i) for i in range(paint.count())] == ["background", "foreground"]
 
