@@ -3,7 +3,9 @@
 One owner for "which mask are the metrics of": `document.mask` is the mask on screen (the edited one while
 there are edits, else the one on disk). Saving writes it through `core.annotation.save_mask` and adopts a new
 file into the dataset; discarding goes back to the mask on disk. Each change is announced by `events.changed`
-so the session re-scores and the views redraw.
+so the session re-scores and the views redraw. A save can run on a worker: `save_job` is the writing
+(encoding a slide-sized PNG takes seconds), `saved` adopts it; `saving` is set in between, when the tools
+must not edit (the job reads the mask in place).
 
 The editing tools work through the document (`stroke`, `fill`, `polygon`, `accept_prediction`, `undo`,
 `redo`): each paints a class on the mask of the result's image, clipped to the result's ROI (the part the
@@ -55,6 +57,7 @@ class MaskDocument:
         self.editor: MaskEditor | None = None
         #: (document, kind) after every change of `mask`; kind is "edit" (also undo/redo), "save" or "discard".
         self.changed = Event("changed")
+        self.saving = False  # a save job is writing the mask: no edits until `saved` (or `save_failed`)
         self._clip_maps: list[tuple[tuple, InferenceResult, np.ndarray]] = []
 
     @property
@@ -87,16 +90,37 @@ class MaskDocument:
         self.changed.emit(self, "edit")
 
     def save(self, mode: SaveMode) -> Path:
-        """Write the edited mask the chosen way; the saved file becomes the mask on disk."""
+        """Write the edited mask the chosen way, here; the saved file becomes the mask on disk."""
+        written, copy = self.save_job(mode)()
+        self.saved(written, copy)
+        return written
+
+    def save_job(self, mode: SaveMode) -> Callable[[], tuple[Path, np.ndarray]]:
+        """The save as work for any thread: it writes the mask on screen, removes the recovery file and returns
+        (the file written, a copy of the mask it holds). Sets `saving` until `saved` or `save_failed`."""
         if self.editor is None:
             raise SegScopeError(f"{self.item.id}: no mask edits to save")
-        written = save_mask(self.editor.mask, self.source, mode)
-        self.editor.mark_saved()
-        discard_recovery(self.source, self.recovery_dir)
-        self.disk_mask = self.editor.mask.copy()
+        mask, source, recovery_dir = self.editor.mask, self.source, self.recovery_dir
+        self.saving = True
+
+        def work() -> tuple[Path, np.ndarray]:
+            written = save_mask(mask, source, mode)
+            discard_recovery(source, recovery_dir)
+            return written, mask.copy()
+        return work
+
+    def saved(self, written: Path, disk_mask: np.ndarray) -> None:
+        """Adopt a finished `save_job`: the file becomes the mask on disk (and the item's, if it had none)."""
+        self.saving = False
+        if self.editor is not None:
+            self.editor.mark_saved()
+        self.disk_mask = disk_mask
         self.item = self.dataset.adopt_mask(self.item, written)
         self.changed.emit(self, "save")
-        return written
+
+    def save_failed(self) -> None:
+        """A `save_job` failed: the edits stay unsaved and editable."""
+        self.saving = False
 
     def discard(self) -> None:
         """Forget the edits and their recovery file: the mask on disk is the mask again."""

@@ -43,6 +43,7 @@ class RunRecord:
     time: float  # time.time() when the result arrived
     timings: dict[str, float]
     result: InferenceResult | None  # None once the history dropped the arrays to stay in its budget
+    class_names: tuple[str, ...] = ()  # of the model that ran it (empty when unknown: a restored run)
 
     @property
     def total_time(self) -> float:
@@ -73,7 +74,7 @@ class RunHistory:
         model = capabilities.details.get("model", "") if capabilities else ""
         backend = result.backend or (capabilities.name if capabilities else "")
         record = RunRecord(len(self.records) + 1, image_id, backend, model, result.roi, time.time(),
-                           dict(result.timings), result)
+                           dict(result.timings), result, capabilities.class_names if capabilities else ())
         self.records.append(record)
         self._trim()
         return record

@@ -9,18 +9,23 @@ metrics and the mask document of the image on screen. Each fact has one owner:
 - results live once, in `history`; `result(id)` is the newest that still has its arrays;
 - metrics are always those of the mask on screen (the document) or on disk: edits mark them stale and
   `metrics(id)` re-scores on read, so a Discard or Save can never leave an old number anywhere;
-- the newest whole-slide run (`slide_run`, one at a time: its stitched canvases can be large) gives any
-  ROI of that slide a result (`stitched_result`) without running it;
+- each image's newest whole-slide run (`slide_run_of`; kept within `SLIDE_RUN_BYTES`, the newest always)
+  gives any ROI of that slide a result (`stitched_result`) without running it;
 - the metric that ranks the images (worst first, the next/previous worst keys, the histogram) is `ranking`,
   one of `core.metric_catalogue`'s, the foreground Dice unless the user picks another (`set_ranking`);
-- with `persist`, each image's newest result is also kept on disk (`core.session_store`), so reopening the
-  dataset, even after a restart, restores its runs (re-scored against the masks on disk).
+- with `persist`, each image's newest result and whole-slide run are also kept on disk
+  (`core.session_store`), so reopening the dataset, even after a restart, restores them (re-scored against
+  the masks on disk).
 
+Nothing heavy has to happen in the caller's thread: re-scoring is a `ScoreJob` taken here and run anywhere
+(`score_job`, `adopt_score`; `metrics()` runs it in place for headless callers), and restoring is
+`restore_entries()` (reads and scores; any thread) handed to `adopt_restored` one entry at a time.
 Views subscribe to the `Event`s in `SessionEvents` and call the session; nothing here knows about widgets.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -40,10 +45,42 @@ from .result import InferenceResult
 from .roi import Roi
 from .runs import RunHistory, RunRecord
 from .session_store import SessionStore
-from .tiled_eval import TiledEvaluation
+from .tiled_eval import TiledEvaluation, score_stitched
 
 #: ROI moves remembered for undo, per session.
 ROI_UNDO_LIMIT = 100
+#: Whole-slide runs kept in memory (their stitched canvases), newest first; the newest is always kept.
+SLIDE_RUN_BYTES = 1536 << 20
+#: Why a result on screen is dimmed (`Session.stale_reason`).
+ROI_CHANGED, OTHER_MODEL = "ROI changed", "another model"
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    """What re-scoring one image needs, taken in the session's thread; `run()` may run on any other."""
+
+    item_id: str
+    generation: int  # the image's scoring generation when taken: an edit since makes the answer stale
+    result: InferenceResult
+    mask: Callable[[], np.ndarray | None]  # the mask on screen, or a read of the file
+    source: str
+
+    def run(self) -> ImageMetrics | None:
+        mask = self.mask()
+        return None if mask is None else image_metrics(self.result, mask, self.source)
+
+
+@dataclass(frozen=True)
+class Restored:
+    """One thing `restore_entries` found: a stored result or whole-slide run with its metrics against today's
+    mask, or only a `note` (what could not be restored, one line)."""
+
+    root: Path | None = None  # the dataset folder it belongs to
+    image_id: str = ""
+    result: InferenceResult | None = None
+    slide_run: TiledEvaluation | None = None
+    metrics: ImageMetrics | None = None
+    note: str = ""
 
 
 @dataclass
@@ -55,10 +92,12 @@ class SessionEvents:
     slide_loaded: Event = field(default_factory=lambda: Event("slide_loaded"))  # (item)
     roi_changed: Event = field(default_factory=lambda: Event("roi_changed"))  # (item id, roi)
     result_added: Event = field(default_factory=lambda: Event("result_added"))  # (item id, RunRecord)
+    result_restored: Event = field(default_factory=lambda: Event("result_restored"))  # (item id, RunRecord)
     metrics_changed: Event = field(default_factory=lambda: Event("metrics_changed"))  # (item id, metrics|None)
+    metrics_stale: Event = field(default_factory=lambda: Event("metrics_stale"))  # (item id): a re-score is due
     store_failed: Event = field(default_factory=lambda: Event("store_failed"))  # (message)
     document_changed: Event = field(default_factory=lambda: Event("document_changed"))  # (MaskDocument, kind)
-    slide_run_added: Event = field(default_factory=lambda: Event("slide_run_added"))  # (TiledEvaluation)
+    slide_run_added: Event = field(default_factory=lambda: Event("slide_run_added"))  # (TiledEvaluation, restored)
     ranking_changed: Event = field(default_factory=lambda: Event("ranking_changed"))  # (Metric)
 
 
@@ -69,8 +108,6 @@ class Session:
         self.events = SessionEvents()
         self.persist = persist
         self.store: SessionStore | None = None
-        #: What reopening the dataset could not restore (one line each), for the views to show.
-        self.restore_notes: list[str] = []
         self.history = history if history is not None else RunHistory()
         self.dataset: Dataset | None = None
         self.current: DatasetItem | None = None
@@ -80,17 +117,18 @@ class Session:
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
         self._metrics: dict[str, ImageMetrics | None] = {}
         self._stale_metrics: set[str] = set()
+        self._generations: dict[str, int] = {}  # per image: bumped whenever its metrics go stale
         self._roi_undo: list[tuple[str, Roi, Roi]] = []  # (item id, before, after)
         self._roi_redo: list[tuple[str, Roi, Roi]] = []
-        self.slide_run: TiledEvaluation | None = None
+        self.slide_runs: dict[str, TiledEvaluation] = {}  # by image id, oldest first
         self.ranking: Metric = catalogue.lookup(catalogue.DEFAULT_RANKING)
 
     # ------------------------------------------------------------------------------------------ dataset
-    def open_dataset(self, dataset: Dataset) -> None:
+    def open_dataset(self, dataset: Dataset) -> bool:
         """Show a dataset. Reopening the same folder keeps its runs and metrics; another folder's are dropped
-        (their ids name other images)."""
+        (their ids name other images). Returns whether it is another folder, whose stored runs
+        `restore_entries` can then bring back (`restore()` in place)."""
         new_folder = self.dataset is None or dataset.root != self.dataset.root
-        self.flush()
         if new_folder:
             self.history.records.clear()
             self._sizes.clear()
@@ -98,39 +136,57 @@ class Session:
             self._stale_metrics.clear()
             self._roi_undo.clear()
             self._roi_redo.clear()
-            self.slide_run = None
+            self.slide_runs.clear()
+            self.store = SessionStore(dataset.root) if self.persist else None
         self.dataset = dataset
         self.current = self.document = None
-        self.restore_notes = []
-        if new_folder and self.persist:
-            self.store = SessionStore(dataset.root)
-            self._restore(self.store)
         self.events.dataset_opened.emit(dataset)
         self.events.current_changed.emit(None)
+        return new_folder
 
     def flush(self) -> None:
         """Wait until every result is on disk (before closing, or reading the store elsewhere)."""
         if self.store is not None:
             self.store.flush()
 
-    def _restore(self, store: SessionStore) -> None:
-        """Results kept on disk by an earlier session, re-scored against today's masks."""
-        dataset = self._dataset()
-        stored, self.restore_notes = store.load()
-        known = {item.id for item in dataset.items}
-        for entry in stored:
-            if entry.image_id not in known:
-                continue
-            item = dataset.item(entry.image_id)
-            try:
-                mask = dataset.load_mask(item)
-                metrics = image_metrics(entry.result, mask, str(item.truth_path)) if mask is not None else None
-            except SegScopeError as exc:
-                self.restore_notes.append(f"{item.id}: stored result not restored: {exc}")
-                continue
-            self.history.add(item.id, entry.result)
-            self._sizes.setdefault(item.id, entry.result.image_size)
-            self._metrics[item.id] = metrics
+    def restore_entries(self) -> Iterator[Restored]:
+        """The open dataset's results and whole-slide runs kept on disk by an earlier session, each re-scored
+        against today's mask on disk, one at a time. The iterator reads and scores only (iterate it on a
+        worker; it keeps to the dataset open now); nothing changes here until each entry is given to
+        `adopt_restored`."""
+        store, dataset = self.store, self.dataset
+        return _restored(store, dataset) if store is not None and dataset is not None else iter(())
+
+    def adopt_restored(self, entry: Restored) -> bool:
+        """Take one restored entry (in the session's thread); False when it is not taken: only a note, an
+        image of another dataset, or one that got a newer result or whole-slide run meanwhile."""
+        dataset = self.dataset
+        if (dataset is None or entry.root != dataset.root or not entry.image_id
+                or not any(i.id == entry.image_id for i in dataset.items)):
+            return False
+        if entry.result is not None:
+            if self.result(entry.image_id) is not None:
+                return False
+            record = self.history.add(entry.image_id, entry.result)
+            self._sizes.setdefault(entry.image_id, entry.result.image_size)
+            self._metrics[entry.image_id] = entry.metrics
+            self.events.result_restored.emit(entry.image_id, record)
+            self.events.metrics_changed.emit(entry.image_id, entry.metrics)
+            return True
+        if entry.slide_run is not None and entry.image_id not in self.slide_runs:
+            self._keep_slide_run(entry.slide_run)
+            self.events.slide_run_added.emit(entry.slide_run, True)
+            return True
+        return False
+
+    def restore(self) -> list[str]:
+        """`restore_entries` adopted in place (headless callers); returns the notes."""
+        notes = []
+        for entry in self.restore_entries():
+            if entry.note:
+                notes.append(entry.note)
+            self.adopt_restored(entry)
+        return notes
 
     def _dataset(self) -> Dataset:
         if self.dataset is None:
@@ -238,8 +294,18 @@ class Session:
 
     # ------------------------------------------------------------------------------------------ results
     def run_plan(self, item_ids: list[str]) -> dict[str, Roi]:
-        """The ROIs a run uses, taken now (the run works on this snapshot, whatever the user drags later)."""
-        return {item_id: self.roi_for(item_id) for item_id in item_ids}
+        """The ROIs a run uses, taken now (the run works on this snapshot, whatever the user drags later): the
+        ROI picked for each image, or the default rule for the sizes seen. Images never shown are left to the
+        run (their size needs their file, read there; an unreadable one is that image's error)."""
+        dataset = self._dataset()
+        items = {item.id: item for item in dataset.items}
+        plan = {}
+        for item_id in item_ids:
+            size = self._sizes.get(item_id)
+            roi = dataset.stored_roi(items[item_id]) or (dataset.default_roi_for(size) if size else None)
+            if roi is not None:
+                plan[item_id] = roi
+        return plan
 
     def held_masks(self) -> dict[str, np.ndarray]:
         """Ground truth in memory exactly as its file holds it (the open image's mask as loaded or last
@@ -257,38 +323,76 @@ class Session:
         self._sizes.setdefault(item_id, evaluation.result.image_size)
         self._metrics[item_id] = evaluation.metrics
         self._stale_metrics.discard(item_id)
-        if self.document is not None and self.document.item.id == item_id and self.document.editor is not None:
-            self._stale_metrics.add(item_id)
+        self._generations[item_id] = self._generations.get(item_id, 0) + 1  # scoring of the old result: stale
         if self.store is not None:
             self.store.submit(item_id, evaluation.result)
-            for error in self.store.take_errors():  # of earlier writes: reported here, in the caller's thread
-                self.events.store_failed.emit(f"{error}: results are kept for this session only")
+            self._report_store_errors()
         self.events.result_added.emit(item_id, record)
-        self.events.metrics_changed.emit(item_id, self.metrics(item_id))
+        self.events.metrics_changed.emit(item_id, evaluation.metrics)
+        if self.document is not None and self.document.item.id == item_id and self.document.editor is not None:
+            self._invalidate(item_id)  # scored on the file; the mask on screen has edits
         return record
 
+    def _report_store_errors(self) -> None:
+        if self.store is not None:
+            for error in self.store.take_errors():  # of earlier writes: reported here, in the caller's thread
+                self.events.store_failed.emit(f"{error}: results are kept for this session only")
+
     def add_slide_run(self, evaluation: TiledEvaluation) -> None:
-        """Keep a finished whole-slide run (replacing the one before) and announce it."""
-        self.slide_run = evaluation
-        self.events.slide_run_added.emit(evaluation)
+        """Keep a finished whole-slide run (replacing the image's one before; kept on disk too) and announce
+        it."""
+        self._keep_slide_run(evaluation)
+        if self.store is not None:
+            self.store.submit_slide(evaluation)
+            self._report_store_errors()
+        self.events.slide_run_added.emit(evaluation, False)
+
+    def _keep_slide_run(self, evaluation: TiledEvaluation) -> None:
+        runs = self.slide_runs
+        runs.pop(evaluation.item.id, None)
+        runs[evaluation.item.id] = evaluation
+        total = 0
+        for item_id, run in reversed(list(runs.items())):  # newest first; the newest is always kept
+            total += run.stitched.nbytes
+            if total > SLIDE_RUN_BYTES and item_id != evaluation.item.id:
+                del runs[item_id]
+
+    def slide_run_of(self, item_id: str) -> TiledEvaluation | None:
+        """The image's newest whole-slide run kept in memory."""
+        return self.slide_runs.get(item_id)
 
     def stitched_result(self, item_id: str, roi: Roi) -> InferenceResult | None:
         """The whole-slide run's output under `roi` of image `item_id` (None: no such run, or it did not cover
         the ROI)."""
-        run = self.slide_run
-        return run.stitched.crop(roi) if run is not None and run.item.id == item_id else None
+        run = self.slide_runs.get(item_id)
+        return run.stitched.crop(roi) if run is not None else None
 
-    def result(self, item_id: str) -> InferenceResult | None:
-        """The newest result of an image that still has its arrays (the history drops old arrays)."""
+    def record(self, item_id: str) -> RunRecord | None:
+        """The newest run of an image that still has its arrays (the history drops old arrays)."""
         for record in reversed(self.history.records):
             if record.image_id == item_id:
-                return record.result
+                return record if record.result is not None else None
         return None
 
+    def result(self, item_id: str) -> InferenceResult | None:
+        """The newest result of an image that still has its arrays."""
+        record = self.record(item_id)
+        return record.result if record is not None else None
+
+    def stale_reason(self, item_id: str) -> str:
+        """Why the image's newest result no longer answers for it ("" when it does): `ROI_CHANGED` (computed
+        on another ROI than the image has now) or `OTHER_MODEL` (by another model than the one open)."""
+        record = self.record(item_id)
+        if record is None or record.result is None:
+            return ""
+        if record.result.roi != self.roi_for(item_id):
+            return ROI_CHANGED
+        model = self.capabilities.details.get("model", "") if self.capabilities is not None else ""
+        return OTHER_MODEL if model and record.model and record.model != model else ""
+
     def is_stale(self, item_id: str) -> bool:
-        """Whether the image's newest result was computed on another ROI than the image has now."""
-        result = self.result(item_id)
-        return result is not None and result.roi != self.roi_for(item_id)
+        """Whether the image's newest result no longer answers for it (see `stale_reason`)."""
+        return bool(self.stale_reason(item_id))
 
     @property
     def result_ids(self) -> list[str]:
@@ -299,27 +403,57 @@ class Session:
 
     # ------------------------------------------------------------------------------------------ metrics
     def metrics(self, item_id: str) -> ImageMetrics | None:
-        """The image's metrics against the mask on screen or on disk (re-scored here after edits)."""
-        if item_id in self._stale_metrics:
-            self._stale_metrics.discard(item_id)
-            self._metrics[item_id] = self._score(item_id)
+        """The image's metrics against the mask on screen or on disk, re-scored here when stale (headless
+        callers; a window takes `score_job` to a worker and shows `known_metrics` meanwhile)."""
+        job = self.score_job(item_id)
+        if job is not None:
+            self._adopt(job, job.run(), announce=False)
         return self._metrics.get(item_id)
+
+    def known_metrics(self, item_id: str) -> ImageMetrics | None:
+        """The image's last scored metrics, never re-scored here (they may be stale: `metrics_stale`)."""
+        return self._metrics.get(item_id)
+
+    def metrics_stale(self, item_id: str) -> bool:
+        """Whether the mask changed since the image's metrics were scored (a re-score is due)."""
+        return item_id in self._stale_metrics
 
     def has_metrics(self, item_id: str) -> bool:
         """Whether the image was run (its metrics may still be None: no mask)."""
         return item_id in self._metrics
 
-    def _score(self, item_id: str) -> ImageMetrics | None:
+    def score_job(self, item_id: str) -> ScoreJob | None:
+        """What re-scoring a stale image needs, captured now (None: nothing to re-score). The job reads the
+        mask on screen without copying it: an edit during the run makes its answer stale (`adopt_score`)."""
+        if item_id not in self._stale_metrics:
+            return None
         result = self.result(item_id)
-        if result is None:
-            return self._metrics.get(item_id)
+        if result is None:  # the arrays were dropped: the last scored metrics stay
+            self._stale_metrics.discard(item_id)
+            return None
         document = self.document if self.document is not None and self.document.item.id == item_id else None
         if document is not None:
-            mask, source = document.mask, str(document.item.truth_path or document.source)
+            held = document.mask
+            mask: Callable[[], np.ndarray | None] = lambda: held  # noqa: E731 - the mask on screen, as it is now
+            source = str(document.item.truth_path or document.source)
         else:
-            item = self._dataset().item(item_id)
-            mask, source = self._dataset().load_mask(item), str(item.truth_path)
-        return None if mask is None else image_metrics(result, mask, source)
+            dataset, item = self._dataset(), self._dataset().item(item_id)
+            mask, source = (lambda: dataset.load_mask(item)), str(item.truth_path)
+        return ScoreJob(item_id, self._generations.get(item_id, 0), result, mask, source)
+
+    def adopt_score(self, job: ScoreJob, metrics: ImageMetrics | None) -> bool:
+        """Take a finished job's metrics and announce them; False (ignored) when the mask or the result
+        changed since the job was taken."""
+        return self._adopt(job, metrics, announce=True)
+
+    def _adopt(self, job: ScoreJob, metrics: ImageMetrics | None, announce: bool) -> bool:
+        if self._generations.get(job.item_id, 0) != job.generation or job.item_id not in self._stale_metrics:
+            return False
+        self._stale_metrics.discard(job.item_id)
+        self._metrics[job.item_id] = metrics
+        if announce:
+            self.events.metrics_changed.emit(job.item_id, metrics)
+        return True
 
     def set_quality(self, item_id: str, basis: ImageMetrics, quality: ImageQuality) -> bool:
         """Add QA metrics computed elsewhere (a worker) against the metrics `basis` to the image's metrics and
@@ -331,20 +465,23 @@ class Session:
         return True
 
     def refresh_metrics(self, item_id: str) -> None:
-        """Announce an image's metrics (re-scored if edits made them stale); views rate-limit this."""
+        """Re-score a stale image in place and announce its metrics (headless callers)."""
         if item_id in self._metrics:
             self.events.metrics_changed.emit(item_id, self.metrics(item_id))
 
+    def _invalidate(self, item_id: str) -> None:
+        self._stale_metrics.add(item_id)
+        self._generations[item_id] = self._generations.get(item_id, 0) + 1
+        self.events.metrics_stale.emit(item_id)
+
     def _on_document_changed(self, document: MaskDocument, kind: str) -> None:
-        """Edits mark the metrics stale (re-scored when read); a save or discard re-scores at once."""
+        """Every change of the mask on screen (an edit, a save, a discard) makes the metrics stale."""
         item_id = document.item.id
         if self.current is not None and self.current.id == item_id:
             self.current = document.item  # a saved new mask is adopted into the dataset
-        if item_id in self._metrics:
-            self._stale_metrics.add(item_id)
         self.events.document_changed.emit(document, kind)
-        if kind != "edit":
-            self.refresh_metrics(item_id)
+        if item_id in self._metrics:
+            self._invalidate(item_id)
 
     @property
     def class_names(self) -> tuple[str, ...]:
@@ -360,27 +497,74 @@ class Session:
         return metric
 
     def ranking_values(self, item_ids: list[str] | None = None) -> dict[str, float | None]:
-        """The ranking metric of the images run so far (or `item_ids`), None where it is n/a or there is no mask."""
+        """The ranking metric of the images run so far (or `item_ids`), None where it is n/a or there is no mask
+        (of the last scored metrics: never re-scores here)."""
         ids = item_ids if item_ids is not None else list(self._metrics)
-        return {item_id: self.ranking.of(self.metrics(item_id)) for item_id in ids if self.has_metrics(item_id)}
+        return {item_id: self.ranking.of(self._metrics.get(item_id)) for item_id in ids if self.has_metrics(item_id)}
 
     def summary(self, item_ids: list[str] | None = None) -> DatasetSummary:
-        """Means over the images run so far (or `item_ids`) that have masks."""
+        """Means of the last scored metrics over the images run so far (or `item_ids`) that have masks
+        (never re-scores: cheap enough for every change)."""
         summary = DatasetSummary()
         for item_id in item_ids if item_ids is not None else list(self._metrics):
-            summary.add(self.metrics(item_id))
+            summary.add(self._metrics.get(item_id))
         return summary
 
     def metrics_table(self, item_ids: list[str] | None = None) -> tuple[list[dict[str, object]], dict[str, object]]:
         """Rows (one per image run, or per image of `item_ids`) and their means, for `write_metrics`."""
+        return self.metrics_table_job(item_ids)()
+
+    def metrics_table_job(self, item_ids: list[str] | None = None
+                          ) -> Callable[[], tuple[list[dict[str, object]], dict[str, object]]]:
+        """`metrics_table` as work for any thread, taken now: stale images are re-scored in it (their jobs),
+        the others keep their scored metrics (nothing here changes)."""
         dataset = self._dataset()
         wanted = set(item_ids) if item_ids is not None else None
-        rows, ids = [], []
+        taken = []
         for item in dataset.items:
             if item.id in self._metrics and (wanted is None or item.id in wanted):
                 result = self.result(item.id)
                 roi = result.roi if result is not None else self.roi_for(item.id)
-                rows.append(evaluation_row(item, roi, self.metrics(item.id), result.timings if result else None,
-                                           result.roi_note if result else ""))
-                ids.append(item.id)
-        return rows, dict(self.summary(ids).means())
+                taken.append((item, roi, self._metrics[item.id], self.score_job(item.id),
+                              result.timings if result else None, result.roi_note if result else ""))
+
+        def table() -> tuple[list[dict[str, object]], dict[str, object]]:
+            rows, summary = [], DatasetSummary()
+            for item, roi, metrics, job, timings, roi_note in taken:
+                scored = job.run() if job is not None else metrics
+                rows.append(evaluation_row(item, roi, scored, timings, roi_note))
+                summary.add(scored)
+            return rows, dict(summary.means())
+        return table
+
+
+def _restored(store: SessionStore, dataset: Dataset) -> Iterator[Restored]:
+    """`Session.restore_entries` of `dataset` (kept on disk in `store`)."""
+    root = dataset.root
+    stored, problems = store.load()
+    slides, slide_problems = store.load_slides()
+    for problem in (*problems, *slide_problems):
+        yield Restored(root, note=problem)
+    known = {item.id: item for item in dataset.items}
+    for entry in stored:
+        item = known.get(entry.image_id)
+        if item is None:
+            continue
+        try:
+            mask = dataset.load_mask(item)
+            metrics = image_metrics(entry.result, mask, str(item.truth_path)) if mask is not None else None
+        except SegScopeError as exc:
+            yield Restored(root, note=f"{item.id}: stored result not restored: {exc}")
+            continue
+        yield Restored(root, item.id, entry.result, metrics=metrics)
+    for slide in slides:
+        item = known.get(slide.image_id)
+        if item is None:
+            continue
+        try:
+            metrics = score_stitched(dataset, item, slide.stitched)
+        except SegScopeError as exc:
+            yield Restored(root, note=f"{item.id}: stored whole-slide run not restored: {exc}")
+            continue
+        yield Restored(root, item.id, slide_run=TiledEvaluation(item, slide.stitched, slide.tiles, metrics,
+                                                                slide.seconds, slide.plan))

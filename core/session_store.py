@@ -1,11 +1,14 @@
 """The session's results kept on disk, so reopening a dataset (even after a restart) restores its runs.
 
 The newest result of each image is stored as `<dataset>/.segscope-session/<id>.npz` (probabilities, argmax,
-ROI, image size, timings, backend), written atomically; the folder is kept under `max_bytes` by dropping the
-oldest files. Metrics are not stored: they are re-scored on load against the masks on disk, so a mask saved
-or edited elsewhere meanwhile can never leave an old number behind. `submit` writes in a background thread
-(compressing a result takes tens of milliseconds); `flush` waits for the writes, `take_errors` collects
-what failed.
+ROI, image size, timings, backend), its newest whole-slide run as `slides/<id>.npz` (the stitched
+probabilities, argmax, coverage and seams with the region, scale and tiling), each written atomically; the
+folder is kept under `max_bytes` by dropping the oldest files (a run larger than that on its own is kept
+for the session only, and said so). Metrics are not stored: they are re-scored on load against the masks on
+disk, so a mask saved or edited elsewhere meanwhile can never leave an old number behind. `submit` and
+`submit_slide` write in a background thread (compressing a result takes tens of milliseconds, a whole slide
+seconds); `flush` waits for the writes, `take_errors` collects what failed. Stored files are read as
+untrusted (`read_stored`, `read_slide`): a damaged or hostile entry is skipped with one line.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import io
 import json
 import re
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,20 +30,39 @@ from .errors import InputError, SegScopeError, one_line
 from .fileio import TEMP_NAME, atomic_write_bytes, read_bytes
 from .result import InferenceResult
 from .roi import Roi
+from .tiled_eval import TiledEvaluation, TilePlan
+from .tiling import Stitched
 from .untrusted_json import parse_json
 
 STORE_DIR_NAME = ".segscope-session"
+SLIDES_DIR_NAME = "slides"
 #: About 70 results of a 960x960x2 model (npz-compressed they are usually much smaller).
 DEFAULT_MAX_BYTES = 512 << 20
-#: What one stored result may inflate to: an 8192 x 8192 model output of 3 classes, and its argmax.
+#: What one stored file may inflate to: an 8192 x 8192 model output of 3 classes and its argmax, or a
+#: whole-slide run within the default bound.
 MAX_INFLATED = 1 << 30
-_MEMBERS = ("probabilities.npy", "argmax.npy", "meta.npy")
+#: Each stored kind's arrays: (dtype, number of dimensions); "seams" is optional in a slide.
+_RESULT_ARRAYS: dict[str, tuple[Any, int]] = {"probabilities": (np.float32, 3), "argmax": (np.uint8, 2),
+                                              "meta": (np.uint8, 1)}
+_SLIDE_ARRAYS: dict[str, tuple[Any, int]] = {**_RESULT_ARRAYS, "covered": (np.uint8, 2), "seams": (np.float32, 2)}
+_Stored = TypeVar("_Stored")
 
 
 @dataclass(frozen=True)
 class StoredResult:
     image_id: str
     result: InferenceResult
+
+
+@dataclass(frozen=True)
+class StoredSlide:
+    """A whole-slide run as stored: its stitched output and how it was made."""
+
+    image_id: str
+    stitched: Stitched
+    tiles: int
+    seconds: float
+    plan: TilePlan | None
 
 
 def _file_name(image_id: str) -> str:
@@ -52,6 +76,7 @@ class SessionStore:
 
     def __init__(self, dataset_root: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.folder = Path(dataset_root) / STORE_DIR_NAME
+        self.slides_folder = self.folder / SLIDES_DIR_NAME
         self.max_bytes = max_bytes
         self._executor: ThreadPoolExecutor | None = None
         self._pending: list[Future[Path]] = []
@@ -59,10 +84,17 @@ class SessionStore:
 
     def submit(self, image_id: str, result: InferenceResult) -> None:
         """`save` in the store's thread (results are never changed after a run, so no copy is needed)."""
+        self._submit(self.save, image_id, result)
+
+    def submit_slide(self, evaluation: TiledEvaluation) -> None:
+        """`save_slide` in the store's thread (a stitched run is never changed after it finished)."""
+        self._submit(self.save_slide, evaluation)
+
+    def _submit(self, save: Callable[..., Path], *args: Any) -> None:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="segscope-session-store")
         self._pending = [f for f in self._pending if not f.done()]
-        future = self._executor.submit(self.save, image_id, result)
+        future = self._executor.submit(save, *args)
         future.add_done_callback(self._collect)
         self._pending.append(future)
 
@@ -94,8 +126,29 @@ class SessionStore:
         self._trim(keep=path)
         return path
 
+    def save_slide(self, evaluation: TiledEvaluation) -> Path:
+        """Store an image's newest whole-slide run (replacing its older one), then keep within `max_bytes`.
+        A run whose arrays alone exceed `max_bytes` is not stored (SegScopeError: kept for the session)."""
+        stitched, image_id = evaluation.stitched, evaluation.item.id
+        if stitched.nbytes > self.max_bytes:
+            raise SegScopeError(f"{image_id}: its whole-slide run ({stitched.nbytes / 1e6:,.0f} MB) is larger than "
+                                f"the session folder's bound ({self.max_bytes / 1e6:,.0f} MB)")
+        meta = {"id": image_id, "region": list(stitched.region.as_tuple()), "scale": stitched.scale,
+                "slide_size": list(stitched.slide_size), "threshold": stitched.threshold, "tiles": evaluation.tiles,
+                "seconds": evaluation.seconds, "plan": asdict(evaluation.plan) if evaluation.plan is not None else {}}
+        arrays: dict[str, Any] = {"probabilities": stitched.probabilities, "argmax": stitched.argmax,
+                                  "covered": np.packbits(stitched.covered, axis=-1)}
+        if stitched.seams is not None:
+            arrays["seams"] = stitched.seams
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+        path = atomic_write_bytes(self.slides_folder / _file_name(image_id), buffer.getvalue(), overwrite=True)
+        self._trim(keep=path)
+        return path
+
     def _trim(self, keep: Path) -> None:
-        files = sorted(self.folder.glob("*.npz"), key=lambda p: p.lstat().st_mtime_ns, reverse=True)
+        files = sorted([*self.folder.glob("*.npz"), *self.slides_folder.glob("*.npz")],
+                       key=lambda p: p.lstat().st_mtime_ns, reverse=True)
         total = 0
         for path in files:
             total += path.lstat().st_size
@@ -106,22 +159,30 @@ class SessionStore:
         """Stored results, oldest first, and one line per entry that could not be read (it is skipped: a
         stored result is only a cache of a run, so nothing in this folder may stop a dataset from opening).
         Temporary files of writes a killed session left are removed."""
+        return _load(self.folder, read_stored, "stored result")
+
+    def load_slides(self) -> tuple[list[StoredSlide], list[str]]:
+        """Stored whole-slide runs, oldest first, and one line per entry that could not be read (skipped)."""
+        return _load(self.slides_folder, read_slide, "stored whole-slide run")
+
+
+def _load(folder: Path, read: Callable[[Path], _Stored], what: str) -> tuple[list[_Stored], list[str]]:
+    try:
+        entries = [(p, p.lstat().st_mtime_ns) for p in folder.iterdir() if p.name.endswith(".npz")]
+        leftovers = [p for p in folder.iterdir() if TEMP_NAME.match(p.name) and p.is_file()]
+    except OSError:
+        return [], []  # no store (or not a folder): nothing to restore
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    stored, problems = [], []
+    for path, _ in sorted(entries, key=lambda entry: entry[1]):
         try:
-            entries = [(p, p.lstat().st_mtime_ns) for p in self.folder.iterdir() if p.name.endswith(".npz")]
-            leftovers = [p for p in self.folder.iterdir() if TEMP_NAME.match(p.name) and p.is_file()]
-        except OSError:
-            return [], []  # no store (or not a folder): nothing to restore
-        for path in leftovers:
-            path.unlink(missing_ok=True)
-        stored, problems = [], []
-        for path, _ in sorted(entries, key=lambda entry: entry[1]):
-            try:
-                stored.append(read_stored(path))
-            except Exception as exc:  # noqa: BLE001 - any damage to a cache entry only skips it
-                detail = exc.problem if isinstance(exc, InputError) else exc if isinstance(exc, SegScopeError) \
-                    else f"{type(exc).__name__}: {exc}"
-                problems.append(one_line(f"{path}: stored result not restored ({detail}); it is ignored"))
-        return stored, problems
+            stored.append(read(path))
+        except Exception as exc:  # noqa: BLE001 - any damage to a cache entry only skips it
+            detail = exc.problem if isinstance(exc, InputError) else exc if isinstance(exc, SegScopeError) \
+                else f"{type(exc).__name__}: {exc}"
+            problems.append(one_line(f"{path}: {what} not restored ({detail}); it is ignored"))
+    return stored, problems
 
 
 def _array(archive: zipfile.ZipFile, name: str, dtype: type, ndim: int) -> np.ndarray:
@@ -136,39 +197,93 @@ def _array(archive: zipfile.ZipFile, name: str, dtype: type, ndim: int) -> np.nd
         return np.ascontiguousarray(np.lib.format.read_array(member, allow_pickle=False))
 
 
-def read_stored(path: Path) -> StoredResult:
-    """One stored result, read as untrusted: a regular file (no symlink) of at most `MAX_INFLATED`, a zip of the
-    three expected arrays inflating to at most `MAX_INFLATED`, each array's type and shape checked before
-    it is inflated, the metadata bounded JSON with every field checked."""
+def _read_arrays(path: Path, kinds: dict[str, tuple[Any, int]], required: int) -> dict[str, Any]:
+    """A stored file's arrays, read as untrusted: a regular file (no symlink) of at most `MAX_INFLATED`, a zip
+    holding the first `required` arrays of `kinds` (and maybe the others) inflating to at most `MAX_INFLATED`,
+    each array's type and shape checked before it is inflated; "meta" parsed as bounded JSON."""
     data = read_bytes(path, "stored result", MAX_INFLATED, follow_symlinks=False)
+    names = [f"{name}.npy" for name in kinds]
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         members = {info.filename: info.file_size for info in archive.infolist()}
-        if set(members) != set(_MEMBERS):
-            raise SegScopeError(f"holds {sorted(members)}, not {list(_MEMBERS)}")
+        if not set(names[:required]) <= set(members) <= set(names):
+            raise SegScopeError(f"holds {sorted(members)}, not {names[:required]}")
         if sum(members.values()) > MAX_INFLATED:
             raise SegScopeError(f"inflates to {sum(members.values()):,} bytes, over the limit of {MAX_INFLATED:,}")
-        probabilities = _array(archive, "probabilities", np.float32, 3)
-        argmax = _array(archive, "argmax", np.uint8, 2)
-        meta = parse_json(bytes(_array(archive, "meta", np.uint8, 1)).decode("utf-8"), path)
+        arrays: dict[str, Any] = {name: _array(archive, name, *kinds[name]) for name in kinds
+                                  if f"{name}.npy" in members}
+    arrays["meta"] = parse_json(bytes(arrays["meta"]).decode("utf-8"), path)
+    if not isinstance(arrays["meta"], dict):
+        raise SegScopeError("its metadata is not a JSON object")
+    _check_classes(arrays["probabilities"], arrays["argmax"])
+    return arrays
+
+
+def _check_classes(probabilities: np.ndarray, argmax: np.ndarray) -> None:
     if probabilities.shape[:2] != argmax.shape:
         raise SegScopeError(f"probabilities {probabilities.shape} and argmax {argmax.shape} differ in size")
     if not (probabilities.min() >= 0.0 and probabilities.max() <= 1.0) or argmax.max() >= probabilities.shape[2]:
         raise SegScopeError("its probabilities are not in [0, 1] (or NaN), or its argmax names a class it lacks")
-    if not isinstance(meta, dict):
-        raise SegScopeError("its metadata is not a JSON object")
+
+
+def read_stored(path: Path) -> StoredResult:
+    """One stored result (`_read_arrays`), every metadata field checked."""
+    arrays = _read_arrays(path, _RESULT_ARRAYS, required=3)
+    probabilities, argmax, meta = arrays["probabilities"], arrays["argmax"], arrays["meta"]
     box, size, timings = Roi(*_field(meta, "roi", 4)), _field(meta, "image_size", 2), meta.get("timings")
     if box.width <= 0 or box.height <= 0 or not box.fits(*size):
         raise SegScopeError(f"its ROI {box} does not lie in its {size[0]}x{size[1]} image")
     if not (isinstance(timings, dict) and all(type(v) in (int, float) for v in timings.values())
             and isinstance(meta.get("id"), str) and isinstance(meta.get("backend", ""), str)):
         raise SegScopeError("its metadata (id, timings, backend) is malformed")
-    threshold, roi_note = meta.get("threshold"), meta.get("roi_note", "")
-    if not ((threshold is None or type(threshold) in (int, float)) and isinstance(roi_note, str)):
-        raise SegScopeError("its metadata (threshold, roi_note) is malformed")
+    threshold, roi_note = _threshold(meta), meta.get("roi_note", "")
+    if not isinstance(roi_note, str):
+        raise SegScopeError("its metadata field roi_note is not a string")
     result = InferenceResult(probabilities, argmax, box, (size[0], size[1]),
                              {str(k): float(v) for k, v in timings.items()}, meta.get("backend", ""),
-                             None if threshold is None else float(threshold), roi_note)
+                             threshold, roi_note)
     return StoredResult(meta["id"], result)
+
+
+def read_slide(path: Path) -> StoredSlide:
+    """One stored whole-slide run (`_read_arrays`), every metadata field checked."""
+    arrays = _read_arrays(path, _SLIDE_ARRAYS, required=4)
+    probabilities, meta, seams = arrays["probabilities"], arrays["meta"], arrays.get("seams")
+    height, width = probabilities.shape[:2]
+    if arrays["covered"].shape != (height, (width + 7) // 8) or (seams is not None and seams.shape != (height, width)):
+        raise SegScopeError("its coverage or seams do not have its probabilities' size")
+    covered = np.unpackbits(arrays["covered"], axis=-1, count=width).astype(bool)
+    region, slide_size = Roi(*_field(meta, "region", 4)), _field(meta, "slide_size", 2)
+    scale, tiles, seconds = meta.get("scale"), meta.get("tiles"), meta.get("seconds")
+    if not (type(scale) is float and scale > 0 and type(tiles) is int and tiles >= 0
+            and type(seconds) in (int, float) and isinstance(meta.get("id"), str)):
+        raise SegScopeError("its metadata (id, scale, tiles, seconds) is malformed")
+    if region.width <= 0 or region.height <= 0 or not region.fits(*slide_size):
+        raise SegScopeError(f"its region {region} does not lie in its {slide_size[0]}x{slide_size[1]} slide")
+    stitched = Stitched(region, scale, (slide_size[0], slide_size[1]), probabilities, arrays["argmax"], seams,
+                        covered, _threshold(meta))
+    return StoredSlide(meta["id"], stitched, tiles, float(seconds), _plan(meta.get("plan")))
+
+
+def _threshold(meta: dict[str, Any]) -> float | None:
+    threshold = meta.get("threshold")
+    if not (threshold is None or type(threshold) in (int, float)):
+        raise SegScopeError("its metadata field threshold is not a number")
+    return None if threshold is None else float(threshold)
+
+
+def _plan(plan: object) -> TilePlan | None:
+    """The stored tiling (an empty object: none), its fields those of `TilePlan`."""
+    if plan == {}:
+        return None
+    tile = plan.get("tile") if isinstance(plan, dict) else None
+    if not (isinstance(plan, dict) and isinstance(tile, list) and len(tile) == 2
+            and all(type(v) is int and v > 0 for v in tile)):
+        raise SegScopeError("its metadata field plan is not a tiling")
+    fields: dict[str, Any] = {**plan, "tile": (tile[0], tile[1])}
+    try:
+        return TilePlan(**fields)
+    except TypeError:  # a field TilePlan does not have
+        raise SegScopeError("its metadata field plan is not a tiling") from None
 
 
 def _field(meta: dict[str, object], key: str, count: int) -> list[int]:

@@ -114,6 +114,7 @@ class TiledEvaluation:
     tiles: int
     metrics: ImageMetrics | None  # None when the image has no mask
     seconds: float
+    plan: TilePlan | None = None  # how it was tiled (for the export's provenance)
 
 
 def tile_count(backend: Backend, dataset: Dataset, plan: TilePlan, roi: Roi | None = None) -> list[int]:
@@ -165,4 +166,5 @@ def evaluate_slide(backend: Backend, dataset: Dataset, item: DatasetItem, reader
     start = time.perf_counter()
     stitched = run_tiled(backend, reader, plan, roi, progress, cancel)
     tiles = len(tile_grid(roi or Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size, plan.max_tiles))
-    return TiledEvaluation(item, stitched, tiles, score_stitched(dataset, item, stitched), time.perf_counter() - start)
+    return TiledEvaluation(item, stitched, tiles, score_stitched(dataset, item, stitched), time.perf_counter() - start,
+                           plan)

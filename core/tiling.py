@@ -122,6 +122,31 @@ def _to_out(value: float, scale: float) -> int:
     return int(math.floor(value * scale + 0.5))
 
 
+def output_size(region: Roi, scale: float) -> tuple[int, int]:
+    """(width, height) in output pixels of `region` stitched at `scale`."""
+    return max(_to_out(region.width, scale), 1), max(_to_out(region.height, scale), 1)
+
+
+def canvas_bytes(region: Roi, scale: float, num_classes: int, seams: bool = False) -> int:
+    """The memory a `Stitcher` of `region` at `scale` needs (probabilities, weights, seams maps, argmax)."""
+    width, height = output_size(region, scale)
+    planes = num_classes + 1 + (2 if seams else 0)
+    return width * height * (planes * 4 + 1)
+
+
+def fitting_scale(region: Roi, scale: float, num_classes: int, seams: bool = False,
+                  max_bytes: int = DEFAULT_MAX_CANVAS_BYTES) -> float:
+    """`scale` when its canvases fit `max_bytes`, else the largest scale (to 4 significant digits, rounded
+    down) whose canvases do."""
+    needed = canvas_bytes(region, scale, num_classes, seams)
+    if needed <= max_bytes:
+        return scale
+    fitting = float(f"{scale * math.sqrt(max_bytes / needed):.4g}")
+    while fitting > 0 and canvas_bytes(region, fitting, num_classes, seams) > max_bytes:
+        fitting = float(f"{fitting * 0.999:.4g}")
+    return fitting
+
+
 @dataclass(frozen=True)
 class Stitched:
     """Blended output at `scale` of `region` (slide pixels): probabilities H x W x C float32, the classes the
@@ -136,6 +161,11 @@ class Stitched:
     seams: np.ndarray | None
     covered: np.ndarray
     threshold: float | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """The memory its arrays hold."""
+        return sum(a.nbytes for a in (self.probabilities, self.argmax, self.covered, self.seams) if a is not None)
 
     def to_slide(self, box: Roi) -> tuple[float, float, float, float]:
         """A box of output pixels as slide pixels (x0, y0, x1, y1), fractional where the scale is."""
@@ -171,11 +201,10 @@ class Stitched:
 def check_canvas(region: Roi, scale: float, num_classes: int, seams: bool = False,
                  max_bytes: int = DEFAULT_MAX_CANVAS_BYTES) -> tuple[int, int]:
     """The (width, height) of the canvases stitching `region` at `scale`, refused over `max_bytes`."""
-    width, height = max(_to_out(region.width, scale), 1), max(_to_out(region.height, scale), 1)
-    planes = num_classes + 1 + (2 if seams else 0)
-    needed = width * height * (planes * 4 + 1)
+    width, height = output_size(region, scale)
+    needed = canvas_bytes(region, scale, num_classes, seams)
     if needed > max_bytes:
-        fitting = min(scale * math.sqrt(max_bytes / needed), 1.0)
+        fitting = min(fitting_scale(region, scale, num_classes, seams, max_bytes), 1.0)  # never suggest upscaling
         raise SegScopeError(f"--output-scale: a {width}x{height} output of {num_classes} classes needs "
                             f"{needed:,} bytes, over the limit of {max_bytes:,}: pass --output-scale {fitting:.4g} "
                             "or less, or raise --max-canvas")

@@ -17,7 +17,7 @@ from typing import TextIO
 
 import numpy as np
 
-from .backends.base import Backend
+from .backends.base import Backend, Capabilities
 from .cli_lines import note
 from .dataset import Dataset
 from .errors import SegScopeError
@@ -152,9 +152,11 @@ def _ome_tiff_bytes(image: np.ndarray, compression: str, resample: str, folder: 
         return path.read_bytes()
 
 
-def _export(folder: ExportFolder, evaluation: TiledEvaluation, backend: Backend, kinds: list[str],
-            plan: TilePlan, stitched_format: str) -> None:
-    stitched, item = evaluation.stitched, evaluation.item
+def export_stitched(folder: ExportFolder, evaluation: TiledEvaluation, capabilities: Capabilities | None,
+                    kinds: list[str], stitched_format: str = "auto") -> list[Path]:
+    """Write one whole-slide run's stitched `kinds` (of `TILED_KINDS`) with their provenance into `folder`
+    (what `eval --tile --export` writes, also the viewer's export of a whole-slide run); the paths written."""
+    stitched, item, plan = evaluation.stitched, evaluation.item, evaluation.plan
     classes = stitched.probabilities.shape[-1]
     ome = stitched_format == "ome-tiff" or (stitched_format == "auto" and max(stitched.argmax.shape) > PNG_MAX_SIDE)
     files: dict[str, tuple[str, bytes]] = {}
@@ -171,14 +173,21 @@ def _export(folder: ExportFolder, evaluation: TiledEvaluation, backend: Backend,
             files[name] = (kind, _ome_tiff_bytes(heatmap, "jpeg", "area", folder.out_dir) if ome
                            else encode_image(heatmap))
     result = InferenceResult(stitched.probabilities, stitched.argmax, stitched.region, stitched.slide_size,
-                             backend=backend.capabilities.name, threshold=stitched.threshold)
-    document = provenance(source_for(item, backend.capabilities), result, files)
-    document["tiling"] = {"tile": list(plan.tile), "overlap": plan.overlap, "blend": plan.blend,
+                             backend=capabilities.name if capabilities else "", threshold=stitched.threshold)
+    document = provenance(source_for(item, capabilities), result, files)
+    document["tiling"] = {**({"tile": list(plan.tile), "overlap": plan.overlap, "blend": plan.blend}
+                             if plan is not None else {}),
                           "tiles": evaluation.tiles, "output_scale": stitched.scale,
                           "output_units": "output pixel (i, j) covers slide pixels x0 + j / output_scale ..."}
     payload = {name: data for name, (_, data) in files.items()}
     payload[PROVENANCE_NAME.format(id=item.id)] = (json.dumps(document, indent=2) + "\n").encode()
-    folder.publish_files(payload)
+    return folder.publish_files(payload)
+
+
+def tiled_row(evaluation: TiledEvaluation) -> dict[str, object]:
+    """One whole-slide run's row of the metrics table (its region, slide metrics, time and tile count)."""
+    return {**evaluation_row(evaluation.item, evaluation.stitched.region, evaluation.metrics,
+                             {"tiled": evaluation.seconds}), "tiles": evaluation.tiles}
 
 
 def run_tiled_eval(args: argparse.Namespace, out: TextIO,
@@ -220,10 +229,9 @@ def run_tiled_eval(args: argparse.Namespace, out: TextIO,
         try:
             for evaluation in evaluations:
                 summary.add(evaluation.metrics)
-                rows.append({**evaluation_row(evaluation.item, evaluation.stitched.region, evaluation.metrics,
-                                              {"tiled": evaluation.seconds}), "tiles": evaluation.tiles})
+                rows.append(tiled_row(evaluation))
                 if export is not None:
-                    _export(export, evaluation, backend, kinds, plan, stitched_format)
+                    export_stitched(export, evaluation, backend.capabilities, kinds, stitched_format)
                 if bar is not None:
                     bar.clear()  # type: ignore[attr-defined]
                 if not args.json:

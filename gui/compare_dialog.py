@@ -28,9 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.errors import SegScopeError
 from ..core.runs import RunComparison, RunHistory, RunRecord, compare_runs
 from . import colormaps
+from .background import Background
 
 DISAGREEMENT = "argmax_disagreement"
 
@@ -52,12 +52,14 @@ def format_value(value: float) -> str:
 
 
 class CompareDialog(QDialog):
-    """Pick an image, a reference run and a candidate run; see the comparison. `reload()` after new runs."""
+    """Pick an image, a reference run and a candidate run; see the comparison (computed on a worker: two
+    slide-sized runs take seconds). `reload()` after new runs."""
 
-    def __init__(self, history: RunHistory, image_id: str | None = None, parent: QWidget | None = None) -> None:
+    def __init__(self, history: RunHistory, background: Background, image_id: str | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Compare runs")
-        self.history = history
+        self.history, self.background = history, background
         self.comparison: RunComparison | None = None
 
         self.image_combo = QComboBox()
@@ -189,20 +191,18 @@ class CompareDialog(QDialog):
         by_id = {r.id: r for r in self._records()}
         reference = by_id.get(self.reference_combo.currentData())
         candidate = by_id.get(self.candidate_combo.currentData())
-        self.comparison = None
         if reference is None or candidate is None:
             self._show(None, "Run an image twice (e.g. on the embedded backend and on the Ascend stream) "
                              "to compare the runs")
             return
-        try:
-            self.comparison = compare_runs(reference, candidate)
-        except SegScopeError as exc:
-            self._show(None, str(exc))
-            return
         note = "The same run on both sides" if reference is candidate else ""
-        self._show(self.comparison, note)
+        self._show(None, f"Comparing run {reference.id} with run {candidate.id}…")
+        self.background.submit("compare", lambda: compare_runs(reference, candidate),
+                               lambda comparison: self._show(comparison, note),
+                               lambda text, _details: self._show(None, text))
 
     def _show(self, comparison: RunComparison | None, note: str) -> None:
+        self.comparison = comparison
         self.message.setText(note)
         self.message.setVisible(bool(note))
         rows = {} if comparison is None else {**comparison.metrics, DISAGREEMENT: comparison.argmax_disagreement}

@@ -33,10 +33,13 @@ from ..core import metric_catalogue as catalogue
 from ..core.metric_catalogue import Metric
 from ..core.metrics import ImageMetrics
 from . import settings
+from .compact import shrinkable
 from .shortcuts import with_key
 
 #: The metrics come right after the id, so a narrow dock still shows them; the status is last.
 TABLE_METRICS = ("soft_dice", "foreground_dice", "foreground_iou")
+#: The id column is at most this wide (pixels); a longer id is cut in the middle, whole on hover.
+IMAGE_COLUMN_MAX = 140
 
 
 @dataclass
@@ -139,8 +142,10 @@ class ImageTableModel(QAbstractTableModel):
             if metric is None:
                 return row.item_id if column == 0 else row.status
             return metric.worst_first_key(metric.of(row.metrics))
-        if role == Qt.ItemDataRole.ToolTipRole and column == self.status_column and row.error:
-            return row.error
+        if role == Qt.ItemDataRole.ToolTipRole and column == self.status_column:
+            return row.error or row.status
+        if role == Qt.ItemDataRole.ToolTipRole and column == 0:
+            return row.item_id
         if role == Qt.ItemDataRole.TextAlignmentRole and metric is not None:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -171,10 +176,18 @@ class DatasetPanel(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().hide()
         self.table.setAlternatingRowColors(True)
-        header = self.table.horizontalHeader()  # ids are short: every column fits its content, so a narrow
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # dock keeps the metrics
+        header = self.table.horizontalHeader()
+        # Columns sized once (never per row: a dataset of thousands fills in milliseconds), all in view: the
+        # numbers fit, a long id or status is cut in the middle with the whole on hover, no horizontal scroll.
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
+        header.setMinimumSectionSize(24)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 8)
+        self._ids: list[str] = []
         self.table.selectionModel().currentRowChanged.connect(self._on_current_row)
+        self.proxy.layoutChanged.connect(lambda: self.table.scrollTo(self.table.currentIndex()))  # after a re-sort
 
         self.open_button = QToolButton()
         self.open_button.setText("Open…")
@@ -187,7 +200,7 @@ class DatasetPanel(QWidget):
         self.worst_button = QToolButton()
         self.worst_button.setText("Worst first")
         self.worst_button.clicked.connect(self.sort_worst_first)
-        self.ranking_combo = QComboBox()
+        self.ranking_combo = shrinkable(QComboBox())
         self.ranking_combo.setToolTip("The metric that ranks the images: Worst first, the next/previous worst "
                                       "keys and the Metrics dock's histogram")
         self.ranking_combo.activated.connect(lambda _index: self.rankingChosen.emit(self.ranking_combo.currentData()))
@@ -250,10 +263,26 @@ class DatasetPanel(QWidget):
             self.openRequested.emit(folder)
 
     # --------------------------------------------------------------- table
+    def _size_columns(self) -> None:
+        """Numbers at their width, the id column at the longest of the first ids (capped), the status what is
+        left; the table (so the dock) is never narrower than that."""
+        metrics, header, model = self.table.fontMetrics(), self.table.horizontalHeader(), self.model
+
+        def width(texts: list[str]) -> int:
+            return max(metrics.horizontalAdvance(t) for t in texts) + 16
+
+        header.resizeSection(0, min(width(["Image", *self._ids[:200]]), IMAGE_COLUMN_MAX))
+        for column in range(1, model.status_column):
+            header.resizeSection(column, width([str(model.headerData(column, Qt.Orientation.Horizontal)), "0.0000"]))
+        self.table.setMinimumWidth(sum(header.sectionSize(c) for c in range(model.status_column)) + width(["done"])
+                                   + 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width())
+
     def set_dataset(self, root: Path, item_ids: list[str]) -> None:
         self.path_label.setText(str(root))
         self.path_label.setToolTip(str(root))
         self.model.set_items(item_ids)
+        self._ids = item_ids
+        self._size_columns()
         if item_ids:
             self.select_row(0)
 
@@ -294,6 +323,7 @@ class DatasetPanel(QWidget):
         self.ranking_combo.setCurrentIndex(self.ranking_combo.findData(metric.name))
         self.worst_button.setToolTip(with_key(f"Sort by {metric.label}, worst first", "worst_first"))
         self.model.show_ranking(metric)
+        self._size_columns()
 
     def sort_worst_first(self) -> None:
         self.table.sortByColumn(self.model.show_ranking(self.ranking), Qt.SortOrder.AscendingOrder)

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.export import EXPORT_KINDS, RUN_KINDS
+from ..core.tiling_cli import TILED_KINDS, planned_tiled_files
 from .settings import settings as app_settings
 
 #: Checkbox text of each `core.export` kind.
@@ -55,12 +56,17 @@ class ExportChoices:
     scope: str  # "current" or "all" (every image with a result)
     item_ids: tuple[str, ...]  # the images in scope
     overwrite: bool
+    stitched: bool = False  # the images' whole-slide runs (stitched, at their output scale), not their ROI runs
 
     def targets(self) -> list[Path]:
-        """Every file the export will write."""
-        paths = [self.folder / EXPORT_KINDS[kind].format(id=item) for item in self.item_ids for kind in self.kinds
-                 if kind in EXPORT_KINDS]
-        paths += [self.folder / RUN_KINDS[kind] for kind in self.kinds if kind in RUN_KINDS]
+        """Every file the export may write."""
+        if self.stitched:
+            names = [n for item in self.item_ids for n in planned_tiled_files(item, list(self.kinds), "auto")]
+            paths = [self.folder / name for name in names]
+        else:
+            paths = [self.folder / EXPORT_KINDS[kind].format(id=item) for item in self.item_ids
+                     for kind in self.kinds if kind in EXPORT_KINDS]
+            paths += [self.folder / RUN_KINDS[kind] for kind in self.kinds if kind in RUN_KINDS]
         return paths + ([self.folder / name for name in METRICS_FILES] if self.metrics else [])
 
 
@@ -73,12 +79,29 @@ class ExportDialog(QDialog):
         result_ids: Sequence[str],
         parent: QWidget | None = None,
         settings: QSettings | None = None,
+        slide_ids: Sequence[str] = (),
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Export")
         self._current_id = current_id
         self._result_ids = tuple(result_ids)
+        self._slide_ids = tuple(slide_ids)
         self._settings = settings if settings is not None else app_settings()
+
+        runs = QGroupBox("Results")
+        runs_layout = QVBoxLayout(runs)
+        self.roi_runs_button = QRadioButton("Runs of the ROIs (model resolution; canvas at slide size)")
+        self.slide_runs_button = QRadioButton("Whole-slide runs (stitched at their output scale; PNG, or tiled "
+                                              "pyramidal OME-TIFF beyond 8192 px)")
+        self.slide_runs_button.setToolTip("The same files as a tiled evaluation's export: mask, softmax and heatmap "
+                                          "of the whole slide with their provenance (no slide-size canvas)")
+        for button in (self.roi_runs_button, self.slide_runs_button):
+            runs_layout.addWidget(button)
+        self.roi_runs_button.setEnabled(bool(self._result_ids))
+        self.slide_runs_button.setEnabled(bool(self._slide_ids))
+        current_has_slide = current_id in self._slide_ids and current_id not in self._result_ids
+        (self.slide_runs_button if current_has_slide or not self._result_ids else self.roi_runs_button).setChecked(True)
+        runs.setVisible(bool(self._slide_ids))
 
         what = QGroupBox("What")
         what_layout = QVBoxLayout(what)
@@ -107,20 +130,17 @@ class ExportDialog(QDialog):
 
         scope = QGroupBox("Images")
         scope_layout = QVBoxLayout(scope)
-        self.scope_buttons = {
-            "current": QRadioButton(f"Current image ({current_id})" if current_id else "Current image (none)"),
-            "all": QRadioButton(f"All images with results ({len(self._result_ids)})"),
-        }
-        self.scope_buttons["current"].setEnabled(current_id is not None)
-        self.scope_buttons["all"].setEnabled(bool(self._result_ids))
+        self.scope_buttons = {"current": QRadioButton(), "all": QRadioButton()}
         group = QButtonGroup(self)
         for button in self.scope_buttons.values():
             group.addButton(button)
             scope_layout.addWidget(button)
+        self._update_scope()
         wanted = self._settings.value("export/scope", "current")
         enabled = [s for s in SCOPES if self.scope_buttons[s].isEnabled()]
         if enabled:
             self.scope_buttons[wanted if wanted in enabled else enabled[0]].setChecked(True)
+        self.slide_runs_button.toggled.connect(lambda _on: self._update_scope())
 
         self.overwrite_box = QCheckBox("Replace existing files")
         self.overwrite_box.setToolTip("Off: the export refuses to touch a file that already exists")
@@ -134,22 +154,41 @@ class ExportDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
 
         layout = QVBoxLayout(self)
-        for widget in (what, where, scope, self.overwrite_box, self.note, self.buttons):
+        for widget in (runs, what, where, scope, self.overwrite_box, self.note, self.buttons):
             layout.addWidget(widget)
+
+    def _in_scope(self) -> tuple[str, ...]:
+        """The images the chosen kind of results exists for."""
+        return self._slide_ids if self.slide_runs_button.isChecked() else self._result_ids
+
+    def _update_scope(self) -> None:
+        ids, current = self._in_scope(), self._current_id
+        self.scope_buttons["current"].setText(f"Current image ({current})" if current in ids else
+                                              "Current image (no such result)")
+        self.scope_buttons["current"].setEnabled(current in ids)
+        self.scope_buttons["all"].setText(f"All images with such results ({len(ids)})")
+        self.scope_buttons["all"].setEnabled(bool(ids))
+        if not self.scope_buttons["current"].isEnabled() and ids:
+            self.scope_buttons["all"].setChecked(True)
+        stitched = self.slide_runs_button.isChecked()
+        for kind, box in self.kind_boxes.items():
+            box.setEnabled(not stitched or kind in TILED_KINDS)
 
     def choices(self) -> ExportChoices:
         scope = next((s for s, b in self.scope_buttons.items() if b.isChecked()), "current")
+        stitched = self.slide_runs_button.isChecked()
         if scope == "all":
-            items = self._result_ids
+            items = self._in_scope()
         else:
-            items = (self._current_id,) if self._current_id is not None else ()
+            items = (self._current_id,) if self._current_id in self._in_scope() else ()
         return ExportChoices(
-            kinds=tuple(k for k, box in self.kind_boxes.items() if box.isChecked()),
+            kinds=tuple(k for k, box in self.kind_boxes.items() if box.isChecked() and box.isEnabled()),
             metrics=self.metrics_box.isChecked(),
             folder=Path(self.folder_edit.text().strip()).expanduser(),
             scope=scope,
             item_ids=items,
             overwrite=self.overwrite_box.isChecked(),
+            stitched=stitched,
         )
 
     def accept(self) -> None:

@@ -7,8 +7,8 @@ the dataset panel (selection, rows, its sort/filter proxy), the result panels (v
 view (zoom). Its docks, filter bar and Inspect menu are placed by the window; it reports through signals.
 
 "render" timing: the controller reports progress (`result_arriving`) right before it hands a result to the
-window, which draws it synchronously when it is the current image; the time from then until our own
-`result_added` handler (connected after the window's) is the GUI's cost of showing the result.
+window, which draws it when it is the current image (its crops made on a worker); the time from then until
+the panels say they drew it is what the GUI adds to the result.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from PySide6.QtCore import QObject, QRectF, QRegularExpression, Qt, QTimer, Sign
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QGraphicsRectItem, QMenu, QWidget
 
-from ..core.errors import SegScopeError
-from ..core.review import ErrorRegion, error_regions, result_error_map, step, worst_first
+from ..core.review import ErrorMap, ErrorRegion, error_regions, result_error_map, step, worst_first
 from ..core.roi import Roi
 from ..core.runs import RunRecord
 from ..core.session import Session
+from .background import Background
 from .compare_dialog import CompareDialog
 from .dataset_panel import DatasetPanel
 from .main_menus import add_entries
@@ -33,7 +33,7 @@ from .review_panel import FilterBar, ReviewPanel
 from .shortcuts import shortcut_action
 from .slide_view import SlideView
 from .timing_panel import TimingPanel
-from .window_layout import make_dock
+from .window_layout import dock_seen, make_dock
 
 #: Context around a region when zooming to it: this share of its longer side, at least MIN_MARGIN pixels.
 ZOOM_MARGIN = 0.5
@@ -55,10 +55,10 @@ class Inspection(QObject):
     note = Signal(str, int)
 
     def __init__(self, session: Session, dataset_panel: DatasetPanel, panels: ResultPanels, slide: SlideView,
-                 host: QWidget) -> None:
+                 background: Background, host: QWidget) -> None:
         super().__init__(host)
-        self.session, self.dataset_panel, self.panels, self.slide, self.host = (
-            session, dataset_panel, panels, slide, host)
+        self.session, self.dataset_panel, self.panels, self.slide, self.background, self.host = (
+            session, dataset_panel, panels, slide, background, host)
         self.history = session.history  # the session's one store of runs
         self.compare_dialog: CompareDialog | None = None
         self._result_arrived = 0.0
@@ -84,6 +84,10 @@ class Inspection(QObject):
                                 self.open_compare)
         self.review.prev_button.setDefaultAction(self.prev_worst_action)
         self.review.next_button.setDefaultAction(self.next_worst_action)
+        for button, arrow in ((self.review.prev_button, Qt.ArrowType.LeftArrow),
+                              (self.review.next_button, Qt.ArrowType.RightArrow)):
+            button.setArrowType(arrow)  # an arrow, its action's name on hover: the dock stays narrow
+            button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
         self.menu = QMenu("&Inspect", host)
         add_entries(self.menu, (self.prev_worst_action, self.next_worst_action, None, self.compare_action, None,
                                 self.review_dock.toggleViewAction(), self.timing_dock.toggleViewAction()))
@@ -108,12 +112,15 @@ class Inspection(QObject):
     def _wire(self) -> None:
         events = self.session.events
         events.result_added.connect(self._on_result_added)
+        events.result_restored.connect(lambda _id, _record: self._results_changed())
         events.dataset_opened.connect(self._on_dataset_opened)
         events.current_changed.connect(lambda _item: (self._review_timer.start(), self._timing_timer.start()))
         events.slide_loaded.connect(lambda _item: self._review_timer.start())
         events.roi_changed.connect(lambda _id, _roi: self._review_timer.start())
         self.panels.class_combo.currentIndexChanged.connect(lambda _index: self._review_timer.start())
+        self.panels.shown.connect(self._on_panels_shown)
         self.review_dock.visibilityChanged.connect(lambda visible: visible and self._review_timer.start())
+        self.timing_dock.visibilityChanged.connect(lambda visible: visible and self._timing_timer.start())
         self.review.regionActivated.connect(self.zoom_to)
         self.filter_bar.changed.connect(lambda _f: self.apply_filter())
         self.timing.message.connect(self.message)
@@ -133,9 +140,20 @@ class Inspection(QObject):
         self.filter_bar.clear()
         self._history_changed()
 
-    def _on_result_added(self, item_id: str, record: RunRecord) -> None:
-        if self._shown_id() == item_id:  # the window drew it
+    def _on_result_added(self, _item_id: str, _record: RunRecord) -> None:
+        self._results_changed()
+
+    def _on_panels_shown(self) -> None:
+        """The panels drew a result: the review follows, and a run's result gets its "render" time."""
+        self._review_timer.start()
+        item_id, result = self._shown_id(), self.panels.result
+        record = self.session.record(item_id) if item_id is not None else None
+        if record is not None and record.result is result and "render" not in record.timings and self._result_arrived:
             record.timings["render"] = time.perf_counter() - self._result_arrived
+            self._result_arrived = 0.0
+            self._timing_timer.start()
+
+    def _results_changed(self) -> None:
         self._review_timer.start()
         self._filter_timer.start()
         self._history_changed()
@@ -146,13 +164,15 @@ class Inspection(QObject):
             self.compare_dialog.reload()
 
     def refresh_timing(self) -> None:
-        self.timing.refresh(self.session.current.id if self.session.current is not None else None)
+        """The Timing dock's table and timeline (nothing while it is not on screen: it catches up when shown)."""
+        if dock_seen(self.timing_dock):
+            self.timing.refresh(self.session.current.id if self.session.current is not None else None)
 
     def open_compare(self) -> CompareDialog:
         """Show the comparison dialog on the current image's runs."""
         current = self.session.current.id if self.session.current is not None else None
         if self.compare_dialog is None:
-            self.compare_dialog = CompareDialog(self.history, current, self.host)
+            self.compare_dialog = CompareDialog(self.history, self.background, current, self.host)
         else:
             self.compare_dialog.reload(current)
         self.compare_dialog.show()
@@ -161,9 +181,9 @@ class Inspection(QObject):
 
     # ------------------------------------------------------------------------------------------ review
     def refresh_review(self, force: bool = False) -> None:
-        """Recompute the error map of the result on the panels (skipped while the Review dock is hidden);
-        `force` after the ground truth changed in place."""
-        if not self.review_dock.isVisible():
+        """Recompute the error map of the result on the panels on a worker (nothing while the Review dock is
+        not on screen: it catches up when shown); `force` after the ground truth changed in place."""
+        if not dock_seen(self.review_dock):
             self._review_key = None
             return
         panels, item_id = self.panels, self._shown_id()
@@ -177,18 +197,23 @@ class Inspection(QObject):
         self._review_key, self._review_refs = key_, (result, mask)
         for item in self.highlights:
             item.hide()
-        if result is None:
-            self.review.show_errors(None, "Run an image that has a ground-truth mask to review its errors")
+        if result is None or mask is None:
+            self.background.cancel("review")
+            self.review.show_errors(None, "Run an image that has a ground-truth mask to review its errors"
+                                    if result is None else f"{item_id} has no ground-truth mask: nothing to review")
             return
-        if mask is None:
-            self.review.show_errors(None, f"{item_id} has no ground-truth mask: nothing to review")
-            return
-        try:
-            errors = result_error_map(result, mask, positive)
-        except SegScopeError as exc:
-            self.review.show_errors(None, f"{item_id}: {exc}")
-            return
-        self.review.show_errors(errors, regions=error_regions(errors), class_name=panels.class_combo.currentText())
+        class_name = panels.class_combo.currentText()
+        assert item_id is not None  # (a result is shown)
+        self.review.set_computing(item_id)
+
+        def review() -> tuple[ErrorMap, list[ErrorRegion], dict[str, int]]:
+            errors = result_error_map(result, mask, positive)  # an edit meanwhile asks again (force)
+            return errors, error_regions(errors), errors.counts()
+
+        self.background.submit("review", review,
+                               lambda found: self.review.show_errors(found[0], regions=found[1], class_name=class_name,
+                                                                     counts=found[2]),
+                               lambda text, _details: self.review.show_errors(None, f"{item_id}: {text}"))
 
     def zoom_to(self, region: ErrorRegion) -> None:
         """Zoom the linked result panels and the slide view to an error region, outlined."""

@@ -25,6 +25,8 @@ from .shortcuts import ShortcutsDialog, key, shortcut_action, with_key
 from .slide_view import SlideView
 from .status_labels import duration
 
+DICE_TIP = "The current image's soft Dice (the original script's number), hard Dice and IoU"
+
 
 class MainCommands(Protocol):
     """What the main window does for its own actions (the rest go straight to the widget they drive)."""
@@ -76,12 +78,16 @@ class MainActions:
                               "in the dataset panel)",
                               dataset_panel.sort_worst_first)
         self.slide_heatmap_action = a("Whole-slide &heatmap", "slide_heatmap", "Show the whole-slide run's "
-                                      "foreground probability over the slide",
+                                      "foreground probability over the slide (after Run whole slide)",
                                       lambda on: slide.overlay.set_visible(heatmap=on), True)
-        self.slide_heatmap_action.setChecked(True)
         self.slide_seams_action = a("Whole-slide &seams", "slide_seams", "Show where overlapping tiles of the "
                                     "whole-slide run disagree (needs tiles that overlap)",
                                     lambda on: slide.overlay.set_visible(seams=on), True)
+        self.slide_overlay = slide.overlay
+        self.set_slide_overlay(False, False)
+        self.slide_scale_action = QAction("Whole-slide output &scale…", window)
+        self.slide_scale_action.setToolTip("The scale of Run whole slide's stitched result: automatic (the model's "
+                                           "own, or what fits the memory bound) or one you choose")
         self.fit_action = a("&Fit slide", "fit", "Fit the whole slide in the view", slide.fit)
         self.one_action = a("Slide 1:1", "one_to_one", "One slide pixel per screen pixel", slide.one_to_one)
         self.square_action = a("&Square ROI", "roi_square", "Keep the ROI square", slide.set_square, True)
@@ -121,11 +127,22 @@ class MainActions:
         bar.addWidget(self.eta_label)
         add_entries(bar, (None, self.export_action, self.backend_action, None))
         self.dice_label = QLabel("")
-        self.dice_label.setToolTip("The current image's soft Dice (the original script's number), hard Dice and IoU")
+        self.dice_label.setToolTip(DICE_TIP)
         self.dice_label.setStyleSheet("font-weight: bold; padding: 0 8px;")
         bar.addWidget(self.dice_label)
         self.window.addToolBar(bar)
         return bar
+
+    def set_slide_overlay(self, available: bool, seams: bool) -> None:
+        """View > Whole-slide heatmap and seams: usable (ticked as last chosen) only while the shown slide has a
+        whole-slide run (and, for seams, tiles that overlapped)."""
+        overlay = self.slide_overlay
+        for action, usable, shown in ((self.slide_heatmap_action, available, overlay.show_heatmap),
+                                      (self.slide_seams_action, available and seams, overlay.show_seams)):
+            action.setEnabled(usable)
+            action.blockSignals(True)
+            action.setChecked(usable and shown)
+            action.blockSignals(False)
 
     def start_batch(self, count: int) -> None:
         self.progress.setRange(0, count)
@@ -143,6 +160,11 @@ class MainActions:
     def show_dice(self, metrics: ImageMetrics | None) -> None:
         self.dice_label.setText("" if metrics is None else catalogue.brief(catalogue.row_values(metrics)))
 
+    def mark_dice(self, note: str) -> None:
+        """Grey the headline out, with `note` as its tooltip, while it does not answer for the image."""
+        self.dice_label.setEnabled(not note)
+        self.dice_label.setToolTip(note or DICE_TIP)
+
     # -------------------------------------------------------------------------------------------- menus
     def build_menus(self, recent_menu: QMenu, docks: Iterable[QDockWidget]) -> None:
         """File, Run, View (with a toggle per dock in `docks`) and Help; other menus go between."""
@@ -154,7 +176,7 @@ class MainActions:
         add_entries(file_menu, (self.export_action, None, self.quit_action))
         run_menu = menu.addMenu("&Run")
         add_entries(run_menu, (self.run_action, self.run_all_action, self.run_slide_action, self.cancel_action, None,
-                               self.backend_action))
+                               self.slide_scale_action, self.backend_action))
         view_menu = menu.addMenu("&View")
         panels = self.panels
         add_entries(view_menu, (self.fit_action, self.one_action, self.square_action, self.reset_roi_action,

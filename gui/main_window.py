@@ -1,11 +1,15 @@
 """The main window: dataset list, slide with ROI, the three result panels, metrics, messages.
 
 Slides are opened in a loader thread and shown tile by tile (tiles read on a pool), inference runs in the
-run controller's thread; the GUI thread only draws. Every dock can be moved; the layout is remembered between runs.
+run controller's thread, and everything else that takes time (restoring a dataset's runs, re-scoring,
+saving a mask, exporting, the error review, run comparisons, whole-slide overlays) runs on `background`
+and comes back in small steps: the GUI thread only draws. Every dock can be moved; the layout is remembered
+between runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,15 +25,16 @@ from ..core.metrics import ImageMetrics
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.runs import RunRecord
-from ..core.session import Session
+from ..core.session import Restored, Session
 from ..core.slides import SlideReader
 from ..core.stream_input import StreamInput
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
+from .background import Background
 from .dataset_panel import DatasetPanel
 from .dataset_rows import RowStatus
 from .export_dialog import ExportChoices
-from .export_flow import ask_export, write_export
+from .export_flow import Exporter, ask_export
 from .inspection import Inspection
 from .main_menus import MainActions, insert_menu
 from .mask_editing import MaskEditing
@@ -39,9 +44,10 @@ from .metrics_panel import MetricsPanel
 from .open_slide import OpenSlide
 from .profile_dock import profile_dock
 from .quality_tools import QualityTools
-from .result_panels import ResultPanels
+from .result_panels import PanelInputs, ResultPanels, panel_inputs
 from .roi_control import RoiControl
 from .run_controller import RunController
+from .scoring import Scorer
 from .shortcuts import key
 from .slide_loader import SlideLoading
 from .slide_view import SlideView
@@ -71,7 +77,9 @@ class MainWindow(QMainWindow):
         self.session = Session()
         self.backend_choice = BackendChoice()
         self.capabilities: Capabilities | None = None
+        self._fallback: BackendChoice | None = None  # reopened when the backend being opened fails
         self._store_warned = False
+        self.background = Background(self)
         self._roi_note_said = False  # in this batch
 
         self.slide = SlideView()
@@ -79,6 +87,13 @@ class MainWindow(QMainWindow):
         self.dataset_panel = DatasetPanel()
         self.metrics_panel = MetricsPanel()
         self.messages = MessageArea()
+        self.background.failed.connect(lambda _key, text, details: self.messages.add("error", text, details))
+        self.scorer = Scorer(self.session, self.background, self)
+        self.scorer.message.connect(self.messages.add)
+        self.exporter = Exporter(self.background, self)
+        self.exporter.message.connect(self.messages.add)
+        self.exporter.note.connect(lambda text: self.statusBar().showMessage(text, 5000))
+        self.exporter.finished.connect(self._on_exported)
         self.controller = RunController(self)
         self.open_slide = OpenSlide(self.slide, lambda: self.controller.busy, self)  # viewer runs read from it
 
@@ -103,12 +118,13 @@ class MainWindow(QMainWindow):
         self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels,
                                               self.dataset_panel)
         self.whole_slide = WholeSlide(self.session, self.controller, self.open_slide, self.panels, self.main_actions,
-                                      self.messages, self.statusBar(), self._show_panels, self.slide_ready)
+                                      self.messages, self.statusBar(), self._show_panels, self.metrics_display.show,
+                                      self.slide_ready, self.background)
         self._wire()
         self.loading = SlideLoading(self)
         self.loading.loaded.connect(self._on_slide_loaded)
         self.loading.failed.connect(self._on_slide_failed)
-        self.editing = MaskEditing(self.session, self.panels, self.dataset_panel.model, self)
+        self.editing = MaskEditing(self.session, self.panels, self.dataset_panel.model, self.background, self)
         self.addToolBarBreak()
         self.addToolBar(self.editing.actions.toolbar)
         insert_menu(self, self.editing.actions.menu, 1)  # after File
@@ -116,9 +132,9 @@ class MainWindow(QMainWindow):
         self.editing.note.connect(self.statusBar().showMessage)
         self.editing.dirtyChanged.connect(self.setWindowModified)
         self.editing.blankMaskMade.connect(self._redraw_result)
-        self.inspection = Inspection(self.session, self.dataset_panel, self.panels, self.slide, self)
+        self.inspection = Inspection(self.session, self.dataset_panel, self.panels, self.slide, self.background, self)
         self._place_inspection()
-        self.profile_dock = profile_dock(self.session, self._profile_sources, self.messages.add, self)
+        self.profile_dock = profile_dock(self.session, self._profile_sources, self.messages.add, self.background, self)
         tab_dock(self, self.profile_dock, self.messages_dock)
         self.main_actions.view_menu.addAction(self.profile_dock.toggleViewAction())
         self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
@@ -159,9 +175,11 @@ class MainWindow(QMainWindow):
         events = self.session.events
         events.roi_changed.connect(self._on_session_roi)
         events.result_added.connect(self._on_result_added)
+        events.result_restored.connect(lambda item_id, _record: self._redraw_result(item_id))
         events.store_failed.connect(self._on_store_failed)
         c = self.controller
         c.backendOpened.connect(self._on_backend_opened)
+        c.backendFailed.connect(self._on_backend_failed)
         c.evaluated.connect(self._on_evaluated)
         c.itemFailed.connect(lambda item_id, text, _d: self.rows.set(item_id, "error", error=text))
         c.message.connect(self.messages.add)
@@ -172,39 +190,62 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------------- dataset/slide
     def open_dataset(self, path: Path) -> bool:
+        """Show the dataset folder `path` (False, with a message, when it cannot be opened now); runs kept on
+        disk by an earlier session come back in the background, row by row."""
         if self.controller.busy:
             self.messages.add("warning", "Cancel the running batch (Esc) before opening another dataset")
             return False
-        if not self.editing.confirm_leave():
+        if not self.editing.confirm_leave(lambda: self.open_dataset(path)):
             return False
         try:
             dataset = Dataset.open(Path(path))
         except SegScopeError as exc:
             self.messages.add("error", str(exc))
             return False
-        self.session.open_dataset(dataset)
+        self.background.cancel("restore")
+        new_folder = self.session.open_dataset(dataset)
         self.open_slide.set(None, None)
         self.panels.clear()
-        self.metrics_panel.show_metrics(None)
+        self.metrics_display.show(None)
         self.status_labels.clear_timings()
         settings.add_recent_dataset(dataset.root)
         self.setWindowTitle(f"SegScope — {dataset.root}[*]")
         self.dataset_panel.set_dataset(dataset.root, [item.id for item in dataset.items])
-        restored = self.rows.restore()  # runs of this folder kept in this session or on disk
+        kept = self.rows.restore()  # runs of this folder kept in this session
         self.metrics_display.update_means()
         self.messages.add("info", f"Opened {dataset.root}: {count(len(dataset), 'image')}, "
                                   f"{sum(i.has_mask for i in dataset.items)} with masks"
-                                  + (f"; {count(restored, 'earlier run')} restored" if restored else ""))
-        for note in self.session.restore_notes:
-            self.messages.add("warning", note)
+                                  + (f"; {count(kept, 'earlier run')} kept" if kept else ""))
+        if new_folder:
+            self._restore_runs(dataset)
         self._update_enabled()
         return True
+
+    def _restore_runs(self, dataset: Dataset) -> None:
+        """The runs an earlier session kept on disk, read and re-scored on a worker, taken one per step."""
+        restored, notes = [0], []
+
+        def each(entry: Restored) -> None:
+            if entry.note:
+                notes.append(entry.note)
+            elif self.session.adopt_restored(entry):
+                restored[0] += 1
+
+        def finished() -> None:
+            if restored[0]:
+                self.messages.add("info", f"Restored {count(restored[0], 'earlier run')} of {dataset.root}")
+            for note in notes:
+                self.messages.add("warning", note)
+            self._update_enabled()
+
+        entries = self.session.restore_entries()
+        self.background.stream("restore", lambda: entries, each, finished)
 
     def _on_item_selected(self, item_id: str) -> None:
         current = self.current
         if self.dataset is None or (current is not None and item_id == current.id):
             return
-        if current is not None and not self.editing.confirm_leave():
+        if current is not None and not self.editing.confirm_leave(lambda: self.dataset_panel.select_item(item_id)):
             self.dataset_panel.select_item(current.id)  # stay (re-enters with the current id)
             return
         item = self.session.select(item_id)
@@ -246,10 +287,14 @@ class MainWindow(QMainWindow):
         return f"Not run yet: press Run ({key('run_current')}) or Run all ({key('run_all')})"
 
     def _on_slide_failed(self, item: DatasetItem, text: str, details: str) -> None:
+        """The slide cannot be opened: both views say so (none stays on "Loading…"), the row holds the reason."""
         self.open_slide.set(None, None)
         self.panels.clear()
+        self.slide.set_loading(f"{item.id} cannot be opened (see Messages)")
+        self.panels.set_busy(f"{item.id} cannot be opened: {text}")
         self.messages.add("error", text, details)
         self.rows.set(item.id, "unreadable", error=text)
+        self.statusBar().clearMessage()
         self._update_enabled()
 
     def slide_ready(self) -> bool:
@@ -267,21 +312,27 @@ class MainWindow(QMainWindow):
         """The whole-slide run's part under the ROI in the panels (see `WholeSlide.show_part`)."""
         shown = self.whole_slide.show_part()
         if shown and self.current is not None:
-            self.rows.mark_stale(self.current.id, False)
+            self.rows.mark_stale(self.current.id, "")
+            self.metrics_display.set_stale("")
         return shown
 
     def _mark_if_stale(self) -> None:
-        """Dim the panels and flag the row when the shown result was computed on another ROI."""
+        """Dim the panels and flag the row and every metric display while the shown result no longer answers
+        for the image (computed on another ROI, or by another model)."""
         current = self.current
         if current is None:
             return
-        stale = self.session.is_stale(current.id)
-        self.panels.set_stale(stale)
-        self.rows.mark_stale(current.id, stale)
+        reason = self.session.stale_reason(current.id)
+        self.panels.set_stale(reason)
+        self.rows.mark_stale(current.id, reason)
+        self.metrics_display.set_stale(reason)
 
     # ------------------------------------------------------------------------------------------ running
     def open_backend(self, choice: BackendChoice) -> None:
-        """Open `choice` in the inference thread; the status bar says when it is ready."""
+        """Open `choice` in the inference thread; the status bar says when it is ready. Should it fail, the
+        backend open before comes back (and the messages say why)."""
+        if self.capabilities is not None:
+            self._fallback = self.backend_choice
         self.backend_choice = choice
         self.capabilities = self.session.capabilities = None
         self.status_labels.backend_opening(choice.describe())
@@ -291,9 +342,7 @@ class MainWindow(QMainWindow):
     def choose_backend(self) -> None:
         dialog = BackendDialog(self.backend_choice, self)
         if dialog.exec() == BackendDialog.DialogCode.Accepted:
-            choice = dialog.choice()
-            settings.save_backend_profile(choice.as_profile())
-            self.open_backend(choice)
+            self.open_backend(dialog.choice())
 
     def run_current(self) -> bool:
         if self.dataset is None or self.current is None or not self.slide_ready():
@@ -339,28 +388,61 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(text, 5000)
 
     def _on_backend_opened(self, capabilities: Capabilities) -> None:
+        """A backend is ready: class names, panel titles and paint classes follow its model; results of
+        another model are dimmed (kept for comparison)."""
+        self._fallback = None
         self.capabilities = capabilities
         self.session.capabilities = capabilities
+        settings.save_backend_profile(self.backend_choice.as_profile())
         self.panels.set_class_names(capabilities.class_names)
+        self.editing.model_changed(capabilities.class_names)
+        self.panels.follow_card(self.backend_choice.pipeline, self.background)
         self.metrics_display.offer_rankings()
         self.status_labels.backend_ready(capabilities)
         self.messages.add("info", f"Backend ready: {capabilities.name} on {capabilities.device}",
                           "\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
+        self.rows.mark_all_stale()
+        if self.current is not None and self.slide_ready():
+            self._redraw_result(self.current.id)
+        self._update_enabled()
+
+    def _on_backend_failed(self, text: str, details: str) -> None:
+        """Opening failed: say why, and go back to the backend that was open before (if any)."""
+        failed, fallback = self.backend_choice, self._fallback
+        self._fallback = None
+        if fallback is not None and fallback != failed:
+            self.messages.add("error", f"Could not open {failed.describe()}: {text}; back to {fallback.describe()}",
+                              details)
+            self.backend_choice = fallback
+            self.status_labels.backend_opening(fallback.describe())
+            self.controller.open_backend(fallback.open)
+        else:
+            self.messages.add("error", f"Could not open {failed.describe()}: {text}", details)
+            self.status_labels.backend_failed(failed.describe())
         self._update_enabled()
 
     def _on_evaluated(self, evaluation: ImageEvaluation) -> None:
         self.session.add_evaluation(evaluation)  # result_added and metrics_changed update the views
 
     def _on_result_added(self, item_id: str, record: RunRecord) -> None:
+        """A run's result: shown when it is of the image on screen (its ROI crop and mask read on a worker,
+        the panels drawn when they are back), else only counted."""
         self.status_labels.last_run(item_id, record.timings)
         note = record.result.roi_note if record.result is not None else ""
         if note and not self._roi_note_said:  # no crop in the stream: SegScope cropped the ROI (said once a batch)
             self._roi_note_said = True
             self.messages.add("info", f"{note}: each image's ROI was sent to the stream as its whole image")
-        if self.current is not None and self.current.id == item_id and self.slide_ready():
-            result = self.session.result(item_id)
-            if result is not None:
-                self.show_result(item_id, result)
+        result = record.result
+        if self.current is None or self.current.id != item_id or not self.slide_ready() or result is None:
+            return
+
+        def shown(inputs: PanelInputs) -> None:
+            if self.current is not None and self.current.id == item_id and self.session.result(item_id) is result:
+                self._show_inputs(item_id, inputs, self.session.known_metrics(item_id))
+                self._mark_if_stale()
+                self.editing.result_shown(result, inputs.class_names)
+
+        self.background.submit("panels", self._panel_inputs(result, record.class_names), shown)
 
     def _place_inspection(self) -> None:
         """The Review and Timing docks, the dataset filter and the Inspect menu (before Help)."""
@@ -378,25 +460,39 @@ class MainWindow(QMainWindow):
         return self.backend_choice.pipeline, self.dataset.root if self.dataset is not None else None
 
     def _redraw_result(self, item_id: str) -> None:
+        """Show the image's result again (after a restore, a new model or a blank mask made) when it is the
+        one on screen."""
         result = self.session.result(item_id)
-        if result is not None and self.current is not None and self.current.id == item_id:
+        if (result is not None and self.current is not None and self.current.id == item_id and self.slide_ready()
+                and not self._show_part()):
             self.show_result(item_id, result)
 
     def show_result(self, item_id: str, result: InferenceResult) -> None:
-        self._show_panels(item_id, result, self.session.metrics(item_id))
+        record = self.session.record(item_id)
+        names = record.class_names if record is not None else ()
+        self._show_panels(item_id, result, self.session.known_metrics(item_id), names)
         self._mark_if_stale()
-        self.editing.result_shown(result)
+        self.editing.result_shown(result, names)
 
-    def _show_panels(self, item_id: str, result: InferenceResult, metrics: ImageMetrics | None) -> None:
-        roi, reader = result.roi, self.open_slide.reader
-        roi_image = reader.read_roi(roi) if reader is not None and roi.fits(*reader.size) else None
-        mask = self.mask
-        gt = mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if mask is not None else None
-        try:
-            self.panels.show_result(result, roi_image, gt)
-        except SegScopeError as exc:
-            self.messages.add("error", f"{item_id}: {exc}")
-            self.panels.show_result(result, roi_image, None)
+    def _panel_inputs(self, result: InferenceResult, class_names: tuple[str, ...]) -> Callable[[], PanelInputs]:
+        """What the panels need of `result` besides its arrays, as work for any thread (the reader and the
+        mask on screen taken now)."""
+        reader, mask, roi = self.open_slide.reader, self.mask, result.roi
+
+        def make() -> PanelInputs:
+            roi_image = reader.read_roi(roi) if reader is not None and roi.fits(*reader.size) else None
+            gt = mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if mask is not None else None
+            return panel_inputs(result, roi_image, gt, class_names)
+        return make
+
+    def _show_panels(self, item_id: str, result: InferenceResult, metrics: ImageMetrics | None,
+                     class_names: tuple[str, ...] = ()) -> None:
+        self._show_inputs(item_id, self._panel_inputs(result, class_names)(), metrics)
+
+    def _show_inputs(self, item_id: str, inputs: PanelInputs, metrics: ImageMetrics | None) -> None:
+        if inputs.problem:
+            self.messages.add("error", f"{item_id}: {inputs.problem}")
+        self.panels.show_inputs(inputs)
         self.metrics_display.show(metrics)
 
     def _on_store_failed(self, text: str) -> None:
@@ -406,26 +502,30 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------------------------------- export
     def export(self) -> None:
-        """Ask what and where, then write (see `export_flow`)."""
-        if self.dataset is None or not self.session.result_ids:
-            self.statusBar().showMessage("Run at least one image before exporting", 4000)
+        """Ask what and where, then write in the background (see `export_flow`)."""
+        if self.dataset is None or not (self.session.result_ids or self.session.slide_runs):
+            self.statusBar().showMessage("Run at least one image (or a whole slide) before exporting", 4000)
             return
         choices = ask_export(self.session, self)
         if choices is not None:
             self.write_export(choices)
 
-    def write_export(self, choices: ExportChoices) -> list[Path]:
-        written = write_export(self.session, self.capabilities, choices, self.messages)
+    def write_export(self, choices: ExportChoices) -> bool:
+        """Start writing `choices` in the background (the files: `exporter.finished`); False when it could not
+        start. Metrics re-scored meanwhile are scored again in the export, so its table is the fresh one."""
+        return self.exporter.start(self.session, self.capabilities, choices)
+
+    def _on_exported(self, written: list[Path]) -> None:
         if written:
             show_dock(self.messages_dock)
-        return written
+        self._update_enabled()
 
     # --------------------------------------------------------------------------------------------- misc
     def _update_enabled(self) -> None:
         session = self.session
         self.main_actions.update_enabled(self.controller.busy, self.capabilities is not None, self.slide_ready(),
                                          self.dataset is not None, session.can_undo_roi, session.can_redo_roi,
-                                         bool(session.result_ids))
+                                         bool(session.result_ids or session.slide_runs) and not self.exporter.running)
 
     def _on_message(self, level: str) -> None:
         if level == "error":
@@ -448,12 +548,16 @@ class MainWindow(QMainWindow):
             self.open_dataset(folder)
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        if not self.editing.confirm_leave():
+        """Ask about unsaved edits (a save runs first, then the window closes), then finish what was started:
+        the background work and the session's writes end before the window goes."""
+        if not self.editing.confirm_leave(self.close):
             event.ignore()
             return
-        self.editing.shutdown()
-        self.session.flush()
         save_layout(self)
+        self.hide()
+        self.editing.shutdown()
+        self.background.shutdown()
+        self.session.flush()
         self.controller.shutdown()
         self.loading.shutdown()
         self.open_slide.close()

@@ -7,16 +7,20 @@ deltas) and is clipped to the ROI, the part the user sees; the panel redraws onl
 edit the session re-scores the image (rate-limited).
 
 `MaskEditing` is a view of the session: it takes the session, the result panels it draws on, the dataset
-list's model it marks " · unsaved" and a host widget (for shortcuts and questions), and says what the
+list's model it marks " · unsaved", the window's background work (a save encodes and writes on a worker;
+the tools wait until it is written) and a host widget (for shortcuts and questions), and says what the
 window should do through signals. The pointer tools (brush, eraser, fill, lasso) are `mask_tools.py`'s, the
 actions, toolbar and Edit menu `mask_toolbar.py`'s, auto-save, recovery and the prompts `mask_recovery.py`'s.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QWidget
 
 from ..core.annotation import MaskEditor, discard_recovery, find_recovery
 from ..core.dataset import DatasetItem, backup_mask_path
@@ -26,6 +30,7 @@ from ..core.metrics import mask_piece_labels
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.session import Session
+from .background import Background
 from .dataset_panel import ImageTableModel
 from .mask_canvas import EditLayer
 from .mask_recovery import Autosaver, Button, ask_restore, ask_unsaved, saved_when
@@ -33,8 +38,8 @@ from .mask_toolbar import MaskEditActions
 from .mask_tools import PointerTools
 from .result_panels import ResultPanels
 
-#: Metrics are recomputed this long after the last edit (a drag is not re-scored on every mouse move).
-METRICS_DELAY_MS = 300
+#: Views of the mask (the error review) refresh this long after the last edit, not on every mouse move.
+EDIT_SETTLE_MS = 300
 UNSAVED_MARK = " · unsaved"
 
 
@@ -47,24 +52,27 @@ class MaskEditing(QObject):
     """The mask editing of one window (`window.editing`): tools, state, save and recovery."""
 
     dirtyChanged = Signal(bool)
-    #: An image's mask was edited and its metrics recomputed (rate-limited): views of the mask may refresh.
+    #: An image's mask changed (edits settled, a save, a discard): views of the mask may refresh.
     maskEdited = Signal(str)
     #: The first edit of an image without a mask made a blank one: the window redraws the image's result.
     blankMaskMade = Signal(str)
+    #: A save finished: the file written
+    saved = Signal(Path)
     #: (level, text) for the message area
     message = Signal(str, str)
     #: (text, milliseconds) for the status bar
     note = Signal(str, int)
 
-    def __init__(self, session: Session, panels: ResultPanels, rows: ImageTableModel, host: QWidget) -> None:
+    def __init__(self, session: Session, panels: ResultPanels, rows: ImageTableModel, background: Background,
+                 host: QWidget) -> None:
         super().__init__(host)
-        self.session, self.panels, self.rows, self.host = session, panels, rows, host
+        self.session, self.panels, self.rows, self.background, self.host = session, panels, rows, background, host
         self.item: DatasetItem | None = None  # the image whose document the tools edit
         self.layer = EditLayer(self._can_edit)
         panels.truth.view.addItem(self.layer, ignoreBounds=True)
 
-        self._metrics_timer = QTimer(self, singleShot=True, interval=METRICS_DELAY_MS)
-        self._metrics_timer.timeout.connect(self.update_metrics)
+        self._settle_timer = QTimer(self, singleShot=True, interval=EDIT_SETTLE_MS)
+        self._settle_timer.timeout.connect(self.edits_settled)
         self.autosaver = Autosaver(self.autosave, self)
         self.autosaver.failed.connect(lambda text: self.message.emit("warning", text))
 
@@ -93,7 +101,9 @@ class MaskEditing(QObject):
 
     def _on_tool_changed(self, tool: str) -> None:
         self.tools.cancel_path()
-        self.layer.setCursor(Qt.CursorShape.OpenHandCursor if tool == "pan" else Qt.CursorShape.CrossCursor)
+        cursor = {"pan": Qt.CursorShape.OpenHandCursor, "brush": Qt.CursorShape.BlankCursor,
+                  "eraser": Qt.CursorShape.BlankCursor}.get(tool, Qt.CursorShape.CrossCursor)
+        self.layer.setCursor(cursor)  # a brush is drawn as its outline at its size (the layer's preview)
         self._update_preview()
         if tool != "pan":
             self.note.emit("Edit the mask on the Ground truth panel (middle button: pan)", 4000)
@@ -102,14 +112,20 @@ class MaskEditing(QObject):
         self.layer.set_brush_radius(self.actions.brush_radius())
 
     # ---------------------------------------------------------------------------------- window hooks
-    def result_shown(self, result: InferenceResult) -> None:
-        """The panels show `result`: editing happens on its ROI."""
+    def result_shown(self, result: InferenceResult, class_names: tuple[str, ...] = ()) -> None:
+        """The panels show `result` (of a model with `class_names`; default: the open one's): editing happens on
+        its ROI, with its classes."""
         roi = result.roi
         self.layer.set_rect(QRectF(roi.x0, roi.y0, roi.width, roi.height))
         capabilities = self.session.capabilities
-        names = capabilities.class_names if capabilities else ()
+        names = class_names or (capabilities.class_names if capabilities else ())
         self.actions.set_class_names([names[i] if i < len(names) else f"class {i}" for i in range(result.num_classes)])
         self._sync_state()
+
+    def model_changed(self, class_names: tuple[str, ...]) -> None:
+        """Another model is open: paint its classes until a result says otherwise."""
+        if self.shown_result() is None:
+            self.actions.set_class_names(list(class_names))
 
     def slide_loaded(self, item: DatasetItem) -> None:
         """A new image is shown (its mask is the session's document): start clean, offer edits a crash left."""
@@ -135,14 +151,20 @@ class MaskEditing(QObject):
         self.message.emit("info", f"{item.id}: restored the unsaved edits from {saved_when(recovery)}")
         self._sync_state()
 
-    def confirm_leave(self) -> bool:
+    def confirm_leave(self, retry: Callable[[], object]) -> bool:
         """Before the image, the dataset or the window goes: ask about unsaved edits (Save/Discard/Cancel).
-        Returns whether leaving may go on."""
+        Returns whether leaving may go on now; after Save it may not yet: the save runs in the background and
+        `retry()` is called once the mask is written (a failed save says why and leaves the edits)."""
+        document = self.document
+        if document is not None and document.saving:
+            self.note.emit("The mask is being saved: try again when it is written", 4000)
+            return False
         if self.editor is None or not self.editor.dirty or self.item is None:
             return True
         answer = ask_unsaved(self.host, self.item.id)
         if answer == Button.Save:
-            return self.save()
+            self.save(then=retry)
+            return False
         if answer == Button.Discard:
             self.discard()
             return True
@@ -158,7 +180,7 @@ class MaskEditing(QObject):
         self._drop_editor()
 
     def shutdown(self) -> None:
-        self._metrics_timer.stop()
+        self._settle_timer.stop()
         self.autosaver.shutdown()
 
     # -------------------------------------------------------------------------------------- editing
@@ -170,7 +192,8 @@ class MaskEditing(QObject):
         return result if session.result(session.current.id) is result else None
 
     def _can_edit(self) -> bool:
-        return self.tool != "pan" and self.shown_result() is not None
+        document = self.document
+        return self.tool != "pan" and self.shown_result() is not None and not (document is not None and document.saving)
 
     def _ensure_editor(self) -> MaskEditor:
         """The editor of the current image, made on the first edit (a blank mask for an image without one)."""
@@ -237,7 +260,7 @@ class MaskEditing(QObject):
         if shown is not None:
             piece = editor.mask[shown.y0 : shown.y1, shown.x0 : shown.x1]
             self.panels.update_truth(shown, self._labels(piece))
-        self._metrics_timer.start()
+        self._settle_timer.start()
 
     def _labels(self, piece: np.ndarray) -> np.ndarray:
         """Class ids of mask pixels by the whole mask's convention (`mask_to_labels` decides 0/1 vs 0/255
@@ -257,15 +280,16 @@ class MaskEditing(QObject):
     def _sync_state(self) -> None:
         dirty = self.dirty
         actions = self.actions
-        actions.undo_action.setEnabled(self.editor is not None and self.editor.can_undo)
-        actions.redo_action.setEnabled(self.editor is not None and self.editor.can_redo)
-        actions.save_action.setEnabled(dirty)
-        result = self.shown_result() is not None
+        saving = self.document is not None and self.document.saving
+        actions.undo_action.setEnabled(self.editor is not None and self.editor.can_undo and not saving)
+        actions.redo_action.setEnabled(self.editor is not None and self.editor.can_redo and not saving)
+        actions.save_action.setEnabled(dirty and not saving)
+        result = self.shown_result() is not None and not saving
         for action in (actions.accept_argmax_action, actions.accept_threshold_action):
             action.setEnabled(result)
         if self.item is not None:
             self._mark(self.item.id, dirty)
-        self.autosaver.follow(dirty)
+        self.autosaver.follow(dirty and not saving)
         self.dirtyChanged.emit(dirty)
 
     def _mark(self, item_id: str, dirty: bool) -> None:
@@ -279,15 +303,10 @@ class MaskEditing(QObject):
         if status != row.status:
             model.update(item_id, status, None, row.error)
 
-    def update_metrics(self) -> None:
-        """Have the session re-score the edited image (the metrics panel, toolbar and dataset list follow)."""
+    def edits_settled(self) -> None:
+        """The edits paused: the list's mark follows, and views of the mask refresh (the session re-scores)."""
         document = self.document
         if document is None:
-            return
-        try:
-            self.session.refresh_metrics(document.item.id)
-        except SegScopeError as exc:
-            self.message.emit("error", f"{document.item.id}: {exc}")
             return
         self._mark(document.item.id, self.dirty)
         self.maskEdited.emit(document.item.id)
@@ -295,32 +314,53 @@ class MaskEditing(QObject):
     def _on_document_changed(self, document: MaskDocument, kind: str) -> None:
         """A save or discard changed the mask on screen: views of it refresh."""
         if kind != "edit":
-            self._metrics_timer.stop()
+            self._settle_timer.stop()
             self.maskEdited.emit(document.item.id)
 
     # ------------------------------------------------------------------------------------------- saving
-    def save(self) -> bool:
-        """Save the edited mask the chosen way (Ctrl+S); returns False when it could not be written."""
+    def save(self, then: Callable[[], object] | None = None) -> bool:
+        """Save the edited mask the chosen way (Ctrl+S): it is encoded and written on a worker while the window
+        goes on (the tools wait until it is written); `then()` runs once it is. False when no save started."""
         document = self.document
         if document is None or document.editor is None or not document.dirty:
             self.note.emit("No unsaved mask edits", 3000)
-            return True
-        mode = self.actions.save_mode()
-        item = document.item
-        source = document.source
-        self.autosaver.wait()
-        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
+            return False
+        if document.saving:
+            return False
+        mode, item, source = self.actions.save_mode(), document.item, document.source
+        self.tools.end_stroke()
+        self.autosaver.timer.stop()  # no auto-save may rewrite the recovery file the save removes
+        autosaving = self.autosaver.job
         try:
-            written = document.save(mode)  # the session re-scores on the saved mask
+            work = document.save_job(mode)
         except SegScopeError as exc:
             self.message.emit("error", f"Saving the mask of {item.id}: {exc}")
             return False
-        finally:
-            QApplication.restoreOverrideCursor()
-        self.item = document.item
-        kept = (f"; the original is kept as {backup_mask_path(source).name}" if mode == "replace"
-                and backup_mask_path(source).exists() else "")
-        self.message.emit("info", f"Saved the mask of {item.id} to {written}{kept}")
+
+        def write() -> tuple[Path, np.ndarray]:
+            if autosaving is not None:
+                autosaving.exception()  # let a running auto-save finish first
+            return work()
+
+        def written(answer: tuple[Path, np.ndarray]) -> None:
+            path, copy = answer
+            document.saved(path, copy)  # the session re-scores on the saved mask
+            self.item = document.item
+            kept = (f"; the original is kept as {backup_mask_path(source).name}" if mode == "replace"
+                    and backup_mask_path(source).exists() else "")
+            self.message.emit("info", f"Saved the mask of {item.id} to {path}{kept}")
+            self._sync_state()
+            self.saved.emit(path)
+            if then is not None:
+                then()
+
+        def failed(text: str, _details: str) -> None:
+            document.save_failed()
+            self.message.emit("error", f"Saving the mask of {item.id}: {text}")
+            self._sync_state()
+
+        self.note.emit(f"Saving the mask of {item.id}…", 3000)
+        self.background.submit(f"save:{item.id}", write, written, failed)
         self._sync_state()
         return True
 
@@ -337,5 +377,5 @@ class MaskEditing(QObject):
             self._mark(self.item.id, False)
         self.tools.reset()
         self.autosaver.timer.stop()
-        self._metrics_timer.stop()
+        self._settle_timer.stop()
         self._sync_state()

@@ -72,7 +72,8 @@ class MaskEditActions(QObject):
         self.undo_action = a("Undo", "undo", "Undo the last mask edit", c.undo)
         self.redo_action = a("Redo", "redo", "Redo the mask edit", c.redo)
         self.redo_action.setShortcuts([QKeySequence(key("redo")), QKeySequence(key("redo_alt"))])
-        self.save_action = a("Save mask", "save_mask", "Save the edited mask", c.save)
+        self.save_action = a("Save mask", "save_mask", "Save the edited mask (written in the background)",
+                             lambda: c.save())
         self.save_mode_group = QActionGroup(self)
         self.save_mode_actions: dict[str, QAction] = {}
         for mode, text in (("corrected", "Save beside the original (mask_corrected.png)"),

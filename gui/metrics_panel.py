@@ -28,25 +28,31 @@ class MetricsPanel(QWidget):
         super().__init__(parent)
         grid = QGridLayout()
         grid.setHorizontalSpacing(12)
+        self.grid = grid
+        self._pairs: list[tuple[QLabel, QLabel]] = []
+        self._columns = 0
         self.value_labels: dict[str, QLabel] = {}
         self.caption_labels: dict[str, QLabel] = {}
         self.fields = catalogue.metrics()  # every per-image metric (per-class ones go on their own line)
-        for index, metric in enumerate(self.fields):
-            row, col = divmod(index, 2)
+        for metric in self.fields:
             caption = QLabel(metric.title)
             value = QLabel("–")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             value.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             for label in (caption, value):
                 label.setToolTip(f"{metric.label}: {metric.description}")
-            grid.addWidget(caption, row, 2 * col)
-            grid.addWidget(value, row, 2 * col + 1)
+            self._pairs.append((caption, value))
             self.value_labels[metric.name] = value
             self.caption_labels[metric.name] = caption
+        self._reflow(2)
         self.per_class = QLabel("")
         self.per_class.setWordWrap(True)
         self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution (1 where the class is in "
                                   "neither mask)")
+        self.note = QLabel("")  # why the numbers shown do not answer for the image now
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #e6b450;")
+        self.note.hide()
 
         self.plot = pg.PlotWidget()
         self.plot.setMinimumHeight(120)
@@ -61,20 +67,51 @@ class MetricsPanel(QWidget):
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.note)
         layout.addLayout(grid)
         layout.addWidget(self.per_class)
         layout.addWidget(self.plot, 1)
         self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
         self.set_dataset_values(self.ranking, [])
 
+    def _pair_width(self) -> int:
+        metrics = self.fontMetrics()
+        caption = max(metrics.horizontalAdvance(c.text()) for c, _ in self._pairs)
+        return caption + metrics.horizontalAdvance("0.0000") + 3 * self.grid.horizontalSpacing()
+
+    def _reflow(self, columns: int, force: bool = False) -> None:
+        """Lay the shown numbers out `columns` pairs a row (two when the dock is wide enough, else one): every
+        value stays readable in a narrow dock, and hidden ones (QA metrics not computed) leave no gap."""
+        if columns == self._columns and not force:
+            return
+        self._columns = columns
+        for index, (caption, value) in enumerate(p for p in self._pairs if not p[1].isHidden()):
+            row, col = divmod(index, columns)
+            self.grid.addWidget(caption, row, 2 * col)
+            self.grid.addWidget(value, row, 2 * col + 1)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._reflow(2 if self.width() >= 2 * self._pair_width() + 16 else 1)
+
+    def set_note(self, note: str) -> None:
+        """Mark the numbers stale with `note` (greyed, the note above them); "" shows them as current."""
+        self.note.setText(note)
+        self.note.setVisible(bool(note))
+        for label in (*self.value_labels.values(), self.per_class):
+            label.setEnabled(not note)
+
     def show_metrics(self, metrics: ImageMetrics | None, class_names: Sequence[str] = ()) -> None:
         """This image's metrics ("n/a" where one does not apply); None (no result, or no ground-truth mask)
         shows dashes. The histogram marks the image's value of its metric."""
+        layout_before = [value.isHidden() for _, value in self._pairs]
         for metric in self.fields:
             self.value_labels[metric.name].setText("–" if metrics is None else metric.text(metric.of(metrics)))
             shown = not metric.optional or metric.computed(metrics)  # the QA metrics only where computed
             self.value_labels[metric.name].setVisible(shown)
             self.caption_labels[metric.name].setVisible(shown)
+        if [value.isHidden() for _, value in self._pairs] != layout_before:
+            self._reflow(self._columns, force=True)
         current = self.ranking.of(metrics)
         self.current_line.setVisible(current is not None)
         if current is not None:

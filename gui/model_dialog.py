@@ -1,6 +1,10 @@
-"""File > Open model...: `segscope card` as a dialog. Pick an .onnx, see what its graph says, answer what it
-cannot tell (size when dynamic, color, normalisation or an AIPP config, activation, threshold, classes),
-and save a runnable project; the window then opens the new pipeline on its current backend kind.
+"""File > Open model…: open a model that has a card (a `.json` card, a project folder, an `.onnx` or `.om`
+with its card beside it, or a `.pipeline`) on the current backend kind; a bare `.onnx` is offered a card.
+
+File > Build model card…: `segscope card` as a dialog. Pick an .onnx, see what its graph says, answer what
+it cannot tell (size when dynamic, color, normalisation or an AIPP config, activation, threshold, classes),
+and save a runnable project; the window then opens the new pipeline. The CLI's option names in the core's
+messages are shown as this dialog's field names.
 
 The facts and the proposed card refresh as the answers change (`core.card_builder.propose`); Save writes
 with `core.card_builder.write_project`, which checks the card against the graph before any file lands.
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,6 +31,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMenu,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
@@ -43,11 +49,23 @@ from ..core.card_builder import (
     write_project,
 )
 from ..core.errors import SegScopeError
-from ..core.model_card import ACTIVATIONS
+from ..core.model_card import ACTIVATIONS, card_path_for
 from ..core.preprocess import COLORS, LAYOUTS
 
 FROM_GRAPH = "from the graph"  # a size spin box at 0
 PROPOSED = "as proposed below"  # a choice left to the graph or the defaults
+#: The `segscope card` options as this dialog names them.
+FIELDS = {"size": "Input size", "layout": "Input layout", "color": "Color the net expects", "scale": "Scale",
+          "mean": "Mean", "std": "Std", "aipp": "AIPP config", "activation": "Activation", "classes": "Classes",
+          "out": "Project folder", "overwrite": "Replace existing project files"}
+
+
+def in_dialog_words(text: str) -> str:
+    """A core message with the CLI's option names as this dialog's fields ("give --layout NHWC" becomes
+    "set “Input layout” to NHWC")."""
+    text = re.sub(r"(?:give|pass|use) --([a-z]+)(?: ([^\s,;)]+))?",
+                  lambda m: f"set “{FIELDS.get(m[1], m[1])}”" + (f" to {m[2]}" if m[2] else ""), text)
+    return re.sub(r"--([a-z]+)", lambda m: f"“{FIELDS.get(m[1], m[1])}”", text)
 
 
 def _choice(items: tuple[str, ...]) -> QComboBox:
@@ -195,9 +213,9 @@ class ModelDialog(QDialog):
                 lines = [f"{kind}: {line}" for kind, items in (("found", self.proposal.found),
                                                                ("assumed", self.proposal.assumed),
                                                                ("note", self.proposal.notes)) for line in items]
-                text = "\n".join(lines)
+                text = in_dialog_words("\n".join(lines))
             except (SegScopeError, ValueError, argparse.ArgumentTypeError) as exc:
-                problem = str(exc)
+                problem = in_dialog_words(str(exc))
             if self.proposal is not None and not self.out_edit.text().strip():
                 problem = "Choose the project folder to write."
         self.facts.setPlainText(text)
@@ -208,23 +226,95 @@ class ModelDialog(QDialog):
     def save(self) -> None:
         if self.proposal is None:
             return
+        out = Path(self.out_edit.text().strip())
+        existing = out / f"pipelines/{self.proposal.stem}.pipeline"
+        if existing.is_file() and not self.overwrite_box.isChecked():
+            answer = QMessageBox.question(
+                self, "Project exists", f"{out} already holds a project for {self.proposal.stem}.\n\nOpen it as it "
+                "is, or replace its files with this card?", QMessageBox.StandardButton.Open |
+                QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Open)
+            if answer == QMessageBox.StandardButton.Open:
+                self.pipeline = existing
+                self.accept()
+                return
+            if answer != QMessageBox.StandardButton.Yes:
+                return
+            self.overwrite_box.setChecked(True)
         try:
-            self.pipeline = write_project(Path(self.model_edit.text().strip()), Path(self.out_edit.text().strip()),
-                                          self.proposal, self.options(), self.overwrite_box.isChecked())
+            self.pipeline = write_project(Path(self.model_edit.text().strip()), out, self.proposal, self.options(),
+                                          self.overwrite_box.isChecked())
         except SegScopeError as exc:
-            self.problem.setText(str(exc))
+            self.problem.setText(in_dialog_words(str(exc)))
             return
         self.accept()
 
 
+def model_pipeline(path: Path) -> Path | None:
+    """What the backend opens for `path`: a `.pipeline` itself; a project folder's pipeline; for a `.json`
+    card (or an `.onnx`/`.om` with its card beside it) the project pipeline beside its models/ folder, else
+    the card (a card runs the bare stream, `core.pipeline.card_pipeline`). None for a model without a card
+    (one has to be built). A problem is a SegScopeError naming the path."""
+    path = Path(path)
+    if path.is_dir():
+        found = (sorted((path / "pipelines").glob("*.pipeline")) or sorted(path.glob("*.pipeline"))
+                 or sorted((path / "models").glob("*.json")))
+        if not found:
+            raise SegScopeError(f"{path}: no pipelines/*.pipeline or models/*.json card here: open a project folder "
+                                "written by Build model card, or the model's .json card")
+        return found[0]
+    if path.suffix == ".pipeline":
+        return path
+    card = card_path_for(path)
+    if not card.is_file():
+        if path.suffix == ".onnx":
+            return None
+        raise SegScopeError(f"{path}: no model card {card.name} beside it: open a .json card, an .onnx (a card can "
+                            "be built for it), a project folder or a .pipeline")
+    beside = card.parent.parent / "pipelines" / f"{card.stem}.pipeline"
+    return beside if card.parent.name == "models" and beside.is_file() else card
+
+
+def build_card(window: Any, model: Path | None = None) -> None:
+    """File > Build model card…: the dialog; the project it writes (or finds) opens."""
+    dialog = ModelDialog(window, model)
+    if dialog.exec() == QDialog.DialogCode.Accepted and dialog.pipeline is not None:
+        window.open_backend(dataclasses.replace(window.backend_choice, pipeline=dialog.pipeline))
+
+
+def open_model_path(window: Any, path: Path) -> None:
+    """Open the model at `path` (`model_pipeline`) on the current backend kind (`window.open_backend` goes
+    back to the open backend if it fails); a bare .onnx is offered a card; a problem goes to the messages."""
+    try:
+        pipeline = model_pipeline(path)
+    except SegScopeError as exc:
+        window.messages.add("error", f"Open model: {exc}")
+        return
+    if pipeline is not None:
+        window.open_backend(dataclasses.replace(window.backend_choice, pipeline=pipeline))
+    elif QMessageBox.question(window, "No model card", f"{path.name} has no model card beside it. Build one now (the "
+                              "graph is read and you answer what it cannot tell)?") == QMessageBox.StandardButton.Yes:
+        build_card(window, path)
+
+
 def add_open_model_action(window: Any, menu: QMenu) -> QAction:
-    """File > Open model...: on Save, `window.open_backend` opens the new pipeline on the current backend kind."""
+    """File > Open model…, Open model project folder… and Build model card…"""
     def open_model() -> None:
-        dialog = ModelDialog(window)
-        if dialog.exec() == QDialog.DialogCode.Accepted and dialog.pipeline is not None:
-            window.open_backend(dataclasses.replace(window.backend_choice, pipeline=dialog.pipeline))
+        path, _ = QFileDialog.getOpenFileName(window, "Open model", "", "Models (*.json *.onnx *.om *.pipeline);;"
+                                                                         "All files (*)")
+        if path:
+            open_model_path(window, Path(path))
+
+    def open_project() -> None:
+        folder = QFileDialog.getExistingDirectory(window, "Open a model project folder")
+        if folder:
+            open_model_path(window, Path(folder))
 
     action = menu.addAction("Open &model…")
-    action.setToolTip("Make a runnable project from an ONNX model (segscope card) and open it")
+    action.setToolTip("Open a model that has a card: its .json card, an .onnx with its card beside it, or a "
+                      ".pipeline")
     action.triggered.connect(open_model)
+    menu.addAction("Open model &project folder…", open_project).setToolTip(
+        "Open a project folder (models/ and pipelines/, as Build model card writes it)")
+    menu.addAction("&Build model card…", lambda: build_card(window)).setToolTip(
+        "Make a runnable project from a bare ONNX model: its graph is read, you answer what it cannot tell")
     return action

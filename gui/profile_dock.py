@@ -40,8 +40,10 @@ from ..core.profiling.drift import DriftReport, Thresholds, load_drift_csv
 from ..core.profiling.insight import matched_ops, where_to_look
 from ..core.profiling.model import OpStat, Profile
 from ..core.profiling.roofline import classify
-from ..core.runs import RunRecord, compare_runs
+from ..core.runs import RunComparison, compare_runs
 from ..core.session import Session
+from .background import Background
+from .compact import shrinkable
 from .profile_plots import RooflinePlot, TimelinePlot
 from .window_layout import make_dock
 
@@ -129,10 +131,10 @@ class ProfilePanel(QWidget):
         self.import_button.setToolTip("msprof op_summary/op_statistic CSV or timeline JSON, ais_bench *_summary.json, "
                                       "an ONNX Runtime profile, or a msit/ait compare result CSV")
         self.import_button.clicked.connect(self.choose_file)
-        self.source = QComboBox()
+        self.source = shrinkable(QComboBox())
         self.source.setToolTip("Which loaded profile the tabs show")
         self.source.currentIndexChanged.connect(self._show_selected)
-        self.versus = QComboBox()
+        self.versus = shrinkable(QComboBox())
         self.versus.setToolTip("Another loaded profile (e.g. msprof's on the chip): its time per operator, where "
                                "names match, goes into the table's last column")
         self.versus.addItem("vs: none")
@@ -140,8 +142,10 @@ class ProfilePanel(QWidget):
         top = QHBoxLayout()
         for widget in (self.profile_button, QLabel("images"), self.images, self.import_button):
             top.addWidget(widget)
-        top.addWidget(self.source, 1)
-        top.addWidget(self.versus, 1)
+        top.addStretch(1)
+        shown = QHBoxLayout()  # a second row: the dock stays narrow
+        shown.addWidget(self.source, 1)
+        shown.addWidget(self.versus, 1)
 
         self.summary = QLabel("No profile yet: Profile model, or Import… an msprof / ais_bench file.")
         self.summary.setWordWrap(True)
@@ -176,7 +180,7 @@ class ProfilePanel(QWidget):
         self.drift_table.setHorizontalHeaderLabels(["cosine", "rel. Euclidean", "KL", "max abs", "op type",
                                                     "NPU op", "ground truth"])
         self.drift_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.runs_button = QPushButton("Argmax disagreement of the last two runs")
+        self.runs_button = QPushButton("Last two runs: argmax disagreement")
         self.runs_button.setToolTip("Where the current image's two newest runs (e.g. Ascend and embedded) predict "
                                     "different classes, with the thresholds' pass/fail line")
         self.runs_label = QLabel("")
@@ -193,7 +197,7 @@ class ProfilePanel(QWidget):
         runs_column.addWidget(self.runs_button)
         runs_column.addWidget(self.runs_label)
         runs_column.addWidget(self.disagreement, 1)
-        split = QSplitter()
+        split = QSplitter(Qt.Orientation.Vertical)  # one above the other: the dock stays narrow
         split.addWidget(self.drift_table)
         split.addWidget(runs)
         drift = QWidget()
@@ -209,6 +213,7 @@ class ProfilePanel(QWidget):
         self.tabs.addTab(drift, "Drift")
         layout = QVBoxLayout(self)
         layout.addLayout(top)
+        layout.addLayout(shown)
         layout.addWidget(self.summary)
         layout.addWidget(self.tabs, 1)
         self.profiled.connect(self._on_profiled)
@@ -314,9 +319,10 @@ class ProfilePanel(QWidget):
                 self.drift_table.setItem(r, c, item)
         self.tabs.setCurrentIndex(3)
 
-    def show_disagreement(self, reference: RunRecord, candidate: RunRecord) -> None:
-        """The pixels where two runs of one image predict different classes, and the thresholds' verdict."""
-        comparison = compare_runs(reference, candidate)
+    def show_disagreement(self, comparison: RunComparison) -> None:
+        """The pixels where two runs of one image predict different classes (`compare_runs`, made on a
+        worker), and the thresholds' verdict."""
+        reference, candidate = comparison.reference, comparison.candidate
         a, b = reference.result, candidate.result
         assert a is not None and b is not None  # compare_runs checked
         self.disagreement_image.setImage((a.argmax != b.argmax).astype(np.uint8).T, levels=(0, 1))
@@ -329,9 +335,9 @@ class ProfilePanel(QWidget):
 
 
 def profile_dock(session: Session, sources: Callable[[], tuple[Path | None, Path | None]],
-                 report: Callable[[str, str], None], parent: QWidget) -> QDockWidget:
+                 report: Callable[[str, str], None], background: Background, parent: QWidget) -> QDockWidget:
     """The Profile dock, not placed yet; `sources()` gives the pipeline and dataset folder its panel looks
-    in, `report(level, text)` takes its messages."""
+    in, `report(level, text)` takes its messages, `background` compares runs."""
     panel = ProfilePanel()
     panel.message.connect(report)
     dock = make_dock(parent, "Profile", panel)
@@ -342,10 +348,10 @@ def profile_dock(session: Session, sources: Callable[[], tuple[Path | None, Path
             panel.message.emit("warning", "Run the current image twice (e.g. Ascend, then embedded) to see where "
                                           "their argmax disagree")
             return
-        try:
-            panel.show_disagreement(runs[-2], runs[-1])
-        except SegScopeError as exc:
-            panel.message.emit("error", str(exc))
+        reference, candidate = runs[-2], runs[-1]
+        panel.runs_label.setText(f"Comparing run {reference.id} with run {candidate.id}…")
+        background.submit("disagreement", lambda: compare_runs(reference, candidate), panel.show_disagreement,
+                          lambda text, _details: panel.message.emit("error", text))
 
     panel.runs_button.clicked.connect(last_two_runs)
     panel.sources = sources

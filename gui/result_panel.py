@@ -3,12 +3,14 @@ its title, the notice over the panels, and the contour drawing of label images."
 
 from __future__ import annotations
 
+import re
+
 import cv2
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QPixmap
-from PySide6.QtWidgets import QGraphicsPixmapItem, QGraphicsRectItem, QLabel, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsPixmapItem, QGraphicsRectItem, QLabel, QWidget
 
 from .label_image import LabelImage
 
@@ -24,7 +26,18 @@ def contour(labels: np.ndarray) -> np.ndarray:
 
 
 class PanelTitle(pg.LabelItem):
-    """A panel title that never widens its column, so the three panels always have one size."""
+    """A panel title that never widens its column, so the three panels always have one size: a title longer
+    than its panel is cut at the panel's edge (never drawn over its neighbour, where a changed title left
+    its old text behind) and shown whole as its tooltip."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape)
+
+    def setText(self, text: str, **args: object) -> None:  # noqa: N802 - pyqtgraph's name
+        super().setText(text, **args)
+        self.setToolTip(re.sub(r"<[^>]+>", "", text).replace("&#9632;", "■"))
+        self.update()
 
     def updateMin(self) -> None:
         super().updateMin()
@@ -82,9 +95,12 @@ class Notice(QLabel):
         self.hide()
 
     def show_text(self, text: str) -> None:
-        """Show `text` ("" hides the notice)."""
+        """Show `text` ("" hides the notice), wrapped to the width of what it lies over."""
         self.setText(text)
         self.setVisible(bool(text))
+        parent = self.parentWidget()
+        self.setWordWrap(True)
+        self.setMaximumWidth(max(parent.width() - 40, 200) if parent is not None else 600)
         self.adjustSize()
         self.center()
 

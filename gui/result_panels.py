@@ -19,6 +19,8 @@ with explicit levels (no auto-level scan) and on views, never copies. Colour-bar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
@@ -36,17 +38,82 @@ from PySide6.QtWidgets import (
 
 from ..core.errors import SegScopeError
 from ..core.metrics import argmax_at_roi, mask_to_labels
+from ..core.model_card import ModelCard, load_model_card
+from ..core.pipeline import load_pipeline
 from ..core.result import InferenceResult
 from ..core.review import error_codes
 from ..core.roi import Roi
 from . import colormaps
+from .background import Background
 from .panel_readout import describe
 from .result_panel import Notice, ResultPanel, contour
 from .result_views import ExtraPanels
 from .shortcuts import check_box_for
 
-#: Opacity of the panels while their result belongs to another ROI than the image has now.
+#: Opacity of the panels while their result no longer answers for the image (another ROI, another model).
 STALE_OPACITY = 0.35
+
+
+@dataclass(frozen=True)
+class PanelTitles:
+    """What the first two panels show, in the card's terms: a softmax model's per-class probabilities and
+    argmax, or a thresholded model's probability map and mask."""
+
+    heat: str = "Softmax"
+    labels: str = "Argmax"
+
+
+def card_titles(card: ModelCard) -> PanelTitles:
+    """The titles for a card: "Probability" and "Mask (p > t)" (the card's rule, `core.result.decide`; "raw > t"
+    when it thresholds the raw output) when its score output is one channel turned into a mask by a threshold
+    (a sigmoid or probability map), else "Softmax"/"Probability" and "Argmax"."""
+    index = card.probability_index()
+    spec = card.outputs[index]
+    dims = card.graph.outputs[index].dims if card.graph is not None and index < len(card.graph.outputs) else None
+    channel = (dims[1] if spec.layout == "NCHW" else dims[-1]) if dims is not None and len(dims) == 4 else None
+    one_channel = channel == 1 or (channel is None and len(card.class_names) == 2 and
+                                   (spec.threshold is not None or spec.activation == "sigmoid"))
+    if one_channel:
+        threshold = 0.5 if spec.threshold is None else spec.threshold
+        value = "raw" if spec.threshold_on == "raw" else "p"
+        return PanelTitles("Probability", f"Mask ({value} > {threshold:g})")
+    return PanelTitles("Softmax" if spec.activation in ("softmax", "none") else "Probability", "Argmax")
+
+
+@dataclass(frozen=True)
+class PanelInputs:
+    """What the panels draw of one result besides its arrays, made on any thread (`panel_inputs`): the ROI
+    image, the ground truth as class ids at ROI resolution, the names of the classes of the model that made
+    it, and a problem with the mask (it is then left out)."""
+
+    result: InferenceResult
+    roi_image: np.ndarray | None
+    truth: np.ndarray | None
+    class_names: tuple[str, ...] = ()
+    problem: str = ""
+
+
+def panel_inputs(result: InferenceResult, roi_image_bgr: np.ndarray | None, gt_roi: np.ndarray | None,
+                 class_names: Sequence[str] = ()) -> PanelInputs:
+    """`roi_image_bgr` and `gt_roi` (ROI crops at ROI resolution) checked and the mask read as class ids;
+    numpy only, so a window makes them on a worker. A ground truth that does not fit is left out, named."""
+    roi = result.roi
+    if roi_image_bgr is not None and roi_image_bgr.shape[:2] != (roi.height, roi.width):
+        raise SegScopeError(f"ROI image crop is {roi_image_bgr.shape[1]}x{roi_image_bgr.shape[0]} but the ROI {roi} "
+                            f"is {roi.width}x{roi.height}: crop the slide with the result's ROI")
+    try:
+        if gt_roi is not None and gt_roi.shape[:2] != (roi.height, roi.width):
+            raise SegScopeError(f"ground-truth mask crop is {gt_roi.shape[1]}x{gt_roi.shape[0]} but the ROI {roi} is "
+                                f"{roi.width}x{roi.height}: the mask must have the image's size")
+        truth = None if gt_roi is None else mask_to_labels(gt_roi, result.num_classes)  # may refuse the mask
+    except SegScopeError as exc:
+        return PanelInputs(result, roi_image_bgr, None, tuple(class_names), str(exc))
+    return PanelInputs(result, roi_image_bgr, truth, tuple(class_names))
+
+
+def pipeline_titles(pipeline: Path) -> PanelTitles:
+    """`card_titles` of the card a pipeline's model has (reads files: call it off the GUI thread)."""
+    return card_titles(load_model_card(load_pipeline(pipeline).model_path(), warn=False))
 
 
 class ResultPanels(QWidget):
@@ -55,6 +122,8 @@ class ResultPanels(QWidget):
     #: The hover readout, e.g. "slide (2512, 1380) | model (426, 480) | P background 0.035, defect 0.965 |
     #: predicted defect | true defect | TP" (no "true ..." part without a mask).
     hovered = Signal(str)
+    #: a result was drawn (or the panels emptied): views of what they show may refresh
+    shown = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -63,9 +132,11 @@ class ResultPanels(QWidget):
         self._image_pixmap: QPixmap | None = None  # made from the BGR crop when overlay mode first needs it
         self._truth: np.ndarray | None = None  # class ids at ROI resolution
         self._predicted_roi: np.ndarray | None = None  # argmax at ROI resolution, made when first needed
-        self._class_names: tuple[str, ...] = ()
+        self._class_names: tuple[str, ...] = ()  # the open backend's
+        self._result_names: tuple[str, ...] = ()  # of the model that made the result shown (when known)
+        self._titles = PanelTitles()
         self._rect = QRectF()  # the ROI in slide pixels: where every image is drawn
-        self._stale = False
+        self._stale = ""  # why the result shown no longer answers for the image ("": it does)
         self._auto_fit = True  # refit on resize until the user pans or zooms
 
         self.class_combo = QComboBox()
@@ -124,10 +195,14 @@ class ResultPanels(QWidget):
         self.graphics.viewport().installEventFilter(self)
         self.heat.view.sigRangeChangedManually.connect(self._on_user_zoom)
         self.heat.view.sigResized.connect(self._on_resized)
-        self.notice = Notice(self.graphics)
+        self.notice = Notice(self.graphics)  # over empty panels only: it never covers a result
+        self.banner = QLabel("")  # what is going on while a result is shown ("Running 001…"), beside the controls
+        self.banner.setStyleSheet("color: #e6b450; padding: 0 6px;")
+        controls.insertWidget(controls.count() - 1, self.banner)  # before Fit
 
         self.readout = QLabel(" ")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.readout.setMinimumWidth(1)  # a long readout is cut at the window's edge, never widens it
 
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
@@ -149,22 +224,36 @@ class ResultPanels(QWidget):
         if self._result is not None:
             self._fill_class_combo(self._result.num_classes)
 
+    def follow_card(self, pipeline: Path, background: Background) -> None:
+        """Title the panels as the card of `pipeline`'s model says (read on a worker; the default titles stay
+        where it cannot be read: the backend reports why)."""
+        background.submit("card titles", lambda: pipeline_titles(pipeline), self.set_titles,
+                          lambda _text, _details: self.set_titles(PanelTitles()))
+
+    def set_titles(self, titles: PanelTitles) -> None:
+        self._titles = titles
+        self._set_titles()
+
     def show_result(
-        self, result: InferenceResult, roi_image_bgr: np.ndarray | None, gt_roi: np.ndarray | None
+        self, result: InferenceResult, roi_image_bgr: np.ndarray | None, gt_roi: np.ndarray | None,
+        class_names: Sequence[str] = (),
     ) -> None:
-        """Display one result; `roi_image_bgr` and `gt_roi` are the ROI crops at ROI resolution."""
-        roi = result.roi
-        for name, array, fix in (("ROI image", roi_image_bgr, "crop the slide with the result's ROI"),
-                                 ("ground-truth mask", gt_roi, "the mask must have the image's size")):
-            if array is not None and array.shape[:2] != (roi.height, roi.width):
-                raise SegScopeError(f"{name} crop is {array.shape[1]}x{array.shape[0]} but the ROI {roi} is "
-                                    f"{roi.width}x{roi.height}: {fix}")
-        truth = None if gt_roi is None else mask_to_labels(gt_roi, result.num_classes)  # may refuse the mask
+        """Display one result; `roi_image_bgr` and `gt_roi` are the ROI crops at ROI resolution, `class_names`
+        those of the model that made it (default: the open backend's). A mask that does not fit raises."""
+        inputs = panel_inputs(result, roi_image_bgr, gt_roi, class_names)
+        if inputs.problem:
+            raise SegScopeError(inputs.problem)
+        self.show_inputs(inputs)
+
+    def show_inputs(self, inputs: PanelInputs) -> None:
+        """Display one result from its `panel_inputs` (only drawing is left for the GUI thread)."""
+        result, roi = inputs.result, inputs.result.roi
         same_roi = self._result is not None and self._result.roi == roi
         self._result = result
-        self._image_bgr = roi_image_bgr
+        self._result_names = inputs.class_names
+        self._image_bgr = inputs.roi_image
         self._image_pixmap = None
-        self._truth = truth
+        self._truth = inputs.truth
         self._predicted_roi = None
         self._fill_class_combo(result.num_classes)
         self.error_map_action.setEnabled(self._truth is not None)
@@ -172,30 +261,38 @@ class ResultPanels(QWidget):
         for panel in (self.heat, self.argmax, self.truth):
             panel.set_rect(self._rect)
         self.no_mask_text.setPos(self._rect.center())
+        self.colorbar.setOpacity(1.0)
         self.set_busy("")
         self._refresh_heatmap()
         self._refresh_labels()
         self.extra.show(result, self.current_class(), self._rect, self._truth)
         if not same_roi:
             self.fit()
+        self.shown.emit()
 
     def set_busy(self, text: str) -> None:
-        """A notice over the panels ("Loading…", "Running…", what to do next); "" hides it."""
-        self.notice.show_text(text)
+        """What is going on ("Loading…", "Running…", what to do next; "" for nothing): over the panels while
+        they are empty, else in a line above them, so it never covers a result."""
+        empty = self._result is None
+        self.notice.show_text(text if empty else "")
+        self.banner.setText("" if empty else text)
 
-    def set_stale(self, stale: bool) -> None:
-        """Dim the panels while the result on them was computed on another ROI than the image's."""
-        if stale != self._stale:
-            self._stale = stale
+    def set_stale(self, reason: str) -> None:
+        """Dim the panels while their result no longer answers for the image (`Session.stale_reason`, e.g.
+        "ROI changed"; "" when it does)."""
+        if reason != self._stale:
+            self._stale = reason
             self._refresh_style()
 
     @property
-    def stale(self) -> bool:
+    def stale(self) -> str:
         return self._stale
 
     def clear(self) -> None:
-        self._stale = False
+        self._stale = ""
+        self._result_names = ()
         self._result = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = None
+        self.banner.setText("")
         for panel in (self.heat, self.argmax, self.truth):
             panel.clear()
             panel.vline.hide()
@@ -207,6 +304,7 @@ class ResultPanels(QWidget):
         self.class_combo.blockSignals(False)
         self.error_map_action.setEnabled(False)
         self.readout.setText(" ")
+        self.colorbar.setOpacity(0.0)  # nothing to scale: no bare labels under the notice (keeps its place)
         self._set_titles()
 
     def panel_arrays(self) -> dict[str, np.ndarray]:
@@ -314,7 +412,8 @@ class ResultPanels(QWidget):
         return predicted
 
     def _class_name(self, index: int) -> str:
-        return self._class_names[index] if index < len(self._class_names) else f"class {index}"
+        names = self._result_names or self._class_names
+        return names[index] if index < len(names) else f"class {index}"
 
     def _fill_class_combo(self, num_classes: int) -> None:
         previous = self.class_combo.currentIndex()
@@ -382,12 +481,12 @@ class ResultPanels(QWidget):
         self._set_titles()
 
     def _set_titles(self) -> None:
-        heat_title = "Softmax"
+        heat_title = self._titles.heat
         if self._result is not None:
-            heat_title = f"Softmax: {self._class_name(self.current_class())}"
-        stale = " <span style='color:#e6b450'>(ROI changed: run again)</span>" if self._stale else ""
+            heat_title = f"{self._titles.heat}: {self._class_name(self.current_class())}"
+        stale = f" <span style='color:#e6b450'>({self._stale}: run again)</span>" if self._stale else ""
         self.heat.title.setText(heat_title + stale)
-        self.argmax.title.setText("Argmax")
+        self.argmax.title.setText(self._titles.labels)
         if self.error_map_action.isChecked() and self._truth is not None:
             legend = " ".join(
                 f"<span style='color:#{r:02x}{g:02x}{b:02x}'>&#9632; {colormaps.ERROR_NAMES[code]}</span>"

@@ -7,7 +7,7 @@ The filter box takes a `core.metric_filter.MetricFilter` ("soft_dice < 0.9 and r
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QTableView,
     QTableWidget,
     QTableWidgetItem,
     QToolButton,
@@ -30,6 +31,7 @@ from . import colormaps
 
 #: Regions listed at most (a noisy prediction can have tens of thousands); the count says how many exist.
 MAX_LISTED = 1000
+REGION_COLUMNS = ("Type", "Area (px)", "Box x0, y0, x1, y1 (slide)")
 
 
 class FilterBar(QWidget):
@@ -80,6 +82,45 @@ class FilterBar(QWidget):
         self.count.setText(f"{shown} of {total}" if filtered else "")
 
 
+class RegionModel(QAbstractTableModel):
+    """The error regions as a table model: a reset per image, no widget item per cell, so 1,000 rows fill in
+    about a millisecond (a `QTableWidget` filled cell by cell with contents-sized headers took tens of
+    seconds)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.regions: list[ErrorRegion] = []
+
+    def set_regions(self, regions: list[ErrorRegion]) -> None:
+        self.beginResetModel()
+        self.regions = regions[:MAX_LISTED]
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self.regions)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(REGION_COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return REGION_COLUMNS[section]
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if not index.isValid():
+            return None
+        region, column = self.regions[index.row()], index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return (region.name, f"{region.area:,}", ", ".join(map(str, region.box.as_tuple())))[column]
+        if role == Qt.ItemDataRole.ForegroundRole and column == 0:
+            return QColor(*colormaps.ERROR_COLORS[region.kind])
+        if role == Qt.ItemDataRole.TextAlignmentRole and column == 1:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
 class ReviewPanel(QWidget):
     """Counts and areas of TP/FP/FN/TN and the error regions, largest first.
 
@@ -108,23 +149,34 @@ class ReviewPanel(QWidget):
         self.counts_table.setVerticalHeaderLabels([ERROR_NAMES[k] for k in self.COUNT_ROWS])
         self.counts_table.setToolTip("Pixels of each kind at ROI resolution (the pixels behind hard Dice/IoU)")
         for row, kind in enumerate(self.COUNT_ROWS):
-            header = self.counts_table.verticalHeaderItem(row)
+            row_header = self.counts_table.verticalHeaderItem(row)
             if kind in colormaps.ERROR_COLORS:
-                header.setForeground(QColor(*colormaps.ERROR_COLORS[kind]))
+                row_header.setForeground(QColor(*colormaps.ERROR_COLORS[kind]))
         _fixed_table(self.counts_table)
+        for header in (self.counts_table.horizontalHeader(), self.counts_table.verticalHeader()):
+            header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # 4 x 2 cells: cheap
         height = self.counts_table.horizontalHeader().height() + sum(
             self.counts_table.rowHeight(r) for r in range(self.counts_table.rowCount()))
         self.counts_table.setFixedHeight(height + 2 * self.counts_table.frameWidth())
 
         self.regions_label = QLabel("Error regions")
-        self.regions_table = QTableWidget(0, 3)
-        self.regions_table.setHorizontalHeaderLabels(["Type", "Area (px)", "Box x0, y0, x1, y1 (slide)"])
+        self.region_model = RegionModel(self)
+        self.regions_table = QTableView()
+        self.regions_table.setModel(self.region_model)
         self.regions_table.setToolTip("8-connected false-positive / false-negative regions, largest first; "
                                       "click one to zoom the result panels and the slide to it")
         _fixed_table(self.regions_table)
-        self.regions_table.horizontalHeader().setStretchLastSection(True)
-        self.regions_table.currentCellChanged.connect(self._on_current_cell)
-        self.regions_table.cellClicked.connect(lambda row, _col: self._activate(row))
+        self.regions_table.verticalHeader().hide()
+        header = self.regions_table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)  # sized once, never per row
+        metrics = self.regions_table.fontMetrics()
+        for column, sample in enumerate(("Type ", "Area (px) ", "")):
+            if sample:
+                header.resizeSection(column, metrics.horizontalAdvance(sample) + 24)
+        header.setStretchLastSection(True)
+        self.regions_table.verticalHeader().setDefaultSectionSize(metrics.height() + 6)
+        self.regions_table.selectionModel().currentRowChanged.connect(self._on_current_row)
+        self.regions_table.clicked.connect(lambda index: self._activate(index.row()))
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -135,13 +187,18 @@ class ReviewPanel(QWidget):
         layout.addWidget(self.regions_table, 1)
         self.show_errors(None, "Run an image that has a ground-truth mask to review its errors")
 
+    def set_computing(self, item_id: str) -> None:
+        """Empty the tables while the error map of `item_id` is computed (nothing stale stays clickable)."""
+        self.show_errors(None, f"Finding the error regions of {item_id}…")
+
     def show_errors(self, errors: ErrorMap | None, note: str = "", regions: list[ErrorRegion] | None = None,
-                    class_name: str = "") -> None:
-        """Show an error map's counts and its regions (from `core.review.error_regions`), or `note`."""
+                    class_name: str = "", counts: dict[str, int] | None = None) -> None:
+        """Show an error map's counts (`errors.counts()`, counted here unless given: a window counts on a
+        worker) and its regions (from `core.review.error_regions`), or `note`."""
         self.errors = errors
         self.regions = regions or []
-        counts = errors.counts() if errors else {}
-        fractions = errors.fractions() if errors else {}
+        counts = counts if counts is not None else errors.counts() if errors else {}
+        fractions = {name: n / errors.labels.size for name, n in counts.items()} if errors else {}
         for row, kind in enumerate(self.COUNT_ROWS):
             name = ERROR_NAMES[kind]
             texts = (f"{counts[name]:,}", f"{100 * fractions[name]:.2f}") if errors else ("", "")
@@ -155,35 +212,20 @@ class ReviewPanel(QWidget):
             roi = errors.roi
             self.summary.setText(f"Class {class_name or errors.positive} on ROI {roi} "
                                  f"({roi.width} x {roi.height} px)")
-        listed = self.regions[:MAX_LISTED]
-        self.regions_table.blockSignals(True)
-        self.regions_table.setRowCount(len(listed))
-        for row, region in enumerate(listed):
-            cells = (region.name, f"{region.area:,}", ", ".join(map(str, region.box.as_tuple())))
-            for col, text in enumerate(cells):
-                item = QTableWidgetItem(text)
-                if col == 0:
-                    item.setForeground(QColor(*colormaps.ERROR_COLORS[region.kind]))
-                if col == 1:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                self.regions_table.setItem(row, col, item)
-        self.regions_table.setCurrentCell(-1, -1)
-        self.regions_table.blockSignals(False)
+        self.region_model.set_regions(self.regions)  # a reset: no current row, nothing activated
         more = f" (largest {MAX_LISTED} listed)" if len(self.regions) > MAX_LISTED else ""
         self.regions_label.setText(f"Error regions: {len(self.regions):,}{more}" if errors else "Error regions")
 
-    def _on_current_cell(self, row: int, _col: int, previous_row: int, _previous_col: int) -> None:
-        if row != previous_row:
-            self._activate(row)
+    def _on_current_row(self, current: QModelIndex, previous: QModelIndex) -> None:
+        if current.row() != previous.row():
+            self._activate(current.row())
 
     def _activate(self, row: int) -> None:
         if 0 <= row < min(len(self.regions), MAX_LISTED):
             self.regionActivated.emit(self.regions[row])
 
 
-def _fixed_table(table: QTableWidget) -> None:
+def _fixed_table(table: QTableView) -> None:
     table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)

@@ -47,6 +47,7 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
 class _Worker(QObject):
     opened = Signal(object)  # Capabilities
     openFailed = Signal(str, str)
+    closeFailed = Signal(str, str)
     evaluated = Signal(object)  # ImageEvaluation
     slideEvaluated = Signal(object)  # TiledEvaluation
     tilesDone = Signal(int, int)  # tiles blended in, tiles in all
@@ -75,10 +76,20 @@ class _Worker(QObject):
     def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi], sources: Sources,
             masks: Masks, stream: StreamInput | None) -> None:
         """Evaluate `items` on `rois` (`sources`, `masks`, `stream`: see `RunController.run`); a failing image
-        is reported and the batch goes on with the next one."""
+        is reported and the batch goes on with the next one. An image without an ROI in `rois` (never shown:
+        its size was not known) gets the dataset's rule for its size here, read from its file's header; one
+        that cannot be read is that image's error."""
         done = failed = 0
         cancelled = False
-        remaining = list(items)
+        rois, remaining = dict(rois), []
+        for item in items:
+            try:
+                rois.setdefault(item.id, dataset.roi_for(item))
+            except Exception as exc:  # noqa: BLE001 - one unreadable image must not end the batch
+                self.itemFailed.emit(item.id, *describe_error(exc))
+                failed += 1
+                continue
+            remaining.append(item)
         while remaining and not cancelled:
             if self.backend is None:
                 for item in remaining:
@@ -150,13 +161,14 @@ class _Worker(QObject):
             try:
                 backend.close()
             except Exception as exc:  # noqa: BLE001 - closing must never take the app down
-                self.openFailed.emit(*describe_error(exc))
+                self.closeFailed.emit(*describe_error(exc))
 
 
 class RunController(QObject):
     """The GUI side: `run(dataset, items)`, `cancel()`, progress with ETA, and the backend's lifecycle."""
 
     backendOpened = Signal(object)  # Capabilities
+    backendFailed = Signal(str, str)  # text, details: no backend is open now
     evaluated = Signal(object)  # ImageEvaluation
     slideEvaluated = Signal(object)  # TiledEvaluation
     usage = Signal(list, list)  # per device or cluster worker, after each image: as_dicts(), lines()
@@ -189,7 +201,9 @@ class RunController(QObject):
         self._worker.tilesDone.connect(self._on_tiles_done)
         self._close.connect(self._worker.close)
         self._worker.opened.connect(self._on_opened)
-        self._worker.openFailed.connect(lambda text, details: self.message.emit("error", text, details))
+        self._worker.openFailed.connect(self.backendFailed)
+        self._worker.closeFailed.connect(lambda text, details: self.message.emit("warning", f"Closing the backend: "
+                                                                                           f"{text}", details))
         self._worker.evaluated.connect(self._on_evaluated)
         self._worker.itemFailed.connect(self._on_item_failed)
         self._worker.batchDone.connect(self._on_batch_done)

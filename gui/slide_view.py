@@ -14,7 +14,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QKeyEvent
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSpinBox, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QLabel, QSpinBox, QToolBar, QToolButton, QVBoxLayout, QWidget
 
 from ..core.roi import Roi
 from ..core.slides import SlideReader
@@ -138,15 +138,15 @@ class SlideView(QWidget):
         self.view.nudged.connect(self.nudge)
 
         self.spins: dict[str, QSpinBox] = {}
-        bar = QHBoxLayout()
-        bar.setContentsMargins(4, 2, 4, 2)
+        bar = QToolBar()  # what does not fit a narrow window goes behind its » button, never widening it
+        bar.setContentsMargins(4, 0, 4, 0)
         self.fit_button = self._tool_button("Fit", with_key("Fit the whole slide in the view", "fit"), self.fit)
         self.one_button = self._tool_button("1:1", with_key("One slide pixel per screen pixel", "one_to_one"),
                                             self.one_to_one)
         bar.addWidget(self.fit_button)
         bar.addWidget(self.one_button)
-        bar.addSpacing(12)
-        bar.addWidget(QLabel("ROI"))
+        bar.addSeparator()
+        bar.addWidget(QLabel("ROI "))
         for name in ("x0", "y0", "x1", "y1"):
             spin = QSpinBox()
             spin.setKeyboardTracking(False)
@@ -168,12 +168,12 @@ class SlideView(QWidget):
             "Reset ROI", with_key("Back to the dataset's default ROI for this image", "roi_reset"),
             self.resetRoiRequested.emit)
         bar.addWidget(self.reset_button)
-        bar.addStretch(1)
+        self.controls = bar
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
-        layout.addLayout(bar)
+        layout.addWidget(bar)
         layout.addWidget(self.view, 1)
         self._set_controls_enabled(False)
 
@@ -278,10 +278,12 @@ class SlideView(QWidget):
         return False
 
     def _update_detail(self) -> None:
-        """Show the visible tiles of the level the zoom needs, when the base level is too coarse."""
+        """Show the visible tiles of the level the zoom needs, when the base level is too coarse (and the
+        whole-slide overlay's level for the zoom)."""
         reader = self.reader
         if reader is None:
             return
+        self.overlay.update_level()
         px, _ = self.vb.viewPixelSize()
         level = reader.level_for(px)
         view = self.vb.viewRect()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QLabel, QStatusBar
+from PySide6.QtWidgets import QStatusBar
 
 from ..core import metric_catalogue as catalogue
 from ..core.backends.base import Capabilities
 from ..core.evaluate import DatasetSummary
+from .compact import ElidedLabel
 
 #: The slide view's hover readout starts with this; it is cleared when the mouse leaves the slide.
 HOVER_PREFIX = "slide x="
@@ -33,19 +34,22 @@ class StatusLabels:
 
     def __init__(self, bar: QStatusBar) -> None:
         self.bar = bar
-        self.backend_label = QLabel("backend: opening…")
+        self.backend_label = ElidedLabel("backend: opening…")
         self.backend_label.setToolTip("The active backend and its device (Backend… to change)")
-        self.timings_label = QLabel("")
+        self.timings_label = ElidedLabel("")
         self.timings_label.setToolTip("Per-stage times of the last inference")
-        self.means_label = QLabel("")
+        self.means_label = ElidedLabel("")
         self.means_label.setToolTip("Dataset means over the images run so far that have masks")
-        self.usage_label = QLabel("")
+        self.usage_label = ElidedLabel("")
         for label in (self.usage_label, self.timings_label, self.means_label, self.backend_label):
             bar.addPermanentWidget(label)
 
     def backend_opening(self, description: str) -> None:
         self.backend_label.setText(f"backend: opening {description}…")
         self.usage_label.setText("")
+
+    def backend_failed(self, description: str) -> None:
+        self.backend_label.setText(f"backend: none ({description} failed to open: see Messages)")
 
     def show_usage(self, rows: list[dict[str, Any]], lines: list[str]) -> None:
         """Images per device or cluster worker since the backend opened (`UsageLog.as_dicts()`, `.lines()`)."""

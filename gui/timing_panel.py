@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from ..core.errors import SegScopeError
 from ..core.runs import STAGE_ORDER, RunHistory, RunRecord, StageStats, timing_table, write_timing_csv
 from . import colormaps
+from .compact import shrinkable
 
 #: Runs of one image drawn in the timeline, newest at the top.
 TIMELINE_RUNS = 4
@@ -62,7 +63,7 @@ class TimingPanel(QWidget):
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setStyleSheet("font-size: 11px;")
 
-        self.backend_combo = QComboBox()
+        self.backend_combo = shrinkable(QComboBox())
         self.backend_combo.setToolTip("Which runs the table summarises: the newest run of each image")
         self.backend_combo.currentIndexChanged.connect(lambda _i: self._fill_table())
         self.export_button = QPushButton("Export CSV…")

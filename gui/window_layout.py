@@ -17,8 +17,8 @@ from . import settings
 PREFERRED_SIZE = QSize(1600, 1000)
 SCREEN_SHARE = 0.92
 #: The results' share of the window height: the default, and the least a resize leaves them.
-DEFAULT_RESULTS_SHARE = 0.4
-MIN_RESULTS_SHARE = 0.3
+DEFAULT_RESULTS_SHARE = 0.42
+MIN_RESULTS_SHARE = 0.35  # the dock, so its images (without the controls above them) keep 30 %
 #: Side docks' default widths as shares of the window width.
 DATASET_SHARE, RIGHT_SHARE = 0.25, 0.27
 
@@ -72,9 +72,14 @@ def show_dock(dock: QDockWidget, visible: bool = True) -> None:
         dock.raise_()
 
 
+def dock_seen(dock: QDockWidget) -> bool:
+    """Whether `dock` is on screen: shown and not a tab behind another (Qt calls such a tab visible)."""
+    return dock.isVisible() and not dock.visibleRegion().isEmpty()
+
+
 def toggle_dock(dock: QDockWidget) -> None:
-    """Hide `dock` where it is seen, else bring it to the front (a tab behind another counts as unseen)."""
-    show_dock(dock, not (dock.isVisible() and not dock.visibleRegion().isEmpty()))
+    """Hide `dock` where it is seen, else bring it to the front."""
+    show_dock(dock, not dock_seen(dock))
 
 
 def restore_layout(window: QMainWindow) -> bool:

@@ -82,8 +82,30 @@ def test_discard_restores_the_metrics_of_the_mask_on_disk(tmp_path, write_png):
     assert session.metrics("a").foreground_dice == pytest.approx(8 / 12)
     session.refresh_metrics("a")
     session.document.discard()
+    assert session.metrics_stale("a") and session.known_metrics("a").foreground_dice == pytest.approx(8 / 12)
+    session.refresh_metrics("a")
     assert session.metrics("a").foreground_dice == pytest.approx(1.0)
     assert [d for _, d in seen] == pytest.approx([1.0, 8 / 12, 1.0])
+
+
+def test_a_score_job_runs_anywhere_and_an_edit_meanwhile_drops_its_answer(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    _run(session)
+    stale, seen = [], []
+    session.events.metrics_stale.connect(stale.append)
+    session.events.metrics_changed.connect(lambda item_id, m: seen.append(m.foreground_dice))
+    assert session.score_job("a") is None  # fresh: nothing to do
+    _paint_extra(session)
+    assert stale == ["a"]
+    job = session.score_job("a")
+    metrics = job.run()  # (a window runs it on a worker)
+    _paint_extra(session)  # another edit before the answer is taken
+    assert not session.adopt_score(job, metrics) and seen == [] and session.metrics_stale("a")
+    newer = session.score_job("a")
+    assert session.adopt_score(newer, newer.run()) and not session.metrics_stale("a")
+    assert seen == pytest.approx([8 / 12]) and session.known_metrics("a").foreground_dice == pytest.approx(8 / 12)
+    rows, _ = session.metrics_table_job(["a"])()
+    assert rows[0]["foreground_dice"] == pytest.approx(8 / 12)
 
 
 def test_saved_mask_and_exported_metrics_agree(tmp_path, write_png):
@@ -201,12 +223,14 @@ def test_reopening_after_a_restart_restores_the_runs_rescored(tmp_path, write_pn
     truth[0:2, 0:4] = 255  # 8 foreground pixels, 4 of them predicted
     write_png(root / "a" / "mask.png", truth)
     again = Session()
-    again.open_dataset(Dataset.open(root))
+    assert again.open_dataset(Dataset.open(root))  # another folder than before: its runs can be restored
+    assert again.result("a") is None  # nothing read yet (a window reads on a worker)
+    assert again.restore() == []
     restored = again.result("a")
     assert restored is not None and restored.roi == Roi(0, 0, W, H)
     np.testing.assert_array_equal(restored.probabilities, _result().probabilities)
     assert again.metrics("a").foreground_dice == pytest.approx(2 * 4 / (4 + 8))
-    assert not again.has_metrics("b") and again.restore_notes == []
+    assert not again.has_metrics("b")
 
 
 def test_the_store_stays_in_its_size_bound_and_skips_unreadable_files(tmp_path, write_png):
@@ -261,10 +285,10 @@ def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
     stitched = Stitched(Roi(0, 0, 60, 40), 1.0, (60, 40), probabilities, probabilities.argmax(-1).astype(np.uint8),
                         None, np.ones((40, 60), bool))
     heard = []
-    session.events.slide_run_added.connect(heard.append)
+    session.events.slide_run_added.connect(lambda run, restored: heard.append((run, restored)))
     run = TiledEvaluation(item, stitched, 4, None, 1.0)
     session.add_slide_run(run)
-    assert heard == [run] and session.slide_run is run
+    assert heard == [(run, False)] and session.slide_run_of("a") is run
     result = session.stitched_result("a", Roi(25, 5, 45, 25))
     assert result is not None and result.roi == Roi(25, 5, 45, 25)
     assert result.argmax.sum() == 10 * 10  # the 10 x 10 box of class 1 lies inside this ROI
@@ -272,7 +296,45 @@ def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
     (tmp_path / "other" / "c").mkdir(parents=True)
     cv2.imwrite(str(tmp_path / "other" / "c" / "image.png"), np.zeros((8, 8, 3), np.uint8))
     session.open_dataset(Dataset.open(tmp_path / "other"))  # another folder: its ids name other images
-    assert session.slide_run is None
+    assert session.slide_runs == {}
+
+
+def test_whole_slide_runs_are_kept_on_disk_and_restored_rescored(tmp_path, write_png):
+    from segscope.core.tiled_eval import TiledEvaluation, TilePlan
+    from segscope.core.tiling import Stitched
+
+    session = _loaded(tmp_path, write_png)
+    root = session.dataset.root
+    probabilities = np.zeros((H, W, 2), np.float32)
+    probabilities[..., 0] = 1
+    probabilities[0:2, 0:4] = (0.2, 0.8)  # 8 px predicted; the truth has the 4 px of the top-left block
+    seams = np.linspace(0, 1, H * W, dtype=np.float32).reshape(H, W)
+    covered = np.ones((H, W), bool)
+    covered[-1, -1] = False
+    stitched = Stitched(Roi(0, 0, W, H), 1.0, (W, H), probabilities, probabilities.argmax(-1).astype(np.uint8),
+                        seams, covered)
+    plan = TilePlan((4, 4), overlap=1, seams=True)
+    session.add_slide_run(TiledEvaluation(session.dataset.item("a"), stitched, 6, None, 2.5, plan))
+    session.flush()
+
+    again = Session()
+    again.open_dataset(Dataset.open(root))
+    heard = []
+    again.events.slide_run_added.connect(lambda run, restored: heard.append(restored))
+    assert again.restore() == [] and heard == [True]
+    run = again.slide_run_of("a")
+    assert (run.tiles, run.seconds, run.plan) == (6, 2.5, plan)
+    for name in ("probabilities", "argmax", "seams", "covered"):
+        np.testing.assert_array_equal(getattr(run.stitched, name), getattr(stitched, name))
+    assert (run.stitched.region, run.stitched.scale, run.stitched.slide_size) == (Roi(0, 0, W, H), 1.0, (W, H))
+    assert run.metrics.foreground_dice == pytest.approx(2 * 4 / (8 + 4))  # scored against the mask on disk
+
+
+def test_a_run_plan_needs_no_file_of_an_image_never_shown(tmp_path, write_png):
+    session = _loaded(tmp_path, write_png)
+    (session.dataset.root / "b" / "image.png").write_bytes(b"not an image")  # unreadable: the run says so
+    plan = session.run_plan(["a", "b"])
+    assert plan == {"a": session.roi_for("a")}  # "b": left to the run, which reads its size (or fails on it)
 
 
 def test_qa_metrics_computed_elsewhere_join_only_the_metrics_they_were_computed_on(tmp_path, write_png):

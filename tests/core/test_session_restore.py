@@ -90,10 +90,11 @@ def test_a_bad_entry_is_skipped_with_one_line_and_the_rest_restored(dataset, fau
     bad = store.folder / "b.npz"
     FAULTS[fault](bad)
     session = Session()
-    session.open_dataset(dataset)  # never raises, never blocks
+    session.open_dataset(dataset)
+    notes = session.restore()  # never raises, never blocks
     assert session.metrics("a") is not None and session.metrics("b") is None
-    assert len(session.restore_notes) == 1 and str(bad) in session.restore_notes[0]
-    assert "\n" not in session.restore_notes[0] and len(session.restore_notes[0]) < 600
+    assert len(notes) == 1 and str(bad) in notes[0]
+    assert "\n" not in notes[0] and len(notes[0]) < 600
 
 
 def test_an_entry_inflating_past_the_bound_is_skipped_before_it_is_inflated(dataset, monkeypatch):
@@ -120,4 +121,43 @@ def test_a_store_that_is_a_file_restores_nothing(dataset):
     (dataset.root / STORE_DIR_NAME).write_text("not a folder")
     session = Session()
     session.open_dataset(dataset)
-    assert session.restore_notes == [] and session.metrics("a") is None
+    assert session.restore() == [] and session.metrics("a") is None
+
+
+def slide_npz(document: dict[str, object] | None = None, **arrays: np.ndarray) -> bytes:
+    """A stored whole-slide run written with NumPy alone: the 8 x 6 result stitched at scale 1 over the whole
+    slide, its coverage packed 8 px a byte, a seams map."""
+    base = result()
+    meta = {"id": "b", "region": [0, 0, W, H], "scale": 1.0, "slide_size": [W, H], "threshold": None,
+            "tiles": 4, "seconds": 1.5, "plan": {"tile": [4, 4], "overlap": 1}, **(document or {})}
+    values = {"probabilities": base.probabilities, "argmax": base.argmax,
+              "covered": np.packbits(np.ones((H, W), bool), axis=-1), "seams": np.zeros((H, W), np.float32),
+              "meta": np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays}
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **values)
+    return buffer.getvalue()
+
+
+SLIDE_FAULTS = {
+    "coverage of another size": slide_npz(covered=np.zeros((H, W), np.uint8)),
+    "seams of another size": slide_npz(seams=np.zeros((H, W + 1), np.float32)),
+    "object coverage": slide_npz(covered=np.array([[{"a": 1}]], dtype=object)),
+    "region outside the slide": slide_npz({"region": [0, 0, W + 1, H]}),
+    "scale zero": slide_npz({"scale": 0.0}),
+    "plan not a tiling": slide_npz({"plan": {"tile": [4, "x"]}}),
+    "plan with a field TilePlan lacks": slide_npz({"plan": {"tile": [4, 4], "colour": 1}}),
+    "threshold a string": slide_npz({"threshold": "0.5"}),
+}
+
+
+@pytest.mark.parametrize("fault", list(SLIDE_FAULTS))
+def test_a_bad_whole_slide_run_is_skipped_with_one_line(dataset, fault):
+    store = SessionStore(dataset.root)
+    store.slides_folder.mkdir(parents=True)
+    (store.slides_folder / "a.npz").write_bytes(slide_npz({"id": "a"}))
+    bad = store.slides_folder / "b.npz"
+    bad.write_bytes(SLIDE_FAULTS[fault])
+    slides, problems = store.load_slides()
+    assert [s.image_id for s in slides] == ["a"] and slides[0].plan is not None and slides[0].plan.overlap == 1
+    assert slides[0].stitched.covered.all() and slides[0].stitched.covered.shape == (H, W)
+    assert len(problems) == 1 and str(bad) in problems[0] and "\n" not in problems[0]

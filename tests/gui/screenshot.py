@@ -18,9 +18,39 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QSettings
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QDockWidget, QWidget
 
 from segscope.core.roi import Roi
+
+
+def clipped_widgets(window: QWidget) -> list[str]:
+    """Every shown widget whose geometry leaves its parent's (a layout squeezed below its minimum cuts it off),
+    as "Class 'text' (x, y, w, h) in Parent (w, h)"; the contents of scroll areas scroll, and docks behind
+    another tab are parked off screen by Qt, so they do not count."""
+    from segscope.gui.window_layout import dock_seen
+
+    found = []
+    for child in window.findChildren(QWidget):
+        parent = child.parentWidget()
+        if parent is None or not child.isVisibleTo(window) or child.isWindow():
+            continue
+        chain = [child, *_ancestors(child)]
+        if any(isinstance(p, QAbstractScrollArea) for p in chain[1:]) or any(
+                isinstance(p, QDockWidget) and not dock_seen(p) for p in chain):
+            continue
+        if not parent.rect().contains(child.geometry()):
+            text = child.text() if hasattr(child, "text") and callable(child.text) else ""
+            found.append(f"{type(child).__name__} {text!r} {child.geometry().getRect()} in "
+                         f"{type(parent).__name__} {parent.width()}x{parent.height()}")
+    return found
+
+
+def _ancestors(widget: QWidget) -> list[QWidget]:
+    chain, parent = [], widget.parentWidget()
+    while parent is not None and not parent.isWindow():
+        chain.append(parent)
+        parent = parent.parentWidget()
+    return chain
 
 
 def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | None = None,
@@ -74,8 +104,10 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
     if measure is not None:
         graphics = window.panels.graphics  # the three image panels, without their controls and readout
         on_screen = QRect(graphics.mapTo(window, QPoint(0, 0)), graphics.size()).intersected(window.rect())
-        measure.update(window_height=window.height(), results_dock_height=window.results_dock.height(),
-                       panels_height=on_screen.height() if graphics.isVisible() else 0)
+        measure.update(window_height=window.height(), window_width=window.width(),
+                       results_dock_height=window.results_dock.height(),
+                       panels_height=on_screen.height() if graphics.isVisible() else 0,
+                       minimum_width=window.minimumSizeHint().width(), clipped=clipped_widgets(window))
     out.parent.mkdir(parents=True, exist_ok=True)
     if not window.grab().save(str(out)):
         raise OSError(f"{out}: could not save the screenshot")

@@ -63,8 +63,25 @@ def test_current_scope_exports_only_the_current_image(qtbot, settings, tmp_path)
 def test_scopes_without_images_are_disabled(qtbot, settings):
     dialog = make_dialog(qtbot, settings, current=None, results=())
     assert not dialog.scope_buttons["current"].isEnabled() and not dialog.scope_buttons["all"].isEnabled()
-    dialog = make_dialog(qtbot, settings, current="007", results=())
-    assert dialog.scope_buttons["current"].isChecked() and not dialog.scope_buttons["all"].isEnabled()
+    dialog = make_dialog(qtbot, settings, current="007", results=())  # the current image was not run
+    assert not dialog.scope_buttons["current"].isEnabled() and not dialog.scope_buttons["all"].isEnabled()
+    dialog = make_dialog(qtbot, settings, current="007", results=("001",))
+    assert not dialog.scope_buttons["current"].isEnabled() and dialog.scope_buttons["all"].isChecked()
+    assert not dialog.slide_runs_button.isVisible() and not dialog.choices().stitched  # no whole-slide run
+
+
+def test_whole_slide_runs_export_their_stitched_files(qtbot, settings, tmp_path):
+    dialog = ExportDialog("002", ["001"], settings=settings, slide_ids=["002"])
+    qtbot.addWidget(dialog)
+    assert dialog.slide_runs_button.isChecked()  # the current image has only a whole-slide run
+    choose(dialog, tmp_path, kinds=("mask", "canvas", "heatmap"), metrics=False, scope="current")
+    assert not dialog.kind_boxes["canvas"].isEnabled()  # no slide-size canvas of a stitched run
+    choices = dialog.choices()
+    assert choices.stitched and choices.item_ids == ("002",) and choices.kinds == ("mask", "heatmap")
+    assert choices.targets() == [tmp_path / n for n in ("002_mask.png", "002_mask.tif", "002_heatmap.png",
+                                                        "002_heatmap.tif", "002_provenance.json")]
+    dialog.roi_runs_button.setChecked(True)
+    assert not dialog.scope_buttons["current"].isEnabled() and dialog.choices().item_ids == ("001",)
 
 
 def test_incomplete_choices_are_refused_with_a_note(qtbot, settings, tmp_path):

@@ -38,6 +38,7 @@ def inspection(window):
 def run_and_wait(qtbot, window, action) -> None:
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert action()
+    qtbot.waitUntil(lambda: not window.background.pending)
 
 
 def contains(outer, inner, tolerance: float = 1e-6) -> bool:
@@ -62,14 +63,14 @@ def test_regions_match_core_review_and_a_click_zooms_every_view(qtbot, window, i
     drawn = np.bincount(window.panels.panel_arrays()["error"].ravel(), minlength=4)
     assert [int(n) for n in drawn] == [expected.counts()[k] for k in ("TN", "FP", "FN", "TP")]
 
-    table = review.regions_table
-    assert table.rowCount() == min(len(regions), MAX_LISTED)
-    rows = [tuple(table.item(r, c).text() for c in range(3)) for r in range(table.rowCount())]
+    table, model = review.regions_table, review.region_model
+    assert model.rowCount() == min(len(regions), MAX_LISTED)
+    rows = [tuple(model.index(r, c).data() for c in range(3)) for r in range(model.rowCount())]
     assert rows == [(g.name, f"{g.area:,}", ", ".join(map(str, g.box.as_tuple()))) for g in regions[:MAX_LISTED]]
 
-    row = max(range(table.rowCount()), key=lambda r: (regions[r].area < 50, -r))  # a small region
+    row = max(range(model.rowCount()), key=lambda r: (regions[r].area < 50, -r))  # a small region
     region = regions[row]
-    rect = table.visualItemRect(table.item(row, 1))
+    rect = table.visualRect(model.index(row, 1))
     QTest.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     wanted = zoom_rect(region.box)
     heat, argmax, truth = window.panels.views()
@@ -84,7 +85,7 @@ def test_regions_match_core_review_and_a_click_zooms_every_view(qtbot, window, i
         assert item.rect().getRect() == (region.box.x0, region.box.y0, region.box.width, region.box.height)
 
     window.panels.class_combo.setCurrentIndex(0)  # score the background instead: FP and FN swap
-    qtbot.waitUntil(lambda: review.errors.positive == 0)
+    qtbot.waitUntil(lambda: review.errors is not None and review.errors.positive == 0)
     background = result_error_map(result, read_mask(demo_dataset / "001" / "mask.png"), positive=0)
     assert review.errors.counts() == background.counts()
     assert (background.counts()["FP"], background.counts()["FN"]) == (expected.counts()["FN"], expected.counts()["FP"])
@@ -95,11 +96,11 @@ def test_regions_match_core_review_and_a_click_zooms_every_view(qtbot, window, i
 def test_review_without_a_result_or_a_mask_says_so(qtbot, window, inspection, demo_dataset):
     review = inspection.review
     qtbot.waitUntil(lambda: "Run an image" in review.summary.text())
-    assert review.errors is None and review.regions_table.rowCount() == 0
+    assert review.errors is None and review.region_model.rowCount() == 0
     run_and_wait(qtbot, window, window.run_current)
-    qtbot.waitUntil(lambda: review.errors is not None and review.regions_table.rowCount() > 0)
+    qtbot.waitUntil(lambda: review.errors is not None and review.region_model.rowCount() > 0)
     window.dataset_panel.select_item("002")  # not run: the review empties
-    qtbot.waitUntil(lambda: review.errors is None and review.regions_table.rowCount() == 0)
+    qtbot.waitUntil(lambda: review.errors is None and review.region_model.rowCount() == 0)
 
     (demo_dataset / "003" / "mask.png").unlink()
     assert window.open_dataset(demo_dataset)
@@ -245,12 +246,13 @@ def test_compare_dialog_shows_exactly_compare_runs_and_segscope_compare(qtbot, w
     qtbot.addWidget(dialog)
     assert dialog.image_combo.currentData() == "001"
     assert dialog.candidate_combo.currentData() == other_roi.id  # the newest run, whose ROI no other run has
+    qtbot.waitUntil(lambda: "differ in image or ROI" in dialog.message.text())  # compared on a worker
     assert dialog.comparison is None and dialog.table.rowCount() == 0
-    assert "differ in image or ROI" in dialog.message.text()
 
     dialog.select(embedded, remote)
     expected = compare_runs(embedded, remote)
     assert 0 < expected.argmax_disagreement < 0.5
+    qtbot.waitUntil(lambda: dialog.comparison is not None)
     shown = dialog.displayed()
     assert shown == {**{k: f"{v:.9g}" for k, v in expected.metrics.items()},
                      DISAGREEMENT: f"{expected.argmax_disagreement:.9g}"}
@@ -265,10 +267,12 @@ def test_compare_dialog_shows_exactly_compare_runs_and_segscope_compare(qtbot, w
     assert cli == {k: v for k, v in shown.items() if k != DISAGREEMENT}
 
     dialog.candidate_combo.setCurrentIndex(dialog.candidate_combo.findData(embedded.id))
-    assert dialog.displayed()[DISAGREEMENT] == "0" and "same run" in dialog.message.text()
+    qtbot.waitUntil(lambda: dialog.displayed().get(DISAGREEMENT) == "0")
+    assert "same run" in dialog.message.text()
 
 
 def test_timing_table_shows_core_runs_numbers_and_exports_them(qtbot, window, inspection, tmp_path):
+    inspection.timing_dock.raise_()  # a dock behind another tab is not refreshed until it is shown
     run_and_wait(qtbot, window, window.run_all)
     history = inspection.history
     assert [r.image_id for r in history] == ["001", "002", "003"]

@@ -36,6 +36,7 @@ def run_and_wait(qtbot, win, action) -> list:
     win.controller.evaluated.connect(results.append)
     with qtbot.waitSignal(win.controller.batchFinished, timeout=60000):
         assert action()
+    qtbot.waitUntil(lambda: not win.background.pending)  # the panels' crops, the re-scoring, the review
     return results
 
 
@@ -229,7 +230,9 @@ def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_pa
     out = tmp_path / "export"
     choices = ExportChoices(kinds=("mask", "softmax"), metrics=True, folder=out, scope="all",
                             item_ids=("001", "002", "003"), overwrite=False)
-    written = window.write_export(choices)
+    with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
+        assert window.write_export(choices)  # written on a worker
+    written = exported.args[0]
     assert sorted(p.name for p in written) == sorted(
         [f"{i}_{k}" for i in ("001", "002", "003") for k in ("mask.png", "softmax.npy", "provenance.json")]
         + ["metrics.csv", "metrics.json"])
@@ -239,8 +242,10 @@ def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_pa
     dice = [window.session.metrics(i).soft_dice for i in ("001", "002", "003")]
     assert summary["soft_dice"] == pytest.approx(np.mean(dice))
     before = (out / "001_mask.png").stat().st_mtime_ns
-    assert window.write_export(choices) == []
-    assert "already exists" in window.messages.messages[-1].text
+    with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
+        assert window.write_export(choices)
+    assert exported.args[0] == []
+    assert "already exists" in window.messages.errors()[-1].text
     assert (out / "001_mask.png").stat().st_mtime_ns == before
 
 
@@ -292,6 +297,26 @@ def test_a_bad_dataset_or_unreadable_slide_is_a_message(qtbot, window, tmp_path)
     )
     assert window.dataset_panel.model.row("a").status == "unreadable"
     assert not window.main_actions.run_action.isEnabled()
+
+
+def test_run_all_goes_past_unreadable_images_and_no_view_stays_loading(qtbot, window, demo_dataset, tmp_path):
+    folder = tmp_path / "mixed"
+    for name in ("001", "002", "003"):
+        (folder / name).mkdir(parents=True)
+    (folder / "001" / "image.png").write_bytes(np.random.default_rng(0).bytes(5000))  # random bytes
+    png = (demo_dataset / "003" / "image.png").read_bytes()
+    (folder / "002" / "image.png").write_bytes(png[: len(png) // 3])  # truncated
+    (folder / "003" / "image.png").write_bytes(png)
+    assert window.open_dataset(folder)
+    qtbot.waitUntil(lambda: window.dataset_panel.model.row("001").status == "unreadable")
+    assert "cannot be opened" in window.slide.notice.text() and "Loading" not in window.panels.notice.text()
+    results = run_and_wait(qtbot, window, window.run_all)  # the unreadable first image stops nothing
+    assert [r.item.id for r in results] == ["003"]
+    rows = {i: window.dataset_panel.model.row(i) for i in ("001", "002", "003")}
+    assert [rows[i].status for i in ("001", "002")] == ["error", "error"] and rows["003"].status.startswith("done")
+    assert "no slide reader reads this file" in rows["001"].error and "002" in rows["002"].error
+    assert "\n" not in rows["002"].error  # one line each
+    assert "1 done, 2 failed" in window.messages.messages[-1].text
 
 
 def test_shortcuts_are_unique_listed_and_bound(window):

@@ -115,6 +115,15 @@ def assert_panel_shows(win, mask: np.ndarray) -> None:
                                   mask_to_labels(mask[roi.y0 : roi.y1, roi.x0 : roi.x1], 2))
 
 
+def save(qtbot, editing, trigger=None) -> None:
+    """Save (Ctrl+S by `trigger`, else `editing.save()`) and wait until the worker wrote the mask."""
+    with qtbot.waitSignal(editing.saved, timeout=10000):
+        if trigger is None:
+            assert editing.save()
+        else:
+            trigger()
+
+
 def key(win, k: Qt.Key, modifiers=Qt.KeyboardModifier.NoModifier) -> None:
     QTest.keyClick(win, k, modifiers)
     QApplication.processEvents()
@@ -312,7 +321,8 @@ def test_metrics_follow_the_edits(qtbot, window, editing):
     with qtbot.waitSignal(editing.maskEdited, timeout=3000):
         key(window, Qt.Key.Key_A, CTRL | SHIFT)  # the mask becomes the prediction: hard Dice 1
     expected = image_metrics(window.panels.result, editing.editor.mask)
-    assert window.session.metrics("001") == expected
+    qtbot.waitUntil(lambda: window.session.known_metrics("001") == expected)  # re-scored on a worker
+    assert not window.session.metrics_stale("001")
     assert expected.foreground_dice == 1.0 and before.foreground_dice < 1.0
     assert f"Dice {expected.foreground_dice:.4f}" in window.main_actions.dice_label.text()
     row = window.dataset_panel.model.row("001")
@@ -326,7 +336,7 @@ def test_save_writes_mask_corrected_and_keeps_the_original(qtbot, window, editin
     qtbot.waitUntil(lambda: editing.autosaver.job is None)
     source = demo_dataset / "001" / "mask.png"
     assert recovery_path(source).exists()
-    key(window, Qt.Key.Key_S, CTRL)
+    save(qtbot, editing, lambda: key(window, Qt.Key.Key_S, CTRL))
     corrected = demo_dataset / "001" / "mask_corrected.png"
     np.testing.assert_array_equal(read_mask(corrected), editing.editor.mask)
     assert source.read_bytes() == original_bytes
@@ -348,7 +358,7 @@ def test_replace_mode_keeps_a_backup(qtbot, window, editing, demo_dataset):
     (demo_dataset / "001" / "mask_corrected.png").write_bytes(b"stale")  # a replace removes a shadowing copy
     editing.actions.set_save_mode("replace")
     key(window, Qt.Key.Key_A, CTRL | SHIFT)
-    assert editing.save()
+    save(qtbot, editing)
     np.testing.assert_array_equal(read_mask(source), editing.editor.mask)
     assert (demo_dataset / "001" / "mask.orig.png").read_bytes() == original_bytes
     assert not (demo_dataset / "001" / "mask_corrected.png").exists()
@@ -370,7 +380,7 @@ def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
     assert window.panels.panel_arrays()["truth"].shape == (roi.height, roi.width)
     np.testing.assert_array_equal(window.panels.panel_arrays()["truth"], argmax_at_roi(result))
     assert editing.editor.mask[: roi.y0].max(initial=0) == 0  # outside the ROI stays background
-    assert editing.save()
+    save(qtbot, editing)
     item = Dataset.open(demo_dataset).item("003")
     assert item.truth_path == demo_dataset / "003" / "mask_corrected.png"
     np.testing.assert_array_equal(read_mask(item.truth_path), editing.editor.mask)
@@ -404,7 +414,7 @@ def test_recovery_round_trip_after_a_crash(qtbot, window, editing, answers, demo
     again.editing.undo()  # the restore is one undo step back to the file's mask
     np.testing.assert_array_equal(again.editing.editor.mask, read_mask(source))
     again.editing.redo()
-    assert again.editing.save()
+    save(qtbot, again.editing)
     assert find_recovery(source) is None
     np.testing.assert_array_equal(read_mask(demo_dataset / "001" / "mask_corrected.png"), edited)
     again.close()
@@ -435,8 +445,11 @@ def test_unsaved_edits_are_asked_about_when_switching_images(qtbot, window, edit
     assert editing.dirty
 
     queue.append(Button.Discard)
+    window.dataset_panel.sort_worst_first()  # (a sorted table: the row that moves is the one shown)
+    window.dataset_panel.select_item("001")
     window.dataset_panel.select_item("002")
     qtbot.waitUntil(lambda: window.slide_ready() and window.current.id == "002")
+    assert window.dataset_panel.current_item() == "002"  # the highlighted row is the image shown
     assert not window.isWindowModified() and window.dataset_panel.model.row("001").status == "done"
     assert not (demo_dataset / "001" / "mask_corrected.png").exists()
     window.dataset_panel.select_item("001")

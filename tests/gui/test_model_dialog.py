@@ -13,10 +13,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import pytest
-from PySide6.QtWidgets import QDialogButtonBox, QMenu
+from PySide6.QtWidgets import QDialogButtonBox, QMenu, QMessageBox
 
 from segscope.core.model_card import load_model_card
-from segscope.gui.model_dialog import ModelDialog
+from segscope.gui.model_dialog import ModelDialog, open_model_path
 
 _spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
 byo = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
@@ -71,26 +71,39 @@ def test_bad_answers_are_shown_and_block_saving(qtbot, tmp_path):
     assert not (tmp_path / "proj" / "models" / "dyn.json").exists()
 
 
-def test_file_menu_opens_the_new_pipeline(qtbot, window, tmp_path, monkeypatch):
-    model = byo.Net(size=40).save(tmp_path / "crack.onnx")
+def file_action(window, text: str):
     # (QAction.menu() wrappers die early on PySide6 6.10 / Python 3.9: find the menu among the bar's children)
     file_menu = next(m for m in window.menuBar().findChildren(QMenu) if m.title() == "&File")
-    action = next(a for a in file_menu.actions() if a.text() == "Open &model…")
+    return next(a for a in file_menu.actions() if a.text() == text)
+
+
+def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbot, window, tmp_path, monkeypatch):
+    model = byo.Net(size=40).save(tmp_path / "crack.onnx")
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.run_current()  # a result of the first model, to see what a switch does to it
+    qtbot.waitUntil(lambda: window.panels.result is not None)
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or
+                                                              QMessageBox.StandardButton.Yes))
 
     def accept_with_a_project(dialog: ModelDialog) -> int:
-        dialog.model_edit.setText(str(model))
         dialog.out_edit.setText(str(tmp_path / "proj"))
         dialog.scale_edit.setText("1/255")
         dialog.save()
         return dialog.result()
 
     monkeypatch.setattr(ModelDialog, "exec", accept_with_a_project)
-    action.trigger()
+    open_model_path(window, model)  # File > Open model… on a bare .onnx: a card is offered, built on Yes
+    assert len(asked) == 1 and "no model card" in asked[0]
     qtbot.waitUntil(lambda: window.capabilities is not None, timeout=20000)
     assert window.backend_choice.pipeline == tmp_path / "proj" / "pipelines" / "crack.pipeline"
     assert window.capabilities.input_size == (40, 40)
     assert window.capabilities.class_names == ("background", "foreground")
     assert json.loads((tmp_path / "proj" / "models" / "crack.json").read_text())["input"]["scale"] == 1 / 255
+    # the first model's result is dimmed and keeps its own class names; paint classes follow the new model
+    qtbot.waitUntil(lambda: window.dataset_panel.model.row("001").status == "other model")
+    assert window.panels.stale == "another model" and "another model: run again" in window.panels.heat.title.text
+    assert "defect" in window.panels.heat.title.text  # (the tiny model's class, not the new "foreground")
     results = []  # a run of the 1-channel model: two classes [1 - p, p] and its mask, shown like any other
     window.controller.evaluated.connect(results.append)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
@@ -100,3 +113,47 @@ def test_file_menu_opens_the_new_pipeline(qtbot, window, tmp_path, monkeypatch):
     np.testing.assert_allclose(result.probabilities.sum(-1), 1.0, atol=1e-6)
     np.testing.assert_array_equal(result.argmax, result.probabilities[..., 1] > 0.5)
     assert window.session.result(results[0].item.id) is result
+    qtbot.waitUntil(lambda: window.panels.result is result and window.panels.stale == "")
+    # the card's sigmoid output: a probability map and its thresholded mask, not a softmax and an argmax
+    assert window.panels.heat.title.text == "Probability: foreground"
+    assert window.panels.argmax.title.text == "Mask (p > 0.5)"  # the card's rule: class 1 where p > t
+    paint = window.editing.actions.class_combo
+    assert [paint.itemText(i) for i in range(paint.count())] == ["background", "foreground"]
+
+    asked.clear()  # the project exists now: Open model… on its card, its folder or the .onnx opens it
+    for path in (tmp_path / "proj" / "models" / "crack.json", tmp_path / "proj"):
+        with qtbot.waitSignal(window.controller.backendOpened, timeout=20000):
+            open_model_path(window, path)
+        assert window.backend_choice.pipeline == tmp_path / "proj" / "pipelines" / "crack.pipeline"
+    assert asked == []
+
+
+def test_a_card_outside_a_project_opens_and_a_bad_one_goes_back_to_the_open_backend(qtbot, window, tmp_path,
+                                                                                     tiny_model_project):
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    for source in (tiny_model_project.card, tiny_model_project.onnx, tiny_model_project.root / "models" /
+                   "aipp_unet_simple_opencv.cfg"):
+        (loose / source.name).write_bytes(source.read_bytes())
+    with qtbot.waitSignal(window.controller.backendOpened, timeout=20000):
+        open_model_path(window, loose / "unet_hw960_bs1.json")  # no pipeline names it: the card runs as it is
+    made = window.backend_choice.pipeline
+    assert made == loose / "unet_hw960_bs1.json"
+    assert window.capabilities.details["card"] == str(loose / "unet_hw960_bs1.json")
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "broken.json").write_text('{"input": {"name": "x"}}')  # neither a card nor a pipeline
+    with qtbot.waitSignal(window.controller.backendOpened, timeout=30000):  # the previous one, reopened
+        open_model_path(window, bad / "broken.json")
+    assert "broken.json" in window.messages.errors()[-1].text and window.backend_choice.pipeline == made
+    for name in ("unet_hw960_bs1.json", "aipp_unet_simple_opencv.cfg"):  # a card whose model is broken
+        (bad / name).write_bytes((loose / name).read_bytes())
+    (bad / "tiny.onnx").write_bytes(b"not onnx")
+    with qtbot.waitSignal(window.controller.backendOpened, timeout=30000):  # the previous one, reopened
+        open_model_path(window, bad / "unet_hw960_bs1.json")
+    assert window.backend_choice.pipeline == made and window.capabilities is not None
+    error = window.messages.errors()[-1].text
+    assert error.startswith("Could not open embedded") and "tiny.onnx" in error and "back to embedded" in error
+    assert window.main_actions.run_action.isEnabled()
+    assert not any("--" in m.text for m in window.messages.messages)  # no CLI option names in the GUI

@@ -153,7 +153,7 @@ def test_window_profiles_its_model(window, qtbot):
 def test_argmax_disagreement_of_two_runs(panel):
     from segscope.core.backends.base import InferenceResult
     from segscope.core.roi import Roi
-    from segscope.core.runs import RunHistory
+    from segscope.core.runs import RunHistory, compare_runs
 
     roi = Roi(0, 0, 8, 4)
     p = np.zeros((4, 8, 2), np.float32)
@@ -163,7 +163,7 @@ def test_argmax_disagreement_of_two_runs(panel):
     history = RunHistory()
     a = history.add("img", InferenceResult(p, p.argmax(-1).astype(np.uint8), roi, (8, 4), {}, "mindx"))
     b = history.add("img", InferenceResult(q, q.argmax(-1).astype(np.uint8), roi, (8, 4), {}, "embedded"))
-    panel.show_disagreement(a, b)
+    panel.show_disagreement(compare_runs(a, b))  # (the window compares on a worker)
     image = panel.disagreement_image.image
     assert image.shape == (8, 4) and int(image.sum()) == 2 and image[0, 0] == 1 and image[1, 0] == 1
     text = panel.runs_label.text()

@@ -43,14 +43,17 @@ def test_screenshot_under_xvfb(demo_dataset, tiny_model_project, tmp_path):
     check_screenshot(out)
 
 
-def test_results_keep_a_quarter_of_a_1280x800_window(qapp, demo_dataset, tiny_model_project, tmp_path):
-    """On a small laptop screen the result panels (the images, not their controls) stay usable."""
+@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)])
+def test_the_window_fits_the_screen_and_nothing_in_it_is_cut(qapp, demo_dataset, tiny_model_project, tmp_path, size):
+    """On a laptop screen and a desktop one: the window fits, no widget is cut off by its parent, the result
+    panels (the images, not their controls) keep 30 % of the height."""
     from .screenshot import capture
 
-    seen: dict[str, float] = {}
-    capture(demo_dataset, tmp_path / "small.png", tiny_model_project.pipeline, size=(1280, 800), measure=seen)
-    assert seen["window_height"] <= 800
-    assert seen["panels_height"] >= 0.25 * seen["window_height"], seen
+    seen: dict = {}
+    capture(demo_dataset, tmp_path / "shot.png", tiny_model_project.pipeline, size=size, measure=seen)
+    assert seen["minimum_width"] <= 1280 and seen["window_width"] <= size[0] and seen["window_height"] <= size[1]
+    assert seen["clipped"] == []
+    assert seen["panels_height"] >= 0.30 * seen["window_height"], seen
 
 
 def test_screenshot_offscreen(qapp, demo_dataset, tiny_model_project, tmp_path):

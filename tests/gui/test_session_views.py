@@ -38,24 +38,26 @@ def select(qtbot, win, item_id: str) -> None:
     qtbot.waitUntil(lambda: win.slide_ready() and win.current.id == item_id)
 
 
-def paint_away_the_roi(win) -> None:
-    """Accept "class 1 everywhere" as the ROI's mask: a big, certain change of the metrics."""
+def paint_away_the_roi(qtbot, win) -> None:
+    """Accept "class 1 everywhere" as the ROI's mask: a big, certain change of the metrics (re-scored on a
+    worker)."""
     editing = win.editing
     editing.actions.threshold_slider.setValue(0)
     editing.accept_prediction(0.0)
-    editing.update_metrics()  # what the rate-limit timer does
+    win.scorer.score_due()  # what the rate-limit timer does
+    qtbot.waitUntil(lambda: not win.scorer.busy)
 
 
 def test_discard_puts_back_the_metrics_of_the_mask_on_disk(qtbot, window, answer, demo_dataset):
     run_current(qtbot, window)
     result = window.panels.result
     on_disk = image_metrics(result, read_mask(demo_dataset / "001" / "mask.png"))
-    paint_away_the_roi(window)
+    paint_away_the_roi(qtbot, window)
     assert window.dataset_panel.model.row("001").metrics.foreground_dice != pytest.approx(on_disk.foreground_dice)
     answer[0] = Button.Discard
     select(qtbot, window, "002")  # asks; the answer is Discard
     row = window.dataset_panel.model.row("001")
-    assert row.metrics.foreground_dice == pytest.approx(on_disk.foreground_dice)
+    qtbot.waitUntil(lambda: row.metrics.foreground_dice == pytest.approx(on_disk.foreground_dice))
     assert row.status == "done"
     assert window.session.metrics("001").foreground_dice == pytest.approx(on_disk.foreground_dice)
 
@@ -63,11 +65,12 @@ def test_discard_puts_back_the_metrics_of_the_mask_on_disk(qtbot, window, answer
 def test_saved_mask_metrics_agree_with_the_app_and_the_export(qtbot, window, answer, demo_dataset, tmp_path):
     run_current(qtbot, window)
     result = window.panels.result
-    paint_away_the_roi(window)
+    paint_away_the_roi(qtbot, window)
     answer[0] = Button.Save
-    select(qtbot, window, "002")  # asks; the answer is Save, right after the last edit
+    select(qtbot, window, "002")  # asks; the answer is Save: written on a worker, then 002 opens
     saved = image_metrics(result, read_mask(demo_dataset / "001" / "mask_corrected.png"))
-    assert window.dataset_panel.model.row("001").metrics.foreground_dice == pytest.approx(saved.foreground_dice)
+    qtbot.waitUntil(lambda: window.dataset_panel.model.row("001").metrics.foreground_dice
+                    == pytest.approx(saved.foreground_dice))
     rows, _means = window.session.metrics_table(["001"])
     assert rows[0]["foreground_dice"] == pytest.approx(saved.foreground_dice)
 
@@ -84,9 +87,14 @@ def test_dragging_the_roi_during_a_run_keeps_the_drag(qtbot, window):
     assert window.panels.result.roi == planned  # the run used the ROI it was started with
     assert Dataset.open(window.dataset.root).stored_roi(window.dataset.item("001")) == moved
     assert window.panels.stale and window.dataset_panel.model.row("001").status == "ROI changed"
+    marked = window.metrics_panel.note  # every metric display says its numbers are of the old ROI
+    assert "ROI changed" in marked.text() and marked.isVisibleTo(window.metrics_panel)
+    assert not window.metrics_panel.value_labels["soft_dice"].isEnabled()
+    assert not window.main_actions.dice_label.isEnabled() and "ROI changed" in window.main_actions.dice_label.toolTip()
     window.main_actions.undo_roi_action.trigger()  # back to the ROI of the result: no longer stale
     assert window.slide.roi() == planned and not window.panels.stale
     assert window.dataset_panel.model.row("001").status == "done"
+    assert not marked.isVisibleTo(window.metrics_panel) and window.main_actions.dice_label.isEnabled()
     window.main_actions.redo_roi_action.trigger()
     assert window.slide.roi() == moved and window.panels.stale
 
@@ -139,10 +147,10 @@ def test_a_new_window_on_the_dataset_restores_its_runs(qtbot, window, demo_datas
     qtbot.addWidget(again)
     again.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
     assert again.open_dataset(demo_dataset)
-    qtbot.waitUntil(lambda: again.slide_ready() and again.panels.result is not None)
+    qtbot.waitUntil(lambda: again.slide_ready() and again.panels.result is not None)  # restored on a worker
     assert again.dataset_panel.model.row("001").status == "done"
     assert again.session.metrics("001").soft_dice == pytest.approx(expected.soft_dice)
-    assert "1 earlier run restored" in again.messages.messages[0].text
+    qtbot.waitUntil(lambda: any("Restored 1 earlier run" in m.text for m in again.messages.messages))
     again.close()
 
 

@@ -3,6 +3,7 @@ the open reader equals a run of the same pixels from a PNG file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import cv2
@@ -74,21 +75,25 @@ def test_a_pyramidal_tiff_opens_on_its_levels_and_runs_from_the_open_reader(qtbo
         reference = backend.infer(png, roi)
     assert (result.roi, result.image_size) == (reference.roi, reference.image_size) == (roi, SIZE)
     np.testing.assert_array_equal(result.probabilities, reference.probabilities)
+    qtbot.waitUntil(lambda: window.panels.result is result)  # the crops are made on a worker, then drawn
     np.testing.assert_array_equal(window.panels.panel_arrays()["argmax"], reference.argmax)
 
 
 def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_part(qtbot, tiff_window,
-                                                                                    tiny_model_project):
+                                                                                    tiny_model_project, tmp_path):
     from segscope.core.slides import open_slide
     from segscope.core.tiled_eval import TilePlan, run_tiled
 
     window, readers = tiff_window
     reader = readers[-1]
     del reader.reads[:]
+    heatmap_action = window.main_actions.slide_heatmap_action
+    assert not heatmap_action.isChecked() and not heatmap_action.isEnabled()  # nothing to show before a run
+    assert not window.main_actions.export_action.isEnabled()
     with qtbot.waitSignal(window.controller.batchFinished, timeout=120000) as finished:
         assert window.run_whole_slide()
     assert finished.args == [1, 0, False]
-    run = window.session.slide_run
+    run = window.session.slide_run_of("a")
     assert run is not None and run.item.id == "a" and run.tiles == 4  # 1800 px tiles of 3000 x 2000: 2 x 2
     # the tiles were read from the open reader, region by region, off the GUI thread
     tile_reads = [(x, y, w, h) for level, x, y, w, h, thread in reader.reads if thread.name.startswith("segscope-tile")]
@@ -100,13 +105,22 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
         expected = run_tiled(backend, separate, TilePlan((1800, 1800), overlap=1800 // 8, seams=True))
     np.testing.assert_allclose(run.stitched.probabilities, expected.probabilities, rtol=0, atol=1e-6)
     overlay = window.slide.overlay
+    qtbot.waitUntil(lambda: overlay.pyramid is not None)  # its levels are made on a worker
     assert overlay.heatmap.isVisible() and not overlay.seams.isVisible()  # seams: off until asked for
-    np.testing.assert_allclose(overlay.seams.image, expected.seams, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(overlay.heatmap.image, 1 - expected.probabilities[..., 0], rtol=0, atol=1e-6)
+    assert window.main_actions.slide_heatmap_action.isChecked()
+    finest = overlay.pyramid.heatmap[0]
+    foreground = np.round((1 - expected.probabilities[..., 0]) * 255)  # every pixel covered: 8-bit 1 - p0
+    np.testing.assert_allclose(finest, foreground, rtol=0, atol=1)
+    np.testing.assert_allclose(overlay.pyramid.seams[0], np.round(expected.seams * 255), rtol=0, atol=1)
+    shown = overlay.pyramid.heatmap[overlay.level]  # at Fit: a coarser level, each pixel its block's maximum
+    assert overlay.level > 0 and np.array_equal(overlay.heatmap.image, shown)
+    block = 2 ** overlay.level
+    assert shown[3, 5] == finest[3 * block : 4 * block, 5 * block : 6 * block].max()
+    assert shown.max() == finest.max()  # the strongest spot stays visible when zoomed out
     rect = overlay.heatmap.mapRectToParent(overlay.heatmap.boundingRect())
-    pixel = 1 / expected.scale  # slide px per output px: the output's rounded size may overshoot by less
+    covered_width = finest.shape[1] / expected.scale  # slide px under the finest level (whole pixels)
     assert (rect.left(), rect.top()) == (0, 0)
-    assert abs(rect.width() - SIZE[0]) < pixel and abs(rect.height() - SIZE[1]) < pixel
+    assert abs(rect.width() - covered_width) < 1e-6 and abs(covered_width - SIZE[0]) < 1 / expected.scale
     assert any("Whole slide of a: 4 tiles" in message.text for message in window.messages.messages)
 
     # a new ROI shows the stitched part under it at once, without a run
@@ -120,6 +134,21 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
     window.main_actions.slide_seams_action.trigger()  # View > Whole-slide seams on
     assert not overlay.heatmap.isVisible() and overlay.seams.isVisible()
 
+    # Export writes the stitched run: what a tiled evaluation's export writes
+    from segscope.core.fileio import read_mask
+    from segscope.gui.export_dialog import ExportChoices
+
+    assert window.main_actions.export_action.isEnabled()
+    out = tmp_path / "export"
+    with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
+        assert window.write_export(ExportChoices(("mask", "softmax"), True, out, "current", ("a",), False, True))
+    assert sorted(p.name for p in exported.args[0]) == ["a_mask.png", "a_provenance.json", "a_softmax.npy",
+                                                        "metrics.csv", "metrics.json"]
+    np.testing.assert_array_equal(read_mask(out / "a_mask.png"), run.stitched.argmax * 255)
+    np.testing.assert_array_equal(np.load(out / "a_softmax.npy"), run.stitched.probabilities)
+    tiling = json.loads((out / "a_provenance.json").read_text())["tiling"]
+    assert (tiling["tile"], tiling["overlap"], tiling["tiles"]) == ([1800, 1800], 225, 4)
+
 
 def test_a_cancelled_whole_slide_run_leaves_no_overlay(qtbot, tiff_window):
     window, readers = tiff_window
@@ -131,6 +160,26 @@ def test_a_cancelled_whole_slide_run_leaves_no_overlay(qtbot, tiff_window):
         window.controller.cancel()
         reader.gate.set()
     assert finished.args[2] is True  # cancelled
-    assert window.session.slide_run is None and window.slide.overlay.stitched is None
+    assert window.session.slide_run_of("a") is None and window.slide.overlay.pyramid is None
     assert not window.slide.overlay.heatmap.isVisible()
     assert window.main_actions.run_slide_action.isEnabled()
+
+
+def test_the_output_scale_fits_the_memory_bound_by_itself_or_as_chosen(tiff_window, monkeypatch):
+    from segscope.core.tiling import canvas_bytes
+    from segscope.gui import settings, whole_slide
+
+    window, _readers = tiff_window
+    region, classes, own = window.whole_slide._scales()
+    needed = canvas_bytes(region, own, classes, seams=True)
+    bound = needed // 4  # the model's own scale needs four times what may be held
+    monkeypatch.setattr(whole_slide, "DEFAULT_MAX_CANVAS_BYTES", bound)
+    plan, note = window.whole_slide.plan()
+    assert 0 < plan.output_scale < own and canvas_bytes(region, plan.output_scale, classes, True) <= bound
+    assert plan.output_scale == pytest.approx(own / 2, rel=0.01)  # a quarter of the pixels
+    assert f"output scale {plan.output_scale:.4g} (automatic: the model's own {own:.4g} would need" in note
+    settings.settings().setValue(whole_slide.SCALE_KEY, own)  # chosen in Run > Whole-slide output scale…
+    refused = window.whole_slide.plan()
+    assert isinstance(refused, str) and "Whole-slide output scale" in refused and "--" not in refused
+    settings.settings().setValue(whole_slide.SCALE_KEY, own / 4)
+    assert window.whole_slide.plan()[0].output_scale == own / 4

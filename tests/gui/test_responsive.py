@@ -1,0 +1,90 @@
+"""Every long action returns to the event loop while its work runs: its work is held at a gate on its worker,
+and a call queued to the GUI thread meanwhile still runs (the window paints, takes input, shows progress).
+No timings: the benchmark (bench/bench_heartbeat.py) measures how late the event loop is."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QMessageBox
+
+pytestmark = pytest.mark.gui
+
+
+class Gate:
+    """Wraps a function so each call waits until `open()`; `entered` is set once a call waits."""
+
+    def __init__(self) -> None:
+        self.entered, self.opened = threading.Event(), threading.Event()
+
+    def wrap(self, fn: Callable) -> Callable:
+        def gated(*args, **kwargs):
+            self.entered.set()
+            assert self.opened.wait(30), "the gate was never opened"
+            return fn(*args, **kwargs)
+        return gated
+
+    def check_and_open(self, qtbot) -> None:
+        """The work is held on its worker, and the event loop still turns; then let it go on."""
+        assert self.entered.wait(30), "the work never reached its worker"
+        turned = []
+        QTimer.singleShot(0, lambda: turned.append(True))
+        qtbot.waitUntil(lambda: bool(turned), timeout=5000)
+        self.opened.set()
+
+
+def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, window, demo_dataset, tmp_path,
+                                                                       tiny_model_project, monkeypatch):
+    from segscope.core import mask_document
+    from segscope.core.export import ExportFolder
+    from segscope.core.session_store import SessionStore
+    from segscope.gui import run_controller
+    from segscope.gui.backend_dialog import BackendChoice
+    from segscope.gui.export_dialog import ExportChoices
+    from segscope.gui.main_window import MainWindow
+
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.StandardButton.Discard))
+    gate = Gate()  # Run all: the evaluation waits on the inference thread
+    monkeypatch.setattr(run_controller, "evaluate_dataset", gate.wrap(run_controller.evaluate_dataset))
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.run_all()
+        gate.check_and_open(qtbot)
+    qtbot.waitUntil(lambda: window.editing.shown_result() is not None and not window.background.pending)
+
+    gate = Gate()  # Save: the mask is encoded and written on a worker
+    monkeypatch.setattr(mask_document, "save_mask", gate.wrap(mask_document.save_mask))
+    window.editing.accept_prediction(None)
+    with qtbot.waitSignal(window.editing.saved, timeout=30000):
+        assert window.editing.save()
+        assert window.editing.document.saving and not window.editing.actions.save_action.isEnabled()
+        gate.check_and_open(qtbot)
+
+    gate = Gate()  # Export: one image per step on a worker
+    monkeypatch.setattr(ExportFolder, "export_result", gate.wrap(ExportFolder.export_result))
+    choices = ExportChoices(("mask",), True, tmp_path / "out", "all", ("001", "002", "003"), False)
+    with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
+        assert window.write_export(choices)
+        gate.check_and_open(qtbot)
+    assert len(exported.args[0]) == 3 * 2 + 2  # masks and sidecars, then the metrics table
+
+    gate = Gate()  # Run whole slide: tiles and stitching on the inference thread
+    monkeypatch.setattr(run_controller, "evaluate_slide", gate.wrap(run_controller.evaluate_slide))
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.run_whole_slide()
+        gate.check_and_open(qtbot)
+    qtbot.waitUntil(lambda: window.slide.overlay.pyramid is not None)
+    window.close()
+
+    gate = Gate()  # Reopening: the stored runs are read and re-scored on a worker, then taken one by one
+    monkeypatch.setattr(SessionStore, "load", gate.wrap(SessionStore.load))
+    again = MainWindow()
+    qtbot.addWidget(again)
+    again.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    assert again.open_dataset(demo_dataset)
+    gate.check_and_open(qtbot)
+    qtbot.waitUntil(lambda: len(again.session.result_ids) == 3 and again.session.slide_run_of("001") is not None,
+                    timeout=30000)
+    again.close()
