@@ -14,7 +14,8 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core import cli, compare_cli
+from segscope.core import cli
+from segscope.core.cli import compare as compare_cli
 from segscope.core.backends import open_backend
 from segscope.core.metrics import image_metrics
 from segscope.core.roi import Roi
