@@ -20,10 +20,9 @@ import argparse
 import contextlib
 import os
 import sys
-import traceback
 from typing import TextIO
 
-from ..errors import SegScopeError
+from ..errors import describe
 from . import card, check, compare, demo, drift, gui, output, profile, report
 from . import eval as evaluate
 
@@ -86,10 +85,6 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         code = args.handler(args, output.ReleasingOutput(out or sys.stdout, output.LINES))
         output.LINES.show()
         return code
-    except SegScopeError as exc:
-        output.LINES.drop()
-        print(f"segscope: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
     except KeyboardInterrupt:
         output.LINES.show()
         print("segscope: interrupted", file=sys.stderr)
@@ -101,10 +96,14 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         print("segscope: error: the standard output was closed by its reader (a pipe such as | head): stopped "
               "there; every image exported so far is complete", file=sys.stderr)
         return EXIT_INPUT
-    except Exception as exc:  # a bug: say so in one line, details on request
+    except Exception as exc:  # a user error in its one line; a bug said so in one line, details on request
         output.LINES.drop()
-        print(f"segscope: internal error: {type(exc).__name__}: {exc} (a bug; rerun with --debug for details "
-              "and report it)", file=sys.stderr)
+        described = describe(exc)
+        if not described.bug:
+            print(f"segscope: error: {described.line}", file=sys.stderr)
+            return EXIT_INPUT
+        print(f"segscope: internal error: {described.line} (a bug; rerun with --debug for details and report it)",
+              file=sys.stderr)
         if debug:
-            traceback.print_exc()
+            print(described.details, end="", file=sys.stderr)
         return EXIT_INTERNAL
