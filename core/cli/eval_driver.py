@@ -23,8 +23,8 @@ from ..metrics import ImageMetrics
 from ..precision_check import AccuracyCheck
 from ..quality.options import summary_lines
 from ..roi import Roi
-from . import output
 from .options import open_eval_backend
+from .output import status, warning
 
 EXIT_OK = 0
 #: One image's row of the metric table and its metrics (None without a mask), as a unit hands them on.
@@ -125,7 +125,7 @@ def print_results(args: argparse.Namespace, rows: list[dict[str, object]], means
     check), or the original script's summary lines (usage on stderr)."""
     if usage is not None and not args.json:
         for line in usage.lines():
-            output.status(line)
+            status(line)
     precision = check.summary() if check is not None else None
     if args.json:
         document = {"images": rows, "summary": means, **catalogue_document(),
@@ -150,9 +150,9 @@ def print_results(args: argparse.Namespace, rows: list[dict[str, object]], means
         for line in summary_lines(means):
             print(line, file=out)
     if check is not None and precision:
-        line, warning = check.lines()
+        line, problem = check.lines()
         if not args.json:
             print(line, file=out)
-        if warning:
-            output.warning(warning)
+        if problem:
+            warning(problem)
     return EXIT_OK

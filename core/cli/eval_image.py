@@ -18,9 +18,8 @@ from ..quality.options import line_text
 from ..quality.scoring import MetricSpec, QualitySummary
 from ..run_source import chosen_source
 from ..stream_input import StreamInput
-from . import output
 from .eval_driver import EvalRun, Scored, format_line
-from .output import Progress
+from .output import Progress, note
 
 
 class RoiUnit:
@@ -47,8 +46,8 @@ class RoiUnit:
         stream = StreamInput.of(chosen_source(args))  # the shipped pipeline when none is given
         backend, notes = with_precision(backend, args, dataset, run.roi, stream)  # fp32: the backend itself
         self.check = check = AccuracyCheck(backend, dataset)
-        for note in notes:
-            output.note(note)
+        for line in notes:
+            note(line)
         writer = stack.enter_context(ExportWriter(run.export, background=args.overlap))  # files beside inference
 
         def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place

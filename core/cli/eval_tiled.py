@@ -14,49 +14,14 @@ from ..errors import SegScopeError
 from ..tiled_eval import TilePlan, evaluate_tiled
 from ..tiled_export import PNG_MAX_SIDE, STITCHED_FORMATS, TILED_KINDS, export_stitched, planned_tiled_files, tiled_row
 from ..tiling import BLENDS, DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES
-from . import output
 from .eval_driver import EvalRun, Scored, format_line
-from .output import Progress
+from .options import checked
+from .output import Progress, note, status
 
-
-def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 1 or value != value:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1] (output pixels per slide pixel), got {text!r}")
-    return value
-
-
-def _size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of slide pixels, got {text!r}")
-    return value
-
-
-def _gib(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < 1 << 20:
-        raise argparse.ArgumentTypeError(f"expected a positive number of GiB, got {text!r}")
-    return value
-
-
-def _pixels(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more slide pixels, got {text!r}")
-    return value
+_scale = checked(float, lambda v: 0 < v <= 1, "a number in (0, 1] (output pixels per slide pixel)")
+_size = checked(int, lambda v: v > 0, "a positive number of slide pixels")
+_gib = checked(float, lambda v: 0 < v < 1 << 20, "a positive number of GiB")
+_pixels = checked(int, lambda v: v >= 0, "0 or more slide pixels")
 
 
 def add_tiling_options(parser: argparse.ArgumentParser) -> None:
@@ -124,7 +89,7 @@ class TiledUnit:
                                 f"{', '.join(TILED_KINDS)}); drop it or run without --tile")
         self.stitched_format = args.stitched_format or "auto"
         if args.export and "canvas" in run.kinds:
-            output.note("--tile exports the stitched mask at the output scale; no slide-size canvas")
+            note("--tile exports the stitched mask at the output scale; no slide-size canvas")
 
     def planned_files(self, item_id: str, kinds: list[str]) -> list[str]:
         return planned_tiled_files(item_id, kinds, self.stitched_format)
@@ -154,7 +119,7 @@ class TiledUnit:
         except KeyboardInterrupt:
             if bar is not None:
                 bar.clear()
-            output.status(f"stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored or "
+            status(f"stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored or "
                           "exported")
             raise
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..errors import SegScopeError
-from . import output
+from .output import LINES
 
 
 def _check_display() -> None:
@@ -25,7 +25,7 @@ def _check_display() -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     _check_display()
-    output.LINES.show()  # the viewer runs until closed: its warnings go out as they come
+    LINES.show()  # the viewer runs until closed: its warnings go out as they come
     # Loaded on demand so the headless commands never import Qt.
     app = importlib.import_module("segscope.gui.app")
     return int(app.main([str(args.dataset)] if args.dataset else []))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from ..backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
 from ..backends.base import Backend
@@ -14,22 +15,30 @@ from ..cluster import SSH_SCHEME, parse_resources
 from ..errors import SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
 from ..run_source import add_source_options, chosen_source
-from . import output
+from .output import note
 
 #: Options that only mean something with --remote (refused without it instead of being ignored).
 REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "probabilities", "accept_new_host_key")
 #: Of those, what also applies to `--cluster ssh://` (the hosts are reached as `--remote` reaches one).
 CLUSTER_SSH_OPTIONS = ("set_env", "remote_python", "accept_new_host_key")
+T = TypeVar("T")
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def checked(convert: Callable[[str], T], ok: Callable[[T], bool], expected: str) -> Callable[[str], T]:
+    """An argparse `type`: `convert` the text, refused in one line unless `ok` ("expected <expected>, got '...'")."""
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = checked(int, lambda v: v > 0, "a positive integer")
 
 
 def add_backend_options(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +97,6 @@ def open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
             ([details["note"]] if "note" in details else []) + \
             ([f"--backend auto {details['auto']}"] if "auto" in details else [])
-        for note in notes:
-            output.note(note)
+        for line in notes:
+            note(line)
         yield backend
