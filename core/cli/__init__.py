@@ -26,7 +26,7 @@ from ..errors import describe
 from . import card, check, compare, demo, drift, gui, output, profile, report
 from . import eval as evaluate
 
-EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
+EXIT_INTERNAL, EXIT_INPUT = 1, 2
 #: The subcommands in `segscope --help`'s order; `gui` first: the command without one runs it.
 COMMANDS = (gui, evaluate, report, demo, compare, card, check, profile, drift)
 
