@@ -119,8 +119,7 @@ class TiledUnit:
         except KeyboardInterrupt:
             if bar is not None:
                 bar.clear()
-            status(f"stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored or "
-                          "exported")
+            status(f"stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored or exported")
             raise
 
     def means(self) -> dict[str, object]:
