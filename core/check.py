@@ -6,14 +6,12 @@ One line per file:
 `; ROI: ...`, what happens to an ROI (the stream's crop takes it, or SegScope crops it before a stream without
 one: `core.stream_input`), followed by `; note: ...` for what the file's validity does not depend on (custom
 plugins, a model that lives on the host, DVPP approximated, which stream, input and output SegScope drives).
-The exit code is 2 when any file is invalid, else 0.
+The exit code is 2 when any file is invalid, else 0 (the command: `core.cli.check`).
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
-from typing import TextIO
 
 from . import dvpp
 from .backends.embedded import EmbeddedStream, open_session
@@ -21,8 +19,6 @@ from .emulation import NotEmulated, plan_stream
 from .errors import SegScopeError
 from .pipeline import Pipeline, PipelineError, load_pipeline
 from .stream_input import StreamInput
-
-EXIT_OK, EXIT_INVALID = 0, 2
 
 
 def _detail(message: str, path: Path) -> str:
@@ -75,19 +71,3 @@ def check_line(path: Path) -> tuple[bool, str]:
     if stream.model_element is not None and not stream.takes_tensors():
         line += f"; {StreamInput.of(pipeline).describe()}"
     return True, "".join([line, *(f"; note: {note}" for note in notes(pipeline))])
-
-
-def run_check(args: argparse.Namespace, out: TextIO) -> int:
-    valid = True
-    for path in args.pipelines:
-        ok, line = check_line(path)
-        valid = valid and ok
-        print(line, file=out, flush=True)
-    return EXIT_OK if valid else EXIT_INVALID
-
-
-def add_check_command(commands: argparse._SubParsersAction) -> None:
-    check = commands.add_parser("check", help="check .pipeline files: valid for MindX? runs embedded?")
-    check.add_argument("pipelines", nargs="+", type=Path, metavar="PIPELINE",
-                       help="a .pipeline file; one line each, exit 2 when any is invalid for MindX")
-    check.set_defaults(handler=run_check)

@@ -1,7 +1,10 @@
 """Errors a user can act on.
 
 Every `SegScopeError` message is one line that names the file or field and says what is wrong; the CLI
-prints it as is (exit code 2) and the GUI shows it in its message area. Anything else escaping is a bug.
+prints it as is (exit code 2) and the GUI shows it in its message area. Anything else escaping is a bug;
+`describe` tells the two apart for both front ends. An error about one option carries it as `option`
+(`SegScopeError("must be a positive number", option="--output-scale")`), so each front end words it in its
+own terms: the CLI prints the flag, the viewer its control's label.
 The one line holds by construction: line breaks and other control characters in a message (a library's
 multi-line dump quoted in it) become spaces, and a run of text too long to read (a 1,000,000-character
 value from a hostile file) is cut in the middle, with its length said.
@@ -10,6 +13,9 @@ value from a hostile file) is cut in the middle, with its length said.
 from __future__ import annotations
 
 import re
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 #: Characters of one unbroken run (a value, a path) kept in a message; longer runs are cut in the middle.
 MAX_RUN = 200
@@ -38,10 +44,12 @@ def first_line(exc: BaseException) -> str:
 
 
 class SegScopeError(Exception):
-    """Bad input or configuration: the message names the file/field and what to do."""
+    """Bad input or configuration: the message names the file/field and what to do. With `option`, the
+    message says what is wrong with that option, and the error reads "<option>: <message>"."""
 
-    def __init__(self, message: object = "", *args: object):
-        super().__init__(one_line(str(message)), *args)
+    def __init__(self, message: object = "", *args: object, option: str | None = None):
+        self.option, self.reason = option, one_line(str(message))
+        super().__init__(f"{option}: {self.reason}" if option else self.reason, *args)
 
 
 class InputError(SegScopeError):
@@ -71,3 +79,24 @@ class CancelledError(SegScopeError):
 
 class ApiUnavailable(BackendError):
     """An Ascend API (the MindX SDK, its Model API, ais_bench) is not installed or not importable here."""
+
+
+@dataclass(frozen=True)
+class Description:
+    """How a front end reports a failure: a user error (`bug` False) is its one line; anything else is a bug,
+    its line "<type>: <text>" and its traceback in `details`."""
+
+    bug: bool
+    line: str
+    details: str
+
+
+def describe(exc: BaseException, labels: Mapping[str, str] | None = None) -> Description:
+    """User error or bug? An error's option is worded by `labels` (the viewer's control for each flag);
+    without a label it stays the flag, as the CLI prints it."""
+    if isinstance(exc, SegScopeError):
+        label = (labels or {}).get(exc.option or "")
+        line = f"{label}: {exc.reason}" if label else str(exc)
+        return Description(False, line, f"{type(exc).__name__}: {line}")
+    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))  # 3.9: three arguments
+    return Description(True, f"{type(exc).__name__}: {exc}", details)

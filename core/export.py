@@ -70,7 +70,8 @@ def heatmap_image(probabilities: np.ndarray, class_index: int = 1) -> np.ndarray
     return cv2.applyColorMap(levels, cv2.COLORMAP_VIRIDIS)  # the viewer's heatmap colours
 
 
-def _npy_bytes(array: np.ndarray) -> bytes:
+def npy_bytes(array: np.ndarray) -> bytes:
+    """`array` as the bytes of a .npy file (C order, no pickles)."""
     buffer = io.BytesIO()
     np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
     return buffer.getvalue()
@@ -82,7 +83,7 @@ def encode_mask(mask: np.ndarray, fmt: str) -> bytes:
         raise SegScopeError(f"mask format {fmt!r}: choose from {', '.join(MASK_FORMATS)}")
     if mask.ndim != 2 or mask.dtype != np.uint8:
         raise SegScopeError(f"a mask to export must be 2-D uint8, got {mask.dtype} {mask.shape}")
-    return _npy_bytes(mask) if fmt == "npy" else encode_image(mask, MASK_FORMATS[fmt])
+    return npy_bytes(mask) if fmt == "npy" else encode_image(mask, MASK_FORMATS[fmt])
 
 
 def slide_canvas(values: np.ndarray, roi: Roi, image_size: tuple[int, int]) -> np.ndarray:
@@ -137,7 +138,7 @@ def _payloads(result: InferenceResult, source: Source, kinds: list[str], mask_fo
             for fmt in mask_formats:
                 payloads[str(Path(name).with_suffix(MASK_FORMATS[fmt]))] = (kind, encode_mask(mask, fmt))
         elif kind == "softmax":
-            payloads[name] = (kind, _npy_bytes(result.probabilities.astype(np.float32, copy=False)))
+            payloads[name] = (kind, npy_bytes(result.probabilities.astype(np.float32, copy=False)))
         elif kind == "geojson":
             payloads[name] = (kind, mask_geojson(labels, result.roi, result.num_classes, source.class_names))
         else:

@@ -51,7 +51,7 @@ class Roi:
         try:
             x0, y0, x1, y1 = (int(p) for p in parts)
         except ValueError:
-            raise SegScopeError(f"{field}: expected four integers x0,y0,x1,y1, got {text!r}") from None
+            raise SegScopeError(f"expected four integers x0,y0,x1,y1, got {text!r}", option=field) from None
         roi = cls(x0, y0, x1, y1)
         roi.validate(field)
         return roi

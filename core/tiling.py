@@ -66,17 +66,17 @@ def tile_grid(region: Roi, tile: tuple[int, int], overlap: int, slide_size: tupl
     is refused before the grid is built."""
     width, height = tile
     if width <= 0 or height <= 0:
-        raise SegScopeError(f"--tile: must be a positive number of slide pixels, got {width}x{height}")
+        raise SegScopeError(f"must be a positive number of slide pixels, got {width}x{height}", option="--tile")
     if not 0 <= overlap < min(width, height):
-        raise SegScopeError(f"--overlap: must be at least 0 and less than the tile size "
-                            f"({min(width, height)} px), got {overlap}")
+        raise SegScopeError(f"must be at least 0 and less than the tile size "
+                            f"({min(width, height)} px), got {overlap}", option="--overlap")
     if not region.fits(*slide_size):
-        raise SegScopeError(f"--roi: {region} lies outside the {slide_size[0]}x{slide_size[1]} slide")
+        raise SegScopeError(f"{region} lies outside the {slide_size[0]}x{slide_size[1]} slide", option="--roi")
     count = _axis_count(region.width, width, overlap) * _axis_count(region.height, height, overlap)
     if count > max_tiles:
-        raise SegScopeError(f"--tile: {region.width}x{region.height} slide pixels in {width}x{height} tiles are "
+        raise SegScopeError(f"{region.width}x{region.height} slide pixels in {width}x{height} tiles are "
                             f"{count:,} tiles, over the limit of {max_tiles:,}: give a larger --tile, or raise "
-                            "--max-tiles")
+                            "--max-tiles", option="--tile")
     xs = _axis_starts(region.x0, region.width, width, overlap)
     ys = _axis_starts(region.y0, region.height, height, overlap)
     tiles = tuple(Roi(x, y, x + width, y + height).clamped(*slide_size) for y in ys for x in xs)
@@ -115,7 +115,7 @@ def blend_weights(blend: str, size: tuple[int, int], ramp: int = 0,
         return np.outer(_ramp(height, ramp, top, bottom), _ramp(width, ramp, left, right))
     if blend == "gaussian":
         return np.maximum(np.outer(_gaussian(height), _gaussian(width)), GAUSSIAN_FLOOR).astype(np.float32)
-    raise SegScopeError(f"--blend: choose from {', '.join(BLENDS)}, got {blend!r}")
+    raise SegScopeError(f"choose from {', '.join(BLENDS)}, got {blend!r}", option="--blend")
 
 
 def _to_out(value: float, scale: float) -> int:
@@ -205,9 +205,9 @@ def check_canvas(region: Roi, scale: float, num_classes: int, seams: bool = Fals
     needed = canvas_bytes(region, scale, num_classes, seams)
     if needed > max_bytes:
         fitting = min(fitting_scale(region, scale, num_classes, seams, max_bytes), 1.0)  # never suggest upscaling
-        raise SegScopeError(f"--output-scale: a {width}x{height} output of {num_classes} classes needs "
+        raise SegScopeError(f"a {width}x{height} output of {num_classes} classes needs "
                             f"{needed:,} bytes, over the limit of {max_bytes:,}: pass --output-scale {fitting:.4g} "
-                            "or less, or raise --max-canvas")
+                            "or less, or raise --max-canvas", option="--output-scale")
     return width, height
 
 
@@ -218,9 +218,9 @@ class Stitcher:
                  blend: str = "linear", overlap: int = 0, seams: bool = False,
                  max_bytes: int = DEFAULT_MAX_CANVAS_BYTES):
         if not (math.isfinite(scale) and scale > 0):
-            raise SegScopeError(f"--output-scale: must be a positive number, got {scale}")
+            raise SegScopeError(f"must be a positive number, got {scale}", option="--output-scale")
         if blend not in BLENDS:
-            raise SegScopeError(f"--blend: choose from {', '.join(BLENDS)}, got {blend!r}")
+            raise SegScopeError(f"choose from {', '.join(BLENDS)}, got {blend!r}", option="--blend")
         self.region, self.slide_size, self.scale, self.blend = region, slide_size, scale, blend
         self.ramp = _to_out(overlap, scale)
         width, height = check_canvas(region, scale, num_classes, seams, max_bytes)

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.export import EXPORT_KINDS, RUN_KINDS
-from ..core.tiling_cli import TILED_KINDS, planned_tiled_files
+from ..core.tiled_export import TILED_KINDS, planned_tiled_files
 from .settings import settings as app_settings
 
 #: Checkbox text of each `core.export` kind.

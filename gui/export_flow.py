@@ -1,5 +1,5 @@
 """File > Export: ask what and where (`ExportDialog` never lets a file be replaced silently), then write the
-chosen files on a worker, one image per step, with `core.export` (ROI results) or `core.tiling_cli.
+chosen files on a worker, one image per step, with `core.export` (ROI results) or `core.tiled_export.
 export_stitched` (whole-slide runs: the files `eval --tile --export` writes); progress goes to the status bar,
 problems and the list of written files to the message area."""
 
@@ -20,7 +20,7 @@ from ..core.provenance import Source, source_for
 from ..core.result import InferenceResult
 from ..core.session import Session
 from ..core.tiled_eval import TiledEvaluation
-from ..core.tiling_cli import export_stitched, tiled_row
+from ..core.tiled_export import export_stitched, tiled_row
 from .background import Background
 from .export_dialog import ExportChoices, ExportDialog
 from .status_labels import count

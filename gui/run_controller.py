@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -19,13 +18,14 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from ..core.backends.base import Backend, Capabilities
 from ..core.backends.pool import UsageLog
 from ..core.dataset import Dataset, DatasetItem
-from ..core.errors import CancelledError, SegScopeError
+from ..core.errors import CancelledError, describe
 from ..core.evaluate import ImageEvaluation, evaluate_dataset
 from ..core.quality.scoring import MetricSpec
 from ..core.roi import Roi
 from ..core.slides import SlideReader
 from ..core.stream_input import RegionSource, StreamInput
 from ..core.tiled_eval import TilePlan, evaluate_slide
+from .option_labels import OPTION_LABELS
 
 BackendFactory = Callable[[], Backend]
 NO_BACKEND = "No backend is open: choose one in Backend > Connection…"
@@ -36,12 +36,10 @@ Masks = Mapping[str, np.ndarray]
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
-    """(one line for the message list, details): a user-fixable error is its own message; anything else
-    is a bug, shown with its traceback."""
-    if isinstance(exc, SegScopeError):
-        return str(exc), f"{type(exc).__name__}: {exc}"
-    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))  # 3.9: three arguments
-    return f"Internal error: {type(exc).__name__}: {exc}", details
+    """(one line for the message list, details): a user-fixable error is its own message, its option named
+    as the viewer's control; anything else is a bug, shown with its traceback."""
+    described = describe(exc, OPTION_LABELS)
+    return (f"Internal error: {described.line}" if described.bug else described.line), described.details
 
 
 class _Worker(QObject):

@@ -9,10 +9,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,54 +20,12 @@ import cv2
 import numpy as np
 import pytest
 
+import byo_helpers
+from helpers import TINY_BIAS, TINY_WEIGHT, make_tiny_onnx, tiny_card
+
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_PIPELINE = REPO / "pipelines" / "unet_simple_opencv.pipeline"
 SHIPPED_AIPP = REPO / "models" / "aipp_unet_simple_opencv.cfg"
-
-#: The tiny network: a 1x1 convolution over the network's channels (R, G, B after the AIPP swap), so the
-#: defect class wins on dark pixels and the weights differ per channel (a wrong channel order shows).
-TINY_WEIGHT = np.array([[0.0, 0.0, 0.0], [-2.0, -1.0, -0.5]], np.float32)
-TINY_BIAS = np.array([0.0, -0.3], np.float32)
-
-
-def make_tiny_onnx(path: Path, size: int = 960) -> None:
-    """input [1,3,S,S] -> Conv 1x1 (2 ch) -> Transpose NHWC -> Softmax "softmax"; ArgMax -> int32 "argmax"."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    nodes = [
-        helper.make_node("Conv", ["input", "W", "B"], ["logits_nchw"], kernel_shape=[1, 1]),
-        helper.make_node("Transpose", ["logits_nchw"], ["logits"], perm=[0, 2, 3, 1]),
-        helper.make_node("Softmax", ["logits"], ["softmax"], axis=-1),
-        helper.make_node("ArgMax", ["softmax"], ["argmax64"], axis=-1, keepdims=0),
-        helper.make_node("Cast", ["argmax64"], ["argmax"], to=TensorProto.INT32),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "tiny_unet_stand_in",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
-        [helper.make_tensor_value_info("softmax", TensorProto.FLOAT, [1, size, size, 2]),
-         helper.make_tensor_value_info("argmax", TensorProto.INT32, [1, size, size])],
-        initializer=[numpy_helper.from_array(TINY_WEIGHT.reshape(2, 3, 1, 1), "W"),
-                     numpy_helper.from_array(TINY_BIAS, "B")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 9  # readable by every ONNX Runtime the project supports
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-
-
-def tiny_card(size: int = 960) -> dict:
-    return {
-        "name": "tiny test model",
-        "onnx": "tiny.onnx",
-        "om": "unet_hw960_bs1.om",
-        "aipp": "aipp_unet_simple_opencv.cfg",
-        "input": {"name": "input", "layout": "NCHW", "width": size, "height": size},
-        "outputs": [{"name": "softmax", "kind": "softmax", "layout": "NHWC"},
-                    {"name": "argmax", "kind": "argmax"}],
-        "classes": ["background", "defect"],
-    }
 
 
 @dataclass
@@ -114,12 +70,8 @@ class TinyProject:
 
 @pytest.fixture(scope="session")
 def byo() -> ModuleType:
-    """tests/byo_helpers.py (the bring-your-own model builders), loaded once as test modules load it."""
-    spec = importlib.util.spec_from_file_location("segscope_tests_byo", REPO / "tests" / "byo_helpers.py")
-    assert spec is not None and spec.loader is not None
-    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
-    spec.loader.exec_module(module)
-    return module
+    """tests/support/byo_helpers.py (the bring-your-own model builders), as test modules import it."""
+    return byo_helpers
 
 
 @pytest.fixture

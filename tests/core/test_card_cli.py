@@ -3,8 +3,6 @@ runs, with the numbers of an independent NumPy reference; static and dynamic inp
 
 from __future__ import annotations
 
-import importlib.util
-import io
 import json
 import subprocess
 import sys
@@ -14,20 +12,12 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core import cli
 from segscope.core.aipp import apply_aipp, load_aipp
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.roi import Roi
 
-_spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
-byo = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(byo)
-
-
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
+import byo_helpers as byo
+from helpers import run_cli
 
 
 @pytest.fixture
@@ -46,8 +36,8 @@ def dataset(tmp_path: Path, write_png) -> Path:
 def test_static_round_trip_runs_in_eval_with_the_reference_numbers(tmp_path, dataset):
     net = byo.Net(size=40)
     model = net.save(tmp_path / "crack_seg.onnx")
-    code, text = run("card", model, "--out", tmp_path / "proj", "--color", "rgb", "--scale", "1/255",
-                     "--classes", "crack", "--threshold", "0.4")
+    code, text = run_cli("card", model, "--out", tmp_path / "proj", "--color", "rgb", "--scale", "1/255",
+                         "--classes", "crack", "--threshold", "0.4")
     assert code == 0
     lines = text.splitlines()
     pipeline = tmp_path / "proj" / "pipelines" / "crack_seg.pipeline"
@@ -73,7 +63,7 @@ def test_static_round_trip_runs_in_eval_with_the_reference_numbers(tmp_path, dat
     expected = crop[..., ::-1].astype(np.float64).transpose(2, 0, 1)[None] / 255
     np.testing.assert_allclose(apply_aipp(crop, load_aipp(models / "aipp_crack_seg.cfg")), expected, atol=1e-6)
 
-    code, text = run("eval", "--dataset", dataset, "--pipeline", pipeline, "--json", "--export", tmp_path / "out")
+    code, text = run_cli("eval", "--dataset", dataset, "--pipeline", pipeline, "--json", "--export", tmp_path / "out")
     assert code == 0
     report = json.loads(text)
     assert report["summary"]["images_with_masks"] == 2
@@ -87,10 +77,10 @@ def test_static_round_trip_runs_in_eval_with_the_reference_numbers(tmp_path, dat
 
 def test_dynamic_input_needs_a_size_and_then_runs(tmp_path, dataset):
     model = byo.Net(in_channels=1, out_channels=2, dynamic=True, final="Softmax").save(tmp_path / "tiles.onnx")
-    code, _ = run("card", model, "--out", tmp_path / "proj", "--mean", "127.5", "--std", "127.5")
+    code, _ = run_cli("card", model, "--out", tmp_path / "proj", "--mean", "127.5", "--std", "127.5")
     assert code == 2 and not (tmp_path / "proj").exists()
-    code, text = run("card", model, "--out", tmp_path / "proj", "--size", "48x32", "--mean", "127.5", "--std",
-                     "127.5", "--classes", "background,defect")
+    code, text = run_cli("card", model, "--out", tmp_path / "proj", "--size", "48x32", "--mean", "127.5", "--std",
+                         "127.5", "--classes", "background,defect")
     assert code == 0
     assert "found: output 'scores' comes from Softmax: activation 'none'" in text
     card = json.loads((tmp_path / "proj" / "models" / "tiles.json").read_text())
@@ -99,7 +89,7 @@ def test_dynamic_input_needs_a_size_and_then_runs(tmp_path, dataset):
     assert card["outputs"][0]["activation"] == "none"
     aipp = (tmp_path / "proj" / "models" / "aipp_tiles.cfg").read_text()
     assert "csc_switch : true" in aipp and "min_chn_0 : 127.5" in aipp
-    code, text = run("eval", "--dataset", dataset, "--pipeline", text.splitlines()[-1])
+    code, text = run_cli("eval", "--dataset", dataset, "--pipeline", text.splitlines()[-1])
     assert code == 0 and "Hard foreground dice is" in text
 
 
@@ -118,7 +108,7 @@ def test_missing_size_and_other_refusals_are_one_line(tmp_path, capsys):
     ]
     for argv, expected in cases:
         capsys.readouterr()
-        code, text = run(*argv)
+        code, text = run_cli(*argv)
         err = capsys.readouterr().err
         assert code == 2 and text == "" and expected in err and err.count("\n") == 1, (argv, err)
     # A refused card leaves no file behind (the project is staged and checked before anything lands).
@@ -127,27 +117,27 @@ def test_missing_size_and_other_refusals_are_one_line(tmp_path, capsys):
 
 def test_existing_files_are_kept_without_overwrite(tmp_path):
     model = byo.Net().save(tmp_path / "m.onnx")
-    assert run("card", model, "--out", tmp_path / "proj", "--scale", "1/255")[0] == 0
+    assert run_cli("card", model, "--out", tmp_path / "proj", "--scale", "1/255")[0] == 0
     card = tmp_path / "proj" / "models" / "m.json"
     card.write_text("edited")
-    assert run("card", model, "--out", tmp_path / "proj", "--scale", "1/255")[0] == 2
+    assert run_cli("card", model, "--out", tmp_path / "proj", "--scale", "1/255")[0] == 2
     assert card.read_text() == "edited"
-    assert run("card", model, "--out", tmp_path / "proj", "--scale", "1/255", "--overwrite")[0] == 0
+    assert run_cli("card", model, "--out", tmp_path / "proj", "--scale", "1/255", "--overwrite")[0] == 0
     assert json.loads(card.read_text())["input"]["scale"] == 1 / 255
     assert not [p for p in (tmp_path / "proj").iterdir() if p.name.startswith(".")]
 
 
 def test_the_shipped_model_gets_the_shipped_cards_numbers(tmp_path, small_dataset):
     shipped = byo.REPO / "models"
-    code, text = run("card", shipped / "unet_demo.onnx", "--out", tmp_path / "proj", "--aipp",
-                     shipped / "aipp_unet_simple_opencv.cfg", "--classes", "background,defect")
+    code, text = run_cli("card", shipped / "unet_demo.onnx", "--out", tmp_path / "proj", "--aipp",
+                         shipped / "aipp_unet_simple_opencv.cfg", "--classes", "background,defect")
     assert code == 0 and "found: color RGB (what the AIPP config hands the network" in text
     card = json.loads((tmp_path / "proj" / "models" / "unet_demo.json").read_text())
     assert card["outputs"] == [{"name": "softmax", "layout": "NHWC", "activation": "none"},
                                {"name": "argmax", "kind": "argmax"}]
-    built = run("eval", "--dataset", small_dataset, "--roi", "0,0,64,48", "--json", "--pipeline",
-                text.splitlines()[-1])
-    original = run("eval", "--dataset", small_dataset, "--roi", "0,0,64,48", "--json")
+    built = run_cli("eval", "--dataset", small_dataset, "--roi", "0,0,64,48", "--json", "--pipeline",
+                    text.splitlines()[-1])
+    original = run_cli("eval", "--dataset", small_dataset, "--roi", "0,0,64,48", "--json")
     assert built[0] == original[0] == 0
     assert json.loads(built[1])["summary"] == json.loads(original[1])["summary"]
 
@@ -168,7 +158,7 @@ def test_eval_refuses_a_broken_card_with_exit_2_and_one_line(tiny_model_project,
     else:
         card.write_text(json.dumps({**good, "input": {**good["input"], "width": 60000, "height": 60000}}))
     capsys.readouterr()
-    code, text = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
+    code, text = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
     err = capsys.readouterr().err
     assert code == 2 and text == "" and err.count("\n") == 1 and err.startswith(f"segscope: error: {card}: ")
 
@@ -176,7 +166,8 @@ def test_eval_refuses_a_broken_card_with_exit_2_and_one_line(tiny_model_project,
 @pytest.mark.parametrize("how", ["hand-written", "segscope card"])
 def test_a_card_without_preprocessing_warns_once_on_stderr(tmp_path, small_dataset, how):
     if how == "segscope card":  # its card names an identity AIPP config: still no preprocessing
-        code, text = run("card", byo.Net().save(tmp_path / "byo.onnx"), "--out", tmp_path / "p", "--classes", "crack")
+        code, text = run_cli("card", byo.Net().save(tmp_path / "byo.onnx"), "--out", tmp_path / "p",
+                             "--classes", "crack")
         assert code == 0 and "assumed: no normalisation" in text
         pipeline = Path(text.splitlines()[-1])
     else:
@@ -201,12 +192,12 @@ def test_external_weights_are_copied_with_the_model(tmp_path, dataset):
     model = onnx.load(str(net.save(source / "big.onnx")))
     onnx.save(model, str(source / "big.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
               location="big.bin", size_threshold=0)
-    code, text = run("card", source / "big.onnx", "--out", tmp_path / "proj", "--scale", "1/255")
+    code, text = run_cli("card", source / "big.onnx", "--out", tmp_path / "proj", "--scale", "1/255")
     assert code == 0 and "found: external weights big.bin (copied with the model)" in text
     assert (tmp_path / "proj" / "models" / "big.bin").read_bytes() == \
         (source / "big.bin").read_bytes()
     import shutil
 
     shutil.rmtree(source)  # the project runs on its own copy
-    code, _ = run("eval", "--dataset", dataset, "--pipeline", text.splitlines()[-1])
+    code, _ = run_cli("eval", "--dataset", dataset, "--pipeline", text.splitlines()[-1])
     assert code == 0

@@ -4,33 +4,25 @@ docs/model-cards.md (threshold after resizing the probabilities), not from SegSc
 
 from __future__ import annotations
 
-import importlib.util
-import io
 import json
-import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 
-from segscope.core import cli
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.errors import SegScopeError
 from segscope.core.model_card import load_model_card
 from segscope.core.roi import Roi
 
-_spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
-byo = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(byo)
+import byo_helpers as byo
+from helpers import run_cli
 
 SIZE = 24  # the model input; the ROI below is 70 x 57 of a 90 x 70 slide: both resized
 ROI = byo.BOX
 
 
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    return cli.main([str(a) for a in argv], out), out.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +58,8 @@ def hard_dice(prediction: np.ndarray, truth: np.ndarray) -> float:
 def evaluate(tmp_path: Path, slide: Path, output: dict, extra: tuple = ()) -> tuple[dict, np.ndarray, dict, Path]:
     pipeline = byo.write_project(tmp_path / "project", net(), {"color": "RGB", "scale": 1 / 255}, [output],
                                  ["crack"])
-    code, out = run("eval", "--dataset", slide, "--pipeline", pipeline, "--roi", ",".join(map(str, ROI)),
-                    "--export", tmp_path / "out", "--json", *extra)
+    code, out = run_cli("eval", "--dataset", slide, "--pipeline", pipeline, "--roi", ",".join(map(str, ROI)),
+                        "--export", tmp_path / "out", "--json", *extra)
     assert code == 0, out
     mask = cv2.imread(str(tmp_path / "out" / "a_mask.png"), cv2.IMREAD_GRAYSCALE)
     provenance = json.loads((tmp_path / "out" / "a_provenance.json").read_text())
@@ -136,15 +128,15 @@ def test_a_sigmoid_card_can_threshold_the_raw_logit(tmp_path, slide):
 
 def test_card_writes_the_raw_rule_for_an_app_that_thresholds_the_output_as_it_is(tmp_path):
     model = net().save(tmp_path / "crack.onnx")
-    code, out = run("card", model, "--out", tmp_path / "proj", "--color", "RGB", "--scale", "1/255",
-                    "--activation", "none", "--threshold", "0.5", "--classes", "crack")
+    code, out = run_cli("card", model, "--out", tmp_path / "proj", "--color", "RGB", "--scale", "1/255",
+                        "--activation", "none", "--threshold", "0.5", "--classes", "crack")
     assert code == 0, out
     card = json.loads((tmp_path / "proj" / "models" / "crack.json").read_text())
     assert card["outputs"][0] == {"name": "scores", "layout": "NCHW", "activation": "none", "threshold": 0.5,
                                   "threshold_on": "raw"}
     assert "assumed: output 'scores' holds raw scores (from Conv) and activation 'none'" in out
-    code, out = run("card", model, "--out", tmp_path / "proj2", "--activation", "none", "--threshold", "0.5",
-                    "--threshold-on", "probability", "--scale", "1")
+    code, out = run_cli("card", model, "--out", tmp_path / "proj2", "--activation", "none", "--threshold", "0.5",
+                        "--threshold-on", "probability", "--scale", "1")
     assert code == 0 and "threshold_on" not in (tmp_path / "proj2" / "models" / "crack.json").read_text()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import shutil
@@ -14,20 +13,19 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core import cli, compare_cli
+from segscope.core import cli
 from segscope.core.backends import open_backend
+from segscope.core.cli import compare as compare_cli
 from segscope.core.metrics import image_metrics
 from segscope.core.roi import Roi
+
+from helpers import run_cli
 
 COMPARE_KEYS = ["cosine_similarity", "relative_euclidean_distance", "max_absolute_error",
                 "mean_absolute_error", "root_mean_square_error", "max_relative_error", "mean_relative_error",
                 "cumulative_relative_error", "kl_divergence", "std_reference", "std_candidate"]
 
 
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
 
 
 def expected_metrics(pipeline: Path, dataset: Path, ids: list[str], roi: Roi | None = None) -> dict:
@@ -58,7 +56,7 @@ def test_eval_prints_the_original_lines(tiny_model_project, small_dataset, capsy
     mask = cv2.imread(str(small_dataset / "2" / "mask.png"), cv2.IMREAD_GRAYSCALE)
     mask[:6, :10] = 255  # truth the model cannot find (light pixels): hard Dice and IoU below 1, and apart
     cv2.imwrite(str(small_dataset / "2" / "mask.png"), mask)
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
     assert code == 0
     assert capsys.readouterr().err == ""  # no progress bar when stderr is not a terminal
     lines = out.splitlines()
@@ -84,7 +82,7 @@ def test_eval_prints_the_original_lines(tiny_model_project, small_dataset, capsy
     assert hard == pytest.approx(np.mean([m.foreground_dice for m in metrics.values()]), rel=1e-12)
     # The means differ here, so printing one on another's line (or in another's field) cannot pass.
     assert len({round(v, 9) for v in (mean_dice, mean_iou, hard)}) == 3
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
     summary = json.loads(out)["summary"]
     for key in ("soft_dice", "soft_iou", "foreground_dice", "foreground_iou"):
         assert summary[key] == pytest.approx(np.mean([getattr(m, key) for m in metrics.values()]), rel=1e-12)
@@ -94,19 +92,19 @@ def test_eval_prints_the_original_lines(tiny_model_project, small_dataset, capsy
 def test_eval_without_any_mask_says_so_and_writes_valid_json(tiny_model_project, small_dataset):
     for item in ("1", "2", "10"):
         (small_dataset / item / "mask.png").unlink()
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
     assert code == 0
     assert "========== Cross Valid dice coeff is: n/a (no image has a mask)" in out.splitlines()
     assert "nan" not in out
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
     assert code == 0
     summary = json.loads(out)["summary"]  # strict JSON: NaN would not parse in other tools
     assert summary["images_with_masks"] == 0 and summary["soft_dice"] is None and "NaN" not in out
 
 
 def test_eval_json_with_roi(tiny_model_project, small_dataset):
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
-                    "--roi", "8,4,56,40", "--json")
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                        "--roi", "8,4,56,40", "--json")
     assert code == 0
     document = json.loads(out)
     rows = document["images"]
@@ -137,7 +135,7 @@ def test_eval_export(tiny_model_project, small_dataset, tmp_path, capsys):
     out_dir = tmp_path / "out"
     args = ["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
             "--export", out_dir]
-    code, _ = run(*args)
+    code, _ = run_cli(*args)
     assert code == 0
     kinds = ("mask.png", "mask_full.png", "softmax.npy", "heatmap.png", "provenance.json")
     expected = {f"{i}_{kind}" for i in ("1", "2", "3", "10") for kind in kinds}
@@ -154,20 +152,20 @@ def test_eval_export(tiny_model_project, small_dataset, tmp_path, capsys):
     assert (out_dir / "metrics.csv").read_text().splitlines()[0].startswith("id,image,roi,")
     before = (out_dir / "1_mask.png").read_bytes()
     capsys.readouterr()
-    code, _ = run(*args)
+    code, _ = run_cli(*args)
     assert code == 2
     assert_one_line_error(capsys, out_dir / "1_", "already exists", "--overwrite")
     assert (out_dir / "1_mask.png").read_bytes() == before
-    code, _ = run(*args, "--overwrite", "--export-kinds", "mask")
+    code, _ = run_cli(*args, "--overwrite", "--export-kinds", "mask")
     assert code == 0 and (out_dir / "1_mask.png").read_bytes() == before
 
 
 def test_demo_then_eval(tiny_model_project, tmp_path, capsys):
     demo = tmp_path / "demo"
-    code, out = run("demo", demo, "--count", "1")
+    code, out = run_cli("demo", demo, "--count", "1")
     assert code == 0 and "wrote 1 demo slides" in out
     assert sorted(p.name for p in demo.iterdir()) == ["001"]
-    code, out = run("eval", "--dataset", demo, "--pipeline", tiny_model_project.pipeline, "--json")
+    code, out = run_cli("eval", "--dataset", demo, "--pipeline", tiny_model_project.pipeline, "--json")
     assert code == 0
     rows = json.loads(out)["images"]
     assert [r["roi"] for r in rows] == ["2200,1000,4000,2800"]  # a 4000x3000 slide: the original default
@@ -176,7 +174,7 @@ def test_demo_then_eval(tiny_model_project, tmp_path, capsys):
         assert row["soft_dice"] == pytest.approx(metrics[row["id"]].soft_dice, rel=1e-12)
         assert 0.0 <= row["soft_dice"] <= 1.0
     capsys.readouterr()
-    assert run("demo", demo, "--count", "1")[0] == 2
+    assert run_cli("demo", demo, "--count", "1")[0] == 2
     assert_one_line_error(capsys, demo / "001" / "image.png", "already exists")
 
 
@@ -184,21 +182,21 @@ def test_demo_then_eval(tiny_model_project, tmp_path, capsys):
 
 
 def test_missing_dataset(tiny_model_project, tmp_path, capsys):
-    assert run("eval", "--dataset", tmp_path / "nope", "--pipeline", tiny_model_project.pipeline)[0] == 2
+    assert run_cli("eval", "--dataset", tmp_path / "nope", "--pipeline", tiny_model_project.pipeline)[0] == 2
     assert_one_line_error(capsys, tmp_path / "nope", "dataset folder not found")
 
 
 @pytest.mark.parametrize("roi", ["1,2,3", "a,b,c,d", "5,5,2,2", "-1,0,4,4"])
 def test_bad_roi(tiny_model_project, small_dataset, capsys, roi):
-    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
-                  f"--roi={roi}")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                      f"--roi={roi}")
     assert code == 2
     assert_one_line_error(capsys, "--roi")
 
 
 def test_roi_outside_the_image_names_the_image(tiny_model_project, small_dataset, capsys):
-    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
-                  "--roi", "100,100,200,200")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                      "--roi", "100,100,200,200")
     assert code == 2
     assert_one_line_error(capsys, "lies outside", small_dataset / "1" / "image.png")
 
@@ -206,16 +204,16 @@ def test_roi_outside_the_image_names_the_image(tiny_model_project, small_dataset
 def test_bad_pipeline(small_dataset, tmp_path, capsys):
     bad = tmp_path / "bad.pipeline"
     bad.write_text('{"s": {"a": {"factory": "appsrc"')
-    assert run("eval", "--dataset", small_dataset, "--pipeline", bad)[0] == 2
+    assert run_cli("eval", "--dataset", small_dataset, "--pipeline", bad)[0] == 2
     assert_one_line_error(capsys, f"{bad}:1:", "invalid JSON")
-    assert run("eval", "--dataset", small_dataset, "--pipeline", tmp_path / "absent.pipeline")[0] == 2
+    assert run_cli("eval", "--dataset", small_dataset, "--pipeline", tmp_path / "absent.pipeline")[0] == 2
     assert_one_line_error(capsys, tmp_path / "absent.pipeline", "not found")
 
 
 def test_corrupt_image(tiny_model_project, small_dataset, capsys):
     broken = small_dataset / "2" / "image.png"
     broken.write_bytes(broken.read_bytes()[:60])
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
     assert code == 2
     assert_one_line_error(capsys, broken, "not a readable image")
     assert out.startswith(f"image: {small_dataset / '1' / 'image.png'}, dice: ")  # image 1 was done
@@ -223,13 +221,13 @@ def test_corrupt_image(tiny_model_project, small_dataset, capsys):
 
 def test_mask_of_the_wrong_size(tiny_model_project, small_dataset, capsys, write_png):
     mask = write_png(small_dataset / "10" / "mask.png", np.zeros((48, 63), np.uint8))
-    assert run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)[0] == 2
+    assert run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)[0] == 2
     assert_one_line_error(capsys, mask, "mask is 63x48 but the image is 64x48")
 
 
 def test_image_over_the_pixel_limit(tiny_model_project, small_dataset, capsys):
-    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
-                  "--max-pixels", "3000")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                      "--max-pixels", "3000")
     assert code == 2
     assert_one_line_error(capsys, small_dataset / "1" / "image.png", "over the limit of 3,000",
                           "--max-pixels")
@@ -238,8 +236,8 @@ def test_image_over_the_pixel_limit(tiny_model_project, small_dataset, capsys):
 def test_export_to_an_unwritable_place_is_a_user_error(tiny_model_project, small_dataset, tmp_path, capsys):
     not_a_folder = tmp_path / "out"
     not_a_folder.write_text("a file where the export folder should be")
-    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
-                  "--export", not_a_folder)
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                      "--export", not_a_folder)
     assert code == 2
     assert_one_line_error(capsys, not_a_folder, "cannot write here")
 
@@ -250,7 +248,7 @@ def test_export_to_an_unwritable_place_is_a_user_error(tiny_model_project, small
 def test_compare_prints_every_metric(tmp_path, capsys):
     np.save(tmp_path / "a.npy", np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
     np.save(tmp_path / "b.npy", np.array([[1.0, 2.0], [3.0, 5.0]], np.float32))
-    code, out = run("compare", tmp_path / "a.npy", tmp_path / "b.npy")
+    code, out = run_cli("compare", tmp_path / "a.npy", tmp_path / "b.npy")
     assert code == 0 and capsys.readouterr().err == ""
     values = {}
     *metric_lines, verdict = out.splitlines()
@@ -268,7 +266,7 @@ def test_compare_prints_every_metric(tmp_path, capsys):
     assert values["mean_relative_error"] == pytest.approx(0.0625)
     assert values["std_reference"] == pytest.approx(math.sqrt(1.25), rel=1e-8)
     assert values["kl_divergence"] > 0
-    code, out = run("compare", tmp_path / "a.npy", tmp_path / "b.npy", "--json")
+    code, out = run_cli("compare", tmp_path / "a.npy", tmp_path / "b.npy", "--json")
     document = json.loads(out)
     assert code == 0 and list(document) == [*COMPARE_KEYS, "verdict"] and document["verdict"] == verdict
     assert json.loads(out)["kl_divergence"] == pytest.approx(values["kl_divergence"], rel=1e-8)
@@ -278,18 +276,18 @@ def test_compare_errors(tmp_path, capsys):
     np.save(tmp_path / "a.npy", np.zeros((2, 3), np.float32))
     np.save(tmp_path / "b.npy", np.zeros((3, 2), np.float32))
     (tmp_path / "c.npy").write_text("not numpy")
-    assert run("compare", tmp_path / "a.npy", tmp_path / "b.npy")[0] == 2
+    assert run_cli("compare", tmp_path / "a.npy", tmp_path / "b.npy")[0] == 2
     assert_one_line_error(capsys, tmp_path / "b.npy", "(3, 2)", "(2, 3)")
-    assert run("compare", tmp_path / "a.npy", tmp_path / "absent.npy")[0] == 2
+    assert run_cli("compare", tmp_path / "a.npy", tmp_path / "absent.npy")[0] == 2
     assert_one_line_error(capsys, tmp_path / "absent.npy", "file not found")
-    assert run("compare", tmp_path / "c.npy", tmp_path / "a.npy")[0] == 2
+    assert run_cli("compare", tmp_path / "c.npy", tmp_path / "a.npy")[0] == 2
     assert_one_line_error(capsys, tmp_path / "c.npy", "not a NumPy .npy file")
     cv2.imwrite(str(tmp_path / "image.png"), np.zeros((4, 4), np.uint8))  # the user passed an image by mistake
-    assert run("compare", tmp_path / "image.png", tmp_path / "a.npy")[0] == 2
+    assert run_cli("compare", tmp_path / "image.png", tmp_path / "a.npy")[0] == 2
     assert_one_line_error(capsys, tmp_path / "image.png", "not a NumPy .npy file")
     pickled = np.array([{"a": 1}], dtype=object)
     np.save(tmp_path / "objects.npy", pickled, allow_pickle=True)
-    assert run("compare", tmp_path / "objects.npy", tmp_path / "a.npy")[0] == 2
+    assert run_cli("compare", tmp_path / "objects.npy", tmp_path / "a.npy")[0] == 2
     assert_one_line_error(capsys, tmp_path / "objects.npy", "holds object values")
 
 
@@ -300,10 +298,10 @@ def test_internal_errors_exit_1_with_details_on_request(tmp_path, capsys, monkey
         raise ZeroDivisionError("boom")
 
     monkeypatch.setattr(compare_cli, "compare_tensors", broken)
-    assert run("compare", tmp_path / "a.npy", tmp_path / "a.npy")[0] == 1
+    assert run_cli("compare", tmp_path / "a.npy", tmp_path / "a.npy")[0] == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error: ZeroDivisionError: boom" in err and "--debug" in err
-    assert run("--debug", "compare", tmp_path / "a.npy", tmp_path / "a.npy")[0] == 1
+    assert run_cli("--debug", "compare", tmp_path / "a.npy", tmp_path / "a.npy")[0] == 1
     assert "Traceback" in capsys.readouterr().err
 
 

@@ -11,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from segscope.core import cli, compare_cli
+from segscope.core import cli
+from segscope.core.cli import compare as compare_cli
 
 
 def one_line(err: str) -> str:
@@ -114,3 +115,26 @@ def test_no_display_gives_a_hint_not_an_abort(tmp_path):
     assert done.returncode == 2
     err = one_line(done.stderr)
     assert "no display" in err and "Xvfb" in err and "segscope eval" in err
+
+
+@pytest.mark.parametrize("name", ["gui", "eval", "report", "demo", "compare", "card", "check", "profile", "drift"])
+def test_every_subcommand_is_reached_by_its_name(capsys, name):
+    with pytest.raises(SystemExit) as info:
+        cli.main([name, "--help"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: segscope {name} ")
+
+
+def test_a_newly_registered_subcommand_is_run_not_sent_to_the_viewer(monkeypatch, capsys):
+    """The subcommands come from the parser: one `register` adds a command (no second list to forget)."""
+    class Hello:
+        @staticmethod
+        def register(commands) -> None:
+            command = commands.add_parser("hello")
+            command.add_argument("name")
+            command.set_defaults(handler=lambda args, out: print(f"hello {args.name}", file=out) or 0)
+
+    monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, Hello))
+    out = io.StringIO()
+    assert cli.main(["hello", "world"], out) == 0
+    assert out.getvalue() == "hello world\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -12,18 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core import cli
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.errors import SegScopeError
 
+from helpers import run_cli
+
 distributed = pytest.importorskip("distributed")
 
 
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
 
 
 def untimed(rows: list[dict]) -> list[dict]:
@@ -59,12 +55,12 @@ def test_cluster_run_prints_and_exports_what_the_local_run_does(threads_cluster,
     outputs = {}
     for name, extra in (("local", []), ("cluster", ["--cluster", address]),
                         ("shipped", ["--cluster", address, "--ship-images"])):
-        code, lines = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, *extra)
+        code, lines = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, *extra)
         assert code == 0, capsys.readouterr().err
-        code, document = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--json", *extra)
+        code, document = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--json", *extra)
         assert code == 0, capsys.readouterr().err
         export = tmp_path / name
-        code, _ = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--export", export, *extra)
+        code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--export", export, *extra)
         assert code == 0, capsys.readouterr().err
         parsed = json.loads(document)
         outputs[name] = {"lines": lines, "images": untimed(parsed["images"]), "summary": parsed["summary"],
@@ -82,21 +78,21 @@ def test_cluster_run_prints_and_exports_what_the_local_run_does(threads_cluster,
                                                   ("tcp://", "expected a scheduler address"),
                                                   ("ssh://a,,b", "expected ssh://HOST")])
 def test_bad_cluster_addresses_are_one_line_errors(small_dataset, capsys, address, wanted):
-    code, _ = run("eval", "--dataset", small_dataset, "--cluster", address)
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--cluster", address)
     err = capsys.readouterr().err
     assert code == 2 and wanted in err and err.count("\n") == 1
 
 
 def test_cluster_with_devices_or_shipping_alone_is_refused(small_dataset, capsys):
-    code, _ = run("eval", "--dataset", small_dataset, "--cluster", "tcp://127.0.0.1:1", "--devices", "0")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--cluster", "tcp://127.0.0.1:1", "--devices", "0")
     assert code == 2 and "--cluster cannot be combined with --devices" in capsys.readouterr().err
-    code, _ = run("eval", "--dataset", small_dataset, "--ship-images")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--ship-images")
     assert code == 2 and "only applies with --cluster" in capsys.readouterr().err
 
 
 def test_without_distributed_the_error_names_the_extra(small_dataset, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if not installed
-    code, _ = run("eval", "--dataset", small_dataset, "--cluster", "tcp://127.0.0.1:8786")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--cluster", "tcp://127.0.0.1:8786")
     err = capsys.readouterr().err
     assert code == 2 and 'pip install "segscope[cluster]"' in err and err.count("\n") == 1
 
@@ -155,8 +151,8 @@ def test_task_resources_keep_every_image_on_the_workers_that_declare_them(tiny_m
             client.wait_for_workers(2, timeout=30)
             declared = {w["name"] for w in client.scheduler_info()["workers"].values() if w.get("resources")}
         assert len(declared) == 1
-        code, document = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
-                             "--json", "--cluster", cluster.scheduler_address, "--task-resources", "NPU=1")
+        code, document = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                                 "--json", "--cluster", cluster.scheduler_address, "--task-resources", "NPU=1")
         assert code == 0, capsys.readouterr().err
         # every worker is listed; the one without the resource ran nothing
         assert sorted((w["name"], w["images"]) for w in json.loads(document)["devices"]) == \
@@ -165,7 +161,7 @@ def test_task_resources_keep_every_image_on_the_workers_that_declare_them(tiny_m
 
 @pytest.mark.parametrize("text", ["NPU", "NPU=0", "NPU=x", "=1", "NPU=1,NPU=2"])
 def test_bad_task_resources_are_one_line_errors(small_dataset, capsys, text):
-    code, _ = run("eval", "--dataset", small_dataset, "--cluster", "tcp://127.0.0.1:1", f"--task-resources={text}")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--cluster", "tcp://127.0.0.1:1", f"--task-resources={text}")
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("segscope: error: --task-resources") and err.count("\n") == 1
 

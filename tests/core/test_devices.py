@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import threading
 from pathlib import Path
@@ -10,24 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core import cli
 from segscope.core.backends.base import Backend, Capabilities, InferenceRequest, InferenceResult
 from segscope.core.backends.pool import DevicePool, parse_devices
 from segscope.core.errors import SegScopeError
 from segscope.core.roi import Roi
 
-
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
+from helpers import run_cli
 
 
 @pytest.mark.parametrize("text", ["", "0,,1", "a", "-1", "0,1.5", "1,0,1"])
 def test_bad_device_lists_are_one_line_errors(text, small_dataset, capsys):
     with pytest.raises(SegScopeError, match="--devices"):
         parse_devices(text)
-    code, _ = run("eval", "--dataset", small_dataset, f"--devices={text}")
+    code, _ = run_cli("eval", "--dataset", small_dataset, f"--devices={text}")
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("segscope: error: --devices") and err.count("\n") == 1
 
@@ -80,9 +74,9 @@ def test_a_busy_device_is_skipped_and_results_stay_in_input_order():
 
 def test_two_embedded_sessions_give_the_single_session_output(tiny_model_project, small_dataset, capsys):
     pipeline = tiny_model_project.pipeline
-    code, single = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--json")
+    code, single = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--json")
     assert code == 0, capsys.readouterr().err
-    code, pooled = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--json", "--devices", "0,1")
+    code, pooled = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--json", "--devices", "0,1")
     assert code == 0, capsys.readouterr().err
     one, two = json.loads(single), json.loads(pooled)
 
@@ -94,14 +88,14 @@ def test_two_embedded_sessions_give_the_single_session_output(tiny_model_project
     assert [d["name"] for d in two["devices"]] == ["session 0", "session 1"]
     assert sum(d["images"] for d in two["devices"]) == 4  # the dataset's four images, each once
 
-    code, lines = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--devices", "0,1")
-    _, single_lines = run("eval", "--dataset", small_dataset, "--pipeline", pipeline)
+    code, lines = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--devices", "0,1")
+    _, single_lines = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline)
     assert code == 0 and lines == single_lines
     err = capsys.readouterr().err
     assert "segscope: session 0: " in err and "images/s" in err and "% busy" in err
 
 
 def test_devices_with_remote_say_what_to_do(small_dataset, capsys):
-    code, _ = run("eval", "--dataset", small_dataset, "--remote", "nobody@127.0.0.1", "--devices", "0,1")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--remote", "nobody@127.0.0.1", "--devices", "0,1")
     err = capsys.readouterr().err
     assert code == 2 and "--devices with --remote" in err and err.count("\n") == 1

@@ -4,7 +4,6 @@ line on stderr with exit 2 (or a named FAIL), never an internal error; non-finit
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
@@ -15,17 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core import cli
-
-
-def run(argv: list[object]) -> tuple[int, str]:
-    """The command's exit code (argparse's refusals included) and its stdout."""
-    out = io.StringIO()
-    try:
-        code = cli.main([str(a) for a in argv], out)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, out.getvalue()
+from helpers import run_cli
 
 
 def assert_one_line(capsys, code: int, *parts: str) -> str:
@@ -50,7 +39,7 @@ def model(tmp_path: Path, byo) -> Path:
     (["--threshold", "inf"], "give a finite number"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_card_arguments(tmp_path, model, capsys, flags, expected):
-    code, out = run(["card", model, "--out", tmp_path / "p", *flags])
+    code, out = run_cli("card", model, "--out", tmp_path / "p", *flags)
     assert_one_line(capsys, code, expected)
     assert out == "" and not (tmp_path / "p" / "models").exists()
 
@@ -72,7 +61,7 @@ def test_card_arguments(tmp_path, model, capsys, flags, expected):
     (["--tile", "--max-canvas", "nan"], "expected a positive number of GiB"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_eval_arguments(tiny_model_project, small_dataset, capsys, flags, expected):
-    code, out = run(["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, *flags])
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, *flags)
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and expected in err, err
     assert out == ""
@@ -80,8 +69,8 @@ def test_eval_arguments(tiny_model_project, small_dataset, capsys, flags, expect
 
 @pytest.mark.skipif(not __import__("importlib").util.find_spec("distributed"), reason="needs Dask distributed")
 def test_a_tls_cluster_without_certificates_is_one_line(tiny_model_project, small_dataset, capsys):
-    code, _ = run(["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--cluster",
-                   "tls://127.0.0.1:8786"])
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--cluster",
+                      "tls://127.0.0.1:8786")
     assert_one_line(capsys, code, "names no TLS certificates")
 
 
@@ -107,7 +96,7 @@ ORT_EVENTS = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100},
 def test_profile_contents(tmp_path, capsys, name, content, expected):
     path = tmp_path / name
     path.write_text(content if isinstance(content, str) else json.dumps(content))
-    code, out = run(["profile", "--import", path])
+    code, out = run_cli("profile", "--import", path)
     if expected is None:
         assert code == 0 and capsys.readouterr().err == ""
         return
@@ -129,7 +118,7 @@ DRIFT_HEADER = "Index,OpType,NPUDump,GroundTruth,CosineSimilarity,RelativeEuclid
 def test_drift_never_passes_what_it_cannot_judge(tmp_path, capsys, rows, flags, verdict):
     path = tmp_path / "result_1.csv"
     path.write_text("\n".join([DRIFT_HEADER, *rows]) + "\n")
-    code, out = run(["drift", path, *flags])
+    code, out = run_cli("drift", path, *flags)
     err = capsys.readouterr().err
     assert verdict in (out + err)
     assert code == (0 if out else 2) and (out == "" or err == "")
@@ -146,8 +135,8 @@ def test_compare_fails_non_finite_tensors_without_warnings(tmp_path, capsys, can
     np.save(tmp_path / "cand.npy", candidate)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a RuntimeWarning would fail here
-        code, out = run(["compare", tmp_path / "ref.npy", tmp_path / "cand.npy"])
-        json_code, document = run(["compare", tmp_path / "ref.npy", tmp_path / "cand.npy", "--json"])
+        code, out = run_cli("compare", tmp_path / "ref.npy", tmp_path / "cand.npy")
+        json_code, document = run_cli("compare", tmp_path / "ref.npy", tmp_path / "cand.npy", "--json")
     assert code == json_code == 0 and capsys.readouterr().err == ""
     assert out.splitlines()[-1].startswith("FAIL: ") and verdict in out.splitlines()[-1] and "PASS" not in out
     assert json.loads(document)["verdict"] == out.splitlines()[-1]

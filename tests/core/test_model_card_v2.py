@@ -3,12 +3,9 @@ independent NumPy reference; type checks of every field; the graph reader."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -23,9 +20,8 @@ from segscope.core.onnx_graph import read_graph
 from segscope.core.preprocess import Preprocess, aipp_text, make_tensor
 from segscope.core.roi import Roi
 
-_spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
-byo = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(byo)
+import byo_helpers as byo
+
 
 @pytest.mark.parametrize(("net_kwargs", "card_input", "outputs", "classes", "prep", "expect"),
                          [c[1:] for c in byo.CASES], ids=[c[0] for c in byo.CASES])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import io
 import json
 import threading
 from pathlib import Path
@@ -11,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core import cli
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
@@ -19,11 +17,7 @@ from segscope.core.errors import CancelledError, SegScopeError
 from segscope.core.evaluate import evaluate_dataset
 from segscope.core.roi import Roi
 
-
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
+from helpers import run_cli
 
 
 def without_times(rows: list[dict]) -> list[dict]:
@@ -50,12 +44,12 @@ def test_printed_lines_json_and_exports_are_identical(tiny_model_project, datase
     outputs = {}
     for flag in ("", "--no-overlap"):
         extra = [flag] if flag else []
-        code, lines = run("eval", "--dataset", dataset_of_six, "--pipeline", pipeline, *extra)
+        code, lines = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", pipeline, *extra)
         assert code == 0, capsys.readouterr().err
-        code, document = run("eval", "--dataset", dataset_of_six, "--pipeline", pipeline, "--json", *extra)
+        code, document = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", pipeline, "--json", *extra)
         assert code == 0
         export = tmp_path / f"export{flag}"
-        code, _ = run("eval", "--dataset", dataset_of_six, "--pipeline", pipeline, "--export", export, *extra)
+        code, _ = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", pipeline, "--export", export, *extra)
         assert code == 0
         files: dict[str, object] = {p.relative_to(export).as_posix(): p.read_bytes()
                                     for p in export.rglob("*") if p.is_file()}
@@ -84,7 +78,7 @@ def test_an_image_that_cannot_be_decoded_fails_after_the_lines_before_it(tiny_mo
     broken = dataset_of_six / "4" / "image.png"
     broken.write_bytes(b"\x89PNG\r\n\x1a\n but nothing else")
     extra = [] if overlap else ["--no-overlap"]
-    code, out = run("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline, *extra)
+    code, out = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline, *extra)
     assert code == 2
     assert [line.split(",")[0] for line in out.splitlines()] == \
         [f"image: {dataset_of_six / item / 'image.png'}" for item in ("1", "2", "3")]
@@ -96,7 +90,7 @@ def test_a_bad_mask_fails_at_its_own_image(tiny_model_project, dataset_of_six, c
     """The mask is read on the scoring thread, after the next image is inferred; its error keeps its place."""
     bad = dataset_of_six / "2" / "mask.png"
     bad.write_bytes(b"not an image at all")
-    code, out = run("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline)
+    code, out = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline)
     assert code == 2
     assert [line.split(",")[0] for line in out.splitlines()] == [f"image: {dataset_of_six / '1' / 'image.png'}"]
     err = capsys.readouterr().err
@@ -158,8 +152,8 @@ def test_export_beside_inference_writes_the_same_files_and_lines(tiny_model_proj
     outputs = {}
     for flag in ("", "--no-overlap"):
         export = tmp_path / f"export{flag}"
-        code, lines = run("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline,
-                          "--export", export, *([flag] if flag else []))
+        code, lines = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline,
+                              "--export", export, *([flag] if flag else []))
         assert code == 0
         outputs[flag] = (lines, exported(export))
     (lines, files), (lines_sequential, files_sequential) = outputs[""], outputs["--no-overlap"]
@@ -174,8 +168,8 @@ def test_a_failed_export_write_stops_the_run_at_its_image_with_nothing_half_writ
     export = tmp_path / "export"
     blocker = export / "2_mask.png"
     blocker.mkdir(parents=True)  # a folder where item 2's mask goes: replacing it fails
-    code, lines = run("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline, "--export",
-                      export, "--overwrite", *([] if overlap else ["--no-overlap"]))
+    code, lines = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline, "--export",
+                          export, "--overwrite", *([] if overlap else ["--no-overlap"]))
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("segscope: error: ") and err.count("\n") == 1 and str(blocker) in err

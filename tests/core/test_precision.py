@@ -3,7 +3,6 @@ what an fp32 run gives, the int8 model is cached where asked, and bad options / 
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from pathlib import Path
@@ -12,12 +11,13 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core import cli
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.demo_data import generate_demo_dataset
 from segscope.core.precision import fast_session
 from segscope.core.roi import Roi
+
+from helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_PIPELINE = REPO / "pipelines" / "unet_simple_opencv.pipeline"
@@ -29,10 +29,6 @@ DICE_BOUND = 0.002
 FLIPPED_BOUND = 1e-3
 
 
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -83,18 +79,18 @@ def test_faster_variants_agree_with_fp32_on_demo_images(demo, tmp_path, precisio
 def test_bf16_without_cpu_support_is_one_line(small_dataset, tiny_model_project, capsys):
     if cpu_runs_bf16():
         pytest.skip("this CPU runs bfloat16: test_faster_variants_agree_with_fp32_on_demo_images[bf16] covers it")
-    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
-                  "--precision", "bf16")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                      "--precision", "bf16")
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "bfloat16" in err and "fp32" in err
 
 
 def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(demo, tmp_path, monkeypatch):
-    code, fp32_out = run("eval", "--dataset", demo, "--json")
+    code, fp32_out = run_cli("eval", "--dataset", demo, "--json")
     assert code == 0
     cache = tmp_path / "int8-cache"
-    code, int8_out = run("eval", "--dataset", demo, "--json", "--precision", "int8", "--precision-cache", cache)
+    code, int8_out = run_cli("eval", "--dataset", demo, "--json", "--precision", "int8", "--precision-cache", cache)
     assert code == 0
     fp32_doc, int8_doc = json.loads(fp32_out), json.loads(int8_out)
     report = int8_doc["precision"]
@@ -110,8 +106,8 @@ def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(d
         raise AssertionError("the cached int8 model should have been reused")
 
     monkeypatch.setattr("onnxruntime.quantization.quantize_static", no_quantizing)
-    code, text = run("eval", "--dataset", demo, "--precision", "int8", "--precision-cache", cache,
-                     "--precision-check", "1")
+    code, text = run_cli("eval", "--dataset", demo, "--precision", "int8", "--precision-cache", cache,
+                         "--precision-check", "1")
     assert code == 0
     last = text.strip().splitlines()[-1]
     assert last.startswith("int8: foreground Dice ") and "on 1 images run both ways" in last
@@ -126,10 +122,7 @@ def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(d
     ["--precision", "int8", "--precision-check", "-1"],
 ])
 def test_bad_precision_options_are_one_line_and_exit_2(small_dataset, capsys, argv):
-    try:
-        code, _ = run("eval", "--dataset", small_dataset, *argv)
-    except SystemExit as exc:  # a usage error: argparse exits (with SegScope's one-line message)
-        code = exc.code
+    code, _ = run_cli("eval", "--dataset", small_dataset, *argv)  # argparse's refusals too
     err = capsys.readouterr().err
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "precision" in err, err
@@ -138,12 +131,12 @@ def test_bad_precision_options_are_one_line_and_exit_2(small_dataset, capsys, ar
 def test_without_openvino_bf16_is_one_line_and_int8_falls_back_to_onnx_runtime(tiny_model_project, small_dataset,
                                                                               monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "openvino", None)  # `import openvino` raises ImportError
-    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
-                  "--precision", "bf16")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                      "--precision", "bf16")
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and 'pip install "segscope[fast]"' in err
-    code, text = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
-                     "--precision", "int8")
+    code, text = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                         "--precision", "int8")
     err = capsys.readouterr().err
     assert code == 0, err
     assert "OpenVINO is not installed" in err and 'pip install "segscope[fast]"' in err

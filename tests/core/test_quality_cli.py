@@ -15,15 +15,11 @@ import pytest
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
-from segscope.core import cli
+from helpers import run_cli
 
 pytestmark = pytest.mark.filterwarnings("ignore:Please import:DeprecationWarning")
 
 
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
 
 
 @pytest.fixture
@@ -58,8 +54,8 @@ def defects_dataset(tmp_path, write_png):
 
 def test_eval_metrics_equal_the_reference_packages(tiny_model_project, defects_dataset, tmp_path, surface_distance):
     out_dir = tmp_path / "out"
-    code, text = run("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline,
-                     "--metrics", "all", "--json", "--export", out_dir, "--export-kinds", "mask,softmax")
+    code, text = run_cli("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline,
+                         "--metrics", "all", "--json", "--export", out_dir, "--export-kinds", "mask,softmax")
     assert code == 0
     document = json.loads(text)
     row = document["images"][0]  # the chosen metrics by their catalogue names, beside the Dice
@@ -111,8 +107,8 @@ def test_eval_metrics_equal_the_reference_packages(tiny_model_project, defects_d
 
 
 def test_eval_metric_lines_and_min_defect_area(tiny_model_project, defects_dataset):
-    code, text = run("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline,
-                     "--metrics", "nsd@1,defect_f1", "--min-defect-area", "20")
+    code, text = run_cli("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline,
+                         "--metrics", "nsd@1,defect_f1", "--min-defect-area", "20")
     assert code == 0
     lines = text.splitlines()
     # The 4x4 speck is below 20 px: no false alarm any more.
@@ -127,17 +123,17 @@ def test_eval_metric_lines_and_min_defect_area(tiny_model_project, defects_datas
 
 def test_eval_with_the_shipped_pipeline(defects_dataset):
     """Without --pipeline (or --model) the shipped stream and demo model run: a plain first try."""
-    code, text = run("eval", "--dataset", defects_dataset, "--metrics", "hd95")
+    code, text = run_cli("eval", "--dataset", defects_dataset, "--metrics", "hd95")
     assert code == 0 and ", hd95: " in text.splitlines()[0]
 
 
 def test_eval_without_metrics_prints_the_lines_it_always_did(tiny_model_project, defects_dataset):
-    code, text = run("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline)
+    code, text = run_cli("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline)
     assert code == 0
     assert re.fullmatch(r"image: .*, dice: [\d.]+, iou: [\d.]+, hard dice: [\d.]+, hard iou: [\d.]+",
                         text.splitlines()[0])
     assert text.splitlines()[-1].startswith("========== Hard foreground dice is: ")
-    code, text = run("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
+    code, text = run_cli("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
     assert "metrics" not in json.loads(text)["images"][0] and "reliability" not in json.loads(text)["summary"]
 
 
@@ -147,11 +143,11 @@ def test_an_empty_prediction_is_inf_in_the_line_and_null_in_json(tiny_model_proj
     truth = np.zeros((40, 50), np.uint8)
     truth[10:20, 10:20] = 255
     write_png(root / "x" / "mask.png", truth)
-    code, text = run("eval", "--dataset", root, "--pipeline", tiny_model_project.pipeline, "--metrics", "hd95,nsd")
+    code, text = run_cli("eval", "--dataset", root, "--pipeline", tiny_model_project.pipeline, "--metrics", "hd95,nsd")
     assert code == 0 and ", hd95: inf, nsd@2: 0.0000" in text.splitlines()[0]
     assert "(1 of 1 infinite: only one mask has the class)" in text
-    code, text = run("eval", "--dataset", root, "--pipeline", tiny_model_project.pipeline, "--metrics", "hd95",
-                     "--json")
+    code, text = run_cli("eval", "--dataset", root, "--pipeline", tiny_model_project.pipeline, "--metrics", "hd95",
+                         "--json")
     document = json.loads(text)
     assert document["images"][0]["hd95"] is None and document["summary"]["spread"]["hd95"]["infinite"] == 1
 
@@ -163,7 +159,7 @@ def test_an_empty_prediction_is_inf_in_the_line_and_null_in_json(tiny_model_proj
     (["--metrics", "all", "--tile"], ["--metrics", "--tile"]),
 ])
 def test_bad_metric_options_are_one_line(tiny_model_project, defects_dataset, capsys, argv, parts):
-    code, _ = run("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline, *argv)
+    code, _ = run_cli("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline, *argv)
     assert code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("segscope: error: ")
@@ -175,8 +171,8 @@ def test_metrics_on_the_real_pv_crack_cells(tiny_model_project, shared_data, tmp
     `eval` exported (cell 5 has no crack)."""
     out_dir = tmp_path / "out"
     dataset = shared_data / "pv_el_cells"
-    code, text = run("eval", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--metrics", "all",
-                     "--json", "--export", out_dir, "--export-kinds", "mask")
+    code, text = run_cli("eval", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--metrics", "all",
+                         "--json", "--export", out_dir, "--export-kinds", "mask")
     assert code == 0
     for row in json.loads(text)["images"]:
         prediction = cv2.imread(str(out_dir / f"{row['id']}_mask.png"), cv2.IMREAD_GRAYSCALE) > 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import re
 import shutil
@@ -15,16 +14,12 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core import cli
+from helpers import run_cli
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
 
 
 @pytest.fixture
@@ -40,11 +35,11 @@ def dataset(small_dataset, write_png):
 def report(tiny_model_project, dataset, tmp_path):
     """The report of the dataset (the worst 2 by foreground Dice) and `eval --json`'s document of it."""
     out = tmp_path / "report.html"
-    code, text = run("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", out,
-                     "--worst", "2")
+    code, text = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", out,
+                         "--worst", "2")
     assert code == 0 and f"wrote {out}" in text
-    code, text = run("eval", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--metrics", "all",
-                     "--json")
+    code, text = run_cli("eval", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--metrics", "all",
+                         "--json")
     assert code == 0
     return out.read_text(encoding="utf-8"), json.loads(text)
 
@@ -83,20 +78,19 @@ def test_report_is_self_contained_and_follows_eval(report):
 
 def test_bad_report_options_are_one_line(tiny_model_project, dataset, tmp_path, capsys):
     common = ["report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", tmp_path / "r.html"]
-    code, _ = run(*common, "--metrics", "cldice", "--rank", "hd95")
+    code, _ = run_cli(*common, "--metrics", "cldice", "--rank", "hd95")
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--rank hd95" in err and "--metrics" in err, err
-    with pytest.raises(SystemExit) as exit_info:
-        run(*common, "--worst", "500")
+    code, _ = run_cli(*common, "--worst", "500")
     err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and err.count("\n") == 1 and "--worst" in err and "0 to 100" in err
+    assert code == 2 and err.count("\n") == 1 and "--worst" in err and "0 to 100" in err
     assert not (tmp_path / "r.html").exists()
 
 
 def test_an_existing_report_is_kept_without_overwrite(tiny_model_project, dataset, tmp_path, capsys):
     out = tmp_path / "r.html"
     out.write_text("mine")
-    code, _ = run("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", out)
+    code, _ = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", out)
     assert code == 2 and "already exists" in capsys.readouterr().err and out.read_text() == "mine"
 
 
@@ -106,8 +100,8 @@ def test_without_matplotlib_the_report_says_what_to_install(tiny_model_project, 
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
-    code, _ = run("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline,
-                  "--out", tmp_path / "r.html")
+    code, _ = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline,
+                      "--out", tmp_path / "r.html")
     assert code == 2 and 'pip install "segscope[report]"' in capsys.readouterr().err
 
 

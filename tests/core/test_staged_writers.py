@@ -7,7 +7,6 @@ item is never left half old, half new.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import signal
@@ -16,18 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from segscope.core import cli
 from segscope.core.export import LOCK_NAME
 from segscope.core.fileio import STAGING_LOCK, STAGING_PREFIX, staging_folder
 from segscope.core.folder_lock import FolderLock
 
 from .test_export_safety import assert_every_item_described, cli_run, eval_args, held_export
-
-
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
+from helpers import run_cli
 
 
 def left_by_a_killed_run(folder: Path) -> Path:
@@ -48,7 +41,7 @@ def test_a_card_into_a_folder_another_card_is_writing_is_refused(tmp_path, capsy
     out = tmp_path / "proj"
     out.mkdir()
     with FolderLock(out / LOCK_NAME, "segscope card"):  # another `segscope card` is writing there
-        code, _ = run("card", model, "--out", out, "--scale", "1/255")
+        code, _ = run_cli("card", model, "--out", out, "--scale", "1/255")
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and f"another segscope card (process {os.getpid()})" in err
     assert sorted(os.listdir(out)) == []
@@ -60,7 +53,7 @@ def test_what_a_killed_card_left_goes_with_the_next_run_and_a_live_staging_stays
     out.mkdir()
     killed = left_by_a_killed_run(out)
     with staging_folder(out) as alive:  # another writer's, still running
-        code, _ = run("card", model, "--out", out, "--scale", "1/255")
+        code, _ = run_cli("card", model, "--out", out, "--scale", "1/255")
         assert code == 0, capsys.readouterr().err
         assert not killed.exists() and alive.is_dir()
     assert hidden(out) == [] and (out / "models" / "m.json").is_file()
@@ -77,7 +70,7 @@ def test_an_external_weight_file_linked_from_outside_the_models_folder_is_refuse
     secret.write_bytes((source / "big.bin").read_bytes())  # any readable file of the right size
     (source / "big.bin").unlink()
     (source / "big.bin").symlink_to(secret)
-    code, _ = run("card", source / "big.onnx", "--out", tmp_path / "proj", "--scale", "1/255")
+    code, _ = run_cli("card", source / "big.onnx", "--out", tmp_path / "proj", "--scale", "1/255")
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "lies outside" in err and "big.bin" in err
     assert not (tmp_path / "proj" / "models").exists()
@@ -89,7 +82,7 @@ def test_a_replaced_or_damaged_int8_cache_entry_is_made_again_in_one_line(tiny_m
     cache = tmp_path / "cache"
     args = ["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json",
             "--precision", "int8", "--precision-cache", cache, "--precision-check", "0"]
-    code, first = run(*args)
+    code, first = run_cli(*args)
     assert code == 0, capsys.readouterr().err
     capsys.readouterr()
     (entry,) = cache.iterdir()
@@ -98,7 +91,7 @@ def test_a_replaced_or_damaged_int8_cache_entry_is_made_again_in_one_line(tiny_m
     left_by_a_killed_run(cache)
     for damage in (tiny_model_project.onnx.read_bytes(), b"\x08garbage" * 100):  # another valid model; garbage
         entry.write_bytes(damage)
-        code, again = run(*args)
+        code, again = run_cli(*args)
         err = capsys.readouterr().err
         assert code == 0 and json.loads(again)["summary"] == json.loads(first)["summary"]
         warnings = [line for line in err.splitlines() if "int8 model" in line]
@@ -114,8 +107,8 @@ def test_int8_without_a_cache_leaves_nothing_in_the_temporary_folder(tiny_model_
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     left_by_a_killed_run(scratch)
-    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--precision",
-                  "int8", "--precision-check", "0")
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--precision",
+                      "int8", "--precision-check", "0")
     assert code == 0 and os.listdir(scratch) == []
 
 
@@ -130,10 +123,10 @@ def test_an_ome_tiff_export_over_a_png_one_leaves_no_stale_file_nor_scratch(tiny
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    assert run(*tiled(tiny_model_project, small_dataset, out_dir, "png"))[0] == 0
+    assert run_cli(*tiled(tiny_model_project, small_dataset, out_dir, "png"))[0] == 0
     assert (out_dir / "1_mask.png").is_file()
     left_by_a_killed_run(out_dir)
-    assert run(*tiled(tiny_model_project, small_dataset, out_dir, "ome-tiff", "--overwrite"))[0] == 0
+    assert run_cli(*tiled(tiny_model_project, small_dataset, out_dir, "ome-tiff", "--overwrite"))[0] == 0
     items = ["1", "2", "3", "10"]
     names = {f"{item}_{kind}" for item in items for kind in ("mask.tif", "heatmap.tif", "provenance.json")}
     assert set(os.listdir(out_dir)) == names | {"metrics.csv", "metrics.json"}  # no PNG of the earlier export

@@ -5,7 +5,6 @@ the image. References: NumPy/OpenCV from the VisionSDK plugin sources, not SegSc
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -18,9 +17,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from segscope.core import cli
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.stream_input import PRE_CROP_NOTE
+
+from helpers import run_cli
 
 SIZE = 32
 A, B = 1 / 400, 0.1  # output = A * fed + B: uint8 pixels 0..255 land in [0.1, 0.74]
@@ -51,9 +51,6 @@ FCN8S = {
 }
 
 
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    return cli.main([str(a) for a in argv], out), out.getvalue()
 
 
 def affine_project(root: Path, stream: dict) -> Path:
@@ -109,8 +106,8 @@ def fcn8s(tmp_path_factory) -> Path:
 
 def test_without_an_roi_a_stream_without_a_crop_sees_the_whole_image(dataset, fcn8s, tmp_path):
     root, image = dataset
-    code, out = run("eval", "--dataset", root, "--pipeline", fcn8s, "--json", "--export", tmp_path / "out",
-                    "--export-kinds", "softmax")
+    code, out = run_cli("eval", "--dataset", root, "--pipeline", fcn8s, "--json", "--export", tmp_path / "out",
+                        "--export-kinds", "softmax")
     assert code == 0, out
     row = json.loads(out)["images"][0]
     assert row["roi"] == "0,0,120,90" and "roi_note" not in row  # not the default ROI 10,10,60,50
@@ -120,8 +117,8 @@ def test_without_an_roi_a_stream_without_a_crop_sees_the_whole_image(dataset, fc
 
 def test_with_an_roi_it_is_cropped_before_the_stream_and_said_everywhere(dataset, fcn8s, tmp_path):
     root, image = dataset
-    code, out = run("eval", "--dataset", root, "--pipeline", fcn8s, "--roi", "15,5,95,70", "--export",
-                    tmp_path / "out", "--export-kinds", "softmax,mask")
+    code, out = run_cli("eval", "--dataset", root, "--pipeline", fcn8s, "--roi", "15,5,95,70", "--export",
+                        tmp_path / "out", "--export-kinds", "softmax,mask")
     assert code == 0, out
     line = out.splitlines()[0]
     assert line.endswith(f"(no mask) [{PRE_CROP_NOTE}]")
@@ -129,7 +126,7 @@ def test_with_an_roi_it_is_cropped_before_the_stream_and_said_everywhere(dataset
     assert provenance["roi"] == [15, 5, 95, 70] and provenance["roi_note"] == PRE_CROP_NOTE
     padded, (w, h) = fed_long_padded(image[5:70, 15:95])
     np.testing.assert_allclose(np.load(tmp_path / "out" / "a_softmax.npy"), A * padded[:h, :w] + B, atol=1e-5)
-    code, out = run("eval", "--dataset", root, "--pipeline", fcn8s, "--roi", "15,5,95,70", "--json")
+    code, out = run_cli("eval", "--dataset", root, "--pipeline", fcn8s, "--roi", "15,5,95,70", "--json")
     assert json.loads(out)["images"][0]["roi_note"] == PRE_CROP_NOTE
 
 
@@ -139,13 +136,13 @@ def test_an_roi_picked_for_the_image_counts_as_the_users(dataset, fcn8s, tmp_pat
     (picked / "a").mkdir(parents=True)
     (picked / "a" / "image.png").write_bytes((root / "a" / "image.png").read_bytes())
     (picked / "segscope.json").write_text(json.dumps({"rois": {"a": [20, 10, 70, 60]}}))
-    code, out = run("eval", "--dataset", picked, "--pipeline", fcn8s, "--json")
+    code, out = run_cli("eval", "--dataset", picked, "--pipeline", fcn8s, "--json")
     row = json.loads(out)["images"][0]
     assert code == 0 and row["roi"] == "20,10,70,60" and row["roi_note"] == PRE_CROP_NOTE
 
 
 def test_check_says_which_rule_applies(fcn8s, tiny_model_project):
-    code, out = run("check", fcn8s, tiny_model_project.pipeline)
+    code, out = run_cli("check", fcn8s, tiny_model_project.pipeline)
     no_crop, crop = out.splitlines()
     assert code == 0 and "embedded backend: runs; ROI: the stream has no mxpi_imagecrop, so without --roi it " \
                          "resizes the whole image (as on MindX); with --roi or in the viewer SegScope crops the ROI " \
@@ -156,15 +153,15 @@ def test_check_says_which_rule_applies(fcn8s, tiny_model_project):
 def test_check_of_a_missing_model_does_not_call_it_fine(tiny_model_project):
     pipeline = tiny_model_project.write_pipeline(
         "gone.pipeline", lambda d: d["unet_mindspore"]["mxpi_tensorinfer0"]["props"].update(modelPath="models/x.om"))
-    code, out = run("check", pipeline)
+    code, out = run_cli("check", pipeline)
     om = tiny_model_project.root / "models" / "x.om"
     assert code == 0 and f"embedded backend: cannot run (no model card {om.with_suffix('.json')}" in out
     assert f"note: modelPath {om} is not here: MindX needs it on the Ascend host" in out and "fine" not in out
 
 
 def test_an_roi_past_the_image_is_clipped_and_said_once(tiny_model_project, small_dataset, capsys):
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--roi",
-                    "10,8,500,40", "--json")
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--roi",
+                        "10,8,500,40", "--json")
     rows = json.loads(out)["images"]
     assert code == 0 and {r["roi"] for r in rows} == {"10,8,64,40"}  # the crop plugin clips x1 (64x48 slides)
     warnings = [line for line in capsys.readouterr().err.splitlines() if "reaches past the image" in line]

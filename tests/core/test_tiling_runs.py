@@ -2,30 +2,22 @@
 
 from __future__ import annotations
 
-import importlib.util
-import io
 import json
 import re
-import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 
-from segscope.core import cli, tiled_eval
+from segscope.core import tiled_eval
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset import Dataset
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide, slide_kind_for
 from segscope.core.tiled_eval import TilePlan, evaluate_tiled, run_tiled
 
-# The tiny-model helpers, loaded by path (tests run with --import-mode=importlib, not as a package).
-_spec = importlib.util.spec_from_file_location("segscope_tests_conftest", Path(__file__).parents[1] / "conftest.py")
-assert _spec is not None and _spec.loader is not None
-_conftest = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))  # dataclasses look it up
-_spec.loader.exec_module(_conftest)
-make_tiny_onnx, tiny_card = _conftest.make_tiny_onnx, _conftest.tiny_card
+from helpers import make_tiny_onnx, run_cli, tiny_card
 
 SIZE = 64  # model input: small, so every test stays quick
 
@@ -49,12 +41,6 @@ def textured(tmp_path: Path, width: int = 300, height: int = 200) -> Path:
     return path
 
 
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    try:
-        return cli.main([str(a) for a in argv], out), out.getvalue()
-    except SystemExit as exc:  # argparse's usage errors
-        return int(exc.code or 0), out.getvalue()
 
 
 def test_a_one_tile_run_equals_a_plain_roi_run_bit_for_bit(pipeline: Path, tmp_path: Path) -> None:
@@ -68,7 +54,7 @@ def test_a_one_tile_run_equals_a_plain_roi_run_bit_for_bit(pipeline: Path, tmp_p
 
 
 def test_eval_tile_prints_slide_metrics_per_image(pipeline: Path, small_dataset: Path) -> None:
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 32, "--overlap", 8)
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 32, "--overlap", 8)
     assert code == 0, out
     lines = out.splitlines()
     # 64x48 slides, 32 px tiles, stride 24: x at 0, 24, 32 (shifted in) and y at 0, 16 -> 6 tiles each.
@@ -89,8 +75,8 @@ def test_eval_tile_prints_slide_metrics_per_image(pipeline: Path, small_dataset:
 
 def test_eval_tile_json_and_export(pipeline: Path, small_dataset: Path, tmp_path: Path, capsys) -> None:
     out_dir = tmp_path / "out"
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 40, "--blend", "gaussian",
-                    "--overlap", 10, "--output-scale", 0.5, "--json", "--export", out_dir)
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 40, "--blend", "gaussian",
+                        "--overlap", 10, "--output-scale", 0.5, "--json", "--export", out_dir)
     assert code == 0
     assert "no slide-size canvas" in capsys.readouterr().err  # the default kinds include canvas
     document = json.loads(out)
@@ -104,14 +90,14 @@ def test_eval_tile_json_and_export(pipeline: Path, small_dataset: Path, tmp_path
     assert provenance["tiling"]["output_scale"] == 0.5 and provenance["tiling"]["blend"] == "gaussian"
     assert {f["name"] for f in provenance["files"]} == {"1_mask.png", "1_softmax.npy", "1_heatmap.png"}
     assert (out_dir / "metrics.csv").is_file()
-    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 40, "--export", out_dir)
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 40, "--export", out_dir)
     assert code == 2 and "already exists" in capsys.readouterr().err  # nothing overwritten silently
 
 
 def test_eval_tile_defaults_to_the_datasets_roi_size(pipeline: Path, small_dataset: Path, tmp_path: Path) -> None:
     (small_dataset / "segscope.json").write_text(json.dumps({"version": 1, "default_roi": [0, 0, 40, 30],
                                                              "rois": {}}))
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", "--json")
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", "--json")
     assert code == 0
     rows = json.loads(out)["images"]
     assert [row["tiles"] for row in rows] == [4, 4, 4, 4]  # 40x30 tiles: x at 0, 24 and y at 0, 18
@@ -131,7 +117,7 @@ def test_eval_tile_defaults_to_the_datasets_roi_size(pipeline: Path, small_datas
     (["--tile", "32", "--roi", "0,0,65,10"], "--roi"),
 ])
 def test_bad_tiling_values_are_one_line_errors(pipeline: Path, small_dataset: Path, capsys, argv, part) -> None:
-    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, *argv)
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, *argv)
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.startswith("segscope: error: ") and part in err, err
 
@@ -148,7 +134,7 @@ def test_ctrl_c_stops_within_a_tile_with_a_clear_line(pipeline: Path, small_data
             super().add(*args, **kwargs)
 
     monkeypatch.setattr(tiled_eval, "Stitcher", Interrupted)
-    code, out = run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 32)
+    code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 32)
     err = capsys.readouterr().err
     assert code == 130 and "image: " not in out
     assert re.search(r"stopped after 2/\d+ tiles", err), err
@@ -185,8 +171,8 @@ def test_eval_tile_exports_pyramidal_ome_tiff_with_the_png_exports_pixels(pipeli
 
     common = ["eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 40, "--output-scale", 0.5,
               "--export-kinds", "mask,heatmap"]
-    assert run(*common, "--export", tmp_path / "png", "--stitched-format", "png")[0] == 0
-    assert run(*common, "--export", tmp_path / "ome", "--stitched-format", "ome-tiff")[0] == 0
+    assert run_cli(*common, "--export", tmp_path / "png", "--stitched-format", "png")[0] == 0
+    assert run_cli(*common, "--export", tmp_path / "ome", "--stitched-format", "ome-tiff")[0] == 0
     assert not (tmp_path / "ome" / "1_mask.png").exists() and not (tmp_path / "png" / "1_mask.tif").exists()
     png_mask = cv2.imread(str(tmp_path / "png" / "1_mask.png"), cv2.IMREAD_UNCHANGED)
     with tifffile.TiffFile(tmp_path / "ome" / "1_mask.tif") as tif:
@@ -201,6 +187,6 @@ def test_eval_tile_exports_pyramidal_ome_tiff_with_the_png_exports_pixels(pipeli
     provenance = json.loads((tmp_path / "ome" / "1_provenance.json").read_text())
     assert {f["name"] for f in provenance["files"]} == {"1_mask.tif", "1_heatmap.tif"}
     # auto (the default) may write either format, so either name already there stops a second run
-    code, _ = run(*common, "--export", tmp_path / "ome")
+    code, _ = run_cli(*common, "--export", tmp_path / "ome")
     assert code == 2
-    assert run("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--stitched-format", "png")[0] == 2
+    assert run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--stitched-format", "png")[0] == 2

@@ -4,7 +4,6 @@ the flag that raises it, and `check` stays linear in a pipeline's size."""
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 from pathlib import Path
@@ -13,14 +12,9 @@ import numpy as np
 import pytest
 import tifffile
 
-from segscope.core import cli
 from segscope.core.pipeline import MAX_ELEMENTS, MAX_STREAMS, PipelineError, Stream, load_pipeline
 
-
-def run(argv: list[object]) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
+from helpers import run_cli
 
 
 def one_line(capsys, code: int, *parts: str) -> None:
@@ -72,15 +66,15 @@ def test_a_hostile_tiled_tiff_is_one_line(tiny_model_project, tmp_path, capsys, 
     slide = tiled_tiff(dataset / "s.tif")
     change, expected = TIFF_FAULTS[fault]
     change(slide)
-    code, out = run(["eval", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--tile", "64"])
+    code, out = run_cli("eval", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--tile", "64")
     one_line(capsys, code, str(slide), expected)
 
 
 def test_tiles_of_one_pixel_are_refused_before_any_is_read(tiny_model_project, tmp_path, capsys, write_png):
     """The issue's case: `--tile 1` on a 256x192 image made 49,152 tiles and ran 43 s at 4.7 GB."""
     write_png(tmp_path / "d" / "1" / "image.png", np.zeros((192, 256, 3), np.uint8))
-    code, _ = run(["eval", "--dataset", tmp_path / "d", "--pipeline", tiny_model_project.pipeline, "--tile", "1",
-                   "--output-scale", "1"])
+    code, _ = run_cli("eval", "--dataset", tmp_path / "d", "--pipeline", tiny_model_project.pipeline, "--tile", "1",
+                      "--output-scale", "1")
     one_line(capsys, code, "256x192 slide pixels in 1x1 tiles are 49,152 tiles, over the limit of 20,000",
              "--max-tiles")
 
@@ -136,7 +130,7 @@ def test_check_is_linear_in_the_streams_size(tmp_path, monkeypatch, capsys):
             return real(self, start)
 
         monkeypatch.setattr(Stream, name, counted)
-    code, out = run(["check", path])
+    code, out = run_cli("check", path)
     assert code == 0 and "valid for MindX" in out, capsys.readouterr().err
     assert sum(calls.values()) < 50, calls
 
@@ -148,5 +142,5 @@ def test_a_sparse_5_gib_weight_file_is_refused_before_loading(tmp_path, capsys, 
               location="m.bin", size_threshold=0)
     with open(tmp_path / "m.bin", "r+b") as f:
         f.truncate(5 << 30)  # sparse: no disk used
-    code, _ = run(["card", tmp_path / "m.onnx", "--out", tmp_path / "p", "--scale", "1/255"])
+    code, _ = run_cli("card", tmp_path / "m.onnx", "--out", tmp_path / "p", "--scale", "1/255")
     one_line(capsys, code, "m.onnx", "over the 4,294,967,296 bytes a MindX model may have")

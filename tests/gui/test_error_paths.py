@@ -64,3 +64,12 @@ def test_a_damaged_session_store_never_takes_the_viewer_down(qtbot, window, demo
     assert window.session.metrics("001") is not None  # the good entry was restored
     # restored as run on its stored ROI, which is not the ROI the viewer now gives 001
     assert window.isVisible() and window.dataset_panel.model.row("001").status == "ROI changed"
+
+
+def test_an_option_error_names_the_viewer_control_not_the_command_line_flag():
+    from segscope.core.errors import SegScopeError
+    from segscope.gui.run_controller import describe_error
+
+    error = SegScopeError("must be a positive number, got 0.0", option="--output-scale")
+    assert describe_error(error) == ("Output scale: must be a positive number, got 0.0",
+                                     "SegScopeError: Output scale: must be a positive number, got 0.0")

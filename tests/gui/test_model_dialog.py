@@ -3,11 +3,8 @@ as `segscope card`, and the window opens the new pipeline."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
-from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -18,9 +15,7 @@ from PySide6.QtWidgets import QDialogButtonBox, QMenu, QMessageBox
 from segscope.core.model_card import load_model_card
 from segscope.gui.model_dialog import ModelDialog, open_model_path
 
-_spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
-byo = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(byo)
+import byo_helpers as byo
 
 pytestmark = pytest.mark.gui
 

@@ -3,7 +3,6 @@ give the NumPy reference's numbers and the embedded backend's, so the card's pos
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -16,10 +15,7 @@ from segscope.core.card_builder import CardOptions, propose, write_project
 from segscope.core.errors import SegScopeError
 from segscope.core.roi import Roi
 
-_spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
-byo = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(byo)
-
+import byo_helpers as byo
 
 #: The .om's preprocessing is its AIPP: MindX runs 3-channel models (its opencv decoder emits 3 channels; a
 #: gray model's csc AIPP is not emulated by the test double).

@@ -4,29 +4,21 @@ a card that records both files and their hashes and runs the .om with the embedd
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from segscope.core import cli
 from segscope.core.backends import open_backend
 from segscope.core.roi import Roi
 
 from .conftest import make_image, make_om_project
+from helpers import run_cli
 
 ROI = Roi(30, 20, 290, 220)
 
 
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    try:
-        code = cli.main([str(a) for a in argv], out)
-    except SystemExit as exc:  # argparse's usage errors
-        code = int(exc.code or 0)
-    return code, out.getvalue()
 
 
 def _sha256(path: Path) -> str:
@@ -52,8 +44,8 @@ def _same(result: object, expected: object) -> None:
 
 def test_an_om_from_its_onnx_file(model_api_home: Path, source: Path, reference: object, tmp_path: Path) -> None:
     om, onnx = source.with_suffix(".om"), source.with_suffix(".onnx")
-    code, text = run("card", om, "--from", onnx, "--aipp", source.parent / "aipp.cfg", "--classes",
-                     "background,defect", "--out", tmp_path / "proj")
+    code, text = run_cli("card", om, "--from", onnx, "--aipp", source.parent / "aipp.cfg", "--classes",
+                         "background,defect", "--out", tmp_path / "proj")
     assert code == 0, text
     models = tmp_path / "proj" / "models"
     card = json.loads((models / "tiny.json").read_text(encoding="utf-8"))
@@ -70,10 +62,10 @@ def test_an_om_from_its_onnx_file(model_api_home: Path, source: Path, reference:
 def test_an_om_from_its_shapes_alone(ais_bench_api: None, source: Path, reference: object, tmp_path: Path) -> None:
     om = source.with_suffix(".om")
     shapes = ("--input", "input:1x3x64x64", "--output", "softmax:1x64x64x2", "--output", "argmax:1x64x64:int32")
-    code, _text = run("card", om, *shapes, "--aipp", source.parent / "aipp.cfg", "--out", tmp_path / "no")
+    code, _text = run_cli("card", om, *shapes, "--aipp", source.parent / "aipp.cfg", "--out", tmp_path / "no")
     assert code == 2  # without the graph nobody can tell whether the output already went through a softmax
-    code, text = run("card", om, *shapes, "--aipp", source.parent / "aipp.cfg", "--activation", "none",
-                     "--classes", "background,defect", "--out", tmp_path / "proj")
+    code, text = run_cli("card", om, *shapes, "--aipp", source.parent / "aipp.cfg", "--activation", "none",
+                         "--classes", "background,defect", "--out", tmp_path / "proj")
     assert code == 0, text
     card_path = tmp_path / "proj" / "models" / "tiny.json"
     card = json.loads(card_path.read_text(encoding="utf-8"))
@@ -88,8 +80,8 @@ def test_an_om_from_its_shapes_alone(ais_bench_api: None, source: Path, referenc
 
 def test_an_om_without_aipp_gets_no_pipeline(model_api_home: Path, tmp_path: Path) -> None:
     card = make_om_project(tmp_path / "source", aipp=False)
-    code, text = run("card", card.with_suffix(".om"), "--from", card.with_suffix(".onnx"), "--color", "RGB",
-                     "--scale", "1/127.5", "--mean", "1", "--classes", "background,defect", "--out", tmp_path / "p")
+    code, text = run_cli("card", card.with_suffix(".om"), "--from", card.with_suffix(".onnx"), "--color", "RGB",
+                         "--scale", "1/127.5", "--mean", "1", "--classes", "background,defect", "--out", tmp_path / "p")
     assert code == 0, text
     written = tmp_path / "p" / "models" / "tiny.json"
     assert text.splitlines()[-1] == str(written) and not (tmp_path / "p" / "pipelines").exists()
@@ -105,6 +97,6 @@ def test_an_om_without_aipp_gets_no_pipeline(model_api_home: Path, tmp_path: Pat
 ])
 def test_refusals_are_one_line(source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                argv: tuple[str, ...], expected: str) -> None:
-    code, _ = run("card", source.with_suffix(".onnx"), *argv, "--out", tmp_path / "p")
+    code, _ = run_cli("card", source.with_suffix(".onnx"), *argv, "--out", tmp_path / "p")
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1 and expected in err

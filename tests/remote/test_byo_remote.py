@@ -3,9 +3,7 @@ host's worker (a real sshd on loopback) with the NumPy reference's numbers and t
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +13,7 @@ from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.remote import RemoteBackend
 from segscope.core.roi import Roi
 
-_spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
-byo = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(byo)
+import byo_helpers as byo
 
 pytestmark = pytest.mark.ssh
 

@@ -3,7 +3,6 @@ host-key dialogue a user goes through on the command line (fingerprint printed, 
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
@@ -11,15 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from segscope.core import cli
-
 from .sshd import Sshd, ssh_fingerprint
-
-
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
+from helpers import run_cli
 
 
 def test_remote_eval_prints_the_local_lines_after_accepting_the_host_key(
@@ -27,20 +19,20 @@ def test_remote_eval_prints_the_local_lines_after_accepting_the_host_key(
     common = ["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline]
     remote = [*common, "--remote", "ascend", "--remote-python", sys.executable, "--remote-cache", sshd.cache_dir]
 
-    code, out = run(*remote)
+    code, out = run_cli(*remote)
     error = capsys.readouterr().err
     assert code == 2 and out == ""
     assert "unknown host key" in error and ssh_fingerprint(sshd.host_key.with_suffix(".pub")) in error
     assert "--accept-new-host-key" in error and error.count("\n") == 1
 
-    local_code, local_out = run(*common)
-    code, remote_out = run(*remote, "--accept-new-host-key")
+    local_code, local_out = run_cli(*common)
+    code, remote_out = run_cli(*remote, "--accept-new-host-key")
     assert (local_code, code) == (0, 0)
     assert remote_out == local_out  # every per-image line and both Cross Valid means, digit for digit
     assert remote_out.count("image: ") == 4 and "========== Cross Valid dice coeff is:" in remote_out
     assert (ssh_home / ".ssh" / "known_hosts").read_text().count("\n") == 1  # the key is now trusted
 
-    code, again = run(*remote)  # no flag needed any more
+    code, again = run_cli(*remote)  # no flag needed any more
     assert code == 0 and again == local_out
 
 
@@ -57,8 +49,8 @@ def test_a_bare_host_python_prints_the_local_lines(
     probe = subprocess.run([bare, "-c", "import segscope"], capture_output=True, check=False)
     assert probe.returncode != 0, f"{bare} is not bare: it imports segscope"
     common = ["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline]
-    local_code, local_out = run(*common)
-    code, remote_out = run(*common, "--remote", "ascend", "--remote-python", bare, "--remote-cache",
-                           sshd.cache_dir, "--accept-new-host-key")
+    local_code, local_out = run_cli(*common)
+    code, remote_out = run_cli(*common, "--remote", "ascend", "--remote-python", bare, "--remote-cache",
+                               sshd.cache_dir, "--accept-new-host-key")
     assert (local_code, code) == (0, 0)
     assert remote_out == local_out and remote_out.count("image: ") == 4

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import io
 import shutil
 import signal
 import subprocess
@@ -13,19 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from segscope.core import cli
-
 from .sshd import Sshd, processes_mentioning, ssh_fingerprint, stop_client_and_check
+from helpers import run_cli
 
 pytest.importorskip("distributed")
 pytest.importorskip("asyncssh")
 pytestmark = pytest.mark.ssh
 
 
-def run(*argv: object) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main([str(a) for a in argv], out)
-    return code, out.getvalue()
 
 
 def test_a_cluster_started_over_ssh_prints_the_local_lines(sshd: Sshd, ssh_home: Path, tiny_model_project,
@@ -33,14 +27,14 @@ def test_a_cluster_started_over_ssh_prints_the_local_lines(sshd: Sshd, ssh_home:
     common = ["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline]
     cluster = [*common, "--cluster", "ssh://ascend,ascend", "--remote-python", sys.executable]
 
-    code, out = run(*cluster)  # the host's key is not trusted yet: refused as --remote refuses it
+    code, out = run_cli(*cluster)  # the host's key is not trusted yet: refused as --remote refuses it
     error = capsys.readouterr().err
     assert code == 2 and out == "" and error.count("\n") == 1
     assert "unknown host key" in error and ssh_fingerprint(sshd.host_key.with_suffix(".pub")) in error
     assert "--accept-new-host-key" in error
 
-    local_code, local_out = run(*common)
-    code, cluster_out = run(*cluster, "--accept-new-host-key")
+    local_code, local_out = run_cli(*common)
+    code, cluster_out = run_cli(*cluster, "--accept-new-host-key")
     error = capsys.readouterr().err
     assert (local_code, code) == (0, 0), error
     assert cluster_out == local_out  # every per-image line and both means, digit for digit
@@ -54,12 +48,12 @@ def test_the_hosts_python_and_set_env_are_checked_in_one_line(sshd: Sshd, ssh_ho
                                                                small_dataset: Path, capsys) -> None:
     common = ["eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
               "--cluster", "ssh://ascend", "--accept-new-host-key"]
-    code, _ = run(*common, "--remote-python", "/nonexistent/python3")
+    code, _ = run_cli(*common, "--remote-python", "/nonexistent/python3")
     error = capsys.readouterr().err
     assert code == 2 and error.count("\n") == 1
     assert "ascend: /nonexistent/python3 cannot start a Dask worker there" in error and "--remote-python" in error
 
-    code, _ = run(*common, "--remote-python", sys.executable, "--set-env", "/opt/set_env.sh")
+    code, _ = run_cli(*common, "--remote-python", sys.executable, "--set-env", "/opt/set_env.sh")
     error = capsys.readouterr().err
     assert code == 2 and error.count("\n") == 1 and error.startswith("segscope: error: --set-env:")
     assert "--cluster tcp://" in error
@@ -67,8 +61,8 @@ def test_the_hosts_python_and_set_env_are_checked_in_one_line(sshd: Sshd, ssh_ho
 
 def test_a_host_that_refuses_the_connection_is_one_line(ssh_home: Path, tiny_model_project, small_dataset: Path,
                                                         capsys) -> None:
-    code, _ = run("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
-                  "--cluster", "ssh://127.0.0.1:1", "--remote-python", sys.executable)
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                      "--cluster", "ssh://127.0.0.1:1", "--remote-python", sys.executable)
     error = capsys.readouterr().err
     assert code == 2 and error.count("\n") == 1 and "127.0.0.1" in error and "Traceback" not in error
 

@@ -1,9 +1,8 @@
-"""`segscope profile` (operator profile, Ascend imports) and `segscope drift` (msit compare triage).
+"""`segscope profile`: an operator profile here (ONNX Runtime) or of Ascend imports, with the roofline.
 
     segscope profile --pipeline P --dataset D [--images N] [--json]   this CPU, ONNX Runtime's profiler
     segscope profile --model CARD --backend ais-bench --dataset D     the .om's NPU time per inference
     segscope profile --import op_summary_0_1.csv [--import ...]       msprof / ais_bench / trace files
-    segscope drift result_20240101.csv [--cosine 0.99] [--json]        the first operator that drifts
 """
 
 from __future__ import annotations
@@ -17,36 +16,11 @@ from typing import TextIO
 from ..backends import BACKEND_KINDS
 from ..errors import SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
+from ..profiling.insight import matched_ops, where_to_look
+from ..profiling.model import Profile
+from ..profiling.roofline import classify
 from ..run_source import add_source_options, chosen_source
-from .drift import DriftReport, DriftRow, Thresholds, load_drift_csv
-from .insight import matched_ops, where_to_look
-from .model import Profile
-from .roofline import classify
-
-
-def _finite(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
-def add_threshold_options(parser: argparse.ArgumentParser) -> None:
-    """The drift thresholds, shared by `segscope drift` and `segscope compare`."""
-    default = Thresholds()
-    parser.add_argument("--cosine", type=_finite, default=default.cosine, metavar="MIN",
-                        help=f"fail below this cosine similarity (default {default.cosine})")
-    parser.add_argument("--rel-euclidean", type=_finite, default=default.relative_euclidean, metavar="MAX",
-                        help=f"fail above this relative Euclidean distance (default {default.relative_euclidean})")
-    parser.add_argument("--kl", type=_finite, default=default.kl, metavar="MAX",
-                        help=f"fail above this KL divergence (default {default.kl})")
-
-
-def thresholds_from(args: argparse.Namespace) -> Thresholds:
-    return Thresholds(args.cosine, args.rel_euclidean, args.kl)
+from .output import cell
 
 
 def profile_document(profile: Profile) -> dict[str, object]:
@@ -65,10 +39,6 @@ def profile_document(profile: Profile) -> dict[str, object]:
     }
 
 
-def _cell(value: float, fmt: str) -> str:
-    return "n/a" if math.isnan(value) else format(value, fmt)
-
-
 def print_profile(profile: Profile, out: TextIO, top: int | None = None) -> None:
     print(f"{profile.kind}: {profile.source}", file=out)
     print(f"device: {profile.device}", file=out)
@@ -78,7 +48,7 @@ def print_profile(profile: Profile, out: TextIO, top: int | None = None) -> None
               f"(ridge {p.ridge:.2f} FLOP/byte); 'roof' is each operator's share of its roof", file=out)
     flops = f", {profile.total_flops / 1e9:.3f} GFLOP" if profile.total_flops else ""
     runs = f" over {profile.runs} run(s)" if profile.runs else ""  # ais_bench may not say how many
-    print(f"model: {_cell(profile.model_ms, '.3f')} ms mean{runs}{flops}", file=out)
+    print(f"model: {cell(profile.model_ms, '.3f')} ms mean{runs}{flops}", file=out)
     for key, value in profile.summary.items():
         print(f"  {key}: {value:.6g}", file=out)
     if profile.ops:
@@ -89,7 +59,7 @@ def print_profile(profile: Profile, out: TextIO, top: int | None = None) -> None
         gflop = f"{op.flops / 1e9:8.3f}" if op.flops else f"{'':8}"
         roof = (f"{point.gflops:8.2f} {point.gbs:7.2f} {point.intensity:7.2f} {point.efficiency:5.0%} "
                 f"{point.bound:<20}") if point else f"{'':8} {'':7} {'':7} {'':5} {'':20}"
-        print(f"{_cell(op.mean_ms, '10.3f'):>10} {_cell(op.p95_ms, '10.3f'):>10} {_cell(op.share * 100, '5.1f'):>5}%"
+        print(f"{cell(op.mean_ms, '10.3f'):>10} {cell(op.p95_ms, '10.3f'):>10} {cell(op.share * 100, '5.1f'):>5}%"
               f" {gflop} {roof} {op.type:<16} {op.name}", file=out)
     if top is not None and len(profile.ops) > top:
         print(f"... {len(profile.ops) - top} more operators (--top to show more)", file=out)
@@ -109,14 +79,14 @@ def print_matches(cpu: Profile, chip: Profile, out: TextIO, top: int = 10) -> No
 
 
 def run_profile(args: argparse.Namespace, out: TextIO) -> int:
-    from .ascend import import_profile
+    from ..profiling.ascend import import_profile
 
     if args.dataset is None and not args.imports:
         raise SegScopeError("segscope profile: give --dataset DIR to profile the model here, or --import FILE "
                             "to read an msprof / ais_bench profile")
     profiles = []
     if args.dataset is not None:
-        from .run import profile_backend, profile_pipeline
+        from ..profiling.run import profile_backend, profile_pipeline
 
         source = chosen_source(args)
         profiles.append(profile_pipeline(source, args.dataset, args.images, max_pixels=args.max_pixels)
@@ -141,48 +111,7 @@ def run_profile(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _drift_row(r: DriftRow) -> dict[str, object]:
-    return {"line": r.line, "index": r.index, "op_type": r.op_type, "npu": r.npu, "ground_truth": r.truth,
-            "tensor": r.tensor, "failures": list(r.failures),
-            **{k: (v if math.isfinite(v) else None) for k, v in r.metrics.items()}}
-
-
-def drift_document(report: DriftReport) -> dict[str, object]:
-    """`segscope drift --json`: thresholds, the first failing row (or null) and every row, worst first."""
-    first = report.first_failure
-    return {"file": report.source, "thresholds": vars(report.thresholds),
-            "first_failure": _drift_row(first) if first else None, "not_judged": report.unjudged,
-            "ranked": [_drift_row(r) for r in report.ranked()]}
-
-
-def run_drift(args: argparse.Namespace, out: TextIO) -> int:
-    report = load_drift_csv(args.csv, thresholds_from(args))
-    if args.json:
-        json.dump(drift_document(report), out, indent=2, allow_nan=False)
-        out.write("\n")
-        return 0
-    first = report.first_failure
-    if first is None:
-        judged = len(report.rows) - report.unjudged
-        print(f"PASS: none of {judged} compared tensors is past the thresholds" +
-              (f"; {report.unjudged} rows had nothing to judge (empty or NaN cells)" if report.unjudged else ""),
-              file=out)
-    else:
-        print(f"first drift (line {first.line}): {first.op_type} {first.npu} vs {first.truth}: "
-              f"{'; '.join(first.failures)}", file=out)
-    print(f"{'cosine':>10} {'rel.eucl':>10} {'KL':>10} {'max abs':>10}  {'':4} op type / NPU op / ground truth",
-          file=out)
-    for r in report.ranked()[:args.top]:
-        m = r.metrics
-        flag = "FAIL" if r.failures else ""
-        print(f"{_cell(m['cosine'], '10.6f'):>10} {_cell(m['relative_euclidean'], '10.4g'):>10} "
-              f"{_cell(m['kl'], '10.4g'):>10} {_cell(m['max_abs'], '10.4g'):>10}  {flag:4} "
-              f"{r.op_type} / {r.npu} / {r.truth}{f' ({r.reason})' if r.reason else ''}", file=out)
-    return 0
-
-
 def register(commands: argparse._SubParsersAction) -> None:
-    """Add `profile` and `drift` to the `segscope` command."""
     prof = commands.add_parser("profile", help="operator profile: this CPU (ONNX Runtime) or imported Ascend files")
     add_source_options(prof, "MindX .pipeline whose model card names the model (default: the shipped one)")
     prof.add_argument("--backend", choices=BACKEND_KINDS, default="embedded",
@@ -198,10 +127,3 @@ def register(commands: argparse._SubParsersAction) -> None:
     prof.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS, help=argparse.SUPPRESS)
     prof.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     prof.set_defaults(handler=run_profile)
-
-    drift = commands.add_parser("drift", help="rank a msit/ait debug compare result CSV, find the first drift")
-    drift.add_argument("csv", type=Path, help="result_*.csv written by msit/ait debug compare")
-    add_threshold_options(drift)
-    drift.add_argument("--top", type=int, default=20, help="rows to show, worst first (default 20)")
-    drift.add_argument("--json", action="store_true")
-    drift.set_defaults(handler=run_drift)

@@ -1,13 +1,11 @@
 """`segscope report --dataset D [--pipeline P] [--metrics ...] --out report.html`: evaluate a dataset as `eval`
-does and write one self-contained HTML page a reviewer can mail (see `core/report/html.py`)."""
+does and write one self-contained HTML page a reviewer can mail (see `core/report`)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import platform
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
@@ -22,12 +20,13 @@ from ..fileio import atomic_write_bytes
 from ..provenance import segscope_version, sha256_file
 from ..quality.options import add_metric_options, metric_spec
 from ..quality.scoring import DEFECT_KEYS, MetricSpec
+from ..report.collect import ReportData
+from ..report.html import metric_title, render
 from ..roi import Roi
 from ..run_source import chosen_source
 from ..stream_input import StreamInput
-from ..terminal import Progress
-from .collect import ReportData
-from .html import metric_title, render
+from .options import add_backend_options, open_eval_backend, refuse_remote_only_options
+from .output import Progress
 
 
 def _worst(text: str) -> int:
@@ -40,7 +39,8 @@ def _worst(text: str) -> int:
     return value
 
 
-def add_report_options(parser: argparse.ArgumentParser) -> None:
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("report", help="evaluate a dataset into one self-contained HTML report")
     parser.add_argument("--dataset", type=Path, required=True, help="DIR/<id>/image.png [+ mask.png], or a flat folder")
     parser.add_argument("--out", type=Path, required=True, metavar="REPORT.html", help="the HTML file to write")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
@@ -53,6 +53,8 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
                         help="show the N worst images as image | heatmap | mask | truth (default 8)")
     # What `eval` has and a report does not: one stream, no cluster.
     parser.set_defaults(devices=None, cluster=None, ship_images=False, task_resources=None)
+    add_backend_options(parser)
+    parser.set_defaults(handler=run)
 
 
 def _check(args: argparse.Namespace, spec: MetricSpec) -> catalogue.Metric:
@@ -91,14 +93,14 @@ def _provenance(args: argparse.Namespace, dataset: Dataset, backend: Backend, sp
     return facts
 
 
-def run_report(args: argparse.Namespace, out: TextIO,
-               open_backend: Callable[[], AbstractContextManager[Backend]]) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    refuse_remote_only_options(args)
     spec = metric_spec(args)
     rank = _check(args, spec)
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
     progress = Progress(len(dataset))
-    with open_backend() as backend, ReportData(dataset, spec, backend.capabilities.class_names, rank,
+    with open_eval_backend(args) as backend, ReportData(dataset, spec, backend.capabilities.class_names, rank,
                                                 args.worst) as data:
         stream = StreamInput.of(chosen_source(args))  # the ROI each image's stream gets, as eval's
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, stream=stream, quality=spec), 1):
@@ -107,7 +109,7 @@ def run_report(args: argparse.Namespace, out: TextIO,
         progress.clear()
         data.finish()
         provenance = _provenance(args, dataset, backend, spec)
-    from . import plots  # matplotlib, only once it is known to be there
+    from ..report import plots  # matplotlib, only once it is known to be there
 
     summary = {**data.summary.means(), **data.quality.summary()}
     scored = [e for e in data.entries if e.metrics is not None]

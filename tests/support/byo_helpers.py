@@ -1,9 +1,9 @@
 """Bring-your-own-model test kit: small ONNX nets of every input/output kind, projects, a NumPy reference.
 
-Loaded by path from the test files that use it (`load_byo_helpers()` in each), since tests are imported
-with `--import-mode=importlib`. The reference stream is written here from the issue's formulas with
-NumPy in float64 (OpenCV only for decode, the stretch resize and the gray conversion, which the card
-defines as OpenCV's), independently of `segscope.core`.
+Test modules import it by name (`import byo_helpers as byo`: pyproject puts tests/support/ on sys.path).
+The reference stream is written here from the issue's formulas with NumPy in float64 (OpenCV only for
+decode, the stretch resize and the gray conversion, which the card defines as OpenCV's), independently of
+`segscope.core`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED_PIPELINE = REPO / "pipelines" / "unet_simple_opencv.pipeline"
 BOX = (10, 5, 80, 62)  # the ROI the card-kind tests crop from slide_png()
 

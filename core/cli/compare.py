@@ -16,11 +16,11 @@ from typing import TextIO
 
 import numpy as np
 
-from .errors import SegScopeError
-from .export import json_safe
-from .fileio import read_bytes
-from .metrics import compare_tensors
-from .profiling import cli as profiling_cli
+from ..errors import SegScopeError
+from ..export import json_safe
+from ..fileio import read_bytes
+from ..metrics import compare_tensors
+from .drift import add_threshold_options, thresholds_from
 
 
 def load_npy(path: Path) -> np.ndarray:
@@ -56,16 +56,15 @@ def nonfinite(name: str, tensor: np.ndarray) -> str | None:
     return f"the {name} holds {nans:,} NaN and {infinite:,} infinite values" if nans or infinite else None
 
 
-def run_compare(args: argparse.Namespace, out: TextIO) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
     reference, candidate = load_npy(args.reference), load_npy(args.candidate)
     if reference.shape != candidate.shape:
         raise SegScopeError(f"{args.candidate}: shape {candidate.shape} differs from "
                             f"{args.reference}'s {reference.shape}")
     result = compare_tensors(reference, candidate)
     problems = tuple(p for p in (nonfinite("reference", reference), nonfinite("candidate", candidate)) if p)
-    verdict = profiling_cli.thresholds_from(args).verdict(result["cosine_similarity"],
-                                                          result["relative_euclidean_distance"],
-                                                          result["kl_divergence"], problems)
+    verdict = thresholds_from(args).verdict(result["cosine_similarity"], result["relative_euclidean_distance"],
+                                            result["kl_divergence"], problems)
     if args.json:  # strict JSON: a non-finite value (e.g. an infinite relative error) is null
         json.dump(json_safe({**result, "verdict": verdict}), out, indent=2, allow_nan=False)
         out.write("\n")
@@ -77,10 +76,10 @@ def run_compare(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def add_compare_command(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction) -> None:
     cmp = commands.add_parser("compare", help="compare two tensors (.npy): cosine, errors, KL, std")
     cmp.add_argument("reference", type=Path)
     cmp.add_argument("candidate", type=Path)
     cmp.add_argument("--json", action="store_true")
-    profiling_cli.add_threshold_options(cmp)
-    cmp.set_defaults(handler=run_compare)
+    add_threshold_options(cmp)
+    cmp.set_defaults(handler=run)

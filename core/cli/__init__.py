@@ -1,0 +1,109 @@
+"""The `segscope` command: the GUI by default, and headless subcommands.
+
+    segscope [DATASET]                 open the viewer (on the demo dataset when none is given)
+    segscope eval --dataset DIR        evaluate a dataset like the original script, plus hard metrics
+    segscope demo DIR                  write the demo dataset
+    segscope compare REF.npy CAND.npy  accuracy comparison of two tensors, with a pass/fail line
+    segscope check PIPELINE...         valid for MindX? runs on the embedded backend?
+    segscope card MODEL.onnx --out DIR a runnable project (card, pipeline, ATC files) from an ONNX model
+    segscope profile / drift           operator profile and roofline; msit compare triage
+    segscope report --dataset DIR --out R.html  one self-contained HTML report
+
+Each subcommand is one module here with `register(subparsers)`, named once in `COMMANDS`; it sets its
+`handler(args, out) -> exit code`. Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal
+error (a bug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from typing import TextIO
+
+from ..errors import describe
+from . import card, check, compare, demo, drift, gui, output, profile, report
+from . import eval as evaluate
+
+EXIT_INTERNAL, EXIT_INPUT = 1, 2
+#: The subcommands in `segscope --help`'s order; `gui` first: the command without one runs it.
+COMMANDS = (gui, evaluate, report, demo, compare, card, check, profile, drift)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (the full usage is one `--help` away)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_INPUT, f"segscope: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="segscope", description="Inspect and correct U-Net segmentations "
+                                     "from MindX SDK streams (embedded, Ascend host, or remote over SSH).")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors (anywhere on "
+                                                             "the command line)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.register(commands)
+    return parser
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands `parser` has, by name."""
+    return {name: p for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+            for name, p in a.choices.items()}
+
+
+def _normalise_argv(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], bool]:
+    """`--debug` taken out wherever it is, and `--opt -1,...` joined as `--opt=-1,...`: argparse would read a
+    value starting with "-" as an option (only bare negative numbers are exempt)."""
+    debug = "--debug" in argv[: argv.index("--")] if "--" in argv else "--debug" in argv
+    argv = [a for a in argv if a != "--debug"] if debug else list(argv)
+    parsers = [parser, *_subcommands(parser).values()]
+    takes_value = {option for p in parsers for a in p._actions if a.nargs is None and a.option_strings
+                   for option in a.option_strings}
+    known = {option for p in parsers for option in p._option_string_actions}
+    joined: list[str] = []
+    for arg in argv:
+        if joined and joined[-1] in takes_value and arg.startswith("-") and arg not in known and arg != "--":
+            joined[-1] = f"{joined[-1]}={arg}"
+        else:
+            joined.append(arg)
+    return joined, debug
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    argv, debug = _normalise_argv(parser, argv)
+    if not argv or argv[0] not in {*_subcommands(parser), "-h", "--help"}:  # `segscope [DATASET]`: the viewer
+        argv = ["gui", *argv]
+    args = parser.parse_args(argv)
+    output.install()  # notes and warnings wait for the first output: an error line comes alone
+    try:
+        code = args.handler(args, output.ReleasingOutput(out or sys.stdout, output.LINES))
+        output.LINES.show()
+        return code
+    except KeyboardInterrupt:
+        output.LINES.show()
+        print("segscope: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `... | head -1`: the reader left; the files exported so far are complete
+        output.LINES.drop()
+        with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("segscope: error: the standard output was closed by its reader (a pipe such as | head): stopped "
+              "there; every image exported so far is complete", file=sys.stderr)
+        return EXIT_INPUT
+    except Exception as exc:  # a user error in its one line; a bug said so in one line, details on request
+        output.LINES.drop()
+        described = describe(exc)
+        if not described.bug:
+            print(f"segscope: error: {described.line}", file=sys.stderr)
+            return EXIT_INPUT
+        print(f"segscope: internal error: {described.line} (a bug; rerun with --debug for details and report it)",
+              file=sys.stderr)
+        if debug:
+            print(described.details, end="", file=sys.stderr)
+        return EXIT_INTERNAL

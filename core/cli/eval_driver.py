@@ -1,0 +1,158 @@
+"""The one `eval` driver: the dataset, the export folder, the backend, the metric table and the summary, around
+a unit of work that runs each image (`eval_image.RoiUnit`: its ROI through the stream; `eval_tiled.TiledUnit`:
+the whole slide as tiles)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TextIO
+
+from .. import metric_catalogue as catalogue
+from ..backends.base import Backend
+from ..backends.pool import UsageLog
+from ..dataset import Dataset
+from ..evaluate import DatasetSummary
+from ..export import METRICS_FILES, ExportFolder, json_safe, refuse_existing
+from ..metric_catalogue import catalogue_document
+from ..metrics import ImageMetrics
+from ..precision_check import AccuracyCheck
+from ..quality.options import summary_lines
+from ..roi import Roi
+from .options import open_eval_backend
+from .output import status, warning
+
+EXIT_OK = 0
+#: One image's row of the metric table and its metrics (None without a mask), as a unit hands them on.
+Scored = tuple[dict[str, object], "ImageMetrics | None"]
+
+
+def _six(value: object) -> str:
+    """A metric in the original script's format; None (n/a) says so."""
+    return "n/a" if value is None else f"{value:.6f}"
+
+
+def format_line(path: Path, evaluation_metrics: ImageMetrics | None, roi_note: str = "") -> str:
+    """The original script's line for one image, then the hard foreground Dice/IoU ("n/a" without any
+    foreground in either mask), and how the ROI reached the stream when not by its own crop."""
+    note = f" [{roi_note}]" if roi_note else ""
+    if evaluation_metrics is None:
+        return f"image: {path}, dice: n/a, iou: n/a (no mask){note}"
+    values = catalogue.row_values(evaluation_metrics)
+    return (f"image: {path}, dice: {_six(values['soft_dice'])}, iou: {_six(values['soft_iou'])}, "
+            f"hard dice: {_six(values['foreground_dice'])}, hard iou: {_six(values['foreground_iou'])}{note}")
+
+
+@dataclass
+class EvalRun:
+    """What the driver hands a unit: the command's options, the dataset and ROI, the export (None without
+    --export) and where result lines go."""
+
+    args: argparse.Namespace
+    out: TextIO
+    dataset: Dataset
+    roi: Roi | None
+    kinds: list[str]
+    export: ExportFolder | None = None
+
+    def say(self, line: str) -> None:
+        """One image's result line (none with --json)."""
+        if not self.args.json:
+            print(line, file=self.out, flush=True)
+
+
+class EvalUnit(Protocol):
+    """One kind of eval work: what it refuses, the files it may export, and how it runs the images."""
+
+    @property
+    def usage(self) -> UsageLog | None:
+        """Per device (or cluster worker) use, once the images ran, when the unit counts it."""
+
+    @property
+    def check(self) -> AccuracyCheck | None:
+        """The precision variant's check against fp32, when the unit runs one."""
+
+    def prepare(self, run: EvalRun) -> None:
+        """Refuse what this unit cannot do, before the export folder or the backend is opened."""
+
+    def planned_files(self, item_id: str, kinds: list[str]) -> list[str]:
+        """The names the export may write for one image."""
+
+    def run_files(self, kinds: list[str]) -> list[str]:
+        """The names the export may write once for the run."""
+
+    def evaluate(self, run: EvalRun, backend: Backend, stack: contextlib.ExitStack) -> Iterator[Scored]:
+        """Each image scored in dataset order, its files exported and its line said."""
+
+    def means(self) -> dict[str, object]:
+        """What the unit adds to the dataset means."""
+
+
+def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
+    """`eval` with `unit`: every export target checked before the first write, the images run, the metrics
+    written and the summary printed."""
+    roi = Roi.parse(args.roi) if args.roi is not None else None
+    dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
+    kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
+    run = EvalRun(args, out, dataset, roi, kinds)
+    unit.prepare(run)
+    run.export = export = ExportFolder(args.export, args.overwrite, dataset.root) if args.export else None
+    summary, rows = DatasetSummary(), []
+    with contextlib.ExitStack() as stack:
+        if export is not None:
+            stack.enter_context(export)  # locked for the whole run; every target checked before the first write
+            names = [n for item in dataset.items for n in unit.planned_files(item.id, kinds)] + list(METRICS_FILES) \
+                + unit.run_files(kinds)
+            refuse_existing([args.export / name for name in names], args.overwrite)
+        backend = stack.enter_context(open_eval_backend(args))
+        for row, metrics in unit.evaluate(run, backend, stack):
+            summary.add(metrics)
+            rows.append(row)
+        means: dict[str, object] = {**summary.means(), **unit.means()}
+        if export is not None:
+            export.write_metrics(rows, means)
+            export.write_coco()
+    return print_results(args, rows, means, out, unit.usage, unit.check)
+
+
+def print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: Mapping[str, object],
+                  out: TextIO, usage: UsageLog | None = None, check: AccuracyCheck | None = None) -> int:
+    """The JSON document (with the metrics' definitions, the ranking, per-device usage and the precision
+    check), or the original script's summary lines (usage on stderr)."""
+    if usage is not None and not args.json:
+        for line in usage.lines():
+            status(line)
+    precision = check.summary() if check is not None else None
+    if args.json:
+        document = {"images": rows, "summary": means, **catalogue_document(),
+                    **({"devices": usage.as_dicts()} if usage else {}),
+                    **({"precision": precision} if precision else {})}
+        json.dump(json_safe(document), out, indent=2, allow_nan=False)
+        out.write("\n")
+    else:
+        def shown(key: str) -> object:
+            if not means["images_with_masks"]:
+                return "n/a (no image has a mask)"
+            return "n/a (no image has a foreground in its mask or prediction)" if means[key] is None else means[key]
+
+        print(f"========== Cross Valid dice coeff is: {shown('soft_dice')}", file=out)
+        print(f"========== Cross Valid IOU is: {shown('soft_iou')}", file=out)
+        scored = sum(row.get("foreground_dice") is not None for row in rows)
+        without = int(means["images_with_masks"]) - scored  # type: ignore[call-overload]
+        counted = f" (over {scored} images with masks" + (
+            f"; {without} without any foreground in mask or prediction: n/a" if without else "") + ")"
+        print(f"========== Hard foreground dice is: {shown('foreground_dice')}"
+              f"{counted if means['images_with_masks'] else ''}", file=out)
+        for line in summary_lines(means):
+            print(line, file=out)
+    if check is not None and precision:
+        line, problem = check.lines()
+        if not args.json:
+            print(line, file=out)
+        if problem:
+            warning(problem)
+    return EXIT_OK

@@ -1,0 +1,78 @@
+"""`eval`'s unit of work without `--tile`: each image's ROI through the stream (as the original script ran
+it), with the chosen quality metrics, the precision variant's check and the export written beside inference."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+
+from ..backends.base import Backend
+from ..backends.pool import UsageLog
+from ..evaluate import ImageEvaluation, evaluate_dataset, evaluation_row
+from ..export import planned_files, run_files
+from ..export_writer import ExportWriter
+from ..precision_check import AccuracyCheck, with_precision
+from ..provenance import source_for
+from ..quality.options import line_text
+from ..quality.scoring import MetricSpec, QualitySummary
+from ..run_source import chosen_source
+from ..stream_input import StreamInput
+from .eval_driver import EvalRun, Scored, format_line
+from .output import Progress, note
+
+
+class RoiUnit:
+    """Each image's ROI (--roi, its stored one, or the dataset's default) run once through the stream."""
+
+    def __init__(self, spec: MetricSpec):
+        self.spec, self.quality = spec, QualitySummary(spec)
+        self.usage: UsageLog | None = None
+        self.check: AccuracyCheck | None = None
+        self.progress: Progress | None = None
+
+    def prepare(self, run: EvalRun) -> None:
+        self.progress = Progress(len(run.dataset))
+
+    def planned_files(self, item_id: str, kinds: list[str]) -> list[str]:
+        return planned_files(item_id, kinds)
+
+    def run_files(self, kinds: list[str]) -> list[str]:
+        return run_files(kinds)
+
+    def evaluate(self, run: EvalRun, backend: Backend, stack: contextlib.ExitStack) -> Iterator[Scored]:
+        args, dataset, progress = run.args, run.dataset, self.progress
+        assert progress is not None  # made by prepare
+        stream = StreamInput.of(chosen_source(args))  # the shipped pipeline when none is given
+        backend, notes = with_precision(backend, args, dataset, run.roi, stream)  # fp32: the backend itself
+        self.check = check = AccuracyCheck(backend, dataset)
+        for line in notes:
+            note(line)
+        writer = stack.enter_context(ExportWriter(run.export, background=args.overlap))  # files beside inference
+
+        def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
+            if not args.json:
+                progress.clear()
+                chosen = line_text(self.spec, evaluation.metrics.quality, backend.capabilities.class_names) \
+                    if evaluation.metrics is not None and evaluation.metrics.quality else ""
+                run.say(format_line(evaluation.item.image_path, evaluation.metrics, evaluation.result.roi_note)
+                        + chosen)
+            progress.update(done, evaluation.item.id)
+
+        evaluations = evaluate_dataset(backend, dataset, run.roi, overlap=args.overlap, stream=stream,
+                                       quality=self.spec)
+        for done, evaluation in enumerate(evaluations, 1):
+            self.quality.add(evaluation.metrics)
+            check.add(evaluation)
+            result, item = evaluation.result, evaluation.item
+            yield evaluation_row(item, result.roi, evaluation.metrics, result.timings, result.roi_note), \
+                evaluation.metrics
+            writer.submit(result, source_for(item, backend.capabilities), run.kinds,
+                          functools.partial(print_line, done, evaluation))
+        writer.finish()
+        progress.clear()
+        usage = getattr(backend, "usage", None)  # per device (or cluster worker): images, throughput, busy time
+        self.usage = usage if isinstance(usage, UsageLog) else None
+
+    def means(self) -> dict[str, object]:
+        return self.quality.summary()

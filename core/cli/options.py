@@ -1,0 +1,102 @@
+"""Options more than one subcommand takes: where the stream runs (`eval`, `report`) and how its backend opens."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from ..backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
+from ..backends.base import Backend
+from ..backends.pool import parse_devices
+from ..cluster import SSH_SCHEME, parse_resources
+from ..errors import SegScopeError
+from ..fileio import DEFAULT_MAX_PIXELS
+from ..run_source import add_source_options, chosen_source
+from .output import note
+
+#: Options that only mean something with --remote (refused without it instead of being ignored).
+REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "probabilities", "accept_new_host_key")
+#: Of those, what also applies to `--cluster ssh://` (the hosts are reached as `--remote` reaches one).
+CLUSTER_SSH_OPTIONS = ("set_env", "remote_python", "accept_new_host_key")
+T = TypeVar("T")
+
+
+def checked(convert: Callable[[str], T], ok: Callable[[T], bool], expected: str) -> Callable[[str], T]:
+    """An argparse `type`: `convert` the text, refused in one line unless `ok` ("expected <expected>, got '...'")."""
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = checked(int, lambda v: v > 0, "a positive integer")
+
+
+def add_backend_options(parser: argparse.ArgumentParser) -> None:
+    add_source_options(parser, "MindX .pipeline file (default: the shipped U-Net stream and demo model)")
+    parser.add_argument("--backend", choices=BACKEND_KINDS, default="auto",
+                        help="embedded: ONNX Runtime + OpenCV; mindx: a pipeline through the MindX SDK; "
+                             "mindx-model / ais-bench: the model's .om through the SDK's Model API / ais_bench, "
+                             "SegScope preprocessing on the CPU; auto (default): the first of mindx (pipelines), "
+                             "mindx-model and ais-bench found here (or on the --remote host), else embedded")
+    parser.add_argument("--sdk-home", type=Path, help="MindX SDK folder (default: $MX_SDK_HOME)")
+    parser.add_argument("--remote", metavar="USER@HOST[:PORT]",
+                        help="run the stream on an Ascend host over SSH (a ~/.ssh/config alias works too)")
+    parser.add_argument("--set-env", metavar="HOST_PATH", default=None,
+                        help="with --remote: a script to source on the host first, e.g. $MX_SDK_HOME/set_env.sh")
+    parser.add_argument("--remote-python", default=None, metavar="HOST_PATH",
+                        help="with --remote: the host's Python 3.9+ with numpy, opencv and the SDK or onnxruntime "
+                             "(with --cluster ssh://: one with segscope[cluster] installed)")
+    parser.add_argument("--remote-cache", metavar="HOST_DIR", default=None,
+                        help="with --remote: the host folder for the uploaded worker and model, relative to the "
+                             "login's home unless absolute (default .cache/segscope)")
+    parser.add_argument("--probabilities", choices=PROBABILITY_ENCODINGS, default=None,
+                        help="with --remote: how probabilities travel back. float32 (default) is exact, metrics "
+                             "identical to a local run: 3.3 MB per 960x960 demo result (lossless zlib of 7.4 MB "
+                             "raw); float16 0.18 MB, uint8 0.02 MB (demo soft Dice within 5e-9 and 6e-8). "
+                             "Sizes depend on how confident the model is")
+    parser.add_argument("--accept-new-host-key", action="store_true", default=None,
+                        help="trust the remote host's key on first connection (check the fingerprint the error "
+                             "prints against the host's own key first)")
+    parser.add_argument("--max-pixels", type=positive_int, default=DEFAULT_MAX_PIXELS,
+                        help=f"refuse images larger than this many pixels (default {DEFAULT_MAX_PIXELS:,})")
+
+
+def refuse_remote_only_options(args: argparse.Namespace) -> None:
+    if args.remote is None:
+        over_ssh = (args.cluster or "").startswith(SSH_SCHEME)  # starts a cluster over SSH
+        given = [name for name in REMOTE_ONLY if getattr(args, name) is not None
+                 and not (over_ssh and name in CLUSTER_SSH_OPTIONS)]
+        if given:
+            where = "--remote USER@HOST" + (" or --cluster ssh://HOST,..." if given[0] in CLUSTER_SSH_OPTIONS else "")
+            raise SegScopeError(f"--{given[0].replace('_', '-')}: only applies with {where}; "
+                                "add it or drop the option")
+
+
+@contextlib.contextmanager
+def open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
+    """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
+    printed on stderr."""
+    with open_backend(
+            args.backend, chosen_source(args), max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
+            accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
+            probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
+            remote_cache=args.remote_cache, devices=parse_devices(args.devices) if args.devices is not None else None,
+            cluster=args.cluster, ship_images=args.ship_images,
+            task_resources=parse_resources(args.task_resources) if args.task_resources else None) as backend:
+        details = backend.capabilities.details
+        notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
+            ([details["note"]] if "note" in details else []) + \
+            ([f"--backend auto {details['auto']}"] if "auto" in details else [])
+        for line in notes:
+            note(line)
+        yield backend
