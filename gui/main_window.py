@@ -25,7 +25,8 @@ from ..core.metrics import ImageMetrics
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.runs import RunRecord
-from ..core.session import Restored, Session
+from ..core.session import Session
+from ..core.session_restore import Restored
 from ..core.slides import SlideReader
 from ..core.stream_input import StreamInput
 from . import settings
@@ -524,7 +525,7 @@ class MainWindow(QMainWindow):
     def _update_enabled(self) -> None:
         session = self.session
         self.main_actions.update_enabled(self.controller.busy, self.capabilities is not None, self.slide_ready(),
-                                         self.dataset is not None, session.can_undo_roi, session.can_redo_roi,
+                                         self.dataset is not None, session.roi_moves.can_undo, session.roi_moves.can_redo,
                                          bool(session.result_ids or session.slide_runs) and not self.exporter.running)
 
     def _on_message(self, level: str) -> None:
