@@ -39,6 +39,10 @@ class OpenSlide(QObject):
         if not self.busy():
             self.idle()
 
+    def shows(self, item_id: str) -> bool:
+        """Whether the view shows `item_id`'s slide, decoded and with its ROI."""
+        return self.item_id == item_id and self.view.roi() is not None
+
     def idle(self) -> None:
         """No run reads a retired reader any more: close them."""
         for reader in self._retired:
