@@ -17,10 +17,9 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QDoubleSpinBox, QLabel, QVBoxLayout, QWidget
 
 from ..core import metric_catalogue as catalogue
-from ..core.roi import Roi
 from ..core.session import Session
+from ..core.slide_plan import SlideRun
 from ..core.tiled_eval import TiledEvaluation, TilePlan
-from ..core.tiling import DEFAULT_MAX_CANVAS_BYTES, canvas_bytes, fitting_scale, output_size, tile_grid
 from . import settings
 from .background import Background
 from .main_menus import MainActions
@@ -29,8 +28,6 @@ from .run_controller import RunController
 from .slide_overlay import overlay_pyramid
 from .status_labels import count
 
-#: Neighbouring tiles overlap by 1/8 of a tile: blended seams, and a seams map to check them.
-OVERLAP_SHARE = 8
 #: Where the chosen output scale is remembered (0: automatic).
 SCALE_KEY = "whole_slide/output_scale"
 
@@ -97,44 +94,34 @@ class WholeSlide(QObject):
         actions.slide_scale_action.triggered.connect(self.choose_scale)
 
     # --------------------------------------------------------------------------------------------- run
-    def _tile(self) -> tuple[int, int] | None:
-        dataset, reader = self.session.dataset, self.open_slide.reader
-        if dataset is None or reader is None:
+    def slide_run(self) -> SlideRun | None:
+        """A run of the shown slide with the open model (None: no slide or no backend)."""
+        dataset, reader, capabilities = self.session.dataset, self.open_slide.reader, self.session.capabilities
+        if dataset is None or reader is None or capabilities is None:
             return None
-        roi = dataset.default_roi
-        return min(roi.width, reader.size[0]), min(roi.height, reader.size[1])
-
-    def _scales(self) -> tuple[Roi, int, float] | None:
-        """(the region, the classes, the model's own output scale) of a run of the shown slide."""
-        reader, tile, capabilities = self.open_slide.reader, self._tile(), self.session.capabilities
-        if reader is None or tile is None or capabilities is None:
-            return None
-        return Roi.whole(*reader.size), len(capabilities.class_names) or 2, capabilities.input_size[0] / tile[0]
+        return SlideRun.of(reader.size, dataset.default_roi, capabilities)
 
     def plan(self) -> tuple[TilePlan, str] | str:
         """The plan for the shown slide and a note on its output scale, or why it cannot run (one line)."""
-        tile, scales = self._tile(), self._scales()
-        if tile is None or scales is None:
+        run = self.slide_run()
+        if run is None:
             return "Select an image and open a backend first"
-        region, classes, own = scales
-        chosen = chosen_scale()
+        own, chosen = run.own_scale, chosen_scale()
         scale = chosen or own
-        needed = canvas_bytes(region, scale, classes, seams=True)
+        needed, bound = run.needed(scale), gigabytes(run.max_bytes)
         note = ""
-        if needed > DEFAULT_MAX_CANVAS_BYTES:
-            fitting = fitting_scale(region, scale, classes, True, DEFAULT_MAX_CANVAS_BYTES)
+        if needed > run.max_bytes:
+            fitting = run.fitting(scale)
             if chosen:
                 return (f"At output scale {chosen:.4g} the stitched result needs {gigabytes(needed)}, over the "
-                        f"{gigabytes(DEFAULT_MAX_CANVAS_BYTES)} bound: choose {fitting:.4g} or less (or Automatic) "
-                        "in Run > Whole-slide output scale…")
+                        f"{bound} bound: choose {fitting:.4g} or less (or Automatic) in Run > Whole-slide output "
+                        "scale…")
             note = (f"output scale {fitting:.4g} (automatic: the model's own {own:.4g} would need "
-                    f"{gigabytes(needed)}, over the {gigabytes(DEFAULT_MAX_CANVAS_BYTES)} bound)")
+                    f"{gigabytes(needed)}, over the {bound} bound)")
             scale = fitting
         elif chosen:
             note = f"output scale {chosen:.4g} (chosen in Run > Whole-slide output scale…)"
-        plan = TilePlan(tile, overlap=min(tile) // OVERLAP_SHARE, seams=True,
-                        output_scale=None if scale == own else scale)
-        return plan, note
+        return run.plan(scale), note
 
     def run(self) -> bool:
         """Queue the current image's whole slide (False, with a note, when there is none or a run is going)."""
@@ -147,7 +134,9 @@ class WholeSlide(QObject):
             self.message.emit("error", f"Whole slide of {item.id}: {planned}")
             return False
         plan, note = planned
-        tiles = len(tile_grid(Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size))
+        run = self.slide_run()
+        assert run is not None  # planned
+        tiles = run.tiles(plan)
         if not self.controller.run_slide(session.dataset, item, reader, plan, tiles):
             return False
         self.actions.start_batch(tiles)
@@ -160,17 +149,16 @@ class WholeSlide(QObject):
     def choose_scale(self) -> None:
         """Run > Whole-slide output scale…"""
         def need(value: float) -> str:
-            scales = self._scales()
-            if scales is None:
+            run = self.slide_run()
+            if run is None:
                 return "Open a slide to see what its stitched result needs."
-            region, classes, own = scales
-            scale = value or fitting_scale(region, own, classes, True, DEFAULT_MAX_CANVAS_BYTES)
-            width, height = output_size(region, scale)
-            needed = canvas_bytes(region, scale, classes, seams=True)
-            verdict = "fits" if needed <= DEFAULT_MAX_CANVAS_BYTES else "is over"
+            scale = value or run.fitting(run.own_scale)
+            width, height = run.output_size(scale)
+            needed = run.needed(scale)
+            verdict = "fits" if needed <= run.max_bytes else "is over"
             return (f"The shown slide at {scale:.4g}{' (automatic)' if not value else ''}: a {width} x {height} "
                     f"result, {gigabytes(needed)} while stitching, which {verdict} the "
-                    f"{gigabytes(DEFAULT_MAX_CANVAS_BYTES)} bound. The model's own scale is {own:.4g}.")
+                    f"{gigabytes(run.max_bytes)} bound. The model's own scale is {run.own_scale:.4g}.")
 
         ScaleDialog(need, self.actions.window).exec()
 
