@@ -37,15 +37,16 @@ class RoiUndo:
         return bool(self._redo)
 
     def undo(self) -> Move | None:
-        if not self._undo:
-            return None
-        move = self._undo.pop()
-        self._redo.append(move)
-        return move
+        return self._shift(self._undo, self._redo)
 
     def redo(self) -> Move | None:
-        if not self._redo:
+        return self._shift(self._redo, self._undo)
+
+    @staticmethod
+    def _shift(source: list[Move], target: list[Move]) -> Move | None:
+        """The newest move of `source`, now the newest of `target`."""
+        if not source:
             return None
-        move = self._redo.pop()
-        self._undo.append(move)
+        move = source.pop()
+        target.append(move)
         return move
