@@ -49,6 +49,7 @@ from .interchange.coco import CocoDocument
 from .interchange.geojson import mask_geojson
 from .masks import BINARY_FOREGROUND
 from .metric_catalogue import Metric, catalogue_document
+from .palette import HEATMAP_COLORMAP
 from .provenance import Source, provenance, segscope_version
 from .result import InferenceResult
 from .roi import Roi
@@ -67,7 +68,7 @@ def mask_image(labels: np.ndarray, num_classes: int) -> np.ndarray:
 def heatmap_image(probabilities: np.ndarray, class_index: int = 1) -> np.ndarray:
     p = probabilities[..., min(class_index, probabilities.shape[-1] - 1)]
     levels = np.round(np.clip(p, 0.0, 1.0) * 255).astype(np.uint8)
-    return cv2.applyColorMap(levels, cv2.COLORMAP_VIRIDIS)  # the viewer's heatmap colours
+    return cv2.applyColorMap(levels, getattr(cv2, f"COLORMAP_{HEATMAP_COLORMAP.upper()}"))  # the viewer's colours
 
 
 def npy_bytes(array: np.ndarray) -> bytes:

@@ -1,6 +1,7 @@
-"""The colours SegScope gives classes, in one place for the viewer (`gui.colormaps`), the GeoJSON export's
-QuPath classifications and the report: the Okabe-Ito palette, which stays distinguishable with the common
-forms of colour blindness."""
+"""The colours SegScope draws with, in one place for the viewer (`gui.colormaps`), the exports (the heatmap
+image, the GeoJSON export's QuPath classifications) and the report: the Okabe-Ito palette, which stays
+distinguishable with the common forms of colour blindness, for classes and for any other series (stages,
+operator types), and one colour map for the probability heatmap."""
 
 from __future__ import annotations
 
@@ -20,3 +21,17 @@ CLASS_COLORS = (YELLOW, SKY_BLUE, VERMILLION, BLUISH_GREEN, REDDISH_PURPLE, ORAN
 def class_color(index: int) -> tuple[int, int, int]:
     """The RGB colour of class `index` (>= 1); the palette repeats past its length."""
     return CLASS_COLORS[(index - 1) % len(CLASS_COLORS)]
+
+
+#: Colours of series that are not classes (timing stages, operator types), in order; greys after the seven.
+SERIES_COLORS = (SKY_BLUE, ORANGE, BLUISH_GREEN, YELLOW, BLUE, VERMILLION, REDDISH_PURPLE, (150, 150, 150),
+                 (90, 90, 90), (200, 200, 200))
+
+#: The probability heatmap's colour map, by name: perceptually uniform and colour-blind safe, shipped with
+#: pyqtgraph (the viewer) and OpenCV (`cv2.COLORMAP_VIRIDIS`: the exported heatmap images).
+HEATMAP_COLORMAP = "viridis"
+
+
+def series_color(index: int) -> tuple[int, int, int]:
+    """The RGB colour of series `index` (>= 0); the palette repeats past its length."""
+    return SERIES_COLORS[index % len(SERIES_COLORS)]

@@ -25,86 +25,41 @@ Views subscribe to the `Event`s in `SessionEvents` and call the session; nothing
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from . import metric_catalogue as catalogue
+from .backend_state import BackendState
 from .backends.base import Capabilities
 from .dataset import Dataset, DatasetItem
 from .errors import SegScopeError
-from .evaluate import DatasetSummary, ImageEvaluation, evaluation_row
-from .events import Event
+from .evaluate import ImageEvaluation
 from .mask_document import MaskDocument
 from .metric_catalogue import Metric
-from .metrics import ImageMetrics, image_metrics
-from .quality.scoring import ImageQuality
 from .result import InferenceResult
 from .roi import Roi
+from .roi_undo import RoiUndo
 from .runs import RunHistory, RunRecord
+from .session_events import SessionEvents
+from .session_metrics import SessionMetrics
+from .session_restore import Restored, restored_entries
 from .session_store import SessionStore
-from .tiled_eval import TiledEvaluation, score_stitched
+from .tiled_eval import TiledEvaluation
 
-#: ROI moves remembered for undo, per session.
-ROI_UNDO_LIMIT = 100
 #: Whole-slide runs kept in memory (their stitched canvases), newest first; the newest is always kept.
 SLIDE_RUN_BYTES = 1536 << 20
 #: Why a result on screen is dimmed (`Session.stale_reason`).
 ROI_CHANGED, OTHER_MODEL = "ROI changed", "another model"
 
 
-@dataclass(frozen=True)
-class ScoreJob:
-    """What re-scoring one image needs, taken in the session's thread; `run()` may run on any other."""
-
-    item_id: str
-    generation: int  # the image's scoring generation when taken: an edit since makes the answer stale
-    result: InferenceResult
-    mask: Callable[[], np.ndarray | None]  # the mask on screen, or a read of the file
-    source: str
-
-    def run(self) -> ImageMetrics | None:
-        mask = self.mask()
-        return None if mask is None else image_metrics(self.result, mask, self.source)
-
-
-@dataclass(frozen=True)
-class Restored:
-    """One thing `restore_entries` found: a stored result or whole-slide run with its metrics against today's
-    mask, or only a `note` (what could not be restored, one line)."""
-
-    root: Path | None = None  # the dataset folder it belongs to
-    image_id: str = ""
-    result: InferenceResult | None = None
-    slide_run: TiledEvaluation | None = None
-    metrics: ImageMetrics | None = None
-    note: str = ""
-
-
-@dataclass
-class SessionEvents:
-    """What views subscribe to; the arguments are in each comment."""
-
-    dataset_opened: Event = field(default_factory=lambda: Event("dataset_opened"))  # (dataset)
-    current_changed: Event = field(default_factory=lambda: Event("current_changed"))  # (item or None)
-    slide_loaded: Event = field(default_factory=lambda: Event("slide_loaded"))  # (item)
-    roi_changed: Event = field(default_factory=lambda: Event("roi_changed"))  # (item id, roi)
-    result_added: Event = field(default_factory=lambda: Event("result_added"))  # (item id, RunRecord)
-    result_restored: Event = field(default_factory=lambda: Event("result_restored"))  # (item id, RunRecord)
-    metrics_changed: Event = field(default_factory=lambda: Event("metrics_changed"))  # (item id, metrics|None)
-    metrics_stale: Event = field(default_factory=lambda: Event("metrics_stale"))  # (item id): a re-score is due
-    store_failed: Event = field(default_factory=lambda: Event("store_failed"))  # (message)
-    document_changed: Event = field(default_factory=lambda: Event("document_changed"))  # (MaskDocument, kind)
-    slide_run_added: Event = field(default_factory=lambda: Event("slide_run_added"))  # (TiledEvaluation, restored)
-    ranking_changed: Event = field(default_factory=lambda: Event("ranking_changed"))  # (Metric)
-
-
-class Session:
+class Session(SessionMetrics):
     """The state of one viewer window; see the module docstring."""
 
-    def __init__(self, history: RunHistory | None = None, persist: bool = True) -> None:
+    def __init__(self, history: RunHistory | None = None, persist: bool = True,
+                 backend: BackendState | None = None) -> None:
+        super().__init__()
         self.events = SessionEvents()
         self.persist = persist
         self.store: SessionStore | None = None
@@ -112,16 +67,11 @@ class Session:
         self.dataset: Dataset | None = None
         self.current: DatasetItem | None = None
         self.document: MaskDocument | None = None  # the current image's mask, once its slide is loaded
-        self.capabilities: Capabilities | None = None
+        self.backend = backend  # the viewer's backend (None headless: no model is open)
         self.recovery_dir: Path | None = None
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
-        self._metrics: dict[str, ImageMetrics | None] = {}
-        self._stale_metrics: set[str] = set()
-        self._generations: dict[str, int] = {}  # per image: bumped whenever its metrics go stale
-        self._roi_undo: list[tuple[str, Roi, Roi]] = []  # (item id, before, after)
-        self._roi_redo: list[tuple[str, Roi, Roi]] = []
+        self.roi_moves = RoiUndo()
         self.slide_runs: dict[str, TiledEvaluation] = {}  # by image id, oldest first
-        self.ranking: Metric = catalogue.lookup(catalogue.DEFAULT_RANKING)
 
     # ------------------------------------------------------------------------------------------ dataset
     def open_dataset(self, dataset: Dataset) -> bool:
@@ -132,10 +82,8 @@ class Session:
         if new_folder:
             self.history.records.clear()
             self._sizes.clear()
-            self._metrics.clear()
-            self._stale_metrics.clear()
-            self._roi_undo.clear()
-            self._roi_redo.clear()
+            self._forget_metrics()
+            self.roi_moves.clear()
             self.slide_runs.clear()
             self.store = SessionStore(dataset.root) if self.persist else None
         self.dataset = dataset
@@ -155,7 +103,7 @@ class Session:
         worker; it keeps to the dataset open now); nothing changes here until each entry is given to
         `adopt_restored`."""
         store, dataset = self.store, self.dataset
-        return _restored(store, dataset) if store is not None and dataset is not None else iter(())
+        return restored_entries(store, dataset) if store is not None and dataset is not None else iter(())
 
     def adopt_restored(self, entry: Restored) -> bool:
         """Take one restored entry (in the session's thread); False when it is not taken: only a note, an
@@ -243,8 +191,7 @@ class Session:
         if roi == before:
             return roi
         if undoable:
-            self._roi_undo = [*self._roi_undo, (item_id, before, roi)][-ROI_UNDO_LIMIT:]
-            self._roi_redo.clear()
+            self.roi_moves.record(item_id, before, roi)
         try:
             dataset.set_roi(item, roi)
         finally:
@@ -262,35 +209,22 @@ class Session:
         finally:
             after = self.roi_for(item_id)
             if after != before:
-                self._roi_undo = [*self._roi_undo, (item_id, before, after)][-ROI_UNDO_LIMIT:]
-                self._roi_redo.clear()
+                self.roi_moves.record(item_id, before, after)
             self.events.roi_changed.emit(item_id, after)
         return after
 
-    @property
-    def can_undo_roi(self) -> bool:
-        return bool(self._roi_undo)
-
-    @property
-    def can_redo_roi(self) -> bool:
-        return bool(self._roi_redo)
-
     def undo_roi(self) -> str | None:
         """Undo the last ROI move (of any image); returns that image's id."""
-        if not self._roi_undo:
-            return None
-        step = self._roi_undo.pop()
-        self._roi_redo.append(step)
-        self.set_roi(step[1], step[0], undoable=False)
-        return step[0]
+        move = self.roi_moves.undo()
+        if move is not None:
+            self.set_roi(move[1], move[0], undoable=False)
+        return move[0] if move is not None else None
 
     def redo_roi(self) -> str | None:
-        if not self._roi_redo:
-            return None
-        step = self._roi_redo.pop()
-        self._roi_undo.append(step)
-        self.set_roi(step[2], step[0], undoable=False)
-        return step[0]
+        move = self.roi_moves.redo()
+        if move is not None:
+            self.set_roi(move[2], move[0], undoable=False)
+        return move[0] if move is not None else None
 
     # ------------------------------------------------------------------------------------------ results
     def run_plan(self, item_ids: list[str]) -> dict[str, Roi]:
@@ -321,9 +255,7 @@ class Session:
         item_id = evaluation.item.id
         record = self.history.add(item_id, evaluation.result, self.capabilities)
         self._sizes.setdefault(item_id, evaluation.result.image_size)
-        self._metrics[item_id] = evaluation.metrics
-        self._stale_metrics.discard(item_id)
-        self._generations[item_id] = self._generations.get(item_id, 0) + 1  # scoring of the old result: stale
+        self._scored(item_id, evaluation.metrics)
         if self.store is not None:
             self.store.submit(item_id, evaluation.result)
             self._report_store_errors()
@@ -387,7 +319,7 @@ class Session:
             return ""
         if record.result.roi != self.roi_for(item_id):
             return ROI_CHANGED
-        model = self.capabilities.details.get("model", "") if self.capabilities is not None else ""
+        model = self.backend.model if self.backend is not None else ""
         return OTHER_MODEL if model and record.model and record.model != model else ""
 
     def is_stale(self, item_id: str) -> bool:
@@ -401,78 +333,16 @@ class Session:
             return []
         return [item.id for item in self.dataset.items if self.result(item.id) is not None]
 
-    # ------------------------------------------------------------------------------------------ metrics
-    def metrics(self, item_id: str) -> ImageMetrics | None:
-        """The image's metrics against the mask on screen or on disk, re-scored here when stale (headless
-        callers; a window takes `score_job` to a worker and shows `known_metrics` meanwhile)."""
-        job = self.score_job(item_id)
-        if job is not None:
-            self._adopt(job, job.run(), announce=False)
-        return self._metrics.get(item_id)
+    # ------------------------------------------------------------------------------------------ model
+    @property
+    def capabilities(self) -> Capabilities | None:
+        """The open backend's (None before one is open)."""
+        return self.backend.capabilities if self.backend is not None else None
 
-    def known_metrics(self, item_id: str) -> ImageMetrics | None:
-        """The image's last scored metrics, never re-scored here (they may be stale: `metrics_stale`)."""
-        return self._metrics.get(item_id)
-
-    def metrics_stale(self, item_id: str) -> bool:
-        """Whether the mask changed since the image's metrics were scored (a re-score is due)."""
-        return item_id in self._stale_metrics
-
-    def has_metrics(self, item_id: str) -> bool:
-        """Whether the image was run (its metrics may still be None: no mask)."""
-        return item_id in self._metrics
-
-    def score_job(self, item_id: str) -> ScoreJob | None:
-        """What re-scoring a stale image needs, captured now (None: nothing to re-score). The job reads the
-        mask on screen without copying it: an edit during the run makes its answer stale (`adopt_score`)."""
-        if item_id not in self._stale_metrics:
-            return None
-        result = self.result(item_id)
-        if result is None:  # the arrays were dropped: the last scored metrics stay
-            self._stale_metrics.discard(item_id)
-            return None
-        document = self.document if self.document is not None and self.document.item.id == item_id else None
-        if document is not None:
-            held = document.mask
-            mask: Callable[[], np.ndarray | None] = lambda: held  # noqa: E731 - the mask on screen, as it is now
-            source = str(document.item.truth_path or document.source)
-        else:
-            dataset, item = self._dataset(), self._dataset().item(item_id)
-            mask, source = (lambda: dataset.load_mask(item)), str(item.truth_path)
-        return ScoreJob(item_id, self._generations.get(item_id, 0), result, mask, source)
-
-    def adopt_score(self, job: ScoreJob, metrics: ImageMetrics | None) -> bool:
-        """Take a finished job's metrics and announce them; False (ignored) when the mask or the result
-        changed since the job was taken."""
-        return self._adopt(job, metrics, announce=True)
-
-    def _adopt(self, job: ScoreJob, metrics: ImageMetrics | None, announce: bool) -> bool:
-        if self._generations.get(job.item_id, 0) != job.generation or job.item_id not in self._stale_metrics:
-            return False
-        self._stale_metrics.discard(job.item_id)
-        self._metrics[job.item_id] = metrics
-        if announce:
-            self.events.metrics_changed.emit(job.item_id, metrics)
-        return True
-
-    def set_quality(self, item_id: str, basis: ImageMetrics, quality: ImageQuality) -> bool:
-        """Add QA metrics computed elsewhere (a worker) against the metrics `basis` to the image's metrics and
-        announce them; False (dropped) when its metrics are no longer `basis` (an edit, a new run since)."""
-        if self._metrics.get(item_id) is not basis or item_id in self._stale_metrics:
-            return False
-        self._metrics[item_id] = replace(basis, quality=quality)
-        self.events.metrics_changed.emit(item_id, self._metrics[item_id])
-        return True
-
-    def refresh_metrics(self, item_id: str) -> None:
-        """Re-score a stale image in place and announce its metrics (headless callers)."""
-        if item_id in self._metrics:
-            self.events.metrics_changed.emit(item_id, self.metrics(item_id))
-
-    def _invalidate(self, item_id: str) -> None:
-        self._stale_metrics.add(item_id)
-        self._generations[item_id] = self._generations.get(item_id, 0) + 1
-        self.events.metrics_stale.emit(item_id)
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The model's classes (none before a backend is open)."""
+        return self.backend.class_names if self.backend is not None else ()
 
     def _on_document_changed(self, document: MaskDocument, kind: str) -> None:
         """Every change of the mask on screen (an edit, a save, a discard) makes the metrics stale."""
@@ -483,11 +353,6 @@ class Session:
         if item_id in self._metrics:
             self._invalidate(item_id)
 
-    @property
-    def class_names(self) -> tuple[str, ...]:
-        """The model's classes (none before a backend is open)."""
-        return self.capabilities.class_names if self.capabilities is not None else ()
-
     def set_ranking(self, name: str) -> Metric:
         """Rank the images by the metric called `name` (a catalogue name, `dice_1` for a class)."""
         metric = catalogue.lookup(name, self.class_names)
@@ -495,76 +360,3 @@ class Session:
             self.ranking = metric
             self.events.ranking_changed.emit(metric)
         return metric
-
-    def ranking_values(self, item_ids: list[str] | None = None) -> dict[str, float | None]:
-        """The ranking metric of the images run so far (or `item_ids`), None where it is n/a or there is no mask
-        (of the last scored metrics: never re-scores here)."""
-        ids = item_ids if item_ids is not None else list(self._metrics)
-        return {item_id: self.ranking.of(self._metrics.get(item_id)) for item_id in ids if self.has_metrics(item_id)}
-
-    def summary(self, item_ids: list[str] | None = None) -> DatasetSummary:
-        """Means of the last scored metrics over the images run so far (or `item_ids`) that have masks
-        (never re-scores: cheap enough for every change)."""
-        summary = DatasetSummary()
-        for item_id in item_ids if item_ids is not None else list(self._metrics):
-            summary.add(self._metrics.get(item_id))
-        return summary
-
-    def metrics_table(self, item_ids: list[str] | None = None) -> tuple[list[dict[str, object]], dict[str, object]]:
-        """Rows (one per image run, or per image of `item_ids`) and their means, for `write_metrics`."""
-        return self.metrics_table_job(item_ids)()
-
-    def metrics_table_job(self, item_ids: list[str] | None = None
-                          ) -> Callable[[], tuple[list[dict[str, object]], dict[str, object]]]:
-        """`metrics_table` as work for any thread, taken now: stale images are re-scored in it (their jobs),
-        the others keep their scored metrics (nothing here changes)."""
-        dataset = self._dataset()
-        wanted = set(item_ids) if item_ids is not None else None
-        taken = []
-        for item in dataset.items:
-            if item.id in self._metrics and (wanted is None or item.id in wanted):
-                result = self.result(item.id)
-                roi = result.roi if result is not None else self.roi_for(item.id)
-                taken.append((item, roi, self._metrics[item.id], self.score_job(item.id),
-                              result.timings if result else None, result.roi_note if result else ""))
-
-        def table() -> tuple[list[dict[str, object]], dict[str, object]]:
-            rows, summary = [], DatasetSummary()
-            for item, roi, metrics, job, timings, roi_note in taken:
-                scored = job.run() if job is not None else metrics
-                rows.append(evaluation_row(item, roi, scored, timings, roi_note))
-                summary.add(scored)
-            return rows, dict(summary.means())
-        return table
-
-
-def _restored(store: SessionStore, dataset: Dataset) -> Iterator[Restored]:
-    """`Session.restore_entries` of `dataset` (kept on disk in `store`)."""
-    root = dataset.root
-    stored, problems = store.load()
-    slides, slide_problems = store.load_slides()
-    for problem in (*problems, *slide_problems):
-        yield Restored(root, note=problem)
-    known = {item.id: item for item in dataset.items}
-    for entry in stored:
-        item = known.get(entry.image_id)
-        if item is None:
-            continue
-        try:
-            mask = dataset.load_mask(item)
-            metrics = image_metrics(entry.result, mask, str(item.truth_path)) if mask is not None else None
-        except SegScopeError as exc:
-            yield Restored(root, note=f"{item.id}: stored result not restored: {exc}")
-            continue
-        yield Restored(root, item.id, entry.result, metrics=metrics)
-    for slide in slides:
-        item = known.get(slide.image_id)
-        if item is None:
-            continue
-        try:
-            metrics = score_stitched(dataset, item, slide.stitched)
-        except SegScopeError as exc:
-            yield Restored(root, note=f"{item.id}: stored whole-slide run not restored: {exc}")
-            continue
-        yield Restored(root, item.id, slide_run=TiledEvaluation(item, slide.stitched, slide.tiles, metrics,
-                                                                slide.seconds, slide.plan))

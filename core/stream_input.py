@@ -26,7 +26,7 @@ from .fileio import DEFAULT_MAX_PIXELS
 from .model_card import load_model_card
 from .pipeline import Pipeline, load_pipeline
 from .roi import Roi
-from .slides import open_slide, slide_kind_for
+from .slides import SlideReader, open_slide, slide_kind_for
 from .slides.requests import region_request
 
 #: Said of a result whose ROI SegScope cropped before a stream that has no crop of its own.
@@ -60,6 +60,13 @@ class StreamInput:
         decoder = next((e for e in path if e.factory == "mxpi_imagedecoder"), None)
         return cls(loaded.path, name, expand, decoder is not None and imaging.processor(decoder.props) == "opencv"
                    and _three_channels(loaded))
+
+    def region_source(self, reader: SlideReader) -> RegionSource | None:
+        """Requests for ROIs of the slide `reader` has open, read as regions (None where the stream's decode needs
+        the file: a region read would not give its decoder's pixels)."""
+        if not self.region_reads:
+            return None
+        return lambda roi: region_request(reader, roi, self.expand)
 
     def describe(self) -> str:
         """The rule for this stream, in one line (`segscope check`)."""

@@ -16,12 +16,14 @@ from ..core.palette import (  # noqa: F401 (re-exported: the viewer's colours)
     BLUE,
     BLUISH_GREEN,
     CLASS_COLORS,
+    HEATMAP_COLORMAP,
     ORANGE,
     REDDISH_PURPLE,
     SKY_BLUE,
     VERMILLION,
     YELLOW,
     class_color,
+    series_color,
 )
 from ..core.review import ERROR_NAMES, FN, FP, TN, TP
 
@@ -32,9 +34,6 @@ BACKGROUND = (46, 50, 58)
 #: TP bluish green, FP orange (predicted but absent), FN sky blue (missed): safe for red-green blindness,
 #: and light enough to read as legend text on the dark theme.
 ERROR_COLORS = {TP: BLUISH_GREEN, FP: ORANGE, FN: SKY_BLUE}
-
-#: Perceptually uniform and colour-blind safe; shipped with pyqtgraph, so nothing is downloaded.
-HEATMAP_COLORMAP = "viridis"
 
 
 @cache  # one array per variant: handing ImageItem the same table again costs nothing

@@ -186,7 +186,7 @@ class MainActions:
                                 self.slide_seams_action, None))
         for dock in docks:
             view_menu.addAction(dock.toggleViewAction())
-        panels_menu = view_menu.addMenu("&Panels")  # the registered result views (gui/view_*.py)
+        panels_menu = view_menu.addMenu("&Panels")  # the registered result views (core/views/)
         panels_menu.setToolTipsVisible(True)
         panels_menu.addActions(list(panels.extra.actions.values()))
         add_entries(view_menu, (None, self.reset_layout_action))

@@ -9,7 +9,6 @@ between runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,19 +16,18 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QMainWindow, QWidget
 
+from ..core.backend_state import BackendState
 from ..core.backends.base import Capabilities
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
-from ..core.evaluate import ImageEvaluation
-from ..core.metrics import ImageMetrics
-from ..core.result import InferenceResult
 from ..core.roi import Roi
-from ..core.runs import RunRecord
-from ..core.session import Restored, Session
+from ..core.session import Session
+from ..core.session_restore import Restored
 from ..core.slides import SlideReader
 from ..core.stream_input import StreamInput
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
+from .backend_view import follow_backend
 from .background import Background
 from .dataset_panel import DatasetPanel
 from .dataset_rows import RowStatus
@@ -44,11 +42,11 @@ from .metrics_panel import MetricsPanel
 from .open_slide import OpenSlide
 from .profile_dock import profile_dock
 from .quality_tools import QualityTools
-from .result_panels import PanelInputs, ResultPanels, panel_inputs
+from .result_display import ResultDisplay
+from .result_panels import ResultPanels
 from .roi_control import RoiControl
 from .run_controller import RunController
 from .scoring import Scorer
-from .shortcuts import key
 from .slide_loader import SlideLoading
 from .slide_view import SlideView
 from .status_labels import StatusLabels, count
@@ -74,13 +72,10 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("SegScope[*]")  # [*]: the "*" of unsaved mask edits
         self.setAcceptDrops(True)
         self.resize(first_size())
-        self.session = Session()
-        self.backend_choice = BackendChoice()
-        self.capabilities: Capabilities | None = None
-        self._fallback: BackendChoice | None = None  # reopened when the backend being opened fails
+        self.backend = BackendState(BackendChoice())
+        self.session = Session(backend=self.backend)
         self._store_warned = False
         self.background = Background(self)
-        self._roi_note_said = False  # in this batch
 
         self.slide = SlideView()
         self.panels = ResultPanels()
@@ -94,8 +89,8 @@ class MainWindow(QMainWindow):
         self.exporter.message.connect(self.messages.add)
         self.exporter.note.connect(lambda text: self.statusBar().showMessage(text, 5000))
         self.exporter.finished.connect(self._on_exported)
-        self.controller = RunController(self)
-        self.open_slide = OpenSlide(self.slide, lambda: self.controller.busy, self)  # viewer runs read from it
+        self.controller = RunController(self.backend, self)
+        self.open_slide = OpenSlide(self.slide, lambda: self.backend.busy, self)  # viewer runs read from it
 
         self.setCentralWidget(self.slide)
         set_corners(self)
@@ -117,9 +112,9 @@ class MainWindow(QMainWindow):
         self.rows = RowStatus(self.session, self.dataset_panel.model)  # before _wire: a row is done, then drawn
         self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels,
                                               self.dataset_panel)
-        self.whole_slide = WholeSlide(self.session, self.controller, self.open_slide, self.panels, self.main_actions,
-                                      self.messages, self.statusBar(), self._show_panels, self.metrics_display.show,
-                                      self.slide_ready, self.background)
+        self.display = ResultDisplay(self.session, self.open_slide, self.panels, self.metrics_display, self.rows,
+                                     self.background, self)
+        self.whole_slide = WholeSlide(self.session, self.controller, self.display, self.main_actions, self.background)
         self._wire()
         self.loading = SlideLoading(self)
         self.loading.loaded.connect(self._on_slide_loaded)
@@ -131,7 +126,8 @@ class MainWindow(QMainWindow):
         self.editing.message.connect(self.messages.add)
         self.editing.note.connect(self.statusBar().showMessage)
         self.editing.dirtyChanged.connect(self.setWindowModified)
-        self.editing.blankMaskMade.connect(self._redraw_result)
+        self.editing.blankMaskMade.connect(self.display.redraw)
+        self.display.shown.connect(self.editing.result_shown)
         self.inspection = Inspection(self.session, self.dataset_panel, self.panels, self.slide, self.background, self)
         self._place_inspection()
         self.profile_dock = profile_dock(self.session, self._profile_sources, self.messages.add, self.background, self)
@@ -158,9 +154,8 @@ class MainWindow(QMainWindow):
         return self.session.mask
 
     @property
-    def shown_id(self) -> str | None:
-        """The item whose slide the view shows (lags `current` while loading)."""
-        return self.open_slide.item_id
+    def capabilities(self) -> Capabilities | None:
+        return self.backend.capabilities
 
     # ----------------------------------------------------------------------------------------- building
     def _wire(self) -> None:
@@ -172,27 +167,31 @@ class MainWindow(QMainWindow):
         roi.showItem.connect(self.dataset_panel.select_item)  # the image whose ROI moved back
         self.slide.hovered.connect(lambda text: self.status_labels.hover(text))
         self.messages.added.connect(self._on_message)
+        for part in (self.display, self.whole_slide):
+            part.message.connect(self.messages.add)
+        self.whole_slide.note.connect(self.statusBar().showMessage)
         events = self.session.events
         events.roi_changed.connect(self._on_session_roi)
-        events.result_added.connect(self._on_result_added)
-        events.result_restored.connect(lambda item_id, _record: self._redraw_result(item_id))
+        events.result_added.connect(lambda item_id, record: self.status_labels.last_run(item_id, record.timings))
         events.store_failed.connect(self._on_store_failed)
+        follow_backend(self.backend, self.status_labels, self.messages)
+        backend = self.backend.events
+        backend.opened.connect(self._on_backend_opened)
+        for event in (backend.opening, backend.opened, backend.failed, backend.busy_changed):
+            event.connect(lambda *_args: self._update_enabled())
         c = self.controller
-        c.backendOpened.connect(self._on_backend_opened)
-        c.backendFailed.connect(self._on_backend_failed)
-        c.evaluated.connect(self._on_evaluated)
+        c.evaluated.connect(lambda evaluation: self.session.add_evaluation(evaluation))  # the views follow its events
         c.itemFailed.connect(lambda item_id, text, _d: self.rows.set(item_id, "error", error=text))
         c.message.connect(self.messages.add)
         c.progress.connect(self.main_actions.show_progress)
         c.usage.connect(self.status_labels.show_usage)
-        c.busyChanged.connect(lambda _busy: self._update_enabled())
         c.batchFinished.connect(self._on_batch_finished)
 
     # ------------------------------------------------------------------------------------- dataset/slide
     def open_dataset(self, path: Path) -> bool:
         """Show the dataset folder `path` (False, with a message, when it cannot be opened now); runs kept on
         disk by an earlier session come back in the background, row by row."""
-        if self.controller.busy:
+        if self.backend.busy:
             self.messages.add("warning", "Cancel the running batch (Esc) before opening another dataset")
             return False
         if not self.editing.confirm_leave(lambda: self.open_dataset(path)):
@@ -271,20 +270,8 @@ class MainWindow(QMainWindow):
         self.editing.slide_loaded(item)  # may restore auto-saved edits into the document
         w, h = reader.size
         self.statusBar().showMessage(f"{item.image_path}  {w} x {h}", 4000)
-        result = self.session.result(item.id)
-        if not self._show_part():  # a whole-slide run's part under the ROI, unless this ROI was run
-            if result is not None:
-                self.show_result(item.id, result)
-            else:
-                self.panels.clear()
-                self.panels.set_busy(self._run_hint())
-                self.metrics_display.show(None)
+        self.display.show_current()  # a whole-slide run's part under the ROI, unless this ROI was run
         self._update_enabled()
-
-    def _run_hint(self) -> str:
-        if self.controller.busy:
-            return "Queued: the run is in progress"
-        return f"Not run yet: press Run ({key('run_current')}) or Run all ({key('run_all')})"
 
     def _on_slide_failed(self, item: DatasetItem, text: str, details: str) -> None:
         """The slide cannot be opened: both views say so (none stays on "Loading…"), the row holds the reason."""
@@ -299,48 +286,22 @@ class MainWindow(QMainWindow):
 
     def slide_ready(self) -> bool:
         """Whether the selected item's slide is decoded and shown."""
-        return (self.session.ready and self.current is not None and self.shown_id == self.current.id
-                and self.slide.roi() is not None)
+        return self.display.ready()
 
     def _on_session_roi(self, item_id: str, _roi: Roi) -> None:
         if self.current is not None and item_id == self.current.id and self.slide_ready():
-            if not self._show_part():
-                self._mark_if_stale()
+            if not self.display.show_part():
+                self.display.mark_if_stale()
         self._update_enabled()
-
-    def _show_part(self) -> bool:
-        """The whole-slide run's part under the ROI in the panels (see `WholeSlide.show_part`)."""
-        shown = self.whole_slide.show_part()
-        if shown and self.current is not None:
-            self.rows.mark_stale(self.current.id, "")
-            self.metrics_display.set_stale("")
-        return shown
-
-    def _mark_if_stale(self) -> None:
-        """Dim the panels and flag the row and every metric display while the shown result no longer answers
-        for the image (computed on another ROI, or by another model)."""
-        current = self.current
-        if current is None:
-            return
-        reason = self.session.stale_reason(current.id)
-        self.panels.set_stale(reason)
-        self.rows.mark_stale(current.id, reason)
-        self.metrics_display.set_stale(reason)
 
     # ------------------------------------------------------------------------------------------ running
     def open_backend(self, choice: BackendChoice) -> None:
         """Open `choice` in the inference thread; the status bar says when it is ready. Should it fail, the
         backend open before comes back (and the messages say why)."""
-        if self.capabilities is not None:
-            self._fallback = self.backend_choice
-        self.backend_choice = choice
-        self.capabilities = self.session.capabilities = None
-        self.status_labels.backend_opening(choice.describe())
-        self.controller.open_backend(choice.open)
-        self._update_enabled()
+        self.backend.open(choice)
 
     def choose_backend(self) -> None:
-        dialog = BackendDialog(self.backend_choice, self)
+        dialog = BackendDialog(self.backend.choice, self)
         if dialog.exec() == BackendDialog.DialogCode.Accepted:
             self.open_backend(dialog.choice())
 
@@ -362,14 +323,14 @@ class MainWindow(QMainWindow):
         assert self.dataset is not None
         plan = self.session.run_plan([item.id for item in items])
         try:
-            stream = StreamInput.of(self.backend_choice.pipeline)  # what an ROI becomes for this stream
+            stream = StreamInput.of(self.backend.choice.pipeline)  # what an ROI becomes for this stream
         except SegScopeError as exc:
             self.messages.add("error", str(exc))
             return False
         sources = self.open_slide.sources(stream)  # the shown slide: no decode
         if not self.controller.run(self.dataset, items, plan, sources, self.session.held_masks(), stream):
             return False
-        self._roi_note_said = False
+        self.display.start_batch()
         self.rows.queued([item.id for item in items])
         self.main_actions.start_batch(len(items))
         if self.current is not None and self.current.id in plan and self.slide_ready():
@@ -379,7 +340,8 @@ class MainWindow(QMainWindow):
     def _on_batch_finished(self, done: int, failed: int, cancelled: bool) -> None:
         self.main_actions.end_batch()
         self.open_slide.idle()
-        self.panels.set_busy("" if self.panels.result is not None or not self.slide_ready() else self._run_hint())
+        idle = self.panels.result is not None or not self.slide_ready()
+        self.panels.set_busy("" if idle else self.display.run_hint())
         self.rows.batch_finished(cancelled)
         if cancelled or failed or done > 1:
             level = "warning" if cancelled or failed else "info"
@@ -387,62 +349,16 @@ class MainWindow(QMainWindow):
             self.messages.add(level, text)
             self.statusBar().showMessage(text, 5000)
 
-    def _on_backend_opened(self, capabilities: Capabilities) -> None:
+    def _on_backend_opened(self, choice: BackendChoice, capabilities: Capabilities) -> None:
         """A backend is ready: class names, panel titles and paint classes follow its model; results of
         another model are dimmed (kept for comparison)."""
-        self._fallback = None
-        self.capabilities = capabilities
-        self.session.capabilities = capabilities
-        settings.save_backend_profile(self.backend_choice.as_profile())
         self.panels.set_class_names(capabilities.class_names)
         self.editing.model_changed(capabilities.class_names)
-        self.panels.follow_card(self.backend_choice.pipeline, self.background)
+        self.panels.follow_card(choice.pipeline, self.background)
         self.metrics_display.offer_rankings()
-        self.status_labels.backend_ready(capabilities)
-        self.messages.add("info", f"Backend ready: {capabilities.name} on {capabilities.device}",
-                          "\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
         self.rows.mark_all_stale()
-        if self.current is not None and self.slide_ready():
-            self._redraw_result(self.current.id)
-        self._update_enabled()
-
-    def _on_backend_failed(self, text: str, details: str) -> None:
-        """Opening failed: say why, and go back to the backend that was open before (if any)."""
-        failed, fallback = self.backend_choice, self._fallback
-        self._fallback = None
-        if fallback is not None and fallback != failed:
-            self.messages.add("error", f"Could not open {failed.describe()}: {text}; back to {fallback.describe()}",
-                              details)
-            self.backend_choice = fallback
-            self.status_labels.backend_opening(fallback.describe())
-            self.controller.open_backend(fallback.open)
-        else:
-            self.messages.add("error", f"Could not open {failed.describe()}: {text}", details)
-            self.status_labels.backend_failed(failed.describe())
-        self._update_enabled()
-
-    def _on_evaluated(self, evaluation: ImageEvaluation) -> None:
-        self.session.add_evaluation(evaluation)  # result_added and metrics_changed update the views
-
-    def _on_result_added(self, item_id: str, record: RunRecord) -> None:
-        """A run's result: shown when it is of the image on screen (its ROI crop and mask read on a worker,
-        the panels drawn when they are back), else only counted."""
-        self.status_labels.last_run(item_id, record.timings)
-        note = record.result.roi_note if record.result is not None else ""
-        if note and not self._roi_note_said:  # no crop in the stream: SegScope cropped the ROI (said once a batch)
-            self._roi_note_said = True
-            self.messages.add("info", f"{note}: each image's ROI was sent to the stream as its whole image")
-        result = record.result
-        if self.current is None or self.current.id != item_id or not self.slide_ready() or result is None:
-            return
-
-        def shown(inputs: PanelInputs) -> None:
-            if self.current is not None and self.current.id == item_id and self.session.result(item_id) is result:
-                self._show_inputs(item_id, inputs, self.session.known_metrics(item_id))
-                self._mark_if_stale()
-                self.editing.result_shown(result, inputs.class_names)
-
-        self.background.submit("panels", self._panel_inputs(result, record.class_names), shown)
+        if self.current is not None:
+            self.display.redraw(self.current.id)
 
     def _place_inspection(self) -> None:
         """The Review and Timing docks, the dataset filter and the Inspect menu (before Help)."""
@@ -457,43 +373,7 @@ class MainWindow(QMainWindow):
 
     def _profile_sources(self) -> tuple[Path | None, Path | None]:
         """Where the Profile dock looks for profiles: the pipeline's folder and the dataset's."""
-        return self.backend_choice.pipeline, self.dataset.root if self.dataset is not None else None
-
-    def _redraw_result(self, item_id: str) -> None:
-        """Show the image's result again (after a restore, a new model or a blank mask made) when it is the
-        one on screen."""
-        result = self.session.result(item_id)
-        if (result is not None and self.current is not None and self.current.id == item_id and self.slide_ready()
-                and not self._show_part()):
-            self.show_result(item_id, result)
-
-    def show_result(self, item_id: str, result: InferenceResult) -> None:
-        record = self.session.record(item_id)
-        names = record.class_names if record is not None else ()
-        self._show_panels(item_id, result, self.session.known_metrics(item_id), names)
-        self._mark_if_stale()
-        self.editing.result_shown(result, names)
-
-    def _panel_inputs(self, result: InferenceResult, class_names: tuple[str, ...]) -> Callable[[], PanelInputs]:
-        """What the panels need of `result` besides its arrays, as work for any thread (the reader and the
-        mask on screen taken now)."""
-        reader, mask, roi = self.open_slide.reader, self.mask, result.roi
-
-        def make() -> PanelInputs:
-            roi_image = reader.read_roi(roi) if reader is not None and roi.fits(*reader.size) else None
-            gt = mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if mask is not None else None
-            return panel_inputs(result, roi_image, gt, class_names)
-        return make
-
-    def _show_panels(self, item_id: str, result: InferenceResult, metrics: ImageMetrics | None,
-                     class_names: tuple[str, ...] = ()) -> None:
-        self._show_inputs(item_id, self._panel_inputs(result, class_names)(), metrics)
-
-    def _show_inputs(self, item_id: str, inputs: PanelInputs, metrics: ImageMetrics | None) -> None:
-        if inputs.problem:
-            self.messages.add("error", f"{item_id}: {inputs.problem}")
-        self.panels.show_inputs(inputs)
-        self.metrics_display.show(metrics)
+        return self.backend.choice.pipeline, self.dataset.root if self.dataset is not None else None
 
     def _on_store_failed(self, text: str) -> None:
         if not self._store_warned:  # once per window: every result would say the same
@@ -523,8 +403,9 @@ class MainWindow(QMainWindow):
     # --------------------------------------------------------------------------------------------- misc
     def _update_enabled(self) -> None:
         session = self.session
-        self.main_actions.update_enabled(self.controller.busy, self.capabilities is not None, self.slide_ready(),
-                                         self.dataset is not None, session.can_undo_roi, session.can_redo_roi,
+        self.main_actions.update_enabled(self.backend.busy, self.capabilities is not None, self.slide_ready(),
+                                         self.dataset is not None, session.roi_moves.can_undo,
+                                         session.roi_moves.can_redo,
                                          bool(session.result_ids or session.slide_runs) and not self.exporter.running)
 
     def _on_message(self, level: str) -> None:

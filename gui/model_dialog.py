@@ -278,7 +278,7 @@ def build_card(window: Any, model: Path | None = None) -> None:
     """File > Build model card…: the dialog; the project it writes (or finds) opens."""
     dialog = ModelDialog(window, model)
     if dialog.exec() == QDialog.DialogCode.Accepted and dialog.pipeline is not None:
-        window.open_backend(dataclasses.replace(window.backend_choice, pipeline=dialog.pipeline))
+        window.open_backend(dataclasses.replace(window.backend.choice, pipeline=dialog.pipeline))
 
 
 def open_model_path(window: Any, path: Path) -> None:
@@ -290,7 +290,7 @@ def open_model_path(window: Any, path: Path) -> None:
         window.messages.add("error", f"Open model: {exc}")
         return
     if pipeline is not None:
-        window.open_backend(dataclasses.replace(window.backend_choice, pipeline=pipeline))
+        window.open_backend(dataclasses.replace(window.backend.choice, pipeline=pipeline))
     elif QMessageBox.question(window, "No model card", f"{path.name} has no model card beside it. Build one now (the "
                               "graph is read and you answer what it cannot tell)?") == QMessageBox.StandardButton.Yes:
         build_card(window, path)

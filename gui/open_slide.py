@@ -1,10 +1,9 @@
 """The slide the viewer has open: its reader's lifetime, and runs of its ROI read from it (no decode per run).
 
 A viewer run of the shown image reads the stream's crop box from the open reader and sends those pixels
-(`core.slides.requests.region_request`) instead of the file, so a 16k x 16k PNG is not decoded again and a
-pyramidal TIFF is never decoded whole; results equal a run on the file. Streams whose decode a region
-cannot reproduce (DVPP) run on the file as before. What is sent for a stream without a crop is
-`core.stream_input`'s rule (the ROI cropped before the stream), read from here too.
+instead of the file, so a 16k x 16k PNG is not decoded again and a pyramidal TIFF is never decoded whole;
+results equal a run on the file. Which streams can take a region read, and what is sent for a stream without
+a crop, is `core.stream_input`'s one rule (`StreamInput.region_source`); the others run on the file.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 
 from ..core.slides import SlideReader
-from ..core.slides.requests import region_request
 from ..core.stream_input import RegionSource, StreamInput
 from .slide_view import SlideView
 
@@ -39,6 +37,10 @@ class OpenSlide(QObject):
         if not self.busy():
             self.idle()
 
+    def shows(self, item_id: str) -> bool:
+        """Whether the view shows `item_id`'s slide, decoded and with its ROI."""
+        return self.item_id == item_id and self.view.roi() is not None
+
     def idle(self) -> None:
         """No run reads a retired reader any more: close them."""
         for reader in self._retired:
@@ -47,10 +49,8 @@ class OpenSlide(QObject):
 
     def sources(self, stream: StreamInput) -> dict[str, RegionSource]:
         """Region requests for the shown item (none where the stream needs the file)."""
-        reader = self.reader
-        if reader is None or self.item_id is None or not stream.region_reads:
-            return {}
-        return {self.item_id: lambda roi: region_request(reader, roi, stream.expand)}
+        source = stream.region_source(self.reader) if self.reader is not None else None
+        return {self.item_id: source} if source is not None and self.item_id is not None else {}
 
     def close(self) -> None:
         """Stop the view's tile reads and close every reader (the window closes; no run is left)."""

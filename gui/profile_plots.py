@@ -21,8 +21,6 @@ from ..core.profiling.model import OpStat, TimelineEvent
 from ..core.profiling.roofline import COMPUTE, FAR_BELOW, MEMORY, RooflinePoint, classify
 from . import colormaps
 
-_TYPE_PALETTE = (colormaps.SKY_BLUE, colormaps.ORANGE, colormaps.BLUISH_GREEN, colormaps.YELLOW, colormaps.BLUE,
-                 colormaps.VERMILLION, colormaps.REDDISH_PURPLE, (150, 150, 150))
 BOUND_COLORS = {COMPUTE: colormaps.BLUE, MEMORY: colormaps.ORANGE, FAR_BELOW: colormaps.VERMILLION}
 LANE_HEIGHT = 0.8
 
@@ -34,7 +32,7 @@ class TimelineItem(pg.GraphicsObject):
         super().__init__()
         self.events = list(events)
         types = sorted({e.type for e in self.events})
-        self.colors = {t: QColor(*_TYPE_PALETTE[i % len(_TYPE_PALETTE)]) for i, t in enumerate(types)}
+        self.colors = {t: QColor(*colormaps.series_color(i)) for i, t in enumerate(types)}
         self.rects: dict[str, list[QRectF]] = {t: [] for t in types}
         for e in self.events:
             self.rects[e.type].append(QRectF(e.start_ms, e.lane - LANE_HEIGHT / 2, e.dur_ms, LANE_HEIGHT))

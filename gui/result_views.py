@@ -1,18 +1,9 @@
-"""Extra result panels, by registry: a new panel is one file, `gui/view_<name>.py`, that calls `register`.
-
-A `ResultView` turns the shown result (and the ground truth on screen, when it needs it) into one float image
-in [0, 1], at model or ROI resolution, drawn with a colour map beside the three core panels (heatmap |
-argmax | ground truth, which carry editing and the error map), on the same slide coordinates and linked
-camera. Every `view_*` module of this package is imported
-by `load_views()`; the Results area offers each view under View > Panels.
+"""The registered result views (`core.views`) as extra panels of the Results area: each drawn with its colour
+map beside the three core panels (heatmap | argmax | ground truth, which carry editing and the error map), on
+the same slide coordinates and linked camera, shown while its action under View > Panels is checked.
 """
 
 from __future__ import annotations
-
-import importlib
-import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
@@ -20,35 +11,7 @@ from PySide6.QtCore import QObject, QRectF
 from PySide6.QtGui import QAction
 
 from ..core.result import InferenceResult
-
-
-@dataclass(frozen=True)
-class ResultView:
-    name: str
-    title: str
-    tooltip: str
-    #: (result, the chosen class, the truth's class ids at ROI resolution or None) -> H x W float image in [0, 1]
-    #: covering the ROI (at model or ROI resolution)
-    image: Callable[[InferenceResult, int, np.ndarray | None], np.ndarray]
-    colormap: str = "magma"  # shipped with pyqtgraph
-
-
-RESULT_VIEWS: dict[str, ResultView] = {}
-
-
-def register(view: ResultView) -> ResultView:
-    """Add a view (a module-level call in its `view_<name>.py`)."""
-    RESULT_VIEWS[view.name] = view
-    return view
-
-
-def load_views() -> dict[str, ResultView]:
-    """Import every `view_*` module beside this one (each registers itself); the registry."""
-    package = importlib.import_module(__package__ or "segscope.gui")
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("view_"):
-            importlib.import_module(f"{package.__name__}.{info.name}")
-    return RESULT_VIEWS
+from ..core.views import load_views
 
 
 class ExtraPanels:

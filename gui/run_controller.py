@@ -11,10 +11,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import numpy as np
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from ..core.backend_state import BackendState
 from ..core.backends.base import Backend, Capabilities
 from ..core.backends.pool import UsageLog
 from ..core.dataset import Dataset, DatasetItem
@@ -28,6 +30,16 @@ from ..core.tiled_eval import TilePlan, evaluate_slide
 from .option_labels import OPTION_LABELS
 
 BackendFactory = Callable[[], Backend]
+
+
+class Openable(Protocol):
+    """A backend choice the controller can open (the Backend dialog's `BackendChoice`)."""
+
+    def describe(self) -> str: ...
+
+    def open(self) -> Backend: ...
+
+
 NO_BACKEND = "No backend is open: choose one in Backend > Connection…"
 #: Per image id: its request made from its ROI (a region read of the slide the viewer has open).
 Sources = Mapping[str, RegionSource]
@@ -163,7 +175,8 @@ class _Worker(QObject):
 
 
 class RunController(QObject):
-    """The GUI side: `run(dataset, items)`, `cancel()`, progress with ETA, and the backend's lifecycle."""
+    """The GUI side: `run(dataset, items)`, `cancel()`, progress with ETA, and the backend's lifecycle: it opens
+    each choice of `state` and reports back to it (capabilities, failures, busy)."""
 
     backendOpened = Signal(object)  # Capabilities
     backendFailed = Signal(str, str)  # text, details: no backend is open now
@@ -173,7 +186,6 @@ class RunController(QObject):
     itemFailed = Signal(str, str, str)  # item id, message, details
     message = Signal(str, str, str)  # level, text, details
     progress = Signal(int, int, float)  # finished, total, ETA in seconds (nan while unknown)
-    busyChanged = Signal(bool)
     batchFinished = Signal(int, int, bool)  # done, failed, cancelled
 
     _open = Signal(object)
@@ -181,10 +193,9 @@ class RunController(QObject):
     _run_slide = Signal(object, object, object, object)
     _close = Signal()
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, state: BackendState[Openable], parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.capabilities: Capabilities | None = None
-        self.busy = False
+        self.state = state
         self._total = self._finished = 0
         self._started = 0.0
         self._thread = QThread()
@@ -199,18 +210,18 @@ class RunController(QObject):
         self._worker.tilesDone.connect(self._on_tiles_done)
         self._close.connect(self._worker.close)
         self._worker.opened.connect(self._on_opened)
-        self._worker.openFailed.connect(self.backendFailed)
+        self._worker.openFailed.connect(self._on_open_failed)
         self._worker.closeFailed.connect(lambda text, details: self.message.emit("warning", f"Closing the backend: "
                                                                                            f"{text}", details))
         self._worker.evaluated.connect(self._on_evaluated)
         self._worker.itemFailed.connect(self._on_item_failed)
         self._worker.batchDone.connect(self._on_batch_done)
         self._thread.start()
+        state.events.opening.connect(lambda choice: self._open.emit(choice.open))  # the previous one closes first
 
-    def open_backend(self, factory: BackendFactory) -> None:
-        """Open a backend in the worker thread (the previous one is closed first)."""
-        self.capabilities = None
-        self._open.emit(factory)
+    @property
+    def busy(self) -> bool:
+        return self.state.busy
 
     def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi] | None = None,
             sources: Sources | None = None, masks: Masks | None = None, stream: StreamInput | None = None) -> bool:
@@ -267,8 +278,7 @@ class RunController(QObject):
         self._thread.wait(timeout_ms)
 
     def _set_busy(self, busy: bool) -> None:
-        self.busy = busy
-        self.busyChanged.emit(busy)
+        self.state.set_busy(busy)
 
     def _on_tiles_done(self, done: int, total: int) -> None:
         self._total, self._finished = total, done - 1
@@ -281,8 +291,12 @@ class RunController(QObject):
         self.progress.emit(self._finished, self._total, eta)
 
     def _on_opened(self, capabilities: Capabilities) -> None:
-        self.capabilities = capabilities
+        self.state.opened(capabilities)
         self.backendOpened.emit(capabilities)
+
+    def _on_open_failed(self, text: str, details: str) -> None:
+        self.backendFailed.emit(text, details)
+        self.state.failed(text, details)  # may open the backend open before again
 
     def _on_evaluated(self, evaluation: ImageEvaluation) -> None:
         self._step()

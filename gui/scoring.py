@@ -10,7 +10,8 @@ from functools import partial
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..core.metrics import ImageMetrics
-from ..core.session import ScoreJob, Session
+from ..core.session import Session
+from ..core.session_metrics import ScoreJob
 from .background import Background
 
 #: Re-scoring waits this long after the last change (a brush drag is not re-scored on every mouse move).

@@ -31,13 +31,11 @@ from .compact import shrinkable
 
 #: Runs of one image drawn in the timeline, newest at the top.
 TIMELINE_RUNS = 4
-_PALETTE = (colormaps.SKY_BLUE, colormaps.ORANGE, colormaps.BLUISH_GREEN, colormaps.YELLOW, colormaps.BLUE,
-            colormaps.VERMILLION, colormaps.REDDISH_PURPLE, (150, 150, 150), (90, 90, 90), (200, 200, 200))
 
 
 def stage_color(stage: str) -> tuple[int, int, int]:
     """A fixed colour per known stage (the same in every run), grey for others."""
-    return _PALETTE[STAGE_ORDER.index(stage) % len(_PALETTE)] if stage in STAGE_ORDER else (120, 120, 120)
+    return colormaps.series_color(STAGE_ORDER.index(stage)) if stage in STAGE_ORDER else (120, 120, 120)
 
 
 class TimingPanel(QWidget):

@@ -12,36 +12,24 @@ The overlay's levels and the part's metrics are made on a worker.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Optional
 
-from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QDoubleSpinBox, QLabel, QStatusBar, QVBoxLayout, QWidget
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QDoubleSpinBox, QLabel, QVBoxLayout, QWidget
 
 from ..core import metric_catalogue as catalogue
-from ..core.metrics import ImageMetrics, image_metrics
-from ..core.result import InferenceResult
-from ..core.roi import Roi
 from ..core.session import Session
+from ..core.slide_plan import SlideRun
 from ..core.tiled_eval import TiledEvaluation, TilePlan
-from ..core.tiling import DEFAULT_MAX_CANVAS_BYTES, canvas_bytes, fitting_scale, output_size, tile_grid
 from . import settings
 from .background import Background
 from .main_menus import MainActions
-from .message_area import MessageArea
-from .open_slide import OpenSlide
-from .result_panels import ResultPanels
+from .result_display import ResultDisplay
 from .run_controller import RunController
 from .slide_overlay import overlay_pyramid
 from .status_labels import count
 
-#: Neighbouring tiles overlap by 1/8 of a tile: blended seams, and a seams map to check them.
-OVERLAP_SHARE = 8
 #: Where the chosen output scale is remembered (0: automatic).
 SCALE_KEY = "whole_slide/output_scale"
-
-#: (item id, result, metrics or None): how the window draws a result in the panels.
-ShowPanels = Callable[[str, InferenceResult, Optional[ImageMetrics]], None]  # noqa: UP007 (run-time alias, 3.9)
-ShowMetrics = Callable[[Optional[ImageMetrics]], None]  # noqa: UP007 (run-time alias, 3.9)
 
 
 def gigabytes(size: int) -> str:
@@ -90,95 +78,87 @@ class ScaleDialog(QDialog):
 
 
 class WholeSlide(QObject):
-    """`run()` for the Run whole slide action; `show_part()` for whenever the ROI or the slide changes."""
+    """`run()` for the Run whole slide action; `show_overlay()` whenever another slide is shown (the part under
+    the ROI is the display's `show_part`)."""
 
-    def __init__(self, session: Session, controller: RunController, open_slide: OpenSlide, panels: ResultPanels,
-                 actions: MainActions, messages: MessageArea, status: QStatusBar, show_panels: ShowPanels,
-                 show_metrics: ShowMetrics,
-                 ready: Callable[[], bool], background: Background) -> None:
+    message = Signal(str, str)  # level, text
+    note = Signal(str, int)  # the status bar's text, for so many ms (0: until the next)
+
+    def __init__(self, session: Session, controller: RunController, display: ResultDisplay, actions: MainActions,
+                 background: Background) -> None:
         super().__init__(controller)
-        self.session, self.controller, self.open_slide, self.panels = session, controller, open_slide, panels
-        self.actions, self.messages, self.status, self.show_panels = actions, messages, status, show_panels
-        self.show_metrics, self.ready, self.background = show_metrics, ready, background
+        self.session, self.controller, self.display = session, controller, display
+        self.open_slide, self.actions, self.background = display.open_slide, actions, background
         controller.slideEvaluated.connect(session.add_slide_run)
         session.events.slide_run_added.connect(self._on_added)
         actions.slide_scale_action.triggered.connect(self.choose_scale)
 
     # --------------------------------------------------------------------------------------------- run
-    def _tile(self) -> tuple[int, int] | None:
-        dataset, reader = self.session.dataset, self.open_slide.reader
-        if dataset is None or reader is None:
+    def slide_run(self) -> SlideRun | None:
+        """A run of the shown slide with the open model (None: no slide or no backend)."""
+        dataset, reader, capabilities = self.session.dataset, self.open_slide.reader, self.session.capabilities
+        if dataset is None or reader is None or capabilities is None:
             return None
-        roi = dataset.default_roi
-        return min(roi.width, reader.size[0]), min(roi.height, reader.size[1])
-
-    def _scales(self) -> tuple[Roi, int, float] | None:
-        """(the region, the classes, the model's own output scale) of a run of the shown slide."""
-        reader, tile, capabilities = self.open_slide.reader, self._tile(), self.session.capabilities
-        if reader is None or tile is None or capabilities is None:
-            return None
-        return Roi.whole(*reader.size), len(capabilities.class_names) or 2, capabilities.input_size[0] / tile[0]
+        return SlideRun.of(reader.size, dataset.default_roi, capabilities)
 
     def plan(self) -> tuple[TilePlan, str] | str:
         """The plan for the shown slide and a note on its output scale, or why it cannot run (one line)."""
-        tile, scales = self._tile(), self._scales()
-        if tile is None or scales is None:
+        run = self.slide_run()
+        if run is None:
             return "Select an image and open a backend first"
-        region, classes, own = scales
-        chosen = chosen_scale()
+        own, chosen = run.own_scale, chosen_scale()
         scale = chosen or own
-        needed = canvas_bytes(region, scale, classes, seams=True)
+        needed, bound = run.needed(scale), gigabytes(run.max_bytes)
         note = ""
-        if needed > DEFAULT_MAX_CANVAS_BYTES:
-            fitting = fitting_scale(region, scale, classes, True, DEFAULT_MAX_CANVAS_BYTES)
+        if needed > run.max_bytes:
+            fitting = run.fitting(scale)
             if chosen:
                 return (f"At output scale {chosen:.4g} the stitched result needs {gigabytes(needed)}, over the "
-                        f"{gigabytes(DEFAULT_MAX_CANVAS_BYTES)} bound: choose {fitting:.4g} or less (or Automatic) "
-                        "in Run > Whole-slide output scale…")
+                        f"{bound} bound: choose {fitting:.4g} or less (or Automatic) in Run > Whole-slide output "
+                        "scale…")
             note = (f"output scale {fitting:.4g} (automatic: the model's own {own:.4g} would need "
-                    f"{gigabytes(needed)}, over the {gigabytes(DEFAULT_MAX_CANVAS_BYTES)} bound)")
+                    f"{gigabytes(needed)}, over the {bound} bound)")
             scale = fitting
         elif chosen:
             note = f"output scale {chosen:.4g} (chosen in Run > Whole-slide output scale…)"
-        plan = TilePlan(tile, overlap=min(tile) // OVERLAP_SHARE, seams=True,
-                        output_scale=None if scale == own else scale)
-        return plan, note
+        return run.plan(scale), note
 
     def run(self) -> bool:
         """Queue the current image's whole slide (False, with a note, when there is none or a run is going)."""
         session, reader, item = self.session, self.open_slide.reader, self.session.current
-        if session.dataset is None or item is None or reader is None or not self.ready():
-            self.status.showMessage("Select an image first", 3000)
+        if session.dataset is None or item is None or reader is None or not self.display.ready():
+            self.note.emit("Select an image first", 3000)
             return False
         planned = self.plan()
         if isinstance(planned, str):
-            self.messages.add("error", f"Whole slide of {item.id}: {planned}")
+            self.message.emit("error", f"Whole slide of {item.id}: {planned}")
             return False
         plan, note = planned
-        tiles = len(tile_grid(Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size))
+        run = self.slide_run()
+        assert run is not None  # planned
+        tiles = run.tiles(plan)
         if not self.controller.run_slide(session.dataset, item, reader, plan, tiles):
             return False
         self.actions.start_batch(tiles)
         text = f"Running the whole slide of {item.id} in {count(tiles, 'tile')}" + (f" at {note}" if note else "")
         if note:
-            self.messages.add("info", text)
-        self.status.showMessage(text + "…")
+            self.message.emit("info", text)
+        self.note.emit(text + "…", 0)
         return True
 
     def choose_scale(self) -> None:
         """Run > Whole-slide output scale…"""
         def need(value: float) -> str:
-            scales = self._scales()
-            if scales is None:
+            run = self.slide_run()
+            if run is None:
                 return "Open a slide to see what its stitched result needs."
-            region, classes, own = scales
-            scale = value or fitting_scale(region, own, classes, True, DEFAULT_MAX_CANVAS_BYTES)
-            width, height = output_size(region, scale)
-            needed = canvas_bytes(region, scale, classes, seams=True)
-            verdict = "fits" if needed <= DEFAULT_MAX_CANVAS_BYTES else "is over"
+            scale = value or run.fitting(run.own_scale)
+            width, height = run.output_size(scale)
+            needed = run.needed(scale)
+            verdict = "fits" if needed <= run.max_bytes else "is over"
             return (f"The shown slide at {scale:.4g}{' (automatic)' if not value else ''}: a {width} x {height} "
                     f"result, {gigabytes(needed)} while stitching, which {verdict} the "
-                    f"{gigabytes(DEFAULT_MAX_CANVAS_BYTES)} bound. The model's own scale is {own:.4g}.")
+                    f"{gigabytes(run.max_bytes)} bound. The model's own scale is {run.own_scale:.4g}.")
 
         ScaleDialog(need, self.actions.window).exec()
 
@@ -199,36 +179,14 @@ class WholeSlide(QObject):
 
         self.background.submit("overlay", lambda: overlay_pyramid(run.stitched), shown)
 
-    def show_part(self) -> bool:
-        """Show the whole-slide run's part under the current ROI in the panels, unless a run of this very ROI
-        is there; False when there is nothing to show that way. Its metrics follow from a worker."""
-        session = self.session
-        current, roi = session.current, session.roi
-        if current is None or roi is None or (session.result(current.id) is not None
-                                              and not session.is_stale(current.id)):
-            return False
-        result = session.stitched_result(current.id, roi)
-        if result is None:
-            return False
-        mask = session.mask
-        self.show_panels(current.id, result, None)
-        self.panels.set_stale("")
-        if mask is not None:
-            def scored(metrics: ImageMetrics) -> None:
-                if self.panels.result is result:  # the part is still shown
-                    self.show_metrics(metrics)
-
-            self.background.submit("part metrics", lambda: image_metrics(result, mask), scored)
-        return True
-
     def _on_added(self, evaluation: TiledEvaluation, restored: bool) -> None:
         item, metrics = evaluation.item, evaluation.metrics
         if not restored:
             scores = "" if metrics is None else f": {catalogue.brief(catalogue.row_values(metrics))} over the slide"
             text = (f"Whole slide of {item.id}: {count(evaluation.tiles, 'tile')} in {evaluation.seconds:.1f} s at "
                     f"output scale {evaluation.stitched.scale:.4g}{scores}")
-            self.messages.add("info", text)
-            self.status.showMessage(text, 8000)
+            self.message.emit("info", text)
+            self.note.emit(text, 8000)
         if self.open_slide.item_id == item.id:
             self.show_overlay(item.id)
-            self.show_part()
+            self.display.show_part()

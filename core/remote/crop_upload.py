@@ -20,10 +20,9 @@ import cv2
 import numpy as np
 
 from .. import imaging
-from ..emulation import NotEmulated, plan_stream
+from ..emulation import NotEmulated
 from ..errors import SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image
-from ..pipeline import load_pipeline
 from ..result import Placement
 from ..roi import Roi
 from ..stream_input import StreamInput
@@ -61,10 +60,9 @@ class CropUpload:
     def for_pipeline(cls, pipeline: Path, max_pixels: int | None) -> CropUpload | None:
         try:
             stream = StreamInput.of(pipeline)
-            decoder = plan_stream(load_pipeline(pipeline)).decoder
         except (NotEmulated, SegScopeError):
             return None  # the host may still run it (MindX); the file travels as it is
-        if stream.crop is None or not stream.region_reads or decoder.float32:
+        if stream.crop is None or not stream.region_reads:  # the one rule: decoded pixels are what it sees
             return None
         return cls(stream.expand, max_pixels or DEFAULT_MAX_PIXELS)
 

@@ -171,7 +171,7 @@ def test_roi_moves_are_undoable(tmp_path, write_png):
     session.set_roi(Roi(2, 1, 6, 5))
     assert session.undo_roi() == "a" and session.roi == Roi(1, 1, 5, 5)
     assert session.undo_roi() == "a" and session.roi == first
-    assert not session.can_undo_roi and session.undo_roi() is None
+    assert not session.roi_moves.can_undo and session.undo_roi() is None
     assert session.redo_roi() == "a" and session.roi == Roi(1, 1, 5, 5)
     assert changes == [Roi(1, 1, 5, 5), Roi(2, 1, 6, 5), Roi(1, 1, 5, 5), first, Roi(1, 1, 5, 5)]
     assert session.set_roi(Roi(-3, 0, 100, 100)) == Roi(0, 0, W, H)  # clamped into the image

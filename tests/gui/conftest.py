@@ -14,6 +14,8 @@ import os
 os.environ["QT_QPA_PLATFORM"] = "offscreen"  # before anything imports Qt
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QWidget
 
+from segscope.core.backends.base import Backend
 from segscope.core.demo_data import defect_region, generate_demo_dataset
 from segscope.core.roi import Roi
 
@@ -91,3 +94,16 @@ def drag(viewport: QWidget, start: QPoint, end: QPoint, steps: int = 8) -> None:
     QTest.qWait(20)
     send_mouse(viewport, QEvent.Type.MouseButtonRelease, end, Qt.MouseButton.NoButton)
     QApplication.processEvents()
+
+
+def open_double(qtbot, win, backend: Callable[[], Backend]) -> None:
+    """Open a test double as the window's backend (on the pipeline chosen now), waiting until it is open."""
+    from segscope.gui.backend_dialog import BackendChoice
+
+    @dataclass(frozen=True)
+    class DoubleChoice(BackendChoice):
+        def open(self) -> Backend:
+            return backend()
+
+    with qtbot.waitSignal(win.controller.backendOpened, timeout=10000):
+        win.open_backend(DoubleChoice(pipeline=win.backend.choice.pipeline))

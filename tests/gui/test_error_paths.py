@@ -16,6 +16,8 @@ from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.session_store import STORE_DIR_NAME, SessionStore
 
+from .conftest import open_double
+
 pytestmark = pytest.mark.gui
 
 
@@ -32,8 +34,7 @@ class BuggyBackend(Backend):
 
 
 def test_a_bug_in_a_run_is_one_message_with_its_traceback(qtbot, window):
-    with qtbot.waitSignal(window.controller.backendOpened, timeout=10000):
-        window.controller.open_backend(BuggyBackend)
+    open_double(qtbot, window, BuggyBackend)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=30000):
         assert window.run_current()
     (error,) = window.messages.errors()

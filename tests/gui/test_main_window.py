@@ -17,7 +17,7 @@ from segscope.core.fileio import read_mask
 from segscope.core.metrics import image_metrics, mask_to_labels
 from segscope.core.roi import Roi
 
-from .conftest import DEFAULT_ROI, SLIDE_SIZE, drag
+from .conftest import DEFAULT_ROI, SLIDE_SIZE, drag, open_double
 
 pytestmark = pytest.mark.gui
 
@@ -262,8 +262,7 @@ class FailingBackend(Backend):
 
 
 def test_a_backend_error_goes_to_the_message_area_and_the_app_keeps_working(qtbot, window, tiny_model_project):
-    with qtbot.waitSignal(window.controller.backendOpened, timeout=10000):
-        window.controller.open_backend(FailingBackend)
+    open_double(qtbot, window, FailingBackend)
     finished = []
     window.controller.batchFinished.connect(lambda *a: finished.append(a))
     assert window.run_all()

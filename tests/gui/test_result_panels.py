@@ -316,8 +316,8 @@ def test_error_map_toggle_works_from_its_checkbox(panels, qtbot):
 
 
 def test_a_registered_view_is_a_linked_panel_of_its_own(panels):
-    from segscope.gui.result_views import RESULT_VIEWS
-    from segscope.gui.view_uncertainty import uncertainty
+    from segscope.core.views import RESULT_VIEWS
+    from segscope.core.views.uncertainty import uncertainty
 
     assert "uncertainty" in RESULT_VIEWS and set(panels.extra.actions) == set(RESULT_VIEWS)
     result = make_result()

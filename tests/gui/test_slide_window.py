@@ -3,6 +3,7 @@ the open reader equals a run of the same pixels from a PNG file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -170,10 +171,11 @@ def test_the_output_scale_fits_the_memory_bound_by_itself_or_as_chosen(tiff_wind
     from segscope.gui import settings, whole_slide
 
     window, _readers = tiff_window
-    region, classes, own = window.whole_slide._scales()
+    run = window.whole_slide.slide_run()
+    region, classes, own = run.region, run.classes, run.own_scale
     needed = canvas_bytes(region, own, classes, seams=True)
     bound = needed // 4  # the model's own scale needs four times what may be held
-    monkeypatch.setattr(whole_slide, "DEFAULT_MAX_CANVAS_BYTES", bound)
+    monkeypatch.setattr(window.whole_slide, "slide_run", lambda: dataclasses.replace(run, max_bytes=bound))
     plan, note = window.whole_slide.plan()
     assert 0 < plan.output_scale < own and canvas_bytes(region, plan.output_scale, classes, True) <= bound
     assert plan.output_scale == pytest.approx(own / 2, rel=0.01)  # a quarter of the pixels

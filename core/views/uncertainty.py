@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.result import InferenceResult
-from .result_views import ResultView, register
+from ..result import InferenceResult
+from . import ResultView, register
 
 
 def uncertainty(result: InferenceResult, _class_index: int = 0, _truth: np.ndarray | None = None) -> np.ndarray:

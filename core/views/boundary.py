@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.metrics import argmax_at_roi
-from ..core.quality.boundary import boundary_errors
-from ..core.result import InferenceResult
-from .result_views import ResultView, register
+from ..metrics import argmax_at_roi
+from ..quality.boundary import boundary_errors
+from ..result import InferenceResult
+from . import ResultView, register
 
 #: Distances from 0 to this many pixels span the colour map; farther ones (and `inf`) take its top colour.
 CAP_PX = 10.0

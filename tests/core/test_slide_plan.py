@@ -1,0 +1,31 @@
+"""The viewer's whole-slide plan without Qt: tiles of the dataset's ROI size clipped to the slide, 1/8 overlap,
+the model's own output scale, and a scale that fits the memory bound (numbers worked out by hand)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from segscope.core.backends.base import Capabilities
+from segscope.core.roi import Roi
+from segscope.core.slide_plan import SlideRun
+
+CAPS = Capabilities("embedded", "CPU", (480, 480), ("background", "defect", "crack"))
+
+
+def test_tiles_are_the_roi_size_clipped_to_the_slide_at_the_models_own_scale():
+    run = SlideRun.of((3000, 600), Roi(0, 0, 960, 800), CAPS)
+    assert run.tile == (960, 600) and run.classes == 3 and run.own_scale == 0.5  # 480 model px per 960 slide px
+    plan = run.plan(run.own_scale)
+    assert plan.tile == (960, 600) and plan.overlap == 75 and plan.seams and plan.output_scale is None
+    assert run.plan(0.25).output_scale == 0.25
+    assert run.output_size(0.5) == (1500, 300)
+    # 3000 px wide in 960 px tiles overlapping by 75 (stride 885): starts 0, 885, 1770 and one flush at 2040
+    assert run.tiles(plan) == 4
+
+
+def test_a_scale_that_fits_the_bound():
+    run = SlideRun.of((4000, 4000), Roi(0, 0, 1000, 1000), CAPS)
+    needed = run.needed(run.own_scale)
+    tight = dataclasses.replace(run, max_bytes=needed // 4)  # a quarter of the bytes: half the scale
+    fitting = tight.fitting(run.own_scale)
+    assert tight.needed(fitting) <= tight.max_bytes and abs(fitting - run.own_scale / 2) < 0.01 * run.own_scale
