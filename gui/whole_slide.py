@@ -6,7 +6,8 @@ Tiles are the dataset's ROI size (the scale the model was trained at), overlappi
 from the reader the viewer has open (`core.tiled_eval.evaluate_slide`), so a pyramidal TIFF is never decoded
 whole. The output scale is the model's own unless its canvases would pass the memory bound: then the
 largest scale that fits is taken, and the messages say so; Run > Whole-slide output scale… sets one instead.
-The overlay's levels and the part's metrics are made on a worker.
+A result larger than the dataset keeps on disk is said, as the run starts, to be kept until the dataset is
+closed only. The overlay's levels and the part's metrics are made on a worker.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.session import Session
 from ..core.tiled_eval import TiledEvaluation, TilePlan
-from ..core.tiling import DEFAULT_MAX_CANVAS_BYTES, canvas_bytes, fitting_scale, output_size, tile_grid
+from ..core.tiling import (
+    DEFAULT_MAX_CANVAS_BYTES,
+    canvas_bytes,
+    fitting_scale,
+    output_size,
+    stitched_bytes,
+    tile_grid,
+)
 from . import settings
 from .background import Background
 from .main_menus import MainActions
@@ -144,6 +152,19 @@ class WholeSlide(QObject):
                         output_scale=None if scale == own else scale)
         return plan, note
 
+    def unkept(self, scale: float) -> str:
+        """Why a run of the shown slide at output `scale` will not be restored when the dataset is reopened (its
+        result is larger than the dataset keeps on disk), or "" when it will be."""
+        store, scales = self.session.store, self._scales()
+        if store is None or scales is None:
+            return ""
+        region, classes, _own = scales
+        size = stitched_bytes(region, scale, classes, seams=True)
+        if store.keeps(size):
+            return ""
+        return (f"its result ({gigabytes(size)}) is more than the {gigabytes(store.max_bytes)} this dataset keeps "
+                "on disk: it is kept until the dataset is closed, and not restored when it is reopened")
+
     def run(self) -> bool:
         """Queue the current image's whole slide (False, with a note, when there is none or a run is going)."""
         session, reader, item = self.session, self.open_slide.reader, self.session.current
@@ -156,8 +177,12 @@ class WholeSlide(QObject):
             return False
         plan, note = planned
         tiles = len(tile_grid(Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size))
+        scales = self._scales()
+        unkept = self.unkept(plan.output_scale or scales[2]) if scales is not None else ""
         if not self.controller.run_slide(session.dataset, item, reader, plan, tiles):
             return False
+        if unkept:  # said as the run starts, not after it
+            self.messages.add("warning", f"Whole slide of {item.id}: {unkept}")
         self.actions.start_batch(tiles)
         text = f"Running the whole slide of {item.id} in {count(tiles, 'tile')}" + (f" at {note}" if note else "")
         if note:
@@ -176,9 +201,11 @@ class WholeSlide(QObject):
             width, height = output_size(region, scale)
             needed = canvas_bytes(region, scale, classes, seams=True)
             verdict = "fits" if needed <= DEFAULT_MAX_CANVAS_BYTES else "is over"
+            unkept = self.unkept(scale)
             return (f"The shown slide at {scale:.4g}{' (automatic)' if not value else ''}: a {width} x {height} "
                     f"result, {gigabytes(needed)} while stitching, which {verdict} the "
-                    f"{gigabytes(DEFAULT_MAX_CANVAS_BYTES)} bound. The model's own scale is {own:.4g}.")
+                    f"{gigabytes(DEFAULT_MAX_CANVAS_BYTES)} bound. The model's own scale is {own:.4g}."
+                    + (f" At this scale {unkept}." if unkept else ""))
 
         ScaleDialog(need, self.actions.window).exec()
 
