@@ -2,8 +2,11 @@
 
 `MaskEditor` edits a full-slide uint8 mask in the file's own convention (0/255 or 0/1 for binary models,
 class indices otherwise). Every operation touches only the bounding box it draws into and returns the box
-that changed (or None), so the GUI redraws just that region. Undo keeps, per edit, the tight box of changed
-pixels with its old and new bytes (zlib-compressed above a few KiB): a long history of strokes costs little.
+that changed (or None), so the GUI redraws just that region; a `Clip` (the ROI, and where a class is likely
+there) limits it without any slide-sized array. Undo keeps, per edit, the tight box of changed pixels with
+its old and new bytes (zlib-compressed above a few KiB): a long history of strokes costs little. An editor
+may edit the array it is given in place (`copy=False`: nothing slide-sized is made on the first edit, and
+`revert()` gives the array back as it was); `snapshot()` copies the mask for another thread while edits go on.
 
 A mouse drag is one undo step: the GUI calls `begin_edit()` on press, `stroke()` per mouse move and
 `end_edit()` on release; an operation made outside `begin_edit`/`end_edit` is a step of its own.
@@ -14,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -40,6 +44,26 @@ COMPRESS_ABOVE = 4096
 RECOVERY_DIR_NAME = ".segscope-recovery"
 #: Formats a mask can be replaced in without losing values (JPEG cannot).
 LOSSLESS_SUFFIXES = (".png", ".tif", ".tiff", ".bmp")
+#: Rows a snapshot copies at a time (a 16k-wide band of 256 rows is 4 MiB).
+SNAPSHOT_ROWS = 256
+
+
+@dataclass(frozen=True)
+class Clip:
+    """Where a tool may paint: inside `box`, and where `allowed` (bool, box-sized; None: all of it) is True."""
+
+    box: Roi
+    allowed: np.ndarray | None = None
+
+    def where(self, box: Roi, drawn: np.ndarray) -> tuple[Roi, np.ndarray] | None:
+        """The part of `box` inside the clip and the pixels of `drawn` (bool, box-sized) it allows there."""
+        inside = box.intersection(self.box)
+        if inside is None:
+            return None
+        where = _view(drawn, _local(inside, box))
+        if self.allowed is not None:
+            where = where & _view(self.allowed, _local(inside, self.box))
+        return inside, where
 
 
 @dataclass(frozen=True)
@@ -70,6 +94,11 @@ class _Delta:
         return len(self.before) + len(self.after)
 
 
+def binary_foreground(mask: np.ndarray) -> int:
+    """The value a binary mask stores its foreground as: 1 in a 0/1 file, else 255 (a blank mask gets 0/255)."""
+    return 1 if int(mask.max(initial=0)) == 1 else BINARY_FOREGROUND
+
+
 def _union(boxes: Sequence[Roi]) -> Roi:
     return Roi(min(b.x0 for b in boxes), min(b.y0 for b in boxes), max(b.x1 for b in boxes), max(b.y1 for b in boxes))
 
@@ -94,20 +123,28 @@ def _changed_box(before: np.ndarray, after: np.ndarray, origin: Roi) -> Roi | No
 
 
 class MaskEditor:
-    """Undoable edits of one H x W uint8 mask (`editor.mask`; change it only through the editor)."""
+    """Undoable edits of one H x W uint8 mask (`editor.mask`; change it only through the editor).
 
-    def __init__(self, mask: np.ndarray, num_classes: int = 2):
+    `copy=False` edits `mask` itself (a C-contiguous array; others are copied): no slide-sized copy on the
+    first edit, and `revert()` restores it exactly. `foreground`: the mask's `binary_foreground`, when known
+    (reading it scans the whole mask).
+    """
+
+    def __init__(self, mask: np.ndarray, num_classes: int = 2, *, copy: bool = True,
+                 foreground: int | None = None):
         if mask.ndim != 2 or mask.dtype != np.uint8:
             raise SegScopeError(f"mask must be a 2-D uint8 array, got {mask.dtype} {mask.shape}")
-        self.mask = np.ascontiguousarray(mask).copy()
+        self.mask = np.array(mask, order="C", copy=True) if copy else np.ascontiguousarray(mask)
         self.num_classes = num_classes
-        # A binary mask stores foreground as 255 unless the file uses 0/1; a blank one gets 0/255.
-        self.foreground = 1 if num_classes == 2 and int(mask.max(initial=0)) == 1 else BINARY_FOREGROUND
+        self.foreground = foreground if foreground is not None else binary_foreground(mask)
         self._undo: list[_Delta] = []
         self._redo: list[_Delta] = []
         self._next_id = 1
         self._saved_version = 0
         self._pieces: list[tuple[Roi, np.ndarray]] | None = None  # old pixels of each change in an open edit
+        # Every write of `mask` holds the lock and tells the snapshots being copied which box it changed.
+        self._lock = threading.Lock()
+        self._snapshots: list[list[Roi]] = []
 
     # --- values and state ---------------------------------------------------------------------------
 
@@ -133,6 +170,11 @@ class MaskEditor:
     @property
     def dirty(self) -> bool:
         return bool(self._pieces) or self.version != self._saved_version
+
+    @property
+    def untouched(self) -> bool:
+        """Whether the mask holds what the editor was given (nothing painted, or every step undone)."""
+        return not self._pieces and not self._undo
 
     def mark_saved(self) -> None:
         self.end_edit()
@@ -177,17 +219,38 @@ class MaskEditor:
         self._redo.clear()
         return box
 
-    def _apply(self, box: Roi, where: np.ndarray, values: int | np.ndarray,
-               allowed: np.ndarray | None) -> Roi | None:
-        """Set the pixels of `box` selected by `where` (bool, box-sized) to `values`, only where `allowed`."""
-        if allowed is not None:
-            if allowed.shape != self.mask.shape:
-                raise SegScopeError(f"allowed map is {allowed.shape[::-1]} but the mask is {self.mask.shape[::-1]}")
-            where = where & _view(allowed, box)
-        region = _view(self.mask, box)
-        old = region.copy()
-        np.copyto(region, values, where=where, casting="unsafe")
-        changed = _changed_box(old, region, box)
+    def _write(self, box: Roi, values: int | np.ndarray, where: np.ndarray | bool = True) -> None:
+        """The one way `mask` changes: `values` into `box` where `where` (both box-sized or scalars)."""
+        with self._lock:
+            np.copyto(_view(self.mask, box), values, where=where, casting="unsafe")
+            for changed in self._snapshots:
+                changed.append(box)
+
+    def _checked(self, clip: Clip | None) -> Clip:
+        """`clip` (None: the whole mask), or an error when it does not fit the mask."""
+        height, width = self.mask.shape
+        if clip is None:
+            return Clip(Roi.whole(width, height))
+        allowed = clip.allowed
+        if not clip.box.fits(width, height) or (allowed is not None and allowed.shape != (clip.box.height,
+                                                                                          clip.box.width)):
+            shape = "" if allowed is None else f" with an allowed map of {allowed.shape[::-1]}"
+            raise SegScopeError(f"clip box {clip.box}{shape} does not fit the {width}x{height} mask")
+        return clip
+
+    def _apply(self, box: Roi, where: np.ndarray, values: int | np.ndarray, clip: Clip | None) -> Roi | None:
+        """Set the pixels of `box` selected by `where` (bool, box-sized) to `values` (a value or box-sized),
+        only inside `clip`."""
+        if clip is not None:
+            inside = self._checked(clip).where(box, where)
+            if inside is None:
+                return None
+            if isinstance(values, np.ndarray):
+                values = _view(values, _local(inside[0], box))
+            box, where = inside
+        old = _view(self.mask, box).copy()
+        self._write(box, values, where)
+        changed = _changed_box(old, _view(self.mask, box), box)
         if changed is None:
             return None
         single = self._pieces is None
@@ -216,12 +279,11 @@ class MaskEditor:
 
     # --- tools --------------------------------------------------------------------------------------
 
-    def stroke(self, points: Sequence[Point], radius: int, value: int,
-               allowed: np.ndarray | None = None) -> Roi | None:
+    def stroke(self, points: Sequence[Point], radius: int, value: int, clip: Clip | None = None) -> Roi | None:
         """Brush (or eraser with value 0): round-capped segments of `radius` through `points`.
 
-        Paints every pixel within `radius` of the path (and none farther than `radius` + 0.7).
-        `allowed` (bool, mask-sized, e.g. `probability >= threshold`) limits painting to where it is True.
+        Paints every pixel within `radius` of the path (and none farther than `radius` + 0.7), only inside
+        `clip` (e.g. the ROI where `probability >= threshold`).
         """
         radius = max(int(radius), 0)
 
@@ -233,29 +295,32 @@ class MaskEditor:
 
         # OpenCV's thick lines reach up to 0.7 px beyond half their thickness: pad by 2 more.
         drawn = self._rasterise(points, radius + 2, draw) if len(points) else None
-        return self._apply(*drawn, value, allowed) if drawn else None
+        return self._apply(*drawn, value, clip) if drawn else None
 
-    def polygon(self, points: Sequence[Point], value: int, allowed: np.ndarray | None = None) -> Roi | None:
+    def polygon(self, points: Sequence[Point], value: int, clip: Clip | None = None) -> Roi | None:
         """Fill the closed polygon (or lasso path) through `points`, edges included."""
         if len(points) < 3:
             return None
         drawn = self._rasterise(points, 1, lambda canvas, pts: cv2.fillPoly(canvas, [pts], 1))
-        return self._apply(*drawn, value, allowed) if drawn else None
+        return self._apply(*drawn, value, clip) if drawn else None
 
-    def fill(self, seed: tuple[int, int], value: int, allowed: np.ndarray | None = None) -> Roi | None:
-        """Flood fill: the 4-connected pixels of the seed's value (within `allowed`) become `value`."""
-        x, y = int(seed[0]), int(seed[1])
-        height, width = self.mask.shape
-        if not (0 <= x < width and 0 <= y < height) or (allowed is not None and not allowed[y, x]):
+    def fill(self, seed: tuple[int, int], value: int, clip: Clip | None = None) -> Roi | None:
+        """Flood fill: the 4-connected pixels of the seed's value (inside `clip`) become `value`."""
+        clip = self._checked(clip)
+        box, x, y = clip.box, int(seed[0]), int(seed[1])
+        allowed = np.ones((box.height, box.width), bool) if clip.allowed is None else clip.allowed
+        if not (box.x0 <= x < box.x1 and box.y0 <= y < box.y1) or not allowed[y - box.y0, x - box.x0]:
             return None
         # floodFill never enters pixels already set in its mask: mark the disallowed ones with 1, fill with 2.
-        flood = np.zeros((height + 2, width + 2), np.uint8)
-        if allowed is not None:
-            flood[1:-1, 1:-1] = ~allowed.astype(bool)
-        _, _, _, (rx, ry, rw, rh) = cv2.floodFill(self.mask, flood, (x, y), 0, 0, 0,
+        # The fill stays inside the clip's box, so only that part of the mask is filled in (a copy of it).
+        flood = np.zeros((box.height + 2, box.width + 2), np.uint8)
+        flood[1:-1, 1:-1] = ~allowed
+        _, _, _, (rx, ry, rw, rh) = cv2.floodFill(np.ascontiguousarray(_view(self.mask, box)), flood,
+                                                  (x - box.x0, y - box.y0), 0, 0, 0,
                                                   4 | cv2.FLOODFILL_MASK_ONLY | cv2.FLOODFILL_FIXED_RANGE | (2 << 8))
-        box = Roi(rx, ry, rx + rw, ry + rh)
-        return self._apply(box, _view(flood[1:-1, 1:-1], box) == 2, value, None)
+        filled = Roi(rx, ry, rx + rw, ry + rh)  # in the box's coordinates
+        return self._apply(Roi(box.x0 + rx, box.y0 + ry, box.x0 + rx + rw, box.y0 + ry + rh),
+                           _view(flood[1:-1, 1:-1], filled) == 2, value, None)
 
     def replace(self, values: np.ndarray, box: Roi | None = None) -> Roi | None:
         """Put `values` (mask pixel values) into `box` (default: the whole mask)."""
@@ -264,6 +329,12 @@ class MaskEditor:
             raise SegScopeError(f"cannot put a {values.shape[::-1]} array into box {box} of a "
                                 f"{self.mask.shape[1]}x{self.mask.shape[0]} mask")
         return self._apply(box, np.ones(values.shape, bool), values, None)
+
+    def revert(self) -> None:
+        """Undo every step, an open one too: the mask holds what the editor was given again."""
+        self.end_edit()
+        while self.undo() is not None:
+            pass
 
     def accept_prediction(self, labels: np.ndarray, roi: Roi) -> Roi | None:
         """Replace the ROI's pixels with predicted class `labels` (ROI-sized, e.g. `prediction_labels`)."""
@@ -277,7 +348,7 @@ class MaskEditor:
         if not self._undo:
             return None
         delta = self._undo.pop()
-        _view(self.mask, delta.box)[...] = delta.pixels("before")
+        self._write(delta.box, delta.pixels("before"))
         self._redo.append(delta)
         return delta.box
 
@@ -285,9 +356,27 @@ class MaskEditor:
         if self._pieces is not None or not self._redo:
             return None
         delta = self._redo.pop()
-        _view(self.mask, delta.box)[...] = delta.pixels("after")
+        self._write(delta.box, delta.pixels("after"))
         self._undo.append(delta)
         return delta.box
+
+    def snapshot(self) -> np.ndarray:
+        """A copy of the mask as it is at one moment, for another thread while this one goes on editing: it is
+        copied in bands without holding up the edits, then the boxes they changed meanwhile are copied again."""
+        copy = np.empty_like(self.mask)
+        changed: list[Roi] = []
+        with self._lock:
+            self._snapshots.append(changed)
+        try:
+            for y in range(0, copy.shape[0], SNAPSHOT_ROWS):
+                copy[y : y + SNAPSHOT_ROWS] = self.mask[y : y + SNAPSHOT_ROWS]
+            with self._lock:
+                for box in changed:
+                    _view(copy, box)[...] = _view(self.mask, box)
+                return copy
+        finally:
+            with self._lock:
+                self._snapshots.remove(changed)
 
 
 # --- predictions as masks ---------------------------------------------------------------------------
@@ -307,12 +396,10 @@ def prediction_labels(result: InferenceResult, threshold: float | None = None, c
     return np.where(probability_at_roi(result, class_index) >= threshold, class_index, 0).astype(np.uint8)
 
 
-def allowed_map(result: InferenceResult, class_index: int, threshold: float) -> np.ndarray:
-    """Slide-sized bool map for the probability-aware brush: True where the class's probability >= threshold
-    (False outside the ROI, where there is no prediction)."""
-    allowed = np.zeros(result.image_size[::-1], bool)
-    _view(allowed, result.roi)[...] = probability_at_roi(result, class_index) >= threshold
-    return allowed
+def allowed_map(result: InferenceResult, class_index: int, threshold: float) -> Clip:
+    """Where the probability-aware brush paints: the ROI (outside it there is no prediction), where the
+    class's probability >= threshold (an ROI-sized map)."""
+    return Clip(result.roi, probability_at_roi(result, class_index) >= threshold)
 
 
 # --- saving -----------------------------------------------------------------------------------------
@@ -367,8 +454,8 @@ def recovery_path(source: Path, recovery_dir: Path | None = None) -> Path:
 def write_recovery(mask: np.ndarray, source: Path, recovery_dir: Path | None = None) -> Path:
     """Auto-save an edited mask of `source`, atomically (the GUI calls this on a timer while dirty).
 
-    The mask is zlib-compressed at level 1 (tens of ms for 4000x3000); to keep the UI thread free, pass
-    `editor.mask.copy()` and call this from a worker thread.
+    The mask is zlib-compressed at level 1 (tens of ms for 4000x3000); to keep the UI thread free, call this
+    from a worker thread with `editor.snapshot()` (taken in that thread too).
     """
     buffer = io.BytesIO()
     np.savez(buffer, mask_zlib=np.frombuffer(zlib.compress(np.ascontiguousarray(mask).tobytes(), 1), np.uint8),

@@ -11,20 +11,28 @@ The editing tools work through the document (`stroke`, `fill`, `polygon`, `accep
 `redo`): each paints a class on the mask of the result's image, clipped to the result's ROI (the part the
 user sees) and, with a `limit`, to where the class's probability is at least that threshold; each returns
 the box it changed (None: nothing) and announces the edit. A view only turns gestures into these calls.
+
+The editor edits the mask the document holds in place: the first edit of a slide-sized mask copies nothing
+(a 16k x 16k mask is 256 MiB) and scans nothing (the mask's binary convention is read on a worker thread as
+the document is made). While it holds edits, the mask as on disk is not in memory (`disk_mask` is None: a
+run reads the file); discarding reverts the edits in place, and a save keeps a copy made by its job.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from .annotation import (
+    Clip,
     MaskEditor,
     Point,
     SaveMode,
     allowed_map,
+    binary_foreground,
     discard_recovery,
     prediction_labels,
     save_mask,
@@ -32,11 +40,14 @@ from .annotation import (
 from .dataset import Dataset, DatasetItem, default_mask_path
 from .errors import SegScopeError
 from .events import Event
+from .masks import BINARY_FOREGROUND
 from .result import InferenceResult
 from .roi import Roi
 
-#: Clip maps kept per document (each is slide-sized; a drag reuses one on every mouse move).
+#: Probability clips kept per document (each is ROI-sized; a drag reuses one on every mouse move).
 CLIP_MAPS_KEPT = 4
+#: Reads each new document's mask convention (a scan of the whole mask) off the caller's thread.
+_CONVENTIONS = ThreadPoolExecutor(1, thread_name_prefix="segscope-mask-convention")
 
 
 def mask_source(item: DatasetItem) -> Path:
@@ -52,18 +63,33 @@ class MaskDocument:
         self.dataset = dataset
         self.item = item
         self.image_size = image_size
-        self.disk_mask = disk_mask
+        self._hold(disk_mask)
         self.recovery_dir = recovery_dir  # None: beside each mask (core.annotation's default)
         self.editor: MaskEditor | None = None
         #: (document, kind) after every change of `mask`; kind is "edit" (also undo/redo), "save" or "discard".
         self.changed = Event("changed")
         self.saving = False  # a save job is writing the mask: no edits until `saved` (or `save_failed`)
-        self._clip_maps: list[tuple[tuple, InferenceResult, np.ndarray]] = []
+        self._clip_maps: list[tuple[tuple, InferenceResult, Clip]] = []
+
+    def _hold(self, disk_mask: np.ndarray | None) -> None:
+        """Hold the mask as on disk (None: no file) and read its binary convention on the worker."""
+        self._disk = disk_mask  # as loaded or last saved; the editor may be editing this very array
+        self._foreground: Future[int] | None = (None if disk_mask is None else
+                                                _CONVENTIONS.submit(binary_foreground, disk_mask))
 
     @property
     def mask(self) -> np.ndarray | None:
         """The mask on screen: the edited one, else the one on disk (None: no mask and no edits)."""
-        return self.editor.mask if self.editor is not None else self.disk_mask
+        return self.editor.mask if self.editor is not None else self._disk
+
+    @property
+    def disk_mask(self) -> np.ndarray | None:
+        """The mask exactly as its file holds it, when memory holds it: None when the item has no mask, or
+        while the editor's changes are in the array that held it."""
+        editor = self.editor
+        if editor is not None and editor.mask is self._disk and not editor.untouched:
+            return None
+        return self._disk
 
     @property
     def dirty(self) -> bool:
@@ -78,11 +104,12 @@ class MaskDocument:
         if self.editor is not None:
             return self.editor
         width, height = self.image_size
-        mask = self.disk_mask if self.disk_mask is not None else np.zeros((height, width), np.uint8)
+        mask = self._disk if self._disk is not None else np.zeros((height, width), np.uint8)
         if mask.shape != (height, width):
             raise SegScopeError(f"{self.item.truth_path}: mask is {mask.shape[1]}x{mask.shape[0]} but the "
                                 f"image is {width}x{height}; it cannot be edited")
-        self.editor = MaskEditor(mask, num_classes)
+        foreground = self._foreground.result() if self._foreground is not None else BINARY_FOREGROUND
+        self.editor = MaskEditor(mask, num_classes, copy=False, foreground=foreground)
         return self.editor
 
     def edited(self) -> None:
@@ -97,7 +124,8 @@ class MaskDocument:
 
     def save_job(self, mode: SaveMode) -> Callable[[], tuple[Path, np.ndarray]]:
         """The save as work for any thread: it writes the mask on screen, removes the recovery file and returns
-        (the file written, a copy of the mask it holds). Sets `saving` until `saved` or `save_failed`."""
+        (the file written, a copy of the mask it holds: the mask on disk from then on, while the editor goes on
+        in its own array). Sets `saving` until `saved` or `save_failed`."""
         if self.editor is None:
             raise SegScopeError(f"{self.item.id}: no mask edits to save")
         mask, source, recovery_dir = self.editor.mask, self.source, self.recovery_dir
@@ -114,7 +142,7 @@ class MaskDocument:
         self.saving = False
         if self.editor is not None:
             self.editor.mark_saved()
-        self.disk_mask = disk_mask
+        self._hold(disk_mask)
         self.item = self.dataset.adopt_mask(self.item, written)
         self.changed.emit(self, "save")
 
@@ -123,28 +151,28 @@ class MaskDocument:
         self.saving = False
 
     def discard(self) -> None:
-        """Forget the edits and their recovery file: the mask on disk is the mask again."""
+        """Forget the edits and their recovery file: the mask on disk is the mask again (reverted in place
+        when the editor edited the array that held it)."""
         if self.editor is None:
             return
         discard_recovery(self.source, self.recovery_dir)
+        if self.editor.mask is self._disk:
+            self.editor.revert()
         self.editor = None
         self.changed.emit(self, "discard")
 
     # ------------------------------------------------------------------------------------------- tools
-    def clip_map(self, result: InferenceResult, class_index: int = 1, limit: float | None = None) -> np.ndarray:
+    def clip_map(self, result: InferenceResult, class_index: int = 1, limit: float | None = None) -> Clip:
         """Where a tool may paint: the result's ROI; with `limit`, only where P(class_index) >= limit."""
-        key = (class_index, limit) if limit is not None else (result.roi, result.image_size)
-        for cached_key, cached_result, allowed in self._clip_maps:
-            if cached_key == key and (limit is None or cached_result is result):
-                return allowed
-        if limit is not None:
-            allowed = allowed_map(result, class_index, limit)
-        else:
-            allowed = np.zeros(result.image_size[::-1], bool)
-            roi = result.roi
-            allowed[roi.y0 : roi.y1, roi.x0 : roi.x1] = True
-        self._clip_maps = [*self._clip_maps, (key, result, allowed)][-CLIP_MAPS_KEPT:]
-        return allowed
+        if limit is None:
+            return Clip(result.roi)
+        key = (class_index, limit)
+        for cached_key, cached_result, clip in self._clip_maps:
+            if cached_key == key and cached_result is result:
+                return clip
+        clip = allowed_map(result, class_index, limit)
+        self._clip_maps = [*self._clip_maps, (key, result, clip)][-CLIP_MAPS_KEPT:]
+        return clip
 
     def _edit(self, result: InferenceResult, change: Callable[[MaskEditor], Roi | None]) -> Roi | None:
         box = change(self.ensure_editor(result.num_classes))
@@ -166,20 +194,20 @@ class MaskDocument:
     def stroke(self, result: InferenceResult, points: Sequence[Point], radius: int, class_index: int,
                limit: float | None = None) -> Roi | None:
         """Brush (class 0: eraser) along `points` (mask pixel centres) with `radius` pixels."""
-        allowed = self.clip_map(result, class_index, limit)
-        return self._edit(result, lambda e: e.stroke(points, radius, e.value_of(class_index), allowed))
+        clip = self.clip_map(result, class_index, limit)
+        return self._edit(result, lambda e: e.stroke(points, radius, e.value_of(class_index), clip))
 
     def fill(self, result: InferenceResult, seed: tuple[int, int], class_index: int,
              limit: float | None = None) -> Roi | None:
         """Flood-fill the 4-connected region of the pixel `seed` (x, y) with the class."""
-        allowed = self.clip_map(result, class_index, limit)
-        return self._edit(result, lambda e: e.fill(seed, e.value_of(class_index), allowed))
+        clip = self.clip_map(result, class_index, limit)
+        return self._edit(result, lambda e: e.fill(seed, e.value_of(class_index), clip))
 
     def polygon(self, result: InferenceResult, points: Sequence[Point], class_index: int,
                 limit: float | None = None) -> Roi | None:
         """Fill the polygon (lasso) through `points` with the class."""
-        allowed = self.clip_map(result, class_index, limit)
-        return self._edit(result, lambda e: e.polygon(points, e.value_of(class_index), allowed))
+        clip = self.clip_map(result, class_index, limit)
+        return self._edit(result, lambda e: e.polygon(points, e.value_of(class_index), clip))
 
     def accept_prediction(self, result: InferenceResult, threshold: float | None = None,
                           class_index: int = 1) -> Roi | None:

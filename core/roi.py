@@ -40,6 +40,11 @@ class Roi:
         y0 = min(max(self.y0, 0), height - h)
         return Roi(x0, y0, x0 + w, y0 + h)
 
+    def intersection(self, other: Roi) -> Roi | None:
+        """The part of this box inside `other` (None: they do not overlap)."""
+        box = Roi(max(self.x0, other.x0), max(self.y0, other.y0), min(self.x1, other.x1), min(self.y1, other.y1))
+        return box if box.x0 < box.x1 and box.y0 < box.y1 else None
+
     @classmethod
     def whole(cls, width: int, height: int) -> Roi:
         return cls(0, 0, width, height)

@@ -3,12 +3,14 @@
 The newest result of each image is stored as `<dataset>/.segscope-session/<id>.npz` (probabilities, argmax,
 ROI, image size, timings, backend), its newest whole-slide run as `slides/<id>.npz` (the stitched
 probabilities, argmax, coverage and seams with the region, scale and tiling), each written atomically; the
-folder is kept under `max_bytes` by dropping the oldest files (a run larger than that on its own is kept
-for the session only, and said so). Metrics are not stored: they are re-scored on load against the masks on
-disk, so a mask saved or edited elsewhere meanwhile can never leave an old number behind. `submit` and
-`submit_slide` write in a background thread (compressing a result takes tens of milliseconds, a whole slide
-seconds); `flush` waits for the writes, `take_errors` collects what failed. Stored files are read as
-untrusted (`read_stored`, `read_slide`): a damaged or hostile entry is skipped with one line.
+folder is kept under `max_bytes` by dropping the oldest files; a whole-slide run larger than that on its own
+is kept for the session only (`keeps`: the viewer says so when it plans the run) and its image's older stored
+run is dropped, so reopening never brings back a run the user replaced. Metrics are not stored: they are
+re-scored on load against the masks on disk, so a mask saved or edited elsewhere meanwhile can never leave an
+old number behind. `submit` and `submit_slide` write in a background thread (compressing a result takes tens
+of milliseconds, a whole slide seconds); `flush` waits for the writes, `take_errors` collects what failed.
+Stored files are read as untrusted (`read_stored`, `read_slide`): a damaged or hostile entry is skipped with
+one line.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ class SessionStore:
         self.slides_folder = self.folder / SLIDES_DIR_NAME
         self.max_bytes = max_bytes
         self._executor: ThreadPoolExecutor | None = None
-        self._pending: list[Future[Path]] = []
+        self._pending: list[Future[Path | None]] = []
         self._errors: list[str] = []
 
     def submit(self, image_id: str, result: InferenceResult) -> None:
@@ -90,7 +92,7 @@ class SessionStore:
         """`save_slide` in the store's thread (a stitched run is never changed after it finished)."""
         self._submit(self.save_slide, evaluation)
 
-    def _submit(self, save: Callable[..., Path], *args: Any) -> None:
+    def _submit(self, save: Callable[..., Path | None], *args: Any) -> None:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="segscope-session-store")
         self._pending = [f for f in self._pending if not f.done()]
@@ -98,7 +100,7 @@ class SessionStore:
         future.add_done_callback(self._collect)
         self._pending.append(future)
 
-    def _collect(self, future: Future[Path]) -> None:
+    def _collect(self, future: Future[Path | None]) -> None:
         error = future.exception()
         if error is not None:
             self._errors.append(str(error))
@@ -126,13 +128,17 @@ class SessionStore:
         self._trim(keep=path)
         return path
 
-    def save_slide(self, evaluation: TiledEvaluation) -> Path:
+    def keeps(self, nbytes: int) -> bool:
+        """Whether a whole-slide run whose arrays hold `nbytes` is stored (else it is kept for the session)."""
+        return nbytes <= self.max_bytes
+
+    def save_slide(self, evaluation: TiledEvaluation) -> Path | None:
         """Store an image's newest whole-slide run (replacing its older one), then keep within `max_bytes`.
-        A run whose arrays alone exceed `max_bytes` is not stored (SegScopeError: kept for the session)."""
+        A run the store does not `keep` is not stored, and the image's older run is removed (None)."""
         stitched, image_id = evaluation.stitched, evaluation.item.id
-        if stitched.nbytes > self.max_bytes:
-            raise SegScopeError(f"{image_id}: its whole-slide run ({stitched.nbytes / 1e6:,.0f} MB) is larger than "
-                                f"the session folder's bound ({self.max_bytes / 1e6:,.0f} MB)")
+        if not self.keeps(stitched.nbytes):
+            (self.slides_folder / _file_name(image_id)).unlink(missing_ok=True)
+            return None
         meta = {"id": image_id, "region": list(stitched.region.as_tuple()), "scale": stitched.scale,
                 "slide_size": list(stitched.slide_size), "threshold": stitched.threshold, "tiles": evaluation.tiles,
                 "seconds": evaluation.seconds, "plan": asdict(evaluation.plan) if evaluation.plan is not None else {}}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from .backends.base import Capabilities
 from .roi import Roi
 from .tiled_eval import TilePlan
-from .tiling import DEFAULT_MAX_CANVAS_BYTES, canvas_bytes, fitting_scale, output_size, tile_grid
+from .tiling import DEFAULT_MAX_CANVAS_BYTES, canvas_bytes, fitting_scale, output_size, stitched_bytes, tile_grid
 
 #: Neighbouring tiles overlap by 1/8 of a tile: blended seams, and a seams map to check them.
 OVERLAP_SHARE = 8
@@ -39,6 +39,10 @@ class SlideRun:
     def needed(self, scale: float) -> int:
         """Bytes the stitched canvases (with the seams map) take at output `scale`."""
         return canvas_bytes(self.region, scale, self.classes, seams=True)
+
+    def stored_bytes(self, scale: float) -> int:
+        """Bytes its stitched result (with the seams map) holds at output `scale`, kept or stored after the run."""
+        return stitched_bytes(self.region, scale, self.classes, seams=True)
 
     def fitting(self, scale: float) -> float:
         """The largest output scale up to `scale` whose canvases fit the memory bound."""

@@ -134,6 +134,13 @@ def canvas_bytes(region: Roi, scale: float, num_classes: int, seams: bool = Fals
     return width * height * (planes * 4 + 1)
 
 
+def stitched_bytes(region: Roi, scale: float, num_classes: int, seams: bool = False) -> int:
+    """The memory a finished `Stitched` of `region` at `scale` holds (its `nbytes`: probabilities, classes,
+    coverage and seams)."""
+    width, height = output_size(region, scale)
+    return width * height * (num_classes * 4 + 1 + 1 + (4 if seams else 0))
+
+
 def fitting_scale(region: Roi, scale: float, num_classes: int, seams: bool = False,
                   max_bytes: int = DEFAULT_MAX_CANVAS_BYTES) -> float:
     """`scale` when its canvases fit `max_bytes`, else the largest scale (to 4 significant digits, rounded

@@ -43,11 +43,6 @@ EDIT_SETTLE_MS = 300
 UNSAVED_MARK = " · unsaved"
 
 
-def _clip(box: Roi, roi: Roi) -> Roi | None:
-    clipped = Roi(max(box.x0, roi.x0), max(box.y0, roi.y0), min(box.x1, roi.x1), min(box.y1, roi.y1))
-    return clipped if clipped.x0 < clipped.x1 and clipped.y0 < clipped.y1 else None
-
-
 class MaskEditing(QObject):
     """The mask editing of one window (`window.editing`): tools, state, save and recovery."""
 
@@ -256,7 +251,7 @@ class MaskEditing(QObject):
             return
         if box is None or document is None or editor is None or result is None:
             return  # (the document announced the edit itself)
-        shown = _clip(box, result.roi)
+        shown = box.intersection(result.roi)
         if shown is not None:
             piece = editor.mask[shown.y0 : shown.y1, shown.x0 : shown.x1]
             self.panels.update_truth(shown, self._labels(piece))

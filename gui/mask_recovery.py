@@ -1,5 +1,6 @@
 """Nothing of a mask edit is lost: unsaved edits are auto-saved to a recovery file by a worker thread (on a
-copy of the mask), offered back when the image is reopened after a crash, and asked about before they go."""
+snapshot of the mask it copies while the edits go on), offered back when the image is reopened after a crash,
+and asked about before they go."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class Autosaver(QObject):
         version = editor.version
         if not editor.dirty or self.job is not None or version == self.saved_version:
             return
-        job = self._executor.submit(write_recovery, editor.mask.copy(), source, recovery_dir)
+        job = self._executor.submit(lambda: write_recovery(editor.snapshot(), source, recovery_dir))
         self.job = job
         job.add_done_callback(lambda done: self._finished.emit(version, _error_text(done)))
 

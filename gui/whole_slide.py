@@ -6,7 +6,8 @@ Tiles are the dataset's ROI size (the scale the model was trained at), overlappi
 from the reader the viewer has open (`core.tiled_eval.evaluate_slide`), so a pyramidal TIFF is never decoded
 whole. The output scale is the model's own unless its canvases would pass the memory bound: then the
 largest scale that fits is taken, and the messages say so; Run > Whole-slide output scale… sets one instead.
-The overlay's levels and the part's metrics are made on a worker.
+A result larger than the dataset keeps on disk is said, as the run starts, to be kept until the dataset is
+closed only. The overlay's levels and the part's metrics are made on a worker.
 """
 
 from __future__ import annotations
@@ -123,6 +124,18 @@ class WholeSlide(QObject):
             note = f"output scale {chosen:.4g} (chosen in Run > Whole-slide output scale…)"
         return run.plan(scale), note
 
+    def unkept(self, scale: float) -> str:
+        """Why a run of the shown slide at output `scale` will not be restored when the dataset is reopened (its
+        result is larger than the dataset keeps on disk), or "" when it will be."""
+        store, run = self.session.store, self.slide_run()
+        if store is None or run is None:
+            return ""
+        size = run.stored_bytes(scale)
+        if store.keeps(size):
+            return ""
+        return (f"its result ({gigabytes(size)}) is more than the {gigabytes(store.max_bytes)} this dataset keeps "
+                "on disk: it is kept until the dataset is closed, and not restored when it is reopened")
+
     def run(self) -> bool:
         """Queue the current image's whole slide (False, with a note, when there is none or a run is going)."""
         session, reader, item = self.session, self.open_slide.reader, self.session.current
@@ -137,8 +150,11 @@ class WholeSlide(QObject):
         run = self.slide_run()
         assert run is not None  # planned
         tiles = run.tiles(plan)
+        unkept = self.unkept(plan.output_scale or run.own_scale)
         if not self.controller.run_slide(session.dataset, item, reader, plan, tiles):
             return False
+        if unkept:  # said as the run starts, not after it
+            self.message.emit("warning", f"Whole slide of {item.id}: {unkept}")
         self.actions.start_batch(tiles)
         text = f"Running the whole slide of {item.id} in {count(tiles, 'tile')}" + (f" at {note}" if note else "")
         if note:
@@ -156,9 +172,11 @@ class WholeSlide(QObject):
             width, height = run.output_size(scale)
             needed = run.needed(scale)
             verdict = "fits" if needed <= run.max_bytes else "is over"
+            unkept = self.unkept(scale)
             return (f"The shown slide at {scale:.4g}{' (automatic)' if not value else ''}: a {width} x {height} "
                     f"result, {gigabytes(needed)} while stitching, which {verdict} the "
-                    f"{gigabytes(run.max_bytes)} bound. The model's own scale is {run.own_scale:.4g}.")
+                    f"{gigabytes(run.max_bytes)} bound. The model's own scale is {run.own_scale:.4g}."
+                    + (f" At this scale {unkept}." if unkept else ""))
 
         ScaleDialog(need, self.actions.window).exec()
 

@@ -5,10 +5,15 @@ a file needs it. Generic tiled TIFFs stay with the tifffile reader (`core.slides
 OpenSlide agrees with pixel for pixel on levels with an integer downsample (tests/core/test_slides_openslide.py);
 on a level whose downsample is not an integer (a last level of odd size) OpenSlide places the region at a
 fractional position and resamples it, so its pixels there may differ from the file's by a level or two.
+
+Every call into OpenSlide holds one lock: OpenSlide documents its API as thread-safe, yet format detection
+from several threads at once has crashed it (openslide/openslide#161), and a detection on the slide loader
+thread beside reads on other threads segfaulted here once. Region reads are tile-sized, so the wait is short.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +26,8 @@ from .base import Level, SlideReader
 INSTALL = 'pip install "segscope[slides]"'
 #: Formats only OpenSlide reads (not TIFF inside): without it, these get the install line.
 OPENSLIDE_ONLY_SUFFIXES = (".mrxs", ".vms", ".vmu", ".svslide")
+#: Held around every OpenSlide call (detection, open, region reads, close), from whichever thread.
+OPENSLIDE_LOCK = threading.Lock()
 
 
 def _openslide() -> Any | None:
@@ -38,7 +45,8 @@ def wants_openslide(path: Path, head: bytes) -> bool:
     if openslide is None:
         return path.suffix.lower() in OPENSLIDE_ONLY_SUFFIXES
     try:
-        vendor = openslide.OpenSlide.detect_format(str(path))
+        with OPENSLIDE_LOCK:
+            vendor = openslide.OpenSlide.detect_format(str(path))
     except Exception:  # OpenSlide's own error types on unreadable files: not a slide it reads
         return False
     return vendor not in (None, "generic-tiff")
@@ -66,7 +74,8 @@ class OpenSlideSlide(SlideReader):
         if openslide is None:
             raise SegScopeError(f"{path}: reading this slide format needs OpenSlide: {INSTALL}")
         try:
-            return cls(path, openslide.OpenSlide(str(path)))
+            with OPENSLIDE_LOCK:  # the constructor reads the levels and properties
+                return cls(path, openslide.OpenSlide(str(path)))
         except Exception as exc:  # OpenSlideError / OpenSlideUnsupportedFormatError / OSError
             raise SegScopeError(f"{path}: OpenSlide cannot read this slide ({exc})") from None
 
@@ -75,8 +84,10 @@ class OpenSlideSlide(SlideReader):
         slide = self._slide
         if slide is None:
             raise SegScopeError(f"{self.path}: the slide is closed")
-        # OpenSlide takes the corner in level-0 pixels and reads from several threads at once.
-        rgba = np.asarray(slide.read_region((round(x * downsample), round(y * downsample)), level, (width, height)))
+        # OpenSlide takes the corner in level-0 pixels.
+        with OPENSLIDE_LOCK:
+            region = slide.read_region((round(x * downsample), round(y * downsample)), level, (width, height))
+        rgba = np.asarray(region)
         bgr = rgba[..., 2::-1]
         alpha = rgba[..., 3:]
         if alpha.min() == 255:
@@ -88,4 +99,5 @@ class OpenSlideSlide(SlideReader):
     def close(self) -> None:
         slide, self._slide = self._slide, None
         if slide is not None:
-            slide.close()
+            with OPENSLIDE_LOCK:
+                slide.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 from segscope.core.annotation import (
+    Clip,
     MaskEditor,
     allowed_map,
     discard_recovery,
@@ -145,20 +148,57 @@ def test_probability_aware_brush_and_fill_paint_only_where_allowed() -> None:
     rng = np.random.default_rng(1)
     probability = cv2.GaussianBlur(rng.random((H, W)).astype(np.float32), (0, 0), 4)
     allowed = probability >= np.median(probability)
+    whole = Clip(Roi.whole(W, H), allowed)
     editor = MaskEditor(np.zeros((H, W), np.uint8))
     points = [(30, 30), (170, 120)]
-    editor.stroke(points, 15, 255, allowed=allowed)
+    editor.stroke(points, 15, 255, whole)
     assert np.array_equal(editor.mask == 255, reference_stroke((H, W), points, 15) & allowed)
     assert 0 < np.count_nonzero(editor.mask) < np.count_nonzero(reference_stroke((H, W), points, 15))
 
     filler = MaskEditor(np.zeros((H, W), np.uint8))
     seed = tuple(int(v) for v in np.argwhere(allowed)[0][::-1])
-    filler.fill(seed, 255, allowed=allowed)
+    filler.fill(seed, 255, whole)
     expected = bfs_fill(np.where(allowed, 0, 1).astype(np.uint8), seed)  # connected within the allowed pixels
     assert np.array_equal(filler.mask == 255, expected)
-    assert filler.fill(tuple(int(v) for v in np.argwhere(~allowed)[0][::-1]), 255, allowed=allowed) is None
-    with pytest.raises(SegScopeError, match="allowed map"):
-        editor.stroke(points, 3, 255, allowed=allowed[:10])
+    assert filler.fill(tuple(int(v) for v in np.argwhere(~allowed)[0][::-1]), 255, whole) is None
+    with pytest.raises(SegScopeError, match="clip box"):
+        editor.stroke(points, 3, 255, Clip(Roi.whole(W, H), allowed[:10]))
+    with pytest.raises(SegScopeError, match="clip box"):
+        editor.stroke(points, 3, 255, Clip(Roi(0, 0, W + 1, H)))
+
+
+@pytest.mark.parametrize("with_map", [True, False], ids=["box and map", "box only"])
+def test_a_clip_paints_exactly_what_the_same_clip_drawn_slide_sized_allows(with_map: bool) -> None:
+    rng = np.random.default_rng(4)
+    box = Roi(40, 25, 170, 130)
+    inside = cv2.GaussianBlur(rng.random((box.height, box.width)).astype(np.float32), (0, 0), 3) >= 0.5
+    clip = Clip(box, inside if with_map else None)
+    allowed = np.zeros((H, W), bool)  # the reference: the clip as a slide-sized map
+    allowed[box.y0:box.y1, box.x0:box.x1] = inside if with_map else True
+    mask = np.zeros((H, W), np.uint8)
+    cv2.circle(mask, (60, 40), 20, 255, -1)
+    cv2.circle(mask, (160, 120), 30, 255, -1)
+    editor = MaskEditor(mask)
+    points = [(10, 10), (120, 140), (190, 60)]
+
+    editor.stroke(points, 12, 255, clip)
+    expected = np.where(reference_stroke((H, W), points, 12) & allowed, 255, mask)
+    assert np.array_equal(editor.mask, expected)
+    lasso = np.zeros((H, W), np.uint8)
+    cv2.fillPoly(lasso, [np.array(points, np.int32)], 1)
+    editor.polygon(points, 0, clip)
+    expected = np.where(lasso.astype(bool) & allowed, 0, expected)
+    assert np.array_equal(editor.mask, expected)
+    seed = tuple(int(v) for v in np.argwhere(allowed & (expected == 0))[len(expected) // 2][::-1])
+    editor.fill(seed, 128, clip)
+    region = bfs_fill(np.where(allowed, expected, 7).astype(np.uint8), seed)  # 7: a value the mask has not
+    assert region.sum() > 50
+    expected = np.where(region, 128, expected)
+    assert np.array_equal(editor.mask, expected)
+    assert editor.fill((5, 5), 255, clip) is None  # outside the box
+    while editor.undo() is not None:
+        pass
+    assert np.array_equal(editor.mask, mask)
 
 
 def random_edits(editor: MaskEditor, rng: np.random.Generator, count: int) -> list[np.ndarray]:
@@ -199,6 +239,53 @@ def test_undo_and_redo_restore_every_state_exactly() -> None:
     assert editor.can_redo
     editor.stroke([(3, 3)], 2, 255 if editor.mask[3, 3] == 0 else 0)
     assert not editor.can_redo and editor.redo() is None
+
+
+def test_an_editor_in_place_edits_the_given_array_and_reverts_it_exactly() -> None:
+    given = np.zeros((H, W), np.uint8)
+    cv2.circle(given, (100, 70), 40, 255, -1)
+    original = given.copy()
+    editor = MaskEditor(given, copy=False)
+    assert editor.mask is given and editor.untouched
+    states = random_edits(editor, np.random.default_rng(11), 12)
+    assert not np.array_equal(given, original) and np.array_equal(given, states[-1]) and not editor.untouched
+    editor.undo()
+    editor.undo()
+    editor.begin_edit()
+    editor.stroke([(10, 10), (190, 140)], 9, 0)  # an open drag is reverted too
+    editor.revert()
+    assert editor.mask is given and np.array_equal(given, original) and editor.untouched
+    assert MaskEditor(original).mask is not original  # the default editor copies
+
+
+def test_a_snapshot_taken_while_another_thread_edits_is_one_state_of_the_mask(monkeypatch) -> None:
+    """The snapshot thread copies row by row while the editing thread paints; every snapshot must equal the
+    mask at one moment (one of the states the edits went through), never a mix of two."""
+    monkeypatch.setattr("segscope.core.annotation.SNAPSHOT_ROWS", 1)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, to interleave the copy and the edits
+    try:
+        editor = MaskEditor(np.zeros((300, 200), np.uint8))
+        states = [editor.mask.tobytes()]
+        snapshots: list[bytes] = []
+        done = threading.Event()
+
+        def take() -> None:
+            while not done.is_set():
+                snapshots.append(editor.snapshot().tobytes())
+
+        taker = threading.Thread(target=take)
+        taker.start()
+        for i in range(60):  # full-height strokes: a torn copy would mix two of them
+            x = 3 * i + 5
+            editor.stroke([(x, 0), (x, 299)], 1, 255)
+            states.append(editor.mask.tobytes())
+        done.set()
+        taker.join()
+    finally:
+        sys.setswitchinterval(switch)
+    seen = set(states)
+    assert len(snapshots) > 5 and all(snapshot in seen for snapshot in snapshots)
 
 
 def test_undo_returns_the_box_the_edit_changed() -> None:
@@ -296,9 +383,8 @@ def test_accept_prediction_from_argmax_and_threshold() -> None:
     editor.undo()
     assert np.array_equal(editor.mask, mask)
 
-    allowed = allowed_map(result, 1, 0.7)
-    assert allowed.shape == (H, W) and not allowed[:20].any() and not allowed[:, :30].any()
-    assert np.array_equal(allowed[20:80, 30:110], p1 >= 0.7)
+    clip = allowed_map(result, 1, 0.7)
+    assert clip.box == roi and clip.allowed is not None and np.array_equal(clip.allowed, p1 >= 0.7)
 
 
 def test_prediction_at_model_resolution_is_resized_to_the_roi() -> None:

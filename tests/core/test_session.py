@@ -353,3 +353,33 @@ def test_qa_metrics_computed_elsewhere_join_only_the_metrics_they_were_computed_
     _paint_extra(session)  # an edit since: the metrics are re-scored without them, and late ones are dropped
     assert not session.set_quality("a", basis, quality)
     assert session.metrics("a").quality is None and session.metrics("a").soft_dice != basis.soft_dice
+
+
+def test_a_whole_slide_run_over_the_stores_bound_is_kept_for_the_session_and_drops_the_older_stored_one(
+        tmp_path, write_png):
+    from segscope.core.tiled_eval import TiledEvaluation, TilePlan
+    from segscope.core.tiling import Stitched
+
+    session = _loaded(tmp_path, write_png)
+    failures = []
+    session.events.store_failed.connect(failures.append)
+
+    def run(scale: float) -> TiledEvaluation:
+        out_w, out_h = round(W * scale), round(H * scale)
+        probabilities = np.full((out_h, out_w, 2), 0.5, np.float32)
+        stitched = Stitched(Roi(0, 0, W, H), scale, (W, H), probabilities, np.zeros((out_h, out_w), np.uint8),
+                            None, np.ones((out_h, out_w), bool))
+        return TiledEvaluation(session.dataset.item("a"), stitched, 4, None, 1.0, TilePlan((4, 4), 1))
+
+    small, big = run(0.5), run(1.0)
+    session.store.max_bytes = small.stitched.nbytes + 100  # room for the small run, not the big one
+    assert session.store.keeps(small.stitched.nbytes) and not session.store.keeps(big.stitched.nbytes)
+    session.add_slide_run(small)
+    session.flush()
+    assert len(list(session.store.slides_folder.glob("*.npz"))) == 1
+    session.add_slide_run(big)
+    session.flush()
+    assert session.slide_run_of("a") is big  # kept for the session
+    assert list(session.store.slides_folder.glob("*.npz")) == []  # the replaced run is not restored later
+    _run(session, "b")
+    assert failures == []  # the viewer said it when it planned the run; nothing failed

@@ -16,7 +16,7 @@ from segscope.core.roi import Roi
 from segscope.core.slide_metrics import array_reader, mask_at_scale, slide_metrics
 from segscope.core.slides.opencv_reader import ImageSlide
 from segscope.core.tiled_eval import TilePlan, run_tiled
-from segscope.core.tiling import Stitched, Stitcher, blend_weights, tile_grid
+from segscope.core.tiling import Stitched, Stitcher, blend_weights, stitched_bytes, tile_grid
 
 MODEL = 16  # the double's model resolution
 
@@ -164,6 +164,9 @@ def test_stitched_output_equals_a_numpy_reference(region: Roi | None, scale: flo
     np.testing.assert_allclose(stitched.probabilities, expected, rtol=0, atol=2e-6)
     assert stitched.seams is not None
     np.testing.assert_allclose(stitched.seams, seams, rtol=0, atol=2e-6)
+    height, width = expected.shape[:2]  # what the finished arrays hold, known before the run
+    per_pixel = 2 * 4 + 1 + 1 + 4  # float32 probabilities of 2 classes, classes, coverage, float32 seams
+    assert stitched_bytes(whole, stitched.scale, 2, seams=True) == stitched.nbytes == height * width * per_pixel
     assert stitched.seams.max() > 0.05  # neighbours disagree somewhere on noise
     decided = np.abs(expected[..., 1] - 0.5) > 1e-5
     assert (stitched.argmax[decided] == (expected[..., 1] > 0.5)[decided]).all()

@@ -15,6 +15,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from segscope.core.annotation import (
+    Clip,
     MaskEditor,
     allowed_map,
     find_recovery,
@@ -102,13 +103,6 @@ def click_on_panel(win, x: float, y: float, double: bool = False) -> None:
     QApplication.processEvents()
 
 
-def roi_allowed(result) -> np.ndarray:
-    allowed = np.zeros(result.image_size[::-1], bool)
-    roi = result.roi
-    allowed[roi.y0 : roi.y1, roi.x0 : roi.x1] = True
-    return allowed
-
-
 def assert_panel_shows(win, mask: np.ndarray) -> None:
     roi = win.panels.result.roi
     np.testing.assert_array_equal(win.panels.panel_arrays()["truth"],
@@ -152,7 +146,7 @@ def test_brush_drag_paints_the_path_and_undo_redo_restore_it_exactly(window, edi
     points = [slide_point(p) for p in seen]
     reference.begin_edit()
     for a, b in pairwise([points[0], *points]):
-        reference.stroke([a, b], 6, 255, roi_allowed(window.panels.result))
+        reference.stroke([a, b], 6, 255, Clip(window.panels.result.roi))
     reference.end_edit()
     edited = editing.editor.mask
     np.testing.assert_array_equal(edited, reference.mask)
@@ -202,7 +196,7 @@ def test_eraser_in_error_map_and_contour_mode_updates_the_panel_box(window, edit
     points = [slide_point(p) for p in seen]
     reference.begin_edit()
     for a, b in pairwise([points[0], *points]):
-        reference.stroke([a, b], 12, 0, roi_allowed(window.panels.result))
+        reference.stroke([a, b], 12, 0, Clip(window.panels.result.roi))
     reference.end_edit()
     np.testing.assert_array_equal(editing.editor.mask, reference.mask)
     assert (editing.editor.mask != original).any()
@@ -255,7 +249,7 @@ def test_lasso_drag_and_polygon_clicks_fill_the_polygon(window, editing):
     corners = [(roi.x0 + 30, roi.y0 + 30), (roi.x0 + 200, roi.y0 + 50), (roi.x0 + 90, roi.y0 + 220)]
     drag_on_panel(window, [*corners, corners[0]])
     reference = MaskEditor(original)
-    reference.polygon([slide_point(p) for p in seen[:-1]], 255, roi_allowed(window.panels.result))
+    reference.polygon([slide_point(p) for p in seen[:-1]], 255, Clip(window.panels.result.roi))
     np.testing.assert_array_equal(editing.editor.mask, reference.mask)
     assert (editing.editor.mask != original).sum() > 1000
 
@@ -266,7 +260,7 @@ def test_lasso_drag_and_polygon_clicks_fill_the_polygon(window, editing):
     for i, corner in enumerate(clicked):
         click_on_panel(window, *corner, double=i == len(clicked) - 1)
     presses = [slide_point(p) for p in seen[0::2][:3]]
-    reference.polygon(presses, 0, roi_allowed(window.panels.result))
+    reference.polygon(presses, 0, Clip(window.panels.result.roi))
     np.testing.assert_array_equal(editing.editor.mask, reference.mask)
     key(window, Qt.Key.Key_Z, CTRL)
     key(window, Qt.Key.Key_Z, CTRL)
@@ -289,13 +283,15 @@ def test_probability_aware_brush_paints_only_above_the_threshold(window, editing
     seen = record(editing)
     drag_on_panel(window, [(roi.x0 + 60, roi.y0 + 60), (roi.x1 - 60, roi.y1 - 60)], steps=10)
     changed = editing.editor.mask != original
-    allowed = allowed_map(result, 1, threshold)
+    clip = allowed_map(result, 1, threshold)
+    allowed = np.zeros(original.shape, bool)
+    allowed[roi.y0 : roi.y1, roi.x0 : roi.x1] = probability >= threshold
     assert changed.any() and not changed[~allowed].any()
     points = [slide_point(p) for p in seen]
     limited, unlimited = MaskEditor(original), MaskEditor(original)
     for a, b in pairwise([points[0], *points]):
-        limited.stroke([a, b], 40, 255, allowed)
-        unlimited.stroke([a, b], 40, 255, roi_allowed(result))
+        limited.stroke([a, b], 40, 255, clip)
+        unlimited.stroke([a, b], 40, 255, Clip(roi))
     np.testing.assert_array_equal(editing.editor.mask, limited.mask)
     assert ((unlimited.mask != original) & ~allowed).sum() > 1000  # the limit held the brush back
 

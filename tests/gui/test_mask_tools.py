@@ -3,6 +3,7 @@ mask document, clipped to the ROI and to the probability limit; expected masks a
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -117,12 +118,61 @@ def test_accept_prediction_replaces_the_roi_with_the_thresholded_class(document,
     np.testing.assert_array_equal(document.mask, expected)
 
 
+def as_slide_map(clip) -> np.ndarray:
+    """Where a clip lets a tool paint, as a slide-sized map."""
+    where = np.zeros((H, W), bool)
+    box = clip.box
+    where[box.y0:box.y1, box.x0:box.x1] = True if clip.allowed is None else clip.allowed
+    return where
+
+
 def test_clip_maps_follow_the_result_and_the_limit(document, result):
     limited = document.clip_map(result, 1, 0.5)
     assert document.clip_map(result, 1, 0.5) is limited  # reused on every mouse move
     expected = inside_roi()
     expected[:, :SPLIT] = False
-    np.testing.assert_array_equal(limited, expected)
-    np.testing.assert_array_equal(document.clip_map(result), inside_roi())
+    np.testing.assert_array_equal(as_slide_map(limited), expected)
+    assert limited.allowed.shape == (ROI.height, ROI.width)  # nothing slide-sized
+    np.testing.assert_array_equal(as_slide_map(document.clip_map(result)), inside_roi())
     other = InferenceResult(result.probabilities.copy(), result.argmax, ROI, (W, H))
     assert document.clip_map(other, 1, 0.5) is not limited  # another result gets its own map
+
+
+def test_edits_go_into_the_loaded_mask_and_discard_reverts_it(document, result, kinds):
+    loaded = document.mask
+    original = loaded.copy()
+    assert document.disk_mask is loaded
+    document.stroke(result, [(5.0, 5.0), (14.0, 10.0)], 2, 1)
+    document.fill(result, (15, 3), 1)
+    assert document.mask is loaded and not np.array_equal(loaded, original)  # no slide-sized copy
+    assert document.disk_mask is None  # the mask as on disk is not in memory while edited: a run reads the file
+    document.undo()
+    document.undo()
+    assert document.disk_mask is loaded  # every edit undone: the array is the file's again
+    document.stroke(result, [(5.0, 5.0), (14.0, 10.0)], 2, 1)
+    document.discard()
+    assert document.mask is loaded and document.disk_mask is loaded and document.editor is None
+    np.testing.assert_array_equal(loaded, original)
+    assert kinds == ["edit"] * 5 + ["discard"]
+
+
+def test_after_a_save_the_saved_mask_is_the_disk_mask_and_discard_returns_to_it(document, result, kinds):
+    document.stroke(result, [(5.0, 5.0), (14.0, 10.0)], 2, 1)
+    saved = document.mask.copy()
+    written = document.save("corrected")
+    np.testing.assert_array_equal(document.disk_mask, saved)
+    document.stroke(result, [(5.0, 10.0), (14.0, 4.0)], 2, 0)
+    assert not np.array_equal(document.mask, saved)
+    np.testing.assert_array_equal(document.disk_mask, saved)  # its own copy, kept by the save
+    document.discard()
+    np.testing.assert_array_equal(document.mask, saved)
+    np.testing.assert_array_equal(cv2.imread(str(written), cv2.IMREAD_UNCHANGED), saved)
+    assert kinds == ["edit", "save", "edit", "discard"]
+
+
+@pytest.mark.parametrize(("disk", "painted"), [("0/1", 1), ("0/255", 255), ("none", 255)])
+def test_the_brush_paints_in_the_mask_files_convention(document, result, disk, painted):
+    mask = {"0/1": np.eye(H, W, dtype=np.uint8), "0/255": np.eye(H, W, dtype=np.uint8) * 255, "none": None}[disk]
+    other = MaskDocument(document.dataset, document.item, (W, H), mask)
+    other.stroke(result, [(8.0, 6.0)], 1, 1)
+    assert other.mask[6, 8] == painted and set(np.unique(other.mask)) == {0, painted}

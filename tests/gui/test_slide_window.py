@@ -185,3 +185,21 @@ def test_the_output_scale_fits_the_memory_bound_by_itself_or_as_chosen(tiff_wind
     assert isinstance(refused, str) and "Whole-slide output scale" in refused and "--" not in refused
     settings.settings().setValue(whole_slide.SCALE_KEY, own / 4)
     assert window.whole_slide.plan()[0].output_scale == own / 4
+
+
+def test_a_whole_slide_result_too_big_to_keep_on_disk_is_said_as_the_run_starts(qtbot, tiff_window):
+    from segscope.core.tiling import stitched_bytes
+
+    window, _readers = tiff_window
+    region, classes, own = window.whole_slide._scales()
+    size = stitched_bytes(region, own, classes, seams=True)
+    window.session.store.max_bytes = size - 1  # the result is one byte over what the dataset keeps on disk
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=120000):
+        assert window.run_whole_slide()
+        assert window.session.slide_run_of("a") is None  # no tile has come back yet
+        said = [m.text for m in window.messages.messages if m.level == "warning"]
+        assert len(said) == 1 and said[0].startswith("Whole slide of a: its result")
+        assert "not restored when it is reopened" in said[0] and "--" not in said[0]
+    assert window.session.slide_run_of("a") is not None  # shown for this session
+    window.session.store.max_bytes = size
+    assert window.whole_slide.unkept(own) == ""  # a result that fits is kept on disk: nothing to say
