@@ -191,8 +191,9 @@ def test_a_whole_slide_result_too_big_to_keep_on_disk_is_said_as_the_run_starts(
     from segscope.core.tiling import stitched_bytes
 
     window, _readers = tiff_window
-    region, classes, own = window.whole_slide._scales()
-    size = stitched_bytes(region, own, classes, seams=True)
+    run = window.whole_slide.slide_run()
+    own = run.own_scale
+    size = stitched_bytes(run.region, own, run.classes, seams=True)
     window.session.store.max_bytes = size - 1  # the result is one byte over what the dataset keeps on disk
     with qtbot.waitSignal(window.controller.batchFinished, timeout=120000):
         assert window.run_whole_slide()
