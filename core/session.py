@@ -40,7 +40,7 @@ from .events import Event
 from .mask_document import MaskDocument
 from .metric_catalogue import Metric
 from .metrics import ImageMetrics, image_metrics
-from .quality.scoring import ImageQuality
+from .quality.spec import ImageQuality
 from .result import InferenceResult
 from .roi import Roi
 from .runs import RunHistory, RunRecord

@@ -21,10 +21,11 @@ import numpy as np
 import onnxruntime as ort
 
 from .. import dvpp, imaging
+from ..card import ModelCard
 from ..emulation import Crop, Normalize, plan_stream, sized
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
-from ..model_card import ModelCard, load_model_card, postprocess
+from ..model_card import load_model_card, postprocess
 from ..pipeline import Pipeline, load_pipeline
 from ..preprocess import check_aipp_color, decode_flag, make_tensor
 from ..roi import Roi

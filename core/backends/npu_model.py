@@ -25,10 +25,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..card import ModelCard
 from ..card_check import check_model_outputs
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
-from ..model_card import ModelCard
 from ..onnx_graph import ELEM_TYPES, GraphInfo, TensorInfo
 from ..pipeline import Pipeline, load_pipeline
 from ..roi import Roi
