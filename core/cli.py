@@ -28,12 +28,13 @@ from typing import TextIO
 
 from . import cli_lines
 from . import metric_catalogue as catalogue
-from .backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
+from .backend_spec import open_backend, spec_from_args
 from .backends.base import Backend
-from .backends.pool import UsageLog, parse_devices
+from .backends.pool import UsageLog
+from .backends.registry import BACKEND_KINDS
 from .card_builder import add_card_command
 from .check import add_check_command
-from .cluster import SSH_SCHEME, parse_resources
+from .cluster import SSH_SCHEME
 from .compare_cli import add_compare_command
 from .dataset import Dataset
 from .errors import SegScopeError
@@ -49,6 +50,7 @@ from .profiling import cli as profiling_cli
 from .provenance import source_for
 from .quality.options import add_metric_options, line_text, metric_spec, summary_lines
 from .quality.scoring import QualitySummary
+from .remote.protocol import PROBABILITY_DTYPES
 from .report.command import add_report_options, run_report
 from .roi import Roi
 from .run_source import add_source_options, chosen_source
@@ -105,7 +107,7 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remote-cache", metavar="HOST_DIR", default=None,
                         help="with --remote: the host folder for the uploaded worker and model, relative to the "
                              "login's home unless absolute (default .cache/segscope)")
-    parser.add_argument("--probabilities", choices=PROBABILITY_ENCODINGS, default=None,
+    parser.add_argument("--probabilities", choices=PROBABILITY_DTYPES, default=None,
                         help="with --remote: how probabilities travel back. float32 (default) is exact, metrics "
                              "identical to a local run: 3.3 MB per 960x960 demo result (lossless zlib of 7.4 MB "
                              "raw); float16 0.18 MB, uint8 0.02 MB (demo soft Dice within 5e-9 and 6e-8). "
@@ -148,13 +150,7 @@ def _refuse_remote_only_options(args: argparse.Namespace) -> None:
 def _open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
     """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
     printed on stderr."""
-    with open_backend(
-            args.backend, chosen_source(args), max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
-            accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
-            probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
-            remote_cache=args.remote_cache, devices=parse_devices(args.devices) if args.devices is not None else None,
-            cluster=args.cluster, ship_images=args.ship_images,
-            task_resources=parse_resources(args.task_resources) if args.task_resources else None) as backend:
+    with open_backend(spec_from_args(args)) as backend:
         details = backend.capabilities.details
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
             ([details["note"]] if "note" in details else []) + \

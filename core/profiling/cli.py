@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import TextIO
 
-from ..backends import BACKEND_KINDS
+from ..backends.registry import BACKEND_KINDS
 from ..errors import SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
 from ..run_source import add_source_options, chosen_source

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.remote import RemoteBackend
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.roi import Roi
 
 _spec = importlib.util.spec_from_file_location("segscope_tests_byo", Path(__file__).parents[1] / "byo_helpers.py")
