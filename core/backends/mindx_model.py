@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ApiUnavailable, BackendError
-from .mindx import error_meaning
 from .mindx_env import SETUP_HINT, locate, sdk_version
+from .mindx_sdk import error_meaning
 from .npu_model import OmBackend, OmFacts, OmTensor, dtype_name
 
 _PACKAGE, _PACKAGE_FILE = "mindx", "mindx/sdk/__init__.py"

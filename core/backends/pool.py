@@ -3,7 +3,7 @@
 `DevicePool` wraps one opened backend per device (`device_pool` opens them). `infer_many` deals each image to
 the first free device (the shared `base.read_ahead` keeps one image in flight per device) and gives the results
 in request order; it counts, per device, the images run and the time spent on them, for the throughput and
-utilisation report. Which backend each kind opens per device is the registry's (`core.backends.BACKENDS`).
+utilisation report. Which backend each kind opens per device is the registry's (`core.backends.registry`).
 """
 
 from __future__ import annotations

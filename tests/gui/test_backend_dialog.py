@@ -53,7 +53,7 @@ def test_unknown_host_key_is_trusted_only_after_confirmation(qtbot, monkeypatch,
     offered = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
     attempts: list[str] = []
 
-    def fake_open(choice: BackendChoice) -> Backend:  # what open_remote_backend does for a new host
+    def fake_open(choice: BackendChoice) -> Backend:  # what opening a remote host does for a new one
         attempts.append(choice.accepted_fingerprint)
         if choice.accepted_fingerprint != offered:
             raise UnknownHostKey(choice.host, "ssh-ed25519", offered, tmp_path / "known_hosts")
