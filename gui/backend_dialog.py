@@ -112,8 +112,9 @@ class BackendChoice:
     def describe(self) -> str:
         if self.kind != "remote" and self.cluster:
             return f"{self.kind} on the cluster {self.cluster}"
+        api = "" if self.kind == "remote" else BACKENDS[self.kind].api  # an Ascend API runs on the host it is on
         text = f"remote {self.target}" if self.kind == "remote" else \
-            f"{BACKENDS[self.kind].api or self.kind} ({'this machine' if self.kind == 'embedded' else 'this host'})"
+            f"{api or self.kind} ({'this host' if api else 'this machine'})"
         return f"{text}, devices {self.devices}" if self.kind != "remote" and self.devices else text
 
     def as_profile(self) -> dict[str, str]:

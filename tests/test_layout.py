@@ -126,3 +126,15 @@ def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path
     graph = _imports(tmp_path)
     assert graph["segscope.gui.d"] == {"segscope.core", "segscope.core.a"}
     assert _a_cycle(graph) == ["segscope.core.a", "segscope.core.sub.b", "segscope.core.c", "segscope.core.a"]
+
+
+def test_backends_remote_cluster_and_the_spec_are_layered() -> None:
+    """Each layer imports only those below it: backends, then remote (its worker opens the registry's kinds),
+    then cluster (it reaches hosts as remote does), then the spec that composes them."""
+    layers = ("segscope.core.backends", "segscope.core.remote", "segscope.core.cluster", "segscope.core.backend_spec")
+    graph = _imports(CORE.parent)
+    upward = sorted(f"{module} imports {target}" for module, targets in graph.items() for target in targets
+                    for low, layer in enumerate(layers) if module.startswith(layer)
+                    for high in layers[low + 1:] if target.startswith(high))
+    assert upward == []
+    assert "segscope.core.backends.registry" in graph["segscope.core.remote.server"]  # the walk sees the layers

@@ -35,9 +35,17 @@ from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess
 from ..pipeline import Pipeline, Stream, load_pipeline
-from ..remote.crop_upload import encode_png
 from ..roi import Roi
-from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels, keep_in_flight
+from .base import (
+    Backend,
+    Capabilities,
+    ImageSource,
+    InferenceRequest,
+    InferenceResult,
+    check_pixels,
+    encode_png,
+    keep_in_flight,
+)
 from .mindx_devices import StreamDealer, copy_per_device
 from .mindx_env import import_sdk
 from .mindx_sdk import RESTART_HINT, SdkSession

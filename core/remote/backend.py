@@ -25,6 +25,7 @@ from ..backends.base import (
     InferenceRequest,
     InferenceResult,
     check_pixels,
+    encode_png,
     keep_in_flight,
     prepare_ahead,
 )
@@ -35,7 +36,7 @@ from ..roi import Roi
 from . import protocol
 from .client import WorkerLost, WorkerSession, worker_command
 from .connection import SshConnection, SshOptions, SshTarget, parse_target
-from .crop_upload import Crop, CropUpload, encode_png
+from .crop_upload import Crop, CropUpload
 from .deploy import DEFAULT_CACHE_DIR, hash_command, parse_hashes, project_bundle, upload, worker_bundle
 
 
