@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Union
 
 from .backends.base import Backend
 from .backends.pool import parse_devices
-from .backends.registry import backend_kind, open_kind, open_on_devices
+from .backends.registry import backend_kind, open_kind
 from .cluster import parse_resources
 from .errors import SegScopeError
 from .fileio import DEFAULT_MAX_PIXELS
@@ -108,7 +108,7 @@ def open_backend(spec: BackendSpec) -> Backend:
                               ship=where.ship_images, resources=where.task_resources, ssh=where.login.ssh_options(),
                               python=where.login.python, set_env=where.login.set_env)
     if isinstance(where, Devices):
-        return open_on_devices(spec.kind, spec.pipeline, where.ids, spec.max_pixels, spec.sdk_home)
+        return backend_kind(spec.kind).open_on_devices(spec.pipeline, where.ids, spec.max_pixels, spec.sdk_home)
     if isinstance(where, RemoteHost):
         from .remote.backend import RemoteBackend
         from .remote.connection import parse_target

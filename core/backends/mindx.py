@@ -47,7 +47,7 @@ from .base import (
     keep_in_flight,
 )
 from .mindx_devices import StreamDealer, copy_per_device
-from .mindx_env import import_sdk
+from .mindx_env import import_sdk, sdk_problem
 from .mindx_sdk import RESTART_HINT, SdkSession
 from .mindx_transports import TRANSPORTS, Pending, Transport
 
@@ -240,3 +240,18 @@ class MindXBackend(Backend):
         session, self._session = self._session, None
         if session is not None:
             session.destroy()
+
+
+def open_here(pipeline: Path, max_pixels: int, sdk_home: Path | None) -> MindXBackend:
+    """The stream on the pipeline's device (the registry's opener; see `core.backends.registry`)."""
+    return MindXBackend(pipeline, sdk_home, max_pixels=max_pixels)
+
+
+def open_on_devices(pipeline: Path, devices: Sequence[int], max_pixels: int, sdk_home: Path | None) -> MindXBackend:
+    """The stream copied once per device, in one process (`mindx_devices`)."""
+    return MindXBackend(pipeline, sdk_home, max_pixels=max_pixels, devices=devices)
+
+
+def unavailable(sdk_home: Path | None) -> str:
+    """Why the SDK cannot be found here ("" when it can), nothing imported."""
+    return sdk_problem(sdk_home)

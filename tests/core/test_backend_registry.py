@@ -3,12 +3,16 @@ open and where, built from the CLI's options."""
 
 from __future__ import annotations
 
+import sys
+import types
+from pathlib import Path
+
 import pytest
 
 from segscope.core.backend_spec import HERE, BackendSpec, Cluster, Devices, RemoteHost, SshLogin, open_backend
 from segscope.core.backend_spec import spec_from_args as spec_of
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.registry import BACKEND_KINDS, BACKENDS, open_kind
+from segscope.core.backends.registry import BACKEND_KINDS, BACKENDS, BackendKind, open_kind
 from segscope.core.cli import build_parser
 from segscope.core.errors import SegScopeError
 from segscope.core.pipeline import DEFAULT_PIPELINE
@@ -88,3 +92,25 @@ def test_the_remote_worker_may_open_any_registered_kind(tiny_model_project):
     with pytest.raises(SegScopeError) as raised:  # taken: it goes on to connect (nothing listens on port 1)
         RemoteBackend(tiny_model_project.pipeline, "127.0.0.1:1", worker_backend="mindx-model")
     assert "127.0.0.1" in str(raised.value) and "worker backend" not in str(raised.value)
+
+
+def test_a_backend_is_its_module_and_one_registration_line(monkeypatch, tiny_model_project):
+    pipeline = tiny_model_project.pipeline
+    opened: list[tuple] = []
+
+    def open_here(source, max_pixels, sdk_home):
+        opened.append((source, max_pixels, sdk_home))
+        return EmbeddedBackend(source, max_pixels=max_pixels)
+
+    module = types.ModuleType("segscope.core.backends.echo")
+    module.open_here = open_here  # type: ignore[attr-defined]
+    module.unavailable = lambda sdk_home: "" if sdk_home else "no echo API here"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setitem(BACKENDS, "echo", BackendKind("echo", "Echo on this machine", "echo"))
+    assert BACKENDS["echo"].available() == (False, "no echo API here")
+    assert BACKENDS["echo"].available(Path("/sdk")) == (True, "")
+    with open_backend(BackendSpec("echo", pipeline, max_pixels=1234, sdk_home=Path("/sdk"))) as backend:
+        assert isinstance(backend, EmbeddedBackend)
+    assert opened == [(pipeline, 1234, Path("/sdk"))]
+    with pytest.raises(SegScopeError, match="--devices: --backend echo runs one stream; drop --devices"):
+        open_backend(BackendSpec("echo", pipeline, Devices((0, 1))))
