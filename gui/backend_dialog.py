@@ -110,12 +110,13 @@ class BackendChoice:
         return open_backend(self.spec())
 
     def describe(self) -> str:
-        if self.kind != "remote" and self.cluster:
+        if self.kind == "remote":
+            return f"remote {self.target}"
+        if self.cluster:
             return f"{self.kind} on the cluster {self.cluster}"
-        api = "" if self.kind == "remote" else BACKENDS[self.kind].api  # an Ascend API runs on the host it is on
-        text = f"remote {self.target}" if self.kind == "remote" else \
-            f"{api or self.kind} ({'this host' if api else 'this machine'})"
-        return f"{text}, devices {self.devices}" if self.kind != "remote" and self.devices else text
+        api = BACKENDS[self.kind].api  # an Ascend API runs on the Ascend host this is
+        text = f"{api or self.kind} ({'this host' if api else 'this machine'})"
+        return f"{text}, devices {self.devices}" if self.devices else text
 
     def as_profile(self) -> dict[str, str]:
         return {"kind": self.kind, "pipeline": str(self.pipeline), "host": self.host, "port": str(self.port),

@@ -138,3 +138,6 @@ def test_backends_remote_cluster_and_the_spec_are_layered() -> None:
                     for high in layers[low + 1:] if target.startswith(high))
     assert upward == []
     assert "segscope.core.backends.registry" in graph["segscope.core.remote.server"]  # the walk sees the layers
+    # the registry imports the backends' modules by name when a kind opens: none of them may import it back
+    assert [module for module, targets in graph.items() if module.startswith("segscope.core.backends.")
+            and module != "segscope.core.backends.registry" and "segscope.core.backends.registry" in targets] == []
