@@ -101,7 +101,7 @@ class MainWindow(QMainWindow):
         set_corners(self)
         area = Qt.DockWidgetArea
         self.dataset_dock = add_dock(self, "Dataset", self.dataset_panel, area.LeftDockWidgetArea)
-        self.metrics_dock = add_dock(self, "Metrics", self.metrics_panel, area.RightDockWidgetArea)
+        self.metrics_dock = add_dock(self, "Metrics", self.metrics_panel, area.RightDockWidgetArea, scroll=True)
         self.messages_dock = add_dock(self, "Messages", self.messages, area.RightDockWidgetArea)
         self.results_dock = add_dock(self, "Results", self.panels, area.BottomDockWidgetArea)
         self.dock_layout = DockLayout(self, self.results_dock, self.dataset_dock,

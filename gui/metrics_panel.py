@@ -79,13 +79,13 @@ class MetricsPanel(QWidget):
         caption = max(metrics.horizontalAdvance(c.text()) for c, _ in self._pairs)
         return caption + metrics.horizontalAdvance("0.0000") + 3 * self.grid.horizontalSpacing()
 
-    def _reflow(self, columns: int, force: bool = False) -> None:
-        """Lay the shown numbers out `columns` pairs a row (two when the dock is wide enough, else one): every
-        value stays readable in a narrow dock, and hidden ones (QA metrics not computed) leave no gap."""
-        if columns == self._columns and not force:
+    def _reflow(self, columns: int) -> None:
+        """Lay the numbers out `columns` pairs a row (two when the dock is wide enough, else one): every
+        value stays readable in a narrow dock."""
+        if columns == self._columns:
             return
         self._columns = columns
-        for index, (caption, value) in enumerate(p for p in self._pairs if not p[1].isHidden()):
+        for index, (caption, value) in enumerate(self._pairs):
             row, col = divmod(index, columns)
             self.grid.addWidget(caption, row, 2 * col)
             self.grid.addWidget(value, row, 2 * col + 1)
@@ -104,14 +104,11 @@ class MetricsPanel(QWidget):
     def show_metrics(self, metrics: ImageMetrics | None, class_names: Sequence[str] = ()) -> None:
         """This image's metrics ("n/a" where one does not apply); None (no result, or no ground-truth mask)
         shows dashes. The histogram marks the image's value of its metric."""
-        layout_before = [value.isHidden() for _, value in self._pairs]
         for metric in self.fields:
             self.value_labels[metric.name].setText("–" if metrics is None else metric.text(metric.of(metrics)))
             shown = not metric.optional or metric.computed(metrics)  # the QA metrics only where computed
             self.value_labels[metric.name].setVisible(shown)
             self.caption_labels[metric.name].setVisible(shown)
-        if [value.isHidden() for _, value in self._pairs] != layout_before:
-            self._reflow(self._columns, force=True)
         current = self.ranking.of(metrics)
         self.current_line.setVisible(current is not None)
         if current is not None:

@@ -101,7 +101,7 @@ class QualityTools(QObject):
     def _current(self) -> tuple[str, InferenceResult, ImageMetrics | None] | None:
         item = self.session.current
         result = self.session.result(item.id) if item is not None else None
-        return None if item is None or result is None else (item.id, result, self.session.metrics(item.id))
+        return None if item is None or result is None else (item.id, result, self.session.known_metrics(item.id))
 
     def refresh(self) -> None:
         """Show the current image's defects and the reliability diagrams; compute what the image lacks."""
@@ -118,7 +118,7 @@ class QualityTools(QObject):
                                                               self.session.class_names), note)
         pooled, images = Reliability.empty(), 0
         for item_id in self.session.result_ids:
-            metrics = self.session.metrics(item_id) if self.session.has_metrics(item_id) else None
+            metrics = self.session.known_metrics(item_id)
             if metrics is not None and metrics.quality is not None and metrics.quality.reliability is not None:
                 pooled, images = pooled + metrics.quality.reliability, images + 1
         self.reliability.show_reliability(quality.reliability if quality is not None else None, pooled, images)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QWidget
+from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QTabBar, QWidget
 
 from . import settings
 
@@ -42,16 +42,24 @@ def set_corners(window: QMainWindow) -> None:
     window.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.RightDockWidgetArea)
 
 
-def make_dock(parent: QWidget, title: str, widget: QWidget) -> QDockWidget:
-    """A dock holding `widget`, named for saving the layout ("dock_<title>"), not placed yet."""
+def make_dock(parent: QWidget, title: str, widget: QWidget, scroll: bool = False) -> QDockWidget:
+    """A dock holding `widget`, named for saving the layout ("dock_<title>"), not placed yet. With `scroll`,
+    the widget scrolls in the dock instead of holding the whole column (and so the window) to its height."""
     dock = QDockWidget(title, parent)
     dock.setObjectName(f"dock_{title.lower()}")
+    if scroll:
+        area = QScrollArea(dock)
+        area.setWidgetResizable(True)
+        area.setFrameShape(QFrame.Shape.NoFrame)
+        area.setWidget(widget)
+        widget = area
     dock.setWidget(widget)
     return dock
 
 
-def add_dock(window: QMainWindow, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
-    dock = make_dock(window, title, widget)
+def add_dock(window: QMainWindow, title: str, widget: QWidget, area: Qt.DockWidgetArea,
+             scroll: bool = False) -> QDockWidget:
+    dock = make_dock(window, title, widget, scroll)
     window.addDockWidget(area, dock)
     return dock
 
