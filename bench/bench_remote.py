@@ -29,13 +29,13 @@ from timing import interleaved
 
 from segscope.core.backends.base import Backend
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.remote import RemoteBackend
 from segscope.core.dataset import Dataset
 from segscope.core.demo_data import generate_demo_dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.evaluate import evaluate_dataset
 from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.profiling.machine import cpu_name
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.connection import SshOptions
 from segscope.core.remote.protocol import PROBABILITY_DTYPES
 

@@ -24,8 +24,7 @@ import numpy as np
 from timing import spread
 
 from segscope.core.backends.base import Backend, InferenceRequest
-from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.pool import embedded_sessions
+from segscope.core.backends.embedded import EmbeddedBackend, open_on_devices
 from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.profiling.machine import cpu_name
 
@@ -66,7 +65,7 @@ def main() -> None:
         try:
             variants: dict[str, Backend] = {
                 f"1 session ({cores} ORT threads)": EmbeddedBackend(DEFAULT_PIPELINE),
-                f"--devices 0,1 (2 sessions x {max(1, cores // 2)} threads)": embedded_sessions(DEFAULT_PIPELINE,
+                f"--devices 0,1 (2 sessions x {max(1, cores // 2)} threads)": open_on_devices(DEFAULT_PIPELINE,
                                                                                                 (0, 1)),
                 "--cluster, 1 worker process": ClusterBackend(clusters[0].scheduler_address, "embedded",
                                                               DEFAULT_PIPELINE),

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
 
+from .card import ModelCard, OutputSpec
 from .errors import SegScopeError
 from .onnx_graph import INTEGER_TYPES, Dim, GraphInfo, TensorInfo, read_graph
-
-if TYPE_CHECKING:
-    from .model_card import ModelCard, OutputSpec
 
 LOG = logging.getLogger("segscope.model_card")
 _warned: set[str] = set()

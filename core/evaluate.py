@@ -15,7 +15,8 @@ from .dataset import Dataset, DatasetItem
 from .errors import CancelledError
 from .metric_catalogue import Metric
 from .metrics import ImageMetrics, check_mask_size, roi_metrics, truth_at_roi
-from .quality.scoring import MetricSpec, image_quality
+from .quality.scoring import image_quality
+from .quality.spec import MetricSpec
 from .result import InferenceResult
 from .roi import Roi
 from .slides import slide_kind_for

@@ -27,7 +27,7 @@ from .masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, histogram,
 from .result import InferenceResult, decide, decision_map
 
 if TYPE_CHECKING:  # core.quality builds on this module
-    from .quality.scoring import ImageQuality
+    from .quality.spec import ImageQuality
 
 SOFT_DICE_EPS = 1e-6
 

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .aipp import AippConfig, load_aipp
+from .aipp import load_aipp
+from .card import ModelCard, OutputSpec
 from .card_check import check_against_graph, warn_once
 from .errors import SegScopeError
-from .fileio import read_json, sha256_file
-from .onnx_graph import GraphInfo
+from .fileio import read_json
 from .preprocess import CHANNELS, COLORS, LAYOUTS, Preprocess, aipp_mismatch
 from .result import decide
 
@@ -36,9 +35,6 @@ ACTIVATIONS = {
 #: What a 1-channel output's `threshold` compares: the probability (after the activation), or the raw output as
 #: the model gives it (an app that thresholds the model's output as it is).
 THRESHOLD_ON = ("probability", "raw")
-#: The threshold of a 1-channel output whose card gives none.
-DEFAULT_THRESHOLD = 0.5
-
 #: Output kinds: "scores" (v2, with an activation), "argmax", and the v1 kinds with their activation.
 OUTPUT_KINDS = {"scores": None, "argmax": None, "softmax": "none", "logits": "softmax", "sigmoid": "none"}
 
@@ -51,75 +47,6 @@ _INPUT_KEYS = {"name", "layout", "width", "height", "channels", "color", "scale"
 _OUTPUT_KEYS = {"name", "kind", "layout", "activation", "threshold", "threshold_on"}
 #: The card's model files whose SHA-256 it may record (`sha256`), checked before the model runs.
 _HASHED = ("onnx", "om")
-
-
-@dataclass(frozen=True)
-class OutputSpec:
-    name: str
-    kind: str  # see OUTPUT_KINDS
-    layout: str = "NHWC"
-    activation: str = "none"
-    threshold: float | None = None  # 1-channel outputs: foreground where p > threshold (default 0.5)
-    named: bool = True  # the card gave the name (v1 cards may leave it out)
-    threshold_on: str = "probability"  # or "raw": the threshold compares the raw output x (see THRESHOLD_ON)
-
-    def decision_threshold(self) -> float:
-        """The threshold on the probabilities SegScope reports (the card's rule at every scale): the card's
-        probability threshold; for a raw one, σ(T) after a sigmoid, and 0.5 for activation none (whose
-        reported probability is σ(x − T), see `_activate`)."""
-        if self.threshold is None:
-            return DEFAULT_THRESHOLD
-        if self.threshold_on == "probability":
-            return self.threshold
-        return 1.0 / (1.0 + math.exp(-self.threshold)) if self.activation == "sigmoid" else 0.5
-
-
-@dataclass(frozen=True)
-class ModelCard:
-    path: Path
-    name: str
-    onnx: Path | None
-    om: Path | None
-    aipp: AippConfig | None
-    input_name: str
-    input_size: tuple[int, int]  # (width, height)
-    preprocess: Preprocess
-    outputs: tuple[OutputSpec, ...]
-    class_names: tuple[str, ...]  # a 1-channel output's card may name only the foreground
-    training: dict[str, Any]
-    graph: GraphInfo | None = None
-    sha256: dict[str, str] = field(default_factory=dict)  # "onnx"/"om" -> the file's hex SHA-256 when written
-
-    @property
-    def input_layout(self) -> str:
-        return self.preprocess.layout
-
-    @property
-    def model(self) -> Path:
-        """The model file to name in errors: the ONNX export, else the `.om`, else the card."""
-        return self.onnx or self.om or self.path
-
-    def output_index(self, kind: str) -> int | None:
-        """Position of the first output of `kind` in the model's output list."""
-        return next((i for i, o in enumerate(self.outputs) if o.kind == kind), None)
-
-    def probability_index(self) -> int:
-        index = next((i for i, o in enumerate(self.outputs) if o.kind != "argmax"), None)
-        if index is None:
-            raise SegScopeError(f"{self.path}: outputs: needs a score output (an activation), not only argmax")
-        return index
-
-    def check_recorded(self, key: str, path: Path) -> None:
-        """`path` is the `key` file ("onnx" or "om") the card was written for, when the card records its SHA-256."""
-        recorded = self.sha256.get(key)
-        if recorded is not None and sha256_file(path) != recorded:
-            raise SegScopeError(f"{path}: its SHA-256 differs from the one {self.path.name} records (field "
-                                f"sha256.{key}): the card was written for another {path.suffix or 'file'}; write the "
-                                "card again for this one (segscope card)")
-
-    def output_error(self, index: int, problem: str) -> SegScopeError:
-        spec = self.outputs[index]
-        return SegScopeError(f"{self.path}: outputs[{index}] {spec.name!r}: {problem} (model {self.model.name})")
 
 
 def card_path_for(model_path: Path) -> Path:

@@ -18,7 +18,7 @@ from .evaluate import DatasetSummary, evaluation_row
 from .mask_document import MaskDocument
 from .metric_catalogue import Metric
 from .metrics import ImageMetrics, image_metrics
-from .quality.scoring import ImageQuality
+from .quality.spec import ImageQuality
 from .result import InferenceResult
 from .roi import Roi
 from .session_events import SessionEvents

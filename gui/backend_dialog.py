@@ -1,5 +1,6 @@
-"""The connection dialog: which backend runs the stream (each kind of `core.backends.BACKENDS` this machine has,
-or a remote host over SSH), on a pipeline or a model card.
+"""The connection dialog: which backend runs the stream (each kind of `core.backends.registry` this machine has,
+or a remote host over SSH), on a pipeline or a model card; what it picked is a `BackendChoice`, kept as a profile
+and opened as a `core.backend_spec.BackendSpec`.
 
 A remote host whose key is not yet known is only trusted after the user accepts its fingerprint in a
 confirmation dialog; passwords are never stored (the profile keeps host, port, user, key file, SDK path).
@@ -30,15 +31,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.backends import BACKENDS, CHOSEN_KINDS, DEFAULT_PROBABILITIES, open_backend
+from ..core.backend_spec import HERE, BackendSpec, Cluster, Devices, RemoteHost, SshLogin, Where, open_backend
 from ..core.backends.base import Backend
 from ..core.backends.pool import parse_devices
+from ..core.backends.registry import BACKENDS, CHOSEN_KINDS
 from ..core.cluster import check_address
 from ..core.errors import SegScopeError
 from ..core.pipeline import DEFAULT_PIPELINE
 from .run_controller import describe_error
 
-#: The local backends of `core.backends.BACKENDS` the dialog offers, then a remote host over SSH.
+#: The local backends of the registry the dialog offers, then a remote host over SSH.
 KINDS = (*CHOSEN_KINDS, "remote")
 REMOTE_LABEL = "Remote Ascend host over SSH"
 SOURCE_FILTER = "Pipelines and model cards (*.pipeline *.json *.om *.onnx);;All files (*)"
@@ -91,26 +93,30 @@ class BackendChoice:
             return None
         return self.sdk_path if self.sdk_path.endswith(".sh") else f"{self.sdk_path.rstrip('/')}/set_env.sh"
 
+    def spec(self) -> BackendSpec:
+        """What to open; the CLI's one-line error for a devices or cluster field it would refuse."""
+        accepted = self.accepted_fingerprint or False
+        if self.kind == "remote":  # the worker opens "auto" on the host (MindX when it imports)
+            login = SshLogin(accepted, set_env=self.set_env, password=self.password or None,
+                             key_filename=Path(self.key_file).expanduser() if self.key_file else None)
+            return BackendSpec("auto", self.pipeline, RemoteHost(self.target, login))
+        self.check()
+        where: Where = Cluster(self.cluster, SshLogin(accepted)) if self.cluster else \
+            Devices(parse_devices(self.devices)) if self.devices else HERE
+        sdk_home = Path(self.sdk_path).expanduser() if self.sdk_path else None  # where an SDK kind looks
+        return BackendSpec(self.kind, self.pipeline, where, sdk_home=sdk_home)
+
     def open(self) -> Backend:
-        if self.kind != "remote":
-            self.check()
-            sdk_home = Path(self.sdk_path).expanduser() if self.sdk_path else None  # where an SDK kind looks
-            return open_backend(self.kind, self.pipeline, sdk_home=sdk_home,
-                                devices=parse_devices(self.devices) if self.devices else None,
-                                cluster=self.cluster or None, accept_new_host_key=self.accepted_fingerprint or False)
-        # the worker opens "auto" on the host (MindX when it imports); probabilities travel exactly, as in the CLI
-        return open_backend("auto", self.pipeline, remote=self.target,
-                            accept_new_host_key=self.accepted_fingerprint or False, set_env=self.set_env,
-                            probabilities=DEFAULT_PROBABILITIES,
-                            key_filename=Path(self.key_file).expanduser() if self.key_file else None,
-                            password=self.password or None)
+        return open_backend(self.spec())
 
     def describe(self) -> str:
-        if self.kind != "remote" and self.cluster:
+        if self.kind == "remote":
+            return f"remote {self.target}"
+        if self.cluster:
             return f"{self.kind} on the cluster {self.cluster}"
-        text = f"remote {self.target}" if self.kind == "remote" else \
-            f"{BACKENDS[self.kind].api or self.kind} ({'this machine' if self.kind == 'embedded' else 'this host'})"
-        return f"{text}, devices {self.devices}" if self.kind != "remote" and self.devices else text
+        api = BACKENDS[self.kind].api  # an Ascend API runs on the Ascend host this is
+        text = f"{api or self.kind} ({'this host' if api else 'this machine'})"
+        return f"{text}, devices {self.devices}" if self.devices else text
 
     def as_profile(self) -> dict[str, str]:
         return {"kind": self.kind, "pipeline": str(self.pipeline), "host": self.host, "port": str(self.port),
@@ -119,13 +125,33 @@ class BackendChoice:
 
     @classmethod
     def from_profile(cls, profile: dict[str, str]) -> BackendChoice:
-        kind = profile.get("kind", "embedded")
-        pipeline = Path(profile["pipeline"]) if profile.get("pipeline") else DEFAULT_PIPELINE
-        port = int(profile["port"]) if profile.get("port", "").isdigit() else 22
-        return cls(kind if kind in KINDS else "embedded", pipeline if pipeline.is_file() else DEFAULT_PIPELINE,
-                   profile.get("host", ""), port, profile.get("user", ""), profile.get("key_file", ""),
-                   profile.get("sdk_path", ""), devices=profile.get("devices", ""),
-                   cluster=profile.get("cluster", ""))
+        """The saved choice; a value that is not one the dialog could have saved (a hand-edited or old settings
+        file) falls back to its default."""
+        default = cls()
+        kind = profile.get("kind", default.kind)
+        pipeline = Path(profile["pipeline"]) if profile.get("pipeline") else default.pipeline
+        port = profile.get("port", "")
+        devices = profile.get("devices", "") if _valid(parse_devices, profile.get("devices", "")) else default.devices
+        cluster = profile.get("cluster", "") if _valid(check_address, profile.get("cluster", "")) else default.cluster
+        return cls(kind if kind in KINDS else default.kind, pipeline if pipeline.is_file() else default.pipeline,
+                   profile.get("host", ""), int(port) if _is_port(port) else default.port, profile.get("user", ""),
+                   profile.get("key_file", ""), profile.get("sdk_path", ""), devices=devices,
+                   cluster=default.cluster if devices else cluster)  # both: the devices (one of them is wrong)
+
+
+def _is_port(text: str) -> bool:
+    """A TCP port in ASCII digits ("²" is a digit to `str.isdigit`, not to `int`)."""
+    return text.isascii() and text.isdigit() and 0 < int(text) < 65536
+
+
+def _valid(check: Callable[[str], object], text: str) -> bool:
+    """Whether `check` takes `text` (an empty field always is: it means "not used")."""
+    try:
+        if text:
+            check(text)
+    except SegScopeError:
+        return False
+    return True
 
 
 def unknown_host_fingerprint(exc: BaseException) -> str | None:

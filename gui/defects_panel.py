@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.quality.defects import Defect
-from ..core.quality.scoring import ImageQuality
+from ..core.quality.spec import ImageQuality
 from ..core.roi import Roi
 
 #: The list's order: misses first, then false alarms, then what was found; larger first within each.

@@ -19,7 +19,8 @@ from PySide6.QtWidgets import QInputDialog, QMainWindow
 from ..core.errors import SegScopeError
 from ..core.metrics import ImageMetrics, truth_at_roi
 from ..core.quality.calibration import Reliability
-from ..core.quality.scoring import ImageQuality, MetricSpec, image_quality
+from ..core.quality.scoring import image_quality
+from ..core.quality.spec import ImageQuality, MetricSpec
 from ..core.result import InferenceResult
 from .defects_panel import DefectsPanel, defect_rows
 from .main_menus import add_entries

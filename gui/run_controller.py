@@ -22,7 +22,7 @@ from ..core.backends.pool import UsageLog
 from ..core.dataset import Dataset, DatasetItem
 from ..core.errors import CancelledError, describe
 from ..core.evaluate import ImageEvaluation, evaluate_dataset
-from ..core.quality.scoring import MetricSpec
+from ..core.quality.spec import MetricSpec
 from ..core.roi import Roi
 from ..core.slides import SlideReader
 from ..core.stream_input import RegionSource, StreamInput

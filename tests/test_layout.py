@@ -47,3 +47,97 @@ def test_every_package_folder_is_installed() -> None:
     mapped = set(re.findall(r'"(segscope(?:\.\w+)+)" = "', text))
     assert folders - listed == set()
     assert folders - mapped == set()
+
+
+#: The start of an import statement on its own line, at any indentation (inside a function too), with a
+#: parenthesised name list over several lines; each match is parsed with `ast` (prose that is no import is not).
+#: Parsing only these keeps the walk fast (parsing every file takes about a second).
+_IMPORT = re.compile(r"^[ \t]*(from[ \t]+[\w.]+[ \t]+import[ \t]+(?:\((?:[^)#]|#[^\n]*)*\)|[^\n]*)|import[ \t][^\n]*)",
+                     re.M)
+
+
+def _imports(root: Path) -> dict[str, set[str]]:
+    """segscope module -> the segscope modules it imports, at the top or inside a function (TYPE_CHECKING too)."""
+    files = {}
+    for top in ("core", "gui"):
+        for path in (root / top).rglob("*.py"):
+            parts = ("segscope", *path.relative_to(root).with_suffix("").parts)
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets = set()
+        for match in _IMPORT.finditer(path.read_text(encoding="utf-8")):
+            try:
+                node = ast.parse(match.group(1)).body[0]
+            except SyntaxError:  # a docstring's line that starts with "import"
+                continue
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1]) if node.level else ""
+                name = ".".join(part for part in (base, node.module or "") if part)
+                targets.update([name, *(f"{name}.{alias.name}" for alias in node.names)])
+        graph[module] = {target for target in targets if target in files and target != module}
+    return graph
+
+
+def _a_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of `graph` (its modules, the first repeated at the end), or [] when there is none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str]:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                return [*path[path.index(target):], target]
+            if target not in state and (found := visit(target)):
+                return found
+        state[module] = 2
+        path.pop()
+        return []
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module)):
+            return found
+    return []
+
+
+def test_no_import_cycle_in_core_or_gui_even_inside_functions() -> None:
+    graph = _imports(CORE.parent)
+    assert "segscope.core.backends.base" in graph["segscope.core.backends.embedded"]  # the walk sees imports
+    cycle = _a_cycle(graph)
+    assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path) -> None:
+    (tmp_path / "core" / "sub").mkdir(parents=True)
+    (tmp_path / "gui").mkdir()
+    (tmp_path / "core" / "__init__.py").write_text("")
+    (tmp_path / "core" / "sub" / "__init__.py").write_text("")
+    (tmp_path / "core" / "a.py").write_text('"""A module.\n\nimport it from c\n"""\n'
+                                            'from .sub import (  # (b)\n    b,\n)\n')
+    (tmp_path / "core" / "sub" / "b.py").write_text("def f():\n    from ..c import x\n")
+    (tmp_path / "core" / "c.py").write_text("from segscope.core import a\nx = 1\n")
+    (tmp_path / "gui" / "d.py").write_text("from ..core import a\n")
+    graph = _imports(tmp_path)
+    assert graph["segscope.gui.d"] == {"segscope.core", "segscope.core.a"}
+    assert _a_cycle(graph) == ["segscope.core.a", "segscope.core.sub.b", "segscope.core.c", "segscope.core.a"]
+
+
+def test_backends_remote_cluster_and_the_spec_are_layered() -> None:
+    """Each layer imports only those below it: backends, then remote (its worker opens the registry's kinds),
+    then cluster (it reaches hosts as remote does), then the spec that composes them."""
+    layers = ("segscope.core.backends", "segscope.core.remote", "segscope.core.cluster", "segscope.core.backend_spec")
+    graph = _imports(CORE.parent)
+    upward = sorted(f"{module} imports {target}" for module, targets in graph.items() for target in targets
+                    for low, layer in enumerate(layers) if module.startswith(layer)
+                    for high in layers[low + 1:] if target.startswith(high))
+    assert upward == []
+    assert "segscope.core.backends.registry" in graph["segscope.core.remote.server"]  # the walk sees the layers
+    # the registry imports the backends' modules by name when a kind opens: none of them may import it back
+    assert [module for module, targets in graph.items() if module.startswith("segscope.core.backends.")
+            and module != "segscope.core.backends.registry" and "segscope.core.backends.registry" in targets] == []

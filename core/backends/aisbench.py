@@ -30,7 +30,7 @@ _INSTALL_HINT = ("install the aclruntime and ais_bench wheels of Ascend's msit b
 _FORMATS = {0: "NCHW", 1: "NHWC"}
 
 
-def ais_bench_problem(sdk_home: Path | None = None) -> str:
+def unavailable(sdk_home: Path | None = None) -> str:
     """"" when the ais_bench and aclruntime packages can be found (nothing is imported), else why not."""
     missing = [name for name in ("ais_bench", "aclruntime") if importlib.util.find_spec(name) is None]
     return f"ais_bench not found ({' and '.join(missing)} not installed): {_INSTALL_HINT}" if missing else ""
@@ -38,7 +38,7 @@ def ais_bench_problem(sdk_home: Path | None = None) -> str:
 
 def import_ais_bench() -> tuple[ModuleType, str]:
     """`ais_bench.infer.interface` and the ais_bench version."""
-    problem = ais_bench_problem()
+    problem = unavailable()
     if problem:
         raise ApiUnavailable(problem)
     try:
@@ -90,3 +90,8 @@ class AisBenchBackend(OmBackend):
     def _release(self) -> None:
         session, self._session = self._session, None
         session.free_resource()
+
+
+#: The registry's openers (`core.backends.registry`).
+open_here = AisBenchBackend.open_here
+open_on_devices = AisBenchBackend.open_on_devices

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Union
@@ -21,14 +21,16 @@ import numpy as np
 import onnxruntime as ort
 
 from .. import dvpp, imaging
+from ..card import ModelCard
 from ..emulation import Crop, Normalize, plan_stream, sized
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
-from ..model_card import ModelCard, load_model_card, postprocess
+from ..model_card import load_model_card, postprocess
 from ..pipeline import Pipeline, load_pipeline
 from ..preprocess import check_aipp_color, decode_flag, make_tensor
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels, read_ahead
+from .pool import DevicePool, device_pool
 
 #: A decoded image: H x W x C on the opencv path, NV12 planes on the DVPP path.
 Image = Union[np.ndarray, dvpp.Nv12]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
@@ -298,3 +300,18 @@ class EmbeddedBackend(Backend):
 
     def close(self) -> None:
         self.session = None
+
+
+def open_here(pipeline: Path, max_pixels: int, sdk_home: Path | None) -> EmbeddedBackend:
+    """The registry's opener (`core.backends.registry`); no SDK is involved."""
+    return EmbeddedBackend(pipeline, max_pixels=max_pixels)
+
+
+def open_on_devices(pipeline: Path, devices: Sequence[int], max_pixels: int = DEFAULT_MAX_PIXELS,
+                    sdk_home: Path | None = None) -> DevicePool:
+    """One ONNX Runtime session per id, the cores split between them (`--devices` on the embedded backend)."""
+    loaded = load_pipeline(pipeline)
+    threads = max(1, (os.cpu_count() or 1) // len(devices))
+    return device_pool(lambda _device: EmbeddedBackend(loaded, threads=threads, max_pixels=max_pixels), devices,
+                       "session")
+

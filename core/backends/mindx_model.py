@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ApiUnavailable, BackendError
-from .mindx import error_meaning
 from .mindx_env import SETUP_HINT, locate, sdk_version
+from .mindx_sdk import error_meaning
 from .npu_model import OmBackend, OmFacts, OmTensor, dtype_name
 
 _PACKAGE, _PACKAGE_FILE = "mindx", "mindx/sdk/__init__.py"
@@ -42,7 +42,7 @@ def _not_found(tried: list[str]) -> str:
     return f"MindX Model API (mindx.sdk) not found: tried {'; '.join(tried)}: {SETUP_HINT}"
 
 
-def model_api_problem(sdk_home: Path | None = None) -> str:
+def unavailable(sdk_home: Path | None = None) -> str:
     """"" when `mindx.sdk` can be found (nothing is imported), else why not."""
     if "mindx.sdk" in sys.modules:
         return ""
@@ -157,3 +157,8 @@ class ModelApiBackend(OmBackend):
     def _release(self) -> None:
         self._model = None
         _PROCESS.backends.discard(self)
+
+
+#: The registry's openers (`core.backends.registry`).
+open_here = ModelApiBackend.open_here
+open_on_devices = ModelApiBackend.open_on_devices

@@ -25,10 +25,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..card import ModelCard
 from ..card_check import check_model_outputs
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
-from ..model_card import ModelCard
 from ..onnx_graph import ELEM_TYPES, GraphInfo, TensorInfo
 from ..pipeline import Pipeline, load_pipeline
 from ..roi import Roi
@@ -235,8 +235,13 @@ class OmBackend(Backend):
                 self._release()
 
     @classmethod
-    def on_devices(cls, source: Path, devices: Sequence[int], max_pixels: int = DEFAULT_MAX_PIXELS,
-                   sdk_home: Path | None = None) -> DevicePool:
+    def open_here(cls, source: Path, max_pixels: int = DEFAULT_MAX_PIXELS, sdk_home: Path | None = None) -> OmBackend:
+        """On the pipeline's device (the registry's opener; see `core.backends.registry`)."""
+        return cls(source, sdk_home=sdk_home, max_pixels=max_pixels)
+
+    @classmethod
+    def open_on_devices(cls, source: Path, devices: Sequence[int], max_pixels: int = DEFAULT_MAX_PIXELS,
+                        sdk_home: Path | None = None) -> DevicePool:
         """One backend per device (`--devices`), each image to the first free one."""
         pipeline = load_pipeline(source)
         return device_pool(lambda device: cls(pipeline, device, sdk_home=sdk_home, max_pixels=max_pixels),

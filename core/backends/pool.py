@@ -3,21 +3,18 @@
 `DevicePool` wraps one opened backend per device (`device_pool` opens them). `infer_many` deals each image to
 the first free device (the shared `base.read_ahead` keeps one image in flight per device) and gives the results
 in request order; it counts, per device, the images run and the time spent on them, for the throughput and
-utilisation report. Which backend each kind opens per device is the registry's (`core.backends.BACKENDS`).
+utilisation report. What each kind opens per device is its module's `open_on_devices` (`core.backends.registry`).
 """
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from ..errors import SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS
 from ..roi import Roi
 from .base import Backend, ImageSource, InferenceRequest, InferenceResult, read_ahead
 
@@ -158,14 +155,3 @@ def device_pool(open_one: Callable[[int], Backend], devices: Sequence[int], labe
         raise
     return DevicePool(backends, [f"{label} {device}" for device in devices])
 
-
-def embedded_sessions(pipeline: Path, devices: Sequence[int], max_pixels: int = DEFAULT_MAX_PIXELS,
-                      sdk_home: Path | None = None) -> Backend:
-    """One ONNX Runtime session per id, the cores split between them (`--devices` on the embedded backend)."""
-    from ..pipeline import load_pipeline
-    from .embedded import EmbeddedBackend
-
-    loaded = load_pipeline(pipeline)
-    threads = max(1, (os.cpu_count() or 1) // len(devices))
-    return device_pool(lambda _device: EmbeddedBackend(loaded, threads=threads, max_pixels=max_pixels), devices,
-                       "session")

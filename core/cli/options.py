@@ -8,13 +8,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from ..backends import BACKEND_KINDS, DEFAULT_PROBABILITIES, PROBABILITY_ENCODINGS, open_backend
+from ..backend_spec import open_backend, spec_from_args
 from ..backends.base import Backend
-from ..backends.pool import parse_devices
-from ..cluster import SSH_SCHEME, parse_resources
+from ..backends.registry import BACKEND_KINDS
+from ..cluster import SSH_SCHEME
 from ..errors import SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
-from ..run_source import add_source_options, chosen_source
+from ..remote.protocol import PROBABILITY_DTYPES
+from ..run_source import add_source_options
 from .output import note
 
 #: Options that only mean something with --remote (refused without it instead of being ignored).
@@ -59,7 +60,7 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remote-cache", metavar="HOST_DIR", default=None,
                         help="with --remote: the host folder for the uploaded worker and model, relative to the "
                              "login's home unless absolute (default .cache/segscope)")
-    parser.add_argument("--probabilities", choices=PROBABILITY_ENCODINGS, default=None,
+    parser.add_argument("--probabilities", choices=PROBABILITY_DTYPES, default=None,
                         help="with --remote: how probabilities travel back. float32 (default) is exact, metrics "
                              "identical to a local run: 3.3 MB per 960x960 demo result (lossless zlib of 7.4 MB "
                              "raw); float16 0.18 MB, uint8 0.02 MB (demo soft Dice within 5e-9 and 6e-8). "
@@ -86,13 +87,7 @@ def refuse_remote_only_options(args: argparse.Namespace) -> None:
 def open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
     """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
     printed on stderr."""
-    with open_backend(
-            args.backend, chosen_source(args), max_pixels=args.max_pixels, sdk_home=args.sdk_home, remote=args.remote,
-            accept_new_host_key=bool(args.accept_new_host_key), set_env=args.set_env,
-            probabilities=args.probabilities or DEFAULT_PROBABILITIES, python=args.remote_python or "python3",
-            remote_cache=args.remote_cache, devices=parse_devices(args.devices) if args.devices is not None else None,
-            cluster=args.cluster, ship_images=args.ship_images,
-            task_resources=parse_resources(args.task_resources) if args.task_resources else None) as backend:
+    with open_backend(spec_from_args(args)) as backend:
         details = backend.capabilities.details
         notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
             ([details["note"]] if "note" in details else []) + \

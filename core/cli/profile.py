@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import TextIO
 
-from ..backends import BACKEND_KINDS
+from ..backends.registry import BACKEND_KINDS
 from ..errors import SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
 from ..profiling.insight import matched_ops, where_to_look

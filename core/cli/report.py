@@ -19,7 +19,7 @@ from ..export import refuse_existing
 from ..fileio import atomic_write_bytes
 from ..provenance import segscope_version, sha256_file
 from ..quality.options import add_metric_options, metric_spec
-from ..quality.scoring import DEFECT_KEYS, MetricSpec
+from ..quality.spec import DEFECT_KEYS, MetricSpec
 from ..report.collect import ReportData
 from ..report.html import metric_title, render
 from ..roi import Roi

@@ -9,8 +9,12 @@ Dask needs the same Python and package versions (segscope included) on the clien
 from __future__ import annotations
 
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..errors import SegScopeError
+
+if TYPE_CHECKING:
+    from ..remote.connection import SshTarget
 
 INSTALL_HINT = 'pip install "segscope[cluster]"'
 #: `--cluster ssh://HOST,...`: start a cluster over SSH for the run (core.cluster.ssh).
@@ -26,12 +30,21 @@ def import_distributed() -> ModuleType:
     return distributed
 
 
+def ssh_hosts(address: str) -> list[SshTarget]:
+    """The hosts of `ssh://HOST[,HOST...]` (each [user@]host[:port] or a ~/.ssh/config alias)."""
+    from ..remote.connection import parse_target  # paramiko: only for ssh://
+
+    names = [name.strip() for name in address[len(SSH_SCHEME):].split(",")]
+    if not all(names):
+        raise SegScopeError(f"--cluster: expected ssh://HOST[,HOST...] (each [user@]host[:port] or an alias of "
+                            f"~/.ssh/config), got {address!r}")
+    return [parse_target(name, "--cluster") for name in names]
+
+
 def check_address(address: str) -> str:
     """A cluster SegScope can use: a scheduler at tcp://HOST:PORT or tls://HOST:PORT, or hosts to start one on
     over SSH, ssh://HOST[,HOST...]."""
     if address.startswith(SSH_SCHEME):
-        from .ssh import ssh_hosts
-
         ssh_hosts(address)
         return address
     scheme, _, rest = address.partition("://")

@@ -17,22 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SegScopeError
-from ..remote.connection import SshConnection, SshOptions, SshTarget, parse_target, resolve
-from . import SSH_SCHEME, import_distributed, tether
+from ..remote.connection import SshConnection, SshOptions, SshTarget, resolve
+from . import import_distributed, ssh_hosts, tether
 
 #: Seconds a host may take to say whether its Python imports distributed and segscope.
 IMPORT_CHECK_SECONDS = 60.0
 #: Seconds the hosts may take to end a cluster's processes once told to.
 STOP_SECONDS = 30.0
-
-
-def ssh_hosts(address: str) -> list[SshTarget]:
-    """The hosts of `ssh://HOST[,HOST...]` (each [user@]host[:port] or a ~/.ssh/config alias)."""
-    names = [name.strip() for name in address[len(SSH_SCHEME):].split(",")]
-    if not all(names):
-        raise SegScopeError(f"--cluster: expected ssh://HOST[,HOST...] (each [user@]host[:port] or an alias of "
-                            f"~/.ssh/config), got {address!r}")
-    return [parse_target(name, "--cluster") for name in names]
 
 
 def _check_host(target: SshTarget, options: SshOptions, python: str) -> None:

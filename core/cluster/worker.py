@@ -9,8 +9,8 @@ from typing import Any
 
 from distributed import WorkerPlugin, get_worker
 
-from ..backends import backend_kind
 from ..backends.base import Backend, Capabilities, ImageSource
+from ..backends.registry import open_kind
 from ..result import InferenceResult
 from ..roi import Roi
 
@@ -55,7 +55,7 @@ def _run(name: str, use: Any) -> Any:
         opened = _OPENED.setdefault((name, worker.address), _Opened())
     with opened.lock:
         if opened.backend is None:
-            opened.backend, _note = backend_kind(plugin.kind).open(Path(plugin.pipeline), plugin.max_pixels)
+            opened.backend, _note = open_kind(plugin.kind, Path(plugin.pipeline), plugin.max_pixels)
         return use(opened.backend)
 
 

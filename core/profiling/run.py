@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..backends import open_backend
+from ..backend_spec import BackendSpec, open_backend
 from ..backends.base import InferenceRequest
 from ..backends.embedded import EmbeddedBackend
 from ..dataset import Dataset, DatasetItem
@@ -49,7 +49,7 @@ def profile_backend(kind: str, source: Path, dataset: Path, images: int = 4, sdk
     model call on the host clock, copies included). No per-operator table: the APIs report none."""
     data, items = _first_items(dataset, images, max_pixels)
     requests = [InferenceRequest(item.image_path, data.roi_for(item)) for item in items]
-    with open_backend(kind, source, max_pixels=max_pixels, sdk_home=sdk_home) as backend:
+    with open_backend(BackendSpec(kind, source, max_pixels=max_pixels, sdk_home=sdk_home)) as backend:
         backend.infer(requests[0].image, requests[0].roi)
         results = list(backend.infer_many(requests))
         capabilities = backend.capabilities

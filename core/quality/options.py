@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from .. import metric_catalogue as catalogue
 from ..errors import SegScopeError
-from .scoring import COUNT_KEYS, DEFECT_KEYS, ImageQuality, MetricSpec
+from .spec import COUNT_KEYS, DEFECT_KEYS, ImageQuality, MetricSpec
 
 METRICS_HELP = ("QA metrics per image and per foreground class, comma-separated: hd95 (95th percentile Hausdorff "
                 "distance, px), nsd or nsd@T (normalised surface Dice within T px, default 2), cldice (centreline "

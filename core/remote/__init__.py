@@ -4,5 +4,5 @@
 - `worker` + `server`: the worker uploaded to the host (no paramiko there).
 - `connection`: SSH targets, `~/.ssh/config`, ProxyJump, host-key verification (`UnknownHostKey`,
   `HostKeyChanged`); `client`: one worker session; `deploy`: what gets uploaded.
-The backend itself is `segscope.core.backends.remote.RemoteBackend` / `open_remote_backend`.
+- `backend`: the client's `RemoteBackend`, which `core.backend_spec.open_backend` opens for a `RemoteHost`.
 """

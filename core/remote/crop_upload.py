@@ -7,8 +7,8 @@ crops the very box the plugin would, and sends that box as a lossless PNG with t
 the host's decode of the crop gives the pixels its decode of the file would have, and the model sees the
 same input (a normalisation before the crop works per pixel, so it commutes with the crop). Anything else
 (JPEG, whose decoders differ between libjpeg builds; 16-bit PNG; a DVPP or float32 decoder; a stream with no
-crop, before which `core.stream_input` crops an ROI already) travels as the file itself. `encode_png` is also
-how already-decoded pixels (a slide region read) travel to a stream.
+crop, before which `core.stream_input` crops an ROI already) travels as the file itself. The crop travels as
+`core.backends.base.encode_png` writes it, as already-decoded pixels (a slide region read) do.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
-import numpy as np
 
 from .. import imaging
+from ..backends.base import encode_png
 from ..emulation import NotEmulated
 from ..errors import SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image
@@ -28,19 +28,6 @@ from ..roi import Roi
 from ..stream_input import StreamInput
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-#: zlib level of the crop's PNG: 1 is several times faster to write than the default and still lossless.
-PNG_LEVEL = 1
-
-
-def encode_png(pixels: np.ndarray, source: str) -> bytes:
-    """Decoded pixels as a lossless PNG, which the stream's opencv decoder gives back bit for bit."""
-    ok, png = cv2.imencode(".png", pixels, [cv2.IMWRITE_PNG_COMPRESSION, PNG_LEVEL])
-    if not ok:
-        raise SegScopeError(f"{source}: OpenCV could not encode the {pixels.shape[1]}x{pixels.shape[0]} pixels "
-                            "as PNG")
-    return png.tobytes()
-
-
 @dataclass(frozen=True)
 class Crop:
     """An ROI crop to send: its PNG bytes and where it lies in the slide."""

@@ -39,6 +39,8 @@ _U64 = struct.Struct(">Q")
 
 #: How the worker may encode probabilities: quantised to uint8 (smallest), float16, or float32 (exact).
 PROBABILITY_DTYPES = ("uint8", "float16", "float32")
+#: The client's default (CLI and viewer alike): exact, metrics identical to a local run.
+DEFAULT_PROBABILITIES = "float32"
 #: The float encodings and the unsigned type their bits are handled as.
 _FLOAT_BITS = {"float16": (np.float16, np.uint16), "float32": (np.float32, np.uint32)}
 

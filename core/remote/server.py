@@ -21,8 +21,8 @@ from typing import BinaryIO
 import cv2
 import numpy as np
 
-from ..backends import BACKEND_KINDS, backend_kind
 from ..backends.base import Backend, ImageSource
+from ..backends.registry import BACKEND_KINDS, open_kind
 from ..errors import CancelledError, SegScopeError
 from ..roi import Roi
 from . import protocol as p
@@ -173,12 +173,6 @@ def parse_request(msg: p.Message, roots: tuple[Path, ...] = ()) -> tuple[ImageSo
     return (readable_path(path, roots) if path is not None else blobs[0]), roi, dtype
 
 
-def open_backend(kind: str, pipeline: Path, max_pixels: int | None) -> tuple[Backend, str]:
-    """The backend `kind` names in the registry ("auto": MindX when its SDK imports, else embedded); and why."""
-    chosen = backend_kind(kind)
-    return chosen.open(pipeline, max_pixels, None) if max_pixels else chosen.open(pipeline)
-
-
 def versions() -> dict[str, str]:
     return {"python": platform.python_version(), "numpy": np.__version__, "opencv": cv2.__version__,
             "host": platform.node(), "platform": platform.platform()}
@@ -201,7 +195,7 @@ def serve(argv: list[str] | None, stdin: int, out: BinaryIO) -> int:
     worker = Worker(out, tuple(Path(os.path.realpath(root)) for root in roots))
     threading.Thread(target=worker.read_frames, args=(stdin,), name="frames", daemon=True).start()
     try:
-        backend, note = open_backend(args.backend, args.pipeline, args.max_pixels)
+        backend, note = open_kind(args.backend, args.pipeline, args.max_pixels)
     except SegScopeError as exc:
         worker.error(None, "startup", str(exc))
         return p.EXIT_STARTUP

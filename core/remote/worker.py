@@ -3,7 +3,8 @@
 It lies in a versioned cache folder beside `segscope-core.zip` (SegScope's headless core, imported from
 the zip) and needs only python3, NumPy, OpenCV and the MindX SDK or ONNX Runtime. It keeps to old Python
 syntax so an old interpreter gets a clear message rather than a SyntaxError.
-Usage: python3 worker.py [--set-env SCRIPT] --pipeline PATH [--backend auto|mindx|embedded] [--max-pixels N]
+Usage: python3 worker.py [--set-env SCRIPT] --pipeline PATH [--backend KIND] [--max-pixels N]
+(KIND: one of `core.backends.registry.BACKENDS`, default auto)
 
 `--set-env` is sourced here, not in the login shell: the script runs as the worker's child while the worker
 watches its stdin, so a client that goes away (interrupted, killed, timed out) takes a hanging script and

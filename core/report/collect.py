@@ -20,7 +20,8 @@ from ..export import heatmap_image
 from ..fileio import encode_image
 from ..metrics import ImageMetrics, argmax_at_roi, mask_to_labels
 from ..palette import class_color
-from ..quality.scoring import MetricSpec, QualitySummary
+from ..quality.scoring import QualitySummary
+from ..quality.spec import MetricSpec
 from ..roi import Roi
 from ..slides import open_slide
 

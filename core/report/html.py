@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import metric_catalogue as catalogue
 from ..quality.options import value_text
-from ..quality.scoring import COUNT_KEYS, MetricSpec
+from ..quality.spec import COUNT_KEYS, MetricSpec
 from .collect import Entry, ReportData
 
 PANELS = (("image", "image"), ("heatmap", "heatmap"), ("mask", "prediction"), ("truth", "truth"))

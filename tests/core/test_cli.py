@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from segscope.core import cli
-from segscope.core.backends import open_backend
+from segscope.core.backend_spec import BackendSpec, open_backend
 from segscope.core.cli import compare as compare_cli
 from segscope.core.metrics import image_metrics
 from segscope.core.roi import Roi
@@ -31,7 +31,7 @@ COMPARE_KEYS = ["cosine_similarity", "relative_euclidean_distance", "max_absolut
 def expected_metrics(pipeline: Path, dataset: Path, ids: list[str], roi: Roi | None = None) -> dict:
     """Each image's metrics computed here with the backend and metrics modules (whole image by default)."""
     metrics = {}
-    with open_backend("embedded", pipeline) as backend:
+    with open_backend(BackendSpec("embedded", pipeline)) as backend:
         for item in ids:
             image = dataset / item / "image.png"
             mask = cv2.imread(str(dataset / item / "mask.png"), cv2.IMREAD_GRAYSCALE)

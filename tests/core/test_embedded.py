@@ -9,7 +9,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from segscope.core.backends import open_backend
+from segscope.core.backend_spec import BackendSpec, open_backend
 from segscope.core.backends.base import STAGES, Backend, InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.errors import BackendError, SegScopeError
@@ -178,9 +178,9 @@ def test_pipeline_errors_when_opening(tiny_model_project):
 
 def test_open_backend(tiny_model_project, slide):
     path, _ = slide
-    with open_backend("embedded", tiny_model_project.pipeline, max_pixels=100) as backend:
+    with open_backend(BackendSpec("embedded", tiny_model_project.pipeline, max_pixels=100)) as backend:
         assert isinstance(backend, EmbeddedBackend)
         with pytest.raises(SegScopeError, match="over the limit of 100"):
             backend.infer(path)
     with pytest.raises(SegScopeError, match="--backend: unknown backend 'gpu'"):
-        open_backend("gpu", tiny_model_project.pipeline)
+        open_backend(BackendSpec("gpu", tiny_model_project.pipeline))

@@ -12,7 +12,8 @@ from segscope.core.metrics import ImageMetrics
 from segscope.core.quality.calibration import Reliability
 from segscope.core.quality.defects import match_defects
 from segscope.core.quality.options import line_text
-from segscope.core.quality.scoring import MetricSpec, QualitySummary, image_quality
+from segscope.core.quality.scoring import QualitySummary, image_quality
+from segscope.core.quality.spec import MetricSpec
 from segscope.core.quality.surface import robust_hausdorff, surface_dice, surface_distances
 from segscope.core.quality.topology import cldice
 from segscope.core.result import InferenceResult

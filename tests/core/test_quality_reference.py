@@ -15,7 +15,8 @@ from skimage.morphology import skeletonize
 
 from segscope.core.quality.calibration import Reliability
 from segscope.core.quality.defects import match_defects
-from segscope.core.quality.scoring import MetricSpec, image_quality
+from segscope.core.quality.scoring import image_quality
+from segscope.core.quality.spec import MetricSpec
 from segscope.core.quality.surface import robust_hausdorff, surface_dice, surface_distances
 from segscope.core.quality.topology import cldice
 from segscope.core.result import InferenceResult

@@ -82,7 +82,7 @@ def test_a_16_bit_binary_mask_scores_like_its_8_bit_twin(tiny_model_project, sma
 
 
 def test_stray_values_are_warned_once_per_dataset(tiny_model_project, small_dataset, caplog):
-    from segscope.core.backends import open_backend
+    from segscope.core.backend_spec import BackendSpec, open_backend
     from segscope.core.evaluate import evaluate_dataset
 
     for item in ("1", "2"):
@@ -91,7 +91,7 @@ def test_stray_values_are_warned_once_per_dataset(tiny_model_project, small_data
         cv2.imwrite(str(small_dataset / item / "mask.png"), mask)
     dataset = Dataset.open(small_dataset)
     with caplog.at_level(logging.WARNING, logger="segscope"):
-        with open_backend("embedded", tiny_model_project.pipeline) as backend:
+        with open_backend(BackendSpec("embedded", tiny_model_project.pipeline)) as backend:
             list(evaluate_dataset(backend, dataset))
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1, warnings

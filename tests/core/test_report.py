@@ -147,7 +147,7 @@ def test_per_class_table_of_a_three_class_model(tmp_path, write_png):
     from segscope.core import metric_catalogue as catalogue
     from segscope.core.dataset import Dataset
     from segscope.core.evaluate import score
-    from segscope.core.quality.scoring import MetricSpec
+    from segscope.core.quality.spec import MetricSpec
     from segscope.core.report.collect import ReportData
     from segscope.core.report.html import render
     from segscope.core.result import InferenceResult

@@ -338,7 +338,8 @@ def test_a_run_plan_needs_no_file_of_an_image_never_shown(tmp_path, write_png):
 
 
 def test_qa_metrics_computed_elsewhere_join_only_the_metrics_they_were_computed_on(tmp_path, write_png):
-    from segscope.core.quality.scoring import MetricSpec, image_quality
+    from segscope.core.quality.scoring import image_quality
+    from segscope.core.quality.spec import MetricSpec
 
     session = _loaded(tmp_path, write_png)
     _run(session)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from segscope.core.backend_spec import BackendSpec, Cluster, Devices, RemoteHost, SshLogin, spec_from_args
 from segscope.core.backends.base import Backend, Capabilities
+from segscope.core.cli import build_parser
 from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.remote.connection import UnknownHostKey
 from segscope.gui import backend_dialog
@@ -50,7 +53,7 @@ def test_unknown_host_key_is_trusted_only_after_confirmation(qtbot, monkeypatch,
     offered = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
     attempts: list[str] = []
 
-    def fake_open(choice: BackendChoice) -> Backend:  # what open_remote_backend does for a new host
+    def fake_open(choice: BackendChoice) -> Backend:  # what opening a remote host does for a new one
         attempts.append(choice.accepted_fingerprint)
         if choice.accepted_fingerprint != offered:
             raise UnknownHostKey(choice.host, "ssh-ed25519", offered, tmp_path / "known_hosts")
@@ -123,13 +126,36 @@ def test_a_model_card_runs_without_a_pipeline(qtbot, tiny_model_project):
     assert BackendChoice.from_profile(dialog.choice().as_profile()).pipeline == tiny_model_project.card
 
 
-def test_a_remote_profile_brings_probabilities_back_exactly_like_the_cli(monkeypatch):
-    from segscope.core.backends import remote
+def test_a_remote_profile_brings_probabilities_back_exactly_like_the_cli():
+    spec = BackendChoice("remote", DEFAULT_PIPELINE, "10.0.0.5", 2222, "hw", sdk_path="/sdk").spec()
+    host = RemoteHost("hw@10.0.0.5:2222", SshLogin(set_env="/sdk/set_env.sh"))
+    assert spec == BackendSpec("auto", DEFAULT_PIPELINE, host) and host.probabilities == "float32"
+    assert spec == spec_from_args(build_parser().parse_args(
+        ["eval", "--dataset", "d", "--remote", "hw@10.0.0.5:2222", "--set-env", "/sdk/set_env.sh"]))
 
-    seen = {}
-    monkeypatch.setattr(remote, "open_remote_backend", lambda target, pipeline, **options: seen.update(options))
-    BackendChoice("remote", DEFAULT_PIPELINE, "10.0.0.5", 2222, "hw").open()
-    assert seen["probabilities"] == "float32" and seen["worker_backend"] == "auto"
+
+def test_local_choices_make_the_specs_the_cli_makes(tmp_path):
+    assert BackendChoice("mindx", DEFAULT_PIPELINE, devices="0,1", sdk_path=str(tmp_path)).spec() == \
+        BackendSpec("mindx", DEFAULT_PIPELINE, Devices((0, 1)), sdk_home=tmp_path)
+    assert BackendChoice(cluster="ssh://a,b", accepted_fingerprint="SHA256:x").spec() == \
+        BackendSpec("embedded", DEFAULT_PIPELINE, Cluster("ssh://a,b", SshLogin("SHA256:x")))
+    assert BackendChoice().spec() == BackendSpec("embedded", DEFAULT_PIPELINE)
+
+
+@pytest.mark.parametrize(("key", "saved"), [
+    ("port", "²"), ("port", "0"), ("port", "65536"), ("port", "-22"), ("port", " 22"), ("port", ""),
+    ("kind", "gpu"), ("pipeline", "/nowhere/x.pipeline"), ("pipeline", "a\0b"), ("devices", "0,0"),
+    ("devices", "²"), ("cluster", "scheduler:8786")])
+def test_a_bad_saved_value_falls_back_to_its_default(qtbot, isolated_settings, key, saved):
+    from segscope.gui import settings
+
+    good = BackendChoice("remote", DEFAULT_PIPELINE, "ascend", 2200, "hw")
+    settings.save_backend_profile({**good.as_profile(), key: saved})
+    restored = BackendChoice.from_profile(settings.backend_profile())
+    assert restored == dataclasses.replace(good, **{key: getattr(BackendChoice(), key)})
+    dialog = BackendDialog(restored)  # and the dialog opens on it
+    qtbot.addWidget(dialog)
+    assert dialog.port_spin.value() == restored.port
 
 
 @pytest.mark.parametrize(("devices", "cluster", "wanted"), [

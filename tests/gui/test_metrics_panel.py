@@ -74,7 +74,8 @@ def test_histogram_of_an_unbounded_lower_is_better_metric_spans_the_data(panel):
 def test_the_qa_metrics_computed_are_shown_and_an_infinite_hd95_is_counted(panel):
     from dataclasses import replace
 
-    from segscope.core.quality.scoring import MetricSpec, image_quality
+    from segscope.core.quality.scoring import image_quality
+    from segscope.core.quality.spec import MetricSpec
 
     metrics = real_metrics()
     p1 = np.zeros((64, 64), np.float32)

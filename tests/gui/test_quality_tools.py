@@ -9,7 +9,8 @@ import pytest
 
 from segscope.core.metrics import argmax_at_roi, mask_to_labels, truth_at_roi
 from segscope.core.quality.defects import match_defects
-from segscope.core.quality.scoring import MetricSpec, image_quality
+from segscope.core.quality.scoring import image_quality
+from segscope.core.quality.spec import MetricSpec
 from segscope.core.views.boundary import boundary_error_image
 
 from .conftest import DEFAULT_ROI

@@ -19,7 +19,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from segscope.core.backends import mindx
+from segscope.core.backends import mindx_sdk
 
 HERE = Path(__file__).parent
 SDK_MODULES = ("StreamManagerApi", "MxpiDataType_pb2", "MxpiDumpData_pb2")
@@ -155,10 +155,10 @@ def sdk_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     _forget_sdk_modules()
     monkeypatch.delenv("MX_SDK_HOME", raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setattr(mindx, "_PROCESS", mindx._ProcessState(atexit_registered=True))
+    monkeypatch.setattr(mindx_sdk, "_PROCESS", mindx_sdk._ProcessState(atexit_registered=True))
     yield home
-    if mindx._PROCESS.session is not None:  # a test that failed before closing its backend
-        mindx._PROCESS.session.destroy(quiet=True)
+    if mindx_sdk._PROCESS.session is not None:  # a test that failed before closing its backend
+        mindx_sdk._PROCESS.session.destroy(quiet=True)
     _forget_sdk_modules()
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core.backends import mindx
+from segscope.core.backends import mindx_sdk
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.mindx import MindXBackend
+from segscope.core.backends.mindx_transports import Pending
 from segscope.core.dataset import Dataset
 from segscope.core.errors import BackendError, CancelledError, SegScopeError
 from segscope.core.evaluate import evaluate_dataset
@@ -178,7 +179,7 @@ def test_sdk_errors_name_the_call_the_code_and_its_meaning(tmp_path: Path, sdk_h
         MindXBackend(pipeline, sdk_home)
     assert str(error.value).startswith("MindX CreateMultipleStreams failed with code 6014 (unknown plugin factory)")
     assert len(_calls("DestroyAllStreams")) == 1  # torn down although creation failed
-    assert mindx._PROCESS.session is None
+    assert mindx_sdk._PROCESS.session is None
 
 
 def test_get_result_timeout_destroys_the_streams(project: Path, images: list[bytes], big_image: bytes,
@@ -196,8 +197,8 @@ def test_get_result_timeout_destroys_the_streams(project: Path, images: list[byt
 def test_get_protobuf_is_guarded_by_a_timeout(project: Path, sdk_home: Path) -> None:
     backend = MindXBackend(project, sdk_home, timeout_s=0.5)
     api_thread = backend._session.thread._thread
-    never_sent = mindx._Pending(None, Roi(0, 0, 8, 8), Roi(0, 0, 8, 8), (8, 8), "<never sent>",
-                               stream=b"unet_mindspore")  # nothing to wait for
+    never_sent = Pending(None, Roi(0, 0, 8, 8), Roi(0, 0, 8, 8), (8, 8), "<never sent>",
+                         stream=b"unet_mindspore")  # nothing to wait for
     start = time.monotonic()
     with pytest.raises(BackendError, match="GetProtobuf returned nothing within 0.5 s"):
         backend._collect(never_sent)
@@ -276,7 +277,7 @@ def test_keeping_images_in_flight(tmp_path: Path, sdk_home: Path) -> None:
             start = time.perf_counter()
             outputs[f"protobuf/{window}"] = list(backend.infer_many(requests))
             timings[f"protobuf/{window}"] = time.perf_counter() - start
-    mindx._PROCESS = mindx._ProcessState(atexit_registered=True)  # the double's "process" is per test
+    mindx_sdk._PROCESS = mindx_sdk._ProcessState(atexit_registered=True)  # the double's "process" is per test
     import StreamManagerApi
 
     StreamManagerApi._PROCESS["destroyed"] = False

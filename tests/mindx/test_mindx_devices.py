@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from segscope.core import cli
-from segscope.core.backends import mindx
+from segscope.core.backends import mindx_sdk
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.mindx import MindXBackend
@@ -67,7 +67,7 @@ def test_cli_devices_on_mindx_match_one_chip(project, two_chips, tmp_path, write
                          "mindx", "--sdk-home", str(two_chips), *extra], out)
         assert code == 0, capsys.readouterr().err
         outputs.append(out.getvalue())
-        monkeypatch.setattr(mindx, "_PROCESS", mindx._ProcessState(atexit_registered=True))  # a fresh process
+        monkeypatch.setattr(mindx_sdk, "_PROCESS", mindx_sdk._ProcessState(atexit_registered=True))  # a fresh process
         for name in SDK_MODULES:
             sys.modules.pop(name, None)
     assert outputs[0] == outputs[1] and outputs[0].count("image: ") == 3

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core.backends import open_backend
+from segscope.core.backend_spec import BackendSpec, Devices, open_backend
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.mindx_model import deinitialise
 from segscope.core.errors import SegScopeError
@@ -53,14 +53,14 @@ def fp16_card(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _embedded(card: Path, images: list[bytes]) -> list:
-    with open_backend("embedded", card) as backend:
+    with open_backend(BackendSpec("embedded", card)) as backend:
         return [backend.infer(image, roi) for image, roi in zip(images, ROIS)]
 
 
 @pytest.mark.parametrize("api", KINDS, indirect=True)
 def test_the_om_gives_the_embedded_numbers_on_the_onnx(api: str, aipp_card: Path, images: list[bytes]) -> None:
     expected = _embedded(aipp_card, images)
-    with open_backend(api, aipp_card) as backend:
+    with open_backend(BackendSpec(api, aipp_card)) as backend:
         assert backend.capabilities.name == api and backend.capabilities.input_size == (64, 64)
         assert backend.capabilities.details["model"] == str(aipp_card.with_suffix(".om"))
         results = [backend.infer(image, roi) for image, roi in zip(images, ROIS)]
@@ -81,7 +81,7 @@ def test_the_om_gives_the_embedded_numbers_on_the_onnx(api: str, aipp_card: Path
 @pytest.mark.parametrize("api", KINDS, indirect=True)
 def test_cpu_normalisation_into_a_float16_om(api: str, fp16_card: Path, images: list[bytes]) -> None:
     expected = _embedded(fp16_card, images)
-    with open_backend(api, fp16_card) as backend:
+    with open_backend(BackendSpec(api, fp16_card)) as backend:
         results = [backend.infer(image, roi) for image, roi in zip(images, ROIS)]
     for result, reference in zip(results, expected):
         assert result.probabilities.dtype == np.float32
@@ -94,7 +94,7 @@ def test_cpu_normalisation_into_a_float16_om(api: str, fp16_card: Path, images: 
 def test_a_dynamic_batch_om_runs_at_batch_one(api: str, tmp_path: Path, images: list[bytes]) -> None:
     card = make_om_project(tmp_path, dynamic_batch=[1, 4, 8])
     expected = _embedded(card, images[:1])[0]
-    with open_backend(api, card) as backend:
+    with open_backend(BackendSpec(api, card)) as backend:
         result = backend.infer(images[0], ROIS[0])
     np.testing.assert_allclose(result.probabilities, expected.probabilities, rtol=0, atol=1e-6)
 
@@ -134,13 +134,13 @@ def test_each_metadata_mismatch_is_one_line(api: str, case: str, tmp_path: Path)
     _edit(card.with_suffix(".om"), **standin)
     _edit(card, onnx=None, **card_changes)  # the card names only the .om: its metadata are all there is to check
     if api == "ais-bench" and case == "dynamic batch without a gear of 1":  # its API lists no gears: the run says
-        with open_backend(api, card) as backend, pytest.raises(SegScopeError) as raised:
+        with open_backend(BackendSpec(api, card)) as backend, pytest.raises(SegScopeError) as raised:
             backend.infer(make_image(80, 60, 0))
         assert str(raised.value).startswith("ais_bench on device 0: inference failed (") and \
             "set dynamic batch size 1 failed" in str(raised.value)
         return
     with pytest.raises(SegScopeError) as raised:
-        open_backend(api, card)
+        open_backend(BackendSpec(api, card))
     message = str(raised.value)
     assert "\n" not in message and message.startswith(f"{card}: ") and message.endswith(" in tiny.om")
     if api == "ais-bench" and case == "an output read in the wrong layout":
@@ -152,15 +152,15 @@ def test_each_metadata_mismatch_is_one_line(api: str, case: str, tmp_path: Path)
 def test_an_om_the_card_was_not_written_for_is_refused(api: str, tmp_path: Path) -> None:
     card = _edit(make_om_project(tmp_path), sha256={"om": "0" * 64})
     with pytest.raises(SegScopeError, match=r"tiny\.om: its SHA-256 differs from the one tiny\.json records"):
-        open_backend(api, card)
+        open_backend(BackendSpec(api, card))
 
 
 def test_one_mx_init_per_process_and_mx_deinit_after_the_models(model_api_home: Path, aipp_card: Path,
                                                                  images: list[bytes]) -> None:
     for _ in range(2):  # the viewer opens, closes and opens again
-        with open_backend("mindx-model", aipp_card) as backend:
+        with open_backend(BackendSpec("mindx-model", aipp_card)) as backend:
             backend.infer(images[0])
-    left_open = open_backend("mindx-model", aipp_card)
+    left_open = open_backend(BackendSpec("mindx-model", aipp_card))
     from mindx.sdk import base
 
     assert [name for name, _ in base.CALLS].count("mx_init") == 1
@@ -225,7 +225,7 @@ def test_one_model_per_device(api: str, aipp_card: Path, images: list[bytes], mo
     monkeypatch.setenv("FAKE_ASCEND_DEVICES", "2")
     expected = _embedded(aipp_card, images)
     requests = [InferenceRequest(image, roi) for image, roi in zip(images, ROIS)]
-    with open_backend(api, aipp_card, devices=(0, 1)) as backend:
+    with open_backend(BackendSpec(api, aipp_card, Devices((0, 1)))) as backend:
         results = list(backend.infer_many(requests))
         usage = backend.usage.as_dicts()  # type: ignore[attr-defined]
     assert [u["name"] for u in usage] == ["device 0", "device 1"] and sum(u["images"] for u in usage) == 3
@@ -256,7 +256,7 @@ def test_auto_picks_the_model_api_for_a_card_and_says_so(model_api_home: Path, a
 
 
 def test_auto_passes_over_what_is_missing(ais_bench_api: None, aipp_card: Path) -> None:
-    with open_backend("auto", aipp_card) as backend:
+    with open_backend(BackendSpec("auto", aipp_card)) as backend:
         assert backend.capabilities.name == "ais-bench"
         said = backend.capabilities.details["auto"]
     assert said == "picked ais-bench (not found here: MindX Model API)"
@@ -265,7 +265,7 @@ def test_auto_passes_over_what_is_missing(ais_bench_api: None, aipp_card: Path) 
 def test_the_mindx_stream_backend_refuses_a_card(aipp_card: Path) -> None:
     with pytest.raises(SegScopeError, match=r"a model card runs without a pipeline, but --backend mindx runs MindX "
                                             r"pipelines: give its \.om to --backend mindx-model or ais-bench"):
-        open_backend("mindx", aipp_card)
+        open_backend(BackendSpec("mindx", aipp_card))
 
 
 @pytest.mark.parametrize("api", KINDS, indirect=True)

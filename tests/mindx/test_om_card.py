@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core.backends import open_backend
+from segscope.core.backend_spec import BackendSpec, open_backend
 from segscope.core.roi import Roi
 
 from .conftest import make_image, make_om_project
@@ -33,7 +33,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def reference(source: Path) -> object:
-    with open_backend("embedded", source) as backend:
+    with open_backend(BackendSpec("embedded", source)) as backend:
         return backend.infer(make_image(320, 240, 5), ROI)
 
 
@@ -55,7 +55,7 @@ def test_an_om_from_its_onnx_file(model_api_home: Path, source: Path, reference:
     pipeline = tmp_path / "proj" / "pipelines" / "tiny.pipeline"
     assert text.splitlines()[-1] == str(pipeline)  # an .om with its AIPP runs in the stream too
     for kind in ("embedded", "mindx-model"):
-        with open_backend(kind, models / "tiny.json") as backend:
+        with open_backend(BackendSpec(kind, models / "tiny.json")) as backend:
             _same(backend.infer(make_image(320, 240, 5), ROI), reference)
 
 
@@ -74,7 +74,7 @@ def test_an_om_from_its_shapes_alone(ais_bench_api: None, source: Path, referenc
                                {"name": "argmax", "kind": "argmax"}]
     # the stand-in .om runs the ONNX file it names beside it (here: copied by hand, as a real .om needs none)
     (card_path.parent / "tiny.onnx").write_bytes(source.with_suffix(".onnx").read_bytes())
-    with open_backend("ais-bench", card_path) as backend:
+    with open_backend(BackendSpec("ais-bench", card_path)) as backend:
         _same(backend.infer(make_image(320, 240, 5), ROI), reference)
 
 
@@ -87,7 +87,8 @@ def test_an_om_without_aipp_gets_no_pipeline(model_api_home: Path, tmp_path: Pat
     assert text.splitlines()[-1] == str(written) and not (tmp_path / "p" / "pipelines").exists()
     assert "aipp" not in json.loads(written.read_text(encoding="utf-8"))
     assert any(line.startswith("note: no --aipp: the .om takes the normalised tensor") for line in text.splitlines())
-    with open_backend("embedded", card) as embedded, open_backend("mindx-model", written) as npu:
+    with open_backend(BackendSpec("embedded", card)) as embedded, \
+            open_backend(BackendSpec("mindx-model", written)) as npu:
         _same(npu.infer(make_image(320, 240, 5), ROI), embedded.infer(make_image(320, 240, 5), ROI))
 
 

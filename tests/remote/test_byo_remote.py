@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.remote import RemoteBackend
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.roi import Roi
 
 import byo_helpers as byo

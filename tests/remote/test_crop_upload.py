@@ -10,8 +10,8 @@ import pytest
 
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.remote import RemoteBackend
 from segscope.core.errors import SegScopeError
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.roi import Roi
 
 from .sshd import Sshd

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.remote import RemoteBackend
 from segscope.core.errors import BackendError
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.deploy import worker_bundle
 
 from .sshd import Sshd

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from segscope.core.backends.remote import RemoteBackend
 from segscope.core.errors import BackendError
 from segscope.core.remote import protocol as p
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.client import WorkerSession
 from segscope.core.remote.replies import InvalidReply
 

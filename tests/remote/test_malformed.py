@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from segscope.core.backends.remote import RemoteBackend
 from segscope.core.remote import protocol as p
 from segscope.core.remote import worker
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.client import WorkerLost, WorkerSession
 from segscope.core.remote.connection import SshConnection, SshOptions, parse_target
 

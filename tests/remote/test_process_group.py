@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from segscope.core.backends.remote import RemoteBackend
 from segscope.core.errors import BackendError
+from segscope.core.remote.backend import RemoteBackend
 
 from .sshd import Sshd, processes_mentioning, stop_client_and_check, wait_until
 
@@ -42,7 +42,7 @@ def test_a_startup_timeout_stops_a_hanging_set_env(tiny_model_project, sshd: Ssh
 CLIENT = """
 import sys
 from pathlib import Path
-from segscope.core.backends.remote import RemoteBackend
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.connection import SshOptions
 target, key, known, pipeline, cache, set_env = sys.argv[1:]
 ssh = SshOptions(key_filename=Path(key), allow_agent=False, look_for_keys=False, ssh_config=None,

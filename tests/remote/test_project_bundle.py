@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.remote import RemoteBackend
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.connection import SshOptions
 from segscope.core.remote.deploy import project_bundle
 from segscope.core.roi import Roi

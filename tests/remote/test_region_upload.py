@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.backends.remote import RemoteBackend
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide
 from segscope.core.slides.requests import region_request

@@ -15,9 +15,9 @@ import pytest
 
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.remote import RemoteBackend
 from segscope.core.errors import BackendError, CancelledError
 from segscope.core.remote import protocol
+from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.client import RequestTimeout, WorkerLost
 from segscope.core.remote.connection import SshOptions
 from segscope.core.roi import Roi

@@ -17,16 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BackendError, SegScopeError
-from ..fileio import read_bytes
-from ..remote import protocol
-from ..remote.client import WorkerLost, WorkerSession, worker_command
-from ..remote.connection import SshConnection, SshOptions, SshTarget, parse_target
-from ..remote.crop_upload import Crop, CropUpload, encode_png
-from ..remote.deploy import DEFAULT_CACHE_DIR, hash_command, parse_hashes, project_bundle, upload, worker_bundle
-from ..roi import Roi
-from . import DEFAULT_PROBABILITIES
-from .base import (
+from ..backends.base import (
     STAGES,
     Backend,
     Capabilities,
@@ -34,9 +25,19 @@ from .base import (
     InferenceRequest,
     InferenceResult,
     check_pixels,
+    encode_png,
     keep_in_flight,
     prepare_ahead,
 )
+from ..backends.registry import backend_kind
+from ..errors import BackendError, SegScopeError
+from ..fileio import read_bytes
+from ..roi import Roi
+from . import protocol
+from .client import WorkerLost, WorkerSession, worker_command
+from .connection import SshConnection, SshOptions, SshTarget, parse_target
+from .crop_upload import Crop, CropUpload
+from .deploy import DEFAULT_CACHE_DIR, hash_command, parse_hashes, project_bundle, upload, worker_bundle
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class _Sent:
 
 
 class RemoteBackend(Backend):
-    """Run a `.pipeline` on a host over SSH; see `open_remote_backend` for the common case.
+    """Run a `.pipeline` on a host over SSH (`core.backend_spec.open_backend` opens it for a `RemoteHost`).
 
     `probabilities` sets how probabilities travel: "uint8" (smallest, within 1/510), "float16" (within
     2^-12) or "float32" (exact: metrics match a local run to the last digit). `host_pipeline` names a
@@ -78,14 +79,13 @@ class RemoteBackend(Backend):
     def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,
                  python: str = "python3", set_env: str | None = None, cache_dir: str = DEFAULT_CACHE_DIR,
                  host_pipeline: str | None = None, worker_backend: str = "auto",
-                 probabilities: str = DEFAULT_PROBABILITIES,
+                 probabilities: str = protocol.DEFAULT_PROBABILITIES,
                  max_pixels: int | None = None, host_dataset: str | None = None, request_timeout: float = 120.0,
                  startup_timeout: float = 300.0, crop_upload: bool = True):
         if probabilities not in protocol.PROBABILITY_DTYPES:
             raise SegScopeError(f"probabilities: choose one of {', '.join(protocol.PROBABILITY_DTYPES)}, "
                                 f"got {probabilities!r}")
-        if worker_backend not in ("auto", "mindx", "embedded"):
-            raise SegScopeError(f"worker backend: choose auto, mindx or embedded, got {worker_backend!r}")
+        backend_kind(worker_backend, "worker backend")  # the worker opens any kind of the registry
         self.connection = SshConnection(parse_target(target) if isinstance(target, str) else target,
                                         ssh or SshOptions())
         self.probabilities = probabilities
@@ -280,16 +280,3 @@ class RemoteBackend(Backend):
                 self.session = None
             self.connection.close()
 
-
-def open_remote_backend(target: str, pipeline: Path, *, accept_new_host_key: bool | str = False,
-                        key_filename: Path | None = None, password: str | None = None,
-                        connect_timeout: float = 15.0, **options: object) -> RemoteBackend:
-    """Open the remote backend on `target` ("[user@]host[:port]" or a ~/.ssh/config alias).
-
-    Raises `UnknownHostKey` (with `.fingerprint`) for a host not in known_hosts unless
-    `accept_new_host_key` is True or that exact fingerprint, and `HostKeyChanged` for a changed key.
-    Other `options` go to `RemoteBackend` (python, set_env, probabilities, request_timeout, ...).
-    """
-    ssh = SshOptions(key_filename=key_filename, password=password, accept_new_host_key=accept_new_host_key,
-                     connect_timeout=connect_timeout)
-    return RemoteBackend(pipeline, parse_target(target), ssh, **options)  # type: ignore[arg-type]
