@@ -363,7 +363,7 @@ class ResultPanels(QWidget):
     def _on_class_changed(self) -> None:
         if self._result is not None:
             self._refresh_heatmap()
-            self.extra.show(self._result, self.current_class(), self._rect)
+            self.extra.show(self._result, self.current_class(), self._rect, self._truth)
             if self.error_map_action.isChecked():
                 self._refresh_truth()
 

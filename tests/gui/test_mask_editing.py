@@ -370,6 +370,7 @@ def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert window.run_current()
     editing = window.editing
+    qtbot.waitUntil(lambda: editing.shown_result() is not None)  # the panels' inputs come from a worker
     key(window, Qt.Key.Key_A, CTRL | SHIFT)
     result = window.panels.result
     roi = result.roi

@@ -85,6 +85,7 @@ def test_a_metric_chosen_later_is_computed_in_the_background(qtbot, window, miss
 def test_boundary_error_panel(qtbot, window, missed):
     run_and_wait(qtbot, window)
     panels = window.panels
+    qtbot.waitUntil(lambda: panels.result is window.session.result("002"))  # its panel inputs come from a worker
     panels.extra.actions["boundary"].setChecked(True)
     drawn = panels.extra.image("boundary")
     result = window.session.result("002")

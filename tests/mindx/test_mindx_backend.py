@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -162,12 +163,25 @@ def test_a_request_that_cannot_be_sent_fails_in_its_turn_after_the_results_befor
 
 def test_cancel_stops_waiting_and_the_next_request_gets_its_own_result(project: Path, images: list[bytes],
                                                                        reference: list, big_image: bytes,
-                                                                       sdk_home: Path) -> None:
+                                                                       sdk_home: Path, monkeypatch) -> None:
+    cancelled = threading.Event()
     with MindXBackend(project, sdk_home) as backend:
-        threading.Timer(0.02, backend.cancel).start()
+        stream_class = sys.modules["StreamManagerApi"]._Stream  # the double, loaded from sdk_home
+        process = stream_class._process
+
+        def busy_until_cancelled(stream: Any, data: bytes, boxes: list) -> Any:
+            cancelled.wait(10)  # the device is still working when the user cancels (whatever the machine's load)
+            return process(stream, data, boxes)
+
+        def cancel() -> None:
+            backend.cancel()
+            cancelled.set()
+
+        monkeypatch.setattr(stream_class, "_process", busy_until_cancelled)
+        threading.Timer(0.02, cancel).start()
         with pytest.raises(CancelledError):
             backend.infer(big_image, Roi(2200, 1000, 4000, 2800))
-        _assert_same(backend.infer(images[0], ROIS[0]), reference[0])
+        _assert_same(backend.infer(images[0], ROIS[0]), reference[0])  # not the cancelled image's late result
 
 
 def test_sdk_errors_name_the_call_the_code_and_its_meaning(tmp_path: Path, sdk_home: Path) -> None:
