@@ -32,7 +32,8 @@ from segscope.core.demo_data import make_slide
 from segscope.core.emulation import expand_ratios
 from segscope.core.evaluate import evaluate_dataset
 from segscope.core.fileio import read_mask
-from segscope.core.pipeline import DEFAULT_PIPELINE, load_pipeline
+from segscope.core.pipeline import DEFAULT_PIPELINE
+from segscope.core.pipeline_loader import load_pipeline
 from segscope.core.profiling.machine import cpu_name
 from segscope.core.roi import Roi
 from segscope.core.slides.opencv_reader import ImageSlide

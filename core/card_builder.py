@@ -27,7 +27,7 @@ from .fileio import read_bytes, sha256_file, staging_folder
 from .folder_lock import FolderLock
 from .model_card import load_model_card
 from .onnx_graph import INTEGER_TYPES, GraphInfo, TensorInfo, read_graph
-from .pipeline import bare_stream
+from .pipeline_loader import bare_stream
 from .preprocess import Preprocess, aipp_text
 
 _FINAL = {"Softmax": "none", "Sigmoid": "none", "HardSigmoid": "none", "LogSoftmax": "softmax"}

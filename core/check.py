@@ -17,7 +17,8 @@ from . import dvpp
 from .backends.embedded import EmbeddedStream, open_session
 from .emulation import NotEmulated, plan_stream
 from .errors import SegScopeError
-from .pipeline import Pipeline, PipelineError, load_pipeline
+from .pipeline import Pipeline, PipelineError
+from .pipeline_loader import load_pipeline
 from .stream_input import StreamInput
 
 

@@ -1,7 +1,7 @@
 """The ground truth of the image on screen as a document: the mask as on disk, its edits, save and discard.
 
 One owner for "which mask are the metrics of": `document.mask` is the mask on screen (the edited one while
-there are edits, else the one on disk). Saving writes it through `core.annotation.save_mask` and adopts a new
+there are edits, else the one on disk). Saving writes it through `core.mask_files.save_mask` and adopts a new
 file into the dataset; discarding goes back to the mask on disk. Each change is announced by `events.changed`
 so the session re-scores and the views redraw. A save can run on a worker: `save_job` is the writing
 (encoding a slide-sized PNG takes seconds), `saved` adopts it; `saving` is set in between, when the tools
@@ -26,20 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .annotation import (
-    Clip,
-    MaskEditor,
-    Point,
-    SaveMode,
-    allowed_map,
-    binary_foreground,
-    discard_recovery,
-    prediction_labels,
-    save_mask,
-)
+from .annotation import Clip, MaskEditor, Point, allowed_map, binary_foreground, prediction_labels
 from .dataset import Dataset, DatasetItem, default_mask_path
 from .errors import SegScopeError
 from .events import Event
+from .mask_files import SaveMode, discard_recovery, save_mask
 from .masks import BINARY_FOREGROUND
 from .result import InferenceResult
 from .roi import Roi

@@ -12,7 +12,7 @@ import numpy as np
 from .errors import SegScopeError
 from .metrics import mask_to_labels
 from .model_card import ModelCard, load_model_card
-from .pipeline import load_pipeline
+from .pipeline_loader import load_pipeline
 from .result import InferenceResult
 
 

@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from .errors import SegScopeError
-from .pipeline import DEFAULT_PIPELINE, card_source
+from .pipeline import DEFAULT_PIPELINE
+from .pipeline_loader import card_source
 
 MODEL_HELP = ("a model card (or the .om/.onnx beside one) to run without a pipeline: decode, crop, resize to its "
               "input and its preprocessing, as the shipped stream does; its .onnx on the embedded backend, its .om "

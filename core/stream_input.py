@@ -24,7 +24,8 @@ from .emulation import NO_EXPAND, NotEmulated, data_path, stream_crop
 from .errors import SegScopeError
 from .fileio import DEFAULT_MAX_PIXELS
 from .model_card import load_model_card
-from .pipeline import Pipeline, load_pipeline
+from .pipeline import Pipeline
+from .pipeline_loader import load_pipeline
 from .roi import Roi
 from .slides import SlideReader, open_slide, slide_kind_for
 from .slides.requests import region_request

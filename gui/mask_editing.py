@@ -22,10 +22,11 @@ import numpy as np
 from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
-from ..core.annotation import MaskEditor, discard_recovery, find_recovery
+from ..core.annotation import MaskEditor
 from ..core.dataset import DatasetItem, backup_mask_path
 from ..core.errors import SegScopeError
 from ..core.mask_document import MaskDocument, mask_source
+from ..core.mask_files import discard_recovery, find_recovery
 from ..core.metrics import mask_piece_labels
 from ..core.result import InferenceResult
 from ..core.roi import Roi

@@ -252,7 +252,7 @@ class ModelDialog(QDialog):
 def model_pipeline(path: Path) -> Path | None:
     """What the backend opens for `path`: a `.pipeline` itself; a project folder's pipeline; for a `.json`
     card (or an `.onnx`/`.om` with its card beside it) the project pipeline beside its models/ folder, else
-    the card (a card runs the bare stream, `core.pipeline.card_pipeline`). None for a model without a card
+    the card (a card runs the bare stream, `core.pipeline_loader.card_pipeline`). None for a model without a card
     (one has to be built). A problem is a SegScopeError naming the path."""
     path = Path(path)
     if path.is_dir():

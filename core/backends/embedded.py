@@ -26,7 +26,8 @@ from ..emulation import Crop, Normalize, plan_stream, sized
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
 from ..model_card import load_model_card, postprocess
-from ..pipeline import Pipeline, load_pipeline
+from ..pipeline import Pipeline
+from ..pipeline_loader import load_pipeline
 from ..preprocess import check_aipp_color, decode_flag, make_tensor
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels, read_ahead

@@ -34,7 +34,8 @@ from ..emulation import Crop, drive_problem, resize_specs, sized, stream_crop
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..model_card import load_model_card, postprocess
-from ..pipeline import Pipeline, Stream, load_pipeline
+from ..pipeline import Pipeline, Stream
+from ..pipeline_loader import load_pipeline
 from ..roi import Roi
 from .base import (
     Backend,

@@ -30,7 +30,8 @@ from ..card_check import check_model_outputs
 from ..errors import BackendError, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
 from ..onnx_graph import ELEM_TYPES, GraphInfo, TensorInfo
-from ..pipeline import Pipeline, load_pipeline
+from ..pipeline import Pipeline
+from ..pipeline_loader import load_pipeline
 from ..roi import Roi
 from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, read_ahead
 from .embedded import EmbeddedStream, Image, _Prepared

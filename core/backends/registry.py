@@ -28,7 +28,7 @@ from types import ModuleType
 
 from ..errors import ApiUnavailable, SegScopeError
 from ..fileio import DEFAULT_MAX_PIXELS
-from ..pipeline import card_source
+from ..pipeline_loader import card_source
 from .base import Backend
 
 

@@ -29,7 +29,7 @@ import paramiko
 from ..errors import BackendError, SegScopeError
 from ..fileio import read_bytes, read_json
 from ..onnx_graph import read_graph
-from ..pipeline import load_pipeline
+from ..pipeline_loader import load_pipeline
 from . import worker
 
 #: The host folder under which bundles and projects are cached (relative paths start at the home folder).

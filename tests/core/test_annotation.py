@@ -13,22 +13,19 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.annotation import (
-    Clip,
-    MaskEditor,
-    allowed_map,
-    discard_recovery,
-    find_recovery,
-    load_recovery,
-    prediction_labels,
-    recovery_path,
-    save_mask,
-    write_recovery,
-)
+from segscope.core.annotation import Clip, MaskEditor, allowed_map, prediction_labels
 from segscope.core.compat import pairwise
 from segscope.core.dataset import backup_mask_path, corrected_mask_path, default_mask_path
 from segscope.core.errors import SegScopeError
 from segscope.core.fileio import read_mask
+from segscope.core.mask_files import (
+    discard_recovery,
+    find_recovery,
+    load_recovery,
+    recovery_path,
+    save_mask,
+    write_recovery,
+)
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 

@@ -195,8 +195,8 @@ def test_a_file_appearing_during_an_export_is_never_overwritten(tmp_path, result
 
 @pytest.mark.parametrize("writer", ["annotation replace", "ROI sidecar"])
 def test_other_replacing_writers_keep_the_mode(tmp_path, write_png, writer):
-    from segscope.core.annotation import save_mask
     from segscope.core.dataset import Dataset
+    from segscope.core.mask_files import save_mask
     from segscope.core.roi import Roi as Box
 
     write_png(tmp_path / "a" / "image.png", np.zeros((4, 6, 3), np.uint8))

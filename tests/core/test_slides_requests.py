@@ -13,7 +13,7 @@ from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.emulation import expand_ratios
 from segscope.core.errors import SegScopeError
-from segscope.core.pipeline import load_pipeline
+from segscope.core.pipeline_loader import load_pipeline
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide
 from segscope.core.slides.requests import region_request

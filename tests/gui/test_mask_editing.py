@@ -14,18 +14,11 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from segscope.core.annotation import (
-    Clip,
-    MaskEditor,
-    allowed_map,
-    find_recovery,
-    prediction_labels,
-    probability_at_roi,
-    recovery_path,
-)
+from segscope.core.annotation import Clip, MaskEditor, allowed_map, prediction_labels, probability_at_roi
 from segscope.core.compat import pairwise
 from segscope.core.dataset import Dataset
 from segscope.core.fileio import read_mask
+from segscope.core.mask_files import find_recovery, recovery_path
 from segscope.core.metrics import argmax_at_roi, image_metrics, mask_to_labels
 from segscope.gui.mask_editing import UNSAVED_MARK
 from segscope.gui.mask_tools import slide_point
