@@ -24,6 +24,9 @@ def _check_display() -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    if args.dataset is not None and not args.dataset.is_dir():  # a mistyped subcommand lands here too
+        raise SegScopeError(f"{args.dataset}: neither a dataset folder nor a segscope command (segscope --help "
+                            "lists the commands)")
     _check_display()
     LINES.show()  # the viewer runs until closed: its warnings go out as they come
     # Loaded on demand so the headless commands never import Qt.

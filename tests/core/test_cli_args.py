@@ -117,6 +117,12 @@ def test_no_display_gives_a_hint_not_an_abort(tmp_path):
     assert "no display" in err and "Xvfb" in err and "segscope eval" in err
 
 
+def test_a_mistyped_command_is_one_line_not_the_viewer(capsys):
+    assert cli.main(["evl"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith("segscope: error: evl: neither a dataset folder nor a segscope command")
+
+
 @pytest.mark.parametrize("name", ["gui", "eval", "report", "demo", "compare", "card", "check", "profile", "drift"])
 def test_every_subcommand_is_reached_by_its_name(capsys, name):
     with pytest.raises(SystemExit) as info:
