@@ -260,12 +260,12 @@ def read_slide(path: Path) -> StoredSlide:
     covered = np.unpackbits(arrays["covered"], axis=-1, count=width).astype(bool)
     region, slide_size = Roi(*_field(meta, "region", 4)), _field(meta, "slide_size", 2)
     scale, tiles, seconds = meta.get("scale"), meta.get("tiles"), meta.get("seconds")
-    if not (type(scale) is float and scale > 0 and type(tiles) is int and tiles >= 0
+    if not (type(scale) in (int, float) and scale > 0 and type(tiles) is int and tiles >= 0
             and type(seconds) in (int, float) and isinstance(meta.get("id"), str)):
         raise SegScopeError("its metadata (id, scale, tiles, seconds) is malformed")
     if region.width <= 0 or region.height <= 0 or not region.fits(*slide_size):
         raise SegScopeError(f"its region {region} does not lie in its {slide_size[0]}x{slide_size[1]} slide")
-    stitched = Stitched(region, scale, (slide_size[0], slide_size[1]), probabilities, arrays["argmax"], seams,
+    stitched = Stitched(region, float(scale), (slide_size[0], slide_size[1]), probabilities, arrays["argmax"], seams,
                         covered, _threshold(meta))
     return StoredSlide(meta["id"], stitched, tiles, float(seconds), _plan(meta.get("plan")))
 

@@ -161,3 +161,12 @@ def test_a_bad_whole_slide_run_is_skipped_with_one_line(dataset, fault):
     assert [s.image_id for s in slides] == ["a"] and slides[0].plan is not None and slides[0].plan.overlap == 1
     assert slides[0].stitched.covered.all() and slides[0].stitched.covered.shape == (H, W)
     assert len(problems) == 1 and str(bad) in problems[0] and "\n" not in problems[0]
+
+
+def test_a_whole_slide_run_stored_at_an_integer_scale_is_restored(dataset):
+    """JSON writes 1.0 as 1.0 but another writer may write 1: both are the scale 1."""
+    store = SessionStore(dataset.root)
+    store.slides_folder.mkdir(parents=True)
+    (store.slides_folder / "a.npz").write_bytes(slide_npz({"id": "a", "scale": 1}))
+    slides, problems = store.load_slides()
+    assert problems == [] and [s.stitched.scale for s in slides] == [1.0]
