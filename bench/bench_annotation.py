@@ -22,9 +22,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from segscope.core.annotation import MaskEditor
 from segscope.core.compat import pairwise
-from segscope.core.mask_files import write_recovery
+from segscope.core.editing.annotation import MaskEditor
+from segscope.core.editing.files import write_recovery
 from segscope.core.roi import Roi
 
 WIDTH, HEIGHT = 4000, 3000

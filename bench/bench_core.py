@@ -45,14 +45,14 @@ from timing import spread as _spread
 
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.dataset import Dataset
-from segscope.core.demo_data import generate_demo_dataset
+from segscope.core.backends.precision import OpenVinoSession, import_openvino, quantize_int8
+from segscope.core.backends.precision import spread as calibration_spread
+from segscope.core.backends.precision_check import PrecisionBackend
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.dataset.demo import generate_demo_dataset
 from segscope.core.evaluate import ImageEvaluation, evaluate_dataset, score
-from segscope.core.pipeline import DEFAULT_PIPELINE
-from segscope.core.precision import OpenVinoSession, import_openvino, quantize_int8
-from segscope.core.precision import spread as calibration_spread
-from segscope.core.precision_check import PrecisionBackend
 from segscope.core.profiling.machine import measure_peak
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 
 
 def spread(values: list[float]) -> str:

@@ -28,10 +28,10 @@ import cv2
 import numpy as np
 from PySide6.QtWidgets import QApplication
 
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.evaluate import ImageEvaluation
-from segscope.core.fileio import read_mask, write_image
-from segscope.core.metrics import image_metrics
+from segscope.core.files.fileio import read_mask, write_image
+from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide

@@ -30,9 +30,9 @@ from heartbeat import Heartbeat, summarize
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from segscope.core.demo_data import generate_demo_dataset
-from segscope.core.pipeline import DEFAULT_PIPELINE
+from segscope.core.dataset.demo import generate_demo_dataset
 from segscope.core.profiling.machine import cpu_name
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 
 SETTLE_S = 1.0
 

@@ -31,8 +31,8 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 
 from segscope.core.evaluate import ImageEvaluation
-from segscope.core.fileio import write_image
-from segscope.core.metrics import image_metrics
+from segscope.core.files.fileio import write_image
+from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import ORIGINAL_DEFAULT_ROI, Roi
 

@@ -29,15 +29,15 @@ from timing import interleaved
 
 from segscope.core.backends.base import Backend
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.dataset import Dataset
-from segscope.core.demo_data import generate_demo_dataset
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.dataset.demo import generate_demo_dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.evaluate import evaluate_dataset
-from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.profiling.machine import cpu_name
 from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.connection import SshOptions
 from segscope.core.remote.protocol import PROBABILITY_DTYPES
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 
 RAW_FLOAT32 = 960 * 960 * 2 * 4 + 960 * 960 * 4  # softmax + int32 argmax, as the SDK hands them over
 

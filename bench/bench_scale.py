@@ -25,8 +25,8 @@ from timing import spread
 
 from segscope.core.backends.base import Backend, InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend, open_on_devices
-from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.profiling.machine import cpu_name
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 
 
 def write_images(folder: Path, count: int) -> list[Path]:

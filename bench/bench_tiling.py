@@ -5,7 +5,7 @@ two with the shipped demo model). A generated pyramidal TIFF (core.slides.synthe
 dataset's ROI size; every figure comes from this one run, the two variants interleaved (A B A B ...):
 
 - model only: `session.run` on each tile's prepared tensor (prepared once, before timing);
-- whole slide: `core.tiled_eval.run_tiled` end to end (region reads, crop, resize, preprocess on the
+- whole slide: `core.wholeslide.evaluate.run_tiled` end to end (region reads, crop, resize, preprocess on the
   read-ahead thread, the model, post-processing, stitching at the model's scale).
 
 ratio = model-only time / whole-slide time (1.0: everything but the model hidden behind it; the issue's goal
@@ -23,13 +23,13 @@ from pathlib import Path
 from timing import interleaved, paired_ratios, spread
 
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.profiling.machine import cpu_name
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide
 from segscope.core.slides.synthetic import write_pyramidal_tiff
-from segscope.core.tiled_eval import TilePlan, run_tiled
-from segscope.core.tiling import tile_grid
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE
+from segscope.core.wholeslide.evaluate import TilePlan, run_tiled
+from segscope.core.wholeslide.tiling import tile_grid
 
 
 def main() -> int:

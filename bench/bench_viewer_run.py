@@ -27,17 +27,17 @@ import numpy as np
 from timing import interleaved, paired_ratios, spread
 
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.dataset import Dataset
-from segscope.core.demo_data import make_slide
-from segscope.core.emulation import expand_ratios
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.dataset.demo import make_slide
 from segscope.core.evaluate import evaluate_dataset
-from segscope.core.fileio import read_mask
-from segscope.core.pipeline import DEFAULT_PIPELINE
-from segscope.core.pipeline_loader import load_pipeline
+from segscope.core.files.fileio import read_mask
 from segscope.core.profiling.machine import cpu_name
 from segscope.core.roi import Roi
 from segscope.core.slides.opencv_reader import ImageSlide
 from segscope.core.slides.requests import region_request
+from segscope.core.stream.emulation import expand_ratios
+from segscope.core.stream.loader import load_pipeline
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 
 
 def write_slide(folder: Path, side: int) -> None:

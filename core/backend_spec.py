@@ -19,9 +19,9 @@ from .backends.pool import parse_devices
 from .backends.registry import backend_kind, open_kind
 from .cluster import parse_resources
 from .errors import SegScopeError
-from .fileio import DEFAULT_MAX_PIXELS
+from .files.fileio import DEFAULT_MAX_PIXELS
 from .remote.protocol import DEFAULT_PROBABILITIES
-from .run_source import chosen_source
+from .stream.source import chosen_source
 
 if TYPE_CHECKING:  # paramiko: imported when a host is reached
     from .remote.connection import SshOptions

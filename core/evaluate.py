@@ -9,18 +9,18 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import metric_catalogue as catalogue
 from .backends.base import Backend, InferenceRequest
-from .dataset import Dataset, DatasetItem
+from .dataset.dataset import Dataset, DatasetItem
 from .errors import CancelledError
-from .metric_catalogue import Metric
-from .metrics import ImageMetrics, check_mask_size, roi_metrics, truth_at_roi
+from .metrics import catalogue
+from .metrics.catalogue import Metric
+from .metrics.scores import ImageMetrics, check_mask_size, roi_metrics, truth_at_roi
 from .quality.scoring import image_quality
 from .quality.spec import MetricSpec
 from .result import InferenceResult
 from .roi import Roi
 from .slides import slide_kind_for
-from .stream_input import CROPS_ROI, RegionSource, StreamInput
+from .stream.input import CROPS_ROI, RegionSource, StreamInput
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class ImageEvaluation:
 
 @dataclass
 class DatasetSummary:
-    """The metrics of the images that have masks, and their means (`core.metric_catalogue.means`)."""
+    """The metrics of the images that have masks, and their means (`core.metrics.catalogue.means`)."""
 
     scored: list[ImageMetrics] = field(default_factory=list)
 
@@ -63,7 +63,7 @@ def evaluation_request(dataset: Dataset, item: DatasetItem, roi: Roi | None = No
                        rois: Mapping[str, Roi] | None = None,
                        sources: Mapping[str, RegionSource] | None = None,
                        stream: StreamInput | None = None) -> InferenceRequest:
-    """What `evaluate_dataset` asks the backend for one image, by the stream's ROI rule (`core.stream_input`):
+    """What `evaluate_dataset` asks the backend for one image, by the stream's ROI rule (`core.stream.input`):
     the ROI picked for it is `roi`, else its entry in `rois`, else the one stored in the dataset; the default
     is the dataset's ROI for it. Its entry in `sources` reads an ROI from an open slide. `stream` None: a
     stream that crops the ROI itself."""

@@ -33,7 +33,7 @@ class InferenceResult:
     backend: str = ""
     #: The card's rule for two classes from a 1-channel output: class 1 where p1 > threshold (None: argmax).
     threshold: float | None = None
-    #: How the ROI reached the stream when not by the stream's own crop (core.stream_input.PRE_CROP_NOTE), else "".
+    #: How the ROI reached the stream when not by the stream's own crop (core.stream.input.PRE_CROP_NOTE), else "".
     roi_note: str = ""
 
     @property

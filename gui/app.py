@@ -15,8 +15,8 @@ from PySide6.QtCore import QObject, QStandardPaths, Signal
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QToolTip
 
-from ..core.demo_data import generate_demo_dataset
-from ..core.fileio import staging_folder
+from ..core.dataset.demo import generate_demo_dataset
+from ..core.files.fileio import staging_folder
 from . import settings
 from .backend_dialog import BackendChoice
 from .main_window import MainWindow

@@ -37,7 +37,7 @@ from ..core.backends.pool import parse_devices
 from ..core.backends.registry import BACKENDS, CHOSEN_KINDS
 from ..core.cluster import check_address
 from ..core.errors import SegScopeError
-from ..core.pipeline import DEFAULT_PIPELINE
+from ..core.stream.pipeline import DEFAULT_PIPELINE
 from .run_controller import describe_error
 
 #: The local backends of the registry the dialog offers, then a remote host over SSH.

@@ -1,12 +1,12 @@
-"""The views of the backend state (`core.backend_state`): the status bar's backend label and the messages say
+"""The views of the backend state (`core.session.backend_state`): the status bar's backend label and the messages say
 what is opening, what opened and why one failed; each choice that opened is remembered for the next start."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..core.backend_state import BackendState
 from ..core.backends.base import Capabilities
+from ..core.session.backend_state import BackendState
 from . import settings
 from .message_area import MessageArea
 from .status_labels import StatusLabels

@@ -12,6 +12,7 @@ from functools import cache
 import numpy as np
 import pyqtgraph as pg
 
+from ..core.metrics.review import ERROR_NAMES, FN, FP, TN, TP
 from ..core.palette import (  # noqa: F401 (re-exported: the viewer's colours)
     BLUE,
     BLUISH_GREEN,
@@ -25,7 +26,6 @@ from ..core.palette import (  # noqa: F401 (re-exported: the viewer's colours)
     class_color,
     series_color,
 )
-from ..core.review import ERROR_NAMES, FN, FP, TN, TP
 
 __all__ = ["ERROR_COLORS", "ERROR_NAMES", "FN", "FP", "TN", "TP", "error_lut", "heatmap_colormap", "label_lut"]
 

@@ -1,6 +1,6 @@
 """Compare two runs of one image from the session's history (e.g. the Ascend stream vs the embedded reference).
 
-The numbers are `core.runs.compare_runs`' (the metrics are `core.metrics.compare_tensors`, what
+The numbers are `core.session.runs.compare_runs`' (the metrics are `core.metrics.scores.compare_tensors`, what
 `segscope compare` prints, in the same format), plus the argmax disagreement rate and a heatmap of the
 largest per-class probability difference at each model pixel.
 """
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.runs import RunComparison, RunHistory, RunRecord, compare_runs
+from ..core.session.runs import RunComparison, RunHistory, RunRecord, compare_runs
 from . import colormaps
 from .background import Background
 

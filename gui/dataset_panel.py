@@ -29,9 +29,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core import metric_catalogue as catalogue
-from ..core.metric_catalogue import Metric
-from ..core.metrics import ImageMetrics
+from ..core.metrics import catalogue
+from ..core.metrics.catalogue import Metric
+from ..core.metrics.scores import ImageMetrics
 from . import settings
 from .compact import shrinkable
 from .shortcuts import with_key

@@ -3,9 +3,9 @@ errors, and every re-scoring of an image (a run, an edit, a save, a discard)."""
 
 from __future__ import annotations
 
-from ..core.metrics import ImageMetrics
-from ..core.runs import RunRecord
-from ..core.session import OTHER_MODEL, ROI_CHANGED, Session
+from ..core.metrics.scores import ImageMetrics
+from ..core.session.runs import RunRecord
+from ..core.session.session import OTHER_MODEL, ROI_CHANGED, Session
 from .dataset_panel import ImageTableModel
 
 #: The Status of a row whose result no longer answers for its image, by `Session.stale_reason`.

@@ -1,5 +1,5 @@
-"""The Export dialog: what to write (the kinds of `core.export`), where, for which images, and whether
-existing files may be replaced. It only chooses; the caller writes with `core.export`.
+"""The Export dialog: what to write (the kinds of `core.export.files`), where, for which images, and whether
+existing files may be replaced. It only chooses; the caller writes with `core.export.files`.
 
 Never overwrites without asking: if any target file exists, OK is refused with a note until the user ticks
 "Replace existing files", and even then a confirmation names how many files will be replaced.
@@ -29,11 +29,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.export import EXPORT_KINDS, RUN_KINDS
-from ..core.tiled_export import TILED_KINDS, planned_tiled_files
+from ..core.export.files import EXPORT_KINDS, RUN_KINDS
+from ..core.wholeslide.export import TILED_KINDS, planned_tiled_files
 from .settings import settings as app_settings
 
-#: Checkbox text of each `core.export` kind.
+#: Checkbox text of each `core.export.files` kind.
 KIND_LABELS = {
     "mask": "Argmax mask PNG at ROI size",
     "canvas": "Full-slide canvas mask PNG",
@@ -42,7 +42,7 @@ KIND_LABELS = {
     "geojson": "GeoJSON annotations for QuPath (one polygon per defect)",
     "coco": "COCO annotations, RLE (one file for all images)",
 }
-#: Written by `core.export.write_metrics`.
+#: Written by `core.export.files.write_metrics`.
 METRICS_FILES = ("metrics.csv", "metrics.json")
 
 SCOPES = ("current", "all")
@@ -50,7 +50,7 @@ SCOPES = ("current", "all")
 
 @dataclass(frozen=True)
 class ExportChoices:
-    kinds: tuple[str, ...]  # keys of core.export.EXPORT_KINDS, then RUN_KINDS, in that order
+    kinds: tuple[str, ...]  # keys of core.export.files.EXPORT_KINDS, then RUN_KINDS, in that order
     metrics: bool  # metrics.csv + metrics.json
     folder: Path
     scope: str  # "current" or "all" (every image with a result)

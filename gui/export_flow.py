@@ -1,5 +1,5 @@
 """File > Export: ask what and where (`ExportDialog` never lets a file be replaced silently), then write the
-chosen files on a worker, one image per step, with `core.export` (ROI results) or `core.tiled_export.
+chosen files on a worker, one image per step, with `core.export.files` (ROI results) or `core.wholeslide.export.
 export_stitched` (whole-slide runs: the files `eval --tile --export` writes); progress goes to the status bar,
 problems and the list of written files to the message area."""
 
@@ -15,12 +15,12 @@ from PySide6.QtWidgets import QWidget
 from ..core.backends.base import Capabilities
 from ..core.errors import SegScopeError
 from ..core.evaluate import DatasetSummary
-from ..core.export import ExportFolder
-from ..core.provenance import Source, source_for
+from ..core.export.files import ExportFolder
+from ..core.export.provenance import Source, source_for
 from ..core.result import InferenceResult
-from ..core.session import Session
-from ..core.tiled_eval import TiledEvaluation
-from ..core.tiled_export import export_stitched, tiled_row
+from ..core.session.session import Session
+from ..core.wholeslide.evaluate import TiledEvaluation
+from ..core.wholeslide.export import export_stitched, tiled_row
 from .background import Background
 from .export_dialog import ExportChoices, ExportDialog
 from .status_labels import count

@@ -20,10 +20,10 @@ from PySide6.QtCore import QObject, QRectF, QRegularExpression, Qt, QTimer, Sign
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QGraphicsRectItem, QMenu, QWidget
 
-from ..core.review import ErrorMap, ErrorRegion, error_regions, result_error_map, step, worst_first
+from ..core.metrics.review import ErrorMap, ErrorRegion, error_regions, result_error_map, step, worst_first
 from ..core.roi import Roi
-from ..core.runs import RunRecord
-from ..core.session import Session
+from ..core.session.runs import RunRecord
+from ..core.session.session import Session
 from .background import Background
 from .compare_dialog import CompareDialog
 from .dataset_panel import DatasetPanel

@@ -14,8 +14,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QToolBar
 
-from ..core import metric_catalogue as catalogue
-from ..core.metrics import ImageMetrics
+from ..core.metrics import catalogue
+from ..core.metrics.scores import ImageMetrics
 from .dataset_panel import DatasetPanel
 from .model_dialog import add_open_model_action
 from .result_panels import ResultPanels

@@ -16,15 +16,15 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QMainWindow, QWidget
 
-from ..core.backend_state import BackendState
 from ..core.backends.base import Capabilities
-from ..core.dataset import Dataset, DatasetItem
+from ..core.dataset.dataset import Dataset, DatasetItem
 from ..core.errors import SegScopeError
 from ..core.roi import Roi
-from ..core.session import Session
-from ..core.session_restore import Restored
+from ..core.session.backend_state import BackendState
+from ..core.session.restore import Restored
+from ..core.session.session import Session
 from ..core.slides import SlideReader
-from ..core.stream_input import StreamInput
+from ..core.stream.input import StreamInput
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .backend_view import follow_backend

@@ -2,7 +2,7 @@
 
 The user corrects the ground truth (or a prediction accepted as a starting point) on the third result panel,
 next to the heatmap and argmax, where the ROI is shown at full resolution. Every edit goes to the
-full-slide mask held by the session's `MaskDocument` (its `core.annotation.MaskEditor` keeps compact undo
+full-slide mask held by the session's `MaskDocument` (its `core.editing.annotation.MaskEditor` keeps compact undo
 deltas) and is clipped to the ROI, the part the user sees; the panel redraws only the changed box. After an
 edit the session re-scores the image (rate-limited).
 
@@ -22,15 +22,15 @@ import numpy as np
 from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
-from ..core.annotation import MaskEditor
-from ..core.dataset import DatasetItem, backup_mask_path
+from ..core.dataset.dataset import DatasetItem, backup_mask_path
+from ..core.editing.annotation import MaskEditor
+from ..core.editing.document import MaskDocument, mask_source
+from ..core.editing.files import discard_recovery, find_recovery
 from ..core.errors import SegScopeError
-from ..core.mask_document import MaskDocument, mask_source
-from ..core.mask_files import discard_recovery, find_recovery
-from ..core.metrics import mask_piece_labels
+from ..core.metrics.scores import mask_piece_labels
 from ..core.result import InferenceResult
 from ..core.roi import Roi
-from ..core.session import Session
+from ..core.session.session import Session
 from .background import Background
 from .dataset_panel import ImageTableModel
 from .mask_canvas import EditLayer

@@ -12,8 +12,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from ..core.annotation import MaskEditor
-from ..core.mask_files import Recovery, write_recovery
+from ..core.editing.annotation import MaskEditor
+from ..core.editing.files import Recovery, write_recovery
 
 #: Auto-save period while there are unsaved edits: a crash loses at most this much work.
 AUTOSAVE_MS = 3000

@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLabel, QMenu, QSlider, QSpinBox, QToolBar, QToolButton, QWidget
 
-from ..core.mask_files import SaveMode
+from ..core.editing.files import SaveMode
 from . import settings
 from .shortcuts import check_box_for, key, shortcut_action
 

@@ -10,7 +10,7 @@ from typing import Protocol
 import numpy as np
 from PySide6.QtCore import QPointF
 
-from ..core.mask_document import MaskDocument
+from ..core.editing.document import MaskDocument
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from .mask_canvas import EditLayer

@@ -6,10 +6,10 @@ since the run, another model is open, the edited mask is being re-scored) every 
 
 from __future__ import annotations
 
-from ..core import metric_catalogue as catalogue
-from ..core.metric_catalogue import Metric
-from ..core.metrics import ImageMetrics
-from ..core.session import Session
+from ..core.metrics import catalogue
+from ..core.metrics.catalogue import Metric
+from ..core.metrics.scores import ImageMetrics
+from ..core.session.session import Session
 from .dataset_panel import DatasetPanel
 from .main_menus import MainActions
 from .metrics_panel import MetricsPanel

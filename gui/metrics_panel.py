@@ -11,9 +11,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
-from ..core import metric_catalogue as catalogue
-from ..core.metric_catalogue import Metric
-from ..core.metrics import ImageMetrics
+from ..core.metrics import catalogue
+from ..core.metrics.catalogue import Metric
+from ..core.metrics.scores import ImageMetrics
 from . import colormaps
 
 #: Histogram bins over the metric's range.

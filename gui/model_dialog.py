@@ -6,8 +6,8 @@ it cannot tell (size when dynamic, color, normalisation or an AIPP config, activ
 and save a runnable project; the window then opens the new pipeline. The CLI's option names in the core's
 messages are shown as this dialog's field names.
 
-The facts and the proposed card refresh as the answers change (`core.card_builder.propose`); Save writes
-with `core.card_builder.write_project`, which checks the card against the graph before any file lands.
+The facts and the proposed card refresh as the answers change (`core.card.builder.propose`); Save writes
+with `core.card.builder.write_project`, which checks the card against the graph before any file lands.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.card_builder import (
+from ..core.card.builder import (
     CardOptions,
     Proposal,
     parse_classes,
@@ -48,9 +48,9 @@ from ..core.card_builder import (
     propose,
     write_project,
 )
+from ..core.card.reader import ACTIVATIONS, card_path_for
 from ..core.errors import SegScopeError
-from ..core.model_card import ACTIVATIONS, card_path_for
-from ..core.preprocess import COLORS, LAYOUTS
+from ..core.stream.preprocess import COLORS, LAYOUTS
 
 FROM_GRAPH = "from the graph"  # a size spin box at 0
 PROPOSED = "as proposed below"  # a choice left to the graph or the defaults
@@ -252,7 +252,7 @@ class ModelDialog(QDialog):
 def model_pipeline(path: Path) -> Path | None:
     """What the backend opens for `path`: a `.pipeline` itself; a project folder's pipeline; for a `.json`
     card (or an `.onnx`/`.om` with its card beside it) the project pipeline beside its models/ folder, else
-    the card (a card runs the bare stream, `core.pipeline_loader.card_pipeline`). None for a model without a card
+    the card (a card runs the bare stream, `core.stream.loader.card_pipeline`). None for a model without a card
     (one has to be built). A problem is a SegScopeError naming the path."""
     path = Path(path)
     if path.is_dir():

@@ -3,7 +3,7 @@
 A viewer run of the shown image reads the stream's crop box from the open reader and sends those pixels
 instead of the file, so a 16k x 16k PNG is not decoded again and a pyramidal TIFF is never decoded whole;
 results equal a run on the file. Which streams can take a region read, and what is sent for a stream without
-a crop, is `core.stream_input`'s one rule (`StreamInput.region_source`); the others run on the file.
+a crop, is `core.stream.input`'s one rule (`StreamInput.region_source`); the others run on the file.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 
 from ..core.slides import SlideReader
-from ..core.stream_input import RegionSource, StreamInput
+from ..core.stream.input import RegionSource, StreamInput
 from .slide_view import SlideView
 
 

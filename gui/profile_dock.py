@@ -40,8 +40,8 @@ from ..core.profiling.drift import DriftReport, Thresholds, load_drift_csv
 from ..core.profiling.insight import matched_ops, where_to_look
 from ..core.profiling.model import OpStat, Profile
 from ..core.profiling.roofline import classify
-from ..core.runs import RunComparison, compare_runs
-from ..core.session import Session
+from ..core.session.runs import RunComparison, compare_runs
+from ..core.session.session import Session
 from .background import Background
 from .compact import shrinkable
 from .profile_plots import RooflinePlot, TimelinePlot

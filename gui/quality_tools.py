@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QInputDialog, QMainWindow
 
 from ..core.errors import SegScopeError
-from ..core.metrics import ImageMetrics, truth_at_roi
+from ..core.metrics.scores import ImageMetrics, truth_at_roi
 from ..core.quality.calibration import Reliability
 from ..core.quality.scoring import image_quality
 from ..core.quality.spec import ImageQuality, MetricSpec

@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from ..core.metrics import ImageMetrics, image_metrics
-from ..core.panel_model import PanelInputs, panel_inputs
+from ..core.metrics.scores import ImageMetrics, image_metrics
 from ..core.result import InferenceResult
-from ..core.runs import RunRecord
-from ..core.session import Session
+from ..core.session.panel_model import PanelInputs, panel_inputs
+from ..core.session.runs import RunRecord
+from ..core.session.session import Session
 from .background import Background
 from .dataset_rows import RowStatus
 from .metrics_display import MetricsDisplay

@@ -7,9 +7,9 @@ Y (one camera).
 
 Resolutions (what `panel_arrays()` returns is exactly what is drawn):
 - heatmap and argmax: the backend's arrays at model resolution, untouched (a view, never resampled);
-- ground truth and error map: ROI resolution, like `core.metrics`' hard metrics, so the error map's
+- ground truth and error map: ROI resolution, like `core.metrics.scores`' hard metrics, so the error map's
   TP/FP/FN pixel counts are the ones behind hard Dice/IoU. The prediction is brought to ROI resolution
-  with `core.metrics.argmax_at_roi`.
+  with `core.metrics.scores.argmax_at_roi`.
 
 Speed: label images are uint8 with a 256-entry RGBA table (one lookup per pixel); setImage is always called
 with explicit levels (no auto-level scan) and on views, never copies. Colour-bar drags only call
@@ -36,11 +36,11 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.errors import SegScopeError
-from ..core.metrics import argmax_at_roi
-from ..core.panel_model import PanelInputs, PanelTitles, panel_inputs, pipeline_titles
+from ..core.metrics.review import error_codes
+from ..core.metrics.scores import argmax_at_roi
 from ..core.result import InferenceResult
-from ..core.review import error_codes
 from ..core.roi import Roi
+from ..core.session.panel_model import PanelInputs, PanelTitles, panel_inputs, pipeline_titles
 from . import colormaps
 from .background import Background
 from .panel_readout import describe

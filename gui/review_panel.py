@@ -1,8 +1,8 @@
 """Error review: the current image's TP/FP/FN counts, its connected error regions, and dataset filtering.
 
-`ReviewPanel` only displays what `core.review` computes (counts and regions come from one `ErrorMap`);
+`ReviewPanel` only displays what `core.metrics.review` computes (counts and regions come from one `ErrorMap`);
 `Inspection` (gui/inspection.py) decides when to compute it and what a region click zooms.
-The filter box takes a `core.metric_filter.MetricFilter` ("soft_dice < 0.9 and recall >= 0.5").
+The filter box takes a `core.metrics.filter.MetricFilter` ("soft_dice < 0.9 and recall >= 0.5").
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core import metric_catalogue as catalogue
 from ..core.errors import SegScopeError
-from ..core.metric_filter import MetricFilter
-from ..core.review import ERROR_NAMES, FN, FP, TN, TP, ErrorMap, ErrorRegion
+from ..core.metrics import catalogue
+from ..core.metrics.filter import MetricFilter
+from ..core.metrics.review import ERROR_NAMES, FN, FP, TN, TP, ErrorMap, ErrorRegion
 from . import colormaps
 
 #: Regions listed at most (a noisy prediction can have tens of thousands); the count says how many exist.
@@ -194,7 +194,7 @@ class ReviewPanel(QWidget):
     def show_errors(self, errors: ErrorMap | None, note: str = "", regions: list[ErrorRegion] | None = None,
                     class_name: str = "", counts: dict[str, int] | None = None) -> None:
         """Show an error map's counts (`errors.counts()`, counted here unless given: a window counts on a
-        worker) and its regions (from `core.review.error_regions`), or `note`."""
+        worker) and its regions (from `core.metrics.review.error_regions`), or `note`."""
         self.errors = errors
         self.regions = regions or []
         counts = counts if counts is not None else errors.counts() if errors else {}

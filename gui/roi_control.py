@@ -9,7 +9,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ..core.errors import SegScopeError
 from ..core.roi import Roi
-from ..core.session import Session
+from ..core.session.session import Session
 from .slide_view import SlideView
 
 

@@ -1,7 +1,7 @@
 """Inference off the GUI thread.
 
 A worker object living in its own QThread owns the `Backend`: it opens it, runs images through
-`core.evaluate.evaluate_dataset` (or a whole slide in tiles through `core.tiled_eval.evaluate_slide`) and
+`core.evaluate.evaluate_dataset` (or a whole slide in tiles through `core.wholeslide.evaluate.evaluate_slide`) and
 closes it. The controller in the GUI thread queues requests to it,
 tracks progress and ETA, and turns every failure into a message (never an exception in the GUI).
 """
@@ -16,17 +16,17 @@ from typing import Protocol
 import numpy as np
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..core.backend_state import BackendState
 from ..core.backends.base import Backend, Capabilities
 from ..core.backends.pool import UsageLog
-from ..core.dataset import Dataset, DatasetItem
+from ..core.dataset.dataset import Dataset, DatasetItem
 from ..core.errors import CancelledError, describe
 from ..core.evaluate import ImageEvaluation, evaluate_dataset
 from ..core.quality.spec import MetricSpec
 from ..core.roi import Roi
+from ..core.session.backend_state import BackendState
 from ..core.slides import SlideReader
-from ..core.stream_input import RegionSource, StreamInput
-from ..core.tiled_eval import TilePlan, evaluate_slide
+from ..core.stream.input import RegionSource, StreamInput
+from ..core.wholeslide.evaluate import TilePlan, evaluate_slide
 from .option_labels import OPTION_LABELS
 
 BackendFactory = Callable[[], Backend]

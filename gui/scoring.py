@@ -9,9 +9,9 @@ from functools import partial
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ..core.metrics import ImageMetrics
-from ..core.session import Session
-from ..core.session_metrics import ScoreJob
+from ..core.metrics.scores import ImageMetrics
+from ..core.session.metrics import ScoreJob
+from ..core.session.session import Session
 from .background import Background
 
 #: Re-scoring waits this long after the last change (a brush drag is not re-scored on every mouse move).

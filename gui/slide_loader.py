@@ -8,7 +8,7 @@ import threading
 import numpy as np
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..core.dataset import Dataset, DatasetItem
+from ..core.dataset.dataset import Dataset, DatasetItem
 from ..core.slides import SlideReader, open_slide
 from .run_controller import describe_error
 

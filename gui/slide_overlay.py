@@ -17,7 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 
 from ..core.roi import Roi
-from ..core.tiling import Stitched
+from ..core.wholeslide.tiling import Stitched
 from . import colormaps
 
 #: Opacity of the heatmap where the probability is 1; it fades to transparent towards 0, so the slide's

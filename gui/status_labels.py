@@ -6,9 +6,9 @@ from typing import Any
 
 from PySide6.QtWidgets import QStatusBar
 
-from ..core import metric_catalogue as catalogue
 from ..core.backends.base import Capabilities
 from ..core.evaluate import DatasetSummary
+from ..core.metrics import catalogue
 from .compact import ElidedLabel
 
 #: The slide view's hover readout starts with this; it is cleared when the mouse leaves the slide.

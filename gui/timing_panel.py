@@ -1,7 +1,7 @@
 """Where time goes: a stacked-bar timeline of the current image's runs and the dataset's per-stage table.
 
-The table is `core.runs.timing_table` over the newest run of each image (optionally of one backend), the
-CSV export is `core.runs.write_timing_csv`. "render" is what the GUI adds after the backend's stages: the
+The table is `core.session.runs.timing_table` over the newest run of each image (optionally of one backend), the
+CSV export is `core.session.runs.write_timing_csv`. "render" is what the GUI adds after the backend's stages: the
 time from the result's arrival until the panels hold it (see gui/inspection.py).
 """
 
@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.errors import SegScopeError
-from ..core.runs import STAGE_ORDER, RunHistory, RunRecord, StageStats, timing_table, write_timing_csv
+from ..core.session.runs import STAGE_ORDER, RunHistory, RunRecord, StageStats, timing_table, write_timing_csv
 from . import colormaps
 from .compact import shrinkable
 

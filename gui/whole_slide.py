@@ -3,7 +3,7 @@ slide, and the part under any ROI in the result panels (the runs themselves live
 kept on disk and restored with the dataset).
 
 Tiles are the dataset's ROI size (the scale the model was trained at), overlapping by 1/8 and blended, read
-from the reader the viewer has open (`core.tiled_eval.evaluate_slide`), so a pyramidal TIFF is never decoded
+from the reader the viewer has open (`core.wholeslide.evaluate.evaluate_slide`), so a pyramidal TIFF is never decoded
 whole. The output scale is the model's own unless its canvases would pass the memory bound: then the
 largest scale that fits is taken, and the messages say so; Run > Whole-slide output scale… sets one instead.
 A result larger than the dataset keeps on disk is said, as the run starts, to be kept until the dataset is
@@ -17,10 +17,10 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QDoubleSpinBox, QLabel, QVBoxLayout, QWidget
 
-from ..core import metric_catalogue as catalogue
-from ..core.session import Session
-from ..core.slide_plan import SlideRun
-from ..core.tiled_eval import TiledEvaluation, TilePlan
+from ..core.metrics import catalogue
+from ..core.session.session import Session
+from ..core.wholeslide.evaluate import TiledEvaluation, TilePlan
+from ..core.wholeslide.plan import SlideRun
 from . import settings
 from .background import Background
 from .main_menus import MainActions

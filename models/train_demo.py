@@ -5,8 +5,8 @@ this file. `python models/train_demo.py --out models/unet_demo.onnx` reproduces 
 rewrites `models/unet_hw960_bs1.json` with the figures measured here (CPU, fixed seeds; bit-identical
 with the same torch version on the same kind of CPU). See models/TRAINING.md.
 
-The inputs are made exactly as the stream makes them: ROI crop and 960x960 Resizer_Stretch (core.imaging),
-then the AIPP math (core.aipp: BGR->RGB, (x - 127.5) / 127.5). The net is fully convolutional, so it
+The inputs are made exactly as the stream makes them: ROI crop and 960x960 Resizer_Stretch (core.stream.imaging),
+then the AIPP math (core.stream.aipp: BGR->RGB, (x - 127.5) / 127.5). The net is fully convolutional, so it
 trains on patches of those 960x960 inputs and is exported at the static 1x3x960x960 shape.
 """
 
@@ -25,13 +25,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from segscope.core import imaging
-from segscope.core.aipp import AippConfig, apply_aipp, load_aipp
 from segscope.core.backends.base import InferenceResult
-from segscope.core.demo_data import DEFAULT_SIZE, generate_demo_dataset, has_defects, make_slide
-from segscope.core.fileio import read_image, read_mask
-from segscope.core.metrics import argmax_at_roi, mask_to_labels, truth_at_roi
+from segscope.core.dataset.demo import DEFAULT_SIZE, generate_demo_dataset, has_defects, make_slide
+from segscope.core.files.fileio import read_image, read_mask
+from segscope.core.metrics.scores import argmax_at_roi, mask_to_labels, truth_at_roi
 from segscope.core.roi import ORIGINAL_DEFAULT_ROI, Roi
+from segscope.core.stream import imaging
+from segscope.core.stream.aipp import AippConfig, apply_aipp, load_aipp
 
 MODELS = Path(__file__).resolve().parent
 INPUT = imaging.ResizeSpec(960, 960)  # mxpi_imageresize0 of pipelines/unet_simple_opencv.pipeline
@@ -277,7 +277,7 @@ def write_card(path: Path, model_path: Path, args: argparse.Namespace, figures: 
         "training": {
             "script": "models/train_demo.py",
             "command": f"python models/train_demo.py --out models/{model_path.name}",
-            "data": f"{args.slides} synthetic slides (segscope.core.demo_data.make_slide, 4000x3000, seeds "
+            "data": f"{args.slides} synthetic slides (segscope.core.dataset.demo.make_slide, 4000x3000, seeds "
             f"{TRAIN_SEED}-{TRAIN_SEED + args.slides - 1}), default ROI {DEFAULT_ROI} plus one random ROI "
             f"each, resized to 960x960 as the stream does; {args.steps} steps of {args.batch} random "
             f"{args.patch}x{args.patch} patches; cross-entropy + soft Dice",

@@ -1,6 +1,6 @@
 """The embedded backend: runs a MindX `.pipeline` on the CPU with OpenCV and ONNX Runtime.
 
-It emulates the stream element by element, in the stream's order (core.emulation): opencv decode, then the
+It emulates the stream element by element, in the stream's order (core.stream.emulation): opencv decode, then the
 ExternalObjects crop, opencv resizes and image normalisations as the stream orders them (a normalisation
 before a resize is resized as float32; padding pads what is there at that point), the model's AIPP,
 tensorinfer on the card's ONNX export, semantic segmentation post-processing — so a laptop without Ascend
@@ -20,16 +20,16 @@ import cv2
 import numpy as np
 import onnxruntime as ort
 
-from .. import dvpp, imaging
-from ..card import ModelCard
-from ..emulation import Crop, Normalize, plan_stream, sized
+from ..card.card import ModelCard
+from ..card.reader import load_model_card, postprocess
 from ..errors import BackendError, SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
-from ..model_card import load_model_card, postprocess
-from ..pipeline import Pipeline
-from ..pipeline_loader import load_pipeline
-from ..preprocess import check_aipp_color, decode_flag, make_tensor
+from ..files.fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
 from ..roi import Roi
+from ..stream import dvpp, imaging
+from ..stream.emulation import Crop, Normalize, plan_stream, sized
+from ..stream.loader import load_pipeline
+from ..stream.pipeline import Pipeline
+from ..stream.preprocess import check_aipp_color, decode_flag, make_tensor
 from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels, read_ahead
 from .pool import DevicePool, device_pool
 
@@ -38,7 +38,7 @@ Image = Union[np.ndarray, dvpp.Nv12]  # noqa: UP007 (a run-time alias: Python 3.
 
 
 class ModelSession(Protocol):
-    """What runs the network: an ONNX Runtime session, or a faster stand-in (core.precision)."""
+    """What runs the network: an ONNX Runtime session, or a faster stand-in (core.backends.precision)."""
 
     def run(self, output_names: None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
 
@@ -62,7 +62,7 @@ def open_session(card: ModelCard, threads: int | None = None) -> ort.InferenceSe
 
 
 class EmbeddedStream:
-    """The stream's stages as plain functions of arrays (core.emulation reads which stages there are)."""
+    """The stream's stages as plain functions of arrays (core.stream.emulation reads which stages there are)."""
 
     def __init__(self, pipeline: Pipeline):
         self.pipeline = pipeline
@@ -165,9 +165,9 @@ class EmbeddedStream:
             if isinstance(stage, Crop):
                 image, box = self.crop(image, roi or whole, stage, source)
                 crop_size, kind = self.size(image), "crop"
-            elif isinstance(stage, Normalize):  # host images only (core.emulation)
+            elif isinstance(stage, Normalize):  # host images only (core.stream.emulation)
                 image, rgb, kind = stage.apply(image, rgb), stage.output_rgb(rgb), "preprocess"  # type: ignore[arg-type]
-            elif isinstance(image, dvpp.Nv12):  # Stretch only (core.emulation)
+            elif isinstance(image, dvpp.Nv12):  # Stretch only (core.stream.emulation)
                 plans.append(imaging.plan_resize(*self.size(image), stage))
                 image, kind = dvpp.resize(image, (stage.width, stage.height), stage.interpolation), "resize"
             else:

@@ -28,15 +28,15 @@ from typing import NoReturn
 
 import numpy as np
 
-from .. import imaging
+from ..card.reader import load_model_card, postprocess
 from ..compat import TIMEOUTS
-from ..emulation import Crop, drive_problem, resize_specs, sized, stream_crop
 from ..errors import BackendError, SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
-from ..model_card import load_model_card, postprocess
-from ..pipeline import Pipeline, Stream
-from ..pipeline_loader import load_pipeline
+from ..files.fileio import DEFAULT_MAX_PIXELS, decode_image, image_header_size, read_bytes
 from ..roi import Roi
+from ..stream import imaging
+from ..stream.emulation import Crop, drive_problem, resize_specs, sized, stream_crop
+from ..stream.loader import load_pipeline
+from ..stream.pipeline import Pipeline, Stream
 from .base import (
     Backend,
     Capabilities,

@@ -22,9 +22,9 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ..errors import BackendError
-from ..pipeline import Element, Stream
 from ..result import Placement
 from ..roi import Roi
+from ..stream.pipeline import Element, Stream
 from .mindx_env import MindXSdk
 from .mindx_sdk import LOG_HINT, SdkSession, check_code
 

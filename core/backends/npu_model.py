@@ -25,14 +25,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..card import ModelCard
-from ..card_check import check_model_outputs
+from ..card.card import ModelCard
+from ..card.check import check_model_outputs
+from ..card.onnx_graph import ELEM_TYPES, GraphInfo, TensorInfo
 from ..errors import BackendError, SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS
-from ..onnx_graph import ELEM_TYPES, GraphInfo, TensorInfo
-from ..pipeline import Pipeline
-from ..pipeline_loader import load_pipeline
+from ..files.fileio import DEFAULT_MAX_PIXELS
 from ..roi import Roi
+from ..stream.loader import load_pipeline
+from ..stream.pipeline import Pipeline
 from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, read_ahead
 from .embedded import EmbeddedStream, Image, _Prepared
 from .pool import DevicePool, device_pool

@@ -27,8 +27,8 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import ApiUnavailable, SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS
-from ..pipeline_loader import card_source
+from ..files.fileio import DEFAULT_MAX_PIXELS
+from ..stream.loader import card_source
 from .base import Backend
 
 

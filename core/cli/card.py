@@ -1,5 +1,5 @@
 """`segscope card MODEL --out DIR`: a runnable project (card, pipeline, ATC files) from an ONNX model or an
-Ascend .om (`core.card_builder`), then what was found, assumed and written, and how to run it."""
+Ascend .om (`core.card.builder`), then what was found, assumed and written, and how to run it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from ..card_builder import (
+from ..card.builder import (
     CardOptions,
     parse_classes,
     parse_number,
@@ -18,9 +18,9 @@ from ..card_builder import (
     propose,
     write_project,
 )
-from ..card_om import parse_tensor
-from ..model_card import ACTIVATIONS, THRESHOLD_ON
-from ..preprocess import COLORS, LAYOUTS
+from ..card.om import parse_tensor
+from ..card.reader import ACTIVATIONS, THRESHOLD_ON
+from ..stream.preprocess import COLORS, LAYOUTS
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

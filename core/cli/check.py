@@ -1,5 +1,5 @@
 """`segscope check PIPELINE...`: one line per file (valid for MindX? runs on the embedded backend?); exit 2
-when any file is invalid (the lines: `core.check`)."""
+when any file is invalid (the lines: `core.stream.check`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from ..check import check_line
+from ..stream.check import check_line
 
 EXIT_OK, EXIT_INVALID = 0, 2
 

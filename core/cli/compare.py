@@ -17,9 +17,9 @@ from typing import TextIO
 import numpy as np
 
 from ..errors import SegScopeError
-from ..export import json_safe
-from ..fileio import read_bytes
-from ..metrics import compare_tensors
+from ..export.files import json_safe
+from ..files.fileio import read_bytes
+from ..metrics.scores import compare_tensors
 from .drift import add_threshold_options, thresholds_from
 
 

@@ -17,7 +17,7 @@ def _count(text: str) -> int:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from ..demo_data import generate_demo_dataset
+    from ..dataset.demo import generate_demo_dataset
 
     paths = generate_demo_dataset(args.dir, count=args.count, seed=args.seed, overwrite=args.overwrite)
     print(f"wrote {len(paths)} demo slides to {args.dir}; try: segscope eval --dataset {args.dir}", file=out)

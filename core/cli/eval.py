@@ -7,10 +7,10 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
+from ..backends.precision_check import add_precision_options, refuse_bad_precision_options
 from ..errors import SegScopeError
-from ..export import EXPORT_KINDS
-from ..export_names import DEFAULT_KINDS, RUN_KINDS
-from ..precision_check import add_precision_options, refuse_bad_precision_options
+from ..export.files import EXPORT_KINDS
+from ..export.names import DEFAULT_KINDS, RUN_KINDS
 from ..quality.options import add_metric_options, metric_spec
 from .eval_driver import drive
 from .eval_image import RoiUnit

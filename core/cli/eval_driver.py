@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from .. import metric_catalogue as catalogue
 from ..backends.base import Backend
 from ..backends.pool import UsageLog
-from ..dataset import Dataset
+from ..backends.precision_check import AccuracyCheck
+from ..dataset.dataset import Dataset
 from ..evaluate import DatasetSummary
-from ..export import METRICS_FILES, ExportFolder, json_safe, refuse_existing
-from ..metric_catalogue import catalogue_document
-from ..metrics import ImageMetrics
-from ..precision_check import AccuracyCheck
+from ..export.files import METRICS_FILES, ExportFolder, json_safe, refuse_existing
+from ..metrics import catalogue
+from ..metrics.catalogue import catalogue_document
+from ..metrics.scores import ImageMetrics
 from ..quality.options import summary_lines
 from ..roi import Roi
 from .options import open_eval_backend

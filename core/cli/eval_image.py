@@ -9,15 +9,15 @@ from collections.abc import Iterator
 
 from ..backends.base import Backend
 from ..backends.pool import UsageLog
+from ..backends.precision_check import AccuracyCheck, with_precision
 from ..evaluate import ImageEvaluation, evaluate_dataset, evaluation_row
-from ..export import planned_files, run_files
-from ..export_writer import ExportWriter
-from ..precision_check import AccuracyCheck, with_precision
-from ..provenance import source_for
+from ..export.files import planned_files, run_files
+from ..export.provenance import source_for
+from ..export.writer import ExportWriter
 from ..quality.options import line_text
 from ..quality.scoring import MetricSpec, QualitySummary
-from ..run_source import chosen_source
-from ..stream_input import StreamInput
+from ..stream.input import StreamInput
+from ..stream.source import chosen_source
 from .eval_driver import EvalRun, Scored, format_line
 from .output import Progress, note
 

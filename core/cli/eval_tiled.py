@@ -1,6 +1,6 @@
 """`eval --tile [SIZE]`'s options and unit of work: every image run as a whole slide (or its --roi) as a grid
 of tiles, one line per slide (its slide metrics and tile count), the stitched outputs exported at the output
-scale (`core.tiled_export`)."""
+scale (`core.wholeslide.export`)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,18 @@ import contextlib
 from collections.abc import Iterator
 
 from ..backends.base import Backend
-from ..dataset import Dataset
+from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
-from ..tiled_eval import TilePlan, evaluate_tiled
-from ..tiled_export import PNG_MAX_SIDE, STITCHED_FORMATS, TILED_KINDS, export_stitched, planned_tiled_files, tiled_row
-from ..tiling import BLENDS, DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES
+from ..wholeslide.evaluate import TilePlan, evaluate_tiled
+from ..wholeslide.export import (
+    PNG_MAX_SIDE,
+    STITCHED_FORMATS,
+    TILED_KINDS,
+    export_stitched,
+    planned_tiled_files,
+    tiled_row,
+)
+from ..wholeslide.tiling import BLENDS, DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES
 from .eval_driver import EvalRun, Scored, format_line
 from .options import checked
 from .output import Progress, note, status

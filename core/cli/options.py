@@ -13,9 +13,9 @@ from ..backends.base import Backend
 from ..backends.registry import BACKEND_KINDS
 from ..cluster import SSH_SCHEME
 from ..errors import SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS
+from ..files.fileio import DEFAULT_MAX_PIXELS
 from ..remote.protocol import PROBABILITY_DTYPES
-from ..run_source import add_source_options
+from ..stream.source import add_source_options
 from .output import note
 
 #: Options that only mean something with --remote (refused without it instead of being ignored).

@@ -15,11 +15,11 @@ from typing import TextIO
 
 from ..backends.registry import BACKEND_KINDS
 from ..errors import SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS
+from ..files.fileio import DEFAULT_MAX_PIXELS
 from ..profiling.insight import matched_ops, where_to_look
 from ..profiling.model import Profile
 from ..profiling.roofline import classify
-from ..run_source import add_source_options, chosen_source
+from ..stream.source import add_source_options, chosen_source
 from .output import cell
 
 

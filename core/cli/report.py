@@ -10,21 +10,21 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
-from .. import metric_catalogue as catalogue
 from ..backends.base import Backend
-from ..dataset import Dataset
+from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
 from ..evaluate import evaluate_dataset
-from ..export import refuse_existing
-from ..fileio import atomic_write_bytes
-from ..provenance import segscope_version, sha256_file
+from ..export.files import refuse_existing
+from ..export.provenance import segscope_version, sha256_file
+from ..files.fileio import atomic_write_bytes
+from ..metrics import catalogue
 from ..quality.options import add_metric_options, metric_spec
 from ..quality.spec import DEFECT_KEYS, MetricSpec
 from ..report.collect import ReportData
 from ..report.html import metric_title, render
 from ..roi import Roi
-from ..run_source import chosen_source
-from ..stream_input import StreamInput
+from ..stream.input import StreamInput
+from ..stream.source import chosen_source
 from .options import add_backend_options, open_eval_backend, refuse_remote_only_options
 from .output import Progress
 

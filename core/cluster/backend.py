@@ -15,7 +15,7 @@ from ..backends.base import Backend, ImageSource, InferenceRequest, InferenceRes
 from ..backends.pool import UsageLog
 from ..compat import TIMEOUTS
 from ..errors import BackendError, CancelledError, SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS, read_bytes
+from ..files.fileio import DEFAULT_MAX_PIXELS, read_bytes
 from ..remote.connection import SshOptions
 from ..roi import Roi
 from . import SSH_SCHEME, check_address, import_distributed

@@ -18,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..errors import SegScopeError
-from ..fileio import open_regular, read_csv
+from ..files.fileio import open_regular, read_csv
 from .model import OpStat, Profile, TimelineEvent, with_shares
 from .traces import MAX_PROFILE_BYTES, load_chrome_trace, per_run_stats, read_json, usual_runs
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SegScopeError
-from ..fileio import read_csv
+from ..files.fileio import read_csv
 
 
 @dataclass(frozen=True)

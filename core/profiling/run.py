@@ -9,9 +9,9 @@ from pathlib import Path
 from ..backend_spec import BackendSpec, open_backend
 from ..backends.base import InferenceRequest
 from ..backends.embedded import EmbeddedBackend
-from ..dataset import Dataset, DatasetItem
+from ..dataset.dataset import Dataset, DatasetItem
 from ..errors import SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS
+from ..files.fileio import DEFAULT_MAX_PIXELS
 from .machine import MachinePeak, measure_peak
 from .model import Profile, mean_p95
 from .ort_profile import profile_session

@@ -12,8 +12,8 @@ import math
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .. import fileio
 from ..errors import InputError, SegScopeError
+from ..files import fileio
 from .model import OpStat, Profile, TimelineEvent, mean_p95, with_shares
 
 DEVICE_PROCESSES = ("Ascend Hardware", "Task Scheduler", "AI Core")

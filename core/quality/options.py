@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Mapping
 
-from .. import metric_catalogue as catalogue
 from ..errors import SegScopeError
+from ..metrics import catalogue
 from .spec import COUNT_KEYS, DEFECT_KEYS, ImageQuality, MetricSpec
 
 METRICS_HELP = ("QA metrics per image and per foreground class, comma-separated: hd95 (95th percentile Hausdorff "

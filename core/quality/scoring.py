@@ -2,9 +2,9 @@
 per foreground class, and their dataset summary.
 
 Boundary, topology and defect metrics score the predicted classes against the truth at ROI resolution (the
-mask's own scale, as hard Dice does, `core.metrics.scored_labels`): the foreground (every class >= 1 as one)
+mask's own scale, as hard Dice does, `core.metrics.scores.scored_labels`): the foreground (every class >= 1 as one)
 and, with several foreground classes, each class one-vs-rest. ECE scores the probabilities at model
-resolution against the truth resized as soft Dice resizes it (`core.metrics.labels_at_model_scale`); it is
+resolution against the truth resized as soft Dice resizes it (`core.metrics.scores.labels_at_model_scale`); it is
 one number per image (the top label is over all classes).
 """
 
@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from ..masks import histogram
-from ..metrics import ImageMetrics, labels_at_model_scale, scored_labels
+from ..dataset.masks import histogram
+from ..metrics.scores import ImageMetrics, labels_at_model_scale, scored_labels
 from ..result import InferenceResult
 from .calibration import Reliability
 from .defects import DefectMatch, match_defects

@@ -1,6 +1,6 @@
 """Which QA metrics a reviewer asked for (`segscope eval --metrics hd95,nsd@2,...`, `MetricSpec`) and one
-image's values of them (`ImageQuality`, carried by `core.metrics.ImageMetrics`); `core.quality.scoring` computes
-them. Nothing here imports `core.metrics`, which names `ImageQuality`."""
+image's values of them (`ImageQuality`, carried by `core.metrics.scores.ImageMetrics`); `core.quality.scoring` computes
+them. Nothing here imports `core.metrics.scores`, which names `ImageQuality`."""
 
 from __future__ import annotations
 

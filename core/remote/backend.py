@@ -31,7 +31,7 @@ from ..backends.base import (
 )
 from ..backends.registry import backend_kind
 from ..errors import BackendError, SegScopeError
-from ..fileio import read_bytes
+from ..files.fileio import read_bytes
 from ..roi import Roi
 from . import protocol
 from .client import WorkerLost, WorkerSession, worker_command

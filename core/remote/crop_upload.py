@@ -7,7 +7,7 @@ crops the very box the plugin would, and sends that box as a lossless PNG with t
 the host's decode of the crop gives the pixels its decode of the file would have, and the model sees the
 same input (a normalisation before the crop works per pixel, so it commutes with the crop). Anything else
 (JPEG, whose decoders differ between libjpeg builds; 16-bit PNG; a DVPP or float32 decoder; a stream with no
-crop, before which `core.stream_input` crops an ROI already) travels as the file itself. The crop travels as
+crop, before which `core.stream.input` crops an ROI already) travels as the file itself. The crop travels as
 `core.backends.base.encode_png` writes it, as already-decoded pixels (a slide region read) do.
 """
 
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import cv2
 
-from .. import imaging
 from ..backends.base import encode_png
-from ..emulation import NotEmulated
 from ..errors import SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS, decode_image
+from ..files.fileio import DEFAULT_MAX_PIXELS, decode_image
 from ..result import Placement
 from ..roi import Roi
-from ..stream_input import StreamInput
+from ..stream import imaging
+from ..stream.emulation import NotEmulated
+from ..stream.input import StreamInput
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 @dataclass(frozen=True)

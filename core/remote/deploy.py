@@ -26,10 +26,10 @@ from typing import Optional
 
 import paramiko
 
+from ..card.onnx_graph import read_graph
 from ..errors import BackendError, SegScopeError
-from ..fileio import read_bytes, read_json
-from ..onnx_graph import read_graph
-from ..pipeline_loader import load_pipeline
+from ..files.fileio import read_bytes, read_json
+from ..stream.loader import load_pipeline
 from . import worker
 
 #: The host folder under which bundles and projects are cached (relative paths start at the home folder).

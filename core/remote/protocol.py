@@ -26,7 +26,7 @@ from enum import IntEnum
 import numpy as np
 
 from ..errors import BackendError, InputError
-from ..untrusted_json import parse_json
+from ..files.untrusted_json import parse_json
 
 MAGIC = b"SGSC"
 PROTOCOL_VERSION = 1

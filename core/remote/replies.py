@@ -3,7 +3,7 @@
 A host may be broken or hostile: a reply with a field of the wrong type, out of range, too large or nested
 too deeply is refused with `InvalidReply` naming the field, and the client stops that worker. What passes
 here is safe to use as is (ints are ints, floats are finite: the frame's JSON refuses NaN, infinities and
-numbers out of range before this sees it, `core.untrusted_json`; sizes are bounded).
+numbers out of range before this sees it, `core.files.untrusted_json`; sizes are bounded).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _int(meta: dict, name: str, low: int, high: int, optional: bool = False) -> 
 
 
 def _number(value: object, field: str) -> None:
-    if not (type(value) in (int, float) and value >= 0):  # type: ignore[operator]  # finite: core.untrusted_json
+    if not (type(value) in (int, float) and value >= 0):  # type: ignore[operator]  # finite: core.files.untrusted_json
         raise InvalidReply(field)
 
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from .. import metric_catalogue as catalogue
-from ..dataset import Dataset, DatasetItem
+from ..dataset.dataset import Dataset, DatasetItem
 from ..evaluate import DatasetSummary, ImageEvaluation
-from ..export import heatmap_image
-from ..fileio import encode_image
-from ..metrics import ImageMetrics, argmax_at_roi, mask_to_labels
+from ..export.files import heatmap_image
+from ..files.fileio import encode_image
+from ..metrics import catalogue
+from ..metrics.scores import ImageMetrics, argmax_at_roi, mask_to_labels
 from ..palette import class_color
 from ..quality.scoring import QualitySummary
 from ..quality.spec import MetricSpec

@@ -10,7 +10,7 @@ from html import escape
 
 import numpy as np
 
-from .. import metric_catalogue as catalogue
+from ..metrics import catalogue
 from ..quality.options import value_text
 from ..quality.spec import COUNT_KEYS, MetricSpec
 from .collect import Entry, ReportData

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS, image_size, read_bytes
-from ..imageheader import image_format
+from ..files.fileio import DEFAULT_MAX_PIXELS, image_size, read_bytes
+from ..files.imageheader import image_format
 from .base import Level, SlideReader
 from .opencv_reader import ImageSlide
 from .openslide_reader import OpenSlideSlide, wants_openslide

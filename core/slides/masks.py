@@ -1,7 +1,7 @@
 """Ground-truth masks as large as their slides: region reads of mask values, without decoding the whole mask
 where the file allows it (a tiled or pyramidal TIFF); other masks are decoded whole (within --max-pixels).
 
-Values follow `core.masks.to_mask` (0/255, 0/1 or class indices; 16-bit and colour masks as it reads them),
+Values follow `core.dataset.masks.to_mask` (0/255, 0/1 or class indices; 16-bit and colour masks as it reads them),
 applied per region: for 8-bit masks, and 16-bit 0/1, class-index or 0/65535 ones, a region's values equal
 the whole mask's read cropped; a 16-bit mask with other values above 255 is scaled region by region.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..dataset.masks import to_mask
 from ..errors import SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS, read_mask
-from ..masks import to_mask
+from ..files.fileio import DEFAULT_MAX_PIXELS, read_mask
 from ..roi import Roi
 from . import slide_kind_for
 from .tiff_reader import TiffSlide

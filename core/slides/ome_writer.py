@@ -4,7 +4,7 @@ Level 0 comes tile by tile from a callable (or an array / memmap); each reduced 
 up, until one tile holds it) is made from the level above while that level is written and kept in a temporary
 memmap beside the output, so a 100k x 100k result never needs a full array in memory. The layout is the one
 tifffile documents for OME-TIFF pyramids: level 0 in the first IFD with the OME-XML, the reduced levels in
-its SubIFDs. The file is written to a temporary name and moved into place (core.fileio).
+its SubIFDs. The file is written to a temporary name and moved into place (core.files.fileio).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import tifffile
 
 from ..errors import SegScopeError
-from ..fileio import publish, staging_folder, write_temp
+from ..files.fileio import publish, staging_folder, write_temp
 from .base import pyramid_sizes
 
 #: Reads level 0's box (x, y, width, height) as H x W (x 3) uint8; boxes never cross the image's edge.

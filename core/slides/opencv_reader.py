@@ -8,7 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..fileio import DEFAULT_MAX_PIXELS, read_image
+from ..files.fileio import DEFAULT_MAX_PIXELS, read_image
 from .base import Level, SlideReader, pyramid_sizes
 
 #: Levels stop once the longest side is at most this (one modest texture a viewer can always show).

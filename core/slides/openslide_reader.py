@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SegScopeError
-from ..fileio import DEFAULT_MAX_PIXELS
+from ..files.fileio import DEFAULT_MAX_PIXELS
 from .base import Level, SlideReader
 
 INSTALL = 'pip install "segscope[slides]"'

@@ -12,16 +12,16 @@ remote backend still run them, close to but not bit-identical with the whole fil
 from __future__ import annotations
 
 from ..backends.base import InferenceRequest
-from ..imaging import crop_box
 from ..result import Placement
 from ..roi import Roi
+from ..stream.imaging import crop_box
 from .base import SlideReader
 
 NO_EXPAND = (0.0, 0.0, 0.0, 0.0)
 
 
 def region_box(reader: SlideReader, roi: Roi, expand: tuple[float, float, float, float] = NO_EXPAND) -> Roi:
-    """The level-0 box the stream's crop takes for `roi` (core.emulation.expand_ratios gives `expand`)."""
+    """The level-0 box the stream's crop takes for `roi` (core.stream.emulation.expand_ratios gives `expand`)."""
     return crop_box(roi, expand, *reader.size)
 
 

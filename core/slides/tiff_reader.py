@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 from ..errors import SegScopeError, first_line
-from ..fileio import DEFAULT_MAX_PIXELS, open_regular
+from ..files.fileio import DEFAULT_MAX_PIXELS, open_regular
 from .base import Level, SlideReader
 
 _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")

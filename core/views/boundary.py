@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..metrics import argmax_at_roi
+from ..metrics.scores import argmax_at_roi
 from ..quality.boundary import boundary_errors
 from ..result import InferenceResult
 from . import ResultView, register

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core.aipp import AippConfig, apply_aipp, load_aipp, parse_aipp
 from segscope.core.errors import SegScopeError
+from segscope.core.stream.aipp import AippConfig, apply_aipp, load_aipp, parse_aipp
 
 SHIPPED = Path(__file__).resolve().parents[2] / "models" / "aipp_unet_simple_opencv.cfg"
 

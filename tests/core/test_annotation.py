@@ -13,12 +13,10 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.annotation import Clip, MaskEditor, allowed_map, prediction_labels
 from segscope.core.compat import pairwise
-from segscope.core.dataset import backup_mask_path, corrected_mask_path, default_mask_path
-from segscope.core.errors import SegScopeError
-from segscope.core.fileio import read_mask
-from segscope.core.mask_files import (
+from segscope.core.dataset.dataset import backup_mask_path, corrected_mask_path, default_mask_path
+from segscope.core.editing.annotation import Clip, MaskEditor, allowed_map, prediction_labels
+from segscope.core.editing.files import (
     discard_recovery,
     find_recovery,
     load_recovery,
@@ -26,6 +24,8 @@ from segscope.core.mask_files import (
     save_mask,
     write_recovery,
 )
+from segscope.core.errors import SegScopeError
+from segscope.core.files.fileio import read_mask
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 
@@ -258,7 +258,7 @@ def test_an_editor_in_place_edits_the_given_array_and_reverts_it_exactly() -> No
 def test_a_snapshot_taken_while_another_thread_edits_is_one_state_of_the_mask(monkeypatch) -> None:
     """The snapshot thread copies row by row while the editing thread paints; every snapshot must equal the
     mask at one moment (one of the states the edits went through), never a mix of two."""
-    monkeypatch.setattr("segscope.core.annotation.SNAPSHOT_ROWS", 1)
+    monkeypatch.setattr("segscope.core.editing.annotation.SNAPSHOT_ROWS", 1)
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as possible, to interleave the copy and the edits
     try:

@@ -15,8 +15,8 @@ from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.registry import BACKEND_KINDS, BACKENDS, BackendKind, open_kind
 from segscope.core.cli import build_parser
 from segscope.core.errors import SegScopeError
-from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.remote.protocol import DEFAULT_PROBABILITIES
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from segscope.core.backend_state import BackendState
 from segscope.core.backends.base import Capabilities
-from segscope.core.session import Session
+from segscope.core.session.backend_state import BackendState
+from segscope.core.session.session import Session
 
 CAPS = Capabilities("embedded", "CPU", (64, 48), ("background", "defect"), {"model": "/models/a.onnx"})
 

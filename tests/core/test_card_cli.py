@@ -12,9 +12,9 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.aipp import apply_aipp, load_aipp
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.roi import Roi
+from segscope.core.stream.aipp import apply_aipp, load_aipp
 
 import byo_helpers as byo
 from helpers import run_cli

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.card.reader import load_model_card
 from segscope.core.errors import SegScopeError
-from segscope.core.model_card import load_model_card
 from segscope.core.roi import Roi
 
 import byo_helpers as byo

@@ -16,7 +16,7 @@ import pytest
 from segscope.core import cli
 from segscope.core.backend_spec import BackendSpec, open_backend
 from segscope.core.cli import compare as compare_cli
-from segscope.core.metrics import image_metrics
+from segscope.core.metrics.scores import image_metrics
 from segscope.core.roi import Roi
 
 from helpers import run_cli

@@ -172,7 +172,7 @@ def test_a_cancelled_run_leaves_no_task_behind_and_the_next_run_works(threads_cl
     import time
 
     from segscope.core.cluster.backend import ClusterBackend
-    from segscope.core.dataset import Dataset
+    from segscope.core.dataset.dataset import Dataset
     from segscope.core.errors import CancelledError
     from segscope.core.evaluate import evaluate_dataset
 

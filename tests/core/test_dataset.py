@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.roi import ORIGINAL_DEFAULT_ROI, Roi
 

@@ -8,9 +8,9 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.demo_data import SURFACES, defect_region, generate_demo_dataset, has_defects, make_slide
+from segscope.core.dataset.demo import SURFACES, defect_region, generate_demo_dataset, has_defects, make_slide
 from segscope.core.errors import SegScopeError
-from segscope.core.fileio import read_image, read_mask
+from segscope.core.files.fileio import read_image, read_mask
 from segscope.core.roi import ORIGINAL_DEFAULT_ROI
 
 SMALL = (800, 600)

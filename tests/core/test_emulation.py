@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from segscope.core.emulation import Normalize, SemanticSeg, read_config
 from segscope.core.errors import SegScopeError
-from segscope.core.imaging import ResizePlan
-from segscope.core.pipeline_loader import parse_pipeline
+from segscope.core.stream.emulation import Normalize, SemanticSeg, read_config
+from segscope.core.stream.imaging import ResizePlan
+from segscope.core.stream.loader import parse_pipeline
 
 
 def test_normalize_standardises_per_channel_with_alpha_beta_in_rgb_order():

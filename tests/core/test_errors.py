@@ -9,7 +9,7 @@ import pytest
 
 from segscope.core.errors import SegScopeError, describe
 from segscope.core.roi import Roi
-from segscope.core.tiling import Stitcher
+from segscope.core.wholeslide.tiling import Stitcher
 
 LABELS = {"--output-scale": "Output scale"}
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import CancelledError
 from segscope.core.evaluate import DatasetSummary, evaluate_dataset
-from segscope.core.metrics import image_metrics
+from segscope.core.metrics.scores import image_metrics
 from segscope.core.roi import Roi
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from segscope.core.errors import SegScopeError
-from segscope.core.export import export_result, write_metrics
-from segscope.core.provenance import Source
+from segscope.core.export.files import export_result, write_metrics
+from segscope.core.export.provenance import Source
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 

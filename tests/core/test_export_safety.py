@@ -21,15 +21,16 @@ import pytest
 
 from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
-from segscope.core.export import LOCK_NAME, ExportFolder, export_result
-from segscope.core.provenance import Source
+from segscope.core.export.files import LOCK_NAME, ExportFolder, export_result
+from segscope.core.export.provenance import Source
 from segscope.core.roi import Roi
 
 #: Runs the CLI with a file move pausing after its Nth call until GO exists: `file_group.publish` (the
 #: no-clobber moves) or, with HOLD=replace, `os.replace` (the moves of an --overwrite export).
 HELD_EXPORT = """
 import os, sys, time
-from segscope.core import cli, file_group
+from segscope.core import cli
+from segscope.core.files import file_group
 calls = []
 def holding(real):
     def held(*args, **kwargs):
@@ -150,7 +151,7 @@ def test_an_export_inside_the_dataset_is_refused(tmp_path, result, write_png):
 
 
 def test_exports_are_never_taken_for_images_or_ground_truth(tmp_path, result, write_png):
-    from segscope.core.dataset import Dataset
+    from segscope.core.dataset.dataset import Dataset
 
     flat = tmp_path / "flat"
     write_png(flat / "a.png", np.zeros((4, 6, 3), np.uint8))
@@ -177,7 +178,7 @@ def test_modes_new_files_get_the_umask_default_and_replaced_files_keep_theirs(tm
 
 def test_a_file_appearing_during_an_export_is_never_overwritten(tmp_path, result, monkeypatch):
     """The check before writing and the move are not one step: the move itself must refuse a clash."""
-    from segscope.core import export as export_module
+    from segscope.core.export import files as export_module
 
     real = export_module.write_temp
 
@@ -195,8 +196,8 @@ def test_a_file_appearing_during_an_export_is_never_overwritten(tmp_path, result
 
 @pytest.mark.parametrize("writer", ["annotation replace", "ROI sidecar"])
 def test_other_replacing_writers_keep_the_mode(tmp_path, write_png, writer):
-    from segscope.core.dataset import Dataset
-    from segscope.core.mask_files import save_mask
+    from segscope.core.dataset.dataset import Dataset
+    from segscope.core.editing.files import save_mask
     from segscope.core.roi import Roi as Box
 
     write_png(tmp_path / "a" / "image.png", np.zeros((4, 6, 3), np.uint8))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from segscope.core.errors import SegScopeError
-from segscope.core.fileio import (
+from segscope.core.files.fileio import (
     atomic_write_bytes,
     decode_image,
     image_header_size,

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from segscope.core.errors import SegScopeError
-from segscope.core.imaging import (
+from segscope.core.roi import Roi
+from segscope.core.stream.imaging import (
     ResizePlan,
     ResizeSpec,
     chain_plans,
@@ -17,7 +18,6 @@ from segscope.core.imaging import (
     resize,
     uncrop_content,
 )
-from segscope.core.roi import Roi
 
 
 def gradient(width: int, height: int) -> np.ndarray:

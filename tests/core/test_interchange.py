@@ -15,11 +15,11 @@ from scipy import ndimage
 from skimage.draw import polygon as fill_polygon
 
 from segscope.core import cli
-from segscope.core.export import ExportFolder
+from segscope.core.export.files import ExportFolder
+from segscope.core.export.provenance import Source
 from segscope.core.interchange.coco import CocoDocument
 from segscope.core.interchange.geojson import mask_geojson
 from segscope.core.palette import CLASS_COLORS
-from segscope.core.provenance import Source
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 

@@ -9,12 +9,12 @@ import math
 
 import pytest
 
-from segscope.core import metric_catalogue as catalogue
 from segscope.core.errors import SegScopeError
-from segscope.core.export import write_metrics
-from segscope.core.metric_filter import MetricFilter
-from segscope.core.metrics import ImageMetrics
-from segscope.core.review import worst_first
+from segscope.core.export.files import write_metrics
+from segscope.core.metrics import catalogue
+from segscope.core.metrics.filter import MetricFilter
+from segscope.core.metrics.review import worst_first
+from segscope.core.metrics.scores import ImageMetrics
 
 #: Two images by hand: b has no foreground in either mask (its foreground Dice/IoU are n/a).
 A = ImageMetrics(0.8, 0.8 / 1.2, (0.9, 0.6), (0.8, 0.4), 0.6, 0.4, 0.5, 0.75)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from segscope.core.errors import SegScopeError
-from segscope.core.metrics import (
+from segscope.core.metrics.scores import (
     argmax_at_roi,
     compare_tensors,
     hard_metrics,
@@ -266,7 +266,7 @@ def test_compare_tensors_shape_mismatch():
 
 
 def test_histogram_counts_exactly_like_bincount_on_crops_and_past_float32_precision():
-    from segscope.core.masks import histogram
+    from segscope.core.dataset.masks import histogram
 
     rng = np.random.default_rng(5)
     image = rng.integers(0, 256, (300, 411), dtype=np.uint8)

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from segscope.core.card.reader import card_path_for, load_model_card, postprocess
 from segscope.core.errors import SegScopeError
-from segscope.core.model_card import card_path_for, load_model_card, postprocess
 
 SHIPPED_AIPP = Path(__file__).resolve().parents[2] / "models" / "aipp_unet_simple_opencv.cfg"
 

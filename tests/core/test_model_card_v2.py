@@ -12,13 +12,13 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from segscope.core.aipp import apply_aipp, parse_aipp
 from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.card.onnx_graph import read_graph
+from segscope.core.card.reader import load_model_card
 from segscope.core.errors import SegScopeError
-from segscope.core.model_card import load_model_card
-from segscope.core.onnx_graph import read_graph
-from segscope.core.preprocess import Preprocess, aipp_text, make_tensor
 from segscope.core.roi import Roi
+from segscope.core.stream.aipp import apply_aipp, parse_aipp
+from segscope.core.stream.preprocess import Preprocess, aipp_text, make_tensor
 
 import byo_helpers as byo
 
@@ -88,7 +88,7 @@ def test_outputs_are_checked_at_run_time(tmp_path):
     path = byo.write_project(tmp_path, byo.Net(), {"scale": 1}, [{"name": "scores", "layout": "NCHW",
                                                                   "activation": "none"}], ["crack"])
     card = load_model_card(path.parents[1] / "models" / "byo.json")
-    from segscope.core.model_card import postprocess
+    from segscope.core.card.reader import postprocess
 
     with pytest.raises(SegScopeError) as info:
         postprocess([np.full((1, 1, 4, 4), 2.5, np.float32)], card)

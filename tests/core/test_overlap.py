@@ -12,7 +12,7 @@ import pytest
 
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import CancelledError, SegScopeError
 from segscope.core.evaluate import evaluate_dataset
 from segscope.core.roi import Roi

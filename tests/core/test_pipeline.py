@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.emulation import NotEmulated, plan_stream
 from segscope.core.errors import SegScopeError
-from segscope.core.pipeline import DEFAULT_PIPELINE, PipelineError
-from segscope.core.pipeline_loader import load_pipeline
+from segscope.core.stream.emulation import NotEmulated, plan_stream
+from segscope.core.stream.loader import load_pipeline
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE, PipelineError
 
 # The original project's pipeline, verbatim from its description (its modelPath folder was "model/").
 ORIGINAL = json.loads("""

@@ -13,8 +13,8 @@ import pytest
 
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.demo_data import generate_demo_dataset
-from segscope.core.precision import fast_session
+from segscope.core.backends.precision import fast_session
+from segscope.core.dataset.demo import generate_demo_dataset
 from segscope.core.roi import Roi
 
 from helpers import run_cli
@@ -48,7 +48,7 @@ def foreground_dice(argmax: np.ndarray, mask_path: Path) -> float:
 
 
 def cpu_runs_bf16() -> bool:
-    """OpenVINO's own answer, read here independently of core.precision."""
+    """OpenVINO's own answer, read here independently of core.backends.precision."""
     openvino = pytest.importorskip("openvino")
     return "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 

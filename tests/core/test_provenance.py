@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
-from segscope.core.export import encode_mask, export_result
-from segscope.core.fileio import read_mask, write_image
-from segscope.core.metrics import image_metrics
-from segscope.core.provenance import Source, sha256_file
+from segscope.core.export.files import encode_mask, export_result
+from segscope.core.export.provenance import Source, sha256_file
+from segscope.core.files.fileio import read_mask, write_image
+from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from segscope.core.errors import SegScopeError
-from segscope.core.metrics import ImageMetrics
+from segscope.core.metrics.scores import ImageMetrics
 from segscope.core.quality.calibration import Reliability
 from segscope.core.quality.defects import match_defects
 from segscope.core.quality.options import line_text

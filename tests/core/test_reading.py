@@ -20,10 +20,10 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core import fileio
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
-from segscope.core.fileio import decode_image, read_mask
+from segscope.core.files import fileio
+from segscope.core.files.fileio import decode_image, read_mask
 
 
 def encoded(image: np.ndarray, suffix: str) -> bytes:
@@ -43,7 +43,7 @@ LABELS = np.array([[0, 1, 1, 0], [0, 0, 1, 1]], np.uint8)  # what every binary c
     (LABELS * 255, ".bmp"), (np.dstack([LABELS * 255] * 3), ".png"),
 ], ids=["0/255", "0/1", "16-bit 0/1", "16-bit 0/65535", "16-bit 0/255 tiff", "bmp", "gray as rgb"])
 def test_binary_mask_conventions_read_the_same_classes(tmp_path, stored, suffix):
-    from segscope.core.masks import mask_to_labels
+    from segscope.core.dataset.masks import mask_to_labels
 
     path = tmp_path / f"m{suffix}"
     path.write_bytes(encoded(stored, suffix))
@@ -54,7 +54,7 @@ def test_binary_mask_conventions_read_the_same_classes(tmp_path, stored, suffix)
 
 
 def test_class_index_masks_keep_their_indices(tmp_path):
-    from segscope.core.masks import mask_to_labels
+    from segscope.core.dataset.masks import mask_to_labels
 
     indices = np.array([[0, 1, 2], [3, 2, 1]], np.uint16)
     path = tmp_path / "classes.png"

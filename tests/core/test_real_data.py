@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.evaluate import DatasetSummary, evaluate_dataset
-from segscope.core.fileio import read_image
-from segscope.core.imaging import crop
+from segscope.core.files.fileio import read_image
 from segscope.core.roi import ORIGINAL_DEFAULT_ROI, Roi
+from segscope.core.stream.imaging import crop
 
 
 @pytest.fixture

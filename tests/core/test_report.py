@@ -144,9 +144,9 @@ def test_report_renders_in_headless_chromium_with_no_missing_resource(report, tm
 def test_per_class_table_of_a_three_class_model(tmp_path, write_png):
     """Rendered straight from evaluations of a 3-class result: one row per foreground class, named by the card,
     with the mean per-class Dice and the per-class QA values."""
-    from segscope.core import metric_catalogue as catalogue
-    from segscope.core.dataset import Dataset
+    from segscope.core.dataset.dataset import Dataset
     from segscope.core.evaluate import score
+    from segscope.core.metrics import catalogue
     from segscope.core.quality.spec import MetricSpec
     from segscope.core.report.collect import ReportData
     from segscope.core.report.html import render

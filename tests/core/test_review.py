@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from segscope.core import metric_catalogue as catalogue
 from segscope.core.errors import SegScopeError
-from segscope.core.metrics import image_metrics
+from segscope.core.metrics import catalogue
+from segscope.core.metrics.review import FN, FP, TN, TP, error_map, error_regions, result_error_map, step, worst_first
+from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
-from segscope.core.review import FN, FP, TN, TP, error_map, error_regions, result_error_map, step, worst_first
 from segscope.core.roi import Roi
 
 

@@ -16,7 +16,7 @@ from segscope.core.cli import main as cli_main
 from segscope.core.errors import SegScopeError
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
-from segscope.core.runs import RunHistory, compare_runs, timing_table, write_timing_csv
+from segscope.core.session.runs import RunHistory, compare_runs, timing_table, write_timing_csv
 
 ROI = Roi(10, 20, 12, 21)
 

@@ -8,14 +8,14 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.evaluate import ImageEvaluation
-from segscope.core.export import write_metrics
-from segscope.core.metrics import image_metrics
+from segscope.core.export.files import write_metrics
+from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
-from segscope.core.runs import RunHistory
-from segscope.core.session import Session
+from segscope.core.session.runs import RunHistory
+from segscope.core.session.session import Session
 
 W, H = 8, 6
 
@@ -234,7 +234,7 @@ def test_reopening_after_a_restart_restores_the_runs_rescored(tmp_path, write_pn
 
 
 def test_the_store_stays_in_its_size_bound_and_skips_unreadable_files(tmp_path, write_png):
-    from segscope.core.session_store import SessionStore
+    from segscope.core.session.store import SessionStore
 
     dataset = _dataset(tmp_path, write_png)
     one = _result()
@@ -270,8 +270,8 @@ def test_a_store_that_cannot_write_is_reported_once_the_write_failed(tmp_path, w
 
 
 def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
-    from segscope.core.tiled_eval import TiledEvaluation
-    from segscope.core.tiling import Stitched
+    from segscope.core.wholeslide.evaluate import TiledEvaluation
+    from segscope.core.wholeslide.tiling import Stitched
 
     for name in ("a", "b"):
         (tmp_path / "ds" / name).mkdir(parents=True)
@@ -300,8 +300,8 @@ def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
 
 
 def test_whole_slide_runs_are_kept_on_disk_and_restored_rescored(tmp_path, write_png):
-    from segscope.core.tiled_eval import TiledEvaluation, TilePlan
-    from segscope.core.tiling import Stitched
+    from segscope.core.wholeslide.evaluate import TiledEvaluation, TilePlan
+    from segscope.core.wholeslide.tiling import Stitched
 
     session = _loaded(tmp_path, write_png)
     root = session.dataset.root
@@ -358,8 +358,8 @@ def test_qa_metrics_computed_elsewhere_join_only_the_metrics_they_were_computed_
 
 def test_a_whole_slide_run_over_the_stores_bound_is_kept_for_the_session_and_drops_the_older_stored_one(
         tmp_path, write_png):
-    from segscope.core.tiled_eval import TiledEvaluation, TilePlan
-    from segscope.core.tiling import Stitched
+    from segscope.core.wholeslide.evaluate import TiledEvaluation, TilePlan
+    from segscope.core.wholeslide.tiling import Stitched
 
     session = _loaded(tmp_path, write_png)
     failures = []

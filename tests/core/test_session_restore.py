@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core import session_store
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
-from segscope.core.session import Session
-from segscope.core.session_store import STORE_DIR_NAME, SessionStore
+from segscope.core.session import store as session_store
+from segscope.core.session.session import Session
+from segscope.core.session.store import STORE_DIR_NAME, SessionStore
 
 W, H = 8, 6
 

@@ -7,7 +7,7 @@ import dataclasses
 
 from segscope.core.backends.base import Capabilities
 from segscope.core.roi import Roi
-from segscope.core.slide_plan import SlideRun
+from segscope.core.wholeslide.plan import SlideRun
 
 CAPS = Capabilities("embedded", "CPU", (480, 480), ("background", "defect", "crack"))
 

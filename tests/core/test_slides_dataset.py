@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tifffile
 
-from segscope.core import fileio
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
+from segscope.core.files import fileio
 from segscope.core.roi import Roi
 from segscope.core.slides import slide_size
 from segscope.core.slides.masks import MaskReader

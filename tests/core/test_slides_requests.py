@@ -11,12 +11,12 @@ import pytest
 
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.emulation import expand_ratios
 from segscope.core.errors import SegScopeError
-from segscope.core.pipeline_loader import load_pipeline
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide
 from segscope.core.slides.requests import region_request
+from segscope.core.stream.emulation import expand_ratios
+from segscope.core.stream.loader import load_pipeline
 
 EXPAND = {"leftExpandRatio": "0.1", "rightExpandRatio": "0.25", "upExpandRatio": "0.05", "downExpandRatio": "0.3"}
 #: Inside, at the right/bottom edges (clipped by the plugin), at the origin, one pixel wide.

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from segscope.core.export import LOCK_NAME
-from segscope.core.fileio import STAGING_LOCK, STAGING_PREFIX, staging_folder
-from segscope.core.folder_lock import FolderLock
+from segscope.core.export.files import LOCK_NAME
+from segscope.core.files.fileio import STAGING_LOCK, STAGING_PREFIX, staging_folder
+from segscope.core.files.folder_lock import FolderLock
 
 from .test_export_safety import assert_every_item_described, cli_run, eval_args, held_export
 from helpers import run_cli

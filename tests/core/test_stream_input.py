@@ -1,4 +1,4 @@
-"""What a stream is sent for an ROI (core.stream_input): a stream without a crop sees the whole image unless the
+"""What a stream is sent for an ROI (core.stream.input): a stream without a crop sees the whole image unless the
 user picked an ROI, which SegScope then crops before the stream and says so; an ROI of a tiled slide is read
 region by region (the pixel limit on what is decoded); and the small lies: check's model line, the ROI past
 the image. References: NumPy/OpenCV from the VisionSDK plugin sources, not SegScope's code."""
@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.stream_input import PRE_CROP_NOTE
+from segscope.core.stream.input import PRE_CROP_NOTE
 
 from helpers import run_cli
 

@@ -11,14 +11,14 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core import dvpp
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.cli import main
-from segscope.core.demo_data import generate_demo_dataset
-from segscope.core.emulation import NotEmulated
+from segscope.core.dataset.demo import generate_demo_dataset
 from segscope.core.errors import SegScopeError
-from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.roi import Roi
+from segscope.core.stream import dvpp
+from segscope.core.stream.emulation import NotEmulated
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 
 ROI = Roi(30, 20, 100, 80)  # a 70 x 60 crop
 REPO = Path(__file__).resolve().parents[2]
@@ -390,7 +390,7 @@ def test_dvpp_stream_against_an_rgb_model_is_refused(tiny_model_project):
 
 
 def test_dvpp_approximation_on_a_demo_slide_is_what_the_note_says(tmp_path):
-    """The figures core/dvpp.py quotes for the demo model, re-measured on the first demo slide (the note itself
+    """The figures core/stream/dvpp.py quotes for the demo model, re-measured on the first demo slide (the note itself
     quotes no model's figures: it shows for every stream)."""
     project = tmp_path / "project"
     (project / "pipelines").mkdir(parents=True)

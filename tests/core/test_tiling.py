@@ -13,10 +13,10 @@ from segscope.core.backends.base import Backend, Capabilities, ImageSource
 from segscope.core.errors import CancelledError, SegScopeError
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
-from segscope.core.slide_metrics import array_reader, mask_at_scale, slide_metrics
 from segscope.core.slides.opencv_reader import ImageSlide
-from segscope.core.tiled_eval import TilePlan, run_tiled
-from segscope.core.tiling import Stitched, Stitcher, blend_weights, stitched_bytes, tile_grid
+from segscope.core.wholeslide.evaluate import TilePlan, run_tiled
+from segscope.core.wholeslide.metrics import array_reader, mask_at_scale, slide_metrics
+from segscope.core.wholeslide.tiling import Stitched, Stitcher, blend_weights, stitched_bytes, tile_grid
 
 MODEL = 16  # the double's model resolution
 

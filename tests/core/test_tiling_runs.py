@@ -10,12 +10,12 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core import tiled_eval
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide, slide_kind_for
-from segscope.core.tiled_eval import TilePlan, evaluate_tiled, run_tiled
+from segscope.core.wholeslide import evaluate as tiled_eval
+from segscope.core.wholeslide.evaluate import TilePlan, evaluate_tiled, run_tiled
 
 from helpers import make_tiny_onnx, run_cli, tiny_card
 

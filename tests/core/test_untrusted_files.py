@@ -1,4 +1,4 @@
-"""Every file SegScope reads from outside goes through one reader (core.fileio, core.untrusted_json): each
+"""Every file SegScope reads from outside goes through one reader (core.files.fileio, core.files.untrusted_json): each
 hostile variant of each kind of file is one line on stderr and exit 2, naming the file, never a hang, a
 traceback or a page of output.
 
@@ -20,8 +20,8 @@ import pytest
 
 from segscope.core import cli
 from segscope.core.errors import SegScopeError, one_line
-from segscope.core.fileio import read_bytes, read_csv
-from segscope.core.untrusted_json import json_depth, parse_json
+from segscope.core.files.fileio import read_bytes, read_csv
+from segscope.core.files.untrusted_json import json_depth, parse_json
 
 CHROME_TRACE = {"traceEvents": [{"ph": "X", "name": "conv", "ts": 0, "dur": 10, "pid": 1, "tid": 1, "args": {}}]}
 OP_SUMMARY = "Op Name,OP Type,Task Duration(us)\nconv,Conv2D,10\n"

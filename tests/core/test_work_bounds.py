@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tifffile
 
-from segscope.core.pipeline import PipelineError, Stream
-from segscope.core.pipeline_loader import MAX_ELEMENTS, MAX_STREAMS, load_pipeline
+from segscope.core.stream.loader import MAX_ELEMENTS, MAX_STREAMS, load_pipeline
+from segscope.core.stream.pipeline import PipelineError, Stream
 
 from helpers import run_cli
 

@@ -1,6 +1,6 @@
 """GUI test setup: Qt runs offscreen, QSettings go to a temporary folder, and shared window fixtures.
 
-- `demo_dataset`: three small demo slides (1200 x 900, from `core.demo_data`) with a default ROI that fits,
+- `demo_dataset`: three small demo slides (1200 x 900, from `core.dataset.demo`) with a default ROI that fits,
   stored in the dataset's sidecar the way a user's picked ROIs are.
 - `window`: the main window on that dataset with the embedded backend on the tiny real ONNX model of
   `tests/conftest.py` (fast, and independent of the trained demo model), ready to run.
@@ -25,7 +25,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QWidget
 
 from segscope.core.backends.base import Backend
-from segscope.core.demo_data import defect_region, generate_demo_dataset
+from segscope.core.dataset.demo import defect_region, generate_demo_dataset
 from segscope.core.roi import Roi
 
 SLIDE_SIZE = (1200, 900)

@@ -10,8 +10,8 @@ import pytest
 from segscope.core.backend_spec import BackendSpec, Cluster, Devices, RemoteHost, SshLogin, spec_from_args
 from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.cli import build_parser
-from segscope.core.pipeline import DEFAULT_PIPELINE
 from segscope.core.remote.connection import UnknownHostKey
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 from segscope.gui import backend_dialog
 from segscope.gui.backend_dialog import BackendChoice, BackendDialog
 

@@ -14,7 +14,7 @@ import pytest
 from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
-from segscope.core.session_store import STORE_DIR_NAME, SessionStore
+from segscope.core.session.store import STORE_DIR_NAME, SessionStore
 
 from .conftest import open_double
 

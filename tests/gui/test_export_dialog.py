@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QDialog, QMessageBox
 
-from segscope.core.export import EXPORT_KINDS, RUN_KINDS
+from segscope.core.export.files import EXPORT_KINDS, RUN_KINDS
 from segscope.gui.export_dialog import ExportChoices, ExportDialog
 
 pytestmark = pytest.mark.gui

@@ -1,5 +1,5 @@
 """Inspection tools on the real window: error review and zoom, worst-image keys, the dataset filter, the
-run comparison dialog (against `core.runs` and `segscope compare`) and the timing table with its CSV."""
+run comparison dialog (against `core.session.runs` and `segscope compare`) and the timing table with its CSV."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from segscope.core import metric_catalogue as catalogue
 from segscope.core.cli import main as cli_main
 from segscope.core.errors import SegScopeError
-from segscope.core.fileio import read_mask
-from segscope.core.metric_filter import MetricFilter
+from segscope.core.files.fileio import read_mask
+from segscope.core.metrics import catalogue
+from segscope.core.metrics.filter import MetricFilter
+from segscope.core.metrics.review import error_regions, result_error_map, worst_first
 from segscope.core.result import InferenceResult
-from segscope.core.review import error_regions, result_error_map, worst_first
 from segscope.core.roi import Roi
-from segscope.core.runs import compare_runs, timing_table
+from segscope.core.session.runs import compare_runs, timing_table
 from segscope.gui.compare_dialog import DISAGREEMENT
 from segscope.gui.inspection import zoom_rect
 from segscope.gui.review_panel import MAX_LISTED
@@ -188,7 +188,7 @@ def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, win
 
 
 def test_images_without_a_foreground_rank_last_as_n_a(qtbot):
-    from segscope.core.metrics import ImageMetrics
+    from segscope.core.metrics.scores import ImageMetrics
     from segscope.gui.dataset_panel import DatasetPanel
 
     panel = DatasetPanel()
@@ -207,7 +207,7 @@ def test_images_without_a_foreground_rank_last_as_n_a(qtbot):
 
 
 def test_metric_filter_parsing():
-    from segscope.core.metrics import ImageMetrics
+    from segscope.core.metrics.scores import ImageMetrics
 
     m = ImageMetrics(0.8, 0.67, (0.9, 0.7), (0.8, 0.5), 0.7, 0.5, 0.6, 0.95)
     assert MetricFilter.parse("  ") is None

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pycocotools import mask as coco_mask
 
-from segscope.core.metrics import argmax_at_roi
+from segscope.core.metrics.scores import argmax_at_roi
 from segscope.gui.export_dialog import ExportChoices
 
 pytestmark = pytest.mark.gui

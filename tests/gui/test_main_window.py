@@ -11,10 +11,10 @@ from PySide6.QtTest import QTest
 
 from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import BackendError
-from segscope.core.fileio import read_mask
-from segscope.core.metrics import image_metrics, mask_to_labels
+from segscope.core.files.fileio import read_mask
+from segscope.core.metrics.scores import image_metrics, mask_to_labels
 from segscope.core.roi import Roi
 
 from .conftest import DEFAULT_ROI, SLIDE_SIZE, drag, open_double
@@ -410,8 +410,8 @@ def test_a_stream_without_a_crop_gets_the_viewers_roi_cropped_before_it(qtbot, w
     """The viewer's ROI is the point: with a crop-less stream SegScope crops it before the stream (the shown
     slide and the others of Run all alike), and the messages say so."""
     from segscope.core.backends.embedded import EmbeddedBackend
-    from segscope.core.fileio import read_image
-    from segscope.core.stream_input import PRE_CROP_NOTE
+    from segscope.core.files.fileio import read_image
+    from segscope.core.stream.input import PRE_CROP_NOTE
     from segscope.gui.backend_dialog import BackendChoice
 
     def no_crop(data: dict) -> None:

@@ -1,6 +1,6 @@
 """Mask editing on the ground-truth panel: every tool by real mouse events, undo/redo, save, recovery, prompts.
 
-Expected pixels come from `core.annotation.MaskEditor` applied to the same slide points the layer received
+Expected pixels come from `core.editing.annotation.MaskEditor` applied to the same slide points the layer received
 (recorded from its signals), plus independent checks: the recorded points are where the test clicked, and
 a brush stroke paints exactly the pixels near the path (a distance test written here).
 """
@@ -14,12 +14,12 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from segscope.core.annotation import Clip, MaskEditor, allowed_map, prediction_labels, probability_at_roi
 from segscope.core.compat import pairwise
-from segscope.core.dataset import Dataset
-from segscope.core.fileio import read_mask
-from segscope.core.mask_files import find_recovery, recovery_path
-from segscope.core.metrics import argmax_at_roi, image_metrics, mask_to_labels
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.editing.annotation import Clip, MaskEditor, allowed_map, prediction_labels, probability_at_roi
+from segscope.core.editing.files import find_recovery, recovery_path
+from segscope.core.files.fileio import read_mask
+from segscope.core.metrics.scores import argmax_at_roi, image_metrics, mask_to_labels
 from segscope.gui.mask_editing import UNSAVED_MARK
 from segscope.gui.mask_tools import slide_point
 
@@ -194,7 +194,7 @@ def test_eraser_in_error_map_and_contour_mode_updates_the_panel_box(window, edit
     np.testing.assert_array_equal(editing.editor.mask, reference.mask)
     assert (editing.editor.mask != original).any()
     # The error map redrawn by box equals one computed from scratch.
-    from segscope.core.review import error_codes
+    from segscope.core.metrics.review import error_codes
 
     labels = mask_to_labels(reference.mask[roi.y0 : roi.y1, roi.x0 : roi.x1], 2)
     np.testing.assert_array_equal(window.panels.panel_arrays()["error"],

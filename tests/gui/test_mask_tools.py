@@ -7,8 +7,8 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.dataset import Dataset
-from segscope.core.mask_document import MaskDocument
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.editing.document import MaskDocument
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 

@@ -5,8 +5,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np
 import pytest
 
-from segscope.core import metric_catalogue as catalogue
-from segscope.core.metrics import image_metrics
+from segscope.core.metrics import catalogue
+from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.gui.metrics_panel import BINS, MetricsPanel

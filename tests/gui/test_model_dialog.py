@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QDialogButtonBox, QMenu, QMessageBox
 
-from segscope.core.model_card import load_model_card
+from segscope.core.card.reader import load_model_card
 from segscope.gui.model_dialog import ModelDialog, open_model_path
 
 import byo_helpers as byo

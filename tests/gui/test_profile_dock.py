@@ -153,7 +153,7 @@ def test_window_profiles_its_model(window, qtbot):
 def test_argmax_disagreement_of_two_runs(panel):
     from segscope.core.backends.base import InferenceResult
     from segscope.core.roi import Roi
-    from segscope.core.runs import RunHistory, compare_runs
+    from segscope.core.session.runs import RunHistory, compare_runs
 
     roi = Roi(0, 0, 8, 4)
     p = np.zeros((4, 8, 2), np.float32)

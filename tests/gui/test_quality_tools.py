@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.metrics import argmax_at_roi, mask_to_labels, truth_at_roi
+from segscope.core.metrics.scores import argmax_at_roi, mask_to_labels, truth_at_roi
 from segscope.core.quality.defects import match_defects
 from segscope.core.quality.scoring import image_quality
 from segscope.core.quality.spec import MetricSpec

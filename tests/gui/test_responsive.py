@@ -38,9 +38,9 @@ class Gate:
 
 def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, window, demo_dataset, tmp_path,
                                                                        tiny_model_project, monkeypatch):
-    from segscope.core import mask_document
-    from segscope.core.export import ExportFolder
-    from segscope.core.session_store import SessionStore
+    from segscope.core.editing import document as mask_document
+    from segscope.core.export.files import ExportFolder
+    from segscope.core.session.store import SessionStore
     from segscope.gui import run_controller
     from segscope.gui.backend_dialog import BackendChoice
     from segscope.gui.export_dialog import ExportChoices

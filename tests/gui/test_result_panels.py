@@ -12,7 +12,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from segscope.core.errors import SegScopeError
-from segscope.core.metrics import argmax_at_roi, image_metrics, mask_to_labels
+from segscope.core.metrics.scores import argmax_at_roi, image_metrics, mask_to_labels
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.gui import colormaps
@@ -209,7 +209,7 @@ def test_the_error_map_and_argmax_follow_the_cards_threshold(panels):
     expected = resized > 0.8
     assert (expected != (resized > 0.5)).mean() > 0.05  # the threshold matters here
     codes = panels.panel_arrays()["error"]
-    np.testing.assert_array_equal(codes & 1 == 1, expected)  # bit 0: predicted (core.review's codes)
+    np.testing.assert_array_equal(codes & 1 == 1, expected)  # bit 0: predicted (core.metrics.review's codes)
 
 
 def test_error_map_scores_the_chosen_class(panels):

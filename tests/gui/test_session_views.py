@@ -7,9 +7,9 @@ import pytest
 from PySide6.QtCore import QPoint, QPointF
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from segscope.core.dataset import Dataset
-from segscope.core.fileio import read_mask
-from segscope.core.metrics import image_metrics
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.files.fileio import read_mask
+from segscope.core.metrics.scores import image_metrics
 from segscope.core.roi import Roi
 
 from .conftest import drag

@@ -83,7 +83,7 @@ def test_a_pyramidal_tiff_opens_on_its_levels_and_runs_from_the_open_reader(qtbo
 def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_part(qtbot, tiff_window,
                                                                                     tiny_model_project, tmp_path):
     from segscope.core.slides import open_slide
-    from segscope.core.tiled_eval import TilePlan, run_tiled
+    from segscope.core.wholeslide.evaluate import TilePlan, run_tiled
 
     window, readers = tiff_window
     reader = readers[-1]
@@ -136,7 +136,7 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
     assert not overlay.heatmap.isVisible() and overlay.seams.isVisible()
 
     # Export writes the stitched run: what a tiled evaluation's export writes
-    from segscope.core.fileio import read_mask
+    from segscope.core.files.fileio import read_mask
     from segscope.gui.export_dialog import ExportChoices
 
     assert window.main_actions.export_action.isEnabled()
@@ -167,7 +167,7 @@ def test_a_cancelled_whole_slide_run_leaves_no_overlay(qtbot, tiff_window):
 
 
 def test_the_output_scale_fits_the_memory_bound_by_itself_or_as_chosen(tiff_window, monkeypatch):
-    from segscope.core.tiling import canvas_bytes
+    from segscope.core.wholeslide.tiling import canvas_bytes
     from segscope.gui import settings, whole_slide
 
     window, _readers = tiff_window
@@ -188,7 +188,7 @@ def test_the_output_scale_fits_the_memory_bound_by_itself_or_as_chosen(tiff_wind
 
 
 def test_a_whole_slide_result_too_big_to_keep_on_disk_is_said_as_the_run_starts(qtbot, tiff_window):
-    from segscope.core.tiling import stitched_bytes
+    from segscope.core.wholeslide.tiling import stitched_bytes
 
     window, _readers = tiff_window
     run = window.whole_slide.slide_run()

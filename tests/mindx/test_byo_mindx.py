@@ -11,7 +11,7 @@ import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.mindx import MindXBackend
-from segscope.core.card_builder import CardOptions, propose, write_project
+from segscope.core.card.builder import CardOptions, propose, write_project
 from segscope.core.errors import SegScopeError
 from segscope.core.roi import Roi
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segscope.core.pipeline_loader import load_pipeline
+from segscope.core.stream.loader import load_pipeline
 
 from .conftest import make_image
 

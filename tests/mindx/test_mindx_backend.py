@@ -18,11 +18,11 @@ from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.mindx import MindXBackend
 from segscope.core.backends.mindx_transports import Pending
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import BackendError, CancelledError, SegScopeError
 from segscope.core.evaluate import evaluate_dataset
 from segscope.core.roi import Roi
-from segscope.core.stream_input import PRE_CROP_NOTE, StreamInput
+from segscope.core.stream.input import PRE_CROP_NOTE, StreamInput
 
 from .conftest import make_image, make_project
 
@@ -251,7 +251,7 @@ import StreamManagerApi
 atexit.register(lambda: print("calls:", [m for m, _ in StreamManagerApi.CALLS]))
 from pathlib import Path
 from segscope.core.backends.mindx import MindXBackend
-from segscope.core.dataset import Dataset
+from segscope.core.dataset.dataset import Dataset
 backend = MindXBackend(Path({str(project)!r}), Path({str(sdk_home)!r}))
 """
     done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)

@@ -33,7 +33,7 @@ RESULT_CASES = [
     ("probabilities", "int4"), ("compression", "lzma"), ("timings", {"infer": "fast"}), ("timings", [0.1]),
     ("worker_seconds", -1.0), ("backend", 7), ("metadata nesting", DEEP),
 ]
-#: Metadata that is not JSON as SegScope reads it (`core.untrusted_json`): refused before any field is read.
+#: Metadata that is not JSON as SegScope reads it (`core.files.untrusted_json`): refused before any field is read.
 UNREADABLE_META = [
     ("shape", [float("inf"), 4, 2]), ("image_size", [8, float("nan")]), ("worker_seconds", float("inf")),
     ("timings", {"infer": 10**400}), ("extra", float("-inf")), ("extra", json.loads("[" * 100 + "]" * 100)),

@@ -1,0 +1,227 @@
+"""Opt-in faster model execution for the embedded backend (`--precision`), each variant checked against fp32.
+
+- int8: ONNX Runtime's static QDQ quantization (per-channel 7-bit int8 weights, uint8 activations, MinMax
+  ranges), calibrated on a handful of the dataset's own ROIs made by the stream's own prepare step, so the
+  ranges are those of exactly what the model sees. Weights keep 7 bits (`reduce_range`) because x86 CPUs
+  without VNNI multiply uint8 x int8 with a saturating 16-bit sum (VPMADDUBSW): full-range weights moved the
+  demo's foreground Dice by -0.78 on an AVX2 EPYC, 7-bit ones by at most 0.0009 (ONNX Runtime's quantization
+  docs give the same advice). OpenVINO runs the QDQ model with int8 kernels when it is installed
+  (measured 1.75-1.98x ONNX Runtime fp32 per image on a 2-core AVX-512 VNNI Xeon, bench/RESULTS.md); without
+  it ONNX Runtime runs it (1.2-1.3x there).
+- bf16: OpenVINO with bfloat16 inference precision; worth it on CPUs with AMX. On that Xeon (AVX-512 BF16, no
+  AMX) it measured 0.7x fp32, slower, so it is there for other machines and says so in --help.
+
+Neither is the default. The first images of a run also run in fp32 on the same tensors, and the run ends
+with the foreground Dice of both on them (core.backends.precision_check).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import TypeVar
+
+import numpy as np
+import onnxruntime as ort
+
+from ..errors import SegScopeError, first_line
+from ..files.fileio import publish, read_bytes, staging_folder
+from .base import InferenceRequest
+from .embedded import EmbeddedBackend, ModelSession
+
+PRECISIONS = ("fp32", "int8", "bf16")
+DEFAULT_PRECISION = "fp32"
+#: ROIs of the dataset the int8 ranges are calibrated on (spread evenly over the images of the run).
+CALIBRATION_IMAGES = 4
+ItemT = TypeVar("ItemT")
+FAST_EXTRA = 'pip install "segscope[fast]"'
+log = logging.getLogger(__name__)
+#: What the int8 model is made with; part of the cache key, so changing it never reuses an old file.
+QUANTIZATION = "QDQ per-channel 7-bit int8 weights (reduce_range), uint8 activations, MinMax"
+
+
+def import_openvino() -> ModuleType | None:
+    """OpenVINO when installed (the optional `fast` extra), else None."""
+    try:
+        import openvino
+    except ImportError:
+        return None
+    return openvino
+
+
+def cpu_capabilities(openvino: ModuleType) -> list[str]:
+    """The precisions OpenVINO's CPU plugin runs natively on this machine (FP32, INT8, BF16 with AVX-512 BF16
+    or AMX, ...)."""
+    try:
+        return [str(c) for c in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
+    except Exception:  # OpenVINO's own RuntimeError subclasses: no CPU plugin
+        return []
+
+
+def _version(module: ModuleType) -> str:
+    return str(module.__version__).split("-")[0]  # OpenVINO's carries its build: 2026.4.1-22982-...
+
+
+def spread(items: Sequence[ItemT], count: int = CALIBRATION_IMAGES) -> list[ItemT]:
+    """Up to `count` of `items` spread evenly over them (first and last included): what int8 calibrates on."""
+    if len(items) <= count:
+        return list(items)
+    step = (len(items) - 1) / (count - 1)
+    return [items[round(i * step)] for i in range(count)]
+
+
+class OpenVinoSession:
+    """An OpenVINO compiled model behind ONNX Runtime's `run(None, feeds)`: outputs in the model's order."""
+
+    def __init__(self, openvino: ModuleType, model: Path, precision_hint: str, threads: int):
+        try:
+            compiled = openvino.Core().compile_model(str(model), "CPU", {
+                "INFERENCE_PRECISION_HINT": precision_hint, "PERFORMANCE_HINT": "LATENCY",
+                "INFERENCE_NUM_THREADS": threads})
+        except Exception as exc:  # OpenVINO raises RuntimeError subclasses of its own for unsupported models
+            raise SegScopeError(f"{model}: OpenVINO cannot compile the model ({first_line(exc)}); "
+                                "run with --precision fp32") from None
+        self._request = compiled.create_infer_request()
+        self._outputs = list(compiled.outputs)
+
+    def run(self, output_names: None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        results = self._request.infer(feeds)  # copies the outputs out of the request's buffers
+        return [np.asarray(results[output]) for output in self._outputs]
+
+
+@contextlib.contextmanager
+def _quiet_root_logger() -> Iterator[None]:
+    """ONNX Runtime's quantizer logs advice through the root logger (and so would install a handler on it)."""
+    root = logging.getLogger()
+    placeholder = logging.NullHandler()
+    root.addHandler(placeholder)
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+        root.removeHandler(placeholder)
+
+
+def _calibration_key(model: Path, tensors: list[np.ndarray]) -> str:
+    digest = hashlib.sha256()
+    digest.update(model.read_bytes())
+    for tensor in tensors:
+        digest.update(str((tensor.shape, tensor.dtype.str)).encode())
+        digest.update(np.ascontiguousarray(tensor).tobytes())
+    digest.update(f"{QUANTIZATION}; onnxruntime {ort.__version__}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _cached(cache_dir: Path, prefix: str) -> Path | None:
+    """The cache entry named `prefix` + its content's hash, checked by that hash; an entry whose bytes no
+    longer match (replaced by another model, damaged) is removed, in one line, and None returned."""
+    for entry in sorted(cache_dir.glob(f"{prefix}-*.onnx")):
+        try:
+            digest = hashlib.sha256(read_bytes(entry, "cached int8 model", follow_symlinks=False)).hexdigest()
+        except SegScopeError:
+            digest = ""
+        if entry.name == f"{prefix}-{digest[:16]}.onnx":
+            return entry
+        with contextlib.suppress(OSError):
+            entry.unlink()
+        log.warning("%s: the cached int8 model does not match its hash (changed since it was made): removed; "
+                    "making it again", entry)
+    return None
+
+
+def quantize_int8(backend: EmbeddedBackend, requests: Sequence[InferenceRequest], cache_dir: Path) -> Path:
+    """The int8 QDQ model of `backend`'s network calibrated on `requests` (made by `backend.prepare`), made in
+    a staging folder of `cache_dir` and published there as `<model>.int8-<key>-<content hash>.onnx`, or
+    found there (and checked by its hash) from an earlier run on the same model and inputs."""
+    try:
+        from onnxruntime.quantization import (
+            CalibrationDataReader,
+            CalibrationMethod,
+            QuantFormat,
+            QuantType,
+            quantize_static,
+        )
+    except ImportError:
+        raise SegScopeError(f"--precision int8 needs the onnx package for ONNX Runtime's quantizer: {FAST_EXTRA}") \
+            from None
+    model = backend.stream.card.onnx
+    assert model is not None  # the backend opened it
+    name = backend.stream.card.input_name
+    tensors = [backend.prepare(r.image, r.roi).tensor for r in requests]
+    prefix = f"{model.stem}.int8-{_calibration_key(model, tensors)}"
+    found = _cached(cache_dir, prefix) if cache_dir.is_dir() else None
+    if found is not None:
+        return found
+
+    class Reader(CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.feeds = iter([{name: tensor} for tensor in tensors])
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.feeds, None)
+
+    with staging_folder(cache_dir) as staging:
+        made = staging / "int8.onnx"
+        try:
+            with _quiet_root_logger():
+                quantize_static(str(model), str(made), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                                calibrate_method=CalibrationMethod.MinMax, reduce_range=True)
+        except OSError as exc:
+            raise SegScopeError(f"{cache_dir}: cannot write the int8 model there ({exc.strerror or exc}); "
+                                "choose another --precision-cache folder") from None
+        except Exception as exc:  # the quantizer's own errors for graphs it cannot handle
+            raise SegScopeError(f"{model}: ONNX Runtime cannot quantize the model to int8 ({first_line(exc)}); "
+                                "run with --precision fp32") from None
+        digest = hashlib.sha256(read_bytes(made, "int8 model")).hexdigest()
+        target = cache_dir / f"{prefix}-{digest[:16]}.onnx"
+        try:
+            publish(made, target)
+        except SegScopeError:  # another run made the same model meanwhile: the same bytes, by its name
+            pass
+    return target
+
+
+def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[InferenceRequest],
+                 cache_dir: Path | None = None) -> tuple[ModelSession, str, list[str]]:
+    """(the session that runs `backend`'s network at `precision`, what runs it, notes to print).
+
+    int8 is calibrated on `requests` (a few of the run's, see `spread`); the model is kept in `cache_dir` when
+    given, else made in a staging folder of the temporary folder that is removed once the session holds it."""
+    if precision not in ("int8", "bf16"):
+        raise SegScopeError(f"--precision: no faster variant named {precision!r}; choose int8 or bf16")
+    threads = backend.session.get_session_options().intra_op_num_threads if backend.session else 1
+    openvino = import_openvino()
+    if precision == "bf16":
+        if openvino is None:
+            raise SegScopeError(f"--precision bf16 runs on OpenVINO, which is not installed: {FAST_EXTRA}")
+        capabilities = cpu_capabilities(openvino)
+        if "BF16" not in capabilities:  # OpenVINO would quietly run fp32 and the run would claim bf16
+            raise SegScopeError(f"--precision bf16: this CPU has no bfloat16 support (OpenVINO lists "
+                                f"{', '.join(capabilities) or 'nothing'}), so the model would run in fp32: "
+                                "use --precision int8 or fp32")
+        model = backend.stream.card.onnx
+        assert model is not None
+        return (OpenVinoSession(openvino, model, "bf16", threads), f"OpenVINO {_version(openvino)} bfloat16",
+                [])
+    with contextlib.ExitStack() as stack:
+        folder = cache_dir or stack.enter_context(staging_folder(Path(tempfile.gettempdir())))
+        model = quantize_int8(backend, requests, folder)
+        how = f"calibrated on {len(requests)} ROIs"
+        if openvino is not None:
+            return (OpenVinoSession(openvino, model, "f32", threads),
+                    f"OpenVINO {_version(openvino)} on ONNX Runtime's int8 QDQ model, {how}", [])
+        options = backend.session.get_session_options() if backend.session else ort.SessionOptions()
+        try:
+            session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ORT's own exception types
+            raise SegScopeError(f"{model}: ONNX Runtime cannot load the int8 model ({first_line(exc)})") from None
+        return (session, f"ONNX Runtime {ort.__version__} int8 QDQ, {how}",
+                [f"OpenVINO is not installed, so ONNX Runtime runs the int8 model (slower): {FAST_EXTRA}"])

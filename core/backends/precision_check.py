@@ -1,0 +1,177 @@
+"""`--precision`: a faster variant of the embedded backend's model, and the fp32 check it owes.
+
+`PrecisionBackend` runs the network through the faster session (core.backends.precision) and, for the first images
+of a run, through the backend's own fp32 session too, on the same tensors; `AccuracyCheck` scores those fp32
+results against the masks and ends the run with one line: the variant's foreground Dice beside fp32's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from ..dataset.dataset import Dataset
+from ..errors import SegScopeError
+from ..evaluate import ImageEvaluation, evaluation_request, score
+from ..roi import Roi
+from ..stream.input import StreamInput
+from .base import Backend, ImageSource, InferenceRequest, InferenceResult, read_ahead
+from .embedded import EmbeddedBackend, ModelSession, _Prepared
+from .precision import DEFAULT_PRECISION, PRECISIONS, fast_session, spread
+
+#: The foreground Dice change (mean over the checked images) a faster variant may cost: the issue's goal.
+DICE_BOUND = 0.002
+DEFAULT_CHECKS = 4
+
+
+class PrecisionBackend(Backend):
+    """`inner`'s stream with its network run by `session`; the first `checks` images also run in fp32."""
+
+    def __init__(self, inner: EmbeddedBackend, precision: str, session: ModelSession, runs_on: str,
+                 checks: int = 0):
+        self.inner, self.precision, self.runs_on = inner, precision, runs_on
+        self._session: ModelSession | None = session
+        self._checks_left = checks
+        self._references: deque[InferenceResult] = deque()
+        caps = inner.capabilities
+        self.capabilities = replace(caps, device=f"CPU ({runs_on})",
+                                    details={**caps.details, "precision": f"{precision}: {runs_on}"})
+
+    def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
+        return self._run(self.inner.prepare(image, roi))
+
+    def infer_many(self, requests: Iterable[InferenceRequest]) -> Iterator[InferenceResult]:
+        """As `EmbeddedBackend.infer_many`: the next image prepared on a thread while this one runs."""
+        return read_ahead(requests, lambda r: self.inner.prepare(r.image, r.roi), self._run,
+                          self.inner.read_ahead, "segscope-prepare")
+
+    def _run(self, prepared: _Prepared) -> InferenceResult:
+        if self._session is None:
+            raise SegScopeError("the embedded backend is closed; open a new one")
+        result = self.inner.run(prepared, self._session)
+        if self._checks_left > 0:
+            self._checks_left -= 1
+            self._references.append(self.inner.run(prepared))
+        return result
+
+    def take_reference(self) -> InferenceResult | None:
+        """The fp32 result of the oldest checked image not taken yet (results come in request order)."""
+        return self._references.popleft() if self._references else None
+
+    def close(self) -> None:
+        self._session = None
+        self._references.clear()
+        self.inner.close()
+
+
+class AccuracyCheck:
+    """Foreground Dice of the faster variant and of fp32 on the images run both ways (no-op for fp32)."""
+
+    def __init__(self, backend: Backend, dataset: Dataset):
+        self.backend = backend if isinstance(backend, PrecisionBackend) else None
+        self.dataset = dataset
+        self.fast: list[float] = []
+        self.fp32: list[float] = []
+        self.checked = 0
+
+    def add(self, evaluation: ImageEvaluation) -> None:
+        """Called for every evaluation of the run, in order."""
+        reference = self.backend.take_reference() if self.backend else None
+        if reference is None:
+            return
+        self.checked += 1
+        if evaluation.metrics is None:
+            return
+        fp32 = score(self.dataset, evaluation.item, reference).metrics
+        assert fp32 is not None  # the same item's mask scored the fast result
+        fast_dice, fp32_dice = evaluation.metrics.foreground_dice, fp32.foreground_dice
+        if math.isnan(fast_dice) and math.isnan(fp32_dice):
+            return  # no foreground either way: nothing to compare
+        # n/a on one side only: that side agrees with a truth without foreground, where the other found some
+        self.fast.append(1.0 if math.isnan(fast_dice) else fast_dice)
+        self.fp32.append(1.0 if math.isnan(fp32_dice) else fp32_dice)
+
+    def summary(self) -> dict[str, object] | None:
+        if self.backend is None:
+            return None
+        images = len(self.fast)
+        fast = sum(self.fast) / images if images else None
+        fp32 = sum(self.fp32) / images if images else None
+        change = fast - fp32 if fast is not None and fp32 is not None else None
+        return {"precision": self.backend.precision, "runs_on": self.backend.runs_on,
+                "foreground_dice": fast, "fp32_foreground_dice": fp32, "change": change,
+                "images": images, "checked": self.checked, "bound": DICE_BOUND,
+                "within_bound": None if change is None else abs(change) <= DICE_BOUND}
+
+    def lines(self) -> tuple[str, str | None]:
+        """(the result line, a warning when the change exceeds the bound); call once the run is over."""
+        summary = self.summary()
+        assert summary is not None and self.backend is not None
+        name = self.backend.precision
+        if summary["change"] is None:
+            return (f"{name}: its foreground Dice change vs fp32 is unknown: none of the {self.checked} images "
+                    f"run in fp32 too has a mask ({self.backend.runs_on})", None)
+        line = (f"{name}: foreground Dice {summary['foreground_dice']:.6f} vs fp32 "
+                f"{summary['fp32_foreground_dice']:.6f} ({summary['change']:+.6f}) on {summary['images']} images "
+                f"run both ways ({self.backend.runs_on})")
+        warning = None if summary["within_bound"] else (
+            f"{name} changed the foreground Dice by {summary['change']:+.4f} vs fp32, more than {DICE_BOUND}: "
+            "check its results or run with --precision fp32")
+        return line, warning
+
+
+def add_precision_options(parser: argparse.ArgumentParser) -> None:
+    def count(text: str) -> int:
+        if not (text.isascii() and text.isdigit()):
+            raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+        return int(text)
+
+    parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION,
+                        help="embedded backend only. fp32 (default): the ONNX model as is. int8: static QDQ "
+                             "quantization calibrated on 4 of the run's own ROIs, run by OpenVINO when installed "
+                             "(pip install \"segscope[fast]\"; 1.75-1.98x fp32 on a 2-core AVX-512 VNNI Xeon), else "
+                             "ONNX Runtime (1.2-1.3x). bf16: OpenVINO bfloat16, for CPUs with AMX (0.7x, slower, "
+                             "on that Xeon). The run ends with the variant's foreground Dice vs fp32")
+    parser.add_argument("--precision-cache", type=Path, metavar="DIR", default=None,
+                        help="keep the int8 model in DIR and reuse it for the same model and calibration inputs "
+                             "(default: made anew in a temporary folder each run, a few seconds)")
+    parser.add_argument("--precision-check", type=count, metavar="N", default=None,
+                        help=f"also run the first N images in fp32 for the Dice comparison (default "
+                             f"{DEFAULT_CHECKS}; 0 skips it)")
+
+
+def refuse_bad_precision_options(args: argparse.Namespace) -> None:
+    """Before anything is opened: options that cannot apply, in one line."""
+    if args.precision == DEFAULT_PRECISION:
+        given = [o for o in ("precision_cache", "precision_check") if getattr(args, o) is not None]
+        if given:
+            raise SegScopeError(f"--{given[0].replace('_', '-')}: only applies with --precision int8 or bf16")
+        return
+    if args.tile is not None:
+        raise SegScopeError(f"--precision {args.precision}: not available with --tile (whole-slide runs use the fp32 "
+                            "model); drop --tile or --precision")
+    if args.precision == "bf16" and args.precision_cache is not None:
+        raise SegScopeError("--precision-cache: only applies with --precision int8 (bf16 makes no model file)")
+    if args.remote is not None or args.backend == "mindx":
+        where = "--remote" if args.remote is not None else "--backend mindx"
+        raise SegScopeError(f"--precision {args.precision}: only the embedded backend on this machine has faster "
+                            f"variants; drop {where} or run with --precision fp32")
+
+
+def with_precision(backend: Backend, args: argparse.Namespace, dataset: Dataset,
+                   roi: Roi | None = None, stream: StreamInput | None = None) -> tuple[Backend, list[str]]:
+    """`backend` itself for fp32, else its faster variant calibrated on a few of the run's own requests (the
+    dataset's images at `roi` or their own ROIs), and notes to print."""
+    if args.precision == DEFAULT_PRECISION:
+        return backend, []
+    if not isinstance(backend, EmbeddedBackend):
+        raise SegScopeError(f"--precision {args.precision}: the {backend.capabilities.name} backend has no faster "
+                            "variants; use --backend embedded or --precision fp32")
+    requests = [evaluation_request(dataset, item, roi, stream=stream) for item in spread(dataset.items)]
+    session, runs_on, notes = fast_session(backend, args.precision, requests, args.precision_cache)
+    checks = DEFAULT_CHECKS if args.precision_check is None else args.precision_check
+    return PrecisionBackend(backend, args.precision, session, runs_on, checks), notes

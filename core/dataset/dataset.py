@@ -1,0 +1,236 @@
+"""Datasets of slides with optional ground-truth masks, and the ROIs picked on them.
+
+Two layouts are recognised:
+- one folder per image (the original project's): `DIR/<id>/image.png|jpg|tif` + optional `DIR/<id>/mask.png`;
+- a flat folder: `DIR/<name>.png` + optional `DIR/<name>_mask.png`.
+Images may be whole slides (a pyramidal TIFF, SVS, MRXS...: `IMAGE_SUFFIXES`); masks may be tiled TIFFs,
+read region by region through `open_mask`.
+ROIs picked per image live in the sidecar `DIR/segscope.json`; without one an image gets the dataset's
+default ROI when it fits the image (the original script's 2200,1000,4000,2800 unless configured), else
+the whole image.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SegScopeError
+from ..export.names import PROVENANCE_NAME, exported_item
+from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json, read_mask
+from ..roi import ORIGINAL_DEFAULT_ROI, Roi
+from ..slides import slide_size
+from ..slides.masks import MaskReader
+from .masks import convention_issue
+
+log = logging.getLogger(__name__)
+
+#: Images and whole slides (core.slides reads them: tiled/pyramidal TIFF, OME-TIFF, OpenSlide's formats).
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".btf", ".tf8", ".svs", ".ndpi", ".mrxs",
+                  ".scn", ".vms", ".vmu", ".bif", ".svslide")
+SIDECAR_NAME = "segscope.json"
+MASK_SUFFIX = "_mask"
+#: Saved corrections (`mask_corrected.png`) and backups (`mask.orig.png`) sit beside the original mask.
+CORRECTED_SUFFIX = "_corrected"
+BACKUP_SUFFIX = ".orig"
+
+
+def default_mask_path(image_path: Path) -> Path:
+    """Where an image's ground truth lives by the dataset layouts: `<id>/mask.png` or `<name>_mask.png`."""
+    image_path = Path(image_path)
+    stem = "mask" if image_path.stem == "image" else f"{image_path.stem}{MASK_SUFFIX}"
+    return image_path.with_name(f"{stem}.png")
+
+
+def corrected_mask_path(mask_path: Path) -> Path:
+    """`mask.png` -> `mask_corrected.png`, `name_mask.tif` -> `name_mask_corrected.png` (always PNG)."""
+    return Path(mask_path).with_name(f"{Path(mask_path).stem}{CORRECTED_SUFFIX}.png")
+
+
+def backup_mask_path(mask_path: Path) -> Path:
+    """`mask.png` -> `mask.orig.png`: where a replaced original is kept."""
+    return Path(mask_path).with_name(f"{Path(mask_path).stem}{BACKUP_SUFFIX}{Path(mask_path).suffix}")
+
+
+def _is_mask_file(path: Path) -> bool:
+    stem = path.stem.removesuffix(BACKUP_SUFFIX).removesuffix(CORRECTED_SUFFIX)
+    return stem.endswith(MASK_SUFFIX)
+
+
+def _is_export(path: Path) -> bool:
+    """An export of `core.export.files` (`<id>_mask.png` etc. beside `<id>_provenance.json`): never data."""
+    item = exported_item(path.name)
+    return item is not None and (path.parent / PROVENANCE_NAME.format(id=item)).is_file()
+
+
+@dataclass(frozen=True)
+class DatasetItem:
+    id: str  # the sub-folder name, or the image's stem in a flat folder
+    image_path: Path
+    mask_path: Path | None  # the original ground truth, if any
+
+    @property
+    def truth_path(self) -> Path | None:
+        """The ground truth to score against: a saved correction wins over the original."""
+        corrected = corrected_mask_path(self.mask_path or default_mask_path(self.image_path))
+        return corrected if corrected.is_file() else self.mask_path
+
+    @property
+    def has_mask(self) -> bool:
+        return self.truth_path is not None
+
+
+def _natural_key(text: str) -> list[object]:
+    return [int(part) if part.isdecimal() else part.lower() for part in re.split(r"(\d+)", text)]
+
+
+def _first_image(folder: Path, stem: str) -> Path | None:
+    """The first `stem.<image suffix>` in `folder` (whatever it is: a folder there is reported when read)."""
+    return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").exists()), None)
+
+
+def discover(root: Path) -> list[DatasetItem]:
+    """The dataset's images in natural order (`2` before `10`)."""
+    items = []
+    for sub in sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: _natural_key(p.name)):
+        image = _first_image(sub, "image")
+        if image is not None:
+            items.append(DatasetItem(sub.name, image, _first_image(sub, "mask")))
+    flat = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+            and not _is_mask_file(p) and not _is_export(p)]
+    for image in sorted(flat, key=lambda p: _natural_key(p.name)):
+        mask = _first_image(root, image.stem + MASK_SUFFIX)
+        items.append(DatasetItem(image.stem, image, None if mask is None or _is_export(mask) else mask))
+    return items
+
+
+class Dataset:
+    """A folder of slides; per-image ROIs persist in its sidecar."""
+
+    def __init__(self, root: Path, items: list[DatasetItem], default_roi: Roi | None = None,
+                 max_pixels: int = DEFAULT_MAX_PIXELS):
+        self.root = root
+        self.items = items
+        self.max_pixels = max_pixels
+        self.sidecar_path = root / SIDECAR_NAME
+        self._warned: set[str] = set()  # the mask issues already reported for this dataset
+        sidecar = self._read_sidecar()
+        stored_default = sidecar.get("default_roi")
+        self.default_roi = default_roi or (self._roi_field(stored_default, "default_roi") if stored_default
+                                           else Roi(*ORIGINAL_DEFAULT_ROI))
+        self._rois = {key: self._roi_field(value, f"rois.{key}") for key, value in sidecar.get("rois", {}).items()}
+
+    @classmethod
+    def open(cls, root: Path, default_roi: Roi | None = None, max_pixels: int = DEFAULT_MAX_PIXELS) -> Dataset:
+        root = Path(root).expanduser().resolve()
+        if not root.is_dir():
+            raise SegScopeError(f"{root}: dataset folder not found")
+        try:
+            items = discover(root)
+        except OSError as exc:
+            raise SegScopeError(f"{exc.filename or root}: cannot read the dataset folder ({exc.strerror})") from None
+        if not items:
+            raise SegScopeError(f"{root}: no images found (expected <id>/image.png [+ mask.png] or "
+                                f"<name>.png [+ <name>_mask.png])")
+        return cls(root, items, default_roi, max_pixels)
+
+    def _read_sidecar(self) -> dict:
+        if not self.sidecar_path.exists():
+            return {}
+        data = read_json(self.sidecar_path, "ROI sidecar")
+        if not isinstance(data, dict) or not isinstance(data.get("rois", {}), dict):
+            raise SegScopeError(f"{self.sidecar_path}: expected {{\"rois\": {{\"<id>\": [x0, y0, x1, y1]}}}}")
+        return data
+
+    def _roi_field(self, value: object, field: str) -> Roi:
+        if not (isinstance(value, list) and len(value) == 4 and all(type(v) is int for v in value)):
+            raise SegScopeError(f"{self.sidecar_path}: {field} must be [x0, y0, x1, y1] integers, got {value!r}")
+        roi = Roi(*value)
+        roi.validate(f"{self.sidecar_path}: {field}")
+        return roi
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def item(self, item_id: str) -> DatasetItem:
+        found = next((i for i in self.items if i.id == item_id), None)
+        if found is None:
+            raise SegScopeError(f"{self.root}: no image with id {item_id!r}")
+        return found
+
+    def image_size(self, item: DatasetItem) -> tuple[int, int]:
+        """Level 0's size from the file's header or directories (a slide's reader), never a full decode."""
+        return slide_size(item.image_path, self.max_pixels)
+
+    def stored_roi(self, item: DatasetItem) -> Roi | None:
+        return self._rois.get(item.id)
+
+    def default_roi_for(self, image_size: tuple[int, int]) -> Roi:
+        return self.default_roi if self.default_roi.fits(*image_size) else Roi.whole(*image_size)
+
+    def roi_for(self, item: DatasetItem, image_size: tuple[int, int] | None = None) -> Roi:
+        """The ROI to crop: the one picked for this image, else the default rule."""
+        return self._rois.get(item.id) or self.default_roi_for(image_size or self.image_size(item))
+
+    def set_roi(self, item: DatasetItem, roi: Roi) -> None:
+        """Remember `roi` for `item` and save the sidecar (atomically)."""
+        roi.validate(f"ROI of {item.id}")
+        self._rois[item.id] = roi
+        self._save_sidecar()
+
+    def reset_roi(self, item: DatasetItem) -> None:
+        if self._rois.pop(item.id, None) is not None:
+            self._save_sidecar()
+
+    def _save_sidecar(self) -> None:
+        data = {"version": 1, "default_roi": list(self.default_roi.as_tuple()),
+                "rois": {key: list(roi.as_tuple()) for key, roi in sorted(self._rois.items())}}
+        try:
+            atomic_write_bytes(self.sidecar_path, (json.dumps(data, indent=2) + "\n").encode(), overwrite=True)
+        except OSError as exc:
+            raise SegScopeError(f"{self.sidecar_path}: cannot save ROIs ({exc.strerror}); "
+                                "the ROI is kept for this session only") from None
+
+    def adopt_mask(self, item: DatasetItem, written: Path) -> DatasetItem:
+        """The item after a mask was saved to `written`: an image that had none now points at it."""
+        if item.mask_path is not None or written != default_mask_path(item.image_path):
+            return item  # a correction beside the original is found through `truth_path`
+        updated = dataclasses.replace(item, mask_path=written)
+        self.items[self.items.index(item)] = updated
+        return updated
+
+    def load_mask(self, item: DatasetItem) -> np.ndarray | None:
+        """The item's ground truth (a saved correction when there is one), or None. What in the file does not
+        follow the mask conventions (`core.dataset.masks`) is logged once per dataset."""
+        path = item.truth_path
+        if path is None:
+            return None
+        notes: list[str] = []
+        mask = read_mask(path, self.max_pixels, notes)
+        for note in notes:
+            self.warn_once(path, note)
+        return mask
+
+    def open_mask(self, item: DatasetItem) -> MaskReader | None:
+        """The item's ground truth opened for region reads (a tiled TIFF mask is never decoded whole), or None."""
+        path = item.truth_path
+        return None if path is None else MaskReader(path, self.max_pixels)
+
+    def check_mask(self, item: DatasetItem, mask: np.ndarray, num_classes: int) -> None:
+        """Log (once per dataset) how a mask that does not follow the conventions for the model is read."""
+        issue = convention_issue(mask, num_classes)
+        if issue is not None:
+            self.warn_once(item.truth_path or item.image_path, issue)
+
+    def warn_once(self, path: Path, note: str) -> None:
+        """Log `note` about `path` once per dataset for its kind (the text before any parenthesis)."""
+        kind = note.split("(", 1)[0]
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.warning("%s: %s (reported once for the dataset %s)", path, note, self.root)

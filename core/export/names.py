@@ -1,0 +1,41 @@
+"""The names `core.export.files` gives the files it writes, in one place: the exporter writes them, and the dataset
+reader uses them so an export is never taken for an image or for ground truth."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+#: What `export_result` can write, with each file's name pattern (masks take their format's suffix).
+EXPORT_KINDS = {
+    "mask": "{id}_mask.png",  # predicted classes at ROI size
+    "canvas": "{id}_mask_full.png",  # the same mask pasted into a slide-size canvas
+    "softmax": "{id}_softmax.npy",  # probabilities, float32 H x W x C at model resolution
+    "heatmap": "{id}_heatmap.png",  # foreground probability as an 8-bit colour map, viewable anywhere
+    "geojson": "{id}_mask.geojson",  # the predicted classes as QuPath annotations (core/interchange/geojson.py)
+}
+#: What an export writes when no kinds are named (`--export-kinds`' default).
+DEFAULT_KINDS = ("mask", "canvas", "softmax", "heatmap")
+#: What an export writes once for the whole run, with the file's name.
+RUN_KINDS = {"coco": "annotations.coco.json"}  # every image's predicted classes as COCO RLE (interchange/coco.py)
+MASK_KINDS = ("mask", "canvas")
+#: Mask file formats: all lossless, values kept as they are.
+MASK_FORMATS = {"png": ".png", "tiff": ".tif", "npy": ".npy"}
+PROVENANCE_NAME = "{id}_provenance.json"
+#: The metric tables `write_metrics` writes (one row per image; rows + dataset means).
+METRICS_FILES = ("metrics.csv", "metrics.json")
+
+#: Stems of per-item exports (any suffix), each capturing the item id.
+_ITEM_STEMS = [re.compile("^" + re.escape(Path(p).stem).replace(re.escape("{id}"), "(.+)") + "$")
+               for p in [*EXPORT_KINDS.values(), PROVENANCE_NAME]]
+
+
+def exported_item(name: str) -> str | None:
+    """The item id of a file named like one of an item's exports (`a_mask.tif` -> "a"), else None."""
+    stem = Path(name).stem
+    return next((m.group(1) for pattern in _ITEM_STEMS if (m := pattern.match(stem))), None)
+
+
+def is_export_name(name: str) -> bool:
+    """Named like a file `core.export.files` writes (an item's, a metric table or another file of the run)."""
+    return name in METRICS_FILES or name in RUN_KINDS.values() or exported_item(name) is not None

@@ -1,0 +1,441 @@
+"""Reading files SegScope did not write, images and masks, and writing files safely.
+
+Every file read from outside (a card, a pipeline, an AIPP config, a profile, a CSV, a session entry, an
+image) goes through `open_regular`/`read_bytes`: only a regular file is read (a FIFO would block the open,
+a device never ends: both are refused, as is a folder), a file over the caller's size limit is refused
+before it is read, and the caller picks the symbolic-link policy: followed (a path the user typed),
+refused (`follow_symlinks=False`, for folders SegScope itself writes), or followed only while the target
+stays inside a folder (`inside`, for a file another file names, such as a model's external weights). JSON
+is parsed within bounds on depth and numbers (`core.files.untrusted_json`). Every refusal is one line naming the
+file (`errors.InputError`).
+
+Images are read the way the MindX opencv decoder reads them (`cv::imdecode(IMREAD_COLOR)`, 3-channel
+BGR), through `np.fromfile` so non-ASCII paths work on every OS. The size a file's header declares is
+checked before it is decoded, and what the image libraries print (OpenCV's log, libpng's errors) is kept
+off the terminal: a refused file is reported in SegScope's one line.
+
+Writes go to a temporary file beside the target and are moved into place, so a crash never leaves a
+partial file. An existing file is only replaced when the caller says so (else the move is a no-clobber
+hard link, so a file that appeared meanwhile is never overwritten either); a replaced file keeps its
+mode, a new one gets the umask's default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import errno
+import functools
+import hashlib
+import io
+import logging
+import os
+import re
+import secrets
+import shutil
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, BinaryIO
+
+import cv2
+import numpy as np
+
+from ..dataset.masks import to_mask
+from ..errors import InputError, SegScopeError
+from .folder_lock import FolderLock
+from .imageheader import header_size, image_format
+from .untrusted_json import parse_json
+
+#: Largest image (width x height) decoded by default; larger files are refused as a decompression guard.
+DEFAULT_MAX_PIXELS = 400_000_000
+#: Largest file read whole by default (images, tensors); text files have their own, smaller limit.
+MAX_FILE_BYTES = 4 << 30
+#: Largest text file read whole by default (a card, a pipeline, an AIPP config, a sidecar, a CSV).
+MAX_TEXT_BYTES = 64 << 20
+#: Staging folders (`staging_folder`): `.segscope-staging-<random>`, each holding its writer's lock file.
+STAGING_PREFIX, STAGING_LOCK = ".segscope-staging-", ".lock"
+#: Temporary files of `write_temp`: `.<target name>.<8 hex>.tmp`.
+TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[0-9a-f]{8}\.tmp$")
+
+#: What `os.link` raises where the file system has no hard links (FAT, some network shares).
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
+
+
+def _silence_opencv() -> None:
+    """OpenCV's own log off: a refused file is SegScope's one line (the API moved between 4.x and 5.x)."""
+    logging_module = getattr(cv2.utils, "logging", None)
+    if logging_module is not None:
+        logging_module.setLogLevel(logging_module.LOG_LEVEL_SILENT)
+    elif hasattr(cv2, "setLogLevel"):
+        cv2.setLogLevel(0)  # 0: LOG_LEVEL_SILENT
+
+
+_silence_opencv()
+log = logging.getLogger(__name__)
+#: tifffile warns about damaged directories through `logging`; SegScope's one line says what is wrong instead.
+logging.getLogger("tifffile").setLevel(logging.CRITICAL)
+
+_stderr_lock = threading.Lock()
+_stderr_users = 0
+_stderr_saved: tuple[int, IO[bytes]] | None = None
+
+
+@contextlib.contextmanager
+def native_stderr_captured() -> Iterator[None]:
+    """Send what C libraries write to file descriptor 2 (libpng's "libpng error: ...") to a scratch file
+    while the block runs; other lines written meanwhile are passed on afterwards."""
+    global _stderr_users, _stderr_saved
+    with _stderr_lock:
+        if _stderr_users == 0:
+            try:
+                scratch = tempfile.TemporaryFile()
+                saved = os.dup(2)
+                os.dup2(scratch.fileno(), 2)
+                _stderr_saved = (saved, scratch)
+            except OSError:
+                _stderr_saved = None
+        _stderr_users += 1
+    try:
+        yield
+    finally:
+        with _stderr_lock:
+            _stderr_users -= 1
+            if _stderr_users == 0 and _stderr_saved is not None:
+                saved, captured = _stderr_saved
+                _stderr_saved = None
+                os.dup2(saved, 2)
+                os.close(saved)
+                captured.seek(0)
+                kept = [line for line in captured.read().splitlines(keepends=True)
+                        if not line.startswith((b"libpng ", b"libtiff", b"[ WARN", b"[ERROR"))]
+                captured.close()
+                if kept:
+                    os.write(2, b"".join(kept))
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[:1].lower() in "aeiou" else "a"
+
+
+def open_regular(path: Path, what: str = "file", follow_symlinks: bool = True,
+                 inside: Path | None = None) -> BinaryIO:
+    """`path` opened for reading once it is known to be a regular file (see the module docstring: FIFOs,
+    sockets and devices are refused, opening a FIFO never blocks; symbolic links as the caller says)."""
+    path = Path(path)
+    if inside is not None:
+        try:
+            path.resolve().relative_to(Path(inside).resolve())
+        except (OSError, ValueError):
+            raise InputError(path, f"the {what} lies outside {inside} (through a symbolic link or '..'); "
+                                   f"only files inside it are read") from None
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise InputError(path, f"{what} not found") from None
+    except IsADirectoryError:
+        raise InputError(path, f"is a folder, not {_article(what)} {what}") from None
+    except ValueError:  # a NUL byte in the path
+        raise InputError(path, f"the {what}'s path holds a NUL byte; no file can have that name") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise InputError(path, "is a symbolic link; SegScope reads only regular files here") from None
+        raise InputError(path, f"cannot read ({exc.strerror or exc})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else \
+            "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise InputError(path, f"is {kind}, not {_article(what)} {what}")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_bytes(path: Path, what: str = "file", max_bytes: int = MAX_FILE_BYTES, follow_symlinks: bool = True,
+               inside: Path | None = None) -> bytes:
+    """A whole regular file of at most `max_bytes`; every refusal is one line naming the file."""
+    with open_regular(path, what, follow_symlinks, inside) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            data = f.read(max_bytes + 1) if size <= max_bytes else b""
+        except OSError as exc:
+            raise InputError(path, f"cannot read ({exc.strerror or exc})") from None
+    if size > max_bytes or len(data) > max_bytes:
+        raise InputError(path, f"the {what} is {max(size, len(data)):,} bytes, over the limit of {max_bytes:,} "
+                               f"bytes for {_article(what)} {what}: is it the right file?")
+    return data
+
+
+def decode_text(data: bytes, source: object, what: str = "file") -> str:
+    """UTF-8 text (a leading byte-order mark dropped), or a one-line error naming the first bad byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(source, f"the {what} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+def read_text(path: Path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES, follow_symlinks: bool = True,
+              inside: Path | None = None) -> str:
+    """A UTF-8 text file, with one-line errors for what is missing, unreadable, too large or not UTF-8."""
+    return decode_text(read_bytes(path, what, max_bytes, follow_symlinks, inside), path, what)
+
+
+def read_json(path: Path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES, follow_symlinks: bool = True,
+              inside: Path | None = None) -> object:
+    """A JSON file read and parsed within bounds (`untrusted_json.parse_json`)."""
+    return parse_json(read_text(path, what, max_bytes, follow_symlinks, inside), path)
+
+
+def read_csv(path: Path, what: str = "CSV file", max_bytes: int = MAX_TEXT_BYTES) -> list[tuple[int, list[str]]]:
+    """A CSV file's rows with their line numbers (bytes that are not UTF-8 replaced: tools write local
+    encodings into names); a malformed row or an overlong cell is one line naming the file and line."""
+    text = read_bytes(path, what, max_bytes).decode("utf-8-sig", errors="replace")
+    reader = csv.reader(io.StringIO(text))
+    rows = []
+    while True:
+        line = reader.line_num + 1
+        try:
+            rows.append((line, next(reader)))
+        except StopIteration:
+            return rows
+        except csv.Error as exc:
+            raise InputError(path, f"line {line}: not a CSV row ({exc}): is it the right file?") from None
+
+
+def image_header_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from an image file's header without decoding, or None when it cannot be read."""
+    return header_size(data)
+
+
+def _check_pixels(width: int, height: int, source: str, max_pixels: int) -> None:
+    if width * height > max_pixels:
+        raise SegScopeError(
+            f"{source}: image is {width}x{height} = {width * height:,} pixels, over the limit of "
+            f"{max_pixels:,} (raise it with --max-pixels if the file is trusted)"
+        )
+
+
+def _decode(data: bytes, source: str, flags: int, max_pixels: int) -> np.ndarray:
+    """imdecode after the header's size passed the limit; formats whose header cannot be read are refused."""
+    kind = image_format(data)
+    size = header_size(data) if kind else None
+    if size is None:
+        what = f"its {kind} header is damaged or truncated" if kind else "PNG, JPEG, TIFF, BMP, WebP, GIF or PNM"
+        raise SegScopeError(f"{source}: not a readable image ({what})")
+    _check_pixels(*size, source, max_pixels)
+    with native_stderr_captured():
+        image = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
+    if image is None:
+        raise SegScopeError(f"{source}: not a readable image ({kind} data is damaged or truncated)")
+    _check_pixels(image.shape[1], image.shape[0], source, max_pixels)
+    return image
+
+
+def decode_image(
+    data: bytes, source: str = "<image>", flags: int = cv2.IMREAD_COLOR, max_pixels: int = DEFAULT_MAX_PIXELS
+) -> np.ndarray:
+    """Decode encoded image bytes; IMREAD_COLOR gives H x W x 3 BGR uint8 as the MindX decoder does."""
+    image = _decode(data, source, flags, max_pixels)
+    if image.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to 8 bits like the SDK's u8 pipeline expects
+        image = cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))  # type: ignore[type-var]
+    return image
+
+
+def image_size(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """(width, height) of an image file from its header (a TIFF's may need the whole file)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+    except OSError:
+        head = read_bytes(path)  # raises the one-line error
+    size = header_size(head) if image_format(head) != "TIFF" else _tiff_size(path)
+    if size is None:
+        data = read_bytes(path)
+        size = header_size(data)
+        if size is None:
+            _decode(data, str(path), cv2.IMREAD_UNCHANGED, max_pixels)  # raises the one-line error
+    assert size is not None
+    _check_pixels(*size, str(path), max_pixels)
+    return size
+
+
+def _tiff_size(path: Path) -> tuple[int, int] | None:
+    """A TIFF's first image size from its directories (tifffile reads only those), or None if it cannot."""
+    try:  # imported here: the remote worker runs this module on hosts that may lack tifffile
+        import tifffile
+
+        with tifffile.TiffFile(path) as tif:
+            page = tif.pages.first
+            return int(page.imagewidth), int(page.imagelength)
+    except Exception:  # tifffile's own error types on damaged files: the whole-file path reports them
+        return None
+
+
+def read_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """Read an image file as H x W x 3 BGR uint8 (1-channel files are expanded, as imdecode does)."""
+    return decode_image(read_bytes(path), str(path), cv2.IMREAD_COLOR, max_pixels)
+
+
+def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, notes: list[str] | None = None) -> np.ndarray:
+    """Read a mask as H x W uint8 values by the conventions of `masks.to_mask` (16-bit 0/1 stays 0/1);
+    what does not follow them is appended to `notes`."""
+    return to_mask(_decode(read_bytes(path), str(path), cv2.IMREAD_UNCHANGED, max_pixels), str(path), notes)
+
+
+def _new_file_mode(replaced: Path) -> int | None:
+    """The permission bits a write should end with: the replaced file's, or None for the umask default."""
+    try:
+        return replaced.stat().st_mode & 0o7777
+    except OSError:
+        return None
+
+
+def write_temp(path: Path, data: bytes) -> Path:
+    """`data` in a new, fsynced temporary file beside `path` (see `TEMP_NAME`), with the mode `path` will
+    have: the umask's default for a new file, the current one's when it replaces a file."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+                break
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise SegScopeError(f"{path}: cannot write here ({exc.strerror}); choose another folder") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            mode = _new_file_mode(path)
+            if mode is not None and hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise SegScopeError(f"{path}: write failed ({exc.strerror}); nothing was changed") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def publish(tmp: Path, path: Path, overwrite: bool = False) -> Path:
+    """Move the temporary file `tmp` to `path`. Without `overwrite` the move never replaces a file (a hard
+    link, which fails when `path` exists, even one created a moment ago); the temp file is gone either way."""
+    try:
+        if overwrite:
+            os.replace(tmp, path)
+            return path
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)") from None
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            if path.exists():  # a file system without hard links: check, then rename
+                raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)") from None
+            os.rename(tmp, path)
+            return path
+        os.unlink(tmp)
+    except OSError as exc:
+        raise SegScopeError(f"{path}: write failed ({exc.strerror}); nothing was changed") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return path
+
+
+def _stale(folder: Path) -> bool:
+    """A staging folder whose writer is gone: its lock is free (or it never got one and is an hour old)."""
+    lock = folder / STAGING_LOCK
+    if not lock.exists():
+        try:
+            return time.time() - folder.stat().st_mtime > 3600
+        except OSError:
+            return False
+    try:
+        FolderLock(lock, "staging").acquire().release()
+    except SegScopeError:
+        return False  # held: its writer is alive
+    return True
+
+
+def remove_stale_staging(parent: Path) -> None:
+    """Remove the staging folders (`staging_folder`) that killed writers left in `parent`, each logged."""
+    try:
+        found = [p for p in Path(parent).iterdir() if p.name.startswith(STAGING_PREFIX) and p.is_dir()]
+    except OSError:
+        return
+    for folder in found:
+        if _stale(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            log.warning("%s: removed a staging folder left by an interrupted run", folder)
+
+
+@contextlib.contextmanager
+def staging_folder(parent: Path) -> Iterator[Path]:
+    """A new hidden folder in `parent` where a writer makes files before publishing them (renames from it
+    stay on one file system). It is locked while the writer lives and removed when the block ends; those
+    that killed writers left in `parent` are removed first, so debris never outlives the next run."""
+    parent = Path(parent)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(parent)
+        folder = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=parent))
+    except OSError as exc:
+        raise SegScopeError(f"{parent}: cannot write here ({exc.strerror}); choose another folder") from None
+    lock = FolderLock(folder / STAGING_LOCK, "staging").acquire()
+    try:
+        yield folder
+    finally:
+        lock.release()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def atomic_write_bytes(path: Path, data: bytes, overwrite: bool = False) -> Path:
+    """Write `data` to `path` via a temp file + move; refuse to replace an existing file unless asked."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)")
+    return publish(write_temp(path, data), path, overwrite)
+
+
+def encode_image(image: np.ndarray, suffix: str = ".png") -> bytes:
+    ok, buf = cv2.imencode(suffix, image)
+    if not ok:
+        raise SegScopeError(f"cannot encode a {image.shape} {image.dtype} array as {suffix}")
+    return buf.tobytes()
+
+
+def write_image(path: Path, image: np.ndarray, overwrite: bool = False) -> Path:
+    """Encode by the file's suffix (.png, .tif, .jpg) and write atomically."""
+    return atomic_write_bytes(path, encode_image(image, Path(path).suffix.lower() or ".png"), overwrite)
+
+
+@functools.lru_cache(maxsize=32)
+def _sha256_cached(path: Path, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file; remembered while the file's size and modification time stay the same."""
+    path = Path(path).resolve()
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise SegScopeError(f"{path}: cannot hash ({exc.strerror})") from None
+    return _sha256_cached(path, stat.st_size, stat.st_mtime_ns)

@@ -1,0 +1,84 @@
+"""An exclusive lock on a folder, held through a lock file in it (`flock` on POSIX, `msvcrt` on Windows).
+
+The lock is refused at once, not waited for: two writers into one folder are a mistake to report. The lock
+file is removed on release; an acquirer checks that the file it locked is still the one at the path, so a
+release racing with a new acquirer never lets two hold it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import SegScopeError
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+    import msvcrt
+
+
+class FolderLock:
+    """The lock file `path`; `what` names the holder in the refusal ("another export ... is writing")."""
+
+    def __init__(self, path: Path, what: str = "export"):
+        self.path, self.what = Path(path), what
+        self._fd: int | None = None
+
+    def _try_lock(self, fd: int) -> bool:
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            else:
+                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+
+    def acquire(self) -> FolderLock:
+        """Take the lock or raise naming the holder (its process id, as it wrote it)."""
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            except OSError as exc:
+                raise SegScopeError(f"{self.path.parent}: cannot write here ({exc.strerror}); "
+                                    "choose another folder") from None
+            if not self._try_lock(fd):
+                try:
+                    holder = os.read(fd, 64).decode("ascii", "replace").strip() or "?"
+                except OSError:
+                    holder = "?"
+                os.close(fd)
+                raise SegScopeError(f"{self.path.parent}: another {self.what} (process {holder}) is writing into this "
+                                    "folder; wait for it to finish or choose another folder")
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except OSError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # released and removed meanwhile: lock the new file
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        if fcntl is not None:
+            self.path.unlink(missing_ok=True)  # while still locked, see the module docstring
+        os.close(self._fd)
+        self._fd = None
+        if fcntl is None:
+            try:
+                self.path.unlink()
+            except OSError:
+                pass  # another process holds it open

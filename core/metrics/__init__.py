@@ -1,0 +1,1 @@
+"""Scoring: Dice/IoU and tensor comparison, the metric catalogue, the dataset filter, error review."""

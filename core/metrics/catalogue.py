@@ -1,0 +1,296 @@
+"""The one catalogue of per-image metrics: each metric's name, label, aliases, which way is better, how it is
+shown, and where its value comes from.
+
+Everything that names a metric reads it here: the dataset filter (`core.metrics.filter`), the viewer's
+metrics panel, dataset table and worst-first ranking, the metric tables of an export (CSV/JSON) and
+`eval --json`. A metric is added by registering it:
+
+- `register(Metric(...))` for one number per image, read from `ImageMetrics` by `value` (NaN = "n/a": the
+  metric does not apply to this image, e.g. a Dice with no foreground in either mask; n/a values are shown as
+  "n/a", sort after every number whichever way is better, and are left out of means);
+- `register_per_class(PerClass(...))` for one number per class (`values` gives the sequence); its entries are
+  named `<name>_<class index>` (the CSV columns) and labelled with the class names.
+- `optional=True` for a metric computed only when asked for (`eval --metrics`, `core.quality`): its `value`
+  gives None where it was not computed, and rows, means and the viewer's panel leave it out there.
+
+Where a number is computed is `core.metrics.scores`' business: a new metric adds its field to `ImageMetrics` there
+and registers its entry here; nothing else changes for it to be filtered, shown, ranked and exported.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import SegScopeError
+from .scores import ImageMetrics
+
+
+@dataclass(frozen=True, eq=False)
+class Metric:
+    """One number per image; metrics are equal when their names are (a name means one metric)."""
+
+    name: str  # the key in tables, filters and JSON
+    label: str  # what the viewer shows
+    description: str  # how it is computed (tooltips, docs)
+    value: Callable[[ImageMetrics], float | None]  # NaN: n/a for this image; None: not computed (`optional`)
+    higher_is_better: bool = True
+    aliases: tuple[str, ...] = ()  # other names the filter accepts
+    digits: int = 4
+    bounds: tuple[float, float] | None = (0.0, 1.0)  # the histogram's range (None: the data's)
+    short: str = ""  # a column title or a word in a line ("" = the label)
+    optional: bool = False  # computed only when asked for (see the module docstring)
+
+    @property
+    def title(self) -> str:
+        return self.short or self.label
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Metric) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def of(self, metrics: ImageMetrics | None) -> float | None:
+        """The image's value, None when it has no metrics or the metric is n/a for it."""
+        value = None if metrics is None else self.value(metrics)
+        return None if value is None or math.isnan(value) else float(value)
+
+    def computed(self, metrics: ImageMetrics | None) -> bool:
+        """Whether this image has the metric: it has metrics and, for an optional one, it was asked for."""
+        return metrics is not None and (not self.optional or self.value(metrics) is not None)
+
+    def text(self, value: float | None) -> str:
+        """The value as shown; an infinite distance reads "inf"."""
+        return "n/a" if value is None or math.isnan(value) else f"{value:.{self.digits}f}"
+
+    def worst_first_key(self, value: float | None) -> float:
+        """Ascending order of this key is worst first, n/a (None, NaN) last."""
+        if value is None or math.isnan(value):
+            return math.inf
+        return value if self.higher_is_better else -value
+
+    def describe(self) -> dict[str, object]:
+        """The entry as `eval --json` and the export's metrics.json state it."""
+        return {"name": self.name, "label": self.label, "higher_is_better": self.higher_is_better,
+                "description": self.description}
+
+
+@dataclass(frozen=True)
+class PerClass:
+    """One number per class, registered once; `entry(i, name)` is the metric of class `i`."""
+
+    name: str  # entries are `<name>_<index>`
+    label: str  # entries are `<label>: <class name>`
+    description: str
+    values: Callable[[ImageMetrics], Sequence[float] | None]  # None: not computed (`optional`)
+    higher_is_better: bool = True
+    digits: int = 4
+    bounds: tuple[float, float] | None = (0.0, 1.0)
+    optional: bool = False
+
+    def describe(self) -> dict[str, object]:
+        return {"name": f"{self.name}_<i>", "label": f"{self.label}: <class>", "per_class": True,
+                "higher_is_better": self.higher_is_better, "description": self.description}
+
+    def entry(self, index: int, class_name: str = "") -> Metric:
+        def value(metrics: ImageMetrics) -> float | None:
+            values = self.values(metrics)
+            if values is None:
+                return None
+            return float(values[index]) if index < len(values) else math.nan
+
+        label = f"{self.label}: {class_name or f'class {index}'}"
+        return Metric(f"{self.name}_{index}", label,
+                      f"{self.description} (class {index}{f', {class_name}' if class_name else ''})", value,
+                      self.higher_is_better, (), self.digits, self.bounds, optional=self.optional)
+
+
+#: What ranks images ("Worst first", the next/previous worst keys, the histogram) unless the user picks another.
+DEFAULT_RANKING = "foreground_dice"
+
+_METRICS: dict[str, Metric] = {}
+_PER_CLASS: dict[str, PerClass] = {}
+_PER_CLASS_NAME = re.compile(r"(\w+)_(\d+)")
+
+
+def _per_class_family(name: str) -> str | None:
+    """The per-class metric `name` is an entry of (`dice_1` -> `dice`), or None."""
+    match = _PER_CLASS_NAME.fullmatch(name)
+    return match.group(1) if match and match.group(1) in _PER_CLASS else None
+
+
+def _clashes(names: Iterable[str]) -> list[str]:
+    """Of `names`, those a registered metric (or a per-class entry `<name>_<i>`) already answers to."""
+    taken = {n for m in _METRICS.values() for n in (m.name, *m.aliases)}
+    return sorted(n for n in names if n in taken or _per_class_family(n) is not None)
+
+
+def register(metric: Metric) -> Metric:
+    """Add a per-image metric; its name and aliases must be new."""
+    clash = _clashes((metric.name, *metric.aliases))
+    if clash:
+        raise ValueError(f"metric name(s) {clash} already registered")
+    _METRICS[metric.name] = metric
+    return metric
+
+
+def register_per_class(family: PerClass) -> PerClass:
+    """Add a per-class metric; its name must be new and its entries `<name>_<i>` must not clash."""
+    taken = {n for m in _METRICS.values() for n in (m.name, *m.aliases)}
+    if family.name in _PER_CLASS or any(re.fullmatch(rf"{family.name}_\d+", n) for n in taken):
+        raise ValueError(f"per-class metric name {family.name!r} already registered or clashing")
+    _PER_CLASS[family.name] = family
+    return family
+
+
+def metrics(class_names: Sequence[str] = ()) -> list[Metric]:
+    """Every per-image metric, then each per-class one for every class of `class_names` (the optional QA
+    ones for the foreground classes: they do not score the background)."""
+    return [*_METRICS.values(), *(family.entry(i, name) for family in _PER_CLASS.values()
+                                  for i, name in enumerate(class_names) if i or not family.optional)]
+
+
+def per_class() -> list[PerClass]:
+    """The per-class metrics, in registration order."""
+    return list(_PER_CLASS.values())
+
+
+def lookup(name: str, class_names: Sequence[str] = ()) -> Metric:
+    """The metric called `name` (or one of its aliases, case-insensitive); `<per-class name>_<index>` for a
+    class. SegScopeError lists the names there are."""
+    key = name.strip().lower()
+    for metric in _METRICS.values():
+        if key == metric.name or key in metric.aliases:
+            return metric
+    family = _per_class_family(key)
+    if family is not None:
+        index = int(key.rsplit("_", 1)[1])
+        return _PER_CLASS[family].entry(index, class_names[index] if index < len(class_names) else "")
+    raise SegScopeError(f"unknown metric {name!r}; use one of {', '.join(names())}")
+
+
+def names() -> list[str]:
+    """Every name `lookup` accepts, per-class ones as `<name>_<i>`."""
+    return [n for m in _METRICS.values() for n in (m.name, *m.aliases)] + [f"{f}_<i>" for f in _PER_CLASS]
+
+
+def row_values(image_metrics: ImageMetrics | None) -> dict[str, object]:
+    """An image's metrics for a table row: every per-image metric by name (None = n/a) and every per-class
+    one as a list by its name (the CSV writer makes `<name>_<i>` columns of it); empty without metrics."""
+    if image_metrics is None:
+        return {}
+    row: dict[str, object] = {m.name: m.of(image_metrics) for m in _METRICS.values() if m.computed(image_metrics)}
+    for family in _PER_CLASS.values():
+        values = family.values(image_metrics)
+        if values is not None:
+            row[family.name] = [None if math.isnan(v) else float(v) for v in values]
+    return row
+
+
+def means(all_metrics: Iterable[ImageMetrics | None]) -> dict[str, object]:
+    """The dataset means: each per-image metric over the images where it applies (n/a left out; None when
+    it applies to none; an optional one only when some image has it), and how many images have masks."""
+    scored = [m for m in all_metrics if m is not None]
+    summary: dict[str, object] = {}
+    for metric in _METRICS.values():
+        if metric.optional and not any(metric.computed(m) for m in scored):
+            continue
+        values = [v for v in (metric.of(m) for m in scored) if v is not None]
+        summary[metric.name] = float(np.mean(values)) if values else None
+    summary["images_with_masks"] = len(scored)
+    return summary
+
+
+#: The metrics a one-line summary names (the viewer's toolbar and status bar, a whole-slide run's message).
+BRIEF = ("soft_dice", "foreground_dice", "foreground_iou")
+
+
+def brief(values: Mapping[str, Any]) -> str:
+    """"Soft Dice 0.9312 · Dice 0.8000 · IoU 0.6667" from a row of values (`row_values`, `means`); None = n/a."""
+    shown = [_METRICS[name] for name in BRIEF]
+    return " · ".join(f"{m.title} {m.text(values.get(m.name))}" for m in shown)
+
+
+def catalogue_document(ranking: Metric | None = None) -> dict[str, object]:
+    """What a metrics document (`eval --json`, an export's metrics.json) says of its numbers: each metric's
+    definition and direction (per-class ones once, as `<name>_<i>`), and the metric the images are ranked by
+    worst first (`ranking`, else the default)."""
+    return {"metrics": [m.describe() for m in _METRICS.values()] + [f.describe() for f in _PER_CLASS.values()],
+            "ranking": (ranking or lookup(DEFAULT_RANKING)).describe()}
+
+
+register(Metric(
+    "soft_dice", "Soft Dice",
+    "2·Σ(p·y) / (Σp² + Σy²), all classes, background included, at model resolution: main.py's number",
+    lambda m: m.soft_dice))
+register(Metric("soft_iou", "Soft IoU", "Soft Dice / (2 − soft Dice), as main.py reported it",
+                lambda m: m.soft_iou))
+register(Metric(
+    "foreground_dice", "Dice (foreground)",
+    "Hard Dice 2·TP / (2·TP + FP + FN) of the card's decision at ROI resolution: the mean over the foreground "
+    "classes present in the prediction or the truth; n/a when neither has any foreground",
+    lambda m: m.foreground_dice, aliases=("dice",), short="Dice"))
+register(Metric(
+    "foreground_iou", "IoU (foreground)",
+    "Hard IoU TP / (TP + FP + FN) at ROI resolution, averaged like Dice (foreground); n/a without foreground",
+    lambda m: m.foreground_iou, aliases=("iou",), short="IoU"))
+register(Metric("precision", "Precision", "TP / (TP + FP), every class ≥ 1 as foreground, at ROI resolution "
+                                          "(1 when nothing is predicted)", lambda m: m.precision))
+register(Metric("recall", "Recall", "TP / (TP + FN), every class ≥ 1 as foreground, at ROI resolution "
+                                    "(1 when there is nothing to find)", lambda m: m.recall))
+register_per_class(PerClass("dice", "Dice", "Hard Dice of one class, one-vs-rest, at ROI resolution (1 when the "
+                                            "class is in neither mask)", lambda m: m.dice))
+register_per_class(PerClass("iou", "IoU", "Hard IoU of one class, one-vs-rest, at ROI resolution (1 when the "
+                                          "class is in neither mask)", lambda m: m.iou))
+
+
+# --- the QA metrics `eval --metrics` asks for (core/quality; definitions and empty-mask values there) -------
+
+
+def _quality(key: str) -> Callable[[ImageMetrics], float | None]:
+    return lambda m: None if m.quality is None else m.quality.values.get(key)
+
+
+def _quality_per_class(key: str) -> Callable[[ImageMetrics], Sequence[float] | None]:
+    def values(m: ImageMetrics) -> Sequence[float] | None:
+        if m.quality is None or key not in m.quality.values:
+            return None
+        return [math.nan, *(m.quality.per_class[c].get(key, math.nan) for c in sorted(m.quality.per_class))]
+
+    return values
+
+
+#: name, label, short title, description, higher is better, digits, bounds.
+_QUALITY = (
+    ("hd95", "HD95 (px)", "HD95", "95th-percentile Hausdorff distance between the contours in pixels (DeepMind "
+     "surface-distance, spacing 1 px); inf when only one mask has the class, n/a when neither has", False, 2, None),
+    ("nsd", "NSD", "", "Normalised surface Dice: the share of both contours within T px of the other (eval "
+     "--metrics nsd@T, default 2); n/a when neither mask has the class", True, 4, (0.0, 1.0)),
+    ("cldice", "clDice", "", "Centreline Dice (Shit et al. 2021) on scikit-image's skeletons: is a crack kept in "
+     "one piece and inside the truth; n/a when neither mask has the class", True, 4, (0.0, 1.0)),
+    ("defect_f1", "Defect F1", "", "2TP / (2TP + FP + FN) of 8-connected components matched one to one at IoU >= "
+     "0.5; n/a when neither mask has a defect", True, 4, (0.0, 1.0)),
+    ("defect_precision", "Defect precision", "", "TP / (TP + FP) of matched components (1 with no predicted "
+     "defect)", True, 4, (0.0, 1.0)),
+    ("defect_recall", "Defect recall", "", "TP / (TP + FN) of matched components: the share of true defects "
+     "found (1 with none to find)", True, 4, (0.0, 1.0)),
+    ("defect_tp", "Defects found", "TP", "True defects matched by a predicted one (IoU >= 0.5)", True, 0, None),
+    ("defect_fp", "False alarms", "FP", "Predicted defects no true one matches", False, 0, None),
+    ("defect_fn", "Missed defects", "FN", "True defects no predicted one matches", False, 0, None),
+)
+for _name, _label, _short, _description, _higher, _digits, _bounds in _QUALITY:
+    _description += ". Per class one-vs-rest; per image the mean over the foreground classes in either mask " \
+        "(counts: their sum)"
+    register(Metric(_name, _label, _description, _quality(_name), _higher, (), _digits, _bounds, _short,
+                    optional=True))
+    register_per_class(PerClass(f"{_name}_class", _label, _description, _quality_per_class(_name), _higher, _digits,
+                                _bounds, optional=True))
+register(Metric("ece", "ECE", "Top-label expected calibration error (Guo et al. 2017), 15 equal-width bins, over "
+                "the pixels at model resolution: the mean gap between confidence and accuracy", _quality("ece"),
+                higher_is_better=False, optional=True))

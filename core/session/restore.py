@@ -1,0 +1,61 @@
+"""What an earlier session kept on disk of a dataset, read back: its results and whole-slide runs, each re-scored
+against today's mask (`Session.restore_entries` hands these to `Session.adopt_restored` one at a time)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..dataset.dataset import Dataset
+from ..errors import SegScopeError
+from ..metrics.scores import ImageMetrics, image_metrics
+from ..result import InferenceResult
+from ..wholeslide.evaluate import TiledEvaluation, score_stitched
+from .store import SessionStore
+
+
+@dataclass(frozen=True)
+class Restored:
+    """One thing `restore_entries` found: a stored result or whole-slide run with its metrics against today's
+    mask, or only a `note` (what could not be restored, one line)."""
+
+    root: Path | None = None  # the dataset folder it belongs to
+    image_id: str = ""
+    result: InferenceResult | None = None
+    slide_run: TiledEvaluation | None = None
+    metrics: ImageMetrics | None = None
+    note: str = ""
+
+
+def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored]:
+    """What `store` keeps of `dataset`, each re-scored against today's mask on disk, one at a time (reads and
+    scores only: any thread)."""
+    root = dataset.root
+    stored, problems = store.load()
+    slides, slide_problems = store.load_slides()
+    for problem in (*problems, *slide_problems):
+        yield Restored(root, note=problem)
+    known = {item.id: item for item in dataset.items}
+    for entry in stored:
+        item = known.get(entry.image_id)
+        if item is None:
+            continue
+        try:
+            mask = dataset.load_mask(item)
+            metrics = image_metrics(entry.result, mask, str(item.truth_path)) if mask is not None else None
+        except SegScopeError as exc:
+            yield Restored(root, note=f"{item.id}: stored result not restored: {exc}")
+            continue
+        yield Restored(root, item.id, entry.result, metrics=metrics)
+    for slide in slides:
+        item = known.get(slide.image_id)
+        if item is None:
+            continue
+        try:
+            metrics = score_stitched(dataset, item, slide.stitched)
+        except SegScopeError as exc:
+            yield Restored(root, note=f"{item.id}: stored whole-slide run not restored: {exc}")
+            continue
+        yield Restored(root, item.id, slide_run=TiledEvaluation(item, slide.stitched, slide.tiles, metrics,
+                                                                slide.seconds, slide.plan))

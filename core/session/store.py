@@ -1,0 +1,300 @@
+"""The session's results kept on disk, so reopening a dataset (even after a restart) restores its runs.
+
+The newest result of each image is stored as `<dataset>/.segscope-session/<id>.npz` (probabilities, argmax,
+ROI, image size, timings, backend), its newest whole-slide run as `slides/<id>.npz` (the stitched
+probabilities, argmax, coverage and seams with the region, scale and tiling), each written atomically; the
+folder is kept under `max_bytes` by dropping the oldest files; a whole-slide run larger than that on its own
+is kept for the session only (`keeps`: the viewer says so when it plans the run) and its image's older stored
+run is dropped, so reopening never brings back a run the user replaced. Metrics are not stored: they are
+re-scored on load against the masks on disk, so a mask saved or edited elsewhere meanwhile can never leave an
+old number behind. `submit` and `submit_slide` write in a background thread (compressing a result takes tens
+of milliseconds, a whole slide seconds); `flush` waits for the writes, `take_errors` collects what failed.
+Stored files are read as untrusted (`read_stored`, `read_slide`): a damaged or hostile entry is skipped with
+one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..errors import InputError, SegScopeError, one_line
+from ..files.fileio import TEMP_NAME, atomic_write_bytes, read_bytes
+from ..files.untrusted_json import parse_json
+from ..result import InferenceResult
+from ..roi import Roi
+from ..wholeslide.evaluate import TiledEvaluation, TilePlan
+from ..wholeslide.tiling import Stitched
+
+STORE_DIR_NAME = ".segscope-session"
+SLIDES_DIR_NAME = "slides"
+#: About 70 results of a 960x960x2 model (npz-compressed they are usually much smaller).
+DEFAULT_MAX_BYTES = 512 << 20
+#: What one stored file may inflate to: an 8192 x 8192 model output of 3 classes and its argmax, or a
+#: whole-slide run within the default bound.
+MAX_INFLATED = 1 << 30
+#: Each stored kind's arrays: (dtype, number of dimensions); "seams" is optional in a slide.
+_RESULT_ARRAYS: dict[str, tuple[Any, int]] = {"probabilities": (np.float32, 3), "argmax": (np.uint8, 2),
+                                              "meta": (np.uint8, 1)}
+_SLIDE_ARRAYS: dict[str, tuple[Any, int]] = {**_RESULT_ARRAYS, "covered": (np.uint8, 2), "seams": (np.float32, 2)}
+_Stored = TypeVar("_Stored")
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    image_id: str
+    result: InferenceResult
+
+
+@dataclass(frozen=True)
+class StoredSlide:
+    """A whole-slide run as stored: its stitched output and how it was made."""
+
+    image_id: str
+    stitched: Stitched
+    tiles: int
+    seconds: float
+    plan: TilePlan | None
+
+
+def _file_name(image_id: str) -> str:
+    """A safe, unique file name for an id (ids are folder or file names; keep them readable)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", image_id)[:60]
+    return f"{readable}-{hashlib.sha256(image_id.encode()).hexdigest()[:8]}.npz"
+
+
+class SessionStore:
+    """Results of one dataset folder on disk; see the module docstring."""
+
+    def __init__(self, dataset_root: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.folder = Path(dataset_root) / STORE_DIR_NAME
+        self.slides_folder = self.folder / SLIDES_DIR_NAME
+        self.max_bytes = max_bytes
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: list[Future[Path | None]] = []
+        self._errors: list[str] = []
+
+    def submit(self, image_id: str, result: InferenceResult) -> None:
+        """`save` in the store's thread (results are never changed after a run, so no copy is needed)."""
+        self._submit(self.save, image_id, result)
+
+    def submit_slide(self, evaluation: TiledEvaluation) -> None:
+        """`save_slide` in the store's thread (a stitched run is never changed after it finished)."""
+        self._submit(self.save_slide, evaluation)
+
+    def _submit(self, save: Callable[..., Path | None], *args: Any) -> None:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="segscope-session-store")
+        self._pending = [f for f in self._pending if not f.done()]
+        future = self._executor.submit(save, *args)
+        future.add_done_callback(self._collect)
+        self._pending.append(future)
+
+    def _collect(self, future: Future[Path | None]) -> None:
+        error = future.exception()
+        if error is not None:
+            self._errors.append(str(error))
+
+    def take_errors(self) -> list[str]:
+        """Messages of the writes that failed since the last call."""
+        errors, self._errors = self._errors, []
+        return errors
+
+    def flush(self) -> None:
+        """Wait for every submitted write."""
+        for future in self._pending:
+            future.exception()
+        self._pending = []
+
+    def save(self, image_id: str, result: InferenceResult) -> Path:
+        """Store the newest result of an image (replacing its older one), then keep within `max_bytes`."""
+        meta = {"id": image_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
+                "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
+                "roi_note": result.roi_note}
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, probabilities=result.probabilities, argmax=result.argmax,
+                            meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+        path = atomic_write_bytes(self.folder / _file_name(image_id), buffer.getvalue(), overwrite=True)
+        self._trim(keep=path)
+        return path
+
+    def keeps(self, nbytes: int) -> bool:
+        """Whether a whole-slide run whose arrays hold `nbytes` is stored (else it is kept for the session)."""
+        return nbytes <= self.max_bytes
+
+    def save_slide(self, evaluation: TiledEvaluation) -> Path | None:
+        """Store an image's newest whole-slide run (replacing its older one), then keep within `max_bytes`.
+        A run the store does not `keep` is not stored, and the image's older run is removed (None)."""
+        stitched, image_id = evaluation.stitched, evaluation.item.id
+        if not self.keeps(stitched.nbytes):
+            (self.slides_folder / _file_name(image_id)).unlink(missing_ok=True)
+            return None
+        meta = {"id": image_id, "region": list(stitched.region.as_tuple()), "scale": stitched.scale,
+                "slide_size": list(stitched.slide_size), "threshold": stitched.threshold, "tiles": evaluation.tiles,
+                "seconds": evaluation.seconds, "plan": asdict(evaluation.plan) if evaluation.plan is not None else {}}
+        arrays: dict[str, Any] = {"probabilities": stitched.probabilities, "argmax": stitched.argmax,
+                                  "covered": np.packbits(stitched.covered, axis=-1)}
+        if stitched.seams is not None:
+            arrays["seams"] = stitched.seams
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+        path = atomic_write_bytes(self.slides_folder / _file_name(image_id), buffer.getvalue(), overwrite=True)
+        self._trim(keep=path)
+        return path
+
+    def _trim(self, keep: Path) -> None:
+        files = sorted([*self.folder.glob("*.npz"), *self.slides_folder.glob("*.npz")],
+                       key=lambda p: p.lstat().st_mtime_ns, reverse=True)
+        total = 0
+        for path in files:
+            total += path.lstat().st_size
+            if total > self.max_bytes and path != keep:
+                path.unlink(missing_ok=True)
+
+    def load(self) -> tuple[list[StoredResult], list[str]]:
+        """Stored results, oldest first, and one line per entry that could not be read (it is skipped: a
+        stored result is only a cache of a run, so nothing in this folder may stop a dataset from opening).
+        Temporary files of writes a killed session left are removed."""
+        return _load(self.folder, read_stored, "stored result")
+
+    def load_slides(self) -> tuple[list[StoredSlide], list[str]]:
+        """Stored whole-slide runs, oldest first, and one line per entry that could not be read (skipped)."""
+        return _load(self.slides_folder, read_slide, "stored whole-slide run")
+
+
+def _load(folder: Path, read: Callable[[Path], _Stored], what: str) -> tuple[list[_Stored], list[str]]:
+    try:
+        entries = [(p, p.lstat().st_mtime_ns) for p in folder.iterdir() if p.name.endswith(".npz")]
+        leftovers = [p for p in folder.iterdir() if TEMP_NAME.match(p.name) and p.is_file()]
+    except OSError:
+        return [], []  # no store (or not a folder): nothing to restore
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    stored, problems = [], []
+    for path, _ in sorted(entries, key=lambda entry: entry[1]):
+        try:
+            stored.append(read(path))
+        except Exception as exc:  # noqa: BLE001 - any damage to a cache entry only skips it
+            detail = exc.problem if isinstance(exc, InputError) else exc if isinstance(exc, SegScopeError) \
+                else f"{type(exc).__name__}: {exc}"
+            problems.append(one_line(f"{path}: {what} not restored ({detail}); it is ignored"))
+    return stored, problems
+
+
+def _array(archive: zipfile.ZipFile, name: str, dtype: type, ndim: int) -> np.ndarray:
+    """One member of a stored result, its header checked before its data is inflated."""
+    with archive.open(f"{name}.npy") as member:
+        version = np.lib.format.read_magic(member)
+        header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, found = header(member)
+    if found != np.dtype(dtype) or len(shape) != ndim or fortran or 0 in shape:
+        raise SegScopeError(f"{name} is {found} {shape}, not a {ndim}-D {np.dtype(dtype)} array")
+    with archive.open(f"{name}.npy") as member:
+        return np.ascontiguousarray(np.lib.format.read_array(member, allow_pickle=False))
+
+
+def _read_arrays(path: Path, kinds: dict[str, tuple[Any, int]], required: int) -> dict[str, Any]:
+    """A stored file's arrays, read as untrusted: a regular file (no symlink) of at most `MAX_INFLATED`, a zip
+    holding the first `required` arrays of `kinds` (and maybe the others) inflating to at most `MAX_INFLATED`,
+    each array's type and shape checked before it is inflated; "meta" parsed as bounded JSON."""
+    data = read_bytes(path, "stored result", MAX_INFLATED, follow_symlinks=False)
+    names = [f"{name}.npy" for name in kinds]
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = {info.filename: info.file_size for info in archive.infolist()}
+        if not set(names[:required]) <= set(members) <= set(names):
+            raise SegScopeError(f"holds {sorted(members)}, not {names[:required]}")
+        if sum(members.values()) > MAX_INFLATED:
+            raise SegScopeError(f"inflates to {sum(members.values()):,} bytes, over the limit of {MAX_INFLATED:,}")
+        arrays: dict[str, Any] = {name: _array(archive, name, *kinds[name]) for name in kinds
+                                  if f"{name}.npy" in members}
+    arrays["meta"] = parse_json(bytes(arrays["meta"]).decode("utf-8"), path)
+    if not isinstance(arrays["meta"], dict):
+        raise SegScopeError("its metadata is not a JSON object")
+    _check_classes(arrays["probabilities"], arrays["argmax"])
+    return arrays
+
+
+def _check_classes(probabilities: np.ndarray, argmax: np.ndarray) -> None:
+    if probabilities.shape[:2] != argmax.shape:
+        raise SegScopeError(f"probabilities {probabilities.shape} and argmax {argmax.shape} differ in size")
+    if not (probabilities.min() >= 0.0 and probabilities.max() <= 1.0) or argmax.max() >= probabilities.shape[2]:
+        raise SegScopeError("its probabilities are not in [0, 1] (or NaN), or its argmax names a class it lacks")
+
+
+def read_stored(path: Path) -> StoredResult:
+    """One stored result (`_read_arrays`), every metadata field checked."""
+    arrays = _read_arrays(path, _RESULT_ARRAYS, required=3)
+    probabilities, argmax, meta = arrays["probabilities"], arrays["argmax"], arrays["meta"]
+    box, size, timings = Roi(*_field(meta, "roi", 4)), _field(meta, "image_size", 2), meta.get("timings")
+    if box.width <= 0 or box.height <= 0 or not box.fits(*size):
+        raise SegScopeError(f"its ROI {box} does not lie in its {size[0]}x{size[1]} image")
+    if not (isinstance(timings, dict) and all(type(v) in (int, float) for v in timings.values())
+            and isinstance(meta.get("id"), str) and isinstance(meta.get("backend", ""), str)):
+        raise SegScopeError("its metadata (id, timings, backend) is malformed")
+    threshold, roi_note = _threshold(meta), meta.get("roi_note", "")
+    if not isinstance(roi_note, str):
+        raise SegScopeError("its metadata field roi_note is not a string")
+    result = InferenceResult(probabilities, argmax, box, (size[0], size[1]),
+                             {str(k): float(v) for k, v in timings.items()}, meta.get("backend", ""),
+                             threshold, roi_note)
+    return StoredResult(meta["id"], result)
+
+
+def read_slide(path: Path) -> StoredSlide:
+    """One stored whole-slide run (`_read_arrays`), every metadata field checked."""
+    arrays = _read_arrays(path, _SLIDE_ARRAYS, required=4)
+    probabilities, meta, seams = arrays["probabilities"], arrays["meta"], arrays.get("seams")
+    height, width = probabilities.shape[:2]
+    if arrays["covered"].shape != (height, (width + 7) // 8) or (seams is not None and seams.shape != (height, width)):
+        raise SegScopeError("its coverage or seams do not have its probabilities' size")
+    covered = np.unpackbits(arrays["covered"], axis=-1, count=width).astype(bool)
+    region, slide_size = Roi(*_field(meta, "region", 4)), _field(meta, "slide_size", 2)
+    scale, tiles, seconds = meta.get("scale"), meta.get("tiles"), meta.get("seconds")
+    if not (type(scale) in (int, float) and scale > 0 and type(tiles) is int and tiles >= 0
+            and type(seconds) in (int, float) and isinstance(meta.get("id"), str)):
+        raise SegScopeError("its metadata (id, scale, tiles, seconds) is malformed")
+    if region.width <= 0 or region.height <= 0 or not region.fits(*slide_size):
+        raise SegScopeError(f"its region {region} does not lie in its {slide_size[0]}x{slide_size[1]} slide")
+    stitched = Stitched(region, float(scale), (slide_size[0], slide_size[1]), probabilities, arrays["argmax"], seams,
+                        covered, _threshold(meta))
+    return StoredSlide(meta["id"], stitched, tiles, float(seconds), _plan(meta.get("plan")))
+
+
+def _threshold(meta: dict[str, Any]) -> float | None:
+    threshold = meta.get("threshold")
+    if not (threshold is None or type(threshold) in (int, float)):
+        raise SegScopeError("its metadata field threshold is not a number")
+    return None if threshold is None else float(threshold)
+
+
+def _plan(plan: object) -> TilePlan | None:
+    """The stored tiling (an empty object: none), its fields those of `TilePlan`."""
+    if plan == {}:
+        return None
+    tile = plan.get("tile") if isinstance(plan, dict) else None
+    if not (isinstance(plan, dict) and isinstance(tile, list) and len(tile) == 2
+            and all(type(v) is int and v > 0 for v in tile)):
+        raise SegScopeError("its metadata field plan is not a tiling")
+    fields: dict[str, Any] = {**plan, "tile": (tile[0], tile[1])}
+    try:
+        return TilePlan(**fields)
+    except TypeError:  # a field TilePlan does not have
+        raise SegScopeError("its metadata field plan is not a tiling") from None
+
+
+def _field(meta: dict[str, object], key: str, count: int) -> list[int]:
+    """`count` non-negative integers from the metadata."""
+    value = meta.get(key)
+    if not (isinstance(value, list) and len(value) == count and all(type(v) is int and v >= 0 for v in value)):
+        raise SegScopeError(f"its metadata field {key} is not {count} non-negative integers")
+    return value

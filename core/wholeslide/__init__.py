@@ -1,0 +1,1 @@
+"""Whole slides in tiles: the grid and stitcher, tiled evaluation, its plan, metrics and export."""

@@ -1,0 +1,61 @@
+"""The plan of a viewer's whole-slide run, without Qt: tiles of the dataset's ROI size (the scale the model was
+trained at) overlapping by 1/8 and blended, at the model's own output scale or another one, and what the
+stitched canvases need at a scale against their memory bound (the viewer words the choice for the user)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..backends.base import Capabilities
+from ..roi import Roi
+from .evaluate import TilePlan
+from .tiling import DEFAULT_MAX_CANVAS_BYTES, canvas_bytes, fitting_scale, output_size, stitched_bytes, tile_grid
+
+#: Neighbouring tiles overlap by 1/8 of a tile: blended seams, and a seams map to check them.
+OVERLAP_SHARE = 8
+
+
+@dataclass(frozen=True)
+class SlideRun:
+    """A whole-slide run of a slide `size` with the open model: its region, tile, classes and the model's own
+    output scale (model input px per tile px)."""
+
+    size: tuple[int, int]
+    tile: tuple[int, int]
+    classes: int
+    own_scale: float
+    max_bytes: int = DEFAULT_MAX_CANVAS_BYTES
+
+    @classmethod
+    def of(cls, size: tuple[int, int], roi: Roi, capabilities: Capabilities) -> SlideRun:
+        """The run of a slide of `size` in tiles of the dataset's default `roi` size (clipped to the slide)."""
+        tile = min(roi.width, size[0]), min(roi.height, size[1])
+        return cls(size, tile, len(capabilities.class_names) or 2, capabilities.input_size[0] / tile[0])
+
+    @property
+    def region(self) -> Roi:
+        return Roi.whole(*self.size)
+
+    def needed(self, scale: float) -> int:
+        """Bytes the stitched canvases (with the seams map) take at output `scale`."""
+        return canvas_bytes(self.region, scale, self.classes, seams=True)
+
+    def stored_bytes(self, scale: float) -> int:
+        """Bytes its stitched result (with the seams map) holds at output `scale`, kept or stored after the run."""
+        return stitched_bytes(self.region, scale, self.classes, seams=True)
+
+    def fitting(self, scale: float) -> float:
+        """The largest output scale up to `scale` whose canvases fit the memory bound."""
+        return fitting_scale(self.region, scale, self.classes, True, self.max_bytes)
+
+    def output_size(self, scale: float) -> tuple[int, int]:
+        return output_size(self.region, scale)
+
+    def plan(self, scale: float) -> TilePlan:
+        """The tiling at output `scale` (the model's own is left to the backend, as `TilePlan` takes it)."""
+        return TilePlan(self.tile, overlap=min(self.tile) // OVERLAP_SHARE, seams=True,
+                        output_scale=None if scale == self.own_scale else scale)
+
+    def tiles(self, plan: TilePlan) -> int:
+        """How many tiles `plan` takes."""
+        return len(tile_grid(self.region, plan.tile, plan.overlap, self.size))
