@@ -5,8 +5,8 @@ alignment, tooltip, colour, width), and `RowTable` is the view they all use.
 Built for thousands of rows: a new list is one model reset (no widget item per cell), sections are sized once
 from a sample text (`Interactive`: the user may drag them; never `ResizeToContents`, which measures every row),
 and sorting reorders the model's own rows (a header click; `model.rows` is always the order on screen, so a
-row number means the same to the view and to its owner). Owners fill a table only while its dock is on screen
-(`window_layout.dock_seen`) and catch up when it is shown.
+row number means the same to the view and to its owner). Owners whose rows take work (Defects, Review) make
+them only while the dock is on screen (`window_layout.dock_seen`) and catch up when it is shown.
 """
 
 from __future__ import annotations
