@@ -4,8 +4,8 @@ starts a thread or an executor (tests/test_layout.py checks).
 
 A **job** is a plain function (`submit`) or a generator function (`stream`) taking no arguments; it needs no Qt,
 so core hands jobs out as they are (`ScoreJob.run`, `QualityJob.run`, `export_steps`, `restore_entries`).
-What it returns reaches `done(value)`, each item it yields `each(item)` (one per event-loop turn), then
-`finished()`; an exception reaches `failed(text, details)` (`describe_error`: a user's error in one line,
+What it returns reaches `done(value)`, each item it yields `each(item)` (each as a queued event of its own),
+then `finished()`; an exception reaches `failed(text, details)` (`describe_error`: a user's error in one line,
 anything else a bug with its traceback), or the runner's `failed(key, text, details)` signal when the job has
 no handler. Nothing ever raises in the GUI thread.
 
@@ -24,21 +24,20 @@ early (an inference batch) checks a `Flag` (a `threading.Event`, what core's loo
 
 **Shutdown** (the window closes): `shutdown()` takes no new jobs, drops the queued ones, waits for the running
 ones to end (a save is never cut off) and drops their answers. `Job.wait()` blocks until one job's work ended
-(no events: what closing paths need, e.g. the backend closed on its lane); `wait()` processes events until every
-answer is handed back (tests).
+(no events: what closing paths need, e.g. the backend closed on its lane); `pending` and `busy(key)` say what
+has not handed its answer back yet.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from functools import partial
 from typing import Any, Optional, TypeVar
 
-from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 
 from ..core.errors import describe
 from .option_labels import OPTION_LABELS
@@ -117,8 +116,8 @@ class Jobs(QObject):
 
     def stream(self, key: str | None, items: Callable[[], Iterator[T]], each: Callable[[T], object],
                finished: Callable[[], object] | None = None, failed: Failed = None, *, lane: str = SHARED) -> Job:
-        """Iterate `items()` on `lane`; `each(item)` in the GUI thread for every item, one per event-loop turn,
-        then `finished()`. Superseding or cancelling stops the iteration at its next item."""
+        """Iterate `items()` on `lane`; `each(item)` in the GUI thread for every item, each as an event of its
+        own, then `finished()`. Superseding or cancelling stops the iteration at its next item."""
         job = self._start(key, lane)
         if not job.finished:
             job.future = self._lane(lane).submit(self._iterate, job, items, each, finished, failed)
@@ -142,14 +141,6 @@ class Jobs(QObject):
     @property
     def pending(self) -> int:
         return len(self._live)
-
-    def wait(self, timeout_s: float = 60.0) -> bool:
-        """Process events until every job has handed back (tests); False on timeout."""
-        end = time.monotonic() + timeout_s
-        while self._live and time.monotonic() < end:
-            QCoreApplication.processEvents()
-            time.sleep(0.002)
-        return not self._live
 
     def shutdown(self) -> None:
         """No new jobs; the queued ones never start; wait until the running ones end; drop every answer."""
