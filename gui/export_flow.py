@@ -60,7 +60,9 @@ def export_steps(session: Session, capabilities: Capabilities | None,
             return [tiled_row(run) for run in runs], dict(summary.means())
     else:
         for item_id in ids:
-            result, source = session.result(item_id), source_for(dataset.item(item_id), capabilities)
+            answer = session.answer(item_id)  # what answers for it: its run, or its whole-slide run's part
+            result = answer.result if answer is not None else None
+            source = source_for(dataset.item(item_id), capabilities)
             missing = missing or ("" if result is not None else item_id)
             writers.append(partial(_write_result, result=result, source=source, kinds=kinds))
         table = session.metrics_table_job(ids)
@@ -116,7 +118,7 @@ class Exporter(QObject):
             self.note.emit(f"Exporting to {choices.folder}: {done} of {count(total, 'image')}…")
 
         def end(error: str = "", details: str = "") -> None:
-            self.running = False
+            self.running = session.exporting = False
             if error:
                 self.message.emit("error", f"Export: {error}", details)
             if written:
@@ -125,7 +127,7 @@ class Exporter(QObject):
             self.note.emit("Export finished" if not error else "Export failed")
             self.finished.emit(written)
 
-        self.running = True
+        self.running = session.exporting = True
         self.note.emit(f"Exporting to {choices.folder}…")
         self.jobs.stream("export", export_steps(session, capabilities, choices), step, end, end)
         return True

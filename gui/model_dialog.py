@@ -278,11 +278,11 @@ def build_card(window: Any, model: Path | None = None) -> None:
     """File > Build model card…: the dialog; the project it writes (or finds) opens."""
     dialog = ModelDialog(window, model)
     if dialog.exec() == QDialog.DialogCode.Accepted and dialog.pipeline is not None:
-        window.open_backend(dataclasses.replace(window.backend.choice, pipeline=dialog.pipeline))
+        window.backend.open(dataclasses.replace(window.backend.choice, pipeline=dialog.pipeline))
 
 
 def open_model_path(window: Any, path: Path) -> None:
-    """Open the model at `path` (`model_pipeline`) on the current backend kind (`window.open_backend` goes
+    """Open the model at `path` (`model_pipeline`) on the current backend kind (`BackendState.open` goes
     back to the open backend if it fails); a bare .onnx is offered a card; a problem goes to the messages."""
     try:
         pipeline = model_pipeline(path)
@@ -290,7 +290,7 @@ def open_model_path(window: Any, path: Path) -> None:
         window.messages.add("error", f"Open model: {exc}")
         return
     if pipeline is not None:
-        window.open_backend(dataclasses.replace(window.backend.choice, pipeline=pipeline))
+        window.backend.open(dataclasses.replace(window.backend.choice, pipeline=pipeline))
     elif QMessageBox.question(window, "No model card", f"{path.name} has no model card beside it. Build one now (the "
                               "graph is read and you answer what it cannot tell)?") == QMessageBox.StandardButton.Yes:
         build_card(window, path)

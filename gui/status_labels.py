@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QStatusBar
 from ..core.backends.base import Capabilities
 from ..core.evaluate import DatasetSummary
 from ..core.metrics import catalogue
+from ..core.session.session import Session
 from .compact import ElidedLabel
 
 #: The slide view's hover readout starts with this; it is cleared when the mouse leaves the slide.
@@ -32,7 +33,7 @@ def timings_text(timings: dict[str, float]) -> str:
 class StatusLabels:
     """The permanent labels of `bar` (right side) and the hover readout in its message area."""
 
-    def __init__(self, bar: QStatusBar) -> None:
+    def __init__(self, bar: QStatusBar, session: Session | None = None) -> None:
         self.bar = bar
         self.backend_label = ElidedLabel("backend: opening…")
         self.backend_label.setToolTip("The active backend and its device (Backend… to change)")
@@ -43,6 +44,9 @@ class StatusLabels:
         self.usage_label = ElidedLabel("")
         for label in (self.usage_label, self.timings_label, self.means_label, self.backend_label):
             bar.addPermanentWidget(label)
+        if session is not None:
+            session.events.result_added.connect(lambda added: self.last_run(added.item_id, added.record.timings))
+            session.events.dataset.connect(lambda _dataset, _old: self.clear_timings())
 
     def backend_opening(self, description: str) -> None:
         self.backend_label.setText(f"backend: opening {description}…")

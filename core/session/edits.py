@@ -12,13 +12,14 @@ the file), with the same version, so the numbers stay fresh. `discard_recovered`
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from ..dataset.dataset import Dataset, DatasetItem
+from ..dataset.dataset import Dataset, DatasetItem, backup_mask_path
 from ..editing.document import MaskDocument, mask_source
 from ..editing.files import Recovery, SaveMode, discard_recovery, find_recovery
 from ..errors import SegScopeError
@@ -146,7 +147,7 @@ class SessionEdits:
         document = self.document
         if document is None or document.editor is None:
             raise SegScopeError("no mask edits to save")
-        work, item_id = document.save_job(mode), document.item.id
+        work, item_id, source = document.save_job(mode), document.item.id, document.source
 
         def write() -> tuple[Path, np.ndarray]:
             if before is not None:
@@ -155,11 +156,13 @@ class SessionEdits:
 
         def done(answer: tuple[Path, np.ndarray]) -> None:
             document.saved(*answer)
-            self.events.message.emit(Message("info", f"Saved the mask of {item_id} to {answer[0]}"))
+            backup = backup_mask_path(source)
+            kept = f"; the original is kept as {backup.name}" if mode == "replace" and backup.exists() else ""
+            self.events.message.emit(Message("info", f"Saved the mask of {item_id} to {answer[0]}{kept}"))
 
-        def failed(error: BaseException) -> None:
+        def failed(text: str, details: str) -> None:
             document.save_failed()
-            self.events.message.emit(Message("error", f"Saving the mask of {item_id}: {error}"))
+            self.events.message.emit(Message("error", f"Saving the mask of {item_id}: {text}", details))
 
         return Job(f"save:{item_id}", write, done, failed)
 
@@ -187,7 +190,13 @@ class SessionEdits:
                 self._restore_into(document, recovery)
             taken.append(item_id)
         if taken:
-            self.events.edits_recovered.emit(EditsRecovered(tuple(taken), max(r.saved_at for _, r in recovered.found)))
+            saved_at = max(recovery.saved_at for item_id, recovery in recovered.found if item_id in taken)
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved_at))
+            self.events.message.emit(Message(
+                "warning", f"Unsaved mask edits of {', '.join(taken)} (auto-saved up to {when}) were kept after "
+                           "SegScope stopped: they are these images' unsaved edits again (their rows say unsaved, "
+                           "their numbers are of them); save or discard them"))
+            self.events.edits_recovered.emit(EditsRecovered(tuple(taken), saved_at))
         return taken
 
     def discard_recovered(self, item_ids: Iterator[str] | list[str] | tuple[str, ...]) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, Union
 
 from ..backends.base import Backend
+from ..errors import describe
 
 T = TypeVar("T")
 
@@ -24,14 +25,18 @@ def _nothing(*_args: object) -> None:
     return None
 
 
+#: (one line, details) of why a job failed (`core.errors.describe`: a user's error in one line, else a bug).
+Failure = Callable[[str, str], None]
+
+
 @dataclass
 class Job(Generic[T]):
-    """One answer: `done(work())`, or `failed(error)` when the work raised."""
+    """One answer: `done(work())`, or `failed(text, details)` when the work raised."""
 
     name: str  # what it is, for progress and to replace an older job of the same name
     work: Callable[[], T]
     done: Callable[[T], None]
-    failed: Callable[[BaseException], None] | None = None
+    failed: Failure | None = None
 
 
 @dataclass
@@ -56,7 +61,7 @@ class RunJob(Generic[T]):
     name: str
     item_ids: tuple[str, ...]
     total: int
-    work: Callable[[Backend, threading.Event, Progress], Iterator[T]]
+    work: Callable[[Backend | None, threading.Event, Progress], Iterator[T]]  # None: no backend is open
     each: Callable[[T], None]
     finished: Callable[[bool], None]
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -77,7 +82,8 @@ def run_here(job: AnyJob) -> None:
     except Exception as exc:
         if job.failed is None:
             raise
-        job.failed(exc)
+        described = describe(exc)
+        job.failed(described.line, described.details)
         return
     job.done(answer)
 

@@ -12,7 +12,7 @@ images and the tables and means built from them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from ..dataset.dataset import Dataset, DatasetItem
 from ..evaluate import DatasetSummary, evaluation_row, score
 from ..metrics.catalogue import Metric
 from ..metrics.scores import ImageMetrics
-from ..quality.spec import ImageQuality, MetricSpec
+from ..quality.spec import MetricSpec
 from ..result import InferenceResult
 from ..roi import Roi
 from .answers import Answer
@@ -139,15 +139,6 @@ class SessionScores:
         answer = self.answer(item_id)
         if answer is not None and answer.result is not None and not self.is_fresh(item_id):
             self.events.score_due.emit(ScoreDue(item_id))
-
-    def set_quality(self, item_id: str, basis: ImageMetrics, quality: ImageQuality) -> bool:
-        """Add QA metrics computed elsewhere against the metrics `basis` to the image's metrics and announce
-        them; False (dropped) when its metrics are no longer `basis` or are stale."""
-        known = self._scores.get(item_id)
-        if known is None or known[1] is not basis or not self.is_fresh(item_id):
-            return False
-        self._scored(item_id, known[0], replace(basis, quality=quality))
-        return True
 
     # ------------------------------------------------------------------------------------ over images
     def _scored_ids(self, item_ids: list[str] | None) -> list[str]:

@@ -24,7 +24,7 @@ each image's newest result and whole-slide run are kept on disk (`core.session.s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional, Union
 
@@ -33,59 +33,29 @@ import numpy as np
 from ..dataset.dataset import Dataset, DatasetItem
 from ..editing.document import MaskDocument
 from ..errors import SegScopeError
-from ..evaluate import ImageEvaluation
 from ..events import Evented
 from ..metrics import catalogue
 from ..metrics.catalogue import Metric
 from ..quality.spec import MetricSpec
 from ..roi import Roi
-from ..slides import SlideReader
-from ..stream.input import RegionSource, StreamInput
-from ..wholeslide.evaluate import TiledEvaluation, TilePlan
 from .answers import SessionResults
 from .backend_state import BackendState
+from .batches import SessionRuns, plural
 from .edits import Recovered, SessionEdits, recovered_edits
-from .events import (
-    CANCELLED,
-    FAILED,
-    NOT_RUN,
-    QUEUED,
-    UNREADABLE,
-    Message,
-    Outcome,
-    OutcomeChanged,
-    ResultAdded,
-    RoiChanged,
-    SessionEvents,
-    SlideRunAdded,
-)
-from .jobs import Job, Progress, RunJob, StreamJob
+from .events import UNREADABLE, Message, Outcome, ResultAdded, RoiChanged, SessionEvents, SlideRunAdded
+from .jobs import Job, StreamJob
 from .restore import Restored, restored_entries
 from .roi_undo import RoiUndo
-from .running import (
-    Batch,
-    Describe,
-    Evaluated,
-    Failed,
-    RunStep,
-    SlideEvaluated,
-    batch_steps,
-    describe_error,
-    slide_steps,
-)
-from .runs import RunHistory, RunRecord
-from .scoring import ScoreKey, SessionScores
+from .running import Describe, describe_error
+from .runs import RunHistory
+from .scoring import SessionScores
 from .store import SessionStore
 
 #: What the restore job of an open brings back, one at a time.
 Found = Union[Recovered, Restored]
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-class Session(SessionResults, SessionScores, SessionEdits):
+class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     """The state of one viewer window; see the module docstring."""
 
     dataset = Evented[Optional[Dataset]](None)
@@ -101,13 +71,13 @@ class Session(SessionResults, SessionScores, SessionEdits):
         SessionResults.__init__(self, history)
         SessionScores.__init__(self)
         SessionEdits.__init__(self)
+        SessionRuns.__init__(self)
         self.persist = persist
         self.store: SessionStore | None = None
         self.backend = backend  # the viewer's backend (None headless: no model is open)
         self.describe_as = describe_as  # how run errors are worded (the viewer names its controls)
         self.recovery_dir: Path | None = None
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
-        self._outcomes: dict[str, Outcome] = {}
         self.roi_moves = RoiUndo()
         if backend is not None:
             backend.events.opened.connect(lambda *_args: self._all_changed())  # another model: answers change
@@ -130,8 +100,12 @@ class Session(SessionResults, SessionScores, SessionEdits):
         self.document = None
         self.current = None
         self.dataset = dataset
-        if not new_folder:
+        kept = self.answered_ids(dataset)
+        if kept:
             self._all_changed()  # the truths were read again: the numbers are scored again
+        self.events.message.emit(Message("info", f"Opened {dataset.root}: {plural(len(dataset), 'image')}, "
+                                                 f"{sum(item.has_mask for item in dataset.items)} with masks"
+                                                 + (f"; {plural(len(kept), 'earlier run')} kept" if kept else "")))
         return self._restore_job(dataset, new_folder)
 
     def _restore_job(self, dataset: Dataset, stored: bool) -> StreamJob[Found]:
@@ -154,7 +128,7 @@ class Session(SessionResults, SessionScores, SessionEdits):
 
         def finished() -> None:
             if restored and self.dataset is dataset:
-                self.events.message.emit(Message("info", f"Restored {_plural(len(restored), 'earlier run')} of "
+                self.events.message.emit(Message("info", f"Restored {plural(len(restored), 'earlier run')} of "
                                                          f"{dataset.root}"))
         return StreamJob("restore", work, each, finished)
 
@@ -308,132 +282,6 @@ class Session(SessionResults, SessionScores, SessionEdits):
         if move is not None:
             self.set_roi(move[2], move[0], undoable=False)
         return move[0] if move is not None else None
-
-    # ------------------------------------------------------------------------------------------ running
-    def outcome(self, item_id: str) -> Outcome | None:
-        """What the last run asked of the image did while it gave no result (queued, failed, ...)."""
-        return self._outcomes.get(item_id)
-
-    def _set_outcome(self, item_id: str, outcome: Outcome | None) -> None:
-        if self._outcomes.get(item_id) != outcome:
-            if outcome is None:
-                self._outcomes.pop(item_id, None)
-            else:
-                self._outcomes[item_id] = outcome
-            self.events.outcome_changed.emit(OutcomeChanged(item_id, outcome))
-            self._item_changed(item_id)
-
-    def run_plan(self, item_ids: list[str]) -> dict[str, Roi]:
-        """The ROIs a run uses, taken now (the run works on this snapshot, whatever the user drags later): the
-        ROI picked for each image, or the default rule for the sizes seen. Images never shown are left to the
-        run (their size needs their file, read there; an unreadable one is that image's error)."""
-        dataset = self._dataset()
-        items = {item.id: item for item in dataset.items}
-        plan = {}
-        for item_id in item_ids:
-            size = self._sizes.get(item_id)
-            roi = dataset.stored_roi(items[item_id]) or (dataset.default_roi_for(size) if size else None)
-            if roi is not None:
-                plan[item_id] = roi
-        return plan
-
-    def held_masks(self) -> dict[str, np.ndarray]:
-        """Ground truth in memory exactly as its file holds it (the open image's mask as loaded or last saved),
-        by image id: a run scores on it instead of decoding the file again."""
-        document = self.document
-        if document is None or document.disk_mask is None:
-            return {}
-        return {document.item.id: document.disk_mask}
-
-    def scored_on(self, item_id: str) -> int | None:
-        """The truth version a score made now from the image's mask file is of (None: the image has unsaved
-        edits, so such a score is of no version)."""
-        truth = self.truth(item_id)
-        return None if truth.edits else truth.version
-
-    def _run_key(self, record: RunRecord, scored_on: int | None, quality: MetricSpec) -> ScoreKey:
-        return ScoreKey(("run", record.id), -1 if scored_on is None else scored_on, quality)
-
-    def run(self, item_ids: list[str], sources: Mapping[str, RegionSource] | None = None,
-            stream: StreamInput | None = None) -> RunJob[RunStep]:
-        """Run these images on a snapshot of their ROIs (`run_plan`): their rows are queued now; the job, on the
-        thread that owns the open backend, evaluates them (`sources` read some from the open slide, `stream`:
-        the stream's ROI rule, `core.evaluate.evaluate_dataset`)."""
-        dataset = self._dataset()
-        batch = Batch(dataset, tuple(dataset.item(i) for i in item_ids), self.run_plan(item_ids), dict(sources or {}),
-                      self.held_masks(), stream, self.quality)
-        scored_on = {item_id: self.scored_on(item_id) for item_id in item_ids}
-        for item_id in item_ids:
-            self._set_outcome(item_id, Outcome(QUEUED))
-        describe_as = self.describe_as
-
-        def work(backend, cancel, progress: Progress) -> Iterator[RunStep]:  # type: ignore[no-untyped-def]
-            return batch_steps(batch, backend, cancel, progress, describe_as)
-
-        def each(step: RunStep) -> None:
-            if isinstance(step, Evaluated):
-                self.add_evaluation(step.evaluation, scored_on.get(step.evaluation.item.id), batch.quality)
-            elif isinstance(step, Failed):
-                self._set_outcome(step.item_id, Outcome(FAILED, step.text, step.details))
-        return RunJob("run", tuple(item_ids), len(item_ids), work, each, lambda cancelled: self._ended(item_ids,
-                                                                                                     cancelled))
-
-    def _ended(self, item_ids: list[str] | tuple[str, ...], cancelled: bool) -> None:
-        """A run ended: images still queued were never run."""
-        for item_id in item_ids:
-            outcome = self._outcomes.get(item_id)
-            if outcome is not None and outcome.kind == QUEUED:
-                self._set_outcome(item_id, Outcome(CANCELLED if cancelled else NOT_RUN))
-
-    def run_whole_slide(self, reader: SlideReader, plan: TilePlan, tiles: int, item_id: str | None = None
-                        ) -> RunJob[RunStep]:
-        """Run an image's whole slide (the current one by default) in tiles from its open `reader`; `tiles` of
-        them make the progress."""
-        dataset = self._dataset()
-        item = dataset.item(item_id or (self.current.id if self.current is not None else ""))
-        self._set_outcome(item.id, Outcome(QUEUED))
-        describe_as = self.describe_as
-
-        def work(backend, cancel, progress: Progress) -> Iterator[RunStep]:  # type: ignore[no-untyped-def]
-            return slide_steps(dataset, item, reader, plan, backend, cancel, progress, describe_as)
-
-        def each(step: RunStep) -> None:
-            if isinstance(step, SlideEvaluated):
-                self.add_slide_run(step.run)
-            elif isinstance(step, Failed):
-                self._set_outcome(step.item_id, Outcome(FAILED, step.text, step.details))
-        return RunJob("whole slide", (item.id,), tiles, work, each, lambda cancelled: self._ended((item.id,),
-                                                                                                  cancelled))
-
-    def add_evaluation(self, evaluation: ImageEvaluation, scored_on: int | None = None,
-                       quality: MetricSpec | None = None) -> RunRecord:
-        """Store a finished run; its metrics were scored on the mask file of truth version `scored_on` with the
-        QA metrics `quality` (re-scored when either is no longer the image's)."""
-        item_id = evaluation.item.id
-        record = self._keep_run(item_id, evaluation.result)
-        if self.store is not None:
-            self.store.submit(item_id, evaluation.result)
-            self._report_store_errors()
-        self._outcomes.pop(item_id, None)
-        self.events.result_added.emit(ResultAdded(item_id, record))
-        self._scored(item_id, self._run_key(record, scored_on, quality or MetricSpec()), evaluation.metrics)
-        return record
-
-    def add_slide_run(self, evaluation: TiledEvaluation) -> None:
-        """Keep a finished whole-slide run (replacing the image's one before; kept on disk too)."""
-        item_id = evaluation.item.id
-        self._keep_slide_run(evaluation)
-        if self.store is not None:
-            self.store.submit_slide(evaluation)
-            self._report_store_errors()
-        self._outcomes.pop(item_id, None)
-        self.events.slide_run_added.emit(SlideRunAdded(item_id, evaluation))
-        self._item_changed(item_id)
-
-    def _report_store_errors(self) -> None:
-        if self.store is not None:
-            for error in self.store.take_errors():  # of earlier writes: reported here, in the caller's thread
-                self.events.message.emit(Message("warning", f"{error}: results are kept for this session only"))
 
     @property
     def result_ids(self) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..dataset.dataset import CORRECTED_SUFFIX
 from ..editing.files import Recovery
 
 NO_MASK = "no mask"
@@ -32,6 +33,15 @@ class Truth:
         """What the row shows: "mask.png", "mask_corrected.png + unsaved edits", "no mask"."""
         name = self.path.name if self.path is not None else NO_MASK
         return f"{name} + {UNSAVED}" if self.edits and self.path is not None else (UNSAVED if self.edits else name)
+
+    @property
+    def kind(self) -> str:
+        """In a word: "original", "corrected" (a saved correction), "edited" (with unsaved edits) or "none"."""
+        if self.edits:
+            return "edited"
+        if self.path is None:
+            return "none"
+        return "corrected" if self.path.stem.endswith(CORRECTED_SUFFIX) else "original"
 
     @property
     def exists(self) -> bool:

@@ -39,6 +39,7 @@ class ItemView:
     fresh: bool  # the numbers are those of `answer` against the truth now
     note: str  # why the numbers do not answer for the image ("" when they do)
     truth: str  # what it is scored against: "mask.png", "mask_corrected.png + unsaved edits", "no mask"
+    truth_kind: str  # the same in a word: "original", "corrected", "edited", "none" (`Truth.kind`)
     error: str = ""
     answer: Answer | None = None
 
@@ -62,7 +63,7 @@ def item_view(session: Session, item_id: str) -> ItemView:
         note = DROPPED
     return ItemView(item_id, status + (UNSAVED_MARK if truth.edits else ""),
                     session.known_metrics(item_id) if answer is not None else None, fresh, note, truth.label,
-                    outcome.text if outcome is not None else "", answer)
+                    truth.kind, outcome.text if outcome is not None else "", answer)
 
 
 def headline(session: Session) -> ItemView | None:

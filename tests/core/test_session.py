@@ -226,7 +226,7 @@ def test_reopening_after_a_restart_restores_the_runs_rescored(tmp_path, write_pn
     restoring = again.open_dataset(Dataset.open(root))  # another folder than before: its runs can be restored
     assert again.result("a") is None  # nothing read yet (a window reads on a worker)
     run_here(restoring)
-    assert [m.text for m in messages] == [f"Restored 1 earlier run of {root}"]
+    assert [m.text for m in messages] == [f"Opened {root}: 2 images, 2 with masks", f"Restored 1 earlier run of {root}"]
     restored = again.result("a")
     assert restored is not None and restored.roi == Roi(0, 0, W, H)
     np.testing.assert_array_equal(restored.probabilities, _result().probabilities)
@@ -324,7 +324,7 @@ def test_whole_slide_runs_are_kept_on_disk_and_restored_rescored(tmp_path, write
     again.events.slide_run_added.connect(lambda added: heard.append(added.restored))
     again.events.message.connect(messages.append)
     run_here(again.open_dataset(Dataset.open(root)))
-    assert heard == [True] and [m.level for m in messages] == ["info"]  # (restored: nothing went wrong)
+    assert heard == [True] and [m.level for m in messages] == ["info", "info"]  # opened, restored: nothing wrong
     run = again.slide_run_of("a")
     assert (run.tiles, run.seconds, run.plan) == (6, 2.5, plan)
     for name in ("probabilities", "argmax", "seams", "covered"):
@@ -340,42 +340,43 @@ def test_a_run_plan_needs_no_file_of_an_image_never_shown(tmp_path, write_png):
     assert plan == {"a": session.roi_for("a")}  # "b": left to the run, which reads its size (or fails on it)
 
 
-def test_qa_metrics_computed_elsewhere_join_only_the_metrics_they_were_computed_on(tmp_path, write_png):
-    from segscope.core.quality.scoring import image_quality
+def test_the_qa_metrics_asked_for_join_every_score_and_one_taken_before_a_change_is_dropped(tmp_path, write_png):
     from segscope.core.quality.spec import MetricSpec
 
     session = _loaded(tmp_path, write_png)
     _run(session)
     basis = session.metrics("a")
-    result = session.result("a")
-    quality = image_quality(MetricSpec.parse("hd95"), result, session.dataset.load_mask(session.current))
+    assert basis.quality is None
     announced = []
     session.events.scored.connect(lambda scored: announced.append(scored.metrics))
-    assert session.set_quality("a", basis, quality)
-    assert session.metrics("a").quality is quality and session.metrics("a").soft_dice == basis.soft_dice
-    assert announced[-1].quality is quality and quality.values["hd95"] == 0.0  # the prediction is the truth
-    _paint_extra(session)  # an edit since: the metrics are re-scored without them, and late ones are dropped
-    assert not session.set_quality("a", basis, quality)
+    session.set_quality_spec(MetricSpec.parse("hd95"))
+    assert not session.is_fresh("a")  # scored without them: stale
+    quality = session.metrics("a").quality  # scored again, with them
+    assert quality.values["hd95"] == 0.0 and announced[-1].quality is quality  # the prediction is the truth
+    assert session.metrics("a").soft_dice == basis.soft_dice
+    _paint_extra(session)
+    late = session.score_job("a")  # taken before the QA metrics change again: its answer is dropped
+    session.set_quality_spec(MetricSpec())
+    assert not session.adopt_score(late, late.run())
     assert session.metrics("a").quality is None and session.metrics("a").soft_dice != basis.soft_dice
 
 
-def test_a_quality_job_scores_the_mask_on_screen_and_extends_only_fresh_metrics(tmp_path, write_png):
+def test_the_qa_metrics_asked_for_are_scored_on_the_mask_on_screen(tmp_path, write_png):
     from segscope.core.quality.spec import MetricSpec
 
     spec = MetricSpec.parse("defect_f1")
     session = _loaded(tmp_path, write_png)
     _run(session)
     _paint_extra(session)  # a second true defect, bottom right, that the prediction misses
-    assert session.quality_job("a", spec) is None  # stale metrics: re-scored first, nothing to extend yet
-    session.refresh_metrics("a")
-    job = session.quality_job("a", spec)
-    assert job is not None and job.basis is session.known_metrics("a")
-    quality = job.run()  # (a window runs it on a worker)
+    session.set_quality_spec(spec)  # every image is scored again with them
+    job = session.score_job("a")
+    assert job is not None and job.quality == spec
+    quality = job.run().quality  # (a window runs it on a worker)
     # truth: the 2x2 block found (TP) and the painted 2x2 block missed (FN); F1 = 2*1 / (2*1 + 0 + 1)
     assert (quality.values["defect_tp"], quality.values["defect_fp"], quality.values["defect_fn"]) == (1, 0, 1)
     assert quality.values["defect_f1"] == pytest.approx(2 / 3)
-    assert session.set_quality("a", job.basis, quality) and session.metrics("a").quality is quality
-    assert session.quality_job("b", spec) is None  # never run: no metrics to extend
+    assert session.metrics("a").quality.values == quality.values
+    assert session.score_job("b") is None  # never run: nothing to score
 
 
 def test_a_whole_slide_run_over_the_stores_bound_is_kept_for_the_session_and_drops_the_older_stored_one(
@@ -385,7 +386,7 @@ def test_a_whole_slide_run_over_the_stores_bound_is_kept_for_the_session_and_dro
 
     session = _loaded(tmp_path, write_png)
     failures = []
-    session.events.message.connect(failures.append)
+    session.events.message.connect(lambda message: message.level != "info" and failures.append(message))
 
     def run(scale: float) -> TiledEvaluation:
         out_w, out_h = round(W * scale), round(H * scale)

@@ -75,7 +75,7 @@ def file_action(window, text: str):
 def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbot, window, tmp_path, monkeypatch):
     model = byo.Net(size=40).save(tmp_path / "crack.onnx")
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_current()  # a result of the first model, to see what a switch does to it
+        assert window.commands.run_current()  # a result of the first model, to see what a switch does to it
     qtbot.waitUntil(lambda: window.panels.result is not None)
     asked = []
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or
@@ -102,7 +102,7 @@ def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbo
     results = []  # a run of the 1-channel model: two classes [1 - p, p] and its mask, shown like any other
     window.controller.evaluated.connect(results.append)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_current()
+        assert window.commands.run_current()
     result = results[0].result
     assert result.probabilities.shape == (40, 40, 2) and result.argmax.shape == (40, 40)
     np.testing.assert_allclose(result.probabilities.sum(-1), 1.0, atol=1e-6)
