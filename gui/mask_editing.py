@@ -76,6 +76,7 @@ class MaskEditing(QObject):
         session.events.document.connect(self._on_document)
         session.events.mask_changed.connect(self._on_mask_changed)
         session.events.edits_recovered.connect(self._on_recovered)
+        session.events.item_changed.connect(lambda _changed: self._sync_state())  # what the panels show changed
         if session.backend is not None:
             session.backend.events.opened.connect(self._on_backend_opened)
         self.actions.set_tool("pan")

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QStatusBar
 from ..core.backends.base import Capabilities
 from ..core.evaluate import DatasetSummary
 from ..core.metrics import catalogue
+from ..core.session.events import ResultAdded
 from ..core.session.session import Session
 from .compact import ElidedLabel
 
@@ -45,7 +46,7 @@ class StatusLabels:
         for label in (self.usage_label, self.timings_label, self.means_label, self.backend_label):
             bar.addPermanentWidget(label)
         if session is not None:
-            session.events.result_added.connect(lambda added: self.last_run(added.item_id, added.record.timings))
+            session.events.result_added.connect(self._on_result_added)
             session.events.dataset.connect(lambda _dataset, _old: self.clear_timings())
 
     def backend_opening(self, description: str) -> None:
@@ -63,6 +64,10 @@ class StatusLabels:
     def backend_ready(self, capabilities: Capabilities) -> None:
         self.backend_label.setText(f"{capabilities.name} · {capabilities.device}")
         self.backend_label.setToolTip("\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
+
+    def _on_result_added(self, added: ResultAdded) -> None:
+        if not added.restored:  # (an earlier session's run is no run of this one)
+            self.last_run(added.item_id, added.record.timings)
 
     def last_run(self, item_id: str, timings: dict[str, float]) -> None:
         self.timings_label.setText(f"last run {sum(timings.values()) * 1000:.0f} ms")

@@ -15,6 +15,8 @@ from segscope.core.editing.files import find_recovery
 from segscope.core.files.fileio import read_mask
 from segscope.core.roi import Roi
 
+from .test_session_views import run_current, select
+
 pytestmark = pytest.mark.gui
 
 Button = QMessageBox.StandardButton
@@ -79,17 +81,6 @@ def assert_views_agree(win, item_id: str, expected: float) -> None:
     numbers = shown(win, item_id)
     assert numbers == pytest.approx({"row": expected, "headline": round(expected, 4), "dock": round(expected, 4)},
                                     abs=6e-5), numbers
-
-
-def run_current(qtbot, win) -> None:
-    with qtbot.waitSignal(win.controller.batchFinished, timeout=60000):
-        assert win.commands.run_current()
-    qtbot.waitUntil(lambda: win.panels.result is not None)
-
-
-def select(qtbot, win, item_id: str) -> None:
-    win.dataset_panel.select_item(item_id)
-    qtbot.waitUntil(lambda: win.slide_ready() and win.current.id == item_id, timeout=30000)
 
 
 @pytest.fixture
