@@ -177,12 +177,15 @@ class MainActions:
         self.dice_label.setToolTip(note or DICE_TIP)
 
     # -------------------------------------------------------------------------------------------- menus
-    def build_menus(self, recent_menu: QMenu, docks: Iterable[QDockWidget]) -> None:
-        """File, Run, View (with a toggle per dock in `docks`) and Help; other menus go between."""
+    def build_menus(self, recent_menu: QMenu, docks: Iterable[QDockWidget],
+                    report: Callable[[str, str], object]) -> None:
+        """File, Run, View (with a toggle per dock in `docks`) and Help; other menus go between. `report(level,
+        text)` takes what opening a model has to say."""
         menu = self.window.menuBar()
         file_menu = menu.addMenu("&File")
         file_menu.addAction(self.open_action)
-        add_open_model_action(self.window, file_menu)
+        if self.session.backend is not None:
+            add_open_model_action(self.window, file_menu, self.session.backend, report)
         file_menu.addMenu(recent_menu)
         add_entries(file_menu, (self.export_action, None, self.quit_action))
         run_menu = menu.addMenu("&Run")

@@ -101,7 +101,8 @@ class MainWindow(QMainWindow):
                                         (self.dock_layout.reset, lambda: toggle_dock(self.messages_dock)))
         self.main_actions.build_toolbar()
         self.main_actions.build_menus(self.dataset_panel.recent_menu, (self.dataset_dock, self.metrics_dock,
-                                                                        self.results_dock, self.messages_dock))
+                                                                        self.results_dock, self.messages_dock),
+                                      self.messages.add)
         self.status_labels = StatusLabels(self.statusBar(), session)
         self.rows = RowStatus(session, self.dataset_panel)
         self.metrics_display = MetricsDisplay(session, self.metrics_panel, self.main_actions, self.status_labels,

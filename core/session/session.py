@@ -104,7 +104,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         if kept:
             self._all_changed()  # the truths were read again: the numbers are scored again
         self.events.message.emit(Message("info", f"Opened {dataset.root}: {plural(len(dataset), 'image')}, "
-                                                 f"{sum(item.has_mask for item in dataset.items)} with masks"
+                                                 f"{sum(self.truth(item.id).exists for item in dataset.items)} "
+                                                 "with masks"
                                                  + (f"; {plural(len(kept), 'earlier run')} kept" if kept else "")))
         return self._restore_job(dataset, new_folder)
 

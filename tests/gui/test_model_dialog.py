@@ -88,7 +88,8 @@ def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbo
         return dialog.result()
 
     monkeypatch.setattr(ModelDialog, "exec", accept_with_a_project)
-    open_model_path(window, model)  # File > Open model… on a bare .onnx: a card is offered, built on Yes
+    # File > Open model… on a bare .onnx: a card is offered, built on Yes
+    open_model_path(window, window.backend, window.messages.add, model)
     assert len(asked) == 1 and "no model card" in asked[0]
     qtbot.waitUntil(lambda: window.capabilities is not None, timeout=20000)
     assert window.backend.choice.pipeline == tmp_path / "proj" / "pipelines" / "crack.pipeline"
@@ -118,7 +119,7 @@ def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbo
     asked.clear()  # the project exists now: Open model… on its card, its folder or the .onnx opens it
     for path in (tmp_path / "proj" / "models" / "crack.json", tmp_path / "proj"):
         with qtbot.waitSignal(window.controller.backendOpened, timeout=20000):
-            open_model_path(window, path)
+            open_model_path(window, window.backend, window.messages.add, path)
         assert window.backend.choice.pipeline == tmp_path / "proj" / "pipelines" / "crack.pipeline"
     assert asked == []
 
@@ -131,7 +132,8 @@ def test_a_card_outside_a_project_opens_and_a_bad_one_goes_back_to_the_open_back
                    "aipp_unet_simple_opencv.cfg"):
         (loose / source.name).write_bytes(source.read_bytes())
     with qtbot.waitSignal(window.controller.backendOpened, timeout=20000):
-        open_model_path(window, loose / "unet_hw960_bs1.json")  # no pipeline names it: the card runs as it is
+        # no pipeline names it: the card runs as it is
+        open_model_path(window, window.backend, window.messages.add, loose / "unet_hw960_bs1.json")
     made = window.backend.choice.pipeline
     assert made == loose / "unet_hw960_bs1.json"
     assert window.capabilities.details["card"] == str(loose / "unet_hw960_bs1.json")
@@ -140,13 +142,13 @@ def test_a_card_outside_a_project_opens_and_a_bad_one_goes_back_to_the_open_back
     bad.mkdir()
     (bad / "broken.json").write_text('{"input": {"name": "x"}}')  # neither a card nor a pipeline
     with qtbot.waitSignal(window.controller.backendOpened, timeout=30000):  # the previous one, reopened
-        open_model_path(window, bad / "broken.json")
+        open_model_path(window, window.backend, window.messages.add, bad / "broken.json")
     assert "broken.json" in window.messages.errors()[-1].text and window.backend.choice.pipeline == made
     for name in ("unet_hw960_bs1.json", "aipp_unet_simple_opencv.cfg"):  # a card whose model is broken
         (bad / name).write_bytes((loose / name).read_bytes())
     (bad / "tiny.onnx").write_bytes(b"not onnx")
     with qtbot.waitSignal(window.controller.backendOpened, timeout=30000):  # the previous one, reopened
-        open_model_path(window, bad / "unet_hw960_bs1.json")
+        open_model_path(window, window.backend, window.messages.add, bad / "unet_hw960_bs1.json")
     assert window.backend.choice.pipeline == made and window.capabilities is not None
     error = window.messages.errors()[-1].text
     assert error.startswith("Could not open embedded") and "tiny.onnx" in error and "back to embedded" in error
