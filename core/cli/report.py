@@ -12,6 +12,7 @@ from typing import TextIO
 
 from ..backends.base import Backend
 from ..dataset.dataset import Dataset
+from ..dataset.truth_check import prepare_truths
 from ..errors import SegScopeError
 from ..evaluate import evaluate_dataset
 from ..export.files import refuse_existing
@@ -25,7 +26,7 @@ from ..report.html import metric_title, render
 from ..roi import Roi
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
-from .options import add_backend_options, open_eval_backend, refuse_remote_only_options
+from .options import add_backend_options, add_truth_option, open_dataset, open_eval_backend, refuse_remote_only_options
 from .output import Progress
 
 
@@ -45,6 +46,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, required=True, metavar="REPORT.html", help="the HTML file to write")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     parser.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: as eval)")
+    add_truth_option(parser)
     add_metric_options(parser, default="all")
     parser.add_argument("--rank", default=catalogue.DEFAULT_RANKING, metavar="METRIC",
                         help="the metric the worst images are picked by: any of the catalogue's (soft_dice, "
@@ -98,10 +100,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     spec = metric_spec(args)
     rank = _check(args, spec)
     roi = Roi.parse(args.roi) if args.roi is not None else None
-    dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
+    dataset = open_dataset(args)
     progress = Progress(len(dataset))
     with open_eval_backend(args) as backend, ReportData(dataset, spec, backend.capabilities.class_names, rank,
                                                 args.worst) as data:
+        prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
         stream = StreamInput.of(chosen_source(args))  # the ROI each image's stream gets, as eval's
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, stream=stream, quality=spec), 1):
             data.add(evaluation)

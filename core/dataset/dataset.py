@@ -27,7 +27,7 @@ from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json, re
 from ..roi import ORIGINAL_DEFAULT_ROI, Roi
 from ..slides import slide_size
 from ..slides.masks import MaskReader
-from .masks import convention_issue
+from .masks import MaskRule, histogram
 from .truth import AUTO, CORRECTED_SUFFIX, MASK_SUFFIX, Truth, check_choice, default_mask_path, truth_for
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,9 @@ class Dataset:
         self.items = items
         self.max_pixels = max_pixels
         self.truth_choice = check_choice(truth)  # which truth file each image is scored against (truth.py)
+        #: How the model that scores the dataset reads its masks (set once it is known: a card's truth_values);
+        #: None: masks are read as stored, and scorers hold them to the conventions (`masks.mask_to_labels`).
+        self.mask_rule: MaskRule | None = None
         self.sidecar_path = root / SIDECAR_NAME
         self._warned: set[str] = set()  # the mask issues already reported for this dataset
         sidecar = self._read_sidecar()
@@ -200,29 +203,24 @@ class Dataset:
         return truth_for(item, self.truth_choice)
 
     def load_mask(self, item: DatasetItem) -> np.ndarray | None:
-        """The item's ground truth (`truth`), or None. What in the file does not follow the mask conventions
-        (`core.dataset.masks`) is logged once per dataset."""
+        """The item's ground truth (`truth`), or None; with a `mask_rule`, checked and in SegScope's convention."""
         truth = self.truth(item)
         if truth is None:
             return None
-        path = truth.path
-        notes: list[str] = []
-        mask = read_mask(path, self.max_pixels, notes)
-        for note in notes:
-            self.warn_once(path, note)
-        return mask
+        mask = read_mask(truth.path, self.max_pixels)
+        return mask if self.mask_rule is None else self.mask_rule.canonical(mask, str(truth.path))
 
     def open_mask(self, item: DatasetItem) -> MaskReader | None:
         """The item's ground truth (`truth`) opened for region reads (a tiled TIFF mask is never decoded whole), or
         None."""
         truth = self.truth(item)
-        return None if truth is None else MaskReader(truth.path, self.max_pixels)
+        return None if truth is None else MaskReader(truth.path, self.max_pixels, self.mask_rule)
 
     def check_mask(self, item: DatasetItem, mask: np.ndarray, num_classes: int) -> None:
-        """Log (once per dataset) how a mask that does not follow the conventions for the model is read."""
-        issue = convention_issue(mask, num_classes)
-        if issue is not None:
-            self.warn_once(item.truth_path or item.image_path, issue)
+        """Refuse (one line naming the truth file and its values) mask values, as read by this dataset, that are no
+        convention for a `num_classes` model (`core.dataset.masks`)."""
+        truth = self.truth(item)
+        MaskRule(num_classes).check(histogram(mask), str(truth.path if truth else item.image_path))
 
     def warn_once(self, path: Path, note: str) -> None:
         """Log `note` about `path` once per dataset for its kind (the text before any parenthesis)."""

@@ -85,6 +85,14 @@ class Truth:
         return f"{self.kind} {self.file_name(root)} (sha256 {self.sha256()[:12]})"
 
 
+def truth_fields(truth: Truth | None, root: Path | None = None) -> dict[str, str]:
+    """A metric row's `truth`, `truth_file` and `truth_sha256` (nothing for an image without a truth)."""
+    if truth is None:
+        return {}
+    described = truth.describe(root)
+    return {"truth": described["kind"], "truth_file": described["file"], "truth_sha256": described["sha256"]}
+
+
 def check_choice(choice: str) -> str:
     """`choice` if it is one of `CHOICES`, else a one-line error."""
     if choice not in CHOICES:

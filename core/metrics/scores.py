@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from ..dataset.masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, histogram, mask_to_labels
+from ..dataset.masks import BINARY_FOREGROUND, BINARY_THRESHOLD, histogram, mask_to_labels
 from ..errors import SegScopeError
 from ..result import InferenceResult, decide, decision_map
 
@@ -50,15 +50,16 @@ def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
 
 
 def labels_at_model_scale(mask: np.ndarray, height: int, width: int, classes: int) -> np.ndarray:
-    """The true classes at the model's resolution, as `main.py` made them: the ROI crop of the mask resized
-    (linear for binary masks, then `/255 > 0.5`; nearest for class indices)."""
-    resized = mask
-    if mask.shape != (height, width):
-        interpolation = cv2.INTER_LINEAR if classes == 2 else cv2.INTER_NEAREST
-        resized = cv2.resize(mask, (width, height), interpolation=interpolation)
-    if classes == 2:  # decide 0/255 vs 0/1 on the mask as stored, not on its resized copy (x / s > 0.5)
-        return (resized > 0.5 * binary_scale(mask)).astype(np.uint8)
-    return mask_to_labels(resized, classes)
+    """The true classes at the model's resolution, as `main.py` made them from its 0/255 masks: the ROI crop of the
+    mask resized — for a binary model, its foreground as 0/255 resized bilinearly, then `/255 > 0.5` (a 0/1 mask
+    exactly as its 0/255 twin); class indices nearest. Soft Dice, ECE and Brier all read the truth this way."""
+    labels = mask_to_labels(mask, classes)
+    if labels.shape == (height, width):
+        return labels
+    if classes == 2:
+        resized = cv2.resize(labels * np.uint8(BINARY_FOREGROUND), (width, height), interpolation=cv2.INTER_LINEAR)
+        return (resized > BINARY_THRESHOLD).view(np.uint8)
+    return cv2.resize(labels, (width, height), interpolation=cv2.INTER_NEAREST)
 
 
 def mask_piece_labels(piece: np.ndarray, num_classes: int, foreground: int) -> np.ndarray:

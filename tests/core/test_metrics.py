@@ -107,14 +107,17 @@ def test_soft_dice_multi_class_uses_class_indices():
     # A 2x4 mask shrinks to 1x2 by nearest neighbour: class indices are never blended.
     big = np.array([[0, 0, 2, 2], [0, 0, 2, 2]], np.uint8)
     assert soft_dice(probabilities, big) == pytest.approx(2 * 1.5 / (3.2 + 1e-6), rel=1e-6)
-    with pytest.raises(SegScopeError, match="mask value 3 is not a class index of a 3-class model"):
+    with pytest.raises(SegScopeError, match=r"values 0, 3 are not a mask convention for this 3-class model"):
         soft_dice(probabilities, np.array([[0, 3]], np.uint8))
 
 
 def test_mask_to_labels():
-    np.testing.assert_array_equal(mask_to_labels(np.array([[0, 127, 128, 255]], np.uint8), 2), [[0, 0, 1, 1]])
+    np.testing.assert_array_equal(mask_to_labels(np.array([[0, 255, 255, 0]], np.uint8), 2), [[0, 1, 1, 0]])
     np.testing.assert_array_equal(mask_to_labels(np.array([[0, 1, 1]], np.uint8), 2), [[0, 1, 1]])
     np.testing.assert_array_equal(mask_to_labels(np.zeros((2, 2), np.uint8), 2), np.zeros((2, 2)))
+    for never_guessed in ([0, 127, 128, 255], [0, 1, 2], [0, 1, 255]):  # greys, 3 classes, two conventions
+        with pytest.raises(SegScopeError, match="are not a mask convention for this 2-class model"):
+            mask_to_labels(np.array([never_guessed], np.uint8), 2)
 
 
 # --- hard metrics -------------------------------------------------------------------------------------

@@ -113,7 +113,8 @@ def test_eval_metric_lines_and_min_defect_area(tiny_model_project, defects_datas
     lines = text.splitlines()
     # The 4x4 speck is below 20 px: no false alarm any more.
     assert re.fullmatch(r"image: .*a[/\\]image\.png, dice: [\d.]+, iou: [\d.]+, hard dice: [\d.]+, hard iou: [\d.]+, "
-                        r"nsd@1: [\d.]+, defect f1: 0\.8000 \(tp 2 fp 0 fn 1\)", lines[0]), lines[0]
+                        r"nsd@1: [\d.]+, defect f1: 0\.8000 \(tp 2 fp 0 fn 1\), "
+                        r"truth: original a/mask\.png \(sha256 \w{12}\)", lines[0]), lines[0]
     assert lines[1].endswith("(no mask)")
     assert lines[-3].startswith("========== nsd@1: mean ")
     assert lines[-2] == "========== defect_f1: mean 0.8000, median 0.8000"
@@ -130,8 +131,8 @@ def test_eval_with_the_shipped_pipeline(defects_dataset):
 def test_eval_without_metrics_prints_the_lines_it_always_did(tiny_model_project, defects_dataset):
     code, text = run_cli("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline)
     assert code == 0
-    assert re.fullmatch(r"image: .*, dice: [\d.]+, iou: [\d.]+, hard dice: [\d.]+, hard iou: [\d.]+",
-                        text.splitlines()[0])
+    assert re.fullmatch(r"image: .*, dice: [\d.]+, iou: [\d.]+, hard dice: [\d.]+, hard iou: [\d.]+, "
+                        r"truth: original a/mask\.png \(sha256 \w{12}\)", text.splitlines()[0])
     assert text.splitlines()[-1].startswith("========== Hard foreground dice is: ")
     code, text = run_cli("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
     assert "metrics" not in json.loads(text)["images"][0] and "reliability" not in json.loads(text)["summary"]

@@ -24,10 +24,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.fixture
 def dataset(small_dataset, write_png):
-    """The small dataset, one image's mask holding stray grey levels (a warning) and one without a mask."""
+    """The small dataset, one image's truth a saved correction (said in a note) and one without a mask."""
     mask = cv2.imread(str(small_dataset / "10" / "mask.png"), cv2.IMREAD_GRAYSCALE)
-    mask[:3, :3] = 90
-    write_png(small_dataset / "10" / "mask.png", mask)
+    write_png(small_dataset / "10" / "mask_corrected.png", mask)
     return small_dataset
 
 
@@ -73,7 +72,6 @@ def test_report_is_self_contained_and_follows_eval(report):
                          rf".*?{row['ece']:.4f}", table, re.S)
     no_mask = text.split("Images without masks")[-1]
     assert re.search(r"\b3\b", no_mask.split("Warnings")[0])
-    assert "other than 0/255" in no_mask.split("Warnings")[1]
 
 
 def test_bad_report_options_are_one_line(tiny_model_project, dataset, tmp_path, capsys):
