@@ -19,9 +19,10 @@ from ..dataset.dataset import Dataset
 from ..dataset.truth import Truth
 from ..dataset.truth_check import prepare_truths
 from ..evaluate import DatasetSummary
-from ..export.files import METRICS_FILES, ExportFolder, json_safe, refuse_existing
+from ..export.files import METRICS_FILES, ExportFolder, refuse_existing
 from ..metrics import catalogue
 from ..metrics.catalogue import catalogue_document
+from ..metrics.numbers import json_safe
 from ..metrics.scores import ImageMetrics
 from ..quality.options import summary_lines
 from ..roi import Roi

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     labels = {k: metric_title(spec, k) for k in keys}
     figures = {"distributions": plots.distributions(series, labels)}
     if "ece" in spec.names:
-        figures["reliability"] = plots.reliability_diagram(data.quality.reliability)
+        figures["reliability"] = plots.reliability_diagram(data.quality.calibration.reliability)
     page = render(data, summary, provenance, figures).encode()
     atomic_write_bytes(args.out, page, overwrite=args.overwrite)
     print(f"wrote {args.out} ({len(page) / 1e6:.1f} MB): {len(data.entries)} images, {len(scored)} with masks, "

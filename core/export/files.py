@@ -22,7 +22,6 @@ import csv
 import io
 import json
 import logging
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -37,7 +36,8 @@ from ..files.fileio import TEMP_NAME, encode_image, read_json, remove_stale_stag
 from ..files.folder_lock import FolderLock
 from ..interchange.coco import CocoDocument
 from ..interchange.geojson import mask_geojson
-from ..metrics.catalogue import Metric, catalogue_document
+from ..metrics.catalogue import Metric, catalogue_document, csv_row
+from ..metrics.numbers import json_safe
 from ..palette import HEATMAP_COLORMAP
 from ..result import InferenceResult
 from ..roi import Roi
@@ -282,7 +282,7 @@ class ExportFolder:
                       ranking: Metric | None = None) -> list[Path]:
         """`METRICS_FILES`: a CSV row per image, and JSON with the rows, the dataset means, what each metric is
         and the one the images are ranked by (`ranking`, else the default)."""
-        flat = [_csv_row(row) for row in rows]
+        flat = [csv_row(row) for row in rows]
         columns = list(dict.fromkeys(key for row in flat for key in row))
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
@@ -306,25 +306,3 @@ def write_metrics(rows: list[dict[str, object]], summary: Mapping[str, object], 
     """`ExportFolder.write_metrics` as an export of its own."""
     with ExportFolder(out_dir, overwrite) as folder:
         return folder.write_metrics(rows, summary, ranking)
-
-
-def json_safe(value: object) -> object:
-    """NaN and infinities (a mean over no masks, an infinite relative error) become null: JSON has neither."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def _csv_row(row: dict[str, object]) -> dict[str, object]:
-    """A per-class tuple (`dice`, `iou`) becomes one column per class: `dice_0`, `dice_1`, ..."""
-    flat: dict[str, object] = {}
-    for key, value in row.items():
-        if isinstance(value, (list, tuple)):
-            flat.update({f"{key}_{index}": v for index, v in enumerate(value)})
-        else:
-            flat[key] = value
-    return flat

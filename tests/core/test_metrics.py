@@ -150,18 +150,18 @@ def test_hard_metrics_multi_class_by_hand():
 def test_foreground_dice_averages_only_the_classes_present():
     truth = np.array([[0, 1, 1, 0]], np.uint8)
     pred = np.array([[0, 1, 0, 0]], np.uint8)
-    m = hard_metrics(pred, truth, 4)  # classes 2 and 3 are in neither mask: their vacuous 1.0 is left out
-    assert m["dice"] == pytest.approx((4 / 5, 2 / 3, 1.0, 1.0))
+    m = hard_metrics(pred, truth, 4)  # classes 2 and 3 are in neither mask: n/a, never a vacuous 1.0
+    assert m["dice"] == pytest.approx((4 / 5, 2 / 3, math.nan, math.nan), nan_ok=True)
     assert m["foreground_dice"] == pytest.approx(2 / 3) and m["foreground_iou"] == pytest.approx(1 / 2)
 
 
 @pytest.mark.parametrize(
     ("truth", "pred", "expected"),
     [
-        # Nothing to find, nothing found: per-class ratios 1, the foreground Dice/IoU n/a (NaN).
+        # Nothing to find, nothing found: the background's ratios 1, every foreground one n/a (NaN).
         ([[0, 0], [0, 0]], [[0, 0], [0, 0]],
-         {"dice": (1.0, 1.0), "iou": (1.0, 1.0), "foreground_dice": math.nan, "foreground_iou": math.nan,
-          "precision": 1.0, "recall": 1.0}),
+         {"dice": (1.0, math.nan), "iou": (1.0, math.nan), "foreground_dice": math.nan, "foreground_iou": math.nan,
+          "precision": math.nan, "recall": math.nan}),
         # Nothing to find, two false alarms: precision 0/2, recall 1 (nothing missed), Dice 0.
         ([[0, 0], [0, 0]], [[1, 0], [0, 1]],
          {"dice": (4 / 6, 0.0), "iou": (2 / 4, 0.0), "foreground_dice": 0.0, "precision": 0.0,
