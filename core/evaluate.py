@@ -12,6 +12,7 @@ import numpy as np
 
 from .backends.base import Backend, InferenceRequest
 from .dataset.dataset import Dataset, DatasetItem
+from .dataset.masks import mask_to_labels
 from .dataset.truth import Truth, truth_fields
 from .errors import CancelledError
 from .metrics import catalogue
@@ -31,6 +32,7 @@ class ImageEvaluation:
     result: InferenceResult
     metrics: ImageMetrics | None  # None when the image has no mask
     truth: Truth | None = None  # the truth file it was scored against
+    truth_labels: np.ndarray | None = None  # its true classes under the ROI, as scored (ROI-sized)
 
 
 @dataclass
@@ -160,7 +162,7 @@ def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
     metrics = roi_metrics(result, roi_mask)
     if quality:
         metrics = replace(metrics, quality=image_quality(quality, result, roi_mask))
-    return ImageEvaluation(item, result, metrics, truth)
+    return ImageEvaluation(item, result, metrics, truth, mask_to_labels(roi_mask, result.num_classes))
 
 
 def _mask_region(dataset: Dataset, item: DatasetItem, result: InferenceResult, source: str) -> np.ndarray:

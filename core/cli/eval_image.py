@@ -67,7 +67,8 @@ class RoiUnit:
             result, item = evaluation.result, evaluation.item
             yield evaluation_row(item, result.roi, evaluation.metrics, result.timings, result.roi_note,
                                  evaluation.truth, dataset.root), evaluation.metrics
-            source = source_for(item, backend.capabilities, truth=evaluation.truth, root=dataset.root)
+            source = source_for(item, backend.capabilities, truth=evaluation.truth, root=dataset.root,
+                                truth_labels=evaluation.truth_labels)
             writer.submit(result, source, run.kinds, functools.partial(print_line, done, evaluation))
         writer.finish()
         progress.clear()

@@ -8,10 +8,12 @@ the SegScope version and every file written with its own hash.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+
+import numpy as np
 
 from ..backends.base import Capabilities
 from ..dataset.dataset import DatasetItem
@@ -41,18 +43,20 @@ class Source:
     class_index: int = 1  # the class the threshold applies to
     class_names: tuple[str, ...] = ()  # the model's (GeoJSON classifications, COCO categories)
     truth: dict[str, str] | None = None  # the truth scored against, `Truth.describe` (None: none, or not scored)
+    #: The true classes under the ROI, as scored (ROI-sized; None without a truth): the COCO export's truth side.
+    truth_labels: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 def source_for(item: DatasetItem, capabilities: Capabilities | None, threshold: float | None = None,
-               truth: Truth | None = None, root: Path | None = None) -> Source:
+               truth: Truth | None = None, root: Path | None = None, truth_labels: np.ndarray | None = None) -> Source:
     """The provenance source of a dataset item run by a backend (its `details["model"]` names the model);
     with no backend at hand the result's own backend name is recorded. `truth`: what the item was scored
-    against, its file named relative to the dataset `root`."""
+    against, its file named relative to the dataset `root`; `truth_labels`: its classes under the ROI."""
     model = capabilities.details.get("model") if capabilities else None
     return Source(item.id, item.image_path, Path(model) if model else None,
                   backend=capabilities.name if capabilities else "", threshold=threshold,
                   class_names=tuple(capabilities.class_names) if capabilities else (),
-                  truth=truth.describe(root) if truth is not None else None)
+                  truth=truth.describe(root) if truth is not None else None, truth_labels=truth_labels)
 
 
 def mask_rule(source: Source, result: InferenceResult) -> str:
