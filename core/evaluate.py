@@ -147,18 +147,19 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
 def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
           mask: np.ndarray | None = None, quality: MetricSpec | None = None) -> ImageEvaluation:
     """One image's evaluation against the dataset's truth for it (`Dataset.truth`): its mask (read unless given),
-    checked by the mask rule (`core.dataset.masks`) where the result is scored, and scored (None without a
-    mask)."""
+    checked by the mask rule (`core.dataset.masks`: the whole mask; of a tiled one, the region read), and scored
+    (None without a mask)."""
     truth = dataset.truth(item)
     source = str(truth.path) if truth is not None else "mask"
     if mask is None and truth is not None and slide_kind_for(truth.path).name == "tiff":
         roi_mask = _mask_region(dataset, item, result, source)  # a tiled mask: only the ROI is read, as the viewer
+        dataset.check_mask(item, roi_mask, result.num_classes)
     else:
         mask = dataset.load_mask(item) if mask is None else mask
         if mask is None:
             return ImageEvaluation(item, result, None)
+        dataset.check_mask(item, mask, result.num_classes)  # the whole file, as eval checks it before a run
         roi_mask = truth_at_roi(result, mask, source)
-    dataset.check_mask(item, roi_mask, result.num_classes)
     metrics = roi_metrics(result, roi_mask)
     if quality:
         metrics = replace(metrics, quality=image_quality(quality, result, roi_mask))

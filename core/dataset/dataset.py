@@ -28,7 +28,7 @@ from ..roi import ORIGINAL_DEFAULT_ROI, Roi
 from ..slides import slide_size
 from ..slides.masks import MaskReader
 from .masks import MaskRule, histogram
-from .truth import AUTO, CORRECTED_SUFFIX, MASK_SUFFIX, Truth, check_choice, default_mask_path, truth_for
+from .truth import AUTO, CORRECTED, CORRECTED_SUFFIX, MASK_SUFFIX, Truth, check_choice, default_mask_path, truth_for
 
 log = logging.getLogger(__name__)
 
@@ -202,19 +202,25 @@ class Dataset:
         """The truth file `item` is scored against by the dataset's choice (`truth_choice`), None without one."""
         return truth_for(item, self.truth_choice)
 
+    def rule_for(self, truth: Truth) -> MaskRule | None:
+        """How `truth` is read: by the model's `mask_rule`, except that a saved correction holds SegScope's own
+        convention (0/255 or class indices) whatever values a card declares for the originals."""
+        rule = self.mask_rule
+        return MaskRule(rule.num_classes) if rule is not None and truth.kind == CORRECTED else rule
+
     def load_mask(self, item: DatasetItem) -> np.ndarray | None:
         """The item's ground truth (`truth`), or None; with a `mask_rule`, checked and in SegScope's convention."""
         truth = self.truth(item)
         if truth is None:
             return None
-        mask = read_mask(truth.path, self.max_pixels)
-        return mask if self.mask_rule is None else self.mask_rule.canonical(mask, str(truth.path))
+        mask, rule = read_mask(truth.path, self.max_pixels), self.rule_for(truth)
+        return mask if rule is None else rule.canonical(mask, str(truth.path))
 
     def open_mask(self, item: DatasetItem) -> MaskReader | None:
         """The item's ground truth (`truth`) opened for region reads (a tiled TIFF mask is never decoded whole), or
         None."""
         truth = self.truth(item)
-        return None if truth is None else MaskReader(truth.path, self.max_pixels, self.mask_rule)
+        return None if truth is None else MaskReader(truth.path, self.max_pixels, self.rule_for(truth))
 
     def check_mask(self, item: DatasetItem, mask: np.ndarray, num_classes: int) -> None:
         """Refuse (one line naming the truth file and its values) mask values, as read by this dataset, that are no

@@ -44,6 +44,8 @@ def prepare_truths(dataset: Dataset, class_names: Sequence[str], details: Mappin
         if size != image:
             raise SegScopeError(f"{truth.path}: mask is {size[0]}x{size[1]} but the image is {image[0]}x{image[1]}")
     for _, truth in chosen:
+        read_by = dataset.rule_for(truth)  # the card's values for originals, the conventions for corrections
+        assert read_by is not None  # (the dataset's rule is set above)
         with MaskReader(truth.path, dataset.max_pixels) as reader:
-            rule.check(mask_counts(reader), str(truth.path))
+            read_by.check(mask_counts(reader), str(truth.path))
     return rule

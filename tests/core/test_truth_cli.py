@@ -63,6 +63,11 @@ def test_a_card_declares_the_values_its_masks_hold(tiny_model_project, small_dat
     tiny_model_project.card.write_text(json.dumps({**card, "truth_values": {"7": 0, "200": 1}}))
     code, text = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
     assert code == 0 and _dice(text) == reference
+    # A correction saved by the viewer holds SegScope's own 0/255, whatever the card declares for the originals.
+    original = _mask(small_dataset / "1" / "mask.png")
+    cv2.imwrite(str(small_dataset / "1" / "mask_corrected.png"), np.where(original == 200, 255, 0).astype(np.uint8))
+    code, text = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
+    assert code == 0 and _dice(text) == reference and json.loads(text)["images"][0]["truth"] == "corrected"
     tiny_model_project.card.write_text(json.dumps({**card, "truth_values": {"7": 0, "200": 2}}))
     code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline)
     assert code == 2 and "truth_values: must map mask file values" in capsys.readouterr().err
