@@ -4,7 +4,7 @@ is refused in one line before any result is printed."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from ..slides import slide_size
 from ..slides.masks import MaskReader
 from .dataset import Dataset, DatasetItem
 from .masks import MaskRule, histogram
+from .truth import Truth
 
 #: Mask pixels counted at once (a tiled TIFF mask is read band by band, never whole).
 BAND_PIXELS = 64 << 20
@@ -30,10 +31,12 @@ def mask_counts(reader: MaskReader) -> np.ndarray:
 
 
 def prepare_truths(dataset: Dataset, class_names: Sequence[str], details: Mapping[str, str] | None = None,
-                   items: Sequence[DatasetItem] | None = None) -> MaskRule:
+                   items: Sequence[DatasetItem] | None = None,
+                   counts: Callable[[Truth], np.ndarray] | None = None) -> MaskRule:
     """Set the dataset's mask rule for the model (`class_names`, its backend's `details` with a card's
     truth_values) and check every truth of `items` (default: all) against the image sizes and that rule; the
-    first problem is a `SegScopeError` naming the file."""
+    first problem is a `SegScopeError` naming the file. `counts(truth)`: the value `histogram` of a truth file's
+    decoded mask where the caller has it (a decoded-input cache); by default each mask is read here."""
     rule = MaskRule.for_model(len(class_names) or 2, details)
     dataset.mask_rule = rule
     chosen = [(item, truth) for item in (items if items is not None else dataset.items)
@@ -46,6 +49,9 @@ def prepare_truths(dataset: Dataset, class_names: Sequence[str], details: Mappin
     for _, truth in chosen:
         read_by = dataset.rule_for(truth)  # the card's values for originals, the conventions for corrections
         assert read_by is not None  # (the dataset's rule is set above)
+        if counts is not None:
+            read_by.check(counts(truth), str(truth.path))
+            continue
         with MaskReader(truth.path, dataset.max_pixels) as reader:
             read_by.check(mask_counts(reader), str(truth.path))
     return rule

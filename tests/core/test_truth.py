@@ -62,3 +62,25 @@ def test_the_run_says_once_how_many_images_use_a_correction(three, write_png):
     assert choice_note(items, AUTO) is None and choice_note(items, ORIGINAL) is None
     with pytest.raises(SegScopeError, match="no image of the dataset has a saved correction"):
         choice_note(items, CORRECTED)
+
+
+def test_truths_are_checked_from_counts_a_cache_already_holds(three):
+    """`prepare_truths` takes each truth's value histogram from the caller when given (a decoded-input cache), and
+    refuses by the same rule: sizes from the headers, then the values."""
+    import numpy as np
+
+    from segscope.core.dataset.masks import histogram
+    from segscope.core.dataset.truth_check import prepare_truths
+
+    dataset = Dataset.open(three)
+    asked = []
+
+    def cached(truth):
+        asked.append(truth.file_name(three))
+        return histogram(np.array([[0, 1, 2]], np.uint8))  # what a cache would hold for a 0/1/2 mask
+
+    with pytest.raises(SegScopeError, match=r"a/mask_corrected.png: values 0, 1, 2 are not a mask convention"):
+        prepare_truths(dataset, ("background", "defect"), counts=cached)
+    assert asked == ["a/mask_corrected.png"]
+    rule = prepare_truths(dataset, ("background", "defect", "scratch"), counts=cached)  # 3 classes: indices
+    assert dataset.mask_rule is rule and asked[1:] == ["a/mask_corrected.png", "b/mask.png"]
