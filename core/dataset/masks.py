@@ -146,8 +146,10 @@ class MaskRule:
         self.lookup(counts, source)
 
     def labels(self, mask: np.ndarray, source: str = "truth mask") -> np.ndarray:
-        """The class index of every pixel of a uint8 mask (checked as `check` does)."""
-        return cv2.LUT(mask, self.lookup(histogram(mask), source))
+        """The class index of every pixel of a mask (checked as `check` does; a bool mask is 0/1, other types are
+        read by `to_mask` first)."""
+        values = mask.view(np.uint8) if mask.dtype == bool else to_mask(mask, source)
+        return cv2.LUT(values, self.lookup(histogram(values), source))
 
     def canonical(self, mask: np.ndarray, source: str = "truth mask") -> np.ndarray:
         """The mask checked and, with card-declared values, rewritten in SegScope's own convention (0/255 for a
