@@ -266,6 +266,7 @@ class EmbeddedBackend(Backend):
             input_size=card.input_size,
             class_names=card.class_names,
             details={"model": str(card.onnx), "card": str(card.path), "pipeline": str(self.stream.pipeline.path),
+                     **card.truth_details(),
                      "opencv": cv2.__version__, "onnxruntime": ort.__version__,
                      **({"note": dvpp.NOTE} if self.stream.plan.decoder.dvpp else {}),
                      **({"stream": self.stream.pipeline.choice()} if self.stream.pipeline.has_choices else {})},

@@ -179,7 +179,7 @@ class OmBackend(Backend):
         self.capabilities = Capabilities(
             name=self.kind, device=f"Ascend device {self.device} ({self.api} {version})",
             input_size=card.input_size, class_names=card.class_names,
-            details={"model": str(self.om), "card": str(card.path), "api_version": version,
+            details={"model": str(self.om), **card.truth_details(), "card": str(card.path), "api_version": version,
                      "aipp": "compiled into the .om (runs on the NPU)" if card.aipp else "none (CPU preprocessing)",
                      **({"pipeline": str(pipeline.path)} if pipeline.card is None else {})})
 

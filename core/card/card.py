@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..dataset.masks import TRUTH_VALUES_KEY, format_truth_values
 from ..errors import SegScopeError
 from ..files.fileio import sha256_file
 from ..stream.aipp import AippConfig
@@ -55,6 +56,11 @@ class ModelCard:
     training: dict[str, Any]
     graph: GraphInfo | None = None
     sha256: dict[str, str] = field(default_factory=dict)  # "onnx"/"om" -> the file's hex SHA-256 when written
+    truth_values: tuple[tuple[int, int], ...] = ()  # (mask file value, class index): how its truth masks read
+
+    def truth_details(self) -> dict[str, str]:
+        """What a backend's `Capabilities.details` say of the card's ground-truth values (`core.dataset.masks`)."""
+        return {TRUTH_VALUES_KEY: format_truth_values(dict(self.truth_values))} if self.truth_values else {}
 
     @property
     def input_layout(self) -> str:

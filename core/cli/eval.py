@@ -15,7 +15,7 @@ from ..quality.options import add_metric_options, metric_spec
 from .eval_driver import drive
 from .eval_image import RoiUnit
 from .eval_tiled import TiledUnit, add_tiling_options, refuse_without_tile
-from .options import add_backend_options, refuse_remote_only_options
+from .options import add_backend_options, add_truth_option, refuse_remote_only_options
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -34,6 +34,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     ev = commands.add_parser("eval", help="evaluate a dataset headless")
     ev.add_argument("--dataset", type=Path, required=True, help="DIR/<id>/image.png [+ mask.png], or a flat folder")
+    add_truth_option(ev)
     ev.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: per-image ROI from DIR/segscope.json, "
                                   "else 2200,1000,4000,2800 when it fits, else the whole image)")
     ev.add_argument("--export", type=Path, metavar="OUT", help="write masks, tensors and metrics to OUT")

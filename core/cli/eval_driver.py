@@ -16,14 +16,17 @@ from ..backends.base import Backend
 from ..backends.pool import UsageLog
 from ..backends.precision_check import AccuracyCheck
 from ..dataset.dataset import Dataset
+from ..dataset.truth import Truth
+from ..dataset.truth_check import prepare_truths
 from ..evaluate import DatasetSummary
-from ..export.files import METRICS_FILES, ExportFolder, json_safe, refuse_existing
+from ..export.files import METRICS_FILES, ExportFolder, refuse_existing
 from ..metrics import catalogue
 from ..metrics.catalogue import catalogue_document
+from ..metrics.numbers import json_safe
 from ..metrics.scores import ImageMetrics
 from ..quality.options import summary_lines
 from ..roi import Roi
-from .options import open_eval_backend
+from .options import open_dataset, open_eval_backend
 from .output import status, warning
 
 EXIT_OK = 0
@@ -45,6 +48,11 @@ def format_line(path: Path, evaluation_metrics: ImageMetrics | None, roi_note: s
     values = catalogue.row_values(evaluation_metrics)
     return (f"image: {path}, dice: {_six(values['soft_dice'])}, iou: {_six(values['soft_iou'])}, "
             f"hard dice: {_six(values['foreground_dice'])}, hard iou: {_six(values['foreground_iou'])}{note}")
+
+
+def truth_text(truth: Truth | None, root: Path) -> str:
+    """What ends an image's line: the truth it was scored against (kind, file in the dataset, hash prefix)."""
+    return "" if truth is None else f", truth: {truth.brief(root)}"
 
 
 @dataclass
@@ -96,7 +104,7 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
     """`eval` with `unit`: every export target checked before the first write, the images run, the metrics
     written and the summary printed."""
     roi = Roi.parse(args.roi) if args.roi is not None else None
-    dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
+    dataset = open_dataset(args)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
     run = EvalRun(args, out, dataset, roi, kinds)
     unit.prepare(run)
@@ -109,6 +117,7 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
                 + unit.run_files(kinds)
             refuse_existing([args.export / name for name in names], args.overwrite)
         backend = stack.enter_context(open_eval_backend(args))
+        prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
         for row, metrics in unit.evaluate(run, backend, stack):
             summary.add(metrics)
             rows.append(row)

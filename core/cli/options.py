@@ -12,6 +12,8 @@ from ..backend_spec import open_backend, spec_from_args
 from ..backends.base import Backend
 from ..backends.registry import BACKEND_KINDS
 from ..cluster import SSH_SCHEME
+from ..dataset.dataset import Dataset
+from ..dataset.truth import AUTO, CHOICES, choice_note
 from ..errors import SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS
 from ..remote.protocol import PROBABILITY_DTYPES
@@ -23,6 +25,23 @@ REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "probabilities", "acc
 #: Of those, what also applies to `--cluster ssh://` (the hosts are reached as `--remote` reaches one).
 CLUSTER_SSH_OPTIONS = ("set_env", "remote_python", "accept_new_host_key")
 T = TypeVar("T")
+
+
+def add_truth_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--truth", choices=CHOICES, default=AUTO,
+                        help="the ground truth each image is scored against: auto (default: its saved correction "
+                             "mask_corrected.png where there is one, else its mask.png; how many use a correction is "
+                             "said once), original (mask.png) or corrected (only saved corrections; an image without "
+                             "one is scored as an image without a mask)")
+
+
+def open_dataset(args: argparse.Namespace) -> Dataset:
+    """`--dataset` with the `--truth` choice; which truth the run uses is said once on stderr (a note)."""
+    dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels, truth=args.truth)
+    said = choice_note(dataset.items, dataset.truth_choice)
+    if said:
+        note(said)
+    return dataset
 
 
 def checked(convert: Callable[[str], T], ok: Callable[[T], bool], expected: str) -> Callable[[str], T]:

@@ -1,7 +1,8 @@
 """Writing results to disk: masks, full-slide canvases, softmax tensors, heatmaps, metric tables.
 
-Besides rasters, a mask can travel as QuPath GeoJSON (`geojson`, per image) and as COCO RLE (`coco`: one
-`annotations.coco.json` for the export, `write_coco`); see `core/interchange/`.
+Besides rasters, a mask can travel as QuPath GeoJSON (`geojson`, per image) and as COCO instances (`coco`:
+`annotations.coco.json` for the export, with `truth.coco.json` and `predictions.coco.json` for COCOeval where
+images have a ground truth, `write_coco`); see `core/interchange/`.
 
 Every export carries provenance: `<id>_provenance.json` beside the files records the source image, the ROI
 in slide pixels, the model and its SHA-256, the backend, the threshold and each file's hash (see
@@ -22,7 +23,6 @@ import csv
 import io
 import json
 import logging
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -37,11 +37,13 @@ from ..files.fileio import TEMP_NAME, encode_image, read_json, remove_stale_stag
 from ..files.folder_lock import FolderLock
 from ..interchange.coco import CocoDocument
 from ..interchange.geojson import mask_geojson
-from ..metrics.catalogue import Metric, catalogue_document
+from ..metrics.catalogue import Metric, catalogue_document, csv_row
+from ..metrics.numbers import json_safe
 from ..palette import HEATMAP_COLORMAP
 from ..result import InferenceResult
 from ..roi import Roi
 from .names import (
+    COCO_EVALUATION,
     DEFAULT_KINDS,
     EXPORT_KINDS,
     MASK_FORMATS,
@@ -120,8 +122,9 @@ def planned_files(item_id: str, kinds: Iterable[str] = DEFAULT_KINDS,
 
 
 def run_files(kinds: Iterable[str]) -> list[str]:
-    """The names an export of `kinds` writes once for the run, besides the metric tables."""
-    return [RUN_KINDS[kind] for kind in RUN_KINDS if kind in kinds]
+    """The names an export of `kinds` may write once for the run, besides the metric tables."""
+    kinds = list(kinds)
+    return [RUN_KINDS[kind] for kind in RUN_KINDS if kind in kinds] + (list(COCO_EVALUATION) if "coco" in kinds else [])
 
 
 def _payloads(result: InferenceResult, source: Source, kinds: list[str], mask_formats: list[str],
@@ -261,8 +264,8 @@ class ExportFolder:
         files[PROVENANCE_NAME.format(id=source.item_id)] = (json.dumps(document, indent=2) + "\n").encode()
         published = self._publish_all(files)
         if "coco" in kinds:
-            self.coco.add(source.item_id, self._relative_name(Path(source.image)), labels, result.roi,
-                          result.image_size, result.num_classes, source.class_names)
+            self.coco.add(source.item_id, self._relative_name(Path(source.image)), labels, result,
+                          source.class_names, source.truth_labels)
         return published
 
     def _relative_name(self, image: Path) -> str:
@@ -273,16 +276,17 @@ class ExportFolder:
         return Path(image).name
 
     def write_coco(self) -> list[Path]:
-        """`annotations.coco.json` of every image exported with kind "coco" so far (nothing when none was)."""
+        """The COCO files of every image exported with kind "coco" so far (`CocoDocument.files`; nothing when none
+        was)."""
         if not self.coco:
             return []
-        return self._publish_all({RUN_KINDS["coco"]: self.coco.to_bytes(segscope_version())})
+        return self._publish_all(self.coco.files(segscope_version()))
 
     def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object],
                       ranking: Metric | None = None) -> list[Path]:
         """`METRICS_FILES`: a CSV row per image, and JSON with the rows, the dataset means, what each metric is
         and the one the images are ranked by (`ranking`, else the default)."""
-        flat = [_csv_row(row) for row in rows]
+        flat = [csv_row(row) for row in rows]
         columns = list(dict.fromkeys(key for row in flat for key in row))
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
@@ -306,25 +310,3 @@ def write_metrics(rows: list[dict[str, object]], summary: Mapping[str, object], 
     """`ExportFolder.write_metrics` as an export of its own."""
     with ExportFolder(out_dir, overwrite) as folder:
         return folder.write_metrics(rows, summary, ranking)
-
-
-def json_safe(value: object) -> object:
-    """NaN and infinities (a mean over no masks, an infinite relative error) become null: JSON has neither."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def _csv_row(row: dict[str, object]) -> dict[str, object]:
-    """A per-class tuple (`dice`, `iou`) becomes one column per class: `dice_0`, `dice_1`, ..."""
-    flat: dict[str, object] = {}
-    for key, value in row.items():
-        if isinstance(value, (list, tuple)):
-            flat.update({f"{key}_{index}": v for index, v in enumerate(value)})
-        else:
-            flat[key] = value
-    return flat

@@ -17,7 +17,10 @@ EXPORT_KINDS = {
 #: What an export writes when no kinds are named (`--export-kinds`' default).
 DEFAULT_KINDS = ("mask", "canvas", "softmax", "heatmap")
 #: What an export writes once for the whole run, with the file's name.
-RUN_KINDS = {"coco": "annotations.coco.json"}  # every image's predicted classes as COCO RLE (interchange/coco.py)
+RUN_KINDS = {"coco": "annotations.coco.json"}  # every image's predicted instances as COCO (interchange/coco.py)
+#: What "coco" also writes when images have a ground truth: it as a COCO dataset, and the prediction of those
+#: images as COCO results, for pycocotools' COCOeval.
+COCO_EVALUATION = ("truth.coco.json", "predictions.coco.json")
 MASK_KINDS = ("mask", "canvas")
 #: Mask file formats: all lossless, values kept as they are.
 MASK_FORMATS = {"png": ".png", "tiff": ".tif", "npy": ".npy"}
@@ -38,4 +41,5 @@ def exported_item(name: str) -> str | None:
 
 def is_export_name(name: str) -> bool:
     """Named like a file `core.export.files` writes (an item's, a metric table or another file of the run)."""
-    return name in METRICS_FILES or name in RUN_KINDS.values() or exported_item(name) is not None
+    return name in METRICS_FILES or name in RUN_KINDS.values() or name in COCO_EVALUATION or \
+        exported_item(name) is not None

@@ -1,20 +1,24 @@
 """Provenance of exports: what a file was made from, recorded in the JSON sidecar `export.py` writes.
 
 The document holds the source image, the ROI in slide pixels, the model file and its SHA-256, the backend,
-the threshold, the time, the SegScope version and every file written with its own hash.
+the threshold, the truth the image was scored against (kind, file relative to the dataset, SHA-256), the time,
+the SegScope version and every file written with its own hash.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
+
 from ..backends.base import Capabilities
 from ..dataset.dataset import DatasetItem
 from ..dataset.masks import BINARY_FOREGROUND
+from ..dataset.truth import Truth
 from ..files.fileio import sha256_file
 from ..result import InferenceResult
 
@@ -38,15 +42,21 @@ class Source:
     threshold: float | None = None  # None: argmax
     class_index: int = 1  # the class the threshold applies to
     class_names: tuple[str, ...] = ()  # the model's (GeoJSON classifications, COCO categories)
+    truth: dict[str, str] | None = None  # the truth scored against, `Truth.describe` (None: none, or not scored)
+    #: The true classes under the ROI, as scored (ROI-sized; None without a truth): the COCO export's truth side.
+    truth_labels: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
-def source_for(item: DatasetItem, capabilities: Capabilities | None, threshold: float | None = None) -> Source:
+def source_for(item: DatasetItem, capabilities: Capabilities | None, threshold: float | None = None,
+               truth: Truth | None = None, root: Path | None = None, truth_labels: np.ndarray | None = None) -> Source:
     """The provenance source of a dataset item run by a backend (its `details["model"]` names the model);
-    with no backend at hand the result's own backend name is recorded."""
+    with no backend at hand the result's own backend name is recorded. `truth`: what the item was scored
+    against, its file named relative to the dataset `root`; `truth_labels`: its classes under the ROI."""
     model = capabilities.details.get("model") if capabilities else None
     return Source(item.id, item.image_path, Path(model) if model else None,
                   backend=capabilities.name if capabilities else "", threshold=threshold,
-                  class_names=tuple(capabilities.class_names) if capabilities else ())
+                  class_names=tuple(capabilities.class_names) if capabilities else (),
+                  truth=truth.describe(root) if truth is not None else None, truth_labels=truth_labels)
 
 
 def mask_rule(source: Source, result: InferenceResult) -> str:
@@ -78,6 +88,7 @@ def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[s
         "class_index": source.class_index if source.threshold is not None else None,
         "mask_rule": mask_rule(source, result),
         "mask_values": f"0 background, {BINARY_FOREGROUND} foreground" if result.num_classes == 2 else "class index",
+        "truth": source.truth,
         "files": [{"name": name, "kind": kind, "sha256": hashlib.sha256(data).hexdigest()}
                   for name, (kind, data) in files.items()],
     }

@@ -88,11 +88,11 @@ def test_compare_json_is_strict_json(tmp_path, capsys):
     out = io.StringIO()
     assert cli.main(["compare", str(tmp_path / "zero.npy"), str(tmp_path / "one.npy"), "--json"], out) == 0
     document = strict_json(out.getvalue())
-    assert document["relative_euclidean_distance"] is None  # infinite: |a - b| / |a| with a = 0
+    assert document["relative_euclidean_distance"] == "inf"  # infinite (|a - b| / |a| with a = 0), not n/a
     assert document["max_absolute_error"] == 1.0
     out = io.StringIO()
     assert cli.main(["compare", str(tmp_path / "nan.npy"), str(tmp_path / "one.npy"), "--json"], out) == 0
-    assert strict_json(out.getvalue())["cosine_similarity"] is None
+    assert strict_json(out.getvalue())["cosine_similarity"] is None  # NaN: n/a
 
 
 def test_an_npy_header_claiming_more_than_the_file_holds(tmp_path, capsys):

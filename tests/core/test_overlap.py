@@ -77,6 +77,7 @@ def test_an_image_that_cannot_be_decoded_fails_after_the_lines_before_it(tiny_mo
                                                                          capsys, overlap):
     broken = dataset_of_six / "4" / "image.png"
     broken.write_bytes(b"\x89PNG\r\n\x1a\n but nothing else")
+    (dataset_of_six / "4" / "mask.png").unlink()  # with a mask its header is read (and refused) before any image
     extra = [] if overlap else ["--no-overlap"]
     code, out = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline, *extra)
     assert code == 2
@@ -86,13 +87,15 @@ def test_an_image_that_cannot_be_decoded_fails_after_the_lines_before_it(tiny_mo
     assert err.startswith("segscope: error: ") and err.count("\n") == 1 and str(broken) in err
 
 
-def test_a_bad_mask_fails_at_its_own_image(tiny_model_project, dataset_of_six, capsys):
-    """The mask is read on the scoring thread, after the next image is inferred; its error keeps its place."""
-    bad = dataset_of_six / "2" / "mask.png"
+@pytest.mark.parametrize("broken", ["2/mask.png", "4/image.png"])
+def test_a_bad_mask_or_the_header_of_its_image_fails_before_any_image(tiny_model_project, dataset_of_six, capsys,
+                                                                      broken):
+    """Every truth mask, and the size of its image, is checked before the first image runs (core/dataset/
+    truth_check.py): no line is printed against a truth that cannot be read."""
+    bad = dataset_of_six / broken
     bad.write_bytes(b"not an image at all")
     code, out = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline)
-    assert code == 2
-    assert [line.split(",")[0] for line in out.splitlines()] == [f"image: {dataset_of_six / '1' / 'image.png'}"]
+    assert code == 2 and out == ""
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(bad) in err
 
