@@ -97,6 +97,7 @@ class TiledUnit:
         self.stitched_format = args.stitched_format or "auto"
         if args.export and "canvas" in run.kinds:
             note("--tile exports the stitched mask at the output scale; no slide-size canvas")
+        run.kinds = [k for k in run.kinds if k != "canvas"]
 
     def planned_files(self, item_id: str, kinds: list[str]) -> list[str]:
         return planned_tiled_files(item_id, kinds, self.stitched_format)

@@ -6,7 +6,6 @@ the threshold, the time, the SegScope version and every file written with its ow
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -38,15 +37,18 @@ class Source:
     threshold: float | None = None  # None: argmax
     class_index: int = 1  # the class the threshold applies to
     class_names: tuple[str, ...] = ()  # the model's (GeoJSON classifications, COCO categories)
+    corrected: Path | None = None  # the item's saved correction (mask_corrected.png), if it has one
 
 
 def source_for(item: DatasetItem, capabilities: Capabilities | None, threshold: float | None = None) -> Source:
     """The provenance source of a dataset item run by a backend (its `details["model"]` names the model);
     with no backend at hand the result's own backend name is recorded."""
     model = capabilities.details.get("model") if capabilities else None
+    truth = item.truth_path
     return Source(item.id, item.image_path, Path(model) if model else None,
                   backend=capabilities.name if capabilities else "", threshold=threshold,
-                  class_names=tuple(capabilities.class_names) if capabilities else ())
+                  class_names=tuple(capabilities.class_names) if capabilities else (),
+                  corrected=truth if truth is not None and truth != item.mask_path else None)
 
 
 def mask_rule(source: Source, result: InferenceResult) -> str:
@@ -58,8 +60,9 @@ def mask_rule(source: Source, result: InferenceResult) -> str:
     return f"{rule}, decided on the probabilities at the mask's resolution (resized bilinearly, then thresholded)"
 
 
-def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[str, bytes]]) -> dict[str, object]:
-    """The sidecar document for `files` (name -> kind and the bytes written) exported from `result`."""
+def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[str, str]]) -> dict[str, object]:
+    """The sidecar document for `files` (name -> kind and the SHA-256 of what was written) exported from
+    `result`."""
     model_hash = source.model_sha256
     if model_hash is None and source.model is not None and Path(source.model).is_file():
         model_hash = sha256_file(source.model)
@@ -78,6 +81,7 @@ def provenance(source: Source, result: InferenceResult, files: dict[str, tuple[s
         "class_index": source.class_index if source.threshold is not None else None,
         "mask_rule": mask_rule(source, result),
         "mask_values": f"0 background, {BINARY_FOREGROUND} foreground" if result.num_classes == 2 else "class index",
-        "files": [{"name": name, "kind": kind, "sha256": hashlib.sha256(data).hexdigest()}
-                  for name, (kind, data) in files.items()],
+        **({"corrected_source": str(Path(source.corrected).resolve())}
+           if source.corrected is not None and any(kind == "corrected" for kind, _ in files.values()) else {}),
+        "files": [{"name": name, "kind": kind, "sha256": digest} for name, (kind, digest) in files.items()],
     }
