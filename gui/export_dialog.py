@@ -156,8 +156,12 @@ class ExportDialog(QDialog):
         offered = self.exportable.kinds(stitched)
         for kind, box in self.kind_boxes.items():
             available = kind in offered
-            title, details = self.exportable.offer(kind, stitched, ids) if available else \
-                (self.exportable.offer(kind, False, ())[0], "not written for whole-slide runs")
+            title = self.exportable.offer(kind, False, ())[0]
+            try:
+                details = self.exportable.offer(kind, stitched, ids)[1] if available else \
+                    "not written for whole-slide runs"
+            except SegScopeError as exc:  # a file it would copy cannot be read: said, and not offered
+                details, available = str(exc), False
             box.setText(title)
             box.setEnabled(available)
             self.kind_details[kind].setText(details)

@@ -127,7 +127,8 @@ class TiledUnit:
         except KeyboardInterrupt:
             if bar is not None:
                 bar.clear()
-            status(f"stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored or exported")
+            status(f"stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored"
+                   + ("; the export folder is left as it was" if run.export is not None else ""))
             raise
 
     def means(self) -> dict[str, object]:

@@ -138,3 +138,23 @@ def test_each_images_provenance_is_a_target_so_another_kind_into_an_earlier_expo
     assert exportable.plan(replacing).removed() == [out / "002_mask.png"]  # said before: the item is replaced whole
     export(exportable, replacing)
     assert sorted(p.name for p in out.iterdir()) == ["002_heatmap.png", "002_provenance.json"]
+
+
+@pytest.mark.parametrize("tile", [[], ["--tile", "32"]], ids=["roi", "tiled"])
+def test_the_cli_exports_the_saved_corrections_as_they_are(tiny_model_project, small_dataset, tmp_path, tile):
+    from helpers import run_cli
+
+    corrected = small_dataset / "2" / "mask_corrected.png"
+    mask = cv2.imread(str(small_dataset / "2" / "mask.png"), cv2.IMREAD_UNCHANGED)
+    mask[:8, :8] = 255  # a saved correction
+    assert cv2.imwrite(str(corrected), mask)
+    out = tmp_path / "out"
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, *tile,
+                      "--export", out, "--export-kinds", "mask,corrected")
+    assert code == 0
+    assert sorted(p.name for p in out.iterdir() if "corrected" in p.name) == ["2_corrected_truth.png"]
+    assert (out / "2_corrected_truth.png").read_bytes() == corrected.read_bytes()
+    document = json.loads((out / "2_provenance.json").read_text())
+    assert document["corrected_source"] == str(corrected)
+    assert [f["kind"] for f in document["files"]] == ["mask", "corrected"]
+    assert "corrected_source" not in json.loads((out / "1_provenance.json").read_text())  # 1 has none
