@@ -158,3 +158,24 @@ def test_the_cli_exports_the_saved_corrections_as_they_are(tiny_model_project, s
     assert document["corrected_source"] == str(corrected)
     assert [f["kind"] for f in document["files"]] == ["mask", "corrected"]
     assert "corrected_source" not in json.loads((out / "1_provenance.json").read_text())  # 1 has none
+
+
+def test_a_viewer_export_failing_at_image_2_leaves_the_folder_as_it_was(dataset, tmp_path, monkeypatch):
+    results = {"001": roi_result(Roi(0, 0, 400, 300), (2600, 2400)), "002": roi_result(Roi(0, 0, 300, 200), (300, 200))}
+    exportable, out = Exportable(FakeSession(dataset, results)), tmp_path / "out"
+    export(exportable, choices(out, ["mask"], ["002"]))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = ExportFolder.export_result
+
+    def full_disk_at_002(self, result, source, kinds, mask_formats=("png",)):
+        if source.item_id == "002":
+            raise SegScopeError(f"{out / '002_heatmap.png'}: write failed (No space left on device)")
+        return real(self, result, source, kinds, mask_formats)
+
+    monkeypatch.setattr(ExportFolder, "export_result", full_disk_at_002)
+    steps = exportable.steps(choices(out, ["mask", "heatmap"], ["001", "002"], overwrite=True))()
+    assert next(steps).done == 0 and next(steps).done == 1  # image 1 written (into the next version)
+    with pytest.raises(SegScopeError, match="No space left"):
+        next(steps)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")] == []
