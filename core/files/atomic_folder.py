@@ -51,6 +51,8 @@ Identity = tuple[int, int, int]
 #: What a file of the new version is made from: its bytes, or a function writing the file at a path.
 Content = Union[bytes, Callable[[Path], None]]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
 
+#: Most folders a tree may hold to be replaced as a whole (a project has a few; a home folder thousands).
+MAX_FOLDERS = 1000
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
 #: What renameat2 answers where the kernel, the C library or the file system cannot exchange.
 _NO_EXCHANGE = {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP}
@@ -169,6 +171,7 @@ class StagedFolder:
         self._aside: Path | None = None  # where the current version is while the new one is renamed into place
         self._new: int | None = None  # the new version's inode, once the swap begins
         self._dropped: set[str] = set()
+        self._folders = 0  # carried into the new version so far
 
     # ------------------------------------------------------------------------------------------ enter
     def __enter__(self) -> StagedFolder:
@@ -244,6 +247,10 @@ class StagedFolder:
                     if self._flat:
                         raise SegScopeError(f"{entry.path}: a folder inside {self.target}, which is replaced as "
                                             "a whole when it is written; move it away or choose another folder")
+                    self._folders += 1
+                    if self._folders > MAX_FOLDERS:  # a home folder, a repository: not a folder of its own
+                        raise SegScopeError(f"{self.target}: holds more than {MAX_FOLDERS:,} folders, and it is "
+                                            "replaced as a whole when it is written; choose a folder of its own")
                     os.mkdir(made)
                     shutil.copymode(entry.path, made)
                     self._link_tree(Path(entry.path), made, f"{relative}/")

@@ -122,6 +122,10 @@ def test_subfolders_links_and_files_without_hard_links(tmp_path, monkeypatch, sw
     assert os.readlink(target / "alias") == "models/m.onnx"
     with pytest.raises(SegScopeError, match="a folder inside .* replaced as a whole"), StagedFolder(target, flat=True):
         pass
+    monkeypatch.setattr(atomic_folder, "MAX_FOLDERS", 0)  # a home folder given by mistake is not copied
+    with pytest.raises(SegScopeError, match="holds more than 0 folders"), StagedFolder(target, "segscope card"):
+        pass
+    assert beside(target) == [] and contents(target / "models") == {"m.json": b"{}", "m.onnx": b"weights"}
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX only")
