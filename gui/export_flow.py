@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QWidget
 
 from ..core.backends.base import Capabilities
 from ..core.export.job import Exportable, ExportChoices, ExportSession, Progress
-from .background import Background
 from .export_dialog import ExportDialog
+from .jobs import Jobs
 from .status_labels import count
 
 
@@ -25,7 +25,7 @@ def ask_export(session: ExportSession, capabilities: Capabilities | None, parent
 
 
 class Exporter(QObject):
-    """Runs one export at a time in the background; `finished(list of paths)` when it ends (empty after a
+    """Runs one export at a time on the job runner; `finished(list of paths)` when it ends (empty after a
     failure: nothing was published)."""
 
     finished = Signal(list)
@@ -34,9 +34,9 @@ class Exporter(QObject):
     #: a short note for the status bar
     note = Signal(str)
 
-    def __init__(self, background: Background, parent: QObject | None = None) -> None:
+    def __init__(self, jobs: Jobs, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.background = background
+        self.jobs = jobs
         self.running = False
 
     def start(self, session: ExportSession, capabilities: Capabilities | None, choices: ExportChoices) -> bool:
@@ -64,5 +64,5 @@ class Exporter(QObject):
 
         self.running = True
         self.note.emit(f"Exporting to {choices.folder}…")
-        self.background.stream("export", Exportable(session, capabilities).steps(choices), step, end, end)
+        self.jobs.stream("export", Exportable(session, capabilities).steps(choices), step, end, end)
         return True
