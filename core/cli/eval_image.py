@@ -11,7 +11,7 @@ from ..backends.base import Backend
 from ..backends.pool import UsageLog
 from ..backends.precision_check import AccuracyCheck, with_precision
 from ..evaluate import ImageEvaluation, evaluate_dataset, evaluation_row
-from ..export.files import planned_files, run_files
+from ..export.plan import planned_files, run_files
 from ..export.provenance import source_for
 from ..export.writer import ExportWriter
 from ..quality.options import line_text

@@ -98,6 +98,7 @@ class TiledUnit:
         self.stitched_format = args.stitched_format or "auto"
         if args.export and "canvas" in run.kinds:
             note("--tile exports the stitched mask at the output scale; no slide-size canvas")
+        run.kinds = [k for k in run.kinds if k != "canvas"]
 
     def planned_files(self, item_id: str, kinds: list[str]) -> list[str]:
         return planned_tiled_files(item_id, kinds, self.stitched_format)
@@ -129,7 +130,8 @@ class TiledUnit:
         except KeyboardInterrupt:
             if bar is not None:
                 bar.clear()
-            status(f"stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored or exported")
+            status(f"stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored"
+                   + ("; the export folder is left as it was" if run.export is not None else ""))
             raise
 
     def means(self) -> dict[str, object]:

@@ -14,8 +14,8 @@ from typing import TextIO
 
 from ..backends.base import Backend
 from ..dataset.dataset import Dataset
+from ..dataset.preflight import check_sizes_up_front, prepare_truths
 from ..dataset.truth import choice_note
-from ..dataset.truth_check import prepare_truths
 from ..errors import SegScopeError
 from ..evaluate import evaluate_dataset
 from ..export.files import refuse_existing
@@ -121,6 +121,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = open_dataset(args)
     progress = Progress(len(dataset))
+    check_sizes_up_front(dataset)
     with open_eval_backend(args) as backend, ReportData(dataset, spec, backend.capabilities.class_names, rank,
                                                 args.worst) as data:
         prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result

@@ -13,6 +13,7 @@ EXPORT_KINDS = {
     "softmax": "{id}_softmax.npy",  # probabilities, float32 H x W x C at model resolution
     "heatmap": "{id}_heatmap.png",  # foreground probability as an 8-bit colour map, viewable anywhere
     "geojson": "{id}_mask.geojson",  # the predicted classes as QuPath annotations (core/interchange/geojson.py)
+    "corrected": "{id}_corrected_truth.png",  # the item's saved correction (mask_corrected.png), copied as it is
 }
 #: What an export writes when no kinds are named (`--export-kinds`' default).
 DEFAULT_KINDS = ("mask", "canvas", "softmax", "heatmap")

@@ -143,9 +143,14 @@ def argmax_at_roi(result: InferenceResult) -> np.ndarray:
 
 def check_mask_size(size: tuple[int, int], result: InferenceResult, source: str = "mask") -> None:
     """A one-line error unless a mask of `size` (width, height) covers the result's slide exactly."""
-    if tuple(size) != result.image_size:
-        raise SegScopeError(f"{source}: mask is {size[0]}x{size[1]} but the image is "
-                            f"{result.image_size[0]}x{result.image_size[1]}")
+    check_sizes(size, result.image_size, source)
+
+
+def check_sizes(mask_size: tuple[int, int], image_size: tuple[int, int], source: str = "mask") -> None:
+    """A one-line error unless a mask of `mask_size` (width, height) covers an image of `image_size` exactly."""
+    if tuple(mask_size) != tuple(image_size):
+        raise SegScopeError(f"{source}: mask is {mask_size[0]}x{mask_size[1]} but the image is "
+                            f"{image_size[0]}x{image_size[1]}")
 
 
 def truth_at_roi(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> np.ndarray:

@@ -70,7 +70,7 @@ def test_truths_are_checked_from_counts_a_cache_already_holds(three):
     import numpy as np
 
     from segscope.core.dataset.masks import histogram
-    from segscope.core.dataset.truth_check import prepare_truths
+    from segscope.core.dataset.preflight import prepare_truths
 
     dataset = Dataset.open(three)
     asked = []
