@@ -30,11 +30,12 @@ def hanging_set_env(folder: Path, marker: str) -> Path:
     return script
 
 
-def test_a_startup_timeout_stops_a_hanging_set_env(tiny_model_project, sshd: Sshd, ssh_options, worker_options,
-                                                   tmp_path: Path) -> None:
+def test_a_set_env_still_running_after_the_timeout_is_stopped_and_named(tiny_model_project, sshd: Sshd, ssh_options,
+                                                                         worker_options, tmp_path: Path) -> None:
     marker = "segscope-hang-timeout"
-    options = {**worker_options, "startup_timeout": 3.0, "set_env": str(hanging_set_env(tmp_path, marker))}
-    with pytest.raises(BackendError, match="did not start within 3 s"):
+    script = hanging_set_env(tmp_path, marker)
+    options = {**worker_options, "timeout": 3.0, "set_env": str(script)}
+    with pytest.raises(BackendError, match=f"could not source --set-env.*--set-env {script}: still running after 3 s"):
         RemoteBackend(tiny_model_project.pipeline, sshd.target, ssh_options, **options)
     assert wait_until(lambda: not processes_mentioning(marker), timeout=15), processes_mentioning(marker)
 
@@ -49,7 +50,7 @@ ssh = SshOptions(key_filename=Path(key), allow_agent=False, look_for_keys=False,
                  known_hosts=Path(known), connect_timeout=10.0)
 try:
     RemoteBackend(Path(pipeline), target, ssh, python=sys.executable, cache_dir=cache, set_env=set_env,
-                  worker_backend="embedded", startup_timeout=600)
+                  worker_backend="embedded", timeout=600)
 except KeyboardInterrupt:
     sys.exit(130)
 """
