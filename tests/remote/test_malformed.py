@@ -17,7 +17,7 @@ from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.client import Launch, WorkerLost, WorkerSession, launch
 from segscope.core.remote.connection import SshConnection, SshOptions, parse_target
 
-from .sshd import Sshd, processes_mentioning, wait_until
+from .sshd import Sshd, processes_mentioning, unique, wait_until
 
 WORKER = Path(worker.__file__)
 #: What a real worker's HELLO holds (pid and pgid are the fake worker's own).
@@ -138,12 +138,14 @@ def test_the_client_names_a_chatty_login_shell(sshd: Sshd, ssh_options: SshOptio
 
 
 def test_the_client_rejects_a_corrupt_result_and_stops_that_worker(sshd: Sshd, ssh_options: SshOptions) -> None:
-    marker = "segscope-fake-worker-marker"
+    marker = unique("segscope-fake-worker")
     connection, command = fake_worker(sshd, ssh_options, marker=marker, script=f"""
 import os, time
 out.write(p.encode(p.Message(p.MsgType.HELLO, {{**HELLO, 'device': '{marker}'}})))
 out.flush()
 request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
+while request.type != p.MsgType.INFER:  # the client's heartbeats
+    request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
 reply = bytearray(p.encode(p.Message(p.MsgType.RESULT, {{'id': request.meta['id']}}, (b'a' * 1000,))))
 reply[600] ^= 1
 out.write(bytes(reply)); out.flush()
