@@ -234,8 +234,10 @@ class WorkerSession:
 
     def _send(self, frame: bytes, patience: float | None = None, wait: bool = True) -> None:
         """Write a whole frame (never half: the worker would lose step) while the host takes bytes at least
-        every `patience` seconds (default: the timeout). Without `wait`, nothing is sent while another frame
-        is on its way. A failure recorded meanwhile (the host answered wrong) ends the send."""
+        every `patience` seconds, or by default says something at least every timeout (then it is busy, not
+        gone). Without `wait`, nothing is sent while another frame is on its way. A failure recorded meanwhile
+        (the host answered wrong) ends the send."""
+        busy_counts = patience is None
         patience = self.timeout if patience is None else patience
         if not self._send_lock.acquire(blocking=wait):
             return
@@ -245,11 +247,11 @@ class WorkerSession:
             offset = 0
             moved = time.monotonic()
             while offset < len(frame) and self._failure is None:
-                if time.monotonic() - moved > patience:
+                if time.monotonic() - (max(moved, self._heard) if busy_counts else moved) > patience:
                     self._fail(RequestTimeout(
-                        f"{self.label}: the host stopped answering: its worker took no input for {patience:g} s; "
-                        "the worker was stopped and the next request starts a new one (raise --remote-timeout "
-                        "on a slow link)"))
+                        f"{self.label}: the host stopped answering: its worker took no input and said nothing for "
+                        f"{patience:g} s; the worker was stopped and the next request starts a new one (raise "
+                        "--remote-timeout on a slow link)"))
                     break
                 try:
                     sent = self.channel.send(frame[offset : offset + CHUNK])

@@ -172,7 +172,10 @@ class Supervisor:
     def wait(self, readers, serving_in):
         """One round: relay what is ready within a tick (`readers`: fd -> handler of the bytes read, b"" at
         its end), reap children, add a heartbeat when one is due, end the session if the client is gone."""
-        reads = list(readers) + ([0] if self.input_open and len(self.to_serving) < BUFFER else [])
+        listening = self.input_open and len(self.to_serving) < BUFFER
+        if not listening:  # the serving process has not taken what came: the client is not the silent one
+            self.heard = time.monotonic()
+        reads = list(readers) + ([0] if listening else [])
         writes = ([1] if self.to_client else []) + ([serving_in] if serving_in is not None and self.to_serving
                                                    else [])
         ready_read, ready_write = select.select(reads, writes, [], self.tick)[:2]
