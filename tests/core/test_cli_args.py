@@ -67,7 +67,8 @@ def test_a_remote_timeout_must_be_a_positive_number_of_seconds(tiny_model_projec
         cli.main(["eval", "--dataset", str(small_dataset), "--pipeline", str(tiny_model_project.pipeline),
                   "--remote", "host", "--remote-timeout", value])
     assert info.value.code == 2
-    assert f"--remote-timeout: expected a positive number of seconds, got '{value}'" in one_line(capsys.readouterr().err)
+    error = one_line(capsys.readouterr().err)
+    assert f"--remote-timeout: expected a positive number of seconds, got '{value}'" in error
 
 
 @pytest.mark.parametrize("where", ["first", "last"])

@@ -5,7 +5,6 @@ log, quickly and without growing (its peak memory measured for that process alon
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,15 +40,28 @@ def set_reference(model_path: Path, tensor: str, **entries: int) -> None:
     model_path.write_bytes(model.SerializeToString())
 
 
+#: Runs `segscope ARGS...` and, at its exit, writes its peak resident memory (VmHWM, kB: this process's own,
+#: not its parent's as `wait4`'s ru_maxrss may report after a fork) to the file named first.
+MEASURED = """import atexit, runpy, sys
+out = sys.argv.pop(1)
+
+def peak():
+    with open("/proc/self/status") as status, open(out, "w") as f:
+        f.write(status.read().split("VmHWM:")[1].split()[0])
+
+atexit.register(peak)
+sys.argv[0] = "segscope"
+runpy.run_module("segscope.core.cli", run_name="__main__")
+"""
+
+
 def run_eval(small_dataset: Path, pipeline: Path) -> tuple[int, str, int]:
     """(exit code, stderr, peak resident bytes) of `segscope eval` in a process of its own."""
-    process = subprocess.Popen([sys.executable, "-m", "segscope.core.cli", "eval", "--dataset", str(small_dataset),
-                                "--pipeline", str(pipeline)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert process.stderr is not None
-    err = process.stderr.read().decode()
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, err, usage.ru_maxrss * 1024
+    peak = small_dataset.parent / "peak.txt"
+    done = subprocess.run([sys.executable, "-c", MEASURED, str(peak), "eval", "--dataset", str(small_dataset),
+                           "--pipeline", str(pipeline)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, timeout=300, check=False)
+    return done.returncode, done.stderr, int(peak.read_text()) * 1024
 
 
 def refused(code: int, err: str, peak: int, *parts: str) -> None:
