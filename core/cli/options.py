@@ -16,12 +16,12 @@ from ..dataset.dataset import Dataset
 from ..dataset.truth import AUTO, CHOICES, choice_note
 from ..errors import SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS
-from ..remote.protocol import PROBABILITY_DTYPES
+from ..remote.protocol import DEFAULT_TIMEOUT, PROBABILITY_DTYPES
 from ..stream.source import add_source_options
 from .output import note
 
 #: Options that only mean something with --remote (refused without it instead of being ignored).
-REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "probabilities", "accept_new_host_key")
+REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "remote_timeout", "probabilities", "accept_new_host_key")
 #: Of those, what also applies to `--cluster ssh://` (the hosts are reached as `--remote` reaches one).
 CLUSTER_SSH_OPTIONS = ("set_env", "remote_python", "accept_new_host_key")
 T = TypeVar("T")
@@ -59,6 +59,7 @@ def checked(convert: Callable[[str], T], ok: Callable[[T], bool], expected: str)
 
 
 positive_int = checked(int, lambda v: v > 0, "a positive integer")
+positive_seconds = checked(float, lambda v: 0 < v < float("inf"), "a positive number of seconds")
 
 
 def add_backend_options(parser: argparse.ArgumentParser) -> None:
@@ -79,6 +80,10 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remote-cache", metavar="HOST_DIR", default=None,
                         help="with --remote: the host folder for the uploaded worker and model, relative to the "
                              "login's home unless absolute (default .cache/segscope)")
+    parser.add_argument("--remote-timeout", type=positive_seconds, default=None, metavar="SECONDS",
+                        help="with --remote: give up on the host after this many seconds without a word from it "
+                             f"(default {DEFAULT_TIMEOUT:g}); its worker says it is alive every few seconds, also "
+                             "while it loads a model or infers, so only a host or link that stops answering hits it")
     parser.add_argument("--probabilities", choices=PROBABILITY_DTYPES, default=None,
                         help="with --remote: how probabilities travel back. float32 (default) is exact, metrics "
                              "identical to a local run: 3.3 MB per 960x960 demo result (lossless zlib of 7.4 MB "
