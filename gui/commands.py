@@ -163,7 +163,7 @@ class ViewerCommands(QObject):
         if self.session.dataset is None or not (self.session.result_ids or self.session.slide_runs):
             self.note.emit("Run at least one image (or a whole slide) before exporting", 4000)
             return
-        choices = ask_export(self.session, self.host)
+        choices = ask_export(self.session, self.session.capabilities, self.host)
         if choices is not None:
             self.write_export(choices)
 

@@ -179,7 +179,8 @@ class MaskEditing(QObject):
         session, result = self.session, self.panels.result
         if result is None or session.current is None or not session.ready:
             return None
-        return result if session.result(session.current.id) is result else None
+        record = session.record(session.current.id)  # its own run (a whole-slide part takes no edits)
+        return result if record is not None and record.result is result else None
 
     def _can_edit(self) -> bool:
         document = self.document

@@ -83,9 +83,10 @@ class SessionResults:
         return record if record is not None and record.result is not None else None
 
     def result(self, item_id: str) -> InferenceResult | None:
-        """The newest result of an image's own run that still has its arrays."""
-        record = self.record(item_id)
-        return record.result if record is not None else None
+        """The arrays of what answers for the image (`answer`): its run, or its whole-slide run's part under its
+        ROI; None: nothing does, or its run's arrays were dropped."""
+        answer = self.answer(item_id)
+        return answer.result if answer is not None else None
 
     def stale_reason(self, item_id: str) -> str:
         """Why the image's newest run no longer answers for it ("" when it does): `ROI_CHANGED` (computed on

@@ -40,7 +40,7 @@ from .running import Batch, Describe, Evaluated, Failed, RunStep, SlideEvaluated
 from .runs import RunRecord
 from .scoring import ScoreKey
 from .store import SessionStore
-from .truth import Truth
+from .truth import ImageTruth
 
 
 def plural(n: int, noun: str) -> str:
@@ -63,7 +63,7 @@ class SessionRuns:
     _keep_run: Callable[..., RunRecord]
     _keep_slide_run: Callable[[TiledEvaluation], None]
     _scored: Callable[..., None]
-    truth: Callable[[str], Truth]
+    truth: Callable[[str], ImageTruth]
 
     def __init__(self) -> None:
         self._outcomes: dict[str, Outcome] = {}

@@ -20,13 +20,14 @@ from pathlib import Path
 import numpy as np
 
 from ..dataset.dataset import Dataset, DatasetItem, backup_mask_path
+from ..dataset.truth import Truth
 from ..editing.document import MaskDocument, mask_source
 from ..editing.files import Recovery, SaveMode, discard_recovery, find_recovery
 from ..errors import SegScopeError
 from .backend_state import BackendState
 from .events import EditsRecovered, MaskChanged, Message, SessionEvents, TruthChanged
 from .jobs import Job
-from .truth import Truth
+from .truth import ImageTruth
 
 
 @dataclass(frozen=True)
@@ -65,22 +66,23 @@ class SessionEdits:
     _item_changed: Callable[[str], None]
 
     def __init__(self) -> None:
-        self._truths: dict[str, Truth] = {}
+        self._truths: dict[str, ImageTruth] = {}
         self._versions = itertools.count(1)
 
     def _forget_truths(self) -> None:
         """A dataset (re)opens: every truth is read again from its files (they may have changed meanwhile)."""
         self._truths.clear()
 
-    def truth(self, item_id: str) -> Truth:
+    def truth(self, item_id: str) -> ImageTruth:
         """What the image is scored against now."""
         truth = self._truths.get(item_id)
         if truth is None:
-            truth = Truth(self._dataset().item(item_id).truth_path, next(self._versions))
+            dataset = self._dataset()
+            truth = ImageTruth(dataset.truth(dataset.item(item_id)), next(self._versions))
             self._truths[item_id] = truth
         return truth
 
-    def _set_truth(self, item_id: str, truth: Truth) -> None:
+    def _set_truth(self, item_id: str, truth: ImageTruth) -> None:
         old = self._truths.get(item_id)
         self._truths[item_id] = truth
         if old is None or truth != old or truth.recovered is not old.recovered:
@@ -88,11 +90,11 @@ class SessionEdits:
             self._item_changed(item_id)
 
     def _changed_truth(self, item_id: str, edits: bool, recovered: Recovery | None = None,
-                       path: Path | None = None) -> None:
+                       file: Truth | None = None) -> None:
         """The image's mask changed: now with or without unsaved `edits` (`recovered`: held by a recovery file),
-        on the file `path` (default: the same), with a new version."""
+        on the truth `file` (default: the same), with a new version."""
         truth = self.truth(item_id)
-        self._set_truth(item_id, Truth(path or truth.path, next(self._versions), edits, recovered))
+        self._set_truth(item_id, ImageTruth(file or truth.file, next(self._versions), edits, recovered))
 
     def edited_mask(self, item_id: str) -> Callable[[], np.ndarray | None]:
         """Where the mask an image is scored against is read from when it has unsaved edits (the document on
@@ -135,7 +137,7 @@ class SessionEdits:
         if kind == "restore":  # the recovered edits, now on screen: the same mask, the same version
             self._set_truth(item_id, replace(self.truth(item_id), edits=True, recovered=None))
         else:
-            self._changed_truth(item_id, document.dirty, path=document.item.truth_path)
+            self._changed_truth(item_id, document.dirty, file=self._dataset().truth(document.item))
             if kind == "edit" and not document.dirty:  # undone back to the file: nothing is left to recover
                 discard_recovery(document.source, self.recovery_dir)
         self.events.mask_changed.emit(MaskChanged(item_id, kind))

@@ -15,7 +15,7 @@ from ..quality.spec import MetricSpec
 from ..roi import Roi
 from ..wholeslide.evaluate import TiledEvaluation
 from .runs import RunRecord
-from .truth import Truth
+from .truth import ImageTruth
 
 #: `Outcome.kind`s: what a run asked of an image did while no result of it answers for it.
 QUEUED, FAILED, UNREADABLE, CANCELLED, NOT_RUN = "queued", "error", "unreadable", "cancelled", "not run"
@@ -55,7 +55,7 @@ class SlideRunAdded:
 @dataclass(frozen=True)
 class TruthChanged:
     item_id: str
-    truth: Truth
+    truth: ImageTruth
 
 
 @dataclass(frozen=True)

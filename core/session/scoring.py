@@ -25,7 +25,7 @@ from ..result import InferenceResult
 from ..roi import Roi
 from .answers import Answer
 from .events import ItemChanged, Scored, ScoreDue, SessionEvents
-from .truth import Truth
+from .truth import ImageTruth
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class SessionScores:
     ranking: Metric
     _dataset: Callable[[], Dataset]
     answer: Callable[[str], Answer | None]
-    truth: Callable[[str], Truth]
+    truth: Callable[[str], ImageTruth]
     edited_mask: Callable[[str], Callable[[], np.ndarray | None]]
     roi_for: Callable[[str], Roi]
     answered_ids: Callable[[Dataset | None], list[str]]

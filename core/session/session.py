@@ -142,7 +142,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             return False
         item_id = entry.image_id
         if entry.result is not None:
-            if self.result(item_id) is not None:
+            if self.newest(item_id) is not None:  # a run of this session is newer
                 return False
             record = self._keep_run(item_id, entry.result, restored=True)
             self.events.result_added.emit(ResultAdded(item_id, record, restored=True))
@@ -287,8 +287,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     @property
     def result_ids(self) -> list[str]:
         """Images with a result to show or export (a run's, or a whole-slide run's part), in dataset order."""
-        return [item_id for item_id in self.answered_ids(self.dataset)
-                if (answer := self.answer(item_id)) is not None and answer.result is not None]
+        return [item_id for item_id in self.answered_ids(self.dataset) if self.result(item_id) is not None]
 
     # ------------------------------------------------------------------------------------------ choices
     def set_ranking(self, name: str) -> Metric:

@@ -2,7 +2,8 @@
 
 An image's row and, for the image on screen, the toolbar's headline, the Metrics dock, the panels' dimming and
 the Review/Defects docks all read one `ItemView` (status, numbers, whether they are fresh and why not, the
-truth they are of); the enabled actions are `actions`, what there is to export `exportable`. A view subscribes
+truth they are of); the enabled actions are `actions`; what there is to export is `core.export.job.Exportable`
+of the session (its `result` is what answers for each image). A view subscribes
 to the session's events (`item_changed` for an image's views, the fields for the rest) and calls these.
 """
 
@@ -12,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dataset.dataset import corrected_mask_path
 from ..metrics.scores import ImageMetrics
 from .answers import OTHER_MODEL, ROI_CHANGED, WHOLE_SLIDE, Answer
 from .session import Session
@@ -105,21 +105,3 @@ def actions(session: Session) -> Actions:
                    undo_roi=session.roi_moves.can_undo, redo_roi=session.roi_moves.can_redo,
                    save=editor is not None and editor.dirty, discard=editor is not None and editor.dirty,
                    undo_edit=editor is not None and editor.can_undo, redo_edit=editor is not None and editor.can_redo)
-
-
-@dataclass(frozen=True)
-class Exportable:
-    """What there is to export, by image id in dataset order: ROI results (or whole-slide parts), whole-slide
-    runs, saved corrections of the ground truth."""
-
-    results: tuple[str, ...]
-    slide_runs: tuple[str, ...]
-    corrected: tuple[str, ...]
-
-
-def exportable(session: Session) -> Exportable:
-    dataset = session.dataset
-    items = dataset.items if dataset is not None else []
-    corrected = tuple(item.id for item in items if item.mask_path is not None
-                      and session.truth(item.id).path == corrected_mask_path(item.mask_path))
-    return Exportable(tuple(session.result_ids), tuple(i.id for i in items if i.id in session.slide_runs), corrected)

@@ -27,7 +27,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from scipy import ndimage
 
 from segscope.core.backends.base import Backend, Capabilities
-from segscope.core.dataset.dataset import Dataset, corrected_mask_path
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.dataset.truth import corrected_mask_path
 from segscope.core.editing.document import mask_source
 from segscope.core.editing.files import write_recovery
 from segscope.core.metrics.review import ERROR_NAMES, error_codes
@@ -134,16 +135,18 @@ def _components(mask: np.ndarray) -> list[np.ndarray]:
 
 
 def _defects(pred: np.ndarray, truth: np.ndarray) -> tuple[int, int, int]:
-    """8-connected components matched one to one at IoU >= 0.5, the best pairs first."""
+    """(TP, FP, FN) defects: 8-connected components matched one to one at IoU >= 0.5, the best pairs first; an
+    unmatched prediction lying mostly (over half its area) inside one true defect is a piece of it, no false
+    alarm."""
     ps, ts = _components(pred), _components(truth)
-    pairs = sorted(((np.sum(p & t) / np.sum(p | t), i, j) for i, p in enumerate(ps) for j, t in enumerate(ts)),
-                   reverse=True)
+    pairs = sorted((-np.sum(p & t) / np.sum(p | t), i, j) for i, p in enumerate(ps) for j, t in enumerate(ts))
     used_p, used_t = set(), set()
-    for iou, i, j in pairs:
-        if iou >= 0.5 and i not in used_p and j not in used_t:
+    for negative_iou, i, j in pairs:
+        if -negative_iou >= 0.5 and i not in used_p and j not in used_t:
             used_p.add(i)
             used_t.add(j)
-    return len(used_t), len(ps) - len(used_p), len(ts) - len(used_t)
+    pieces = {i for i, p in enumerate(ps) if i not in used_p and any(np.sum(p & t) > 0.5 * np.sum(p) for t in ts)}
+    return len(used_t), len(ps) - len(used_p) - len(pieces), len(ts) - len(used_t)
 
 
 def reference(result: InferenceResult, mask: np.ndarray) -> Reference:
@@ -156,9 +159,10 @@ def reference(result: InferenceResult, mask: np.ndarray) -> Reference:
     tp, fp, fn = int(np.sum(pred & truth)), int(np.sum(pred & ~truth)), int(np.sum(~pred & truth))
     tn = truth.size - tp - fp - fn
     soft = 2 * np.sum(np.where(truth, p[..., 1], p[..., 0])) / (np.sum(p * p) + truth.size + 1e-6)
+    empty = math.nan if tp + fp + fn == 0 else 1.0  # no foreground anywhere: n/a, else nothing to get wrong
     return Reference(float(soft), 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else math.nan,
-                     tp / (tp + fp + fn) if tp + fp + fn else math.nan, tp / (tp + fp) if tp + fp else 1.0,
-                     tp / (tp + fn) if tp + fn else 1.0, {"TP": tp, "FP": fp, "FN": fn, "TN": tn},
+                     tp / (tp + fp + fn) if tp + fp + fn else math.nan, tp / (tp + fp) if tp + fp else empty,
+                     tp / (tp + fn) if tp + fn else empty, {"TP": tp, "FP": fp, "FN": fn, "TN": tn},
                      _defects(pred, truth))
 
 
