@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QMenu, QWidget
 from ..core.metrics.review import ErrorMap, ErrorRegion, error_regions, result_error_map, step, worst_first
 from ..core.roi import Roi
 from ..core.session.session import Session
-from ..core.session.views import headline
+from ..core.session.views import headline, review_input
 from .compare_dialog import CompareDialog
 from .dataset_panel import DatasetPanel
 from .jobs import Jobs
@@ -186,9 +186,9 @@ class Inspection(QObject):
             self._review_key = None
             return
         panels, item_id = self.panels, self._shown_id()
-        view = headline(self.session)
+        view, shown = headline(self.session), review_input(self.session)
         result = view.answer.result if view is not None and view.answer is not None and item_id is not None else None
-        mask = self.session.mask if item_id is not None else None
+        mask = shown[1] if shown is not None and item_id is not None else None
         positive = panels.current_class()
         key_ = (item_id, id(result), id(mask), positive)
         if key_ == self._review_key and not force:
