@@ -74,7 +74,8 @@ def export_stitched(folder: ExportFolder, evaluation: TiledEvaluation, capabilit
     result = InferenceResult(stitched.probabilities, stitched.argmax, stitched.region, stitched.slide_size,
                              backend=capabilities.name if capabilities else "", threshold=stitched.threshold)
     document = provenance(source_for(item, capabilities), result, files)
-    document["tiling"] = {**({"tile": list(plan.tile), "overlap": plan.overlap, "blend": plan.blend}
+    document["tiling"] = {**({"tile": list(plan.tile), "overlap": plan.overlap, "margin": plan.margin,
+                                 "blend": plan.blend}
                              if plan is not None else {}),
                           "tiles": evaluation.tiles, "output_scale": stitched.scale,
                           "output_units": "output pixel (i, j) covers slide pixels x0 + j / output_scale ..."}
