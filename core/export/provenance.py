@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 from ..backends.base import Capabilities
@@ -17,13 +16,7 @@ from ..dataset.dataset import DatasetItem
 from ..dataset.masks import BINARY_FOREGROUND
 from ..files.fileio import sha256_file
 from ..result import InferenceResult
-
-
-def segscope_version() -> str:
-    try:
-        return metadata.version("segscope")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+from ..version import segscope_version
 
 
 @dataclass(frozen=True)
