@@ -343,6 +343,15 @@ def test_layout_and_recent_list_are_remembered(qtbot, window, demo_dataset):
     from segscope.gui.main_window import MainWindow
 
     assert settings.recent_datasets()[0] == demo_dataset.resolve()
+    not_one = demo_dataset.parent / "notes"  # a folder that does not open as a dataset is not remembered
+    not_one.mkdir()
+    (not_one / "README.md").write_text("# notes\n", encoding="utf-8")
+    assert not window.open_dataset(not_one)
+    assert settings.recent_datasets() == [demo_dataset.resolve()]
+    settings.add_recent_dataset(not_one)  # one remembered before (it held images then) is forgotten when it fails
+    assert not window.open_dataset(not_one)
+    assert settings.recent_datasets() == [demo_dataset.resolve()] and window.dataset.root == demo_dataset.resolve()
+    assert "no images found (it is a folder with no images" in window.messages.errors()[-1].text
     window.metrics_dock.hide()
     window.close()
     again = MainWindow()
