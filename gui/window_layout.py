@@ -123,7 +123,8 @@ def _above(dock: QDockWidget, bar: QTabBar) -> bool:
 
 
 class DockLayout(QObject):
-    """Keeps `results` at its share of `window`'s height; `reset()` restores the default arrangement."""
+    """Keeps `results` at its share of `window`'s height; `reset()` restores the default arrangement, the `right`
+    docks in front of the docks tabbed with them (on a first start too)."""
 
     def __init__(self, window: QMainWindow, results: QDockWidget, left: QDockWidget,
                  right: list[QDockWidget]) -> None:
@@ -150,6 +151,8 @@ class DockLayout(QObject):
             self.window.restoreState(self._default_state)
         for dock in (self.results, self.left, *self.right):
             dock.show()
+        for dock in self.right:  # what a new user needs first (Metrics, Messages) in front of its tab group
+            dock.raise_()
         self.share = DEFAULT_RESULTS_SHARE
         width = self.window.width()
         self.window.resizeDocks([self.left, self.right[0]], [int(width * DATASET_SHARE), int(width * RIGHT_SHARE)],
