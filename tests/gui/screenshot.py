@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QStyle,
     QStyleOptionButton,
     QStyleOptionComboBox,
+    QTabBar,
     QTableView,
     QWidget,
 )
@@ -62,6 +63,12 @@ def clipped_widgets(window: QWidget) -> list[str]:
             text = child.text() if hasattr(child, "text") and callable(child.text) else ""
             found.append(f"{type(child).__name__} {text!r} {child.geometry().getRect()} in "
                          f"{type(parent).__name__} {parent.width()}x{parent.height()}")
+    bars = [bar for bar in window.findChildren(QTabBar) if bar.parent() is window and bar.isVisible()]
+    for index, bar in enumerate(bars):  # a dock tab bar Qt left behind lies over another part of the window
+        for other in bars[index + 1:]:
+            if bar.geometry().intersects(other.geometry()):
+                found.append(f"QTabBar {[bar.tabText(i) for i in range(bar.count())]} {bar.geometry().getRect()} "
+                             f"over QTabBar {[other.tabText(i) for i in range(other.count())]}")
     return found
 
 
