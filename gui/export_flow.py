@@ -21,8 +21,8 @@ from ..core.result import InferenceResult
 from ..core.session.session import Session
 from ..core.wholeslide.evaluate import TiledEvaluation
 from ..core.wholeslide.export import export_stitched, tiled_row
-from .background import Background
 from .export_dialog import ExportChoices, ExportDialog
+from .jobs import Jobs
 from .status_labels import count
 
 #: (images done, images in all, files written by this step)
@@ -98,9 +98,9 @@ class Exporter(QObject):
     #: a short note for the status bar
     note = Signal(str)
 
-    def __init__(self, background: Background, parent: QObject | None = None) -> None:
+    def __init__(self, jobs: Jobs, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.background = background
+        self.jobs = jobs
         self.running = False
 
     def start(self, session: Session, capabilities: Capabilities | None, choices: ExportChoices) -> bool:
@@ -127,5 +127,5 @@ class Exporter(QObject):
 
         self.running = True
         self.note.emit(f"Exporting to {choices.folder}…")
-        self.background.stream("export", export_steps(session, capabilities, choices), step, end, end)
+        self.jobs.stream("export", export_steps(session, capabilities, choices), step, end, end)
         return True
