@@ -188,10 +188,10 @@ def test_devices_and_cluster_are_remembered_and_apply_to_local_backends_only(qtb
     assert dialog.scale_box.isEnabled() and dialog.choice().cluster == "ssh://a,b"
 
 
-def test_a_wrong_file_is_said_for_what_it_is_and_a_card_naming_an_onnx_is_taken(qtbot, tiny_model_project, tmp_path):
+def test_a_wrong_file_is_said_for_what_it_is_and_a_card_naming_an_onnx_is_taken(qtbot, jobs, tiny_model_project):
     """The CLI's rule (core.stream.source.resolve_source): an AIPP config is said to be one; an .onnx that only a
     card of another name describes is replaced by that card, said, and taken on the second OK."""
-    dialog = BackendDialog(BackendChoice())
+    dialog = BackendDialog(BackendChoice(), jobs)
     qtbot.addWidget(dialog)
     aipp = tiny_model_project.root / "models" / "aipp_unet_simple_opencv.cfg"
     dialog.pipeline_edit.setText(str(aipp))
