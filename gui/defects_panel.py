@@ -20,9 +20,10 @@ from ..core.roi import Roi
 from .row_table import Column, RowModel, RowTable
 
 #: The list's order: misses first, then false alarms, then what was found; larger first within each.
-OUTCOME_ORDER = {"FN": 0, "FP": 1, "TP": 2}
-SHOWS = {"All defects": ("FN", "FP", "TP"), "Misses (FN)": ("FN",), "False alarms (FP)": ("FP",),
-         "Found (TP)": ("TP",)}
+OUTCOME_ORDER = {"FN": 0, "merged": 1, "FP": 2, "split": 3, "TP": 4}  # see core.quality.defects
+MISSES = ("FN", "merged")
+SHOWS = {"All defects": tuple(OUTCOME_ORDER), "Misses (FN)": MISSES, "False alarms (FP)": ("FP",),
+         "Fragments (split)": ("split",), "Found (TP)": ("TP",)}
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,9 @@ class DefectsPanel(QWidget):
         """The current image's defects (`defect_rows`); `note` says why there are none to show."""
         self._all = rows
         counts = {kind: sum(1 for r in rows if r.defect.outcome == kind) for kind in OUTCOME_ORDER}
-        self.summary.setText(note or f"{counts['TP']} found, {counts['FN']} missed, {counts['FP']} false alarms "
-                                     "(matched at IoU ≥ 0.5; click one to zoom, N / Shift+N: next / previous miss)")
+        self.summary.setText(note or f"{counts['TP']} found, {counts['FN'] + counts['merged']} missed ("
+                                     f"{counts['merged']} merged), {counts['FP']} false alarms, {counts['split']} "
+                                     "fragments (click one to zoom, N / Shift+N: next / previous miss)")
         self._apply()
 
     def _apply(self) -> None:
@@ -112,10 +114,10 @@ class DefectsPanel(QWidget):
 
     def step_miss(self, offset: int) -> DefectRow | None:
         """Select and zoom to the miss `offset` places from the selected row (wrapping); None without misses."""
-        if "FN" not in SHOWS[self.show_combo.currentText()]:
+        if not set(MISSES) <= set(SHOWS[self.show_combo.currentText()]):
             self.show_combo.setCurrentText("All defects")
         rows = self.model.rows
-        misses = [i for i, r in enumerate(rows) if r.defect.outcome == "FN"]
+        misses = [i for i, r in enumerate(rows) if r.defect.outcome in MISSES]
         if not misses:
             return None
         current = self.table.currentIndex().row()

@@ -3,7 +3,7 @@ back to the GUI thread one small step at a time, so the window only paints and d
 starts a thread or an executor (tests/test_layout.py checks).
 
 A **job** is a plain function (`submit`) or a generator function (`stream`) taking no arguments; it needs no Qt,
-so core hands jobs out as they are (`ScoreJob.run`, `QualityJob.run`, `export_steps`, `restore_entries`).
+so core hands jobs out as they are (`ScoreJob.run`, `QualityJob.run`, `Exportable.steps`, `restore_entries`).
 What it returns reaches `done(value)`, each item it yields `each(item)` (each as a queued event of its own),
 then `finished()`; an exception reaches `failed(text, details)` (`describe_error`: a user's error in one line,
 anything else a bug with its traceback), or the runner's `failed(key, text, details)` signal when the job has

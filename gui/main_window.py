@@ -398,7 +398,7 @@ class MainWindow(QMainWindow):
         if self.dataset is None or not (self.session.result_ids or self.session.slide_runs):
             self.statusBar().showMessage("Run at least one image (or a whole slide) before exporting", 4000)
             return
-        choices = ask_export(self.session, self)
+        choices = ask_export(self.session, self.capabilities, self)
         if choices is not None:
             self.write_export(choices)
 

@@ -283,10 +283,9 @@ def read_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     return decode_image(read_bytes(path), str(path), cv2.IMREAD_COLOR, max_pixels)
 
 
-def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, notes: list[str] | None = None) -> np.ndarray:
-    """Read a mask as H x W uint8 values by the conventions of `masks.to_mask` (16-bit 0/1 stays 0/1);
-    what does not follow them is appended to `notes`."""
-    return to_mask(_decode(read_bytes(path), str(path), cv2.IMREAD_UNCHANGED, max_pixels), str(path), notes)
+def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """Read a mask as H x W uint8 values by `masks.to_mask` (16-bit 0/1 stays 0/1; a colour mask is refused)."""
+    return to_mask(_decode(read_bytes(path), str(path), cv2.IMREAD_UNCHANGED, max_pixels), str(path))
 
 
 def _new_file_mode(replaced: Path) -> int | None:
