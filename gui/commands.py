@@ -66,6 +66,7 @@ class ViewerCommands(QObject):
             dataset = Dataset.open(Path(path))
         except SegScopeError as exc:
             self.message.emit("error", str(exc), "")
+            settings.forget_recent_dataset(Path(path))  # only datasets that opened are remembered
             return False
         self.jobs.cancel("restore")
         self.open_slide.set(None, None)

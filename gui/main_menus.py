@@ -19,6 +19,7 @@ from ..core.metrics import catalogue
 from ..core.metrics.scores import ImageMetrics
 from ..core.session.session import Session
 from ..core.session.views import actions
+from ..core.version import segscope_version
 from .dataset_panel import DatasetPanel
 from .model_dialog import add_open_model_action
 from .result_panels import ResultPanels
@@ -208,8 +209,8 @@ class MainActions:
         help_menu = menu.addMenu("&Help")
         help_menu.addAction(self.shortcuts_action)
         help_menu.addAction("&About SegScope", lambda: QMessageBox.about(
-            self.window, "About SegScope", "SegScope: inspect U-Net segmentations of MindX SDK streams, locally, "
-            "on an Ascend host or over SSH."))
+            self.window, "About SegScope", f"SegScope {segscope_version()}: inspect U-Net segmentations of MindX SDK "
+            "streams, locally, on an Ascend host or over SSH."))
 
     def update_enabled(self) -> None:
         """Which actions can be taken now, as the session says (`core.session.views.actions`)."""

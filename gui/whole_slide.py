@@ -3,7 +3,8 @@
 the panels, the row and every number (the session's rule; the runs live in the session, kept on disk and
 restored with the dataset).
 
-Tiles are the dataset's ROI size (the scale the model was trained at), overlapping by 1/8 and blended, read
+Tiles are the dataset's ROI size (the scale the model was trained at), overlapping by twice the model's edge
+effect and each counted only inside it, the slide's borders mirrored (`core.wholeslide.plan`), read
 from the reader the viewer has open (`core.wholeslide.evaluate.evaluate_slide`), so a pyramidal TIFF is never decoded
 whole. The output scale is the model's own unless its canvases would pass the memory bound: then the
 largest scale that fits is taken, and the messages say so; Run > Whole-slide output scale… sets one instead.
@@ -158,8 +159,7 @@ class WholeSlide(QObject):
         if unkept:  # said as the run starts, not after it
             self.message.emit("warning", f"Whole slide of {item.id}: {unkept}")
         text = f"Running the whole slide of {item.id} in {count(tiles, 'tile')}" + (f" at {note}" if note else "")
-        if note:
-            self.message.emit("info", text)
+        self.message.emit("info", f"{text}: {run.overlap_note(plan)}")
         self.note.emit(text + "…", 0)
         return True
 
