@@ -164,7 +164,7 @@ class MainWindow(QMainWindow):
                                              self.whole_slide, self.editing, self.roi_control, self.scorer)]
         for signal in signals:
             signal.connect(messages.add)
-        for note in (self.commands.note, self.whole_slide.note, self.editing.note):
+        for note in (self.commands.note, self.whole_slide.note, self.editing.note, self.controller.note):
             note.connect(bar.showMessage)
         self.roi_control.note.connect(lambda text: bar.showMessage(text, 3000))
         self.exporter.note.connect(lambda text: bar.showMessage(text, 5000))

@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Signal
 from ..core.backends.base import Backend, Capabilities
 from ..core.backends.pool import UsageLog
 from ..core.session.backend_state import BackendState
+from ..core.session.batches import run_summary
 from ..core.session.jobs import Progress, RunJob
 from ..core.session.running import Evaluated, Failed, RunStep, SlideEvaluated
 from .jobs import BACKEND, Jobs
@@ -81,6 +82,7 @@ class RunController(QObject):
     slideEvaluated = Signal(object)  # TiledEvaluation, once the session has it
     usage = Signal(list, list)  # per device or cluster worker, after each image: as_dicts(), lines()
     message = Signal(str, str, str)  # level, text, details
+    note = Signal(str, int)  # the status bar's text, for so many ms
     progress = Signal(int, int, float)  # finished, total, ETA in seconds (nan while unknown)
     batchFinished = Signal(int, int, bool)  # done, failed, cancelled
 
@@ -177,4 +179,7 @@ class RunController(QObject):
         self._job = None
         self.state.set_busy(False)
         job.finished(cancelled)
+        summary = run_summary(*self._counts, cancelled)
+        if summary:
+            self.note.emit(summary, 5000)
         self.batchFinished.emit(*self._counts, cancelled)

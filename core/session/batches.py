@@ -43,6 +43,13 @@ from .store import SessionStore
 from .truth import ImageTruth
 
 
+def run_summary(done: int, failed: int, cancelled: bool) -> str:
+    """What a run of several images (or one that failed or was cancelled) says as it ends ("": nothing)."""
+    if not (cancelled or failed or done > 1):
+        return ""
+    return f"Run {'cancelled' if cancelled else 'finished'}: {done} done, {failed} failed"
+
+
 def plural(n: int, noun: str) -> str:
     """"1 image", "3 images"."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
@@ -143,11 +150,9 @@ class SessionRuns:
 
         def finished(cancelled: bool) -> None:
             self._ended(item_ids, cancelled)
-            done, failed = counts["done"], counts["failed"]
-            if cancelled or failed or done > 1:
-                self.events.message.emit(Message("warning" if cancelled or failed else "info",
-                                                 f"Run {'cancelled' if cancelled else 'finished'}: {done} done, "
-                                                 f"{failed} failed"))
+            summary = run_summary(counts["done"], counts["failed"], cancelled)
+            if summary:
+                self.events.message.emit(Message("warning" if cancelled or counts["failed"] else "info", summary))
         return RunJob("run", tuple(item_ids), len(item_ids), work, each, finished)
 
     def _failed(self, step: Failed) -> None:
