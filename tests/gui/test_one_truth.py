@@ -69,9 +69,12 @@ def shown(win, item_id: str) -> dict[str, float | None]:
 
 
 def settle(qtbot, win) -> None:
-    """Let every re-scoring and drawing finish."""
-    win.scorer.score_due()
-    qtbot.waitUntil(lambda: not win.scorer.busy, timeout=20000)
+    """Let every scoring and drawing finish: no image's numbers are stale, nothing is being drawn."""
+    def settled() -> bool:
+        win.scorer.score_due()  # (what the scorer's timer does)
+        return not win.session.due() and not win.scorer.busy and not win.jobs.busy("panels")
+
+    qtbot.waitUntil(settled, timeout=20000)
     for _ in range(5):
         QApplication.processEvents()
         qtbot.wait(50)
