@@ -145,10 +145,13 @@ def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
     source = str(item.truth_path)
     if mask is None and item.truth_path is not None and slide_kind_for(item.truth_path).name == "tiff":
         roi_mask = _mask_region(dataset, item, result)  # a tiled mask: only the ROI is read, as the viewer does
-    else:
-        mask = dataset.load_mask(item) if mask is None else mask
-        if mask is None:
+    elif mask is None:  # the ROI's truth only, through the decoded-input cache
+        truth = dataset.truth_at(item, result.roi)
+        if truth is None:
             return ImageEvaluation(item, result, None)
+        check_mask_size(truth.size, result, source)
+        roi_mask = truth.values
+    else:
         roi_mask = truth_at_roi(result, mask, source)
     dataset.check_mask(item, roi_mask, result.num_classes)
     metrics = roi_metrics(result, roi_mask)

@@ -20,17 +20,28 @@ import cv2
 import numpy as np
 import onnxruntime as ort
 
+from ..cache.decoded import image_region
 from ..card.card import ModelCard
 from ..card.reader import load_model_card, postprocess
 from ..errors import BackendError, SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
+from ..files.imageheader import header_size
 from ..roi import Roi
 from ..stream import dvpp, imaging
 from ..stream.emulation import Crop, Normalize, plan_stream, sized
 from ..stream.loader import load_pipeline
 from ..stream.pipeline import Pipeline
 from ..stream.preprocess import check_aipp_color, decode_flag, make_tensor
-from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels, read_ahead
+from .base import (
+    Backend,
+    Capabilities,
+    ImageSource,
+    InferenceRequest,
+    InferenceResult,
+    Placement,
+    check_pixels,
+    read_ahead,
+)
 from .pool import DevicePool, device_pool
 
 #: A decoded image: H x W x C on the opencv path, NV12 planes on the DVPP path.
@@ -206,21 +217,49 @@ class EmbeddedStream:
             check_aipp_color(self.card.preprocess, self.card.aipp, rgb, str(self.card.path))
 
     def prepare(self, image: ImageSource, roi: Roi | None, max_pixels: int = DEFAULT_MAX_PIXELS) -> _Prepared:
-        """Read, decode, run the stream's elements up to the model and make the network input (`to_tensor`)."""
+        """Read, decode, run the stream's elements up to the model and make the network input (`to_tensor`).
+        A file's crop box comes through the decoded-input cache where the box is the decoder's pixels
+        (`region_of`): the stream then runs on that region, as on a slide region read."""
         clock = time.perf_counter()
+        placement = None
         if isinstance(image, np.ndarray):
             source = "<image array>"
             decoded = self.decoded(image, source)
         else:
             source = str(image) if isinstance(image, Path) else "<image bytes>"
             data = read_bytes(image) if isinstance(image, Path) else image
-            decoded = self.decode(data, source, max_pixels)
+            placement = self.region_of(data, roi) if isinstance(image, Path) else None
+            if placement is not None:
+                decoded, roi = self._formatted(image_region(data, source, placement.box, max_pixels)), None
+            else:
+                decoded = self.decode(data, source, max_pixels)
         timings = {"decode": time.perf_counter() - clock, "crop": 0.0, "resize": 0.0, "preprocess": 0.0}
         pixels, rgb, box, crop_size, plan = self.run_stages(decoded, roi, source, timings)
         clock = time.perf_counter()
         tensor = self.to_tensor(pixels, rgb, source)
         timings["preprocess"] += time.perf_counter() - clock
+        if placement is not None:
+            return _Prepared(tensor, plan, placement.to_slide(box), placement.slide_size, crop_size, timings)
         return _Prepared(tensor, plan, box, self.size(decoded), crop_size, timings)
+
+    def region_of(self, data: bytes, roi: Roi | None) -> Placement | None:
+        """Where the stream's crop of `roi` (None: the whole image) lies in the file `data`, when the opencv
+        decoder's BGR pixels of that box are all the stream needs of the file; None where the whole decode
+        must run (DVPP, a 4-channel model, a header that cannot be read, a box the crop would refuse: the
+        decode says why)."""
+        if self.plan.decoder.dvpp or decode_flag(self.card.preprocess) != cv2.IMREAD_COLOR:
+            return None
+        size = header_size(data)
+        if size is None:
+            return None
+        whole = Roi.whole(*size)
+        if roi is not None and roi != whole and not self.crops:
+            return None  # refused by run_stages
+        box = imaging.crop_box(roi, self.plan.expand, *size) if roi is not None else whole
+        inside = 0 <= box.x0 < box.x1 <= size[0] and 0 <= box.y0 < box.y1 <= size[1]
+        if not inside or max(box.width, box.height) > imaging.OPENCV_CROP_LIMIT:
+            return None
+        return Placement(box, size)
 
     def finish(self, outputs: list[np.ndarray], prepared: _Prepared, timings: dict[str, float],
                backend: str) -> InferenceResult:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+from ..cache.settings import int8_folder
 from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
 from ..evaluate import ImageEvaluation, evaluation_request, score
@@ -138,7 +139,8 @@ def add_precision_options(parser: argparse.ArgumentParser) -> None:
                              "on that Xeon). The run ends with the variant's foreground Dice vs fp32")
     parser.add_argument("--precision-cache", type=Path, metavar="DIR", default=None,
                         help="keep the int8 model in DIR and reuse it for the same model and calibration inputs "
-                             "(default: made anew in a temporary folder each run, a few seconds)")
+                             "(default: the cache folder's int8/, see --cache-dir; with --no-cache made anew in a "
+                             "temporary folder each run, a few seconds)")
     parser.add_argument("--precision-check", type=count, metavar="N", default=None,
                         help=f"also run the first N images in fp32 for the Dice comparison (default "
                              f"{DEFAULT_CHECKS}; 0 skips it)")
@@ -172,6 +174,7 @@ def with_precision(backend: Backend, args: argparse.Namespace, dataset: Dataset,
         raise SegScopeError(f"--precision {args.precision}: the {backend.capabilities.name} backend has no faster "
                             "variants; use --backend embedded or --precision fp32")
     requests = [evaluation_request(dataset, item, roi, stream=stream) for item in spread(dataset.items)]
-    session, runs_on, notes = fast_session(backend, args.precision, requests, args.precision_cache)
+    kept = args.precision_cache or int8_folder()  # the cache's int8/ unless --no-cache: made once, reused
+    session, runs_on, notes = fast_session(backend, args.precision, requests, kept)
     checks = DEFAULT_CHECKS if args.precision_check is None else args.precision_check
     return PrecisionBackend(backend, args.precision, session, runs_on, checks), notes

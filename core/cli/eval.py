@@ -12,6 +12,7 @@ from ..errors import SegScopeError
 from ..export.files import EXPORT_KINDS
 from ..export.names import DEFAULT_KINDS, RUN_KINDS
 from ..quality.options import add_metric_options, metric_spec
+from .cache import add_cache_options, apply_cache_options
 from .eval_driver import drive
 from .eval_image import RoiUnit
 from .eval_tiled import TiledUnit, add_tiling_options, refuse_without_tile
@@ -20,6 +21,7 @@ from .options import add_backend_options, refuse_remote_only_options
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     refuse_remote_only_options(args)
+    apply_cache_options(args)
     refuse_bad_precision_options(args)
     spec = metric_spec(args)
     for given, flag in ((args.ship_images, "--ship-images"), (args.task_resources, "--task-resources")):
@@ -66,4 +68,5 @@ def register(commands: argparse._SubParsersAction) -> None:
                          "on workers started with dask worker --resources NPU=1 (one image per chip at a time)")
     add_backend_options(ev)
     add_precision_options(ev)
+    add_cache_options(ev)
     ev.set_defaults(handler=run)

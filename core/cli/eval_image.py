@@ -18,6 +18,7 @@ from ..quality.options import line_text
 from ..quality.scoring import MetricSpec, QualitySummary
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
+from .cache import CacheReport
 from .eval_driver import EvalRun, Scored, format_line
 from .output import Progress, note
 
@@ -44,6 +45,7 @@ class RoiUnit:
         args, dataset, progress = run.args, run.dataset, self.progress
         assert progress is not None  # made by prepare
         stream = StreamInput.of(chosen_source(args))  # the shipped pipeline when none is given
+        cached = CacheReport()  # what came from the decoded-input cache, said once at the end
         backend, notes = with_precision(backend, args, dataset, run.roi, stream)  # fp32: the backend itself
         self.check = check = AccuracyCheck(backend, dataset)
         for line in notes:
@@ -71,6 +73,9 @@ class RoiUnit:
                           functools.partial(print_line, done, evaluation))
         writer.finish()
         progress.clear()
+        said = cached.line()
+        if said:
+            note(said)
         usage = getattr(backend, "usage", None)  # per device (or cluster worker): images, throughput, busy time
         self.usage = usage if isinstance(usage, UsageLog) else None
 

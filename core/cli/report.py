@@ -25,6 +25,7 @@ from ..report.html import metric_title, render
 from ..roi import Roi
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
+from .cache import add_cache_options, apply_cache_options
 from .options import add_backend_options, open_eval_backend, refuse_remote_only_options
 from .output import Progress
 
@@ -54,6 +55,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     # What `eval` has and a report does not: one stream, no cluster.
     parser.set_defaults(devices=None, cluster=None, ship_images=False, task_resources=None)
     add_backend_options(parser)
+    add_cache_options(parser)
     parser.set_defaults(handler=run)
 
 
@@ -95,6 +97,7 @@ def _provenance(args: argparse.Namespace, dataset: Dataset, backend: Backend, sp
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     refuse_remote_only_options(args)
+    apply_cache_options(args)
     spec = metric_spec(args)
     rank = _check(args, spec)
     roi = Roi.parse(args.roi) if args.roi is not None else None

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache.decoded import TruthRoi, truth_region
 from ..errors import SegScopeError
 from ..export.names import PROVENANCE_NAME, exported_item
 from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json, read_mask
@@ -216,6 +217,17 @@ class Dataset:
         for note in notes:
             self.warn_once(path, note)
         return mask
+
+    def truth_at(self, item: DatasetItem, box: Roi) -> TruthRoi | None:
+        """The item's ground truth under `box` (a saved correction when there is one), or None; through the
+        decoded-input cache (`core.cache.decoded`), its notes logged as `load_mask` logs them."""
+        path = item.truth_path
+        if path is None:
+            return None
+        truth = truth_region(path, box, self.max_pixels)
+        for note in truth.notes:
+            self.warn_once(path, note)
+        return truth
 
     def open_mask(self, item: DatasetItem) -> MaskReader | None:
         """The item's ground truth opened for region reads (a tiled TIFF mask is never decoded whole), or None."""

@@ -35,11 +35,10 @@ import secrets
 import shutil
 import stat
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import BinaryIO
 
 import cv2
 import numpy as np
@@ -47,7 +46,8 @@ import numpy as np
 from ..dataset.masks import to_mask
 from ..errors import InputError, SegScopeError
 from .folder_lock import FolderLock
-from .imageheader import header_size, image_format
+from .imageheader import header_size, image_format, png_gray8, png_top_rows
+from .native_stderr import native_stderr_captured
 from .untrusted_json import parse_json
 
 #: Largest image (width x height) decoded by default; larger files are refused as a decompression guard.
@@ -78,44 +78,6 @@ _silence_opencv()
 log = logging.getLogger(__name__)
 #: tifffile warns about damaged directories through `logging`; SegScope's one line says what is wrong instead.
 logging.getLogger("tifffile").setLevel(logging.CRITICAL)
-
-_stderr_lock = threading.Lock()
-_stderr_users = 0
-_stderr_saved: tuple[int, IO[bytes]] | None = None
-
-
-@contextlib.contextmanager
-def native_stderr_captured() -> Iterator[None]:
-    """Send what C libraries write to file descriptor 2 (libpng's "libpng error: ...") to a scratch file
-    while the block runs; other lines written meanwhile are passed on afterwards."""
-    global _stderr_users, _stderr_saved
-    with _stderr_lock:
-        if _stderr_users == 0:
-            try:
-                scratch = tempfile.TemporaryFile()
-                saved = os.dup(2)
-                os.dup2(scratch.fileno(), 2)
-                _stderr_saved = (saved, scratch)
-            except OSError:
-                _stderr_saved = None
-        _stderr_users += 1
-    try:
-        yield
-    finally:
-        with _stderr_lock:
-            _stderr_users -= 1
-            if _stderr_users == 0 and _stderr_saved is not None:
-                saved, captured = _stderr_saved
-                _stderr_saved = None
-                os.dup2(saved, 2)
-                os.close(saved)
-                captured.seek(0)
-                kept = [line for line in captured.read().splitlines(keepends=True)
-                        if not line.startswith((b"libpng ", b"libtiff", b"[ WARN", b"[ERROR"))]
-                captured.close()
-                if kept:
-                    os.write(2, b"".join(kept))
-
 
 def _article(noun: str) -> str:
     return "an" if noun[:1].lower() in "aeiou" else "a"
@@ -222,27 +184,37 @@ def _check_pixels(width: int, height: int, source: str, max_pixels: int) -> None
         )
 
 
-def _decode(data: bytes, source: str, flags: int, max_pixels: int) -> np.ndarray:
-    """imdecode after the header's size passed the limit; formats whose header cannot be read are refused."""
+def checked_size(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """(width, height) from the header of an image SegScope decodes, within `max_pixels`; else the one-line
+    error a decode would give."""
     kind = image_format(data)
     size = header_size(data) if kind else None
     if size is None:
         what = f"its {kind} header is damaged or truncated" if kind else "PNG, JPEG, TIFF, BMP, WebP, GIF or PNM"
         raise SegScopeError(f"{source}: not a readable image ({what})")
     _check_pixels(*size, source, max_pixels)
-    with native_stderr_captured():
-        image = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
+    return size
+
+
+def _decode(data: bytes, source: str, flags: int, max_pixels: int, rows: int | None = None) -> np.ndarray:
+    """imdecode after the header's size passed the limit; formats whose header cannot be read are refused.
+    `rows`: only the first rows are needed (a PNG then stops there, `png_top_rows`; others decode whole)."""
+    kind = image_format(data)
+    checked_size(data, source, max_pixels)
+    shortened = png_top_rows(data, rows) if rows is not None else None
+    with native_stderr_captured():  # (libpng warns of the image data a shortened PNG leaves unread)
+        image = cv2.imdecode(np.frombuffer(shortened or data, np.uint8), flags)
     if image is None:
         raise SegScopeError(f"{source}: not a readable image ({kind} data is damaged or truncated)")
     _check_pixels(image.shape[1], image.shape[0], source, max_pixels)
     return image
 
 
-def decode_image(
-    data: bytes, source: str = "<image>", flags: int = cv2.IMREAD_COLOR, max_pixels: int = DEFAULT_MAX_PIXELS
-) -> np.ndarray:
-    """Decode encoded image bytes; IMREAD_COLOR gives H x W x 3 BGR uint8 as the MindX decoder does."""
-    image = _decode(data, source, flags, max_pixels)
+def decode_image(data: bytes, source: str = "<image>", flags: int = cv2.IMREAD_COLOR,
+                 max_pixels: int = DEFAULT_MAX_PIXELS, rows: int | None = None) -> np.ndarray:
+    """Decode encoded image bytes; IMREAD_COLOR gives H x W x 3 BGR uint8 as the MindX decoder does.
+    `rows`: at least the first rows, the same as the whole decode's (`_decode`)."""
+    image = _decode(data, source, flags, max_pixels, rows)
     if image.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to 8 bits like the SDK's u8 pipeline expects
         image = cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))  # type: ignore[type-var]
     return image
@@ -286,7 +258,16 @@ def read_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
 def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, notes: list[str] | None = None) -> np.ndarray:
     """Read a mask as H x W uint8 values by the conventions of `masks.to_mask` (16-bit 0/1 stays 0/1);
     what does not follow them is appended to `notes`."""
-    return to_mask(_decode(read_bytes(path), str(path), cv2.IMREAD_UNCHANGED, max_pixels), str(path), notes)
+    return decode_mask(read_bytes(path), str(path), max_pixels, notes)
+
+
+def decode_mask(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS, notes: list[str] | None = None,
+                rows: int | None = None) -> np.ndarray:
+    """A mask file's bytes as `read_mask` reads them; `rows`: only the first rows are needed, decoded alone
+    where that cannot change them (an 8-bit grayscale PNG: its values are the mask's, with no rule applied
+    over the whole file)."""
+    shorter = rows if rows is not None and png_gray8(data) else None
+    return to_mask(_decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels, shorter), source, notes)
 
 
 def _new_file_mode(replaced: Path) -> int | None:
