@@ -138,9 +138,9 @@ def add_precision_options(parser: argparse.ArgumentParser) -> None:
                              "ONNX Runtime (1.2-1.3x). bf16: OpenVINO bfloat16, for CPUs with AMX (0.7x, slower, "
                              "on that Xeon). The run ends with the variant's foreground Dice vs fp32")
     parser.add_argument("--precision-cache", type=Path, metavar="DIR", default=None,
-                        help="keep the int8 model in DIR and reuse it for the same model and calibration inputs "
-                             "(default: the cache folder's int8/, see --cache-dir; with --no-cache made anew in a "
-                             "temporary folder each run, a few seconds)")
+                        help="keep the int8 model (and OpenVINO's compiled copy) in DIR and reuse it for the same "
+                             "model and calibration inputs (default: the cache folder's int8/, see --cache-dir; "
+                             "with --no-cache made anew in a temporary folder each run, a few seconds)")
     parser.add_argument("--precision-check", type=count, metavar="N", default=None,
                         help=f"also run the first N images in fp32 for the Dice comparison (default "
                              f"{DEFAULT_CHECKS}; 0 skips it)")

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if info.stray_files:
             print(f"  {info.stray_files} files of interrupted writes ({info.stray_bytes / 1e6:.1f} MB): removed "
                   "by `segscope cache clear`, or by a run once an hour old", file=out)
-        print(f"int8 models: {models} files, {size / 1e6:.1f} MB", file=out)
+        print(f"int8 models (and OpenVINO's compiled copies): {models} files, {size / 1e6:.1f} MB", file=out)
         return 0
     finally:
         store.close()

@@ -126,7 +126,9 @@ def read_bytes(path: Path, what: str = "file", max_bytes: int = MAX_FILE_BYTES, 
     with open_regular(path, what, follow_symlinks, inside) as f:
         try:
             size = os.fstat(f.fileno()).st_size
-            data = f.read(max_bytes + 1) if size <= max_bytes else b""
+            data = f.read(size + 1) if size <= max_bytes else b""  # (a 4 GiB read buffer costs ~9 ms per call)
+            if len(data) > size:  # it grew meanwhile
+                data += f.read(max_bytes + 1 - len(data))
         except OSError as exc:
             raise InputError(path, f"cannot read ({exc.strerror or exc})") from None
     if size > max_bytes or len(data) > max_bytes:

@@ -100,7 +100,8 @@ def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(d
     assert report["foreground_dice"] == pytest.approx(int8_doc["summary"]["foreground_dice"], abs=1e-12)
     assert report["change"] == pytest.approx(report["foreground_dice"] - report["fp32_foreground_dice"])
     cached = sorted(cache.iterdir())
-    assert len(cached) == 1 and cached[0].suffix == ".onnx"
+    models = [path for path in cached if path.suffix == ".onnx"]
+    assert len(models) == 1 and {path.name for path in cached} - {models[0].name} <= {"openvino"}  # its compiled copy
 
     def no_quantizing(*args: object, **kwargs: object) -> None:
         raise AssertionError("the cached int8 model should have been reused")
@@ -112,6 +113,16 @@ def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(d
     last = text.strip().splitlines()[-1]
     assert last.startswith("int8: foreground Dice ") and "on 1 images run both ways" in last
     assert sorted(cache.iterdir()) == cached
+
+
+def test_the_int8_model_is_kept_in_the_cache_unless_no_cache(demo, private_cache):
+    int8 = private_cache / "int8"
+    code, _ = run_cli("eval", "--dataset", demo, "--precision", "int8", "--precision-check", "0", "--no-cache")
+    assert code == 0 and not int8.exists()  # made in a temporary folder, gone with it
+    code, first = run_cli("eval", "--dataset", demo, "--precision", "int8", "--precision-check", "0")
+    assert code == 0 and len(list(int8.glob("*.onnx"))) == 1
+    code, second = run_cli("eval", "--dataset", demo, "--precision", "int8", "--precision-check", "0")
+    assert code == 0 and second == first and len(list(int8.glob("*.onnx"))) == 1  # found, not made again
 
 
 @pytest.mark.parametrize("argv", [
