@@ -14,6 +14,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import onnxruntime as ort
+
+from ..cache.outputs import KeptOutputs
 from ..cache.settings import int8_folder
 from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
@@ -36,6 +39,7 @@ class PrecisionBackend(Backend):
                  checks: int = 0):
         self.inner, self.precision, self.runs_on = inner, precision, runs_on
         self._session: ModelSession | None = session
+        self._fp32: ModelSession | None = None  # the fp32 check's session, its outputs kept (made when first used)
         self._checks_left = checks
         self._references: deque[InferenceResult] = deque()
         caps = inner.capabilities
@@ -56,8 +60,19 @@ class PrecisionBackend(Backend):
         result = self.inner.run(prepared, self._session)
         if self._checks_left > 0:
             self._checks_left -= 1
-            self._references.append(self.inner.run(prepared))
+            self._references.append(self.inner.run(prepared, self._reference_session()))
         return result
+
+    def _reference_session(self) -> ModelSession:
+        """The backend's fp32 session, its outputs kept in the cache: a repeat run checks against them without
+        running fp32 again."""
+        if self._fp32 is None:
+            session, model = self.inner.session, self.inner.stream.card.onnx
+            if session is None or model is None:
+                raise SegScopeError("the embedded backend is closed; open a new one")
+            threads = session.get_session_options().intra_op_num_threads
+            self._fp32 = KeptOutputs(session, model, f"onnxruntime-{ort.__version__}-{threads}-threads")
+        return self._fp32
 
     def take_reference(self) -> InferenceResult | None:
         """The fp32 result of the oldest checked image not taken yet (results come in request order)."""

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from ..cache import settings
 from ..cache.decoded import IMAGE, TRUTH
+from ..cache.outputs import OUTPUTS
 from ..cache.store import EntryStore
 from ..errors import SegScopeError
 from .options import checked
@@ -60,8 +61,10 @@ class CacheReport:
             return None
         hits, total = use[IMAGE]
         masks = f" and {use[TRUTH][0]} of {use[TRUTH][1]} truth masks" if TRUTH in use else ""
+        checked = f" (and {use[OUTPUTS][0]} of {use[OUTPUTS][1]} fp32 check results)" if OUTPUTS in use else ""
         rest = "" if hits == total else "; the others were decoded and stored for the next run"
-        return f"{hits} of {total} images{masks} came from the decoded-input cache ({self.store.folder}){rest}"
+        return (f"{hits} of {total} images{masks} came from the decoded-input cache ({self.store.folder}){checked}"
+                f"{rest}")
 
 
 def _folder_size(folder: Path) -> tuple[int, int]:

@@ -115,14 +115,20 @@ def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(d
     assert sorted(cache.iterdir()) == cached
 
 
-def test_the_int8_model_is_kept_in_the_cache_unless_no_cache(demo, private_cache):
+def test_the_int8_model_and_the_fp32_check_are_kept_in_the_cache_unless_no_cache(demo, private_cache, capsys):
     int8 = private_cache / "int8"
-    code, _ = run_cli("eval", "--dataset", demo, "--precision", "int8", "--precision-check", "0", "--no-cache")
+    command = ("eval", "--dataset", demo, "--precision", "int8", "--precision-check", "2")
+    code, uncached = run_cli(*command, "--no-cache")
     assert code == 0 and not int8.exists()  # made in a temporary folder, gone with it
-    code, first = run_cli("eval", "--dataset", demo, "--precision", "int8", "--precision-check", "0")
+    capsys.readouterr()
+    code, first = run_cli(*command)
     assert code == 0 and len(list(int8.glob("*.onnx"))) == 1
-    code, second = run_cli("eval", "--dataset", demo, "--precision", "int8", "--precision-check", "0")
-    assert code == 0 and second == first and len(list(int8.glob("*.onnx"))) == 1  # found, not made again
+    assert "(and 0 of 2 fp32 check results)" in capsys.readouterr().err
+    code, second = run_cli(*command)
+    assert code == 0 and len(list(int8.glob("*.onnx"))) == 1  # found, not made again
+    assert (f"2 of 2 images and 2 of 2 truth masks came from the decoded-input cache ({private_cache / 'decoded'}) "
+            "(and 2 of 2 fp32 check results)") in capsys.readouterr().err  # no fp32 run this time
+    assert second == first == uncached  # every line, the check's too, as without the cache
 
 
 @pytest.mark.parametrize("argv", [
