@@ -4,7 +4,7 @@ mask's values under an ROI, bit-packed where the mask has two values there.
 An entry's key is the file's content (its xxh3-128 digest: every lookup hashes the whole file, so a file
 changed in place, even one byte with its size and time kept, is never served), what decodes it (OpenCV's
 version and flags, `SCHEME`) and the box. Only the rows down to the box's bottom are decoded where that gives
-the same rows (`fileio.decode_image`'s `rows`). With the cache off (or not openable here) both decode as
+the same pixels (`fileio.decode_image`'s `box`). With the cache off (or not openable here) both decode as
 they would without one.
 """
 
@@ -42,8 +42,7 @@ def image_region(data: bytes, source: str, box: Roi, max_pixels: int = DEFAULT_M
     entry = store.get(key, IMAGE) if store is not None else None
     if entry is not None:
         return entry.arrays[0]
-    decoded = decode_image(data, source, cv2.IMREAD_COLOR, max_pixels, rows=box.y1)
-    pixels = np.ascontiguousarray(decoded[box.y0 : box.y1, box.x0 : box.x1])
+    pixels = decode_image(data, source, cv2.IMREAD_COLOR, max_pixels, box)
     if store is not None:
         store.put(key, [pixels], {})
     return pixels
@@ -76,11 +75,13 @@ def truth_region(path: Path, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS) -> 
     if entry is not None:
         return TruthRoi(_unpacked(entry.arrays[0], entry.meta), size, tuple(entry.meta["notes"]))  # type: ignore
     notes: list[str] = []
-    mask = decode_mask(data, source, max_pixels, notes, rows=box.y1)
-    if mask.shape[0] == size[1]:  # decoded whole: its own size is the one that counts
-        size = (mask.shape[1], mask.shape[0])
-    truth = TruthRoi(np.ascontiguousarray(mask[box.y0 : box.y1, box.x0 : box.x1]), size, tuple(notes))
-    if store is not None and box.x1 <= size[0] and box.y1 <= size[1] and truth.values.size:  # (else refused)
+    inside = box.x1 <= size[0] and box.y1 <= size[1]
+    if inside:
+        values = decode_mask(data, source, max_pixels, notes, box)
+    else:  # a mask of another size than the image: the caller refuses it (`check_mask_size`)
+        values = decode_mask(data, source, max_pixels, notes)[box.y0 : box.y1, box.x0 : box.x1]
+    truth = TruthRoi(values, size, tuple(notes))
+    if store is not None and inside:
         packed, meta = _packed(truth.values)
         store.put(key, [packed], {**meta, "notes": list(truth.notes)})
     return truth

@@ -45,8 +45,10 @@ import numpy as np
 
 from ..dataset.masks import to_mask
 from ..errors import InputError, SegScopeError
+from ..roi import Roi
+from . import png
 from .folder_lock import FolderLock
-from .imageheader import header_size, image_format, png_gray8, png_top_rows
+from .imageheader import header_size, image_format
 from .native_stderr import native_stderr_captured
 from .untrusted_json import parse_json
 
@@ -198,25 +200,35 @@ def checked_size(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS)
     return size
 
 
-def _decode(data: bytes, source: str, flags: int, max_pixels: int, rows: int | None = None) -> np.ndarray:
+def _decode(data: bytes, source: str, flags: int, max_pixels: int, box: Roi | None = None) -> np.ndarray:
     """imdecode after the header's size passed the limit; formats whose header cannot be read are refused.
-    `rows`: only the first rows are needed (a PNG then stops there, `png_top_rows`; others decode whole)."""
+    `box` (inside the image): only its pixels, the same as the whole decode's; a PNG is then decoded only down
+    to the box's bottom row (`png.top_rows`), and plain PNGs by libpng through imagecodecs (`png.decode`)."""
     kind = image_format(data)
     checked_size(data, source, max_pixels)
-    shortened = png_top_rows(data, rows) if rows is not None else None
-    with native_stderr_captured():  # (libpng warns of the image data a shortened PNG leaves unread)
-        image = cv2.imdecode(np.frombuffer(shortened or data, np.uint8), flags)
+    corners = box.as_tuple() if box is not None else None
+    try:
+        image = png.decode(data, flags, corners) if kind == "PNG" else None
+    except png.Damaged:
+        image = None  # OpenCV's decode says what is wrong, as without the faster path
+    if image is None:
+        shortened = png.top_rows(data, box.y1) if box is not None else None
+        with native_stderr_captured():  # (libpng warns of the image data a shortened PNG leaves unread)
+            image = cv2.imdecode(np.frombuffer(shortened or data, np.uint8), flags)
+        if image is not None and box is not None:
+            image = np.ascontiguousarray(image[box.y0 : box.y1, box.x0 : box.x1])
     if image is None:
         raise SegScopeError(f"{source}: not a readable image ({kind} data is damaged or truncated)")
-    _check_pixels(image.shape[1], image.shape[0], source, max_pixels)
+    if box is None:
+        _check_pixels(image.shape[1], image.shape[0], source, max_pixels)
     return image
 
 
 def decode_image(data: bytes, source: str = "<image>", flags: int = cv2.IMREAD_COLOR,
-                 max_pixels: int = DEFAULT_MAX_PIXELS, rows: int | None = None) -> np.ndarray:
+                 max_pixels: int = DEFAULT_MAX_PIXELS, box: Roi | None = None) -> np.ndarray:
     """Decode encoded image bytes; IMREAD_COLOR gives H x W x 3 BGR uint8 as the MindX decoder does.
-    `rows`: at least the first rows, the same as the whole decode's (`_decode`)."""
-    image = _decode(data, source, flags, max_pixels, rows)
+    `box` (inside the image): only its pixels, the same as the whole decode's (`_decode`)."""
+    image = _decode(data, source, flags, max_pixels, box)
     if image.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to 8 bits like the SDK's u8 pipeline expects
         image = cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))  # type: ignore[type-var]
     return image
@@ -264,12 +276,14 @@ def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, notes: list[str]
 
 
 def decode_mask(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS, notes: list[str] | None = None,
-                rows: int | None = None) -> np.ndarray:
-    """A mask file's bytes as `read_mask` reads them; `rows`: only the first rows are needed, decoded alone
-    where that cannot change them (an 8-bit grayscale PNG: its values are the mask's, with no rule applied
-    over the whole file)."""
-    shorter = rows if rows is not None and png_gray8(data) else None
-    return to_mask(_decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels, shorter), source, notes)
+                box: Roi | None = None) -> np.ndarray:
+    """A mask file's bytes as `read_mask` reads them; `box` (inside the mask): only its values, decoded alone
+    where that cannot change them (an 8-bit grayscale PNG: its values are the mask's, with no rule applied over
+    the whole file), else cut from the whole mask."""
+    if box is not None and png.gray8(data):
+        return to_mask(_decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels, box), source, notes)
+    mask = to_mask(_decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels), source, notes)
+    return mask if box is None else np.ascontiguousarray(mask[box.y0 : box.y1, box.x0 : box.x1])
 
 
 def _new_file_mode(replaced: Path) -> int | None:

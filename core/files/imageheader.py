@@ -7,7 +7,6 @@ TIFF): PNG, JPEG, TIFF (and BigTIFF), BMP, WebP, GIF and PNM. A file that is non
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Callable
 
 Size = tuple[int, int]  # (width, height)
@@ -123,22 +122,3 @@ def header_size(data: bytes) -> Size | None:
     `data` may be only the start of a file, except for TIFF, whose first directory may lie anywhere."""
     return next((parse(data) for matches, _, parse in _FORMATS if matches(data)), None)
 
-
-def png_top_rows(data: bytes, rows: int) -> bytes | None:
-    """A non-interlaced PNG's bytes with its header saying `rows` rows (0 < rows < its height), so a decoder
-    stops after the rows it needs: the rows it gives are the whole file's first `rows`, bit for bit (libpng
-    reads the image data row by row; what follows is skipped with its checksums still checked, so a damaged
-    or truncated file still fails). None where that does not hold (not a PNG, interlaced, a damaged header)."""
-    if len(data) < 33 or data[:8] != b"\x89PNG\r\n\x1a\n" or data[8:16] != b"\x00\x00\x00\x0dIHDR":
-        return None
-    header, crc = data[12:29], struct.unpack(">I", data[29:33])[0]
-    height, interlace = struct.unpack(">I", header[8:12])[0], header[16]
-    if interlace != 0 or not 0 < rows < height or zlib.crc32(header) != crc:
-        return None
-    patched = header[:8] + struct.pack(">I", rows) + header[12:]
-    return data[:12] + patched + struct.pack(">I", zlib.crc32(patched)) + data[33:]
-
-
-def png_gray8(data: bytes) -> bool:
-    """Whether `data` is an 8-bit grayscale PNG (decoded as is: no expansion, no depth or colour rule)."""
-    return data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and data[24:26] == b"\x08\x00"

@@ -25,7 +25,8 @@ from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.evaluate import evaluate_dataset
 from segscope.core.files.fileio import decode_image, decode_mask
-from segscope.core.files.imageheader import png_top_rows
+from segscope.core.files.png import decode as png_decode
+from segscope.core.files.png import top_rows as png_top_rows
 from segscope.core.roi import Roi
 
 EXPAND = {"leftExpandRatio": "0.1", "rightExpandRatio": "0.25", "upExpandRatio": "0.05", "downExpandRatio": "0.3"}
@@ -50,51 +51,84 @@ def store() -> EntryStore:
     return found
 
 
-# -- decoding only the rows an ROI needs ---------------------------------------------------------------------
+# -- decoding only what an ROI needs, faster, the same pixels ----------------------------------------------------
 
-@pytest.mark.parametrize("kind", ["bgr", "bgra", "gray", "gray16", "bgr16"])
-@pytest.mark.parametrize("rows", [1, 97, 239])
-def test_a_png_decoded_down_to_a_row_gives_the_whole_decodes_rows(kind: str, rows: int) -> None:
-    array = {"bgr": noise(240, 130), "bgra": noise(240, 130, 4), "gray": noise(240, 130, None),
-             "gray16": noise(240, 130, None, np.uint16), "bgr16": noise(240, 130, 3, np.uint16)}[kind]
-    data = png(array)
+def _chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+
+def handmade_png(rows: np.ndarray, colour: int, extra: list[bytes] = (), interlace: int = 0) -> bytes:  # type: ignore[assignment]
+    """A PNG written here from the specification: 8-bit samples, filter 0 on every row."""
+    height, width = rows.shape[:2]
+    header = struct.pack(">IIBBBBB", width, height, 8, colour, 0, 0, interlace)
+    raw = b"".join(b"\x00" + row.tobytes() for row in rows)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + b"".join(extra) + \
+        _chunk(b"IDAT", zlib.compress(raw)) + _chunk(b"IEND", b"")
+
+
+VARIANTS = {
+    "bgr": lambda: png(noise(240, 130)), "bgra": lambda: png(noise(240, 130, 4)),
+    "gray": lambda: png(noise(240, 130, None)), "gray16": lambda: png(noise(240, 130, None, np.uint16)),
+    "bgr16": lambda: png(noise(240, 130, 3, np.uint16)),
+    "level9": lambda: png(noise(240, 130), cv2.IMWRITE_PNG_COMPRESSION, 9),
+    "palette": lambda: handmade_png(noise(240, 130, None) % 7, 3, [_chunk(b"PLTE", bytes(range(21)))]),
+    "rgb+trns": lambda: handmade_png(noise(240, 130), 2, [_chunk(b"tRNS", b"\x00\x01\x00\x02\x00\x03")]),
+    "gray+alpha": lambda: handmade_png(noise(240, 130, 2), 4),
+}
+BOXES = [None, Roi(0, 0, 130, 1), Roi(17, 40, 99, 97), Roi(0, 200, 130, 240)]
+
+
+@pytest.mark.parametrize("kind", sorted(VARIANTS))
+def test_a_png_decoded_alone_or_to_a_box_gives_opencvs_pixels(kind: str) -> None:
+    data = VARIANTS[kind]()
     for flags in (cv2.IMREAD_COLOR, cv2.IMREAD_UNCHANGED):
         whole = cv2.imdecode(np.frombuffer(data, np.uint8), flags)  # OpenCV itself, the file whole
-        part = cv2.imdecode(np.frombuffer(png_top_rows(data, rows), np.uint8), flags)  # type: ignore[arg-type]
-        np.testing.assert_array_equal(part, whole[:rows])
-    np.testing.assert_array_equal(decode_image(data, rows=rows)[:rows], decode_image(data)[:rows])
+        for box in BOXES:
+            if box is not None:
+                part = cv2.imdecode(np.frombuffer(png_top_rows(data, box.y1) or data, np.uint8), flags)
+                np.testing.assert_array_equal(part[: box.y1], whole[: box.y1])
+            fast = png_decode(data, flags, box.as_tuple() if box else None)
+            if kind in ("bgr", "bgra", "gray", "level9"):  # libpng through imagecodecs
+                expected = whole if box is None else whole[box.y0 : box.y1, box.x0 : box.x1]
+                np.testing.assert_array_equal(fast, expected)
+                assert fast.dtype == expected.dtype and fast.flags.c_contiguous
+            else:
+                assert fast is None  # a conversion OpenCV makes: OpenCV decodes it
+    for box in BOXES:
+        expected = decode_image(data)
+        np.testing.assert_array_equal(decode_image(data, box=box), expected if box is None else
+                                      expected[box.y0 : box.y1, box.x0 : box.x1])
 
 
-def test_only_plain_pngs_are_shortened_and_damage_below_the_rows_is_still_refused() -> None:
+def test_only_plain_pngs_are_shortened_and_a_damaged_or_cut_file_is_still_refused() -> None:
     data = png(noise(200, 100))
     assert png_top_rows(data, 200) is None and png_top_rows(data, 0) is None  # nothing to leave out
     damaged_header = data[:20] + bytes([data[20] ^ 1]) + data[21:]
     assert png_top_rows(damaged_header, 50) is None  # its checksum is wrong: decoded as is, and refused
     assert png_top_rows(cv2.imencode(".jpg", noise(40, 40))[1].tobytes(), 10) is None
-    interlaced = _interlaced(data)
-    assert png_top_rows(interlaced, 50) is None
-    for cut in (len(data) * 9 // 10, len(data) - 20):  # the file ends within the rows left out, or in its end
+    interlaced = handmade_png(noise(60, 50), 2, interlace=1)
+    assert png_top_rows(interlaced, 10) is None
+    box = Roi(0, 0, 100, 10)
+    for cut in (len(data) * 9 // 10, len(data) - 20, len(data) - 3):  # within the rows left out, or in its end
         with pytest.raises(SegScopeError, match="damaged or truncated"):
-            decode_image(data[:cut], "cut.png", rows=10)
+            decode_image(data[:cut], "cut.png", box=box)
+    flipped = bytearray(data)
+    flipped[60] ^= 0x40  # inside the first image data chunk: its checksum no longer matches
+    with pytest.raises(SegScopeError, match="damaged or truncated"):
+        decode_image(bytes(flipped), "flipped.png", box=box)
 
 
-def _interlaced(data: bytes) -> bytes:
-    """The same PNG header with the interlace flag set (only `png_top_rows`'s check reads it)."""
-    header = data[12:28] + b"\x01"
-    return data[:12] + header + struct.pack(">I", zlib.crc32(header)) + data[33:]
-
-
-def test_a_mask_is_shortened_only_where_no_rule_spans_the_file() -> None:
+def test_a_mask_is_cut_to_a_box_only_where_no_rule_spans_the_file() -> None:
     values = np.zeros((120, 90), np.uint16)
     values[:60] = 1
-    values[100:, :5] = 65535  # below the rows asked for: decides how the whole 16-bit mask is read
+    values[100:, :5] = 65535  # below the box: decides how the whole 16-bit mask is read
     data = png(values)
+    box = Roi(0, 0, 90, 60)
     notes: list[str] = []
-    whole = decode_mask(data, "m.png", notes=notes)
-    assert decode_mask(data, "m.png", rows=60).shape == whole.shape  # decoded whole: not 8-bit grayscale
-    np.testing.assert_array_equal(whole[:60], np.full((60, 90), 0, np.uint8))  # 1 of 65535 scaled to 8 bits: 0
-    gray = png(noise(120, 90, None))
-    assert decode_mask(gray, "g.png", rows=60).shape == (60, 90)
+    np.testing.assert_array_equal(decode_mask(data, "m.png", notes=notes, box=box), np.zeros((60, 90), np.uint8))
+    assert notes  # 1 of 65535 scaled to 8 bits is 0, as for the whole mask, and the note says so
+    gray = noise(120, 90, None)
+    np.testing.assert_array_equal(decode_mask(png(gray), "g.png", box=Roi(3, 50, 80, 61)), gray[50:61, 3:80])
 
 
 # -- a hit is a decode ---------------------------------------------------------------------------------------
@@ -164,6 +198,7 @@ def test_a_truth_roi_from_the_cache_is_the_masks_values(tmp_path: Path, kind: st
     path.rename(dataset_root / "mask.png")
     (dataset_root / "image.png").write_bytes(png(noise(90, 70)))
     dataset = Dataset.open(tmp_path / "d")
+    caplog.clear()
     with caplog.at_level(logging.WARNING):
         dataset.truth_at(dataset.items[0], box)  # a hit: the file's notes are said as on a decode
     assert bool(caplog.records) == (kind in ("colour", "sixteen"))
