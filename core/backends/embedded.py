@@ -65,6 +65,9 @@ def open_session(card: ModelCard, threads: int | None = None) -> ort.InferenceSe
     options.intra_op_num_threads = threads or os.cpu_count() or 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Idle pool threads sleep instead of spinning: the cores are shared with the decode and scoring threads of
+    # an overlapped eval, which spinning took ~80-110 ms of CPU per demo image from (bench/RESULTS.md).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3  # errors only: a refused model is SegScope's one line, not ORT's log
     try:
         return ort.InferenceSession(str(card.onnx), options, providers=["CPUExecutionProvider"])
