@@ -34,8 +34,8 @@ def _add_folder_option(parser: argparse.ArgumentParser) -> None:
 def add_cache_options(parser: argparse.ArgumentParser) -> None:
     _add_folder_option(parser)
     parser.add_argument("--no-cache", action="store_true",
-                        help="decode every input and make the int8 model anew (nothing read from or written to "
-                             "the cache)")
+                        help="decode every input, make the int8 model anew and run the precision check's fp32 "
+                             "model (nothing read from or written to the cache)")
     parser.add_argument("--cache-size", type=cache_size, metavar="GIB", default=None,
                         help=f"the decoded inputs' size cap in GiB; the least recently used are evicted "
                              f"(default {settings.DEFAULT_SIZE_GB:g}, or $SEGSCOPE_CACHE_SIZE_GB)")
@@ -105,7 +105,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if info.stray_files:
             print(f"  {info.stray_files} files of interrupted writes ({info.stray_bytes / 1e6:.1f} MB): removed "
                   "by `segscope cache clear`, or by a run once an hour old", file=out)
-        print(f"int8 models (and OpenVINO's compiled copies): {models} files, {size / 1e6:.1f} MB", file=out)
+        print(f"int8 models (and OpenVINO's compiled copies): {models} file{'s' * (models != 1)}, "
+              f"{size / 1e6:.1f} MB", file=out)
         return 0
     finally:
         store.close()
