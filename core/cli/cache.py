@@ -100,8 +100,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             out.write("\n")
             return 0
         print(f"cache: {folder}", file=out)
-        print(f"decoded inputs: {info.entries} entries, {info.bytes / 1e6:.1f} MB of {info.size_limit / 1e6:.0f} MB "
-              f"(least recently used evicted beyond it)", file=out)
+        print(f"decoded inputs (and fp32 check results): {info.entries} entries, {info.bytes / 1e6:.1f} MB of "
+              f"{info.size_limit / 1e6:.0f} MB (least recently used evicted beyond it)", file=out)
         if info.stray_files:
             print(f"  {info.stray_files} files of interrupted writes ({info.stray_bytes / 1e6:.1f} MB): removed "
                   "by `segscope cache clear`, or by a run once an hour old", file=out)
