@@ -26,22 +26,14 @@ from ..card.reader import load_model_card, postprocess
 from ..errors import BackendError, SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
 from ..files.imageheader import header_size
+from ..result import Placement
 from ..roi import Roi
 from ..stream import dvpp, imaging
 from ..stream.emulation import Crop, Normalize, plan_stream, sized
 from ..stream.loader import load_pipeline
 from ..stream.pipeline import Pipeline
 from ..stream.preprocess import check_aipp_color, decode_flag, make_tensor
-from .base import (
-    Backend,
-    Capabilities,
-    ImageSource,
-    InferenceRequest,
-    InferenceResult,
-    Placement,
-    check_pixels,
-    read_ahead,
-)
+from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels, read_ahead
 from .pool import DevicePool, device_pool
 
 #: A decoded image: H x W x C on the opencv path, NV12 planes on the DVPP path.
@@ -232,10 +224,11 @@ class EmbeddedStream:
             source = str(image) if isinstance(image, Path) else "<image bytes>"
             data = read_bytes(image) if isinstance(image, Path) else image
             placement = self.region_of(data, roi) if isinstance(image, Path) else None
-            if placement is not None:
-                decoded, roi = self._formatted(image_region(data, source, placement.box, max_pixels)), None
+            region = image_region(data, source, placement.box, max_pixels) if placement is not None else None
+            if region is not None:
+                decoded, roi = self._formatted(region), None
             else:
-                decoded = self.decode(data, source, max_pixels)
+                placement, decoded = None, self.decode(data, source, max_pixels)
         timings = {"decode": time.perf_counter() - clock, "crop": 0.0, "resize": 0.0, "preprocess": 0.0}
         pixels, rgb, box, crop_size, plan = self.run_stages(decoded, roi, source, timings)
         clock = time.perf_counter()

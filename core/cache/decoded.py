@@ -3,9 +3,9 @@ mask's values under an ROI, bit-packed where the mask has two values there.
 
 An entry's key is the file's content (its xxh3-128 digest: every lookup hashes the whole file, so a file
 changed in place, even one byte with its size and time kept, is never served), what decodes it (OpenCV's
-version and flags, `SCHEME`) and the box. Only the rows down to the box's bottom are decoded where that gives
-the same pixels (`fileio.decode_image`'s `box`). With the cache off (or not openable here) both decode as
-they would without one.
+version and flags, `SCHEME`) and the box. Only what the box needs is decoded where that gives the same pixels
+(`fileio.decode_box`): not where the decoder turns the image (an EXIF orientation). With the cache off (or not
+openable here) both decode as they would without one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from ..dataset.masks import histogram
-from ..files.fileio import DEFAULT_MAX_PIXELS, checked_size, decode_image, decode_mask, read_bytes
+from ..files.fileio import DEFAULT_MAX_PIXELS, checked_size, decode_box, decode_mask, decode_mask_box, read_bytes
 from ..roi import Roi
 from .settings import decoded_store
 
@@ -33,17 +33,18 @@ def _key(kind: str, data: bytes, flags: int, box: Roi) -> str:
     return f"{kind}/{SCHEME}/{content_digest(data)}/opencv-{cv2.__version__}-{flags}/{box.as_tuple()}"
 
 
-def image_region(data: bytes, source: str, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
-    """`decode_image(data)[box]` (H x W x 3 BGR uint8, `box` inside the image), from the cache when it holds
-    it; else decoded down to the box's bottom row only, and stored."""
+def image_region(data: bytes, source: str, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray | None:
+    """`decode_image(data)[box]` (H x W x 3 BGR uint8, `box` inside the image by its header), from the cache
+    when it holds it; else decoded (only what the box needs) and stored. None where the decoder turns the image
+    (an EXIF orientation): the box is not its pixels, the caller decodes the whole file."""
     checked_size(data, source, max_pixels)  # refused from the header, hit or not
     store = decoded_store()
     key = _key(IMAGE, data, cv2.IMREAD_COLOR, box) if store is not None else ""
     entry = store.get(key, IMAGE) if store is not None else None
     if entry is not None:
         return entry.arrays[0]
-    pixels = decode_image(data, source, cv2.IMREAD_COLOR, max_pixels, box)
-    if store is not None:
+    pixels = decode_box(data, source, box, max_pixels)
+    if store is not None and pixels is not None:
         store.put(key, [pixels], {})
     return pixels
 
@@ -75,13 +76,14 @@ def truth_region(path: Path, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS) -> 
     if entry is not None:
         return TruthRoi(_unpacked(entry.arrays[0], entry.meta), size, tuple(entry.meta["notes"]))  # type: ignore
     notes: list[str] = []
-    inside = box.x1 <= size[0] and box.y1 <= size[1]
-    if inside:
-        values = decode_mask(data, source, max_pixels, notes, box)
-    else:  # a mask of another size than the image: the caller refuses it (`check_mask_size`)
-        values = decode_mask(data, source, max_pixels, notes)[box.y0 : box.y1, box.x0 : box.x1]
+    values = decode_mask_box(data, source, box, max_pixels, notes) if box.x1 <= size[0] and box.y1 <= size[1] \
+        else None
+    if values is None:  # decoded whole (a mask of another size than the image: the caller refuses it)
+        notes.clear()
+        whole = decode_mask(data, source, max_pixels, notes)
+        size, values = (whole.shape[1], whole.shape[0]), np.ascontiguousarray(whole[box.y0 : box.y1, box.x0 : box.x1])
     truth = TruthRoi(values, size, tuple(notes))
-    if store is not None and inside:
+    if store is not None and box.x1 <= size[0] and box.y1 <= size[1]:
         packed, meta = _packed(truth.values)
         store.put(key, [packed], {**meta, "notes": list(truth.notes)})
     return truth

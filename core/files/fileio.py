@@ -200,15 +200,15 @@ def checked_size(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS)
     return size
 
 
-def _decode(data: bytes, source: str, flags: int, max_pixels: int, box: Roi | None = None) -> np.ndarray:
+def _decode(data: bytes, source: str, flags: int, max_pixels: int, box: Roi | None = None) -> np.ndarray | None:
     """imdecode after the header's size passed the limit; formats whose header cannot be read are refused.
-    `box` (inside the image): only its pixels, the same as the whole decode's; a PNG is then decoded only down
-    to the box's bottom row (`png.top_rows`), and plain PNGs by libpng through imagecodecs (`png.decode`)."""
+    `box` (inside the image by its header): only its pixels, the same as the whole decode's; a PNG is then
+    decoded only down to its bottom row (`png.top_rows`), and plain PNGs by libpng through imagecodecs
+    (`png.decode`). None where the decoder turned the image (an EXIF orientation): the box is not its pixels."""
     kind = image_format(data)
-    checked_size(data, source, max_pixels)
-    corners = box.as_tuple() if box is not None else None
+    size = checked_size(data, source, max_pixels)
     try:
-        image = png.decode(data, flags, corners) if kind == "PNG" else None
+        image = png.decode(data, flags, box.as_tuple() if box is not None else None) if kind == "PNG" else None
     except png.Damaged:
         image = None  # OpenCV's decode says what is wrong, as without the faster path
     if image is None:
@@ -216,6 +216,8 @@ def _decode(data: bytes, source: str, flags: int, max_pixels: int, box: Roi | No
         with native_stderr_captured():  # (libpng warns of the image data a shortened PNG leaves unread)
             image = cv2.imdecode(np.frombuffer(shortened or data, np.uint8), flags)
         if image is not None and box is not None:
+            if shortened is None and image.shape[1::-1] != size:
+                return None
             image = np.ascontiguousarray(image[box.y0 : box.y1, box.x0 : box.x1])
     if image is None:
         raise SegScopeError(f"{source}: not a readable image ({kind} data is damaged or truncated)")
@@ -224,14 +226,26 @@ def _decode(data: bytes, source: str, flags: int, max_pixels: int, box: Roi | No
     return image
 
 
-def decode_image(data: bytes, source: str = "<image>", flags: int = cv2.IMREAD_COLOR,
-                 max_pixels: int = DEFAULT_MAX_PIXELS, box: Roi | None = None) -> np.ndarray:
-    """Decode encoded image bytes; IMREAD_COLOR gives H x W x 3 BGR uint8 as the MindX decoder does.
-    `box` (inside the image): only its pixels, the same as the whole decode's (`_decode`)."""
-    image = _decode(data, source, flags, max_pixels, box)
-    if image.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to 8 bits like the SDK's u8 pipeline expects
-        image = cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))  # type: ignore[type-var]
+def _eight_bits(image: np.ndarray) -> np.ndarray:
+    """16-bit PNG/TIFF pixels scaled to 8 bits, as the SDK's u8 pipeline expects them."""
+    if image.dtype != np.uint8:
+        return cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))  # type: ignore[type-var]
     return image
+
+
+def decode_image(data: bytes, source: str = "<image>", flags: int = cv2.IMREAD_COLOR,
+                 max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """Decode encoded image bytes; IMREAD_COLOR gives H x W x 3 BGR uint8 as the MindX decoder does."""
+    image = _decode(data, source, flags, max_pixels)
+    assert image is not None  # (only a box can be turned)
+    return _eight_bits(image)
+
+
+def decode_box(data: bytes, source: str, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray | None:
+    """`decode_image(data)[box]` for a `box` inside the image by its header, decoding what it needs (`_decode`);
+    None where the decoder turns the image (an EXIF orientation), so the box is not where the header says."""
+    image = _decode(data, source, cv2.IMREAD_COLOR, max_pixels, box)
+    return None if image is None else _eight_bits(image)
 
 
 def image_size(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
@@ -275,15 +289,21 @@ def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, notes: list[str]
     return decode_mask(read_bytes(path), str(path), max_pixels, notes)
 
 
-def decode_mask(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS, notes: list[str] | None = None,
-                box: Roi | None = None) -> np.ndarray:
-    """A mask file's bytes as `read_mask` reads them; `box` (inside the mask): only its values, decoded alone
-    where that cannot change them (an 8-bit grayscale PNG: its values are the mask's, with no rule applied over
-    the whole file), else cut from the whole mask."""
-    if box is not None and png.gray8(data):
-        return to_mask(_decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels, box), source, notes)
-    mask = to_mask(_decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels), source, notes)
-    return mask if box is None else np.ascontiguousarray(mask[box.y0 : box.y1, box.x0 : box.x1])
+def decode_mask(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS,
+                notes: list[str] | None = None) -> np.ndarray:
+    """A mask file's bytes as `read_mask` reads them."""
+    mask = _decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels)
+    assert mask is not None  # (only a box can be turned)
+    return to_mask(mask, source, notes)
+
+
+def decode_mask_box(data: bytes, source: str, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS,
+                    notes: list[str] | None = None) -> np.ndarray | None:
+    """`decode_mask(data)[box]` for a `box` inside the mask by its header, decoding only the box where that
+    cannot change a value (an 8-bit grayscale PNG: its values are the mask's, with no rule applied over the
+    whole file); None where it can (`decode_mask` the whole file) or the decoder turned it (EXIF)."""
+    mask = _decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels, box) if png.gray8(data) else None
+    return None if mask is None else to_mask(mask, source, notes)
 
 
 def _new_file_mode(replaced: Path) -> int | None:

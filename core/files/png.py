@@ -1,6 +1,6 @@
 """PNG decoding that gives OpenCV's pixels, bit for bit, with less work: only the rows asked for, and libpng
 through imagecodecs (~25 % less CPU than OpenCV's build for the demo slides) where the file needs no
-conversion that could differ.
+conversion that could differ (nor an eXIf orientation, which OpenCV applies).
 
 PNG is lossless: an 8-bit grayscale, RGB or RGBA image without a palette or a transparency chunk decodes to
 its stored samples in any conforming decoder; OpenCV then only orders the channels BGR (and drops alpha for a
@@ -36,15 +36,31 @@ def _header(data: bytes) -> tuple[bytes, int] | None:
     return data[16:29], struct.unpack(">I", data[29:33])[0]
 
 
+def _chunks(data: bytes) -> list[bytes] | None:
+    """The chunk types from the header to IEND, or None when the file does not run whole to IEND (OpenCV's to
+    refuse: it reads to the end)."""
+    kinds, at = [], 8
+    while at + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[at : at + 8])
+        kinds.append(kind)
+        at += 12 + length
+        if kind == b"IEND":
+            return kinds if at <= len(data) else None
+    return None
+
+
 def top_rows(data: bytes, rows: int) -> bytes | None:
     """A non-interlaced PNG's bytes with its header saying `rows` rows (0 < rows < its height), so a decoder
-    stops after the rows it needs. None where that does not hold (not a PNG, interlaced, a damaged header)."""
+    stops after the rows it needs. None where that does not hold (not a PNG, interlaced, a damaged header, or
+    an eXIf chunk, whose orientation OpenCV would apply to the rows)."""
     found = _header(data)
     if found is None:
         return None
     fields, crc = found
     height, interlace = struct.unpack(">I", fields[4:8])[0], fields[12]
     if interlace != 0 or not 0 < rows < height or zlib.crc32(b"IHDR" + fields) != crc:
+        return None
+    if b"eXIf" in (_chunks(data) or [b"eXIf"]):
         return None
     patched = b"IHDR" + fields[:4] + struct.pack(">I", rows) + fields[8:]
     return data[:12] + patched + struct.pack(">I", zlib.crc32(patched)) + data[33:]
@@ -56,20 +72,6 @@ def gray8(data: bytes) -> bool:
     return found is not None and found[0][8:10] == b"\x08\x00"
 
 
-def _chunks_plain(data: bytes) -> bool:
-    """Whether the chunks run whole from the header to IEND without a palette or a transparency chunk (a file
-    that ends early is OpenCV's to refuse, as it reads to the end)."""
-    at = 8
-    while at + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[at : at + 8])
-        if kind in (b"PLTE", b"tRNS"):
-            return False
-        at += 12 + length
-        if kind == b"IEND":
-            return at <= len(data)
-    return False
-
-
 def decode(data: bytes, flags: int, box: tuple[int, int, int, int] | None = None) -> np.ndarray | None:
     """What `cv2.imdecode(data, flags)` gives for IMREAD_COLOR or IMREAD_UNCHANGED (only the pixels of `box`,
     x0, y0, x1, y1 inside the image, when given: rows below it are not decoded), by libpng through
@@ -79,8 +81,9 @@ def decode(data: bytes, flags: int, box: tuple[int, int, int, int] | None = None
     if found is None or flags not in (cv2.IMREAD_COLOR, cv2.IMREAD_UNCHANGED):
         return None
     depth, colour = found[0][8], found[0][9]
-    if depth != 8 or colour not in _PLAIN or not _chunks_plain(data):
-        return None
+    kinds = _chunks(data)
+    if depth != 8 or colour not in _PLAIN or kinds is None or {b"PLTE", b"tRNS", b"eXIf"} & set(kinds):
+        return None  # a palette, transparency or an orientation (eXIf) OpenCV would apply
     try:
         import imagecodecs  # imported here: a remote host may lack it (OpenCV decodes there)
     except ImportError:

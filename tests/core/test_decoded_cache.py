@@ -24,7 +24,7 @@ from segscope.core.cache.store import EntryStore
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.evaluate import evaluate_dataset
-from segscope.core.files.fileio import decode_image, decode_mask
+from segscope.core.files.fileio import decode_box, decode_image, decode_mask_box
 from segscope.core.files.png import decode as png_decode
 from segscope.core.files.png import top_rows as png_top_rows
 from segscope.core.roi import Roi
@@ -94,10 +94,9 @@ def test_a_png_decoded_alone_or_to_a_box_gives_opencvs_pixels(kind: str) -> None
                 assert fast.dtype == expected.dtype and fast.flags.c_contiguous
             else:
                 assert fast is None  # a conversion OpenCV makes: OpenCV decodes it
-    for box in BOXES:
-        expected = decode_image(data)
-        np.testing.assert_array_equal(decode_image(data, box=box), expected if box is None else
-                                      expected[box.y0 : box.y1, box.x0 : box.x1])
+    expected = decode_image(data)
+    for box in BOXES[1:]:
+        np.testing.assert_array_equal(decode_box(data, "p.png", box), expected[box.y0 : box.y1, box.x0 : box.x1])
 
 
 def test_only_plain_pngs_are_shortened_and_a_damaged_or_cut_file_is_still_refused() -> None:
@@ -111,24 +110,55 @@ def test_only_plain_pngs_are_shortened_and_a_damaged_or_cut_file_is_still_refuse
     box = Roi(0, 0, 100, 10)
     for cut in (len(data) * 9 // 10, len(data) - 20, len(data) - 3):  # within the rows left out, or in its end
         with pytest.raises(SegScopeError, match="damaged or truncated"):
-            decode_image(data[:cut], "cut.png", box=box)
+            decode_box(data[:cut], "cut.png", box)
     flipped = bytearray(data)
     flipped[60] ^= 0x40  # inside the first image data chunk: its checksum no longer matches
     with pytest.raises(SegScopeError, match="damaged or truncated"):
-        decode_image(bytes(flipped), "flipped.png", box=box)
+        decode_box(bytes(flipped), "flipped.png", box)
 
 
 def test_a_mask_is_cut_to_a_box_only_where_no_rule_spans_the_file() -> None:
     values = np.zeros((120, 90), np.uint16)
     values[:60] = 1
     values[100:, :5] = 65535  # below the box: decides how the whole 16-bit mask is read
-    data = png(values)
-    box = Roi(0, 0, 90, 60)
-    notes: list[str] = []
-    np.testing.assert_array_equal(decode_mask(data, "m.png", notes=notes, box=box), np.zeros((60, 90), np.uint8))
-    assert notes  # 1 of 65535 scaled to 8 bits is 0, as for the whole mask, and the note says so
+    assert decode_mask_box(png(values), "m.png", Roi(0, 0, 90, 60)) is None  # so it is decoded whole
     gray = noise(120, 90, None)
-    np.testing.assert_array_equal(decode_mask(png(gray), "g.png", box=Roi(3, 50, 80, 61)), gray[50:61, 3:80])
+    np.testing.assert_array_equal(decode_mask_box(png(gray), "g.png", Roi(3, 50, 80, 61)), gray[50:61, 3:80])
+
+
+_ORIENTATION_6 = b"II*\x00" + struct.pack("<IHHHII", 8, 1, 0x0112, 3, 1, 6) + struct.pack("<I", 0)  # EXIF: turn 90
+
+
+def turned(kind: str, image: np.ndarray) -> bytes:
+    """`image` as a JPEG or PNG whose EXIF orientation (6) OpenCV applies: the decoded image is turned."""
+    if kind == "jpeg":
+        data = cv2.imencode(".jpg", image)[1].tobytes()
+        app1 = b"Exif\x00\x00" + _ORIENTATION_6
+        return data[:2] + b"\xff\xe1" + struct.pack(">H", len(app1) + 2) + app1 + data[2:]
+    data = png(image)
+    return data[:33] + _chunk(b"eXIf", _ORIENTATION_6) + data[33:]
+
+
+@pytest.mark.parametrize("kind", ["jpeg", "png"])
+def test_an_image_the_decoder_turns_is_decoded_whole_as_before(tiny_model_project, tmp_path, kind) -> None:
+    image = noise(200, 300)
+    data = turned(kind, image)
+    assert cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR).shape == (300, 200, 3)  # turned
+    assert decode_box(data, "t", Roi(10, 10, 150, 120)) is None
+    path = tmp_path / f"turned.{kind}"
+    path.write_bytes(data)
+    with EmbeddedBackend(tiny_model_project.pipeline) as backend:
+        for roi in (Roi(10, 10, 150, 120), Roi(20, 150, 190, 290), None):
+            whole = backend.prepare(data, roi)  # bytes: the whole decode, as before the cache
+            from_file = backend.prepare(path, roi)
+            np.testing.assert_array_equal(from_file.tensor, whole.tensor)
+            assert (from_file.box, from_file.image_size) == (whole.box, whole.image_size)
+    mask = tmp_path / "mask.png"
+    mask.write_bytes(turned("png", noise(200, 300, None)))
+    truth = truth_region(mask, Roi(20, 50, 190, 190))
+    expected = cv2.imdecode(np.fromfile(str(mask), np.uint8), cv2.IMREAD_UNCHANGED)  # masks are read unturned
+    assert truth.size == (300, 200) == expected.shape[::-1]
+    np.testing.assert_array_equal(truth.values, expected[50:190, 20:190])
 
 
 # -- a hit is a decode ---------------------------------------------------------------------------------------
