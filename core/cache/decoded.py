@@ -1,11 +1,11 @@
 """Decoded inputs through the cache: an image's crop box as the stream's opencv decoder gives it, and a truth
-mask's values under an ROI, bit-packed where the mask has two values there.
+mask's values, bit-packed where the mask has two values.
 
 An entry's key is the file's content (its xxh3-128 digest: every lookup hashes the whole file, so a file
 changed in place, even one byte with its size and time kept, is never served), what decodes it (OpenCV's
-version and flags, `SCHEME`) and the box. Only what the box needs is decoded where that gives the same pixels
-(`fileio.decode_box`): not where the decoder turns the image (an EXIF orientation). With the cache off (or not
-openable here) both decode as they would without one.
+version and flags, `SCHEME`) and, for an image, the box. Of an image only what the box needs is decoded where
+that gives the same pixels (`fileio.decode_box`): not where the decoder turns the image (an EXIF orientation).
+With the cache off (or not openable here) both decode as they would without one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from ..dataset.masks import histogram
-from ..files.fileio import DEFAULT_MAX_PIXELS, checked_size, decode_box, decode_mask, decode_mask_box, read_bytes
+from ..files.fileio import DEFAULT_MAX_PIXELS, checked_size, decode_box, decode_mask, read_bytes
 from ..roi import Roi
 from .settings import decoded_store
 
@@ -27,10 +27,11 @@ IMAGE, TRUTH = "image", "truth"
 SCHEME = 1
 
 
-def _key(kind: str, data: bytes, flags: int, box: Roi) -> str:
+def _key(kind: str, data: bytes, flags: int, box: Roi | None = None) -> str:
     from .store import content_digest  # only with a store open: the digest's library is the store's
 
-    return f"{kind}/{SCHEME}/{content_digest(data)}/opencv-{cv2.__version__}-{flags}/{box.as_tuple()}"
+    where = f"/{box.as_tuple()}" if box is not None else ""
+    return f"{kind}/{SCHEME}/{content_digest(data)}/opencv-{cv2.__version__}-{flags}{where}"
 
 
 def image_region(data: bytes, source: str, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray | None:
@@ -58,54 +59,54 @@ class TruthRoi:
     size: tuple[int, int]
     notes: tuple[str, ...]
 
-    @property
-    def present(self) -> np.ndarray:
-        """The distinct values under the ROI, ascending."""
-        return np.flatnonzero(histogram(self.values))
-
 
 def truth_region(path: Path, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS) -> TruthRoi:
-    """The truth mask at `path` under `box` (clipped to the mask), from the cache when it holds it; else read
-    (down to the box's bottom row where that cannot change a value) and stored."""
+    """The truth mask at `path` under `box` (clipped to the mask). The cache holds each mask file whole, one
+    bit per pixel where it has two values (a 4000 x 3000 demo mask: 1.5 MB), so any ROI of it is a hit; else
+    the mask is read and stored."""
     data = read_bytes(path)
     source = str(path)
-    size = checked_size(data, source, max_pixels)
+    checked_size(data, source, max_pixels)  # refused from the header, hit or not
     store = decoded_store()
-    key = _key(TRUTH, data, cv2.IMREAD_UNCHANGED, box) if store is not None else ""
+    key = _key(TRUTH, data, cv2.IMREAD_UNCHANGED) if store is not None else ""
     entry = store.get(key, TRUTH) if store is not None else None
     if entry is not None:
-        return TruthRoi(_unpacked(entry.arrays[0], entry.meta), size, tuple(entry.meta["notes"]))  # type: ignore
+        meta = entry.meta
+        size = tuple(int(n) for n in meta["size"])  # type: ignore[attr-defined]
+        return TruthRoi(_cut(entry.arrays[0], meta, box), size, tuple(meta["notes"]))  # type: ignore
     notes: list[str] = []
-    values = decode_mask_box(data, source, box, max_pixels, notes) if box.x1 <= size[0] and box.y1 <= size[1] \
-        else None
-    if values is None:  # decoded whole (a mask of another size than the image: the caller refuses it)
-        notes.clear()
-        whole = decode_mask(data, source, max_pixels, notes)
-        size, values = (whole.shape[1], whole.shape[0]), np.ascontiguousarray(whole[box.y0 : box.y1, box.x0 : box.x1])
-    truth = TruthRoi(values, size, tuple(notes))
-    if store is not None and box.x1 <= size[0] and box.y1 <= size[1]:
-        packed, meta = _packed(truth.values)
-        store.put(key, [packed], {**meta, "notes": list(truth.notes)})
-    return truth
+    mask = decode_mask(data, source, max_pixels, notes)
+    size = (mask.shape[1], mask.shape[0])
+    if store is not None:
+        packed, meta = _packed(mask)
+        store.put(key, [packed], {**meta, "size": list(size), "notes": notes})
+    return TruthRoi(np.ascontiguousarray(mask[box.y0 : box.y1, box.x0 : box.x1]), size, tuple(notes))
 
 
-def _packed(values: np.ndarray) -> tuple[np.ndarray, dict[str, object]]:
-    """`values` as one bit per pixel with its two values (low, high) where it has at most two, else as is."""
-    present = np.flatnonzero(histogram(values))
+def _packed(mask: np.ndarray) -> tuple[np.ndarray, dict[str, object]]:
+    """A whole mask as one bit per pixel, row by row, with its two values (low, high) where it has at most two,
+    else as is; its value counts (`histogram`) beside."""
+    counts = histogram(mask)
+    present = np.flatnonzero(counts)
+    meta: dict[str, object] = {"counts": counts.tolist()}
     if len(present) > 2:
-        return values, {"shape": list(values.shape)}
-    low, high = int(present[0]) if len(present) else 0, int(present[-1]) if len(present) else 0
-    return np.packbits(values == high, axis=None), {"shape": list(values.shape), "two": [low, high]}
+        return mask, meta
+    low, high = (int(present[0]), int(present[-1])) if len(present) else (0, 0)
+    return np.packbits(mask == high, axis=1), {**meta, "width": mask.shape[1], "two": [low, high]}
 
 
-def _unpacked(stored: np.ndarray, meta: dict[str, object]) -> np.ndarray:
-    shape = tuple(int(n) for n in meta["shape"])  # type: ignore[attr-defined]
+def _cut(stored: np.ndarray, meta: dict[str, object], box: Roi) -> np.ndarray:
+    """The values under `box` (clipped to the mask) of a mask stored by `_packed`, unpacking only its bytes."""
     two = meta.get("two")
     if two is None:
-        return stored.reshape(shape)
+        return np.ascontiguousarray(stored[box.y0 : box.y1, box.x0 : box.x1])
+    width = int(meta["width"])  # type: ignore[call-overload]
+    x0, x1 = min(box.x0, width), min(box.x1, width)
+    first = x0 // 8
+    bits = np.unpackbits(stored[box.y0 : box.y1, first : (x1 + 7) // 8], axis=1)
+    values = np.ascontiguousarray(bits[:, x0 - 8 * first : x1 - 8 * first])
     low, high = (int(v) for v in two)  # type: ignore[attr-defined]
-    bits = np.unpackbits(stored, count=int(np.prod(shape))).reshape(shape)
     if (low, high) != (0, 1):
-        bits *= np.uint8(high - low)
-        bits += np.uint8(low)
-    return bits
+        values *= np.uint8(high - low)
+        values += np.uint8(low)
+    return values

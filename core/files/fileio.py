@@ -297,15 +297,6 @@ def decode_mask(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS,
     return to_mask(mask, source, notes)
 
 
-def decode_mask_box(data: bytes, source: str, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS,
-                    notes: list[str] | None = None) -> np.ndarray | None:
-    """`decode_mask(data)[box]` for a `box` inside the mask by its header, decoding only the box where that
-    cannot change a value (an 8-bit grayscale PNG: its values are the mask's, with no rule applied over the
-    whole file); None where it can (`decode_mask` the whole file) or the decoder turned it (EXIF)."""
-    mask = _decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels, box) if png.gray8(data) else None
-    return None if mask is None else to_mask(mask, source, notes)
-
-
 def _new_file_mode(replaced: Path) -> int | None:
     """The permission bits a write should end with: the replaced file's, or None for the umask default."""
     try:

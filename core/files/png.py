@@ -66,12 +66,6 @@ def top_rows(data: bytes, rows: int) -> bytes | None:
     return data[:12] + patched + struct.pack(">I", zlib.crc32(patched)) + data[33:]
 
 
-def gray8(data: bytes) -> bool:
-    """Whether `data` is an 8-bit grayscale PNG (decoded as is: no expansion, no depth or colour rule)."""
-    found = _header(data)
-    return found is not None and found[0][8:10] == b"\x08\x00"
-
-
 def decode(data: bytes, flags: int, box: tuple[int, int, int, int] | None = None) -> np.ndarray | None:
     """What `cv2.imdecode(data, flags)` gives for IMREAD_COLOR or IMREAD_UNCHANGED (only the pixels of `box`,
     x0, y0, x1, y1 inside the image, when given: rows below it are not decoded), by libpng through

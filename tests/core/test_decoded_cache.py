@@ -24,7 +24,7 @@ from segscope.core.cache.store import EntryStore
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.evaluate import evaluate_dataset
-from segscope.core.files.fileio import decode_box, decode_image, decode_mask_box
+from segscope.core.files.fileio import decode_box, decode_image
 from segscope.core.files.png import decode as png_decode
 from segscope.core.files.png import top_rows as png_top_rows
 from segscope.core.roi import Roi
@@ -115,15 +115,6 @@ def test_only_plain_pngs_are_shortened_and_a_damaged_or_cut_file_is_still_refuse
     flipped[60] ^= 0x40  # inside the first image data chunk: its checksum no longer matches
     with pytest.raises(SegScopeError, match="damaged or truncated"):
         decode_box(bytes(flipped), "flipped.png", box)
-
-
-def test_a_mask_is_cut_to_a_box_only_where_no_rule_spans_the_file() -> None:
-    values = np.zeros((120, 90), np.uint16)
-    values[:60] = 1
-    values[100:, :5] = 65535  # below the box: decides how the whole 16-bit mask is read
-    assert decode_mask_box(png(values), "m.png", Roi(0, 0, 90, 60)) is None  # so it is decoded whole
-    gray = noise(120, 90, None)
-    np.testing.assert_array_equal(decode_mask_box(png(gray), "g.png", Roi(3, 50, 80, 61)), gray[50:61, 3:80])
 
 
 _ORIENTATION_6 = b"II*\x00" + struct.pack("<IHHHII", 8, 1, 0x0112, 3, 1, 6) + struct.pack("<I", 0)  # EXIF: turn 90
@@ -220,9 +211,13 @@ def test_a_truth_roi_from_the_cache_is_the_masks_values(tmp_path: Path, kind: st
     first, second = truth_region(path, box), truth_region(path, box)
     for truth in (first, second):
         np.testing.assert_array_equal(truth.values, expected[5:70, 10:60])
-        assert truth.values.dtype == np.uint8 and truth.size == (70, 90)
+        assert truth.values.dtype == np.uint8 and truth.size == (70, 90) and truth.values.flags.c_contiguous
     assert second.notes == first.notes and bool(first.notes) == (kind in ("colour", "sixteen"))
     assert store().use(1)[TRUTH] == (1, 1)  # the second was a hit
+    for other in (Roi(0, 0, 70, 90), Roi(7, 0, 9, 1), Roi(63, 80, 75, 95), Roi(16, 3, 24, 89)):  # byte edges, clipped
+        np.testing.assert_array_equal(truth_region(path, other).values, expected[other.y0 : other.y1,
+                                                                                 other.x0 : other.x1])
+    assert store().use(1)[TRUTH] == (1, 1)  # the whole mask is one entry: every ROI of it is a hit
     dataset_root = tmp_path / "d" / "1"
     dataset_root.mkdir(parents=True)
     path.rename(dataset_root / "mask.png")
