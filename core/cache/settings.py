@@ -101,9 +101,12 @@ def _open(folder: Path, size: int) -> EntryStore | None:
     except ImportError as exc:  # a host without diskcache/xxhash (the remote worker's): decode every time
         log.debug("decoded-input cache off: %s", exc)
         return None
+    from .store import UNUSABLE
+
     try:
         return EntryStore(folder, size)
-    except OSError as exc:
+    except UNUSABLE as exc:
         log.warning("%s: cannot use the decoded-input cache folder (%s); decoding every image (choose another "
-                    "with --cache-dir, or --no-cache)", folder, exc.strerror or exc)
+                    "with --cache-dir, or --no-cache; `segscope cache clear` empties a damaged one)", folder,
+                    getattr(exc, "strerror", None) or exc)
         return None

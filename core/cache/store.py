@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import struct
 import threading
 import time
@@ -34,6 +35,10 @@ MAGIC = b"SGSCACH1"
 _PREFIX = struct.Struct("<8s16sI")  # magic, digest, header length
 #: A file in the store's folder that no row names and that is older than this is an interrupted write's.
 STRAY_AGE_S = 3600.0
+#: Seconds a lookup or a write waits for another process's hold on the index before it goes on without the cache.
+LOCK_WAIT_S = 5.0
+#: What makes the store unusable for one call (a full disk, an index another process holds, a damaged index).
+UNUSABLE = (OSError, sqlite3.Error, diskcache.Timeout)
 log = logging.getLogger(__name__)
 
 
@@ -82,7 +87,8 @@ class EntryStore:
         self.folder, self.size_limit = Path(folder), int(size_limit)
         self.folder.mkdir(parents=True, exist_ok=True)
         # Evicted by `_make_room` before each write, one entry at a time (diskcache's own culling drops ten).
-        self._cache = diskcache.Cache(str(self.folder), size_limit=self.size_limit, cull_limit=0,
+        # A busy index is waited for up to LOCK_WAIT_S per call, then that lookup is a miss (never a hang).
+        self._cache = diskcache.Cache(str(self.folder), size_limit=self.size_limit, cull_limit=0, timeout=LOCK_WAIT_S,
                                       eviction_policy="least-recently-used", statistics=False)
         self._lock = threading.Lock()
         self._lookups: list[tuple[str, str, bool]] = []  # (kind, key, hit) in order
@@ -93,13 +99,14 @@ class EntryStore:
         """The verified entry stored under `key`, or None (counted as a hit or a miss of `kind`)."""
         entry = None
         try:
-            value = self._cache.get(key, default=None, read=True, retry=True)
+            value = self._cache.get(key, default=None, read=True)
             if value is not None:
                 entry = self._read(value, key)
                 if entry is None:
                     self._drop(key)
-        except (OSError, diskcache.Timeout) as exc:
-            self._warn(f"cannot read the decoded-input cache ({exc}); decoding instead")
+        except UNUSABLE as exc:
+            self._warn(f"cannot read the decoded-input cache ({exc}); decoding instead (`segscope cache clear` "
+                       "empties a damaged cache)")
         with self._lock:
             self._lookups.append((kind, key, entry is not None))
         return entry
@@ -119,8 +126,8 @@ class EntryStore:
         parts: list[bytes | np.ndarray] = [_PREFIX.pack(MAGIC, digest.digest(), len(header)), header, *arrays]
         try:
             self._make_room(_PREFIX.size + len(header) + payload)
-            self._cache.set(key, _Chunks(parts), read=True, retry=True)
-        except (OSError, diskcache.Timeout) as exc:
+            self._cache.set(key, _Chunks(parts), read=True)
+        except UNUSABLE as exc:
             self._warn(f"cannot write to the decoded-input cache ({exc}); the run goes on without it")
             return False
         return True
@@ -131,7 +138,7 @@ class EntryStore:
             oldest = self._cache._sql("SELECT key FROM Cache ORDER BY access_time LIMIT 1").fetchall()
             if not oldest:
                 return
-            self._cache.delete(oldest[0][0], retry=True)
+            self._cache.delete(oldest[0][0])
 
     def _read(self, value: object, key: str) -> Entry | None:
         """The entry in the file diskcache opened (every entry is a file: `put` hands it a stream) if it
@@ -170,8 +177,8 @@ class EntryStore:
     def _drop(self, key: str) -> None:
         self._warn("a damaged entry in the decoded-input cache was removed and its image decoded again")
         try:
-            self._cache.delete(key, retry=True)
-        except (OSError, diskcache.Timeout):
+            self._cache.delete(key)
+        except UNUSABLE:
             pass
 
     def _warn(self, text: str) -> None:
@@ -229,7 +236,7 @@ class EntryStore:
 
     def clear(self) -> int:
         """Remove every entry (and stray files); returns how many entries there were."""
-        count = int(self._cache.clear(retry=True))
+        count = int(self._cache.clear(retry=True))  # (a command of its own: it may wait for other runs' writes)
         self._remove_strays(0.0)
         return count
 

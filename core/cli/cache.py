@@ -15,7 +15,7 @@ from typing import TextIO
 from ..cache import settings
 from ..cache.decoded import IMAGE, TRUTH
 from ..cache.outputs import OUTPUTS
-from ..cache.store import EntryStore
+from ..cache.store import UNUSABLE, EntryStore
 from ..errors import SegScopeError
 from .options import checked
 
@@ -78,8 +78,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     decoded, int8 = folder / settings.DECODED, folder / settings.INT8
     try:
         store = EntryStore(decoded, settings.current().size_bytes)
-    except OSError as exc:
-        raise SegScopeError(f"{decoded}: cannot open the cache ({exc.strerror or exc}); pass --cache-dir") from None
+    except UNUSABLE as exc:
+        if args.action != "clear" or not decoded.is_dir():
+            raise SegScopeError(f"{decoded}: cannot open the cache ({getattr(exc, 'strerror', None) or exc}); "
+                                "`segscope cache clear` empties a damaged one, or pass --cache-dir") from None
+        shutil.rmtree(decoded, ignore_errors=True)  # its index is damaged: the folder goes as a whole
+        store = EntryStore(decoded, settings.current().size_bytes)
     try:
         if args.action == "clear":
             removed = store.clear()

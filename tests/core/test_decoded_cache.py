@@ -396,3 +396,24 @@ def test_eval_says_what_came_from_the_cache_and_cache_info_and_clear(tiny_model_
     assert capsys.readouterr().out == first.out
     assert main(["cache", "info", "--json", "--cache-dir", str(folder)]) == 0
     assert json.loads(capsys.readouterr().out)["decoded"]["entries"] == 0  # --no-cache wrote nothing
+
+
+def test_a_damaged_index_leaves_the_run_decoding_and_cache_clear_mends_it(tiny_model_project, small_dataset,
+                                                                         private_cache, capsys) -> None:
+    from segscope.core.cli import main
+
+    command = ["eval", "--dataset", str(small_dataset), "--pipeline", str(tiny_model_project.pipeline)]
+    assert main(command) == 0
+    reference = capsys.readouterr().out
+    settings.configure(enabled=False)  # the open store let go of, as a new process would find it
+    (private_cache / settings.DECODED / "cache.db").write_bytes(b"not a database at all" * 100)
+    settings.configure()
+    assert main(command) == 0
+    damaged = capsys.readouterr()
+    assert damaged.out == reference and "decoding instead (`segscope cache clear` empties" in damaged.err
+    assert main(["cache", "clear"]) == 0
+    capsys.readouterr()
+    settings.configure(enabled=False)
+    settings.configure()
+    assert main(command) == 0 and main(command) == 0
+    assert "4 of 4 images and 3 of 3 truth masks came from the decoded-input cache" in capsys.readouterr().err
