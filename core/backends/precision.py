@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 import tempfile
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
@@ -148,7 +150,8 @@ def quantize_int8(backend: EmbeddedBackend, requests: Sequence[InferenceRequest]
     model = backend.stream.card.onnx
     assert model is not None  # the backend opened it
     name = backend.stream.card.input_name
-    tensors = [backend.prepare(r.image, r.roi).tensor for r in requests]
+    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="segscope-calibrate") as pool:  # decodes
+        tensors = [prepared.tensor for prepared in pool.map(lambda r: backend.prepare(r.image, r.roi), requests)]
     prefix = f"{model.stem}.int8-{_calibration_key(model, tensors)}"
     found = _cached(cache_dir, prefix) if cache_dir.is_dir() else None
     if found is not None:
