@@ -198,11 +198,12 @@ def quantize_int8(backend: EmbeddedBackend, requests: Sequence[InferenceRequest]
 
 
 def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[InferenceRequest],
-                 cache_dir: Path | None = None) -> tuple[ModelSession, str, list[str]]:
+                 cache_dir: Path | None = None, compiled: Path | None = None) -> tuple[ModelSession, str, list[str]]:
     """(the session that runs `backend`'s network at `precision`, what runs it, notes to print).
 
     int8 is calibrated on `requests` (a few of the run's, see `spread`); the model is kept in `cache_dir` when
-    given, else made in a staging folder of the temporary folder that is removed once the session holds it."""
+    given, else made in a staging folder of the temporary folder that is removed once the session holds it.
+    `compiled`: where OpenVINO keeps the models it compiled (`OpenVinoSession`)."""
     if precision not in ("int8", "bf16"):
         raise SegScopeError(f"--precision: no faster variant named {precision!r}; choose int8 or bf16")
     threads = backend.session.get_session_options().intra_op_num_threads if backend.session else 1
@@ -217,14 +218,13 @@ def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[In
                                 "use --precision int8 or fp32")
         model = backend.stream.card.onnx
         assert model is not None
-        return (OpenVinoSession(openvino, model, "bf16", threads), f"OpenVINO {_version(openvino)} bfloat16",
+        return (OpenVinoSession(openvino, model, "bf16", threads, compiled), f"OpenVINO {_version(openvino)} bfloat16",
                 [])
     with contextlib.ExitStack() as stack:
         folder = cache_dir or stack.enter_context(staging_folder(Path(tempfile.gettempdir())))
         model = quantize_int8(backend, requests, folder)
         how = f"calibrated on {len(requests)} ROIs"
         if openvino is not None:
-            compiled = cache_dir / "openvino" if cache_dir is not None else None  # kept beside the int8 model
             return (OpenVinoSession(openvino, model, "f32", threads, compiled),
                     f"OpenVINO {_version(openvino)} on ONNX Runtime's int8 QDQ model, {how}", [])
         options = backend.session.get_session_options() if backend.session else ort.SessionOptions()

@@ -17,7 +17,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from ..cache.outputs import KeptOutputs
-from ..cache.settings import int8_folder
+from ..cache.settings import INT8, OPENVINO, kept_folder
 from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
 from ..evaluate import ImageEvaluation, evaluation_request, score
@@ -153,9 +153,9 @@ def add_precision_options(parser: argparse.ArgumentParser) -> None:
                              "ONNX Runtime (1.2-1.3x). bf16: OpenVINO bfloat16, for CPUs with AMX (0.7x, slower, "
                              "on that Xeon). The run ends with the variant's foreground Dice vs fp32")
     parser.add_argument("--precision-cache", type=Path, metavar="DIR", default=None,
-                        help="keep the int8 model (and OpenVINO's compiled copy) in DIR and reuse it for the same "
-                             "model and calibration inputs (default: the cache folder's int8/, see --cache-dir; "
-                             "with --no-cache made anew in a temporary folder each run, a few seconds)")
+                        help="keep the int8 model in DIR and reuse it for the same model and calibration inputs "
+                             "(default: the cache folder's int8/, see --cache-dir; with --no-cache made anew in a "
+                             "temporary folder each run, a few seconds)")
     parser.add_argument("--precision-check", type=count, metavar="N", default=None,
                         help=f"also run the first N images in fp32 for the Dice comparison (default "
                              f"{DEFAULT_CHECKS}; 0 skips it)")
@@ -189,7 +189,7 @@ def with_precision(backend: Backend, args: argparse.Namespace, dataset: Dataset,
         raise SegScopeError(f"--precision {args.precision}: the {backend.capabilities.name} backend has no faster "
                             "variants; use --backend embedded or --precision fp32")
     requests = [evaluation_request(dataset, item, roi, stream=stream) for item in spread(dataset.items)]
-    kept = args.precision_cache or int8_folder()  # the cache's int8/ unless --no-cache: made once, reused
-    session, runs_on, notes = fast_session(backend, args.precision, requests, kept)
+    kept = args.precision_cache or kept_folder(INT8)  # the cache's int8/ unless --no-cache: made once, reused
+    session, runs_on, notes = fast_session(backend, args.precision, requests, kept, kept_folder(OPENVINO))
     checks = DEFAULT_CHECKS if args.precision_check is None else args.precision_check
     return PrecisionBackend(backend, args.precision, session, runs_on, checks), notes

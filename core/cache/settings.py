@@ -4,7 +4,7 @@ The folder is, first to last: what the command line configured (`configure`: `--
 `--cache-size`), `$SEGSCOPE_CACHE_DIR` (the test suite points it at a temporary folder), else the platform's
 user cache folder (`platformdirs`: `~/.cache/segscope` on Linux, `~/Library/Caches/segscope` on macOS,
 `%LOCALAPPDATA%\\segscope\\Cache` on Windows). `$SEGSCOPE_NO_CACHE=1` turns it off. Decoded inputs live in
-its `decoded/` folder under a size cap, int8 models in `int8/`.
+its `decoded/` folder under a size cap, int8 models in `int8/`, OpenVINO's compiled models in `openvino/`.
 
 A cache that cannot be opened (a read-only folder, a host without the cache's libraries: the remote worker)
 is said once and left off: the run decodes as it would without one.
@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # the store needs diskcache, which a remote host may lack: im
 ENV_DIR, ENV_OFF, ENV_SIZE = "SEGSCOPE_CACHE_DIR", "SEGSCOPE_NO_CACHE", "SEGSCOPE_CACHE_SIZE_GB"
 #: The decoded inputs' size cap unless configured: about 400 demo ROIs (1800 x 1800 x 3 bytes each).
 DEFAULT_SIZE_GB = 4.0
-DECODED, INT8 = "decoded", "int8"
+#: Its folders: decoded inputs (the size-capped store), int8 models, OpenVINO's compiled models (its CACHE_DIR).
+DECODED, INT8, OPENVINO = "decoded", "int8", "openvino"
 log = logging.getLogger(__name__)
 
 
@@ -73,10 +74,11 @@ def current() -> CacheSettings:
     return _settings
 
 
-def int8_folder() -> Path | None:
-    """Where int8 models are kept between runs (None: the cache is off, they are made anew)."""
+def kept_folder(name: str) -> Path | None:
+    """The cache's folder `name` (INT8, OPENVINO), where models are kept between runs (None: the cache is off,
+    they are made anew)."""
     settings = _settings
-    return settings.folder / INT8 if settings.on else None
+    return settings.folder / name if settings.on else None
 
 
 def decoded_store() -> EntryStore | None:

@@ -1,7 +1,7 @@
 """`segscope cache info|clear`, and the cache options of the commands that decode inputs.
 
-    segscope cache info [--json]     where the cache is, its entries and size against the cap, int8 models
-    segscope cache clear             remove the decoded inputs and int8 models kept there
+    segscope cache info [--json]     where the cache is, its entries and size against the cap, kept models
+    segscope cache clear             remove the decoded inputs and the models kept there
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class CacheReport:
 
 
 def _folder_size(folder: Path) -> tuple[int, int]:
+    """(files, bytes) in `folder` and below."""
     files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
     return len(files), sum(p.stat().st_size for p in files)
 
@@ -75,7 +76,7 @@ def _folder_size(folder: Path) -> tuple[int, int]:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     settings.configure(args.cache_dir)
     folder = settings.current().folder
-    decoded, int8 = folder / settings.DECODED, folder / settings.INT8
+    decoded = folder / settings.DECODED
     try:
         store = EntryStore(decoded, settings.current().size_bytes)
     except UNUSABLE as exc:
@@ -85,20 +86,22 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         shutil.rmtree(decoded, ignore_errors=True)  # its index is damaged: the folder goes as a whole
         store = EntryStore(decoded, settings.current().size_bytes)
     try:
+        kept = {name: _folder_size(folder / name) for name in (settings.INT8, settings.OPENVINO)}
         if args.action == "clear":
             removed = store.clear()
-            models, size = _folder_size(int8)
-            shutil.rmtree(int8, ignore_errors=True)
-            print(f"removed {removed} decoded inputs from {decoded} and {models} int8 model files "
-                  f"({size / 1e6:.1f} MB) from {int8}", file=out)
+            for name in kept:
+                shutil.rmtree(folder / name, ignore_errors=True)
+            files, size = (sum(v[i] for v in kept.values()) for i in (0, 1))
+            print(f"removed {removed} entries from {decoded} and {files} model files ({size / 1e6:.1f} MB) from "
+                  f"{folder / settings.INT8} and {folder / settings.OPENVINO}", file=out)
             return 0
         info = store.info()
-        models, size = _folder_size(int8)
         document = {"folder": str(folder), "decoded": {"folder": str(decoded), "entries": info.entries,
                                                        "bytes": info.bytes, "size_limit": info.size_limit,
                                                        "stray_files": info.stray_files,
                                                        "stray_bytes": info.stray_bytes},
-                    "int8": {"folder": str(int8), "files": models, "bytes": size}}
+                    **{name: {"folder": str(folder / name), "files": files, "bytes": size}
+                       for name, (files, size) in kept.items()}}
         if args.json:
             json.dump(document, out, indent=2)
             out.write("\n")
@@ -109,8 +112,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if info.stray_files:
             print(f"  {info.stray_files} files of interrupted writes ({info.stray_bytes / 1e6:.1f} MB): removed "
                   "by `segscope cache clear`, or by a run once an hour old", file=out)
-        print(f"int8 models (and OpenVINO's compiled copies): {models} file{'s' * (models != 1)}, "
-              f"{size / 1e6:.1f} MB", file=out)
+        for name, what in ((settings.INT8, "int8 models"), (settings.OPENVINO, "OpenVINO's compiled models")):
+            files, size = kept[name]
+            print(f"{what}: {files} file{'s' * (files != 1)}, {size / 1e6:.1f} MB", file=out)
         return 0
     finally:
         store.close()

@@ -391,7 +391,7 @@ def test_eval_says_what_came_from_the_cache_and_cache_info_and_clear(tiny_model_
     info = json.loads(capsys.readouterr().out)
     assert info["decoded"]["entries"] == 7 and 0 < info["decoded"]["bytes"] <= info["decoded"]["size_limit"]
     assert main(["cache", "clear", "--cache-dir", str(folder)]) == 0
-    assert "removed 7 decoded inputs" in capsys.readouterr().out
+    assert "removed 7 entries" in capsys.readouterr().out
     assert main(["eval", *command[1:], "--no-cache"]) == 0
     assert capsys.readouterr().out == first.out
     assert main(["cache", "info", "--json", "--cache-dir", str(folder)]) == 0
