@@ -35,6 +35,7 @@ from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide
+from segscope.gui.jobs import Jobs
 from segscope.gui.main_window import MainWindow
 from segscope.gui.slide_loader import read_base
 from segscope.gui.slide_view import SlideView
@@ -61,7 +62,8 @@ def median_ms(samples: list[float]) -> str:
 def first_paint(app: QApplication, path: Path, runs: int) -> dict[str, list[float]]:
     timings: dict[str, list[float]] = {"open": [], "base level": [], "show + paint": [], "total": []}
     for _ in range(runs):
-        view = SlideView()
+        jobs = Jobs()
+        view = SlideView(jobs)
         view.resize(1200, 800)
         view.show()
         app.processEvents()
@@ -77,6 +79,7 @@ def first_paint(app: QApplication, path: Path, runs: int) -> dict[str, list[floa
         for key, value in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
             timings[key].append(value)
         view.shutdown()
+        jobs.shutdown()
         view.close()
         del view, reader, base
         app.processEvents()
@@ -164,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
             runs = args.runs if width <= 4000 else max(1, args.runs // 2)
             for stage, samples in first_paint(app, path, runs).items():
                 print(f"  first paint, {stage:14s} {median_ms(samples)}")
-            view = SlideView()
+            jobs = Jobs()
+            view = SlideView(jobs)
             view.resize(1200, 800)
             view.show()
             reader = open_slide(path)
@@ -175,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 fps = 1 / statistics.median(samples)
                 print(f"  frame, {name:22s} {median_ms(samples)}  ({fps:5.0f} fps)")
             view.shutdown()
+            jobs.shutdown()
             view.close()
             del view, reader
         samples = result_to_panels(app, tmp_dir, args.runs * 2)

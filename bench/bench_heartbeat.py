@@ -76,7 +76,7 @@ def new_window(bench: Bench):
 
 
 def idle(window) -> Callable[[], bool]:
-    return lambda: not window.controller.busy and not window.background.pending and not window.scorer.busy
+    return lambda: not window.controller.busy and not window.jobs.pending and not window.scorer.busy
 
 
 def actions(bench: Bench, window, dataset: Path, label: str, run_all: bool) -> None:

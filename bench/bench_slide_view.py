@@ -34,6 +34,7 @@ from PySide6.QtWidgets import QApplication
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide
 from segscope.core.slides.synthetic import write_pyramidal_tiff
+from segscope.gui.jobs import Jobs
 from segscope.gui.slide_loader import read_base
 from segscope.gui.slide_view import SlideView
 
@@ -76,7 +77,8 @@ def main() -> int:
             print(f"generated {path.stat().st_size / 1e6:.0f} MB pyramidal TIFF {args.size} x {args.size} "
                   f"in {time.perf_counter() - t0:.0f} s")
         rss_before = rss_mb()
-        view = SlideView()
+        jobs = Jobs()
+        view = SlideView(jobs)
         view.resize(1280, 800)
         view.show()
         app.processEvents()
@@ -121,6 +123,7 @@ def main() -> int:
         print(f"RSS: before the slide {rss_before:.0f} MB, end {rss_mb():.0f} MB, peak {peak:.0f} MB "
               f"(goal < 1024 MB); tile cache {view.tiles.cache.bytes / 2**20:.0f} MiB in {len(view.tiles.cache)} tiles")
         view.shutdown()
+        jobs.shutdown()
         reader.close()
     return 0
 

@@ -20,7 +20,7 @@ from .backends.registry import backend_kind, open_kind
 from .cluster import parse_resources
 from .errors import SegScopeError
 from .files.fileio import DEFAULT_MAX_PIXELS
-from .remote.protocol import DEFAULT_PROBABILITIES
+from .remote.protocol import DEFAULT_PROBABILITIES, DEFAULT_TIMEOUT
 from .stream.source import chosen_source
 
 if TYPE_CHECKING:  # paramiko: imported when a host is reached
@@ -65,6 +65,7 @@ class RemoteHost:
     login: SshLogin = SshLogin()
     cache_dir: str | None = None  # the host folder for the worker and model (None: core.remote.deploy's default)
     probabilities: str = DEFAULT_PROBABILITIES  # how they travel back: one of protocol.PROBABILITY_DTYPES
+    timeout: float = DEFAULT_TIMEOUT  # seconds without a word from the host before it is given up (`--remote-timeout`)
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def open_backend(spec: BackendSpec) -> Backend:
         return RemoteBackend(spec.pipeline, parse_target(where.target), where.login.ssh_options(),
                              python=where.login.python, set_env=where.login.set_env,
                              cache_dir=where.cache_dir or DEFAULT_CACHE_DIR, worker_backend=spec.kind,
-                             probabilities=where.probabilities, max_pixels=spec.max_pixels)
+                             probabilities=where.probabilities, max_pixels=spec.max_pixels, timeout=where.timeout)
     backend, _note = open_kind(spec.kind, spec.pipeline, spec.max_pixels, spec.sdk_home)
     return backend
 
@@ -143,5 +144,6 @@ def spec_from_args(args: argparse.Namespace) -> BackendSpec:
                                 "or run segscope on the host")
         where = Devices(devices)
     elif args.remote:
-        where = RemoteHost(args.remote, login, args.remote_cache, args.probabilities or DEFAULT_PROBABILITIES)
+        where = RemoteHost(args.remote, login, args.remote_cache, args.probabilities or DEFAULT_PROBABILITIES,
+                           args.remote_timeout or DEFAULT_TIMEOUT)
     return BackendSpec(args.backend, pipeline, where, args.max_pixels, args.sdk_home)

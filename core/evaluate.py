@@ -6,11 +6,14 @@ import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
 from .backends.base import Backend, InferenceRequest
 from .dataset.dataset import Dataset, DatasetItem
+from .dataset.masks import mask_to_labels
+from .dataset.truth import Truth, truth_fields
 from .errors import CancelledError
 from .metrics import catalogue
 from .metrics.catalogue import Metric
@@ -28,6 +31,8 @@ class ImageEvaluation:
     item: DatasetItem
     result: InferenceResult
     metrics: ImageMetrics | None  # None when the image has no mask
+    truth: Truth | None = None  # the truth file it was scored against
+    truth_labels: np.ndarray | None = None  # its true classes under the ROI, as scored (ROI-sized)
 
 
 @dataclass
@@ -49,11 +54,13 @@ class DatasetSummary:
 
 
 def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
-                   timings: dict[str, float] | None = None, roi_note: str = "") -> dict[str, object]:
+                   timings: dict[str, float] | None = None, roi_note: str = "", truth: Truth | None = None,
+                   root: Path | None = None) -> dict[str, object]:
     """One row of the metric tables (CLI export, GUI export): id, image, ROI (and how it reached the stream,
-    when not by the stream's own crop), metrics (by the catalogue's names, None = n/a), stage times in ms."""
+    when not by the stream's own crop), the truth scored against (`truth_fields`, its file relative to the
+    dataset `root`), metrics (by the catalogue's names, None = n/a), stage times in ms."""
     row: dict[str, object] = {"id": item.id, "image": str(item.image_path), "roi": str(roi),
-                              **({"roi_note": roi_note} if roi_note else {})}
+                              **({"roi_note": roi_note} if roi_note else {}), **truth_fields(truth, root)}
     row.update(catalogue.row_values(metrics))
     row.update({f"time_{stage}_ms": round(seconds * 1000, 2) for stage, seconds in (timings or {}).items()})
     return row
@@ -139,37 +146,33 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
 
 def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
           mask: np.ndarray | None = None, quality: MetricSpec | None = None) -> ImageEvaluation:
-    """One image's evaluation: its mask (read unless given), checked where the result is scored (a stray
-    value elsewhere changes no number; a whole 16k mask takes ~80 ms to check) and scored (None without a
-    mask)."""
-    source = str(item.truth_path)
-    if mask is None and item.truth_path is not None and slide_kind_for(item.truth_path).name == "tiff":
-        roi_mask = _mask_region(dataset, item, result)  # a tiled mask: only the ROI is read, as the viewer does
-    elif mask is None:  # the ROI's truth only, through the decoded-input cache
-        truth = dataset.truth_at(item, result.roi)
-        if truth is None:
-            return ImageEvaluation(item, result, None)
-        check_mask_size(truth.size, result, source)
-        roi_mask = truth.values
+    """One image's evaluation against the dataset's truth for it (`Dataset.truth`): its mask (read unless given),
+    checked by the mask rule (`core.dataset.masks`: the whole mask; of a tiled one, the region read), and scored
+    (None without a mask)."""
+    truth = dataset.truth(item)
+    source = str(truth.path) if truth is not None else "mask"
+    if mask is None and truth is not None and slide_kind_for(truth.path).name == "tiff":
+        roi_mask = _mask_region(dataset, item, result, source)  # a tiled mask: only the ROI is read, as the viewer
+        dataset.check_mask(item, roi_mask, result.num_classes)
     else:
+        mask = dataset.load_mask(item) if mask is None else mask
+        if mask is None:
+            return ImageEvaluation(item, result, None)
+        dataset.check_mask(item, mask, result.num_classes)  # the whole file, as eval checks it before a run
         roi_mask = truth_at_roi(result, mask, source)
-    dataset.check_mask(item, roi_mask, result.num_classes)
     metrics = roi_metrics(result, roi_mask)
     if quality:
         metrics = replace(metrics, quality=image_quality(quality, result, roi_mask))
-    return ImageEvaluation(item, result, metrics)
+    return ImageEvaluation(item, result, metrics, truth, mask_to_labels(roi_mask, result.num_classes))
 
 
-def _mask_region(dataset: Dataset, item: DatasetItem, result: InferenceResult) -> np.ndarray:
+def _mask_region(dataset: Dataset, item: DatasetItem, result: InferenceResult, source: str) -> np.ndarray:
     """The ground truth under the result's ROI, read from a tiled mask region by region."""
     reader = dataset.open_mask(item)
     assert reader is not None
     with reader:
-        check_mask_size(reader.size, result, str(item.truth_path))
-        region = reader.read_roi(result.roi)
-    for note in reader.notes:
-        dataset.warn_once(reader.path, note)
-    return region
+        check_mask_size(reader.size, result, source)
+        return reader.read_roi(result.roi)
 
 
 def _check_cancel(cancel: threading.Event | None, dataset: Dataset, item: DatasetItem) -> None:

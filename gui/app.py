@@ -1,17 +1,17 @@
 """`segscope` with no subcommand: the viewer on a dataset (default: the demo dataset) with the saved backend.
 
 On a first start the demo dataset is generated into the per-user data folder (GenericDataLocation/SegScope/
-demo) in a thread while the window is already up and says so; it opens when ready.
+demo) on the window's job runner while the window is already up and says so; it opens when ready.
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
-import threading
+from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QStandardPaths, Signal
+from PySide6.QtCore import QStandardPaths
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QToolTip
 
@@ -65,33 +65,27 @@ def ensure_demo_dataset(target: Path) -> Path:
     return target
 
 
-class DemoMaker(QObject):
-    """Generates the demo dataset in a thread while the window is already usable; `done(path, error text)`."""
-
-    done = Signal(object, str)
-
-    def start(self, target: Path) -> None:
-        threading.Thread(target=self._work, args=(target,), name="segscope-demo", daemon=True).start()
-
-    def _work(self, target: Path) -> None:
-        try:
-            self.done.emit(ensure_demo_dataset(target), "")
-        except Exception as exc:  # noqa: BLE001 - shown in the window
-            self.done.emit(None, str(exc))
+def make_demo(target: Path) -> tuple[Path | None, str]:
+    """`ensure_demo_dataset` on a worker: the folder, or why it could not be written (a full disk, a
+    read-only folder: said as such, not as a bug)."""
+    try:
+        return ensure_demo_dataset(target), ""
+    except OSError as exc:
+        return None, str(exc)
 
 
-def open_demo(window: MainWindow, target: Path) -> DemoMaker | None:
+def open_demo(window: MainWindow, target: Path) -> None:
     """Open the demo dataset; on a first start generate it in the background, saying so in the window."""
     if (target / "001" / "image.png").is_file():
         window.open_dataset(target)
-        return None
+        return
     text = "Generating the demo dataset (first start only, about 20 s)…"
     window.slide.set_loading(text)
     window.panels.set_busy("The demo slides are being generated; they open here when ready")
     window.statusBar().showMessage(text)
-    maker = DemoMaker(window)
 
-    def finished(path: Path | None, error: str) -> None:
+    def finished(answer: tuple[Path | None, str]) -> None:
+        path, error = answer
         window.statusBar().clearMessage()
         if path is None:
             window.slide.set_loading("")
@@ -99,9 +93,8 @@ def open_demo(window: MainWindow, target: Path) -> DemoMaker | None:
         else:
             window.open_dataset(path)
 
-    maker.done.connect(finished)
-    maker.start(target)
-    return maker
+    window.jobs.submit("demo", partial(make_demo, target), finished,
+                       lambda error, details: finished((None, error)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QThread, Signal
 from PySide6.QtWidgets import (
     QButtonGroup,
     QDialog,
@@ -32,13 +32,13 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.backend_spec import HERE, BackendSpec, Cluster, Devices, RemoteHost, SshLogin, Where, open_backend
-from ..core.backends.base import Backend
+from ..core.backends.base import Backend, Capabilities
 from ..core.backends.pool import parse_devices
 from ..core.backends.registry import BACKENDS, CHOSEN_KINDS
 from ..core.cluster import check_address
 from ..core.errors import SegScopeError
 from ..core.stream.pipeline import DEFAULT_PIPELINE
-from .run_controller import describe_error
+from .jobs import Job, Jobs, describe_error
 
 #: The local backends of the registry the dialog offers, then a remote host over SSH.
 KINDS = (*CHOSEN_KINDS, "remote")
@@ -161,23 +161,14 @@ def unknown_host_fingerprint(exc: BaseException) -> str | None:
     return str(getattr(exc, "fingerprint", ""))
 
 
-class _Probe(QThread):
-    """Open and close a backend in a thread; `done(capabilities or None, error or None)`."""
-
-    done = Signal(object, object)
-
-    def __init__(self, open_fn: Callable[[], Backend], parent=None) -> None:
-        super().__init__(parent)
-        self.open_fn = open_fn
-
-    def run(self) -> None:
-        try:
-            with self.open_fn() as backend:
-                capabilities = backend.capabilities
-        except Exception as exc:  # noqa: BLE001 - shown in the dialog
-            self.done.emit(None, exc)
-            return
-        self.done.emit(capabilities, None)
+def probe(open_fn: Callable[[], Backend]) -> tuple[Capabilities | None, Exception | None]:
+    """Open and close a backend (on a worker): its capabilities, or the error that stopped it (the dialog
+    words it, and asks about an unknown host key)."""
+    try:
+        with open_fn() as backend:
+            return backend.capabilities, None
+    except Exception as exc:  # noqa: BLE001 - shown in the dialog
+        return None, exc
 
 
 def confirm_host_key(parent: QWidget | None, host: str, fingerprint: str) -> bool:
@@ -196,10 +187,11 @@ def confirm_host_key(parent: QWidget | None, host: str, fingerprint: str) -> boo
 class BackendDialog(QDialog):
     """Pick a backend; `choice()` after `exec()` returns what was chosen (tested or not)."""
 
-    def __init__(self, current: BackendChoice, parent: QWidget | None = None) -> None:
+    def __init__(self, current: BackendChoice, jobs: Jobs, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Backend connection")
-        self._probe: _Probe | None = None
+        self.jobs = jobs
+        self._probe: Job | None = None
         self._accepted_fingerprint = current.accepted_fingerprint
 
         self.buttons_group = QButtonGroup(self)
@@ -340,18 +332,16 @@ class BackendDialog(QDialog):
             return
         self.test_button.setEnabled(False)
         self.status_label.setText("Connecting…")
-        self._probe = _Probe(self.choice().open, self)
-        self._probe.done.connect(self._on_probe_done)
-        self._probe.start()
+        self._probe = self.jobs.submit(None, partial(probe, self.choice().open), self._on_probe_done)
 
-    def _on_probe_done(self, capabilities, error) -> None:
-        if self._probe is not None:
-            self._probe.wait()
+    def _on_probe_done(self, answer: tuple[Capabilities | None, Exception | None]) -> None:
+        capabilities, error = answer
         self._probe = None
         self.test_button.setEnabled(True)
-        if error is None:
+        if capabilities is not None:
             self.status_label.setText(f"OK: {capabilities.name} on {capabilities.device}")
             return
+        assert error is not None  # (`probe` answers one or the other)
         fingerprint = unknown_host_fingerprint(error)
         if fingerprint and confirm_host_key(self, getattr(error, "host", "") or self.host_edit.text().strip(),
                                             fingerprint):
@@ -361,6 +351,10 @@ class BackendDialog(QDialog):
         self.status_label.setText(describe_error(error)[0])
 
     def done(self, result: int) -> None:
+        """Closing waits for a test still connecting (its backend is closed on its worker); its answer is
+        no longer shown."""
         if self._probe is not None:
             self._probe.wait()
+            self._probe.cancel()
+            self._probe = None
         super().done(result)

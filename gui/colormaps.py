@@ -12,7 +12,7 @@ from functools import cache
 import numpy as np
 import pyqtgraph as pg
 
-from ..core.metrics.review import ERROR_NAMES, FN, FP, TN, TP
+from ..core.metrics.review import ERROR_COLORS, ERROR_NAMES, FN, FP, TN, TP
 from ..core.palette import (  # noqa: F401 (re-exported: the viewer's colours)
     BLUE,
     BLUISH_GREEN,
@@ -31,9 +31,6 @@ __all__ = ["ERROR_COLORS", "ERROR_NAMES", "FN", "FP", "TN", "TP", "error_lut", "
 
 #: Class 0 and TN on an opaque panel: a dark grey, so an empty mask is visibly a mask, not the background.
 BACKGROUND = (46, 50, 58)
-#: TP bluish green, FP orange (predicted but absent), FN sky blue (missed): safe for red-green blindness,
-#: and light enough to read as legend text on the dark theme.
-ERROR_COLORS = {TP: BLUISH_GREEN, FP: ORANGE, FN: SKY_BLUE}
 
 
 @cache  # one array per variant: handing ImageItem the same table again costs nothing

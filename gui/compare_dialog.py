@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from ..core.session.runs import RunComparison, RunHistory, RunRecord, compare_runs
 from . import colormaps
-from .background import Background
+from .jobs import Jobs
 
 DISAGREEMENT = "argmax_disagreement"
 
@@ -55,11 +55,11 @@ class CompareDialog(QDialog):
     """Pick an image, a reference run and a candidate run; see the comparison (computed on a worker: two
     slide-sized runs take seconds). `reload()` after new runs."""
 
-    def __init__(self, history: RunHistory, background: Background, image_id: str | None = None,
+    def __init__(self, history: RunHistory, jobs: Jobs, image_id: str | None = None,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Compare runs")
-        self.history, self.background = history, background
+        self.history, self.jobs = history, jobs
         self.comparison: RunComparison | None = None
 
         self.image_combo = QComboBox()
@@ -197,9 +197,9 @@ class CompareDialog(QDialog):
             return
         note = "The same run on both sides" if reference is candidate else ""
         self._show(None, f"Comparing run {reference.id} with run {candidate.id}…")
-        self.background.submit("compare", lambda: compare_runs(reference, candidate),
-                               lambda comparison: self._show(comparison, note),
-                               lambda text, _details: self._show(None, text))
+        self.jobs.submit("compare", lambda: compare_runs(reference, candidate),
+                         lambda comparison: self._show(comparison, note),
+                         lambda text, _details: self._show(None, text))
 
     def _show(self, comparison: RunComparison | None, note: str) -> None:
         self.comparison = comparison

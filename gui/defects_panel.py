@@ -2,8 +2,8 @@
 area, its IoU with its match and whether it was found (TP), is a false alarm (FP) or was missed (FN).
 
 A click (or Enter) on a row asks to zoom to it (`defectActivated`, the box in slide pixels); `step_miss`
-walks the misses in the list's order. The rows come from `core.quality.defects` via the image's QA metrics;
-`QualityTools` (gui/quality_tools.py) decides what is shown and where a zoom goes.
+walks the misses in the list's order (a header click sorts it). The rows come from `core.quality.defects` via
+the image's QA metrics; `QualityTools` (gui/quality_tools.py) decides what is shown and where a zoom goes.
 """
 
 from __future__ import annotations
@@ -11,28 +11,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QComboBox,
-    QHBoxLayout,
-    QHeaderView,
-    QLabel,
-    QTableView,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from ..core.quality.defects import Defect
 from ..core.quality.spec import ImageQuality
 from ..core.roi import Roi
+from .row_table import Column, RowModel, RowTable
 
 #: The list's order: misses first, then false alarms, then what was found; larger first within each.
-OUTCOME_ORDER = {"FN": 0, "FP": 1, "TP": 2}
-SHOWS = {"All defects": ("FN", "FP", "TP"), "Misses (FN)": ("FN",), "False alarms (FP)": ("FP",),
-         "Found (TP)": ("TP",)}
-COLUMNS = ("Kind", "Class", "In", "Area (px)", "IoU", "Box (slide px)")
+OUTCOME_ORDER = {"FN": 0, "merged": 1, "FP": 2, "split": 3, "TP": 4}  # see core.quality.defects
+MISSES = ("FN", "merged")
+SHOWS = {"All defects": tuple(OUTCOME_ORDER), "Misses (FN)": MISSES, "False alarms (FP)": ("FP",),
+         "Fragments (split)": ("split",), "Found (TP)": ("TP",)}
 
 
 @dataclass(frozen=True)
@@ -53,42 +44,23 @@ def defect_rows(quality: ImageQuality | None, roi: Roi, class_names: Sequence[st
     return sorted(rows, key=lambda r: (OUTCOME_ORDER[r.defect.outcome], -r.defect.area, r.box.y0, r.box.x0))
 
 
-class DefectsModel(QAbstractTableModel):
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[DefectRow] = []
+def _tip(row: DefectRow) -> str:
+    defect = row.defect
+    partner = "its match" if defect.matched else "its best overlap (below 0.5: no match)"
+    return f"{defect.source} defect of {defect.area:,} px; IoU with {partner}: {defect.iou:.3f}"
 
-    def set_rows(self, rows: list[DefectRow]) -> None:
-        self.beginResetModel()
-        self.rows = rows
-        self.endResetModel()
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> object:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section]
-        return None
-
-    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> object:
-        if not index.isValid():
-            return None
-        row = self.rows[index.row()]
-        defect = row.defect
-        if role == Qt.ItemDataRole.DisplayRole:
-            return (defect.outcome, row.class_name, defect.source, f"{defect.area:,}", f"{defect.iou:.2f}",
-                    f"{row.box.x0},{row.box.y0} {row.box.width}x{row.box.height}")[index.column()]
-        if role == Qt.ItemDataRole.ToolTipRole:
-            partner = "its match" if defect.matched else "its best overlap (below 0.5: no match)"
-            return f"{defect.source} defect of {defect.area:,} px; IoU with {partner}: {defect.iou:.3f}"
-        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() in (3, 4):
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        return None
+COLUMNS: tuple[Column[DefectRow], ...] = (
+    Column("Kind", lambda r: r.defect.outcome, key=lambda r: OUTCOME_ORDER[r.defect.outcome], tip=_tip,
+           width="Kind"),
+    Column("Class", lambda r: r.class_name, tip=_tip, width="defect"),
+    Column("In", lambda r: r.defect.source, tip=_tip, width="prediction"),
+    Column("Area (px)", lambda r: f"{r.defect.area:,}", key=lambda r: r.defect.area, right=True, tip=_tip,
+           width="Area (px)"),
+    Column("IoU", lambda r: f"{r.defect.iou:.2f}", key=lambda r: r.defect.iou, right=True, tip=_tip, width="0.00"),
+    Column("Box (slide px)", lambda r: f"{r.box.x0},{r.box.y0} {r.box.width}x{r.box.height}",
+           key=lambda r: (r.box.y0, r.box.x0), tip=_tip),
+)
 
 
 class DefectsPanel(QWidget):
@@ -98,7 +70,7 @@ class DefectsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.model = DefectsModel()
+        self.model: RowModel[DefectRow] = RowModel(COLUMNS, self)
         self._all: list[DefectRow] = []
         self.show_combo = QComboBox()
         self.show_combo.addItems(list(SHOWS))
@@ -109,14 +81,7 @@ class DefectsPanel(QWidget):
         self.prev_button, self.next_button = QToolButton(), QToolButton()
         self.summary = QLabel("")
         self.summary.setWordWrap(True)
-        self.table = QTableView()
-        self.table.setModel(self.model)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.verticalHeader().hide()
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)  # no per-row measuring (fast refills)
-        header.setStretchLastSection(True)
+        self.table = RowTable(self.model, sortable=True)
         self.table.clicked.connect(lambda index: self.activate(index.row()))
         self.table.activated.connect(lambda index: self.activate(index.row()))
         top = QHBoxLayout()
@@ -133,8 +98,9 @@ class DefectsPanel(QWidget):
         """The current image's defects (`defect_rows`); `note` says why there are none to show."""
         self._all = rows
         counts = {kind: sum(1 for r in rows if r.defect.outcome == kind) for kind in OUTCOME_ORDER}
-        self.summary.setText(note or f"{counts['TP']} found, {counts['FN']} missed, {counts['FP']} false alarms "
-                                     "(matched at IoU ≥ 0.5; click one to zoom, N / Shift+N: next / previous miss)")
+        self.summary.setText(note or f"{counts['TP']} found, {counts['FN'] + counts['merged']} missed ("
+                                     f"{counts['merged']} merged), {counts['FP']} false alarms, {counts['split']} "
+                                     "fragments (click one to zoom, N / Shift+N: next / previous miss)")
         self._apply()
 
     def _apply(self) -> None:
@@ -148,10 +114,10 @@ class DefectsPanel(QWidget):
 
     def step_miss(self, offset: int) -> DefectRow | None:
         """Select and zoom to the miss `offset` places from the selected row (wrapping); None without misses."""
-        if "FN" not in SHOWS[self.show_combo.currentText()]:
+        if not set(MISSES) <= set(SHOWS[self.show_combo.currentText()]):
             self.show_combo.setCurrentText("All defects")
         rows = self.model.rows
-        misses = [i for i, r in enumerate(rows) if r.defect.outcome == "FN"]
+        misses = [i for i, r in enumerate(rows) if r.defect.outcome in MISSES]
         if not misses:
             return None
         current = self.table.currentIndex().row()

@@ -24,9 +24,9 @@ from ..core.metrics.review import ErrorMap, ErrorRegion, error_regions, result_e
 from ..core.roi import Roi
 from ..core.session.runs import RunRecord
 from ..core.session.session import Session
-from .background import Background
 from .compare_dialog import CompareDialog
 from .dataset_panel import DatasetPanel
+from .jobs import Jobs
 from .main_menus import add_entries
 from .result_panels import ResultPanels
 from .review_panel import FilterBar, ReviewPanel
@@ -55,10 +55,10 @@ class Inspection(QObject):
     note = Signal(str, int)
 
     def __init__(self, session: Session, dataset_panel: DatasetPanel, panels: ResultPanels, slide: SlideView,
-                 background: Background, host: QWidget) -> None:
+                 jobs: Jobs, host: QWidget) -> None:
         super().__init__(host)
-        self.session, self.dataset_panel, self.panels, self.slide, self.background, self.host = (
-            session, dataset_panel, panels, slide, background, host)
+        self.session, self.dataset_panel, self.panels, self.slide, self.jobs, self.host = (
+            session, dataset_panel, panels, slide, jobs, host)
         self.history = session.history  # the session's one store of runs
         self.compare_dialog: CompareDialog | None = None
         self._result_arrived = 0.0
@@ -172,7 +172,7 @@ class Inspection(QObject):
         """Show the comparison dialog on the current image's runs."""
         current = self.session.current.id if self.session.current is not None else None
         if self.compare_dialog is None:
-            self.compare_dialog = CompareDialog(self.history, self.background, current, self.host)
+            self.compare_dialog = CompareDialog(self.history, self.jobs, current, self.host)
         else:
             self.compare_dialog.reload(current)
         self.compare_dialog.show()
@@ -198,7 +198,7 @@ class Inspection(QObject):
         for item in self.highlights:
             item.hide()
         if result is None or mask is None:
-            self.background.cancel("review")
+            self.jobs.cancel("review")
             self.review.show_errors(None, "Run an image that has a ground-truth mask to review its errors"
                                     if result is None else f"{item_id} has no ground-truth mask: nothing to review")
             return
@@ -210,10 +210,10 @@ class Inspection(QObject):
             errors = result_error_map(result, mask, positive)  # an edit meanwhile asks again (force)
             return errors, error_regions(errors), errors.counts()
 
-        self.background.submit("review", review,
-                               lambda found: self.review.show_errors(found[0], regions=found[1], class_name=class_name,
-                                                                     counts=found[2]),
-                               lambda text, _details: self.review.show_errors(None, f"{item_id}: {text}"))
+        self.jobs.submit("review", review,
+                         lambda found: self.review.show_errors(found[0], regions=found[1], class_name=class_name,
+                                                               counts=found[2]),
+                         lambda text, _details: self.review.show_errors(None, f"{item_id}: {text}"))
 
     def zoom_to(self, region: ErrorRegion) -> None:
         """Zoom the linked result panels and the slide view to an error region, outlined."""

@@ -1,10 +1,10 @@
 """The main window: dataset list, slide with ROI, the three result panels, metrics, messages.
 
-Slides are opened in a loader thread and shown tile by tile (tiles read on a pool), inference runs in the
-run controller's thread, and everything else that takes time (restoring a dataset's runs, re-scoring,
-saving a mask, exporting, the error review, run comparisons, whole-slide overlays) runs on `background`
-and comes back in small steps: the GUI thread only draws. Every dock can be moved; the layout is remembered
-between runs.
+Everything that takes time runs on the window's one job runner (`jobs`, gui/jobs.py) and comes back in small
+steps: slides are opened on its slide lane and shown tile by tile (tiles read on its tile lane), inference runs
+on its backend lane, and the rest (restoring a dataset's runs, re-scoring, saving a mask, exporting, the error
+review, run comparisons, whole-slide overlays) on its shared lane: the GUI thread only draws. Every dock can
+be moved; the layout is remembered between runs.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from ..core.stream.input import StreamInput
 from . import settings
 from .backend_dialog import BackendChoice, BackendDialog
 from .backend_view import follow_backend
-from .background import Background
 from .dataset_panel import DatasetPanel
 from .dataset_rows import RowStatus
 from .export_dialog import ExportChoices
 from .export_flow import Exporter, ask_export
 from .inspection import Inspection
-from .main_menus import MainActions, insert_menu
+from .jobs import Jobs
+from .main_menus import MainActions, add_entries, insert_menu
 from .mask_editing import MaskEditing
 from .message_area import MessageArea
 from .metrics_display import MetricsDisplay
@@ -75,21 +75,21 @@ class MainWindow(QMainWindow):
         self.backend = BackendState(BackendChoice())
         self.session = Session(backend=self.backend)
         self._store_warned = False
-        self.background = Background(self)
+        self.jobs = Jobs(self)
 
-        self.slide = SlideView()
+        self.slide = SlideView(self.jobs)
         self.panels = ResultPanels()
         self.dataset_panel = DatasetPanel()
         self.metrics_panel = MetricsPanel()
         self.messages = MessageArea()
-        self.background.failed.connect(lambda _key, text, details: self.messages.add("error", text, details))
-        self.scorer = Scorer(self.session, self.background, self)
+        self.jobs.failed.connect(lambda _key, text, details: self.messages.add("error", text, details))
+        self.scorer = Scorer(self.session, self.jobs, self)
         self.scorer.message.connect(self.messages.add)
-        self.exporter = Exporter(self.background, self)
+        self.exporter = Exporter(self.jobs, self)
         self.exporter.message.connect(self.messages.add)
         self.exporter.note.connect(lambda text: self.statusBar().showMessage(text, 5000))
         self.exporter.finished.connect(self._on_exported)
-        self.controller = RunController(self.backend, self)
+        self.controller = RunController(self.backend, self.jobs, self)
         self.open_slide = OpenSlide(self.slide, lambda: self.backend.busy, self)  # viewer runs read from it
 
         self.setCentralWidget(self.slide)
@@ -113,13 +113,13 @@ class MainWindow(QMainWindow):
         self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels,
                                               self.dataset_panel)
         self.display = ResultDisplay(self.session, self.open_slide, self.panels, self.metrics_display, self.rows,
-                                     self.background, self)
-        self.whole_slide = WholeSlide(self.session, self.controller, self.display, self.main_actions, self.background)
+                                     self.jobs, self)
+        self.whole_slide = WholeSlide(self.session, self.controller, self.display, self.main_actions, self.jobs)
         self._wire()
-        self.loading = SlideLoading(self)
+        self.loading = SlideLoading(self.jobs, self)
         self.loading.loaded.connect(self._on_slide_loaded)
         self.loading.failed.connect(self._on_slide_failed)
-        self.editing = MaskEditing(self.session, self.panels, self.dataset_panel.model, self.background, self)
+        self.editing = MaskEditing(self.session, self.panels, self.dataset_panel.model, self.jobs, self)
         self.addToolBarBreak()
         self.addToolBar(self.editing.actions.toolbar)
         insert_menu(self, self.editing.actions.menu, 1)  # after File
@@ -128,13 +128,14 @@ class MainWindow(QMainWindow):
         self.editing.dirtyChanged.connect(self.setWindowModified)
         self.editing.blankMaskMade.connect(self.display.redraw)
         self.display.shown.connect(self.editing.result_shown)
-        self.inspection = Inspection(self.session, self.dataset_panel, self.panels, self.slide, self.background, self)
+        self.inspection = Inspection(self.session, self.dataset_panel, self.panels, self.slide, self.jobs, self)
         self._place_inspection()
-        self.profile_dock = profile_dock(self.session, self._profile_sources, self.messages.add, self.background, self)
+        self.profile_dock = profile_dock(self.session, self._profile_sources, self.messages.add, self.jobs, self)
         tab_dock(self, self.profile_dock, self.messages_dock)
         self.main_actions.view_menu.addAction(self.profile_dock.toggleViewAction())
         self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
-        self.quality_tools = QualityTools(self)  # QA metrics: Defects and Reliability docks (gui/quality_tools.py)
+        self.quality_tools = QualityTools(self.session, self.jobs, self.controller.set_quality, self)
+        self._place_quality()
         self.dock_layout.remember_default()
         self.dock_layout.size_on_show = not restore_layout(self)
         self._update_enabled()
@@ -201,7 +202,7 @@ class MainWindow(QMainWindow):
         except SegScopeError as exc:
             self.messages.add("error", str(exc))
             return False
-        self.background.cancel("restore")
+        self.jobs.cancel("restore")
         new_folder = self.session.open_dataset(dataset)
         self.open_slide.set(None, None)
         self.panels.clear()
@@ -238,7 +239,7 @@ class MainWindow(QMainWindow):
             self._update_enabled()
 
         entries = self.session.restore_entries()
-        self.background.stream("restore", lambda: entries, each, finished)
+        self.jobs.stream("restore", lambda: entries, each, finished)
 
     def _on_item_selected(self, item_id: str) -> None:
         current = self.current
@@ -301,7 +302,7 @@ class MainWindow(QMainWindow):
         self.backend.open(choice)
 
     def choose_backend(self) -> None:
-        dialog = BackendDialog(self.backend.choice, self)
+        dialog = BackendDialog(self.backend.choice, self.jobs, self)
         if dialog.exec() == BackendDialog.DialogCode.Accepted:
             self.open_backend(dialog.choice())
 
@@ -354,7 +355,7 @@ class MainWindow(QMainWindow):
         another model are dimmed (kept for comparison)."""
         self.panels.set_class_names(capabilities.class_names)
         self.editing.model_changed(capabilities.class_names)
-        self.panels.follow_card(choice.pipeline, self.background)
+        self.panels.follow_card(choice.pipeline, self.jobs)
         self.metrics_display.offer_rankings()
         self.rows.mark_all_stale()
         if self.current is not None:
@@ -371,6 +372,16 @@ class MainWindow(QMainWindow):
         inspection.message.connect(self.messages.add)
         inspection.note.connect(self.statusBar().showMessage)
 
+    def _place_quality(self) -> None:
+        """The Defects and Reliability docks (tabbed with Review and Timing) and their Inspect menu entries."""
+        quality, inspection = self.quality_tools, self.inspection
+        tab_dock(self, quality.defects_dock, inspection.review_dock)
+        tab_dock(self, quality.reliability_dock, inspection.timing_dock)
+        add_entries(inspection.menu, quality.entries)
+        quality.defects.defectActivated.connect(inspection.zoom_to_box)
+        quality.message.connect(self.messages.add)
+        quality.note.connect(self.statusBar().showMessage)
+
     def _profile_sources(self) -> tuple[Path | None, Path | None]:
         """Where the Profile dock looks for profiles: the pipeline's folder and the dataset's."""
         return self.backend.choice.pipeline, self.dataset.root if self.dataset is not None else None
@@ -386,7 +397,7 @@ class MainWindow(QMainWindow):
         if self.dataset is None or not (self.session.result_ids or self.session.slide_runs):
             self.statusBar().showMessage("Run at least one image (or a whole slide) before exporting", 4000)
             return
-        choices = ask_export(self.session, self)
+        choices = ask_export(self.session, self.capabilities, self)
         if choices is not None:
             self.write_export(choices)
 
@@ -430,17 +441,16 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Ask about unsaved edits (a save runs first, then the window closes), then finish what was started:
-        the background work and the session's writes end before the window goes."""
+        the backend closes on its lane, the running jobs and the session's writes end before the window goes."""
         if not self.editing.confirm_leave(self.close):
             event.ignore()
             return
         save_layout(self)
         self.hide()
         self.editing.shutdown()
-        self.background.shutdown()
-        self.session.flush()
         self.controller.shutdown()
-        self.loading.shutdown()
+        self.jobs.shutdown()
+        self.session.flush()
         self.open_slide.close()
         super().closeEvent(event)
 

@@ -7,7 +7,7 @@ deltas) and is clipped to the ROI, the part the user sees; the panel redraws onl
 edit the session re-scores the image (rate-limited).
 
 `MaskEditing` is a view of the session: it takes the session, the result panels it draws on, the dataset
-list's model it marks " · unsaved", the window's background work (a save encodes and writes on a worker;
+list's model it marks " · unsaved", the window's job runner (a save encodes and writes on a worker;
 the tools wait until it is written) and a host widget (for shortcuts and questions), and says what the
 window should do through signals. The pointer tools (brush, eraser, fill, lasso) are `mask_tools.py`'s, the
 actions, toolbar and Edit menu `mask_toolbar.py`'s, auto-save, recovery and the prompts `mask_recovery.py`'s.
@@ -31,8 +31,8 @@ from ..core.metrics.scores import mask_piece_labels
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.session.session import Session
-from .background import Background
 from .dataset_panel import ImageTableModel
+from .jobs import Jobs
 from .mask_canvas import EditLayer
 from .mask_recovery import Autosaver, Button, ask_restore, ask_unsaved, saved_when
 from .mask_toolbar import MaskEditActions
@@ -59,17 +59,17 @@ class MaskEditing(QObject):
     #: (text, milliseconds) for the status bar
     note = Signal(str, int)
 
-    def __init__(self, session: Session, panels: ResultPanels, rows: ImageTableModel, background: Background,
+    def __init__(self, session: Session, panels: ResultPanels, rows: ImageTableModel, jobs: Jobs,
                  host: QWidget) -> None:
         super().__init__(host)
-        self.session, self.panels, self.rows, self.background, self.host = session, panels, rows, background, host
+        self.session, self.panels, self.rows, self.jobs, self.host = session, panels, rows, jobs, host
         self.item: DatasetItem | None = None  # the image whose document the tools edit
         self.layer = EditLayer(self._can_edit)
         panels.truth.view.addItem(self.layer, ignoreBounds=True)
 
         self._settle_timer = QTimer(self, singleShot=True, interval=EDIT_SETTLE_MS)
         self._settle_timer.timeout.connect(self.edits_settled)
-        self.autosaver = Autosaver(self.autosave, self)
+        self.autosaver = Autosaver(self.autosave, jobs, self)
         self.autosaver.failed.connect(lambda text: self.message.emit("warning", text))
 
         self.actions = MaskEditActions(host, self)
@@ -335,7 +335,7 @@ class MaskEditing(QObject):
 
         def write() -> tuple[Path, np.ndarray]:
             if autosaving is not None:
-                autosaving.exception()  # let a running auto-save finish first
+                autosaving.wait()  # let a running auto-save finish first
             return work()
 
         def written(answer: tuple[Path, np.ndarray]) -> None:
@@ -356,7 +356,7 @@ class MaskEditing(QObject):
             self._sync_state()
 
         self.note.emit(f"Saving the mask of {item.id}…", 3000)
-        self.background.submit(f"save:{item.id}", write, written, failed)
+        self.jobs.submit(f"save:{item.id}", write, written, failed)
         self._sync_state()
         return True
 

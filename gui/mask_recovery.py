@@ -1,12 +1,12 @@
-"""Nothing of a mask edit is lost: unsaved edits are auto-saved to a recovery file by a worker thread (on a
-snapshot of the mask it copies while the edits go on), offered back when the image is reopened after a crash,
-and asked about before they go."""
+"""Nothing of a mask edit is lost: unsaved edits are auto-saved to a recovery file on the job runner's `AUTOSAVE`
+lane (one write at a time, on a snapshot of the mask it copies while the edits go on), offered back when the
+image is reopened after a crash, and asked about before they go."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 
 from ..core.editing.annotation import MaskEditor
 from ..core.editing.files import Recovery, write_recovery
+from .jobs import AUTOSAVE, Job, Jobs
 
 #: Auto-save period while there are unsaved edits: a crash loses at most this much work.
 AUTOSAVE_MS = 3000
@@ -26,16 +27,14 @@ class Autosaver(QObject):
 
     #: a one-line warning for the message area
     failed = Signal(str)
-    _finished = Signal(int, str)  # version, error text ("" when written)
 
-    def __init__(self, autosave: Callable[[], None], parent: QObject | None = None) -> None:
+    def __init__(self, autosave: Callable[[], None], jobs: Jobs, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self.jobs = jobs
         self.timer = QTimer(self, interval=AUTOSAVE_MS)
         self.timer.timeout.connect(autosave)
-        self.job: Future | None = None
+        self.job: Job | None = None
         self.saved_version = 0  # the editor version the recovery file holds
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="segscope-autosave")
-        self._finished.connect(self._on_finished)
 
     def follow(self, dirty: bool) -> None:
         if dirty and not self.timer.isActive():
@@ -48,9 +47,8 @@ class Autosaver(QObject):
         version = editor.version
         if not editor.dirty or self.job is not None or version == self.saved_version:
             return
-        job = self._executor.submit(lambda: write_recovery(editor.snapshot(), source, recovery_dir))
-        self.job = job
-        job.add_done_callback(lambda done: self._finished.emit(version, _error_text(done)))
+        self.job = self.jobs.submit(None, partial(_write, editor, source, recovery_dir),
+                                    partial(self._on_finished, version), self._on_failed, lane=AUTOSAVE)
 
     def _on_finished(self, version: int, error: str) -> None:
         self.job = None
@@ -59,20 +57,28 @@ class Autosaver(QObject):
         else:
             self.saved_version = version
 
+    def _on_failed(self, text: str, _details: str) -> None:
+        self._on_finished(0, text)
+
     def wait(self) -> None:
         """Let a running auto-save finish, so it cannot recreate a recovery file after a save or discard."""
         if self.job is not None:
-            self.job.exception()
+            self.job.wait()
             self.job = None
 
     def shutdown(self) -> None:
         self.timer.stop()
-        self._executor.shutdown(wait=True)
+        self.wait()
 
 
-def _error_text(job: Future) -> str:
-    error = job.exception()
-    return "" if error is None else str(error)
+def _write(editor: MaskEditor, source: Path, recovery_dir: Path | None) -> str:
+    """On the lane: the recovery file from a snapshot of the mask; "" or why it could not be written (a full
+    disk, a read-only folder: the user's to fix, said as such)."""
+    try:
+        write_recovery(editor.snapshot(), source, recovery_dir)
+    except OSError as exc:
+        return str(exc)
+    return ""
 
 
 def saved_when(recovery: Recovery) -> str:

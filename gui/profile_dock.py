@@ -9,25 +9,23 @@ roofline, and the drift table with its first failure. `profile_dock(...)` makes 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QComboBox,
     QDockWidget,
     QFileDialog,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QPushButton,
     QSpinBox,
     QSplitter,
-    QTableView,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
@@ -42,85 +40,70 @@ from ..core.profiling.model import OpStat, Profile
 from ..core.profiling.roofline import classify
 from ..core.session.runs import RunComparison, compare_runs
 from ..core.session.session import Session
-from .background import Background
 from .compact import shrinkable
+from .jobs import Jobs
 from .profile_plots import RooflinePlot, TimelinePlot
+from .row_table import Column, RowModel, RowTable
 from .window_layout import make_dock
 
 COLUMNS = ("name", "type", "mean ms", "p95 ms", "share", "GFLOP", "GFLOP/s", "GB/s", "FLOP/B", "roof", "bound",
            "vs ms")
-SORT_ROLE = Qt.ItemDataRole.UserRole
-_Index = (QModelIndex, QPersistentModelIndex)
+#: One operator: its stats and its value in each of `COLUMNS` (NaN where it has none).
+OpRow = tuple[OpStat, tuple[object, ...]]
 
 
-class OpTableModel(QAbstractTableModel):
-    """The operators of one profile; numbers sort numerically (SORT_ROLE), names show in full on hover."""
+def op_rows(profile: Profile | None, versus: Profile | None = None) -> list[OpRow]:
+    """The operators of `profile`; "vs ms" holds the same operator's mean in `versus` where the names match."""
+    if profile is None:
+        return []
+    other = {a.name: b.mean_ms for _, a, b in matched_ops(profile, versus)} if versus else {}
+    nan = math.nan
+    rows: list[OpRow] = []
+    for op in profile.ops:
+        point = classify(op, profile.peak) if profile.peak is not None else None
+        rows.append((op, (op.name, op.type, op.mean_ms, op.p95_ms, op.share * 100, op.flops / 1e9 if op.flops else nan,
+                          point.gflops if point else nan, point.gbs if point else nan,
+                          point.intensity if point else nan, point.efficiency * 100 if point else nan,
+                          point.bound if point else "", other.get(op.name, nan))))
+    return rows
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.profile: Profile | None = None
-        self.rows: list[tuple[OpStat, tuple[object, ...]]] = []
 
-    def set_profile(self, profile: Profile | None, versus: Profile | None = None) -> None:
-        """Show `profile`; "vs ms" holds the same operator's mean in `versus` where the names match."""
-        self.beginResetModel()
-        self.profile = profile
-        other = {a.name: b.mean_ms for _, a, b in matched_ops(profile, versus)} if profile and versus else {}
-        self.rows = [(op, self._values(op, profile, other.get(op.name, math.nan)))
-                     for op in (profile.ops if profile else ())]
-        self.endResetModel()
+def _op_column(index: int, name: str) -> Column[OpRow]:
+    """Numbers sort numerically (no value last, descending), names show in full on hover."""
+    def text(row: OpRow) -> str:
+        value = row[1][index]
+        if isinstance(value, float):
+            return "" if math.isnan(value) else (f"{value:.0f}%" if name == "roof" else
+                                                 f"{value:.1f}%" if name == "share" else f"{value:.4g}")
+        return str(value)
 
-    @staticmethod
-    def _values(op: OpStat, profile: Profile | None, versus_ms: float) -> tuple[object, ...]:
-        point = classify(op, profile.peak) if profile is not None and profile.peak is not None else None
-        nan = math.nan
-        return (op.name, op.type, op.mean_ms, op.p95_ms, op.share * 100, op.flops / 1e9 if op.flops else nan,
-                point.gflops if point else nan, point.gbs if point else nan, point.intensity if point else nan,
-                point.efficiency * 100 if point else nan, point.bound if point else "", versus_ms)
+    def key(row: OpRow) -> object:
+        value = row[1][index]
+        return -math.inf if isinstance(value, float) and math.isnan(value) else value
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self.rows)
+    def tip(row: OpRow) -> str:
+        op = row[0]
+        extra = "".join(f"\n{k}: {v}" for k, v in op.details.items() if v)
+        return f"{op.name}\n{op.type}, {op.calls} call(s) per run{extra}"
 
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(COLUMNS)
+    return Column(name, text, key=key, right=index >= 2, tip=tip, width=320 if index == 0 else 0)
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> object:  # noqa: N802
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        return None
 
-    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> object:
-        op, values = self.rows[index.row()]
-        value = values[index.column()]
-        if role == SORT_ROLE:
-            return -math.inf if isinstance(value, float) and math.isnan(value) else value
-        if role == Qt.ItemDataRole.DisplayRole:
-            if isinstance(value, float):
-                return "" if math.isnan(value) else (f"{value:.0f}%" if COLUMNS[index.column()] == "roof"
-                                                     else f"{value:.1f}%" if COLUMNS[index.column()] == "share"
-                                                     else f"{value:.4g}")
-            return value
-        if role == Qt.ItemDataRole.ToolTipRole:
-            extra = "".join(f"\n{k}: {v}" for k, v in op.details.items() if v)
-            return f"{op.name}\n{op.type}, {op.calls} call(s) per run{extra}"
-        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() >= 2:
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        return None
+OP_COLUMNS = tuple(_op_column(index, name) for index, name in enumerate(COLUMNS))
 
 
 class ProfilePanel(QWidget):
     """`show_profile(profile)`, `show_drift(report)`, `import_file(path)`; `message(level, text)` reports."""
 
     message = Signal(str, str)
-    profiled = Signal(object)  # a Profile or a SegScopeError, from the profiling thread
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, jobs: Jobs, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.jobs = jobs
         self.profiles: list[Profile] = []
         self.drift: DriftReport | None = None
         #: () -> (pipeline, dataset folder) to profile with; the window sets it to its current ones.
         self.sources: Callable[[], tuple[Path | None, Path | None]] = lambda: (None, None)
-        self._thread: threading.Thread | None = None
 
         self.profile_button = QPushButton("Profile model")
         self.profile_button.setToolTip("Run ONNX Runtime's profiler on the first images of the dataset (this CPU)")
@@ -150,17 +133,9 @@ class ProfilePanel(QWidget):
         self.summary = QLabel("No profile yet: Profile model, or Import… an msprof / ais_bench file.")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.model = OpTableModel()
-        self.proxy = QSortFilterProxyModel(self)
-        self.proxy.setSourceModel(self.model)
-        self.proxy.setSortRole(SORT_ROLE)
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
-        self.table.setSortingEnabled(True)
+        self.model: RowModel[OpRow] = RowModel(OP_COLUMNS, self)
+        self.table = RowTable(self.model, sortable=True)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # start and end of long names; hover for all
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-        self.table.horizontalHeader().resizeSection(0, 320)
-        self.table.verticalHeader().setDefaultSectionSize(20)
         self.look = QLabel("")
         self.look.setWordWrap(True)
         self.look.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -216,11 +191,10 @@ class ProfilePanel(QWidget):
         layout.addLayout(shown)
         layout.addWidget(self.summary)
         layout.addWidget(self.tabs, 1)
-        self.profiled.connect(self._on_profiled)
 
     # ------------------------------------------------------------------------------------------ sources
     def profile_model(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
+        if self.jobs.busy("profile"):
             return
         pipeline, dataset = self.sources()
         if pipeline is None or dataset is None:
@@ -228,28 +202,24 @@ class ProfilePanel(QWidget):
             return
         from ..core.profiling.run import profile_pipeline
 
-        images = self.images.value()
-
-        def work() -> None:
-            try:
-                self.profiled.emit(profile_pipeline(pipeline, dataset, images))
-            except SegScopeError as exc:
-                self.profiled.emit(exc)
-
         self.profile_button.setEnabled(False)
         self.profile_button.setText("Profiling…")
-        self._thread = threading.Thread(target=work, name="segscope-profile", daemon=True)
-        self._thread.start()
+        self.jobs.submit("profile", partial(profile_pipeline, pipeline, dataset, self.images.value()),
+                         self._on_profiled, self._on_profile_failed)
 
-    def _on_profiled(self, result: object) -> None:
+    def _on_profiled(self, profile: Profile) -> None:
+        self._profiling_ended()
+        self.show_profile(profile)
+        self.message.emit("info", f"profiled {Path(profile.source).name}: {profile.model_ms:.1f} ms per run "
+                                  f"over {profile.runs} image(s)")
+
+    def _on_profile_failed(self, text: str, _details: str) -> None:
+        self._profiling_ended()
+        self.message.emit("error", text)
+
+    def _profiling_ended(self) -> None:
         self.profile_button.setEnabled(True)
         self.profile_button.setText("Profile model")
-        if isinstance(result, Profile):
-            self.show_profile(result)
-            self.message.emit("info", f"profiled {Path(result.source).name}: {result.model_ms:.1f} ms per run "
-                                      f"over {result.runs} image(s)")
-        else:
-            self.message.emit("error", str(result))
 
     def choose_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Import a profile or a compare result", "",
@@ -281,7 +251,7 @@ class ProfilePanel(QWidget):
     def _show_selected(self, index: int) -> None:
         profile = self.profiles[index] if 0 <= index < len(self.profiles) else None
         versus = self.versus.currentIndex() - 1  # entry 0 is "none"
-        self.model.set_profile(profile, self.profiles[versus] if 0 <= versus < len(self.profiles) else None)
+        self.model.set_rows(op_rows(profile, self.profiles[versus] if 0 <= versus < len(self.profiles) else None))
         self.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
         if profile is None:
             return
@@ -335,10 +305,10 @@ class ProfilePanel(QWidget):
 
 
 def profile_dock(session: Session, sources: Callable[[], tuple[Path | None, Path | None]],
-                 report: Callable[[str, str], None], background: Background, parent: QWidget) -> QDockWidget:
+                 report: Callable[[str, str], None], jobs: Jobs, parent: QWidget) -> QDockWidget:
     """The Profile dock, not placed yet; `sources()` gives the pipeline and dataset folder its panel looks
-    in, `report(level, text)` takes its messages, `background` compares runs."""
-    panel = ProfilePanel()
+    in, `report(level, text)` takes its messages, `jobs` runs its work."""
+    panel = ProfilePanel(jobs)
     panel.message.connect(report)
     dock = make_dock(parent, "Profile", panel)
 
@@ -350,8 +320,8 @@ def profile_dock(session: Session, sources: Callable[[], tuple[Path | None, Path
             return
         reference, candidate = runs[-2], runs[-1]
         panel.runs_label.setText(f"Comparing run {reference.id} with run {candidate.id}…")
-        background.submit("disagreement", lambda: compare_runs(reference, candidate), panel.show_disagreement,
-                          lambda text, _details: panel.message.emit("error", text))
+        jobs.submit("disagreement", lambda: compare_runs(reference, candidate), panel.show_disagreement,
+                    lambda text, _details: panel.message.emit("error", text))
 
     panel.runs_button.clicked.connect(last_two_runs)
     panel.sources = sources

@@ -14,8 +14,8 @@ from ..core.result import InferenceResult
 from ..core.session.panel_model import PanelInputs, panel_inputs
 from ..core.session.runs import RunRecord
 from ..core.session.session import Session
-from .background import Background
 from .dataset_rows import RowStatus
+from .jobs import Jobs
 from .metrics_display import MetricsDisplay
 from .open_slide import OpenSlide
 from .result_panels import ResultPanels
@@ -29,10 +29,10 @@ class ResultDisplay(QObject):
     shown = Signal(object, object)  # (InferenceResult, class names): a run's result is drawn
 
     def __init__(self, session: Session, open_slide: OpenSlide, panels: ResultPanels, metrics: MetricsDisplay,
-                 rows: RowStatus, background: Background, parent: QObject | None = None) -> None:
+                 rows: RowStatus, jobs: Jobs, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.session, self.open_slide, self.panels, self.metrics = session, open_slide, panels, metrics
-        self.rows, self.background = rows, background
+        self.rows, self.jobs = rows, jobs
         self._roi_note_said = False  # in this batch
         session.events.result_added.connect(self._on_result_added)
         session.events.result_restored.connect(lambda item_id, _record: self.redraw(item_id))
@@ -137,7 +137,7 @@ class ResultDisplay(QObject):
                 if self.panels.result is result:  # the part is still shown
                     self.metrics.show(metrics)
 
-            self.background.submit("part metrics", lambda: image_metrics(result, mask), scored)
+            self.jobs.submit("part metrics", lambda: image_metrics(result, mask), scored)
         return True
 
     def _on_result_added(self, item_id: str, record: RunRecord) -> None:
@@ -157,4 +157,4 @@ class ResultDisplay(QObject):
                 self.mark_if_stale()
                 self.shown.emit(result, inputs.class_names)
 
-        self.background.submit("panels", self._panel_inputs(result, record.class_names), shown)
+        self.jobs.submit("panels", self._panel_inputs(result, record.class_names), shown)

@@ -42,7 +42,7 @@ from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.session.panel_model import PanelInputs, PanelTitles, panel_inputs, pipeline_titles
 from . import colormaps
-from .background import Background
+from .jobs import Jobs
 from .panel_readout import describe
 from .result_panel import Notice, ResultPanel, contour
 from .result_views import ExtraPanels
@@ -160,11 +160,11 @@ class ResultPanels(QWidget):
         if self._result is not None:
             self._fill_class_combo(self._result.num_classes)
 
-    def follow_card(self, pipeline: Path, background: Background) -> None:
+    def follow_card(self, pipeline: Path, jobs: Jobs) -> None:
         """Title the panels as the card of `pipeline`'s model says (read on a worker; the default titles stay
         where it cannot be read: the backend reports why)."""
-        background.submit("card titles", lambda: pipeline_titles(pipeline), self.set_titles,
-                          lambda _text, _details: self.set_titles(PanelTitles()))
+        jobs.submit("card titles", lambda: pipeline_titles(pipeline), self.set_titles,
+                    lambda _text, _details: self.set_titles(PanelTitles()))
 
     def set_titles(self, titles: PanelTitles) -> None:
         self._titles = titles

@@ -7,7 +7,7 @@ The filter box takes a `core.metrics.filter.MetricFilter` ("soft_dice < 0.9 and 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -28,10 +28,16 @@ from ..core.metrics import catalogue
 from ..core.metrics.filter import MetricFilter
 from ..core.metrics.review import ERROR_NAMES, FN, FP, TN, TP, ErrorMap, ErrorRegion
 from . import colormaps
+from .row_table import Column, RowModel, RowTable
 
 #: Regions listed at most (a noisy prediction can have tens of thousands); the count says how many exist.
 MAX_LISTED = 1000
-REGION_COLUMNS = ("Type", "Area (px)", "Box x0, y0, x1, y1 (slide)")
+REGION_COLUMNS: tuple[Column[ErrorRegion], ...] = (
+    Column("Type", lambda r: r.name, color=lambda r: QColor(*colormaps.ERROR_COLORS[r.kind]), width="Type"),
+    Column("Area (px)", lambda r: f"{r.area:,}", key=lambda r: r.area, right=True, width="Area (px)"),
+    Column("Box x0, y0, x1, y1 (slide)", lambda r: ", ".join(map(str, r.box.as_tuple())),
+           key=lambda r: (r.box.y0, r.box.x0)),
+)
 
 
 class FilterBar(QWidget):
@@ -82,45 +88,6 @@ class FilterBar(QWidget):
         self.count.setText(f"{shown} of {total}" if filtered else "")
 
 
-class RegionModel(QAbstractTableModel):
-    """The error regions as a table model: a reset per image, no widget item per cell, so 1,000 rows fill in
-    about a millisecond (a `QTableWidget` filled cell by cell with contents-sized headers took tens of
-    seconds)."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.regions: list[ErrorRegion] = []
-
-    def set_regions(self, regions: list[ErrorRegion]) -> None:
-        self.beginResetModel()
-        self.regions = regions[:MAX_LISTED]
-        self.endResetModel()
-
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(self.regions)
-
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
-        return 0 if parent.isValid() else len(REGION_COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> object:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return REGION_COLUMNS[section]
-        return None
-
-    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> object:
-        if not index.isValid():
-            return None
-        region, column = self.regions[index.row()], index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            return (region.name, f"{region.area:,}", ", ".join(map(str, region.box.as_tuple())))[column]
-        if role == Qt.ItemDataRole.ForegroundRole and column == 0:
-            return QColor(*colormaps.ERROR_COLORS[region.kind])
-        if role == Qt.ItemDataRole.TextAlignmentRole and column == 1:
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        return None
-
-
 class ReviewPanel(QWidget):
     """Counts and areas of TP/FP/FN/TN and the error regions, largest first.
 
@@ -160,21 +127,10 @@ class ReviewPanel(QWidget):
         self.counts_table.setFixedHeight(height + 2 * self.counts_table.frameWidth())
 
         self.regions_label = QLabel("Error regions")
-        self.region_model = RegionModel(self)
-        self.regions_table = QTableView()
-        self.regions_table.setModel(self.region_model)
+        self.region_model: RowModel[ErrorRegion] = RowModel(REGION_COLUMNS, self)
+        self.regions_table = RowTable(self.region_model, sortable=True)
         self.regions_table.setToolTip("8-connected false-positive / false-negative regions, largest first; "
                                       "click one to zoom the result panels and the slide to it")
-        _fixed_table(self.regions_table)
-        self.regions_table.verticalHeader().hide()
-        header = self.regions_table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)  # sized once, never per row
-        metrics = self.regions_table.fontMetrics()
-        for column, sample in enumerate(("Type ", "Area (px) ", "")):
-            if sample:
-                header.resizeSection(column, metrics.horizontalAdvance(sample) + 24)
-        header.setStretchLastSection(True)
-        self.regions_table.verticalHeader().setDefaultSectionSize(metrics.height() + 6)
         self.regions_table.selectionModel().currentRowChanged.connect(self._on_current_row)
         self.regions_table.clicked.connect(lambda index: self._activate(index.row()))
 
@@ -212,7 +168,7 @@ class ReviewPanel(QWidget):
             roi = errors.roi
             self.summary.setText(f"Class {class_name or errors.positive} on ROI {roi} "
                                  f"({roi.width} x {roi.height} px)")
-        self.region_model.set_regions(self.regions)  # a reset: no current row, nothing activated
+        self.region_model.set_rows(self.regions[:MAX_LISTED])  # a reset: no current row, nothing activated
         more = f" (largest {MAX_LISTED} listed)" if len(self.regions) > MAX_LISTED else ""
         self.regions_label.setText(f"Error regions: {len(self.regions):,}{more}" if errors else "Error regions")
 
@@ -221,8 +177,8 @@ class ReviewPanel(QWidget):
             self._activate(current.row())
 
     def _activate(self, row: int) -> None:
-        if 0 <= row < min(len(self.regions), MAX_LISTED):
-            self.regionActivated.emit(self.regions[row])
+        if 0 <= row < self.region_model.rowCount():
+            self.regionActivated.emit(self.region_model.row(row))
 
 
 def _fixed_table(table: QTableView) -> None:

@@ -1,33 +1,34 @@
 """Inference off the GUI thread.
 
-A worker object living in its own QThread owns the `Backend`: it opens it, runs images through
-`core.evaluate.evaluate_dataset` (or a whole slide in tiles through `core.wholeslide.evaluate.evaluate_slide`) and
-closes it. The controller in the GUI thread queues requests to it,
-tracks progress and ETA, and turns every failure into a message (never an exception in the GUI).
+The backend lives on the job runner's `BACKEND` lane (one thread, in order): it is opened, runs images through
+`core.evaluate.evaluate_dataset` (or a whole slide in tiles through `core.wholeslide.evaluate.evaluate_slide`)
+and is closed there. The controller in the GUI thread queues those jobs, tracks progress and ETA, and turns
+every failure into a message (never an exception in the GUI).
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol, Union
 
 import numpy as np
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
 from ..core.backends.base import Backend, Capabilities
 from ..core.backends.pool import UsageLog
 from ..core.dataset.dataset import Dataset, DatasetItem
-from ..core.errors import CancelledError, describe
+from ..core.errors import CancelledError
 from ..core.evaluate import ImageEvaluation, evaluate_dataset
 from ..core.quality.spec import MetricSpec
 from ..core.roi import Roi
 from ..core.session.backend_state import BackendState
 from ..core.slides import SlideReader
 from ..core.stream.input import RegionSource, StreamInput
-from ..core.wholeslide.evaluate import TilePlan, evaluate_slide
-from .option_labels import OPTION_LABELS
+from ..core.wholeslide.evaluate import TiledEvaluation, TilePlan, evaluate_slide
+from .jobs import BACKEND, Flag, Jobs, describe_error
 
 BackendFactory = Callable[[], Backend]
 
@@ -47,44 +48,49 @@ Sources = Mapping[str, RegionSource]
 Masks = Mapping[str, np.ndarray]
 
 
-def describe_error(exc: BaseException) -> tuple[str, str]:
-    """(one line for the message list, details): a user-fixable error is its own message, its option named
-    as the viewer's control; anything else is a bug, shown with its traceback."""
-    described = describe(exc, OPTION_LABELS)
-    return (f"Internal error: {described.line}" if described.bug else described.line), described.details
+@dataclass(frozen=True)
+class ItemFailed:
+    item_id: str
+    text: str
+    details: str
 
 
-class _Worker(QObject):
-    opened = Signal(object)  # Capabilities
-    openFailed = Signal(str, str)
-    closeFailed = Signal(str, str)
-    evaluated = Signal(object)  # ImageEvaluation
-    slideEvaluated = Signal(object)  # TiledEvaluation
-    tilesDone = Signal(int, int)  # tiles blended in, tiles in all
-    usage = Signal(list, list)  # per device or cluster worker: `UsageLog.as_dicts()`, `UsageLog.lines()`
-    itemFailed = Signal(str, str, str)  # item id, message, details
-    batchDone = Signal(int, int, bool)  # done, failed, cancelled
-    closed = Signal()
+@dataclass(frozen=True)
+class Usage:
+    """Per device or cluster worker: `UsageLog.as_dicts()`, `UsageLog.lines()`."""
+
+    devices: list
+    lines: list
+
+
+@dataclass(frozen=True)
+class BatchDone:
+    done: int
+    failed: int
+    cancelled: bool
+
+
+#: What a run on the backend lane yields to the GUI thread, in order.
+Message = Union[ImageEvaluation, TiledEvaluation, ItemFailed, Usage, BatchDone]
+
+
+class Inference:
+    """The open backend; its methods run on the `BACKEND` lane only (`cancel` of the backend aside)."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.backend: Backend | None = None
-        self.cancel_event = threading.Event()
-        self.quality = MetricSpec()  # the QA metrics each image is also scored by (`RunController.set_quality`)
 
-    @Slot(object)
-    def open_backend(self, factory: BackendFactory) -> None:
-        self._close_backend()
-        try:
-            self.backend = factory()
-        except Exception as exc:  # noqa: BLE001 - reported to the user, the worker keeps running
-            self.openFailed.emit(*describe_error(exc))
-            return
-        self.opened.emit(self.backend.capabilities)
+    def open(self, factory: BackendFactory) -> Capabilities:
+        self.backend = factory()
+        return self.backend.capabilities
 
-    @Slot(object, list, object, object, object, object)
+    def close(self) -> None:
+        backend, self.backend = self.backend, None
+        if backend is not None:
+            backend.close()
+
     def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi], sources: Sources,
-            masks: Masks, stream: StreamInput | None) -> None:
+            masks: Masks, stream: StreamInput | None, quality: MetricSpec, cancel: Flag) -> Iterator[Message]:
         """Evaluate `items` on `rois` (`sources`, `masks`, `stream`: see `RunController.run`); a failing image
         is reported and the batch goes on with the next one. An image without an ROI in `rois` (never shown:
         its size was not known) gets the dataset's rule for its size here, read from its file's header; one
@@ -96,82 +102,67 @@ class _Worker(QObject):
             try:
                 rois.setdefault(item.id, dataset.roi_for(item))
             except Exception as exc:  # noqa: BLE001 - one unreadable image must not end the batch
-                self.itemFailed.emit(item.id, *describe_error(exc))
+                yield ItemFailed(item.id, *describe_error(exc))
                 failed += 1
                 continue
             remaining.append(item)
         while remaining and not cancelled:
             if self.backend is None:
                 for item in remaining:
-                    self.itemFailed.emit(item.id, NO_BACKEND, "")
+                    yield ItemFailed(item.id, NO_BACKEND, "")
                 failed += len(remaining)
                 break
             yielded = 0
             try:
-                for evaluation in evaluate_dataset(self.backend, dataset, items=remaining, cancel=self.cancel_event,
+                for evaluation in evaluate_dataset(self.backend, dataset, items=remaining, cancel=cancel,
                                                    rois=rois, sources=sources, masks=masks, stream=stream,
-                                                   quality=self.quality):
+                                                   quality=quality):
                     yielded += 1
                     done += 1
-                    self.evaluated.emit(evaluation)
-                    self._report_usage()
-                    if self.cancel_event.is_set():
+                    yield evaluation
+                    yield from self._usage()
+                    if cancel.is_set():
                         raise CancelledError("cancelled")
                 remaining = []
             except CancelledError:
                 cancelled = True
             except Exception as exc:  # noqa: BLE001 - one bad image must not end the batch
-                if self.cancel_event.is_set():
+                if cancel.is_set():
                     cancelled = True
                     break
-                text, details = describe_error(exc)
-                self.itemFailed.emit(remaining[yielded].id, text, details)
+                yield ItemFailed(remaining[yielded].id, *describe_error(exc))
                 failed += 1
                 remaining = remaining[yielded + 1 :]
-        self.batchDone.emit(done, failed, cancelled)
+        yield BatchDone(done, failed, cancelled)
 
-    def _report_usage(self) -> None:
+    def _usage(self) -> Iterator[Usage]:
         """The devices' or cluster workers' counts so far, where the backend keeps them."""
         usage = getattr(self.backend, "usage", None)
         if isinstance(usage, UsageLog):
-            self.usage.emit(usage.as_dicts(), usage.lines())
+            yield Usage(usage.as_dicts(), usage.lines())
 
-    @Slot(object, object, object, object)
-    def run_slide(self, dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan) -> None:
+    def run_slide(self, dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan,
+                  progress: Callable[[int, int], None], cancel: Flag) -> Iterator[Message]:
         """The whole slide of `item` in tiles from its open `reader`, scored against its mask."""
         if self.backend is None:
-            self.itemFailed.emit(item.id, NO_BACKEND, "")
-            self.batchDone.emit(0, 1, False)
+            yield ItemFailed(item.id, NO_BACKEND, "")
+            yield BatchDone(0, 1, False)
             return
         try:
-            evaluation = evaluate_slide(self.backend, dataset, item, reader, plan,
-                                        progress=self.tilesDone.emit, cancel=self.cancel_event)
+            evaluation = evaluate_slide(self.backend, dataset, item, reader, plan, progress=progress, cancel=cancel)
         except CancelledError:
-            self.batchDone.emit(0, 0, True)
+            yield BatchDone(0, 0, True)
             return
-        except Exception as exc:  # noqa: BLE001 - reported to the user, the worker keeps running
-            if self.cancel_event.is_set():
-                self.batchDone.emit(0, 0, True)
+        except Exception as exc:  # noqa: BLE001 - reported to the user, the lane keeps running
+            if cancel.is_set():
+                yield BatchDone(0, 0, True)
                 return
-            self.itemFailed.emit(item.id, *describe_error(exc))
-            self.batchDone.emit(0, 1, False)
+            yield ItemFailed(item.id, *describe_error(exc))
+            yield BatchDone(0, 1, False)
             return
-        self.slideEvaluated.emit(evaluation)
-        self._report_usage()
-        self.batchDone.emit(1, 0, False)
-
-    @Slot()
-    def close(self) -> None:
-        self._close_backend()
-        self.closed.emit()
-
-    def _close_backend(self) -> None:
-        if self.backend is not None:
-            backend, self.backend = self.backend, None
-            try:
-                backend.close()
-            except Exception as exc:  # noqa: BLE001 - closing must never take the app down
-                self.closeFailed.emit(*describe_error(exc))
+        yield evaluation
+        yield from self._usage()
+        yield BatchDone(1, 0, False)
 
 
 class RunController(QObject):
@@ -188,40 +179,26 @@ class RunController(QObject):
     progress = Signal(int, int, float)  # finished, total, ETA in seconds (nan while unknown)
     batchFinished = Signal(int, int, bool)  # done, failed, cancelled
 
-    _open = Signal(object)
-    _run = Signal(object, list, object, object, object, object)
-    _run_slide = Signal(object, object, object, object)
-    _close = Signal()
-
-    def __init__(self, state: BackendState[Openable], parent: QObject | None = None) -> None:
+    def __init__(self, state: BackendState[Openable], jobs: Jobs, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.state = state
+        self.state, self.jobs = state, jobs
+        self.quality = MetricSpec()  # the QA metrics each image is also scored by (`set_quality`)
+        self._inference = Inference()
+        self._cancel = Flag()
+        self._closed = False
         self._total = self._finished = 0
         self._started = 0.0
-        self._thread = QThread()
-        self._thread.setObjectName("segscope-inference")
-        self._worker = _Worker()
-        self._worker.moveToThread(self._thread)
-        self._open.connect(self._worker.open_backend)
-        self._run.connect(self._worker.run)
-        self._run_slide.connect(self._worker.run_slide)
-        self._worker.slideEvaluated.connect(self.slideEvaluated)
-        self._worker.usage.connect(self.usage)
-        self._worker.tilesDone.connect(self._on_tiles_done)
-        self._close.connect(self._worker.close)
-        self._worker.opened.connect(self._on_opened)
-        self._worker.openFailed.connect(self._on_open_failed)
-        self._worker.closeFailed.connect(lambda text, details: self.message.emit("warning", f"Closing the backend: "
-                                                                                           f"{text}", details))
-        self._worker.evaluated.connect(self._on_evaluated)
-        self._worker.itemFailed.connect(self._on_item_failed)
-        self._worker.batchDone.connect(self._on_batch_done)
-        self._thread.start()
-        state.events.opening.connect(lambda choice: self._open.emit(choice.open))  # the previous one closes first
+        state.events.opening.connect(self._open)
 
     @property
     def busy(self) -> bool:
         return self.state.busy
+
+    def _open(self, choice: Openable) -> None:
+        """Close the backend open now, then open `choice`'s, both on the backend lane."""
+        self.jobs.submit(None, self._inference.close, None, partial(self._warn, "Closing the backend: "), lane=BACKEND)
+        self.jobs.submit(None, partial(self._inference.open, choice.open), self._on_opened, self._on_open_failed,
+                         lane=BACKEND)
 
     def run(self, dataset: Dataset, items: list[DatasetItem], rois: dict[str, Roi] | None = None,
             sources: Sources | None = None, masks: Masks | None = None, stream: StreamInput | None = None) -> bool:
@@ -229,53 +206,55 @@ class RunController(QObject):
         some images' requests from an open slide instead of their file, `masks` score some on ground truth
         already in memory instead of reading it, `stream` is the stream's ROI rule (`evaluate_dataset`).
         False (and a message) when one is already running."""
-        if self.busy:
-            self.message.emit("warning", "A run is in progress: wait for it or cancel it (Esc)", "")
+        if not items or not self._start(len(items)):
             return False
-        if not items:
-            return False
-        self._worker.cancel_event.clear()
-        self._total, self._finished, self._started = len(items), 0, time.perf_counter()
-        self._set_busy(True)
-        self.progress.emit(0, self._total, float("nan"))
-        self._run.emit(dataset, list(items), dict(rois or {}), dict(sources or {}), dict(masks or {}), stream)
+        self._queue(partial(self._inference.run, dataset, list(items), dict(rois or {}), dict(sources or {}),
+                            dict(masks or {}), stream, self.quality, self._cancel))
         return True
 
     def run_slide(self, dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan,
                   tiles: int) -> bool:
         """Queue a whole-slide run of `item` from its open `reader` (`tiles` of them, for the progress);
         False (and a message) when a run is already going."""
+        if not self._start(tiles):
+            return False
+        self._queue(partial(self._inference.run_slide, dataset, item, reader, plan,
+                            self.jobs.relay(self._on_tiles_done), self._cancel))
+        return True
+
+    def _start(self, total: int) -> bool:
         if self.busy:
             self.message.emit("warning", "A run is in progress: wait for it or cancel it (Esc)", "")
             return False
-        self._worker.cancel_event.clear()
-        self._total, self._finished, self._started = tiles, 0, time.perf_counter()
+        self._cancel = Flag()
+        self._total, self._finished, self._started = total, 0, time.perf_counter()
         self._set_busy(True)
-        self.progress.emit(0, tiles, float("nan"))
-        self._run_slide.emit(dataset, item, reader, plan)
+        self.progress.emit(0, total, float("nan"))
         return True
 
+    def _queue(self, run: Callable[[], Iterator[Message]]) -> None:
+        self.jobs.stream(None, run, self._on_message, None, self._on_run_failed, lane=BACKEND)
+
     def set_quality(self, spec: MetricSpec) -> None:
-        """Score the images of the runs started from now on by these QA metrics too (on the worker thread)."""
-        self._worker.quality = spec
+        """Score the images of the runs started from now on by these QA metrics too (on the backend lane)."""
+        self.quality = spec
 
     def cancel(self) -> None:
         """Stop the batch after the image in flight (and interrupt it where the backend can)."""
         if not self.busy:
             return
-        self._worker.cancel_event.set()
-        backend = self._worker.backend
+        self._cancel.set()
+        backend = self._inference.backend
         if backend is not None:
             backend.cancel()  # thread-safe by the Backend contract
 
-    def shutdown(self, timeout_ms: int = 15000) -> None:
-        """Cancel, close the backend in its thread and stop the thread (call once, on window close)."""
-        if not self._thread.isRunning():
+    def shutdown(self) -> None:
+        """Cancel, then close the backend on its lane and wait for it (call once, on window close)."""
+        if self._closed:
             return
+        self._closed = True
         self.cancel()
-        self._close.emit()
-        self._thread.quit()
-        self._thread.wait(timeout_ms)
+        self.jobs.submit(None, self._inference.close, lane=BACKEND).wait()
 
     def _set_busy(self, busy: bool) -> None:
         self.state.set_busy(busy)
@@ -298,9 +277,26 @@ class RunController(QObject):
         self.backendFailed.emit(text, details)
         self.state.failed(text, details)  # may open the backend open before again
 
-    def _on_evaluated(self, evaluation: ImageEvaluation) -> None:
-        self._step()
-        self.evaluated.emit(evaluation)
+    def _on_message(self, message: Message) -> None:
+        if isinstance(message, ImageEvaluation):
+            self._step()
+            self.evaluated.emit(message)
+        elif isinstance(message, TiledEvaluation):
+            self.slideEvaluated.emit(message)
+        elif isinstance(message, Usage):
+            self.usage.emit(message.devices, message.lines)
+        elif isinstance(message, ItemFailed):
+            self._on_item_failed(message.item_id, message.text, message.details)
+        else:
+            self._on_batch_done(message.done, message.failed, message.cancelled)
+
+    def _on_run_failed(self, text: str, details: str) -> None:
+        """A bug outside the per-image handling: said, and the run ends (the next one may start)."""
+        self.message.emit("error", text, details)
+        self._on_batch_done(0, 1, False)
+
+    def _warn(self, prefix: str, text: str, details: str) -> None:
+        self.message.emit("warning", prefix + text, details)
 
     def _on_item_failed(self, item_id: str, text: str, details: str) -> None:
         self._step()

@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ..core.metrics.scores import ImageMetrics
 from ..core.session.metrics import ScoreJob
 from ..core.session.session import Session
-from .background import Background
+from .jobs import Jobs
 
 #: Re-scoring waits this long after the last change (a brush drag is not re-scored on every mouse move).
 SCORE_DELAY_MS = 300
@@ -23,9 +23,9 @@ class Scorer(QObject):
 
     message = Signal(str, str)
 
-    def __init__(self, session: Session, background: Background, parent: QObject | None = None) -> None:
+    def __init__(self, session: Session, jobs: Jobs, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.session, self.background = session, background
+        self.session, self.jobs = session, jobs
         self._due: set[str] = set()
         self._running: set[str] = set()
         self._timer = QTimer(self, singleShot=True, interval=SCORE_DELAY_MS)
@@ -39,18 +39,18 @@ class Scorer(QObject):
     @property
     def busy(self) -> bool:
         """Whether a re-scoring is due or running (an export waits for it: its table is the fresh numbers)."""
-        return bool(self._due) or any(self.background.busy(_key(item_id)) for item_id in self._running)
+        return bool(self._due) or any(self.jobs.busy(_key(item_id)) for item_id in self._running)
 
     def score_due(self) -> None:
         """Send every stale image's job to the background now."""
         due, self._due = self._due, set()
-        self._running = {item_id for item_id in self._running if self.background.busy(_key(item_id))}
+        self._running = {item_id for item_id in self._running if self.jobs.busy(_key(item_id))}
         for item_id in due:
             job = self.session.score_job(item_id)
             if job is None:
                 continue
             self._running.add(item_id)
-            self.background.submit(_key(item_id), job.run, partial(self._adopt, job), partial(self._failed, item_id))
+            self.jobs.submit(_key(item_id), job.run, partial(self._adopt, job), partial(self._failed, item_id))
 
     def _adopt(self, job: ScoreJob, metrics: ImageMetrics | None) -> None:
         self.session.adopt_score(job, metrics)

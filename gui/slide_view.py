@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QSpinBox, QToolBar, QToolButton
 
 from ..core.roi import Roi
 from ..core.slides import SlideReader
+from .jobs import Jobs
 from .shortcuts import with_key
 from .slide_overlay import ROI_Z, SlideOverlay
 from .tile_layer import TileLayer
@@ -108,7 +109,7 @@ class SlideView(QWidget):
     resetRoiRequested = Signal()
     hovered = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, jobs: Jobs, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.reader: SlideReader | None = None
         self._syncing = False
@@ -126,7 +127,7 @@ class SlideView(QWidget):
         self.view.setCentralItem(self.vb)
         self.base = pg.ImageItem(axisOrder="row-major")
         self.vb.addItem(self.base)
-        self.tiles = TileLayer(self.vb, parent=self)
+        self.tiles = TileLayer(self.vb, jobs, parent=self)
         self.overlay = SlideOverlay(self.vb)  # a whole-slide run's heatmap and seams
         self.roi_item: _RoiRect | None = None
 
@@ -247,7 +248,7 @@ class SlideView(QWidget):
         self._set_controls_enabled(False)
 
     def shutdown(self) -> None:
-        """Stop the tile readers (call once, when the window closes)."""
+        """Drop the tile reads not started yet (call once, when the window closes)."""
         self.tiles.shutdown()
 
     def fit(self) -> None:

@@ -3,30 +3,28 @@
 The coarsest level is always shown, stretched over the slide (`SlideView.set_reader`); on top of it,
 `TileLayer.update` shows the visible tiles of the level for the current zoom; until they have all arrived,
 the tiles shown before stay beneath them (so zooming never falls back to the blurry base). Tiles not yet
-read are asked of a small thread pool calling `SlideReader.read_region`; requests the view moved away from
-are dropped before they start.
+read are asked of the job runner's `TILES` lane (two reads at a time, `SlideReader.read_region`); requests the
+view moved away from are dropped before they start.
 Read tiles live in a byte-bounded LRU cache (`TileCache`), so panning back costs nothing.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QRectF, Signal
 
 from ..core.slides import SlideReader
+from .jobs import TILES, Job, Jobs
 
 #: Side of a tile in its level's pixels.
 TILE = 512
 #: Default byte bound of the tile cache.
 CACHE_BYTES = 256 * 2**20
-#: Threads reading tiles (the readers release the GIL while decoding).
-READ_THREADS = 2
 #: Above this many visible tiles (a finest level with no coarser one to show), only the base level is shown.
 MAX_VISIBLE_TILES = 256
 
@@ -88,62 +86,51 @@ def visible_tiles(reader: SlideReader, level: int, rect: QRectF) -> list[TileKey
     return sorted(keys, key=lambda k: (k[1] - mid_c) ** 2 + (k[2] - mid_r) ** 2)
 
 
+def read_tile(reader: SlideReader, key: TileKey) -> np.ndarray:
+    """A tile's RGB pixels (on a worker: the readers release the GIL while decoding)."""
+    return np.ascontiguousarray(reader.read_region(key[0], *tile_box(reader, key))[..., ::-1])
+
+
 class TileLoader(QObject):
-    """Reads tiles on a thread pool; `loaded(reader, key, rgb)` arrives in the GUI thread."""
+    """Reads tiles on the `TILES` lane; `loaded(reader, key, rgb)` arrives in the GUI thread."""
 
     loaded = Signal(object, object, object)  # reader, TileKey, RGB pixels: in the GUI thread
     failed = Signal(object, object, str)  # reader, TileKey, message: in the GUI thread
-    _read_done = Signal(object, object, object, str)  # from a pool thread: reader, key, pixels or None, error
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, jobs: Jobs, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="segscope-tiles")
-        self._pending: dict[TileKey, Future[None]] = {}
-        self._lock = threading.Lock()
-        self._read_done.connect(self._deliver)
+        self.jobs = jobs
+        self._pending: dict[TileKey, Job] = {}
 
     def request(self, reader: SlideReader, keys: list[TileKey]) -> None:
         """Read `keys` (in this order) and drop every pending request not among them."""
         wanted = set(keys)
-        with self._lock:
-            for key, future in list(self._pending.items()):
-                if key not in wanted and future.cancel():
-                    del self._pending[key]
-            for key in keys:
-                if key not in self._pending:
-                    self._pending[key] = self._pool.submit(self._read, reader, key)
+        for key, job in list(self._pending.items()):
+            if key not in wanted and job.dequeue():
+                del self._pending[key]
+        for key in keys:
+            if key not in self._pending:
+                self._pending[key] = self.jobs.submit(None, partial(read_tile, reader, key),
+                                                      partial(self._deliver, reader, key),
+                                                      partial(self._failed, reader, key), lane=TILES)
 
     def pending(self) -> int:
-        with self._lock:
-            return len(self._pending)
+        return len(self._pending)
 
     def drop_all(self) -> None:
-        with self._lock:
-            for future in self._pending.values():
-                future.cancel()
-            self._pending.clear()
+        for job in self._pending.values():
+            job.dequeue()
+        self._pending.clear()
 
-    def _read(self, reader: SlideReader, key: TileKey) -> None:
-        try:
-            rgb = np.ascontiguousarray(reader.read_region(key[0], *tile_box(reader, key))[..., ::-1])
-        except Exception as exc:  # noqa: BLE001 - shown once by the view, the viewer keeps running
-            self._read_done.emit(reader, key, None, str(exc))
-            return
-        self._read_done.emit(reader, key, rgb, "")
-
-    def _deliver(self, reader: SlideReader, key: TileKey, rgb: np.ndarray | None, error: str) -> None:
+    def _deliver(self, reader: SlideReader, key: TileKey, rgb: np.ndarray) -> None:
         """In the GUI thread: the tile stops being pending and reaches the receivers in one step, so no view
         update can come between and ask for it again."""
-        with self._lock:
-            self._pending.pop(key, None)
-        if rgb is None:
-            self.failed.emit(reader, key, error)
-        else:
-            self.loaded.emit(reader, key, rgb)
+        self._pending.pop(key, None)
+        self.loaded.emit(reader, key, rgb)
 
-    def shutdown(self) -> None:
-        self.drop_all()
-        self._pool.shutdown(wait=True)
+    def _failed(self, reader: SlideReader, key: TileKey, text: str, _details: str) -> None:
+        self._pending.pop(key, None)
+        self.failed.emit(reader, key, text)
 
 
 class TileLayer(QObject):
@@ -151,12 +138,13 @@ class TileLayer(QObject):
 
     failed = Signal(str)
 
-    def __init__(self, view_box: pg.ViewBox, cache_bytes: int = CACHE_BYTES, parent: QObject | None = None) -> None:
+    def __init__(self, view_box: pg.ViewBox, jobs: Jobs, cache_bytes: int = CACHE_BYTES,
+                 parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.vb = view_box
         self.reader: SlideReader | None = None
         self.cache = TileCache(cache_bytes)
-        self.loader = TileLoader(self)
+        self.loader = TileLoader(jobs, self)
         self.loader.loaded.connect(self._on_loaded)
         self.loader.failed.connect(self._on_failed)
         self.shown: dict[TileKey, pg.ImageItem] = {}
@@ -244,4 +232,5 @@ class TileLayer(QObject):
         return None
 
     def shutdown(self) -> None:
-        self.loader.shutdown()
+        """Drop the reads not started (the window's runner waits for those running)."""
+        self.loader.drop_all()

@@ -22,7 +22,7 @@ from ..core.session.session import Session
 from ..core.wholeslide.evaluate import TiledEvaluation, TilePlan
 from ..core.wholeslide.plan import SlideRun
 from . import settings
-from .background import Background
+from .jobs import Jobs
 from .main_menus import MainActions
 from .result_display import ResultDisplay
 from .run_controller import RunController
@@ -86,10 +86,10 @@ class WholeSlide(QObject):
     note = Signal(str, int)  # the status bar's text, for so many ms (0: until the next)
 
     def __init__(self, session: Session, controller: RunController, display: ResultDisplay, actions: MainActions,
-                 background: Background) -> None:
+                 jobs: Jobs) -> None:
         super().__init__(controller)
         self.session, self.controller, self.display = session, controller, display
-        self.open_slide, self.actions, self.background = display.open_slide, actions, background
+        self.open_slide, self.actions, self.jobs = display.open_slide, actions, jobs
         controller.slideEvaluated.connect(session.add_slide_run)
         session.events.slide_run_added.connect(self._on_added)
         actions.slide_scale_action.triggered.connect(self.choose_scale)
@@ -187,7 +187,7 @@ class WholeSlide(QObject):
         overlay.clear()
         self.actions.set_slide_overlay(False, False)
         if run is None:
-            self.background.cancel("overlay")
+            self.jobs.cancel("overlay")
             return
 
         def shown(pyramid: object) -> None:
@@ -195,7 +195,7 @@ class WholeSlide(QObject):
                 overlay.show(pyramid)  # type: ignore[arg-type]
                 self.actions.set_slide_overlay(True, overlay.has_seams)
 
-        self.background.submit("overlay", lambda: overlay_pyramid(run.stitched), shown)
+        self.jobs.submit("overlay", lambda: overlay_pyramid(run.stitched), shown)
 
     def _on_added(self, evaluation: TiledEvaluation, restored: bool) -> None:
         item, metrics = evaluation.item, evaluation.metrics

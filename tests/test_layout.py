@@ -141,3 +141,41 @@ def test_backends_remote_cluster_and_the_spec_are_layered() -> None:
     # the registry imports the backends' modules by name when a kind opens: none of them may import it back
     assert [module for module, targets in graph.items() if module.startswith("segscope.core.backends.")
             and module != "segscope.core.backends.registry" and "segscope.core.backends.registry" in targets] == []
+
+
+#: Ways of starting a thread; in gui/ only the job runner (gui/jobs.py) may use them.
+THREAD_MODULES = ("threading", "_thread", "concurrent.futures")
+QT_THREAD_CLASSES = ("QThread", "QThreadPool", "QRunnable")
+
+
+def _thread_idioms(source: str) -> list[str]:
+    """`line: what` for each import of a thread module and each use of Qt's thread classes in `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            modules = [node.module or "", *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            modules = []
+        found += [f"{node.lineno}: imports {m}" for m in modules if m in THREAD_MODULES]
+        names = [alias.name for alias in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else \
+            [node.attr] if isinstance(node, ast.Attribute) else [node.id] if isinstance(node, ast.Name) else []
+        found += [f"{node.lineno}: uses {n}" for n in names if n.split(".")[-1] in QT_THREAD_CLASSES]
+    return found
+
+
+def test_only_the_job_runner_starts_threads_in_the_gui() -> None:
+    gui = CORE.parent / "gui"
+    offenders = [f"{path.relative_to(gui.parent)}:{idiom}" for path in sorted(gui.rglob("*.py"))
+                 if path.name != "jobs.py" for idiom in _thread_idioms(path.read_text(encoding="utf-8"))]
+    assert offenders == [], "start work with gui/jobs.py's runner instead"
+    assert _thread_idioms((gui / "jobs.py").read_text(encoding="utf-8"))  # the walk sees the runner's own
+
+
+def test_the_thread_walk_finds_every_idiom() -> None:
+    source = ("import threading\nimport concurrent.futures as cf\nfrom concurrent.futures import Future\n"
+              "from concurrent import futures\nfrom PySide6.QtCore import QThread, QObject\n"
+              "from PySide6 import QtCore\npool = QtCore.QThreadPool.globalInstance()\n"
+              "class Job(QRunnable): pass\nimport json\nfrom .jobs import Jobs\n")
+    assert sorted({int(line.split(":")[0]) for line in _thread_idioms(source)}) == [1, 2, 3, 4, 5, 7, 8]

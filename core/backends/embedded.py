@@ -22,6 +22,7 @@ import onnxruntime as ort
 
 from ..cache.decoded import image_region
 from ..card.card import ModelCard
+from ..card.onnx_graph import read_graph
 from ..card.reader import load_model_card, postprocess
 from ..errors import BackendError, SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
@@ -35,6 +36,10 @@ from ..stream.pipeline import Pipeline
 from ..stream.preprocess import check_aipp_color, decode_flag, make_tensor
 from .base import Backend, Capabilities, ImageSource, InferenceRequest, InferenceResult, check_pixels, read_ahead
 from .pool import DevicePool, device_pool
+
+# ONNX Runtime's own log (its default logger, used before a session has its own) says nothing SegScope's
+# one-line errors do not: only what would abort the process is left.
+ort.set_default_logger_severity(4)
 
 #: A decoded image: H x W x C on the opencv path, NV12 planes on the DVPP path.
 Image = Union[np.ndarray, dvpp.Nv12]  # noqa: UP007 (a run-time alias: Python 3.9 has no X | Y)
@@ -60,7 +65,8 @@ def open_session(card: ModelCard, threads: int | None = None) -> ort.InferenceSe
     # Idle pool threads sleep instead of spinning: the cores are shared with the decode and scoring threads of
     # an overlapped eval, which spinning took ~80-110 ms of CPU per demo image from (bench/RESULTS.md).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.log_severity_level = 3  # errors only: a refused model is SegScope's one line, not ORT's log
+    options.log_severity_level = 4  # fatal only: a refused model is SegScope's one line, not ORT's coloured log
+    read_graph(card.onnx)  # the file and its external weights checked (size, holes, references) as ORT loads them
     try:
         return ort.InferenceSession(str(card.onnx), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ORT raises its own exception types for corrupt or unsupported files
@@ -301,6 +307,7 @@ class EmbeddedBackend(Backend):
             input_size=card.input_size,
             class_names=card.class_names,
             details={"model": str(card.onnx), "card": str(card.path), "pipeline": str(self.stream.pipeline.path),
+                     **card.truth_details(),
                      "opencv": cv2.__version__, "onnxruntime": ort.__version__,
                      **({"note": dvpp.NOTE} if self.stream.plan.decoder.dvpp else {}),
                      **({"stream": self.stream.pipeline.choice()} if self.stream.pipeline.has_choices else {})},

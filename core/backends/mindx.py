@@ -119,7 +119,7 @@ class MindXBackend(Backend):
             class_names=self.card.class_names,
             details={"sdk": str(self.sdk.home or "PYTHONPATH"), "sdk_version": self.sdk.version,
                      "transport": self.transport, "in_flight": str(in_flight), "model": str(model_path),
-                     "card": str(self.card.path), "pipeline": str(self.pipeline.path),
+                     **self.card.truth_details(), "card": str(self.card.path), "pipeline": str(self.pipeline.path),
                      **({"stream": self.pipeline.choice()} if self.pipeline.has_choices else {})},
         )
 

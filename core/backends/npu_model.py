@@ -27,6 +27,7 @@ import numpy as np
 
 from ..card.card import ModelCard
 from ..card.check import check_model_outputs
+from ..card.model_files import check_model_path
 from ..card.onnx_graph import ELEM_TYPES, GraphInfo, TensorInfo
 from ..errors import BackendError, SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS
@@ -145,6 +146,7 @@ def _om_path(pipeline: Pipeline, card: ModelCard) -> Path:
     if not om.is_file():
         named = f"named by {card.path.name}" if pipeline.card else f"of {pipeline.path.name}"
         raise BackendError(f"{om}: the .om {named} not found; copy it there (ATC makes it on the Ascend host)")
+    check_model_path(om, "Ascend model (.om)")
     if om == card.om:
         card.check_recorded("om", om)
     return om
@@ -179,7 +181,7 @@ class OmBackend(Backend):
         self.capabilities = Capabilities(
             name=self.kind, device=f"Ascend device {self.device} ({self.api} {version})",
             input_size=card.input_size, class_names=card.class_names,
-            details={"model": str(self.om), "card": str(card.path), "api_version": version,
+            details={"model": str(self.om), **card.truth_details(), "card": str(card.path), "api_version": version,
                      "aipp": "compiled into the .om (runs on the NPU)" if card.aipp else "none (CPU preprocessing)",
                      **({"pipeline": str(pipeline.path)} if pipeline.card is None else {})})
 

@@ -1,5 +1,5 @@
 """Decoded inputs through the cache: an image's crop box as the stream's opencv decoder gives it, and a truth
-mask's values, bit-packed where the mask has two values.
+mask's values (whole, bit-packed where the mask has two values) with their counts.
 
 An entry's key is the file's content (its xxh3-128 digest: every lookup hashes the whole file, so a file
 changed in place, even one byte with its size and time kept, is never served), what decodes it (OpenCV's
@@ -10,7 +10,6 @@ With the cache off (or not openable here) both decode as they would without one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -50,20 +49,22 @@ def image_region(data: bytes, source: str, box: Roi, max_pixels: int = DEFAULT_M
     return pixels
 
 
-@dataclass(frozen=True)
-class TruthRoi:
-    """A truth mask's values (`masks.to_mask`) under an ROI, the mask's (width, height), and what in the file
-    does not follow the mask conventions (`to_mask`'s notes)."""
-
-    values: np.ndarray
-    size: tuple[int, int]
-    notes: tuple[str, ...]
+def truth_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """`read_mask(path)`: from the cache when it holds the mask (whole, one bit per pixel where it has two values:
+    a 4000 x 3000 demo mask is 1.5 MB), else read and stored."""
+    mask, _ = _truth(path, max_pixels, True)
+    assert mask is not None
+    return mask
 
 
-def truth_region(path: Path, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS) -> TruthRoi:
-    """The truth mask at `path` under `box` (clipped to the mask). The cache holds each mask file whole, one
-    bit per pixel where it has two values (a 4000 x 3000 demo mask: 1.5 MB), so any ROI of it is a hit; else
-    the mask is read and stored."""
+def truth_counts(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """The value `histogram` of `read_mask(path)`: from the cache's entry when it holds the mask (nothing decoded
+    or unpacked), else read and stored (what `prepare_truths` checks every truth mask by before a run)."""
+    return _truth(path, max_pixels, False)[1]
+
+
+def _truth(path: Path, max_pixels: int, values: bool) -> tuple[np.ndarray | None, np.ndarray]:
+    """(the mask's values when `values`, their counts), from the cache or read (and stored)."""
     data = read_bytes(path)
     source = str(path)
     checked_size(data, source, max_pixels)  # refused from the header, hit or not
@@ -71,16 +72,13 @@ def truth_region(path: Path, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS) -> 
     key = _key(TRUTH, data, cv2.IMREAD_UNCHANGED) if store is not None else ""
     entry = store.get(key, TRUTH) if store is not None else None
     if entry is not None:
-        meta = entry.meta
-        size = tuple(int(n) for n in meta["size"])  # type: ignore[attr-defined]
-        return TruthRoi(_cut(entry.arrays[0], meta, box), size, tuple(meta["notes"]))  # type: ignore
-    notes: list[str] = []
-    mask = decode_mask(data, source, max_pixels, notes)
-    size = (mask.shape[1], mask.shape[0])
+        counts = np.asarray(entry.meta["counts"], np.int64)
+        return (_unpacked(entry.arrays[0], entry.meta) if values else None), counts
+    mask = decode_mask(data, source, max_pixels)
+    packed, meta = _packed(mask)
     if store is not None:
-        packed, meta = _packed(mask)
-        store.put(key, [packed], {**meta, "size": list(size), "notes": notes})
-    return TruthRoi(np.ascontiguousarray(mask[box.y0 : box.y1, box.x0 : box.x1]), size, tuple(notes))
+        store.put(key, [packed], meta)
+    return mask, np.asarray(meta["counts"], np.int64)
 
 
 def _packed(mask: np.ndarray) -> tuple[np.ndarray, dict[str, object]]:
@@ -95,16 +93,12 @@ def _packed(mask: np.ndarray) -> tuple[np.ndarray, dict[str, object]]:
     return np.packbits(mask == high, axis=1), {**meta, "width": mask.shape[1], "two": [low, high]}
 
 
-def _cut(stored: np.ndarray, meta: dict[str, object], box: Roi) -> np.ndarray:
-    """The values under `box` (clipped to the mask) of a mask stored by `_packed`, unpacking only its bytes."""
+def _unpacked(stored: np.ndarray, meta: dict[str, object]) -> np.ndarray:
+    """The mask `_packed` stored."""
     two = meta.get("two")
     if two is None:
-        return np.ascontiguousarray(stored[box.y0 : box.y1, box.x0 : box.x1])
-    width = int(meta["width"])  # type: ignore[call-overload]
-    x0, x1 = min(box.x0, width), min(box.x1, width)
-    first = x0 // 8
-    bits = np.unpackbits(stored[box.y0 : box.y1, first : (x1 + 7) // 8], axis=1)
-    values = np.ascontiguousarray(bits[:, x0 - 8 * first : x1 - 8 * first])
+        return stored
+    values = np.unpackbits(stored, axis=1, count=int(meta["width"]))  # type: ignore[call-overload]
     low, high = (int(v) for v in two)  # type: ignore[attr-defined]
     if (low, high) != (0, 1):
         values *= np.uint8(high - low)

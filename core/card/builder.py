@@ -10,19 +10,16 @@ File > Open model... dialog uses the same `propose` and `write_project`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import SegScopeError
-from ..export.files import LOCK_NAME, refuse_existing
-from ..files.file_group import publish_group, recover
-from ..files.fileio import read_bytes, sha256_file, staging_folder
-from ..files.folder_lock import FolderLock
+from ..export.files import refuse_existing
+from ..files.atomic_folder import StagedFolder, copy_of
+from ..files.fileio import read_bytes, sha256_file
 from ..stream.aipp import load_aipp
 from ..stream.loader import bare_stream
 from ..stream.preprocess import Preprocess, aipp_text
@@ -266,10 +263,10 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
     """Write the project under `out` and return the pipeline's path (the card's for an .om without an AIPP
     config compiled in, which the stream cannot feed).
 
-    `out` is locked while it is written (a second `card` into it is refused), everything is staged in a
-    `fileio.staging_folder` inside it and the card is loaded there against the copied graph first, so a card
-    that would not run is refused before any file lands; the files are then published as one unit
-    (`core.files.file_group`), the card last; existing files are replaced only with `overwrite`.
+    `out` is replaced as a unit (`core.files.atomic_folder`): locked while it is written (a second `card`
+    into it is refused), its new version is made beside it and the card is loaded there against the copied
+    graph first, so a card that would not run is refused before anything changes; existing files are
+    replaced only with `overwrite`.
     """
     stem, card = proposal.stem, proposal.card
     inp = card["input"]
@@ -294,31 +291,16 @@ def write_project(model: Path, out: Path, proposal: Proposal, options: CardOptio
               **{f"models/{name}": Path(onnx).parent / name for name in proposal.external_files if onnx}}
     names = [*copies, *files]
     names.append(names.pop(names.index(f"models/{stem}.json")))  # the card last: it makes the project usable
-    with contextlib.ExitStack() as stack:
+    with StagedFolder(out, "segscope card") as staged:
+        refuse_existing([out / n for n in names if staged.exists(n)], overwrite)
+        for name, source in copies.items():  # the model files, external weights included
+            staged.create(name, copy_of(source), overwrite)
+        for name, data in files.items():
+            staged.create(name, data, overwrite)
         try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise SegScopeError(f"{out}: cannot write the project here ({exc.strerror}); choose another --out") \
-                from None
-        stack.enter_context(FolderLock(out / LOCK_NAME, "segscope card"))
-        recover(out)
-        refuse_existing([out / n for n in names], overwrite)
-        staging = stack.enter_context(staging_folder(out))
-        try:
-            for folder in ("models", "pipelines"):
-                (staging / folder).mkdir()
-            for name, source in copies.items():  # the model files, external weights included
-                (staging / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, staging / name)
-            for name, data in files.items():
-                (staging / name).write_bytes(data)
-        except OSError as exc:
-            raise SegScopeError(f"{out}: writing the project failed ({exc.strerror or exc})") from None
-        try:
-            load_model_card(staging / f"models/{stem}.json", warn=False)  # the proposal says what it assumed
-        except SegScopeError as exc:  # name the files where they would have landed
-            raise SegScopeError(str(exc).replace(str(staging), str(out))) from None
-        publish_group(out, {out / n: staging / n for n in names}, overwrite)
+            load_model_card(staged.path / f"models/{stem}.json", warn=False)  # the proposal says what it assumed
+        except SegScopeError as exc:  # name the files where they will be
+            raise SegScopeError(str(exc).replace(str(staged.path), str(out))) from None
     return out / result
 
 

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..dataset.masks import TRUTH_VALUES_KEY, format_truth_values
 from ..errors import SegScopeError
 from ..files.fileio import sha256_file
 from ..stream.aipp import AippConfig
 from ..stream.preprocess import Preprocess
+from .model_files import check_model_path
 from .onnx_graph import GraphInfo
 
 #: The threshold of a 1-channel output whose card gives none.
@@ -55,6 +57,11 @@ class ModelCard:
     training: dict[str, Any]
     graph: GraphInfo | None = None
     sha256: dict[str, str] = field(default_factory=dict)  # "onnx"/"om" -> the file's hex SHA-256 when written
+    truth_values: tuple[tuple[int, int], ...] = ()  # (mask file value, class index): how its truth masks read
+
+    def truth_details(self) -> dict[str, str]:
+        """What a backend's `Capabilities.details` say of the card's ground-truth values (`core.dataset.masks`)."""
+        return {TRUTH_VALUES_KEY: format_truth_values(dict(self.truth_values))} if self.truth_values else {}
 
     @property
     def input_layout(self) -> str:
@@ -78,7 +85,10 @@ class ModelCard:
     def check_recorded(self, key: str, path: Path) -> None:
         """`path` is the `key` file ("onnx" or "om") the card was written for, when the card records its SHA-256."""
         recorded = self.sha256.get(key)
-        if recorded is not None and sha256_file(path) != recorded:
+        if recorded is None:
+            return
+        check_model_path(path, "ONNX model" if key == "onnx" else "Ascend model (.om)")  # before reading it whole
+        if sha256_file(path) != recorded:
             raise SegScopeError(f"{path}: its SHA-256 differs from the one {self.path.name} records (field "
                                 f"sha256.{key}): the card was written for another {path.suffix or 'file'}; write the "
                                 "card again for this one (segscope card)")

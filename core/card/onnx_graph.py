@@ -9,17 +9,14 @@ worker included (which has only NumPy, OpenCV and the SDK or ONNX Runtime).
 from __future__ import annotations
 
 import mmap
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
 
-from ..errors import InputError, SegScopeError
+from ..errors import SegScopeError
 from ..files.fileio import open_regular
-
-#: The largest model (file and external weights) SegScope loads: MindX's limit for an .om (4 GB).
-MAX_MODEL_BYTES = 4 << 30
+from .model_files import ELEMENT_BYTES, ExternalData, check_external_data, check_model_file
 
 #: A tensor dimension: a size, a symbolic name (dynamic) or None (unknown).
 Dim = Union[int, str, None]
@@ -56,7 +53,12 @@ class GraphInfo:
     inputs: tuple[TensorInfo, ...]  # graph inputs that are not initializers
     outputs: tuple[TensorInfo, ...]
     source_ops: tuple[str, ...]  # per output: the op that computes it, looking through _PASS_THROUGH ops
-    external_files: tuple[str, ...] = ()  # weight files beside the model (external data), relative paths
+    external: tuple[ExternalData, ...] = ()  # initializers whose bytes lie in other files
+
+    @property
+    def external_files(self) -> tuple[str, ...]:
+        """The weight files beside the model (external data), relative paths."""
+        return tuple(sorted({item.location for item in self.external}))
 
     def final_op(self, index: int) -> str:
         return self.source_ops[index]
@@ -136,7 +138,7 @@ def _parse(data: memoryview, path: Path) -> GraphInfo:
         raise _WireError("no graph")
     producers: dict[str, tuple[str, tuple[str, ...]]] = {}  # output name -> (op type, node inputs)
     initializers: set[str] = set()
-    external: set[str] = set()
+    external: list[ExternalData] = []
     declared_inputs: list[TensorInfo] = []
     outputs: list[TensorInfo] = []
     for number, value in _fields(graph):
@@ -153,14 +155,11 @@ def _parse(data: memoryview, path: Path) -> GraphInfo:
                     op = _text(item)
             for name in node_outputs:
                 producers[name] = (op, tuple(node_inputs))
-        elif number == 5:  # TensorProto initializer: its name (8) and external data entries (13)
-            for field, item in _fields(value):
-                if field == 8:
-                    initializers.add(_text(item))
-                elif field == 13 and isinstance(item, memoryview):  # StringStringEntryProto key/value
-                    entry = {n: _text(v) for n, v in _fields(item)}
-                    if entry.get(1) == "location" and entry.get(2):
-                        external.add(entry[2])
+        elif number == 5:  # TensorProto initializer
+            name, reference = _initializer(value)
+            initializers.add(name)
+            if reference is not None:
+                external.append(reference)
         elif number == 11:
             declared_inputs.append(_value_info(value))
         elif number == 12:
@@ -175,29 +174,46 @@ def _parse(data: memoryview, path: Path) -> GraphInfo:
         return "graph input"
 
     inputs = tuple(i for i in declared_inputs if i.name not in initializers)
-    return GraphInfo(path, inputs, tuple(outputs), tuple(source(o.name) for o in outputs), tuple(sorted(external)))
+    return GraphInfo(path, inputs, tuple(outputs), tuple(source(o.name) for o in outputs), tuple(external))
 
 
-def _check_weights(path: Path, graph: GraphInfo) -> None:
-    """External weight files lie inside the model's folder, are regular files (ONNX Runtime refuses the rest
-    too), and the model with its weights stays within `MAX_MODEL_BYTES`."""
-    total = path.stat().st_size
-    for name in graph.external_files:
-        weights = path.parent / name
-        if Path(name).is_absolute() or ".." in Path(name).parts:
-            raise InputError(path, f"its external weight file {name!r} is not a file beside the model")
-        with open_regular(weights, "external weight file", inside=path.parent) as handle:
-            total += os.fstat(handle.fileno()).st_size
-    if total > MAX_MODEL_BYTES:
-        raise InputError(path, f"the model and its weights are {total:,} bytes, over the {MAX_MODEL_BYTES:,} bytes "
-                               "a MindX model may have (mxpi_tensorinfer's modelPath limit)")
+def _initializer(data: memoryview) -> tuple[str, ExternalData | None]:
+    """The name of a TensorProto initializer and, where its bytes lie in another file, where and how many."""
+    name, dims, elem_type, entries = "", [], 0, {}
+    for field, item in _fields(data):
+        if field == 1:  # dims: int64, one by one or packed
+            dims += [item] if isinstance(item, int) else list(_varints(item))
+        elif field == 2 and isinstance(item, int):
+            elem_type = item
+        elif field == 8:
+            name = _text(item)
+        elif field == 13 and isinstance(item, memoryview):  # StringStringEntryProto key (1) / value (2)
+            entry = {n: _text(v) for n, v in _fields(item)}
+            entries[entry.get(1, "")] = entry.get(2, "")
+    if not entries.get("location"):
+        return name, None
+    nbytes = None
+    if elem_type in ELEMENT_BYTES and all(d < 1 << 40 for d in dims):
+        nbytes = ELEMENT_BYTES[elem_type]
+        for dim in dims:
+            nbytes *= dim
+    return name, ExternalData(name, entries["location"], entries.get("offset"), entries.get("length"), nbytes)
+
+
+def _varints(data: memoryview) -> Iterator[int]:
+    """The varints of a packed repeated field."""
+    position = 0
+    while position < len(data):
+        value, position = _varint(data, position)
+        yield value
 
 
 def read_graph(path: Path) -> GraphInfo:
-    """Inputs, outputs and output source ops of an ONNX file, its external weights checked (`_check_weights`);
-    a one-line SegScopeError when unreadable."""
+    """Inputs, outputs and output source ops of an ONNX file, the file and its external weights checked first
+    (`core.card.model_files`); a one-line SegScopeError when unreadable."""
     path = Path(path)
     with open_regular(path, "ONNX model") as handle:
+        size = check_model_file(handle, path, "ONNX model")
         try:
             mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as exc:  # ValueError: an empty file cannot be mapped
@@ -214,5 +230,5 @@ def read_graph(path: Path) -> GraphInfo:
             pass
     if problem:
         raise SegScopeError(f"{path}: not an ONNX model ({problem})")
-    _check_weights(path, graph)
+    check_external_data(path, size, graph.external)
     return graph

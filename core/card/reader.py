@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dataset.masks import TRUTH_VALUES_KEY
 from ..errors import SegScopeError
 from ..files.fileio import read_json
 from ..result import decide
@@ -168,6 +169,19 @@ def _parse_output(path: Path, index: int, raw: object) -> OutputSpec:
                       activation, threshold, name is not None, str(threshold_on))
 
 
+def _truth_values(top: _Fields, raw: object, classes: int) -> tuple[tuple[int, int], ...]:
+    """The optional `truth_values` {"<mask file value>": class index}: the values the model's ground-truth masks
+    hold (`core.dataset.masks.MaskRule`)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not raw or not all(
+            re.fullmatch("[0-9]{1,3}", key) and int(key) <= 255 and type(index) is int and 0 <= index < classes
+            for key, index in raw.items()):
+        raise top.error(TRUTH_VALUES_KEY, f"must map mask file values \"0\"..\"255\" to class indices 0..{classes - 1} "
+                                          f"(e.g. {{\"0\": 0, \"128\": 1}}), got {raw!r}")
+    return tuple(sorted((int(key), index) for key, index in raw.items()))
+
+
 def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> ModelCard:
     """Load a card; `path` may be the card or the model it describes. Errors name the card and field.
 
@@ -201,12 +215,13 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
             for key, value in digests.items()):
         raise top.error("sha256", f"must map {' or '.join(map(repr, _HASHED))} to that file's hex SHA-256 (as "
                                   f"`segscope card` writes it), got {digests!r}")
+    class_names = ("background", *classes) if len(classes) == 1 else tuple(classes)
     card = ModelCard(
         path=path, name=top.text("name", path.stem) or path.stem, onnx=sibling("onnx"), om=sibling("om"),
         aipp=load_aipp(aipp_path) if aipp_path else None, input_name=input_name, input_size=size,
         preprocess=preprocess, outputs=tuple(_parse_output(path, i, o) for i, o in enumerate(outputs_raw)),
-        class_names=("background", *classes) if len(classes) == 1 else tuple(classes), training=training,
-        sha256=dict(digests))
+        class_names=class_names, training=training, sha256=dict(digests),
+        truth_values=_truth_values(top, raw.get(TRUTH_VALUES_KEY), len(class_names)))
     card.probability_index()
     if card.aipp is not None and normalising:
         problem = aipp_mismatch(preprocess, card.aipp)

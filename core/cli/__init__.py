@@ -90,12 +90,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         output.LINES.show()
         print("segscope: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `... | head -1`: the reader left; the files exported so far are complete
+    except BrokenPipeError:  # `... | head -1`: the reader left; an export is all or nothing: none was published
         output.LINES.drop()
         with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes stdout at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         print("segscope: error: the standard output was closed by its reader (a pipe such as | head): stopped "
-              "there; every image exported so far is complete", file=sys.stderr)
+              "there; an export folder is left as it was", file=sys.stderr)
         return EXIT_INPUT
     except Exception as exc:  # a user error in its one line; a bug said so in one line, details on request
         output.LINES.drop()

@@ -17,8 +17,8 @@ from typing import TextIO
 import numpy as np
 
 from ..errors import SegScopeError
-from ..export.files import json_safe
 from ..files.fileio import read_bytes
+from ..metrics.numbers import json_safe
 from ..metrics.scores import compare_tensors
 from .drift import add_threshold_options, thresholds_from
 

@@ -9,14 +9,13 @@ from typing import TextIO
 
 from ..backends.precision_check import add_precision_options, refuse_bad_precision_options
 from ..errors import SegScopeError
-from ..export.files import EXPORT_KINDS
-from ..export.names import DEFAULT_KINDS, RUN_KINDS
+from ..export.names import DEFAULT_KINDS, EXPORT_KINDS, RUN_KINDS
 from ..quality.options import add_metric_options, metric_spec
 from .cache import add_cache_options, apply_cache_options
 from .eval_driver import drive
 from .eval_image import RoiUnit
 from .eval_tiled import TiledUnit, add_tiling_options, refuse_without_tile
-from .options import add_backend_options, refuse_remote_only_options
+from .options import add_backend_options, add_truth_option, refuse_remote_only_options
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -36,12 +35,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     ev = commands.add_parser("eval", help="evaluate a dataset headless")
     ev.add_argument("--dataset", type=Path, required=True, help="DIR/<id>/image.png [+ mask.png], or a flat folder")
+    add_truth_option(ev)
     ev.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: per-image ROI from DIR/segscope.json, "
                                   "else 2200,1000,4000,2800 when it fits, else the whole image)")
-    ev.add_argument("--export", type=Path, metavar="OUT", help="write masks, tensors and metrics to OUT")
+    ev.add_argument("--export", type=Path, metavar="OUT",
+                    help="write masks, tensors and metrics to OUT, all or nothing: OUT changes only when the whole "
+                         "run succeeded, in one step (files already there are kept)")
     ev.add_argument("--export-kinds", default=",".join(DEFAULT_KINDS),
                     help=f"comma-separated, from {', '.join([*EXPORT_KINDS, *RUN_KINDS])}: geojson is each mask as "
-                         "QuPath annotations, coco one annotations.coco.json (RLE) for the run "
+                         "QuPath annotations, corrected each image's saved correction (mask_corrected.png) as "
+                         "<id>_corrected_truth.png, coco one annotations.coco.json (RLE) for the run "
                          f"(default: {','.join(DEFAULT_KINDS)})")
     ev.add_argument("--overwrite", action="store_true", help="replace existing files in OUT")
     ev.add_argument("--json", action="store_true", help="print one JSON document instead of lines")

@@ -16,15 +16,19 @@ from ..backends.base import Backend
 from ..backends.pool import UsageLog
 from ..backends.precision_check import AccuracyCheck
 from ..dataset.dataset import Dataset
+from ..dataset.preflight import check_sizes_up_front, prepare_truths
+from ..dataset.truth import Truth
 from ..evaluate import DatasetSummary
-from ..export.files import METRICS_FILES, ExportFolder, json_safe, refuse_existing
+from ..export.files import METRICS_FILES, ExportFolder
 from ..metrics import catalogue
 from ..metrics.catalogue import catalogue_document
+from ..metrics.numbers import json_safe
 from ..metrics.scores import ImageMetrics
 from ..quality.options import summary_lines
 from ..roi import Roi
-from .options import open_eval_backend
-from .output import status, warning
+from .cache import CacheReport
+from .options import open_dataset, open_eval_backend
+from .output import note, status, warning
 
 EXIT_OK = 0
 #: One image's row of the metric table and its metrics (None without a mask), as a unit hands them on.
@@ -45,6 +49,11 @@ def format_line(path: Path, evaluation_metrics: ImageMetrics | None, roi_note: s
     values = catalogue.row_values(evaluation_metrics)
     return (f"image: {path}, dice: {_six(values['soft_dice'])}, iou: {_six(values['soft_iou'])}, "
             f"hard dice: {_six(values['foreground_dice'])}, hard iou: {_six(values['foreground_iou'])}{note}")
+
+
+def truth_text(truth: Truth | None, root: Path) -> str:
+    """What ends an image's line: the truth it was scored against (kind, file in the dataset, hash prefix)."""
+    return "" if truth is None else f", truth: {truth.brief(root)}"
 
 
 @dataclass
@@ -93,25 +102,31 @@ class EvalUnit(Protocol):
 
 
 def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
-    """`eval` with `unit`: every export target checked before the first write, the images run, the metrics
-    written and the summary printed."""
+    """`eval` with `unit`: the sizes in every header and every export target checked before the first image,
+    the images run, the metrics written and the summary printed. The export is published all or nothing,
+    once the metrics are written (`ExportFolder`): a run that fails leaves its folder as it was."""
     roi = Roi.parse(args.roi) if args.roi is not None else None
-    dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
+    dataset = open_dataset(args)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
     run = EvalRun(args, out, dataset, roi, kinds)
     unit.prepare(run)
+    cached = CacheReport()  # what came from the decoded-input cache (truth checks included), said once at the end
+    check_sizes_up_front(dataset)
     run.export = export = ExportFolder(args.export, args.overwrite, dataset.root) if args.export else None
     summary, rows = DatasetSummary(), []
     with contextlib.ExitStack() as stack:
         if export is not None:
-            stack.enter_context(export)  # locked for the whole run; every target checked before the first write
-            names = [n for item in dataset.items for n in unit.planned_files(item.id, kinds)] + list(METRICS_FILES) \
-                + unit.run_files(kinds)
-            refuse_existing([args.export / name for name in names], args.overwrite)
+            stack.enter_context(export)  # locked and staged for the whole run, published when the block ends
+            export.refuse_existing([n for item in dataset.items for n in unit.planned_files(item.id, kinds)]
+                                   + list(METRICS_FILES) + unit.run_files(kinds))
         backend = stack.enter_context(open_eval_backend(args))
+        prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
         for row, metrics in unit.evaluate(run, backend, stack):
             summary.add(metrics)
             rows.append(row)
+        said = cached.line()
+        if said:
+            note(said)
         means: dict[str, object] = {**summary.means(), **unit.means()}
         if export is not None:
             export.write_metrics(rows, means)

@@ -11,15 +11,14 @@ from ..backends.base import Backend
 from ..backends.pool import UsageLog
 from ..backends.precision_check import AccuracyCheck, with_precision
 from ..evaluate import ImageEvaluation, evaluate_dataset, evaluation_row
-from ..export.files import planned_files, run_files
+from ..export.plan import planned_files, run_files
 from ..export.provenance import source_for
 from ..export.writer import ExportWriter
 from ..quality.options import line_text
 from ..quality.scoring import MetricSpec, QualitySummary
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
-from .cache import CacheReport
-from .eval_driver import EvalRun, Scored, format_line
+from .eval_driver import EvalRun, Scored, format_line, truth_text
 from .output import Progress, note
 
 
@@ -45,7 +44,6 @@ class RoiUnit:
         args, dataset, progress = run.args, run.dataset, self.progress
         assert progress is not None  # made by prepare
         stream = StreamInput.of(chosen_source(args))  # the shipped pipeline when none is given
-        cached = CacheReport()  # what came from the decoded-input cache, said once at the end
         backend, notes = with_precision(backend, args, dataset, run.roi, stream)  # fp32: the backend itself
         self.check = check = AccuracyCheck(backend, dataset)
         for line in notes:
@@ -58,7 +56,7 @@ class RoiUnit:
                 chosen = line_text(self.spec, evaluation.metrics.quality, backend.capabilities.class_names) \
                     if evaluation.metrics is not None and evaluation.metrics.quality else ""
                 run.say(format_line(evaluation.item.image_path, evaluation.metrics, evaluation.result.roi_note)
-                        + chosen)
+                        + chosen + truth_text(evaluation.truth, dataset.root))
             progress.update(done, evaluation.item.id)
 
         evaluations = evaluate_dataset(backend, dataset, run.roi, overlap=args.overlap, stream=stream,
@@ -67,15 +65,13 @@ class RoiUnit:
             self.quality.add(evaluation.metrics)
             check.add(evaluation)
             result, item = evaluation.result, evaluation.item
-            yield evaluation_row(item, result.roi, evaluation.metrics, result.timings, result.roi_note), \
-                evaluation.metrics
-            writer.submit(result, source_for(item, backend.capabilities), run.kinds,
-                          functools.partial(print_line, done, evaluation))
+            yield evaluation_row(item, result.roi, evaluation.metrics, result.timings, result.roi_note,
+                                 evaluation.truth, dataset.root), evaluation.metrics
+            source = source_for(item, backend.capabilities, truth=evaluation.truth, root=dataset.root,
+                                truth_labels=evaluation.truth_labels)
+            writer.submit(result, source, run.kinds, functools.partial(print_line, done, evaluation))
         writer.finish()
         progress.clear()
-        said = cached.line()
-        if said:
-            note(said)
         usage = getattr(backend, "usage", None)  # per device (or cluster worker): images, throughput, busy time
         self.usage = usage if isinstance(usage, UsageLog) else None
 

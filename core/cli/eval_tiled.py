@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from ..backends.base import Backend
 from ..dataset.dataset import Dataset
+from ..dataset.truth import truth_fields
 from ..errors import SegScopeError
 from ..wholeslide.evaluate import TilePlan, evaluate_tiled
 from ..wholeslide.export import (
@@ -21,7 +22,7 @@ from ..wholeslide.export import (
     tiled_row,
 )
 from ..wholeslide.tiling import BLENDS, DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES
-from .eval_driver import EvalRun, Scored, format_line
+from .eval_driver import EvalRun, Scored, format_line, truth_text
 from .options import checked
 from .output import Progress, note, status
 
@@ -97,6 +98,7 @@ class TiledUnit:
         self.stitched_format = args.stitched_format or "auto"
         if args.export and "canvas" in run.kinds:
             note("--tile exports the stitched mask at the output scale; no slide-size canvas")
+        run.kinds = [k for k in run.kinds if k != "canvas"]
 
     def planned_files(self, item_id: str, kinds: list[str]) -> list[str]:
         return planned_tiled_files(item_id, kinds, self.stitched_format)
@@ -117,16 +119,19 @@ class TiledUnit:
 
         try:
             for evaluation in evaluate_tiled(backend, run.dataset, self.plan, run.roi, tick):
-                yield tiled_row(evaluation), evaluation.metrics
+                truth = run.dataset.truth(evaluation.item) if evaluation.metrics is not None else None
+                yield {**tiled_row(evaluation), **truth_fields(truth, run.dataset.root)}, evaluation.metrics
                 if run.export is not None:
                     export_stitched(run.export, evaluation, backend.capabilities, run.kinds, self.stitched_format)
                 if bar is not None:
                     bar.clear()
-                run.say(f"{format_line(evaluation.item.image_path, evaluation.metrics)}, tiles: {evaluation.tiles}")
+                run.say(f"{format_line(evaluation.item.image_path, evaluation.metrics)}, tiles: {evaluation.tiles}"
+                        + truth_text(truth, run.dataset.root))
         except KeyboardInterrupt:
             if bar is not None:
                 bar.clear()
-            status(f"stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored or exported")
+            status(f"stopped after {done[0]}/{done[1]} tiles; the slide in progress is not scored"
+                   + ("; the export folder is left as it was" if run.export is not None else ""))
             raise
 
     def means(self) -> dict[str, object]:

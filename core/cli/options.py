@@ -12,17 +12,36 @@ from ..backend_spec import open_backend, spec_from_args
 from ..backends.base import Backend
 from ..backends.registry import BACKEND_KINDS
 from ..cluster import SSH_SCHEME
+from ..dataset.dataset import Dataset
+from ..dataset.truth import AUTO, CHOICES, choice_note
 from ..errors import SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS
-from ..remote.protocol import PROBABILITY_DTYPES
+from ..remote.protocol import DEFAULT_TIMEOUT, PROBABILITY_DTYPES
 from ..stream.source import add_source_options
 from .output import note
 
 #: Options that only mean something with --remote (refused without it instead of being ignored).
-REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "probabilities", "accept_new_host_key")
+REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "remote_timeout", "probabilities", "accept_new_host_key")
 #: Of those, what also applies to `--cluster ssh://` (the hosts are reached as `--remote` reaches one).
 CLUSTER_SSH_OPTIONS = ("set_env", "remote_python", "accept_new_host_key")
 T = TypeVar("T")
+
+
+def add_truth_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--truth", choices=CHOICES, default=AUTO,
+                        help="the ground truth each image is scored against: auto (default: its saved correction "
+                             "mask_corrected.png where there is one, else its mask.png; how many use a correction is "
+                             "said once), original (mask.png) or corrected (only saved corrections; an image without "
+                             "one is scored as an image without a mask)")
+
+
+def open_dataset(args: argparse.Namespace) -> Dataset:
+    """`--dataset` with the `--truth` choice; which truth the run uses is said once on stderr (a note)."""
+    dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels, truth=args.truth)
+    said = choice_note(dataset.items, dataset.truth_choice)
+    if said:
+        note(said)
+    return dataset
 
 
 def checked(convert: Callable[[str], T], ok: Callable[[T], bool], expected: str) -> Callable[[str], T]:
@@ -40,6 +59,7 @@ def checked(convert: Callable[[str], T], ok: Callable[[T], bool], expected: str)
 
 
 positive_int = checked(int, lambda v: v > 0, "a positive integer")
+positive_seconds = checked(float, lambda v: 0 < v < float("inf"), "a positive number of seconds")
 
 
 def add_backend_options(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +80,10 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remote-cache", metavar="HOST_DIR", default=None,
                         help="with --remote: the host folder for the uploaded worker and model, relative to the "
                              "login's home unless absolute (default .cache/segscope)")
+    parser.add_argument("--remote-timeout", type=positive_seconds, default=None, metavar="SECONDS",
+                        help="with --remote: give up on the host after this many seconds without a word from it "
+                             f"(default {DEFAULT_TIMEOUT:g}); its worker says it is alive every few seconds, also "
+                             "while it loads a model or infers, so only a host or link that stops answering hits it")
     parser.add_argument("--probabilities", choices=PROBABILITY_DTYPES, default=None,
                         help="with --remote: how probabilities travel back. float32 (default) is exact, metrics "
                              "identical to a local run: 3.3 MB per 960x960 demo result (lossless zlib of 7.4 MB "

@@ -1,5 +1,7 @@
 """`segscope report --dataset D [--pipeline P] [--metrics ...] --out report.html`: evaluate a dataset as `eval`
-does and write one self-contained HTML page a reviewer can mail (see `core/report`)."""
+does and write one self-contained HTML page a reviewer can mail (see `core/report`): the run's aggregates with
+bootstrap intervals, the definitions, provenance (file names, no absolute local paths unless asked), the worst
+images with their errors drawn, per class, defects, calibration and a sortable table of every image."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import TextIO
 
 from ..backends.base import Backend
 from ..dataset.dataset import Dataset
+from ..dataset.preflight import check_sizes_up_front, prepare_truths
+from ..dataset.truth import choice_note
 from ..errors import SegScopeError
 from ..evaluate import evaluate_dataset
 from ..export.files import refuse_existing
@@ -19,14 +23,14 @@ from ..export.provenance import segscope_version, sha256_file
 from ..files.fileio import atomic_write_bytes
 from ..metrics import catalogue
 from ..quality.options import add_metric_options, metric_spec
-from ..quality.spec import DEFECT_KEYS, MetricSpec
+from ..quality.spec import COUNT_KEYS, MetricSpec
 from ..report.collect import ReportData
 from ..report.html import metric_title, render
 from ..roi import Roi
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
 from .cache import add_cache_options, apply_cache_options
-from .options import add_backend_options, open_eval_backend, refuse_remote_only_options
+from .options import add_backend_options, add_truth_option, open_dataset, open_eval_backend, refuse_remote_only_options
 from .output import Progress
 
 
@@ -41,17 +45,27 @@ def _worst(text: str) -> int:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("report", help="evaluate a dataset into one self-contained HTML report")
+    parser = commands.add_parser(
+        "report", help="evaluate a dataset into one self-contained HTML report",
+        description="Evaluate a dataset as eval does (same backend options) and write one HTML file with everything "
+                    "embedded (no external resource): the run's means with bootstrap intervals, medians, n/a and "
+                    "inf counts, each metric's definition, unit and reference, provenance, distributions, the worst "
+                    "images with their false alarms and misses drawn, per class, defects, calibration, and a sortable "
+                    "table of every image. Needs matplotlib (pip install \"segscope[report]\").")
     parser.add_argument("--dataset", type=Path, required=True, help="DIR/<id>/image.png [+ mask.png], or a flat folder")
     parser.add_argument("--out", type=Path, required=True, metavar="REPORT.html", help="the HTML file to write")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     parser.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: as eval)")
+    add_truth_option(parser)
     add_metric_options(parser, default="all")
     parser.add_argument("--rank", default=catalogue.DEFAULT_RANKING, metavar="METRIC",
                         help="the metric the worst images are picked by: any of the catalogue's (soft_dice, "
                              f"dice_1, hd95, defect_recall, ...; default {catalogue.DEFAULT_RANKING})")
     parser.add_argument("--worst", type=_worst, default=8, metavar="N",
-                        help="show the N worst images as image | heatmap | mask | truth (default 8)")
+                        help="show the N worst images as image | heatmap | prediction | truth | errors (default 8)")
+    parser.add_argument("--absolute-paths", action="store_true",
+                        help="name the dataset, pipeline and model by their absolute local paths in the provenance "
+                             "(default: file names only, so the page can be mailed)")
     # What `eval` has and a report does not: one stream, no cluster.
     parser.set_defaults(devices=None, cluster=None, ship_images=False, task_resources=None)
     add_backend_options(parser)
@@ -73,15 +87,21 @@ def _check(args: argparse.Namespace, spec: MetricSpec) -> catalogue.Metric:
 
 
 def _provenance(args: argparse.Namespace, dataset: Dataset, backend: Backend, spec: MetricSpec) -> dict[str, str]:
+    """What the run was, file names only unless --absolute-paths."""
+    def named(path: Path) -> str:
+        return str(path.resolve()) if args.absolute_paths else path.name
+
     details = backend.capabilities.details
     model = details.get("model", "")
     facts = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "SegScope": segscope_version(),
-        "dataset": str(dataset.root.resolve()),
-        "pipeline or model card": str(chosen_source(args).resolve()),
+        "dataset": named(dataset.root),
+        "truth": f"--truth {dataset.truth_choice}: " + (choice_note(dataset.items, dataset.truth_choice)
+                                                        or "every image's original mask"),
+        "pipeline or model card": named(chosen_source(args)),
         "backend": f"{backend.capabilities.name}: {backend.capabilities.device}",
-        "model": model,
+        "model": named(Path(model)) if model else "",
         "model SHA-256": sha256_file(Path(model)) if model and Path(model).is_file() else "n/a (not a local file)",
         "classes": ", ".join(backend.capabilities.class_names),
         "ROI": args.roi or "each image's own (as eval picks it; listed per image below)",
@@ -91,7 +111,8 @@ def _provenance(args: argparse.Namespace, dataset: Dataset, backend: Backend, sp
     if "nsd" in spec.names:
         facts["NSD tolerance"] = f"{spec.nsd_tolerance:g} px"
     if "defect_f1" in spec.names:
-        facts["defects"] = f"8-connected components of at least {spec.min_defect_area} px, matched at IoU >= 0.5"
+        facts["defects"] = (f"8-connected components of at least {spec.min_defect_area} px, matched at IoU >= "
+                            f"{spec.defect_iou:g}")
     return facts
 
 
@@ -101,10 +122,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     spec = metric_spec(args)
     rank = _check(args, spec)
     roi = Roi.parse(args.roi) if args.roi is not None else None
-    dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels)
+    dataset = open_dataset(args)
     progress = Progress(len(dataset))
+    check_sizes_up_front(dataset)
     with open_eval_backend(args) as backend, ReportData(dataset, spec, backend.capabilities.class_names, rank,
                                                 args.worst) as data:
+        prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
         stream = StreamInput.of(chosen_source(args))  # the ROI each image's stream gets, as eval's
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, stream=stream, quality=spec), 1):
             data.add(evaluation)
@@ -112,16 +135,20 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         progress.clear()
         data.finish()
         provenance = _provenance(args, dataset, backend, spec)
+    if not args.absolute_paths:  # warnings name files by their path: within the dataset, relative to it
+        data.warnings = [w.replace(str(dataset.root), dataset.root.name) for w in data.warnings]
     from ..report import plots  # matplotlib, only once it is known to be there
 
-    summary = {**data.summary.means(), **data.quality.summary()}
-    scored = [e for e in data.entries if e.metrics is not None]
-    keys = ["foreground_dice", *(k for k in spec.keys() if k not in DEFECT_KEYS[1:])]
-    series = {k: [v for e in scored if (v := e.value(k)) is not None] for k in keys}
+    scored = [e.metrics for e in data.entries if e.metrics is not None]
+    summary = {**catalogue.means(scored, confidence=True), **data.quality.summary()}
+    keys = ["foreground_dice", *(k for k in spec.keys() if k not in COUNT_KEYS)]
+    series = {k: [v for m in scored if (v := catalogue.lookup(k).of(m)) is not None] for k in keys}
     labels = {k: metric_title(spec, k) for k in keys}
     figures = {"distributions": plots.distributions(series, labels)}
     if "ece" in spec.names:
-        figures["reliability"] = plots.reliability_diagram(data.quality.reliability)
+        pooled = data.quality.calibration
+        figures["reliability"] = plots.reliability_diagram(pooled.reliability, "every pixel")
+        figures["reliability_foreground"] = plots.reliability_diagram(pooled.foreground, "foreground pixels")
     page = render(data, summary, provenance, figures).encode()
     atomic_write_bytes(args.out, page, overwrite=args.overwrite)
     print(f"wrote {args.out} ({len(page) / 1e6:.1f} MB): {len(data.entries)} images, {len(scored)} with masks, "

@@ -21,14 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cache.decoded import TruthRoi, truth_region
+from ..cache.decoded import truth_mask
 from ..errors import SegScopeError
 from ..export.names import PROVENANCE_NAME, exported_item
-from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json, read_mask
+from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json
 from ..roi import ORIGINAL_DEFAULT_ROI, Roi
 from ..slides import slide_size
 from ..slides.masks import MaskReader
-from .masks import convention_issue
+from .masks import MaskRule, histogram
+from .truth import AUTO, CORRECTED, CORRECTED_SUFFIX, MASK_SUFFIX, Truth, check_choice, default_mask_path, truth_for
 
 log = logging.getLogger(__name__)
 
@@ -36,22 +37,8 @@ log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".btf", ".tf8", ".svs", ".ndpi", ".mrxs",
                   ".scn", ".vms", ".vmu", ".bif", ".svslide")
 SIDECAR_NAME = "segscope.json"
-MASK_SUFFIX = "_mask"
-#: Saved corrections (`mask_corrected.png`) and backups (`mask.orig.png`) sit beside the original mask.
-CORRECTED_SUFFIX = "_corrected"
+#: Backups (`mask.orig.png`) sit beside the original mask, as saved corrections do (`core.dataset.truth`).
 BACKUP_SUFFIX = ".orig"
-
-
-def default_mask_path(image_path: Path) -> Path:
-    """Where an image's ground truth lives by the dataset layouts: `<id>/mask.png` or `<name>_mask.png`."""
-    image_path = Path(image_path)
-    stem = "mask" if image_path.stem == "image" else f"{image_path.stem}{MASK_SUFFIX}"
-    return image_path.with_name(f"{stem}.png")
-
-
-def corrected_mask_path(mask_path: Path) -> Path:
-    """`mask.png` -> `mask_corrected.png`, `name_mask.tif` -> `name_mask_corrected.png` (always PNG)."""
-    return Path(mask_path).with_name(f"{Path(mask_path).stem}{CORRECTED_SUFFIX}.png")
 
 
 def backup_mask_path(mask_path: Path) -> Path:
@@ -78,9 +65,10 @@ class DatasetItem:
 
     @property
     def truth_path(self) -> Path | None:
-        """The ground truth to score against: a saved correction wins over the original."""
-        corrected = corrected_mask_path(self.mask_path or default_mask_path(self.image_path))
-        return corrected if corrected.is_file() else self.mask_path
+        """The ground truth by the `auto` rule (`core.dataset.truth`): a saved correction wins over the original.
+        `Dataset.truth(item)` follows the dataset's choice."""
+        truth = truth_for(self)
+        return truth.path if truth is not None else None
 
     @property
     def has_mask(self) -> bool:
@@ -115,10 +103,14 @@ class Dataset:
     """A folder of slides; per-image ROIs persist in its sidecar."""
 
     def __init__(self, root: Path, items: list[DatasetItem], default_roi: Roi | None = None,
-                 max_pixels: int = DEFAULT_MAX_PIXELS):
+                 max_pixels: int = DEFAULT_MAX_PIXELS, truth: str = AUTO):
         self.root = root
         self.items = items
         self.max_pixels = max_pixels
+        self.truth_choice = check_choice(truth)  # which truth file each image is scored against (truth.py)
+        #: How the model that scores the dataset reads its masks (set once it is known: a card's truth_values);
+        #: None: masks are read as stored, and scorers hold them to the conventions (`masks.mask_to_labels`).
+        self.mask_rule: MaskRule | None = None
         self.sidecar_path = root / SIDECAR_NAME
         self._warned: set[str] = set()  # the mask issues already reported for this dataset
         sidecar = self._read_sidecar()
@@ -128,7 +120,8 @@ class Dataset:
         self._rois = {key: self._roi_field(value, f"rois.{key}") for key, value in sidecar.get("rois", {}).items()}
 
     @classmethod
-    def open(cls, root: Path, default_roi: Roi | None = None, max_pixels: int = DEFAULT_MAX_PIXELS) -> Dataset:
+    def open(cls, root: Path, default_roi: Roi | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
+             truth: str = AUTO) -> Dataset:
         root = Path(root).expanduser().resolve()
         if not root.is_dir():
             raise SegScopeError(f"{root}: dataset folder not found")
@@ -139,7 +132,7 @@ class Dataset:
         if not items:
             raise SegScopeError(f"{root}: no images found (expected <id>/image.png [+ mask.png] or "
                                 f"<name>.png [+ <name>_mask.png])")
-        return cls(root, items, default_roi, max_pixels)
+        return cls(root, items, default_roi, max_pixels, truth)
 
     def _read_sidecar(self) -> dict:
         if not self.sidecar_path.exists():
@@ -206,39 +199,35 @@ class Dataset:
         self.items[self.items.index(item)] = updated
         return updated
 
-    def load_mask(self, item: DatasetItem) -> np.ndarray | None:
-        """The item's ground truth (a saved correction when there is one), or None. What in the file does not
-        follow the mask conventions (`core.dataset.masks`) is logged once per dataset."""
-        path = item.truth_path
-        if path is None:
-            return None
-        notes: list[str] = []
-        mask = read_mask(path, self.max_pixels, notes)
-        for note in notes:
-            self.warn_once(path, note)
-        return mask
+    def truth(self, item: DatasetItem) -> Truth | None:
+        """The truth file `item` is scored against by the dataset's choice (`truth_choice`), None without one."""
+        return truth_for(item, self.truth_choice)
 
-    def truth_at(self, item: DatasetItem, box: Roi) -> TruthRoi | None:
-        """The item's ground truth under `box` (a saved correction when there is one), or None; through the
-        decoded-input cache (`core.cache.decoded`), its notes logged as `load_mask` logs them."""
-        path = item.truth_path
-        if path is None:
+    def rule_for(self, truth: Truth) -> MaskRule | None:
+        """How `truth` is read: by the model's `mask_rule`, except that a saved correction holds SegScope's own
+        convention (0/255 or class indices) whatever values a card declares for the originals."""
+        rule = self.mask_rule
+        return MaskRule(rule.num_classes) if rule is not None and truth.kind == CORRECTED else rule
+
+    def load_mask(self, item: DatasetItem) -> np.ndarray | None:
+        """The item's ground truth (`truth`), or None; with a `mask_rule`, checked and in SegScope's convention."""
+        truth = self.truth(item)
+        if truth is None:
             return None
-        truth = truth_region(path, box, self.max_pixels)
-        for note in truth.notes:
-            self.warn_once(path, note)
-        return truth
+        mask, rule = truth_mask(truth.path, self.max_pixels), self.rule_for(truth)  # through the decoded-input cache
+        return mask if rule is None else rule.canonical(mask, str(truth.path))
 
     def open_mask(self, item: DatasetItem) -> MaskReader | None:
-        """The item's ground truth opened for region reads (a tiled TIFF mask is never decoded whole), or None."""
-        path = item.truth_path
-        return None if path is None else MaskReader(path, self.max_pixels)
+        """The item's ground truth (`truth`) opened for region reads (a tiled TIFF mask is never decoded whole), or
+        None."""
+        truth = self.truth(item)
+        return None if truth is None else MaskReader(truth.path, self.max_pixels, self.rule_for(truth))
 
     def check_mask(self, item: DatasetItem, mask: np.ndarray, num_classes: int) -> None:
-        """Log (once per dataset) how a mask that does not follow the conventions for the model is read."""
-        issue = convention_issue(mask, num_classes)
-        if issue is not None:
-            self.warn_once(item.truth_path or item.image_path, issue)
+        """Refuse (one line naming the truth file and its values) mask values, as read by this dataset, that are no
+        convention for a `num_classes` model (`core.dataset.masks`)."""
+        truth = self.truth(item)
+        MaskRule(num_classes).check(histogram(mask), str(truth.path if truth else item.image_path))
 
     def warn_once(self, path: Path, note: str) -> None:
         """Log `note` about `path` once per dataset for its kind (the text before any parenthesis)."""

@@ -1,15 +1,24 @@
-"""The ground-truth mask conventions SegScope accepts, in one place.
+"""The ground-truth mask conventions SegScope accepts, in one place, and the one rule that reads them: it never
+guesses.
 
-A mask file holds, per pixel, one of:
-- binary 0/255 (8-bit), 0/65535 (16-bit), or 0/1 (either depth): background / foreground;
-- class indices 0..K-1 (8- or 16-bit) for a K-class model.
-`to_mask` turns a decoded file into H x W uint8 values without losing any of these (a 16-bit 0/1 mask stays
-0/1, 0/65535 becomes 0/255); `mask_to_labels` turns those values into class indices for a model. Anything
-else (stray grey levels, colour, other 16-bit values) is still read by a stated rule, and `convention_issue`
-/ the `notes` of `to_mask` say so, so a dataset can warn once instead of scoring it silently.
+A mask file holds, per pixel, one of (for a model with K classes):
+- binary masks (K = 2): 0/255 (8-bit; 0/65535 in a 16-bit file) or 0/1 (either depth): background / foreground;
+- class indices 0..K-1 (8- or 16-bit);
+- the values the model card declares in `truth_values` (`{"0": 0, "128": 1, "255": 2}`: file value -> class
+  index; docs/model-cards.md): then those values and no others.
+A grey image saved as RGB(A) reads as its grey values. Anything else — stray grey levels, a colour mask, 16-bit
+values above 255, 0/1/255 mixed, an index the model does not have — is refused by `MaskRule.check` in one line
+naming the file and its values (exit 2 on the command line), never scored by a guess.
+
+`to_mask` turns a decoded file into H x W uint8 values (a 16-bit 0/65535 mask becomes 0/255, other 16-bit
+masks keep values up to 255); `MaskRule` checks them by their histogram (`histogram`) and turns them into the
+model's class indices; `mask_to_labels` is the rule without a card's values.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -18,9 +27,11 @@ from ..errors import SegScopeError
 
 #: The binary mask convention SegScope writes: background 0, foreground 255.
 BINARY_FOREGROUND = 255
-#: Binary masks with other values: foreground where the value is above this (the original script's /255 > 0.5).
+#: 0/255 binary masks: foreground where the value is above this (the original script's /255 > 0.5); only 0 and
+#: 255 are accepted, so this decides only values resampled between them (`core.metrics.scores`).
 BINARY_THRESHOLD = 127
-
+#: The `Capabilities.details` key (and model card field) of a card's declared truth values.
+TRUTH_VALUES_KEY = "truth_values"
 
 #: OpenCV counts in float32, exact up to 2**24: larger arrays are counted in pieces of at most this many pixels.
 _EXACT_COUNT = 1 << 24
@@ -38,22 +49,22 @@ def histogram(values: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _examples(values: np.ndarray) -> str:
-    shown = ", ".join(str(int(v)) for v in values[:4])
-    return shown + (", ..." if len(values) > 4 else "")
+def _examples(values: np.ndarray | list[int]) -> str:
+    shown = ", ".join(str(int(v)) for v in list(values)[:6])
+    return shown + (", ..." if len(values) > 6 else "")
 
 
-def to_mask(decoded: np.ndarray, source: str, notes: list[str] | None = None) -> np.ndarray:
-    """A decoded mask file (IMREAD_UNCHANGED: any depth, gray or colour) as H x W uint8 mask values.
-
-    What does not follow the conventions is appended to `notes` (what was found and how it was read)."""
-    notes = [] if notes is None else notes
+def to_mask(decoded: np.ndarray, source: str) -> np.ndarray:
+    """A decoded mask file (IMREAD_UNCHANGED: any depth, gray or colour) as H x W uint8 mask values; a colour
+    mask whose channels differ, 16-bit values above 255 (other than a 0/65535 mask) and floats that are not
+    whole numbers are refused in one line."""
     mask = decoded
     if mask.ndim == 3:
         colour = mask[..., :3] if mask.shape[2] >= 3 else mask[..., :1]
-        mask = colour.max(axis=2)
         if not all(np.array_equal(colour[..., 0], colour[..., c]) for c in range(1, colour.shape[2])):
-            notes.append("is a colour mask: read as the brightest channel of each pixel")
+            raise SegScopeError(f"{source}: a colour mask (its channels differ); save the mask as one grey channel "
+                                "of 0/255, 0/1 or class indices (or declare truth_values in the model card)")
+        mask = colour[..., 0]
     if mask.dtype == np.uint8:
         return mask
     if mask.dtype.kind == "f":
@@ -67,34 +78,90 @@ def to_mask(decoded: np.ndarray, source: str, notes: list[str] | None = None) ->
     if top <= 255:
         return mask.astype(np.uint8)
     if top == 65535 and not ((mask != 0) & (mask != 65535)).any():
-        return np.where(mask != 0, 255, 0).astype(np.uint8)
-    values = np.unique(mask[mask > 255])
-    notes.append(f"has 16-bit values above 255 other than 65535 ({_examples(values)}): scaled to 8 bits")
-    return np.round(np.minimum(mask, 65535) * (255.0 / 65535.0)).astype(np.uint8)
+        return np.where(mask != 0, BINARY_FOREGROUND, 0).astype(np.uint8)
+    raise SegScopeError(f"{source}: 16-bit mask values {_examples(np.unique(mask[mask > 255]))} are no mask "
+                        "convention (0/65535, 0/1, 0/255 or class indices); save it as 8-bit 0/255 or class indices")
 
 
-def binary_scale(mask: np.ndarray) -> float:
-    """The foreground value of a binary mask: 1 for 0/1 masks, else 255."""
-    return float(BINARY_FOREGROUND) if mask.max(initial=0) > 1 else 1.0
+def format_truth_values(pairs: Mapping[int, int]) -> str:
+    """A card's `truth_values` as one `Capabilities.details` string: `0:0,128:1,255:2`."""
+    return ",".join(f"{value}:{index}" for value, index in sorted(pairs.items()))
 
 
-def mask_to_labels(mask: np.ndarray, num_classes: int) -> np.ndarray:
-    """Mask values as the class indices of a `num_classes` model: binary masks by `binary_scale` (values
-    other than 0/255 are foreground above `BINARY_THRESHOLD`), multi-class masks hold the class index."""
-    if num_classes == 2:
-        return (mask > (BINARY_THRESHOLD if binary_scale(mask) > 1 else 0)).astype(np.uint8)
-    if mask.max(initial=0) >= num_classes:
-        raise SegScopeError(f"mask value {int(mask.max())} is not a class index of a {num_classes}-class model")
-    return mask.astype(np.uint8)
+def parse_truth_values(text: str) -> dict[int, int]:
+    """`format_truth_values`' string back as {file value: class index}."""
+    return {int(value): int(index) for value, index in (pair.split(":") for pair in text.split(",") if pair)}
 
 
-def convention_issue(mask: np.ndarray, num_classes: int) -> str | None:
-    """What in a uint8 mask does not follow the conventions for a `num_classes` model (None: nothing)."""
-    if num_classes != 2:
-        return None  # class indices; `mask_to_labels` refuses values beyond the model's classes
-    present = np.flatnonzero(histogram(mask))
-    if set(present) <= {0, 1} or set(present) <= {0, 255}:
-        return None
-    stray = present[(present != 0) & (present != 255)]
-    return (f"has values other than 0/255 or 0/1 ({_examples(stray)}) for a binary model: read as foreground "
-            f"where above {BINARY_THRESHOLD}")
+@dataclass(frozen=True)
+class MaskRule:
+    """How a model with `num_classes` classes reads ground-truth masks: the conventions of the module docstring,
+    or only the card's `values` ({file value: class index}) when it declares them."""
+
+    num_classes: int
+    values: tuple[tuple[int, int], ...] = ()  # the card's truth_values, sorted by file value
+
+    @classmethod
+    def for_model(cls, num_classes: int, details: Mapping[str, str] | None = None) -> MaskRule:
+        """The rule of a model (its class count, its backend's `Capabilities.details`)."""
+        declared = (details or {}).get(TRUTH_VALUES_KEY)
+        return cls(num_classes, tuple(sorted(parse_truth_values(declared).items())) if declared else ())
+
+    def describe(self) -> str:
+        """The accepted values in words, for errors and documents."""
+        if self.values:
+            return f"the model card's truth_values ({format_truth_values(dict(self.values))})"
+        if self.num_classes == 2:
+            return "binary 0/255 or 0/1"
+        return f"class indices 0..{self.num_classes - 1}"
+
+    def lookup(self, counts: np.ndarray, source: str) -> np.ndarray:
+        """The class of each value 0..255 (uint8, 256 entries) for a mask whose value `histogram` is `counts`; a
+        mask that follows no convention for the model is refused in one line naming `source` and its values."""
+        present = np.flatnonzero(counts)
+        table = np.zeros(256, np.uint8)
+        if self.values:
+            mapping = dict(self.values)
+            accepted = set(mapping)
+            for value, index in mapping.items():
+                table[value] = index
+        elif self.num_classes == 2:
+            foreground = 1 if set(present) <= {0, 1} else BINARY_FOREGROUND
+            accepted = {0, foreground}
+            table[foreground] = 1
+        else:
+            accepted = set(range(self.num_classes))
+            table[: min(self.num_classes, 256)] = np.arange(min(self.num_classes, 256))
+        stray = [int(v) for v in present if v not in accepted]
+        if stray:
+            raise SegScopeError(
+                f"{source}: values {_examples([int(v) for v in present])} are not a mask convention for this "
+                f"{self.num_classes}-class model ({_examples(stray)} not among {self.describe()}); save the mask "
+                "as 0/255, 0/1 or class indices, or declare its values in the model card (truth_values)")
+        return table
+
+    def check(self, counts: np.ndarray, source: str) -> None:
+        """Refuse (one line, `SegScopeError`) a mask whose value `histogram` is `counts` unless it follows the rule;
+        what `eval` runs on every truth mask before the first image (the counts may come from any decoder)."""
+        self.lookup(counts, source)
+
+    def labels(self, mask: np.ndarray, source: str = "truth mask") -> np.ndarray:
+        """The class index of every pixel of a mask (checked as `check` does; a bool mask is 0/1, other types are
+        read by `to_mask` first)."""
+        values = mask.view(np.uint8) if mask.dtype == bool else to_mask(mask, source)
+        return cv2.LUT(values, self.lookup(histogram(values), source))
+
+    def canonical(self, mask: np.ndarray, source: str = "truth mask") -> np.ndarray:
+        """The mask checked and, with card-declared values, rewritten in SegScope's own convention (0/255 for a
+        binary model, else class indices), so every scorer reads it as `mask_to_labels` does."""
+        if not self.values:
+            self.check(histogram(mask), source)
+            return mask
+        labels = self.labels(mask, source)
+        return labels * np.uint8(BINARY_FOREGROUND) if self.num_classes == 2 else labels
+
+
+def mask_to_labels(mask: np.ndarray, num_classes: int, source: str = "truth mask") -> np.ndarray:
+    """A mask's values as the class indices of a `num_classes` model by the conventions (no card values; a mask
+    read through a dataset with a card's rule is already in SegScope's own convention, `MaskRule.canonical`)."""
+    return MaskRule(num_classes).labels(mask, source)

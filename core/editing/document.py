@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dataset.dataset import Dataset, DatasetItem, default_mask_path
+from ..dataset.dataset import Dataset, DatasetItem
 from ..dataset.masks import BINARY_FOREGROUND
+from ..dataset.truth import default_mask_path
 from ..errors import SegScopeError
 from ..events import Event
 from ..result import InferenceResult

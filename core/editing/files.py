@@ -14,7 +14,8 @@ from typing import Literal
 
 import numpy as np
 
-from ..dataset.dataset import backup_mask_path, corrected_mask_path
+from ..dataset.dataset import backup_mask_path
+from ..dataset.truth import corrected_mask_path
 from ..errors import SegScopeError
 from ..files.fileio import atomic_write_bytes, encode_image, read_bytes
 

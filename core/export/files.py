@@ -1,7 +1,10 @@
-"""Writing results to disk: masks, full-slide canvases, softmax tensors, heatmaps, metric tables.
+"""Writing results to disk: masks, full-slide canvases, softmax tensors, heatmaps, corrected masks, metric
+tables, as one export (`ExportFolder`) that `segscope eval --export` and the viewer's Export share.
 
-Besides rasters, a mask can travel as QuPath GeoJSON (`geojson`, per image) and as COCO RLE (`coco`: one
-`annotations.coco.json` for the export, `write_coco`); see `core/interchange/`.
+Besides rasters, a mask can travel as QuPath GeoJSON (`geojson`, per image) and as COCO instances (`coco`:
+`annotations.coco.json` for the export, with `truth.coco.json` and `predictions.coco.json` for COCOeval where
+images have a ground truth, `write_coco`); see `core/interchange/`. What each kind writes for a result (name,
+format, pixel size, bytes) is planned first (`plan.py`), and exactly that is written.
 
 Every export carries provenance: `<id>_provenance.json` beside the files records the source image, the ROI
 in slide pixels, the model and its SHA-256, the backend, the threshold and each file's hash (see
@@ -9,55 +12,46 @@ in slide pixels, the model and its SHA-256, the backend, the threshold and each 
 index otherwise), named after the dataset item; `<id>_mask_full.png` copied to the image's mask name is
 its ground truth unchanged (beside its provenance, the dataset reader never takes an export for data).
 
-An export is one unit (`ExportFolder`): its folder is locked while it runs, so two exports into one folder
-never interleave; every file is written to a temporary file and moved into place, so none is ever partial;
-existing files are never replaced unless `overwrite` is set (and then keep their permissions), and an
-item's targets are all checked before its first write. Exports into the dataset are refused.
+An export is all or nothing: the folder is replaced as a unit (`core.files.atomic_folder`). Everything is
+written into a new version of the folder made beside it (the files already there carried over as hard
+links), which takes the folder's place only when the whole export succeeded; until then, and after any
+failure, the folder is exactly as it was. Existing files are never replaced unless `overwrite` is set (and
+then keep their permissions; an item's files of an earlier export that this one does not write go with
+them). Exports into the dataset, or into a folder holding folders, are refused.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import logging
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from ..dataset.masks import BINARY_FOREGROUND
-from ..editing.annotation import prediction_labels
+from ..editing.annotation import prediction_labels, probability_at_roi
 from ..errors import SegScopeError
-from ..files.file_group import publish_group, recover
-from ..files.fileio import TEMP_NAME, encode_image, read_json, remove_stale_staging, write_temp
-from ..files.folder_lock import FolderLock
+from ..files.atomic_folder import Content, StagedFolder, copy_of
+from ..files.fileio import encode_image, read_json, sha256_file
 from ..interchange.coco import CocoDocument
 from ..interchange.geojson import mask_geojson
-from ..metrics.catalogue import Metric, catalogue_document
+from ..metrics.catalogue import Metric, catalogue_document, csv_row
+from ..metrics.numbers import json_safe
 from ..palette import HEATMAP_COLORMAP
 from ..result import InferenceResult
 from ..roi import Roi
-from .names import (
-    DEFAULT_KINDS,
-    EXPORT_KINDS,
-    MASK_FORMATS,
-    MASK_KINDS,
-    METRICS_FILES,
-    PROVENANCE_NAME,
-    RUN_KINDS,
-    exported_item,
-    is_export_name,
-)
+from .names import DEFAULT_KINDS, MASK_FORMATS, METRICS_FILES, PROVENANCE_NAME, exported_item
+from .plan import PlannedFile, corrected_plan, roi_plan
 from .provenance import Source, provenance, segscope_version
 
 log = logging.getLogger(__name__)
 
-#: Held in the export folder while an export writes there.
-LOCK_NAME = ".segscope-export.lock"
 
 
 def mask_image(labels: np.ndarray, num_classes: int) -> np.ndarray:
@@ -65,10 +59,15 @@ def mask_image(labels: np.ndarray, num_classes: int) -> np.ndarray:
     return (labels * BINARY_FOREGROUND).astype(np.uint8) if num_classes == 2 else labels.astype(np.uint8)
 
 
+def heatmap_colours(probability: np.ndarray) -> np.ndarray:
+    """One class's probability map (H x W) in the viewer's colours: H x W x 3 uint8 (BGR)."""
+    levels = np.round(np.clip(probability, 0.0, 1.0) * 255).astype(np.uint8)
+    return cv2.applyColorMap(levels, getattr(cv2, f"COLORMAP_{HEATMAP_COLORMAP.upper()}"))
+
+
 def heatmap_image(probabilities: np.ndarray, class_index: int = 1) -> np.ndarray:
-    p = probabilities[..., min(class_index, probabilities.shape[-1] - 1)]
-    levels = np.round(np.clip(p, 0.0, 1.0) * 255).astype(np.uint8)
-    return cv2.applyColorMap(levels, getattr(cv2, f"COLORMAP_{HEATMAP_COLORMAP.upper()}"))  # the viewer's colours
+    """`heatmap_colours` of class `class_index` of H x W x C probabilities (the last class when fewer)."""
+    return heatmap_colours(probabilities[..., min(class_index, probabilities.shape[-1] - 1)])
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
@@ -76,6 +75,11 @@ def npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
     return buffer.getvalue()
+
+
+def npy_writer(array: np.ndarray) -> Callable[[Path], None]:
+    """Writes `array` as a .npy file straight to its path (a 1 GB tensor is never copied into bytes first)."""
+    return lambda path: np.save(path, np.ascontiguousarray(array), allow_pickle=False)
 
 
 def encode_mask(mask: np.ndarray, fmt: str) -> bytes:
@@ -102,89 +106,74 @@ def refuse_existing(paths: Iterable[Path], overwrite: bool) -> None:
         raise SegScopeError(f"{existing[0]}{more}: already exists (use --overwrite to replace)")
 
 
-def planned_files(item_id: str, kinds: Iterable[str] = DEFAULT_KINDS,
-                  mask_formats: Iterable[str] = ("png",)) -> list[str]:
-    """The names `export_result` writes for one item, its provenance sidecar last (the run's files of
-    `RUN_KINDS` are `run_files`)."""
-    kinds, mask_formats = list(kinds), list(mask_formats)
-    unknown = set(kinds) - set(EXPORT_KINDS) - set(RUN_KINDS) or set(mask_formats) - set(MASK_FORMATS)
-    if unknown:
-        raise SegScopeError(f"export: unknown kind(s) or format(s) {sorted(unknown)}; kinds: "
-                            f"{', '.join([*EXPORT_KINDS, *RUN_KINDS])}; mask formats: {', '.join(MASK_FORMATS)}")
-    names = []
-    for kind in (k for k in EXPORT_KINDS if k in kinds):
-        name = EXPORT_KINDS[kind].format(id=item_id)
-        formats = mask_formats if kind in MASK_KINDS else [None]
-        names += [str(Path(name).with_suffix(MASK_FORMATS[f])) if f else name for f in formats]
-    return [*names, PROVENANCE_NAME.format(id=item_id)]
+def described_files(record: Path) -> list[str]:
+    """The files an item provenance sidecar `record` lists (only that item's export names; [] for none)."""
+    item = exported_item(record.name)
+    if record.name != PROVENANCE_NAME.format(id=item) or not record.is_file():
+        return []
+    try:
+        document = read_json(record, "provenance sidecar", follow_symlinks=False)
+    except SegScopeError:
+        return []
+    entries = document.get("files") if isinstance(document, dict) else None
+    names = [e.get("name") for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    return [n for n in names if isinstance(n, str) and n == Path(n).name and exported_item(n) == item]
 
 
-def run_files(kinds: Iterable[str]) -> list[str]:
-    """The names an export of `kinds` writes once for the run, besides the metric tables."""
-    return [RUN_KINDS[kind] for kind in RUN_KINDS if kind in kinds]
-
-
-def _payloads(result: InferenceResult, source: Source, kinds: list[str], mask_formats: list[str],
-              labels: np.ndarray) -> dict[str, tuple[str, bytes]]:
-    """File name -> (kind, bytes) of one result whose predicted classes are `labels`, in `planned_files` order
-    (without the sidecar)."""
-    payloads: dict[str, tuple[str, bytes]] = {}
-    values = None
-    for kind in (k for k in EXPORT_KINDS if k in kinds):
-        name = EXPORT_KINDS[kind].format(id=source.item_id)
-        if kind in MASK_KINDS:
-            if values is None:
-                values = mask_image(labels, result.num_classes)
-            mask = values if kind == "mask" else slide_canvas(values, result.roi, result.image_size)
-            for fmt in mask_formats:
-                payloads[str(Path(name).with_suffix(MASK_FORMATS[fmt]))] = (kind, encode_mask(mask, fmt))
-        elif kind == "softmax":
-            payloads[name] = (kind, npy_bytes(result.probabilities.astype(np.float32, copy=False)))
-        elif kind == "geojson":
-            payloads[name] = (kind, mask_geojson(labels, result.roi, result.num_classes, source.class_names))
-        else:
-            payloads[name] = (kind, encode_image(heatmap_image(result.probabilities, source.class_index)))
-    return payloads
+def _roi_contents(result: InferenceResult, source: Source,
+                  files: list[PlannedFile]) -> list[tuple[PlannedFile, Content]]:
+    """Each planned file of an ROI result with what it is made from (`Content`)."""
+    labels = prediction_labels(result, source.threshold, source.class_index)
+    values = mask_image(labels, result.num_classes)
+    formats = {suffix: fmt for fmt, suffix in MASK_FORMATS.items()}
+    made: dict[str, Callable[[PlannedFile], Content]] = {
+        "mask": lambda f: encode_mask(values, formats[Path(f.name).suffix]),
+        "canvas": lambda f: encode_mask(slide_canvas(values, result.roi, result.image_size),
+                                        formats[Path(f.name).suffix]),
+        "softmax": lambda f: npy_writer(result.probabilities.astype(np.float32, copy=False)),
+        "heatmap": lambda f: encode_image(heatmap_colours(probability_at_roi(
+            result, min(source.class_index, result.num_classes - 1)))),
+        "geojson": lambda f: mask_geojson(labels, result.roi, result.num_classes, source.class_names),
+        "corrected": lambda f: copy_of(source.corrected),  # type: ignore[arg-type]
+    }
+    return [(f, made[f.kind](f)) for f in files]
 
 
 class ExportFolder:
-    """An export into `out_dir` as one unit: use it as a context manager around every write of the export.
+    """One export into `out_dir`, all or nothing: use it as a context manager around every write of the export.
 
-    While it is open the folder is locked (`LOCK_NAME`), so a second export into it is refused instead of
-    interleaving with this one; temporary files an interrupted export left are removed first (and logged).
-    Each item's files are all written to temporary files, then moved into place with no-clobber moves (or
-    replacing, with `overwrite`), its provenance sidecar last: a sidecar only ever describes files that are
-    complete and exactly those it hashes. `dataset_root`: an export inside the dataset is refused, as is one
-    into an exported image's own folder, so an export is never taken for (or written over) ground truth.
+    While it is open the folder is locked (a second export into it is refused instead of interleaving) and
+    the export is made in a new version of the folder beside it; leftovers of an interrupted export are
+    recognised first (`notes` says what was done). Nothing in `out_dir` changes until the block ends without
+    an exception: then the new version takes its place in one step (`core.files.atomic_folder`).
+    `dataset_root`: an export inside the dataset is refused, as is one into an exported image's own folder,
+    so an export is never taken for (or written over) ground truth.
     """
 
     def __init__(self, out_dir: Path, overwrite: bool = False, dataset_root: Path | None = None):
         self.out_dir, self.overwrite = Path(out_dir), overwrite
         self.dataset_root = Path(dataset_root) if dataset_root is not None else None
-        self._lock: FolderLock | None = None
-        self.written: list[Path] = []
+        self._staged: StagedFolder | None = None
+        self.notes: list[str] = []  # what was found and done about an interrupted export's leftovers
+        self.written: list[Path] = []  # each file's path in `out_dir`, where it is once the export is published
         self.coco = CocoDocument()  # the images exported with kind "coco", for `write_coco`
 
     def __enter__(self) -> ExportFolder:
         if self.dataset_root is not None:
             self._refuse_inside(self.dataset_root, "the dataset")
-        try:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            what = "a file of that name is in the way" if self.out_dir.is_file() else exc.strerror
-            raise SegScopeError(f"{self.out_dir}: cannot write here ({what}); choose another folder") from None
-        self._lock = FolderLock(self.out_dir / LOCK_NAME).acquire()
-        try:
-            self._remove_leftovers()
-        except BaseException:
-            self._lock.release()
-            raise
+        self._staged = StagedFolder(self.out_dir, "export", flat=True).__enter__()
+        self.notes = self._staged.notes
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        staged, self._staged = self._staged, None
+        if staged is not None:
+            staged.__exit__(*exc_info)
+
+    def _folder(self) -> StagedFolder:
+        if self._staged is None:
+            raise RuntimeError("ExportFolder used outside its `with` block")
+        return self._staged
 
     def _refuse_inside(self, folder: Path, what: str) -> None:
         out, inside = self.out_dir.resolve(), Path(folder).resolve()
@@ -192,77 +181,59 @@ class ExportFolder:
             raise SegScopeError(f"{self.out_dir}: lies in {what} {inside}; an export there could be read as (or "
                                 "replace) ground truth: choose a folder outside it")
 
-    def _remove_leftovers(self) -> None:
-        """What a killed export left here (while the lock is held, nobody else is writing): its interrupted
-        replacement is completed first, then its temporary files and staging folders are removed."""
-        recover(self.out_dir)
-        remove_stale_staging(self.out_dir)
-        for path in self.out_dir.iterdir():
-            match = TEMP_NAME.match(path.name)
-            if match and is_export_name(match["target"]) and path.is_file():
-                path.unlink(missing_ok=True)
-                log.warning("%s: removed a temporary file left by an interrupted export", path)
+    def refuse_existing(self, names: Iterable[str]) -> None:
+        """Raise, naming the first, when a file of `names` is in the folder and `overwrite` is not set."""
+        folder = self._folder()
+        refuse_existing([self.out_dir / n for n in names if folder.exists(n)], self.overwrite)
 
-    def _publish_all(self, files: dict[str, bytes]) -> list[Path]:
-        """Write every file to a temp file, then publish them as one unit, the last one (an item's provenance)
-        last (`core.files.file_group`); with overwrite, the files an earlier export of the item wrote that this
-        one does not (another mask format, PNG before OME-TIFF) are removed with it."""
-        if self._lock is None:
-            raise RuntimeError("ExportFolder used outside its `with` block")
-        targets = [self.out_dir / name for name in files]
-        refuse_existing(targets, self.overwrite)
-        temps: dict[Path, Path] = {}
-        try:
-            for name, data in files.items():
-                temps[self.out_dir / name] = write_temp(self.out_dir / name, data)
-        except BaseException:
-            for tmp in temps.values():
-                tmp.unlink(missing_ok=True)
-            raise
-        earlier = self._described_files(targets[-1]) if self.overwrite else []
-        published = publish_group(self.out_dir, temps, self.overwrite, earlier)
+    def _write(self, files: list[tuple[PlannedFile, Content]], record: Callable[[dict[str, tuple[str, str]]], bytes]
+               | None = None, record_name: str = "") -> list[Path]:
+        """Write `files`, then (`record`, given each name's kind and SHA-256) the item's provenance sidecar;
+        with overwrite, the files an earlier export of the item wrote that this one does not (another mask
+        format, PNG before OME-TIFF) are left out of the new version."""
+        folder = self._folder()
+        names = [f.name for f, _ in files] + ([record_name] if record_name else [])
+        refuse_existing([self.out_dir / n for n in names if folder.exists(n)], self.overwrite)
+        if self.overwrite and record_name:
+            for name in set(described_files(folder.path / record_name)) - set(names):
+                folder.remove(name)
+        digests: dict[str, tuple[str, str]] = {}
+        for planned, content in files:
+            path = folder.create(planned.name, content, self.overwrite)
+            digest = hashlib.sha256(content).hexdigest() if isinstance(content, bytes) else sha256_file(path)
+            digests[planned.name] = (planned.kind, digest)
+        if record is not None:
+            folder.create(record_name, record(digests), self.overwrite)
+        published = [self.out_dir / n for n in names]
         self.written += published
         return published
 
-    def _described_files(self, record: Path) -> list[Path]:
-        """The files an earlier item provenance `record` here lists (only that item's export names)."""
-        item = exported_item(record.name)
-        if record.name != PROVENANCE_NAME.format(id=item) or not record.is_file():
-            return []
-        try:
-            document = read_json(record, "provenance sidecar", follow_symlinks=False)
-        except SegScopeError:
-            return []
-        entries = document.get("files") if isinstance(document, dict) else None
-        names = [e.get("name") for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-        return [self.out_dir / n for n in names if isinstance(n, str) and n == Path(n).name and
-                exported_item(n) == item]
-
-    def publish_files(self, files: dict[str, bytes]) -> list[Path]:
-        """Write files shaped elsewhere (a tiled run's stitched output) as one unit, sidecar last."""
-        return self._publish_all(files)
+    def write_item(self, item_id: str, files: list[tuple[PlannedFile, Content]],
+                   document: Callable[[dict[str, tuple[str, str]]], dict[str, object]]) -> list[Path]:
+        """One item's planned `files` (each with its `Content`), then its provenance sidecar, made by
+        `document` from each file's kind and SHA-256. Returns the paths in `out_dir`, sidecar last."""
+        def record(digests: dict[str, tuple[str, str]]) -> bytes:
+            return (json.dumps(document(digests), indent=2) + "\n").encode()
+        return self._write(files, record, PROVENANCE_NAME.format(id=item_id))
 
     def export_result(self, result: InferenceResult, source: Source, kinds: Iterable[str] = DEFAULT_KINDS,
                       mask_formats: Iterable[str] = ("png",)) -> list[Path]:
-        """Write the chosen `kinds` of one result, masks in each of `mask_formats`, then the provenance sidecar;
-        with "coco", its annotations join `self.coco` (written by `write_coco`).
+        """Write the chosen `kinds` of one ROI result (`plan.roi_plan`), masks in each of `mask_formats`,
+        then the provenance sidecar; with "coco", its annotations join `self.coco` (written by `write_coco`).
 
         The masks are `source.threshold`-ed probabilities of `source.class_index`, or the argmax when the
         threshold is None. Returns the paths written, sidecar last.
         """
-        kinds, mask_formats = list(kinds), list(mask_formats)
-        planned_files(source.item_id, kinds, mask_formats)  # refuses unknown kinds and formats
+        kinds = list(kinds)
+        files = roi_plan(source.item_id, result, kinds, mask_formats, corrected_plan(source.item_id, source.corrected))
         if Path(source.image).is_file():
             self._refuse_inside(Path(source.image).parent, "the folder of the image")
-        labels = prediction_labels(result, source.threshold, source.class_index)
-        payloads = _payloads(result, source, kinds, mask_formats, labels)
-        document = provenance(source, result, {name: (kind, data) for name, (kind, data) in payloads.items()})
-        files = {name: data for name, (_, data) in payloads.items()}
-        files[PROVENANCE_NAME.format(id=source.item_id)] = (json.dumps(document, indent=2) + "\n").encode()
-        published = self._publish_all(files)
+        published = self.write_item(source.item_id, _roi_contents(result, source, files),
+                                    lambda digests: provenance(source, result, digests))
         if "coco" in kinds:
-            self.coco.add(source.item_id, self._relative_name(Path(source.image)), labels, result.roi,
-                          result.image_size, result.num_classes, source.class_names)
+            labels = prediction_labels(result, source.threshold, source.class_index)
+            self.coco.add(source.item_id, self._relative_name(Path(source.image)), labels, result,
+                          source.class_names, source.truth_labels)
         return published
 
     def _relative_name(self, image: Path) -> str:
@@ -273,16 +244,18 @@ class ExportFolder:
         return Path(image).name
 
     def write_coco(self) -> list[Path]:
-        """`annotations.coco.json` of every image exported with kind "coco" so far (nothing when none was)."""
+        """The COCO files of every image exported with kind "coco" so far (`CocoDocument.files`; nothing when none
+        was)."""
         if not self.coco:
             return []
-        return self._publish_all({RUN_KINDS["coco"]: self.coco.to_bytes(segscope_version())})
+        return self._write([(PlannedFile(name, "coco", "JSON"), data)
+                            for name, data in self.coco.files(segscope_version()).items()])
 
     def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object],
                       ranking: Metric | None = None) -> list[Path]:
         """`METRICS_FILES`: a CSV row per image, and JSON with the rows, the dataset means, what each metric is
         and the one the images are ranked by (`ranking`, else the default)."""
-        flat = [_csv_row(row) for row in rows]
+        flat = [csv_row(row) for row in rows]
         columns = list(dict.fromkeys(key for row in flat for key in row))
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
@@ -291,7 +264,8 @@ class ExportFolder:
         document = json.dumps(json_safe({"images": rows, "summary": dict(summary), **catalogue_document(ranking)}),
                               indent=2, allow_nan=False)
         csv_name, json_name = METRICS_FILES
-        return self._publish_all({csv_name: text.getvalue().encode(), json_name: (document + "\n").encode()})
+        return self._write([(PlannedFile(csv_name, "metrics", "CSV"), text.getvalue().encode()),
+                            (PlannedFile(json_name, "metrics", "JSON"), (document + "\n").encode())])
 
 
 def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds: Iterable[str] = DEFAULT_KINDS,
@@ -306,25 +280,3 @@ def write_metrics(rows: list[dict[str, object]], summary: Mapping[str, object], 
     """`ExportFolder.write_metrics` as an export of its own."""
     with ExportFolder(out_dir, overwrite) as folder:
         return folder.write_metrics(rows, summary, ranking)
-
-
-def json_safe(value: object) -> object:
-    """NaN and infinities (a mean over no masks, an infinite relative error) become null: JSON has neither."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def _csv_row(row: dict[str, object]) -> dict[str, object]:
-    """A per-class tuple (`dice`, `iou`) becomes one column per class: `dice_0`, `dice_1`, ..."""
-    flat: dict[str, object] = {}
-    for key, value in row.items():
-        if isinstance(value, (list, tuple)):
-            flat.update({f"{key}_{index}": v for index, v in enumerate(value)})
-        else:
-            flat[key] = value
-    return flat

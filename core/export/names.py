@@ -13,11 +13,15 @@ EXPORT_KINDS = {
     "softmax": "{id}_softmax.npy",  # probabilities, float32 H x W x C at model resolution
     "heatmap": "{id}_heatmap.png",  # foreground probability as an 8-bit colour map, viewable anywhere
     "geojson": "{id}_mask.geojson",  # the predicted classes as QuPath annotations (core/interchange/geojson.py)
+    "corrected": "{id}_corrected_truth.png",  # the item's saved correction (mask_corrected.png), copied as it is
 }
 #: What an export writes when no kinds are named (`--export-kinds`' default).
 DEFAULT_KINDS = ("mask", "canvas", "softmax", "heatmap")
 #: What an export writes once for the whole run, with the file's name.
-RUN_KINDS = {"coco": "annotations.coco.json"}  # every image's predicted classes as COCO RLE (interchange/coco.py)
+RUN_KINDS = {"coco": "annotations.coco.json"}  # every image's predicted instances as COCO (interchange/coco.py)
+#: What "coco" also writes when images have a ground truth: it as a COCO dataset, and the prediction of those
+#: images as COCO results, for pycocotools' COCOeval.
+COCO_EVALUATION = ("truth.coco.json", "predictions.coco.json")
 MASK_KINDS = ("mask", "canvas")
 #: Mask file formats: all lossless, values kept as they are.
 MASK_FORMATS = {"png": ".png", "tiff": ".tif", "npy": ".npy"}
@@ -38,4 +42,5 @@ def exported_item(name: str) -> str | None:
 
 def is_export_name(name: str) -> bool:
     """Named like a file `core.export.files` writes (an item's, a metric table or another file of the run)."""
-    return name in METRICS_FILES or name in RUN_KINDS.values() or exported_item(name) is not None
+    return name in METRICS_FILES or name in RUN_KINDS.values() or name in COCO_EVALUATION or \
+        exported_item(name) is not None

@@ -1,9 +1,9 @@
 """`segscope eval --export` beside inference: each image's files are encoded and written on a writer thread
 while the next image is inferred.
 
-The `ExportFolder` does the writing exactly as before (lock, temp files + rename, provenance last, an item's
-files rolled back when one fails); this only moves the call onto one thread, one image at a time and in
-order. What follows an image (its printed line) runs once its files are in place, so the lines and files
+The `ExportFolder` does the writing exactly as without the thread (into the folder's next version, published
+all or nothing when the run ends); this only moves the call onto one thread, one image at a time and in
+order. What follows an image (its printed line) runs once its files are written, so the lines and files
 are the same as without the thread, and a failed write stops the run at that image with its one-line error.
 """
 

@@ -283,18 +283,16 @@ def read_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     return decode_image(read_bytes(path), str(path), cv2.IMREAD_COLOR, max_pixels)
 
 
-def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, notes: list[str] | None = None) -> np.ndarray:
-    """Read a mask as H x W uint8 values by the conventions of `masks.to_mask` (16-bit 0/1 stays 0/1);
-    what does not follow them is appended to `notes`."""
-    return decode_mask(read_bytes(path), str(path), max_pixels, notes)
+def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """Read a mask as H x W uint8 values by `masks.to_mask` (16-bit 0/1 stays 0/1; a colour mask is refused)."""
+    return decode_mask(read_bytes(path), str(path), max_pixels)
 
 
-def decode_mask(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS,
-                notes: list[str] | None = None) -> np.ndarray:
+def decode_mask(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """A mask file's bytes as `read_mask` reads them."""
     mask = _decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels)
     assert mask is not None  # (only a box can be turned)
-    return to_mask(mask, source, notes)
+    return to_mask(mask, source)
 
 
 def _new_file_mode(replaced: Path) -> int | None:

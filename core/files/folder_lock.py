@@ -1,4 +1,5 @@
-"""An exclusive lock on a folder, held through a lock file in it (`flock` on POSIX, `msvcrt` on Windows).
+"""An exclusive lock on a folder, held through a lock file in it or beside it (`flock` on POSIX, `msvcrt` on
+Windows).
 
 The lock is refused at once, not waited for: two writers into one folder are a mistake to report. The lock
 file is removed on release; an acquirer checks that the file it locked is still the one at the path, so a
@@ -20,10 +21,12 @@ except ImportError:  # Windows
 
 
 class FolderLock:
-    """The lock file `path`; `what` names the holder in the refusal ("another export ... is writing")."""
+    """The lock file `path` of `folder` (by default the folder holding it); `what` names the holder in the
+    refusal ("another export ... is writing")."""
 
-    def __init__(self, path: Path, what: str = "export"):
+    def __init__(self, path: Path, what: str = "export", folder: Path | None = None):
         self.path, self.what = Path(path), what
+        self.folder = Path(folder) if folder is not None else self.path.parent
         self._fd: int | None = None
 
     def _try_lock(self, fd: int) -> bool:
@@ -50,7 +53,7 @@ class FolderLock:
                 except OSError:
                     holder = "?"
                 os.close(fd)
-                raise SegScopeError(f"{self.path.parent}: another {self.what} (process {holder}) is writing into this "
+                raise SegScopeError(f"{self.folder}: another {self.what} (process {holder}) is writing into this "
                                     "folder; wait for it to finish or choose another folder")
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(self.path))

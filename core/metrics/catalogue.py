@@ -11,7 +11,9 @@ metrics panel, dataset table and worst-first ranking, the metric tables of an ex
 - `register_per_class(PerClass(...))` for one number per class (`values` gives the sequence); its entries are
   named `<name>_<class index>` (the CSV columns) and labelled with the class names.
 - `optional=True` for a metric computed only when asked for (`eval --metrics`, `core.quality`): its `value`
-  gives None where it was not computed, and rows, means and the viewer's panel leave it out there.
+  gives None where it was not computed, and rows, means and the viewer's panel leave it out there;
+- `scale=Scale(...)`: its unit and reference, whether it is a count (summed over images, an integer), and the
+  worst value substituted for an infinite one in the worst-case aggregate (`core.metrics.aggregate`).
 
 Where a number is computed is `core.metrics.scores`' business: a new metric adds its field to `ImageMetrics` there
 and registers its entry here; nothing else changes for it to be filtered, shown, ranked and exported.
@@ -25,10 +27,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..errors import SegScopeError
+from .aggregate import Aggregate, aggregate
 from .scores import ImageMetrics
+
+
+@dataclass(frozen=True)
+class Scale:
+    """What a metric's numbers are (for documents, the report and the aggregation rule)."""
+
+    unit: str = ""  # e.g. "px"; "" for a ratio in [0, 1]
+    reference: str = ""  # where the definition comes from
+    count: bool = False  # an integer count: summed over images, never averaged
+    worst: Callable[[ImageMetrics], float] | None = None  # the worst value of an image, for an infinite one
+    substitute: str = ""  # `worst` in words
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +57,7 @@ class Metric:
     bounds: tuple[float, float] | None = (0.0, 1.0)  # the histogram's range (None: the data's)
     short: str = ""  # a column title or a word in a line ("" = the label)
     optional: bool = False  # computed only when asked for (see the module docstring)
+    scale: Scale = Scale()
 
     @property
     def title(self) -> str:
@@ -57,9 +70,11 @@ class Metric:
         return hash(self.name)
 
     def of(self, metrics: ImageMetrics | None) -> float | None:
-        """The image's value, None when it has no metrics or the metric is n/a for it."""
+        """The image's value (an int for a count), None when it has no metrics or the metric is n/a for it."""
         value = None if metrics is None else self.value(metrics)
-        return None if value is None or math.isnan(value) else float(value)
+        if value is None or math.isnan(value):
+            return None
+        return int(value) if self.scale.count else float(value)
 
     def computed(self, metrics: ImageMetrics | None) -> bool:
         """Whether this image has the metric: it has metrics and, for an optional one, it was asked for."""
@@ -75,10 +90,28 @@ class Metric:
             return math.inf
         return value if self.higher_is_better else -value
 
+    def aggregate(self, scored: Sequence[ImageMetrics], confidence: bool = False) -> Aggregate:
+        """The metric over the images of `scored` that have it, by the one rule (`core.metrics.aggregate`)."""
+        having = [m for m in scored if self.computed(m)]
+        worst = self.scale.worst
+        return aggregate([self.of(m) for m in having], [worst(m) for m in having] if worst else None,
+                         self.scale.substitute, self.scale.count, confidence)
+
     def describe(self) -> dict[str, object]:
         """The entry as `eval --json` and the export's metrics.json state it."""
         return {"name": self.name, "label": self.label, "higher_is_better": self.higher_is_better,
-                "description": self.description}
+                "description": self.description, **_scale_fields(self.scale)}
+
+
+def _scale_fields(scale: Scale) -> dict[str, object]:
+    fields: dict[str, object] = {"unit": scale.unit} if scale.unit else {}
+    if scale.reference:
+        fields["reference"] = scale.reference
+    if scale.count:
+        fields["count"] = True
+    if scale.substitute:
+        fields["worst_case"] = scale.substitute
+    return fields
 
 
 @dataclass(frozen=True)
@@ -93,10 +126,13 @@ class PerClass:
     digits: int = 4
     bounds: tuple[float, float] | None = (0.0, 1.0)
     optional: bool = False
+    scale: Scale = Scale()
+    first: int = 0  # the first class it scores (1: the foreground classes; index 0 of `values` is then n/a)
 
     def describe(self) -> dict[str, object]:
         return {"name": f"{self.name}_<i>", "label": f"{self.label}: <class>", "per_class": True,
-                "higher_is_better": self.higher_is_better, "description": self.description}
+                "first_class": self.first, "higher_is_better": self.higher_is_better,
+                "description": self.description, **_scale_fields(self.scale)}
 
     def entry(self, index: int, class_name: str = "") -> Metric:
         def value(metrics: ImageMetrics) -> float | None:
@@ -108,7 +144,7 @@ class PerClass:
         label = f"{self.label}: {class_name or f'class {index}'}"
         return Metric(f"{self.name}_{index}", label,
                       f"{self.description} (class {index}{f', {class_name}' if class_name else ''})", value,
-                      self.higher_is_better, (), self.digits, self.bounds, optional=self.optional)
+                      self.higher_is_better, (), self.digits, self.bounds, optional=self.optional, scale=self.scale)
 
 
 #: What ranks images ("Worst first", the next/previous worst keys, the histogram) unless the user picks another.
@@ -153,7 +189,7 @@ def metrics(class_names: Sequence[str] = ()) -> list[Metric]:
     """Every per-image metric, then each per-class one for every class of `class_names` (the optional QA
     ones for the foreground classes: they do not score the background)."""
     return [*_METRICS.values(), *(family.entry(i, name) for family in _PER_CLASS.values()
-                                  for i, name in enumerate(class_names) if i or not family.optional)]
+                                  for i, name in enumerate(class_names) if i >= family.first)]
 
 
 def per_class() -> list[PerClass]:
@@ -181,29 +217,59 @@ def names() -> list[str]:
 
 
 def row_values(image_metrics: ImageMetrics | None) -> dict[str, object]:
-    """An image's metrics for a table row: every per-image metric by name (None = n/a) and every per-class
-    one as a list by its name (the CSV writer makes `<name>_<i>` columns of it); empty without metrics."""
+    """An image's metrics for a table row: every per-image metric by name (None = n/a, counts as integers) and
+    every per-class one as a list by its name, indexed by class (`csv_row` makes `<name>_<i>` columns of it);
+    empty without metrics."""
     if image_metrics is None:
         return {}
     row: dict[str, object] = {m.name: m.of(image_metrics) for m in _METRICS.values() if m.computed(image_metrics)}
     for family in _PER_CLASS.values():
         values = family.values(image_metrics)
         if values is not None:
-            row[family.name] = [None if math.isnan(v) else float(v) for v in values]
+            row[family.name] = [None if math.isnan(v) else int(v) if family.scale.count else float(v)
+                                for v in values]
     return row
 
 
-def means(all_metrics: Iterable[ImageMetrics | None]) -> dict[str, object]:
-    """The dataset means: each per-image metric over the images where it applies (n/a left out; None when
-    it applies to none; an optional one only when some image has it), and how many images have masks."""
+def csv_row(row: Mapping[str, object]) -> dict[str, object]:
+    """A table row with each per-class list as one column per class it scores: `dice_0`, `dice_1`, ...,
+    `hd95_class_1` (a family starting at class 1 has no always-empty `_0` column)."""
+    flat: dict[str, object] = {}
+    for key, value in row.items():
+        if isinstance(value, (list, tuple)):
+            first = _PER_CLASS[key].first if key in _PER_CLASS else 0
+            flat.update({f"{key}_{index}": v for index, v in enumerate(value) if index >= first})
+        else:
+            flat[key] = value
+    return flat
+
+
+def entries(scored: Sequence[ImageMetrics]) -> list[Metric]:
+    """Every metric some image of `scored` has: the per-image ones, then each per-class one for the classes the
+    images hold."""
+    classes = max((len(values) for m in scored for f in _PER_CLASS.values() if (values := f.values(m))), default=0)
+    found = [*_METRICS.values(), *(f.entry(i) for f in _PER_CLASS.values() for i in range(f.first, classes))]
+    return [metric for metric in found if any(metric.computed(m) for m in scored)]
+
+
+def means(all_metrics: Iterable[ImageMetrics | None], confidence: bool = False) -> dict[str, object]:
+    """The dataset summary by the one aggregation rule (`core.metrics.aggregate`): each per-image metric's mean
+    over the images where it is finite (None when there is none; a count's total), how many images have masks,
+    and under "aggregates" every metric's and per-class entry's `Aggregate` (n/a and infinite counts, medians,
+    the worst-case aggregate; with `confidence`, the bootstrap interval of each mean)."""
     scored = [m for m in all_metrics if m is not None]
     summary: dict[str, object] = {}
-    for metric in _METRICS.values():
-        if metric.optional and not any(metric.computed(m) for m in scored):
-            continue
-        values = [v for v in (metric.of(m) for m in scored) if v is not None]
-        summary[metric.name] = float(np.mean(values)) if values else None
+    aggregates: dict[str, object] = {}
+    for metric in entries(scored):
+        found = metric.aggregate(scored, confidence)
+        if metric.name in _METRICS:
+            summary[metric.name] = found.total if metric.scale.count else found.mean
+        aggregates[metric.name] = found.as_dict()
+    for metric in _METRICS.values():  # the plain metrics of a run with no mask (None: n/a)
+        if not metric.optional:
+            summary.setdefault(metric.name, None)
     summary["images_with_masks"] = len(scored)
+    summary["aggregates"] = aggregates
     return summary
 
 
@@ -222,32 +288,45 @@ def catalogue_document(ranking: Metric | None = None) -> dict[str, object]:
     definition and direction (per-class ones once, as `<name>_<i>`), and the metric the images are ranked by
     worst first (`ranking`, else the default)."""
     return {"metrics": [m.describe() for m in _METRICS.values()] + [f.describe() for f in _PER_CLASS.values()],
-            "ranking": (ranking or lookup(DEFAULT_RANKING)).describe()}
+            "ranking": (ranking or lookup(DEFAULT_RANKING)).describe(), "numbers": NUMBERS}
 
 
+#: How documents write numbers (`core.metrics.numbers.json_safe`), as they say it.
+NUMBERS = {"null": "n/a: the metric does not apply to the image (e.g. a class in neither mask) or was not computed",
+           '"inf"': "infinite (e.g. HD95 when only one mask has the class); \"-inf\" likewise",
+           "summary.aggregates": "per metric: images, finite, na and infinite counts, mean and median of the "
+                                 "finite values, the worst-case aggregate (infinite values substituted) where one "
+                                 "is defined; counts: their total"}
+
+
+_MAIN = "the original project's main.py"
+_RATIO = Scale(reference="Dice 1945; Jaccard 1912 (hard, at ROI resolution, the card's decision)")
 register(Metric(
     "soft_dice", "Soft Dice",
-    "2·Σ(p·y) / (Σp² + Σy²), all classes, background included, at model resolution: main.py's number",
-    lambda m: m.soft_dice))
+    "2·Σ(p·y) / (Σp² + Σy²), all classes, background included, at model resolution against the truth resampled "
+    "there (binary: bilinear then > 0.5; classes: nearest): main.py's number",
+    lambda m: m.soft_dice, scale=Scale(reference=_MAIN)))
 register(Metric("soft_iou", "Soft IoU", "Soft Dice / (2 − soft Dice), as main.py reported it",
-                lambda m: m.soft_iou))
+                lambda m: m.soft_iou, scale=Scale(reference=_MAIN)))
 register(Metric(
     "foreground_dice", "Dice (foreground)",
     "Hard Dice 2·TP / (2·TP + FP + FN) of the card's decision at ROI resolution: the mean over the foreground "
     "classes present in the prediction or the truth; n/a when neither has any foreground",
-    lambda m: m.foreground_dice, aliases=("dice",), short="Dice"))
+    lambda m: m.foreground_dice, aliases=("dice",), short="Dice", scale=_RATIO))
 register(Metric(
     "foreground_iou", "IoU (foreground)",
     "Hard IoU TP / (TP + FP + FN) at ROI resolution, averaged like Dice (foreground); n/a without foreground",
-    lambda m: m.foreground_iou, aliases=("iou",), short="IoU"))
-register(Metric("precision", "Precision", "TP / (TP + FP), every class ≥ 1 as foreground, at ROI resolution "
-                                          "(1 when nothing is predicted)", lambda m: m.precision))
-register(Metric("recall", "Recall", "TP / (TP + FN), every class ≥ 1 as foreground, at ROI resolution "
-                                    "(1 when there is nothing to find)", lambda m: m.recall))
-register_per_class(PerClass("dice", "Dice", "Hard Dice of one class, one-vs-rest, at ROI resolution (1 when the "
-                                            "class is in neither mask)", lambda m: m.dice))
-register_per_class(PerClass("iou", "IoU", "Hard IoU of one class, one-vs-rest, at ROI resolution (1 when the "
-                                          "class is in neither mask)", lambda m: m.iou))
+    lambda m: m.foreground_iou, aliases=("iou",), short="IoU", scale=_RATIO))
+register(Metric("precision", "Precision", "TP / (TP + FP), every class ≥ 1 as foreground, at ROI resolution (n/a "
+                                          "with foreground in neither mask; 1 when nothing is predicted)",
+                lambda m: m.precision, scale=_RATIO))
+register(Metric("recall", "Recall", "TP / (TP + FN), every class ≥ 1 as foreground, at ROI resolution (n/a with "
+                                    "foreground in neither mask; 1 when there is nothing to find)",
+                lambda m: m.recall, scale=_RATIO))
+register_per_class(PerClass("dice", "Dice", "Hard Dice of one class, one-vs-rest, at ROI resolution (n/a when the "
+                                            "class is in neither mask)", lambda m: m.dice, scale=_RATIO))
+register_per_class(PerClass("iou", "IoU", "Hard IoU of one class, one-vs-rest, at ROI resolution (n/a when the "
+                                          "class is in neither mask)", lambda m: m.iou, scale=_RATIO))
 
 
 # --- the QA metrics `eval --metrics` asks for (core/quality; definitions and empty-mask values there) -------
@@ -266,31 +345,59 @@ def _quality_per_class(key: str) -> Callable[[ImageMetrics], Sequence[float] | N
     return values
 
 
-#: name, label, short title, description, higher is better, digits, bounds.
+def _diagonal(m: ImageMetrics) -> float:
+    """The worst HD95 an image can have: its scored ROI's diagonal in pixels."""
+    assert m.quality is not None  # (only images with the QA metrics are aggregated)
+    return m.quality.diagonal
+
+
+_DEFECTS = Scale(reference="SegScope's definition (README, QA metrics): 8-connected components matched one to one "
+                           "at IoU >= --defect-iou (default 0.5), fragments and merges counted apart")
+_COUNTS = Scale("defects", _DEFECTS.reference, count=True)
+_CALIBRATION = "Guo et al. 2017, On Calibration of Modern Neural Networks (ICML); 15 equal-width bins"
+#: name, label, short title, description, higher is better, digits, bounds, scale; each per image and per class.
 _QUALITY = (
     ("hd95", "HD95 (px)", "HD95", "95th-percentile Hausdorff distance between the contours in pixels (DeepMind "
-     "surface-distance, spacing 1 px); inf when only one mask has the class, n/a when neither has", False, 2, None),
+     "surface-distance, spacing 1 px); inf when only one mask has the class, n/a when neither has", False, 2, None,
+     Scale("px", "Nikolov et al. 2021 (DeepMind surface-distance)", worst=_diagonal,
+           substitute="inf replaced by the diagonal of the image's scored ROI (px), the largest distance possible")),
     ("nsd", "NSD", "", "Normalised surface Dice: the share of both contours within T px of the other (eval "
-     "--metrics nsd@T, default 2); n/a when neither mask has the class", True, 4, (0.0, 1.0)),
+     "--metrics nsd@T, default 2); n/a when neither mask has the class", True, 4, (0.0, 1.0),
+     Scale(reference="Nikolov et al. 2021 (DeepMind surface-distance)")),
     ("cldice", "clDice", "", "Centreline Dice (Shit et al. 2021) on scikit-image's skeletons: is a crack kept in "
-     "one piece and inside the truth; n/a when neither mask has the class", True, 4, (0.0, 1.0)),
-    ("defect_f1", "Defect F1", "", "2TP / (2TP + FP + FN) of 8-connected components matched one to one at IoU >= "
-     "0.5; n/a when neither mask has a defect", True, 4, (0.0, 1.0)),
-    ("defect_precision", "Defect precision", "", "TP / (TP + FP) of matched components (1 with no predicted "
-     "defect)", True, 4, (0.0, 1.0)),
-    ("defect_recall", "Defect recall", "", "TP / (TP + FN) of matched components: the share of true defects "
-     "found (1 with none to find)", True, 4, (0.0, 1.0)),
-    ("defect_tp", "Defects found", "TP", "True defects matched by a predicted one (IoU >= 0.5)", True, 0, None),
-    ("defect_fp", "False alarms", "FP", "Predicted defects no true one matches", False, 0, None),
-    ("defect_fn", "Missed defects", "FN", "True defects no predicted one matches", False, 0, None),
+     "one piece and inside the truth; n/a when neither mask has the class", True, 4, (0.0, 1.0),
+     Scale(reference="Shit et al. 2021, clDice (CVPR)")),
+    ("defect_f1", "Defect F1", "", "2TP / (2TP + FP + FN) of the defects (components) matched one to one; n/a when "
+     "neither mask has a defect", True, 4, (0.0, 1.0), _DEFECTS),
+    ("defect_precision", "Defect precision", "", "TP / (TP + FP): fragments of a true defect are not false alarms "
+     "(n/a with no defect in either mask; 1 with no predicted defect)", True, 4, (0.0, 1.0), _DEFECTS),
+    ("defect_recall", "Defect recall", "", "TP / (TP + FN): the share of true defects found (n/a with no defect in "
+     "either mask; 1 with none to find)", True, 4, (0.0, 1.0), _DEFECTS),
+    ("defect_tp", "Defects found", "TP", "True defects matched by a predicted one", True, 0, None, _COUNTS),
+    ("defect_fp", "False alarms", "FP", "Predicted defects that match no true one and lie mostly outside every "
+     "true defect", False, 0, None, _COUNTS),
+    ("defect_fn", "Missed defects", "FN", "True defects no predicted one matches (merged ones included)", False, 0,
+     None, _COUNTS),
+    ("defect_split", "Fragments", "split", "Unmatched predicted defects lying mostly (>= 50 % of their area) inside "
+     "one true defect: pieces of it, not false alarms", False, 0, None, _COUNTS),
+    ("defect_merged", "Merged defects", "merged", "Unmatched true defects lying mostly inside one predicted defect "
+     "that also covers another (counted among the misses)", False, 0, None, _COUNTS),
 )
-for _name, _label, _short, _description, _higher, _digits, _bounds in _QUALITY:
+for _name, _label, _short, _description, _higher, _digits, _bounds, _scale in _QUALITY:
     _description += ". Per class one-vs-rest; per image the mean over the foreground classes in either mask " \
         "(counts: their sum)"
     register(Metric(_name, _label, _description, _quality(_name), _higher, (), _digits, _bounds, _short,
-                    optional=True))
+                    optional=True, scale=_scale))
     register_per_class(PerClass(f"{_name}_class", _label, _description, _quality_per_class(_name), _higher, _digits,
-                                _bounds, optional=True))
-register(Metric("ece", "ECE", "Top-label expected calibration error (Guo et al. 2017), 15 equal-width bins, over "
-                "the pixels at model resolution: the mean gap between confidence and accuracy", _quality("ece"),
-                higher_is_better=False, optional=True))
+                                _bounds, optional=True, scale=_scale, first=1))
+register(Metric("ece", "ECE", "Top-label expected calibration error over every pixel at model resolution: the "
+                "pixel-weighted mean gap between confidence and accuracy per bin (confident background dominates "
+                "it)", _quality("ece"), higher_is_better=False, optional=True, scale=Scale(reference=_CALIBRATION)))
+register(Metric("ece_foreground", "ECE (foreground)", "Top-label ECE over the pixels where the truth or the "
+                "prediction is foreground, at model resolution: the calibration where the defects are; n/a with no "
+                "such pixel", _quality("ece_foreground"), higher_is_better=False, optional=True,
+                short="ECE fg", scale=Scale(reference=_CALIBRATION)))
+register(Metric("brier", "Brier score", "Mean over the pixels at model resolution of Σ_c (p_c − y_c)², y the "
+                "one-hot truth (0 perfect, 2 worst)", _quality("brier"), higher_is_better=False, optional=True,
+                bounds=(0.0, 2.0), scale=Scale(reference="Brier 1950, Verification of forecasts expressed in terms "
+                                                         "of probability (Monthly Weather Review)")))

@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 
 from ..errors import SegScopeError
+from ..palette import BLUISH_GREEN, ORANGE, SKY_BLUE
 from ..result import InferenceResult
 from ..roi import Roi
 from .catalogue import Metric
@@ -21,6 +22,9 @@ from .scores import argmax_at_roi, mask_to_labels, truth_at_roi
 
 TN, FP, FN, TP = 0, 1, 2, 3
 ERROR_NAMES = {TN: "TN", FP: "FP", FN: "FN", TP: "TP"}
+#: TP bluish green, FP orange (predicted but absent), FN sky blue (missed): safe for red-green blindness, and
+#: light enough to read as legend text on the viewer's dark theme (the viewer and the report draw errors so).
+ERROR_COLORS = {TP: BLUISH_GREEN, FP: ORANGE, FN: SKY_BLUE}
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,14 @@
 Formulas (p = probabilities, y = one-hot ground truth, TP/FP/FN counted per pixel):
 - soft Dice (the original script's "dice"): 2·Σ(p·y) / (Σp² + Σy² + 1e-6), over all classes, background
   included, at model resolution; soft IoU = d / (2 − d).
-- hard Dice per class: 2·TP / (2·TP + FP + FN); IoU = TP / (TP + FP + FN); both 1.0 when the class is absent
-  from prediction and truth. Computed on the predicted classes at ROI resolution (the card's decision).
+- hard Dice per class: 2·TP / (2·TP + FP + FN); IoU = TP / (TP + FP + FN); NaN ("n/a") when the class is in
+  neither the prediction nor the truth (never 1.0: `core.metrics.aggregate` leaves n/a out and counts it).
+  Computed on the predicted classes at ROI resolution (the card's decision).
 - foreground Dice / IoU: the mean of the per-class values over the foreground classes (≥ 1) present in the
-  prediction or the truth (for one foreground class: its Dice); NaN ("n/a") when neither has any foreground.
-- foreground precision = TP / (TP + FP), recall = TP / (TP + FN) with every class ≥ 1 as foreground;
-  1.0 when the denominator is 0 (nothing predicted / nothing to find).
+  prediction or the truth (for one foreground class: its Dice); n/a when neither has any foreground.
+- foreground precision = TP / (TP + FP), recall = TP / (TP + FN) with every class ≥ 1 as foreground; n/a when
+  neither mask has any foreground; else 1.0 when the denominator alone is 0 (nothing predicted: no false
+  alarm; nothing to find: nothing missed).
 The QA metrics a user asks for (HD95, NSD, clDice, per-defect F1, ECE) are `core.quality`'s; an image's
 values ride along in `ImageMetrics.quality`.
 """
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from ..dataset.masks import BINARY_FOREGROUND, BINARY_THRESHOLD, binary_scale, histogram, mask_to_labels
+from ..dataset.masks import BINARY_FOREGROUND, BINARY_THRESHOLD, histogram, mask_to_labels
 from ..errors import SegScopeError
 from ..result import InferenceResult, decide, decision_map
 
@@ -50,15 +52,16 @@ def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
 
 
 def labels_at_model_scale(mask: np.ndarray, height: int, width: int, classes: int) -> np.ndarray:
-    """The true classes at the model's resolution, as `main.py` made them: the ROI crop of the mask resized
-    (linear for binary masks, then `/255 > 0.5`; nearest for class indices)."""
-    resized = mask
-    if mask.shape != (height, width):
-        interpolation = cv2.INTER_LINEAR if classes == 2 else cv2.INTER_NEAREST
-        resized = cv2.resize(mask, (width, height), interpolation=interpolation)
-    if classes == 2:  # decide 0/255 vs 0/1 on the mask as stored, not on its resized copy (x / s > 0.5)
-        return (resized > 0.5 * binary_scale(mask)).astype(np.uint8)
-    return mask_to_labels(resized, classes)
+    """The true classes at the model's resolution, as `main.py` made them from its 0/255 masks: the ROI crop of the
+    mask resized — for a binary model, its foreground as 0/255 resized bilinearly, then `/255 > 0.5` (a 0/1 mask
+    exactly as its 0/255 twin); class indices nearest. Soft Dice, ECE and Brier all read the truth this way."""
+    labels = mask_to_labels(mask, classes)
+    if labels.shape == (height, width):
+        return labels
+    if classes == 2:
+        resized = cv2.resize(labels * np.uint8(BINARY_FOREGROUND), (width, height), interpolation=cv2.INTER_LINEAR)
+        return (resized > BINARY_THRESHOLD).view(np.uint8)
+    return cv2.resize(labels, (width, height), interpolation=cv2.INTER_NEAREST)
 
 
 def mask_piece_labels(piece: np.ndarray, num_classes: int, foreground: int) -> np.ndarray:
@@ -86,8 +89,8 @@ class ImageMetrics:
     quality: ImageQuality | None = None  # the QA metrics asked for (None: none were)
 
 
-def _ratio(numerator: int, denominator: int) -> float:
-    return 1.0 if denominator == 0 else numerator / denominator
+def _ratio(numerator: int, denominator: int, empty: float = 1.0) -> float:
+    return empty if denominator == 0 else numerator / denominator
 
 
 def hard_metrics(prediction: np.ndarray, truth: np.ndarray, num_classes: int) -> dict[str, object]:
@@ -102,17 +105,18 @@ def hard_metrics(prediction: np.ndarray, truth: np.ndarray, num_classes: int) ->
     tp = np.diag(counts)
     fp = counts.sum(axis=0) - tp
     fn = counts.sum(axis=1) - tp
-    dice = tuple(_ratio(2 * int(t), 2 * int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn))
-    iou = tuple(_ratio(int(t), int(t) + int(p) + int(n)) for t, p, n in zip(tp, fp, fn))
+    dice = tuple(_ratio(2 * int(t), 2 * int(t) + int(p) + int(n), math.nan) for t, p, n in zip(tp, fp, fn))
+    iou = tuple(_ratio(int(t), int(t) + int(p) + int(n), math.nan) for t, p, n in zip(tp, fp, fn))
     present = [c for c in range(1, num_classes) if tp[c] + fp[c] + fn[c]]  # in the prediction or the truth
     fg_tp = int(counts[1:, 1:].sum())
     fg_fp = int(counts[0, 1:].sum())
     fg_fn = int(counts[1:, 0].sum())
+    empty = math.nan if fg_tp + fg_fp + fg_fn == 0 else 1.0  # no foreground anywhere: n/a
     return {
         "dice": dice, "iou": iou,
         "foreground_dice": float(np.mean([dice[c] for c in present])) if present else math.nan,
         "foreground_iou": float(np.mean([iou[c] for c in present])) if present else math.nan,
-        "precision": _ratio(fg_tp, fg_tp + fg_fp), "recall": _ratio(fg_tp, fg_tp + fg_fn),
+        "precision": _ratio(fg_tp, fg_tp + fg_fp, empty), "recall": _ratio(fg_tp, fg_tp + fg_fn, empty),
     }
 
 
@@ -139,9 +143,14 @@ def argmax_at_roi(result: InferenceResult) -> np.ndarray:
 
 def check_mask_size(size: tuple[int, int], result: InferenceResult, source: str = "mask") -> None:
     """A one-line error unless a mask of `size` (width, height) covers the result's slide exactly."""
-    if tuple(size) != result.image_size:
-        raise SegScopeError(f"{source}: mask is {size[0]}x{size[1]} but the image is "
-                            f"{result.image_size[0]}x{result.image_size[1]}")
+    check_sizes(size, result.image_size, source)
+
+
+def check_sizes(mask_size: tuple[int, int], image_size: tuple[int, int], source: str = "mask") -> None:
+    """A one-line error unless a mask of `mask_size` (width, height) covers an image of `image_size` exactly."""
+    if tuple(mask_size) != tuple(image_size):
+        raise SegScopeError(f"{source}: mask is {mask_size[0]}x{mask_size[1]} but the image is "
+                            f"{image_size[0]}x{image_size[1]}")
 
 
 def truth_at_roi(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> np.ndarray:

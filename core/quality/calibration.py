@@ -1,5 +1,13 @@
 """Calibration: can the model's probabilities be trusted? Top-label expected calibration error (Guo et al.,
-"On Calibration of Modern Neural Networks", ICML 2017) over pixels, and its reliability diagram.
+"On Calibration of Modern Neural Networks", ICML 2017) over pixels, its reliability diagram, and the Brier score
+(Brier 1950).
+
+Over every pixel of a defect image the ECE is dominated by confident, correct background (on the demo, 99 % of
+pixels have confidence > 0.999, so a headline ECE of 0.0005 hides a 0.1 gap on the defects); the foreground ECE
+is the same measure over only the pixels where the truth or the prediction is foreground, which tells a good
+model from a bad one. The Brier score is the mean over pixels of Σ_c (p_c − y_c)² with y the one-hot truth.
+All three read the truth at the probabilities' (model) resolution as soft Dice does
+(`core.metrics.scores.labels_at_model_scale`: binary masks bilinear then > 0.5, class indices nearest).
 
 Each pixel's confidence is its largest class probability and it is correct when that class is the true one.
 Confidences fall into 15 equal-width bins (lower, upper] of [0, 1]; ECE = Σ_b (n_b / N)·|accuracy_b −
@@ -33,10 +41,14 @@ class Reliability:
         return cls(np.zeros(BINS, np.int64), np.zeros(BINS), np.zeros(BINS, np.int64))
 
     @classmethod
-    def of(cls, probabilities: np.ndarray, labels: np.ndarray) -> Reliability:
-        """From H x W x C probabilities and the H x W true class of each pixel."""
-        confidence = np.minimum(probabilities.max(axis=-1).astype(np.float64).ravel(), 1.0)
-        correct = (probabilities.argmax(axis=-1) == labels).ravel()
+    def of(cls, probabilities: np.ndarray, labels: np.ndarray, region: np.ndarray | None = None) -> Reliability:
+        """From H x W x C probabilities and the H x W true class of each pixel (only the pixels where the bool
+        `region` is set, when given)."""
+        confidence = np.minimum(probabilities.max(axis=-1).astype(np.float64), 1.0)
+        correct = probabilities.argmax(axis=-1) == labels
+        if region is not None:
+            confidence, correct = confidence[region], correct[region]
+        confidence, correct = confidence.ravel(), correct.ravel()
         index = np.searchsorted(EDGES, confidence, side="left") - 1  # bin b holds (EDGES[b], EDGES[b + 1]]
         inside = index >= 0  # a confidence of exactly 0 is in no bin (it cannot be a top label)
         index, confidence, correct = index[inside], confidence[inside], correct[inside]
@@ -68,3 +80,44 @@ class Reliability:
 
     def as_dict(self) -> dict[str, object]:
         return {"ece": self.ece(), "pixels": self.pixels, "bins": self.bins()}
+
+
+def brier_sum(probabilities: np.ndarray, labels: np.ndarray) -> float:
+    """Σ over pixels of Σ_c (p_c − y_c)², y the one-hot of `labels`: Σ p² − 2·p_true + 1 per pixel (float64)."""
+    p = probabilities.astype(np.float64)
+    truth_p = np.take_along_axis(p, labels[..., None].astype(np.intp), axis=-1)
+    return float(np.sum(p * p) - 2.0 * np.sum(truth_p) + labels.size)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """An image's (or, added up, a run's) calibration: the reliability of every pixel and of the foreground
+    region, and the Brier score's sum over its pixels."""
+
+    reliability: Reliability
+    foreground: Reliability
+    brier_total: float
+    pixels: int
+
+    @classmethod
+    def empty(cls) -> Calibration:
+        return cls(Reliability.empty(), Reliability.empty(), 0.0, 0)
+
+    @classmethod
+    def of(cls, probabilities: np.ndarray, labels: np.ndarray, predicted: np.ndarray) -> Calibration:
+        """From H x W x C probabilities, the true classes and the predicted ones (the card's decision) at their
+        resolution."""
+        region = (labels > 0) | (predicted > 0)
+        return cls(Reliability.of(probabilities, labels), Reliability.of(probabilities, labels, region),
+                   brier_sum(probabilities, labels), int(labels.size))
+
+    def __add__(self, other: Calibration) -> Calibration:
+        return Calibration(self.reliability + other.reliability, self.foreground + other.foreground,
+                           self.brier_total + other.brier_total, self.pixels + other.pixels)
+
+    def brier(self) -> float:
+        return self.brier_total / self.pixels if self.pixels else float("nan")
+
+    def values(self) -> dict[str, float]:
+        """ece, ece_foreground (NaN with no foreground pixel) and brier."""
+        return {"ece": self.reliability.ece(), "ece_foreground": self.foreground.ece(), "brier": self.brier()}

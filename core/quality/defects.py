@@ -1,12 +1,17 @@
-"""Per-defect detection: was every defect found, and how many false alarms?
+"""Per-defect detection: was every defect found, how many false alarms, and how many were cut in pieces or merged?
 
-Defects are the 8-connected components of a class in the truth and in the prediction, each at least
-`min_area` pixels (smaller specks are left out of both). A predicted component matches a true one when their
-IoU is at least 0.5, one to one (greedily by IoU, largest first; above 0.5 a component can have only one
-partner anyway). Matched pairs are TP, unmatched predictions FP, unmatched truths FN;
-precision = TP/(TP+FP) and recall = TP/(TP+FN), each 1.0 when its denominator is 0 (nothing predicted, nothing
-to find: as the pixel precision and recall); F1 = 2TP/(2TP+FP+FN), NaN ("n/a") with no defect in either mask
-(as the foreground Dice).
+Defects are the 8-connected components of a class in the truth and in the prediction, each at least `min_area`
+pixels (smaller specks are left out of both). A predicted component matches a true one when their IoU is at least
+the threshold (`--defect-iou`, default 0.5), one to one, greedily by IoU, largest first (ties: lower component
+numbers first). Then:
+- TP: a matched true defect; FN: an unmatched true defect; FP: an unmatched predicted defect, except
+- a fragment (`split`): an unmatched predicted defect lying mostly (more than `MOSTLY` = 50 % of its area) inside
+  one true defect is a piece of it, counted as a fragment, not as a false alarm (a crack predicted in pieces);
+- a merged defect (`merged`): an unmatched true defect lying mostly inside one predicted defect that also holds
+  another true defect mostly (two defects predicted as one) is counted as merged; it stays a miss (FN), since no
+  prediction outlines it on its own: `merged` says how many of the misses are merges rather than unseen defects.
+precision = TP/(TP+FP), recall = TP/(TP+FN), F1 = 2TP/(2TP+FP+FN); all three are NaN ("n/a") with no defect in
+either mask; otherwise a zero denominator gives 1.0 (nothing predicted: no false alarm; nothing to find).
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-#: A predicted and a true component match at this IoU or above.
+#: The default IoU at which a predicted and a true component match.
 MATCH_IOU = 0.5
+#: "Mostly inside": more than this share of a component's area lies inside one component of the other mask.
+MOSTLY = 0.5
 
 
 @dataclass(frozen=True)
@@ -31,13 +38,19 @@ class Defect:
     box: tuple[int, int, int, int]  # x0, y0, x1, y1 (exclusive)
     iou: float  # with its match, else the best IoU with any component of the other mask (0 with none)
     matched: bool
+    #: A prediction: the largest share of its area inside one true defect; a true defect: the share of its area
+    #: inside the predicted defect holding most of it, when that one mostly holds another true defect too (else 0).
+    inside: float = 0.0
 
     @property
     def outcome(self) -> str:
-        """TP (matched), FP (a prediction nothing matches) or FN (a missed defect)."""
+        """TP (matched), "split" (a fragment of a true defect), FP (any other unmatched prediction), "merged" (a
+        missed true defect lying mostly inside one prediction) or FN (any other missed defect)."""
         if self.matched:
             return "TP"
-        return "FP" if self.source == "prediction" else "FN"
+        if self.source == "prediction":
+            return "split" if self.inside > MOSTLY else "FP"
+        return "merged" if self.inside > MOSTLY else "FN"
 
 
 @dataclass(frozen=True)
@@ -46,8 +59,8 @@ class DefectMatch:
 
     defects: tuple[Defect, ...]
 
-    def _count(self, outcome: str) -> int:
-        return sum(1 for d in self.defects if d.outcome == outcome and (outcome != "TP" or d.source == "truth"))
+    def _count(self, *outcomes: str) -> int:
+        return sum(1 for d in self.defects if d.outcome in outcomes and (d.outcome != "TP" or d.source == "truth"))
 
     @property
     def tp(self) -> int:
@@ -59,18 +72,30 @@ class DefectMatch:
 
     @property
     def fn(self) -> int:
-        return self._count("FN")
+        return self._count("FN", "merged")
+
+    @property
+    def split(self) -> int:
+        return self._count("split")
+
+    @property
+    def merged(self) -> int:
+        return self._count("merged")
 
     def scores(self) -> dict[str, float]:
-        """defect_f1, defect_precision, defect_recall and the counts defect_tp, defect_fp, defect_fn."""
-        tp, fp, fn = self.tp, self.fp, self.fn
-        ratios = self.ratios(tp, fp, fn)
+        """defect_f1, defect_precision, defect_recall and the counts defect_tp, defect_fp, defect_fn,
+        defect_split, defect_merged."""
+        ratios = self.ratios(self.tp, self.fp, self.fn, bool(self.defects))
         return {"defect_f1": ratios["f1"], "defect_precision": ratios["precision"],
-                "defect_recall": ratios["recall"], "defect_tp": tp, "defect_fp": fp, "defect_fn": fn}
+                "defect_recall": ratios["recall"], "defect_tp": self.tp, "defect_fp": self.fp, "defect_fn": self.fn,
+                "defect_split": self.split, "defect_merged": self.merged}
 
     @staticmethod
-    def ratios(tp: int, fp: int, fn: int) -> dict[str, float]:
-        """F1, precision and recall of counts, with the module's values for zero denominators."""
+    def ratios(tp: int, fp: int, fn: int, any_defect: bool = True) -> dict[str, float]:
+        """F1, precision and recall of counts, with the module's values for zero denominators (`any_defect`:
+        whether either mask has a defect, counted or not)."""
+        if not any_defect:
+            return {"f1": math.nan, "precision": math.nan, "recall": math.nan}
         return {"f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else math.nan,
                 "precision": tp / (tp + fp) if tp + fp else 1.0, "recall": tp / (tp + fn) if tp + fn else 1.0}
 
@@ -89,8 +114,9 @@ def components(mask: np.ndarray, min_area: int = 1) -> tuple[np.ndarray, np.ndar
     return labels, stats[kept, cv2.CC_STAT_AREA].astype(np.int64), np.stack([x, y, x + w, y + h], axis=1)
 
 
-def match_defects(truth: np.ndarray, prediction: np.ndarray, min_area: int = 1) -> DefectMatch:
-    """Components of two bool masks of one shape, matched one to one at IoU >= `MATCH_IOU`."""
+def match_defects(truth: np.ndarray, prediction: np.ndarray, min_area: int = 1,
+                  threshold: float = MATCH_IOU) -> DefectMatch:
+    """Components of two bool masks of one shape, matched one to one at IoU >= `threshold`."""
     truth_labels, truth_areas, truth_boxes = components(truth, min_area)
     pred_labels, pred_areas, pred_boxes = components(prediction, min_area)
     both = (truth_labels > 0) & (pred_labels > 0)
@@ -100,19 +126,36 @@ def match_defects(truth: np.ndarray, prediction: np.ndarray, min_area: int = 1) 
     best_pred, best_truth = np.zeros(len(pred_areas)), np.zeros(len(truth_areas))
     np.maximum.at(best_pred, pred_ids, ious)
     np.maximum.at(best_truth, truth_ids, ious)
+    inside_pred = np.zeros(len(pred_areas))
+    np.maximum.at(inside_pred, pred_ids, overlaps / pred_areas[pred_ids])
+    inside_truth = _merged_shares(pred_ids, truth_ids, overlaps / truth_areas[truth_ids], len(truth_areas))
     pred_match: dict[int, float] = {}
     truth_match: dict[int, float] = {}
-    for k in sorted(np.flatnonzero(ious >= MATCH_IOU), key=lambda k: (-ious[k], pred_ids[k], truth_ids[k])):
+    for k in sorted(np.flatnonzero(ious >= threshold), key=lambda k: (-ious[k], pred_ids[k], truth_ids[k])):
         p, t = int(pred_ids[k]), int(truth_ids[k])
         if p not in pred_match and t not in truth_match:
             pred_match[p] = truth_match[t] = float(ious[k])
-    defects = [_defect("truth", i, truth_areas, truth_boxes, truth_match, best_truth) for i in range(len(truth_areas))]
-    defects += [_defect("prediction", i, pred_areas, pred_boxes, pred_match, best_pred) for i in range(len(pred_areas))]
+    defects = [_defect("truth", i, truth_areas, truth_boxes, truth_match, best_truth, inside_truth)
+               for i in range(len(truth_areas))]
+    defects += [_defect("prediction", i, pred_areas, pred_boxes, pred_match, best_pred, inside_pred)
+                for i in range(len(pred_areas))]
     return DefectMatch(tuple(defects))
 
 
+def _merged_shares(pred_ids: np.ndarray, truth_ids: np.ndarray, shares: np.ndarray, count: int) -> np.ndarray:
+    """Per true defect, the share of it inside the predicted defect holding most of it, where that predicted defect
+    holds at least two true defects mostly (a merge); 0 elsewhere."""
+    host, share = np.full(count, -1), np.zeros(count)
+    for p, t, fraction in zip(pred_ids, truth_ids, shares):
+        if fraction > share[t]:
+            host[t], share[t] = p, fraction
+    mostly = share > MOSTLY
+    held = np.bincount(host[mostly], minlength=int(host.max(initial=0)) + 1)  # true defects a prediction mostly holds
+    return np.where(mostly & (held[np.maximum(host, 0)] >= 2), share, 0.0)
+
+
 def _defect(source: str, index: int, areas: np.ndarray, boxes: np.ndarray, matches: dict[int, float],
-            best: np.ndarray) -> Defect:
+            best: np.ndarray, inside: np.ndarray) -> Defect:
     box = tuple(int(v) for v in boxes[index])
     return Defect(source, index + 1, int(areas[index]), box,  # type: ignore[arg-type]
-                  matches.get(index, float(best[index])), index in matches)
+                  matches.get(index, float(best[index])), index in matches, float(inside[index]))

@@ -3,9 +3,10 @@ per foreground class, and their dataset summary.
 
 Boundary, topology and defect metrics score the predicted classes against the truth at ROI resolution (the
 mask's own scale, as hard Dice does, `core.metrics.scores.scored_labels`): the foreground (every class >= 1 as one)
-and, with several foreground classes, each class one-vs-rest. ECE scores the probabilities at model
-resolution against the truth resized as soft Dice resizes it (`core.metrics.scores.labels_at_model_scale`); it is
-one number per image (the top label is over all classes).
+and, with several foreground classes, each class one-vs-rest. The calibration (ECE, foreground ECE,
+Brier) scores the probabilities at model resolution against the truth resampled as soft Dice resamples it
+(`core.metrics.scores.labels_at_model_scale`); it is one set of numbers per image (the top label is over all
+classes).
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ import numpy as np
 from ..dataset.masks import histogram
 from ..metrics.scores import ImageMetrics, labels_at_model_scale, scored_labels
 from ..result import InferenceResult
-from .calibration import Reliability
+from .calibration import Calibration
 from .defects import DefectMatch, match_defects
-from .spec import COUNT_KEYS, ImageQuality, MetricSpec
+from .spec import CALIBRATION_KEYS, COUNT_KEYS, ImageQuality, MetricSpec
 from .surface import robust_hausdorff, surface_dice, surface_distances
 from .topology import cldice
+
+#: How the calibration reads the truth at the probabilities' resolution, as documents state it.
+TRUTH_RESAMPLING = ("the truth's ROI crop resampled to the model's output size as soft Dice does: binary masks "
+                    "bilinear on 0/255 then > 127 (main.py's /255 > 0.5), class indices nearest neighbour")
 
 
 def mask_metrics(spec: MetricSpec, truth: np.ndarray, prediction: np.ndarray) -> tuple[dict[str, float],
@@ -38,7 +43,7 @@ def mask_metrics(spec: MetricSpec, truth: np.ndarray, prediction: np.ndarray) ->
         values["cldice"] = cldice(truth, prediction)
     defects = None
     if "defect_f1" in spec.names:
-        defects = match_defects(truth, prediction, spec.min_defect_area)
+        defects = match_defects(truth, prediction, spec.min_defect_area, spec.defect_iou)
         values.update(defects.scores())
     return values, defects
 
@@ -55,51 +60,53 @@ def image_quality(spec: MetricSpec, result: InferenceResult, roi_mask: np.ndarra
     counts = histogram(truth) + histogram(prediction)
     present = [c for c in per_class if counts[c]]  # the classes in the prediction or the truth
     values: dict[str, float] = {}
-    for key in (k for k in spec.keys() if k != "ece"):
+    for key in (k for k in spec.keys() if k not in CALIBRATION_KEYS):
         if key in COUNT_KEYS:
             values[key] = sum(per_class[c][key] for c in per_class)  # an int, as each class's count
         else:
             found = [per_class[c][key] for c in present if not math.isnan(per_class[c][key])]
             values[key] = float(np.mean(found)) if found else math.nan
-    reliability = None
+    calibration = None
     if "ece" in spec.names:
         height, width, classes = result.probabilities.shape
-        reliability = Reliability.of(result.probabilities, labels_at_model_scale(roi_mask, height, width, classes))
-        values["ece"] = reliability.ece()
-    return ImageQuality(values, per_class, defects, reliability, spec)
+        labels = labels_at_model_scale(roi_mask, height, width, classes)
+        calibration = Calibration.of(result.probabilities, labels, result.argmax)
+        values.update(calibration.values())
+    return ImageQuality(values, per_class, defects, calibration, spec, math.hypot(*truth.shape))
 
 
 class QualitySummary:
-    """What the catalogue's dataset means leave out of the chosen metrics, over the images with masks: each
-    metric's median and how many of its values are infinite, the defect counts summed (with the F1, precision
-    and recall of the sums) and the reliability diagram of all their pixels together."""
+    """What the chosen metrics add to a run's summary beside the catalogue's aggregates (`core.metrics.catalogue.
+    means`): their options, the defect counts summed over the images with masks (with the F1, precision and recall
+    of the sums) and the calibration of all their pixels together (reliability diagrams, ECE, Brier)."""
 
     def __init__(self, spec: MetricSpec):
         self.spec = spec
-        self.values: dict[str, list[float]] = {key: [] for key in spec.keys()}
-        self.reliability = Reliability.empty()
+        self.counts = dict.fromkeys(COUNT_KEYS, 0)
+        self.calibration = Calibration.empty()
 
     def add(self, metrics: ImageMetrics | None) -> None:
         quality = metrics.quality if metrics is not None else None
         if quality is None:
             return
-        for key, values in self.values.items():
-            if not math.isnan(quality.values[key]):  # n/a: left out, as from the means
-                values.append(quality.values[key])
-        if quality.reliability is not None:
-            self.reliability = self.reliability + quality.reliability
+        for key in self.counts:
+            self.counts[key] += int(quality.values.get(key, 0))
+        if quality.calibration is not None:
+            self.calibration = self.calibration + quality.calibration
 
     def summary(self) -> dict[str, object]:
         """Keys for the run's summary beside the catalogue's means (none when no metric was chosen)."""
         if not self.spec:
             return {}
-        document: dict[str, object] = {**self.spec.options(), "spread": {
-            key: {"median": float(np.median(v)) if v else math.nan, "images": len(v),
-                  "infinite": sum(1 for x in v if math.isinf(x))}
-            for key, v in self.values.items() if key not in COUNT_KEYS}}
+        document: dict[str, object] = self.spec.options()
         if "defect_f1" in self.spec.names:
-            tp, fp, fn = (int(sum(self.values[key])) for key in COUNT_KEYS)
-            document["defects"] = {"tp": tp, "fp": fp, "fn": fn, **DefectMatch.ratios(tp, fp, fn)}
+            counts = {key.removeprefix("defect_"): value for key, value in self.counts.items()}
+            document["defects"] = {**counts, **DefectMatch.ratios(counts["tp"], counts["fp"], counts["fn"],
+                                                                   any(counts.values()))}
         if "ece" in self.spec.names:
-            document["reliability"] = self.reliability.as_dict()
+            pooled = self.calibration
+            document["calibration"] = {**pooled.values(), "pixels": pooled.pixels,
+                                       "truth_resampling": TRUTH_RESAMPLING}
+            document["reliability"] = pooled.reliability.as_dict()
+            document["reliability_foreground"] = pooled.foreground.as_dict()
         return document

@@ -9,18 +9,22 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import SegScopeError
-from .calibration import Reliability
-from .defects import DefectMatch
+from .calibration import Calibration, Reliability
+from .defects import MATCH_IOU, DefectMatch
 
 #: What `--metrics` accepts, in the order results are shown.
 METRIC_NAMES = ("hd95", "nsd", "cldice", "defect_f1", "ece")
 DEFAULT_NSD_TOLERANCE = 2.0
 #: Keys each metric name adds to an image's values.
-DEFECT_KEYS = ("defect_f1", "defect_precision", "defect_recall", "defect_tp", "defect_fp", "defect_fn")
+DEFECT_KEYS = ("defect_f1", "defect_precision", "defect_recall", "defect_tp", "defect_fp", "defect_fn", "defect_split",
+               "defect_merged")
 #: Of those, the counts (summed over classes and images, not averaged).
 COUNT_KEYS = DEFECT_KEYS[3:]
-_KEYS = {"hd95": ("hd95",), "nsd": ("nsd",), "cldice": ("cldice",), "defect_f1": DEFECT_KEYS, "ece": ("ece",)}
-_ALIASES = {"defects": "defect_f1"}
+#: What `ece` computes: the calibration of the whole image (one number per image, not per class).
+CALIBRATION_KEYS = ("ece", "ece_foreground", "brier")
+_KEYS = {"hd95": ("hd95",), "nsd": ("nsd",), "cldice": ("cldice",), "defect_f1": DEFECT_KEYS,
+         "ece": CALIBRATION_KEYS}
+_ALIASES = {"defects": "defect_f1", "calibration": "ece", "brier": "ece"}
 _NSD = re.compile(r"nsd(?:@(.*))?")
 
 
@@ -31,9 +35,10 @@ class MetricSpec:
     names: tuple[str, ...] = ()  # from METRIC_NAMES, in that order
     nsd_tolerance: float = DEFAULT_NSD_TOLERANCE  # pixels
     min_defect_area: int = 1  # pixels; smaller components are not defects
+    defect_iou: float = MATCH_IOU  # a predicted and a true defect match at this IoU or above
 
     @classmethod
-    def parse(cls, text: str, min_defect_area: int = 1) -> MetricSpec:
+    def parse(cls, text: str, min_defect_area: int = 1, defect_iou: float = MATCH_IOU) -> MetricSpec:
         """`hd95,nsd@3,cldice,defect_f1,ece` or `all`; SegScopeError naming the bad part."""
         names: set[str] = set()
         tolerance = DEFAULT_NSD_TOLERANCE
@@ -48,10 +53,13 @@ class MetricSpec:
                 names.add(_ALIASES.get(part, part))
             else:
                 raise SegScopeError(f"--metrics: unknown metric {part!r}; choose from hd95, nsd or nsd@T (T pixels, "
-                                    "default 2), cldice, defect_f1, ece, or all")
+                                    "default 2), cldice, defect_f1, ece (with the foreground ECE and the Brier "
+                                    "score), or all")
         if min_defect_area < 1:
             raise SegScopeError(f"--min-defect-area: must be at least 1 pixel, got {min_defect_area}")
-        return cls(tuple(n for n in METRIC_NAMES if n in names), tolerance, min_defect_area)
+        if not 0.0 < defect_iou <= 1.0:
+            raise SegScopeError(f"--defect-iou: must be in (0, 1], got {defect_iou:g}")
+        return cls(tuple(n for n in METRIC_NAMES if n in names), tolerance, min_defect_area, defect_iou)
 
     def __bool__(self) -> bool:
         return bool(self.names)
@@ -62,7 +70,7 @@ class MetricSpec:
 
     def options(self) -> dict[str, object]:
         return {"metrics": list(self.names), "nsd_tolerance_px": self.nsd_tolerance,
-                "min_defect_area_px": self.min_defect_area}
+                "min_defect_area_px": self.min_defect_area, "defect_iou": self.defect_iou}
 
 
 def _tolerance(text: str) -> float:
@@ -79,11 +87,17 @@ def _tolerance(text: str) -> float:
 class ImageQuality:
     """One image's chosen metrics: `per_class` (class index >= 1 -> its values, one-vs-rest), `values` for the
     image (each the mean over the foreground classes in the prediction or the truth, NaN when there is none;
-    the defect counts summed over the classes; ECE over all pixels), and what the viewer shows them from:
-    each class's defects and the reliability bins."""
+    the defect counts summed over the classes; the calibration over the image's pixels), and what the viewer
+    shows them from: each class's defects and the reliability bins."""
 
     values: dict[str, float]
     per_class: dict[int, dict[str, float]]
     defects: dict[int, DefectMatch] = field(default_factory=dict)
-    reliability: Reliability | None = None
+    calibration: Calibration | None = None
     spec: MetricSpec = MetricSpec()  # what was asked for
+    diagonal: float = 0.0  # of the scored ROI at mask scale, px: the worst HD95 (`core.metrics.aggregate`)
+
+    @property
+    def reliability(self) -> Reliability | None:
+        """The reliability bins of all the image's pixels (None when calibration was not asked for)."""
+        return self.calibration.reliability if self.calibration is not None else None

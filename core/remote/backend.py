@@ -73,15 +73,16 @@ class RemoteBackend(Backend):
     `Path` given to `infer` is a file on the host, not one to upload; the worker reads files only there and
     in the pipeline's project. With `crop_upload` (the default), an 8-bit PNG's ROI crop travels instead of
     the whole file where that is exact (core.remote.crop_upload). Decoded pixels (an array) travel as a
-    lossless PNG.
+    lossless PNG. `timeout`: the longest the host may stay silent (its worker says it is alive every few
+    seconds, also while it loads a model or infers) before the worker is stopped and the wait ends.
     """
 
     def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,
                  python: str = "python3", set_env: str | None = None, cache_dir: str = DEFAULT_CACHE_DIR,
                  host_pipeline: str | None = None, worker_backend: str = "auto",
                  probabilities: str = protocol.DEFAULT_PROBABILITIES,
-                 max_pixels: int | None = None, host_dataset: str | None = None, request_timeout: float = 120.0,
-                 startup_timeout: float = 300.0, crop_upload: bool = True):
+                 max_pixels: int | None = None, host_dataset: str | None = None,
+                 timeout: float = protocol.DEFAULT_TIMEOUT, crop_upload: bool = True):
         if probabilities not in protocol.PROBABILITY_DTYPES:
             raise SegScopeError(f"probabilities: choose one of {', '.join(protocol.PROBABILITY_DTYPES)}, "
                                 f"got {probabilities!r}")
@@ -90,8 +91,9 @@ class RemoteBackend(Backend):
                                         ssh or SshOptions())
         self.probabilities = probabilities
         self.host_dataset = host_dataset
-        self.request_timeout = request_timeout
-        self.startup_timeout = startup_timeout
+        if not timeout > 0:
+            raise SegScopeError(f"remote timeout: expected a positive number of seconds, got {timeout!r}")
+        self.timeout = timeout
         self._cache_dir = cache_dir
         self._project = None if host_pipeline else project_bundle(pipeline)
         self._host_pipeline = host_pipeline
@@ -106,8 +108,8 @@ class RemoteBackend(Backend):
         self.last_transfer = (0, 0)
         try:
             self._start()
-        except BaseException:
-            self.close()
+        except BaseException as exc:
+            self.close(exc)
             raise
         hello = self.hello
         self.capabilities = Capabilities(
@@ -134,14 +136,14 @@ class RemoteBackend(Backend):
         label = self.connection.label
 
         def hash_files(paths: list[str]) -> dict[str, str | None]:
-            status, output, errors = self.connection.run(hash_command(python, paths), timeout=self.startup_timeout)
+            status, output, errors = self.connection.run(hash_command(python, paths), timeout=self.timeout)
             if status != 0:
                 raise BackendError(f"{label}: cannot check the cache files with {python} on the host "
                                     f"(exit status {status}: {(output + errors).strip()[-200:]}); set the remote "
                                     "python")
             return parse_hashes(output, paths, label)
 
-        sftp = self.connection.sftp()
+        sftp = self.connection.sftp(self.timeout)
         try:
             worker_dir = upload(sftp, self._cache_dir, worker_bundle(), label, hash_files)
             if self._project is not None:
@@ -151,8 +153,9 @@ class RemoteBackend(Backend):
                 pipeline = str(self._host_pipeline)
         finally:
             sftp.close()
-        command = worker_command(python, worker_dir, pipeline, backend, max_pixels, set_env, self.host_dataset)
-        self.session = WorkerSession(self.connection, command, self.startup_timeout)
+        launch = worker_command(python, worker_dir, pipeline, backend, max_pixels, set_env, self.host_dataset,
+                                self.timeout)
+        self.session = WorkerSession(self.connection, launch, self.timeout)
 
     def _ready_session(self) -> WorkerSession:
         session = self.session
@@ -213,8 +216,7 @@ class RemoteBackend(Backend):
             session = self._ready_session()
             sent = session.bytes_sent
             try:
-                request_id, upload_seconds = session.send_request(payload.meta, payload.blobs,
-                                                                  self.request_timeout)
+                request_id, upload_seconds = session.send_request(payload.meta, payload.blobs)
             except WorkerLost:
                 self.session = None
                 raise
@@ -228,7 +230,7 @@ class RemoteBackend(Backend):
             session = sent.session
             received = session.bytes_received
             try:
-                msg = session.receive_result(sent.request_id, self.request_timeout, self._cancel)
+                msg = session.receive_result(sent.request_id, self._cancel)
             except WorkerLost:
                 if self.session is session:
                     self.session = None
@@ -246,7 +248,7 @@ class RemoteBackend(Backend):
                 if sent.session is not self.session or sent.session.dead:
                     continue
                 try:
-                    sent.session.cancel_request(sent.request_id, self.request_timeout)
+                    sent.session.cancel_request(sent.request_id)
                 except (BackendError, OSError):
                     return  # the worker is gone: nothing to drop
 
@@ -271,12 +273,17 @@ class RemoteBackend(Backend):
     def cancel(self) -> None:
         self._cancel.set()
 
-    def close(self) -> None:
-        """Stop the worker and disconnect; a request running in another thread is cancelled first."""
+    def close(self, exc: BaseException | None = None) -> None:
+        """Stop the worker and disconnect; a request running in another thread is cancelled first. Where
+        `exc` is the user's Ctrl+C, in a second or two (`WorkerSession.close_after`)."""
         self._cancel.set()
         with self._busy:
             if self.session is not None:
-                self.session.close()
+                self.session.close_after(exc)
                 self.session = None
             self.connection.close()
+
+    def __exit__(self, *exc_info: object) -> None:
+        exc = exc_info[1] if len(exc_info) > 1 else None
+        self.close(exc if isinstance(exc, BaseException) else None)
 

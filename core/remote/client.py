@@ -1,15 +1,24 @@
-"""The client's side of one worker process: start it, exchange frames, cancel, shut it down.
+"""The client's side of one worker session: start it, exchange frames, cancel, stop it and all it started.
 
-Reads poll the channel in short slices so a cancel or a deadline is noticed while waiting. A cancel
-only interrupts between frames (a half-read frame is read to its end, so the stream stays in step);
-the worker's late answer to a cancelled request is recognised by its id and dropped.
+A reader thread takes each frame off the channel as it comes and checks it (`core.remote.replies`); a
+heartbeat thread tells the worker that the client is still there. No wait is unbounded: the start and every
+request wait while the host says something at least every `timeout` seconds (the worker's supervisor sends
+a HEARTBEAT every few whatever its backend does, a slow first model load included), a send waits while the
+host takes bytes as often, and a cancel or Ctrl+C ends any wait at once. A worker that answers wrong, stops
+answering or is closed has its input closed, gets a short grace to end by itself, and then everything of its
+session on the host is stopped over a second channel (`Launch.stop`: every process carrying the session's
+token, the daemons a `--set-env` script started included). The late answer to a cancelled request is
+recognised by its id and dropped.
 """
 
 from __future__ import annotations
 
+import queue
+import secrets
 import shlex
 import threading
 import time
+from dataclasses import dataclass
 
 import paramiko
 
@@ -18,6 +27,7 @@ from ..errors import BackendError, CancelledError
 from . import protocol as p
 from . import replies
 from .connection import SshConnection
+from .worker import SESSION_VARIABLE
 
 #: Seconds between checks for cancel and deadlines while waiting on the channel.
 POLL = 0.05
@@ -25,6 +35,10 @@ POLL = 0.05
 CHUNK = 256 * 1024
 #: How much of the worker's stderr is kept to explain a failure.
 STDERR_TAIL = 4096
+#: Seconds a closed worker gets to end by itself before its session is stopped.
+CLOSE_GRACE = 0.5
+#: Seconds the stop command (and a cancel's frame) may take.
+STOP_SECONDS = 5.0
 
 
 class WorkerLost(BackendError):
@@ -32,22 +46,43 @@ class WorkerLost(BackendError):
 
 
 class RequestTimeout(BackendError):
-    """No answer in time; the worker was stopped and the next request starts a new one."""
+    """The host said nothing for the timeout; the worker was stopped and the next request starts a new one."""
+
+
+class _Closed(Exception):
+    """The session was closed here: the reader thread ends."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a worker session starts on the host and how everything of it is stopped."""
+
+    command: str  # shell command; its environment names the session (`worker.SESSION_VARIABLE`)
+    stop: str  # shell command stopping every process that carries that name
+
+
+def launch(args: list[str], python: str, worker_script: str) -> Launch:
+    """`args` run on the host under a fresh session token (run through `sh -c` whatever the login shell),
+    stopped with `python worker_script --stop TOKEN`."""
+    token = secrets.token_hex(8)
+    script = f"{SESSION_VARIABLE}={token}; export {SESSION_VARIABLE}; exec {shlex.join(args)}"
+    return Launch("sh -c " + shlex.quote(script), shlex.join([python, worker_script, "--stop", token]))
 
 
 def worker_command(python: str, worker_dir: str, pipeline: str, backend: str, max_pixels: int | None,
-                   set_env: str | None, dataset: str | None = None) -> str:
-    """The remote command line, quoted for a POSIX shell (and run through `sh -c` whatever the login shell).
-    `dataset`: the host folder whose images requests may name by path."""
-    args = [python, f"{worker_dir}/worker.py"]
-    if set_env:  # sourced by the worker, which stops it (and all it started) if the client goes away
+                   set_env: str | None, dataset: str | None, timeout: float) -> Launch:
+    """The worker's launch. `dataset`: the host folder whose images requests may name by path; `timeout`:
+    seconds of silence from the client after which the worker ends (and a `--set-env` script is stopped)."""
+    script = f"{worker_dir}/worker.py"
+    args = [python, script, "--timeout", f"{timeout:g}"]
+    if set_env:  # sourced by the worker, which stops it (and all it started) if it hangs or the client goes
         args += ["--set-env", set_env]
     args += ["--pipeline", pipeline, "--backend", backend]
     if max_pixels:
         args += ["--max-pixels", str(int(max_pixels))]
     if dataset:
         args += ["--dataset", dataset]
-    return "sh -c " + shlex.quote("exec " + shlex.join(args))
+    return launch(args, python, script)
 
 
 def _describe_exit(status: int | None) -> str:
@@ -57,42 +92,49 @@ def _describe_exit(status: int | None) -> str:
 
 
 class WorkerSession:
-    """A worker running on the host, spoken to over one SSH channel."""
+    """A worker running on the host, spoken to over one SSH channel; `timeout`: the longest silence taken."""
 
-    def __init__(self, connection: SshConnection, command: str, startup_timeout: float):
+    def __init__(self, connection: SshConnection, launch: Launch, timeout: float):
         self.connection = connection
         self.label = connection.label
+        self.launch = launch
+        self.timeout = timeout
         self.dead = False
         self.stderr = bytearray()
         self.hello: dict = {}
-        self._partial = 0  # bytes of the frame being read
-        self._next_id = 0
         self.bytes_sent = 0
         self.bytes_received = 0
-        self.channel = connection.exec(command)
+        self._next_id = 0
+        self._heard = time.monotonic()  # when the host last sent a byte
+        self._inbox: queue.Queue[p.Message | None] = queue.Queue()  # None: wake up, a failure is recorded
+        self._failure: BackendError | None = None
+        self._send_lock = threading.Lock()
+        self._close_lock = threading.Lock()
+        self._closing = False
+        self._closed = threading.Event()
+        self.channel = connection.exec(launch.command)
         self.channel.settimeout(POLL)
+        threading.Thread(target=self._read_frames, name="segscope-remote-frames", daemon=True).start()
+        threading.Thread(target=self._beat, name="segscope-remote-heartbeat", daemon=True).start()
         try:
-            msg = self._receive(time.monotonic() + startup_timeout, None)
+            msg = self._next(None)
+        except RequestTimeout:
+            raise RequestTimeout(f"{self.label}: no word from the worker for {timeout:g} s while it started"
+                                 f"{self.stderr_tail()}; it was stopped (raise --remote-timeout if the host is "
+                                 "that slow)") from None
         except replies.InvalidReply:
-            self.close()
             raise
         except p.ProtocolError as exc:
-            noise = self.stderr_tail()
-            self.close()
             raise p.ProtocolError(f"{exc}; if the host's login shell prints anything, make it print nothing on "
-                                  f"stdout for non-interactive sessions{noise}") from None
-        except RequestTimeout:
-            raise BackendError(f"{self.label}: the worker did not start within {startup_timeout:g} s"
-                               f"{self.stderr_tail()}; raise the startup timeout if the host is slow") from None
-        except BaseException:
-            self.close()
+                                  f"stdout for non-interactive sessions{self.stderr_tail()}") from None
+        except BaseException as exc:
+            self.close_after(exc)
             raise
         if msg.type != p.MsgType.HELLO:
-            self.close()
-            raise p.ProtocolError(f"{self.label}: the worker answered {msg.type.name} instead of HELLO")
+            self._give_up(p.ProtocolError(f"{self.label}: the worker answered {msg.type.name} instead of HELLO"))
         self.hello = msg.meta
 
-    # --- low level -------------------------------------------------------------------------------------
+    # --- reading (the reader thread) -------------------------------------------------------------------
 
     def stderr_tail(self) -> str:
         lines = bytes(self.stderr).decode("utf-8", "replace").strip().splitlines()
@@ -102,9 +144,9 @@ class WorkerSession:
         while self.channel.recv_stderr_ready():
             self.stderr += self.channel.recv_stderr(65536)
             del self.stderr[:-STDERR_TAIL]
+            self._heard = time.monotonic()
 
     def _lost(self) -> WorkerLost:
-        self.dead = True
         if not self.connection.alive:
             return WorkerLost(f"{self.label}: the SSH connection dropped; the next request reconnects")
         deadline = time.monotonic() + 1.0
@@ -115,151 +157,227 @@ class WorkerSession:
         return WorkerLost(f"{self.label}: the worker stopped ({_describe_exit(status)}){self.stderr_tail()}; "
                           "the next request starts a new one")
 
-    def _read_exact(self, n: int, deadline: float, cancel: threading.Event | None) -> bytes:
+    def _read_exact(self, n: int) -> bytes:
         chunks: list[bytes] = []
         have = 0
         while have < n:
+            if self._closed.is_set():
+                raise _Closed
             self._drain_stderr()
-            if self._partial == 0 and cancel is not None and cancel.is_set():
-                raise CancelledError(f"{self.label}: request cancelled")
-            if time.monotonic() > deadline:
-                raise self._timeout()
             try:
                 chunk = self.channel.recv(n - have)
             except TIMEOUTS:
                 continue
             except (OSError, EOFError, paramiko.SSHException):
-                raise self._lost() from None
+                chunk = b""
             if not chunk:
+                if self._closing:
+                    raise _Closed
                 raise self._lost()
+            self._heard = time.monotonic()
             chunks.append(chunk)
             have += len(chunk)
-            self._partial += len(chunk)
             self.bytes_received += len(chunk)
         return b"".join(chunks)
 
-    def _timeout(self) -> RequestTimeout:
-        self.kill()
-        return RequestTimeout(f"{self.label}: no answer from the worker in time; it was stopped and the next "
-                              "request starts a new one (raise the request timeout for slow hosts)")
-
-    def _receive(self, deadline: float, cancel: threading.Event | None) -> p.Message:
-        self._partial = 0
+    def _read_frames(self) -> None:
+        """The reader thread: checked frames into the inbox (heartbeats only refresh `_heard`) until the
+        session closes; the first failure is recorded for the waiting thread."""
         try:
-            msg = p.read_message(lambda n: self._read_exact(n, deadline, cancel), p.TO_CLIENT)
-        except p.ProtocolError as exc:
-            self.kill()
-            raise p.ProtocolError(f"{self.label}: malformed frame from the worker: {exc}") from None
-        finally:
-            self._partial = 0
-        if msg is None:
-            raise self._lost()
+            while True:
+                try:
+                    msg = p.read_message(self._read_exact, p.TO_CLIENT)
+                except p.ProtocolError as exc:
+                    raise p.ProtocolError(f"{self.label}: malformed frame from the worker: {exc}; the worker was "
+                                          "stopped") from None
+                if msg is None:
+                    raise self._lost()
+                self._check(msg)
+                if msg.type != p.MsgType.HEARTBEAT:
+                    self._inbox.put(msg)
+        except _Closed:
+            return
+        except BackendError as exc:
+            self._fail(exc)
+        except Exception as exc:  # noqa: BLE001 - a bug here must still end the wait, in one line
+            self._fail(BackendError(f"{self.label}: reading the worker's frames failed ({type(exc).__name__}: "
+                                    f"{exc})"))
+
+    def _check(self, msg: p.Message) -> None:
         try:
             replies.check(msg)
         except replies.InvalidReply as exc:
-            if msg.type == p.MsgType.HELLO:  # stop what the bad HELLO runs as, where it says so usably
-                self.hello = {k: msg.meta[k] for k in ("pid", "pgid") if type(msg.meta.get(k)) is int}
-            self.kill()
             raise replies.InvalidReply(exc.field, self.label) from None
         if msg.type == p.MsgType.ERROR and msg.meta.get("id") is None:
-            self.kill()
-            kind = msg.meta.get("kind")
-            what = "cannot open the pipeline" if kind == "startup" else "stopped"
+            what = "cannot open the pipeline" if msg.meta.get("kind") == "startup" else "stopped"
             raise WorkerLost(f"{self.label}: the worker {what}: {msg.meta.get('message')}")
-        return msg
 
-    def _send(self, frame: bytes, deadline: float) -> None:
-        """Write a whole frame (never half: the worker would lose step), within the deadline."""
-        offset = 0
-        while offset < len(frame):
-            if time.monotonic() > deadline:
-                raise self._timeout()
+    # --- failing ---------------------------------------------------------------------------------------
+
+    def _fail(self, exc: BackendError) -> None:
+        """Record the session's first failure (any thread) and wake whoever waits for a frame."""
+        if self._failure is None:
+            self._failure = exc
+        self.dead = True
+        self._inbox.put(None)
+
+    def _give_up(self, exc: BackendError | None = None) -> None:
+        """Raise the session's failure (`exc` unless one came first) once the worker and all it started on
+        the host are stopped."""
+        if exc is not None:
+            self._fail(exc)
+        self.close(stop=True)
+        assert self._failure is not None
+        raise self._failure
+
+    # --- writing ---------------------------------------------------------------------------------------
+
+    def _send(self, frame: bytes, patience: float | None = None, wait: bool = True) -> None:
+        """Write a whole frame (never half: the worker would lose step) while the host takes bytes at least
+        every `patience` seconds, or by default says something at least every timeout (then it is busy, not
+        gone). Without `wait`, nothing is sent while another frame is on its way. A failure recorded meanwhile
+        (the host answered wrong) ends the send."""
+        busy_counts = patience is None
+        patience = self.timeout if patience is None else patience
+        if not self._send_lock.acquire(blocking=wait):
+            return
+        try:
+            if self._failure is None and self.dead:
+                raise WorkerLost(f"{self.label}: the worker is gone")
+            offset = 0
+            moved = time.monotonic()
+            while offset < len(frame) and self._failure is None:
+                if time.monotonic() - (max(moved, self._heard) if busy_counts else moved) > patience:
+                    self._fail(RequestTimeout(
+                        f"{self.label}: the host stopped answering: its worker took no input and said nothing for "
+                        f"{patience:g} s; the worker was stopped and the next request starts a new one (raise "
+                        "--remote-timeout on a slow link)"))
+                    break
+                try:
+                    sent = self.channel.send(frame[offset : offset + CHUNK])
+                except TIMEOUTS:
+                    continue
+                except (OSError, EOFError, paramiko.SSHException):
+                    sent = 0
+                if not sent:  # paramiko's way of saying the channel is closed
+                    self._fail(self._lost())
+                    break
+                offset += sent
+                moved = time.monotonic()
+                self.bytes_sent += sent
+            if offset < len(frame):
+                self.dead = True
+        finally:
+            self._send_lock.release()
+        if self._failure is not None:
+            self._give_up()
+
+    def _beat(self) -> None:
+        """The heartbeat thread: a HEARTBEAT every interval, so the worker knows the client is still there."""
+        frame = p.encode(p.Message(p.MsgType.HEARTBEAT))
+        while not self._closed.wait(p.heartbeat_interval(self.timeout)):
+            if self.dead or self._closing:
+                return
             try:
-                sent = self.channel.send(frame[offset : offset + CHUNK])
-            except TIMEOUTS:
-                continue
-            except (OSError, EOFError, paramiko.SSHException):
-                raise self._lost() from None
-            if not sent:  # paramiko's way of saying the channel is closed
-                raise self._lost()
-            offset += sent
-            self.bytes_sent += sent
+                self._send(frame, wait=False)
+            except (BackendError, _Closed):
+                return
+
+    # --- waiting ---------------------------------------------------------------------------------------
+
+    def _next(self, cancel: threading.Event | None) -> p.Message:
+        """The next frame (not a heartbeat) from the worker; raises once the host is silent for the timeout,
+        the session failed (after stopping it) or `cancel` is set."""
+        while True:
+            try:
+                msg = self._inbox.get(timeout=POLL)
+            except queue.Empty:
+                msg = None
+            if msg is not None:
+                return msg
+            if self._failure is not None:
+                self._give_up()
+            if cancel is not None and cancel.is_set():
+                raise CancelledError(f"{self.label}: request cancelled")
+            if time.monotonic() - self._heard > self.timeout:
+                self._give_up(RequestTimeout(
+                    f"{self.label}: the host stopped answering: nothing from its worker for {self.timeout:g} s; "
+                    "the worker was stopped and the next request starts a new one (raise --remote-timeout on a "
+                    "slow link)"))
 
     # --- requests --------------------------------------------------------------------------------------
 
-    def request(self, meta: dict, blobs: tuple[bytes, ...], timeout: float,
-                cancel: threading.Event) -> tuple[p.Message, float]:
+    def request(self, meta: dict, blobs: tuple[bytes, ...], cancel: threading.Event) -> tuple[p.Message, float]:
         """Send one INFER and wait for its RESULT: (message, upload seconds). Errors raise."""
-        request_id, uploaded = self.send_request(meta, blobs, timeout)
-        return self.receive_result(request_id, timeout, cancel), uploaded
+        request_id, uploaded = self.send_request(meta, blobs)
+        return self.receive_result(request_id, cancel), uploaded
 
-    def send_request(self, meta: dict, blobs: tuple[bytes, ...], timeout: float) -> tuple[int, float]:
+    def send_request(self, meta: dict, blobs: tuple[bytes, ...]) -> tuple[int, float]:
         """Send one INFER without waiting for its answer: (its id, upload seconds). The worker queues it
         behind those sent before, so the next upload can travel while the host works on the current one."""
-        if self.dead:
-            raise WorkerLost(f"{self.label}: the worker is gone")
         request_id = self._next_id
         self._next_id += 1
         started = time.perf_counter()
-        self._send(p.encode(p.Message(p.MsgType.INFER, {"id": request_id, **meta}, blobs)),
-                   time.monotonic() + timeout)
+        self._send(p.encode(p.Message(p.MsgType.INFER, {"id": request_id, **meta}, blobs)))
         return request_id, time.perf_counter() - started
 
-    def cancel_request(self, request_id: int, timeout: float) -> None:
+    def cancel_request(self, request_id: int) -> None:
         """Ask the worker to drop `request_id` (its answer, an ERROR, is skipped by the next receive)."""
         if not self.dead:
-            self._send(p.encode(p.Message(p.MsgType.CANCEL, {"id": request_id})), time.monotonic() + timeout)
+            self._send(p.encode(p.Message(p.MsgType.CANCEL, {"id": request_id})), patience=STOP_SECONDS)
 
-    def receive_result(self, request_id: int, timeout: float, cancel: threading.Event) -> p.Message:
-        """Wait up to `timeout` seconds for the RESULT of `request_id`, skipping the late answers of requests
-        given up before it. Errors raise; a cancel tells the worker to drop the request."""
-        deadline = time.monotonic() + timeout
+    def receive_result(self, request_id: int, cancel: threading.Event) -> p.Message:
+        """Wait for the RESULT of `request_id`, skipping the late answers of requests given up before it.
+        Errors raise; a cancel tells the worker to drop the request."""
         while True:
             try:
-                msg = self._receive(deadline, cancel)
+                msg = self._next(cancel)
             except CancelledError:
-                self.cancel_request(request_id, timeout)
+                try:
+                    self.cancel_request(request_id)
+                except BackendError:
+                    pass  # the worker takes nothing more: it was stopped
                 raise
             if msg.meta.get("id") != request_id:
                 continue  # the late answer to a cancelled request
             if msg.type == p.MsgType.RESULT:
                 return msg
             if msg.type == p.MsgType.ERROR:
-                message = str(msg.meta.get("message"))
                 if msg.meta.get("kind") == "cancelled":
                     raise CancelledError(f"{self.label}: request cancelled")
-                raise BackendError(f"{self.label}: {message}")
-            self.kill()
-            raise p.ProtocolError(f"{self.label}: unexpected {msg.type.name} from the worker during a request")
+                raise BackendError(f"{self.label}: {msg.meta.get('message')}")
+            self._give_up(p.ProtocolError(f"{self.label}: unexpected {msg.type.name} from the worker during a "
+                                          "request"))
 
     # --- shutdown --------------------------------------------------------------------------------------
 
-    def kill(self) -> None:
-        """Stop the worker's process group now (over a second channel) and close this one."""
-        self.dead = True
-        pid, pgid = self.hello.get("pid"), self.hello.get("pgid")
-        if isinstance(pid, int) and pid > 1 and not self.channel.exit_status_ready() and self.connection.alive:
-            targets = ([f"-{pgid}"] if isinstance(pgid, int) and pgid > 1 else []) + [str(pid)]
+    def close(self, grace: float = CLOSE_GRACE, stop: bool = False, stop_seconds: float = STOP_SECONDS) -> None:
+        """Close the worker's input (it ends, and so does all it started), wait up to `grace` seconds for it to
+        exit, then, if it has not (or with `stop`), stop everything of its session on the host."""
+        with self._close_lock:  # a second caller returns once the first has finished
+            if self._closing:
+                return
+            self._closing = True
+            self.dead = True
             try:
-                self.connection.run(f"kill -KILL -- {' '.join(targets)} 2>/dev/null", timeout=10.0)
-            except BackendError:
+                self.channel.shutdown_write()
+            except (OSError, EOFError, paramiko.SSHException):
                 pass
-        self.channel.close()
-
-    def close(self, grace: float = 3.0) -> None:
-        """Close stdin (the worker exits at EOF), wait up to `grace` seconds, then kill what is left."""
-        if self.channel.closed:
-            return
-        try:
-            self.channel.shutdown_write()
             deadline = time.monotonic() + grace
-            while not self.channel.exit_status_ready() and time.monotonic() < deadline:
-                self._drain_stderr()
-                try:  # drain a result still in flight so the worker is not blocked writing it
-                    if not self.channel.recv(1 << 20):
-                        time.sleep(POLL)
-                except TIMEOUTS:
-                    pass
-        except (OSError, EOFError, paramiko.SSHException):
-            pass
-        self.kill()
+            while not self.channel.exit_status_ready() and time.monotonic() < deadline and self.connection.alive:
+                time.sleep(POLL)  # the reader thread still takes what the worker sends meanwhile
+            if (stop or not self.channel.exit_status_ready()) and self.connection.alive:
+                try:
+                    self.connection.run(self.launch.stop, timeout=stop_seconds)
+                except BackendError:
+                    pass  # unreachable now: the host side ends the session by itself when the connection goes
+            self._closed.set()
+            self.channel.close()
+
+    def close_after(self, exc: BaseException | None) -> None:
+        """`close`, in a second or two where `exc` is the user's Ctrl+C (the host side ends the session by
+        itself once its input closes or its connection goes)."""
+        if isinstance(exc, KeyboardInterrupt):
+            self.close(grace=0.5, stop_seconds=1.0)
+        else:
+            self.close()

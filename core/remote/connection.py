@@ -258,13 +258,14 @@ class SshConnection:
             return BackendError(f"{who}: SSH connection failed ({exc or type(exc).__name__})")
         return exc
 
-    def exec(self, command: str) -> paramiko.Channel:
-        """Start `command` (already shell-quoted) on the host; its stdin/stdout are the channel."""
+    def exec(self, command: str, timeout: float | None = None) -> paramiko.Channel:
+        """Start `command` (already shell-quoted) on the host; its stdin/stdout are the channel. `timeout`:
+        the longest the host may take to open it (default: the connect timeout)."""
         transport = self.client.get_transport() if self.client else None
         if transport is None or not transport.is_active():
             raise BackendError(f"{self.label}: not connected")
         try:
-            channel = transport.open_session(timeout=self.options.connect_timeout)
+            channel = transport.open_session(timeout=timeout or self.options.connect_timeout)
             channel.exec_command(command)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise BackendError(f"{self.label}: cannot start a remote command ({exc})") from None
@@ -273,23 +274,32 @@ class SshConnection:
     def run(self, command: str, timeout: float) -> tuple[int, str, str]:
         """Run a short command to completion: (exit status, stdout, stderr), apart so what a login shell says
         on stderr never mixes with the command's output."""
-        channel = self.exec(command)
+        channel = self.exec(command, timeout)
         channel.settimeout(timeout)
         try:
             output = channel.makefile("rb").read().decode("utf-8", "replace")
             errors = channel.makefile_stderr("rb").read().decode("utf-8", "replace")
+            if not channel.status_event.wait(timeout):  # output ended, but no exit status comes
+                raise TimeoutError
             return channel.recv_exit_status(), output, errors
         except TIMEOUTS:
             raise BackendError(f"{self.label}: `{command}` did not finish within {timeout:g} s") from None
         finally:
             channel.close()
 
-    def sftp(self) -> paramiko.SFTPClient:
-        if self.client is None:
+    def sftp(self, timeout: float) -> paramiko.SFTPClient:
+        """An SFTP session whose every answer the host must give within `timeout` seconds."""
+        transport = self.client.get_transport() if self.client else None
+        if transport is None or not transport.is_active():
             raise BackendError(f"{self.label}: not connected")
         try:
-            return self.client.open_sftp()
-        except (paramiko.SSHException, OSError) as exc:
+            channel = transport.open_session(timeout=timeout)
+            channel.settimeout(timeout)
+            channel.invoke_subsystem("sftp")
+            return paramiko.SFTPClient(channel)
+        except TIMEOUTS:
+            raise BackendError(f"{self.label}: the host's SFTP server did not answer within {timeout:g} s") from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
             raise BackendError(f"{self.label}: the host refuses SFTP ({exc}); enable the sftp subsystem in "
                                "sshd_config") from None
 

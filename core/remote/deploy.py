@@ -27,6 +27,7 @@ from typing import Optional
 import paramiko
 
 from ..card.onnx_graph import read_graph
+from ..compat import TIMEOUTS
 from ..errors import BackendError, SegScopeError
 from ..files.fileio import read_bytes, read_json
 from ..stream.loader import load_pipeline
@@ -131,6 +132,8 @@ def project_bundle(pipeline_path: Path) -> tuple[Bundle, str]:
 def _stat(sftp: paramiko.SFTPClient, path: str) -> paramiko.SFTPAttributes | None:
     try:
         return sftp.stat(path)
+    except TIMEOUTS:
+        raise
     except OSError:
         return None
 
@@ -174,6 +177,8 @@ def _write(sftp: paramiko.SFTPClient, target: str, data: bytes, label: str) -> s
         with sftp.open(temporary, "wb") as f:
             f.set_pipelined(True)
             f.write(data)
+    except TIMEOUTS:
+        raise
     except OSError as exc:  # OpenSSH's sftp-server reports ENOSPC as a bare "Failure"
         failure = exc
     found = _stat(sftp, temporary)
@@ -193,12 +198,12 @@ def upload(sftp: paramiko.SFTPClient, cache_dir: str, bundle: Bundle, label: str
 
     `hash_files` hashes host files on the host: what is reused must match, what is written must arrive whole.
     """
-    home = sftp.normalize(".")
-    folder = posixpath.join(home, cache_dir, bundle.name)
-    targets = {posixpath.join(folder, name): data for name, data in sorted(bundle.files.items())}
-    expected = {target: hashlib.sha256(data).hexdigest() for target, data in targets.items()}
+    folder = posixpath.join(cache_dir, bundle.name)
     temporaries: dict[str, str] = {}
     try:
+        folder = posixpath.join(sftp.normalize("."), folder)
+        targets = {posixpath.join(folder, name): data for name, data in sorted(bundle.files.items())}
+        expected = {target: hashlib.sha256(data).hexdigest() for target, data in targets.items()}
         sized = [t for t, data in targets.items() if (found := _stat(sftp, t)) is not None
                  and found.st_size == len(data)]
         reused = hash_files(sized) if sized else {}
@@ -216,6 +221,10 @@ def upload(sftp: paramiko.SFTPClient, cache_dir: str, bundle: Bundle, label: str
         for target, temporary in list(temporaries.items()):
             sftp.posix_rename(temporary, target)
             del temporaries[target]
+    except TIMEOUTS:
+        temporaries.clear()  # nothing more can be asked of that host
+        raise BackendError(f"{label}: the host stopped answering while SegScope uploaded to {folder}; check the "
+                           "host (or raise --remote-timeout on a slow link)") from None
     except OSError as exc:
         raise BackendError(f"{label}: cannot upload to {folder} ({exc}); check the disk space and permissions "
                            "there, or choose another remote cache folder") from None

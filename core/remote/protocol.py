@@ -1,13 +1,5 @@
-"""The framed binary protocol between the SegScope client and its worker on the Ascend host.
-
-A frame is a 16-byte header, then the payload:
-
-    magic b"SGSC" | version u8 | type u8 | reserved u16 | payload length u32 | crc32 u32   (big endian)
-
-The CRC covers the first 12 header bytes and the payload. A payload is a JSON object (the message's
-metadata) followed by binary blobs (image bytes, compressed arrays):
-
-    json length u32 | json (UTF-8) | blob count u16 | blob length u64 * count | blob bytes...
+"""The protocol between the SegScope client and its worker on the Ascend host: frames checked as they are
+read, and the results' arrays. What a frame is, and the message types, are `core.remote.frames`'.
 
 Nothing is ever pickled: both ends only parse JSON and raw bytes, and reject anything malformed with a
 `ProtocolError` naming what was wrong. This module runs on the host too, so it needs only the standard
@@ -16,23 +8,37 @@ library and NumPy.
 
 from __future__ import annotations
 
-import json
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import IntEnum
 
 import numpy as np
 
-from ..errors import BackendError, InputError
+from ..errors import InputError
 from ..files.untrusted_json import parse_json
+from .frames import (
+    DEFAULT_TIMEOUT,
+    EXIT_CODES,
+    EXIT_OK,
+    EXIT_PROTOCOL,
+    EXIT_STARTUP,
+    HEADER,
+    MAGIC,
+    MAX_PAYLOAD,
+    PROTOCOL_VERSION,
+    TO_CLIENT,
+    TO_WORKER,
+    Message,
+    MsgType,
+    ProtocolError,
+    encode,
+    heartbeat_interval,
+)
 
-MAGIC = b"SGSC"
-PROTOCOL_VERSION = 1
-HEADER = struct.Struct(">4sBBHII")
-#: Largest payload either end accepts (a 4000x3000 PNG is ~30 MB; this leaves room for big TIFFs).
-MAX_PAYLOAD = 512 * 1024 * 1024
+__all__ = ["DEFAULT_TIMEOUT", "EXIT_CODES", "EXIT_OK", "EXIT_PROTOCOL", "EXIT_STARTUP", "HEADER", "MAGIC",
+           "MAX_PAYLOAD", "PROTOCOL_VERSION", "TO_CLIENT", "TO_WORKER", "Message", "MsgType", "ProtocolError", "encode",
+           "heartbeat_interval"]  # `core.remote.frames`' names, imported from here by the rest of `core.remote`
+
 _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
@@ -43,48 +49,6 @@ PROBABILITY_DTYPES = ("uint8", "float16", "float32")
 DEFAULT_PROBABILITIES = "float32"
 #: The float encodings and the unsigned type their bits are handled as.
 _FLOAT_BITS = {"float16": (np.float16, np.uint16), "float32": (np.float32, np.uint32)}
-
-#: The worker's exit codes, and what the client says about each.
-EXIT_CODES = {0: "exited normally", 2: "could not start", 3: "rejected a malformed frame",
-              4: "stopped while hung after its input closed", 5: "could not source --set-env",
-              -1: "killed or crashed, no exit status"}
-EXIT_OK, EXIT_STARTUP, EXIT_PROTOCOL, EXIT_HUNG = 0, 2, 3, 4
-
-
-class ProtocolError(BackendError):
-    """A frame that does not follow the protocol (corrupt, truncated, wrong version or type)."""
-
-
-class MsgType(IntEnum):
-    HELLO = 1  # worker -> client: backend, versions, model input size, class names
-    INFER = 2  # client -> worker: one image (bytes or host path) + ROI
-    RESULT = 3  # worker -> client: argmax + quantised probabilities, timings
-    CANCEL = 4  # client -> worker: stop request `id`
-    ERROR = 5  # worker -> client: a request failed, or the worker cannot go on
-
-
-#: Which message types each end may receive.
-TO_WORKER = frozenset({MsgType.INFER, MsgType.CANCEL})
-TO_CLIENT = frozenset({MsgType.HELLO, MsgType.RESULT, MsgType.ERROR})
-
-
-@dataclass(frozen=True)
-class Message:
-    type: MsgType
-    meta: dict = field(default_factory=dict)
-    blobs: tuple[bytes, ...] = ()
-
-
-def encode(message: Message) -> bytes:
-    """One frame, ready to write."""
-    meta = json.dumps(message.meta, separators=(",", ":")).encode("utf-8")
-    parts = [_U32.pack(len(meta)), meta, _U16.pack(len(message.blobs))]
-    parts += [_U64.pack(len(blob)) for blob in message.blobs]
-    payload = b"".join(parts) + b"".join(message.blobs)
-    if len(payload) > MAX_PAYLOAD:
-        raise ProtocolError(f"message of {len(payload):,} bytes is over the protocol limit of {MAX_PAYLOAD:,}")
-    head = HEADER.pack(MAGIC, PROTOCOL_VERSION, int(message.type), 0, len(payload), 0)[:12]
-    return head + _U32.pack(zlib.crc32(payload, zlib.crc32(head))) + payload
 
 
 def parse_header(header: bytes, allowed: frozenset[MsgType]) -> tuple[MsgType, int, int]:

@@ -1,9 +1,10 @@
-"""The worker's serving loop on the Ascend host (started by `worker.py`, which the client uploads).
+"""The worker's serving process on the Ascend host (started by `worker.py`'s supervisor, which relays its
+frames to and from the client and stops it if it does not end in time).
 
 Frames arrive on a reader thread; requests run one at a time on the main thread, so a CANCEL can reach
 the backend while it works and the client's next INFER (pipelined) is received and queued meanwhile. The
 worker sends one HELLO once the stream is open, then a RESULT or ERROR per INFER, and exits when stdin
-closes (the client went away), so nothing outlives the SSH session.
+closes (the client went away). The client's heartbeats are the supervisor's business: skipped here.
 """
 
 from __future__ import annotations
@@ -26,9 +27,6 @@ from ..backends.registry import BACKEND_KINDS, open_kind
 from ..errors import CancelledError, SegScopeError
 from ..roi import Roi
 from . import protocol as p
-
-#: Seconds the worker may still run after stdin closed (a hung SDK call) before it exits anyway.
-EXIT_GRACE = 10.0
 
 
 class Worker:
@@ -60,7 +58,7 @@ class Worker:
             while (msg := p.read_message(lambda n: read_exact(stdin, n), p.TO_WORKER)) is not None:
                 if msg.type == p.MsgType.CANCEL:
                     self.cancel(msg.meta.get("id"))
-                else:
+                elif msg.type == p.MsgType.INFER:
                     self.requests.put(msg)
         except p.ProtocolError as exc:
             self.exit_code = p.EXIT_PROTOCOL
@@ -73,9 +71,6 @@ class Worker:
                 running = self.current is not None
             if running and self.backend is not None:
                 self.backend.cancel()
-            watchdog = threading.Timer(EXIT_GRACE, os._exit, (p.EXIT_HUNG,))
-            watchdog.daemon = True
-            watchdog.start()
 
     def cancel(self, request_id: object) -> None:
         if not isinstance(request_id, int):

@@ -1,6 +1,6 @@
 """What `segscope report` keeps of a run: every image's numbers, the dataset summaries, the warnings logged, and
-thumbnails (heatmap | mask | truth, and the image itself at the end) of the worst images only, so memory stays
-bounded however large the dataset."""
+thumbnails (heatmap | mask | truth | errors, and the image itself at the end) of the worst images only, so memory
+stays bounded however large the dataset."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import cv2
 import numpy as np
 
 from ..dataset.dataset import Dataset, DatasetItem
+from ..dataset.truth import Truth
 from ..evaluate import DatasetSummary, ImageEvaluation
 from ..export.files import heatmap_image
 from ..files.fileio import encode_image
 from ..metrics import catalogue
-from ..metrics.scores import ImageMetrics, argmax_at_roi, mask_to_labels
+from ..metrics.review import ERROR_COLORS, FN, FP, TP, error_codes
+from ..metrics.scores import ImageMetrics, argmax_at_roi
 from ..palette import class_color
 from ..quality.scoring import QualitySummary
 from ..quality.spec import MetricSpec
@@ -26,7 +28,7 @@ from ..roi import Roi
 from ..slides import open_slide
 
 #: Longest side of a thumbnail, in pixels.
-THUMBNAIL_SIDE = 200
+THUMBNAIL_SIDE = 180
 _BACKGROUND = (58, 50, 46)  # BGR of the viewer's dark background
 
 
@@ -37,7 +39,9 @@ class Entry:
     item: DatasetItem
     roi: Roi
     metrics: ImageMetrics | None  # with the chosen QA metrics in `.quality`
+    truth: Truth | None = None  # the truth file it was scored against
     thumbnails: dict[str, bytes] = field(default_factory=dict)  # PNG bytes by panel: image, heatmap, mask, truth
+    errors: np.ndarray | None = None  # TN/FP/FN/TP codes of the foreground at thumbnail size (worst images only)
 
     def value(self, key: str) -> float | None:
         """A metric of this image, by its catalogue name (None: no mask, n/a, or not computed)."""
@@ -69,6 +73,24 @@ def image_thumbnail(dataset: Dataset, item: DatasetItem, roi: Roi) -> np.ndarray
         box = [int(v / down) for v in roi.as_tuple()]
         pixels = slide.read_region(level, box[0], box[1], max(1, box[2] - box[0]), max(1, box[3] - box[1]))
     return cv2.resize(pixels, _size(roi.width, roi.height), interpolation=cv2.INTER_AREA)
+
+
+def error_thumbnail(codes: np.ndarray) -> np.ndarray:
+    """Foreground TN/FP/FN/TP codes (`core.metrics.review.error_codes`) max-downsampled to a thumbnail: a kind
+    covering any part of a thumbnail pixel shows there, errors over TP, a miss (FN) over a false alarm (FP)."""
+    size = _size(codes.shape[1], codes.shape[0])
+    out = np.zeros((size[1], size[0]), np.uint8)
+    for kind in (TP, FP, FN):
+        out[cv2.resize((codes == kind).astype(np.float32), size, interpolation=cv2.INTER_AREA) > 0] = kind
+    return out
+
+
+def error_overlay(image: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """The image's thumbnail in grey, each error code's pixels in the viewer's colour (`ERROR_COLORS`)."""
+    grey = cv2.cvtColor(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR) // 2 + 40
+    for kind, rgb in ERROR_COLORS.items():
+        grey[codes == kind] = rgb[::-1]
+    return grey
 
 
 class _Warnings(logging.Handler):
@@ -108,7 +130,7 @@ class ReportData:
     def add(self, evaluation: ImageEvaluation) -> None:
         result, item = evaluation.result, evaluation.item
         self.num_classes = result.num_classes
-        entry = Entry(item, result.roi, evaluation.metrics)
+        entry = Entry(item, result.roi, evaluation.metrics, evaluation.truth)
         self.entries.append(entry)
         self.summary.add(evaluation.metrics)
         self.quality.add(evaluation.metrics)
@@ -119,26 +141,27 @@ class ReportData:
         heapq.heappush(self._kept, (-badness, -index))
         dropped = -heapq.heappop(self._kept)[1] if len(self._kept) > self.worst else None
         if dropped != index:
-            entry.thumbnails = self._thumbnails(evaluation)
+            self._thumbnails(entry, evaluation)
             if dropped is not None:
-                self.entries[dropped].thumbnails = {}
+                self.entries[dropped].thumbnails, self.entries[dropped].errors = {}, None
 
-    def _thumbnails(self, evaluation: ImageEvaluation) -> dict[str, bytes]:
-        result, item = evaluation.result, evaluation.item
+    def _thumbnails(self, entry: Entry, evaluation: ImageEvaluation) -> None:
+        result, truth = evaluation.result, evaluation.truth_labels
         size = _size(result.roi.width, result.roi.height)
+        prediction = argmax_at_roi(result)
         heatmap = cv2.resize(heatmap_image(result.probabilities), size, interpolation=cv2.INTER_AREA)
-        panels = {"heatmap": heatmap, "mask": label_thumbnail(argmax_at_roi(result), result.num_classes)}
-        reader = self.dataset.open_mask(item)
-        if reader is not None:
-            truth = mask_to_labels(reader.read_roi(result.roi), result.num_classes)
+        panels = {"heatmap": heatmap, "mask": label_thumbnail(prediction, result.num_classes)}
+        if truth is not None:
             panels["truth"] = label_thumbnail(truth, result.num_classes)
-        return {name: encode_image(image) for name, image in panels.items()}
+            entry.errors = error_thumbnail(error_codes(prediction > 0, truth > 0, True))
+        entry.thumbnails = {name: encode_image(image) for name, image in panels.items()}
 
     def finish(self) -> None:
-        """The worst images' own pixels (read again, only for those few)."""
+        """The worst images' own pixels (read again, only for those few), and their errors drawn over them."""
         for entry in self.worst_entries():
-            entry.thumbnails = {"image": encode_image(image_thumbnail(self.dataset, entry.item, entry.roi)),
-                                **entry.thumbnails}
+            image = image_thumbnail(self.dataset, entry.item, entry.roi)
+            errors = {"errors": encode_image(error_overlay(image, entry.errors))} if entry.errors is not None else {}
+            entry.thumbnails = {"image": encode_image(image), **entry.thumbnails, **errors}
 
     def worst_entries(self) -> list[Entry]:
         """The worst images by the ranking metric, worst first (of equals, the first in the dataset)."""

@@ -1,36 +1,72 @@
-"""The report as one self-contained HTML file: styles inline, every image and plot a `data:` URI, and a
-Content-Security-Policy that lets the page load nothing from anywhere, so it reads the same mailed or offline."""
+"""The report as one self-contained HTML file: styles inline, every image and plot a `data:` URI, one inline script
+(sorting the per-image table, allowed by its hash) and a Content-Security-Policy that lets the page load nothing from
+anywhere, so it reads the same mailed or offline. Every number comes from the run's summary (the one aggregation
+rule, `core.metrics.aggregate`) or from the catalogue, so the page says what `eval --json` says."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import math
 from collections.abc import Iterable, Mapping
 from html import escape
 
-import numpy as np
-
 from ..metrics import catalogue
+from ..metrics.aggregate import CONFIDENCE, RESAMPLES, SEED
+from ..metrics.review import ERROR_COLORS, ERROR_NAMES
 from ..quality.options import value_text
-from ..quality.spec import COUNT_KEYS, MetricSpec
-from .collect import Entry, ReportData
+from ..quality.spec import CALIBRATION_KEYS, COUNT_KEYS, MetricSpec
+from .collect import ReportData
 
-PANELS = (("image", "image"), ("heatmap", "heatmap"), ("mask", "prediction"), ("truth", "truth"))
-POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+PANELS = (("image", "image"), ("heatmap", "heatmap"), ("mask", "prediction"), ("truth", "truth"),
+          ("errors", "errors"))
+#: Sorts a `table.sortable` by the clicked column (again: the other way), n/a last either way; `#sort=<key>` or
+#: `#sort=<key>-desc` in the address sorts on load.
+SCRIPT = """
+function sortTable(table, column, descending) {
+  var rows = Array.prototype.slice.call(table.tBodies[0].rows);
+  rows.sort(function (a, b) {
+    var x = a.cells[column].getAttribute("data-v"), y = b.cells[column].getAttribute("data-v");
+    if (x === "" || y === "") { return (x === "") - (y === ""); }
+    var d = isNaN(x) || isNaN(y) ? x.localeCompare(y, undefined, {numeric: true}) : Number(x) - Number(y);
+    return descending ? -d : d;
+  });
+  rows.forEach(function (row) { table.tBodies[0].appendChild(row); });
+  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, k) {
+    th.setAttribute("aria-sort", k === column ? (descending ? "descending" : "ascending") : "none");
+  });
+}
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, column) {
+    th.addEventListener("click", function () {
+      sortTable(table, column, th.getAttribute("aria-sort") === "ascending");
+    });
+  });
+  var wanted = /^#sort=([\\w@.]+?)(-desc)?$/.exec(location.hash);
+  if (wanted) {
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, column) {
+      if (th.getAttribute("data-key") === wanted[1]) { sortTable(table, column, !!wanted[2]); }
+    });
+  }
+});
+"""
+POLICY = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-"
+          + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode() + "'")
 STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; color: #1d2230; margin: 24px auto; max-width: 1180px; padding: 0 16px; }
+body { font: 14px/1.45 system-ui, sans-serif; color: #1d2230; margin: 24px auto; max-width: 1280px; padding: 0 16px; }
 h1 { font-size: 22px; margin-bottom: 2px; } h2 { font-size: 17px; margin-top: 30px; border-bottom: 1px solid #ccd; }
 table { border-collapse: collapse; margin: 8px 0; } td, th { padding: 3px 9px; border-bottom: 1px solid #e3e5ec; }
 th { text-align: left; background: #f3f4f8; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+table.sortable th { cursor: pointer; } table.sortable th[aria-sort=ascending]::after { content: " \\25B2"; }
+table.sortable th[aria-sort=descending]::after { content: " \\25BC"; }
 .muted { color: #667; } .worst td { vertical-align: top; } figure { display: inline-block; margin: 0 6px 0 0; }
 figcaption { font-size: 11px; color: #667; text-align: center; } img.plot { max-width: 100%; }
+.key { display: inline-block; width: 10px; height: 10px; margin: 0 3px 0 8px; }
 """
 
 
 def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-
-
 
 
 def _table(header: Iterable[str] | None, rows: Iterable[Iterable[str]], numeric_from: int = 1) -> str:
@@ -42,38 +78,78 @@ def _table(header: Iterable[str] | None, rows: Iterable[Iterable[str]], numeric_
 
 
 def _keys(data: ReportData) -> list[str]:
-    return ["soft_dice", "foreground_dice", "foreground_iou", *data.spec.keys()]
+    """The per-image metrics the report shows: the original and hard ones, then the chosen QA metrics."""
+    return ["soft_dice", "foreground_dice", "foreground_iou", "precision", "recall", *data.spec.keys()]
 
 
-def metric_title(spec: MetricSpec, key: str) -> str:
-    """A metric's title in the report (NSD with its tolerance)."""
-    return f"NSD@{spec.nsd_tolerance:g}" if key == "nsd" else catalogue.lookup(key).title
+def metric_title(spec: MetricSpec, key: str, short: bool = False) -> str:
+    """A metric's label in the report, or its short title for a column (NSD with its tolerance)."""
+    if key == "nsd":
+        return f"NSD@{spec.nsd_tolerance:g}"
+    metric = catalogue.lookup(key)
+    return metric.title if short else metric.label
 
 
-def _label(data: ReportData, key: str) -> str:
-    return metric_title(data.spec, key)
+def _aggregate(summary: Mapping[str, object], key: str) -> Mapping[str, object] | None:
+    aggregates: Mapping[str, Mapping[str, object]] = summary.get("aggregates", {})  # type: ignore[assignment]
+    return aggregates.get(key)
+
+
+def _mean_cell(key: str, found: Mapping[str, object]) -> str:
+    ci = found.get("mean_ci95")
+    shown = value_text(key, found["mean"])  # type: ignore[arg-type]
+    if isinstance(ci, list):
+        shown += f' <span class="muted">[{value_text(key, ci[0])}, {value_text(key, ci[1])}]</span>'
+    return shown
 
 
 def _summary(data: ReportData, summary: Mapping[str, object]) -> str:
-    """Counts, then each metric's mean (the catalogue's, in `summary`) and median over the images where it
-    applies."""
+    """Counts, then each metric's aggregate: mean with its bootstrap interval and median over the finite values,
+    how many images were n/a or infinite, and the worst-case aggregate where one is defined."""
     scored = [e for e in data.entries if e.metrics is not None]
-    rows = [["images", str(len(data.entries))], ["with masks", str(len(scored))],
-            ["without masks", str(len(data.entries) - len(scored))]]
-    for key in _keys(data):
-        if key in COUNT_KEYS:
+    counts = _table(None, [["images", str(len(data.entries))], ["with masks", str(len(scored))],
+                           ["without masks", str(len(data.entries) - len(scored))]])
+    rows = []
+    for key in (k for k in _keys(data) if k not in COUNT_KEYS):
+        found = _aggregate(summary, key)
+        if found is None:
             continue
-        values = [v for e in scored if (v := e.value(key)) is not None]
-        mean = summary.get(key)
-        median = float(np.median(values)) if values else None
-        rows.append([escape(_label(data, key)), f"mean {value_text(key, mean if isinstance(mean, float) else None)}, "
-                                                 f"median {value_text(key, median)}"])
-    return _table(None, rows)
+        worst = found.get("worst_case")
+        worst_text = (f"{value_text(key, worst['mean'])} / {value_text(key, worst['median'])}"  # type: ignore[index]
+                      if isinstance(worst, Mapping) else "")
+        rows.append([escape(metric_title(data.spec, key)), _mean_cell(key, found),
+                     value_text(key, found["median"]), str(found["finite"]), str(found["na"]),  # type: ignore[arg-type]
+                     str(found["infinite"]), worst_text])
+    header = ["metric", f"mean [{CONFIDENCE:.0%} CI]", "median", "finite", "n/a", "inf", "worst case mean / median"]
+    return counts + _table(header, rows) + (
+        f'<p class="muted">Means and medians are over the finite values; n/a (the metric does not apply, e.g. a class '
+        f"in neither mask) and inf (HD95 with the class in only one mask) are left out and counted. The worst case "
+        f"substitutes, for each inf, the diagonal of that image's scored ROI (the largest distance possible). The "
+        f"interval is scipy's percentile bootstrap of the mean ({RESAMPLES:,} resamples, seed {SEED}).</p>")
+
+
+def _definitions(data: ReportData, summary: Mapping[str, object]) -> str:
+    rows = []
+    for key in _keys(data):
+        metric = catalogue.lookup(key)
+        rows.append([escape(metric_title(data.spec, key)), escape(metric.scale.unit or "ratio"),
+                     escape(metric.description), escape(metric.scale.reference)])
+    calibration = summary.get("calibration")
+    resampling = calibration.get("truth_resampling", "") if isinstance(calibration, Mapping) else ""
+    note = f'<p class="muted">Calibration reads the truth at the model\'s resolution: {escape(str(resampling))}.</p>' \
+        if resampling else ""
+    return _table(["metric", "unit", "definition", "reference"], rows, numeric_from=99) + note
 
 
 def _provenance(provenance: Mapping[str, str], notes: list[str]) -> str:
     rows = [[escape(k), escape(v)] for k, v in provenance.items()] + [["note", escape(n)] for n in notes]
     return _table(None, rows, numeric_from=99)
+
+
+def _legend() -> str:
+    return '<p class="muted">errors:' + "".join(
+        f'<span class="key" style="background: rgb{rgb}"></span>{ERROR_NAMES[kind]}'
+        for kind, rgb in ERROR_COLORS.items()) + " (foreground, thin errors widened to one thumbnail pixel)</p>"
 
 
 def _worst(data: ReportData) -> str:
@@ -86,73 +162,88 @@ def _worst(data: ReportData) -> str:
         figures = "".join(f'<figure><img alt="{escape(entry.item.id)} {caption}" '
                           f'src="{data_uri(entry.thumbnails[name])}"><figcaption>{caption}</figcaption></figure>'
                           for name, caption in PANELS if name in entry.thumbnails)
-        numbers = "<br>".join(f"{escape(_label(data, key))}: {value_text(key, entry.value(key))}"
+        numbers = "<br>".join(f"{escape(metric_title(data.spec, key))}: {value_text(key, entry.value(key))}"
                               for key in _keys(data) if entry.value(key) is not None)
         rows.append(f"<tr><td>{rank}. <b>{escape(entry.item.id)}</b><br><span class=\"muted\">ROI {entry.roi}</span>"
                     f"<br>{numbers}</td><td>{figures}</td></tr>")
-    return f'<table class="worst">{"".join(rows)}</table>'
+    return _legend() + f'<table class="worst">{"".join(rows)}</table>'
 
 
-def _per_class(data: ReportData) -> str:
-    scored = [e for e in data.entries if e.metrics is not None]
-    keys = [k for k in data.spec.keys() if k != "ece"]
+def _per_class(data: ReportData, summary: Mapping[str, object]) -> str:
+    families = [("dice", "Dice"), ("iou", "IoU"), *((f"{k}_class", metric_title(data.spec, k)) for k in data.spec.keys()
+                                                  if k not in CALIBRATION_KEYS)]
     rows = []
     for index in range(1, data.num_classes):
-        cells = [f"{index}", escape(data.class_name(index))]
-        cells += [value_text("foreground_dice", _mean(e.metrics.dice[index] for e in scored if e.metrics)),
-                  value_text("foreground_iou", _mean(e.metrics.iou[index] for e in scored if e.metrics))]
-        for key in keys:
-            found = [v for e in scored if (v := _class_value(e, index, key)) is not None and not math.isnan(v)]
-            cells.append(value_text(key, _CLASS_SUMMARIES[_class_summary(key)](found) if found else None))
+        cells = [str(index), escape(data.class_name(index))]
+        for family, _ in families:
+            found = _aggregate(summary, f"{family}_{index}")
+            key = family.removesuffix("_class")
+            if found is None:
+                cells.append("n/a")
+            elif "total" in found:
+                cells.append(str(found["total"]))
+            else:
+                left = ", ".join(f"{found[k]} {k.replace('infinite', 'inf').replace('na', 'n/a')}"
+                                 for k in ("infinite", "na") if found[k])
+                cells.append(value_text(key, found["mean"]) + (f' <span class="muted">({left})</span>' if left else ""))  # type: ignore[arg-type]
         rows.append(cells)
-    header = ["class", "name", "Dice (mean)", "IoU (mean)",
-              *(f"{_label(data, k)} ({_class_summary(k)})" for k in keys)]
-    return _table(header, rows, numeric_from=2)
-
-
-#: How the per-class table sums up a metric over the images: counts add up, HD95 (infinite when one mask
-#: lacks the class) by its median, the rest by their mean.
-_CLASS_SUMMARIES = {"sum": lambda v: float(np.sum(v)), "median": lambda v: float(np.median(v)),
-                    "mean": lambda v: float(np.mean(v))}
-
-
-def _class_summary(key: str) -> str:
-    return "sum" if key in COUNT_KEYS else "median" if key == "hd95" else "mean"
-
-
-def _class_value(entry: Entry, index: int, key: str) -> float | None:
-    quality = entry.metrics.quality if entry.metrics is not None else None
-    return None if quality is None else quality.per_class[index].get(key)
-
-
-def _mean(values: Iterable[float]) -> float | None:
-    found = list(values)
-    return float(np.mean(found)) if found else None
+    header = ["class", "name", *(f"{title} ({'sum' if family[:-6] in COUNT_KEYS else 'mean'})"
+                                 for family, title in families)]
+    return _table(header, rows, numeric_from=2) + (
+        '<p class="muted">Each class one-vs-rest; an image where the class is in neither mask is n/a for it: left '
+        "out of the mean and counted, never scored 1; an infinite HD95 is left out and counted too.</p>")
 
 
 def _defects(summary: Mapping[str, object]) -> str:
     defects = summary.get("defects")
     if not isinstance(defects, Mapping):
         return '<p class="muted">Not computed (add defect_f1 to --metrics).</p>'
-    rows = [[k, str(defects[k])] for k in ("tp", "fp", "fn")]
-    rows += [[k, f"{defects[k]:.4f}"] for k in ("f1", "precision", "recall")]
-    return _table(["summed over all images", ""], rows) + \
-        '<p class="muted">TP: a true defect matched one to one by a predicted one at IoU ≥ 0.5; FP: a predicted ' \
-        "defect nothing matches; FN: a missed defect.</p>"
+    rows = [[k, str(defects[k])] for k in ("tp", "fp", "fn", "merged", "split")]
+    rows += [[k, value_text("defect_f1", defects[k])] for k in ("f1", "precision", "recall")]
+    return _table(["summed over all images", ""], rows) + (
+        f'<p class="muted">TP: a true defect matched one to one by a predicted one at IoU ≥ {summary["defect_iou"]:g}; '
+        "FP: a predicted defect nothing matches that lies mostly outside every true defect; FN: a missed defect "
+        "(merged: of those, defects lying mostly inside one prediction that holds another true defect too); split: "
+        "unmatched pieces lying mostly inside one true defect (fragments, not false alarms). Components of at least "
+        f"{summary['min_defect_area_px']} px, 8-connected.</p>")
+
+
+def _calibration(summary: Mapping[str, object], plots: Mapping[str, bytes]) -> str:
+    calibration = summary.get("calibration")
+    if not isinstance(calibration, Mapping):
+        return '<p class="muted">Not computed (add ece to --metrics).</p>'
+    rows = [["ECE, every pixel", value_text("ece", calibration["ece"])],
+            ["ECE, foreground (truth or prediction)", value_text("ece", calibration["ece_foreground"])],
+            ["Brier score", value_text("brier", calibration["brier"])], ["pixels", f"{calibration['pixels']:,}"]]
+    images = "".join(f'<img class="plot" alt="{name}" src="{data_uri(plots[name])}">'
+                     for name in ("reliability", "reliability_foreground") if name in plots)
+    return _table(["all images' pixels pooled", ""], rows) + images
+
+
+def _cell(key: str, value: float | None) -> str:
+    sort_value = "" if value is None else "Infinity" if math.isinf(value) else repr(value)
+    return f'<td class="n" data-v="{sort_value}">{value_text(key, value)}</td>'
 
 
 def _all_images(data: ReportData) -> str:
     keys = _keys(data)
-    rows = [[escape(e.item.id), str(e.roi)] + [value_text(k, e.value(k)) for k in keys]
-            for e in data.entries if e.metrics is not None]
-    return _table(["image", "ROI", *(_label(data, k) for k in keys)], rows, numeric_from=2)
+    head = "".join(f'<th data-key="{escape(k)}">{escape(metric_title(data.spec, k, short=True))}</th>' for k in keys)
+    rows = []
+    for e in (e for e in data.entries if e.metrics is not None):
+        truth = e.truth.kind if e.truth is not None else ""
+        rows.append(f'<tr><td data-v="{escape(e.item.id)}">{escape(e.item.id)}</td><td data-v="{e.roi}">{e.roi}</td>'
+                    f'<td data-v="{truth}">{truth}</td>' + "".join(_cell(k, e.value(k)) for k in keys) + "</tr>")
+    return ('<p class="muted">Click a column to sort (again: the other way); n/a sorts last.</p>'
+            '<table class="sortable"><thead><tr><th data-key="image">image</th><th data-key="roi">ROI</th>'
+            '<th data-key="truth">truth</th>'
+            f'{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
 def _lists(data: ReportData) -> str:
     missing = [e.item for e in data.entries if e.metrics is None]
     parts = ["<h3>Images without masks</h3>",
-             "<ul>" + "".join(f"<li>{escape(i.id)} <span class=\"muted\">{escape(str(i.image_path))}</span></li>"
-                              for i in missing) + "</ul>" if missing else '<p class="muted">None.</p>',
+             "<ul>" + "".join(f"<li>{escape(i.id)}</li>" for i in missing) + "</ul>" if missing
+             else '<p class="muted">None.</p>',
              "<h3>Warnings</h3>",
              "<ul>" + "".join(f"<li>{escape(w)}</li>" for w in data.warnings) + "</ul>" if data.warnings
              else '<p class="muted">None.</p>']
@@ -161,27 +252,25 @@ def _lists(data: ReportData) -> str:
 
 def render(data: ReportData, summary: Mapping[str, object], provenance: Mapping[str, str],
            plots: Mapping[str, bytes]) -> str:
-    """The whole page. `plots`: "distributions" and, with ECE, "reliability" PNGs."""
+    """The whole page. `plots`: "distributions" and, with ECE, "reliability" and "reliability_foreground" PNGs."""
     title = f"SegScope report: {data.dataset.root.name}"
-    reliability = (f'<img class="plot" alt="reliability diagram" src="{data_uri(plots["reliability"])}">'
-                   if "reliability" in plots else '<p class="muted">Not computed (add ece to --metrics).</p>')
-    rank = _label(data, data.rank.name)
+    rank = metric_title(data.spec, data.rank.name)
     direction = "lowest" if data.rank.higher_is_better else "highest"
     sections = [
         f"<h1>{escape(title)}</h1><p class=\"muted\">{escape(provenance.get('created', ''))}</p>",
         "<h2>Run summary</h2>", _summary(data, summary),
+        "<h2>Definitions</h2>", _definitions(data, summary),
         "<h2>Provenance</h2>", _provenance(provenance, data.notes),
         "<h2>Distributions</h2>",
         f'<img class="plot" alt="per-metric distributions" src="{data_uri(plots["distributions"])}">',
         f"<h2>Worst {len(data.worst_entries())} images by {escape(rank)} ({direction} first)</h2>", _worst(data),
-        "<h2>Per class</h2>", _per_class(data),
+        "<h2>Per class</h2>", _per_class(data, summary),
         "<h2>Defects</h2>", _defects(summary),
-        "<h2>Reliability diagram</h2>", reliability,
+        "<h2>Calibration</h2>", _calibration(summary, plots),
         "<h2>Every image with a mask</h2>", _all_images(data),
         "<h2>Images without masks, warnings</h2>", _lists(data),
     ]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">'
             f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(sections) + "\n</body></html>\n")
-
+            + "\n".join(sections) + f"\n<script>{SCRIPT}</script>\n</body></html>\n")

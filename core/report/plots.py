@@ -25,7 +25,8 @@ def _png(figure: Figure) -> bytes:
 
 
 def distributions(series: Mapping[str, Sequence[float]], labels: Mapping[str, str]) -> bytes:
-    """One histogram per metric over the images (infinite values counted in the title, not drawn)."""
+    """One histogram per metric over the images (infinite values counted in the title, not drawn), with the median
+    of the finite values: the report's table's median."""
     names = list(series)
     columns = min(3, max(1, len(names)))
     rows = math.ceil(len(names) / columns)
@@ -36,18 +37,19 @@ def distributions(series: Mapping[str, Sequence[float]], labels: Mapping[str, st
         finite = values[np.isfinite(values)]
         axes.hist(finite, bins=min(20, max(5, finite.size)), color=_rgb(SKY_BLUE), edgecolor="white")
         infinite = values.size - finite.size
-        axes.set_title(labels.get(name, name) + (f" ({infinite} infinite)" if infinite else ""), fontsize=10)
+        axes.set_title(labels.get(name, name) + (f" ({infinite} inf, not drawn)" if infinite else ""), fontsize=10)
         axes.set_ylabel("images", fontsize=8)
         axes.tick_params(labelsize=8)
         if finite.size:
-            axes.axvline(float(np.median(finite)), color=_rgb(ORANGE), linewidth=1.5, label="median")
+            axes.axvline(float(np.median(finite)), color=_rgb(ORANGE), linewidth=1.5, label="median (finite)")
             axes.legend(fontsize=7, frameon=False)
     figure.tight_layout()
     return _png(figure)
 
 
-def reliability_diagram(reliability: Reliability) -> bytes:
-    """Accuracy against confidence per bin (the diagonal is perfect calibration), with the pixel counts."""
+def reliability_diagram(reliability: Reliability, pixels: str) -> bytes:
+    """Accuracy against confidence per bin (the diagonal is perfect calibration), with the pixel counts; `pixels`
+    names the pixels pooled ("every pixel", "foreground pixels")."""
     figure = Figure(figsize=(5.0, 5.2))
     top = figure.add_axes((0.14, 0.36, 0.82, 0.58))
     bottom = figure.add_axes((0.14, 0.08, 0.82, 0.2), sharex=top)
@@ -63,7 +65,7 @@ def reliability_diagram(reliability: Reliability) -> bytes:
     top.set_xlim(0, 1)
     top.set_ylim(0, 1)
     top.set_ylabel("accuracy")
-    top.set_title(f"ECE {reliability.ece():.4f} over {reliability.pixels:,} pixels", fontsize=10)
+    top.set_title(f"{pixels}: ECE {reliability.ece():.4f} over {reliability.pixels:,} pixels", fontsize=10)
     top.legend(fontsize=8, loc="upper left", frameon=False)
     filled = [(centre, row["pixels"]) for centre, row in zip(centres, rows) if row["pixels"]]
     bottom.bar([c for c, _ in filled], [n for _, n in filled], width=width * 0.95, color=_rgb(SKY_BLUE))

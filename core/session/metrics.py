@@ -1,5 +1,6 @@
 """The session's metrics: each image's last scored metrics, whether its mask changed since (stale), re-scoring
-as a job for any thread, the metric that ranks the images, and the tables and means built from them.
+and QA metrics as jobs for any thread, the metric that ranks the images, and the tables and means built from
+them.
 
 `SessionMetrics` is the part of `core.session.session.Session` that keeps them; the session calls `_scored` when a run
 is stored and `_invalidate` when the mask on screen changes.
@@ -17,8 +18,9 @@ from ..editing.document import MaskDocument
 from ..evaluate import DatasetSummary, evaluation_row
 from ..metrics import catalogue
 from ..metrics.catalogue import Metric
-from ..metrics.scores import ImageMetrics, image_metrics
-from ..quality.spec import ImageQuality
+from ..metrics.scores import ImageMetrics, image_metrics, truth_at_roi
+from ..quality.scoring import image_quality
+from ..quality.spec import ImageQuality, MetricSpec
 from ..result import InferenceResult
 from ..roi import Roi
 from .events import SessionEvents
@@ -37,6 +39,25 @@ class ScoreJob:
     def run(self) -> ImageMetrics | None:
         mask = self.mask()
         return None if mask is None else image_metrics(self.result, mask, self.source)
+
+
+@dataclass(frozen=True)
+class QualityJob:
+    """What computing one image's QA metrics needs, taken in the session's thread; `run()` may run on any
+    other, and `SessionMetrics.set_quality` takes the answer (dropped when the image's metrics are no longer
+    `basis`: an edit or a new run since)."""
+
+    item_id: str
+    basis: ImageMetrics  # the metrics the QA metrics extend
+    spec: MetricSpec
+    result: InferenceResult
+    mask: Callable[[], np.ndarray | None]  # as `ScoreJob.mask`
+    source: str
+
+    def run(self) -> ImageQuality | None:
+        mask = self.mask()
+        return None if mask is None else image_quality(self.spec, self.result,
+                                                       truth_at_roi(self.result, mask, self.source))
 
 
 class SessionMetrics:
@@ -94,15 +115,25 @@ class SessionMetrics:
         if result is None:  # the arrays were dropped: the last scored metrics stay
             self._stale_metrics.discard(item_id)
             return None
+        return ScoreJob(item_id, self._generations.get(item_id, 0), result, *self._truth(item_id))
+
+    def quality_job(self, item_id: str, spec: MetricSpec) -> QualityJob | None:
+        """What computing the image's QA metrics by `spec` needs, captured now, against the mask `score_job`
+        scores (None: no fresh metrics to extend, or no result in memory)."""
+        basis, result = self._metrics.get(item_id), self.result(item_id)
+        if basis is None or result is None or item_id in self._stale_metrics:
+            return None
+        return QualityJob(item_id, basis, spec, result, *self._truth(item_id))
+
+    def _truth(self, item_id: str) -> tuple[Callable[[], np.ndarray | None], str]:
+        """The image's ground truth as a read for any thread (the mask on screen, as it is then, not copied:
+        an edit meanwhile makes the answer stale), and its file's name."""
         document = self.document if self.document is not None and self.document.item.id == item_id else None
         if document is not None:
             held = document.mask
-            mask: Callable[[], np.ndarray | None] = lambda: held  # noqa: E731 - the mask on screen, as it is now
-            source = str(document.item.truth_path or document.source)
-        else:
-            dataset, item = self._dataset(), self._dataset().item(item_id)
-            mask, source = (lambda: dataset.load_mask(item)), str(item.truth_path)
-        return ScoreJob(item_id, self._generations.get(item_id, 0), result, mask, source)
+            return (lambda: held), str(document.item.truth_path or document.source)
+        dataset, item = self._dataset(), self._dataset().item(item_id)
+        return (lambda: dataset.load_mask(item)), str(item.truth_path)
 
     def adopt_score(self, job: ScoreJob, metrics: ImageMetrics | None) -> bool:
         """Take a finished job's metrics and announce them; False (ignored) when the mask or the result

@@ -1,9 +1,9 @@
 """Ground-truth masks as large as their slides: region reads of mask values, without decoding the whole mask
 where the file allows it (a tiled or pyramidal TIFF); other masks are decoded whole (within --max-pixels).
 
-Values follow `core.dataset.masks.to_mask` (0/255, 0/1 or class indices; 16-bit and colour masks as it reads them),
-applied per region: for 8-bit masks, and 16-bit 0/1, class-index or 0/65535 ones, a region's values equal
-the whole mask's read cropped; a 16-bit mask with other values above 255 is scaled region by region.
+Values follow `core.dataset.masks.to_mask` (0/255, 0/1 or class indices; 16-bit 0/65535 read as 0/255), applied per
+region, so a region's values equal the whole mask's read cropped; with a `MaskRule`, each region is checked and
+put in SegScope's own convention by it (`MaskRule.canonical`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dataset.masks import to_mask
+from ..cache.decoded import truth_mask
+from ..dataset.masks import MaskRule, to_mask
 from ..errors import SegScopeError
-from ..files.fileio import DEFAULT_MAX_PIXELS, read_mask
+from ..files.fileio import DEFAULT_MAX_PIXELS
 from ..roi import Roi
 from . import slide_kind_for
 from .tiff_reader import TiffSlide
@@ -23,16 +24,17 @@ from .tiff_reader import TiffSlide
 class MaskReader:
     """A mask file opened for region reads in level-0 pixels; use it as a context manager."""
 
-    def __init__(self, path: Path, max_pixels: int = DEFAULT_MAX_PIXELS):
-        self.path = path
-        self.notes: list[str] = []  # how values that do not follow the conventions were read, as found
+    def __init__(self, path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, rule: MaskRule | None = None):
+        self.path, self.rule = path, rule
         self._tiff: TiffSlide | None = None
         self._whole: np.ndarray | None = None
         if slide_kind_for(path).name == "tiff":
             self._tiff = TiffSlide.open(path)
             self.size = self._tiff.size
         else:
-            self._whole = read_mask(path, max_pixels, self.notes)
+            self._whole = truth_mask(path, max_pixels)  # through the decoded-input cache
+            if rule is not None:
+                self._whole = rule.canonical(self._whole, str(path))
             self.size = (self._whole.shape[1], self._whole.shape[0])
 
     def read_roi(self, roi: Roi) -> np.ndarray:
@@ -43,7 +45,8 @@ class MaskReader:
             return self._whole[roi.y0:roi.y1, roi.x0:roi.x1]
         assert self._tiff is not None
         samples = self._tiff.read_samples(0, roi.x0, roi.y0, roi.width, roi.height)
-        return to_mask(samples[..., 0] if samples.shape[2] == 1 else samples, str(self.path), self.notes)
+        region = to_mask(samples[..., 0] if samples.shape[2] == 1 else samples, str(self.path))
+        return region if self.rule is None else self.rule.canonical(region, str(self.path))
 
     def close(self) -> None:
         if self._tiff is not None:

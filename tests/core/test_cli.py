@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -68,8 +69,10 @@ def test_eval_prints_the_original_lines(tiny_model_project, small_dataset, capsy
             assert line == f"image: {path}, dice: n/a, iou: n/a (no mask)"
             continue
         m = metrics[item]
+        digest = hashlib.sha256((small_dataset / item / "mask.png").read_bytes()).hexdigest()[:12]
         assert line == (f"image: {path}, dice: {m.soft_dice:.6f}, iou: {m.soft_iou:.6f}, "
-                        f"hard dice: {m.foreground_dice:.6f}, hard iou: {m.foreground_iou:.6f}")
+                        f"hard dice: {m.foreground_dice:.6f}, hard iou: {m.foreground_iou:.6f}, "
+                        f"truth: original {item}/mask.png (sha256 {digest})")
     mean_dice = np.mean([m.soft_dice for m in metrics.values()])
     mean_iou = np.mean([m.soft_iou for m in metrics.values()])
     prefix_dice, prefix_iou = "========== Cross Valid dice coeff is: ", "========== Cross Valid IOU is: "

@@ -52,12 +52,23 @@ def test_an_empty_roi_is_refused(tiny_model_project, small_dataset, capsys):
 
 
 @pytest.mark.parametrize("option", [["--set-env", "/opt/set_env.sh"], ["--probabilities", "uint8"],
-                                    ["--remote-python", "/usr/bin/python3"], ["--accept-new-host-key"]])
+                                    ["--remote-python", "/usr/bin/python3"], ["--accept-new-host-key"],
+                                    ["--remote-timeout", "30"]])
 def test_remote_options_without_remote_are_refused(tiny_model_project, small_dataset, capsys, option):
     code = cli.main(["eval", "--dataset", str(small_dataset), "--pipeline", str(tiny_model_project.pipeline),
                      *option])
     assert code == 2
     assert f"{option[0]}: only applies with --remote" in one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "inf", "nan", "soon"])
+def test_a_remote_timeout_must_be_a_positive_number_of_seconds(tiny_model_project, small_dataset, capsys, value):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["eval", "--dataset", str(small_dataset), "--pipeline", str(tiny_model_project.pipeline),
+                  "--remote", "host", "--remote-timeout", value])
+    assert info.value.code == 2
+    error = one_line(capsys.readouterr().err)
+    assert f"--remote-timeout: expected a positive number of seconds, got '{value}'" in error
 
 
 @pytest.mark.parametrize("where", ["first", "last"])
@@ -88,11 +99,11 @@ def test_compare_json_is_strict_json(tmp_path, capsys):
     out = io.StringIO()
     assert cli.main(["compare", str(tmp_path / "zero.npy"), str(tmp_path / "one.npy"), "--json"], out) == 0
     document = strict_json(out.getvalue())
-    assert document["relative_euclidean_distance"] is None  # infinite: |a - b| / |a| with a = 0
+    assert document["relative_euclidean_distance"] == "inf"  # infinite (|a - b| / |a| with a = 0), not n/a
     assert document["max_absolute_error"] == 1.0
     out = io.StringIO()
     assert cli.main(["compare", str(tmp_path / "nan.npy"), str(tmp_path / "one.npy"), "--json"], out) == 0
-    assert strict_json(out.getvalue())["cosine_similarity"] is None
+    assert strict_json(out.getvalue())["cosine_similarity"] is None  # NaN: n/a
 
 
 def test_an_npy_header_claiming_more_than_the_file_holds(tmp_path, capsys):

@@ -19,7 +19,7 @@ import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.cache import settings
-from segscope.core.cache.decoded import IMAGE, TRUTH, image_region, truth_region
+from segscope.core.cache.decoded import IMAGE, TRUTH, image_region, truth_counts, truth_mask
 from segscope.core.cache.store import EntryStore
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
@@ -146,10 +146,8 @@ def test_an_image_the_decoder_turns_is_decoded_whole_as_before(tiny_model_projec
             assert (from_file.box, from_file.image_size) == (whole.box, whole.image_size)
     mask = tmp_path / "mask.png"
     mask.write_bytes(turned("png", noise(200, 300, None)))
-    truth = truth_region(mask, Roi(20, 50, 190, 190))
     expected = cv2.imdecode(np.fromfile(str(mask), np.uint8), cv2.IMREAD_UNCHANGED)  # masks are read unturned
-    assert truth.size == (300, 200) == expected.shape[::-1]
-    np.testing.assert_array_equal(truth.values, expected[50:190, 20:190])
+    np.testing.assert_array_equal(truth_mask(mask), expected)
 
 
 # -- a hit is a decode ---------------------------------------------------------------------------------------
@@ -194,39 +192,32 @@ def test_eval_numbers_are_identical_cold_warm_and_without_the_cache(tiny_model_p
     assert store().use()[TRUTH] == (0, 3)  # three masks, decoded by the first run (and read by the second)
 
 
-@pytest.mark.parametrize("kind", ["binary255", "binary01", "empty", "classes", "gray", "colour", "sixteen"])
-def test_a_truth_roi_from_the_cache_is_the_masks_values(tmp_path: Path, kind: str, caplog) -> None:
+@pytest.mark.parametrize("kind", ["binary255", "binary01", "empty", "classes", "gray", "sixteen", "odd", "colour"])
+def test_a_truth_mask_from_the_cache_is_the_files_values_and_counts(tmp_path: Path, kind: str) -> None:
     rng = np.random.default_rng(5)
     values = {"binary255": rng.choice([0, 255], (90, 70)), "binary01": rng.choice([0, 1], (90, 70)),
               "empty": np.zeros((90, 70)), "classes": rng.integers(0, 4, (90, 70)),
-              "gray": rng.integers(0, 256, (90, 70)), "colour": rng.choice([0, 255], (90, 70, 3)),
-              "sixteen": rng.choice([0, 300, 65535], (90, 70))}[kind]
+              "gray": rng.integers(0, 256, (90, 70)), "sixteen": rng.choice([0, 65535], (90, 70)),
+              "odd": rng.choice([0, 300, 65535], (90, 70)), "colour": rng.choice([0, 255], (90, 70, 3))}[kind]
     path = tmp_path / "mask.png"
-    path.write_bytes(png(values.astype(np.uint16 if kind == "sixteen" else np.uint8)))
-    box = Roi(10, 5, 60, 70)
-    # By hand from OpenCV's decode: the brightest channel of a colour mask, 16-bit values scaled to 8 bits.
+    path.write_bytes(png(values.astype(np.uint16 if kind in ("sixteen", "odd") else np.uint8)))
+    if kind in ("odd", "colour"):  # no mask convention: refused every time, nothing stored
+        for _ in range(2):
+            with pytest.raises(SegScopeError, match="mask"):
+                truth_mask(path)
+        assert store().use() == {TRUTH: (0, 1)}
+        return
+    # By hand from OpenCV's decode: a 0/65535 mask is read as 0/255.
     decoded = cv2.imdecode(np.fromfile(str(path), np.uint8), cv2.IMREAD_UNCHANGED)
-    expected = decoded.max(axis=2) if kind == "colour" else \
-        np.round(decoded * (255 / 65535)).astype(np.uint8) if kind == "sixteen" else decoded
-    first, second = truth_region(path, box), truth_region(path, box)
-    for truth in (first, second):
-        np.testing.assert_array_equal(truth.values, expected[5:70, 10:60])
-        assert truth.values.dtype == np.uint8 and truth.size == (70, 90) and truth.values.flags.c_contiguous
-    assert second.notes == first.notes and bool(first.notes) == (kind in ("colour", "sixteen"))
-    assert store().use(1)[TRUTH] == (1, 1)  # the second was a hit
-    for other in (Roi(0, 0, 70, 90), Roi(7, 0, 9, 1), Roi(63, 80, 75, 95), Roi(16, 3, 24, 89)):  # byte edges, clipped
-        np.testing.assert_array_equal(truth_region(path, other).values, expected[other.y0 : other.y1,
-                                                                                 other.x0 : other.x1])
-    assert store().use(1)[TRUTH] == (1, 1)  # the whole mask is one entry: every ROI of it is a hit
-    dataset_root = tmp_path / "d" / "1"
-    dataset_root.mkdir(parents=True)
-    path.rename(dataset_root / "mask.png")
-    (dataset_root / "image.png").write_bytes(png(noise(90, 70)))
-    dataset = Dataset.open(tmp_path / "d")
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
-        dataset.truth_at(dataset.items[0], box)  # a hit: the file's notes are said as on a decode
-    assert bool(caplog.records) == (kind in ("colour", "sixteen"))
+    expected = np.where(decoded > 0, 255, 0).astype(np.uint8) if kind == "sixteen" else decoded
+    counted = np.bincount(expected.ravel(), minlength=256)
+    np.testing.assert_array_equal(truth_counts(path), counted)  # decoded and stored
+    for _ in range(2):
+        found = truth_mask(path)
+        np.testing.assert_array_equal(found, expected)
+        assert found.dtype == np.uint8 and found.flags.c_contiguous
+    np.testing.assert_array_equal(truth_counts(path), counted)
+    assert store().use(1)[TRUTH] == (1, 1)  # one entry for the file: every later read a hit
 
 
 # -- a changed file is never served ----------------------------------------------------------------------------
@@ -403,17 +394,21 @@ def test_a_damaged_index_leaves_the_run_decoding_and_cache_clear_mends_it(tiny_m
     from segscope.core.cli import main
 
     command = ["eval", "--dataset", str(small_dataset), "--pipeline", str(tiny_model_project.pipeline)]
+
+    def as_a_new_process() -> None:  # the store this process holds let go of (another folder's opened instead)
+        settings.configure(private_cache / "elsewhere")
+        settings.decoded_store()
+        settings.configure()
+
     assert main(command) == 0
     reference = capsys.readouterr().out
-    settings.configure(enabled=False)  # the open store let go of, as a new process would find it
+    as_a_new_process()
     (private_cache / settings.DECODED / "cache.db").write_bytes(b"not a database at all" * 100)
-    settings.configure()
     assert main(command) == 0
     damaged = capsys.readouterr()
-    assert damaged.out == reference and "decoding instead (`segscope cache clear` empties" in damaged.err
+    assert damaged.out == reference and "`segscope cache clear` empties a damaged" in damaged.err
     assert main(["cache", "clear"]) == 0
     capsys.readouterr()
-    settings.configure(enabled=False)
-    settings.configure()
+    as_a_new_process()
     assert main(command) == 0 and main(command) == 0
     assert "4 of 4 images and 3 of 3 truth masks came from the decoded-input cache" in capsys.readouterr().err

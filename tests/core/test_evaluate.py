@@ -10,7 +10,7 @@ import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.dataset.dataset import Dataset
-from segscope.core.errors import CancelledError
+from segscope.core.errors import CancelledError, SegScopeError
 from segscope.core.evaluate import DatasetSummary, evaluate_dataset
 from segscope.core.metrics.scores import image_metrics
 from segscope.core.roi import Roi
@@ -76,8 +76,10 @@ def test_summary_without_masks_is_none():
 
 
 @pytest.mark.parametrize("stray_inside_roi", [True, False])
-def test_a_mask_off_the_conventions_is_reported_once_where_it_changes_the_numbers(backend, tmp_path, write_png,
-                                                                                  caplog, stray_inside_roi):
+def test_a_mask_off_the_conventions_is_refused_wherever_the_value_lies(backend, tmp_path, write_png,
+                                                                       stray_inside_roi):
+    """Scoring never reads a guessed truth: a mask holding a value that is no convention is refused, naming the file
+    and its values, even where the ROI leaves that pixel out (as `eval` refuses it before its first image)."""
     rng = np.random.default_rng(5)
     for name in ("a", "b"):
         write_png(tmp_path / name / "image.png", rng.integers(150, 230, (48, 64, 3), dtype=np.uint8))
@@ -88,8 +90,6 @@ def test_a_mask_off_the_conventions_is_reported_once_where_it_changes_the_number
             mask[12, 12] = 128
         write_png(tmp_path / name / "mask.png", mask)
     dataset = Dataset.open(tmp_path)
-    with caplog.at_level("WARNING"):
-        evaluations = list(evaluate_dataset(backend, dataset, roi=Roi(0, 0, 40, 32)))
-    assert all(e.metrics is not None for e in evaluations)
-    warnings = [r.getMessage() for r in caplog.records if "0/255" in r.getMessage()]
-    assert len(warnings) == (1 if stray_inside_roi else 0)
+    with pytest.raises(SegScopeError, match=r"a/mask.png: values 0, 128, 255 are not a mask convention for this "
+                                            r"2-class model \(128 not among binary 0/255 or 0/1\)"):
+        list(evaluate_dataset(backend, dataset, roi=Roi(0, 0, 40, 32)))

@@ -1,7 +1,8 @@
-"""Exports under races, kills and bad targets: never a mixed, half-described or clobbered file.
+"""Exports under races, kills and bad targets: never a mixed, half-described or clobbered folder.
 
-A child `segscope eval --export` is held inside a file move (the "slow rename") by a small wrapper that
-waits for a go-file, so the tests order events by files, not by timing.
+A child `segscope eval --export` is held at a step of the swap that publishes its export (a rename, or the
+exchange of the two folders: `core.files.atomic_folder`) by a small wrapper that waits for a go-file, so the
+tests order events by files, not by timing.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,33 +21,38 @@ import pytest
 
 from segscope.core.backends.base import InferenceResult
 from segscope.core.errors import SegScopeError
-from segscope.core.export.files import LOCK_NAME, ExportFolder, export_result
+from segscope.core.export.files import ExportFolder, export_result
 from segscope.core.export.provenance import Source
+from segscope.core.files.atomic_folder import lock_path
 from segscope.core.roi import Roi
 
-from helpers import without_cache_note
-
-#: Runs the CLI with a file move pausing after its Nth call until GO exists: `file_group.publish` (the
-#: no-clobber moves) or, with HOLD=replace, `os.replace` (the moves of an --overwrite export).
+#: Runs the CLI with the swap's Nth step (`atomic_folder.rename` or `.exchange`) paused, BEFORE or AFTER it
+#: runs, until GO exists; with EXCHANGE=0 the system is taken to have no renameat2(RENAME_EXCHANGE).
 HELD_EXPORT = """
 import os, sys, time
 from segscope.core import cli
-from segscope.core.files import file_group
+from segscope.core.files import atomic_folder
 calls = []
+def pause():
+    open(os.environ["PAUSED"], "w").close()
+    while not os.path.exists(os.environ["GO"]):
+        time.sleep(0.02)
 def holding(real):
-    def held(*args, **kwargs):
-        done = real(*args, **kwargs)
+    def held(*args):
         calls.append(args)
-        if len(calls) == int(os.environ["PAUSE_AT"]):
-            open(os.environ["PAUSED"], "w").close()
-            while not os.path.exists(os.environ["GO"]):
-                time.sleep(0.02)
+        at = len(calls) == int(os.environ["PAUSE_AT"])
+        if at and os.environ["WHEN"] == "before":
+            pause()
+        done = real(*args)
+        if at and os.environ["WHEN"] == "after":
+            pause()
         return done
     return held
-if os.environ.get("HOLD") == "replace":
-    file_group.os.replace = holding(os.replace)
+if os.environ["EXCHANGE"] == "0":
+    atomic_folder.exchange = lambda a, b: False
 else:
-    file_group.publish = holding(file_group.publish)
+    atomic_folder.exchange = holding(atomic_folder.exchange)
+atomic_folder.rename = holding(atomic_folder.rename)
 sys.exit(cli.main(sys.argv[1:]))
 """
 
@@ -60,16 +65,21 @@ def wait_for(path: Path, child: subprocess.Popen, limit: float = 120.0) -> None:
         time.sleep(0.02)
 
 
-def held_export(tmp_path: Path, args: list[str], pause_at: int, hold: str = "publish"
-                ) -> tuple[subprocess.Popen, Path, Path]:
+def held_export(tmp_path: Path, args: list[str], pause_at: int, when: str = "before", exchange: bool = True
+                ) -> tuple[subprocess.Popen, Path]:
+    """A child running `segscope ARGS`, paused at the swap's step `pause_at`; touch the returned go-file to
+    let it go on."""
     script = tmp_path / "held_export.py"
     script.write_text(HELD_EXPORT)
     paused, go = tmp_path / "paused", tmp_path / "go"
-    env = {**os.environ, "PAUSE_AT": str(pause_at), "PAUSED": str(paused), "GO": str(go), "HOLD": hold}
+    for flag in (paused, go):
+        flag.unlink(missing_ok=True)
+    env = {**os.environ, "PAUSE_AT": str(pause_at), "WHEN": when, "PAUSED": str(paused), "GO": str(go),
+           "EXCHANGE": "1" if exchange else "0"}
     child = subprocess.Popen([sys.executable, str(script), *args], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     wait_for(paused, child)
-    return child, paused, go
+    return child, go
 
 
 def cli_run(args: list[str]) -> subprocess.CompletedProcess:
@@ -78,8 +88,10 @@ def cli_run(args: list[str]) -> subprocess.CompletedProcess:
 
 
 def assert_every_item_described(out_dir: Path, ids: list[str]) -> None:
-    """Each item's files are exactly those its provenance hashes, byte for byte; no temp file is left."""
+    """Each item's files are exactly those its provenance hashes, byte for byte; no temp file is left, in the
+    folder or beside it."""
     assert not [p for p in out_dir.iterdir() if p.name.startswith(".")], sorted(os.listdir(out_dir))
+    assert not [p for p in out_dir.parent.iterdir() if p.name.startswith(f".{out_dir.name}.")]
     for item in ids:
         document = json.loads((out_dir / f"{item}_provenance.json").read_text())
         for entry in document["files"]:
@@ -94,40 +106,22 @@ def eval_args(project, dataset: Path, out_dir: Path, *extra: str) -> list[str]:
 
 def test_a_second_export_into_the_folder_is_refused_while_one_runs(tiny_model_project, small_dataset, tmp_path):
     out_dir = tmp_path / "out"
-    first, _, go = held_export(tmp_path, eval_args(tiny_model_project, small_dataset, out_dir), pause_at=2)
-    # Held inside its moves, after item 1's mask: a second run with the same ids, with and without
-    # --overwrite, must not write a byte there.
-    before = sorted(os.listdir(out_dir))
+    first, go = held_export(tmp_path, eval_args(tiny_model_project, small_dataset, out_dir), pause_at=1)
+    # Held at its one rename (the new folder into place): a second run with the same ids, with and without
+    # --overwrite, must not write a byte there, nor see a half export.
+    assert not out_dir.exists()
     for extra in ([], ["--overwrite"]):
         second = cli_run(eval_args(tiny_model_project, small_dataset, out_dir, "--roi", "0,0,32,32", *extra))
         assert second.returncode == 2, second.stderr
         assert second.stderr.count("\n") == 1 and f"{out_dir}: another export (process {first.pid})" in second.stderr
-        assert sorted(os.listdir(out_dir)) == before
+        assert not out_dir.exists()
     go.touch()
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     assert_every_item_described(out_dir, ["1", "2", "3", "10"])
     rows = json.loads((out_dir / "metrics.json").read_text())["images"]
     assert {row["roi"] for row in rows} == {"0,0,64,48"}  # the first run's, not the second's 0,0,32,32
-    assert not (out_dir / LOCK_NAME).exists()
-
-
-def test_a_kill_during_the_moves_is_cleaned_up_by_the_next_run(tiny_model_project, small_dataset, tmp_path):
-    out_dir = tmp_path / "out"
-    child, _, _ = held_export(tmp_path, eval_args(tiny_model_project, small_dataset, out_dir), pause_at=1)
-    child.send_signal(signal.SIGKILL)
-    child.communicate(timeout=60)
-    # Killed between item 1's mask and its provenance: the softmax and the sidecar are still temp files.
-    leftovers = sorted(p.name for p in out_dir.iterdir() if p.name.startswith(".") and p.name != LOCK_NAME)
-    assert len(leftovers) == 2 and all(name.endswith(".tmp") for name in leftovers)
-    assert not (out_dir / "1_provenance.json").exists()
-    again = cli_run(eval_args(tiny_model_project, small_dataset, out_dir))
-    assert again.returncode == 2 and again.stderr.count("\n") == 1  # the error line alone: no warning before it
-    assert "1_mask.png: already exists" in again.stderr  # never silently replaced
-    assert not [p for p in out_dir.iterdir() if p.name.endswith(".tmp")]  # the killed run's temp files went
-    again = cli_run(eval_args(tiny_model_project, small_dataset, out_dir, "--overwrite"))
-    assert again.returncode == 0 and without_cache_note(again.stderr) == ""
-    assert_every_item_described(out_dir, ["1", "2", "3", "10"])
+    assert not lock_path(out_dir).exists()
 
 
 @pytest.fixture
@@ -165,35 +159,46 @@ def test_exports_are_never_taken_for_images_or_ground_truth(tmp_path, result, wr
 
 
 def test_modes_new_files_get_the_umask_default_and_replaced_files_keep_theirs(tmp_path, result):
+    out = tmp_path / "out"
     old_umask = os.umask(0o027)
     try:
-        export_result(result, tmp_path, Source("s", tmp_path / "s.png"), kinds=["mask"])
-        assert (tmp_path / "s_mask.png").stat().st_mode & 0o777 == 0o640
-        assert (tmp_path / "s_provenance.json").stat().st_mode & 0o777 == 0o640
-        os.chmod(tmp_path / "s_mask.png", 0o664)
-        export_result(result, tmp_path, Source("s", tmp_path / "s.png"), kinds=["mask"], overwrite=True)
-        assert (tmp_path / "s_mask.png").stat().st_mode & 0o777 == 0o664
-        assert (tmp_path / "s_provenance.json").stat().st_mode & 0o777 == 0o640
+        export_result(result, out, Source("s", tmp_path / "s.png"), kinds=["mask"])
+        assert (out / "s_mask.png").stat().st_mode & 0o777 == 0o640
+        assert (out / "s_provenance.json").stat().st_mode & 0o777 == 0o640
+        assert out.stat().st_mode & 0o777 == 0o750  # the folder too
+        os.chmod(out / "s_mask.png", 0o664)
+        os.chmod(out, 0o755)
+        export_result(result, out, Source("s", tmp_path / "s.png"), kinds=["mask"], overwrite=True)
+        assert (out / "s_mask.png").stat().st_mode & 0o777 == 0o664
+        assert (out / "s_provenance.json").stat().st_mode & 0o777 == 0o640
+        assert out.stat().st_mode & 0o777 == 0o755  # the new version of the folder keeps the old one's mode
     finally:
         os.umask(old_umask)
 
 
-def test_a_file_appearing_during_an_export_is_never_overwritten(tmp_path, result, monkeypatch):
-    """The check before writing and the move are not one step: the move itself must refuse a clash."""
+def test_a_file_another_program_writes_during_an_export_is_never_lost(tmp_path, result, monkeypatch, caplog):
+    """The export replaces the folder as a whole: what appeared in it meanwhile is kept, not deleted."""
     from segscope.core.export import files as export_module
 
-    real = export_module.write_temp
+    out = tmp_path / "out"
+    export_result(result, out, Source("a", tmp_path / "a.png"), kinds=["mask"])
+    real = export_module.sha256_file
 
-    def racing_write_temp(path, data):
-        if path.name == "s_softmax.npy":  # another program creates it between the check and the move
-            path.write_bytes(b"theirs")
-        return real(path, data)
+    def racing_hash(path):  # another program writes into the folder while the export runs
+        (out / "s_softmax.npy").write_bytes(b"theirs")
+        (out / "a_mask.png").write_bytes(b"changed by them")
+        return real(path)
 
-    monkeypatch.setattr(export_module, "write_temp", racing_write_temp)
-    with pytest.raises(SegScopeError, match="s_softmax.npy: already exists"):
-        export_result(result, tmp_path, Source("s", tmp_path / "s.png"), kinds=["mask", "softmax"])
-    assert (tmp_path / "s_softmax.npy").read_bytes() == b"theirs"
-    assert sorted(os.listdir(tmp_path)) == ["s_softmax.npy"]  # our mask was taken back: no half item
+    monkeypatch.setattr(export_module, "sha256_file", racing_hash)
+    export_result(result, out, Source("s", tmp_path / "s.png"), kinds=["mask", "softmax"])
+    assert sorted(os.listdir(out)) == ["a_mask.png", "a_provenance.json", "s_mask.png", "s_provenance.json",
+                                       "s_softmax.npy"]
+    (kept,) = [p for p in tmp_path.iterdir() if p.name.startswith("out.segscope-kept-")]
+    assert (kept / "s_softmax.npy").read_bytes() == b"theirs"  # beside the export, with a warning
+    assert (kept / "a_mask.png").read_bytes() == b"changed by them"
+    assert [r.getMessage() for r in caplog.records if "kept in" in r.getMessage()] == [
+        f"{out}: 2 file(s) another program added or changed there while it was being written are kept in "
+        f"{kept.name} beside it"]
 
 
 @pytest.mark.parametrize("writer", ["annotation replace", "ROI sidecar"])
@@ -221,8 +226,8 @@ def test_other_replacing_writers_keep_the_mode(tmp_path, write_png, writer):
 
 
 def test_mask_exports_stay_readable_masks(tmp_path, result):
-    export_result(result, tmp_path, Source("s", tmp_path / "s.png"), kinds=["mask"])
-    mask = cv2.imread(str(tmp_path / "s_mask.png"), cv2.IMREAD_UNCHANGED)
+    export_result(result, tmp_path / "out", Source("s", tmp_path / "s.png"), kinds=["mask"])
+    mask = cv2.imread(str(tmp_path / "out" / "s_mask.png"), cv2.IMREAD_UNCHANGED)
     np.testing.assert_array_equal(mask, np.where(np.arange(6) < 3, 255, 0)[None].repeat(4, 0))
 
 

@@ -113,42 +113,99 @@ def test_geojson_round_trips_the_real_cracks(shared_data):
         np.testing.assert_array_equal(painted, mask)  # in fact exact
 
 
-def _coco_masks(document: dict, image_id: int) -> dict[int, np.ndarray]:
-    """Each category's mask of an image, decoded by pycocotools' COCO API."""
+def _coco_masks(document: dict, image_id: int) -> list[np.ndarray]:
+    """Each instance mask of an image, decoded by pycocotools' COCO API."""
     api = COCO()
     api.dataset = document
     api.createIndex()
-    return {ann["category_id"]: api.annToMask(ann) for ann in api.loadAnns(api.getAnnIds(imgIds=[image_id]))}
+    return [api.annToMask(ann) for ann in api.loadAnns(api.getAnnIds(imgIds=[image_id]))]
 
 
-def test_coco_rle_decodes_to_the_full_size_mask_per_class():
+def _confident(labels: np.ndarray, num_classes: int, confidence: np.ndarray) -> InferenceResult:
+    """A result at ROI size (the ROI at 7, 4 of a 60 x 45 image) whose argmax is `labels`, each pixel's own class at
+    its `confidence`, the rest shared by the other classes."""
+    probabilities = np.repeat(((1 - confidence) / (num_classes - 1))[..., None], num_classes, axis=-1)
+    np.put_along_axis(probabilities, labels[..., None].astype(np.intp), confidence[..., None], axis=-1)
+    return InferenceResult(probabilities.astype(np.float32), labels, Roi(7, 4, 7 + labels.shape[1],
+                                                                         4 + labels.shape[0]), (60, 45))
+
+
+def test_coco_instances_decode_to_each_component_with_its_score():
     labels = np.zeros((30, 40), np.uint8)
     labels[3:9, 5:20] = 1
+    labels[12, 25:30] = 1  # a second crack: its own instance
     labels[15:28, 30:33] = 2
     labels[20, 2] = 2
+    confidence = np.full(labels.shape, 0.9, np.float32)
+    confidence[3:9, 5:20] = np.linspace(0.6, 0.8, 15)  # the first crack's mean probability: 0.7
     coco = CocoDocument()
-    coco.add("a", "a/image.png", labels, Roi(7, 4, 47, 34), (60, 45), 4, ("bg", "crack", "scratch", "stain"))
-    document = json.loads(coco.to_bytes("test"))
+    coco.add("a", "a/image.png", labels, _confident(labels, 4, confidence), ("bg", "crack", "scratch", "stain"))
+    document = json.loads(coco.files("test")["annotations.coco.json"])
     assert document["images"] == [{"id": 1, "file_name": "a/image.png", "width": 60, "height": 45,
                                    "segscope_id": "a"}]
     assert [c["name"] for c in document["categories"]] == ["crack", "scratch", "stain"]
-    masks = _coco_masks(document, 1)
-    assert set(masks) == {1, 2}  # no annotation for a class the image does not hold
-    for index, decoded in masks.items():
-        expected = np.zeros((45, 60), np.uint8)
-        expected[4:34, 7:47] = labels == index
+    components = [(1, (slice(3, 9), slice(5, 20))), (1, (12, slice(25, 30))), (2, (slice(15, 28), slice(30, 33))),
+                  (2, (20, 2))]  # per class, in the order of their first pixel row by row
+    assert [a["category_id"] for a in document["annotations"]] == [c for c, _ in components]
+    for annotation, (_, where) in zip(document["annotations"], components):
+        expected = np.zeros((45, 60), np.uint8, order="F")
+        expected[4:34, 7:47][where] = 1
+        decoded = coco_mask.decode({"size": annotation["segmentation"]["size"],
+                                    "counts": annotation["segmentation"]["counts"].encode()})
         np.testing.assert_array_equal(decoded, expected)
-        ann = next(a for a in document["annotations"] if a["category_id"] == index)
-        assert ann["iscrowd"] == 1 and ann["area"] == int(expected.sum())
+        assert annotation["segmentation"]["counts"] == coco_mask.encode(expected)["counts"].decode()
+        assert annotation["iscrowd"] == 0 and annotation["area"] == int(expected.sum())
         ys, xs = np.nonzero(expected)
-        assert ann["bbox"] == [xs.min(), ys.min(), xs.max() - xs.min() + 1, ys.max() - ys.min() + 1]
-    # The counts are COCO's compressed column-major RLE: pycocotools' own encoding of the Fortran array.
-    expected = np.zeros((45, 60), np.uint8, order="F")
-    expected[4:34, 7:47] = labels == 1
-    assert document["annotations"][0]["segmentation"]["counts"] == coco_mask.encode(expected)["counts"].decode()
+        assert annotation["bbox"] == [xs.min(), ys.min(), xs.max() - xs.min() + 1, ys.max() - ys.min() + 1]
+    assert [a["score"] for a in document["annotations"]] == [pytest.approx(0.7), pytest.approx(0.9),
+                                                             pytest.approx(0.9), pytest.approx(0.9)]
+    assert "truth.coco.json" not in coco.files("test")  # no image had a truth
 
 
-def test_cli_exports_geojson_and_coco_that_match_the_exported_canvas(tiny_model_project, small_dataset, tmp_path):
+def _run_cocoeval(truth_file, predictions_file):
+    import contextlib
+
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
+        truth = COCO(str(truth_file))
+        evaluation = COCOeval(truth, truth.loadRes(str(predictions_file)), "segm")
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    return evaluation.stats
+
+
+def test_cocoeval_scores_the_two_files_as_worked_out_by_hand(tmp_path):
+    """Two true cracks; three predicted instances by score: 0.9 on the first crack exactly, 0.8 a false alarm,
+    0.6 on the second crack exactly. In score order TP, FP, TP: recall 1/2, 1/2, 1; precision 1, 1/2, 2/3, made
+    non-increasing from the right: 1, 2/3, 2/3. COCO samples it at the 101 recall points 0, 0.01, ..., 1: precision
+    1 at the 51 points up to 0.5 and 2/3 at the 50 above, at every IoU threshold (the matches are exact, the false
+    alarm touches nothing): AP = (51 + 50 · 2/3) / 101."""
+    truth = np.zeros((30, 40), np.uint8)
+    truth[2:6, 2:30] = 1
+    truth[20:24, 5:35] = 1
+    labels = truth.copy()
+    labels[10:14, 30:38] = 1  # the false alarm
+    confidence = np.full(labels.shape, 0.9, np.float32)
+    confidence[10:14, 30:38] = 0.8
+    confidence[20:24, 5:35] = 0.6
+    result = _confident(labels, 2, confidence)
+    with ExportFolder(tmp_path / "out") as folder:
+        folder.export_result(result, Source("x", tmp_path / "x.png", class_names=("bg", "crack"), truth_labels=truth),
+                             ["coco"])
+        written = folder.write_coco()
+    assert sorted(p.name for p in written) == ["annotations.coco.json", "predictions.coco.json", "truth.coco.json"]
+    document = json.loads((tmp_path / "out" / "truth.coco.json").read_text())
+    assert [(a["iscrowd"], a["area"]) for a in document["annotations"]] == [(0, 4 * 28), (0, 4 * 30)]
+    stats = _run_cocoeval(tmp_path / "out" / "truth.coco.json", tmp_path / "out" / "predictions.coco.json")
+    assert stats[0] == pytest.approx((51 + 50 * 2 / 3) / 101)  # AP at IoU .50:.95
+    assert stats[1] == stats[2] == pytest.approx(stats[0])  # AP at IoU .50 and .75: the matches are exact
+    assert stats[8] == pytest.approx(1.0)  # AR with 100 detections: both cracks found
+
+
+def test_cli_exports_geojson_and_coco_that_match_the_canvas_and_the_truth(tiny_model_project, small_dataset,
+                                                                          tmp_path):
     out_dir = tmp_path / "out"
     code = cli.main(["eval", "--dataset", str(small_dataset), "--pipeline", str(tiny_model_project.pipeline),
                      "--roi", "8,4,56,40", "--export", str(out_dir), "--export-kinds", "canvas,geojson,coco"],
@@ -160,8 +217,9 @@ def test_cli_exports_geojson_and_coco_that_match_the_exported_canvas(tiny_model_
     assert document["categories"] == [{"id": 1, "name": "defect", "supercategory": "segscope"}]
     for image in document["images"]:
         canvas = cv2.imread(str(out_dir / f"{image['segscope_id']}_mask_full.png"), cv2.IMREAD_GRAYSCALE) > 0
-        decoded = _coco_masks(document, image["id"]).get(1, np.zeros(canvas.shape, np.uint8))
+        decoded = sum(_coco_masks(document, image["id"]), np.zeros(canvas.shape, np.uint8))
         np.testing.assert_array_equal(decoded.astype(bool), canvas)
+        assert max(decoded.ravel()) <= 1  # instances never overlap
         features = json.loads((out_dir / f"{image['segscope_id']}_mask.geojson").read_text())["features"]
         painted = np.zeros(canvas.shape, bool)
         for feature in features:
@@ -170,6 +228,17 @@ def test_cli_exports_geojson_and_coco_that_match_the_exported_canvas(tiny_model_
         np.testing.assert_array_equal(painted, canvas)
         provenance = json.loads((out_dir / f"{image['segscope_id']}_provenance.json").read_text())
         assert "geojson" in [f["kind"] for f in provenance["files"]]
+    truth = json.loads((out_dir / "truth.coco.json").read_text())
+    assert [i["segscope_id"] for i in truth["images"]] == ["1", "2", "10"]  # 3 has no mask: no known negative
+    for image in truth["images"]:  # the truth under the ROI, as scored, instance by instance
+        mask = cv2.imread(str(small_dataset / image["segscope_id"] / "mask.png"), cv2.IMREAD_GRAYSCALE) > 127
+        expected = np.zeros(mask.shape, bool)
+        expected[4:40, 8:56] = mask[4:40, 8:56]
+        decoded = sum(_coco_masks(truth, image["id"]), np.zeros(mask.shape, np.uint8))
+        np.testing.assert_array_equal(decoded.astype(bool), expected)
+    assert all(0 < r["score"] <= 1 for r in json.loads((out_dir / "predictions.coco.json").read_text()))
+    stats = _run_cocoeval(out_dir / "truth.coco.json", out_dir / "predictions.coco.json")
+    assert 0 <= stats[0] <= 1  # COCOeval runs on the two files
 
 
 def test_export_folder_writes_coco_only_when_asked(tmp_path):
@@ -186,7 +255,7 @@ def test_export_folder_writes_coco_only_when_asked(tmp_path):
         folder.export_result(result, source, ["coco"])
         [written] = folder.write_coco()
     document = json.loads(written.read_text())
-    assert [(a["category_id"], a["area"]) for a in document["annotations"]] == [(2, 6)]
+    assert [(a["category_id"], a["area"], a["score"]) for a in document["annotations"]] == [(2, 6, 1.0)]
     assert document["images"][0]["file_name"] == "x.png"
 
 

@@ -16,9 +16,9 @@ from segscope.core.metrics.filter import MetricFilter
 from segscope.core.metrics.review import worst_first
 from segscope.core.metrics.scores import ImageMetrics
 
-#: Two images by hand: b has no foreground in either mask (its foreground Dice/IoU are n/a).
+#: Two images by hand: b has no foreground in either mask (its class 1 and foreground values are n/a).
 A = ImageMetrics(0.8, 0.8 / 1.2, (0.9, 0.6), (0.8, 0.4), 0.6, 0.4, 0.5, 0.75)
-B = ImageMetrics(0.95, 0.95 / 1.05, (1.0, 1.0), (1.0, 1.0), math.nan, math.nan, 1.0, 1.0)
+B = ImageMetrics(0.95, 0.95 / 1.05, (1.0, math.nan), (1.0, math.nan), math.nan, math.nan, math.nan, math.nan)
 
 
 @pytest.fixture
@@ -48,10 +48,13 @@ def test_n_a_is_shown_left_out_of_means_and_ranked_last():
     means = catalogue.means([A, B, None])
     assert means["images_with_masks"] == 2
     assert means["foreground_dice"] == 0.6 and means["soft_dice"] == pytest.approx((0.8 + 0.95) / 2)
+    assert means["aggregates"]["dice_1"] == {"images": 2, "finite": 1, "na": 1, "infinite": 0, "mean": 0.6,
+                                             "median": 0.6}  # b's absent class: left out and counted, never 1.0
+    assert means["aggregates"]["precision"]["na"] == 1 and means["precision"] == 0.5
     assert worst_first({"b": dice.of(B), "a": dice.of(A)}, dice) == ["a", "b"]
     assert not MetricFilter.parse("dice < 2").matches(B)  # n/a compares with nothing
     row = catalogue.row_values(B)
-    assert row["foreground_dice"] is None and row["dice"] == [1.0, 1.0] and row["soft_dice"] == 0.95
+    assert row["foreground_dice"] is None and row["dice"] == [1.0, None] and row["soft_dice"] == 0.95
 
 
 def test_a_registered_metric_is_filtered_ranked_exported_and_described(registry, tmp_path):
@@ -77,7 +80,7 @@ def test_a_registered_metric_is_filtered_ranked_exported_and_described(registry,
     with open(tmp_path / "metrics.csv", newline="") as f:
         table = list(csv.DictReader(f))
     assert float(table[0]["hd99"]) == pytest.approx(4.0) and "hd95" not in table[0]
-    assert table[1]["hd99"] == "" and table[1]["foreground_dice"] == "" and table[1]["dice_1"] == "1.0"
+    assert table[1]["hd99"] == "" and table[1]["foreground_dice"] == "" and table[1]["dice_1"] == ""
 
 
 def test_names_cannot_clash(registry):

@@ -107,14 +107,17 @@ def test_soft_dice_multi_class_uses_class_indices():
     # A 2x4 mask shrinks to 1x2 by nearest neighbour: class indices are never blended.
     big = np.array([[0, 0, 2, 2], [0, 0, 2, 2]], np.uint8)
     assert soft_dice(probabilities, big) == pytest.approx(2 * 1.5 / (3.2 + 1e-6), rel=1e-6)
-    with pytest.raises(SegScopeError, match="mask value 3 is not a class index of a 3-class model"):
+    with pytest.raises(SegScopeError, match=r"values 0, 3 are not a mask convention for this 3-class model"):
         soft_dice(probabilities, np.array([[0, 3]], np.uint8))
 
 
 def test_mask_to_labels():
-    np.testing.assert_array_equal(mask_to_labels(np.array([[0, 127, 128, 255]], np.uint8), 2), [[0, 0, 1, 1]])
+    np.testing.assert_array_equal(mask_to_labels(np.array([[0, 255, 255, 0]], np.uint8), 2), [[0, 1, 1, 0]])
     np.testing.assert_array_equal(mask_to_labels(np.array([[0, 1, 1]], np.uint8), 2), [[0, 1, 1]])
     np.testing.assert_array_equal(mask_to_labels(np.zeros((2, 2), np.uint8), 2), np.zeros((2, 2)))
+    for never_guessed in ([0, 127, 128, 255], [0, 1, 2], [0, 1, 255]):  # greys, 3 classes, two conventions
+        with pytest.raises(SegScopeError, match="are not a mask convention for this 2-class model"):
+            mask_to_labels(np.array([never_guessed], np.uint8), 2)
 
 
 # --- hard metrics -------------------------------------------------------------------------------------
@@ -147,18 +150,18 @@ def test_hard_metrics_multi_class_by_hand():
 def test_foreground_dice_averages_only_the_classes_present():
     truth = np.array([[0, 1, 1, 0]], np.uint8)
     pred = np.array([[0, 1, 0, 0]], np.uint8)
-    m = hard_metrics(pred, truth, 4)  # classes 2 and 3 are in neither mask: their vacuous 1.0 is left out
-    assert m["dice"] == pytest.approx((4 / 5, 2 / 3, 1.0, 1.0))
+    m = hard_metrics(pred, truth, 4)  # classes 2 and 3 are in neither mask: n/a, never a vacuous 1.0
+    assert m["dice"] == pytest.approx((4 / 5, 2 / 3, math.nan, math.nan), nan_ok=True)
     assert m["foreground_dice"] == pytest.approx(2 / 3) and m["foreground_iou"] == pytest.approx(1 / 2)
 
 
 @pytest.mark.parametrize(
     ("truth", "pred", "expected"),
     [
-        # Nothing to find, nothing found: per-class ratios 1, the foreground Dice/IoU n/a (NaN).
+        # Nothing to find, nothing found: the background's ratios 1, every foreground one n/a (NaN).
         ([[0, 0], [0, 0]], [[0, 0], [0, 0]],
-         {"dice": (1.0, 1.0), "iou": (1.0, 1.0), "foreground_dice": math.nan, "foreground_iou": math.nan,
-          "precision": 1.0, "recall": 1.0}),
+         {"dice": (1.0, math.nan), "iou": (1.0, math.nan), "foreground_dice": math.nan, "foreground_iou": math.nan,
+          "precision": math.nan, "recall": math.nan}),
         # Nothing to find, two false alarms: precision 0/2, recall 1 (nothing missed), Dice 0.
         ([[0, 0], [0, 0]], [[1, 0], [0, 1]],
          {"dice": (4 / 6, 0.0), "iou": (2 / 4, 0.0), "foreground_dice": 0.0, "precision": 0.0,

@@ -76,7 +76,7 @@ def test_printed_lines_json_and_exports_are_identical(tiny_model_project, datase
 def test_an_image_that_cannot_be_decoded_fails_after_the_lines_before_it(tiny_model_project, dataset_of_six,
                                                                          capsys, overlap):
     broken = dataset_of_six / "4" / "image.png"
-    broken.write_bytes(b"\x89PNG\r\n\x1a\n but nothing else")
+    broken.write_bytes(broken.read_bytes()[:100])  # its header reads (checked before image 1), its pixels do not
     extra = [] if overlap else ["--no-overlap"]
     code, out = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline, *extra)
     assert code == 2
@@ -86,13 +86,15 @@ def test_an_image_that_cannot_be_decoded_fails_after_the_lines_before_it(tiny_mo
     assert err.startswith("segscope: error: ") and err.count("\n") == 1 and str(broken) in err
 
 
-def test_a_bad_mask_fails_at_its_own_image(tiny_model_project, dataset_of_six, capsys):
-    """The mask is read on the scoring thread, after the next image is inferred; its error keeps its place."""
-    bad = dataset_of_six / "2" / "mask.png"
+@pytest.mark.parametrize("broken", ["2/mask.png", "4/image.png"])
+def test_a_bad_mask_or_the_header_of_its_image_fails_before_any_image(tiny_model_project, dataset_of_six, capsys,
+                                                                      broken):
+    """Every truth mask, and the size of its image, is checked before the first image runs (core/dataset/
+    preflight.py): no line is printed against a truth that cannot be read."""
+    bad = dataset_of_six / broken
     bad.write_bytes(b"not an image at all")
     code, out = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline)
-    assert code == 2
-    assert [line.split(",")[0] for line in out.splitlines()] == [f"image: {dataset_of_six / '1' / 'image.png'}"]
+    assert code == 2 and out == ""
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(bad) in err
 
@@ -163,20 +165,23 @@ def test_export_beside_inference_writes_the_same_files_and_lines(tiny_model_proj
 
 
 @pytest.mark.parametrize("overlap", [True, False])
-def test_a_failed_export_write_stops_the_run_at_its_image_with_nothing_half_written(
-        tiny_model_project, dataset_of_six, tmp_path, capsys, overlap):
+def test_a_failed_export_write_stops_the_run_at_its_image_with_nothing_written(
+        tiny_model_project, dataset_of_six, tmp_path, capsys, monkeypatch, overlap):
+    from segscope.core.files.atomic_folder import StagedFolder
+
     export = tmp_path / "export"
-    blocker = export / "2_mask.png"
-    blocker.mkdir(parents=True)  # a folder where item 2's mask goes: replacing it fails
+    create = StagedFolder.create
+
+    def full_disk_at_item_2(self, relative, content, overwrite):  # type: ignore[no-untyped-def]
+        if relative == "2_mask.png":
+            raise SegScopeError(f"{export / relative}: write failed (No space left on device)")
+        return create(self, relative, content, overwrite)
+
+    monkeypatch.setattr(StagedFolder, "create", full_disk_at_item_2)
     code, lines = run_cli("eval", "--dataset", dataset_of_six, "--pipeline", tiny_model_project.pipeline, "--export",
-                          export, "--overwrite", *([] if overlap else ["--no-overlap"]))
+                          export, *([] if overlap else ["--no-overlap"]))
     err = capsys.readouterr().err
     assert code == 2
-    assert err.startswith("segscope: error: ") and err.count("\n") == 1 and str(blocker) in err
+    assert err.startswith("segscope: error: ") and err.count("\n") == 1 and "2_mask.png: write failed" in err
     assert [line.split(",")[0] for line in lines.splitlines()] == [f"image: {dataset_of_six / '1' / 'image.png'}"]
-    names = sorted(p.name for p in export.iterdir())
-    assert not [n for n in names if n.startswith(".") and n != ".segscope-export.lock"]  # no temporary file
-    assert [n for n in names if n.startswith("2_")] == ["2_mask.png"]  # only the blocking folder, untouched
-    assert blocker.is_dir() and not any(blocker.iterdir())
-    assert "1_provenance.json" in names and not [n for n in names if n.split("_")[0] in ("3", "4", "5", "10")]
-    assert "metrics.csv" not in names
+    assert sorted(p.name for p in tmp_path.iterdir() if "export" in p.name) == []  # all or nothing: nothing

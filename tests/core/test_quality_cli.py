@@ -85,24 +85,43 @@ def test_eval_metrics_equal_the_reference_packages(tiny_model_project, defects_d
         if inside.any():
             ece += abs(confidence[inside].mean() - correct[inside].mean()) * inside.mean()
     assert row["ece"] == pytest.approx(ece, rel=1e-9)
+    # The same over the pixels where the truth or the model's decision is the defect, and the Brier score.
+    region = ((labels > 0) | (softmax.argmax(axis=-1) > 0)).ravel()
+    ece_fg = 0.0
+    for lower, upper in zip(np.linspace(0, 1, 16)[:-1], np.linspace(0, 1, 16)[1:]):
+        inside = region & (confidence > lower) & (confidence <= upper)
+        if inside.any():
+            ece_fg += abs(confidence[inside].mean() - correct[inside].mean()) * inside.sum() / region.sum()
+    assert row["ece_foreground"] == pytest.approx(ece_fg, rel=1e-9) and row["ece_foreground"] > 5 * row["ece"]
+    one_hot = np.eye(2)[labels]
+    assert row["brier"] == pytest.approx(np.mean(np.sum((softmax - one_hot) ** 2, axis=-1)), rel=1e-9)
     # Per class (one foreground class here: the image's own values), after class 0, the background, n/a.
     assert row["hd95_class"] == [None, row["hd95"]] and row["defect_fn_class"] == [None, 1]
-    # No mask, no metrics; the summary holds means and medians over the one image with a mask.
+    assert row["defect_tp"] == 2 and isinstance(row["defect_tp"], int)  # counts are integers
+    # No mask, no metrics; the summary holds the aggregates over the one image with a mask.
     assert "hd95" not in document["images"][1]
     summary = document["summary"]
     assert summary["hd95"] == row["hd95"] and summary["cldice"] == row["cldice"]
-    assert summary["spread"]["hd95"] == {"median": row["hd95"], "images": 1, "infinite": 0}
+    diagonal = float(np.hypot(80, 120))  # the worst HD95 of this ROI (the whole image)
+    assert summary["aggregates"]["hd95"] == {
+        "images": 1, "finite": 1, "na": 0, "infinite": 0, "mean": row["hd95"], "median": row["hd95"],
+        "worst_case": {"substitute": "inf replaced by the diagonal of the image's scored ROI (px), the largest "
+                                     "distance possible", "mean": row["hd95"], "median": row["hd95"]}}
+    assert summary["aggregates"]["hd95_class_1"]["mean"] == row["hd95"] and diagonal > row["hd95"]
+    assert summary["aggregates"]["defect_tp"] == {"images": 1, "total": 2} and summary["defect_tp"] == 2
     described = {m["name"]: m for m in document["metrics"]}  # the catalogue's definitions come along
     assert described["hd95"]["higher_is_better"] is False and "hd95_class_<i>" in described
-    assert summary["defects"] == {"tp": 2, "fp": 1, "fn": 1, "f1": pytest.approx(4 / 6), "precision":
-                                  pytest.approx(2 / 3), "recall": pytest.approx(2 / 3)}
+    assert described["hd95"]["unit"] == "px" and "Nikolov" in described["hd95"]["reference"]
+    assert summary["defects"] == {"tp": 2, "fp": 1, "fn": 1, "split": 0, "merged": 0, "f1": pytest.approx(4 / 6),
+                                  "precision": pytest.approx(2 / 3), "recall": pytest.approx(2 / 3)}
     assert summary["reliability"]["ece"] == pytest.approx(ece, rel=1e-9)
     assert summary["reliability"]["pixels"] == softmax.shape[0] * softmax.shape[1]
     assert sum(b["pixels"] for b in summary["reliability"]["bins"]) == summary["reliability"]["pixels"]
-    assert summary["nsd_tolerance_px"] == 2.0 and summary["min_defect_area_px"] == 1
+    assert summary["reliability_foreground"]["pixels"] == region.sum()
+    assert summary["nsd_tolerance_px"] == 2.0 and summary["min_defect_area_px"] == 1 and summary["defect_iou"] == 0.5
     table = list(csv.DictReader(io.StringIO((out_dir / "metrics.csv").read_text())))
-    assert float(table[0]["hd95"]) == row["hd95"] and float(table[0]["defect_fp"]) == 1
-    assert float(table[0]["hd95_class_1"]) == row["hd95"] and table[0]["hd95_class_0"] == ""
+    assert float(table[0]["hd95"]) == row["hd95"] and table[0]["defect_fp"] == "1"
+    assert float(table[0]["hd95_class_1"]) == row["hd95"] and "hd95_class_0" not in table[0]
     assert json.loads((out_dir / "metrics.json").read_text())["images"][0]["cldice"] == row["cldice"]
 
 
@@ -113,12 +132,15 @@ def test_eval_metric_lines_and_min_defect_area(tiny_model_project, defects_datas
     lines = text.splitlines()
     # The 4x4 speck is below 20 px: no false alarm any more.
     assert re.fullmatch(r"image: .*a[/\\]image\.png, dice: [\d.]+, iou: [\d.]+, hard dice: [\d.]+, hard iou: [\d.]+, "
-                        r"nsd@1: [\d.]+, defect f1: 0\.8000 \(tp 2 fp 0 fn 1\)", lines[0]), lines[0]
+                        r"nsd@1: [\d.]+, defect f1: 0\.8000 \(tp 2 fp 0 fn 1 split 0 merged 0\), "
+                        r"truth: original a/mask\.png \(sha256 \w{12}\)", lines[0]), lines[0]
     assert lines[1].endswith("(no mask)")
-    assert lines[-3].startswith("========== nsd@1: mean ")
-    assert lines[-2] == "========== defect_f1: mean 0.8000, median 0.8000"
-    assert lines[-1] == ("========== defects: f1 0.8000, precision 1.0000, recall 0.6667 (tp 2, fp 0, fn 1 over all "
-                         "images)")
+    assert lines[-5].startswith("========== nsd@1: mean ") and lines[-5].endswith(" over 1 image")
+    assert lines[-4:-1] == ["========== defect_f1: mean 0.8000, median 0.8000 over 1 image",
+                            "========== defect_precision: mean 1.0000, median 1.0000 over 1 image",
+                            "========== defect_recall: mean 0.6667, median 0.6667 over 1 image"]
+    assert lines[-1] == ("========== defects: f1 0.8000, precision 1.0000, recall 0.6667 (tp 2, fp 0, fn 1 of which 0 "
+                         "merged, 0 fragments; over all images, matched at IoU >= 0.5)")
 
 
 def test_eval_with_the_shipped_pipeline(defects_dataset):
@@ -130,8 +152,8 @@ def test_eval_with_the_shipped_pipeline(defects_dataset):
 def test_eval_without_metrics_prints_the_lines_it_always_did(tiny_model_project, defects_dataset):
     code, text = run_cli("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline)
     assert code == 0
-    assert re.fullmatch(r"image: .*, dice: [\d.]+, iou: [\d.]+, hard dice: [\d.]+, hard iou: [\d.]+",
-                        text.splitlines()[0])
+    assert re.fullmatch(r"image: .*, dice: [\d.]+, iou: [\d.]+, hard dice: [\d.]+, hard iou: [\d.]+, "
+                        r"truth: original a/mask\.png \(sha256 \w{12}\)", text.splitlines()[0])
     assert text.splitlines()[-1].startswith("========== Hard foreground dice is: ")
     code, text = run_cli("eval", "--dataset", defects_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
     assert "metrics" not in json.loads(text)["images"][0] and "reliability" not in json.loads(text)["summary"]
@@ -145,11 +167,18 @@ def test_an_empty_prediction_is_inf_in_the_line_and_null_in_json(tiny_model_proj
     write_png(root / "x" / "mask.png", truth)
     code, text = run_cli("eval", "--dataset", root, "--pipeline", tiny_model_project.pipeline, "--metrics", "hd95,nsd")
     assert code == 0 and ", hd95: inf, nsd@2: 0.0000" in text.splitlines()[0]
-    assert "(1 of 1 infinite: only one mask has the class)" in text
+    diagonal = np.hypot(40, 50)
+    assert (f"========== hd95: mean n/a, median n/a over 0 images (1 inf left out); with the worst case (inf replaced "
+            f"by the diagonal of the image's scored ROI (px), the largest distance possible): mean {diagonal:.2f}, "
+            f"median {diagonal:.2f}") in text.splitlines()
     code, text = run_cli("eval", "--dataset", root, "--pipeline", tiny_model_project.pipeline, "--metrics", "hd95",
                          "--json")
     document = json.loads(text)
-    assert document["images"][0]["hd95"] is None and document["summary"]["spread"]["hd95"]["infinite"] == 1
+    assert document["images"][0]["hd95"] == "inf" and document["images"][0]["hd95_class"] == [None, "inf"]
+    assert document["summary"]["aggregates"]["hd95"]["infinite"] == 1
+    assert document["summary"]["hd95"] is None  # no finite value: the plain mean is n/a, the worst case is not
+    assert document["summary"]["aggregates"]["hd95"]["worst_case"]["mean"] == pytest.approx(diagonal)
+    assert '"inf"' in document["numbers"] and "n/a" in document["numbers"]["null"]
 
 
 @pytest.mark.parametrize(("argv", "parts"), [
@@ -179,13 +208,13 @@ def test_metrics_on_the_real_pv_crack_cells(tiny_model_project, shared_data, tmp
         truth = cv2.imread(str(dataset / row["id"] / "mask.png"), cv2.IMREAD_GRAYSCALE) > 127
         distances = surface_distance.compute_surface_distances(truth, prediction, (1.0, 1.0))
         hd95 = surface_distance.compute_robust_hausdorff(distances, 95)
-        assert row["hd95"] == (hd95 if math.isfinite(hd95) else None), row["id"]
+        assert row["hd95"] == (hd95 if math.isfinite(hd95) else "inf"), row["id"]
         if not truth.any() and not prediction.any():
             assert row["hd95"] is None and row["nsd"] is None  # n/a
         else:
             assert row["nsd"] == pytest.approx(
                 surface_distance.compute_surface_dice_at_tolerance(distances, 2), rel=1e-12, abs=1e-15)
-        n_truth = ndimage.label(truth, np.ones((3, 3)))[1]
+        n_truth, n_prediction = (ndimage.label(mask, np.ones((3, 3)))[1] for mask in (truth, prediction))
         assert row["defect_tp"] + row["defect_fn"] == n_truth
-        assert row["defect_tp"] + row["defect_fp"] == ndimage.label(prediction, np.ones((3, 3)))[1]
+        assert row["defect_tp"] + row["defect_fp"] + row["defect_split"] == n_prediction
         assert row["cldice"] is None or 0 <= row["cldice"] <= 1 and 0 <= row["ece"] <= 1

@@ -123,7 +123,7 @@ def test_defects_matched_one_to_one_by_iou_by_hand():
                        (slice(7, 9), slice(11, 13)),  # the 2x2 one shifted 1 px: IoU 2/6 < 0.5, so FN + FP
                        (10, 18))  # a 1-pixel speck: FP
     match = match_defects(truth, prediction)
-    assert (match.tp, match.fp, match.fn) == (1, 2, 1)
+    assert (match.tp, match.fp, match.fn, match.split, match.merged) == (1, 2, 1, 0, 0)  # half inside: not mostly
     scores = match.scores()
     assert scores["defect_f1"] == pytest.approx(2 / 5)
     assert scores["defect_precision"] == pytest.approx(1 / 3) and scores["defect_recall"] == 0.5
@@ -146,11 +146,47 @@ def test_defects_are_8_connected_and_match_at_iou_one_half():
 def test_no_defect_anywhere_is_n_a_and_only_false_alarms_score_zero():
     empty = np.zeros((5, 5), bool)
     scores = match_defects(empty, empty).scores()
-    assert math.isnan(scores.pop("defect_f1"))  # as the foreground Dice: nothing to score
-    assert scores == {"defect_precision": 1.0, "defect_recall": 1.0, "defect_tp": 0, "defect_fp": 0, "defect_fn": 0}
+    for ratio in ("defect_f1", "defect_precision", "defect_recall"):  # nothing to score: n/a, never 1.0
+        assert math.isnan(scores.pop(ratio))
+    assert scores == {"defect_tp": 0, "defect_fp": 0, "defect_fn": 0, "defect_split": 0, "defect_merged": 0}
     speck = boxes((5, 5), (2, 2))
     alarm = match_defects(empty, speck).scores()
     assert (alarm["defect_f1"], alarm["defect_precision"], alarm["defect_recall"]) == (0.0, 0.0, 1.0)
+
+
+def test_fragments_of_a_found_crack_are_not_false_alarms():
+    """The reviewer's demo 001: pieces of found cracks counted as false alarms. A 1 x 20 crack predicted as a
+    1 x 10 piece (IoU 10/20 = 0.5: TP), two 1 x 3 pieces on it (wholly inside: fragments) and a 4-pixel piece at
+    its end (1 of 4 pixels inside: not mostly, a false alarm); a lone speck elsewhere is a false alarm."""
+    truth = boxes((8, 40), (2, slice(0, 20)))
+    prediction = boxes((8, 40), (2, slice(0, 10)), (2, slice(11, 14)), (2, slice(15, 18)), (5, 30))
+    prediction[2, 19:21] = True  # column 19 inside, 20 outside, and two more outside below
+    prediction[3, 20:22] = True
+    match = match_defects(truth, prediction)
+    assert (match.tp, match.fp, match.fn, match.split, match.merged) == (1, 2, 0, 2, 0)
+    assert sorted(d.outcome for d in match.defects if d.source == "prediction") == ["FP", "FP", "TP", "split", "split"]
+    scores = match.scores()  # F1 2TP / (2TP + FP + FN) = 2 / 4, precision 1 / 3: fragments count nowhere
+    assert (scores["defect_f1"], scores["defect_precision"], scores["defect_recall"]) == (0.5, 1 / 3, 1.0)
+    # At --defect-iou 0.6 the 10-pixel piece no longer matches: the crack is missed, the piece is a fragment.
+    strict = match_defects(truth, prediction, threshold=0.6)
+    assert (strict.tp, strict.fp, strict.fn, strict.split) == (0, 2, 1, 3)
+
+
+def test_two_defects_predicted_as_one_are_a_match_and_a_merge():
+    """Two true 3x3 squares one column apart; the prediction covers both and the gap (3x7 = 21 px): IoU with each
+    is 9/21 < 0.5 at the default threshold, so both are missed, one predicted blob is a false alarm, and the two
+    misses are merges (each lies wholly inside the one blob that holds both)."""
+    truth = boxes((6, 10), (slice(1, 4), slice(1, 4)), (slice(1, 4), slice(5, 8)))
+    prediction = boxes((6, 10), (slice(1, 4), slice(1, 8)))
+    match = match_defects(truth, prediction)
+    assert (match.tp, match.fp, match.fn, match.merged, match.split) == (0, 1, 2, 2, 0)
+    # At IoU 0.4 the blob matches the first square (9/21 = 0.43, ties broken by component number); the other is
+    # a miss by merge.
+    loose = match_defects(truth, prediction, threshold=0.4)
+    assert (loose.tp, loose.fp, loose.fn, loose.merged) == (1, 0, 1, 1)
+    # A blob holding one defect only (a bloated prediction) merges nothing: a plain miss and a false alarm.
+    bloated = match_defects(boxes((6, 10), (2, 2)), prediction)
+    assert (bloated.fn, bloated.merged, bloated.fp) == (1, 0, 1)
 
 
 # --- ECE -----------------------------------------------------------------------------------------------------
@@ -188,7 +224,13 @@ def test_metric_list_parsing():
     assert spec.names == ("hd95", "nsd", "ece") and spec.nsd_tolerance == 3.0
     assert MetricSpec.parse("all").names == ("hd95", "nsd", "cldice", "defect_f1", "ece")
     assert MetricSpec.parse("defects").keys() == ["defect_f1", "defect_precision", "defect_recall",
-                                                  "defect_tp", "defect_fp", "defect_fn"]
+                                                  "defect_tp", "defect_fp", "defect_fn", "defect_split",
+                                                  "defect_merged"]
+    assert MetricSpec.parse("ece").keys() == ["ece", "ece_foreground", "brier"] == MetricSpec.parse("brier").keys()
+    assert MetricSpec.parse("defect_f1", defect_iou=0.3).defect_iou == 0.3
+    for iou in (0.0, 1.5):
+        with pytest.raises(SegScopeError, match="--defect-iou: must be in"):
+            MetricSpec.parse("defect_f1", defect_iou=iou)
     assert not MetricSpec.parse("")
     for bad, named in (("hd99", "'hd99'"), ("nsd@x", "nsd@x"), ("nsd@-1", "nsd@-1")):
         with pytest.raises(SegScopeError, match=named):
@@ -220,12 +262,18 @@ def test_image_quality_per_foreground_class_on_the_roi():
     assert quality.values["hd95"] == math.inf and quality.values["nsd"] == 0.5
     assert quality.values["defect_f1"] == 0.5
     assert quality.values["defect_tp"] == 1 and quality.values["defect_fn"] == 1
-    # 9 of 120 pixels wrong at confidence 0.9: ECE = |111/120 − 0.9|.
+    # 9 of 120 pixels wrong at confidence 0.9: ECE = |111/120 − 0.9|. The foreground (truth or prediction: the
+    # 18 pixels of both squares) holds 9 right and 9 wrong at 0.9: |9/18 − 0.9| = 0.4.
     assert quality.values["ece"] == pytest.approx(abs(111 / 120 - 0.9), abs=1e-6)
+    assert quality.values["ece_foreground"] == pytest.approx(0.4, abs=1e-6)
+    # Brier per pixel: right (0.9 on the true class, 0.05 on each other) 0.1² + 2·0.05² = 0.015; wrong 0.9² + 0.95²
+    # + 0.05² = 1.715: (111·0.015 + 9·1.715) / 120.
+    assert quality.values["brier"] == pytest.approx((111 * 0.015 + 9 * 1.715) / 120, rel=1e-6)
     assert set(quality.per_class) == {1, 2} and set(quality.defects) == {1, 2}
+    assert quality.diagonal == math.hypot(10, 12)  # the worst HD95 of this ROI
     text = line_text(MetricSpec.parse("hd95,defect_f1"), quality, ("bg", "crack", "scratch"))
-    assert text.startswith(", hd95: inf, defect f1: 0.5000 (tp 1 fp 0 fn 1) [crack, hd95: 0.00, ")
-    assert "[scratch, hd95: inf, defect f1: 0.0000 (tp 0 fp 0 fn 1)]" in text
+    assert text.startswith(", hd95: inf, defect f1: 0.5000 (tp 1 fp 0 fn 1 split 0 merged 0) [crack, hd95: 0.00, ")
+    assert "[scratch, hd95: inf, defect f1: 0.0000 (tp 0 fp 0 fn 1 split 0 merged 0)]" in text
 
 
 def test_a_class_in_neither_mask_is_left_out_of_the_image_value():
@@ -243,20 +291,24 @@ def _metrics(quality):
     return ImageMetrics(1.0, 1.0, (1.0, 1.0), (1.0, 1.0), 1.0, 1.0, 1.0, 1.0, quality)
 
 
-def test_quality_summary_medians_and_pooled_defects():
-    spec = MetricSpec.parse("hd95,defect_f1")
+def test_quality_summary_pools_defects_and_pixels():
+    spec = MetricSpec.parse("defect_f1,ece")
     summary = QualitySummary(spec)
     truth = np.zeros((8, 8), np.uint8)
     truth[2:4, 2:4] = 1
-    for prediction in (truth, np.zeros_like(truth), np.zeros_like(truth)):  # perfect, missed (hd95 inf), missed
+    for prediction in (truth, np.zeros_like(truth), np.zeros_like(truth)):  # perfect, missed, missed
         summary.add(_metrics(image_quality(spec, _result(prediction, 2), truth * 255)))
-    summary.add(_metrics(image_quality(spec, _result(truth * 0, 2), truth * 0)))  # nothing anywhere: n/a
+    summary.add(_metrics(image_quality(spec, _result(truth * 0, 2), truth * 0)))  # nothing anywhere
     summary.add(None)  # an image without a mask counts nowhere
     document = summary.summary()
-    assert document["spread"]["hd95"] == {"median": math.inf, "images": 3, "infinite": 2}
-    assert document["spread"]["defect_f1"] == {"median": 0.0, "images": 3, "infinite": 0}
-    assert document["defects"] == {"tp": 1, "fp": 0, "fn": 2, "f1": pytest.approx(2 / 4), "precision": 1.0,
-                                   "recall": pytest.approx(1 / 3)}
+    assert document["defects"] == {"tp": 1, "fp": 0, "fn": 2, "split": 0, "merged": 0, "f1": pytest.approx(2 / 4),
+                                   "precision": 1.0, "recall": pytest.approx(1 / 3)}
+    # 256 pixels at confidence 0.9, 8 of them wrong (the two missed squares): |248/256 − 0.9|; the foreground
+    # region is the 3 images' squares (12 pixels, 4 right).
+    assert document["calibration"]["ece"] == pytest.approx(abs(248 / 256 - 0.9), abs=1e-6)
+    assert document["calibration"]["ece_foreground"] == pytest.approx(abs(4 / 12 - 0.9), abs=1e-6)
+    assert document["calibration"]["pixels"] == 256 and "bilinear" in document["calibration"]["truth_resampling"]
+    assert document["reliability_foreground"]["pixels"] == 12
     assert QualitySummary(MetricSpec()).summary() == {}
 
 

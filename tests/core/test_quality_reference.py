@@ -94,7 +94,9 @@ def test_cldice_equals_skeletonize_on_whole_masks(mask_pairs):
 
 
 def _reference_defects(truth, prediction, min_area):
-    """8-connected components by SciPy, every IoU from pixel sets, pairs >= 0.5 (unique above 0.5)."""
+    """8-connected components by SciPy, every IoU from pixel sets, pairs >= 0.5 (unique above 0.5); an unmatched
+    prediction more than half inside one truth is a fragment, an unmatched truth more than half inside a prediction
+    that holds another truth so is merged (and missed)."""
     def parts(mask):
         labels, count = ndimage.label(mask, structure=np.ones((3, 3)))
         return [labels == k for k in range(1, count + 1) if (labels == k).sum() >= min_area]
@@ -103,14 +105,24 @@ def _reference_defects(truth, prediction, min_area):
     matched = {(i, j) for i, t in enumerate(truths) for j, p in enumerate(preds)
                if (t & p).sum() / (t | p).sum() >= 0.5}
     tp = len(matched)
-    return tp, len(preds) - tp, len(truths) - tp
+    lone_preds = [p for j, p in enumerate(preds) if all(j != b for _, b in matched)]
+    split = sum(1 for p in lone_preds if any((p & t).sum() / p.sum() > 0.5 for t in truths))
+    hosts = {}
+    for i, t in enumerate(truths):
+        shares = [(t & p).sum() / t.sum() for p in preds]
+        if shares and max(shares) > 0.5:
+            hosts[i] = int(np.argmax(shares))
+    held = [list(hosts.values()).count(host) for host in hosts.values()]
+    merged = sum(1 for (i, host), n in zip(hosts.items(), held) if n >= 2 and all(i != a for a, _ in matched))
+    return tp, len(preds) - tp - split, len(truths) - tp, split, merged
 
 
 @pytest.mark.parametrize("min_area", [1, 20])
 def test_defect_counts_equal_a_scipy_reference(mask_pairs, min_area):
     for name, truth, prediction in mask_pairs[::3]:
         match = match_defects(truth, prediction, min_area)
-        assert (match.tp, match.fp, match.fn) == _reference_defects(truth, prediction, min_area), name
+        assert (match.tp, match.fp, match.fn, match.split, match.merged) == _reference_defects(
+            truth, prediction, min_area), name
 
 
 def _reference_ece(probabilities, labels, bins=15):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import os
 import shutil
 import struct
@@ -20,7 +19,6 @@ import cv2
 import numpy as np
 import pytest
 
-from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.files import fileio
 from segscope.core.files.fileio import decode_image, read_mask
@@ -47,9 +45,8 @@ def test_binary_mask_conventions_read_the_same_classes(tmp_path, stored, suffix)
 
     path = tmp_path / f"m{suffix}"
     path.write_bytes(encoded(stored, suffix))
-    notes: list[str] = []
-    mask = read_mask(path, notes=notes)
-    assert mask.dtype == np.uint8 and notes == []
+    mask = read_mask(path)
+    assert mask.dtype == np.uint8
     np.testing.assert_array_equal(mask_to_labels(mask, 2), LABELS)
 
 
@@ -60,7 +57,8 @@ def test_class_index_masks_keep_their_indices(tmp_path):
     path = tmp_path / "classes.png"
     path.write_bytes(encoded(indices, ".png"))
     np.testing.assert_array_equal(mask_to_labels(read_mask(path), 4), indices)
-    with pytest.raises(SegScopeError, match="not a class index of a 3-class model"):
+    with pytest.raises(SegScopeError, match=r"values 0, 1, 2, 3 are not a mask convention for this 3-class model "
+                                            r"\(3 not among class indices 0..2\)"):
         mask_to_labels(read_mask(path), 3)
 
 
@@ -81,36 +79,16 @@ def test_a_16_bit_binary_mask_scores_like_its_8_bit_twin(tiny_model_project, sma
     assert scores() == reference and min(v for v in reference if v is not None) > 0.5
 
 
-def test_stray_values_are_warned_once_per_dataset(tiny_model_project, small_dataset, caplog):
-    from segscope.core.backend_spec import BackendSpec, open_backend
-    from segscope.core.evaluate import evaluate_dataset
-
-    for item in ("1", "2"):
-        mask = cv2.imread(str(small_dataset / item / "mask.png"), cv2.IMREAD_GRAYSCALE)
-        mask[0, :3] = (100, 128, 200)  # anti-aliasing greys: 128 and 200 are foreground, 100 is not
-        cv2.imwrite(str(small_dataset / item / "mask.png"), mask)
-    dataset = Dataset.open(small_dataset)
-    with caplog.at_level(logging.WARNING, logger="segscope"):
-        with open_backend(BackendSpec("embedded", tiny_model_project.pipeline)) as backend:
-            list(evaluate_dataset(backend, dataset))
-    warnings = [r.getMessage() for r in caplog.records]
-    assert len(warnings) == 1, warnings
-    assert str(small_dataset / "1" / "mask.png") in warnings[0] and "100, 128, 200" in warnings[0]
-    assert "above 127" in warnings[0]
-
-
-def test_other_16_bit_values_and_colour_masks_are_noted(tmp_path):
+def test_other_16_bit_values_and_colour_masks_are_refused(tmp_path):
     ramp = np.array([[0, 1000, 65535]], np.uint16)
     (tmp_path / "ramp.png").write_bytes(encoded(ramp, ".png"))
-    notes: list[str] = []
-    np.testing.assert_array_equal(read_mask(tmp_path / "ramp.png", notes=notes), [[0, 4, 255]])
-    assert len(notes) == 1 and "16-bit values above 255" in notes[0]
+    with pytest.raises(SegScopeError, match=r"ramp.png: 16-bit mask values 1000, 65535 are no mask convention"):
+        read_mask(tmp_path / "ramp.png")
     red = np.zeros((2, 2, 3), np.uint8)
     red[0, 0] = (0, 0, 255)
     (tmp_path / "red.png").write_bytes(encoded(red, ".png"))
-    notes = []
-    np.testing.assert_array_equal(read_mask(tmp_path / "red.png", notes=notes), [[255, 0], [0, 0]])
-    assert len(notes) == 1 and "colour mask" in notes[0]
+    with pytest.raises(SegScopeError, match=r"red.png: a colour mask \(its channels differ\)"):
+        read_mask(tmp_path / "red.png")
 
 
 # --- sizes from headers, before decoding --------------------------------------------------------------

@@ -1,9 +1,12 @@
-"""`segscope report`: one self-contained HTML page whose numbers and worst images follow `eval --json`,
-rendered by a real headless Chromium where Debian's package is installed (skipped otherwise)."""
+"""`segscope report`: one self-contained HTML page whose numbers follow `eval --json` (aggregates, counts, n/a and
+inf), with bootstrap intervals checked against SciPy, definitions, provenance without local paths, the worst images'
+errors drawn, and a table sorted by its own script, rendered by a real headless Chromium where Debian's package is
+installed (skipped otherwise)."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import json
 import re
@@ -13,6 +16,7 @@ import subprocess
 import cv2
 import numpy as np
 import pytest
+from scipy import stats
 
 from helpers import run_cli
 
@@ -20,15 +24,30 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-
-
 @pytest.fixture
 def dataset(small_dataset, write_png):
-    """The small dataset, one image's mask holding stray grey levels (a warning) and one without a mask."""
+    """The small dataset (64x48 images, the model's input 960: image != model input; 3 without a mask), one truth a
+    saved correction, plus two light images the model finds nothing in: e with an empty truth (every foreground
+    metric n/a) and m whose truth has a defect (HD95 inf, a miss)."""
     mask = cv2.imread(str(small_dataset / "10" / "mask.png"), cv2.IMREAD_GRAYSCALE)
-    mask[:3, :3] = 90
-    write_png(small_dataset / "10" / "mask.png", mask)
+    write_png(small_dataset / "10" / "mask_corrected.png", mask)
+    light = np.full((48, 64, 3), 215, np.uint8)
+    for name in ("e", "m"):
+        write_png(small_dataset / name / "image.png", light)
+    write_png(small_dataset / "e" / "mask.png", np.zeros((48, 64), np.uint8))
+    missed = np.zeros((48, 64), np.uint8)
+    missed[10:20, 30:42] = 255
+    write_png(small_dataset / "m" / "mask.png", missed)
     return small_dataset
+
+
+def _text(page: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
+def _section(page: str, title: str) -> str:
+    """The text of the page's section headed `title` (up to the next heading)."""
+    return _text(page.split(f"<h2>{title}")[1].split("<h2>")[0])
 
 
 @pytest.fixture
@@ -44,36 +63,128 @@ def report(tiny_model_project, dataset, tmp_path):
     return out.read_text(encoding="utf-8"), json.loads(text)
 
 
-def test_report_is_self_contained_and_follows_eval(report):
+def test_report_is_self_contained_and_its_summary_follows_eval(report):
     page, document = report
     assert page.startswith("<!DOCTYPE html>")
-    assert "default-src 'none'; img-src data:" in page  # the browser may load nothing from anywhere
+    [script] = re.findall(r"<script>(.*?)</script>", page, re.S)  # the one script, allowed by its hash alone
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    assert f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}'" in page
     sources = re.findall(r'(?:src|href)="([^"]*)"', page)
     assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
     for source in sources:
         png = base64.b64decode(source.split(",", 1)[1])
         assert cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR) is not None
-    assert "<script" not in page
-    rows = [r for r in document["images"] if "hd95" in r]
-    worst = sorted(rows, key=lambda r: (r["foreground_dice"], [r["id"] for r in rows].index(r["id"])))[:2]
-    text = html.unescape(re.sub(r"<[^>]+>", " ", page))
-    section = text.split("Worst 2 images by Dice (lowest first)")[1].split("Per class")[0]
-    assert re.findall(r"(\d+)\.\s+(\S+)\s+ROI", section) == [("1", worst[0]["id"]), ("2", worst[1]["id"])]
-    for row in worst:  # each worst image's numbers as eval computed them, and its four panels
-        block = section.split(f" {row['id']} ")[1]
-        assert f"Dice: {row['foreground_dice']:.4f}" in block
-        assert f"NSD@2: {row['nsd']:.4f}" in block
-    assert page.count('<figcaption>truth</figcaption>') == 2 and page.count("<figcaption>image</figcaption>") == 2
+    summary = _section(page, "Run summary")
+    aggregates = document["summary"]["aggregates"]
+    rows = [r for r in document["images"] if "foreground_dice" in r]
+    for key, title in (("foreground_dice", "Dice (foreground)"), ("hd95", "HD95 (px)"), ("cldice", "clDice"),
+                       ("brier", "Brier score")):
+        found = aggregates[key]
+        values = [r[key] for r in rows if isinstance(r[key], float)]  # finite: not null (n/a), not "inf"
+        interval = stats.bootstrap((np.array(values),), np.mean, n_resamples=9999, method="percentile", **{
+            "rng" if "rng" in stats.bootstrap.__code__.co_varnames else "random_state": np.random.default_rng(0)
+        }).confidence_interval
+        digits = 2 if key == "hd95" else 4
+        expected = (rf"{re.escape(title)} {found['mean']:.{digits}f} \[{interval.low:.{digits}f}, "
+                    rf"{interval.high:.{digits}f}\] {found['median']:.{digits}f} {found['finite']} {found['na']} "
+                    rf"{found['infinite']}")
+        assert re.search(expected, summary), (expected, summary)
+    # e: no foreground anywhere (n/a); m: a truth-only defect (HD95 inf, worst case its ROI's diagonal 80)
+    assert (aggregates["foreground_dice"]["na"], aggregates["hd95"]["infinite"]) == (1, 1)
+    assert re.search(rf"HD95 \(px\) .* {aggregates['hd95']['worst_case']['mean']:.2f} / ", summary)
+    assert aggregates["hd95"]["worst_case"]["mean"] > aggregates["hd95"]["mean"]
+
+
+def test_report_defines_every_metric_and_names_no_local_path(report, dataset, tmp_path):
+    page, document = report
+    definitions = _section(page, "Definitions")
+    for title, unit, reference in (("HD95 (px)", "px", "Nikolov et al. 2021"), ("clDice", "ratio", "Shit et al. 2021"),
+                                   ("ECE (foreground)", "ratio", "Guo et al. 2017"),
+                                   ("False alarms", "defects", "SegScope's definition")):
+        assert re.search(rf"\b{re.escape(title)} {unit} .*?{re.escape(reference)}", definitions), title
+    assert "bilinear" in definitions  # how the calibration resampled the truth
+    assert str(tmp_path) not in page and str(dataset) not in page  # provenance, lists and warnings: names only
+    provenance = _section(page, "Provenance")
+    assert " dataset dataset " in provenance and "unet_simple_opencv.pipeline" in provenance
+    assert "--truth auto: truth: 1 of 6 images scored against their saved correction" in provenance
+
+
+def test_report_counts_are_integers_and_absent_classes_n_a(report):
+    page, document = report
     defects = document["summary"]["defects"]
-    assert re.search(rf"tp\s+{defects['tp']}\s+fp\s+{defects['fp']}\s+fn\s+{defects['fn']}\s+f1\s+"
-                     rf"{defects['f1']:.4f}", text.split("Defects")[-1])
-    table = text.split("Every image with a mask")[1]
-    for row in rows:  # every image's line: its id, ROI, Dice and ECE as eval computed them
-        assert re.search(rf"\b{row['id']}\s+{row['roi']}\s+{row['soft_dice']:.4f}\s+{row['foreground_dice']:.4f}"
-                         rf".*?{row['ece']:.4f}", table, re.S)
-    no_mask = text.split("Images without masks")[-1]
-    assert re.search(r"\b3\b", no_mask.split("Warnings")[0])
-    assert "other than 0/255" in no_mask.split("Warnings")[1]
+    assert re.search(rf"tp {defects['tp']} fp {defects['fp']} fn {defects['fn']} merged {defects['merged']} split "
+                     rf"{defects['split']} f1 {defects['f1']:.4f}", _section(page, "Defects"))
+    per_class = _section(page, "Per class")
+    dice_1 = document["summary"]["aggregates"]["dice_1"]
+    assert dice_1["na"] == 1 and f"{dice_1['mean']:.4f} (1 n/a)" in per_class  # image e: n/a, never 1.0
+    table = page.split("<h2>Every image with a mask")[1]
+    for row in (r for r in document["images"] if "foreground_dice" in r):
+        assert f'data-v="{row["defect_tp"]}">{row["defect_tp"]}</td>' in table  # "2", never "2.0"
+    assert "_class_0" not in page and "2.0</td>" not in table
+
+
+def test_the_worst_images_show_their_misses(report):
+    page, document = report
+    worst = page.split("<h2>Worst 2 images")[1].split("<h2>")[0]
+    assert worst.count("<figcaption>errors</figcaption>") == 2 and worst.count("<figcaption>truth</figcaption>") == 2
+    assert re.search(r"1\.\s*<b>m</b>", worst)  # the missed defect: Dice 0, the worst
+    uri = re.search(r'alt="m errors" src="data:image/png;base64,([^"]+)"', worst).group(1)
+    errors = cv2.imdecode(np.frombuffer(base64.b64decode(uri), np.uint8), cv2.IMREAD_COLOR)
+    sky_blue = np.all(errors == (233, 180, 86), axis=-1)  # FN in the viewer's colour (BGR)
+    ys, xs = np.nonzero(sky_blue)
+    assert (ys.min(), ys.max() + 1, xs.min(), xs.max() + 1) == (10, 20, 30, 42)  # exactly the missed square
+
+
+def test_per_class_table_of_a_three_class_model(tmp_path, write_png):
+    """Rendered straight from evaluations of a 3-class result: one row per foreground class, named by the card;
+    class 2 is in neither mask of image b: n/a there, counted, its mean over image a alone."""
+    from segscope.core.dataset.dataset import Dataset
+    from segscope.core.evaluate import score
+    from segscope.core.metrics import catalogue
+    from segscope.core.quality.scoring import QualitySummary
+    from segscope.core.quality.spec import MetricSpec
+    from segscope.core.report.collect import ReportData
+    from segscope.core.report.html import render
+    from segscope.core.result import InferenceResult
+    from segscope.core.roi import Roi
+
+    truth = np.zeros((30, 40), np.uint8)
+    truth[5:15, 5:15] = 1
+    truth[20:25, 10:35] = 2
+    only_crack = np.where(truth == 2, 0, truth).astype(np.uint8)
+    for name, mask in (("a", truth), ("b", only_crack)):
+        write_png(tmp_path / "d" / name / "image.png", np.full((30, 40, 3), 128, np.uint8))
+        write_png(tmp_path / "d" / name / "mask.png", mask)
+    dataset = Dataset.open(tmp_path / "d")
+    predicted = truth.copy()
+    predicted[20:25, 10:20] = 0  # class 2 partly missed
+    spec = MetricSpec.parse("hd95,defect_f1")
+    with ReportData(dataset, spec, ("background", "crack", "scratch"), catalogue.lookup("foreground_dice"), 1) as data:
+        for item, labels in zip(dataset.items, (predicted, only_crack)):
+            result = InferenceResult(np.eye(3, dtype=np.float32)[labels], labels, Roi(0, 0, 40, 30), (40, 30))
+            data.add(score(dataset, item, result, quality=spec))
+        data.finish()
+    scored = [e.metrics for e in data.entries]
+    summary = {**catalogue.means(scored), **QualitySummary(spec).summary()}
+    page = render(data, summary, {"created": "now"}, {"distributions": b"png"})
+    per_class = _section(page, "Per class")
+    # Class 2 in image a: Dice 2·15/(15 + 25) = 0.75, IoU 15/25; its 5x15 piece is IoU 15/25 >= 0.5 of the 5x25
+    # truth, a TP. HD95: the truth's left side (4 edges and 2 cuts, 5.4 px of its 58.8 px contour, over 5 %) lies
+    # 10 px from the prediction's left side.
+    assert re.search(r"1 crack 1\.0000 1\.0000 0\.00 1\.0000 1\.0000 1\.0000 2 0 0 0 0", per_class), per_class
+    assert re.search(r"2 scratch 0\.7500 \(1 n/a\) 0\.6000 \(1 n/a\) 10\.00 \(1 n/a\) 1\.0000 \(1 n/a\) 1\.0000 "
+                     r"\(1 n/a\) 1\.0000 \(1 n/a\) 1 0 0 0 0", per_class), per_class
+    assert "Defects found (sum)" in page and "Fragments (sum)" in page
+
+
+def test_report_help_is_honest_and_paths_come_back_when_asked(tiny_model_project, dataset, tmp_path, capsys):
+    assert run_cli("report", "--help")[0] == 0
+    helped = re.sub(r"\s+", " ", capsys.readouterr().out)
+    assert "Default: all (every one above)" in helped and "--absolute-paths" in helped
+    out = tmp_path / "abs.html"
+    code, _ = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", out,
+                      "--metrics", "hd95", "--absolute-paths", "--worst", "0")
+    assert code == 0 and str(dataset.resolve()) in out.read_text(encoding="utf-8")
 
 
 def test_bad_report_options_are_one_line(tiny_model_project, dataset, tmp_path, capsys):
@@ -117,62 +228,39 @@ window.addEventListener("load", () => {
 </script>"""
 
 
+def _chromium(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-extensions", *arguments], capture_output=True, text=True, timeout=120)
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
 def test_report_renders_in_headless_chromium_with_no_missing_resource(report, tmp_path):
-    page, _ = report
-    # The probe is the only script: the copy's policy also lets inline scripts run, and still loads nothing else.
+    page, document = report
+    # The probe is one more script: the copy's policy lets inline scripts run, and still loads nothing else.
     probed = page.replace("default-src 'none';", "default-src 'none'; script-src 'unsafe-inline';")
     probed = probed.replace("</body>", PROBE + "</body>")
     copy = tmp_path / "probed.html"
     copy.write_text(probed, encoding="utf-8")
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-               f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", copy.as_uri()]
-    dom = subprocess.run(command, capture_output=True, text=True, timeout=120).stdout
+    dom = _chromium(f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+                    copy.as_uri()).stdout
     found = re.search(r"<title>PROBE(.*?)</title>", dom, re.S)
     assert found, dom[:500]
     probe = json.loads(html.unescape(found.group(1)))
     assert probe["widths"] and all(width > 0 for width in probe["widths"])  # every image decoded
     assert probe["fetched"] == [] and probe["refused"] == []
-    screenshot = tmp_path / "report.png"  # the report itself, its policy untouched
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'p2'}",
-                    "--window-size=1280,2000", f"--screenshot={screenshot}", (tmp_path / "report.html").as_uri()],
-                   capture_output=True, timeout=120, check=True)
+    # The report itself, its policy untouched: its own script sorts the table (here by the address) ...
+    report_file = tmp_path / "report.html"
+    dom = _chromium(f"--user-data-dir={tmp_path / 'p3'}", "--virtual-time-budget=3000", "--dump-dom",
+                    report_file.as_uri() + "#sort=foreground_dice-desc").stdout
+    table = dom.split('class="sortable"')[1]
+    assert 'aria-sort="descending"' in table
+    shown = re.findall(r'<tr><td data-v="([^"]+)">', table)
+    dice = {r["id"]: r["foreground_dice"] for r in document["images"] if "foreground_dice" in r}
+    ranked = sorted((i for i in dice if dice[i] is not None), key=lambda i: -dice[i])
+    assert shown == [*ranked, *(i for i in dice if dice[i] is None)]  # n/a last
+    # ... and draws.
+    screenshot = tmp_path / "report.png"
+    _chromium(f"--user-data-dir={tmp_path / 'p2'}", "--window-size=1280,2000", f"--screenshot={screenshot}",
+              report_file.as_uri())
     shot = cv2.imread(str(screenshot))
-    assert shot is not None and shot.std() > 10  # something was drawn, not a blank page
-
-
-def test_per_class_table_of_a_three_class_model(tmp_path, write_png):
-    """Rendered straight from evaluations of a 3-class result: one row per foreground class, named by the card,
-    with the mean per-class Dice and the per-class QA values."""
-    from segscope.core.dataset.dataset import Dataset
-    from segscope.core.evaluate import score
-    from segscope.core.metrics import catalogue
-    from segscope.core.quality.spec import MetricSpec
-    from segscope.core.report.collect import ReportData
-    from segscope.core.report.html import render
-    from segscope.core.result import InferenceResult
-    from segscope.core.roi import Roi
-
-    truth = np.zeros((30, 40), np.uint8)
-    truth[5:15, 5:15] = 1
-    truth[20:25, 10:35] = 2
-    write_png(tmp_path / "d" / "a" / "image.png", np.full((30, 40, 3), 128, np.uint8))
-    write_png(tmp_path / "d" / "a" / "mask.png", truth)
-    dataset = Dataset.open(tmp_path / "d")
-    predicted = truth.copy()
-    predicted[20:25, 10:20] = 0  # class 2 partly missed
-    probabilities = np.eye(3, dtype=np.float32)[predicted]
-    result = InferenceResult(probabilities, predicted, Roi(0, 0, 40, 30), (40, 30))
-    spec = MetricSpec.parse("hd95,defect_f1")
-    evaluation = score(dataset, dataset.items[0], result, quality=spec)
-    with ReportData(dataset, spec, ("background", "crack", "scratch"), catalogue.lookup("foreground_dice"), 1) as data:
-        data.add(evaluation)
-        data.finish()
-    page = render(data, {}, {"created": "now"}, {"distributions": b"png"})
-    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
-    per_class = text.split("Per class")[1].split("Defects")[0]
-    # Class 2: Dice 2·15/(15 + 25) = 0.75, IoU 15/25; its 5x15 piece is IoU 15/25 >= 0.5 of the 5x25 truth, a TP.
-    # HD95: the truth's left side (4 edges and 2 cuts, 5.4 px of its 58.8 px contour, over 5 %) lies 10 px from
-    # the prediction's left side.
-    assert re.search(r"1 crack 1\.0000 1\.0000 0\.00 1\.0000 1\.0000 1\.0000 1 0 0", per_class), per_class
-    assert re.search(r"2 scratch 0\.7500 0\.6000 10\.00 1\.0000 1\.0000 1\.0000 1 0 0", per_class), per_class
+    assert shot is not None and shot.std() > 10

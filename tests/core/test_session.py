@@ -356,6 +356,25 @@ def test_qa_metrics_computed_elsewhere_join_only_the_metrics_they_were_computed_
     assert session.metrics("a").quality is None and session.metrics("a").soft_dice != basis.soft_dice
 
 
+def test_a_quality_job_scores_the_mask_on_screen_and_extends_only_fresh_metrics(tmp_path, write_png):
+    from segscope.core.quality.spec import MetricSpec
+
+    spec = MetricSpec.parse("defect_f1")
+    session = _loaded(tmp_path, write_png)
+    _run(session)
+    _paint_extra(session)  # a second true defect, bottom right, that the prediction misses
+    assert session.quality_job("a", spec) is None  # stale metrics: re-scored first, nothing to extend yet
+    session.refresh_metrics("a")
+    job = session.quality_job("a", spec)
+    assert job is not None and job.basis is session.known_metrics("a")
+    quality = job.run()  # (a window runs it on a worker)
+    # truth: the 2x2 block found (TP) and the painted 2x2 block missed (FN); F1 = 2*1 / (2*1 + 0 + 1)
+    assert (quality.values["defect_tp"], quality.values["defect_fp"], quality.values["defect_fn"]) == (1, 0, 1)
+    assert quality.values["defect_f1"] == pytest.approx(2 / 3)
+    assert session.set_quality("a", job.basis, quality) and session.metrics("a").quality is quality
+    assert session.quality_job("b", spec) is None  # never run: no metrics to extend
+
+
 def test_a_whole_slide_run_over_the_stores_bound_is_kept_for_the_session_and_drops_the_older_stored_one(
         tmp_path, write_png):
     from segscope.core.wholeslide.evaluate import TiledEvaluation, TilePlan

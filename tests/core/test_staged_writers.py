@@ -1,7 +1,7 @@
 """Every writer is staged, locked and cleaned like `--export`: a card project, the int8 cache, a stitched
-OME-TIFF export, an --overwrite export killed half-way. What a killed run leaves is gone after the next run,
-a second writer into a locked folder is refused, a cache entry is checked by its hash before use, and an
-item is never left half old, half new.
+OME-TIFF export. What a killed run leaves is gone after the next run, a second writer into a locked folder
+is refused, and a cache entry is checked by its hash before use (an --overwrite export killed at each step:
+test_export_swap.py).
 """
 
 from __future__ import annotations
@@ -9,17 +9,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from segscope.core.export.files import LOCK_NAME
+from segscope.core.files.atomic_folder import lock_path
 from segscope.core.files.fileio import STAGING_LOCK, STAGING_PREFIX, staging_folder
 from segscope.core.files.folder_lock import FolderLock
 
-from .test_export_safety import assert_every_item_described, cli_run, eval_args, held_export
+from .test_export_safety import assert_every_item_described
 from helpers import run_cli
 
 
@@ -40,7 +39,7 @@ def test_a_card_into_a_folder_another_card_is_writing_is_refused(tmp_path, capsy
     model = byo.Net().save(tmp_path / "m.onnx")
     out = tmp_path / "proj"
     out.mkdir()
-    with FolderLock(out / LOCK_NAME, "segscope card"):  # another `segscope card` is writing there
+    with FolderLock(lock_path(out), "segscope card", out):  # another `segscope card` is writing there
         code, _ = run_cli("card", model, "--out", out, "--scale", "1/255")
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and f"another segscope card (process {os.getpid()})" in err
@@ -132,20 +131,3 @@ def test_an_ome_tiff_export_over_a_png_one_leaves_no_stale_file_nor_scratch(tiny
     assert set(os.listdir(out_dir)) == names | {"metrics.csv", "metrics.json"}  # no PNG of the earlier export
     assert_every_item_described(out_dir, items)
     assert os.listdir(scratch) == []  # the OME-TIFF scratch lived in the (locked) export folder
-
-
-def test_an_overwrite_export_killed_half_way_is_completed_by_the_next_run(tiny_model_project, small_dataset,
-                                                                         tmp_path):
-    out_dir = tmp_path / "out"
-    assert cli_run(eval_args(tiny_model_project, small_dataset, out_dir, "--roi", "0,0,32,32")).returncode == 0
-    old = (out_dir / "1_mask.png").read_bytes()
-    child, _, _ = held_export(tmp_path, eval_args(tiny_model_project, small_dataset, out_dir, "--overwrite"),
-                              pause_at=1, hold="replace")
-    child.send_signal(signal.SIGKILL)  # after item 1's first file was replaced, before its others
-    child.communicate(timeout=60)
-    assert (out_dir / "1_mask.png").read_bytes() != old  # half of item 1 is new...
-    assert not (out_dir / "1_provenance.json").exists()  # ...and no record describes the mixture
-    again = cli_run(eval_args(tiny_model_project, small_dataset, out_dir))  # refused, but completes item 1 first
-    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "already exists" in again.stderr
-    assert_every_item_described(out_dir, ["1", "2", "3", "10"])
-    assert json.loads((out_dir / "1_provenance.json").read_text())["roi"] == [0, 0, 64, 48]  # item 1 wholly new

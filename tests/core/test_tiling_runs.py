@@ -59,7 +59,8 @@ def test_eval_tile_prints_slide_metrics_per_image(pipeline: Path, small_dataset:
     lines = out.splitlines()
     # 64x48 slides, 32 px tiles, stride 24: x at 0, 24, 32 (shifted in) and y at 0, 16 -> 6 tiles each.
     images = [line for line in lines if line.startswith("image: ")]
-    assert len(images) == 4 and all(line.endswith(", tiles: 6") for line in images)
+    assert len(images) == 4 and all(", tiles: 6" in line for line in images)
+    assert images[0].endswith(")") and ", tiles: 6, truth: original 1/mask.png (sha256 " in images[0]
     assert "dice: n/a" in images[2]  # item 3 has no mask
     dataset = Dataset.open(small_dataset)
     with EmbeddedBackend(pipeline) as backend:

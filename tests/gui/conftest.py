@@ -4,6 +4,7 @@
   stored in the dataset's sidecar the way a user's picked ROIs are.
 - `window`: the main window on that dataset with the embedded backend on the tiny real ONNX model of
   `tests/conftest.py` (fast, and independent of the trained demo model), ready to run.
+- `jobs`: a job runner (gui/jobs.py) for a widget tested on its own.
 - `drag(view, start, end)`: a mouse drag with real mouse events on a view's viewport.
 """
 
@@ -59,6 +60,16 @@ def demo_dataset(demo_dataset_template: Path, tmp_path: Path) -> Path:
     sidecar = {"version": 1, "default_roi": list(DEFAULT_ROI.as_tuple()), "rois": {}}
     (root / "segscope.json").write_text(json.dumps(sidecar), encoding="utf-8")
     return root
+
+
+@pytest.fixture
+def jobs(qapp):
+    """A job runner for widgets tested without a window (a window makes its own); shut down after the test."""
+    from segscope.gui.jobs import Jobs
+
+    runner = Jobs()
+    yield runner
+    runner.shutdown()
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from segscope.gui.backend_dialog import BackendChoice, BackendDialog
 pytestmark = pytest.mark.gui
 
 
-def test_testing_the_embedded_backend_shows_its_device(qtbot, tiny_model_project):
-    dialog = BackendDialog(BackendChoice(pipeline=tiny_model_project.pipeline))
+def test_testing_the_embedded_backend_shows_its_device(qtbot, tiny_model_project, jobs):
+    dialog = BackendDialog(BackendChoice(pipeline=tiny_model_project.pipeline), jobs)
     qtbot.addWidget(dialog)
     assert dialog.kind() == "embedded" and not dialog.remote_box.isEnabled()
     dialog.test_connection()
@@ -27,10 +27,10 @@ def test_testing_the_embedded_backend_shows_its_device(qtbot, tiny_model_project
     assert "embedded on CPU (ONNX Runtime" in dialog.status_label.text()
 
 
-def test_a_broken_pipeline_is_one_line_naming_the_file(qtbot, tmp_path):
+def test_a_broken_pipeline_is_one_line_naming_the_file(qtbot, tmp_path, jobs):
     bad = tmp_path / "bad.pipeline"
     bad.write_text("{ not json", encoding="utf-8")
-    dialog = BackendDialog(BackendChoice())
+    dialog = BackendDialog(BackendChoice(), jobs)
     qtbot.addWidget(dialog)
     dialog.pipeline_edit.setText(str(bad))
     dialog.test_connection()
@@ -49,7 +49,7 @@ class _Stub(Backend):
         pass
 
 
-def test_unknown_host_key_is_trusted_only_after_confirmation(qtbot, monkeypatch, tmp_path):
+def test_unknown_host_key_is_trusted_only_after_confirmation(qtbot, monkeypatch, tmp_path, jobs):
     offered = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
     attempts: list[str] = []
 
@@ -68,7 +68,7 @@ def test_unknown_host_key_is_trusted_only_after_confirmation(qtbot, monkeypatch,
 
     monkeypatch.setattr(BackendChoice, "open", fake_open)
     monkeypatch.setattr(backend_dialog, "confirm_host_key", fake_confirm)
-    dialog = BackendDialog(BackendChoice())
+    dialog = BackendDialog(BackendChoice(), jobs)
     qtbot.addWidget(dialog)
     dialog.radios["remote"].setChecked(True)
     assert dialog.remote_box.isEnabled()
@@ -102,10 +102,10 @@ def test_profile_round_trip_never_keeps_the_password(isolated_settings):
     assert BackendChoice.from_profile({"kind": "embedded", "pipeline": "/gone.pipeline"}).pipeline == DEFAULT_PIPELINE
 
 
-def test_each_backend_of_the_registry_is_offered_when_this_machine_has_it(qtbot, monkeypatch):
+def test_each_backend_of_the_registry_is_offered_when_this_machine_has_it(qtbot, monkeypatch, jobs):
     missing = {"mindx": "MindX SDK not found", "ais-bench": "ais_bench not found"}
     monkeypatch.setattr(backend_dialog, "unavailable", lambda kind: missing.get(kind, ""))
-    dialog = BackendDialog(BackendChoice(kind="mindx"))
+    dialog = BackendDialog(BackendChoice(kind="mindx"), jobs)
     qtbot.addWidget(dialog)
     assert list(dialog.radios) == ["embedded", "mindx", "mindx-model", "ais-bench", "remote"]
     assert not dialog.radios["mindx"].isEnabled() and dialog.kind() == "embedded"
@@ -117,8 +117,8 @@ def test_each_backend_of_the_registry_is_offered_when_this_machine_has_it(qtbot,
     assert dialog.choice().describe() == "MindX Model API (this host)" and dialog.scale_box.isEnabled()
 
 
-def test_a_model_card_runs_without_a_pipeline(qtbot, tiny_model_project):
-    dialog = BackendDialog(BackendChoice())
+def test_a_model_card_runs_without_a_pipeline(qtbot, tiny_model_project, jobs):
+    dialog = BackendDialog(BackendChoice(), jobs)
     qtbot.addWidget(dialog)
     dialog.pipeline_edit.setText(str(tiny_model_project.card))
     dialog.test_connection()
@@ -146,14 +146,14 @@ def test_local_choices_make_the_specs_the_cli_makes(tmp_path):
     ("port", "²"), ("port", "0"), ("port", "65536"), ("port", "-22"), ("port", " 22"), ("port", ""),
     ("kind", "gpu"), ("pipeline", "/nowhere/x.pipeline"), ("pipeline", "a\0b"), ("devices", "0,0"),
     ("devices", "²"), ("cluster", "scheduler:8786")])
-def test_a_bad_saved_value_falls_back_to_its_default(qtbot, isolated_settings, key, saved):
+def test_a_bad_saved_value_falls_back_to_its_default(qtbot, isolated_settings, key, saved, jobs):
     from segscope.gui import settings
 
     good = BackendChoice("remote", DEFAULT_PIPELINE, "ascend", 2200, "hw")
     settings.save_backend_profile({**good.as_profile(), key: saved})
     restored = BackendChoice.from_profile(settings.backend_profile())
     assert restored == dataclasses.replace(good, **{key: getattr(BackendChoice(), key)})
-    dialog = BackendDialog(restored)  # and the dialog opens on it
+    dialog = BackendDialog(restored, jobs)  # and the dialog opens on it
     qtbot.addWidget(dialog)
     assert dialog.port_spin.value() == restored.port
 
@@ -163,8 +163,8 @@ def test_a_bad_saved_value_falls_back_to_its_default(qtbot, isolated_settings, k
     ("a,b", "", "Devices: expected comma-separated device ids"),
     ("", "scheduler:8786", "expected a scheduler address"),
     ("0,1", "tcp://h:8786", "Devices and Cluster: choose one")])
-def test_bad_devices_or_cluster_keep_the_dialog_open_with_one_line(qtbot, devices, cluster, wanted):
-    dialog = BackendDialog(BackendChoice())
+def test_bad_devices_or_cluster_keep_the_dialog_open_with_one_line(qtbot, devices, cluster, wanted, jobs):
+    dialog = BackendDialog(BackendChoice(), jobs)
     qtbot.addWidget(dialog)
     dialog.devices_edit.setText(devices)
     dialog.cluster_edit.setText(cluster)
@@ -174,14 +174,14 @@ def test_bad_devices_or_cluster_keep_the_dialog_open_with_one_line(qtbot, device
     assert wanted in text and "\n" not in text
 
 
-def test_devices_and_cluster_are_remembered_and_apply_to_local_backends_only(qtbot, isolated_settings):
+def test_devices_and_cluster_are_remembered_and_apply_to_local_backends_only(qtbot, isolated_settings, jobs):
     from segscope.gui import settings
 
     choice = BackendChoice("embedded", DEFAULT_PIPELINE, devices="0,1", cluster="")
     settings.save_backend_profile(choice.as_profile())
     assert BackendChoice.from_profile(settings.backend_profile()) == choice
     assert choice.describe() == "embedded (this machine), devices 0,1"
-    dialog = BackendDialog(BackendChoice("remote", DEFAULT_PIPELINE, "ascend", cluster="ssh://a,b"))
+    dialog = BackendDialog(BackendChoice("remote", DEFAULT_PIPELINE, "ascend", cluster="ssh://a,b"), jobs)
     qtbot.addWidget(dialog)
     assert not dialog.scale_box.isEnabled()  # the remote host runs one stream
     dialog.radios["embedded"].setChecked(True)

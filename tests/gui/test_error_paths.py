@@ -59,7 +59,7 @@ def test_a_damaged_session_store_never_takes_the_viewer_down(qtbot, window, demo
     os.mkfifo(folder / "fifo.npz")
     (folder / "link.npz").symlink_to(Path(os.devnull))
     assert window.open_dataset(other)  # returns at once: no entry blocks or raises
-    qtbot.waitUntil(lambda: not window.background.busy("restore"), timeout=30000)  # restored on a worker
+    qtbot.waitUntil(lambda: not window.jobs.busy("restore"), timeout=30000)  # restored on a worker
     warnings = [m.text for m in window.messages.messages if m.level == "warning"]
     assert len(warnings) == 4 and all("it is ignored" in text for text in warnings)
     assert window.session.metrics("001") is not None  # the good entry was restored
@@ -69,7 +69,7 @@ def test_a_damaged_session_store_never_takes_the_viewer_down(qtbot, window, demo
 
 def test_an_option_error_names_the_viewer_control_not_the_command_line_flag():
     from segscope.core.errors import SegScopeError
-    from segscope.gui.run_controller import describe_error
+    from segscope.gui.jobs import describe_error
 
     error = SegScopeError("must be a positive number, got 0.0", option="--output-scale")
     assert describe_error(error) == ("Output scale: must be a positive number, got 0.0",

@@ -38,7 +38,7 @@ def inspection(window):
 def run_and_wait(qtbot, window, action) -> None:
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert action()
-    qtbot.waitUntil(lambda: not window.background.pending)
+    qtbot.waitUntil(lambda: not window.jobs.pending)
 
 
 def contains(outer, inner, tolerance: float = 1e-6) -> bool:

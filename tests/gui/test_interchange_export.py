@@ -33,8 +33,9 @@ def test_export_geojson_and_coco_from_the_viewer(qtbot, window, tmp_path):
         expected = np.zeros(result.image_size[::-1], np.uint8)
         roi = result.roi
         expected[roi.y0:roi.y1, roi.x0:roi.x1] = argmax_at_roi(result) == 1
-        [annotation] = [a for a in document["annotations"] if a["image_id"] == image["id"]]
-        rle = {"size": annotation["segmentation"]["size"], "counts": annotation["segmentation"]["counts"].encode()}
-        np.testing.assert_array_equal(coco_mask.decode(rle), expected)
+        instances = [a for a in document["annotations"] if a["image_id"] == image["id"]]  # one per component
+        decoded = sum(coco_mask.decode({"size": a["segmentation"]["size"], "counts": a["segmentation"]["counts"]
+                                        .encode()}) for a in instances)
+        np.testing.assert_array_equal(decoded, expected)
         features = json.loads((out / f"{image['segscope_id']}_mask.geojson").read_text())["features"]
         assert features and all(f["properties"]["classification"]["name"] == "defect" for f in features)

@@ -36,7 +36,7 @@ def run_and_wait(qtbot, win, action) -> list:
     win.controller.evaluated.connect(results.append)
     with qtbot.waitSignal(win.controller.batchFinished, timeout=60000):
         assert action()
-    qtbot.waitUntil(lambda: not win.background.pending)  # the panels' crops, the re-scoring, the review
+    qtbot.waitUntil(lambda: not win.jobs.pending)  # the panels' crops, the re-scoring, the review
     return results
 
 

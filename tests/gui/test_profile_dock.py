@@ -11,8 +11,9 @@ from PySide6.QtWidgets import QApplication, QMenu
 from segscope.core.profiling.drift import load_drift_csv
 from segscope.core.profiling.machine import MachinePeak
 from segscope.core.profiling.model import OpStat, Profile, TimelineEvent
-from segscope.gui.profile_dock import COLUMNS, SORT_ROLE, ProfilePanel
+from segscope.gui.profile_dock import COLUMNS, ProfilePanel
 from segscope.gui.profile_plots import TimelineItem
+from segscope.gui.row_table import SORT_ROLE
 
 PEAK = MachinePeak("test CPU", 100.0, 10.0)
 OPS = 2000
@@ -38,8 +39,8 @@ def big_profile(ops: int = OPS) -> Profile:
 
 
 @pytest.fixture
-def panel(qtbot):
-    widget = ProfilePanel()
+def panel(qtbot, jobs):
+    widget = ProfilePanel(jobs)
     qtbot.addWidget(widget)
     widget.resize(1000, 600)
     widget.show()
@@ -48,14 +49,14 @@ def panel(qtbot):
 
 def test_table_sorts_numerically_and_shows_full_names_on_hover(panel):
     panel.show_profile(big_profile())
-    proxy = panel.proxy
-    assert proxy.rowCount() == OPS
+    model = panel.model
+    assert model.rowCount() == OPS
     mean_col = COLUMNS.index("mean ms")
-    first = [proxy.index(r, mean_col).data(SORT_ROLE) for r in range(5)]
+    first = [model.index(r, mean_col).data(SORT_ROLE) for r in range(5)]
     assert first == sorted(first, reverse=True) and first[0] == pytest.approx(0.07)
     panel.table.sortByColumn(mean_col, Qt.SortOrder.AscendingOrder)
-    assert proxy.index(0, mean_col).data(SORT_ROLE) == pytest.approx(0.01)
-    name = proxy.index(0, 0)
+    assert model.index(0, mean_col).data(SORT_ROLE) == pytest.approx(0.01)
+    name = model.index(0, 0)
     assert name.data(Qt.ItemDataRole.ToolTipRole).startswith(name.data())  # the full name, never cut
     assert "a_rather_long_scope_name" in name.data(Qt.ItemDataRole.ToolTipRole)
     assert "most time:" in panel.look.text()
@@ -122,7 +123,7 @@ def test_versus_column_matches_operators_by_name(panel):
     panel.source.setCurrentIndex(0)
     panel.versus.setCurrentIndex(2)  # "vs" the msprof one
     versus = COLUMNS.index("vs ms")
-    values = {panel.proxy.index(r, 0).data(): panel.proxy.index(r, versus).data() for r in range(10)}
+    values = {panel.model.index(r, 0).data(): panel.model.index(r, versus).data() for r in range(10)}
     assert values[LONG.format(i=3)] == "0.5" and values[LONG.format(i=4)] == ""
 
 
@@ -147,7 +148,7 @@ def test_window_profiles_its_model(window, qtbot):
     profile = panel.profiles[0]
     assert profile.kind == "onnxruntime" and profile.runs == 1
     assert any(o.type == "Conv" and o.flops == 2 * 960 * 960 * 2 * 3 for o in profile.ops)
-    assert panel.proxy.rowCount() == len(profile.ops) and panel.profile_button.isEnabled()
+    assert panel.model.rowCount() == len(profile.ops) and panel.profile_button.isEnabled()
 
 
 def test_argmax_disagreement_of_two_runs(panel):

@@ -40,6 +40,8 @@ def missed(qtbot, window, demo_dataset):
 
 def test_defects_reliability_and_misses(qtbot, window, missed):
     tools = window.quality_tools
+    tools.defects_dock.raise_()  # (a dock behind another tab is filled when it is shown)
+    tools.reliability_dock.raise_()
     tools.set_spec("hd95,defect_f1,ece", remember=False)
     run_and_wait(qtbot, window)
     metrics = window.session.metrics("002")
@@ -68,6 +70,20 @@ def test_defects_reliability_and_misses(qtbot, window, missed):
     # The Metrics dock shows what was chosen, and only that.
     labels = window.metrics_panel.value_labels
     assert not labels["hd95"].isHidden() and labels["nsd"].isHidden()
+
+
+def test_the_defects_list_is_filled_only_while_its_dock_is_on_screen(qtbot, window, missed):
+    tools = window.quality_tools
+    window.inspection.review_dock.raise_()  # the Defects dock is a tab behind it
+    tools.set_spec("defect_f1", remember=False)
+    run_and_wait(qtbot, window)
+    assert window.session.metrics("002").quality is not None
+    tools.refresh()
+    assert tools.defects.model.rowCount() == 0 and tools.defects.summary.text() == ""  # no work behind the tab
+    tools.defects_dock.raise_()
+    qtbot.waitUntil(lambda: tools.defects.model.rowCount() > 0, timeout=5000)
+    misses = sum(row.defect.outcome == "FN" for row in tools.defects.model.rows)
+    assert misses >= 1 and f"{misses} missed" in tools.defects.summary.text()  # the patch the model cannot find
 
 
 def test_a_metric_chosen_later_is_computed_in_the_background(qtbot, window, missed):

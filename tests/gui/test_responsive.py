@@ -52,7 +52,7 @@ def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, wind
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert window.run_all()
         gate.check_and_open(qtbot)
-    qtbot.waitUntil(lambda: window.editing.shown_result() is not None and not window.background.pending)
+    qtbot.waitUntil(lambda: window.editing.shown_result() is not None and not window.jobs.pending)
 
     gate = Gate()  # Save: the mask is encoded and written on a worker
     monkeypatch.setattr(mask_document, "save_mask", gate.wrap(mask_document.save_mask))

@@ -284,7 +284,7 @@ def test_a_bad_mask_is_refused_and_the_panels_keep_what_they_showed(panels):
     with pytest.raises(SegScopeError, match="must have the image's size"):
         panels.show_result(make_result(seed=7), roi_image(), np.zeros((10, 10), np.uint8))
     bad_labels = np.full((ROI.height, ROI.width), 9, np.uint8)  # not a class of a 3-class model
-    with pytest.raises(SegScopeError, match="not a class index"):
+    with pytest.raises(SegScopeError, match="values 9 are not a mask convention for this 3-class model"):
         panels.show_result(make_result(num_classes=3), roi_image(), bad_labels)
     assert np.array_equal(panels.panel_arrays()["argmax"], first.argmax)
     p0, p1 = first.probabilities[32, 32]

@@ -14,6 +14,7 @@ from PySide6.QtCore import QRectF
 from segscope.core.roi import Roi
 from segscope.core.slides import SlideReader, open_slide
 from segscope.core.slides.synthetic import write_pyramidal_tiff
+from segscope.gui.jobs import Jobs
 from segscope.gui.slide_loader import read_base
 from segscope.gui.slide_view import SlideView
 from segscope.gui.tile_layer import TILE, TileCache, TileLoader, visible_tiles
@@ -58,8 +59,8 @@ def reader(tiff_path: Path):
         yield CountingReader(inner)
 
 
-def shown_view(qtbot, reader: SlideReader, cache_bytes: int | None = None) -> SlideView:
-    view = SlideView()
+def shown_view(qtbot, reader: SlideReader, jobs: Jobs, cache_bytes: int | None = None) -> SlideView:
+    view = SlideView(jobs)
     qtbot.addWidget(view)
     if cache_bytes is not None:
         view.tiles.cache.max_bytes = cache_bytes
@@ -95,8 +96,8 @@ def test_visible_tiles_cover_the_rect_at_the_levels_scale(reader):
     assert visible_tiles(reader, 0, QRectF(-500, -500, 100, 100)) == []
 
 
-def test_opening_reads_only_the_coarsest_level_and_shows_it_stretched(qtbot, reader):
-    view = shown_view(qtbot, reader)
+def test_opening_reads_only_the_coarsest_level_and_shows_it_stretched(qtbot, reader, jobs):
+    view = shown_view(qtbot, reader, jobs)
     last = len(reader.levels) - 1
     assert {read[0] for read in reader.reads} == {last}  # opening reads nothing finer
     lv = reader.levels[last]
@@ -111,8 +112,8 @@ def test_opening_reads_only_the_coarsest_level_and_shows_it_stretched(qtbot, rea
     assert {read[0] for read in reader.reads} == {2, last} and {key[0] for key in view.tiles.shown} == {2}
 
 
-def test_zooming_in_reads_the_visible_tiles_off_the_gui_thread_with_exact_pixels(qtbot, reader):
-    view = shown_view(qtbot, reader)  # (the test reads the base level itself, on this thread)
+def test_zooming_in_reads_the_visible_tiles_off_the_gui_thread_with_exact_pixels(qtbot, reader, jobs):
+    view = shown_view(qtbot, reader, jobs)  # (the test reads the base level itself, on this thread)
     del reader.reads[:]
     zoom_to(qtbot, view, 3000, 2000)
     levels = {key[0] for key in view.tiles.shown}
@@ -133,8 +134,8 @@ def test_zooming_in_reads_the_visible_tiles_off_the_gui_thread_with_exact_pixels
     assert min(r.top() for r in covered) <= visible.top() and max(r.bottom() for r in covered) >= visible.bottom()
 
 
-def test_a_middle_zoom_uses_a_middle_level(qtbot, reader):
-    view = shown_view(qtbot, reader)
+def test_a_middle_zoom_uses_a_middle_level(qtbot, reader, jobs):
+    view = shown_view(qtbot, reader, jobs)
     view.vb.setRange(QRectF(1000, 1000, 1800, 1200), padding=0)  # ~2 slide px per screen px
     px, _ = view.vb.viewPixelSize()
     assert 1.5 < px < 3.9
@@ -144,9 +145,9 @@ def test_a_middle_zoom_uses_a_middle_level(qtbot, reader):
     assert reader.area(0) == 0
 
 
-def test_panning_keeps_the_cache_within_its_bytes_and_panning_back_reads_nothing(qtbot, reader):
+def test_panning_keeps_the_cache_within_its_bytes_and_panning_back_reads_nothing(qtbot, reader, jobs):
     bound = 12 * TILE * TILE * 3
-    view = shown_view(qtbot, reader, cache_bytes=bound)
+    view = shown_view(qtbot, reader, jobs, cache_bytes=bound)
     for x in (300, 2500, 4800, 300):
         zoom_to(qtbot, view, x, 1500)
         assert view.tiles.cache.bytes <= bound
@@ -155,8 +156,8 @@ def test_panning_keeps_the_cache_within_its_bytes_and_panning_back_reads_nothing
     assert len(reader.reads) == reads and set(view.tiles.wanted) <= set(view.tiles.shown)
 
 
-def test_requests_the_view_moved_away_from_are_dropped_before_they_read(qtbot, reader):
-    loader = TileLoader()
+def test_requests_the_view_moved_away_from_are_dropped_before_they_read(qtbot, reader, jobs):
+    loader = TileLoader(jobs)
     arrived: list[tuple[int, int, int]] = []
     loader.loaded.connect(lambda _r, key, _rgb: arrived.append(key))
     reader.gate.clear()  # the first reads hold the pool's threads
@@ -170,11 +171,11 @@ def test_requests_the_view_moved_away_from_are_dropped_before_they_read(qtbot, r
     read = {(level, x // TILE, y // TILE) for level, x, y, *_ in reader.reads}
     assert set(later) <= read
     assert len(read & set(first)) <= 2  # only those already running when the view moved
-    loader.shutdown()
+    jobs.shutdown()
 
 
-def test_a_tile_read_but_not_yet_delivered_is_not_read_again(qtbot, reader):
-    view = shown_view(qtbot, reader)
+def test_a_tile_read_but_not_yet_delivered_is_not_read_again(qtbot, reader, jobs):
+    view = shown_view(qtbot, reader, jobs)
     view.vb.setRange(QRectF(3000, 2000, 450, 300), padding=0)
     view.one_to_one()
     del reader.reads[:]
@@ -189,8 +190,8 @@ def test_a_tile_read_but_not_yet_delivered_is_not_read_again(qtbot, reader):
     assert len(reader.reads) == len(wanted)
 
 
-def test_the_tiles_shown_before_stay_beneath_until_the_new_levels_arrive(qtbot, reader):
-    view = shown_view(qtbot, reader)
+def test_the_tiles_shown_before_stay_beneath_until_the_new_levels_arrive(qtbot, reader, jobs):
+    view = shown_view(qtbot, reader, jobs)
     view._update_detail()
     qtbot.waitUntil(lambda: view.tiles.wanted and set(view.tiles.wanted) <= set(view.tiles.shown), timeout=10000)
     before = set(view.tiles.shown.values())

@@ -49,7 +49,7 @@ def ssh_options(sshd: Sshd, known_hosts: Path) -> SshOptions:
 def worker_options(sshd: Sshd) -> dict:
     """RemoteBackend options for the test host: this interpreter, and a cache folder in the temp folder."""
     return {"python": sys.executable, "cache_dir": str(sshd.cache_dir), "worker_backend": "embedded",
-            "request_timeout": 60.0, "startup_timeout": 60.0}
+            "timeout": 60.0}
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,27 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
         except OSError:
             continue
         if text in cmdline and state != "Z" and pid != os.getpid():
+            found.append((pid, cmdline))
+    return found
+
+
+def unique(prefix: str) -> str:
+    """A marker no other run (another test, another user's tests on this machine) puts on a command line."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def processes_marked(text: str) -> list[tuple[int, str]]:
+    """Live processes (not zombies, not this one) whose command line or environment contains `text`: a test's
+    marker exported by its `--set-env` script reaches every process of the worker's session."""
+    found = []
+    for pid in _pids():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if (text in cmdline or text in environ) and state != "Z" and pid != os.getpid():
             found.append((pid, cmdline))
     return found
 

@@ -14,7 +14,7 @@ from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.client import WorkerSession
 from segscope.core.remote.replies import InvalidReply
 
-from .sshd import Sshd, processes_mentioning, wait_until
+from .sshd import Sshd, processes_mentioning, unique, wait_until
 from .test_malformed import fake_worker
 
 RESULT = {"roi": [0, 0, 4, 4], "image_size": [8, 8], "shape": [4, 4, 2], "probabilities": "uint8",
@@ -48,6 +48,8 @@ def script_sending(hello: dict, result: dict | None, marker: str, hang: str = "t
     """A fake worker that says `hello` (over a valid one), answers one request with `result`, then `hang`s."""
     reply = "" if result is None else f"""
 request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
+while request.type != p.MsgType.INFER:  # the client's heartbeats
+    request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
 out.write(p.encode(p.Message(p.MsgType.RESULT, {{'id': request.meta['id'], **{result!r}}}, (b'', b''))))
 out.flush()"""
     return f"""
@@ -66,13 +68,12 @@ def case_id(case: tuple[str, object]) -> str:
 @pytest.mark.parametrize("case", HELLO_CASES, ids=case_id)
 def test_a_bad_hello_field_is_named_and_the_worker_stopped(sshd: Sshd, ssh_options, case) -> None:
     field, value = case
-    marker = f"segscope-hostile-hello-{HELLO_CASES.index(case)}"
+    marker = unique("segscope-hostile-hello")
     hello = {"details": {"deep": value}} if field == "metadata nesting" else {field: value}
-    ids_usable = field not in ("pid", "pgid")  # else the client cannot stop it: this one exits at EOF
-    script = script_sending(hello, None, marker, "time.sleep(60)" if ids_usable else "sys.stdin.read()")
-    connection, command = fake_worker(sshd, ssh_options, script)
+    script = script_sending(hello, None, marker)  # it hangs: the client stops it, whatever its HELLO says
+    connection, command = fake_worker(sshd, ssh_options, script, marker)
     with pytest.raises(InvalidReply) as info:
-        WorkerSession(connection, command + f" {marker}", startup_timeout=20)
+        WorkerSession(connection, command, timeout=20)
     assert info.value.field.split(".")[0] in ((field,) if field != "metadata nesting" else ("metadata nesting",
                                                                                              "details"))
     assert "the worker was stopped" in str(info.value)
@@ -83,11 +84,12 @@ def test_a_bad_hello_field_is_named_and_the_worker_stopped(sshd: Sshd, ssh_optio
 @pytest.mark.parametrize("case", RESULT_CASES, ids=case_id)
 def test_a_bad_result_field_is_named_and_the_worker_stopped(sshd: Sshd, ssh_options, case) -> None:
     field, value = case
-    marker = f"segscope-hostile-result-{RESULT_CASES.index(case)}"
-    connection, command = fake_worker(sshd, ssh_options, script_sending({}, meta_with(RESULT, field, value), marker))
-    session = WorkerSession(connection, command + f" {marker}", startup_timeout=20)
+    marker = unique("segscope-hostile-result")
+    connection, command = fake_worker(sshd, ssh_options, script_sending({}, meta_with(RESULT, field, value), marker),
+                                      marker)
+    session = WorkerSession(connection, command, timeout=20)
     with pytest.raises(InvalidReply) as info:
-        session.request({"roi": None}, (b"png",), timeout=20, cancel=threading.Event())
+        session.request({"roi": None}, (b"png",), cancel=threading.Event())
     assert info.value.field.split(".")[0] == field
     assert session.dead and wait_until(lambda: not processes_mentioning(marker), timeout=10)
     connection.close()
@@ -97,23 +99,23 @@ def test_a_bad_result_field_is_named_and_the_worker_stopped(sshd: Sshd, ssh_opti
 def test_a_result_that_is_not_json_is_refused_and_the_worker_stopped(sshd: Sshd, ssh_options, case) -> None:
     """NaN, infinities, numbers out of range, deep nesting, in any field (named or not): one line, no hang."""
     field, value = case
-    marker = f"segscope-unreadable-result-{UNREADABLE_META.index(case)}"
-    connection, command = fake_worker(sshd, ssh_options, script_sending({}, {**RESULT, field: value}, marker))
-    session = WorkerSession(connection, command + f" {marker}", startup_timeout=20)
+    marker = unique("segscope-unreadable-result")
+    connection, command = fake_worker(sshd, ssh_options, script_sending({}, {**RESULT, field: value}, marker), marker)
+    session = WorkerSession(connection, command, timeout=20)
     with pytest.raises(p.ProtocolError, match="malformed frame from the worker: RESULT frame has a malformed "
                                               "payload \\(its metadata") as info:
-        session.request({"roi": None}, (b"png",), timeout=20, cancel=threading.Event())
+        session.request({"roi": None}, (b"png",), cancel=threading.Event())
     assert "\n" not in str(info.value)
     assert session.dead and wait_until(lambda: not processes_mentioning(marker), timeout=10)
     connection.close()
 
 
 def test_a_hello_that_is_not_json_is_refused_and_the_worker_ends(sshd: Sshd, ssh_options) -> None:
-    marker = "segscope-unreadable-hello"
-    script = script_sending({"input_size": [float("inf"), 960]}, None, marker, "sys.stdin.read()")
-    connection, command = fake_worker(sshd, ssh_options, script)
+    marker = unique("segscope-unreadable-hello")
+    script = script_sending({"input_size": [float("inf"), 960]}, None, marker)
+    connection, command = fake_worker(sshd, ssh_options, script, marker)
     with pytest.raises(p.ProtocolError, match="HELLO frame has a malformed payload .*Infinity is not a JSON number"):
-        WorkerSession(connection, command + f" {marker}", startup_timeout=20)
+        WorkerSession(connection, command, timeout=20)
     assert wait_until(lambda: not processes_mentioning(marker), timeout=10), processes_mentioning(marker)
     connection.close()
 
@@ -128,7 +130,7 @@ out.write(head + struct.pack('>I', zlib.crc32(payload, zlib.crc32(head))) + payl
 sys.stdin.read()
 """)
     with pytest.raises(p.ProtocolError, match="nested 100,001 levels deep"):
-        WorkerSession(connection, command, startup_timeout=20)
+        WorkerSession(connection, command, timeout=20)
     connection.close()
 
 
@@ -173,6 +175,6 @@ out.write(p.encode(p.Message(p.MsgType.ERROR, {error!r}))); out.flush()
 sys.stdin.read()
 """)
     with pytest.raises(InvalidReply) as info:
-        WorkerSession(connection, command, startup_timeout=20)
+        WorkerSession(connection, command, timeout=20)
     assert info.value.field == field
     connection.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -15,10 +14,10 @@ import pytest
 from segscope.core.remote import protocol as p
 from segscope.core.remote import worker
 from segscope.core.remote.backend import RemoteBackend
-from segscope.core.remote.client import WorkerLost, WorkerSession
+from segscope.core.remote.client import Launch, WorkerLost, WorkerSession, launch
 from segscope.core.remote.connection import SshConnection, SshOptions, parse_target
 
-from .sshd import Sshd, processes_mentioning, wait_until
+from .sshd import Sshd, processes_mentioning, unique, wait_until
 
 WORKER = Path(worker.__file__)
 #: What a real worker's HELLO holds (pid and pgid are the fake worker's own).
@@ -59,7 +58,9 @@ def test_the_worker_says_hello_and_exits_when_stdin_closes(tiny_model_project) -
     local = LocalWorker(tiny_model_project.pipeline)
     hello = local.read()
     assert hello.type == p.MsgType.HELLO and hello.meta["backend"] == "embedded"
-    assert hello.meta["protocol"] == p.PROTOCOL_VERSION and hello.meta["pid"] == local.process.pid
+    assert hello.meta["protocol"] == p.PROTOCOL_VERSION
+    # the serving process, a child of the supervisor the client started
+    assert Path(f"/proc/{hello.meta['pid']}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(local.process.pid)
     assert local.finish() == p.EXIT_OK
 
 
@@ -105,24 +106,26 @@ def test_the_worker_rejects_garbage_over_ssh(tiny_model_project, sshd: Sshd, ssh
         assert wait_until(session.channel.exit_status_ready, timeout=10)
         assert session.channel.recv_exit_status() == p.EXIT_PROTOCOL
         with pytest.raises(WorkerLost, match="rejected a (malformed )?frame"):
-            session.request({"roi": None}, (b"png",), timeout=10, cancel=threading.Event())
+            session.request({"roi": None}, (b"png",), cancel=threading.Event())
 
 
-def fake_worker(sshd: Sshd, ssh_options: SshOptions, script: str) -> tuple[SshConnection, str]:
-    """A connection and the command running `script` (Python with segscope's protocol) on the test host."""
+def fake_worker(sshd: Sshd, ssh_options: SshOptions, script: str, marker: str = "") -> tuple[SshConnection, Launch]:
+    """A connection and the launch of `script` (Python with segscope's protocol, `marker` on its command line)
+    on the test host, stopped as a real worker's session is (by the session token in its environment)."""
     connection = SshConnection(parse_target(sshd.target), ssh_options)
     connection.connect()
     preamble = ("import os, sys; from segscope.core.remote import protocol as p; out = sys.stdout.buffer\n"
                 f"HELLO = {VALID_HELLO!r}; HELLO.update(pid=os.getpid(), pgid=os.getpgid(0))\n"
                 "hello = p.encode(p.Message(p.MsgType.HELLO, HELLO))\n")
-    return connection, f"{shlex.quote(sys.executable)} -c {shlex.quote(preamble + script)}"
+    args = [sys.executable, "-c", preamble + script] + ([marker] if marker else [])
+    return connection, launch(args, sys.executable, str(WORKER))
 
 
 def test_the_client_rejects_a_corrupt_hello(sshd: Sshd, ssh_options: SshOptions) -> None:
     connection, command = fake_worker(sshd, ssh_options, "bad = bytearray(hello); bad[-1] ^= 1\n"
                                                          "out.write(bytes(bad)); out.flush(); sys.stdin.read()")
     with pytest.raises(p.ProtocolError, match="malformed frame from the worker: HELLO frame failed its crc32 check"):
-        WorkerSession(connection, command, startup_timeout=10)
+        WorkerSession(connection, command, timeout=10)
     connection.close()
 
 
@@ -130,26 +133,28 @@ def test_the_client_names_a_chatty_login_shell(sshd: Sshd, ssh_options: SshOptio
     script = "print('Welcome to the Ascend box!', flush=True); sys.stdin.read()"
     connection, command = fake_worker(sshd, ssh_options, script)
     with pytest.raises(p.ProtocolError, match="bad frame magic b'Welc'.*login shell prints anything"):
-        WorkerSession(connection, command, startup_timeout=10)
+        WorkerSession(connection, command, timeout=10)
     connection.close()
 
 
 def test_the_client_rejects_a_corrupt_result_and_stops_that_worker(sshd: Sshd, ssh_options: SshOptions) -> None:
-    marker = "segscope-fake-worker-marker"
-    connection, command = fake_worker(sshd, ssh_options, f"""
+    marker = unique("segscope-fake-worker")
+    connection, command = fake_worker(sshd, ssh_options, marker=marker, script=f"""
 import os, time
 out.write(p.encode(p.Message(p.MsgType.HELLO, {{**HELLO, 'device': '{marker}'}})))
 out.flush()
 request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
+while request.type != p.MsgType.INFER:  # the client's heartbeats
+    request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
 reply = bytearray(p.encode(p.Message(p.MsgType.RESULT, {{'id': request.meta['id']}}, (b'a' * 1000,))))
 reply[600] ^= 1
 out.write(bytes(reply)); out.flush()
 time.sleep(60)  # hangs: the client must stop it
 """)
-    session = WorkerSession(connection, command + f" {marker}", startup_timeout=10)
+    session = WorkerSession(connection, command, timeout=10)
     assert processes_mentioning(marker)
     with pytest.raises(p.ProtocolError, match="malformed frame from the worker: RESULT frame failed its crc32 check"):
-        session.request({"roi": None}, (b"png",), timeout=10, cancel=threading.Event())
+        session.request({"roi": None}, (b"png",), cancel=threading.Event())
     assert session.dead
     assert wait_until(lambda: not processes_mentioning(marker), timeout=10)
     connection.close()

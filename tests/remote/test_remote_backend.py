@@ -63,6 +63,10 @@ def worker_pid(backend: RemoteBackend) -> int:
     return pid
 
 
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -150,7 +154,7 @@ def run_in_thread(call) -> tuple[threading.Thread, list[BaseException]]:
 
 
 def test_close_while_busy_cancels_and_leaves_nothing(slow_project: Path, sshd: Sshd, open_remote) -> None:
-    backend = open_remote(slow_project, request_timeout=30)
+    backend = open_remote(slow_project, timeout=30)
     pid = backend.hello["pid"]
     thread, outcome = run_in_thread(lambda: backend.infer(slide_png()))
     wait_busy(backend)
@@ -190,17 +194,23 @@ def test_a_dropped_connection_reconnects(tiny_model_project, sshd: Sshd, open_re
     assert wait_until(lambda: not alive(pid), timeout=15)  # the old worker saw its stdin close
 
 
-def test_a_request_timeout_stops_the_worker_and_the_next_request_works(slow_project: Path, sshd: Sshd,
-                                                                       open_remote) -> None:
-    backend = open_remote(slow_project, request_timeout=0.05)
-    pid = backend.hello["pid"]
+def test_a_host_that_stops_answering_is_given_up_and_the_next_request_works(slow_project: Path,
+                                                                             open_remote) -> None:
+    backend = open_remote(slow_project, timeout=2.0)
+    serving = backend.hello["pid"]
+    supervisor = parent_of(serving)
+    thread, outcome = run_in_thread(lambda: backend.infer(slide_png()))
+    wait_busy(backend)
     started = time.monotonic()
-    with pytest.raises(RequestTimeout, match="no answer from the worker in time"):
-        backend.infer(slide_png())
-    assert time.monotonic() - started < 5
-    assert wait_until(lambda: not alive(pid), timeout=5)
-    backend.request_timeout = 30
+    for pid in (supervisor, serving):  # the host freezes: not a byte more, not even a heartbeat
+        os.kill(pid, signal.SIGSTOP)
+    thread.join(timeout=60)
+    assert len(outcome) == 1 and isinstance(outcome[0], RequestTimeout), outcome
+    assert "the host stopped answering: nothing from its worker for 2 s; the worker was stopped" in str(outcome[0])
+    assert time.monotonic() - started < 20
+    assert wait_until(lambda: not alive(serving) and not alive(supervisor), timeout=20)  # stopped while frozen
     assert backend.infer(slide_png()).argmax.shape == (960, 960)
+    assert backend.hello["pid"] != serving
 
 
 def test_a_connect_timeout_is_reported(sshd: Sshd, ssh_options: SshOptions, worker_options: dict,

@@ -1,0 +1,69 @@
+"""What a run checks before its first image, so it stops before image 1 (having printed and exported
+nothing) instead of at the image whose file is wrong: every image's and truth mask's size from the files'
+headers (`check_sizes_up_front`, before the backend opens), then the values of each truth mask by its
+histogram against the model's mask rule (`prepare_truths`, `core.dataset.masks.MaskRule`), so a mask that
+would be misread is refused in one line before any result is printed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..cache.decoded import truth_counts
+from ..metrics.scores import check_sizes
+from ..roi import Roi
+from ..slides import slide_kind_for, slide_size
+from ..slides.masks import MaskReader
+from .dataset import Dataset, DatasetItem
+from .masks import MaskRule, histogram
+from .truth import Truth
+
+#: Mask pixels counted at once (a tiled TIFF mask is read band by band, never whole).
+BAND_PIXELS = 64 << 20
+
+
+def mask_counts(reader: MaskReader) -> np.ndarray:
+    """The value `histogram` of a whole mask, read in bands of rows."""
+    width, height = reader.size
+    rows = max(1, BAND_PIXELS // max(width, 1))
+    counts = np.zeros(256, np.int64)
+    for top in range(0, height, rows):
+        counts += histogram(reader.read_roi(Roi(0, top, width, min(height, top + rows))))
+    return counts
+
+
+def check_sizes_up_front(dataset: Dataset, items: Sequence[DatasetItem] | None = None) -> None:
+    """Raise, in one line naming the file, at the first image of `items` (default: all) whose header cannot
+    be read or whose truth mask (`Dataset.truth`) is not the image's size. Nothing is decoded."""
+    for item in items if items is not None else dataset.items:
+        size = dataset.image_size(item)
+        truth = dataset.truth(item)
+        if truth is not None:
+            check_sizes(slide_size(truth.path, dataset.max_pixels), size, str(truth.path))
+
+
+def prepare_truths(dataset: Dataset, class_names: Sequence[str], details: Mapping[str, str] | None = None,
+                   items: Sequence[DatasetItem] | None = None,
+                   counts: Callable[[Truth], np.ndarray] | None = None) -> MaskRule:
+    """Set the dataset's mask rule for the model (`class_names`, its backend's `details` with a card's
+    truth_values) and check every truth of `items` (default: all) against that rule (their sizes are
+    `check_sizes_up_front`'s, called before); the first problem is a `SegScopeError` naming the file.
+    `counts(truth)`: the value `histogram` of a truth file's decoded mask where the caller has it (a
+    decoded-input cache); by default each mask is read here."""
+    rule = MaskRule.for_model(len(class_names) or 2, details)
+    dataset.mask_rule = rule
+    chosen = [truth for item in (items if items is not None else dataset.items)
+              if (truth := dataset.truth(item)) is not None]
+    for truth in chosen:
+        read_by = dataset.rule_for(truth)  # the card's values for originals, the conventions for corrections
+        assert read_by is not None  # (the dataset's rule is set above)
+        if counts is not None:
+            read_by.check(counts(truth), str(truth.path))
+            continue
+        if slide_kind_for(truth.path).name != "tiff":  # read whole: its counts kept with it in the decoded-input cache
+            read_by.check(truth_counts(truth.path, dataset.max_pixels), str(truth.path))
+            continue
+        with MaskReader(truth.path, dataset.max_pixels) as reader:
+            read_by.check(mask_counts(reader), str(truth.path))
+    return rule

@@ -1,0 +1,226 @@
+"""What an export will write, known before it writes: each file's name, kind, format, pixel size, channels,
+dtype and size in bytes, derived from the result itself (an ROI run or a whole-slide run). The writers write
+exactly these files, and the viewer's Export dialog names and sizes what it offers from them.
+
+Sizes are exact where the format stores the values as they are (NumPy `.npy` tensors, a copied file) and an
+upper bound where it compresses (PNG, TIFF, OME-TIFF: at most the uncompressed pixels plus the format's own
+overhead; masks usually compress 20-100 times). GeoJSON, COCO, metric tables and provenance grow with their
+content (outlines, images, metadata) and are not estimated; they are small beside the rasters. The viewer
+asks before an export whose estimate reaches `CONFIRM_BYTES`.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SegScopeError
+from ..files.fileio import image_size
+from ..result import InferenceResult
+from ..slides.base import pyramid_sizes
+from .names import COCO_EVALUATION, EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, PROVENANCE_NAME, RUN_KINDS
+
+#: The viewer asks before writing an export estimated at this many bytes or more (1 GB).
+CONFIRM_BYTES = 1_000_000_000
+#: Tile side of the pyramidal OME-TIFFs (`core.slides.ome_writer`'s default).
+OME_TILE = 512
+
+#: What each kind is, as the viewer offers it (the details come from `PlannedFile.details`).
+TITLES = {
+    "mask": "Mask: the predicted classes",
+    "canvas": "Mask pasted into a canvas of the whole slide",
+    "softmax": "Softmax probabilities",
+    "heatmap": "Heatmap: class {class_index} probability in colours",
+    "geojson": "GeoJSON annotations for QuPath (one polygon per defect)",
+    "corrected": "Corrected masks: the saved corrections, copied as they are",
+    "coco": "COCO annotations, RLE (one file for all images)",
+}
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One file an export will write."""
+
+    name: str
+    kind: str
+    format: str  # "PNG", "NumPy .npy", "pyramidal OME-TIFF (zlib)", ...
+    size: tuple[int, int] | None = None  # (width, height) of a raster
+    channels: int = 0
+    dtype: str = ""  # of a raster's values: "uint8", "float32"
+    grid: str = ""  # what the pixel size is: "ROI size", "model resolution", "slide size", "output scale"
+    values: str = ""  # what the values mean: "0/255", "class index", "colour map"
+    bytes: int | None = None  # None: not estimated (grows with the content)
+    exact: bool = False  # `bytes` is the file's size; otherwise at most it
+
+    def details(self) -> str:
+        """`PNG 2302×2101 (ROI size), uint8, 0/255`: format, pixels and values as written."""
+        return summary([self])
+
+
+def summary(files: Sequence[PlannedFile]) -> str:
+    """What files of one kind are, as written: `PNG 960×960 to 2302×2101 (ROI size), uint8, 0/255`."""
+    first = files[0]
+    formats = " or ".join(dict.fromkeys(f.format for f in files))
+    if first.size is None:
+        return formats
+    sizes = sorted({f.size for f in files if f.size}, key=lambda s: (s[0] * s[1], s))
+    pixels = " to ".join(f"{w}×{h}" for w, h in dict.fromkeys([sizes[0], sizes[-1]]))
+    pixels += f"×{first.channels}" if first.channels > 1 else ""
+    grid = f" ({first.grid})" if first.grid else ""
+    values = ", ".join(v for v in (first.dtype, first.values) if v)
+    return f"{formats} {pixels}{grid}" + (f", {values}" if values else "")
+
+
+def format_bytes(count: float) -> str:
+    """`1.09 GB`, `4.9 MB`, `812 KB`, `96 bytes` (decimal units, as file managers show them)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if count >= size:
+            value = count / size
+            return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return f"{int(count)} bytes"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The bytes of several planned files: `bytes` in all, of which `exact_bytes` exactly (the rest are upper
+    bounds), and how many files are not estimated."""
+
+    bytes: int = 0
+    exact_bytes: int = 0
+    unknown: int = 0
+
+    @classmethod
+    def of(cls, files: Iterable[PlannedFile]) -> Estimate:
+        files = list(files)
+        return cls(sum(f.bytes or 0 for f in files), sum(f.bytes or 0 for f in files if f.exact),
+                   sum(f.bytes is None for f in files))
+
+    def text(self) -> str:
+        """`1.09 GB`, `up to 4.9 MB`, `up to 4.9 MB + GeoJSON` ... as the dialog shows it."""
+        if not self.bytes:
+            return "size grows with the outlines (small)" if self.unknown else "nothing"
+        known = format_bytes(self.bytes) if self.bytes == self.exact_bytes else f"up to {format_bytes(self.bytes)}"
+        return known + (" + small files" if self.unknown else "")
+
+
+# ------------------------------------------------------------------------------------------ sizes
+def npy_bytes_exact(shape: Sequence[int], dtype: str) -> int:
+    """The size `np.save` gives an array of `shape` and `dtype` (C order): its header as NumPy writes it, then
+    the values."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                  "fortran_order": False, "shape": tuple(shape)})
+    return len(header.getvalue()) + math.prod(shape) * np.dtype(dtype).itemsize
+
+
+def png_bound(width: int, height: int, channels: int) -> int:
+    """At most this many bytes for an 8-bit PNG: the filtered rows (a filter byte each), deflate's worst case
+    (stored blocks: 5 bytes per 64 KiB) and the chunks' overhead (12 bytes per 8 KiB IDAT chunk), rounded up."""
+    raw = height * (width * channels + 1)
+    return raw + raw // 256 + 4096
+
+
+def tiff_bound(width: int, height: int, channels: int) -> int:
+    """At most this many bytes for an 8-bit TIFF OpenCV writes (LZW: at most 12 bits per byte, plus strips)."""
+    return width * height * channels * 3 // 2 + 64 * height + 4096
+
+
+def ome_tiff_bound(width: int, height: int, channels: int, tile: int = OME_TILE) -> int:
+    """At most this many bytes for a tiled pyramidal OME-TIFF of 8-bit pixels: every level's tiles padded to
+    full tiles, each no larger than compressed as stored (plus deflate's worst case), their offsets and the
+    OME-XML. JPEG tiles of a colour map compress far below this."""
+    total = 65536
+    for w, h in pyramid_sizes(width, height, tile):
+        tiles = -(-w // tile) * -(-h // tile)
+        raw = tiles * tile * tile * channels
+        total += raw + raw // 256 + 64 * tiles
+    return total
+
+
+def mask_values(num_classes: int) -> str:
+    return "0/255" if num_classes == 2 else "class index"
+
+
+# ------------------------------------------------------------------------------------------ names
+def check_kinds(kinds: Iterable[str], allowed: Iterable[str], mask_formats: Iterable[str] = ("png",)) -> None:
+    """Refuse, in one line, a kind (or mask format) this export does not write."""
+    allowed = list(allowed)
+    unknown = sorted(set(kinds) - set(allowed) or set(mask_formats) - set(MASK_FORMATS))
+    if unknown:
+        raise SegScopeError(f"export: unknown kind(s) or format(s) {unknown}; kinds: {', '.join(allowed)}; mask "
+                            f"formats: {', '.join(MASK_FORMATS)}")
+
+
+def kind_name(item_id: str, kind: str, suffix: str | None = None) -> str:
+    """The file name of `kind` for an item (`suffix`: another format's, for masks and stitched images)."""
+    name = EXPORT_KINDS[kind].format(id=item_id)
+    return str(Path(name).with_suffix(suffix)) if suffix else name
+
+
+def planned_files(item_id: str, kinds: Iterable[str], mask_formats: Iterable[str] = ("png",)) -> list[str]:
+    """The names an ROI result's export of `kinds` may write for one item, its provenance sidecar last (the
+    run's files of `RUN_KINDS` are `run_files`); the corrected mask only where there is one."""
+    kinds, mask_formats = list(kinds), list(mask_formats)
+    check_kinds(kinds, [*EXPORT_KINDS, *RUN_KINDS], mask_formats)
+    names = []
+    for kind in (k for k in EXPORT_KINDS if k in kinds):
+        formats = [MASK_FORMATS[f] for f in mask_formats] if kind in MASK_KINDS else [None]
+        names += [kind_name(item_id, kind, suffix) for suffix in formats]
+    return [*names, PROVENANCE_NAME.format(id=item_id)]
+
+
+def run_files(kinds: Iterable[str]) -> list[str]:
+    """The names an export of `kinds` may write once for the run, besides the metric tables (COCO's evaluation
+    pair only where images have a truth)."""
+    kinds = list(kinds)
+    return [RUN_KINDS[kind] for kind in RUN_KINDS if kind in kinds] + (list(COCO_EVALUATION) if "coco" in kinds else [])
+
+
+# ------------------------------------------------------------------------------------------ ROI runs
+def roi_plan(item_id: str, result: InferenceResult, kinds: Iterable[str], mask_formats: Iterable[str] = ("png",),
+             corrected: PlannedFile | None = None) -> list[PlannedFile]:
+    """The files an ROI result's export of `kinds` writes for one item, in writing order, without the
+    provenance sidecar (`corrected`: the item's saved correction, `corrected_plan`, when it has one)."""
+    kinds, mask_formats = list(kinds), list(mask_formats)
+    check_kinds(kinds, [*EXPORT_KINDS, *RUN_KINDS], mask_formats)
+    roi, classes = (result.roi.width, result.roi.height), result.num_classes
+    sizes = {"mask": (roi, "ROI size"), "canvas": (result.image_size, "slide size")}
+    files = []
+    for kind in (k for k in EXPORT_KINDS if k in kinds):
+        if kind in MASK_KINDS:
+            (w, h), grid = sizes[kind]
+            for fmt in mask_formats:
+                bound = {"png": png_bound(w, h, 1), "tiff": tiff_bound(w, h, 1),
+                         "npy": npy_bytes_exact((h, w), "uint8")}[fmt]
+                files.append(PlannedFile(kind_name(item_id, kind, MASK_FORMATS[fmt]), kind,
+                                         {"png": "PNG", "tiff": "TIFF", "npy": "NumPy .npy"}[fmt], (w, h), 1,
+                                         "uint8", grid, mask_values(classes), bound, fmt == "npy"))
+        elif kind == "softmax":
+            h, w, c = result.probabilities.shape
+            files.append(PlannedFile(kind_name(item_id, kind), kind, "NumPy .npy", (w, h), c, "float32",
+                                     "model resolution", "probabilities", npy_bytes_exact((h, w, c), "float32"), True))
+        elif kind == "heatmap":
+            files.append(PlannedFile(kind_name(item_id, kind), kind, "PNG", roi, 3, "uint8", "ROI size",
+                                     "colour map", png_bound(*roi, 3)))
+        elif kind == "geojson":
+            files.append(PlannedFile(kind_name(item_id, kind), kind, "GeoJSON (slide pixels)"))
+        elif kind == "corrected" and corrected is not None:
+            files.append(corrected)
+    return files
+
+
+def corrected_plan(item_id: str, path: Path | None) -> PlannedFile | None:
+    """The copy of an item's saved correction `path` (None: it has none), its size read from the header."""
+    if path is None:
+        return None
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise SegScopeError(f"{path}: cannot read the saved correction ({exc.strerror})") from None
+    return PlannedFile(kind_name(item_id, "corrected"), "corrected", "PNG", image_size(path), 1, "", "slide size",
+                       "as saved", size, True)

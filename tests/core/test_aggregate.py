@@ -1,0 +1,52 @@
+"""The one aggregation rule (core/metrics/aggregate.py) against NumPy and SciPy written here: n/a left out and
+counted, infinity counted apart and replaced by the worst value in the worst-case aggregate, counts summed, and
+the seeded bootstrap interval."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from segscope.core.metrics.aggregate import aggregate
+from segscope.core.metrics.numbers import json_safe
+
+
+def test_n_a_and_infinity_are_counted_apart_and_the_worst_case_substitutes():
+    values = [2.0, None, math.inf, 4.0, math.nan, 9.0]
+    worst = [50.0, 60.0, 70.0, 80.0, 90.0, 100.0]  # each image's diagonal
+    found = aggregate(values, worst, "the diagonal")
+    assert (found.images, found.na, found.infinite, found.finite) == (6, 2, 1, 3)
+    assert found.mean == pytest.approx(np.mean([2, 4, 9])) and found.median == 4.0
+    assert found.worst_mean == pytest.approx(np.mean([2, 70, 4, 9])) and found.worst_median == np.median([2, 70, 4, 9])
+    assert found.as_dict() == {"images": 6, "finite": 3, "na": 2, "infinite": 1, "mean": found.mean, "median": 4.0,
+                               "worst_case": {"substitute": "the diagonal", "mean": found.worst_mean,
+                                              "median": found.worst_median}}
+    only_inf = aggregate([math.inf], [30.0], "the diagonal")
+    assert only_inf.mean is None and only_inf.worst_mean == 30.0  # the plain mean is n/a, never inf or 0
+    nothing = aggregate([None, math.nan])
+    assert (nothing.na, nothing.mean, nothing.median) == (2, None, None)
+
+
+def test_counts_are_summed_as_integers():
+    found = aggregate([3, 0, None, 2], count=True)
+    assert found.total == 5 and isinstance(found.total, int) and found.mean is None
+    assert found.as_dict() == {"images": 4, "total": 5}
+
+
+def test_the_interval_is_scipys_seeded_percentile_bootstrap():
+    values = [0.91, 0.62, 0.88, 0.75, 0.97, 0.55, 0.81, 0.7]
+    found = aggregate([*values, None, math.inf], confidence=True)
+    seed = "rng" if "rng" in stats.bootstrap.__code__.co_varnames else "random_state"  # scipy 1.15 renamed it
+    reference = stats.bootstrap((np.array(values),), np.mean, confidence_level=0.95, n_resamples=9999,
+                                method="percentile", **{seed: np.random.default_rng(0)}).confidence_interval
+    assert found.ci == (pytest.approx(reference.low), pytest.approx(reference.high))
+    assert found.ci[0] < np.mean(values) < found.ci[1]
+    assert aggregate(values, confidence=True).ci == found.ci  # the same values, the same interval
+    assert aggregate([0.5], confidence=True).ci is None and aggregate([0.5, 0.5], confidence=True).ci == (0.5, 0.5)
+
+
+def test_json_keeps_infinity_and_n_a_apart():
+    assert json_safe({"a": [math.inf, math.nan, -math.inf, 1.5, 3]}) == {"a": ["inf", None, "-inf", 1.5, 3]}
