@@ -258,10 +258,7 @@ class EmbeddedStream:
         if roi is not None and roi != whole and not self.crops:
             return None  # refused by run_stages
         box = imaging.crop_box(roi, self.plan.expand, *size) if roi is not None else whole
-        inside = 0 <= box.x0 < box.x1 <= size[0] and 0 <= box.y0 < box.y1 <= size[1]
-        if not inside or max(box.width, box.height) > imaging.OPENCV_CROP_LIMIT:
-            return None
-        return Placement(box, size)
+        return Placement(box, size) if imaging.croppable(box, *size) else None
 
     def finish(self, outputs: list[np.ndarray], prepared: _Prepared, timings: dict[str, float],
                backend: str) -> InferenceResult:
