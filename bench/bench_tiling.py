@@ -26,10 +26,10 @@ from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.profiling.machine import cpu_name
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide
+from segscope.core.slides.requests import mirrored_request
 from segscope.core.slides.synthetic import write_pyramidal_tiff
 from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 from segscope.core.wholeslide.evaluate import TilePlan, run_tiled
-from segscope.core.wholeslide.tiling import tile_grid
 
 
 def main() -> int:
@@ -46,8 +46,8 @@ def main() -> int:
         path = write_pyramidal_tiff(Path(tmp) / "slide.tif", (width, height), tile=512)
         plan = TilePlan((args.tile, args.tile), args.overlap)
         with open_slide(path) as reader:
-            grid = tile_grid(Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size)
-            tensors = [backend.prepare(reader.read_roi(tile)).tensor for tile in grid.tiles]
+            grid = plan.grid(Roi.whole(*reader.size), reader.size)  # the tiles run_tiled reads, mirrored past the edge
+            tensors = [backend.prepare(mirrored_request(reader, tile).image).tensor for tile in grid.tiles]
             session, name = backend.session, backend.stream.card.input_name
             assert session is not None
 

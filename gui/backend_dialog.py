@@ -38,6 +38,7 @@ from ..core.backends.registry import BACKENDS, CHOSEN_KINDS
 from ..core.cluster import check_address
 from ..core.errors import SegScopeError
 from ..core.stream.pipeline import DEFAULT_PIPELINE
+from ..core.stream.source import resolve_source
 from .jobs import Job, Jobs, describe_error
 
 #: The local backends of the registry the dialog offers, then a remote host over SSH.
@@ -305,14 +306,30 @@ class BackendDialog(QDialog):
         self.remote_box.setEnabled(self.kind() == "remote")
         self.scale_box.setEnabled(self.kind() != "remote")
 
-    def accept(self) -> None:
-        """Close only on fields the CLI would take; else say why in the dialog."""
+    def settled(self) -> bool:
+        """Whether the fields are ones the CLI would take (else the status says why). The pipeline or model
+        field is settled by the CLI's rule (`resolve_source`) on what will open; where that needs saying (a card
+        of another name for an .onnx, a folder of several pipelines) the status says it, for a second look."""
+        typed = Path(self.pipeline_edit.text().strip())
         try:
             self.choice().check()
+            resolved = resolve_source(typed)
         except SegScopeError as exc:
             self.status_label.setText(str(exc))
-            return
-        super().accept()
+            return False
+        if resolved.path is None:
+            self.status_label.setText(f"{typed} has no model card: make one with File > Build model card…")
+            return False
+        self.pipeline_edit.setText(str(resolved.path))
+        if resolved.note:
+            self.status_label.setText(resolved.note)
+            return False
+        return True
+
+    def accept(self) -> None:
+        """Close only on fields the CLI would take; else say why in the dialog."""
+        if self.settled():
+            super().accept()
 
     def _browse_pipeline(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Pipeline or model card", self.pipeline_edit.text(), SOURCE_FILTER)
@@ -329,6 +346,8 @@ class BackendDialog(QDialog):
             return
         if self.kind() == "remote" and not self.host_edit.text().strip():
             self.status_label.setText("Host: enter the Ascend host's name or address")
+            return
+        if not self.settled():
             return
         self.test_button.setEnabled(False)
         self.status_label.setText("Connecting…")

@@ -180,7 +180,6 @@ class DatasetPanel(QWidget):
         # Columns sized once (never per row: a dataset of thousands fills in milliseconds), all in view: the
         # numbers fit, a long id or status is cut in the middle with the whole on hover, no horizontal scroll.
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setStretchLastSection(True)
         header.setMinimumSectionSize(24)
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
@@ -271,6 +270,9 @@ class DatasetPanel(QWidget):
         def width(texts: list[str]) -> int:
             return max(metrics.horizontalAdvance(t) for t in texts) + 16
 
+        # The status takes what is left, down to the minimum, never past the view (a stretched last section would
+        # keep Qt's default 100 px and run out of a narrow dock, cut: "ROI chang").
+        header.setSectionResizeMode(model.status_column, QHeaderView.ResizeMode.Stretch)
         header.resizeSection(0, min(width(["Image", *self._ids[:200]]), IMAGE_COLUMN_MAX))
         for column in range(1, model.status_column):
             header.resizeSection(column, width([str(model.headerData(column, Qt.Orientation.Horizontal)), "0.0000"]))

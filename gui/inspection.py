@@ -8,7 +8,8 @@ view (zoom). Its docks, filter bar and Inspect menu are placed by the window; it
 
 "render" timing: the controller reports progress (`result_arriving`) right before it hands a result to the
 window, which draws it when it is the current image (its crops made on a worker); the time from then until
-the panels say they drew it is what the GUI adds to the result.
+the panels say they drew it is what the GUI adds to the result. Only a single run is timed: during Run all a
+result waits behind the other images' (their rows, metrics and review), which says nothing about drawing.
 """
 
 from __future__ import annotations
@@ -131,9 +132,9 @@ class Inspection(QObject):
         return session.current.id if session.ready and session.current is not None else None
 
     # ------------------------------------------------------------------------------------- run history
-    def result_arriving(self, *_args: object) -> None:
-        """The controller's progress: a result is about to be handed to the window."""
-        self._result_arrived = time.perf_counter()
+    def result_arriving(self, done: int, total: int, _eta: float = 0.0) -> None:
+        """The controller's progress: a result is about to be handed to the window (timed for a single run)."""
+        self._result_arrived = time.perf_counter() if done == total == 1 else 0.0
 
     def _on_dataset_opened(self, _dataset: object) -> None:
         """A new dataset starts unfiltered (the session keeps or drops its runs)."""

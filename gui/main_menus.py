@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMenu, QMessageB
 
 from ..core.metrics import catalogue
 from ..core.metrics.scores import ImageMetrics
+from ..core.version import segscope_version
 from .dataset_panel import DatasetPanel
 from .model_dialog import add_open_model_action
 from .result_panels import ResultPanels
@@ -194,8 +195,8 @@ class MainActions:
         help_menu = menu.addMenu("&Help")
         help_menu.addAction(self.shortcuts_action)
         help_menu.addAction("&About SegScope", lambda: QMessageBox.about(
-            self.window, "About SegScope", "SegScope: inspect U-Net segmentations of MindX SDK streams, locally, "
-            "on an Ascend host or over SSH."))
+            self.window, "About SegScope", f"SegScope {segscope_version()}: inspect U-Net segmentations of MindX SDK "
+            "streams, locally, on an Ascend host or over SSH."))
 
     def update_enabled(self, busy: bool, has_backend: bool, slide_ready: bool, has_dataset: bool,
                        can_undo_roi: bool, can_redo_roi: bool, has_results: bool) -> None:

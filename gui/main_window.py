@@ -201,6 +201,7 @@ class MainWindow(QMainWindow):
             dataset = Dataset.open(Path(path))
         except SegScopeError as exc:
             self.messages.add("error", str(exc))
+            settings.forget_recent_dataset(Path(path))  # only datasets that opened are remembered
             return False
         self.jobs.cancel("restore")
         new_folder = self.session.open_dataset(dataset)

@@ -15,6 +15,19 @@ from ..core.metrics import catalogue
 from ..core.metrics.catalogue import Metric
 from ..core.metrics.scores import ImageMetrics
 from . import colormaps
+from .status_labels import count
+
+
+def count_ticks(top: int, most: int = 5) -> range:
+    """Whole-number ticks from 0 up to `top`, at most `most` + 1 of them, a step of 1, 2 or 5 times a power
+    of ten (counts of images have no 2.5)."""
+    scale = 1
+    while True:
+        for factor in (1, 2, 5):
+            if top <= most * factor * scale:
+                return range(0, top + 1, factor * scale)
+        scale *= 10
+
 
 #: Histogram bins over the metric's range.
 BINS = 20
@@ -138,13 +151,15 @@ class MetricsPanel(QWidget):
         counts, edges = np.histogram(np.clip(finite, low, high), bins=BINS, range=(low, high))
         self.bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
         self.plot.setXRange(low, high, padding=0.02)
-        self.plot.setYRange(0, max(1, int(counts.max(initial=0))), padding=0.05)
+        top = max(1, int(counts.max(initial=0)))
+        self.plot.setYRange(0, top, padding=0.05)
+        self.plot.getAxis("left").setTicks([[(v, str(v)) for v in count_ticks(top)], []])  # whole images only
         self.plot.setLabel("bottom", metric.label)
         self.current_line.setToolTip(f"This image's {metric.label}")
         infinite = sum(1 for v in values if v is not None and math.isinf(v))
         missing = len(values) - finite.size - infinite
-        title = f"{finite.size} images, mean {metric.title} {metric.text(float(finite.mean()))}" if finite.size \
-            else f"no {metric.title} yet"
+        title = (f"{count(finite.size, 'image')}, mean {metric.title} {metric.text(float(finite.mean()))}"
+                 if finite.size else f"no {metric.title} yet")
         self.plot.setTitle(title + (f", {infinite} infinite" if infinite else "") + (f", {missing} n/a" if missing
                                                                                       else ""))
 

@@ -48,9 +48,10 @@ from ..core.card.builder import (
     propose,
     write_project,
 )
-from ..core.card.reader import ACTIVATIONS, card_path_for
+from ..core.card.reader import ACTIVATIONS
 from ..core.errors import SegScopeError
 from ..core.stream.preprocess import COLORS, LAYOUTS
+from ..core.stream.source import resolve_source
 
 FROM_GRAPH = "from the graph"  # a size spin box at 0
 PROPOSED = "as proposed below"  # a choice left to the graph or the defaults
@@ -249,29 +250,11 @@ class ModelDialog(QDialog):
         self.accept()
 
 
-def model_pipeline(path: Path) -> Path | None:
-    """What the backend opens for `path`: a `.pipeline` itself; a project folder's pipeline; for a `.json`
-    card (or an `.onnx`/`.om` with its card beside it) the project pipeline beside its models/ folder, else
-    the card (a card runs the bare stream, `core.stream.loader.card_pipeline`). None for a model without a card
-    (one has to be built). A problem is a SegScopeError naming the path."""
-    path = Path(path)
-    if path.is_dir():
-        found = (sorted((path / "pipelines").glob("*.pipeline")) or sorted(path.glob("*.pipeline"))
-                 or sorted((path / "models").glob("*.json")))
-        if not found:
-            raise SegScopeError(f"{path}: no pipelines/*.pipeline or models/*.json card here: open a project folder "
-                                "written by Build model card, or the model's .json card")
-        return found[0]
-    if path.suffix == ".pipeline":
-        return path
-    card = card_path_for(path)
-    if not card.is_file():
-        if path.suffix == ".onnx":
-            return None
-        raise SegScopeError(f"{path}: no model card {card.name} beside it: open a .json card, an .onnx (a card can "
-                            "be built for it), a project folder or a .pipeline")
+def project_pipeline(card: Path) -> Path:
+    """What the viewer opens for a card: the project's pipeline beside its models/ folder (as Build model card
+    writes it) where there is one, else the card (it runs the bare stream, `core.stream.loader.card_pipeline`)."""
     beside = card.parent.parent / "pipelines" / f"{card.stem}.pipeline"
-    return beside if card.parent.name == "models" and beside.is_file() else card
+    return beside if card.suffix == ".json" and card.parent.name == "models" and beside.is_file() else card
 
 
 def build_card(window: Any, model: Path | None = None) -> None:
@@ -282,15 +265,18 @@ def build_card(window: Any, model: Path | None = None) -> None:
 
 
 def open_model_path(window: Any, path: Path) -> None:
-    """Open the model at `path` (`model_pipeline`) on the current backend kind (`window.open_backend` goes
-    back to the open backend if it fails); a bare .onnx is offered a card; a problem goes to the messages."""
+    """Open the model at `path` (`core.stream.source.resolve_source`, the CLI's rule) on the current backend kind
+    (`window.open_backend` goes back to the open backend if it fails); an ONNX model without a card is offered
+    one; a problem goes to the messages."""
     try:
-        pipeline = model_pipeline(path)
+        resolved = resolve_source(path)
     except SegScopeError as exc:
         window.messages.add("error", f"Open model: {exc}")
         return
-    if pipeline is not None:
-        window.open_backend(dataclasses.replace(window.backend.choice, pipeline=pipeline))
+    if resolved.note:
+        window.messages.add("info", f"Open model: {resolved.note}")
+    if resolved.path is not None:
+        window.open_backend(dataclasses.replace(window.backend.choice, pipeline=project_pipeline(resolved.path)))
     elif QMessageBox.question(window, "No model card", f"{path.name} has no model card beside it. Build one now (the "
                               "graph is read and you answer what it cannot tell)?") == QMessageBox.StandardButton.Yes:
         build_card(window, path)

@@ -3,13 +3,15 @@ its title, the notice over the panels, and the contour drawing of label images."
 
 from __future__ import annotations
 
+import html
 import re
 
 import cv2
 import numpy as np
 import pyqtgraph as pg
+import pyqtgraph.functions as fn
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QPixmap
+from PySide6.QtGui import QFontMetricsF, QPixmap
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPixmapItem, QGraphicsRectItem, QLabel, QWidget
 
 from .label_image import LabelImage
@@ -27,17 +29,32 @@ def contour(labels: np.ndarray) -> np.ndarray:
 
 class PanelTitle(pg.LabelItem):
     """A panel title that never widens its column, so the three panels always have one size: a title longer
-    than its panel is cut at the panel's edge (never drawn over its neighbour, where a changed title left
-    its old text behind) and shown whole as its tooltip."""
+    than its panel is cut with "…" to the panel's width (never drawn over its neighbour, where a changed title
+    left its old text behind) and shown whole as its tooltip."""
 
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape)
 
     def setText(self, text: str, **args: object) -> None:  # noqa: N802 - pyqtgraph's name
+        self.whole = re.sub(r"<[^>]+>", "", text).replace("&#9632;", "■")
+        self._full_html = ""  # taken from the text item by the resize pyqtgraph's setText ends with
         super().setText(text, **args)
-        self.setToolTip(re.sub(r"<[^>]+>", "", text).replace("&#9632;", "■"))
+        self.setToolTip(self.whole)
         self.update()
+
+    def resizeEvent(self, ev: object) -> None:  # noqa: N802 - Qt's name
+        """The whole title where it fits, else its plain text cut with "…" to the panel's width."""
+        if not self._full_html:
+            self._full_html = self.item.toHtml()
+        else:
+            self.item.setHtml(self._full_html)
+        room = self.rect().width()
+        if room > 0 and self.item.boundingRect().width() > room:
+            cut = QFontMetricsF(self.item.font()).elidedText(self.whole, Qt.TextElideMode.ElideRight, room - 8)
+            color = fn.mkColor(self.opts["color"] or pg.getConfigOption("foreground")).name()
+            self.item.setHtml(f"<span style='color: {color}'>{html.escape(cut)}</span>")
+        super().resizeEvent(ev)
 
     def updateMin(self) -> None:
         super().updateMin()

@@ -60,6 +60,7 @@ class ResultPanels(QWidget):
     hovered = Signal(str)
     #: a result was drawn (or the panels emptied): views of what they show may refresh
     shown = Signal()
+    _hover: tuple[float, float] | None  # where the mouse rests: the readout is redone there on a change under it
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -136,7 +137,7 @@ class ResultPanels(QWidget):
         self.banner.setStyleSheet("color: #e6b450; padding: 0 6px;")
         controls.insertWidget(controls.count() - 1, self.banner)  # before Fit
 
-        self.readout = QLabel(" ")
+        self.readout, self._hover = QLabel(" "), None
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setMinimumWidth(1)  # a long readout is cut at the window's edge, never widens it
 
@@ -227,7 +228,7 @@ class ResultPanels(QWidget):
     def clear(self) -> None:
         self._stale = ""
         self._result_names = ()
-        self._result = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = None
+        self._result = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = self._hover = None
         self.banner.setText("")
         for panel in (self.heat, self.argmax, self.truth):
             panel.clear()
@@ -283,10 +284,15 @@ class ResultPanels(QWidget):
             panel.vline.show()
             panel.hline.show()
         assert self._result is not None
+        self._hover = (x, y)
         text = describe(self._result, x, y, self._class_name, self._truth, self._prediction, self.current_class())
         self.readout.setText(text)
         self.hovered.emit(text)
         return text
+
+    def _refresh_readout(self) -> None:
+        if self._hover is not None and self._result is not None:
+            self.readout_at(*self._hover)
 
     @property
     def result(self) -> InferenceResult | None:
@@ -314,6 +320,7 @@ class ResultPanels(QWidget):
             ry0, rx0, ry1, rx1 = max(y0 - 1, 0), max(x0 - 1, 0), min(y1 + 1, height), min(x1 + 1, width)
             drawn[ry0:ry1, rx0:rx1] = patch[ry0 - gy0 : ry1 - gy0, rx0 - gx0 : rx1 - gx0]
         self.truth.image.updateImage()
+        self._refresh_readout()
 
     def predicted_at_roi(self) -> np.ndarray | None:
         """The argmax at ROI resolution (the prediction the error map and hard metrics score)."""
@@ -338,6 +345,7 @@ class ResultPanels(QWidget):
                 panel.vline.hide()
                 panel.hline.hide()
             self.readout.setText(" ")
+            self._hover = None
         return False
 
     # ------------------------------------------------------------------------------------------ internals
@@ -392,6 +400,7 @@ class ResultPanels(QWidget):
                 labels = self._truth
             self.truth.image.setImage(self._as_drawn(labels), autoLevels=False, levels=(0, 255), rect=self._rect)
         self._refresh_style()
+        self._refresh_readout()
 
     def _as_drawn(self, labels: np.ndarray) -> np.ndarray:
         return contour(labels) if self.overlay_action.isChecked() and self.contour_action.isChecked() else labels

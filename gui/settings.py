@@ -34,6 +34,14 @@ def add_recent_dataset(path: Path) -> list[Path]:
     return recent
 
 
+def forget_recent_dataset(path: Path) -> list[Path]:
+    """Drop `path` from the recent list (it did not open: only datasets that opened are remembered)."""
+    path = Path(path).expanduser().resolve()
+    recent = [p for p in recent_datasets() if p != path]
+    settings().setValue("recent/datasets", [str(p) for p in recent])
+    return recent
+
+
 def backend_profile() -> dict[str, str]:
     s = settings()
     s.beginGroup("backend")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import QStatusBar
+from PySide6.QtWidgets import QSizeGrip, QStatusBar
 
 from ..core.backends.base import Capabilities
 from ..core.evaluate import DatasetSummary
@@ -13,6 +13,10 @@ from .compact import ElidedLabel
 
 #: The slide view's hover readout starts with this; it is cleared when the mouse leaves the slide.
 HOVER_PREFIX = "slide x="
+#: Qt's largest widget size (QWIDGETSIZE_MAX): no maximum.
+NO_MAXIMUM = 16777215
+#: Pixels the status bar keeps around its message and between its permanent labels.
+MESSAGE_MARGIN, LABEL_SPACING = 24, 8
 
 
 def count(n: int, noun: str) -> str:
@@ -41,8 +45,26 @@ class StatusLabels:
         self.means_label = ElidedLabel("")
         self.means_label.setToolTip("Dataset means over the images run so far that have masks")
         self.usage_label = ElidedLabel("")
-        for label in (self.usage_label, self.timings_label, self.means_label, self.backend_label):
+        self.labels = (self.usage_label, self.timings_label, self.means_label, self.backend_label)
+        for label in self.labels:
             bar.addPermanentWidget(label)
+        bar.messageChanged.connect(self._make_room)
+
+    def _make_room(self, message: str) -> None:
+        """A message (a note, the hover readout) is drawn left of the permanent labels: they give up width for
+        it, eliding what no longer fits (whole on hover), so the message is not cut while there is room."""
+        shown = [label for label in self.labels if label.isVisible()]
+        texts = [label for label in shown if label.text()]
+        for label in texts:
+            label.setMaximumWidth(NO_MAXIMUM)
+        grip = sum(w.width() for w in self.bar.findChildren(QSizeGrip) if w.isVisible())
+        spare = (self.bar.width() - self.bar.fontMetrics().horizontalAdvance(message) - MESSAGE_MARGIN - grip
+                 - sum(label.minimumWidth() + LABEL_SPACING for label in shown if not label.text()))
+        wanted = sum(label.sizeHint().width() + LABEL_SPACING for label in texts)
+        if message and wanted > spare:
+            for label in texts:
+                share = (label.sizeHint().width() + LABEL_SPACING) * max(spare, 0) / wanted - LABEL_SPACING
+                label.setMaximumWidth(max(label.minimumWidth(), int(share)))
 
     def backend_opening(self, description: str) -> None:
         self.backend_label.setText(f"backend: opening {description}…")

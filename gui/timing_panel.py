@@ -2,7 +2,8 @@
 
 The table is `core.session.runs.timing_table` over the newest run of each image (optionally of one backend), the
 CSV export is `core.session.runs.write_timing_csv`. "render" is what the GUI adds after the backend's stages: the
-time from the result's arrival until the panels hold it (see gui/inspection.py).
+time from the result's arrival until the panels hold it, measured for a single run only (see gui/inspection.py).
+Each stage says what it measures on hover (`STAGE_MEANINGS`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ from .compact import shrinkable
 
 #: Runs of one image drawn in the timeline, newest at the top.
 TIMELINE_RUNS = 4
+#: What each stage measures, shown on hover in the table and the legend.
+STAGE_MEANINGS = {
+    "upload": "sending the image (or its ROI) to the remote host",
+    "decode": "reading and decoding the image file, as the stream's image decoder does",
+    "crop": "cutting the ROI out of the decoded image",
+    "resize": "resizing the ROI to the model's input size",
+    "preprocess": "making the model's input tensor: the card's AIPP or scale, mean and std",
+    "infer": "the model itself (on an NPU: the API call around it)",
+    "device": "the NPU's own time for the model, as ais_bench reports it",
+    "postprocess": "turning the model's outputs into probabilities and classes",
+    "download": "bringing the result back from the remote host",
+    "render": "the viewer: from the result's arrival until the result panels showed it (a single Run only; "
+              "during Run all a result waits behind the others, which says nothing about drawing)",
+}
 
 
 def stage_color(stage: str) -> tuple[int, int, int]:
@@ -140,6 +155,7 @@ class TimingPanel(QWidget):
         for row, s in enumerate(self.stats):
             for col, text in enumerate((s.stage, str(s.runs), f"{s.mean * 1000:.1f}", f"{s.p95 * 1000:.1f}")):
                 item = QTableWidgetItem(text)
+                item.setToolTip(f"{s.stage}: {meaning(s.stage)}")
                 if col:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(row, col, item)
@@ -163,7 +179,14 @@ class TimingPanel(QWidget):
             self.plot.setYRange(-len(rows) + 0.5, 0.5, padding=0.05)
             self.plot.setXRange(0, max(r.total_time for r in rows) * 1000, padding=0.02)
         self.legend.setText("<br>".join(map(_legend, rows)) if rows else "No run of this image yet")
-        self.legend.setToolTip(self.legend.text())
+        stages = dict.fromkeys(stage for record in rows for stage, _start, _duration in record.timeline())
+        self.legend.setToolTip("<br>".join(f"<b>{stage}</b>: {meaning(stage)}" for stage in stages)
+                               + "<br><b>total</b>: the stages added up")
+
+
+def meaning(stage: str) -> str:
+    """What `stage` measures, in words."""
+    return STAGE_MEANINGS.get(stage, "a stage the backend reported")
 
 
 def _legend(record: RunRecord) -> str:

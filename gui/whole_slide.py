@@ -2,7 +2,8 @@
 slide, and the part under any ROI in the result panels (the runs themselves live in the session, Qt-free,
 kept on disk and restored with the dataset).
 
-Tiles are the dataset's ROI size (the scale the model was trained at), overlapping by 1/8 and blended, read
+Tiles are the dataset's ROI size (the scale the model was trained at), overlapping by twice the model's edge
+effect and each counted only inside it, the slide's borders mirrored (`core.wholeslide.plan`), read
 from the reader the viewer has open (`core.wholeslide.evaluate.evaluate_slide`), so a pyramidal TIFF is never decoded
 whole. The output scale is the model's own unless its canvases would pass the memory bound: then the
 largest scale that fits is taken, and the messages say so; Run > Whole-slide output scale… sets one instead.
@@ -157,8 +158,7 @@ class WholeSlide(QObject):
             self.message.emit("warning", f"Whole slide of {item.id}: {unkept}")
         self.actions.start_batch(tiles)
         text = f"Running the whole slide of {item.id} in {count(tiles, 'tile')}" + (f" at {note}" if note else "")
-        if note:
-            self.message.emit("info", text)
+        self.message.emit("info", f"{text}: {run.overlap_note(plan)}")
         self.note.emit(text + "…", 0)
         return True
 

@@ -107,14 +107,18 @@ def save_layout(window: QMainWindow) -> None:
 
 def hide_stray_tab_bars(window: QMainWindow) -> None:
     """Hide dock tab bars Qt left behind after a relayout (seen as a second "Messages | Timing" bar drawn
-    over the results, or "Timing ning"): a tab bar in use sits right under the shown dock of its group."""
+    over the results, or "Timing ning"): a tab bar in use sits right under the shown dock of its group and
+    holds that group's tabs, all of them."""
     docks = {dock.windowTitle(): dock for dock in window.findChildren(QDockWidget)}
     for bar in window.findChildren(QTabBar):
         if bar.parent() is not window or not bar.isVisible():
             continue
-        group = [docks[bar.tabText(i)] for i in range(bar.count()) if bar.tabText(i) in docks]
-        if not any(_above(dock, bar) for dock in group if dock.isVisible() and not dock.isFloating()):
-            bar.hide()
+        names = {bar.tabText(i) for i in range(bar.count())}
+        group = [docks[name] for name in names if name in docks]
+        if not any(_above(dock, bar) and names == {dock.windowTitle(), *(d.windowTitle() for d in
+                                                                         window.tabifiedDockWidgets(dock))}
+                   for dock in group if dock.isVisible() and not dock.isFloating()):
+            bar.hide()  # an old bar of a smaller group (Qt keeps it) lies under the one in use
 
 
 def _above(dock: QDockWidget, bar: QTabBar) -> bool:
@@ -123,7 +127,8 @@ def _above(dock: QDockWidget, bar: QTabBar) -> bool:
 
 
 class DockLayout(QObject):
-    """Keeps `results` at its share of `window`'s height; `reset()` restores the default arrangement."""
+    """Keeps `results` at its share of `window`'s height; `reset()` restores the default arrangement, the `right`
+    docks in front of the docks tabbed with them (on a first start too)."""
 
     def __init__(self, window: QMainWindow, results: QDockWidget, left: QDockWidget,
                  right: list[QDockWidget]) -> None:
@@ -150,6 +155,8 @@ class DockLayout(QObject):
             self.window.restoreState(self._default_state)
         for dock in (self.results, self.left, *self.right):
             dock.show()
+        for dock in self.right:  # what a new user needs first (Metrics, Messages) in front of its tab group
+            dock.raise_()
         self.share = DEFAULT_RESULTS_SHARE
         width = self.window.width()
         self.window.resizeDocks([self.left, self.right[0]], [int(width * DATASET_SHARE), int(width * RIGHT_SHARE)],

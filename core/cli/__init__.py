@@ -24,6 +24,7 @@ import sys
 from typing import TextIO
 
 from ..errors import describe
+from ..version import version_line
 from . import cache, card, check, compare, demo, drift, gui, output, profile, report
 from . import eval as evaluate
 
@@ -44,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "from MindX SDK streams (embedded, Ascend host, or remote over SSH).")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors (anywhere on "
                                                              "the command line)")
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="print the version of SegScope (and of the Python running it) and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.register(commands)
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     argv, debug = _normalise_argv(parser, argv)
-    if not argv or argv[0] not in {*_subcommands(parser), "-h", "--help"}:  # `segscope [DATASET]`: the viewer
+    if not argv or argv[0] not in {*_subcommands(parser), "-h", "--help", "--version"}:  # `segscope [DATASET]`
         argv = ["gui", *argv]
     args = parser.parse_args(argv)
     output.install()  # notes and warnings wait for the first output: an error line comes alone

@@ -50,11 +50,11 @@ class HeldLines(logging.Handler):
     """The held lines; `show` prints them and lets later ones through at once."""
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO)
         self.held: list[str] | None = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        warning(record.getMessage())
+        (warning if record.levelno >= logging.WARNING else note)(record.getMessage())
 
     def say(self, line: str) -> None:
         if self.held is None:
@@ -105,9 +105,9 @@ def status(text: str) -> None:
 
 
 def install() -> None:
-    """Route the `segscope` logger's warnings to `LINES`, holding from now on."""
+    """Route the `segscope` logger's warnings (and its INFO records, as notes) to `LINES`, holding from now on."""
     logger = logging.getLogger("segscope")
     if LINES not in logger.handlers:
         logger.addHandler(LINES)
-    logger.setLevel(logging.WARNING)
+    logger.setLevel(logging.INFO)
     LINES.held = []

@@ -25,6 +25,8 @@ from ..cache.decoded import truth_mask
 from ..errors import SegScopeError
 from ..export.names import PROVENANCE_NAME, exported_item
 from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json
+from ..files.image_types import IMAGE_SUFFIXES
+from ..files.kinds import dataset_folder, not_wanted, what_is
 from ..roi import ORIGINAL_DEFAULT_ROI, Roi
 from ..slides import slide_size
 from ..slides.masks import MaskReader
@@ -33,9 +35,6 @@ from .truth import AUTO, CORRECTED, CORRECTED_SUFFIX, MASK_SUFFIX, Truth, check_
 
 log = logging.getLogger(__name__)
 
-#: Images and whole slides (core.slides reads them: tiled/pyramidal TIFF, OME-TIFF, OpenSlide's formats).
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".btf", ".tf8", ".svs", ".ndpi", ".mrxs",
-                  ".scn", ".vms", ".vmu", ".bif", ".svslide")
 SIDECAR_NAME = "segscope.json"
 #: Backups (`mask.orig.png`) sit beside the original mask, as saved corrections do (`core.dataset.truth`).
 BACKUP_SUFFIX = ".orig"
@@ -124,14 +123,14 @@ class Dataset:
              truth: str = AUTO) -> Dataset:
         root = Path(root).expanduser().resolve()
         if not root.is_dir():
-            raise SegScopeError(f"{root}: dataset folder not found")
+            raise not_wanted(root, dataset_folder()) if root.exists() else SegScopeError(
+                f"{root}: dataset folder not found")
         try:
             items = discover(root)
         except OSError as exc:
             raise SegScopeError(f"{exc.filename or root}: cannot read the dataset folder ({exc.strerror})") from None
         if not items:
-            raise SegScopeError(f"{root}: no images found (expected <id>/image.png [+ mask.png] or "
-                                f"<name>.png [+ <name>_mask.png])")
+            raise SegScopeError(f"{root}: no images found (it is {what_is(root)}): expected {dataset_folder()}")
         return cls(root, items, default_roi, max_pixels, truth)
 
     def _read_sidecar(self) -> dict:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import re
@@ -110,5 +111,10 @@ def find_recovery(source: Path, recovery_dir: Path | None = None) -> Recovery | 
 
 
 def discard_recovery(source: Path, recovery_dir: Path | None = None) -> None:
-    """Remove `source`'s auto-save (after a save, or when the user declines to recover)."""
-    recovery_path(source, recovery_dir).unlink(missing_ok=True)
+    """Remove `source`'s auto-save (after a save, or when the user declines to recover), and the hidden recovery
+    folder beside the mask with it when nothing else is left there: nothing stays that the user did not ask for."""
+    path = recovery_path(source, recovery_dir)
+    path.unlink(missing_ok=True)
+    if path.parent.name == RECOVERY_DIR_NAME:
+        with contextlib.suppress(OSError):  # another mask's auto-save is there (not empty), or it is gone
+            path.parent.rmdir()

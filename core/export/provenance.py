@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +19,7 @@ from ..dataset.masks import BINARY_FOREGROUND
 from ..dataset.truth import CORRECTED, Truth, truth_for
 from ..files.fileio import sha256_file
 from ..result import InferenceResult
-
-
-def segscope_version() -> str:
-    try:
-        return metadata.version("segscope")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+from ..version import segscope_version
 
 
 @dataclass(frozen=True)

@@ -285,7 +285,7 @@ def _plan(plan: object) -> TilePlan | None:
     if not (isinstance(plan, dict) and isinstance(tile, list) and len(tile) == 2
             and all(type(v) is int and v > 0 for v in tile)):
         raise SegScopeError("its metadata field plan is not a tiling")
-    fields: dict[str, Any] = {**plan, "tile": (tile[0], tile[1])}
+    fields: dict[str, Any] = {"margin": 0, **plan, "tile": (tile[0], tile[1])}  # stored before margins: none
     try:
         return TilePlan(**fields)
     except TypeError:  # a field TilePlan does not have

@@ -11,7 +11,10 @@ remote backend still run them, close to but not bit-identical with the whole fil
 
 from __future__ import annotations
 
+import cv2
+
 from ..backends.base import InferenceRequest
+from ..errors import SegScopeError
 from ..result import Placement
 from ..roi import Roi
 from ..stream.imaging import crop_box
@@ -32,3 +35,17 @@ def region_request(reader: SlideReader, roi: Roi,
     error naming the file."""
     box = region_box(reader, roi, expand)
     return InferenceRequest(reader.read_roi(box), None, Placement(box, reader.size))
+
+
+def mirrored_request(reader: SlideReader, window: Roi) -> InferenceRequest:
+    """A request for `window` (slide pixels), which may reach past the slide's edges: the part inside read as
+    `region_request` reads it, the part outside the mirror image of the slide at its edge (OpenCV's
+    BORDER_REFLECT_101, as the U-Net paper extrapolates a slide's border), the result placed at `window`."""
+    inside = window.intersection(Roi.whole(*reader.size))
+    if inside is None:
+        raise SegScopeError(f"{reader.path}: {window} lies outside the {reader.size[0]}x{reader.size[1]} slide")
+    if inside == window:
+        return region_request(reader, window)
+    pixels = cv2.copyMakeBorder(reader.read_roi(inside), inside.y0 - window.y0, window.y1 - inside.y1,
+                                inside.x0 - window.x0, window.x1 - inside.x1, cv2.BORDER_REFLECT_101)
+    return InferenceRequest(pixels, None, Placement(window, reader.size))

@@ -18,7 +18,8 @@ from typing import Any
 
 from ..card.reader import load_model_card
 from ..errors import InputError
-from ..files.fileio import read_text
+from ..files.fileio import decode_text, read_bytes
+from ..files.kinds import JSON_STARTS, RUN_SOURCE, UTF16_MARKS, is_model_card, not_wanted
 from ..files.untrusted_json import parse_json
 from .imaging import PADDING_TYPES, SDK_RESIZE_TYPES, processor
 from .pipeline import MODEL_FACTORIES, NATIVE_FACTORIES, Element, Link, Pipeline, PipelineError, Stream
@@ -239,12 +240,6 @@ def bare_stream(model_path: str, size: tuple[int, int]) -> dict[str, Any]:
     }}
 
 
-def is_model_card(data: object) -> bool:
-    """Whether parsed JSON is a model card (an object with an `outputs` list) rather than a pipeline, whose
-    values are all stream objects."""
-    return isinstance(data, dict) and isinstance(data.get("outputs"), list)
-
-
 def card_pipeline(card: Path) -> Pipeline:
     """The stream a model card runs without a pipeline: `bare_stream` at the card's input size, its modelPath
     the card's stem with `.om` (so the card is found beside it as for any pipeline)."""
@@ -273,8 +268,18 @@ def load_pipeline(path: Path) -> Pipeline:
     card = card_source(path)
     if card is not None:
         return card_pipeline(card)
+    if path.is_dir():  # what a folder opens is `core.stream.source.resolve_source`'s to say
+        raise PipelineError(path, not_wanted(path, "a .pipeline file or a model card").problem)
     try:
-        text = read_text(path, "pipeline file", MAX_PIPELINE_BYTES)
+        data = read_bytes(path, "pipeline file", MAX_PIPELINE_BYTES)
     except InputError as exc:
         raise PipelineError(path, exc.problem, exc.position) from None
+    try:
+        text = decode_text(data, path, "pipeline file")
+    except InputError as exc:
+        if data[:2] in UTF16_MARKS:  # a pipeline saved in another encoding: the reader's advice
+            raise PipelineError(path, exc.problem, exc.position) from None
+        text = ""  # binary
+    if not text.lstrip(" \t\r\n").startswith(JSON_STARTS):  # no JSON at all: say what the file is
+        raise PipelineError(path, not_wanted(path, RUN_SOURCE).problem)
     return parse_pipeline(text, path)

@@ -1,7 +1,7 @@
 """Tiled inference over a whole slide (or a region of it) through any backend, and tiled dataset evaluation.
 
 `run_tiled` is the one loop (the CLI's `eval --tile` and the viewer's "Run whole slide" both call it):
-tiles are read by the slide reader as decoded pixels (`core.slides.requests.region_request`), sent through
+tiles are read by the slide reader as decoded pixels (`core.slides.requests.mirrored_request`), sent through
 `backend.infer_many` (which keeps the next tile in flight), and blended by a `Stitcher`. `progress(done,
 total)` is called as each tile is blended in; setting `cancel` stops it before the next tile with `CancelledError`.
 """
@@ -22,28 +22,56 @@ from ..errors import CancelledError, SegScopeError
 from ..metrics.scores import ImageMetrics
 from ..roi import Roi
 from ..slides import SlideReader, open_slide
-from ..slides.requests import region_request
+from ..slides.requests import mirrored_request
 from .metrics import stitched_metrics, truth_at_scale
-from .tiling import DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES, Stitched, Stitcher, check_canvas, tile_grid
+from .tiling import (
+    DEFAULT_MAX_CANVAS_BYTES,
+    DEFAULT_MAX_TILES,
+    Stitched,
+    Stitcher,
+    TileGrid,
+    check_canvas,
+    edge_margin,
+    tile_grid,
+)
 
 ProgressCallback = Callable[[int, int], None]  # (tiles done, tiles in all)
 #: Tiles read from the slide ahead of the one the backend takes next.
 READ_AHEAD = 2
+#: `TilePlan.overlap` / `margin` left to the plan: twice the tile's edge effect / the edge effect.
+AUTO = -1
 
 
 @dataclass(frozen=True)
 class TilePlan:
     """How to tile: `tile` = (width, height) in slide pixels, `overlap` px shared by neighbours, the blend,
     the output scale (output px per slide px; None: model input width / tile width, the model's own scale),
-    whether to keep a seams map, the canvases' memory bound and the most tiles one slide may take."""
+    whether to keep a seams map, the canvases' memory bound, the most tiles one slide may take, and the
+    `margin` px at each tile's edge that count for nothing (the slide's borders mirrored by as much).
+
+    By default (`AUTO`) the tiles overlap by twice the tile's edge effect (`tiling.edge_margin`) and each
+    counts only inside it: the U-Net paper's overlap-tile strategy; a given overlap keeps a margin of the edge
+    effect or half the overlap, whichever is less (`overlap=0`: plain tiles)."""
 
     tile: tuple[int, int]
-    overlap: int = 0
+    overlap: int = AUTO
     blend: str = "linear"
     output_scale: float | None = None
     seams: bool = False
     max_bytes: int = DEFAULT_MAX_CANVAS_BYTES
     max_tiles: int = DEFAULT_MAX_TILES
+    margin: int = AUTO
+
+    def __post_init__(self) -> None:
+        edge = edge_margin(self.tile)
+        if self.overlap == AUTO:
+            object.__setattr__(self, "overlap", 2 * edge)
+        if self.margin == AUTO:
+            object.__setattr__(self, "margin", min(edge, max(self.overlap, 0) // 2))
+
+    def grid(self, region: Roi, slide_size: tuple[int, int]) -> TileGrid:
+        """The tiles covering `region` of a slide of `slide_size`."""
+        return tile_grid(region, self.tile, self.overlap, slide_size, self.max_tiles, self.margin)
 
     def scale_for(self, backend: Backend, tile_width: int) -> float:
         """The output scale for tiles `tile_width` slide px wide (a tile is narrower on a narrow slide)."""
@@ -57,7 +85,7 @@ def _requests(reader: SlideReader, tiles: tuple[Roi, ...], depth: int) -> Genera
     pending: deque[Future[InferenceRequest]] = deque()
     try:
         for tile in tiles:
-            pending.append(pool.submit(region_request, reader, tile))
+            pending.append(pool.submit(mirrored_request, reader, tile))
             if len(pending) > depth:
                 yield pending.popleft().result()
         while pending:
@@ -73,10 +101,11 @@ def run_tiled(backend: Backend, reader: SlideReader, plan: TilePlan, region: Roi
     Three things overlap: the next tiles' reads, the model on the current tile (`infer_many` also prepares
     the next one meanwhile), and the blending of the one before, on a thread of its own."""
     region = region or Roi.whole(*reader.size)
-    grid = tile_grid(region, plan.tile, plan.overlap, reader.size, plan.max_tiles)
+    grid = plan.grid(region, reader.size)
     classes = len(backend.capabilities.class_names) or 2
     scale = plan.scale_for(backend, grid.tiles[0].width)
-    stitcher = Stitcher(region, reader.size, scale, classes, plan.blend, plan.overlap, plan.seams, plan.max_bytes)
+    stitcher = Stitcher(region, reader.size, scale, classes, plan.blend, plan.overlap, plan.seams, plan.max_bytes,
+                        plan.margin)
     requests = _requests(reader, grid.tiles, READ_AHEAD)
     results = backend.infer_many(requests)
     blending = ThreadPoolExecutor(1, thread_name_prefix="segscope-stitch")
@@ -125,7 +154,7 @@ def tile_count(backend: Backend, dataset: Dataset, plan: TilePlan, roi: Roi | No
     for item in dataset.items:
         size = dataset.image_size(item)
         region = roi or Roi.whole(*size)
-        grid = tile_grid(region, plan.tile, plan.overlap, size, plan.max_tiles)
+        grid = plan.grid(region, size)
         check_canvas(region, plan.scale_for(backend, grid.tiles[0].width), classes, plan.seams, plan.max_bytes)
         counts.append(len(grid))
     return counts
@@ -165,6 +194,6 @@ def evaluate_slide(backend: Backend, dataset: Dataset, item: DatasetItem, reader
     """One image's tiled evaluation from its open `reader`: the whole slide (or `roi`) and its slide metrics."""
     start = time.perf_counter()
     stitched = run_tiled(backend, reader, plan, roi, progress, cancel)
-    tiles = len(tile_grid(roi or Roi.whole(*reader.size), plan.tile, plan.overlap, reader.size, plan.max_tiles))
+    tiles = len(plan.grid(roi or Roi.whole(*reader.size), reader.size))
     return TiledEvaluation(item, stitched, tiles, score_stitched(dataset, item, stitched), time.perf_counter() - start,
                            plan)

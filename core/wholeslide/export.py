@@ -116,7 +116,8 @@ def export_stitched(folder: ExportFolder, evaluation: TiledEvaluation, capabilit
 
     def document(digests: dict[str, tuple[str, str]]) -> dict[str, object]:
         record = provenance(source, result, digests)
-        record["tiling"] = {**({"tile": list(plan.tile), "overlap": plan.overlap, "blend": plan.blend}
+        record["tiling"] = {**({"tile": list(plan.tile), "overlap": plan.overlap, "margin": plan.margin,
+                                   "blend": plan.blend}
                                if plan is not None else {}),
                             "tiles": evaluation.tiles, "output_scale": stitched.scale,
                             "output_units": "output pixel (i, j) covers slide pixels x0 + j / output_scale ..."}

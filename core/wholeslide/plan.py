@@ -1,18 +1,35 @@
 """The plan of a viewer's whole-slide run, without Qt: tiles of the dataset's ROI size (the scale the model was
-trained at) overlapping by 1/8 and blended, at the model's own output scale or another one, and what the
-stitched canvases need at a scale against their memory bound (the viewer words the choice for the user)."""
+trained at) overlapping by twice the model's edge effect, each counted only inside it (`TilePlan`'s default,
+with a seams map), at the model's own output scale or another one, and what the stitched canvases need at a
+scale against their memory bound (the viewer words the choice for the user); what an overlap costs, in words
+(the CLI's note and the viewer's message)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..backends.base import Capabilities
 from ..roi import Roi
 from .evaluate import TilePlan
-from .tiling import DEFAULT_MAX_CANVAS_BYTES, canvas_bytes, fitting_scale, output_size, stitched_bytes, tile_grid
+from .tiling import DEFAULT_MAX_CANVAS_BYTES, canvas_bytes, fitting_scale, output_size, stitched_bytes
 
-#: Neighbouring tiles overlap by 1/8 of a tile: blended seams, and a seams map to check them.
-OVERLAP_SHARE = 8
+
+def plain_tiles(plan: TilePlan, region: Roi, slide_size: tuple[int, int]) -> int:
+    """The tiles `plan` would take over `region` without overlap (what its overlap costs is measured against)."""
+    return len(replace(plan, overlap=0, margin=0, max_tiles=1 << 62).grid(region, slide_size))
+
+
+def overlap_note(plan: TilePlan, tiles: int, plain: int) -> str:
+    """The plan's overlap, what it is for and what it costs, as one clause (`tiles` it takes, `plain` without
+    overlap)."""
+    width, height = plan.tile
+    cost = f"{tiles:,} tiles, {tiles / max(plain, 1):.2f}x the {plain:,} without overlap"
+    if not plan.overlap:
+        return f"{width}x{height} px tiles without overlap (tile borders may show: the model's edge effect)"
+    if plan.margin:
+        return (f"{width}x{height} px tiles overlapping by {plan.overlap} px, each counted only inside its outer "
+                f"{plan.margin} px (the model's edge effect) and the slide's borders mirrored by as much: {cost}")
+    return f"{width}x{height} px tiles overlapping by {plan.overlap} px, blended: {cost}"
 
 
 @dataclass(frozen=True)
@@ -53,9 +70,12 @@ class SlideRun:
 
     def plan(self, scale: float) -> TilePlan:
         """The tiling at output `scale` (the model's own is left to the backend, as `TilePlan` takes it)."""
-        return TilePlan(self.tile, overlap=min(self.tile) // OVERLAP_SHARE, seams=True,
-                        output_scale=None if scale == self.own_scale else scale)
+        return TilePlan(self.tile, seams=True, output_scale=None if scale == self.own_scale else scale)
 
     def tiles(self, plan: TilePlan) -> int:
         """How many tiles `plan` takes."""
-        return len(tile_grid(self.region, plan.tile, plan.overlap, self.size))
+        return len(plan.grid(self.region, self.size))
+
+    def overlap_note(self, plan: TilePlan) -> str:
+        """`plan`'s overlap and its cost on this slide, as one clause."""
+        return overlap_note(plan, self.tiles(plan), plain_tiles(plan, self.region, self.size))

@@ -476,7 +476,20 @@ def test_recovery_round_trip_and_staleness(tmp_path: Path) -> None:
     assert find_recovery(source) is None
     discard_recovery(source)
     assert not path.exists() and find_recovery(source) is None
+    assert not path.parent.exists()  # no empty .segscope-recovery/ left behind after a save
+    flat = tmp_path / "flat"  # masks of a flat dataset share one folder: it goes with the last auto-save
+    first, second = flat / "a_mask.png", flat / "b_mask.png"
+    for mask_file in (first, second):
+        write_recovery(editor.mask, mask_file)
+    discard_recovery(first)
+    assert recovery_path(second).exists()
+    discard_recovery(second)
+    assert not (flat / ".segscope-recovery").exists() and flat.is_dir()
+    custom_dir = custom.parent
+    discard_recovery(source, custom_dir)
+    assert custom_dir.is_dir()  # a folder the caller chose stays
 
+    path.parent.mkdir()
     path.write_bytes(b"not a zip")
     with pytest.raises(SegScopeError, match="recovery"):
         load_recovery(path)

@@ -1,5 +1,6 @@
-"""The viewer's whole-slide plan without Qt: tiles of the dataset's ROI size clipped to the slide, 1/8 overlap,
-the model's own output scale, and a scale that fits the memory bound (numbers worked out by hand)."""
+"""The viewer's whole-slide plan without Qt: tiles of the dataset's ROI size clipped to the slide, overlapping by
+twice the edge effect (2/15 of the tile), the model's own output scale, and a scale that fits the memory bound
+(numbers worked out by hand)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,16 @@ def test_tiles_are_the_roi_size_clipped_to_the_slide_at_the_models_own_scale():
     run = SlideRun.of((3000, 600), Roi(0, 0, 960, 800), CAPS)
     assert run.tile == (960, 600) and run.classes == 3 and run.own_scale == 0.5  # 480 model px per 960 slide px
     plan = run.plan(run.own_scale)
-    assert plan.tile == (960, 600) and plan.overlap == 75 and plan.seams and plan.output_scale is None
+    assert plan.tile == (960, 600) and plan.seams and plan.output_scale is None
+    assert (plan.margin, plan.overlap) == (128, 256)  # 2/15 of 960, twice that
     assert run.plan(0.25).output_scale == 0.25
     assert run.output_size(0.5) == (1500, 300)
-    # 3000 px wide in 960 px tiles overlapping by 75 (stride 885): starts 0, 885, 1770 and one flush at 2040
-    assert run.tiles(plan) == 4
+    # 3000 x 600 widened by 128 px on each side, 960 x 600 tiles overlapping by 256 (strides 704 and 344):
+    # x at -128, 576, 1280, 1984 and 2168 (flush with 3128), y at -128 and 128 (flush with 728)
+    assert run.tiles(plan) == 10
+    assert run.overlap_note(plan) == ("960x600 px tiles overlapping by 256 px, each counted only inside its outer 128 "
+                                      "px (the model's edge effect) and the slide's borders mirrored by as much: 10 "
+                                      "tiles, 2.50x the 4 without overlap")  # x at 0, 960, 1920, 2040
 
 
 def test_a_scale_that_fits_the_bound():

@@ -303,7 +303,7 @@ def test_check_several_files_exits_2_if_any_is_invalid(tiny_model_project, tmp_p
     assert code == 2 and len(lines) == 4
     assert lines[0].startswith(f"{tiny_model_project.pipeline}: valid for MindX; embedded backend: runs")
     assert lines[1].startswith(f"{bad}: invalid: the pipeline file is not UTF-8 text")
-    assert lines[2] == f"{tmp_path}: invalid: is a folder, not a pipeline file"
+    assert lines[2] == f"{tmp_path}: invalid: is a model project folder, not a .pipeline file or a model card"
     assert lines[3].startswith(f"{comma}: invalid: invalid JSON: ")
     assert re.search(r" \(line 1, column 3[34]\)$", lines[3])  # the comma (Python 3.13) or the '}' after it
 

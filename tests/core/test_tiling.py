@@ -66,6 +66,28 @@ def test_grid_shifts_edge_tiles_inward_keeping_their_size() -> None:
     assert grid.neighbours(0) == (False, False, True, True) and grid.neighbours(4) == (True, True, True, False)
 
 
+def test_a_margin_widens_the_grid_past_the_slide_by_the_margin_only() -> None:
+    """The overlap-tile grid covers the region widened by the margin (5 px): the tiles' inner parts (5 px in)
+    cover the region exactly, and no tile reaches more than the margin past the slide."""
+    grid = tile_grid(Roi(0, 0, 100, 70), (40, 40), 10, (100, 70), margin=5)
+    # widened to -5..105 x -5..75; stride 30: x at -5, 25, 55 and 65 (flush with 105); y at -5, 25, 35
+    assert [t.x0 for t in grid.tiles[:4]] == [-5, 25, 55, 65] and [t.y0 for t in grid.tiles[::4]] == [-5, 25, 35]
+    assert all((t.width, t.height) == (40, 40) for t in grid.tiles)
+    # A small region: one tile holding it with the margin around it, moved to reach at most 5 px past the slide.
+    assert tile_grid(Roi(90, 60, 100, 70), (40, 40), 10, (100, 70), margin=5).tiles == (Roi(65, 35, 105, 75),)
+    assert tile_grid(Roi(30, 20, 60, 50), (40, 40), 10, (100, 70), margin=5).tiles == (Roi(25, 15, 65, 55),)
+    with pytest.raises(SegScopeError, match="^--overlap: .*half the overlap"):
+        tile_grid(Roi(0, 0, 100, 70), (40, 40), 10, (100, 70), margin=6)
+
+
+def test_the_default_plan_overlaps_by_twice_the_edge_effect() -> None:
+    """2/15 of the tile (128 px of the demo model's 960 px input) is the edge effect: the margin, rounded up."""
+    assert (TilePlan((1800, 1800)).overlap, TilePlan((1800, 1800)).margin) == (480, 240)
+    assert (TilePlan((100, 100)).overlap, TilePlan((100, 100)).margin) == (28, 14)  # 13.3 up
+    assert (TilePlan((100, 100), 10).margin, TilePlan((100, 100), 0).margin) == (5, 0)  # at most half the overlap
+    assert TilePlan((960, 100)).margin == 25  # at most a quarter of the shorter side
+
+
 @pytest.mark.parametrize("tile, overlap, field", [((0, 0), 0, "--tile"), ((40, 40), 40, "--overlap"),
                                                   ((40, 40), -1, "--overlap")])
 def test_bad_grid_values_are_one_line_errors(tile, overlap, field) -> None:
@@ -113,9 +135,11 @@ def test_blended_weights_sum_to_one_everywhere_covered(blend: str, scale: float)
 # --- stitching against a reference ----------------------------------------------------------------------
 
 
-def reference_stitch(image: np.ndarray, region: Roi, tiles: list[Roi], scale: float, ramp_px: int,
+def reference_stitch(image: np.ndarray, region: Roi, tiles: list[Roi], scale: float, overlap: int, margin: int,
                      columns: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """Linear-ramp blending by hand in float64: each tile's map resized to its footprint, weighted, summed."""
+    """Linear-ramp blending by hand in float64: each tile's map (of the slide mirrored past its edges, NumPy's
+    "reflect") resized to its footprint, weighted (0 over the margin, a ramp over the rest of the overlap),
+    summed; the seams map over the pixels each tile counts."""
     def out(v: float) -> int:
         return int(np.floor(v * scale + 0.5))
 
@@ -123,21 +147,24 @@ def reference_stitch(image: np.ndarray, region: Roi, tiles: list[Roi], scale: fl
     total = np.zeros((height, width, 2))
     weight = np.zeros((height, width))
     fg_max, fg_min = np.full((height, width), -np.inf), np.full((height, width), np.inf)
-    ramp = out(ramp_px)
+    ramp, zero = out(overlap - 2 * margin), int(np.floor(margin * scale))
+    padded = np.pad(image, ((margin, margin), (margin, margin), (0, 0)), mode="reflect")
     for index, tile in enumerate(tiles):
         row, column = divmod(index, columns)
         x0, y0 = out(tile.x0 - region.x0), out(tile.y0 - region.y0)
         x1, y1 = out(tile.x1 - region.x0), out(tile.y1 - region.y0)
-        probabilities, _ = tile_map(image[tile.y0:tile.y1, tile.x0:tile.x1])
+        assert -margin <= tile.x0 and tile.x1 <= image.shape[1] + margin  # never past the mirrored margin
+        probabilities, _ = tile_map(padded[tile.y0 + margin:tile.y1 + margin, tile.x0 + margin:tile.x1 + margin])
         p = cv2.resize(probabilities, (x1 - x0, y1 - y0), interpolation=cv2.INTER_LINEAR).astype(np.float64)
 
         def ramp1d(n: int, rise: bool, fall: bool) -> np.ndarray:
             w = np.ones(n)
-            for k in range(ramp):
-                if rise:
-                    w[k] = min(w[k], (k + 1) / (ramp + 1))
-                if fall:
-                    w[n - 1 - k] = min(w[n - 1 - k], (k + 1) / (ramp + 1))
+            for k in range(n):
+                for distance, ramped in ((k, rise), (n - 1 - k, fall)):
+                    if distance < zero:
+                        w[k] = 0
+                    elif ramped and distance - zero < ramp:
+                        w[k] = min(w[k], (distance - zero + 1) / (ramp + 1))
             return w
 
         w = np.outer(ramp1d(y1 - y0, row > 0, row < rows - 1), ramp1d(x1 - x0, column > 0, column < columns - 1))
@@ -145,24 +172,29 @@ def reference_stitch(image: np.ndarray, region: Roi, tiles: list[Roi], scale: fl
         piece, wp = p[cy0 - y0:cy1 - y0, cx0 - x0:cx1 - x0], w[cy0 - y0:cy1 - y0, cx0 - x0:cx1 - x0]
         total[cy0:cy1, cx0:cx1] += piece * wp[..., None]
         weight[cy0:cy1, cx0:cx1] += wp
-        fg_max[cy0:cy1, cx0:cx1] = np.maximum(fg_max[cy0:cy1, cx0:cx1], piece[..., 1])
-        fg_min[cy0:cy1, cx0:cx1] = np.minimum(fg_min[cy0:cy1, cx0:cx1], piece[..., 1])
+        counted = np.where(wp > 0, piece[..., 1], np.nan)
+        fg_max[cy0:cy1, cx0:cx1] = np.fmax(fg_max[cy0:cy1, cx0:cx1], counted)
+        fg_min[cy0:cy1, cx0:cx1] = np.fmin(fg_min[cy0:cy1, cx0:cx1], counted)
+    assert (weight > 0).all()  # every output pixel counted by some tile
     return total / weight[..., None], fg_max - fg_min
 
 
-@pytest.mark.parametrize("region, scale", [(None, None), (Roi(7, 4, 91, 66), 0.45)])
-def test_stitched_output_equals_a_numpy_reference(region: Roi | None, scale: float | None) -> None:
+@pytest.mark.parametrize("margin", [0, None])  # plain blended tiles; the default: half the overlap (4 px) here
+@pytest.mark.parametrize("region, scale", [(None, None), (Roi(7, 4, 91, 66), 0.45), (Roi(2, 25, 75, 70), 1.3)])
+def test_stitched_output_equals_a_numpy_reference(region: Roi | None, scale: float | None, margin: int | None
+                                                  ) -> None:
     reader, image = slide()
     backend = MapDouble()
-    plan = TilePlan((32, 32), 8, "linear", scale, seams=True)
+    plan = TilePlan((32, 32), 8, "linear", scale, seams=True, **({} if margin is None else {"margin": margin}))
+    assert plan.margin == (4 if margin is None else 0)  # the edge effect of 32 px tiles (5 px) is over 8 / 2
     stitched = run_tiled(backend, reader, plan, region)
     whole = region or Roi(0, 0, 100, 70)
-    grid = tile_grid(whole, (32, 32), 8, (100, 70))
-    expected, seams = reference_stitch(image, whole, list(grid.tiles), scale or MODEL / 32, 8,
+    grid = tile_grid(whole, (32, 32), 8, (100, 70), margin=plan.margin)
+    expected, seams = reference_stitch(image, whole, list(grid.tiles), scale or MODEL / 32, 8, plan.margin,
                                        grid.columns, grid.rows)
     assert backend.calls == len(grid) == grid.columns * grid.rows > 4
     np.testing.assert_allclose(stitched.probabilities, expected, rtol=0, atol=2e-6)
-    assert stitched.seams is not None
+    assert stitched.seams is not None and stitched.covered.all()
     np.testing.assert_allclose(stitched.seams, seams, rtol=0, atol=2e-6)
     height, width = expected.shape[:2]  # what the finished arrays hold, known before the run
     per_pixel = 2 * 4 + 1 + 1 + 4  # float32 probabilities of 2 classes, classes, coverage, float32 seams
@@ -219,10 +251,10 @@ def test_cancel_stops_within_one_tile() -> None:
             cancel.set()
 
     # Progress counts tiles blended in, one behind the model (blending overlaps the next tile's inference):
-    # set at 2 blended, the run stops before a fourth tile is started.
-    with pytest.raises(CancelledError, match="after 3/12 tiles"):
+    # set at 2 blended, the run stops before a fourth tile is started (of 5 x 3: 108 x 78 px with the margins).
+    with pytest.raises(CancelledError, match="after 3/15 tiles"):
         run_tiled(backend, reader, TilePlan((32, 32), 8), None, progress, cancel)
-    assert seen == [(1, 12), (2, 12)] and backend.calls == 3
+    assert seen == [(1, 15), (2, 15)] and backend.calls == 3
 
 
 # --- slide-scale metrics --------------------------------------------------------------------------------

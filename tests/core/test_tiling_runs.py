@@ -47,7 +47,7 @@ def test_a_one_tile_run_equals_a_plain_roi_run_bit_for_bit(pipeline: Path, tmp_p
     path, roi = textured(tmp_path), Roi(40, 30, 140, 130)
     with EmbeddedBackend(pipeline) as backend, open_slide(path) as reader:
         plain = backend.infer(path, roi)
-        stitched = run_tiled(backend, reader, TilePlan((100, 100)), roi)  # default scale 64/100: the model's
+        stitched = run_tiled(backend, reader, TilePlan((100, 100), 0), roi)  # default scale 64/100: the model's
     assert stitched.probabilities.shape == plain.probabilities.shape == (SIZE, SIZE, 2)
     assert stitched.probabilities.tobytes() == plain.probabilities.tobytes()
     assert (stitched.argmax == plain.argmax).all() and stitched.region == plain.roi == roi
@@ -57,7 +57,8 @@ def test_eval_tile_prints_slide_metrics_per_image(pipeline: Path, small_dataset:
     code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", 32, "--overlap", 8)
     assert code == 0, out
     lines = out.splitlines()
-    # 64x48 slides, 32 px tiles, stride 24: x at 0, 24, 32 (shifted in) and y at 0, 16 -> 6 tiles each.
+    # 64x48 slides widened by the 4 px margin, 32 px tiles, stride 24: x at -4, 20, 36 (flush with 68) and y at
+    # -4, 20 -> 6 tiles each.
     images = [line for line in lines if line.startswith("image: ")]
     assert len(images) == 4 and all(", tiles: 6" in line for line in images)
     assert images[0].endswith(")") and ", tiles: 6, truth: original 1/mask.png (sha256 " in images[0]
@@ -81,7 +82,8 @@ def test_eval_tile_json_and_export(pipeline: Path, small_dataset: Path, tmp_path
     assert code == 0
     assert "no slide-size canvas" in capsys.readouterr().err  # the default kinds include canvas
     document = json.loads(out)
-    assert [row["tiles"] for row in document["images"]] == [4, 4, 4, 4]  # x 0, 24; y 0, 8
+    # widened by the 5 px margin (half the overlap): x at -5, 25, 29 (flush with 69); y at -5, 13 (flush with 53)
+    assert [row["tiles"] for row in document["images"]] == [6, 6, 6, 6]
     mask = cv2.imread(str(out_dir / "1_mask.png"), cv2.IMREAD_UNCHANGED)
     assert mask.shape == (24, 32) and set(np.unique(mask)) <= {0, 255}  # 64x48 at half scale
     assert cv2.imread(str(out_dir / "1_heatmap.png")).shape == (24, 32, 3)
@@ -101,7 +103,9 @@ def test_eval_tile_defaults_to_the_datasets_roi_size(pipeline: Path, small_datas
     code, out = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", "--json")
     assert code == 0
     rows = json.loads(out)["images"]
-    assert [row["tiles"] for row in rows] == [4, 4, 4, 4]  # 40x30 tiles: x at 0, 24 and y at 0, 18
+    # 40x30 tiles, the margin 6 px (2/15 of 40, up), overlap 12: x at -6, 22, 30 (flush with 70) and y at -6, 12,
+    # 24 (flush with 54)
+    assert [row["tiles"] for row in rows] == [9, 9, 9, 9]
     dataset = Dataset.open(small_dataset)
     with EmbeddedBackend(pipeline) as backend:
         first = next(evaluate_tiled(backend, dataset, TilePlan((40, 30))))

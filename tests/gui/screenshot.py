@@ -17,8 +17,29 @@ import tempfile
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, QRect, QSettings
-from PySide6.QtWidgets import QAbstractScrollArea, QApplication, QDockWidget, QWidget
+import pyqtgraph as pg
+from PySide6.QtCore import QPoint, QRect, QSettings, Qt
+from PySide6.QtGui import QTextDocument
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractItemView,
+    QAbstractScrollArea,
+    QApplication,
+    QCheckBox,
+    QComboBox,
+    QDockWidget,
+    QGraphicsView,
+    QLabel,
+    QPushButton,
+    QRadioButton,
+    QStatusBar,
+    QStyle,
+    QStyleOptionButton,
+    QStyleOptionComboBox,
+    QTabBar,
+    QTableView,
+    QWidget,
+)
 
 from segscope.core.roi import Roi
 
@@ -42,6 +63,112 @@ def clipped_widgets(window: QWidget) -> list[str]:
             text = child.text() if hasattr(child, "text") and callable(child.text) else ""
             found.append(f"{type(child).__name__} {text!r} {child.geometry().getRect()} in "
                          f"{type(parent).__name__} {parent.width()}x{parent.height()}")
+    bars = [bar for bar in window.findChildren(QTabBar) if bar.parent() is window and bar.isVisible()]
+    for index, bar in enumerate(bars):  # a dock tab bar Qt left behind lies over another part of the window
+        for other in bars[index + 1:]:
+            if bar.geometry().intersects(other.geometry()):
+                found.append(f"QTabBar {[bar.tabText(i) for i in range(bar.count())]} {bar.geometry().getRect()} "
+                             f"over QTabBar {[other.tabText(i) for i in range(other.count())]}")
+    return found
+
+
+def _seen(widget: QWidget, window: QWidget) -> bool:
+    """Shown in `window` and not in a dock behind another tab."""
+    from segscope.gui.window_layout import dock_seen
+
+    return widget.isVisibleTo(window) and not any(isinstance(p, QDockWidget) and not dock_seen(p)
+                                                  for p in [widget, *_ancestors(widget)])
+
+
+def _plain(text: str) -> str:
+    if "<" not in text:
+        return text
+    document = QTextDocument()
+    document.setHtml(text)
+    return document.toPlainText()
+
+
+def _needed_and_room(widget: QWidget) -> tuple[str, int, int] | None:
+    """The text `widget` shows, the pixels it needs in one line and the pixels its contents rect gives it
+    (None: a widget that shows no one-line text, or one that wraps and has the height it needs)."""
+    metrics = widget.fontMetrics()
+    if isinstance(widget, QLabel):
+        text = _plain(widget.text())
+        if not text or widget.pixmap() is not None and not widget.pixmap().isNull():
+            return None
+        room = widget.contentsRect().width() - 2 * widget.margin() - max(widget.indent(), 0)
+        if widget.wordWrap():  # wraps: cut only when it needs more height than it has
+            needed = widget.heightForWidth(widget.width())
+            return (text, 0, 0) if needed <= widget.height() + 1 else (text, needed, widget.height())
+        return text, max(metrics.horizontalAdvance(line) for line in text.splitlines()), room
+    if isinstance(widget, QComboBox):
+        option = QStyleOptionComboBox()
+        widget.initStyleOption(option)
+        field = widget.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
+                                              QStyle.SubControl.SC_ComboBoxEditField, widget)
+        icon = widget.iconSize().width() + 4 if not widget.itemIcon(widget.currentIndex()).isNull() else 0
+        return widget.currentText(), metrics.horizontalAdvance(widget.currentText()) + icon, field.width()
+    if isinstance(widget, QAbstractButton):
+        text = widget.text().replace("&&", "\0").replace("&", "").replace("\0", "&")
+        if not text:
+            return None
+        if isinstance(widget, (QPushButton, QCheckBox, QRadioButton)):
+            option = QStyleOptionButton()
+            widget.initStyleOption(option)
+            element = (QStyle.SubElement.SE_PushButtonContents if isinstance(widget, QPushButton) else
+                       QStyle.SubElement.SE_CheckBoxContents if isinstance(widget, QCheckBox) else
+                       QStyle.SubElement.SE_RadioButtonContents)
+            room = widget.style().subElementRect(element, option, widget).width()
+            icon = widget.iconSize().width() + 4 if not widget.icon().isNull() else 0
+            return text, metrics.horizontalAdvance(text) + icon, room
+        return text, widget.sizeHint().width(), widget.width()  # a tool button's hint is its text and margins
+    return None
+
+
+def clipped_texts(window: QWidget) -> list[str]:
+    """Every label, button and combo box shown whose text does not fit its contents rect, and a status bar
+    message that does not fit left of the permanent widgets: "Class 'text' needs N px, has M". A text cut
+    on purpose is not reported when it shows "…" and its tooltip holds it whole (`gui.compact`)."""
+    from segscope.gui.compact import ELIDES, hover_text
+
+    found = []
+    for widget in window.findChildren(QWidget):
+        if not _seen(widget, window):
+            continue
+        measured = _needed_and_room(widget)
+        if measured is None or measured[1] <= measured[2] + 1:
+            continue
+        text, needed, room = measured
+        if widget.property(ELIDES):  # drawn cut with "…": whole on hover, or it is lost
+            if text not in hover_text(widget):
+                found.append(f"{type(widget).__name__} {text!r} is cut with '…' and not whole on hover")
+            continue
+        found.append(f"{type(widget).__name__} {text!r} needs {needed} px, has {room}")
+    for view in window.findChildren(QAbstractItemView):  # columns a view without a scroll bar cannot show
+        header = view.horizontalHeader() if isinstance(view, QTableView) else None
+        if (header is not None and _seen(view, window) and header.length() > view.viewport().width() + 1
+                and view.horizontalScrollBarPolicy() == Qt.ScrollBarPolicy.ScrollBarAlwaysOff):
+            found.append(f"{type(view).__name__} columns need {header.length()} px, the view has "
+                         f"{view.viewport().width()} and no scroll bar")
+    for graphics in window.findChildren(QGraphicsView):  # titles drawn in plots and panels
+        if not _seen(graphics, window):
+            continue
+        for item in graphics.scene().items():
+            if isinstance(item, pg.LabelItem) and item.isVisible() and item.item.toPlainText().strip():
+                text, room = item.itemRect(), item.rect()
+                if text.width() > room.width() + 1 or text.height() > room.height() + 1:
+                    found.append(f"{type(item).__name__} {item.item.toPlainText()!r} needs "
+                                 f"{text.width():.0f} x {text.height():.0f} px, has {room.width():.0f} x "
+                                 f"{room.height():.0f}")
+    for bar in window.findChildren(QStatusBar):
+        message = bar.currentMessage()
+        if message and bar.isVisible():
+            starts = [w.x() for w in bar.children() if isinstance(w, QWidget) and w.isVisible() and w.x() > 0
+                      and type(w).__name__ != "QSizeGrip"]
+            room = min(starts, default=bar.width()) - 8  # the message is drawn a few px in from the left
+            needed = bar.fontMetrics().horizontalAdvance(message)
+            if needed > room:
+                found.append(f"QStatusBar message {message!r} needs {needed} px, has {room}")
     return found
 
 
@@ -107,12 +234,32 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
         measure.update(window_height=window.height(), window_width=window.width(),
                        results_dock_height=window.results_dock.height(),
                        panels_height=on_screen.height() if graphics.isVisible() else 0,
-                       minimum_width=window.minimumSizeHint().width(), clipped=clipped_widgets(window))
+                       minimum_width=window.minimumSizeHint().width(), clipped=clipped_widgets(window),
+                       clipped_texts=clipped_texts(window))
     out.parent.mkdir(parents=True, exist_ok=True)
     if not window.grab().save(str(out)):
         raise OSError(f"{out}: could not save the screenshot")
+    if measure is not None and whole_slide_roi is None:
+        measure["clipped_texts"] += [f"{text} (after the ROI moved, with the brush)"
+                                     for text in _texts_after_an_roi_move(window, app)]
     window.close()
     return out
+
+
+def _texts_after_an_roi_move(window: QWidget, app: QApplication) -> list[str]:
+    """Clipped texts in the states that cut them before: the result dimmed as "ROI changed: run again" (panel
+    titles, the row's status, the headline), the brush's note in the status bar and a hover readout."""
+    roi = window.slide.roi()
+    window.slide.set_roi(Roi(roi.x0 + 8, roi.y0 + 8, roi.x1 + 8, roi.y1 + 8))
+    window.slide.roiChanged.emit(window.slide.roi())
+    window.editing.actions.set_tool("brush")
+    result = window.panels.result
+    if result is not None:
+        window.panels.readout_at(result.roi.x0 + result.roi.width / 2, result.roi.y0 + result.roi.height / 2)
+    for _ in range(20):
+        app.processEvents()
+        time.sleep(0.02)
+    return clipped_texts(window)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -186,3 +186,24 @@ def test_devices_and_cluster_are_remembered_and_apply_to_local_backends_only(qtb
     assert not dialog.scale_box.isEnabled()  # the remote host runs one stream
     dialog.radios["embedded"].setChecked(True)
     assert dialog.scale_box.isEnabled() and dialog.choice().cluster == "ssh://a,b"
+
+
+def test_a_wrong_file_is_said_for_what_it_is_and_a_card_naming_an_onnx_is_taken(qtbot, jobs, tiny_model_project):
+    """The CLI's rule (core.stream.source.resolve_source): an AIPP config is said to be one; an .onnx that only a
+    card of another name describes is replaced by that card, said, and taken on the second OK."""
+    dialog = BackendDialog(BackendChoice(), jobs)
+    qtbot.addWidget(dialog)
+    aipp = tiny_model_project.root / "models" / "aipp_unet_simple_opencv.cfg"
+    dialog.pipeline_edit.setText(str(aipp))
+    dialog.accept()
+    assert dialog.result() != dialog.DialogCode.Accepted
+    assert dialog.status_label.text() == (f"{aipp}: is an AIPP config (a model card names it), not a pipeline or "
+                                          "model: give a .pipeline file, a model card (.json), an .onnx or .om with "
+                                          "its card, or a model project folder")
+    dialog.pipeline_edit.setText(str(tiny_model_project.onnx))  # tiny.onnx: unet_hw960_bs1.json names it
+    dialog.accept()
+    assert dialog.result() != dialog.DialogCode.Accepted
+    assert dialog.pipeline_edit.text() == str(tiny_model_project.card)
+    assert "has no card of its own name (tiny.json)" in dialog.status_label.text()
+    dialog.accept()
+    assert dialog.result() == dialog.DialogCode.Accepted and dialog.choice().pipeline == tiny_model_project.card

@@ -277,22 +277,26 @@ def test_timing_table_shows_core_runs_numbers_and_exports_them(qtbot, window, in
     history = inspection.history
     assert [r.image_id for r in history] == ["001", "002", "003"]
     first = history.records[0]
-    assert first.timings["render"] > 0  # the current image was drawn
-    assert "render" not in history.records[1].timings  # the others were not on screen
+    # During Run all a result waits behind the others before it is drawn: that is not timed as "render"
+    assert not any("render" in record.timings for record in history)
     assert {"decode", "crop", "resize", "infer"} <= set(first.timings)
-    qtbot.waitUntil(lambda: len(inspection.timing.stats) > 0 and inspection.timing.stats[-1].runs == 3)
-
+    run_and_wait(qtbot, window, window.run_current)  # a single run of the shown image is
+    qtbot.waitUntil(lambda: "render" in history.records[-1].timings)  # once the panels drew it
+    assert history.records[-1].image_id == "001" and history.records[-1].timings["render"] > 0
     expected = timing_table(history.latest_per_image())
-    assert inspection.timing.stats == expected
+    qtbot.waitUntil(lambda: inspection.timing.stats == expected)  # the table follows (a deferred refresh)
     table = inspection.timing.table
     shown = [tuple(table.item(r, c).text() for c in range(4)) for r in range(table.rowCount())]
     assert shown == [(s.stage, str(s.runs), f"{s.mean * 1000:.1f}", f"{s.p95 * 1000:.1f}") for s in expected]
     assert shown[-1][0] == "total"
     assert "render" in [row[0] for row in shown]
+    render = next(r for r in range(table.rowCount()) if table.item(r, 0).text() == "render")
+    assert "until the result panels showed it" in table.item(render, 0).toolTip()
 
     # The timeline of the current image: one bar per stage of its run, in stream order.
     assert inspection.timing.image_id == "001"
     assert "render" in inspection.timing.legend.text() and "total" in inspection.timing.legend.text()
+    assert "<b>infer</b>: the model itself" in inspection.timing.legend.toolTip()
 
     path = tmp_path / "out" / "timings.csv"
     inspection.timing.export_csv(path)

@@ -344,6 +344,15 @@ def test_layout_and_recent_list_are_remembered(qtbot, window, demo_dataset):
     from segscope.gui.main_window import MainWindow
 
     assert settings.recent_datasets()[0] == demo_dataset.resolve()
+    not_one = demo_dataset.parent / "notes"  # a folder that does not open as a dataset is not remembered
+    not_one.mkdir()
+    (not_one / "README.md").write_text("# notes\n", encoding="utf-8")
+    assert not window.open_dataset(not_one)
+    assert settings.recent_datasets() == [demo_dataset.resolve()]
+    settings.add_recent_dataset(not_one)  # one remembered before (it held images then) is forgotten when it fails
+    assert not window.open_dataset(not_one)
+    assert settings.recent_datasets() == [demo_dataset.resolve()] and window.dataset.root == demo_dataset.resolve()
+    assert "no images found (it is a folder with no images" in window.messages.errors()[-1].text
     window.metrics_dock.hide()
     window.close()
     again = MainWindow()
@@ -432,3 +441,17 @@ def test_a_stream_without_a_crop_gets_the_viewers_roi_cropped_before_it(qtbot, w
     with EmbeddedBackend(pipeline) as backend:  # the ROI's pixels as the stream's whole image
         expected = backend.infer(np.ascontiguousarray(image[roi.y0:roi.y1, roi.x0:roi.x1]))
     np.testing.assert_array_equal(results[1].result.probabilities, expected.probabilities)
+
+
+def test_a_first_start_shows_metrics_and_messages_with_review_and_timing_a_tab_away(qtbot, window):
+    from segscope.gui.window_layout import dock_seen
+
+    review, timing = window.inspection.review_dock, window.inspection.timing_dock
+    qtbot.waitUntil(lambda: dock_seen(window.metrics_dock) and dock_seen(window.messages_dock), timeout=5000)
+    assert not dock_seen(review) and not dock_seen(timing)
+    assert review in window.tabifiedDockWidgets(window.metrics_dock)
+    assert timing in window.tabifiedDockWidgets(window.messages_dock)
+    timing.raise_()  # the user picks another tab; View > Reset layout brings the first layout back
+    qtbot.waitUntil(lambda: dock_seen(timing))
+    window.dock_layout.reset()
+    qtbot.waitUntil(lambda: dock_seen(window.messages_dock) and not dock_seen(timing))

@@ -57,6 +57,13 @@ def test_histogram_bins_the_ranking_metric(panel):
     assert counts[0] == 2 and counts[10] == 2 and counts[-1] == 3
     title = panel.plot.getPlotItem().titleLabel.text
     assert f"7 images, mean Dice {np.mean(values[:-1]):.4f}, 1 n/a" in title
+    ticks = [value for value, _text in panel.plot.getAxis("left")._tickLevels[0]]
+    assert ticks == [0, 1, 2, 3]  # image counts: whole numbers, never 2.5
+    panel.set_dataset_values(dice, [0.9])
+    assert "1 image, mean Dice 0.9000" in panel.plot.getPlotItem().titleLabel.text  # not "1 images"
+    assert [value for value, _text in panel.plot.getAxis("left")._tickLevels[0]] == [0, 1]
+    panel.set_dataset_values(dice, [0.9] * 37)
+    assert [value for value, _text in panel.plot.getAxis("left")._tickLevels[0]] == [0, 10, 20, 30]
     panel.set_dataset_values(dice, [])
     counts, _ = panel.histogram()
     assert counts.sum() == 0

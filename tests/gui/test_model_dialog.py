@@ -139,9 +139,10 @@ def test_a_card_outside_a_project_opens_and_a_bad_one_goes_back_to_the_open_back
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "broken.json").write_text('{"input": {"name": "x"}}')  # neither a card nor a pipeline
-    with qtbot.waitSignal(window.controller.backendOpened, timeout=30000):  # the previous one, reopened
-        open_model_path(window, bad / "broken.json")
-    assert "broken.json" in window.messages.errors()[-1].text and window.backend.choice.pipeline == made
+    open_model_path(window, bad / "broken.json")  # refused before anything opens: the open backend stays
+    error = window.messages.errors()[-1].text
+    assert "broken.json" in error and "neither a pipeline nor a model card" in error
+    assert window.backend.choice.pipeline == made and window.capabilities is not None
     for name in ("unet_hw960_bs1.json", "aipp_unet_simple_opencv.cfg"):  # a card whose model is broken
         (bad / name).write_bytes((loose / name).read_bytes())
     (bad / "tiny.onnx").write_bytes(b"not onnx")
@@ -152,3 +153,17 @@ def test_a_card_outside_a_project_opens_and_a_bad_one_goes_back_to_the_open_back
     assert error.startswith("Could not open embedded") and "tiny.onnx" in error and "back to embedded" in error
     assert window.main_actions.run_action.isEnabled()
     assert not any("--" in m.text for m in window.messages.messages)  # no CLI option names in the GUI
+
+
+def test_open_model_says_a_damaged_onnx_is_none_before_offering_a_card(window, tmp_path, monkeypatch):
+    """The cheap check first: a truncated .onnx is said to be no ONNX model; no card is offered for it."""
+    whole = byo.Net(size=40).save(tmp_path / "crack.onnx").read_bytes()
+    truncated = tmp_path / "cut.onnx"
+    truncated.write_bytes(whole[:len(whole) // 2])
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or
+                                                              QMessageBox.StandardButton.No))
+    open_model_path(window, truncated)
+    assert asked == [] and "cut.onnx: not an ONNX model" in window.messages.errors()[-1].text
+    open_model_path(window, tmp_path / "crack.onnx")  # a whole one without a card: offered one
+    assert len(asked) == 1 and "no model card" in asked[0]

@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
@@ -155,6 +155,19 @@ def test_hover_readout_in_slide_coordinates(panels):
         assert panels.readout.text() == text
         assert panels.heat.vline.value() == sx + 0.5 and panels.truth.hline.value() == sy + 0.5
     assert panels.readout_at(10, 10) == "slide (10, 10): outside the ROI"
+
+
+def test_the_readout_follows_an_edit_under_a_resting_mouse(panels):
+    """Pixels filled under the mouse are read out as they are now, without moving it (issue 34)."""
+    result = make_result()
+    panels.show_result(result, roi_image(), np.zeros((ROI.height, ROI.width), np.uint8))
+    spot = (ROI.x0 + 40.5, ROI.y0 + 30.5)
+    assert panels.readout_at(*spot).endswith("true class 0 | " + ("FP" if argmax_at_roi(result)[30, 40] else "TN"))
+    panels.update_truth(Roi(ROI.x0 + 35, ROI.y0 + 25, ROI.x0 + 45, ROI.y0 + 35), np.ones((10, 10), np.uint8))
+    assert panels.readout.text().endswith("true class 1 | " + ("TP" if argmax_at_roi(result)[30, 40] else "FN"))
+    panels.eventFilter(panels, QEvent(QEvent.Type.Leave))  # the mouse left: an edit makes no readout
+    panels.update_truth(Roi(ROI.x0 + 35, ROI.y0 + 25, ROI.x0 + 45, ROI.y0 + 35), np.zeros((10, 10), np.uint8))
+    assert panels.readout.text() == " "
 
 
 def test_mouse_hover_emits_the_readout(panels, qtbot):

@@ -95,15 +95,17 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
         assert window.run_whole_slide()
     assert finished.args == [1, 0, False]
     run = window.session.slide_run_of("a")
-    assert run is not None and run.item.id == "a" and run.tiles == 4  # 1800 px tiles of 3000 x 2000: 2 x 2
-    # the tiles were read from the open reader, region by region, off the GUI thread
+    # 1800 px tiles overlapping by 480 px over 3000 x 2000 widened by their 240 px margins (mirrored past the
+    # slide): x at -240, 1080 and 1440 (flush with 3240), y at -240 and 440 (flush with 2240)
+    assert run is not None and run.item.id == "a" and run.tiles == 6
+    # the tiles were read from the open reader, region by region (their parts inside the slide), off the GUI thread
     tile_reads = [(x, y, w, h) for level, x, y, w, h, thread in reader.reads if thread.name.startswith("segscope-tile")]
-    assert sorted(tile_reads) == [(0, 0, 1800, 1800), (0, 200, 1800, 1800), (1200, 0, 1800, 1800),
-                                  (1200, 200, 1800, 1800)]
+    assert sorted(tile_reads) == [(0, 0, 1560, 1560), (0, 440, 1560, 1560), (1080, 0, 1800, 1560),
+                                  (1080, 440, 1800, 1560), (1440, 0, 1560, 1560), (1440, 440, 1560, 1560)]
 
     # the same slide and plan, run apart from the window
     with open_slide(reader.path) as separate, EmbeddedBackend(tiny_model_project.pipeline) as backend:
-        expected = run_tiled(backend, separate, TilePlan((1800, 1800), overlap=1800 // 8, seams=True))
+        expected = run_tiled(backend, separate, TilePlan((1800, 1800), seams=True))  # eval --tile's default
     np.testing.assert_allclose(run.stitched.probabilities, expected.probabilities, rtol=0, atol=1e-6)
     overlay = window.slide.overlay
     qtbot.waitUntil(lambda: overlay.pyramid is not None)  # its levels are made on a worker
@@ -122,7 +124,10 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
     covered_width = finest.shape[1] / expected.scale  # slide px under the finest level (whole pixels)
     assert (rect.left(), rect.top()) == (0, 0)
     assert abs(rect.width() - covered_width) < 1e-6 and abs(covered_width - SIZE[0]) < 1 / expected.scale
-    assert any("Whole slide of a: 4 tiles" in message.text for message in window.messages.messages)
+    assert any("Whole slide of a: 6 tiles" in message.text for message in window.messages.messages)
+    assert any(message.text.startswith("Running the whole slide of a in 6 tiles: 1800x1800 px tiles overlapping by "
+                                       "480 px") and "6 tiles, 1.50x the 4 without overlap" in message.text
+               for message in window.messages.messages)
 
     # a new ROI shows the stitched part under it at once, without a run
     roi = Roi(600, 400, 1500, 1300)
@@ -148,7 +153,7 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
     np.testing.assert_array_equal(read_mask(out / "a_mask.png"), run.stitched.argmax * 255)
     np.testing.assert_array_equal(np.load(out / "a_softmax.npy"), run.stitched.probabilities)
     tiling = json.loads((out / "a_provenance.json").read_text())["tiling"]
-    assert (tiling["tile"], tiling["overlap"], tiling["tiles"]) == ([1800, 1800], 225, 4)
+    assert (tiling["tile"], tiling["overlap"], tiling["margin"], tiling["tiles"]) == ([1800, 1800], 480, 240, 6)
 
 
 def test_a_cancelled_whole_slide_run_leaves_no_overlay(qtbot, tiff_window):

@@ -1,0 +1,20 @@
+"""SegScope's version, in one place: `segscope --version`, the viewer's About box, export provenance and the
+HTML report all say this."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+
+
+def segscope_version() -> str:
+    """The installed package's version ("unknown" when SegScope runs without being installed)."""
+    try:
+        return metadata.version("segscope")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def version_line() -> str:
+    """What `segscope --version` prints: the version and the Python running it."""
+    return f"segscope {segscope_version()} (Python {platform.python_version()})"
