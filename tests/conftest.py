@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +19,8 @@ from types import ModuleType
 import cv2
 import numpy as np
 import pytest
+
+from segscope.core.cache import settings as cache_settings
 
 import byo_helpers
 from helpers import TINY_BIAS, TINY_WEIGHT, make_tiny_onnx, tiny_card
@@ -66,6 +68,18 @@ class TinyProject:
         logits = np.einsum("kc,chw->hwk", TINY_WEIGHT.astype(np.float64), x) + TINY_BIAS
         e = np.exp(logits - logits.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test's cache (decoded inputs, int8 models) in a folder of its own, never the user's ~/.cache."""
+    folder = tmp_path_factory.mktemp("segscope-cache")
+    monkeypatch.setenv("SEGSCOPE_CACHE_DIR", str(folder))
+    monkeypatch.delenv("SEGSCOPE_NO_CACHE", raising=False)
+    monkeypatch.delenv("SEGSCOPE_CACHE_SIZE_GB", raising=False)
+    cache_settings.configure()  # what a command line configured in this process before is forgotten
+    yield folder
+    cache_settings.configure()
 
 
 @pytest.fixture(scope="session")

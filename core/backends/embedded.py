@@ -20,11 +20,14 @@ import cv2
 import numpy as np
 import onnxruntime as ort
 
+from ..cache.decoded import image_region
 from ..card.card import ModelCard
 from ..card.onnx_graph import read_graph
 from ..card.reader import load_model_card, postprocess
 from ..errors import BackendError, SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS, decode_image, read_bytes
+from ..files.imageheader import header_size
+from ..result import Placement
 from ..roi import Roi
 from ..stream import dvpp, imaging
 from ..stream.emulation import Crop, Normalize, plan_stream, sized
@@ -59,6 +62,9 @@ def open_session(card: ModelCard, threads: int | None = None) -> ort.InferenceSe
     options.intra_op_num_threads = threads or os.cpu_count() or 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Idle pool threads sleep instead of spinning: the cores are shared with the decode and scoring threads of
+    # an overlapped eval, which spinning took ~80-110 ms of CPU per demo image from (bench/RESULTS.md).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 4  # fatal only: a refused model is SegScope's one line, not ORT's coloured log
     read_graph(card.onnx)  # the file and its external weights checked (size, holes, references) as ORT loads them
     try:
@@ -212,21 +218,47 @@ class EmbeddedStream:
             check_aipp_color(self.card.preprocess, self.card.aipp, rgb, str(self.card.path))
 
     def prepare(self, image: ImageSource, roi: Roi | None, max_pixels: int = DEFAULT_MAX_PIXELS) -> _Prepared:
-        """Read, decode, run the stream's elements up to the model and make the network input (`to_tensor`)."""
+        """Read, decode, run the stream's elements up to the model and make the network input (`to_tensor`).
+        A file's crop box comes through the decoded-input cache where the box is the decoder's pixels
+        (`region_of`): the stream then runs on that region, as on a slide region read."""
         clock = time.perf_counter()
+        placement = None
         if isinstance(image, np.ndarray):
             source = "<image array>"
             decoded = self.decoded(image, source)
         else:
             source = str(image) if isinstance(image, Path) else "<image bytes>"
             data = read_bytes(image) if isinstance(image, Path) else image
-            decoded = self.decode(data, source, max_pixels)
+            placement = self.region_of(data, roi) if isinstance(image, Path) else None
+            region = image_region(data, source, placement.box, max_pixels) if placement is not None else None
+            if region is not None:
+                decoded, roi = self._formatted(region), None
+            else:
+                placement, decoded = None, self.decode(data, source, max_pixels)
         timings = {"decode": time.perf_counter() - clock, "crop": 0.0, "resize": 0.0, "preprocess": 0.0}
         pixels, rgb, box, crop_size, plan = self.run_stages(decoded, roi, source, timings)
         clock = time.perf_counter()
         tensor = self.to_tensor(pixels, rgb, source)
         timings["preprocess"] += time.perf_counter() - clock
+        if placement is not None:
+            return _Prepared(tensor, plan, placement.to_slide(box), placement.slide_size, crop_size, timings)
         return _Prepared(tensor, plan, box, self.size(decoded), crop_size, timings)
+
+    def region_of(self, data: bytes, roi: Roi | None) -> Placement | None:
+        """Where the stream's crop of `roi` (None: the whole image) lies in the file `data`, when the opencv
+        decoder's BGR pixels of that box are all the stream needs of the file; None where the whole decode
+        must run (DVPP, a 4-channel model, a header that cannot be read, a box the crop would refuse: the
+        decode says why)."""
+        if self.plan.decoder.dvpp or decode_flag(self.card.preprocess) != cv2.IMREAD_COLOR:
+            return None
+        size = header_size(data)
+        if size is None:
+            return None
+        whole = Roi.whole(*size)
+        if roi is not None and roi != whole and not self.crops:
+            return None  # refused by run_stages
+        box = imaging.crop_box(roi, self.plan.expand, *size) if roi is not None else whole
+        return Placement(box, size) if imaging.croppable(box, *size) else None
 
     def finish(self, outputs: list[np.ndarray], prepared: _Prepared, timings: dict[str, float],
                backend: str) -> InferenceResult:

@@ -14,6 +14,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import onnxruntime as ort
+
+from ..cache.outputs import KeptOutputs
+from ..cache.settings import INT8, OPENVINO, kept_folder
 from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
 from ..evaluate import ImageEvaluation, evaluation_request, score
@@ -35,6 +39,7 @@ class PrecisionBackend(Backend):
                  checks: int = 0):
         self.inner, self.precision, self.runs_on = inner, precision, runs_on
         self._session: ModelSession | None = session
+        self._fp32: ModelSession | None = None  # the fp32 check's session, its outputs kept (made when first used)
         self._checks_left = checks
         self._references: deque[InferenceResult] = deque()
         caps = inner.capabilities
@@ -55,8 +60,19 @@ class PrecisionBackend(Backend):
         result = self.inner.run(prepared, self._session)
         if self._checks_left > 0:
             self._checks_left -= 1
-            self._references.append(self.inner.run(prepared))
+            self._references.append(self.inner.run(prepared, self._reference_session()))
         return result
+
+    def _reference_session(self) -> ModelSession:
+        """The backend's fp32 session, its outputs kept in the cache: a repeat run checks against them without
+        running fp32 again."""
+        if self._fp32 is None:
+            session, model = self.inner.session, self.inner.stream.card.onnx
+            if session is None or model is None:
+                raise SegScopeError("the embedded backend is closed; open a new one")
+            threads = session.get_session_options().intra_op_num_threads
+            self._fp32 = KeptOutputs(session, model, f"onnxruntime-{ort.__version__}-{threads}-threads")
+        return self._fp32
 
     def take_reference(self) -> InferenceResult | None:
         """The fp32 result of the oldest checked image not taken yet (results come in request order)."""
@@ -138,7 +154,8 @@ def add_precision_options(parser: argparse.ArgumentParser) -> None:
                              "on that Xeon). The run ends with the variant's foreground Dice vs fp32")
     parser.add_argument("--precision-cache", type=Path, metavar="DIR", default=None,
                         help="keep the int8 model in DIR and reuse it for the same model and calibration inputs "
-                             "(default: made anew in a temporary folder each run, a few seconds)")
+                             "(default: the cache folder's int8/, see --cache-dir; with --no-cache made anew in a "
+                             "temporary folder each run, a few seconds)")
     parser.add_argument("--precision-check", type=count, metavar="N", default=None,
                         help=f"also run the first N images in fp32 for the Dice comparison (default "
                              f"{DEFAULT_CHECKS}; 0 skips it)")
@@ -172,6 +189,7 @@ def with_precision(backend: Backend, args: argparse.Namespace, dataset: Dataset,
         raise SegScopeError(f"--precision {args.precision}: the {backend.capabilities.name} backend has no faster "
                             "variants; use --backend embedded or --precision fp32")
     requests = [evaluation_request(dataset, item, roi, stream=stream) for item in spread(dataset.items)]
-    session, runs_on, notes = fast_session(backend, args.precision, requests, args.precision_cache)
+    kept = args.precision_cache or kept_folder(INT8)  # the cache's int8/ unless --no-cache: made once, reused
+    session, runs_on, notes = fast_session(backend, args.precision, requests, kept, kept_folder(OPENVINO))
     checks = DEFAULT_CHECKS if args.precision_check is None else args.precision_check
     return PrecisionBackend(backend, args.precision, session, runs_on, checks), notes

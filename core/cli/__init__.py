@@ -8,6 +8,7 @@
     segscope card MODEL.onnx --out DIR a runnable project (card, pipeline, ATC files) from an ONNX model
     segscope profile / drift           operator profile and roofline; msit compare triage
     segscope report --dataset DIR --out R.html  one self-contained HTML report
+    segscope cache info|clear          the decoded-input cache: where, how large; empty it
 
 Each subcommand is one module here with `register(subparsers)`, named once in `COMMANDS`; it sets its
 `handler(args, out) -> exit code`. Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal
@@ -24,12 +25,12 @@ from typing import TextIO
 
 from ..errors import describe
 from ..version import version_line
-from . import card, check, compare, demo, drift, gui, output, profile, report
+from . import cache, card, check, compare, demo, drift, gui, output, profile, report
 from . import eval as evaluate
 
 EXIT_INTERNAL, EXIT_INPUT = 1, 2
 #: The subcommands in `segscope --help`'s order; `gui` first: the command without one runs it.
-COMMANDS = (gui, evaluate, report, demo, compare, card, check, profile, drift)
+COMMANDS = (gui, evaluate, report, demo, compare, card, check, profile, drift, cache)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -11,6 +11,7 @@ from ..backends.precision_check import add_precision_options, refuse_bad_precisi
 from ..errors import SegScopeError
 from ..export.names import DEFAULT_KINDS, EXPORT_KINDS, RUN_KINDS
 from ..quality.options import add_metric_options, metric_spec
+from .cache import add_cache_options, apply_cache_options
 from .eval_driver import drive
 from .eval_image import RoiUnit
 from .eval_tiled import TiledUnit, add_tiling_options, refuse_without_tile
@@ -19,6 +20,7 @@ from .options import add_backend_options, add_truth_option, refuse_remote_only_o
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     refuse_remote_only_options(args)
+    apply_cache_options(args)
     refuse_bad_precision_options(args)
     spec = metric_spec(args)
     for given, flag in ((args.ship_images, "--ship-images"), (args.task_resources, "--task-resources")):
@@ -69,4 +71,5 @@ def register(commands: argparse._SubParsersAction) -> None:
                          "on workers started with dask worker --resources NPU=1 (one image per chip at a time)")
     add_backend_options(ev)
     add_precision_options(ev)
+    add_cache_options(ev)
     ev.set_defaults(handler=run)

@@ -26,8 +26,9 @@ from ..metrics.numbers import json_safe
 from ..metrics.scores import ImageMetrics
 from ..quality.options import summary_lines
 from ..roi import Roi
+from .cache import CacheReport
 from .options import open_dataset, open_eval_backend
-from .output import status, warning
+from .output import note, status, warning
 
 EXIT_OK = 0
 #: One image's row of the metric table and its metrics (None without a mask), as a unit hands them on.
@@ -109,6 +110,7 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
     run = EvalRun(args, out, dataset, roi, kinds)
     unit.prepare(run)
+    cached = CacheReport()  # what came from the decoded-input cache (truth checks included), said once at the end
     check_sizes_up_front(dataset)
     run.export = export = ExportFolder(args.export, args.overwrite, dataset.root) if args.export else None
     summary, rows = DatasetSummary(), []
@@ -122,6 +124,9 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
         for row, metrics in unit.evaluate(run, backend, stack):
             summary.add(metrics)
             rows.append(row)
+        said = cached.line()
+        if said:
+            note(said)
         means: dict[str, object] = {**summary.means(), **unit.means()}
         if export is not None:
             export.write_metrics(rows, means)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..errors import SegScopeError
+from .cache import add_cache_options, apply_cache_options
 from .output import LINES
 
 
@@ -28,6 +29,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise SegScopeError(f"{args.dataset}: neither a dataset folder nor a segscope command (segscope --help "
                             "lists the commands)")
     _check_display()
+    apply_cache_options(args)  # the viewer's runs in this process use it
     LINES.show()  # the viewer runs until closed: its warnings go out as they come
     # Loaded on demand so the headless commands never import Qt.
     app = importlib.import_module("segscope.gui.app")
@@ -37,4 +39,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 def register(commands: argparse._SubParsersAction) -> None:
     gui = commands.add_parser("gui", help="open the viewer (the default)")
     gui.add_argument("dataset", nargs="?", type=Path, help="dataset folder (default: the demo dataset)")
+    add_cache_options(gui)
     gui.set_defaults(handler=run)

@@ -20,6 +20,7 @@ from ..profiling.insight import matched_ops, where_to_look
 from ..profiling.model import Profile
 from ..profiling.roofline import classify
 from ..stream.source import add_source_options, chosen_source
+from .cache import add_cache_options, apply_cache_options
 from .output import cell
 
 
@@ -85,6 +86,7 @@ def run_profile(args: argparse.Namespace, out: TextIO) -> int:
         raise SegScopeError("segscope profile: give --dataset DIR to profile the model here, or --import FILE "
                             "to read an msprof / ais_bench profile")
     profiles = []
+    apply_cache_options(args)
     if args.dataset is not None:
         from ..profiling.run import profile_backend, profile_pipeline
 
@@ -126,4 +128,5 @@ def register(commands: argparse._SubParsersAction) -> None:
     prof.add_argument("--top", type=int, help="show only the N slowest operators")
     prof.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS, help=argparse.SUPPRESS)
     prof.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    add_cache_options(prof)
     prof.set_defaults(handler=run_profile)

@@ -29,6 +29,7 @@ from ..report.html import metric_title, render
 from ..roi import Roi
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
+from .cache import add_cache_options, apply_cache_options
 from .options import add_backend_options, add_truth_option, open_dataset, open_eval_backend, refuse_remote_only_options
 from .output import Progress
 
@@ -68,6 +69,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     # What `eval` has and a report does not: one stream, no cluster.
     parser.set_defaults(devices=None, cluster=None, ship_images=False, task_resources=None)
     add_backend_options(parser)
+    add_cache_options(parser)
     parser.set_defaults(handler=run)
 
 
@@ -116,6 +118,7 @@ def _provenance(args: argparse.Namespace, dataset: Dataset, backend: Backend, sp
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     refuse_remote_only_options(args)
+    apply_cache_options(args)
     spec = metric_spec(args)
     rank = _check(args, spec)
     roi = Roi.parse(args.roi) if args.roi is not None else None

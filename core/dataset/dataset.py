@@ -21,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache.decoded import truth_mask
 from ..errors import SegScopeError
 from ..export.names import PROVENANCE_NAME, exported_item
-from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json, read_mask
+from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json
 from ..files.image_types import IMAGE_SUFFIXES
 from ..files.kinds import dataset_folder, not_wanted, what_is
 from ..roi import ORIGINAL_DEFAULT_ROI, Roi
@@ -212,7 +213,7 @@ class Dataset:
         truth = self.truth(item)
         if truth is None:
             return None
-        mask, rule = read_mask(truth.path, self.max_pixels), self.rule_for(truth)
+        mask, rule = truth_mask(truth.path, self.max_pixels), self.rule_for(truth)  # through the decoded-input cache
         return mask if rule is None else rule.canonical(mask, str(truth.path))
 
     def open_mask(self, item: DatasetItem) -> MaskReader | None:

@@ -10,9 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..cache.decoded import truth_counts
 from ..metrics.scores import check_sizes
 from ..roi import Roi
-from ..slides import slide_size
+from ..slides import slide_kind_for, slide_size
 from ..slides.masks import MaskReader
 from .dataset import Dataset, DatasetItem
 from .masks import MaskRule, histogram
@@ -59,6 +60,9 @@ def prepare_truths(dataset: Dataset, class_names: Sequence[str], details: Mappin
         assert read_by is not None  # (the dataset's rule is set above)
         if counts is not None:
             read_by.check(counts(truth), str(truth.path))
+            continue
+        if slide_kind_for(truth.path).name != "tiff":  # read whole: its counts kept with it in the decoded-input cache
+            read_by.check(truth_counts(truth.path, dataset.max_pixels), str(truth.path))
             continue
         with MaskReader(truth.path, dataset.max_pixels) as reader:
             read_by.check(mask_counts(reader), str(truth.path))

@@ -35,19 +35,21 @@ import secrets
 import shutil
 import stat
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import BinaryIO
 
 import cv2
 import numpy as np
 
 from ..dataset.masks import to_mask
 from ..errors import InputError, SegScopeError
+from ..roi import Roi
+from . import png
 from .folder_lock import FolderLock
 from .imageheader import header_size, image_format
+from .native_stderr import native_stderr_captured
 from .untrusted_json import parse_json
 
 #: Largest image (width x height) decoded by default; larger files are refused as a decompression guard.
@@ -78,44 +80,6 @@ _silence_opencv()
 log = logging.getLogger(__name__)
 #: tifffile warns about damaged directories through `logging`; SegScope's one line says what is wrong instead.
 logging.getLogger("tifffile").setLevel(logging.CRITICAL)
-
-_stderr_lock = threading.Lock()
-_stderr_users = 0
-_stderr_saved: tuple[int, IO[bytes]] | None = None
-
-
-@contextlib.contextmanager
-def native_stderr_captured() -> Iterator[None]:
-    """Send what C libraries write to file descriptor 2 (libpng's "libpng error: ...") to a scratch file
-    while the block runs; other lines written meanwhile are passed on afterwards."""
-    global _stderr_users, _stderr_saved
-    with _stderr_lock:
-        if _stderr_users == 0:
-            try:
-                scratch = tempfile.TemporaryFile()
-                saved = os.dup(2)
-                os.dup2(scratch.fileno(), 2)
-                _stderr_saved = (saved, scratch)
-            except OSError:
-                _stderr_saved = None
-        _stderr_users += 1
-    try:
-        yield
-    finally:
-        with _stderr_lock:
-            _stderr_users -= 1
-            if _stderr_users == 0 and _stderr_saved is not None:
-                saved, captured = _stderr_saved
-                _stderr_saved = None
-                os.dup2(saved, 2)
-                os.close(saved)
-                captured.seek(0)
-                kept = [line for line in captured.read().splitlines(keepends=True)
-                        if not line.startswith((b"libpng ", b"libtiff", b"[ WARN", b"[ERROR"))]
-                captured.close()
-                if kept:
-                    os.write(2, b"".join(kept))
-
 
 def _article(noun: str) -> str:
     return "an" if noun[:1].lower() in "aeiou" else "a"
@@ -164,7 +128,9 @@ def read_bytes(path: Path, what: str = "file", max_bytes: int = MAX_FILE_BYTES, 
     with open_regular(path, what, follow_symlinks, inside) as f:
         try:
             size = os.fstat(f.fileno()).st_size
-            data = f.read(max_bytes + 1) if size <= max_bytes else b""
+            data = f.read(size + 1) if size <= max_bytes else b""  # (a 4 GiB read buffer costs ~9 ms per call)
+            if len(data) > size:  # it grew meanwhile
+                data += f.read(max_bytes + 1 - len(data))
         except OSError as exc:
             raise InputError(path, f"cannot read ({exc.strerror or exc})") from None
     if size > max_bytes or len(data) > max_bytes:
@@ -222,30 +188,64 @@ def _check_pixels(width: int, height: int, source: str, max_pixels: int) -> None
         )
 
 
-def _decode(data: bytes, source: str, flags: int, max_pixels: int) -> np.ndarray:
-    """imdecode after the header's size passed the limit; formats whose header cannot be read are refused."""
+def checked_size(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """(width, height) from the header of an image SegScope decodes, within `max_pixels`; else the one-line
+    error a decode would give."""
     kind = image_format(data)
     size = header_size(data) if kind else None
     if size is None:
         what = f"its {kind} header is damaged or truncated" if kind else "PNG, JPEG, TIFF, BMP, WebP, GIF or PNM"
         raise SegScopeError(f"{source}: not a readable image ({what})")
     _check_pixels(*size, source, max_pixels)
-    with native_stderr_captured():
-        image = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
+    return size
+
+
+def _decode(data: bytes, source: str, flags: int, max_pixels: int, box: Roi | None = None) -> np.ndarray | None:
+    """imdecode after the header's size passed the limit; formats whose header cannot be read are refused.
+    `box` (inside the image by its header): only its pixels, the same as the whole decode's; a PNG is then
+    decoded only down to its bottom row (`png.top_rows`), and plain PNGs by libpng through imagecodecs
+    (`png.decode`). None where the decoder turned the image (an EXIF orientation): the box is not its pixels."""
+    kind = image_format(data)
+    size = checked_size(data, source, max_pixels)
+    try:
+        image = png.decode(data, flags, box.as_tuple() if box is not None else None) if kind == "PNG" else None
+    except png.Damaged:
+        image = None  # OpenCV's decode says what is wrong, as without the faster path
+    if image is None:
+        shortened = png.top_rows(data, box.y1) if box is not None else None
+        with native_stderr_captured():  # (libpng warns of the image data a shortened PNG leaves unread)
+            image = cv2.imdecode(np.frombuffer(shortened or data, np.uint8), flags)
+        if image is not None and box is not None:
+            if shortened is None and image.shape[1::-1] != size:
+                return None
+            image = np.ascontiguousarray(image[box.y0 : box.y1, box.x0 : box.x1])
     if image is None:
         raise SegScopeError(f"{source}: not a readable image ({kind} data is damaged or truncated)")
-    _check_pixels(image.shape[1], image.shape[0], source, max_pixels)
+    if box is None:
+        _check_pixels(image.shape[1], image.shape[0], source, max_pixels)
     return image
 
 
-def decode_image(
-    data: bytes, source: str = "<image>", flags: int = cv2.IMREAD_COLOR, max_pixels: int = DEFAULT_MAX_PIXELS
-) -> np.ndarray:
+def _eight_bits(image: np.ndarray) -> np.ndarray:
+    """16-bit PNG/TIFF pixels scaled to 8 bits, as the SDK's u8 pipeline expects them."""
+    if image.dtype != np.uint8:
+        return cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))  # type: ignore[type-var]
+    return image
+
+
+def decode_image(data: bytes, source: str = "<image>", flags: int = cv2.IMREAD_COLOR,
+                 max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Decode encoded image bytes; IMREAD_COLOR gives H x W x 3 BGR uint8 as the MindX decoder does."""
     image = _decode(data, source, flags, max_pixels)
-    if image.dtype != np.uint8:  # 16-bit PNG/TIFF: scale to 8 bits like the SDK's u8 pipeline expects
-        image = cv2.convertScaleAbs(image, alpha=255.0 / float(np.iinfo(image.dtype).max))  # type: ignore[type-var]
-    return image
+    assert image is not None  # (only a box can be turned)
+    return _eight_bits(image)
+
+
+def decode_box(data: bytes, source: str, box: Roi, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray | None:
+    """`decode_image(data)[box]` for a `box` inside the image by its header, decoding what it needs (`_decode`);
+    None where the decoder turns the image (an EXIF orientation), so the box is not where the header says."""
+    image = _decode(data, source, cv2.IMREAD_COLOR, max_pixels, box)
+    return None if image is None else _eight_bits(image)
 
 
 def image_size(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
@@ -285,7 +285,14 @@ def read_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
 
 def read_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Read a mask as H x W uint8 values by `masks.to_mask` (16-bit 0/1 stays 0/1; a colour mask is refused)."""
-    return to_mask(_decode(read_bytes(path), str(path), cv2.IMREAD_UNCHANGED, max_pixels), str(path))
+    return decode_mask(read_bytes(path), str(path), max_pixels)
+
+
+def decode_mask(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """A mask file's bytes as `read_mask` reads them."""
+    mask = _decode(data, source, cv2.IMREAD_UNCHANGED, max_pixels)
+    assert mask is not None  # (only a box can be turned)
+    return to_mask(mask, source)
 
 
 def _new_file_mode(replaced: Path) -> int | None:

@@ -121,3 +121,4 @@ def header_size(data: bytes) -> Size | None:
 
     `data` may be only the start of a file, except for TIFF, whose first directory may lie anywhere."""
     return next((parse(data) for matches, _, parse in _FORMATS if matches(data)), None)
+

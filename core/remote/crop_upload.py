@@ -19,8 +19,9 @@ from pathlib import Path
 import cv2
 
 from ..backends.base import encode_png
+from ..cache.decoded import image_region
 from ..errors import SegScopeError
-from ..files.fileio import DEFAULT_MAX_PIXELS, decode_image
+from ..files.fileio import DEFAULT_MAX_PIXELS, checked_size, decode_image
 from ..result import Placement
 from ..roi import Roi
 from ..stream import imaging
@@ -58,10 +59,20 @@ class CropUpload:
         or a box that is the whole image)."""
         if roi is None or not data.startswith(_PNG_SIGNATURE) or len(data) < 25 or data[24] != 8:
             return None  # byte 24: the IHDR bit depth
-        image = decode_image(data, source, cv2.IMREAD_COLOR, self.max_pixels)
-        height, width = image.shape[:2]
-        box = imaging.expand_box(roi, self.expand, width, height) if any(self.expand) else roi
-        pixels, box = imaging.crop(image, box, source)  # the plugin's checks and clipping, with its errors
+        width, height = checked_size(data, source, self.max_pixels)
+        box = imaging.crop_box(roi, self.expand, width, height)
+        # The box's pixels through the decoded-input cache (a repeat run decodes nothing here), where the header's
+        # box is the decoder's; else the whole decode, the plugin's checks and clipping, with its errors.
+        pixels = None
+        if imaging.croppable(box, width, height):
+            if (box.width, box.height) == (width, height):
+                return None
+            pixels = image_region(data, source, box, self.max_pixels)
+        if pixels is None:
+            image = decode_image(data, source, cv2.IMREAD_COLOR, self.max_pixels)
+            height, width = image.shape[:2]
+            box = imaging.expand_box(roi, self.expand, width, height) if any(self.expand) else roi
+            pixels, box = imaging.crop(image, box, source)
         if (box.width, box.height) == (width, height):
             return None
         return Crop(encode_png(pixels, source), Placement(box, (width, height)))

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache.decoded import truth_mask
 from ..dataset.masks import MaskRule, to_mask
 from ..errors import SegScopeError
-from ..files.fileio import DEFAULT_MAX_PIXELS, read_mask
+from ..files.fileio import DEFAULT_MAX_PIXELS
 from ..roi import Roi
 from . import slide_kind_for
 from .tiff_reader import TiffSlide
@@ -31,7 +32,7 @@ class MaskReader:
             self._tiff = TiffSlide.open(path)
             self.size = self._tiff.size
         else:
-            self._whole = read_mask(path, max_pixels)
+            self._whole = truth_mask(path, max_pixels)  # through the decoded-input cache
             if rule is not None:
                 self._whole = rule.canonical(self._whole, str(path))
             self.size = (self._whole.shape[1], self._whole.shape[0])

@@ -59,6 +59,12 @@ def crop_box(roi: Roi, ratios: tuple[float, float, float, float], width: int, he
     return Roi(roi.x0, roi.y0, min(roi.x1, width), min(roi.y1, height))
 
 
+def croppable(box: Roi, width: int, height: int) -> bool:
+    """Whether `crop` takes `box` of a `width` x `height` image as it is (inside it, within the plugin's limit)."""
+    inside = 0 <= box.x0 < box.x1 <= width and 0 <= box.y0 < box.y1 <= height
+    return inside and max(box.width, box.height) <= OPENCV_CROP_LIMIT
+
+
 def crop(image: np.ndarray, roi: Roi, source: str = "image") -> tuple[np.ndarray, Roi]:
     """The opencv crop of `roi` (x1/y1 clipped to the image) and the box actually cropped; errors name `source`."""
     height, width = image.shape[:2]

@@ -13,7 +13,7 @@ import pytest
 
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.precision import fast_session
+from segscope.core.backends.precision import fast_session, import_openvino
 from segscope.core.dataset.demo import generate_demo_dataset
 from segscope.core.roi import Roi
 
@@ -112,6 +112,23 @@ def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(d
     last = text.strip().splitlines()[-1]
     assert last.startswith("int8: foreground Dice ") and "on 1 images run both ways" in last
     assert sorted(cache.iterdir()) == cached
+
+
+def test_the_int8_model_and_the_fp32_check_are_kept_in_the_cache_unless_no_cache(demo, private_cache, capsys):
+    int8 = private_cache / "int8"
+    command = ("eval", "--dataset", demo, "--precision", "int8", "--precision-check", "2")
+    code, uncached = run_cli(*command, "--no-cache")
+    assert code == 0 and not int8.exists() and not (private_cache / "openvino").exists()  # made in temporary folders
+    capsys.readouterr()
+    code, first = run_cli(*command)
+    assert code == 0 and len(list(int8.glob("*.onnx"))) == 1
+    assert (private_cache / "openvino").is_dir() == (import_openvino() is not None)  # its compiled model kept
+    assert "(and 0 of 2 fp32 check results)" in capsys.readouterr().err
+    code, second = run_cli(*command)
+    assert code == 0 and len(list(int8.glob("*.onnx"))) == 1  # found, not made again
+    assert (f"2 of 2 images and 2 of 2 truth masks came from the decoded-input cache ({private_cache / 'decoded'}) "
+            "(and 2 of 2 fp32 check results)") in capsys.readouterr().err  # no fp32 run this time
+    assert second == first == uncached  # every line, the check's too, as without the cache
 
 
 @pytest.mark.parametrize("argv", [

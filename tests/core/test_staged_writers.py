@@ -107,7 +107,7 @@ def test_int8_without_a_cache_leaves_nothing_in_the_temporary_folder(tiny_model_
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     left_by_a_killed_run(scratch)
     code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--precision",
-                      "int8", "--precision-check", "0")
+                      "int8", "--precision-check", "0", "--no-cache")  # (else the int8 model goes to the cache)
     assert code == 0 and os.listdir(scratch) == []
 
 

@@ -161,8 +161,9 @@ def test_a_viewer_run_reads_the_roi_from_the_open_slide_and_equals_the_file_run(
     from segscope.core.backends import embedded
 
     decodes = []
-    real_decode = embedded.decode_image
+    real_decode, real_region = embedded.decode_image, embedded.image_region  # a file decoded whole, or its ROI
     monkeypatch.setattr(embedded, "decode_image", lambda *a, **k: decodes.append(a[1]) or real_decode(*a, **k))
+    monkeypatch.setattr(embedded, "image_region", lambda *a, **k: decodes.append(a[1]) or real_region(*a, **k))
     mask_reads = []
     real_load_mask = Dataset.load_mask
     monkeypatch.setattr(Dataset, "load_mask",
@@ -179,7 +180,7 @@ def test_a_viewer_run_reads_the_roi_from_the_open_slide_and_equals_the_file_run(
     assert evaluation.metrics.foreground_dice == expected.foreground_dice
     with EmbeddedBackend(tiny_model_project.pipeline) as backend:
         reference = backend.infer(demo_dataset / "001" / "image.png", roi)
-    assert decodes == [str(demo_dataset / "001" / "image.png")]  # the reference run did decode the file
+    assert decodes == [str(demo_dataset / "001" / "image.png")]  # the reference run did read the file
     assert (result.roi, result.image_size) == (reference.roi, reference.image_size) == (roi, SLIDE_SIZE)
     np.testing.assert_array_equal(result.probabilities, reference.probabilities)
     np.testing.assert_array_equal(result.argmax, reference.argmax)

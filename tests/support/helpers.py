@@ -22,6 +22,12 @@ def run_cli(*argv: object) -> tuple[int, str]:
     return code, out.getvalue()
 
 
+def without_cache_note(err: str) -> str:
+    """Standard error without the line every eval ends with: how many inputs came from the decoded-input cache."""
+    return "".join(line for line in err.splitlines(keepends=True)
+                   if not (line.startswith("segscope: note: ") and "came from the decoded-input cache" in line))
+
+
 #: The tiny network: a 1x1 convolution over the network's channels (R, G, B after the AIPP swap), so the
 #: defect class wins on dark pixels and the weights differ per channel (a wrong channel order shows).
 TINY_WEIGHT = np.array([[0.0, 0.0, 0.0], [-2.0, -1.0, -0.5]], np.float32)

@@ -1,0 +1,216 @@
+"""Benchmark of evaluating at the model's speed (issue 32): first and repeat eval, fp32 and int8, each as ms per
+image and as a fraction of this machine's measured work bound; what a cache hit costs.
+
+Run: `python bench/bench_eval_cache.py [--images 8] [--rounds 3] [--commands]` (a few minutes). One run, one
+machine; the variants run interleaved (first fp32, repeat fp32, first int8, repeat int8, then again), so a
+neighbour's load hits each alike, and each prints its median and spread.
+
+- The eval loop is `segscope eval`'s (core.evaluate.evaluate_dataset overlapped, the int8 variant's fp32 check on
+  its first 4 images scored as `eval` scores it), on the demo slides (4000x3000 PNG, ROI 1800x1800 -> 960x960).
+  "first": the decoded-input cache empty (a fresh folder each round; the files themselves in the OS's page
+  cache, as after `segscope demo`), so each image and mask is decoded and stored; "repeat": the same folder
+  again, every image and mask a hit. The int8 model is made once before the rounds (as a repeat run finds it in
+  the cache's int8/); its making is timed on its own.
+- The work bound: the same images run one stage after another (no overlap), per image: the stages on one core
+  each (read and decode or cache read, resize, preprocess, post-processing, the mask and the metrics) and the
+  model on all cores; bound = model + the rest / cores, the best an overlapped loop can reach on this machine.
+  Printed beside each variant: its median wall per image and bound / wall (1.0 = the bound).
+- Cache hit cost: hashing the file, reading and checking the entry, against decoding it.
+- `--commands`: the whole `segscope eval --precision P` command as a new process (Python start, imports, model
+  load, the int8 check included), first and repeat, interleaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import timing
+from timing import interleaved
+
+from segscope.core.backends.base import Backend
+from segscope.core.backends.embedded import EmbeddedBackend, ModelSession
+from segscope.core.backends.precision import fast_session, spread
+from segscope.core.backends.precision_check import DEFAULT_CHECKS, AccuracyCheck, PrecisionBackend
+from segscope.core.cache import settings
+from segscope.core.cache.decoded import image_region, truth_mask
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.dataset.demo import generate_demo_dataset
+from segscope.core.evaluate import evaluate_dataset, evaluation_request, score
+from segscope.core.files.fileio import decode_box, decode_image, decode_mask, read_bytes
+from segscope.core.profiling.machine import cpu_name
+from segscope.core.stream.input import StreamInput
+from segscope.core.stream.pipeline import DEFAULT_PIPELINE
+
+CORES = os.cpu_count() or 1
+STREAM = StreamInput.of(DEFAULT_PIPELINE)
+
+
+def ms(values: list[float]) -> str:
+    return timing.spread(values, 1000.0, "ms", 1)
+
+
+def eval_loop(backend: Backend, dataset: Dataset) -> list[str]:
+    """`segscope eval`'s loop (without printing): each image scored, the precision check's fp32 results too."""
+    check = AccuracyCheck(backend, dataset)
+    outcomes = []
+    for evaluation in evaluate_dataset(backend, dataset, stream=STREAM):
+        check.add(evaluation)
+        outcomes.append(repr(evaluation.metrics))
+    return outcomes + [repr(check.summary())]
+
+
+def work_per_image(backend: Backend, inner: EmbeddedBackend, dataset: Dataset) -> tuple[float, float]:
+    """(seconds of single-core work, seconds of all-core model) per image, the stages one after another."""
+    single, model = 0.0, 0.0
+    for item in dataset.items:
+        request = evaluation_request(dataset, item, stream=STREAM)
+        start = time.perf_counter()
+        prepared = inner.prepare(request.image, request.roi)
+        single += time.perf_counter() - start
+        results = [backend._run(prepared)] if isinstance(backend, PrecisionBackend) else [inner.run(prepared)]
+        reference = backend.take_reference() if isinstance(backend, PrecisionBackend) else None
+        results += [reference] if reference is not None else []
+        for result in results:
+            placed = request.place(result)
+            model += result.timings["infer"]
+            single += result.timings["postprocess"]
+            start = time.perf_counter()
+            score(dataset, item, placed)
+            single += time.perf_counter() - start
+    return single / len(dataset), model / len(dataset)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=8, help="demo slides (default 8, the demo dataset)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--commands", action="store_true", help="also time whole `segscope eval` commands")
+    args = parser.parse_args()
+    print(f"Machine: {cpu_name()}, {CORES} cores; load average {os.getloadavg()[0]:.2f} (1 min) before the run")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        generate_demo_dataset(root / "demo", count=args.images)
+        dataset = Dataset.open(root / "demo")
+        with EmbeddedBackend(DEFAULT_PIPELINE) as backend:
+            int8 = make_int8(backend, dataset, root / "int8")
+            report_loops(backend, int8, dataset, root, args.rounds)
+            report_hit_cost(dataset, root)
+        if args.commands:
+            report_commands(root / "demo", root, args.rounds)
+    print(f"\nLoad average {os.getloadavg()[0]:.2f} (1 min) after the run")
+    return 0
+
+
+def make_int8(backend: EmbeddedBackend, dataset: Dataset, folder: Path) -> tuple[ModelSession, str]:
+    settings.configure(enabled=False)
+    requests = [evaluation_request(dataset, item, stream=STREAM) for item in spread(dataset.items)]
+    start = time.perf_counter()
+    session, runs_on, _ = fast_session(backend, "int8", requests, folder)
+    print(f"int8 model made in {time.perf_counter() - start:.1f} s ({runs_on}); a repeat run finds it in the "
+          "cache's int8/")
+    return session, runs_on
+
+
+def report_loops(backend: EmbeddedBackend, int8: tuple[ModelSession, str], dataset: Dataset, root: Path,
+                 rounds: int) -> None:
+    n = len(dataset)
+    folders = iter(range(1 << 30))
+
+    def fast() -> Backend:
+        return PrecisionBackend(backend, "int8", int8[0], int8[1], DEFAULT_CHECKS)
+
+    def variant(make: Callable[[], Backend], first: bool, name: str) -> Callable[[], object]:
+        def run() -> object:
+            folder = root / f"cache-{name}-{next(folders)}" if first else root / f"cache-{name}-filled"
+            settings.configure(folder)
+            outcome = eval_loop(make(), dataset)
+            outcomes.setdefault(name, set()).add(tuple(outcome))
+            return outcome
+        return run
+
+    outcomes: dict[str, set[tuple[str, ...]]] = {}
+    for name in ("fp32", "int8"):  # the folders the repeats read: filled once
+        settings.configure(root / f"cache-{name}-filled")
+        eval_loop(backend if name == "fp32" else fast(), dataset)
+    bounds: dict[str, float] = {}
+    for name, make in (("fp32", lambda: backend), ("int8", fast)):
+        for first in (True, False):
+            settings.configure(root / f"cache-{name}-bound-{first}") if first else \
+                settings.configure(root / f"cache-{name}-filled")
+            single, model = work_per_image(make(), backend, dataset)
+            bounds[f"{'first' if first else 'repeat'} {name}"] = model + single / CORES
+            print(f"work per image, {'first' if first else 'repeat'} {name}: model {model * 1000:.1f} ms on all "
+                  f"cores, the rest {single * 1000:.1f} ms on one core each -> bound "
+                  f"{(model + single / CORES) * 1000:.1f} ms per image")
+    variants = {f"{'first' if first else 'repeat'} {name}": variant(make, first, name)
+                for name, make in (("fp32", lambda: backend), ("int8", fast)) for first in (True, False)}
+    times = interleaved(variants, rounds)
+    print(f"\nsegscope eval loop over {n} demo slides, interleaved x{rounds}, per image (bound: the work above):")
+    for name, values in times.items():
+        per_image = [v / n for v in values]
+        bound = bounds[name]
+        print(f"  {name:<12} {ms(per_image)}  bound {bound * 1000:6.1f} ms = {bound / statistics.median(per_image):.0%}"
+              f" of the bound reached (best round {bound / min(per_image):.0%})")
+    same = {name: len(found) == 1 for name, found in outcomes.items()}
+    print(f"  identical metrics (and int8 check) in every round, first and repeat alike: {same}")
+    for name in ("fp32", "int8"):
+        first, repeat = statistics.median(times[f"first {name}"]), statistics.median(times[f"repeat {name}"])
+        print(f"  {name}: repeat is {first / repeat:.2f}x the first eval's images/s")
+    ratio = statistics.median(times["repeat fp32"]) / statistics.median(times["repeat int8"])
+    print(f"  repeat int8 / repeat fp32 images/s: {ratio:.2f}x")
+
+
+def report_hit_cost(dataset: Dataset, root: Path) -> None:
+    item = dataset.items[0]
+    box = dataset.roi_for(item)
+    settings.configure(root / "cache-hit-cost")
+    data = read_bytes(item.image_path)
+    image_region(data, str(item.image_path), box)
+    truth_mask(item.truth_path)  # type: ignore[arg-type]
+    mask_data = read_bytes(item.truth_path)  # type: ignore[arg-type]
+    times = interleaved({  # (the decodes never look in the cache)
+        "decode image (whole)": lambda: decode_image(data, "i"),
+        "decode image, the ROI only": lambda: decode_box(data, "i", box),
+        "decode mask (whole)": lambda: decode_mask(mask_data, "m"),
+        "hit: read file + ROI": lambda: image_region(read_bytes(item.image_path), "i", box),
+        "hit: read mask (whole)": lambda: truth_mask(item.truth_path),  # type: ignore[arg-type]
+    }, 7)
+    print(f"\nCache hit cost, one demo slide ({len(data) / 1e6:.1f} MB PNG, ROI {box.width}x{box.height}, entry "
+          f"{box.width * box.height * 3 / 1e6:.1f} MB; mask {len(mask_data) / 1e3:.0f} kB, entry bit-packed, whole):")
+    for name, values in times.items():
+        print(f"  {name:<26} {ms(values)}")
+    settings.configure()
+
+
+def report_commands(demo: Path, root: Path, rounds: int) -> None:
+    n = len(Dataset.open(demo))
+    command = [sys.executable, "-m", "segscope.core.cli", "eval", "--dataset", str(demo)]
+
+    def run(precision: str, first: bool) -> Callable[[], object]:
+        def go() -> object:
+            folder = root / f"command-cache-{precision}"
+            if first:
+                shutil.rmtree(folder / settings.DECODED, ignore_errors=True)  # the int8 model stays
+            return subprocess.run([*command, "--precision", precision, "--cache-dir", str(folder)],
+                                  check=True, capture_output=True)
+        return go
+
+    times = interleaved({f"{'first' if first else 'repeat'} {p}": run(p, first)
+                         for p in ("fp32", "int8") for first in (True, False)}, rounds)
+    print(f"\nWhole `segscope eval` command on {n} demo slides (a new process: start, imports, model load, "
+          f"the loop), interleaved x{rounds}, per image:")
+    for name, values in times.items():
+        print(f"  {name:<12} {ms([v / n for v in values])}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
