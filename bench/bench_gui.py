@@ -123,7 +123,7 @@ def result_to_panels(app: QApplication, dataset_dir: Path, runs: int) -> list[fl
     window = MainWindow()
     window.resize(1600, 1000)
     window.show()
-    assert window.open_dataset(dataset_dir)
+    assert window.commands.open_dataset(dataset_dir)
     end = time.monotonic() + 120
     while not window.slide_ready() and time.monotonic() < end:
         app.processEvents()

@@ -70,7 +70,7 @@ def new_window(bench: Bench):
     window.resize(1280, 800)
     window.show()
     window.inspection.review_dock.raise_()
-    window.open_backend(BackendChoice(pipeline=DEFAULT_PIPELINE))
+    window.commands.open_backend(BackendChoice(pipeline=DEFAULT_PIPELINE))
     bench.wait(lambda: window.capabilities is not None)
     return window
 
@@ -82,10 +82,10 @@ def idle(window) -> Callable[[], bool]:
 def actions(bench: Bench, window, dataset: Path, label: str, run_all: bool) -> None:
     from segscope.gui.export_dialog import ExportChoices
 
-    bench.measure(f"{label}: open", lambda: window.open_dataset(dataset),
+    bench.measure(f"{label}: open", lambda: window.commands.open_dataset(dataset),
                   lambda: window.slide_ready() and idle(window)())
-    bench.measure(f"{label}: Run all" if run_all else f"{label}: Run", window.run_all if run_all else
-                  window.run_current, lambda: idle(window)() and window.panels.result is not None)
+    bench.measure(f"{label}: Run all" if run_all else f"{label}: Run", window.commands.run_all if run_all else
+                  window.commands.run_current, lambda: idle(window)() and window.panels.result is not None)
     saved: list[Path] = []
     window.editing.saved.connect(saved.append)
 
@@ -104,10 +104,10 @@ def actions(bench: Bench, window, dataset: Path, label: str, run_all: bool) -> N
     window.exporter.finished.connect(exported.append)
     out = Path(tempfile.mkdtemp(prefix="segscope-bench-export-"))
     ids = tuple(window.session.result_ids)
-    bench.measure(f"{label}: Export (all kinds, {len(ids)} images)", lambda: window.write_export(
+    bench.measure(f"{label}: Export (all kinds, {len(ids)} images)", lambda: window.commands.write_export(
         ExportChoices(("mask", "canvas", "softmax", "heatmap"), True, out, "all", ids, False)),
         lambda: bool(exported) and idle(window)())
-    bench.measure(f"{label}: Run whole slide", window.run_whole_slide,
+    bench.measure(f"{label}: Run whole slide", window.commands.run_whole_slide,
                   lambda: idle(window)() and window.slide.overlay.pyramid is not None)
     shutil.rmtree(out, ignore_errors=True)
 
@@ -133,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         actions(bench, window, demo, f"{args.images} x 4000x3000", run_all=True)
         window.close()
         window = new_window(bench)
-        bench.measure(f"{args.images} x 4000x3000: reopen (restore)", lambda: window.open_dataset(demo),
+        bench.measure(f"{args.images} x 4000x3000: reopen (restore)", lambda: window.commands.open_dataset(demo),
                       lambda: window.slide_ready() and idle(window)() and len(window.session.result_ids) == args.images)
-        bench.measure(f"{args.images} x 4000x3000: Run all (reopened)", window.run_all, idle(window))
+        bench.measure(f"{args.images} x 4000x3000: Run all (reopened)", window.commands.run_all, idle(window))
         window.close()
         if not args.skip_big:
             big = Path(tmp) / "big"

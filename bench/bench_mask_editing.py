@@ -89,7 +89,7 @@ def main() -> int:
         window = MainWindow()
         window.resize(1600, 1000)
         window.show()
-        assert window.open_dataset(root)
+        assert window.commands.open_dataset(root)
         end = time.monotonic() + 60
         while not window.slide_ready():
             if time.monotonic() > end:

@@ -77,7 +77,7 @@ def make_demo(target: Path) -> tuple[Path | None, str]:
 def open_demo(window: MainWindow, target: Path) -> None:
     """Open the demo dataset; on a first start generate it in the background, saying so in the window."""
     if (target / "001" / "image.png").is_file():
-        window.open_dataset(target)
+        window.commands.open_dataset(target)
         return
     text = "Generating the demo dataset (first start only, about 20 s)…"
     window.slide.set_loading(text)
@@ -91,7 +91,7 @@ def open_demo(window: MainWindow, target: Path) -> None:
             window.slide.set_loading("")
             window.messages.add("error", f"Generating the demo dataset in {target}: {error}")
         else:
-            window.open_dataset(path)
+            window.commands.open_dataset(path)
 
     window.jobs.submit("demo", partial(make_demo, target), finished,
                        lambda error, details: finished((None, error)))
@@ -106,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName(settings.APPLICATION)
     apply_dark_theme(app)
     window = MainWindow()
-    window.open_backend(BackendChoice.from_profile(settings.backend_profile()))
+    window.commands.open_backend(BackendChoice.from_profile(settings.backend_profile()))
     window.show()
     if argv:
-        window.open_dataset(Path(argv[0]))
+        window.commands.open_dataset(Path(argv[0]))
     else:
         open_demo(window, demo_dir())
     return app.exec()

@@ -5,26 +5,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.backends.base import Capabilities
-from ..core.session.backend_state import BackendState
+from ..core.session.backend_state import BackendFailed, BackendOpened, BackendState
 from . import settings
 from .message_area import MessageArea
 from .status_labels import StatusLabels
 
 
 def follow_backend(state: BackendState[Any], labels: StatusLabels, messages: MessageArea) -> None:
-    def opened(choice: Any, capabilities: Capabilities) -> None:
-        settings.save_backend_profile(choice.as_profile())
+    def opened(event: BackendOpened) -> None:
+        capabilities = event.capabilities
+        settings.save_backend_profile(event.choice.as_profile())
         labels.backend_ready(capabilities)
         messages.add("info", f"Backend ready: {capabilities.name} on {capabilities.device}",
                      "\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
 
-    def failed(choice: Any, text: str, details: str, fallback: Any) -> None:
+    def failed(event: BackendFailed) -> None:
+        choice, fallback = event.choice, event.fallback
         if fallback is not None:
-            messages.add("error", f"Could not open {choice.describe()}: {text}; back to {fallback.describe()}",
-                         details)
+            messages.add("error", f"Could not open {choice.describe()}: {event.text}; back to {fallback.describe()}",
+                         event.details)
         else:
-            messages.add("error", f"Could not open {choice.describe()}: {text}", details)
+            messages.add("error", f"Could not open {choice.describe()}: {event.text}", event.details)
             labels.backend_failed(choice.describe())
 
     state.events.opening.connect(lambda choice: labels.backend_opening(choice.describe()))

@@ -14,7 +14,7 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QColor, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 from ..core.metrics import catalogue
 from ..core.metrics.catalogue import Metric
 from ..core.metrics.scores import ImageMetrics
+from ..core.session.views import ItemView
 from . import settings
 from .compact import shrinkable
 from .shortcuts import with_key
@@ -44,10 +45,15 @@ IMAGE_COLUMN_MAX = 140
 
 @dataclass
 class Row:
+    """What the table shows of an image: `core.session.views.ItemView`'s parts."""
+
     item_id: str
-    status: str = "not run"
+    status: str = ""
     metrics: ImageMetrics | None = None
     error: str = ""
+    truth: str = ""  # the truth it is scored against ("mask_corrected.png", ...)
+    truth_kind: str = ""  # in a word ("corrected", ...): the Truth column
+    note: str = ""  # why its numbers do not answer for it ("" when they do)
 
 
 class ImageTableModel(QAbstractTableModel):
@@ -61,11 +67,15 @@ class ImageTableModel(QAbstractTableModel):
         self.metric_columns: list[Metric] = [catalogue.lookup(name) for name in TABLE_METRICS]
 
     @property
-    def status_column(self) -> int:
+    def truth_column(self) -> int:
         return len(self.metric_columns) + 1
 
+    @property
+    def status_column(self) -> int:
+        return self.truth_column + 1
+
     def metric_at(self, column: int) -> Metric | None:
-        return self.metric_columns[column - 1] if 0 < column < self.status_column else None
+        return self.metric_columns[column - 1] if 0 < column < self.truth_column else None
 
     def show_ranking(self, metric: Metric) -> int:
         """The column of `metric`: one of the table's own, or a column of its own before Status (replacing the
@@ -93,18 +103,12 @@ class ImageTableModel(QAbstractTableModel):
     def source_index(self, item_id: str) -> QModelIndex:
         return self.index(self._index[item_id], 0)
 
-    def update(self, item_id: str, status: str, metrics: ImageMetrics | None = None, error: str = "") -> None:
-        n = self._index[item_id]
-        self.rows[n].status = status
-        self.rows[n].error = error
-        if metrics is not None:
-            self.rows[n].metrics = metrics
-        self.dataChanged.emit(self.index(n, 0), self.index(n, self.status_column))
-
-    def set_metrics(self, item_id: str, metrics: ImageMetrics | None) -> None:
-        """Replace a row's metrics (None clears them: the session is their one source)."""
-        n = self._index[item_id]
-        self.rows[n].metrics = metrics
+    def show(self, view: ItemView) -> None:
+        """An image's row as the session derives it."""
+        n = self._index[view.item_id]
+        row = self.rows[n]  # (in place: a reader holding the row sees it change)
+        row.status, row.metrics, row.error, row.note = view.status, view.metrics, view.error, view.note
+        row.truth, row.truth_kind = view.truth, view.truth_kind
         self.dataChanged.emit(self.index(n, 0), self.index(n, self.status_column))
 
     def has(self, item_id: str) -> bool:
@@ -121,12 +125,15 @@ class ImageTableModel(QAbstractTableModel):
             return None
         metric = self.metric_at(section)
         if role == Qt.ItemDataRole.DisplayRole:
-            return metric.title if metric else ("Image" if section == 0 else "Status")
+            return metric.title if metric else {0: "Image", self.truth_column: "Truth"}.get(section, "Status")
         if role == Qt.ItemDataRole.ToolTipRole:
             if metric:
                 return f"{metric.label}: {metric.description}"
-            return "Image id (sub-folder or file name)" if section == 0 else \
-                "not run / queued / done / ROI changed / error"
+            return {0: "Image id (sub-folder or file name)",
+                    self.truth_column: "The ground truth the numbers are scored against: the original mask, a saved "
+                                       "correction (mask_corrected.png) or unsaved edits (on screen, or recovered "
+                                       "after a crash); no mask: none"}.get(
+                section, "queued / done / whole slide / ROI changed / other model / error (· unsaved: edits)")
         return None
 
     def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):  # type: ignore[override]
@@ -134,18 +141,20 @@ class ImageTableModel(QAbstractTableModel):
             return None
         row, column = self.rows[index.row()], index.column()
         metric = self.metric_at(column)
+        text = {0: row.item_id, self.truth_column: row.truth_kind, self.status_column: row.status}
         if role == Qt.ItemDataRole.DisplayRole:
             if metric is None:
-                return row.item_id if column == 0 else row.status
+                return text[column]
             return "" if row.metrics is None else metric.text(metric.of(row.metrics))
         if role == Qt.ItemDataRole.UserRole:  # sort key: ascending is worst first, n/a and not run last
             if metric is None:
-                return row.item_id if column == 0 else row.status
+                return text[column]
             return metric.worst_first_key(metric.of(row.metrics))
-        if role == Qt.ItemDataRole.ToolTipRole and column == self.status_column:
-            return row.error or row.status
-        if role == Qt.ItemDataRole.ToolTipRole and column == 0:
-            return row.item_id
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return {0: row.item_id, self.truth_column: row.truth,
+                    self.status_column: row.error or row.note or row.status}.get(column, row.note or None)
+        if role == Qt.ItemDataRole.ForegroundRole and metric is not None and row.note:
+            return QColor("#9aa0a6")  # numbers that do not answer for the image (stale, being re-scored)
         if role == Qt.ItemDataRole.TextAlignmentRole and metric is not None:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -274,8 +283,9 @@ class DatasetPanel(QWidget):
         # keep Qt's default 100 px and run out of a narrow dock, cut: "ROI chang").
         header.setSectionResizeMode(model.status_column, QHeaderView.ResizeMode.Stretch)
         header.resizeSection(0, min(width(["Image", *self._ids[:200]]), IMAGE_COLUMN_MAX))
-        for column in range(1, model.status_column):
+        for column in range(1, model.truth_column):
             header.resizeSection(column, width([str(model.headerData(column, Qt.Orientation.Horizontal)), "0.0000"]))
+        header.resizeSection(model.truth_column, width(["corrected"]))
         self.table.setMinimumWidth(sum(header.sectionSize(c) for c in range(model.status_column)) + width(["done"])
                                    + 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width())
 
@@ -285,8 +295,6 @@ class DatasetPanel(QWidget):
         self.model.set_items(item_ids)
         self._ids = item_ids
         self._size_columns()
-        if item_ids:
-            self.select_row(0)
 
     def current_item(self) -> str | None:
         index = self.table.currentIndex()

@@ -53,7 +53,7 @@ class Exporter(QObject):
             self.note.emit(f"Exporting to {choices.folder}: {progress.done} of {count(progress.total, 'image')}…")
 
         def end(error: str = "", details: str = "") -> None:
-            self.running = False
+            self.running = session.exporting = False
             if error:
                 self.message.emit("error", f"Export: {error} ({choices.folder} was left as it was)", details)
             if written:
@@ -62,7 +62,7 @@ class Exporter(QObject):
             self.note.emit("Export finished" if not error else "Export failed")
             self.finished.emit(written)
 
-        self.running = True
+        self.running = session.exporting = True
         self.note.emit(f"Exporting to {choices.folder}…")
         self.jobs.stream("export", Exportable(session, capabilities).steps(choices), step, end, end)
         return True

@@ -23,8 +23,8 @@ from PySide6.QtWidgets import QGraphicsRectItem, QMenu, QWidget
 
 from ..core.metrics.review import ErrorMap, ErrorRegion, error_regions, result_error_map, step, worst_first
 from ..core.roi import Roi
-from ..core.session.runs import RunRecord
 from ..core.session.session import Session
+from ..core.session.views import headline, review_input
 from .compare_dialog import CompareDialog
 from .dataset_panel import DatasetPanel
 from .jobs import Jobs
@@ -112,12 +112,13 @@ class Inspection(QObject):
 
     def _wire(self) -> None:
         events = self.session.events
-        events.result_added.connect(self._on_result_added)
-        events.result_restored.connect(lambda _id, _record: self._results_changed())
-        events.dataset_opened.connect(self._on_dataset_opened)
-        events.current_changed.connect(lambda _item: (self._review_timer.start(), self._timing_timer.start()))
-        events.slide_loaded.connect(lambda _item: self._review_timer.start())
-        events.roi_changed.connect(lambda _id, _roi: self._review_timer.start())
+        events.result_added.connect(lambda _added: self._results_changed())
+        events.slide_run_added.connect(lambda _added: self._results_changed())
+        events.dataset.connect(self._on_dataset_opened)
+        events.current.connect(lambda _item, _old: (self._review_timer.start(), self._timing_timer.start()))
+        events.document.connect(lambda _document, _old: self._review_timer.start())
+        events.roi_changed.connect(lambda _changed: self._review_timer.start())
+        events.scored.connect(lambda _scored: self._filter_timer.start())
         self.panels.class_combo.currentIndexChanged.connect(lambda _index: self._review_timer.start())
         self.panels.shown.connect(self._on_panels_shown)
         self.review_dock.visibilityChanged.connect(lambda visible: visible and self._review_timer.start())
@@ -136,13 +137,10 @@ class Inspection(QObject):
         """The controller's progress: a result is about to be handed to the window (timed for a single run)."""
         self._result_arrived = time.perf_counter() if done == total == 1 else 0.0
 
-    def _on_dataset_opened(self, _dataset: object) -> None:
+    def _on_dataset_opened(self, _dataset: object, _old: object) -> None:
         """A new dataset starts unfiltered (the session keeps or drops its runs)."""
         self.filter_bar.clear()
         self._history_changed()
-
-    def _on_result_added(self, _item_id: str, _record: RunRecord) -> None:
-        self._results_changed()
 
     def _on_panels_shown(self) -> None:
         """The panels drew a result: the review follows, and a run's result gets its "render" time."""
@@ -182,15 +180,16 @@ class Inspection(QObject):
 
     # ------------------------------------------------------------------------------------------ review
     def refresh_review(self, force: bool = False) -> None:
-        """Recompute the error map of the result on the panels on a worker (nothing while the Review dock is
-        not on screen: it catches up when shown); `force` after the ground truth changed in place."""
+        """Recompute the error map of what answers for the image on screen (its run, or its whole-slide run's part)
+        against its mask on screen, what its numbers are of, on a worker (nothing while the Review dock is not on
+        screen: it catches up when shown); `force` after the ground truth changed in place."""
         if not dock_seen(self.review_dock):
             self._review_key = None
             return
         panels, item_id = self.panels, self._shown_id()
-        result = self.session.result(item_id) if item_id is not None and panels.panel_arrays() else None
-        document = self.session.document
-        mask = document.mask if document is not None and item_id is not None else None
+        view, shown = headline(self.session), review_input(self.session)
+        result = view.answer.result if view is not None and view.answer is not None and item_id is not None else None
+        mask = shown[1] if shown is not None and item_id is not None else None
         positive = panels.current_class()
         key_ = (item_id, id(result), id(mask), positive)
         if key_ == self._review_key and not force:

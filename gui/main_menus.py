@@ -1,7 +1,8 @@
 """The main window's actions (keys from the shared table in `shortcuts.py`), its menus and its toolbar.
 
 A new command is one `_action` line in `MainActions.__init__` plus its place in a menu or the toolbar; what
-it does stays in the window (or the widget it drives), reached through the `MainCommands` it is given.
+it does is the viewer's commands' (`gui/commands.py`, bound by `bind`) or the widget's it drives. Which actions
+can be taken follows the session (`core.session.views.actions`), never set from outside.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMenu, QMessageB
 
 from ..core.metrics import catalogue
 from ..core.metrics.scores import ImageMetrics
+from ..core.session.session import Session
+from ..core.session.views import actions
 from ..core.version import segscope_version
 from .dataset_panel import DatasetPanel
 from .model_dialog import add_open_model_action
@@ -30,16 +33,14 @@ DICE_TIP = "The current image's soft Dice (the original script's number), hard D
 
 
 class MainCommands(Protocol):
-    """What the main window does for its own actions (the rest go straight to the widget they drive)."""
+    """What the viewer's commands do for these actions (the rest go straight to the widget they drive)."""
 
     def run_current(self) -> bool: ...
     def run_all(self) -> bool: ...
     def run_whole_slide(self) -> bool: ...
     def export(self) -> None: ...
     def choose_backend(self) -> None: ...
-    def reset_layout(self) -> None: ...
-    def toggle_messages(self) -> None: ...
-    def close(self) -> bool: ...
+    def choose_slide_scale(self) -> None: ...
 
 
 def add_entries(target: QMenu | QToolBar, entries: Iterable[QAction | None]) -> None:
@@ -54,9 +55,11 @@ def add_entries(target: QMenu | QToolBar, entries: Iterable[QAction | None]) -> 
 class MainActions:
     """The actions of one main window (`window.main_actions`), with its toolbar and menus."""
 
-    def __init__(self, window: QMainWindow, commands: MainCommands, dataset_panel: DatasetPanel,
-                 slide: SlideView, panels: ResultPanels, controller: RunController, roi: RoiControl) -> None:
-        self.window, self.panels, self.commands = window, panels, commands
+    def __init__(self, window: QMainWindow, session: Session, commands: MainCommands, dataset_panel: DatasetPanel,
+                 slide: SlideView, panels: ResultPanels, controller: RunController, roi: RoiControl,
+                 layout: tuple[Callable[[], object], Callable[[], object]]) -> None:
+        """`layout`: what Reset layout and Messages do (the window's docks)."""
+        self.window, self.panels, self.session = window, panels, session
 
         def a(text: str, action_id: str, tip: str, slot: Callable, checkable: bool = False) -> QAction:
             return shortcut_action(window, text, action_id, tip, slot, checkable)
@@ -87,6 +90,7 @@ class MainActions:
         self.slide_overlay = slide.overlay
         self.set_slide_overlay(False, False)
         self.slide_scale_action = QAction("Whole-slide output &scale…", window)
+        self.slide_scale_action.triggered.connect(c.choose_slide_scale)
         self.slide_scale_action.setToolTip("The scale of Run whole slide's stitched result: automatic (the model's "
                                            "own, or what fits the memory bound) or one you choose")
         self.fit_action = a("&Fit slide", "fit", "Fit the whole slide in the view", slide.fit)
@@ -98,17 +102,22 @@ class MainActions:
         self.undo_roi_action = a("Undo ROI move", "roi_undo", "Put the last moved ROI back", roi.undo)
         self.redo_roi_action = a("Redo ROI move", "roi_redo", "Move the ROI again", roi.redo)
         self.reset_layout_action = a("Reset &layout", "reset_layout", "Put every dock back where it started",
-                                     c.reset_layout)
-        self.messages_action = a("&Messages", "messages", "Show or hide the message area", c.toggle_messages)
+                                     layout[0])
+        self.messages_action = a("&Messages", "messages", "Show or hide the message area", layout[1])
         self.shortcuts_action = a("&Keyboard shortcuts", "shortcuts", "List every shortcut",
                                   lambda: ShortcutsDialog(window).exec())
-        self.quit_action = a("&Quit", "quit", "Quit SegScope", c.close)
+        self.quit_action = a("&Quit", "quit", "Quit SegScope", window.close)
         # The result panels' own toggles get their keys from the shared table too.
         for action, action_id in ((panels.overlay_action, "overlay"), (panels.contour_action, "contours"),
                                   (panels.error_map_action, "error_map")):
             action.setShortcut(QKeySequence(key(action_id)))
             action.setToolTip(with_key(action.toolTip(), action_id))
             window.addAction(action)
+        session.events.all.connect(lambda _emission: self.update_enabled())
+        if session.backend is not None:
+            session.backend.events.all.connect(lambda _emission: self.update_enabled())
+            session.backend.events.busy.connect(self._on_busy)
+        controller.progress.connect(self.show_progress)
 
     # ------------------------------------------------------------------------------------------ toolbar
     def build_toolbar(self) -> QToolBar:
@@ -145,12 +154,14 @@ class MainActions:
             action.setChecked(usable and shown)
             action.blockSignals(False)
 
-    def start_batch(self, count: int) -> None:
-        self.progress.setRange(0, count)
-        self.progress.setValue(0)
-        self.progress_action.setVisible(count > 1)
+    def _on_busy(self, busy: bool, _old: bool) -> None:
+        if not busy:
+            self.end_batch()
 
     def show_progress(self, finished: int, total: int, eta: float) -> None:
+        if self.progress.maximum() != total or finished == 0:
+            self.progress.setRange(0, total)
+            self.progress_action.setVisible(total > 1)
         self.progress.setValue(finished)
         self.eta_label.setText("" if math.isnan(eta) or finished >= total else f"ETA {duration(eta)}")
 
@@ -167,12 +178,15 @@ class MainActions:
         self.dice_label.setToolTip(note or DICE_TIP)
 
     # -------------------------------------------------------------------------------------------- menus
-    def build_menus(self, recent_menu: QMenu, docks: Iterable[QDockWidget]) -> None:
-        """File, Run, View (with a toggle per dock in `docks`) and Help; other menus go between."""
+    def build_menus(self, recent_menu: QMenu, docks: Iterable[QDockWidget],
+                    report: Callable[[str, str], object]) -> None:
+        """File, Run, View (with a toggle per dock in `docks`) and Help; other menus go between. `report(level,
+        text)` takes what opening a model has to say."""
         menu = self.window.menuBar()
         file_menu = menu.addMenu("&File")
         file_menu.addAction(self.open_action)
-        add_open_model_action(self.window, file_menu)
+        if self.session.backend is not None:
+            add_open_model_action(self.window, file_menu, self.session.backend, report)
         file_menu.addMenu(recent_menu)
         add_entries(file_menu, (self.export_action, None, self.quit_action))
         run_menu = menu.addMenu("&Run")
@@ -198,16 +212,14 @@ class MainActions:
             self.window, "About SegScope", f"SegScope {segscope_version()}: inspect U-Net segmentations of MindX SDK "
             "streams, locally, on an Ascend host or over SSH."))
 
-    def update_enabled(self, busy: bool, has_backend: bool, slide_ready: bool, has_dataset: bool,
-                       can_undo_roi: bool, can_redo_roi: bool, has_results: bool) -> None:
-        self.run_action.setEnabled(not busy and has_backend and slide_ready)
-        self.run_slide_action.setEnabled(not busy and has_backend and slide_ready)
-        self.run_all_action.setEnabled(not busy and has_backend and has_dataset)
-        self.undo_roi_action.setEnabled(can_undo_roi)
-        self.redo_roi_action.setEnabled(can_redo_roi)
-        self.cancel_action.setEnabled(busy)
-        self.backend_action.setEnabled(not busy)
-        self.export_action.setEnabled(not busy and has_results)
+    def update_enabled(self) -> None:
+        """Which actions can be taken now, as the session says (`core.session.views.actions`)."""
+        can = actions(self.session)
+        for action, enabled in ((self.run_action, can.run), (self.run_slide_action, can.run),
+                                (self.run_all_action, can.run_all), (self.undo_roi_action, can.undo_roi),
+                                (self.redo_roi_action, can.redo_roi), (self.cancel_action, can.cancel),
+                                (self.backend_action, not can.cancel), (self.export_action, can.export)):
+            action.setEnabled(enabled)
 
 
 def insert_menu(window: QMainWindow, menu: QMenu, before_index: int) -> None:

@@ -1,15 +1,15 @@
 """The main window: dataset list, slide with ROI, the three result panels, metrics, messages.
 
-Everything that takes time runs on the window's one job runner (`jobs`, gui/jobs.py) and comes back in small
-steps: slides are opened on its slide lane and shown tile by tile (tiles read on its tile lane), inference runs
-on its backend lane, and the rest (restoring a dataset's runs, re-scoring, saving a mask, exporting, the error
-review, run comparisons, whole-slide overlays) on its shared lane: the GUI thread only draws. Every dock can
-be moved; the layout is remembered between runs.
+The window only builds and lays out. The state is the session's (`core.session`, Qt-free); every view follows its
+events and derives what it shows from it (`core.session.views`), and what the user asks for goes through the
+viewer's commands (`gui/commands.py`) to the session's commands, whose jobs run on the window's one job runner
+(`jobs`, gui/jobs.py): slides are opened on its slide lane and shown tile by tile (tiles read on its tile lane),
+inference runs on its backend lane, and the rest (restoring a dataset's runs and edits, scoring, saving a mask,
+exporting, the error review, run comparisons, whole-slide overlays) on its shared lane: the GUI thread only
+draws. Every dock can be moved; the layout is remembered between runs.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt
@@ -18,22 +18,16 @@ from PySide6.QtWidgets import QMainWindow, QWidget
 
 from ..core.backends.base import Capabilities
 from ..core.dataset.dataset import Dataset, DatasetItem
-from ..core.errors import SegScopeError
-from ..core.roi import Roi
 from ..core.session.backend_state import BackendState
-from ..core.session.restore import Restored
 from ..core.session.session import Session
-from ..core.slides import SlideReader
-from ..core.stream.input import StreamInput
-from . import settings
-from .backend_dialog import BackendChoice, BackendDialog
+from .backend_dialog import BackendChoice
 from .backend_view import follow_backend
+from .commands import ViewerCommands
 from .dataset_panel import DatasetPanel
 from .dataset_rows import RowStatus
-from .export_dialog import ExportChoices
-from .export_flow import Exporter, ask_export
+from .export_flow import Exporter
 from .inspection import Inspection
-from .jobs import Jobs
+from .jobs import Jobs, describe_error
 from .main_menus import MainActions, add_entries, insert_menu
 from .mask_editing import MaskEditing
 from .message_area import MessageArea
@@ -47,14 +41,14 @@ from .result_panels import ResultPanels
 from .roi_control import RoiControl
 from .run_controller import RunController
 from .scoring import Scorer
-from .slide_loader import SlideLoading
 from .slide_view import SlideView
-from .status_labels import StatusLabels, count
+from .status_labels import StatusLabels
 from .whole_slide import WholeSlide
 from .window_layout import (
     DockLayout,
     add_dock,
     first_size,
+    follow_title,
     restore_layout,
     save_layout,
     set_corners,
@@ -65,7 +59,8 @@ from .window_layout import (
 
 
 class MainWindow(QMainWindow):
-    """`open_dataset(path)`, `open_backend(choice)`, `run_current()`, `run_all()`; see the menus."""
+    """The viewer's window; `commands` does what its menus and keys ask (`commands.open_dataset(path)`,
+    `commands.run_current()`, ...)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -73,25 +68,15 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.resize(first_size())
         self.backend = BackendState(BackendChoice())
-        self.session = Session(backend=self.backend)
-        self._store_warned = False
+        self.session = Session(backend=self.backend, describe_as=describe_error)
         self.jobs = Jobs(self)
+        session, jobs = self.session, self.jobs
 
-        self.slide = SlideView(self.jobs)
+        self.slide = SlideView(jobs)
         self.panels = ResultPanels()
         self.dataset_panel = DatasetPanel()
         self.metrics_panel = MetricsPanel()
-        self.messages = MessageArea()
-        self.jobs.failed.connect(lambda _key, text, details: self.messages.add("error", text, details))
-        self.scorer = Scorer(self.session, self.jobs, self)
-        self.scorer.message.connect(self.messages.add)
-        self.exporter = Exporter(self.jobs, self)
-        self.exporter.message.connect(self.messages.add)
-        self.exporter.note.connect(lambda text: self.statusBar().showMessage(text, 5000))
-        self.exporter.finished.connect(self._on_exported)
-        self.controller = RunController(self.backend, self.jobs, self)
-        self.open_slide = OpenSlide(self.slide, lambda: self.backend.busy, self)  # viewer runs read from it
-
+        self.messages = MessageArea(session)
         self.setCentralWidget(self.slide)
         set_corners(self)
         area = Qt.DockWidgetArea
@@ -102,43 +87,52 @@ class MainWindow(QMainWindow):
         self.dock_layout = DockLayout(self, self.results_dock, self.dataset_dock,
                                       [self.metrics_dock, self.messages_dock])
 
-        self.roi_control = RoiControl(self.session, self.slide, self.slide_ready, self)
-        self.main_actions = MainActions(self, self, self.dataset_panel, self.slide, self.panels, self.controller,
-                                        self.roi_control)
+        self.controller = RunController(self.backend, jobs, self)
+        self.open_slide = OpenSlide(self.slide, self.backend, self)  # the shown slide; viewer runs read from it
+        self.display = ResultDisplay(session, self.open_slide, self.panels, jobs, self)
+        self.roi_control = RoiControl(session, self.slide, self.display.ready, self)
+        self.editing = MaskEditing(session, self.panels, jobs, self)
+        self.whole_slide = WholeSlide(session, self.controller, self.open_slide, jobs, self)
+        self.exporter = Exporter(jobs, self)
+        self.commands = ViewerCommands(session, jobs, self.controller, self.open_slide, self.dataset_panel,
+                                       self.editing, self.roi_control, self.whole_slide, self.exporter, self)
+        self.main_actions = MainActions(self, session, self.commands, self.dataset_panel, self.slide, self.panels,
+                                        self.controller, self.roi_control,
+                                        (self.dock_layout.reset, lambda: toggle_dock(self.messages_dock)))
         self.main_actions.build_toolbar()
         self.main_actions.build_menus(self.dataset_panel.recent_menu, (self.dataset_dock, self.metrics_dock,
-                                                                        self.results_dock, self.messages_dock))
-        self.status_labels = StatusLabels(self.statusBar())
-        self.rows = RowStatus(self.session, self.dataset_panel.model)  # before _wire: a row is done, then drawn
-        self.metrics_display = MetricsDisplay(self.session, self.metrics_panel, self.main_actions, self.status_labels,
+                                                                        self.results_dock, self.messages_dock),
+                                      self.messages.add)
+        self.status_labels = StatusLabels(self.statusBar(), session)
+        self.rows = RowStatus(session, self.dataset_panel)
+        self.metrics_display = MetricsDisplay(session, self.metrics_panel, self.main_actions, self.status_labels,
                                               self.dataset_panel)
-        self.display = ResultDisplay(self.session, self.open_slide, self.panels, self.metrics_display, self.rows,
-                                     self.jobs, self)
-        self.whole_slide = WholeSlide(self.session, self.controller, self.display, self.main_actions, self.jobs)
-        self._wire()
-        self.loading = SlideLoading(self.jobs, self)
-        self.loading.loaded.connect(self._on_slide_loaded)
-        self.loading.failed.connect(self._on_slide_failed)
-        self.editing = MaskEditing(self.session, self.panels, self.dataset_panel.model, self.jobs, self)
+        self.scorer = Scorer(session, jobs, self)
         self.addToolBarBreak()
         self.addToolBar(self.editing.actions.toolbar)
         insert_menu(self, self.editing.actions.menu, 1)  # after File
-        self.editing.message.connect(self.messages.add)
-        self.editing.note.connect(self.statusBar().showMessage)
-        self.editing.dirtyChanged.connect(self.setWindowModified)
-        self.editing.blankMaskMade.connect(self.display.redraw)
-        self.display.shown.connect(self.editing.result_shown)
-        self.inspection = Inspection(self.session, self.dataset_panel, self.panels, self.slide, self.jobs, self)
+        self.inspection = Inspection(session, self.dataset_panel, self.panels, self.slide, jobs, self)
         self._place_inspection()
-        self.profile_dock = profile_dock(self.session, self._profile_sources, self.messages.add, self.jobs, self)
+        self.profile_dock = profile_dock(session, lambda: (self.backend.choice.pipeline, self.dataset.root
+                                                           if self.dataset is not None else None),
+                                         self.messages.add, jobs, self)
         tab_dock(self, self.profile_dock, self.messages_dock)
         self.main_actions.view_menu.addAction(self.profile_dock.toggleViewAction())
-        self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
-        self.quality_tools = QualityTools(self.session, self.jobs, self.controller.set_quality, self)
+        self.quality_tools = QualityTools(session, self)
         self._place_quality()
+        self._connect_messages()
+        follow_backend(self.backend, self.status_labels, self.messages)
+        follow_title(self, session)
+        self.display.shown.connect(self.editing.result_shown)
+        self.editing.dirtyChanged.connect(self.setWindowModified)
+        self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
+        self.whole_slide.overlayChanged.connect(self.main_actions.set_slide_overlay)
+        self.controller.usage.connect(self.status_labels.show_usage)
+        self.roi_control.showItem.connect(self.dataset_panel.select_item)  # the image whose ROI moved back
+        self.slide.hovered.connect(self.status_labels.hover)
         self.dock_layout.remember_default()
         self.dock_layout.size_on_show = not restore_layout(self)
-        self._update_enabled()
+        self.main_actions.update_enabled()
 
     # ------------------------------------------------------------------- the session's state, read-only
     @property
@@ -158,209 +152,30 @@ class MainWindow(QMainWindow):
     def capabilities(self) -> Capabilities | None:
         return self.backend.capabilities
 
-    # ----------------------------------------------------------------------------------------- building
-    def _wire(self) -> None:
-        self.dataset_panel.openRequested.connect(self.open_dataset)
-        self.dataset_panel.currentChanged.connect(self._on_item_selected)
-        roi = self.roi_control
-        roi.message.connect(self.messages.add)
-        roi.note.connect(lambda text: self.statusBar().showMessage(text, 3000))
-        roi.showItem.connect(self.dataset_panel.select_item)  # the image whose ROI moved back
-        self.slide.hovered.connect(lambda text: self.status_labels.hover(text))
-        self.messages.added.connect(self._on_message)
-        for part in (self.display, self.whole_slide):
-            part.message.connect(self.messages.add)
-        self.whole_slide.note.connect(self.statusBar().showMessage)
-        events = self.session.events
-        events.roi_changed.connect(self._on_session_roi)
-        events.result_added.connect(lambda item_id, record: self.status_labels.last_run(item_id, record.timings))
-        events.store_failed.connect(self._on_store_failed)
-        follow_backend(self.backend, self.status_labels, self.messages)
-        backend = self.backend.events
-        backend.opened.connect(self._on_backend_opened)
-        for event in (backend.opening, backend.opened, backend.failed, backend.busy_changed):
-            event.connect(lambda *_args: self._update_enabled())
-        c = self.controller
-        c.evaluated.connect(lambda evaluation: self.session.add_evaluation(evaluation))  # the views follow its events
-        c.itemFailed.connect(lambda item_id, text, _d: self.rows.set(item_id, "error", error=text))
-        c.message.connect(self.messages.add)
-        c.progress.connect(self.main_actions.show_progress)
-        c.usage.connect(self.status_labels.show_usage)
-        c.batchFinished.connect(self._on_batch_finished)
-
-    # ------------------------------------------------------------------------------------- dataset/slide
-    def open_dataset(self, path: Path) -> bool:
-        """Show the dataset folder `path` (False, with a message, when it cannot be opened now); runs kept on
-        disk by an earlier session come back in the background, row by row."""
-        if self.backend.busy:
-            self.messages.add("warning", "Cancel the running batch (Esc) before opening another dataset")
-            return False
-        if not self.editing.confirm_leave(lambda: self.open_dataset(path)):
-            return False
-        try:
-            dataset = Dataset.open(Path(path))
-        except SegScopeError as exc:
-            self.messages.add("error", str(exc))
-            settings.forget_recent_dataset(Path(path))  # only datasets that opened are remembered
-            return False
-        self.jobs.cancel("restore")
-        new_folder = self.session.open_dataset(dataset)
-        self.open_slide.set(None, None)
-        self.panels.clear()
-        self.metrics_display.show(None)
-        self.status_labels.clear_timings()
-        settings.add_recent_dataset(dataset.root)
-        self.setWindowTitle(f"SegScope — {dataset.root}[*]")
-        self.dataset_panel.set_dataset(dataset.root, [item.id for item in dataset.items])
-        kept = self.rows.restore()  # runs of this folder kept in this session
-        self.metrics_display.update_means()
-        self.messages.add("info", f"Opened {dataset.root}: {count(len(dataset), 'image')}, "
-                                  f"{sum(i.has_mask for i in dataset.items)} with masks"
-                                  + (f"; {count(kept, 'earlier run')} kept" if kept else ""))
-        if new_folder:
-            self._restore_runs(dataset)
-        self._update_enabled()
-        return True
-
-    def _restore_runs(self, dataset: Dataset) -> None:
-        """The runs an earlier session kept on disk, read and re-scored on a worker, taken one per step."""
-        restored, notes = [0], []
-
-        def each(entry: Restored) -> None:
-            if entry.note:
-                notes.append(entry.note)
-            elif self.session.adopt_restored(entry):
-                restored[0] += 1
-
-        def finished() -> None:
-            if restored[0]:
-                self.messages.add("info", f"Restored {count(restored[0], 'earlier run')} of {dataset.root}")
-            for note in notes:
-                self.messages.add("warning", note)
-            self._update_enabled()
-
-        entries = self.session.restore_entries()
-        self.jobs.stream("restore", lambda: entries, each, finished)
-
-    def _on_item_selected(self, item_id: str) -> None:
-        current = self.current
-        if self.dataset is None or (current is not None and item_id == current.id):
-            return
-        if current is not None and not self.editing.confirm_leave(lambda: self.dataset_panel.select_item(item_id)):
-            self.dataset_panel.select_item(current.id)  # stay (re-enters with the current id)
-            return
-        item = self.session.select(item_id)
-        self.open_slide.set(None, None)
-        self.panels.clear()
-        self.panels.set_busy(f"Loading {item.id}…")
-        self.slide.set_loading(f"Loading {item.id} ({item.image_path.name})…")
-        self.metrics_display.show(None)
-        self.loading.request(item, self.dataset)
-        self.statusBar().showMessage(f"Loading {item.image_path}…")
-        self._update_enabled()
-
-    def _on_slide_loaded(self, item: DatasetItem, reader: SlideReader, base, mask) -> None:
-        if self.dataset is None:
-            reader.close()
-            return
-        self.open_slide.set(item.id, reader)
-        self.session.slide_loaded(item.id, reader.size, mask)
-        roi = self.session.roi
-        assert roi is not None
-        self.slide.set_reader(reader, base, roi)
-        self.whole_slide.show_overlay(item.id)
-        self.editing.slide_loaded(item)  # may restore auto-saved edits into the document
-        w, h = reader.size
-        self.statusBar().showMessage(f"{item.image_path}  {w} x {h}", 4000)
-        self.display.show_current()  # a whole-slide run's part under the ROI, unless this ROI was run
-        self._update_enabled()
-
-    def _on_slide_failed(self, item: DatasetItem, text: str, details: str) -> None:
-        """The slide cannot be opened: both views say so (none stays on "Loading…"), the row holds the reason."""
-        self.open_slide.set(None, None)
-        self.panels.clear()
-        self.slide.set_loading(f"{item.id} cannot be opened (see Messages)")
-        self.panels.set_busy(f"{item.id} cannot be opened: {text}")
-        self.messages.add("error", text, details)
-        self.rows.set(item.id, "unreadable", error=text)
-        self.statusBar().clearMessage()
-        self._update_enabled()
-
     def slide_ready(self) -> bool:
         """Whether the selected item's slide is decoded and shown."""
         return self.display.ready()
 
-    def _on_session_roi(self, item_id: str, _roi: Roi) -> None:
-        if self.current is not None and item_id == self.current.id and self.slide_ready():
-            if not self.display.show_part():
-                self.display.mark_if_stale()
-        self._update_enabled()
+    # ------------------------------------------------------------------------------------------- layout
+    def _connect_messages(self) -> None:
+        """Every part's messages go to the message area (an error shows it), its notes to the status bar."""
+        bar, messages = self.statusBar(), self.messages
+        signals = [part.message for part in (self.commands, self.controller, self.exporter, self.display,
+                                             self.whole_slide, self.editing, self.roi_control, self.scorer)]
+        for signal in signals:
+            signal.connect(messages.add)
+        for note in (self.commands.note, self.whole_slide.note, self.editing.note, self.controller.note):
+            note.connect(bar.showMessage)
+        self.roi_control.note.connect(lambda text: bar.showMessage(text, 3000))
+        self.exporter.note.connect(lambda text: bar.showMessage(text, 5000))
+        self.jobs.failed.connect(lambda _key, text, details: messages.add("error", text, details))
+        messages.added.connect(self._on_message)
+        self.exporter.finished.connect(lambda written: self._on_message("error" if written else ""))
 
-    # ------------------------------------------------------------------------------------------ running
-    def open_backend(self, choice: BackendChoice) -> None:
-        """Open `choice` in the inference thread; the status bar says when it is ready. Should it fail, the
-        backend open before comes back (and the messages say why)."""
-        self.backend.open(choice)
-
-    def choose_backend(self) -> None:
-        dialog = BackendDialog(self.backend.choice, self.jobs, self)
-        if dialog.exec() == BackendDialog.DialogCode.Accepted:
-            self.open_backend(dialog.choice())
-
-    def run_current(self) -> bool:
-        if self.dataset is None or self.current is None or not self.slide_ready():
-            self.statusBar().showMessage("Select an image first", 3000)
-            return False
-        self.roi_control.sync()
-        return self._run([self.current])
-
-    def run_all(self) -> bool:
-        return self.dataset is not None and self._run(list(self.dataset.items))
-
-    def run_whole_slide(self) -> bool:
-        return self.whole_slide.run()
-
-    def _run(self, items: list[DatasetItem]) -> bool:
-        """Queue a batch on a snapshot of the ROIs: dragging during the run changes the next run only."""
-        assert self.dataset is not None
-        plan = self.session.run_plan([item.id for item in items])
-        try:
-            stream = StreamInput.of(self.backend.choice.pipeline)  # what an ROI becomes for this stream
-        except SegScopeError as exc:
-            self.messages.add("error", str(exc))
-            return False
-        sources = self.open_slide.sources(stream)  # the shown slide: no decode
-        if not self.controller.run(self.dataset, items, plan, sources, self.session.held_masks(), stream):
-            return False
-        self.display.start_batch()
-        self.rows.queued([item.id for item in items])
-        self.main_actions.start_batch(len(items))
-        if self.current is not None and self.current.id in plan and self.slide_ready():
-            self.panels.set_busy(f"Running {self.current.id}…")
-        return True
-
-    def _on_batch_finished(self, done: int, failed: int, cancelled: bool) -> None:
-        self.main_actions.end_batch()
-        self.open_slide.idle()
-        idle = self.panels.result is not None or not self.slide_ready()
-        self.panels.set_busy("" if idle else self.display.run_hint())
-        self.rows.batch_finished(cancelled)
-        if cancelled or failed or done > 1:
-            level = "warning" if cancelled or failed else "info"
-            text = f"Run {'cancelled' if cancelled else 'finished'}: {done} done, {failed} failed"
-            self.messages.add(level, text)
-            self.statusBar().showMessage(text, 5000)
-
-    def _on_backend_opened(self, choice: BackendChoice, capabilities: Capabilities) -> None:
-        """A backend is ready: class names, panel titles and paint classes follow its model; results of
-        another model are dimmed (kept for comparison)."""
-        self.panels.set_class_names(capabilities.class_names)
-        self.editing.model_changed(capabilities.class_names)
-        self.panels.follow_card(choice.pipeline, self.jobs)
-        self.metrics_display.offer_rankings()
-        self.rows.mark_all_stale()
-        if self.current is not None:
-            self.display.redraw(self.current.id)
+    def _on_message(self, level: str) -> None:
+        """An error (or a finished export's list of files) shows the messages."""
+        if level == "error":
+            show_dock(self.messages_dock)
 
     def _place_inspection(self) -> None:
         """The Review and Timing docks, the dataset filter and the Inspect menu (before Help)."""
@@ -383,53 +198,6 @@ class MainWindow(QMainWindow):
         quality.message.connect(self.messages.add)
         quality.note.connect(self.statusBar().showMessage)
 
-    def _profile_sources(self) -> tuple[Path | None, Path | None]:
-        """Where the Profile dock looks for profiles: the pipeline's folder and the dataset's."""
-        return self.backend.choice.pipeline, self.dataset.root if self.dataset is not None else None
-
-    def _on_store_failed(self, text: str) -> None:
-        if not self._store_warned:  # once per window: every result would say the same
-            self._store_warned = True
-            self.messages.add("warning", text)
-
-    # ------------------------------------------------------------------------------------------- export
-    def export(self) -> None:
-        """Ask what and where, then write in the background (see `export_flow`)."""
-        if self.dataset is None or not (self.session.result_ids or self.session.slide_runs):
-            self.statusBar().showMessage("Run at least one image (or a whole slide) before exporting", 4000)
-            return
-        choices = ask_export(self.session, self.capabilities, self)
-        if choices is not None:
-            self.write_export(choices)
-
-    def write_export(self, choices: ExportChoices) -> bool:
-        """Start writing `choices` in the background (the files: `exporter.finished`); False when it could not
-        start. Metrics re-scored meanwhile are scored again in the export, so its table is the fresh one."""
-        return self.exporter.start(self.session, self.capabilities, choices)
-
-    def _on_exported(self, written: list[Path]) -> None:
-        if written:
-            show_dock(self.messages_dock)
-        self._update_enabled()
-
-    # --------------------------------------------------------------------------------------------- misc
-    def _update_enabled(self) -> None:
-        session = self.session
-        self.main_actions.update_enabled(self.backend.busy, self.capabilities is not None, self.slide_ready(),
-                                         self.dataset is not None, session.roi_moves.can_undo,
-                                         session.roi_moves.can_redo,
-                                         bool(session.result_ids or session.slide_runs) and not self.exporter.running)
-
-    def _on_message(self, level: str) -> None:
-        if level == "error":
-            show_dock(self.messages_dock)
-
-    def toggle_messages(self) -> None:
-        toggle_dock(self.messages_dock)
-
-    def reset_layout(self) -> None:
-        self.dock_layout.reset()
-
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if DatasetPanel.dropped_folder(event) is not None:
             event.acceptProposedAction()
@@ -438,7 +206,7 @@ class MainWindow(QMainWindow):
         folder = DatasetPanel.dropped_folder(event)
         if folder is not None:
             event.acceptProposedAction()
-            self.open_dataset(folder)
+            self.commands.open_dataset(folder)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Ask about unsaved edits (a save runs first, then the window closes), then finish what was started:
@@ -454,4 +222,3 @@ class MainWindow(QMainWindow):
         self.session.flush()
         self.open_slide.close()
         super().closeEvent(event)
-

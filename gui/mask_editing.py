@@ -6,10 +6,11 @@ full-slide mask held by the session's `MaskDocument` (its `core.editing.annotati
 deltas) and is clipped to the ROI, the part the user sees; the panel redraws only the changed box. After an
 edit the session re-scores the image (rate-limited).
 
-`MaskEditing` is a view of the session: it takes the session, the result panels it draws on, the dataset
-list's model it marks " · unsaved", the window's job runner (a save encodes and writes on a worker;
-the tools wait until it is written) and a host widget (for shortcuts and questions), and says what the
-window should do through signals. The pointer tools (brush, eraser, fill, lasso) are `mask_tools.py`'s, the
+`MaskEditing` is a view of the session: it takes the session, the result panels it draws on, the window's job
+runner (a save encodes and writes on a worker; the tools wait until it is written) and a host widget (for
+shortcuts and questions), and says what the window should do through signals. Edits a crash left come back
+through the session as the dataset opens (`Session.adopt_recovered`: announced, marked, scored); this asks once
+whether to keep them. The pointer tools (brush, eraser, fill, lasso) are `mask_tools.py`'s, the
 actions, toolbar and Edit menu `mask_toolbar.py`'s, auto-save, recovery and the prompts `mask_recovery.py`'s.
 """
 
@@ -22,26 +23,25 @@ import numpy as np
 from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
-from ..core.dataset.dataset import DatasetItem, backup_mask_path
+from ..core.dataset.dataset import DatasetItem
 from ..core.editing.annotation import MaskEditor
 from ..core.editing.document import MaskDocument, mask_source
-from ..core.editing.files import discard_recovery, find_recovery
 from ..core.errors import SegScopeError
 from ..core.metrics.scores import mask_piece_labels
 from ..core.result import InferenceResult
 from ..core.roi import Roi
+from ..core.session.backend_state import BackendOpened
+from ..core.session.events import EditsRecovered, MaskChanged
 from ..core.session.session import Session
-from .dataset_panel import ImageTableModel
 from .jobs import Jobs
 from .mask_canvas import EditLayer
-from .mask_recovery import Autosaver, Button, ask_restore, ask_unsaved, saved_when
+from .mask_recovery import Autosaver, Button, ask_restore, ask_unsaved
 from .mask_toolbar import MaskEditActions
 from .mask_tools import PointerTools
 from .result_panels import ResultPanels
 
 #: Views of the mask (the error review) refresh this long after the last edit, not on every mouse move.
 EDIT_SETTLE_MS = 300
-UNSAVED_MARK = " · unsaved"
 
 
 class MaskEditing(QObject):
@@ -50,8 +50,6 @@ class MaskEditing(QObject):
     dirtyChanged = Signal(bool)
     #: An image's mask changed (edits settled, a save, a discard): views of the mask may refresh.
     maskEdited = Signal(str)
-    #: The first edit of an image without a mask made a blank one: the window redraws the image's result.
-    blankMaskMade = Signal(str)
     #: A save finished: the file written
     saved = Signal(Path)
     #: (level, text) for the message area
@@ -59,10 +57,9 @@ class MaskEditing(QObject):
     #: (text, milliseconds) for the status bar
     note = Signal(str, int)
 
-    def __init__(self, session: Session, panels: ResultPanels, rows: ImageTableModel, jobs: Jobs,
-                 host: QWidget) -> None:
+    def __init__(self, session: Session, panels: ResultPanels, jobs: Jobs, host: QWidget) -> None:
         super().__init__(host)
-        self.session, self.panels, self.rows, self.jobs, self.host = session, panels, rows, jobs, host
+        self.session, self.panels, self.jobs, self.host = session, panels, jobs, host
         self.item: DatasetItem | None = None  # the image whose document the tools edit
         self.layer = EditLayer(self._can_edit)
         panels.truth.view.addItem(self.layer, ignoreBounds=True)
@@ -76,7 +73,12 @@ class MaskEditing(QObject):
         self.tools = PointerTools(self.layer, self.actions, self)
         self.actions.toolChanged.connect(self._on_tool_changed)
         self.actions.radius_spin.valueChanged.connect(self._update_preview)
-        session.events.document_changed.connect(self._on_document_changed)
+        session.events.document.connect(self._on_document)
+        session.events.mask_changed.connect(self._on_mask_changed)
+        session.events.edits_recovered.connect(self._on_recovered)
+        session.events.item_changed.connect(lambda _changed: self._sync_state())  # what the panels show changed
+        if session.backend is not None:
+            session.backend.events.opened.connect(self._on_backend_opened)
         self.actions.set_tool("pan")
         self._sync_state()
 
@@ -118,34 +120,26 @@ class MaskEditing(QObject):
         self.actions.set_class_names([names[i] if i < len(names) else f"class {i}" for i in range(result.num_classes)])
         self._sync_state()
 
-    def model_changed(self, class_names: tuple[str, ...]) -> None:
+    def _on_backend_opened(self, opened: BackendOpened) -> None:
         """Another model is open: paint its classes until a result says otherwise."""
         if self.shown_result() is None:
-            self.actions.set_class_names(list(class_names))
+            self.actions.set_class_names(list(opened.capabilities.class_names))
 
-    def slide_loaded(self, item: DatasetItem) -> None:
-        """A new image is shown (its mask is the session's document): start clean, offer edits a crash left."""
+    def _on_document(self, document: MaskDocument | None, _old: MaskDocument | None) -> None:
+        """Another image is shown (its mask is the session's new document): the tools start clean; edits a
+        crash left are its edits already (`_on_mask_changed` "restore")."""
         self._drop_editor()
-        self.item = item
-        recovery_dir = self.session.recovery_dir
-        try:
-            recovery = find_recovery(mask_source(item), recovery_dir)
-        except SegScopeError as exc:
-            self.message.emit("warning", f"{item.id}: {exc}")
-            return
-        if recovery is None:
-            return
-        if not ask_restore(self.host, item.id, recovery):
-            discard_recovery(mask_source(item), recovery_dir)
-            return
-        try:
-            editor = self._ensure_editor()
-            editor.replace(recovery.mask)
-        except SegScopeError as exc:
-            self.message.emit("error", f"{item.id}: cannot restore the edits: {exc}")
-            return
-        self.message.emit("info", f"{item.id}: restored the unsaved edits from {saved_when(recovery)}")
+        self.item = document.item if document is not None else None
         self._sync_state()
+
+    def _on_recovered(self, recovered: EditsRecovered) -> None:
+        """Edits a crash left are back (the session said so, their rows say unsaved): keep them, or delete them."""
+        QTimer.singleShot(0, lambda: self._ask_recovered(recovered))  # after the open that found them
+
+    def _ask_recovered(self, recovered: EditsRecovered) -> None:
+        if not ask_restore(self.host, recovered.item_ids, recovered.saved_at):
+            self.autosaver.wait()
+            self.session.discard_recovered(recovered.item_ids)
 
     def confirm_leave(self, retry: Callable[[], object]) -> bool:
         """Before the image, the dataset or the window goes: ask about unsaved edits (Save/Discard/Cancel).
@@ -172,7 +166,7 @@ class MaskEditing(QObject):
         document = self.document
         if document is not None and document.editor is not None:
             self.autosaver.wait()
-            document.discard()
+            self.session.discard()
         self._drop_editor()
 
     def shutdown(self) -> None:
@@ -185,7 +179,8 @@ class MaskEditing(QObject):
         session, result = self.session, self.panels.result
         if result is None or session.current is None or not session.ready:
             return None
-        return result if session.result(session.current.id) is result else None
+        record = session.record(session.current.id)  # its own run (a whole-slide part takes no edits)
+        return result if record is not None and record.result is result else None
 
     def _can_edit(self) -> bool:
         document = self.document
@@ -201,11 +196,8 @@ class MaskEditing(QObject):
         capabilities = self.session.capabilities
         names = capabilities.class_names if capabilities else ()
         result = self.shown_result()
-        had_mask = document.mask is not None
         editor = document.ensure_editor(result.num_classes if result else max(len(names), 2))
         self.item = document.item
-        if not had_mask and result is not None:
-            self.blankMaskMade.emit(document.item.id)  # the truth panel gets the blank mask
         self.autosaver.saved_version = editor.version
         return editor
 
@@ -250,8 +242,8 @@ class MaskEditing(QObject):
         editor = document.editor if document is not None else None
         if result is not self.shown_result():
             return
-        if box is None or document is None or editor is None or result is None:
-            return  # (the document announced the edit itself)
+        if box is None or document is None or editor is None or result is None or not self.panels.truth_drawn:
+            return  # (the document announced the edit; a blank mask made for it is drawn whole)
         shown = box.intersection(result.roi)
         if shown is not None:
             piece = editor.mask[shown.y0 : shown.y1, shown.x0 : shown.x1]
@@ -283,35 +275,24 @@ class MaskEditing(QObject):
         result = self.shown_result() is not None and not saving
         for action in (actions.accept_argmax_action, actions.accept_threshold_action):
             action.setEnabled(result)
-        if self.item is not None:
-            self._mark(self.item.id, dirty)
         self.autosaver.follow(dirty and not saving)
         self.dirtyChanged.emit(dirty)
 
-    def _mark(self, item_id: str, dirty: bool) -> None:
-        """The dataset list's status ends with " · unsaved" while the image has unsaved edits."""
-        dataset = self.session.dataset
-        if dataset is None or not any(i.id == item_id for i in dataset.items):
-            return
-        model = self.rows
-        row = model.row(item_id)
-        status = row.status.removesuffix(UNSAVED_MARK) + (UNSAVED_MARK if dirty else "")
-        if status != row.status:
-            model.update(item_id, status, None, row.error)
-
     def edits_settled(self) -> None:
-        """The edits paused: the list's mark follows, and views of the mask refresh (the session re-scores)."""
+        """The edits paused: views of the mask refresh (the session re-scores by itself)."""
         document = self.document
-        if document is None:
-            return
-        self._mark(document.item.id, self.dirty)
-        self.maskEdited.emit(document.item.id)
-
-    def _on_document_changed(self, document: MaskDocument, kind: str) -> None:
-        """A save or discard changed the mask on screen: views of it refresh."""
-        if kind != "edit":
-            self._settle_timer.stop()
+        if document is not None:
             self.maskEdited.emit(document.item.id)
+
+    def _on_mask_changed(self, changed: MaskChanged) -> None:
+        """A save, a discard or recovered edits changed the mask on screen: views of it refresh."""
+        if changed.kind == "edit":
+            return
+        if changed.kind == "restore" and self.editor is not None:
+            self.autosaver.saved_version = self.editor.version  # the recovery file holds them already
+        self._settle_timer.stop()
+        self._sync_state()
+        self.maskEdited.emit(changed.item_id)
 
     # ------------------------------------------------------------------------------------------- saving
     def save(self, then: Callable[[], object] | None = None) -> bool:
@@ -323,40 +304,31 @@ class MaskEditing(QObject):
             return False
         if document.saving:
             return False
-        mode, item, source = self.actions.save_mode(), document.item, document.source
+        mode, item = self.actions.save_mode(), document.item
         self.tools.end_stroke()
         self.autosaver.timer.stop()  # no auto-save may rewrite the recovery file the save removes
         autosaving = self.autosaver.job
         try:
-            work = document.save_job(mode)
+            job = self.session.save_job(mode, autosaving.wait if autosaving is not None else None)
         except SegScopeError as exc:
             self.message.emit("error", f"Saving the mask of {item.id}: {exc}")
             return False
 
-        def write() -> tuple[Path, np.ndarray]:
-            if autosaving is not None:
-                autosaving.wait()  # let a running auto-save finish first
-            return work()
-
         def written(answer: tuple[Path, np.ndarray]) -> None:
-            path, copy = answer
-            document.saved(path, copy)  # the session re-scores on the saved mask
+            job.done(answer)  # the session adopts the saved mask (and says so): the views follow
             self.item = document.item
-            kept = (f"; the original is kept as {backup_mask_path(source).name}" if mode == "replace"
-                    and backup_mask_path(source).exists() else "")
-            self.message.emit("info", f"Saved the mask of {item.id} to {path}{kept}")
             self._sync_state()
-            self.saved.emit(path)
+            self.saved.emit(answer[0])
             if then is not None:
                 then()
 
-        def failed(text: str, _details: str) -> None:
-            document.save_failed()
-            self.message.emit("error", f"Saving the mask of {item.id}: {text}")
+        def failed(text: str, details: str) -> None:
+            if job.failed is not None:
+                job.failed(text, details)
             self._sync_state()
 
         self.note.emit(f"Saving the mask of {item.id}…", 3000)
-        self.jobs.submit(f"save:{item.id}", write, written, failed)
+        self.jobs.submit(job.name, job.work, written, failed)
         self._sync_state()
         return True
 
@@ -369,8 +341,6 @@ class MaskEditing(QObject):
 
     def _drop_editor(self) -> None:
         self.autosaver.wait()
-        if self.item is not None:
-            self._mark(self.item.id, False)
         self.tools.reset()
         self.autosaver.timer.stop()
         self._settle_timer.stop()

@@ -1,6 +1,6 @@
 """Nothing of a mask edit is lost: unsaved edits are auto-saved to a recovery file on the job runner's `AUTOSAVE`
-lane (one write at a time, on a snapshot of the mask it copies while the edits go on), offered back when the
-image is reopened after a crash, and asked about before they go."""
+lane (one write at a time, on a snapshot of the mask it copies while the edits go on), brought back by the
+session when the dataset is reopened after a crash (and asked about once), and asked about before they go."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from ..core.editing.annotation import MaskEditor
-from ..core.editing.files import Recovery, write_recovery
+from ..core.editing.files import write_recovery
 from .jobs import AUTOSAVE, Job, Jobs
 
 #: Auto-save period while there are unsaved edits: a crash loses at most this much work.
@@ -81,16 +81,14 @@ def _write(editor: MaskEditor, source: Path, recovery_dir: Path | None) -> str:
     return ""
 
 
-def saved_when(recovery: Recovery) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(recovery.saved_at))
-
-
-def ask_restore(parent: QWidget, item_id: str, recovery: Recovery) -> bool:
-    """Whether to restore the edits a crash left (No: they are discarded)."""
+def ask_restore(parent: QWidget, item_ids: tuple[str, ...], saved_at: float) -> bool:
+    """Whether to keep the edits a crash left of these images (No: they are deleted)."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved_at))
     answer = QMessageBox.question(
         parent, "Restore unsaved edits",
-        f"Unsaved mask edits of {item_id} from {saved_when(recovery)} were kept after SegScope stopped.\n\n"
-        "Restore them?",
+        f"Unsaved mask edits of {', '.join(item_ids)} (auto-saved up to {when}) were kept after SegScope stopped. "
+        "They are these images' unsaved edits again: their rows say unsaved and their numbers are of them.\n\n"
+        "Restore them? (No deletes them.)",
         Button.Yes | Button.No, Button.Yes)
     return answer == Button.Yes
 

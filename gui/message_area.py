@@ -9,6 +9,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QPlainTextEdit, QSplitter, QVBoxLayout, QWidget
 
+from ..core.session.session import Session
+
 LEVEL_COLORS = {"info": QColor("#c8ccd2"), "warning": QColor("#f0c674"), "error": QColor("#ff7b72")}
 
 
@@ -21,11 +23,12 @@ class Message:
 
 
 class MessageArea(QWidget):
-    """Messages newest last; `added(level)` lets the window raise the dock on errors."""
+    """Messages newest last (the session's among them); `added(level)` lets the window raise the dock on
+    errors."""
 
     added = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, session: Session | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.messages: list[Message] = []
         self.list = QListWidget()
@@ -44,6 +47,8 @@ class MessageArea(QWidget):
         layout.setContentsMargins(2, 2, 2, 2)
         layout.addWidget(splitter)
         self.list.currentRowChanged.connect(self._show_details)
+        if session is not None:
+            session.events.message.connect(lambda said: self.add(said.level, said.text, said.details))
 
     def add(self, level: str, text: str, details: str = "") -> None:
         message = Message(level, text.splitlines()[0] if text else "", details or text, time.time())

@@ -50,6 +50,7 @@ from ..core.card.builder import (
 )
 from ..core.card.reader import ACTIVATIONS
 from ..core.errors import SegScopeError
+from ..core.session.backend_state import BackendState
 from ..core.stream.preprocess import COLORS, LAYOUTS
 from ..core.stream.source import resolve_source
 
@@ -257,43 +258,45 @@ def project_pipeline(card: Path) -> Path:
     return beside if card.suffix == ".json" and card.parent.name == "models" and beside.is_file() else card
 
 
-def build_card(window: Any, model: Path | None = None) -> None:
-    """File > Build model card…: the dialog; the project it writes (or finds) opens."""
-    dialog = ModelDialog(window, model)
+def build_card(parent: QWidget, backend: BackendState[Any], model: Path | None = None) -> None:
+    """File > Build model card…: the dialog; the project it writes (or finds) opens on `backend`."""
+    dialog = ModelDialog(parent, model)
     if dialog.exec() == QDialog.DialogCode.Accepted and dialog.pipeline is not None:
-        window.open_backend(dataclasses.replace(window.backend.choice, pipeline=dialog.pipeline))
+        backend.open(dataclasses.replace(backend.choice, pipeline=dialog.pipeline))
 
 
-def open_model_path(window: Any, path: Path) -> None:
+def open_model_path(parent: QWidget, backend: BackendState[Any], report: Callable[[str, str], object],
+                    path: Path) -> None:
     """Open the model at `path` (`core.stream.source.resolve_source`, the CLI's rule) on the current backend kind
-    (`window.open_backend` goes back to the open backend if it fails); an ONNX model without a card is offered
-    one; a problem goes to the messages."""
+    (`BackendState.open` goes back to the open backend if it fails); an ONNX model without a card is offered
+    one; a problem goes to `report(level, text)`."""
     try:
         resolved = resolve_source(path)
     except SegScopeError as exc:
-        window.messages.add("error", f"Open model: {exc}")
+        report("error", f"Open model: {exc}")
         return
     if resolved.note:
-        window.messages.add("info", f"Open model: {resolved.note}")
+        report("info", f"Open model: {resolved.note}")
     if resolved.path is not None:
-        window.open_backend(dataclasses.replace(window.backend.choice, pipeline=project_pipeline(resolved.path)))
-    elif QMessageBox.question(window, "No model card", f"{path.name} has no model card beside it. Build one now (the "
+        backend.open(dataclasses.replace(backend.choice, pipeline=project_pipeline(resolved.path)))
+    elif QMessageBox.question(parent, "No model card", f"{path.name} has no model card beside it. Build one now (the "
                               "graph is read and you answer what it cannot tell)?") == QMessageBox.StandardButton.Yes:
-        build_card(window, path)
+        build_card(parent, backend, path)
 
 
-def add_open_model_action(window: Any, menu: QMenu) -> QAction:
+def add_open_model_action(parent: QWidget, menu: QMenu, backend: BackendState[Any],
+                          report: Callable[[str, str], object]) -> QAction:
     """File > Open model…, Open model project folder… and Build model card…"""
     def open_model() -> None:
-        path, _ = QFileDialog.getOpenFileName(window, "Open model", "", "Models (*.json *.onnx *.om *.pipeline);;"
+        path, _ = QFileDialog.getOpenFileName(parent, "Open model", "", "Models (*.json *.onnx *.om *.pipeline);;"
                                                                          "All files (*)")
         if path:
-            open_model_path(window, Path(path))
+            open_model_path(parent, backend, report, Path(path))
 
     def open_project() -> None:
-        folder = QFileDialog.getExistingDirectory(window, "Open a model project folder")
+        folder = QFileDialog.getExistingDirectory(parent, "Open a model project folder")
         if folder:
-            open_model_path(window, Path(folder))
+            open_model_path(parent, backend, report, Path(folder))
 
     action = menu.addAction("Open &model…")
     action.setToolTip("Open a model that has a card: its .json card, an .onnx with its card beside it, or a "
@@ -301,6 +304,6 @@ def add_open_model_action(window: Any, menu: QMenu) -> QAction:
     action.triggered.connect(open_model)
     menu.addAction("Open model &project folder…", open_project).setToolTip(
         "Open a project folder (models/ and pipelines/, as Build model card writes it)")
-    menu.addAction("&Build model card…", lambda: build_card(window)).setToolTip(
+    menu.addAction("&Build model card…", lambda: build_card(parent, backend)).setToolTip(
         "Make a runnable project from a bare ONNX model: its graph is read, you answer what it cannot tell")
     return action

@@ -8,10 +8,11 @@ a crop, is `core.stream.input`'s one rule (`StreamInput.region_source`); the oth
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QObject
 
+from ..core.session.backend_state import BackendState
 from ..core.slides import SlideReader
 from ..core.stream.input import RegionSource, StreamInput
 from .slide_view import SlideView
@@ -21,12 +22,13 @@ class OpenSlide(QObject):
     """The one owner of which item's slide is shown and its reader (the view draws it; `reader=None` empties
     the view). A reader replaced while a run may still read it is closed when the run ends (`idle`)."""
 
-    def __init__(self, view: SlideView, busy: Callable[[], bool], parent: QObject | None = None) -> None:
+    def __init__(self, view: SlideView, backend: BackendState[Any], parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.view, self.busy = view, busy
+        self.view, self.backend = view, backend
         self.item_id: str | None = None
         self.reader: SlideReader | None = None
         self._retired: list[SlideReader] = []
+        backend.events.busy.connect(self._on_busy)
 
     def set(self, item_id: str | None, reader: SlideReader | None) -> None:
         if self.reader is not None and self.reader is not reader:
@@ -34,8 +36,12 @@ class OpenSlide(QObject):
         self.item_id, self.reader = item_id, reader
         if reader is None:
             self.view.clear()
-        if not self.busy():
+        if not self.backend.busy:
             self.idle()
+
+    def _on_busy(self, busy: bool, _old: bool) -> None:
+        if not busy:
+            self.idle()  # the run that may have read them ended
 
     def shows(self, item_id: str) -> bool:
         """Whether the view shows `item_id`'s slide, decoded and with its ROI."""

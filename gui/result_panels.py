@@ -299,6 +299,11 @@ class ResultPanels(QWidget):
         """The result on display (None when the panels are empty)."""
         return self._result
 
+    @property
+    def truth_drawn(self) -> bool:
+        """Whether the ground truth is drawn (edits can go into it box by box)."""
+        return self._truth is not None
+
     def update_truth(self, box: Roi, labels: np.ndarray) -> None:
         """Put edited ground-truth class ids `labels` into `box` (slide pixels, inside the ROI) and redraw.
 

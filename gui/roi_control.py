@@ -9,6 +9,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ..core.errors import SegScopeError
 from ..core.roi import Roi
+from ..core.session.events import RoiChanged
 from ..core.session.session import Session
 from .slide_view import SlideView
 
@@ -43,10 +44,10 @@ class RoiControl(QObject):
         if roi is not None and roi != self.session.roi:
             self.set_roi(roi)
 
-    def _on_session_roi(self, item_id: str, roi: Roi) -> None:
+    def _on_session_roi(self, changed: RoiChanged) -> None:
         current = self.session.current
-        if current is not None and item_id == current.id and self.ready() and self.slide.roi() != roi:
-            self.slide.set_roi(roi)
+        if current is not None and changed.item_id == current.id and self.ready() and self.slide.roi() != changed.roi:
+            self.slide.set_roi(changed.roi)
 
     def reset(self) -> None:
         if self.session.dataset is not None and self.ready():

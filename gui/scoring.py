@@ -1,7 +1,8 @@
-"""Metrics are re-scored off the GUI thread: the session says which image went stale (an edit, a save, a
-discard, a result that arrived while the mask had edits), this takes its `ScoreJob` to the background and
-hands the answer back to the session, which announces it (the table, the Metrics dock, the toolbar and the
-means follow). An answer to a mask edited since is dropped by the session; the next job answers instead."""
+"""Metrics are scored off the GUI thread: the session says which image's numbers no longer answer for it
+(`score_due`: an edit, a save, a discard, recovered edits, a moved ROI over a whole-slide run, another model, a
+run scored on another truth), this takes its `ScoreJob` to the job runner and hands the answer back to the
+session, which announces it (the row, the Metrics dock, the toolbar and the means follow). An answer to what
+changed since is dropped by the session; the next job answers instead."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from functools import partial
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..core.metrics.scores import ImageMetrics
-from ..core.session.metrics import ScoreJob
+from ..core.session.events import ScoreDue
+from ..core.session.scoring import ScoreJob
 from ..core.session.session import Session
 from .jobs import Jobs
 
@@ -30,10 +32,10 @@ class Scorer(QObject):
         self._running: set[str] = set()
         self._timer = QTimer(self, singleShot=True, interval=SCORE_DELAY_MS)
         self._timer.timeout.connect(self.score_due)
-        session.events.metrics_stale.connect(self._on_stale)
+        session.events.score_due.connect(self._on_due)
 
-    def _on_stale(self, item_id: str) -> None:
-        self._due.add(item_id)
+    def _on_due(self, due: ScoreDue) -> None:
+        self._due.add(due.item_id)
         self._timer.start()
 
     @property

@@ -9,6 +9,8 @@ from PySide6.QtWidgets import QSizeGrip, QStatusBar
 from ..core.backends.base import Capabilities
 from ..core.evaluate import DatasetSummary
 from ..core.metrics import catalogue
+from ..core.session.events import ResultAdded
+from ..core.session.session import Session
 from .compact import ElidedLabel
 
 #: The slide view's hover readout starts with this; it is cleared when the mouse leaves the slide.
@@ -36,7 +38,7 @@ def timings_text(timings: dict[str, float]) -> str:
 class StatusLabels:
     """The permanent labels of `bar` (right side) and the hover readout in its message area."""
 
-    def __init__(self, bar: QStatusBar) -> None:
+    def __init__(self, bar: QStatusBar, session: Session | None = None) -> None:
         self.bar = bar
         self.backend_label = ElidedLabel("backend: opening…")
         self.backend_label.setToolTip("The active backend and its device (Backend… to change)")
@@ -49,6 +51,9 @@ class StatusLabels:
         for label in self.labels:
             bar.addPermanentWidget(label)
         bar.messageChanged.connect(self._make_room)
+        if session is not None:
+            session.events.result_added.connect(self._on_result_added)
+            session.events.dataset.connect(lambda _dataset, _old: self.clear_timings())
 
     def _make_room(self, message: str) -> None:
         """A message (a note, the hover readout) is drawn left of the permanent labels: they give up width for
@@ -81,6 +86,10 @@ class StatusLabels:
     def backend_ready(self, capabilities: Capabilities) -> None:
         self.backend_label.setText(f"{capabilities.name} · {capabilities.device}")
         self.backend_label.setToolTip("\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
+
+    def _on_result_added(self, added: ResultAdded) -> None:
+        if not added.restored:  # (an earlier session's run is no run of this one)
+            self.last_run(added.item_id, added.record.timings)
 
     def last_run(self, item_id: str, timings: dict[str, float]) -> None:
         self.timings_label.setText(f"last run {sum(timings.values()) * 1000:.0f} ms")

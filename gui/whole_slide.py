@@ -1,6 +1,7 @@
-"""Run whole slide in the viewer: the shown slide in tiles on the run thread, its stitched heatmap over the
-slide, and the part under any ROI in the result panels (the runs themselves live in the session, Qt-free,
-kept on disk and restored with the dataset).
+"""Run whole slide in the viewer: the shown slide in tiles on the backend's lane (the session's
+`run_whole_slide` job), and its stitched heatmap over the slide; the part under any ROI answers for the image in
+the panels, the row and every number (the session's rule; the runs live in the session, kept on disk and
+restored with the dataset).
 
 Tiles are the dataset's ROI size (the scale the model was trained at), overlapping by twice the model's edge
 effect and each counted only inside it, the slide's borders mirrored (`core.wholeslide.plan`), read
@@ -8,7 +9,7 @@ from the reader the viewer has open (`core.wholeslide.evaluate.evaluate_slide`),
 whole. The output scale is the model's own unless its canvases would pass the memory bound: then the
 largest scale that fits is taken, and the messages say so; Run > Whole-slide output scale… sets one instead.
 A result larger than the dataset keeps on disk is said, as the run starts, to be kept until the dataset is
-closed only. The overlay's levels and the part's metrics are made on a worker.
+closed only. The overlay's levels are made on a worker.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QDoubleSpinBox, QLabel, QVBoxLayout, QWidget
 
-from ..core.metrics import catalogue
+from ..core.session.events import SlideRunAdded
 from ..core.session.session import Session
-from ..core.wholeslide.evaluate import TiledEvaluation, TilePlan
+from ..core.wholeslide.evaluate import TilePlan
 from ..core.wholeslide.plan import SlideRun
 from . import settings
 from .jobs import Jobs
-from .main_menus import MainActions
-from .result_display import ResultDisplay
+from .open_slide import OpenSlide
 from .run_controller import RunController
 from .slide_overlay import overlay_pyramid
 from .status_labels import count
@@ -85,15 +85,17 @@ class WholeSlide(QObject):
 
     message = Signal(str, str)  # level, text
     note = Signal(str, int)  # the status bar's text, for so many ms (0: until the next)
+    #: (the shown slide has a whole-slide run over it, and one whose tiles overlapped): View's overlay toggles
+    overlayChanged = Signal(bool, bool)
 
-    def __init__(self, session: Session, controller: RunController, display: ResultDisplay, actions: MainActions,
-                 jobs: Jobs) -> None:
+    def __init__(self, session: Session, controller: RunController, open_slide: OpenSlide, jobs: Jobs,
+                 host: QWidget) -> None:
         super().__init__(controller)
-        self.session, self.controller, self.display = session, controller, display
-        self.open_slide, self.actions, self.jobs = display.open_slide, actions, jobs
-        controller.slideEvaluated.connect(session.add_slide_run)
+        self.session, self.controller, self.open_slide = session, controller, open_slide
+        self.jobs, self.host = jobs, host
         session.events.slide_run_added.connect(self._on_added)
-        actions.slide_scale_action.triggered.connect(self.choose_scale)
+        session.events.document.connect(lambda document, _old: self.show_overlay(document.item.id if document
+                                                                                 else None))
 
     # --------------------------------------------------------------------------------------------- run
     def slide_run(self) -> SlideRun | None:
@@ -140,7 +142,7 @@ class WholeSlide(QObject):
     def run(self) -> bool:
         """Queue the current image's whole slide (False, with a note, when there is none or a run is going)."""
         session, reader, item = self.session, self.open_slide.reader, self.session.current
-        if session.dataset is None or item is None or reader is None or not self.display.ready():
+        if session.dataset is None or item is None or reader is None or not self.open_slide.shows(item.id):
             self.note.emit("Select an image first", 3000)
             return False
         planned = self.plan()
@@ -152,11 +154,10 @@ class WholeSlide(QObject):
         assert run is not None  # planned
         tiles = run.tiles(plan)
         unkept = self.unkept(plan.output_scale or run.own_scale)
-        if not self.controller.run_slide(session.dataset, item, reader, plan, tiles):
+        if not self.controller.run(session.run_whole_slide(reader, plan, tiles)):
             return False
         if unkept:  # said as the run starts, not after it
             self.message.emit("warning", f"Whole slide of {item.id}: {unkept}")
-        self.actions.start_batch(tiles)
         text = f"Running the whole slide of {item.id} in {count(tiles, 'tile')}" + (f" at {note}" if note else "")
         self.message.emit("info", f"{text}: {run.overlap_note(plan)}")
         self.note.emit(text + "…", 0)
@@ -178,14 +179,14 @@ class WholeSlide(QObject):
                     f"{gigabytes(run.max_bytes)} bound. The model's own scale is {run.own_scale:.4g}."
                     + (f" At this scale {unkept}." if unkept else ""))
 
-        ScaleDialog(need, self.actions.window).exec()
+        ScaleDialog(need, self.host).exec()
 
     # ------------------------------------------------------------------------------------------ showing
-    def show_overlay(self, item_id: str) -> None:
+    def show_overlay(self, item_id: str | None) -> None:
         """Lay `item_id`'s whole-slide run over the slide view (its levels made on a worker), or none."""
-        run, overlay = self.session.slide_run_of(item_id), self.open_slide.view.overlay
+        run, overlay = self.session.slide_run_of(item_id) if item_id else None, self.open_slide.view.overlay
         overlay.clear()
-        self.actions.set_slide_overlay(False, False)
+        self.overlayChanged.emit(False, False)
         if run is None:
             self.jobs.cancel("overlay")
             return
@@ -193,18 +194,13 @@ class WholeSlide(QObject):
         def shown(pyramid: object) -> None:
             if self.open_slide.item_id == item_id and self.session.slide_run_of(item_id) is run:
                 overlay.show(pyramid)  # type: ignore[arg-type]
-                self.actions.set_slide_overlay(True, overlay.has_seams)
+                self.overlayChanged.emit(True, overlay.has_seams)
 
         self.jobs.submit("overlay", lambda: overlay_pyramid(run.stitched), shown)
 
-    def _on_added(self, evaluation: TiledEvaluation, restored: bool) -> None:
-        item, metrics = evaluation.item, evaluation.metrics
-        if not restored:
-            scores = "" if metrics is None else f": {catalogue.brief(catalogue.row_values(metrics))} over the slide"
-            text = (f"Whole slide of {item.id}: {count(evaluation.tiles, 'tile')} in {evaluation.seconds:.1f} s at "
-                    f"output scale {evaluation.stitched.scale:.4g}{scores}")
-            self.message.emit("info", text)
-            self.note.emit(text, 8000)
-        if self.open_slide.item_id == item.id:
-            self.show_overlay(item.id)
-            self.display.show_part()
+    def _on_added(self, added: SlideRunAdded) -> None:
+        """A whole-slide run of the shown slide lies over it (the panels show its part: the session says so)."""
+        if not added.restored:
+            self.note.emit(f"Whole slide of {added.item_id} done", 8000)
+        if self.open_slide.item_id == added.item_id:
+            self.show_overlay(added.item_id)

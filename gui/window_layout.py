@@ -11,6 +11,7 @@ from PySide6.QtCore import QByteArray, QEvent, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QTabBar, QWidget
 
+from ..core.session.session import Session
 from . import settings
 
 #: The window's first size on a large screen, and the part of a smaller screen it takes at most.
@@ -193,3 +194,9 @@ class DockLayout(QObject):
                 # the window kept its height: the user dragged the splitter; remember their share
                 self.share = max(self.results_share(), MIN_RESULTS_SHARE)
         return False
+
+
+def follow_title(window: QMainWindow, session: Session) -> None:
+    """The window's title names the open dataset ("[*]": the mark of unsaved mask edits)."""
+    session.events.dataset.connect(lambda dataset, _old: window.setWindowTitle(
+        f"SegScope — {dataset.root}[*]" if dataset is not None else "SegScope[*]"))

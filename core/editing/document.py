@@ -2,10 +2,10 @@
 
 One owner for "which mask are the metrics of": `document.mask` is the mask on screen (the edited one while
 there are edits, else the one on disk). Saving writes it through `core.editing.files.save_mask` and adopts a new
-file into the dataset; discarding goes back to the mask on disk. Each change is announced by `events.changed`
-so the session re-scores and the views redraw. A save can run on a worker: `save_job` is the writing
-(encoding a slide-sized PNG takes seconds), `saved` adopts it; `saving` is set in between, when the tools
-must not edit (the job reads the mask in place).
+file into the dataset; discarding goes back to the mask on disk; `restore` takes back edits a crash left. Each
+change is announced by `events.changed` so the session re-scores and the views redraw. A save can run on a
+worker: `save_job` is the writing (encoding a slide-sized PNG takes seconds), `saved` adopts it; `saving` is
+set in between, when the tools must not edit (the job reads the mask in place).
 
 The editing tools work through the document (`stroke`, `fill`, `polygon`, `accept_prediction`, `undo`,
 `redo`): each paints a class on the mask of the result's image, clipped to the result's ROI (the part the
@@ -30,7 +30,7 @@ from ..dataset.dataset import Dataset, DatasetItem
 from ..dataset.masks import BINARY_FOREGROUND
 from ..dataset.truth import default_mask_path
 from ..errors import SegScopeError
-from ..events import Event
+from ..events import Signal, SignalGroup
 from ..result import InferenceResult
 from ..roi import Roi
 from .annotation import Clip, MaskEditor, Point, allowed_map, binary_foreground, prediction_labels
@@ -47,6 +47,11 @@ def mask_source(item: DatasetItem) -> Path:
     return item.mask_path or default_mask_path(item.image_path)
 
 
+class DocumentEvents(SignalGroup):
+    #: After every change of `mask`: "edit" (also undo/redo), "save", "discard" or "restore".
+    changed = Signal(str)
+
+
 class MaskDocument:
     """The mask of one dataset item at one image size (width, height); `disk_mask` None: the item has none."""
 
@@ -58,8 +63,7 @@ class MaskDocument:
         self._hold(disk_mask)
         self.recovery_dir = recovery_dir  # None: beside each mask (core.editing.annotation's default)
         self.editor: MaskEditor | None = None
-        #: (document, kind) after every change of `mask`; kind is "edit" (also undo/redo), "save" or "discard".
-        self.changed = Event("changed")
+        self.events = DocumentEvents()
         self.saving = False  # a save job is writing the mask: no edits until `saved` (or `save_failed`)
         self._clip_maps: list[tuple[tuple, InferenceResult, Clip]] = []
 
@@ -106,7 +110,17 @@ class MaskDocument:
 
     def edited(self) -> None:
         """Call after an editor operation (stroke, fill, undo, ...): announces the change."""
-        self.changed.emit(self, "edit")
+        self.events.changed.emit("edit")
+
+    def restore(self, recovered: np.ndarray, num_classes: int) -> None:
+        """Edits a crash left (a recovery file's mask) become this document's edits: one undo step back to the
+        mask on disk. SegScopeError when they do not fit the image."""
+        editor = self.ensure_editor(num_classes)
+        if recovered.shape != editor.mask.shape:
+            raise SegScopeError(f"the recovered mask is {recovered.shape[1]}x{recovered.shape[0]} but the image is "
+                                f"{self.image_size[0]}x{self.image_size[1]}")
+        editor.replace(recovered)
+        self.events.changed.emit("restore")
 
     def save(self, mode: SaveMode) -> Path:
         """Write the edited mask the chosen way, here; the saved file becomes the mask on disk."""
@@ -136,7 +150,7 @@ class MaskDocument:
             self.editor.mark_saved()
         self._hold(disk_mask)
         self.item = self.dataset.adopt_mask(self.item, written)
-        self.changed.emit(self, "save")
+        self.events.changed.emit("save")
 
     def save_failed(self) -> None:
         """A `save_job` failed: the edits stay unsaved and editable."""
@@ -151,7 +165,7 @@ class MaskDocument:
         if self.editor.mask is self._disk:
             self.editor.revert()
         self.editor = None
-        self.changed.emit(self, "discard")
+        self.events.changed.emit("discard")
 
     # ------------------------------------------------------------------------------------------- tools
     def clip_map(self, result: InferenceResult, class_index: int = 1, limit: float | None = None) -> Clip:

@@ -7,11 +7,11 @@ another backend is open remembers that one: should the new one fail, `failed` go
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..backends.base import Capabilities
-from ..events import Event
+from ..events import Evented, Signal, SignalGroup
 
 
 class Choice(Protocol):
@@ -23,24 +23,42 @@ class Choice(Protocol):
 ChoiceT = TypeVar("ChoiceT", bound=Choice)
 
 
-@dataclass
-class BackendEvents:
-    """What views subscribe to; the arguments are in each comment."""
+@dataclass(frozen=True)
+class BackendOpened:
+    choice: Any
+    capabilities: Capabilities
 
-    opening: Event = field(default_factory=lambda: Event("opening"))  # (choice): open it now
-    opened: Event = field(default_factory=lambda: Event("opened"))  # (choice, capabilities)
-    failed: Event = field(default_factory=lambda: Event("failed"))  # (choice, text, details, fallback or None)
-    busy_changed: Event = field(default_factory=lambda: Event("busy_changed"))  # (busy)
+
+@dataclass(frozen=True)
+class BackendFailed:
+    """Opening `choice` failed (`text`, `details`: why); `fallback` is the choice opened again instead (None:
+    there is none)."""
+
+    choice: Any
+    text: str
+    details: str
+    fallback: Any = None
+
+
+class BackendEvents(SignalGroup):
+    """What views subscribe to: `opening` (the choice to open now), `opened`, `failed`, `busy` (new, old)."""
+
+    opening = Signal(object)
+    opened = Signal(BackendOpened)
+    failed = Signal(BackendFailed)
+    busy = Signal(bool, bool)
 
 
 class BackendState(Generic[ChoiceT]):
-    """The chosen backend (`choice`), the open one's `capabilities` (None while none is open) and `busy`."""
+    """The chosen backend (`choice`), the open one's `capabilities` (None while none is open) and `busy` (a run
+    uses it)."""
+
+    busy = Evented[bool](False)
 
     def __init__(self, choice: ChoiceT) -> None:
         self.events = BackendEvents()
         self.choice = choice
         self.capabilities: Capabilities | None = None
-        self.busy = False
         self._fallback: ChoiceT | None = None  # reopened when the choice being opened fails
 
     @property
@@ -63,18 +81,17 @@ class BackendState(Generic[ChoiceT]):
     def opened(self, capabilities: Capabilities) -> None:
         """The chosen backend is open."""
         self._fallback, self.capabilities = None, capabilities
-        self.events.opened.emit(self.choice, capabilities)
+        self.events.opened.emit(BackendOpened(self.choice, capabilities))
 
     def failed(self, text: str, details: str) -> None:
         """Opening the choice failed (`text`, `details`: why): the backend open before, if any, is opened again."""
         failed, fallback = self.choice, self._fallback
         self._fallback = None
         back = fallback if fallback is not None and fallback != failed else None
-        self.events.failed.emit(failed, text, details, back)
+        self.events.failed.emit(BackendFailed(failed, text, details, back))
         if back is not None:
             self.open(back)
 
     def set_busy(self, busy: bool) -> None:
         """A run starts (True) or ends (False)."""
         self.busy = busy
-        self.events.busy_changed.emit(busy)

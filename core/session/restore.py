@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
-from ..metrics.scores import ImageMetrics, image_metrics
+from ..evaluate import score
+from ..metrics.scores import ImageMetrics
 from ..result import InferenceResult
 from ..wholeslide.evaluate import TiledEvaluation, score_stitched
 from .store import SessionStore
@@ -42,8 +43,7 @@ def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored
         if item is None:
             continue
         try:
-            mask = dataset.load_mask(item)
-            metrics = image_metrics(entry.result, mask, str(item.truth_path)) if mask is not None else None
+            metrics = score(dataset, item, entry.result).metrics  # as a run scores (a tiled mask: its region)
         except SegScopeError as exc:
             yield Restored(root, note=f"{item.id}: stored result not restored: {exc}")
             continue

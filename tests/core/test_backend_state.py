@@ -21,9 +21,14 @@ class Choice:
 
 
 def recorded(state: BackendState) -> list[tuple]:
+    """Every event as (name, its arguments), a payload's fields as arguments."""
     seen: list[tuple] = []
-    for event in (state.events.opening, state.events.opened, state.events.failed, state.events.busy_changed):
-        event.connect(lambda *args, name=event.name: seen.append((name, *args)))
+    events = state.events
+    events.opening.connect(lambda choice: seen.append(("opening", choice)))
+    events.opened.connect(lambda opened: seen.append(("opened", opened.choice, opened.capabilities)))
+    events.failed.connect(lambda failed: seen.append(("failed", failed.choice, failed.text, failed.details,
+                                                      failed.fallback)))
+    events.busy.connect(lambda busy, _old: seen.append(("busy_changed", busy)))
     return seen
 
 

@@ -14,6 +14,7 @@ from segscope.core.export.files import write_metrics
 from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
+from segscope.core.session.jobs import run_here
 from segscope.core.session.runs import RunHistory
 from segscope.core.session.session import Session
 
@@ -48,10 +49,9 @@ def _hard_dice(pred, truth):
 
 def _loaded(tmp_path, write_png, with_mask=True):
     session = Session()
-    session.open_dataset(_dataset(tmp_path, write_png, with_mask))
-    session.select("a")
-    mask = session.dataset.load_mask(session.current)
-    session.slide_loaded("a", (W, H), mask)
+    run_here(session.open_dataset(_dataset(tmp_path, write_png, with_mask)))
+    run_here(session.select("a"))  # reads the slide's size and mask
+    assert session.ready and session.document.image_size == (W, H)
     return session
 
 
@@ -60,7 +60,7 @@ def _run(session, item_id="a", roi=None):
     result = _result(roi or session.roi_for(item_id))
     mask = session.dataset.load_mask(item)
     metrics = image_metrics(result, mask) if mask is not None else None
-    return session.add_evaluation(ImageEvaluation(item, result, metrics))
+    return session.add_evaluation(ImageEvaluation(item, result, metrics), session.scored_on(item_id))
 
 
 def _paint_extra(session):
@@ -73,17 +73,15 @@ def _paint_extra(session):
 def test_discard_restores_the_metrics_of_the_mask_on_disk(tmp_path, write_png):
     session = _loaded(tmp_path, write_png)
     seen = []
-    session.events.metrics_changed.connect(lambda item_id, m: seen.append((item_id, m.foreground_dice)))
+    session.events.scored.connect(lambda scored: seen.append((scored.item_id, scored.metrics.foreground_dice)))
     _run(session)
     assert session.metrics("a").foreground_dice == pytest.approx(1.0)
     _paint_extra(session)
-    assert [d for _, d in seen] == pytest.approx([1.0])  # an edit only marks the metrics stale ...
+    assert [d for _, d in seen] == pytest.approx([1.0]) and not session.is_fresh("a")  # an edit: stale ...
     # ... they are re-scored when read: 4 TP, 4 FN: 2*4 / (4 + 8)
     assert session.metrics("a").foreground_dice == pytest.approx(8 / 12)
-    session.refresh_metrics("a")
     session.document.discard()
-    assert session.metrics_stale("a") and session.known_metrics("a").foreground_dice == pytest.approx(8 / 12)
-    session.refresh_metrics("a")
+    assert not session.is_fresh("a") and session.known_metrics("a").foreground_dice == pytest.approx(8 / 12)
     assert session.metrics("a").foreground_dice == pytest.approx(1.0)
     assert [d for _, d in seen] == pytest.approx([1.0, 8 / 12, 1.0])
 
@@ -92,17 +90,17 @@ def test_a_score_job_runs_anywhere_and_an_edit_meanwhile_drops_its_answer(tmp_pa
     session = _loaded(tmp_path, write_png)
     _run(session)
     stale, seen = [], []
-    session.events.metrics_stale.connect(stale.append)
-    session.events.metrics_changed.connect(lambda item_id, m: seen.append(m.foreground_dice))
+    session.events.score_due.connect(lambda due: stale.append(due.item_id))
+    session.events.scored.connect(lambda scored: seen.append(scored.metrics.foreground_dice))
     assert session.score_job("a") is None  # fresh: nothing to do
     _paint_extra(session)
     assert stale == ["a"]
     job = session.score_job("a")
     metrics = job.run()  # (a window runs it on a worker)
     _paint_extra(session)  # another edit before the answer is taken
-    assert not session.adopt_score(job, metrics) and seen == [] and session.metrics_stale("a")
+    assert not session.adopt_score(job, metrics) and seen == [] and not session.is_fresh("a")
     newer = session.score_job("a")
-    assert session.adopt_score(newer, newer.run()) and not session.metrics_stale("a")
+    assert session.adopt_score(newer, newer.run()) and session.is_fresh("a")
     assert seen == pytest.approx([8 / 12]) and session.known_metrics("a").foreground_dice == pytest.approx(8 / 12)
     rows, _ = session.metrics_table_job(["a"])()
     assert rows[0]["foreground_dice"] == pytest.approx(8 / 12)
@@ -166,7 +164,7 @@ def test_roi_moves_are_undoable(tmp_path, write_png):
     session = _loaded(tmp_path, write_png)
     first = session.roi
     changes = []
-    session.events.roi_changed.connect(lambda item_id, roi: changes.append(roi))
+    session.events.roi_changed.connect(lambda changed: changes.append(changed.roi))
     session.set_roi(Roi(1, 1, 5, 5))
     session.set_roi(Roi(2, 1, 6, 5))
     assert session.undo_roi() == "a" and session.roi == Roi(1, 1, 5, 5)
@@ -184,7 +182,7 @@ def test_roi_moves_are_undoable(tmp_path, write_png):
 def test_one_bounded_store_for_results(tmp_path, write_png):
     one_result = _result().probabilities.nbytes + _result().argmax.nbytes
     session = Session(RunHistory(max_result_bytes=one_result))
-    session.open_dataset(_dataset(tmp_path, write_png))
+    run_here(session.open_dataset(_dataset(tmp_path, write_png)))
     _run(session, "a")
     _run(session, "b")
     assert len(session.history) == 2
@@ -205,11 +203,11 @@ def test_current_image_export_has_only_that_row(tmp_path, write_png):
 def test_reopening_another_dataset_drops_its_runs(tmp_path, write_png):
     session = _loaded(tmp_path, write_png)
     _run(session)
-    session.open_dataset(Dataset.open(session.dataset.root))  # the same folder keeps its runs and metrics
+    run_here(session.open_dataset(Dataset.open(session.dataset.root)))  # the same folder keeps its runs, metrics
     assert len(session.history) == 1 and session.metrics("a").foreground_dice == pytest.approx(1.0)
     other = tmp_path / "other"
     write_png(other / "x" / "image.png", np.zeros((H, W, 3), np.uint8))
-    session.open_dataset(Dataset.open(other))
+    run_here(session.open_dataset(Dataset.open(other)))
     assert len(session.history) == 0 and session.current is None and not session.has_metrics("a")
 
 
@@ -223,9 +221,12 @@ def test_reopening_after_a_restart_restores_the_runs_rescored(tmp_path, write_pn
     truth[0:2, 0:4] = 255  # 8 foreground pixels, 4 of them predicted
     write_png(root / "a" / "mask.png", truth)
     again = Session()
-    assert again.open_dataset(Dataset.open(root))  # another folder than before: its runs can be restored
+    messages = []
+    again.events.message.connect(messages.append)
+    restoring = again.open_dataset(Dataset.open(root))  # another folder than before: its runs can be restored
     assert again.result("a") is None  # nothing read yet (a window reads on a worker)
-    assert again.restore() == []
+    run_here(restoring)
+    assert [m.text for m in messages] == [f"Opened {root}: 2 images, 2 with masks", f"Restored 1 earlier run of {root}"]
     restored = again.result("a")
     assert restored is not None and restored.roi == Roi(0, 0, W, H)
     np.testing.assert_array_equal(restored.probabilities, _result().probabilities)
@@ -250,7 +251,7 @@ def test_the_store_stays_in_its_size_bound_and_skips_unreadable_files(tmp_path, 
 
 def test_a_session_without_persistence_writes_nothing(tmp_path, write_png):
     session = Session(persist=False)
-    session.open_dataset(_dataset(tmp_path, write_png))
+    run_here(session.open_dataset(_dataset(tmp_path, write_png)))
     _run(session, "a")
     assert not (session.dataset.root / ".segscope-session").exists()
 
@@ -259,13 +260,14 @@ def test_a_store_that_cannot_write_is_reported_once_the_write_failed(tmp_path, w
     dataset = _dataset(tmp_path, write_png)
     (dataset.root / ".segscope-session").write_text("a file where the folder should be")
     session = Session()
-    session.open_dataset(dataset)
+    run_here(session.open_dataset(dataset))
     failures = []
-    session.events.store_failed.connect(failures.append)
+    session.events.message.connect(failures.append)
     _run(session, "a")
     session.flush()
     _run(session, "b")  # the earlier failure is reported in the caller's thread
-    assert len(failures) == 1 and "results are kept for this session only" in failures[0]
+    assert len(failures) == 1 and "results are kept for this session only" in failures[0].text
+    assert failures[0].level == "warning"
     assert session.metrics("a").foreground_dice == pytest.approx(1.0)  # the session itself goes on
 
 
@@ -277,7 +279,7 @@ def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
         (tmp_path / "ds" / name).mkdir(parents=True)
         cv2.imwrite(str(tmp_path / "ds" / name / "image.png"), np.zeros((40, 60, 3), np.uint8))
     session = Session(persist=False)
-    session.open_dataset(Dataset.open(tmp_path / "ds"))
+    run_here(session.open_dataset(Dataset.open(tmp_path / "ds")))
     item = session.dataset.item("a")
     probabilities = np.zeros((40, 60, 2), np.float32)
     probabilities[..., 0] = 1
@@ -285,7 +287,7 @@ def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
     stitched = Stitched(Roi(0, 0, 60, 40), 1.0, (60, 40), probabilities, probabilities.argmax(-1).astype(np.uint8),
                         None, np.ones((40, 60), bool))
     heard = []
-    session.events.slide_run_added.connect(lambda run, restored: heard.append((run, restored)))
+    session.events.slide_run_added.connect(lambda added: heard.append((added.run, added.restored)))
     run = TiledEvaluation(item, stitched, 4, None, 1.0)
     session.add_slide_run(run)
     assert heard == [(run, False)] and session.slide_run_of("a") is run
@@ -295,7 +297,7 @@ def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
     assert session.stitched_result("b", Roi(25, 5, 45, 25)) is None  # another image's slide
     (tmp_path / "other" / "c").mkdir(parents=True)
     cv2.imwrite(str(tmp_path / "other" / "c" / "image.png"), np.zeros((8, 8, 3), np.uint8))
-    session.open_dataset(Dataset.open(tmp_path / "other"))  # another folder: its ids name other images
+    run_here(session.open_dataset(Dataset.open(tmp_path / "other")))  # another folder: its ids name other images
     assert session.slide_runs == {}
 
 
@@ -318,10 +320,11 @@ def test_whole_slide_runs_are_kept_on_disk_and_restored_rescored(tmp_path, write
     session.flush()
 
     again = Session()
-    again.open_dataset(Dataset.open(root))
-    heard = []
-    again.events.slide_run_added.connect(lambda run, restored: heard.append(restored))
-    assert again.restore() == [] and heard == [True]
+    heard, messages = [], []
+    again.events.slide_run_added.connect(lambda added: heard.append(added.restored))
+    again.events.message.connect(messages.append)
+    run_here(again.open_dataset(Dataset.open(root)))
+    assert heard == [True] and [m.level for m in messages] == ["info", "info"]  # opened, restored: nothing wrong
     run = again.slide_run_of("a")
     assert (run.tiles, run.seconds, run.plan) == (6, 2.5, plan)
     for name in ("probabilities", "argmax", "seams", "covered"):
@@ -337,42 +340,43 @@ def test_a_run_plan_needs_no_file_of_an_image_never_shown(tmp_path, write_png):
     assert plan == {"a": session.roi_for("a")}  # "b": left to the run, which reads its size (or fails on it)
 
 
-def test_qa_metrics_computed_elsewhere_join_only_the_metrics_they_were_computed_on(tmp_path, write_png):
-    from segscope.core.quality.scoring import image_quality
+def test_the_qa_metrics_asked_for_join_every_score_and_one_taken_before_a_change_is_dropped(tmp_path, write_png):
     from segscope.core.quality.spec import MetricSpec
 
     session = _loaded(tmp_path, write_png)
     _run(session)
     basis = session.metrics("a")
-    result = session.result("a")
-    quality = image_quality(MetricSpec.parse("hd95"), result, session.dataset.load_mask(session.current))
+    assert basis.quality is None
     announced = []
-    session.events.metrics_changed.connect(lambda item_id, metrics: announced.append(metrics))
-    assert session.set_quality("a", basis, quality)
-    assert session.metrics("a").quality is quality and session.metrics("a").soft_dice == basis.soft_dice
-    assert announced[-1].quality is quality and quality.values["hd95"] == 0.0  # the prediction is the truth
-    _paint_extra(session)  # an edit since: the metrics are re-scored without them, and late ones are dropped
-    assert not session.set_quality("a", basis, quality)
+    session.events.scored.connect(lambda scored: announced.append(scored.metrics))
+    session.set_quality_spec(MetricSpec.parse("hd95"))
+    assert not session.is_fresh("a")  # scored without them: stale
+    quality = session.metrics("a").quality  # scored again, with them
+    assert quality.values["hd95"] == 0.0 and announced[-1].quality is quality  # the prediction is the truth
+    assert session.metrics("a").soft_dice == basis.soft_dice
+    _paint_extra(session)
+    late = session.score_job("a")  # taken before the QA metrics change again: its answer is dropped
+    session.set_quality_spec(MetricSpec())
+    assert not session.adopt_score(late, late.run())
     assert session.metrics("a").quality is None and session.metrics("a").soft_dice != basis.soft_dice
 
 
-def test_a_quality_job_scores_the_mask_on_screen_and_extends_only_fresh_metrics(tmp_path, write_png):
+def test_the_qa_metrics_asked_for_are_scored_on_the_mask_on_screen(tmp_path, write_png):
     from segscope.core.quality.spec import MetricSpec
 
     spec = MetricSpec.parse("defect_f1")
     session = _loaded(tmp_path, write_png)
     _run(session)
     _paint_extra(session)  # a second true defect, bottom right, that the prediction misses
-    assert session.quality_job("a", spec) is None  # stale metrics: re-scored first, nothing to extend yet
-    session.refresh_metrics("a")
-    job = session.quality_job("a", spec)
-    assert job is not None and job.basis is session.known_metrics("a")
-    quality = job.run()  # (a window runs it on a worker)
+    session.set_quality_spec(spec)  # every image is scored again with them
+    job = session.score_job("a")
+    assert job is not None and job.quality == spec
+    quality = job.run().quality  # (a window runs it on a worker)
     # truth: the 2x2 block found (TP) and the painted 2x2 block missed (FN); F1 = 2*1 / (2*1 + 0 + 1)
     assert (quality.values["defect_tp"], quality.values["defect_fp"], quality.values["defect_fn"]) == (1, 0, 1)
     assert quality.values["defect_f1"] == pytest.approx(2 / 3)
-    assert session.set_quality("a", job.basis, quality) and session.metrics("a").quality is quality
-    assert session.quality_job("b", spec) is None  # never run: no metrics to extend
+    assert session.metrics("a").quality.values == quality.values
+    assert session.score_job("b") is None  # never run: nothing to score
 
 
 def test_a_whole_slide_run_over_the_stores_bound_is_kept_for_the_session_and_drops_the_older_stored_one(
@@ -382,7 +386,7 @@ def test_a_whole_slide_run_over_the_stores_bound_is_kept_for_the_session_and_dro
 
     session = _loaded(tmp_path, write_png)
     failures = []
-    session.events.store_failed.connect(failures.append)
+    session.events.message.connect(lambda message: message.level != "info" and failures.append(message))
 
     def run(scale: float) -> TiledEvaluation:
         out_w, out_h = round(W * scale), round(H * scale)

@@ -16,6 +16,7 @@ from segscope.core.dataset.dataset import Dataset
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.session import store as session_store
+from segscope.core.session.jobs import run_here
 from segscope.core.session.session import Session
 from segscope.core.session.store import STORE_DIR_NAME, SessionStore
 
@@ -90,8 +91,10 @@ def test_a_bad_entry_is_skipped_with_one_line_and_the_rest_restored(dataset, fau
     bad = store.folder / "b.npz"
     FAULTS[fault](bad)
     session = Session()
-    session.open_dataset(dataset)
-    notes = session.restore()  # never raises, never blocks
+    messages = []
+    session.events.message.connect(messages.append)
+    run_here(session.open_dataset(dataset))  # never raises, never blocks
+    notes = [m.text for m in messages if m.level == "warning"]
     assert session.metrics("a") is not None and session.metrics("b") is None
     assert len(notes) == 1 and str(bad) in notes[0]
     assert "\n" not in notes[0] and len(notes[0]) < 600
@@ -120,8 +123,10 @@ def test_temporary_files_of_a_killed_write_are_removed(dataset):
 def test_a_store_that_is_a_file_restores_nothing(dataset):
     (dataset.root / STORE_DIR_NAME).write_text("not a folder")
     session = Session()
-    session.open_dataset(dataset)
-    assert session.restore() == [] and session.metrics("a") is None
+    messages = []
+    session.events.message.connect(messages.append)
+    run_here(session.open_dataset(dataset))
+    assert [m.level for m in messages] == ["info"] and session.metrics("a") is None  # (opened: nothing else)
 
 
 def slide_npz(document: dict[str, object] | None = None, **arrays: np.ndarray) -> bytes:

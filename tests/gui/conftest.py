@@ -81,8 +81,8 @@ def window(qtbot, demo_dataset: Path, tiny_model_project):
     qtbot.addWidget(win)
     win.resize(1400, 900)
     win.show()
-    win.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
-    assert win.open_dataset(demo_dataset)
+    win.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    assert win.commands.open_dataset(demo_dataset)
     qtbot.waitUntil(lambda: win.capabilities is not None and win.slide_ready(), timeout=30000)
     yield win
     win.close()
@@ -117,4 +117,4 @@ def open_double(qtbot, win, backend: Callable[[], Backend]) -> None:
             return backend()
 
     with qtbot.waitSignal(win.controller.backendOpened, timeout=10000):
-        win.open_backend(DoubleChoice(pipeline=win.backend.choice.pipeline))
+        win.commands.open_backend(DoubleChoice(pipeline=win.backend.choice.pipeline))

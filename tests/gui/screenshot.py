@@ -196,8 +196,8 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
     window = MainWindow()
     window.resize(*size)
     window.show()
-    window.open_backend(BackendChoice(pipeline=pipeline or DEFAULT_PIPELINE))
-    if not window.open_dataset(dataset):
+    window.commands.open_backend(BackendChoice(pipeline=pipeline or DEFAULT_PIPELINE))
+    if not window.commands.open_dataset(dataset):
         raise RuntimeError(window.messages.messages[-1].text)
 
     def wait(condition, what: str) -> None:
@@ -213,12 +213,12 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
         if item is not None:
             window.dataset_panel.select_item(item)
             wait(lambda: window.slide_ready() and window.current.id == item, f"image {item}")
-        window.run_whole_slide()
+        window.commands.run_whole_slide()
         wait(lambda: not window.controller.busy, "the whole-slide run")
         window.slide.set_roi(whole_slide_roi)
         window.slide.roiChanged.emit(window.slide.roi())
     else:
-        window.run_all()
+        window.commands.run_all()
         wait(lambda: not window.controller.busy, "run all")
     if item is not None:
         window.dataset_panel.select_item(item)

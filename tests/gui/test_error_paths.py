@@ -36,7 +36,7 @@ class BuggyBackend(Backend):
 def test_a_bug_in_a_run_is_one_message_with_its_traceback(qtbot, window):
     open_double(qtbot, window, BuggyBackend)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=30000):
-        assert window.run_current()
+        assert window.commands.run_current()
     (error,) = window.messages.errors()
     assert error.text == "001: Internal error: KeyError: 'roi'"
     window.messages.list.setCurrentRow(window.messages.messages.index(error))
@@ -58,7 +58,7 @@ def test_a_damaged_session_store_never_takes_the_viewer_down(qtbot, window, demo
     (folder / "empty.npz").write_bytes(b"")
     os.mkfifo(folder / "fifo.npz")
     (folder / "link.npz").symlink_to(Path(os.devnull))
-    assert window.open_dataset(other)  # returns at once: no entry blocks or raises
+    assert window.commands.open_dataset(other)  # returns at once: no entry blocks or raises
     qtbot.waitUntil(lambda: not window.jobs.busy("restore"), timeout=30000)  # restored on a worker
     warnings = [m.text for m in window.messages.messages if m.level == "warning"]
     assert len(warnings) == 4 and all("it is ignored" in text for text in warnings)

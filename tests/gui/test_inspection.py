@@ -47,7 +47,7 @@ def contains(outer, inner, tolerance: float = 1e-6) -> bool:
 
 
 def test_regions_match_core_review_and_a_click_zooms_every_view(qtbot, window, inspection, demo_dataset):
-    run_and_wait(qtbot, window, window.run_current)
+    run_and_wait(qtbot, window, window.commands.run_current)
     review = inspection.review
     qtbot.waitUntil(lambda: review.errors is not None, timeout=10000)
     result = window.session.result("001")
@@ -97,22 +97,22 @@ def test_review_without_a_result_or_a_mask_says_so(qtbot, window, inspection, de
     review = inspection.review
     qtbot.waitUntil(lambda: "Run an image" in review.summary.text())
     assert review.errors is None and review.region_model.rowCount() == 0
-    run_and_wait(qtbot, window, window.run_current)
+    run_and_wait(qtbot, window, window.commands.run_current)
     qtbot.waitUntil(lambda: review.errors is not None and review.region_model.rowCount() > 0)
     window.dataset_panel.select_item("002")  # not run: the review empties
     qtbot.waitUntil(lambda: review.errors is None and review.region_model.rowCount() == 0)
 
     (demo_dataset / "003" / "mask.png").unlink()
-    assert window.open_dataset(demo_dataset)
+    assert window.commands.open_dataset(demo_dataset)
     window.dataset_panel.select_item("003")
     qtbot.waitUntil(lambda: window.slide_ready() and window.current.id == "003")
-    run_and_wait(qtbot, window, window.run_current)
+    run_and_wait(qtbot, window, window.commands.run_current)
     qtbot.waitUntil(lambda: "003 has no ground-truth mask" in review.summary.text())
     assert review.errors is None
 
 
 def test_worst_keys_step_in_metric_order_and_respect_the_filter(qtbot, window, inspection):
-    run_and_wait(qtbot, window, window.run_all)
+    run_and_wait(qtbot, window, window.commands.run_all)
     dice = {i: window.session.metrics(i).foreground_dice for i in ("001", "002", "003")}
     order = worst_first(dice, window.session.ranking)  # the default ranking: the foreground Dice
     assert order == sorted(dice, key=dice.get)
@@ -151,7 +151,7 @@ def test_worst_keys_step_in_metric_order_and_respect_the_filter(qtbot, window, i
 
 
 def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, window, inspection):
-    run_and_wait(qtbot, window, window.run_all)
+    run_and_wait(qtbot, window, window.commands.run_all)
     panel, session = window.dataset_panel, window.session
     combo = panel.ranking_combo
     assert combo.currentData() == "foreground_dice"
@@ -179,16 +179,17 @@ def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, win
     combo.activated.emit(combo.currentIndex())
     model = panel.model
     headers = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(model.columnCount())]
-    assert headers == ["Image", "Soft Dice", "Dice", "IoU", "Dice: background", "Status"]
+    assert headers == ["Image", "Soft Dice", "Dice", "IoU", "Dice: background", "Truth", "Status"]
     window.main_actions.worst_action.trigger()
     assert panel.visible_order() == sorted(background, key=background.get)
     combo.setCurrentIndex(combo.findData("foreground_iou"))
     combo.activated.emit(combo.currentIndex())
-    assert model.columnCount() == 5  # back to the table's own columns
+    assert model.columnCount() == 6  # back to the table's own columns
 
 
 def test_images_without_a_foreground_rank_last_as_n_a(qtbot):
     from segscope.core.metrics.scores import ImageMetrics
+    from segscope.core.session.views import ItemView
     from segscope.gui.dataset_panel import DatasetPanel
 
     panel = DatasetPanel()
@@ -197,8 +198,8 @@ def test_images_without_a_foreground_rank_last_as_n_a(qtbot):
     dice = {"a": 0.7, "b": float("nan"), "c": 0.2, "d": None}  # b: no foreground anywhere; d: not run
     for item_id, value in dice.items():
         if value is not None:
-            panel.model.update(item_id, "done", ImageMetrics(0.9, 0.8, (1.0, value), (1.0, value), value, value,
-                                                             1.0, 1.0))
+            metrics = ImageMetrics(0.9, 0.8, (1.0, value), (1.0, value), value, value, 1.0, 1.0)
+            panel.model.show(ItemView(item_id, "done", metrics, True, "", "mask.png", "original"))
     panel.sort_worst_first()
     assert panel.visible_order()[:2] == ["c", "a"] and set(panel.visible_order()[2:]) == {"b", "d"}
     column = panel.model.metric_columns.index(panel.ranking) + 1
@@ -232,13 +233,13 @@ def perturbed(result: InferenceResult, seed: int = 3) -> InferenceResult:
 
 
 def test_compare_dialog_shows_exactly_compare_runs_and_segscope_compare(qtbot, window, inspection, tmp_path):
-    run_and_wait(qtbot, window, window.run_current)
+    run_and_wait(qtbot, window, window.commands.run_current)
     embedded = inspection.history.records[-1]
     assert (embedded.image_id, embedded.backend, embedded.roi) == ("001", "embedded", window.session.result("001").roi)
     remote = inspection.history.add("001", perturbed(window.session.result("001")))
     window.slide.set_roi(Roi(100, 50, 500, 450))
     window.slide.roiChanged.emit(window.slide.roi())
-    run_and_wait(qtbot, window, window.run_current)
+    run_and_wait(qtbot, window, window.commands.run_current)
     other_roi = inspection.history.records[-1]
     assert other_roi.roi == Roi(100, 50, 500, 450)
 
@@ -273,14 +274,14 @@ def test_compare_dialog_shows_exactly_compare_runs_and_segscope_compare(qtbot, w
 
 def test_timing_table_shows_core_runs_numbers_and_exports_them(qtbot, window, inspection, tmp_path):
     inspection.timing_dock.raise_()  # a dock behind another tab is not refreshed until it is shown
-    run_and_wait(qtbot, window, window.run_all)
+    run_and_wait(qtbot, window, window.commands.run_all)
     history = inspection.history
     assert [r.image_id for r in history] == ["001", "002", "003"]
     first = history.records[0]
     # During Run all a result waits behind the others before it is drawn: that is not timed as "render"
     assert not any("render" in record.timings for record in history)
     assert {"decode", "crop", "resize", "infer"} <= set(first.timings)
-    run_and_wait(qtbot, window, window.run_current)  # a single run of the shown image is
+    run_and_wait(qtbot, window, window.commands.run_current)  # a single run of the shown image is
     qtbot.waitUntil(lambda: "render" in history.records[-1].timings)  # once the panels drew it
     assert history.records[-1].image_id == "001" and history.records[-1].timings["render"] > 0
     expected = timing_table(history.latest_per_image())
@@ -336,16 +337,16 @@ def test_another_dataset_starts_a_new_history_and_an_unfiltered_table(qtbot, win
                                                                       tmp_path):
     import shutil
 
-    run_and_wait(qtbot, window, window.run_current)
+    run_and_wait(qtbot, window, window.commands.run_current)
     inspection.filter_bar.edit.setText("soft_dice > 2")
     inspection.filter_bar.apply()
     assert window.dataset_panel.visible_order() == []
-    assert window.open_dataset(demo_dataset)  # the same folder again: its runs stay
+    assert window.commands.open_dataset(demo_dataset)  # the same folder again: its runs stay
     assert len(inspection.history) == 1
     assert inspection.filter_bar.filter is None and len(window.dataset_panel.visible_order()) == 3
     other = tmp_path / "other"
     # another folder with the same ids (its stored session left out: a copy with it would restore those runs)
     shutil.copytree(demo_dataset, other, ignore=shutil.ignore_patterns(".segscope-session"))
-    assert window.open_dataset(other)
+    assert window.commands.open_dataset(other)
     assert len(inspection.history) == 0
     qtbot.waitUntil(lambda: inspection.timing.stats == [] and inspection.timing.table.rowCount() == 0)

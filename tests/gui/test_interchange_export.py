@@ -17,12 +17,12 @@ pytestmark = pytest.mark.gui
 
 def test_export_geojson_and_coco_from_the_viewer(qtbot, window, tmp_path):
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_all()
+        assert window.commands.run_all()
     ids = ("001", "002")
     out = tmp_path / "export"
     with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
-        assert window.write_export(ExportChoices(kinds=("geojson", "coco"), metrics=False, folder=out, scope="all",
-                                                 item_ids=ids, overwrite=False))  # written on a worker
+        assert window.commands.write_export(ExportChoices(kinds=("geojson", "coco"), metrics=False, folder=out,
+                                                          scope="all", item_ids=ids, overwrite=False))  # on a worker
     written = exported.args[0]
     assert sorted(p.name for p in written) == sorted(
         [f"{i}_{k}" for i in ids for k in ("mask.geojson", "provenance.json")] + ["annotations.coco.json"])

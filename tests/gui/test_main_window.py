@@ -126,7 +126,7 @@ def test_square_lock_and_reset(window, demo_dataset):
 
 def test_run_shows_exactly_the_backends_arrays_and_the_core_metric(qtbot, window, demo_dataset,
                                                                    tiny_model_project):
-    results = run_and_wait(qtbot, window, window.run_current)
+    results = run_and_wait(qtbot, window, window.commands.run_current)
     assert len(results) == 1
     evaluation = results[0]
     result = evaluation.result
@@ -171,7 +171,7 @@ def test_a_viewer_run_reads_the_roi_from_the_open_slide_and_equals_the_file_run(
     roi = Roi(333, 101, 911, 650)
     window.slide.set_roi(roi)
     window.slide.roiChanged.emit(window.slide.roi())
-    evaluation = run_and_wait(qtbot, window, window.run_current)[0]
+    evaluation = run_and_wait(qtbot, window, window.commands.run_current)[0]
     result = evaluation.result
     assert decodes == []  # the viewer's open slide gave the pixels: no file decoded for the run
     assert mask_reads == []  # and the mask it holds scored it: the mask file was not read again
@@ -189,13 +189,13 @@ def test_a_viewer_run_reads_the_roi_from_the_open_slide_and_equals_the_file_run(
 def test_roi_change_then_run_uses_the_new_roi(qtbot, window):
     window.slide.set_roi(Roi(100, 50, 500, 450))
     window.slide.roiChanged.emit(window.slide.roi())
-    results = run_and_wait(qtbot, window, window.run_current)
+    results = run_and_wait(qtbot, window, window.commands.run_current)
     assert results[0].result.roi == Roi(100, 50, 500, 450)
     assert window.panels.panel_arrays()["truth"].shape == (400, 400)
 
 
 def test_run_all_fills_the_table_and_worst_first_sorts(qtbot, window):
-    results = run_and_wait(qtbot, window, window.run_all)
+    results = run_and_wait(qtbot, window, window.commands.run_all)
     assert [e.item.id for e in results] == ["001", "002", "003"]
     rows = window.dataset_panel.model.rows
     assert all(r.status == "done" and r.metrics is not None for r in rows)
@@ -214,7 +214,7 @@ def test_cancel_stops_run_all(qtbot, window):
     finished = []
     window.controller.batchFinished.connect(lambda *a: finished.append(a))
     window.controller.evaluated.connect(lambda _e: window.main_actions.cancel_action.trigger())
-    assert window.run_all()
+    assert window.commands.run_all()
     assert window.main_actions.cancel_action.isEnabled()
     qtbot.waitUntil(lambda: bool(finished), timeout=60000)
     done, failed, cancelled = finished[0]
@@ -227,12 +227,12 @@ def test_cancel_stops_run_all(qtbot, window):
 def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_path):
     from segscope.gui.export_dialog import ExportChoices
 
-    run_and_wait(qtbot, window, window.run_all)
+    run_and_wait(qtbot, window, window.commands.run_all)
     out = tmp_path / "export"
     choices = ExportChoices(kinds=("mask", "softmax"), metrics=True, folder=out, scope="all",
                             item_ids=("001", "002", "003"), overwrite=False)
     with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
-        assert window.write_export(choices)  # written on a worker
+        assert window.commands.write_export(choices)  # written on a worker
     written = exported.args[0]
     assert sorted(p.name for p in written) == sorted(
         [f"{i}_{k}" for i in ("001", "002", "003") for k in ("mask.png", "softmax.npy", "provenance.json")]
@@ -244,7 +244,7 @@ def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_pa
     assert summary["soft_dice"] == pytest.approx(np.mean(dice))
     before = (out / "001_mask.png").stat().st_mtime_ns
     with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
-        assert window.write_export(choices)
+        assert window.commands.write_export(choices)
     assert exported.args[0] == []
     assert "already exists" in window.messages.errors()[-1].text
     assert (out / "001_mask.png").stat().st_mtime_ns == before
@@ -266,7 +266,7 @@ def test_a_backend_error_goes_to_the_message_area_and_the_app_keeps_working(qtbo
     open_double(qtbot, window, FailingBackend)
     finished = []
     window.controller.batchFinished.connect(lambda *a: finished.append(a))
-    assert window.run_all()
+    assert window.commands.run_all()
     qtbot.waitUntil(lambda: bool(finished), timeout=30000)
     assert finished[0] == (0, 3, False)  # every image reported, the batch went on after each failure
     errors = window.messages.errors()
@@ -279,19 +279,19 @@ def test_a_backend_error_goes_to_the_message_area_and_the_app_keeps_working(qtbo
     from segscope.gui.backend_dialog import BackendChoice
 
     with qtbot.waitSignal(window.controller.backendOpened, timeout=10000):
-        window.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
-    results = run_and_wait(qtbot, window, window.run_current)
+        window.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    results = run_and_wait(qtbot, window, window.commands.run_current)
     assert results and window.dataset_panel.model.row("001").status == "done"
 
 
 def test_a_bad_dataset_or_unreadable_slide_is_a_message(qtbot, window, tmp_path):
-    assert not window.open_dataset(tmp_path / "missing")
+    assert not window.commands.open_dataset(tmp_path / "missing")
     assert "dataset folder not found" in window.messages.errors()[-1].text
     assert window.dataset is not None  # the open dataset is kept
     broken = tmp_path / "broken"
     (broken / "a").mkdir(parents=True)
     (broken / "a" / "image.png").write_bytes(b"not a png")
-    assert window.open_dataset(broken)
+    assert window.commands.open_dataset(broken)
     qtbot.waitUntil(
         lambda: bool(window.messages.errors()) and "no slide reader reads" in window.messages.errors()[-1].text
     )
@@ -307,10 +307,10 @@ def test_run_all_goes_past_unreadable_images_and_no_view_stays_loading(qtbot, wi
     png = (demo_dataset / "003" / "image.png").read_bytes()
     (folder / "002" / "image.png").write_bytes(png[: len(png) // 3])  # truncated
     (folder / "003" / "image.png").write_bytes(png)
-    assert window.open_dataset(folder)
+    assert window.commands.open_dataset(folder)
     qtbot.waitUntil(lambda: window.dataset_panel.model.row("001").status == "unreadable")
     assert "cannot be opened" in window.slide.notice.text() and "Loading" not in window.panels.notice.text()
-    results = run_and_wait(qtbot, window, window.run_all)  # the unreadable first image stops nothing
+    results = run_and_wait(qtbot, window, window.commands.run_all)  # the unreadable first image stops nothing
     assert [r.item.id for r in results] == ["003"]
     rows = {i: window.dataset_panel.model.row(i) for i in ("001", "002", "003")}
     assert [rows[i].status for i in ("001", "002")] == ["error", "error"] and rows["003"].status.startswith("done")
@@ -347,10 +347,10 @@ def test_layout_and_recent_list_are_remembered(qtbot, window, demo_dataset):
     not_one = demo_dataset.parent / "notes"  # a folder that does not open as a dataset is not remembered
     not_one.mkdir()
     (not_one / "README.md").write_text("# notes\n", encoding="utf-8")
-    assert not window.open_dataset(not_one)
+    assert not window.commands.open_dataset(not_one)
     assert settings.recent_datasets() == [demo_dataset.resolve()]
     settings.add_recent_dataset(not_one)  # one remembered before (it held images then) is forgotten when it fails
-    assert not window.open_dataset(not_one)
+    assert not window.commands.open_dataset(not_one)
     assert settings.recent_datasets() == [demo_dataset.resolve()] and window.dataset.root == demo_dataset.resolve()
     assert "no images found (it is a folder with no images" in window.messages.errors()[-1].text
     window.metrics_dock.hide()
@@ -384,11 +384,11 @@ def test_dropping_a_folder_opens_it(qtbot, window, demo_dataset, tmp_path):
 def test_run_all_on_two_devices_gives_the_same_metrics_and_counts_per_device(qtbot, window, tiny_model_project):
     from segscope.gui.backend_dialog import BackendChoice
 
-    plain = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.run_all)}
-    window.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline, devices="0,1"))
+    plain = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.commands.run_all)}
+    window.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline, devices="0,1"))
     qtbot.waitUntil(lambda: window.capabilities is not None, timeout=30000)
     assert window.capabilities.device.startswith("2 devices (session 0, session 1)")
-    pooled = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.run_all)}
+    pooled = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.commands.run_all)}
     assert pooled == plain  # the same images, the same numbers, whichever device ran each
     counts = dict(c.split(": ") for c in window.status_labels.usage_label.text().split(" · "))
     assert set(counts) == {"session 0", "session 1"}  # "session 0: 2 images · session 1: 1 image(s)"
@@ -399,17 +399,18 @@ def test_run_all_on_a_cluster_gives_the_same_metrics_and_counts_per_worker(qtbot
     distributed = pytest.importorskip("distributed")
     from segscope.gui.backend_dialog import BackendChoice
 
-    plain = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.run_all)}
+    plain = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.commands.run_all)}
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
                                   protocol="tcp", host="127.0.0.1") as cluster:
-        window.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline, cluster=cluster.scheduler_address))
+        window.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline,
+                                                   cluster=cluster.scheduler_address))
         qtbot.waitUntil(lambda: window.capabilities is not None, timeout=60000)
         assert window.capabilities.details["cluster"] == cluster.scheduler_address
-        clustered = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.run_all)}
+        clustered = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.commands.run_all)}
         counts = dict(c.split(": ") for c in window.status_labels.usage_label.text().split(" · "))
         assert all(name.startswith("worker ") for name in counts)  # per worker: "worker 0: 2 images"
         assert sum(int(text.split()[0]) for text in counts.values()) == 3
-        window.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))  # closed before the cluster
+        window.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))  # closed before the cluster
         qtbot.waitUntil(lambda: window.capabilities is not None, timeout=60000)
     assert clustered == plain
     assert window.status_labels.usage_label.text() == ""  # a new backend: no counts yet
@@ -431,8 +432,8 @@ def test_a_stream_without_a_crop_gets_the_viewers_roi_cropped_before_it(qtbot, w
 
     pipeline = tiny_model_project.write_pipeline("no_crop.pipeline", no_crop)
     with qtbot.waitSignal(window.controller.backendOpened, timeout=10000):
-        window.open_backend(BackendChoice(pipeline=pipeline))
-    results = run_and_wait(qtbot, window, window.run_all)
+        window.commands.open_backend(BackendChoice(pipeline=pipeline))
+    results = run_and_wait(qtbot, window, window.commands.run_all)
     assert [e.result.roi for e in results] == [DEFAULT_ROI] * 3
     assert all(e.result.roi_note == PRE_CROP_NOTE for e in results)
     assert sum(PRE_CROP_NOTE in m.text for m in window.messages.messages) == 1  # said once for the batch

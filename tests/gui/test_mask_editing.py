@@ -20,7 +20,7 @@ from segscope.core.editing.annotation import Clip, MaskEditor, allowed_map, pred
 from segscope.core.editing.files import find_recovery, recovery_path
 from segscope.core.files.fileio import read_mask
 from segscope.core.metrics.scores import argmax_at_roi, image_metrics, mask_to_labels
-from segscope.gui.mask_editing import UNSAVED_MARK
+from segscope.core.session.views import UNSAVED_MARK
 from segscope.gui.mask_tools import slide_point
 
 from .conftest import drag, send_mouse
@@ -51,7 +51,7 @@ def answers(monkeypatch):
 def editing(qtbot, window, answers):
     """The window with image 001 run and its result on the panels, the panels zoomed to the ROI."""
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_current()
+        assert window.commands.run_current()
     qtbot.waitUntil(lambda: window.editing.shown_result() is not None)
     window.panels.fit()
     QApplication.processEvents()
@@ -311,7 +311,7 @@ def test_metrics_follow_the_edits(qtbot, window, editing):
         key(window, Qt.Key.Key_A, CTRL | SHIFT)  # the mask becomes the prediction: hard Dice 1
     expected = image_metrics(window.panels.result, editing.editor.mask)
     qtbot.waitUntil(lambda: window.session.known_metrics("001") == expected)  # re-scored on a worker
-    assert not window.session.metrics_stale("001")
+    assert window.session.is_fresh("001")
     assert expected.foreground_dice == 1.0 and before.foreground_dice < 1.0
     assert f"Dice {expected.foreground_dice:.4f}" in window.main_actions.dice_label.text()
     row = window.dataset_panel.model.row("001")
@@ -357,11 +357,11 @@ def test_replace_mode_keeps_a_backup(qtbot, window, editing, demo_dataset):
 
 def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
     (demo_dataset / "003" / "mask.png").unlink()
-    assert window.open_dataset(demo_dataset)
+    assert window.commands.open_dataset(demo_dataset)
     window.dataset_panel.select_item("003")
     qtbot.waitUntil(lambda: window.slide_ready() and window.current.id == "003")
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_current()
+        assert window.commands.run_current()
     editing = window.editing
     qtbot.waitUntil(lambda: editing.shown_result() is not None)  # the panels' inputs come from a worker
     key(window, Qt.Key.Key_A, CTRL | SHIFT)
@@ -394,10 +394,10 @@ def test_recovery_round_trip_after_a_crash(qtbot, window, editing, answers, demo
     queue.append(Button.Yes)
     again = MainWindow()
     qtbot.addWidget(again)
-    again.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
-    assert again.open_dataset(demo_dataset)
+    again.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    assert again.commands.open_dataset(demo_dataset)
     qtbot.waitUntil(lambda: again.slide_ready() and again.editing.editor is not None, timeout=30000)
-    assert any("Restore" in q for q in asked)
+    qtbot.waitUntil(lambda: any("Restore" in q and "001" in q for q in asked))  # asked once, as the dataset opens
     np.testing.assert_array_equal(again.editing.editor.mask, edited)
     assert again.mask is again.editing.editor.mask and again.isWindowModified()
     assert again.dataset_panel.model.row("001").status.endswith(UNSAVED_MARK)
@@ -415,11 +415,13 @@ def test_recovery_round_trip_after_a_crash(qtbot, window, editing, answers, demo
     qtbot.waitUntil(lambda: editing.autosaver.job is None)
     assert recovery_path(source).exists()
     queue.append(Button.No)
+    asked.clear()
     third = MainWindow()
     qtbot.addWidget(third)
-    assert third.open_dataset(demo_dataset)
-    qtbot.waitUntil(third.slide_ready, timeout=30000)
+    assert third.commands.open_dataset(demo_dataset)
+    qtbot.waitUntil(lambda: third.slide_ready() and any("Restore" in q for q in asked), timeout=30000)
     assert third.editing.editor is None and not recovery_path(source).exists()
+    assert not third.dataset_panel.model.row("001").status.endswith(UNSAVED_MARK)
     third.close()
 
 
@@ -448,7 +450,7 @@ def test_unsaved_edits_are_asked_about_when_switching_images(qtbot, window, edit
     assert len(asked) == 2
 
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_current()
+        assert window.commands.run_current()
     qtbot.waitUntil(lambda: editing.shown_result() is not None)
     key(window, Qt.Key.Key_A, CTRL | SHIFT)
     queue.append(Button.Save)

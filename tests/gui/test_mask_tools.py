@@ -32,7 +32,7 @@ def document(tmp_path, write_png):
 def kinds(document):
     """The kinds of change the document announced."""
     seen = []
-    document.changed.connect(lambda _doc, kind: seen.append(kind))
+    document.events.changed.connect(seen.append)
     return seen
 
 

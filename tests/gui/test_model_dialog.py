@@ -75,7 +75,7 @@ def file_action(window, text: str):
 def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbot, window, tmp_path, monkeypatch):
     model = byo.Net(size=40).save(tmp_path / "crack.onnx")
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_current()  # a result of the first model, to see what a switch does to it
+        assert window.commands.run_current()  # a result of the first model, to see what a switch does to it
     qtbot.waitUntil(lambda: window.panels.result is not None)
     asked = []
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or
@@ -88,7 +88,8 @@ def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbo
         return dialog.result()
 
     monkeypatch.setattr(ModelDialog, "exec", accept_with_a_project)
-    open_model_path(window, model)  # File > Open model… on a bare .onnx: a card is offered, built on Yes
+    # File > Open model… on a bare .onnx: a card is offered, built on Yes
+    open_model_path(window, window.backend, window.messages.add, model)
     assert len(asked) == 1 and "no model card" in asked[0]
     qtbot.waitUntil(lambda: window.capabilities is not None, timeout=20000)
     assert window.backend.choice.pipeline == tmp_path / "proj" / "pipelines" / "crack.pipeline"
@@ -102,7 +103,7 @@ def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbo
     results = []  # a run of the 1-channel model: two classes [1 - p, p] and its mask, shown like any other
     window.controller.evaluated.connect(results.append)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_current()
+        assert window.commands.run_current()
     result = results[0].result
     assert result.probabilities.shape == (40, 40, 2) and result.argmax.shape == (40, 40)
     np.testing.assert_allclose(result.probabilities.sum(-1), 1.0, atol=1e-6)
@@ -118,7 +119,7 @@ def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbo
     asked.clear()  # the project exists now: Open model… on its card, its folder or the .onnx opens it
     for path in (tmp_path / "proj" / "models" / "crack.json", tmp_path / "proj"):
         with qtbot.waitSignal(window.controller.backendOpened, timeout=20000):
-            open_model_path(window, path)
+            open_model_path(window, window.backend, window.messages.add, path)
         assert window.backend.choice.pipeline == tmp_path / "proj" / "pipelines" / "crack.pipeline"
     assert asked == []
 
@@ -131,7 +132,8 @@ def test_a_card_outside_a_project_opens_and_a_bad_one_goes_back_to_the_open_back
                    "aipp_unet_simple_opencv.cfg"):
         (loose / source.name).write_bytes(source.read_bytes())
     with qtbot.waitSignal(window.controller.backendOpened, timeout=20000):
-        open_model_path(window, loose / "unet_hw960_bs1.json")  # no pipeline names it: the card runs as it is
+        # no pipeline names it: the card runs as it is
+        open_model_path(window, window.backend, window.messages.add, loose / "unet_hw960_bs1.json")
     made = window.backend.choice.pipeline
     assert made == loose / "unet_hw960_bs1.json"
     assert window.capabilities.details["card"] == str(loose / "unet_hw960_bs1.json")
@@ -139,7 +141,8 @@ def test_a_card_outside_a_project_opens_and_a_bad_one_goes_back_to_the_open_back
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "broken.json").write_text('{"input": {"name": "x"}}')  # neither a card nor a pipeline
-    open_model_path(window, bad / "broken.json")  # refused before anything opens: the open backend stays
+    # refused before anything opens: the open backend stays
+    open_model_path(window, window.backend, window.messages.add, bad / "broken.json")
     error = window.messages.errors()[-1].text
     assert "broken.json" in error and "neither a pipeline nor a model card" in error
     assert window.backend.choice.pipeline == made and window.capabilities is not None
@@ -147,7 +150,7 @@ def test_a_card_outside_a_project_opens_and_a_bad_one_goes_back_to_the_open_back
         (bad / name).write_bytes((loose / name).read_bytes())
     (bad / "tiny.onnx").write_bytes(b"not onnx")
     with qtbot.waitSignal(window.controller.backendOpened, timeout=30000):  # the previous one, reopened
-        open_model_path(window, bad / "unet_hw960_bs1.json")
+        open_model_path(window, window.backend, window.messages.add, bad / "unet_hw960_bs1.json")
     assert window.backend.choice.pipeline == made and window.capabilities is not None
     error = window.messages.errors()[-1].text
     assert error.startswith("Could not open embedded") and "tiny.onnx" in error and "back to embedded" in error
@@ -163,7 +166,8 @@ def test_open_model_says_a_damaged_onnx_is_none_before_offering_a_card(window, t
     asked = []
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or
                                                               QMessageBox.StandardButton.No))
-    open_model_path(window, truncated)
+    open_model_path(window, window.backend, window.messages.add, truncated)
     assert asked == [] and "cut.onnx: not an ONNX model" in window.messages.errors()[-1].text
-    open_model_path(window, tmp_path / "crack.onnx")  # a whole one without a card: offered one
+    # a whole one without a card: offered one
+    open_model_path(window, window.backend, window.messages.add, tmp_path / "crack.onnx")
     assert len(asked) == 1 and "no model card" in asked[0]

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gui
 
 def run_and_wait(qtbot, window) -> None:
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_current()
+        assert window.commands.run_current()
 
 
 @pytest.fixture

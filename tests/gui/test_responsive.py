@@ -40,17 +40,17 @@ def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, wind
                                                                        tiny_model_project, monkeypatch):
     from segscope.core.editing import document as mask_document
     from segscope.core.export.files import ExportFolder
+    from segscope.core.session import running
     from segscope.core.session.store import SessionStore
-    from segscope.gui import run_controller
     from segscope.gui.backend_dialog import BackendChoice
     from segscope.gui.export_dialog import ExportChoices
     from segscope.gui.main_window import MainWindow
 
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.StandardButton.Discard))
     gate = Gate()  # Run all: the evaluation waits on the inference thread
-    monkeypatch.setattr(run_controller, "evaluate_dataset", gate.wrap(run_controller.evaluate_dataset))
+    monkeypatch.setattr(running, "evaluate_dataset", gate.wrap(running.evaluate_dataset))
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_all()
+        assert window.commands.run_all()
         gate.check_and_open(qtbot)
     qtbot.waitUntil(lambda: window.editing.shown_result() is not None and not window.jobs.pending)
 
@@ -66,14 +66,14 @@ def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, wind
     monkeypatch.setattr(ExportFolder, "export_result", gate.wrap(ExportFolder.export_result))
     choices = ExportChoices(("mask",), True, tmp_path / "out", "all", ("001", "002", "003"), False)
     with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
-        assert window.write_export(choices)
+        assert window.commands.write_export(choices)
         gate.check_and_open(qtbot)
     assert len(exported.args[0]) == 3 * 2 + 2  # masks and sidecars, then the metrics table
 
     gate = Gate()  # Run whole slide: tiles and stitching on the inference thread
-    monkeypatch.setattr(run_controller, "evaluate_slide", gate.wrap(run_controller.evaluate_slide))
+    monkeypatch.setattr(running, "evaluate_slide", gate.wrap(running.evaluate_slide))
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_whole_slide()
+        assert window.commands.run_whole_slide()
         gate.check_and_open(qtbot)
     qtbot.waitUntil(lambda: window.slide.overlay.pyramid is not None)
     window.close()
@@ -82,8 +82,8 @@ def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, wind
     monkeypatch.setattr(SessionStore, "load", gate.wrap(SessionStore.load))
     again = MainWindow()
     qtbot.addWidget(again)
-    again.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
-    assert again.open_dataset(demo_dataset)
+    again.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    assert again.commands.open_dataset(demo_dataset)
     gate.check_and_open(qtbot)
     qtbot.waitUntil(lambda: len(again.session.result_ids) == 3 and again.session.slide_run_of("001") is not None,
                     timeout=30000)

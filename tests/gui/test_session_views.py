@@ -29,7 +29,7 @@ def answer(monkeypatch):
 
 def run_current(qtbot, win) -> None:
     with qtbot.waitSignal(win.controller.batchFinished, timeout=60000):
-        assert win.run_current()
+        assert win.commands.run_current()
     qtbot.waitUntil(lambda: win.panels.result is not None)
 
 
@@ -79,7 +79,7 @@ def test_dragging_the_roi_during_a_run_keeps_the_drag(qtbot, window):
     planned = window.slide.roi()
     moved = Roi(100, 100, 500, 500)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_current()
+        assert window.commands.run_current()
         window.slide.set_roi(moved)
         window.slide.roiChanged.emit(moved)  # as a finished drag does
     qtbot.waitUntil(lambda: window.panels.result is not None)
@@ -145,8 +145,8 @@ def test_a_new_window_on_the_dataset_restores_its_runs(qtbot, window, demo_datas
     window.close()
     again = MainWindow()
     qtbot.addWidget(again)
-    again.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
-    assert again.open_dataset(demo_dataset)
+    again.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    assert again.commands.open_dataset(demo_dataset)
     qtbot.waitUntil(lambda: again.slide_ready() and again.panels.result is not None)  # restored on a worker
     assert again.dataset_panel.model.row("001").status == "done"
     assert again.session.metrics("001").soft_dice == pytest.approx(expected.soft_dice)

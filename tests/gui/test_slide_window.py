@@ -38,8 +38,8 @@ def tiff_window(qtbot, tmp_path: Path, tiny_model_project, monkeypatch):
     qtbot.addWidget(win)
     win.resize(1400, 900)
     win.show()
-    win.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
-    assert win.open_dataset(tmp_path / "ds")
+    win.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    assert win.commands.open_dataset(tmp_path / "ds")
     qtbot.waitUntil(lambda: win.capabilities is not None and win.slide_ready(), timeout=30000)
     yield win, readers
     win.close()
@@ -65,7 +65,7 @@ def test_a_pyramidal_tiff_opens_on_its_levels_and_runs_from_the_open_reader(qtbo
     results = []
     window.controller.evaluated.connect(results.append)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_current()
+        assert window.commands.run_current()
     result = results[0].result
     assert decodes == []  # no file decoded for the run
     assert reader.area(0) <= 2 * roi.width * roi.height  # the ROI (read for the run and for the panels)
@@ -92,7 +92,7 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
     assert not heatmap_action.isChecked() and not heatmap_action.isEnabled()  # nothing to show before a run
     assert not window.main_actions.export_action.isEnabled()
     with qtbot.waitSignal(window.controller.batchFinished, timeout=120000) as finished:
-        assert window.run_whole_slide()
+        assert window.commands.run_whole_slide()
     assert finished.args == [1, 0, False]
     run = window.session.slide_run_of("a")
     # 1800 px tiles overlapping by 480 px over 3000 x 2000 widened by their 240 px margins (mirrored past the
@@ -133,6 +133,7 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
     roi = Roi(600, 400, 1500, 1300)
     window.slide.set_roi(roi)
     window.slide.roiChanged.emit(window.slide.roi())
+    qtbot.waitUntil(lambda: window.panels.result is not None and window.panels.result.roi == roi)  # (read on a worker)
     window_heatmap = window.panels.panel_arrays()["heatmap"]
     out = expected.from_slide(roi)
     np.testing.assert_allclose(window_heatmap, expected.probabilities[out.y0:out.y1, out.x0:out.x1, 1], atol=1e-6)
@@ -147,7 +148,8 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
     assert window.main_actions.export_action.isEnabled()
     out = tmp_path / "export"
     with qtbot.waitSignal(window.exporter.finished, timeout=30000) as exported:
-        assert window.write_export(ExportChoices(("mask", "softmax"), True, out, "current", ("a",), False, True))
+        choices = ExportChoices(("mask", "softmax"), True, out, "current", ("a",), False, True)
+        assert window.commands.write_export(choices)
     assert sorted(p.name for p in exported.args[0]) == ["a_mask.png", "a_provenance.json", "a_softmax.npy",
                                                         "metrics.csv", "metrics.json"]
     np.testing.assert_array_equal(read_mask(out / "a_mask.png"), run.stitched.argmax * 255)
@@ -161,7 +163,7 @@ def test_a_cancelled_whole_slide_run_leaves_no_overlay(qtbot, tiff_window):
     reader = readers[-1]
     reader.gate.clear()  # tile reads wait
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000) as finished:
-        assert window.run_whole_slide()
+        assert window.commands.run_whole_slide()
         assert not window.main_actions.run_slide_action.isEnabled()  # one run at a time
         window.controller.cancel()
         reader.gate.set()
@@ -201,7 +203,7 @@ def test_a_whole_slide_result_too_big_to_keep_on_disk_is_said_as_the_run_starts(
     size = stitched_bytes(run.region, own, run.classes, seams=True)
     window.session.store.max_bytes = size - 1  # the result is one byte over what the dataset keeps on disk
     with qtbot.waitSignal(window.controller.batchFinished, timeout=120000):
-        assert window.run_whole_slide()
+        assert window.commands.run_whole_slide()
         assert window.session.slide_run_of("a") is None  # no tile has come back yet
         said = [m.text for m in window.messages.messages if m.level == "warning"]
         assert len(said) == 1 and said[0].startswith("Whole slide of a: its result")

@@ -22,7 +22,7 @@ def misread(demo_dataset):
 
 def test_a_refused_truth_is_the_images_error_and_the_viewer_goes_on(qtbot, misread, window):
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
-        assert window.run_all()
+        assert window.commands.run_all()
     errors = [m.text for m in window.messages.errors()]
     assert any("values 0, 1, 2 are not a mask convention for this 2-class model" in e and "002" in e
                for e in errors), errors

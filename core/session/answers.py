@@ -1,0 +1,161 @@
+"""The session's results and what answers for each image: its newest run while that was made on the image's ROI
+by the open model, else the part of its whole-slide run under that ROI, else its newest run marked stale.
+One rule (`SessionResults.answer`) for the panels, the row, the headline, the docks and the export.
+
+`SessionResults` is the part of `core.session.session.Session` that keeps the results: one bounded
+`RunHistory` of ROI runs and, per image, its newest whole-slide run (kept within `SLIDE_RUN_BYTES`, the
+newest always).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..backends.base import Capabilities
+from ..dataset.dataset import Dataset
+from ..result import InferenceResult
+from ..roi import Roi
+from ..wholeslide.evaluate import TiledEvaluation
+from .backend_state import BackendState
+from .runs import RunHistory, RunRecord
+
+#: Whole-slide runs kept in memory (their stitched canvases), newest first; the newest is always kept.
+SLIDE_RUN_BYTES = 1536 << 20
+#: Why an image's newest run no longer answers for it (`Answer.stale`).
+ROI_CHANGED, OTHER_MODEL = "ROI changed", "another model"
+#: Where an answer comes from (`Answer.source`).
+RUN, WHOLE_SLIDE = "run", "whole slide"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What answers for an image: a result (`source`: its own run, or the part of its whole-slide run under its
+    ROI; None: a run whose arrays the history dropped, known by its numbers only), the key that names it (a
+    score of another key is not of this answer), and why it no longer answers (`stale`: "" when it does)."""
+
+    result: InferenceResult | None = field(compare=False)
+    key: tuple[object, ...]
+    source: str
+    stale: str = ""
+    class_names: tuple[str, ...] = ()
+
+
+class SessionResults:
+    """The results half of `Session` (a mixin: it reads the session's ROIs and backend)."""
+
+    backend: BackendState | None
+    roi_for: Callable[[str], Roi]
+    _sizes: dict[str, tuple[int, int]]
+
+    def __init__(self, history: RunHistory | None) -> None:
+        self.history = history if history is not None else RunHistory()
+        self.slide_runs: dict[str, TiledEvaluation] = {}  # by image id, oldest first
+        self._slide_keys: dict[str, int] = {}  # by image id: which whole-slide run it is
+        self._slide_count = itertools.count(1)
+        self._parts: dict[str, tuple[tuple[object, ...], InferenceResult | None]] = {}  # the part under each ROI
+
+    def _forget_results(self) -> None:
+        """Another dataset: none of these images' results apply."""
+        self.history.records.clear()
+        self.slide_runs.clear()
+        self._parts.clear()
+
+    @property
+    def capabilities(self) -> Capabilities | None:
+        """The open backend's (None before one is open)."""
+        return self.backend.capabilities if self.backend is not None else None
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The model's classes (none before a backend is open)."""
+        return self.backend.class_names if self.backend is not None else ()
+
+    # ------------------------------------------------------------------------------------------ results
+    def newest(self, item_id: str) -> RunRecord | None:
+        """The newest run of an image (its arrays may have been dropped)."""
+        return next((record for record in reversed(self.history.records) if record.image_id == item_id), None)
+
+    def record(self, item_id: str) -> RunRecord | None:
+        """The newest run of an image if it still has its arrays (the history drops old arrays)."""
+        record = self.newest(item_id)
+        return record if record is not None and record.result is not None else None
+
+    def result(self, item_id: str) -> InferenceResult | None:
+        """The arrays of what answers for the image (`answer`): its run, or its whole-slide run's part under its
+        ROI; None: nothing does, or its run's arrays were dropped."""
+        answer = self.answer(item_id)
+        return answer.result if answer is not None else None
+
+    def stale_reason(self, item_id: str) -> str:
+        """Why the image's newest run no longer answers for it ("" when it does): `ROI_CHANGED` (computed on
+        another ROI than the image has now) or `OTHER_MODEL` (by another model than the one open)."""
+        record = self.newest(item_id)
+        if record is None:
+            return ""
+        if record.roi != self.roi_for(item_id):
+            return ROI_CHANGED
+        model = self.backend.model if self.backend is not None else ""
+        return OTHER_MODEL if model and record.model and record.model != model else ""
+
+    def is_stale(self, item_id: str) -> bool:
+        return bool(self.stale_reason(item_id))
+
+    def slide_run_of(self, item_id: str) -> TiledEvaluation | None:
+        """The image's newest whole-slide run kept in memory."""
+        return self.slide_runs.get(item_id)
+
+    def stitched_result(self, item_id: str, roi: Roi) -> InferenceResult | None:
+        """The whole-slide run's output under `roi` of image `item_id` (None: no such run, or it did not cover
+        the ROI); the same object for the same run and ROI."""
+        run = self.slide_runs.get(item_id)
+        if run is None:
+            return None
+        key = (self._slide_keys[item_id], roi)
+        known = self._parts.get(item_id)
+        if known is None or known[0] != key:
+            known = (key, run.stitched.crop(roi))
+            self._parts[item_id] = known
+        return known[1]
+
+    def answer(self, item_id: str) -> Answer | None:
+        """What answers for the image now (see the module docstring); None: nothing does (never run)."""
+        record = self.newest(item_id)
+        stale = self.stale_reason(item_id)
+        if record is not None and not stale:
+            return Answer(record.result, (RUN, record.id), RUN, "", record.class_names)
+        if item_id in self.slide_runs:
+            roi = self.roi_for(item_id)
+            part = self.stitched_result(item_id, roi)
+            if part is not None:
+                return Answer(part, (WHOLE_SLIDE, self._slide_keys[item_id], roi), WHOLE_SLIDE, "", self.class_names)
+        if record is not None:
+            return Answer(record.result, (RUN, record.id), RUN, stale, record.class_names)
+        return None
+
+    def answered_ids(self, dataset: Dataset | None) -> list[str]:
+        """Images something answers for (a run or a whole-slide run), in dataset order."""
+        if dataset is None:
+            return []
+        ran = {record.image_id for record in self.history.records}
+        return [item.id for item in dataset.items if item.id in ran or item.id in self.slide_runs]
+
+    # ------------------------------------------------------------------------------------------ storing
+    def _keep_run(self, item_id: str, result: InferenceResult, restored: bool = False) -> RunRecord:
+        """Keep a run's result (`restored`: an earlier session's, by a model not known)."""
+        record = self.history.add(item_id, result, None if restored else self.capabilities)
+        self._sizes.setdefault(item_id, result.image_size)
+        return record
+
+    def _keep_slide_run(self, evaluation: TiledEvaluation) -> None:
+        runs, item_id = self.slide_runs, evaluation.item.id
+        runs.pop(item_id, None)
+        runs[item_id] = evaluation
+        self._slide_keys[item_id] = next(self._slide_count)
+        self._sizes.setdefault(item_id, evaluation.stitched.slide_size)
+        total = 0
+        for kept_id, run in reversed(list(runs.items())):  # newest first; the newest is always kept
+            total += run.stitched.nbytes
+            if total > SLIDE_RUN_BYTES and kept_id != item_id:
+                del runs[kept_id]

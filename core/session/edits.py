@@ -1,0 +1,214 @@
+"""The session's ground truth: which mask each image is scored against (`Truth`), the mask document of the
+image on screen, its saves and discards, and the edits a crash left.
+
+Every change of an image's mask goes through here and gives its truth a new version, so its numbers go stale
+and are scored again (`core.session.scoring`): an edit, undo or redo, a save, a discard, recovered edits.
+Recovered edits are found when a dataset opens (`recovered_edits`, on the open's job), announced at once
+(`EditsRecovered`: the images named, their rows marked unsaved) and scored from the first moment: until the
+image is shown its truth holds them; when it is shown they become the document's edits (one undo step back to
+the file), with the same version, so the numbers stay fresh. `discard_recovered` deletes them instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..dataset.dataset import Dataset, DatasetItem, backup_mask_path
+from ..dataset.truth import Truth
+from ..editing.document import MaskDocument, mask_source
+from ..editing.files import Recovery, SaveMode, discard_recovery, find_recovery
+from ..errors import SegScopeError
+from .backend_state import BackendState
+from .events import EditsRecovered, MaskChanged, Message, SessionEvents, TruthChanged
+from .jobs import Job
+from .truth import ImageTruth
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """The edits a crash left of some images of a dataset (found on a worker), and what could not be read."""
+
+    root: Path
+    found: tuple[tuple[str, Recovery], ...]
+    problems: tuple[str, ...] = ()
+
+
+def recovered_edits(dataset: Dataset, recovery_dir: Path | None) -> Recovered:
+    """The auto-saved edits of `dataset`'s images newer than their mask files (reads files: any thread)."""
+    found, problems = [], []
+    for item in dataset.items:
+        try:
+            recovery = find_recovery(mask_source(item), recovery_dir)
+        except SegScopeError as exc:
+            problems.append(f"{item.id}: {exc}")
+            continue
+        if recovery is not None:
+            found.append((item.id, recovery))
+    return Recovered(dataset.root, tuple(found), tuple(problems))
+
+
+class SessionEdits:
+    """The ground-truth half of `Session` (a mixin: it reads the session's dataset and announces changes)."""
+
+    events: SessionEvents
+    dataset: Dataset | None
+    document: MaskDocument | None
+    current: DatasetItem | None
+    recovery_dir: Path | None
+    backend: BackendState | None
+    _dataset: Callable[[], Dataset]
+    _item_changed: Callable[[str], None]
+
+    def __init__(self) -> None:
+        self._truths: dict[str, ImageTruth] = {}
+        self._versions = itertools.count(1)
+
+    def _forget_truths(self) -> None:
+        """A dataset (re)opens: every truth is read again from its files (they may have changed meanwhile)."""
+        self._truths.clear()
+
+    def truth(self, item_id: str) -> ImageTruth:
+        """What the image is scored against now."""
+        truth = self._truths.get(item_id)
+        if truth is None:
+            dataset = self._dataset()
+            truth = ImageTruth(dataset.truth(dataset.item(item_id)), next(self._versions))
+            self._truths[item_id] = truth
+        return truth
+
+    def _set_truth(self, item_id: str, truth: ImageTruth) -> None:
+        old = self._truths.get(item_id)
+        self._truths[item_id] = truth
+        if old is None or truth != old or truth.recovered is not old.recovered:
+            self.events.truth_changed.emit(TruthChanged(item_id, truth))
+            self._item_changed(item_id)
+
+    def _changed_truth(self, item_id: str, edits: bool, recovered: Recovery | None = None,
+                       file: Truth | None = None) -> None:
+        """The image's mask changed: now with or without unsaved `edits` (`recovered`: held by a recovery file),
+        on the truth `file` (default: the same), with a new version."""
+        truth = self.truth(item_id)
+        self._set_truth(item_id, ImageTruth(file or truth.file, next(self._versions), edits, recovered))
+
+    def edited_mask(self, item_id: str) -> Callable[[], np.ndarray | None]:
+        """Where the mask an image is scored against is read from when it has unsaved edits (the document on
+        screen, the recovered edits), as work for any thread; `lambda: None`: its file."""
+        document, truth = self.document, self.truth(item_id)
+        if document is not None and document.item.id == item_id:
+            if truth.edits:
+                return lambda: document.mask  # (read in place: an edit meanwhile makes the score stale)
+            held = document.disk_mask
+            return lambda: held
+        recovered = truth.recovered
+        if recovered is not None:
+            return lambda: recovered.mask
+        return lambda: None
+
+    # ---------------------------------------------------------------------------------------- document
+    def _adopt_document(self, document: MaskDocument) -> None:
+        """A new document: it follows the image's truth, and recovered edits become its edits."""
+        item_id = document.item.id
+        document.events.changed.connect(lambda kind: self._on_document_changed(document, kind))
+        recovered = self.truth(item_id).recovered
+        if recovered is not None:
+            self._restore_into(document, recovered)
+
+    def _restore_into(self, document: MaskDocument, recovered: Recovery) -> None:
+        try:
+            classes = self.backend.class_names if self.backend is not None else ()
+            document.restore(recovered.mask, max(len(classes), 2))
+        except SegScopeError as exc:
+            self._changed_truth(document.item.id, False)
+            self.events.message.emit(Message("error", f"{document.item.id}: cannot restore the recovered edits "
+                                                      f"({exc}); they are kept in {recovered.path}"))
+
+    def _on_document_changed(self, document: MaskDocument, kind: str) -> None:
+        item_id = document.item.id
+        if self.document is not document:
+            return
+        if self.current is not None and self.current.id == item_id:
+            self.current = document.item  # a saved new mask is adopted into the dataset
+        if kind == "restore":  # the recovered edits, now on screen: the same mask, the same version
+            self._set_truth(item_id, replace(self.truth(item_id), edits=True, recovered=None))
+        else:
+            self._changed_truth(item_id, document.dirty, file=self._dataset().truth(document.item))
+            if kind == "edit" and not document.dirty:  # undone back to the file: nothing is left to recover
+                discard_recovery(document.source, self.recovery_dir)
+        self.events.mask_changed.emit(MaskChanged(item_id, kind))
+
+    def save_job(self, mode: SaveMode, before: Callable[[], object] | None = None) -> Job[tuple[Path, np.ndarray]]:
+        """Save the edits on screen the chosen way: encoded and written by the job (`before()` first, on its
+        thread), adopted when done; a failure leaves the edits unsaved and says why. SegScopeError: nothing to
+        save."""
+        document = self.document
+        if document is None or document.editor is None:
+            raise SegScopeError("no mask edits to save")
+        work, item_id, source = document.save_job(mode), document.item.id, document.source
+
+        def write() -> tuple[Path, np.ndarray]:
+            if before is not None:
+                before()
+            return work()
+
+        def done(answer: tuple[Path, np.ndarray]) -> None:
+            document.saved(*answer)
+            backup = backup_mask_path(source)
+            kept = f"; the original is kept as {backup.name}" if mode == "replace" and backup.exists() else ""
+            self.events.message.emit(Message("info", f"Saved the mask of {item_id} to {answer[0]}{kept}"))
+
+        def failed(text: str, details: str) -> None:
+            document.save_failed()
+            self.events.message.emit(Message("error", f"Saving the mask of {item_id}: {text}", details))
+
+        return Job(f"save:{item_id}", write, done, failed)
+
+    def discard(self) -> None:
+        """Forget the unsaved edits on screen and their recovery file: the mask on disk is the truth again."""
+        if self.document is not None:
+            self.document.discard()
+
+    # ---------------------------------------------------------------------------------------- recovery
+    def adopt_recovered(self, recovered: Recovered) -> list[str]:
+        """Take the edits a crash left (found by `recovered_edits`) as the images' unsaved edits, and announce
+        them; returns the images'. Edits of another dataset, or of an image with edits on screen, are left."""
+        dataset = self.dataset
+        for problem in recovered.problems:
+            self.events.message.emit(Message("warning", problem))
+        if dataset is None or recovered.root != dataset.root:
+            return []
+        taken = []
+        for item_id, recovery in recovered.found:
+            document = self.document if self.document is not None and self.document.item.id == item_id else None
+            if self.truth(item_id).edits or (document is not None and document.dirty):
+                continue
+            self._changed_truth(item_id, True, recovery)
+            if document is not None:
+                self._restore_into(document, recovery)
+            taken.append(item_id)
+        if taken:
+            saved_at = max(recovery.saved_at for item_id, recovery in recovered.found if item_id in taken)
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved_at))
+            self.events.message.emit(Message(
+                "warning", f"Unsaved mask edits of {', '.join(taken)} (auto-saved up to {when}) were kept after "
+                           "SegScope stopped: they are these images' unsaved edits again (their rows say unsaved, "
+                           "their numbers are of them); save or discard them"))
+            self.events.edits_recovered.emit(EditsRecovered(tuple(taken), saved_at))
+        return taken
+
+    def discard_recovered(self, item_ids: Iterator[str] | list[str] | tuple[str, ...]) -> None:
+        """Delete the recovered edits of these images (the user declined them): their files are the truth."""
+        for item_id in item_ids:
+            document = self.document
+            if document is not None and document.item.id == item_id:
+                document.discard()
+                continue
+            if self.truth(item_id).recovered is not None:
+                item = self._dataset().item(item_id)
+                discard_recovery(mask_source(item), self.recovery_dir)
+                self._changed_truth(item_id, False)

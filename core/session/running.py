@@ -1,0 +1,133 @@
+"""The work of the session's run commands, for the thread that owns the open backend: a batch of images (one
+that fails is reported and the batch goes on with the next) and a whole slide in tiles, each as steps."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+
+from ..backends.base import Backend
+from ..dataset.dataset import Dataset, DatasetItem
+from ..errors import CancelledError, describe
+from ..evaluate import ImageEvaluation, evaluate_dataset
+from ..quality.spec import MetricSpec
+from ..roi import Roi
+from ..slides import SlideReader
+from ..stream.input import RegionSource, StreamInput
+from ..wholeslide.evaluate import TiledEvaluation, TilePlan, evaluate_slide
+from .jobs import Progress
+
+NO_BACKEND = "No backend is open: choose one in Backend > Connection…"
+
+#: (one line for the messages, details) of an error; `describe_error` unless the viewer words its options.
+Describe = Callable[[BaseException], "tuple[str, str]"]
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    evaluation: ImageEvaluation
+
+
+@dataclass(frozen=True)
+class Failed:
+    item_id: str
+    text: str
+    details: str = ""
+
+
+@dataclass(frozen=True)
+class SlideEvaluated:
+    run: TiledEvaluation
+
+
+RunStep = Union[Evaluated, Failed, SlideEvaluated]
+
+
+def describe_error(exc: BaseException, labels: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(one line, details): a user-fixable error is its own line (its option named by `labels`); anything else
+    is a bug, shown with its traceback."""
+    described = describe(exc, labels)
+    return (f"Internal error: {described.line}" if described.bug else described.line), described.details
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What a run of images needs, taken when it was asked for (the ROIs a snapshot: dragging meanwhile
+    changes the next run only). `sources` make some images' requests from the open slide, `masks` score some on
+    ground truth already in memory (`core.evaluate.evaluate_dataset`)."""
+
+    dataset: Dataset
+    items: tuple[DatasetItem, ...]
+    rois: Mapping[str, Roi]
+    sources: Mapping[str, RegionSource]
+    masks: Mapping[str, np.ndarray]
+    stream: StreamInput | None
+    quality: MetricSpec
+
+
+def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, progress: Progress,
+                describe_as: Describe = describe_error) -> Iterator[RunStep]:
+    """Evaluate the batch's images, one step each; an image without an ROI in the snapshot (never shown: its
+    size was not known) gets the dataset's rule for its size here, read from its file's header, and one that
+    cannot be read is that image's failure. Stops after the image in flight once `cancel` is set."""
+    dataset, done = batch.dataset, 0
+    rois, remaining = dict(batch.rois), []
+
+    def step(outcome: RunStep) -> RunStep:
+        nonlocal done
+        done += 1
+        progress(done, len(batch.items))
+        return outcome
+
+    for item in batch.items:
+        try:
+            rois.setdefault(item.id, dataset.roi_for(item))
+        except Exception as exc:  # noqa: BLE001 - one unreadable image must not end the batch
+            yield step(Failed(item.id, *describe_as(exc)))
+            continue
+        remaining.append(item)
+    while remaining and not cancel.is_set():
+        if backend is None:
+            for item in remaining:
+                yield step(Failed(item.id, NO_BACKEND))
+            return
+        yielded = 0
+        try:
+            for evaluation in evaluate_dataset(backend, dataset, items=remaining, cancel=cancel, rois=rois,
+                                               sources=batch.sources, masks=batch.masks, stream=batch.stream,
+                                               quality=batch.quality):
+                yielded += 1
+                yield step(Evaluated(evaluation))
+                if cancel.is_set():
+                    return
+            remaining = []
+        except CancelledError:
+            return
+        except Exception as exc:  # noqa: BLE001 - one bad image must not end the batch
+            if cancel.is_set():
+                return
+            yield step(Failed(remaining[yielded].id, *describe_as(exc)))
+            remaining = remaining[yielded + 1 :]
+
+
+def slide_steps(dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan, backend: Backend | None,
+                cancel: threading.Event, progress: Progress, describe_as: Describe = describe_error
+                ) -> Iterator[RunStep]:
+    """The whole slide of `item` in tiles from its open `reader`, scored against its mask: one step (none when
+    cancelled). `progress` counts tiles."""
+    if backend is None:
+        yield Failed(item.id, NO_BACKEND)
+        return
+    try:
+        run = evaluate_slide(backend, dataset, item, reader, plan, progress=progress, cancel=cancel)
+    except CancelledError:
+        return
+    except Exception as exc:  # noqa: BLE001 - reported to the user, the backend's thread goes on
+        if not cancel.is_set():
+            yield Failed(item.id, *describe_as(exc))
+        return
+    yield SlideEvaluated(run)

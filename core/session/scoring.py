@@ -1,0 +1,187 @@
+"""The session's numbers: each image's metrics are those of what answers for it (`core.session.answers`) against
+the truth the session names for it (`core.session.truth`), with the QA metrics asked for. A score is kept with
+the key it was made for (the answer, the truth's version, the QA metrics); when any of them changes the score
+is stale, `score_due` is announced and a `ScoreJob` (taken here, run on any thread) brings the fresh one. No
+view can show a number as fresh that is not: freshness is a comparison of keys, not an event someone must not
+forget to send.
+
+`SessionScores` is the part of `core.session.session.Session` that keeps them, with the metric that ranks the
+images and the tables and means built from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dataset.dataset import Dataset, DatasetItem
+from ..evaluate import DatasetSummary, evaluation_row, score
+from ..metrics.catalogue import Metric
+from ..metrics.scores import ImageMetrics
+from ..quality.spec import MetricSpec
+from ..result import InferenceResult
+from ..roi import Roi
+from .answers import Answer
+from .events import ItemChanged, Scored, ScoreDue, SessionEvents
+from .truth import ImageTruth
+
+
+@dataclass(frozen=True)
+class ScoreKey:
+    """What a score is of: an answer (`Answer.key`), a version of the truth, the QA metrics asked for."""
+
+    answer: tuple[object, ...]
+    truth: int
+    quality: MetricSpec
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    """What scoring one image needs, taken in the session's thread; `run()` may run on any other."""
+
+    item_id: str
+    key: ScoreKey
+    dataset: Dataset
+    item: DatasetItem
+    result: InferenceResult
+    mask: Callable[[], np.ndarray | None]  # the mask with unsaved edits (on screen, or recovered); None: the file
+    quality: MetricSpec
+
+    def run(self) -> ImageMetrics | None:
+        """The metrics (None: no mask), read and scored here; SegScopeError when the mask does not fit."""
+        return score(self.dataset, self.item, self.result, self.mask(), self.quality).metrics
+
+
+class SessionScores:
+    """The metrics half of `Session` (a mixin: it reads the session's answers, truths, document and dataset)."""
+
+    events: SessionEvents
+    dataset: Dataset | None
+    quality: MetricSpec
+    ranking: Metric
+    _dataset: Callable[[], Dataset]
+    answer: Callable[[str], Answer | None]
+    truth: Callable[[str], ImageTruth]
+    edited_mask: Callable[[str], Callable[[], np.ndarray | None]]
+    roi_for: Callable[[str], Roi]
+    answered_ids: Callable[[Dataset | None], list[str]]
+
+    def __init__(self) -> None:
+        self._scores: dict[str, tuple[ScoreKey, ImageMetrics | None]] = {}
+
+    def _forget_scores(self) -> None:
+        """Another dataset: none of these images' metrics apply."""
+        self._scores.clear()
+
+    def score_key(self, item_id: str) -> ScoreKey | None:
+        """What the image's numbers must be of now (None: nothing answers for it)."""
+        answer = self.answer(item_id)
+        return None if answer is None else ScoreKey(answer.key, self.truth(item_id).version, self.quality)
+
+    def known_metrics(self, item_id: str) -> ImageMetrics | None:
+        """The image's last scored metrics (they may be stale: `is_fresh`)."""
+        known = self._scores.get(item_id)
+        return known[1] if known is not None else None
+
+    def is_fresh(self, item_id: str) -> bool:
+        """Whether the image's last scored metrics are of what answers for it against its truth now."""
+        known, key = self._scores.get(item_id), self.score_key(item_id)
+        return key is not None and known is not None and known[0] == key
+
+    def has_metrics(self, item_id: str) -> bool:
+        """Whether something answers for the image (a run or a whole-slide run; its metrics may be None: no
+        mask)."""
+        return self.score_key(item_id) is not None
+
+    def metrics(self, item_id: str) -> ImageMetrics | None:
+        """The image's fresh metrics, scored here when stale (headless callers; a window takes `score_job` to a
+        worker and shows `known_metrics`, marked, meanwhile)."""
+        job = self.score_job(item_id)
+        if job is not None:
+            self.adopt_score(job, job.run())
+        return self.known_metrics(item_id)
+
+    def due(self) -> list[str]:
+        """The images whose numbers are stale and can be scored again, in dataset order."""
+        return [item_id for item_id in self.answered_ids(self.dataset) if self.score_job(item_id) is not None]
+
+    def score_job(self, item_id: str) -> ScoreJob | None:
+        """What scoring a stale image needs, captured now (None: it is fresh, nothing answers for it, or its run's
+        arrays were dropped). The job reads an edited mask in place: an edit meanwhile makes its answer stale
+        (`adopt_score`)."""
+        answer, key = self.answer(item_id), self.score_key(item_id)
+        if answer is None or answer.result is None or key is None or self.is_fresh(item_id):
+            return None
+        dataset = self._dataset()
+        return ScoreJob(item_id, key, dataset, dataset.item(item_id), answer.result, self.edited_mask(item_id),
+                        self.quality)
+
+    def adopt_score(self, job: ScoreJob, metrics: ImageMetrics | None) -> bool:
+        """Take a finished job's metrics and announce them; False (ignored) when what they are of changed since
+        the job was taken (the next job answers instead)."""
+        if job.key != self.score_key(job.item_id):
+            return False
+        self._scored(job.item_id, job.key, metrics)
+        return True
+
+    def _scored(self, item_id: str, key: ScoreKey, metrics: ImageMetrics | None) -> None:
+        """Keep a score made for `key` (a run's own, or a job's) and announce what follows."""
+        self._scores[item_id] = (key, metrics)
+        if self.is_fresh(item_id):
+            self.events.scored.emit(Scored(item_id, metrics))
+        self._item_changed(item_id)
+
+    def _item_changed(self, item_id: str) -> None:
+        """Announce that what the image's views derive from changed, and that a score is due when one is."""
+        self.events.item_changed.emit(ItemChanged(item_id))
+        answer = self.answer(item_id)
+        if answer is not None and answer.result is not None and not self.is_fresh(item_id):
+            self.events.score_due.emit(ScoreDue(item_id))
+
+    # ------------------------------------------------------------------------------------ over images
+    def _scored_ids(self, item_ids: list[str] | None) -> list[str]:
+        return [i for i in (item_ids if item_ids is not None else self.answered_ids(self.dataset)) if i in self._scores]
+
+    def ranking_values(self, item_ids: list[str] | None = None) -> dict[str, float | None]:
+        """The ranking metric of the images something answers for (or `item_ids`), None where it is n/a or
+        there is no mask (of the last scored metrics: never re-scores here)."""
+        return {item_id: self.ranking.of(self.known_metrics(item_id)) for item_id in self._scored_ids(item_ids)}
+
+    def summary(self, item_ids: list[str] | None = None) -> DatasetSummary:
+        """Means of the last scored metrics over the images something answers for (or `item_ids`) that have
+        masks (never re-scores: cheap enough for every change)."""
+        summary = DatasetSummary()
+        for item_id in self._scored_ids(item_ids):
+            summary.add(self.known_metrics(item_id))
+        return summary
+
+    def metrics_table(self, item_ids: list[str] | None = None) -> tuple[list[dict[str, object]], dict[str, object]]:
+        """Rows (one per image something answers for, or per image of `item_ids`) and their means."""
+        return self.metrics_table_job(item_ids)()
+
+    def metrics_table_job(self, item_ids: list[str] | None = None
+                          ) -> Callable[[], tuple[list[dict[str, object]], dict[str, object]]]:
+        """`metrics_table` as work for any thread, taken now: stale images are scored in it (their jobs), the
+        others keep their scored metrics (nothing here changes)."""
+        dataset = self._dataset()
+        wanted = set(item_ids) if item_ids is not None else None
+        taken = []
+        for item in dataset.items:
+            answer = self.answer(item.id)
+            if answer is not None and (wanted is None or item.id in wanted):
+                result = answer.result
+                taken.append((item, result.roi if result is not None else self.roi_for(item.id),
+                              self.known_metrics(item.id), self.score_job(item.id),
+                              result.timings if result is not None else None,
+                              result.roi_note if result is not None else ""))
+
+        def table() -> tuple[list[dict[str, object]], dict[str, object]]:
+            rows, summary = [], DatasetSummary()
+            for item, roi, metrics, job, timings, roi_note in taken:
+                scored = job.run() if job is not None else metrics
+                rows.append(evaluation_row(item, roi, scored, timings, roi_note))
+                summary.add(scored)
+            return rows, dict(summary.means())
+        return table

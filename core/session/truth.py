@@ -1,0 +1,57 @@
+"""Which ground truth each image is scored against in the viewer, as part of the session's state (shown on its
+row).
+
+An image's `ImageTruth` is the truth file the dataset names for it (`Dataset.truth`, `core.dataset.truth`: a
+saved correction `mask_corrected.png` wins over the original under the `auto` rule) plus the unsaved edits on
+top of it: edits on screen, or edits a crash left in a recovery file (`core.editing.files`) that are not on
+screen yet. Every change of the mask an image is scored against gives its truth a new `version`; a score of
+another version is stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..dataset.truth import Truth
+from ..editing.files import Recovery
+
+NO_MASK = "no mask"
+UNSAVED = "unsaved edits"
+#: `ImageTruth.kind` while unsaved edits are on top of the file, and without any truth.
+EDITED, NONE = "edited", "none"
+
+
+@dataclass(frozen=True)
+class ImageTruth:
+    """The mask an image is scored against: its truth `file` (None: it has none) with unsaved `edits` on top (held
+    by the mask document on screen, or by `recovered` while the image is not on screen)."""
+
+    file: Truth | None
+    version: int
+    edits: bool = False
+    recovered: Recovery | None = field(default=None, compare=False)  # edits a crash left, not yet on screen
+
+    @property
+    def path(self) -> Path | None:
+        return self.file.path if self.file is not None else None
+
+    @property
+    def label(self) -> str:
+        """What the row shows on hover: "mask.png", "mask_corrected.png + unsaved edits", "no mask"."""
+        name = self.file.path.name if self.file is not None else ""
+        if self.edits:
+            return f"{name} + {UNSAVED}" if name else UNSAVED
+        return name or NO_MASK
+
+    @property
+    def kind(self) -> str:
+        """In a word: "original", "corrected" (a saved correction), "edited" (with unsaved edits) or "none"."""
+        if self.edits:
+            return EDITED
+        return self.file.kind if self.file is not None else NONE
+
+    @property
+    def exists(self) -> bool:
+        """Whether there is anything to score against."""
+        return self.file is not None or self.edits
