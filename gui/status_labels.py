@@ -101,7 +101,7 @@ class StatusLabels:
     def show_means(self, summary: DatasetSummary) -> None:
         means = summary.means()
         images = int(means["images_with_masks"])
-        self.means_label.setText("" if not images else f"mean {catalogue.brief(means)} ({count(images, 'image')})")
+        self.means_label.setText("" if not images else f"mean {catalogue.brief_means(means)}")
 
     def hover(self, text: str) -> None:
         """The slide's readout while the mouse is over it (cleared when it leaves, "")."""

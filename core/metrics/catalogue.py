@@ -283,6 +283,20 @@ def brief(values: Mapping[str, Any]) -> str:
     return " · ".join(f"{m.title} {m.text(values.get(m.name))}" for m in shown)
 
 
+def brief_means(means: Mapping[str, Any]) -> str:
+    """`brief` of a dataset summary (`means`) with what it is over: "Soft Dice 0.9993 · Dice 0.9300 · IoU 0.8710
+    (8 images; Dice, IoU n/a on 1)": the images with masks, and the brief metrics that left some out."""
+    aggregates = means.get("aggregates") or {}
+    images = int(means.get("images_with_masks") or 0)
+    left_out: dict[int, list[str]] = {}
+    for name in BRIEF:
+        na = int((aggregates.get(name) or {}).get("na") or 0)
+        if na:
+            left_out.setdefault(na, []).append(_METRICS[name].title)
+    notes = "".join(f"; {', '.join(titles)} n/a on {na}" for na, titles in left_out.items())
+    return f"{brief(means)} ({images} image{'' if images == 1 else 's'}{notes})"
+
+
 def catalogue_document(ranking: Metric | None = None) -> dict[str, object]:
     """What a metrics document (`eval --json`, an export's metrics.json) says of its numbers: each metric's
     definition and direction (per-class ones once, as `<name>_<i>`), and the metric the images are ranked by

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from segscope.core.metrics import catalogue
 from segscope.core.metrics.aggregate import aggregate
 from segscope.core.metrics.numbers import json_safe
 
@@ -50,3 +51,13 @@ def test_the_interval_is_scipys_seeded_percentile_bootstrap():
 
 def test_json_keeps_infinity_and_n_a_apart():
     assert json_safe({"a": [math.inf, math.nan, -math.inf, 1.5, 3]}) == {"a": ["inf", None, "-inf", 1.5, 3]}
+
+
+def test_the_status_bar_summary_says_what_its_means_are_over() -> None:
+    """The viewer's one-line dataset means name the images with masks and, per brief metric, the images left
+    out as n/a (Dice over 2 of 3 images reads "n/a on 1", not a mean "over 3 images")."""
+    means = {"soft_dice": 0.9, "foreground_dice": 0.8, "foreground_iou": 0.7, "images_with_masks": 3,
+             "aggregates": {"soft_dice": {"na": 0}, "foreground_dice": {"na": 1}, "foreground_iou": {"na": 1}}}
+    assert catalogue.brief_means(means) == "Soft Dice 0.9000 · Dice 0.8000 · IoU 0.7000 (3 images; Dice, IoU n/a on 1)"
+    one = {**means, "images_with_masks": 1, "aggregates": {}}
+    assert catalogue.brief_means(one).endswith("(1 image)")
