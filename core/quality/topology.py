@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from skimage.morphology import skeletonize
 
 
 def _box(mask: np.ndarray) -> tuple[slice, slice]:
@@ -23,6 +22,8 @@ def _box(mask: np.ndarray) -> tuple[slice, slice]:
 
 def skeleton(mask: np.ndarray) -> np.ndarray:
     """`skeletonize(mask)` of a bool mask, computed on the mask's bounding box only."""
+    from skimage.morphology import skeletonize  # here: scikit-image's import is paid only by clDice runs
+
     out = np.zeros(mask.shape, bool)
     if mask.any():
         box = _box(mask)
