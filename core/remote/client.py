@@ -287,8 +287,11 @@ class WorkerSession:
 
     def _next(self, cancel: threading.Event | None) -> p.Message:
         """The next frame (not a heartbeat) from the worker; raises once the host is silent for the timeout,
-        the session failed (after stopping it) or `cancel` is set."""
+        the session failed (after stopping it) or `cancel` is set (even with an answer already in: a request
+        cancelled, e.g. by a `close` from another thread, never returns as if it had not been)."""
         while True:
+            if cancel is not None and cancel.is_set():
+                raise CancelledError(f"{self.label}: request cancelled")
             try:
                 msg = self._inbox.get(timeout=POLL)
             except queue.Empty:
@@ -297,8 +300,6 @@ class WorkerSession:
                 return msg
             if self._failure is not None:
                 self._give_up()
-            if cancel is not None and cancel.is_set():
-                raise CancelledError(f"{self.label}: request cancelled")
             if time.monotonic() - self._heard > self.timeout:
                 self._give_up(RequestTimeout(
                     f"{self.label}: the host stopped answering: nothing from its worker for {self.timeout:g} s; "
