@@ -15,7 +15,7 @@ from itertools import islice
 from pathlib import Path
 
 from ..errors import InputError
-from .image_types import IMAGE_SUFFIXES, image_types
+from .image_types import IMAGE_SUFFIXES, RASTER_TYPES, image_types
 from .imageheader import image_format
 
 #: How much of a file is read to tell what it is (a model card or a pipeline usually fits whole).
@@ -99,6 +99,8 @@ def _file_kind(path: Path) -> str:
     if image is not None:
         return f"a {image} image"
     suffix = path.suffix.lower()
+    if any(suffix in suffixes for _, suffixes in RASTER_TYPES):  # (a vendor slide's content may be no image)
+        return f"a file named {suffix} that holds no image (damaged, or another kind of file renamed)"
     if suffix == ".om":
         return "an Ascend offline model (.om)"
     if suffix == ".onnx":  # ONNX's first field is ir_version (field 1, a varint: tag 0x08)

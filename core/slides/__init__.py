@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS, image_size, read_bytes
 from ..files.imageheader import image_format
+from ..files.kinds import what_is
 from .base import Level, SlideReader
 from .opencv_reader import ImageSlide
 from .openslide_reader import OpenSlideSlide, wants_openslide
@@ -59,7 +60,8 @@ def slide_kind_for(path: Path) -> SlideKind:
         if kind.accepts(path, head):
             return kind
     known = "; ".join(f"{k.name}: {k.summary}" for k in SLIDE_READERS)
-    raise SegScopeError(f"{path}: no slide reader reads this file (readers: {known})")
+    raise SegScopeError(f"{path}: no slide reader reads this file: it is {what_is(path)}; give one that a "
+                        f"reader takes ({known})")
 
 
 def open_slide(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> SlideReader:

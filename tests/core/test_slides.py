@@ -52,7 +52,12 @@ def test_regions_outside_the_level_and_unknown_files_are_one_line_errors(tmp_pat
             slide.read_region(3, 0, 0, 1, 1)
     text = tmp_path / "notes.txt"
     text.write_text("not an image")
-    with pytest.raises(SegScopeError, match="no slide reader reads this file"):
+    with pytest.raises(SegScopeError, match="no slide reader reads this file: it is a text file"):
         slide_kind_for(text)
+    damaged = tmp_path / "image.png"
+    damaged.write_bytes(b"\x00garbage, not the PNG signature" * 10)
+    with pytest.raises(SegScopeError, match=r"image\.png: no slide reader reads this file: it is a file named \.png "
+                       "that holds no image"):
+        slide_kind_for(damaged)
     with pytest.raises(SegScopeError, match="missing.png"):
         open_slide(tmp_path / "missing.png")
