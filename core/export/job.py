@@ -11,26 +11,40 @@ run's output scale, as `eval --tile --export` writes it).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Optional, Protocol
+
+import numpy as np
 
 from ..backends.base import Capabilities
 from ..dataset.dataset import Dataset, DatasetItem
+from ..dataset.masks import mask_to_labels
 from ..errors import SegScopeError
-from ..evaluate import DatasetSummary
+from ..evaluate import DatasetSummary, truth_at_result
 from ..metrics.catalogue import Metric
 from ..result import InferenceResult
 from ..wholeslide.evaluate import TiledEvaluation
 from ..wholeslide.export import TILED_KINDS, export_stitched, stitched_plan, tiled_row
 from .files import ExportFolder, described_files
-from .names import EXPORT_KINDS, METRICS_FILES, PROVENANCE_NAME, RUN_KINDS
+from .names import COCO_EVALUATION, EXPORT_KINDS, METRICS_FILES, PROVENANCE_NAME, RUN_KINDS
 from .plan import TITLES, Estimate, PlannedFile, check_kinds, corrected_plan, roi_plan, summary
 from .provenance import Source, source_for
 
 #: What an ROI run exports, in the order offered.
 ROI_KINDS = (*EXPORT_KINDS, *RUN_KINDS)
 Table = Callable[[], "tuple[list[dict[str, object]], dict[str, object]]"]
+#: Where the mask an image is scored against is read from (None: its truth file), `Session.edited_mask`.
+MaskSource = Callable[[], Optional[np.ndarray]]
+
+
+class ScoredTruth(Protocol):
+    """What the export reads of the truth an image is scored against (`core.session.truth.ImageTruth`)."""
+
+    @property
+    def exists(self) -> bool: ...
+
+    def describe(self, root: Path | None = None) -> dict[str, str] | None: ...
 
 
 class ExportSession(Protocol):
@@ -48,6 +62,10 @@ class ExportSession(Protocol):
     def slide_run_of(self, item_id: str) -> TiledEvaluation | None: ...
 
     def metrics_table_job(self, item_ids: list[str] | None = None) -> Table: ...
+
+    def truth(self, item_id: str) -> ScoredTruth: ...
+
+    def edited_mask(self, item_id: str) -> MaskSource: ...
 
 
 @dataclass(frozen=True)
@@ -107,6 +125,7 @@ class Exportable:
 
     def __init__(self, session: ExportSession, capabilities: Capabilities | None = None):
         dataset = session.dataset
+        self.dataset = dataset
         self.root = dataset.root if dataset is not None else None
         self.current_id = session.current.id if session.current is not None else None
         self.ranking = session.ranking
@@ -114,6 +133,7 @@ class Exportable:
         items = {item.id: item for item in dataset.items} if dataset is not None else {}
         self._results = {i: (result, source_for(items[i], capabilities)) for i in session.result_ids
                          if (result := session.result(i)) is not None}
+        self._truths = {i: (session.truth(i), session.edited_mask(i)) for i in self._results}
         self._runs = {i: (run, capabilities) for i in items if (run := session.slide_run_of(i)) is not None}
         self._sources: dict[str, Source] = {i: s for i, (_, s) in self._results.items()}
         self._sources.update({i: source_for(r.item, capabilities) for i, (r, _) in self._runs.items()})
@@ -147,6 +167,8 @@ class Exportable:
             raise SegScopeError(f"{missing}: its {what} is no longer in memory; run it again to export")
         items = {i: self._item_files(i, kinds, choices.stitched) for i in choices.item_ids}
         run = [PlannedFile(RUN_KINDS[k], k, "JSON") for k in RUN_KINDS if k in kinds and choices.item_ids]
+        if "coco" in kinds and any(self._truths[i][0].exists for i in items if i in self._truths):
+            run += [PlannedFile(name, "coco", "JSON") for name in COCO_EVALUATION]  # the truth and the scored images
         run += [PlannedFile(name, "metrics", name.rsplit(".", 1)[-1].upper()) for name in METRICS_FILES
                 if choices.metrics]
         return ExportPlan(choices, {i: files for i, files in items.items() if files}, run)
@@ -175,8 +197,7 @@ class Exportable:
                 run, capabilities = self._runs[item_id]
                 export_stitched(folder, run, capabilities, kinds)
             else:
-                result, source = self._results[item_id]
-                folder.export_result(result, source, kinds)
+                folder.export_result(self._results[item_id][0], self._scored_source(item_id, kinds), kinds)
 
         def run() -> Iterator[Progress]:
             planned = self.plan(choices)  # refuses what cannot be written before the folder is touched
@@ -192,6 +213,19 @@ class Exportable:
                     folder.write_metrics(rows, means, ranking)
             yield Progress(len(todo), len(todo), tuple(folder.written))
         return run
+
+    def _scored_source(self, item_id: str, kinds: Sequence[str]) -> Source:
+        """An ROI result's source with the truth it is scored against, as `eval --export` has it: named in the
+        provenance, and for COCO its classes under the ROI (the truth side; read here, on the export's worker)."""
+        result, source = self._results[item_id]
+        truth, mask = self._truths[item_id]
+        if not truth.exists:
+            return source
+        labels = None
+        if "coco" in kinds and self.dataset is not None:
+            roi_mask = truth_at_result(self.dataset, self.dataset.item(item_id), result, mask())
+            labels = None if roi_mask is None else mask_to_labels(roi_mask, result.num_classes)
+        return replace(source, truth=truth.describe(self.root), truth_labels=labels)
 
     def _stitched_table(self, ids: list[str]) -> Table:
         runs = [self._runs[i][0] for i in ids if i in self._runs]
