@@ -193,3 +193,7 @@ class ViewerCommands(QObject):
         """Start writing `choices` in the background (the files: `exporter.finished`); False when it could not
         start. Numbers re-scored meanwhile are scored again in the export, so its table is the fresh one."""
         return self.exporter.start(self.session, self.session.capabilities, choices)
+
+    def cancel_export(self) -> None:
+        """File > Cancel export: the running export stops before its next image, its folder as it was."""
+        self.exporter.cancel()

@@ -10,6 +10,7 @@ run's output scale, as `eval --tile --export` writes it).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 from ..backends.base import Capabilities
 from ..dataset.dataset import Dataset, DatasetItem
 from ..dataset.masks import mask_to_labels
-from ..errors import SegScopeError
+from ..errors import CancelledError, SegScopeError
 from ..evaluate import DatasetSummary, truth_at_result
 from ..metrics.catalogue import Metric
 from ..result import InferenceResult
@@ -185,10 +186,11 @@ class Exportable:
         count = f" for {len(files)} of {len(item_ids)} images" if kind == "corrected" else ""
         return title, f"{summary(files)}{count} — {Estimate.of(files).text()}"
 
-    def steps(self, choices: ExportChoices) -> Callable[[], Iterator[Progress]]:
+    def steps(self, choices: ExportChoices, cancel: threading.Event | None = None) -> Callable[[], Iterator[Progress]]:
         """The export as work for a worker, everything it needs taken now: it writes one image per step, then
         the COCO file and the metrics table (of the exported images only), all published as one unit at the
-        end (the last step holds the files written); the folder is as it was after any failure."""
+        end (the last step holds the files written); the folder is as it was after any failure. `cancel` set:
+        it stops before the next image (a `CancelledError`), the folder as it was."""
         ids, kinds, ranking = list(choices.item_ids), list(choices.kinds), self.ranking
         table = self._stitched_table(ids) if choices.stitched else self._session.metrics_table_job(ids)
 
@@ -199,14 +201,20 @@ class Exportable:
             else:
                 folder.export_result(self._results[item_id][0], self._scored_source(item_id, kinds), kinds)
 
+        def check_cancel(done: int, total: int) -> None:
+            if cancel is not None and cancel.is_set():
+                raise CancelledError(f"export to {choices.folder} cancelled after {done} of {total} images")
+
         def run() -> Iterator[Progress]:
             planned = self.plan(choices)  # refuses what cannot be written before the folder is touched
             todo = [i for i in ids if i in planned.items]
             with ExportFolder(choices.folder, choices.overwrite, self.root) as folder:
                 yield Progress(0, len(todo), notes=tuple(folder.notes))
-                for done, item_id in enumerate(todo, 1):
+                for done, item_id in enumerate(todo):
+                    check_cancel(done, len(todo))
                     write(folder, item_id)
-                    yield Progress(done, len(todo))
+                    yield Progress(done + 1, len(todo))
+                check_cancel(len(todo), len(todo))
                 folder.write_coco()
                 if choices.metrics:
                     rows, means = table()

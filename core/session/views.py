@@ -86,6 +86,7 @@ class Actions:
     run_all: bool
     cancel: bool
     export: bool
+    cancel_export: bool
     undo_roi: bool
     redo_roi: bool
     save: bool  # the mask edits on screen
@@ -101,7 +102,7 @@ def actions(session: Session) -> Actions:
     document = session.document if session.ready else None
     editor = document.editor if document is not None and not document.saving else None
     return Actions(run=model and session.ready, run_all=model and session.dataset is not None, cancel=busy,
-                   export=bool(session.result_ids) and not session.exporting,
+                   export=bool(session.result_ids) and not session.exporting, cancel_export=session.exporting,
                    undo_roi=session.roi_moves.can_undo, redo_roi=session.roi_moves.can_redo,
                    save=editor is not None and editor.dirty, discard=editor is not None and editor.dirty,
                    undo_edit=editor is not None and editor.can_undo, redo_edit=editor is not None and editor.can_redo)
