@@ -13,7 +13,7 @@ import numpy as np
 from .backends.base import Backend, InferenceRequest
 from .dataset.dataset import Dataset, DatasetItem
 from .dataset.masks import mask_to_labels
-from .dataset.truth import Truth, truth_fields
+from .dataset.truth import Described, Truth, truth_fields
 from .errors import CancelledError
 from .metrics import catalogue
 from .metrics.catalogue import Metric
@@ -54,7 +54,7 @@ class DatasetSummary:
 
 
 def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
-                   timings: dict[str, float] | None = None, roi_note: str = "", truth: Truth | None = None,
+                   timings: dict[str, float] | None = None, roi_note: str = "", truth: Described | None = None,
                    root: Path | None = None) -> dict[str, object]:
     """One row of the metric tables (CLI export, GUI export): id, image, ROI (and how it reached the stream,
     when not by the stream's own crop), the truth scored against (`truth_fields`, its file relative to the

@@ -242,5 +242,5 @@ class Exportable:
             summary = DatasetSummary()
             for run in runs:
                 summary.add(run.metrics)
-            return [tiled_row(run) for run in runs], dict(summary.means())
+            return [tiled_row(run, self.root) for run in runs], dict(summary.means())
         return table

@@ -125,7 +125,9 @@ def export_stitched(folder: ExportFolder, evaluation: TiledEvaluation, capabilit
     return folder.write_item(item.id, contents, document)
 
 
-def tiled_row(evaluation: TiledEvaluation) -> dict[str, object]:
-    """One whole-slide run's row of the metrics table (its region, slide metrics, time and tile count)."""
+def tiled_row(evaluation: TiledEvaluation, root: Path | None = None) -> dict[str, object]:
+    """One whole-slide run's row of the metrics table (its region, the truth it was scored against named relative
+    to the dataset `root`, slide metrics, time and tile count)."""
     return {**evaluation_row(evaluation.item, evaluation.stitched.region, evaluation.metrics,
-                             {"tiled": evaluation.seconds}), "tiles": evaluation.tiles}
+                             {"tiled": evaluation.seconds}, truth=evaluation.truth, root=root),
+            "tiles": evaluation.tiles}

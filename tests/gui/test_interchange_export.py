@@ -74,3 +74,25 @@ def test_a_whole_slide_export_names_the_truth_it_was_scored_against(qtbot, windo
     assert "tiling" in provenance  # (the whole-slide run's, not an ROI run's)
     assert provenance["truth"] == {"kind": "original", "file": "001/mask.png",
                                    "sha256": hashlib.sha256(mask_file.read_bytes()).hexdigest()}
+
+
+def test_the_viewers_metrics_table_names_the_truth_of_each_row(qtbot, window, tmp_path):
+    import csv
+
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.commands.run_all()
+    qtbot.waitUntil(lambda: window.editing.shown_result() is not None)
+    window.editing.accept_prediction(None)  # 001: unsaved edits, scored as such
+    out = tmp_path / "export"
+    with qtbot.waitSignal(window.exporter.finished, timeout=30000):
+        assert window.commands.write_export(ExportChoices(kinds=("mask",), metrics=True, folder=out, scope="all",
+                                                          item_ids=("001", "002"), overwrite=False))
+    rows = {row["id"]: row for row in csv.DictReader((out / "metrics.csv").open())}
+    root = window.session.dataset.root
+    digest = {i: hashlib.sha256((root / i / "mask.png").read_bytes()).hexdigest() for i in ("001", "002")}
+    assert (rows["001"]["truth"], rows["001"]["truth_file"], rows["001"]["truth_sha256"]) == (
+        "edited", "001/mask.png", digest["001"])  # the file the unsaved edits are on
+    assert (rows["002"]["truth"], rows["002"]["truth_file"], rows["002"]["truth_sha256"]) == (
+        "original", "002/mask.png", digest["002"])
+    assert json.loads((out / "001_provenance.json").read_text())["truth"]["kind"] == "edited"
+    window.editing.discard()
