@@ -203,7 +203,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     # ---------------------------------------------------------------------------------------- current
     def select(self, item_id: str) -> Job[tuple[tuple[int, int], np.ndarray | None]]:
         """Make `item_id` the current image; the job reads its size and mask (a window reads its slide instead)
-        and `slide_loaded` takes them."""
+        and `slide_loaded` takes them. A mask the model's rule refuses is not read (its row says why), so the image
+        still shows, without a truth to draw or edit on."""
         dataset = self._dataset()
         item = dataset.item(item_id)
         self._leaving()
@@ -211,7 +212,13 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.current = item
 
         def read() -> tuple[tuple[int, int], np.ndarray | None]:
-            return dataset.image_size(item), dataset.load_mask(item)
+            size = dataset.image_size(item)
+            try:
+                return size, dataset.load_mask(item)
+            except SegScopeError:
+                if dataset.mask_rule is None:
+                    raise
+                return size, None  # refused by the model's rule: `check_truths` said why; the slide still shows
         def loaded(answer: tuple[tuple[int, int], np.ndarray | None]) -> None:
             self.slide_loaded(item_id, *answer)
         return Job(f"slide:{item_id}", read, loaded)

@@ -74,3 +74,17 @@ def test_a_cards_truth_values_are_read_as_eval_reads_them(qtbot, demo_dataset, t
     got = {item_id: win.session.metrics(item_id).foreground_dice for item_id in expected}
     assert got == pytest.approx(expected, abs=1e-9)
     win.close()
+
+
+def test_an_image_whose_truth_is_refused_still_shows(qtbot, misread, window):
+    qtbot.waitUntil(lambda: bool(window.messages.errors()), timeout=20000)
+    said = [m.text for m in window.messages.errors()]
+    window.dataset_panel.select_item("002")
+    qtbot.waitUntil(lambda: window.slide_ready() and window.session.current.id == "002", timeout=20000)
+    assert window.session.mask is None  # nothing drawn as its truth: not an empty one either
+    assert window.dataset_panel.model.row("002").status == "error"
+    assert [m.text for m in window.messages.errors()] == said  # said once, at open
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.commands.run_current()
+    assert not window.session.has_metrics("002")  # never scored against an empty truth
+    assert window.session.outcome("002").text.endswith(said[0])
