@@ -7,7 +7,7 @@ read are asked of the job runner's `TILES` lane (two reads at a time, `SlideRead
 view moved away from are dropped before they start.
 Read tiles live in a byte-bounded LRU cache (`TileCache`), so panning back costs nothing. A tile that cannot be
 read or drawn leaves the coarser level showing there; the first one of a slide is said in one `message` line
-naming the slide (a damaged file fails at many tiles: one line, not one per tile).
+naming the slide (a damaged file fails at many tiles: one line per slide, not one per tile or per visit).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
@@ -157,6 +158,7 @@ class TileLayer(QObject):
         self.previous: list[pg.ImageItem] = []  # tiles shown before the view moved, until the wanted arrive
         self.wanted: list[TileKey] = []
         self.broken: set[TileKey] = set()  # tiles of this slide that could not be read or drawn: not asked again
+        self._said: set[Path] = set()  # the slides whose failing tiles were said (once per slide, reopened or not)
 
     def set_reader(self, reader: SlideReader | None) -> None:
         self.loader.drop_all()
@@ -237,9 +239,9 @@ class TileLayer(QObject):
             self.wanted.remove(key)
             if len(self.shown) == len(self.wanted):
                 self._drop_previous()
-        first = not self.broken
         self.broken.add(key)
-        if first:
+        if reader.path not in self._said:
+            self._said.add(reader.path)
             x, y, width, height = tile_box(reader, key)
             self.message.emit("warning", f"{reader.path}: part of the slide cannot be {what} at this zoom (the tile "
                               f"{width}x{height} at ({x}, {y}) of level {key[0]}: {text}); it shows at a coarser "
