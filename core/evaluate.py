@@ -13,7 +13,7 @@ import numpy as np
 from .backends.base import Backend, InferenceRequest
 from .dataset.dataset import Dataset, DatasetItem
 from .dataset.masks import mask_to_labels
-from .dataset.truth import Truth, truth_fields
+from .dataset.truth import Described, Truth, truth_fields
 from .errors import CancelledError
 from .metrics import catalogue
 from .metrics.catalogue import Metric
@@ -54,7 +54,7 @@ class DatasetSummary:
 
 
 def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
-                   timings: dict[str, float] | None = None, roi_note: str = "", truth: Truth | None = None,
+                   timings: dict[str, float] | None = None, roi_note: str = "", truth: Described | None = None,
                    root: Path | None = None) -> dict[str, object]:
     """One row of the metric tables (CLI export, GUI export): id, image, ROI (and how it reached the stream,
     when not by the stream's own crop), the truth scored against (`truth_fields`, its file relative to the
@@ -146,24 +146,33 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
 
 def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
           mask: np.ndarray | None = None, quality: MetricSpec | None = None) -> ImageEvaluation:
-    """One image's evaluation against the dataset's truth for it (`Dataset.truth`): its mask (read unless given),
-    checked by the mask rule (`core.dataset.masks`: the whole mask; of a tiled one, the region read), and scored
-    (None without a mask)."""
+    """One image's evaluation against the dataset's truth for it (`Dataset.truth`, read as `truth_at_result`
+    reads it), scored (None without a mask)."""
+    roi_mask = truth_at_result(dataset, item, result, mask)
+    if roi_mask is None:
+        return ImageEvaluation(item, result, None)
+    metrics = roi_metrics(result, roi_mask)
+    if quality:
+        metrics = replace(metrics, quality=image_quality(quality, result, roi_mask))
+    return ImageEvaluation(item, result, metrics, dataset.truth(item), mask_to_labels(roi_mask, result.num_classes))
+
+
+def truth_at_result(dataset: Dataset, item: DatasetItem, result: InferenceResult,
+                    mask: np.ndarray | None = None) -> np.ndarray | None:
+    """The image's truth under the result's ROI at ROI size (None: it has none): its `mask` (read from the
+    dataset's truth file unless given), checked by the mask rule (`core.dataset.masks`: the whole mask; of a tiled
+    one, the region read)."""
     truth = dataset.truth(item)
     source = str(truth.path) if truth is not None else "mask"
     if mask is None and truth is not None and slide_kind_for(truth.path).name == "tiff":
         roi_mask = _mask_region(dataset, item, result, source)  # a tiled mask: only the ROI is read, as the viewer
         dataset.check_mask(item, roi_mask, result.num_classes)
-    else:
-        mask = dataset.load_mask(item) if mask is None else mask
-        if mask is None:
-            return ImageEvaluation(item, result, None)
-        dataset.check_mask(item, mask, result.num_classes)  # the whole file, as eval checks it before a run
-        roi_mask = truth_at_roi(result, mask, source)
-    metrics = roi_metrics(result, roi_mask)
-    if quality:
-        metrics = replace(metrics, quality=image_quality(quality, result, roi_mask))
-    return ImageEvaluation(item, result, metrics, truth, mask_to_labels(roi_mask, result.num_classes))
+        return roi_mask
+    mask = dataset.load_mask(item) if mask is None else mask
+    if mask is None:
+        return None
+    dataset.check_mask(item, mask, result.num_classes)  # the whole file, as eval checks it before a run
+    return truth_at_roi(result, mask, source)
 
 
 def _mask_region(dataset: Dataset, item: DatasetItem, result: InferenceResult, source: str) -> np.ndarray:

@@ -51,6 +51,8 @@ class ViewerCommands(QObject):
         self.loading.failed.connect(self._on_slide_failed)
         panel.openRequested.connect(self.open_dataset)
         panel.currentChanged.connect(self.select)
+        if session.backend is not None:  # another model: its mask rule reads the truths
+            session.backend.events.opened.connect(lambda _opened: self._check_truths())
 
     # ---------------------------------------------------------------------------------- dataset, image
     def open_dataset(self, path: Path) -> bool:
@@ -73,7 +75,20 @@ class ViewerCommands(QObject):
         restore = session.open_dataset(dataset)
         settings.add_recent_dataset(dataset.root)
         self.jobs.stream("restore", restore.work, restore.each, restore.finished)
+        self._check_truths()
         return True
+
+    def _check_truths(self) -> None:
+        """Once a dataset and a backend are open, read the truths by the model's mask rule: every truth is checked
+        (refused masks come back as errors in Messages) and the current image's mask is read again by it."""
+        session = self.session
+        if not session.read_truths_by_model():
+            return
+        check = session.check_truths()
+        self.jobs.stream(check.name, check.work, check.each, check.finished)
+        current, document = session.current, session.document
+        if current is not None and (document is None or not (document.dirty or document.saving)):
+            self._load(current.id)
 
     def select(self, item_id: str) -> None:
         """The dataset list's choice: ask about unsaved edits first, then load the image (on the slide lane)."""
@@ -84,6 +99,12 @@ class ViewerCommands(QObject):
         if current is not None and not self.editing.confirm_leave(lambda: self.panel.select_item(item_id)):
             self.panel.select_item(current.id)  # stay (re-enters with the current id)
             return
+        self._load(item_id)
+
+    def _load(self, item_id: str) -> None:
+        """Make `item_id` current and load its slide and mask (a newer request supersedes this one)."""
+        session = self.session
+        assert session.dataset is not None
         load = session.select(item_id)
         item = session.dataset.item(item_id)
         self.open_slide.set(None, None)
@@ -172,3 +193,7 @@ class ViewerCommands(QObject):
         """Start writing `choices` in the background (the files: `exporter.finished`); False when it could not
         start. Numbers re-scored meanwhile are scored again in the export, so its table is the fresh one."""
         return self.exporter.start(self.session, self.session.capabilities, choices)
+
+    def cancel_export(self) -> None:
+        """File > Cancel export: the running export stops before its next image, its folder as it was."""
+        self.exporter.cancel()

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from ..core.metrics import catalogue
 from ..core.metrics.catalogue import Metric
 from ..core.metrics.scores import ImageMetrics
-from ..core.session.views import ItemView
+from ..core.session.views import DONE, UNSAVED_MARK, ItemView
 from . import settings
 from .compact import shrinkable
 from .shortcuts import with_key
@@ -151,8 +151,9 @@ class ImageTableModel(QAbstractTableModel):
                 return text[column]
             return metric.worst_first_key(metric.of(row.metrics))
         if role == Qt.ItemDataRole.ToolTipRole:
+            why = row.error or row.note  # (the status first: a status cut with "…" is whole on hover)
             return {0: row.item_id, self.truth_column: row.truth,
-                    self.status_column: row.error or row.note or row.status}.get(column, row.note or None)
+                    self.status_column: f"{row.status}: {why}" if why else row.status}.get(column, row.note or None)
         if role == Qt.ItemDataRole.ForegroundRole and metric is not None and row.note:
             return QColor("#9aa0a6")  # numbers that do not answer for the image (stale, being re-scored)
         if role == Qt.ItemDataRole.TextAlignmentRole and metric is not None:
@@ -273,7 +274,7 @@ class DatasetPanel(QWidget):
     # --------------------------------------------------------------- table
     def _size_columns(self) -> None:
         """Numbers at their width, the id column at the longest of the first ids (capped), the status what is
-        left; the table (so the dock) is never narrower than that."""
+        left, at least "done · unsaved"; the table (so the dock) is never narrower than that."""
         metrics, header, model = self.table.fontMetrics(), self.table.horizontalHeader(), self.model
 
         def width(texts: list[str]) -> int:
@@ -286,7 +287,8 @@ class DatasetPanel(QWidget):
         for column in range(1, model.truth_column):
             header.resizeSection(column, width([str(model.headerData(column, Qt.Orientation.Horizontal)), "0.0000"]))
         header.resizeSection(model.truth_column, width(["corrected"]))
-        self.table.setMinimumWidth(sum(header.sectionSize(c) for c in range(model.status_column)) + width(["done"])
+        self.table.setMinimumWidth(sum(header.sectionSize(c) for c in range(model.status_column))
+                                   + width([DONE + UNSAVED_MARK])  # the status of an edited image, whole
                                    + 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width())
 
     def set_dataset(self, root: Path, item_ids: list[str]) -> None:

@@ -39,6 +39,7 @@ class MainCommands(Protocol):
     def run_all(self) -> bool: ...
     def run_whole_slide(self) -> bool: ...
     def export(self) -> None: ...
+    def cancel_export(self) -> None: ...
     def choose_backend(self) -> None: ...
     def choose_slide_scale(self) -> None: ...
 
@@ -73,6 +74,8 @@ class MainActions:
                                   "its part without running", c.run_whole_slide)
         self.cancel_action = a("&Cancel", "cancel", "Stop the running inference", controller.cancel)
         self.export_action = a("&Export…", "export", "Export masks, heatmaps and metrics", c.export)
+        self.cancel_export_action = a("Cancel e&xport", "cancel_export", "Stop the running export; its folder is "
+                                      "left as it was", c.cancel_export)
         self.backend_action = a("&Backend…", "backend", "Choose the inference backend", c.choose_backend)
         self.next_action = a("Next image", "next_image", "Next image in the list",
                              lambda: dataset_panel.select_offset(1))
@@ -188,7 +191,7 @@ class MainActions:
         if self.session.backend is not None:
             add_open_model_action(self.window, file_menu, self.session.backend, report)
         file_menu.addMenu(recent_menu)
-        add_entries(file_menu, (self.export_action, None, self.quit_action))
+        add_entries(file_menu, (self.export_action, self.cancel_export_action, None, self.quit_action))
         run_menu = menu.addMenu("&Run")
         add_entries(run_menu, (self.run_action, self.run_all_action, self.run_slide_action, self.cancel_action, None,
                                self.slide_scale_action, self.backend_action))
@@ -218,7 +221,8 @@ class MainActions:
         for action, enabled in ((self.run_action, can.run), (self.run_slide_action, can.run),
                                 (self.run_all_action, can.run_all), (self.undo_roi_action, can.undo_roi),
                                 (self.redo_roi_action, can.redo_roi), (self.cancel_action, can.cancel),
-                                (self.backend_action, not can.cancel), (self.export_action, can.export)):
+                                (self.backend_action, not can.cancel), (self.export_action, can.export),
+                                (self.cancel_export_action, can.cancel_export)):
             action.setEnabled(enabled)
 
 

@@ -161,7 +161,8 @@ class MainWindow(QMainWindow):
         """Every part's messages go to the message area (an error shows it), its notes to the status bar."""
         bar, messages = self.statusBar(), self.messages
         signals = [part.message for part in (self.commands, self.controller, self.exporter, self.display,
-                                             self.whole_slide, self.editing, self.roi_control, self.scorer)]
+                                             self.whole_slide, self.editing, self.roi_control, self.scorer,
+                                             self.slide.tiles)]
         for signal in signals:
             signal.connect(messages.add)
         for note in (self.commands.note, self.whole_slide.note, self.editing.note, self.controller.note):

@@ -33,6 +33,7 @@ from ..core.roi import Roi
 from ..core.session.backend_state import BackendOpened
 from ..core.session.events import EditsRecovered, MaskChanged
 from ..core.session.session import Session
+from ..core.session.views import actions
 from .jobs import Jobs
 from .mask_canvas import EditLayer
 from .mask_recovery import Autosaver, Button, ask_restore, ask_unsaved
@@ -76,7 +77,7 @@ class MaskEditing(QObject):
         session.events.document.connect(self._on_document)
         session.events.mask_changed.connect(self._on_mask_changed)
         session.events.edits_recovered.connect(self._on_recovered)
-        session.events.item_changed.connect(lambda _changed: self._sync_state())  # what the panels show changed
+        session.events.all.connect(lambda _emission: self._sync_state())  # the enabled tools follow the session
         if session.backend is not None:
             session.backend.events.opened.connect(self._on_backend_opened)
         self.actions.set_tool("pan")
@@ -118,7 +119,6 @@ class MaskEditing(QObject):
         capabilities = self.session.capabilities
         names = class_names or (capabilities.class_names if capabilities else ())
         self.actions.set_class_names([names[i] if i < len(names) else f"class {i}" for i in range(result.num_classes)])
-        self._sync_state()
 
     def _on_backend_opened(self, opened: BackendOpened) -> None:
         """Another model is open: paint its classes until a result says otherwise."""
@@ -130,7 +130,6 @@ class MaskEditing(QObject):
         crash left are its edits already (`_on_mask_changed` "restore")."""
         self._drop_editor()
         self.item = document.item if document is not None else None
-        self._sync_state()
 
     def _on_recovered(self, recovered: EditsRecovered) -> None:
         """Edits a crash left are back (the session said so, their rows say unsaved): keep them, or delete them."""
@@ -266,17 +265,15 @@ class MaskEditing(QObject):
         return self.editor is not None and self.editor.dirty
 
     def _sync_state(self) -> None:
-        dirty = self.dirty
-        actions = self.actions
-        saving = self.document is not None and self.document.saving
-        actions.undo_action.setEnabled(self.editor is not None and self.editor.can_undo and not saving)
-        actions.redo_action.setEnabled(self.editor is not None and self.editor.can_redo and not saving)
-        actions.save_action.setEnabled(dirty and not saving)
-        result = self.shown_result() is not None and not saving
-        for action in (actions.accept_argmax_action, actions.accept_threshold_action):
-            action.setEnabled(result)
-        self.autosaver.follow(dirty and not saving)
-        self.dirtyChanged.emit(dirty)
+        """The tools' enabled state as the session derives it (`core.session.views.actions`); the auto-saver and
+        `dirtyChanged` follow the edits."""
+        can, tools = actions(self.session), self.actions
+        for action, enabled in ((tools.undo_action, can.undo_edit), (tools.redo_action, can.redo_edit),
+                                (tools.save_action, can.save), (tools.accept_argmax_action, can.accept),
+                                (tools.accept_threshold_action, can.accept)):
+            action.setEnabled(enabled)
+        self.autosaver.follow(can.save)
+        self.dirtyChanged.emit(self.dirty)
 
     def edits_settled(self) -> None:
         """The edits paused: views of the mask refresh (the session re-scores by itself)."""
@@ -291,7 +288,6 @@ class MaskEditing(QObject):
         if changed.kind == "restore" and self.editor is not None:
             self.autosaver.saved_version = self.editor.version  # the recovery file holds them already
         self._settle_timer.stop()
-        self._sync_state()
         self.maskEdited.emit(changed.item_id)
 
     # ------------------------------------------------------------------------------------------- saving
@@ -317,19 +313,17 @@ class MaskEditing(QObject):
         def written(answer: tuple[Path, np.ndarray]) -> None:
             job.done(answer)  # the session adopts the saved mask (and says so): the views follow
             self.item = document.item
-            self._sync_state()
             self.saved.emit(answer[0])
             if then is not None:
                 then()
 
         def failed(text: str, details: str) -> None:
             if job.failed is not None:
-                job.failed(text, details)
-            self._sync_state()
+                job.failed(text, details)  # (the session says why: the tools follow)
 
         self.note.emit(f"Saving the mask of {item.id}…", 3000)
         self.jobs.submit(job.name, job.work, written, failed)
-        self._sync_state()
+        self._sync_state()  # saving: no edits until it is written (the one state the session does not announce)
         return True
 
     # ----------------------------------------------------------------------------------------- recovery

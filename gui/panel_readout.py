@@ -1,13 +1,17 @@
-"""The result panels' hover readout: what each panel draws under one slide position, as one line of text."""
+"""The result panels' hover readout: what each panel draws under one slide position, as one line of text
+(`describe`), shown under the panels with a crosshair on each (`HoverReadout`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtWidgets import QLabel, QWidget
 
 from ..core.result import InferenceResult
 from . import colormaps
+from .result_panel import ResultPanel
 
 
 def describe(result: InferenceResult, x: float, y: float, class_name: Callable[[int], str],
@@ -36,3 +40,38 @@ def describe(result: InferenceResult, x: float, y: float, class_name: Callable[[
         code = int(scored == positive) | int(true_class == positive) << 1
         text += f" | true {class_name(true_class)} | {colormaps.ERROR_NAMES[code]}"
     return text
+
+
+class HoverReadout(QObject):
+    """The crosshair on every panel and the readout line (`label`) at the slide position the mouse rests on
+    (`place`); both go when the mouse leaves the panels' `viewport`."""
+
+    def __init__(self, panels: Sequence[ResultPanel], viewport: QWidget, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.panels = tuple(panels)
+        self.label = QLabel(" ")
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label.setMinimumWidth(1)  # a long readout is cut at the window's edge, never widens it
+        self.position: tuple[float, float] | None = None  # where the mouse rests (the readout is redone there)
+        viewport.installEventFilter(self)
+
+    def place(self, x: float, y: float, text: str) -> None:
+        for panel in self.panels:
+            panel.vline.setPos(x)
+            panel.hline.setPos(y)
+            panel.vline.show()
+            panel.hline.show()
+        self.position = (x, y)
+        self.label.setText(text)
+
+    def clear(self) -> None:
+        for panel in self.panels:
+            panel.vline.hide()
+            panel.hline.hide()
+        self.label.setText(" ")
+        self.position = None
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        if event.type() == QEvent.Type.Leave:
+            self.clear()
+        return False

@@ -1,4 +1,5 @@
-"""Three linked result panels: softmax heatmap | argmax mask | ground truth (or the TP/FP/FN error map).
+"""Three linked result panels: softmax heatmap | argmax mask | ground truth (or the TP/FP/FN error map), under
+their controls (`gui/panel_controls.py`), over the hover readout (`gui/panel_readout.py`).
 
 Coordinates: every panel's scene is the slide itself. Each image is placed with `ImageItem.setRect` on the
 ROI box, so a 960x960 model output and an 1800x1800 ground-truth crop cover the same slide pixels; the
@@ -23,17 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QRectF, Qt, Signal
-from PySide6.QtGui import QAction, QImage, QPixmap
-from PySide6.QtWidgets import (
-    QComboBox,
-    QHBoxLayout,
-    QLabel,
-    QPushButton,
-    QSlider,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import QRectF, Signal
+from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from ..core.errors import SegScopeError
 from ..core.metrics.review import error_codes
@@ -43,10 +36,10 @@ from ..core.roi import Roi
 from ..core.session.panel_model import PanelInputs, PanelTitles, panel_inputs, pipeline_titles
 from . import colormaps
 from .jobs import Jobs
-from .panel_readout import describe
+from .panel_controls import PanelControls
+from .panel_readout import HoverReadout, describe
 from .result_panel import Notice, ResultPanel, contour
 from .result_views import ExtraPanels
-from .shortcuts import check_box_for
 
 #: Opacity of the panels while their result no longer answers for the image (another ROI, another model).
 STALE_OPACITY = 0.35
@@ -60,7 +53,6 @@ class ResultPanels(QWidget):
     hovered = Signal(str)
     #: a result was drawn (or the panels emptied): views of what they show may refresh
     shown = Signal()
-    _hover: tuple[float, float] | None  # where the mouse rests: the readout is redone there on a change under it
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -76,34 +68,11 @@ class ResultPanels(QWidget):
         self._stale = ""  # why the result shown no longer answers for the image ("": it does)
         self._auto_fit = True  # refit on resize until the user pans or zooms
 
-        self.class_combo = QComboBox()
-        self.class_combo.setToolTip("Class whose probability the heatmap shows and the error map scores")
-        self.overlay_action = QAction("Overlay", self, checkable=True)
-        self.overlay_action.setToolTip("Draw the panels over the ROI image")
-        self.contour_action = QAction("Contours", self, checkable=True)
-        self.contour_action.setToolTip("Masks as contours instead of filled regions (overlay mode)")
-        self.error_map_action = QAction("Error map", self, checkable=True)
-        self.error_map_action.setToolTip(
-            "Third panel: TP (green) / FP (orange) / FN (blue) of the chosen class instead of the ground truth"
-        )
-        self.opacity_slider = QSlider(Qt.Orientation.Horizontal)
-        self.opacity_slider.setRange(0, 100)
-        self.opacity_slider.setValue(50)
-        self.opacity_slider.setMaximumWidth(140)
-        self.opacity_slider.setToolTip("Opacity of the masks and heatmap over the ROI image")
-        fit_button = QPushButton("Fit")
-        fit_button.setToolTip("Zoom the panels to the whole ROI")
-        fit_button.clicked.connect(self.fit)
-
-        controls = QHBoxLayout()
-        controls.addWidget(QLabel("Show class"))
-        controls.addWidget(self.class_combo)
-        for action in (self.overlay_action, self.contour_action, self.error_map_action):
-            controls.addWidget(check_box_for(action))
-        controls.addWidget(QLabel("Opacity"))
-        controls.addWidget(self.opacity_slider)
-        controls.addStretch(1)
-        controls.addWidget(fit_button)
+        self.controls = PanelControls(self.fit)
+        self.class_combo, self.opacity_slider, self.banner = (self.controls.class_combo,
+                                                              self.controls.opacity_slider, self.controls.banner)
+        self.overlay_action, self.contour_action, self.error_map_action = (
+            self.controls.overlay_action, self.controls.contour_action, self.controls.error_map_action)
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground("#1b1d22")
@@ -129,24 +98,17 @@ class ResultPanels(QWidget):
         self.no_mask_text.hide()
         self.truth.view.addItem(self.no_mask_text, ignoreBounds=True)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
-        self.graphics.viewport().installEventFilter(self)
+        self.hover = HoverReadout((self.heat, self.argmax, self.truth), self.graphics.viewport(), self)
+        self.readout = self.hover.label
         self.heat.view.sigRangeChangedManually.connect(self._on_user_zoom)
         self.heat.view.sigResized.connect(self._on_resized)
         self.notice = Notice(self.graphics)  # over empty panels only: it never covers a result
-        self.banner = QLabel("")  # what is going on while a result is shown ("Running 001…"), beside the controls
-        self.banner.setStyleSheet("color: #e6b450; padding: 0 6px;")
-        controls.insertWidget(controls.count() - 1, self.banner)  # before Fit
-
-        self.readout, self._hover = QLabel(" "), None
-        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.readout.setMinimumWidth(1)  # a long readout is cut at the window's edge, never widens it
 
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
-        column.addLayout(controls)
+        column.addWidget(self.controls)
         column.addWidget(self.graphics, 1)
         column.addWidget(self.readout)
-
         self.class_combo.currentIndexChanged.connect(self._on_class_changed)
         self.overlay_action.toggled.connect(self._refresh_labels)
         self.contour_action.toggled.connect(self._refresh_labels)
@@ -228,19 +190,17 @@ class ResultPanels(QWidget):
     def clear(self) -> None:
         self._stale = ""
         self._result_names = ()
-        self._result = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = self._hover = None
+        self._result = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = None
         self.banner.setText("")
+        self.hover.clear()
         for panel in (self.heat, self.argmax, self.truth):
             panel.clear()
-            panel.vline.hide()
-            panel.hline.hide()
         self.no_mask_text.hide()
         self.extra.clear()
         self.class_combo.blockSignals(True)
         self.class_combo.clear()
         self.class_combo.blockSignals(False)
         self.error_map_action.setEnabled(False)
-        self.readout.setText(" ")
         self.colorbar.setOpacity(0.0)  # nothing to scale: no bare labels under the notice (keeps its place)
         self._set_titles()
 
@@ -278,21 +238,15 @@ class ResultPanels(QWidget):
 
     def readout_at(self, x: float, y: float) -> str:
         """The hover readout for slide position (x, y); also moves the crosshair there."""
-        for panel in (self.heat, self.argmax, self.truth):
-            panel.vline.setPos(x)
-            panel.hline.setPos(y)
-            panel.vline.show()
-            panel.hline.show()
         assert self._result is not None
-        self._hover = (x, y)
         text = describe(self._result, x, y, self._class_name, self._truth, self._prediction, self.current_class())
-        self.readout.setText(text)
+        self.hover.place(x, y, text)
         self.hovered.emit(text)
         return text
 
     def _refresh_readout(self) -> None:
-        if self._hover is not None and self._result is not None:
-            self.readout_at(*self._hover)
+        if self.hover.position is not None and self._result is not None:
+            self.readout_at(*self.hover.position)
 
     @property
     def result(self) -> InferenceResult | None:
@@ -342,16 +296,6 @@ class ResultPanels(QWidget):
         self.notice.center()
         if self._auto_fit:
             self.fit()
-
-    def eventFilter(self, watched, event) -> bool:
-        """The readout and crosshair go away when the mouse leaves the panels."""
-        if event.type() == QEvent.Type.Leave:
-            for panel in (self.heat, self.argmax, self.truth):
-                panel.vline.hide()
-                panel.hline.hide()
-            self.readout.setText(" ")
-            self._hover = None
-        return False
 
     # ------------------------------------------------------------------------------------------ internals
     def _prediction(self) -> np.ndarray:

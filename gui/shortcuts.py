@@ -27,6 +27,7 @@ _TABLE: dict[str, tuple[str, str]] = {
     "run_slide": ("Ctrl+Alt+R", "Run the current image's whole slide in tiles (stitched heatmap over the slide)"),
     "cancel": ("Esc", "Cancel the running inference"),
     "export": ("Ctrl+E", "Export masks, heatmaps and metrics"),
+    "cancel_export": ("Ctrl+Shift+E", "Cancel the running export (its folder is left as it was)"),
     "backend": ("Ctrl+B", "Choose the inference backend (embedded, MindX, remote SSH)"),
     "next_image": ("PgDown", "Next image in the list"),
     "prev_image": ("PgUp", "Previous image in the list"),

@@ -5,7 +5,9 @@ The coarsest level is always shown, stretched over the slide (`SlideView.set_rea
 the tiles shown before stay beneath them (so zooming never falls back to the blurry base). Tiles not yet
 read are asked of the job runner's `TILES` lane (two reads at a time, `SlideReader.read_region`); requests the
 view moved away from are dropped before they start.
-Read tiles live in a byte-bounded LRU cache (`TileCache`), so panning back costs nothing.
+Read tiles live in a byte-bounded LRU cache (`TileCache`), so panning back costs nothing. A tile that cannot be
+read or drawn leaves the coarser level showing there; the first one of a slide is said in one `message` line
+naming the slide (a damaged file fails at many tiles: one line per slide, not one per tile or per visit).
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QRectF, Signal
 
 from ..core.slides import SlideReader
-from .jobs import TILES, Job, Jobs
+from .jobs import TILES, Job, Jobs, describe_error
 
 #: Side of a tile in its level's pixels.
 TILE = 512
@@ -46,14 +49,17 @@ class TileCache:
         return tile
 
     def put(self, key: TileKey, tile: np.ndarray) -> None:
-        old = self._tiles.pop(key, None)
-        if old is not None:
-            self.bytes -= old.nbytes
+        self.drop(key)
         self._tiles[key] = tile
         self.bytes += tile.nbytes
         while self.bytes > self.max_bytes and len(self._tiles) > 1:
             _, dropped = self._tiles.popitem(last=False)
             self.bytes -= dropped.nbytes
+
+    def drop(self, key: TileKey) -> None:
+        old = self._tiles.pop(key, None)
+        if old is not None:
+            self.bytes -= old.nbytes
 
     def clear(self) -> None:
         self._tiles.clear()
@@ -95,7 +101,7 @@ class TileLoader(QObject):
     """Reads tiles on the `TILES` lane; `loaded(reader, key, rgb)` arrives in the GUI thread."""
 
     loaded = Signal(object, object, object)  # reader, TileKey, RGB pixels: in the GUI thread
-    failed = Signal(object, object, str)  # reader, TileKey, message: in the GUI thread
+    failed = Signal(object, object, str, str)  # reader, TileKey, message, details: in the GUI thread
 
     def __init__(self, jobs: Jobs, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -128,15 +134,16 @@ class TileLoader(QObject):
         self._pending.pop(key, None)
         self.loaded.emit(reader, key, rgb)
 
-    def _failed(self, reader: SlideReader, key: TileKey, text: str, _details: str) -> None:
+    def _failed(self, reader: SlideReader, key: TileKey, text: str, details: str) -> None:
         self._pending.pop(key, None)
-        self.failed.emit(reader, key, text)
+        self.failed.emit(reader, key, text, details)
 
 
 class TileLayer(QObject):
-    """The tiles of one slide in a ViewBox: `set_reader`, then `update(level, visible rect)` on each move."""
+    """The tiles of one slide in a ViewBox: `set_reader`, then `update(level, visible rect)` on each move;
+    `message(level, text, details)` says once per slide that its tiles fail."""
 
-    failed = Signal(str)
+    message = Signal(str, str, str)
 
     def __init__(self, view_box: pg.ViewBox, jobs: Jobs, cache_bytes: int = CACHE_BYTES,
                  parent: QObject | None = None) -> None:
@@ -150,18 +157,21 @@ class TileLayer(QObject):
         self.shown: dict[TileKey, pg.ImageItem] = {}
         self.previous: list[pg.ImageItem] = []  # tiles shown before the view moved, until the wanted arrive
         self.wanted: list[TileKey] = []
-        self._warned = False
+        self.broken: set[TileKey] = set()  # tiles of this slide that could not be read or drawn: not asked again
+        self._said: set[Path] = set()  # the slides whose failing tiles were said (once per slide, reopened or not)
 
     def set_reader(self, reader: SlideReader | None) -> None:
         self.loader.drop_all()
         self.cache.clear()
         self._show([])
-        self.reader, self.wanted, self._warned = reader, [], False
+        self.reader, self.wanted = reader, []
+        self.broken = set()
 
     def update(self, level: int | None, rect: QRectF) -> None:
         """Show `level`'s tiles meeting `rect` (None: none), reading those not cached."""
         reader = self.reader
         keys = visible_tiles(reader, level, rect) if reader is not None and level is not None else []
+        keys = [key for key in keys if key not in self.broken]
         if len(keys) > MAX_VISIBLE_TILES:
             keys = []
         self.wanted = keys
@@ -197,7 +207,11 @@ class TileLayer(QObject):
         lv = reader.levels[key[0]]
         sx, sy = reader.size[0] / lv.width, reader.size[1] / lv.height
         x, y, w, h = tile_box(reader, key)
-        item = pg.ImageItem(tile, axisOrder="row-major", autoLevels=False, levels=(0, 255))
+        try:
+            item = pg.ImageItem(tile, axisOrder="row-major", autoLevels=False, levels=(0, 255))
+        except Exception as exc:  # noqa: BLE001 - pixels pyqtgraph cannot draw: said once, the slide goes on
+            self._failed(reader, key, "drawn", *describe_error(exc))
+            return
         item.setRect(QRectF(x * sx, y * sy, w * sx, h * sy))
         item.setZValue(1)
         self.vb.addItem(item)
@@ -212,10 +226,26 @@ class TileLayer(QObject):
             if len(self.shown) == len(self.wanted):
                 self._drop_previous()
 
-    def _on_failed(self, reader: SlideReader, key: TileKey, text: str) -> None:
-        if reader is self.reader and not self._warned:
-            self._warned = True
-            self.failed.emit(text)
+    def _on_failed(self, reader: SlideReader, key: TileKey, text: str, details: str) -> None:
+        self._failed(reader, key, "read", text, details)
+
+    def _failed(self, reader: SlideReader, key: TileKey, what: str, text: str, details: str) -> None:
+        """A tile of `reader` cannot be `what` ("read", "drawn"): it is not asked for again, its place keeps the
+        coarser level, and the slide's first such tile is said in one line."""
+        if self.reader is None or reader is not self.reader:
+            return  # a tile of the slide shown before
+        self.cache.drop(key)
+        if key in self.wanted:
+            self.wanted.remove(key)
+            if len(self.shown) == len(self.wanted):
+                self._drop_previous()
+        self.broken.add(key)
+        if reader.path not in self._said:
+            self._said.add(reader.path)
+            x, y, width, height = tile_box(reader, key)
+            self.message.emit("warning", f"{reader.path}: part of the slide cannot be {what} at this zoom (the tile "
+                              f"{width}x{height} at ({x}, {y}) of level {key[0]}: {text}); it shows at a coarser "
+                              "level there, and further such tiles of this slide are not reported", details)
 
     def pixel(self, x: int, y: int) -> tuple[int, int, int] | None:
         """RGB of slide pixel (x, y) from the finest cached tile holding it, or None."""

@@ -45,6 +45,7 @@ STAGE_MEANINGS = {
     "download": "bringing the result back from the remote host",
     "render": "the viewer: from the result's arrival until the result panels showed it (a single Run only; "
               "during Run all a result waits behind the others, which says nothing about drawing)",
+    "total": "the run's stages added up",
 }
 
 

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 from ..backends.base import Backend
 from ..dataset.dataset import Dataset
-from ..dataset.truth import truth_fields
 from ..errors import SegScopeError
 from ..roi import Roi
 from ..wholeslide.evaluate import AUTO, TilePlan, evaluate_tiled, tile_count
@@ -131,14 +130,13 @@ class TiledUnit:
         note(overlap_note(self.plan, sum(tile_count(backend, dataset, self.plan, run.roi)), plain))
         try:
             for evaluation in evaluate_tiled(backend, run.dataset, self.plan, run.roi, tick):
-                truth = run.dataset.truth(evaluation.item) if evaluation.metrics is not None else None
-                yield {**tiled_row(evaluation), **truth_fields(truth, run.dataset.root)}, evaluation.metrics
+                yield tiled_row(evaluation, run.dataset.root), evaluation.metrics
                 if run.export is not None:
                     export_stitched(run.export, evaluation, backend.capabilities, run.kinds, self.stitched_format)
                 if bar is not None:
                     bar.clear()
                 run.say(f"{format_line(evaluation.item.image_path, evaluation.metrics)}, tiles: {evaluation.tiles}"
-                        + truth_text(truth, run.dataset.root))
+                        + truth_text(evaluation.truth, run.dataset.root))
         except KeyboardInterrupt:
             if bar is not None:
                 bar.clear()

@@ -2,7 +2,8 @@
 nothing) instead of at the image whose file is wrong: every image's and truth mask's size from the files'
 headers (`check_sizes_up_front`, before the backend opens), then the values of each truth mask by its
 histogram against the model's mask rule (`prepare_truths`, `core.dataset.masks.MaskRule`), so a mask that
-would be misread is refused in one line before any result is printed."""
+would be misread is refused in one line before any result is printed. The viewer reads a dataset by the same
+rule (`set_mask_rule`) and checks each truth as `eval` does (`check_truth`)."""
 
 from __future__ import annotations
 
@@ -43,27 +44,38 @@ def check_sizes_up_front(dataset: Dataset, items: Sequence[DatasetItem] | None =
             check_sizes(slide_size(truth.path, dataset.max_pixels), size, str(truth.path))
 
 
+def set_mask_rule(dataset: Dataset, class_names: Sequence[str], details: Mapping[str, str] | None = None) -> MaskRule:
+    """Read the dataset's masks by the rule of the model (`class_names`, its backend's `details` with a card's
+    truth_values) from now on: `eval`'s and the viewer's one place where that rule is chosen."""
+    rule = MaskRule.for_model(len(class_names) or 2, details)
+    dataset.mask_rule = rule
+    return rule
+
+
+def check_truth(dataset: Dataset, truth: Truth, counts: Callable[[Truth], np.ndarray] | None = None) -> None:
+    """Refuse (`SegScopeError`, one line naming the file and its values) a truth file that the dataset's mask rule
+    (`set_mask_rule`) does not read. `counts(truth)`: the value `histogram` of its decoded mask where the caller
+    has it (a decoded-input cache); by default the mask is read here."""
+    read_by = dataset.rule_for(truth)  # the card's values for originals, the conventions for corrections
+    assert read_by is not None, "check_truth before set_mask_rule"
+    if counts is not None:
+        read_by.check(counts(truth), str(truth.path))
+    elif slide_kind_for(truth.path).name != "tiff":  # read whole: its counts kept with it in the decoded-input cache
+        read_by.check(truth_counts(truth.path, dataset.max_pixels), str(truth.path))
+    else:
+        with MaskReader(truth.path, dataset.max_pixels) as reader:
+            read_by.check(mask_counts(reader), str(truth.path))
+
+
 def prepare_truths(dataset: Dataset, class_names: Sequence[str], details: Mapping[str, str] | None = None,
                    items: Sequence[DatasetItem] | None = None,
                    counts: Callable[[Truth], np.ndarray] | None = None) -> MaskRule:
-    """Set the dataset's mask rule for the model (`class_names`, its backend's `details` with a card's
-    truth_values) and check every truth of `items` (default: all) against that rule (their sizes are
-    `check_sizes_up_front`'s, called before); the first problem is a `SegScopeError` naming the file.
-    `counts(truth)`: the value `histogram` of a truth file's decoded mask where the caller has it (a
-    decoded-input cache); by default each mask is read here."""
-    rule = MaskRule.for_model(len(class_names) or 2, details)
-    dataset.mask_rule = rule
-    chosen = [truth for item in (items if items is not None else dataset.items)
-              if (truth := dataset.truth(item)) is not None]
-    for truth in chosen:
-        read_by = dataset.rule_for(truth)  # the card's values for originals, the conventions for corrections
-        assert read_by is not None  # (the dataset's rule is set above)
-        if counts is not None:
-            read_by.check(counts(truth), str(truth.path))
-            continue
-        if slide_kind_for(truth.path).name != "tiff":  # read whole: its counts kept with it in the decoded-input cache
-            read_by.check(truth_counts(truth.path, dataset.max_pixels), str(truth.path))
-            continue
-        with MaskReader(truth.path, dataset.max_pixels) as reader:
-            read_by.check(mask_counts(reader), str(truth.path))
+    """Set the dataset's mask rule for the model (`set_mask_rule`) and check every truth of `items` (default:
+    all) against it (`check_truth`; their sizes are `check_sizes_up_front`'s, called before); the first problem
+    is a `SegScopeError` naming the file."""
+    rule = set_mask_rule(dataset, class_names, details)
+    for item in items if items is not None else dataset.items:
+        truth = dataset.truth(item)
+        if truth is not None:
+            check_truth(dataset, truth, counts)
     return rule

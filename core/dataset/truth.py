@@ -85,12 +85,20 @@ class Truth:
         return f"{self.kind} {self.file_name(root)} (sha256 {self.sha256()[:12]})"
 
 
-def truth_fields(truth: Truth | None, root: Path | None = None) -> dict[str, str]:
+class Described(Protocol):
+    """A truth that names itself as `Truth.describe` does (a `Truth`; the viewer's `ImageTruth`, which may be
+    unsaved edits: kind "edited")."""
+
+    def describe(self, root: Path | None = None) -> dict[str, str] | None: ...
+
+
+def truth_fields(truth: Described | None, root: Path | None = None) -> dict[str, str]:
     """A metric row's `truth`, `truth_file` and `truth_sha256` (nothing for an image without a truth)."""
-    if truth is None:
+    described = truth.describe(root) if truth is not None else None
+    if not described:
         return {}
-    described = truth.describe(root)
-    return {"truth": described["kind"], "truth_file": described["file"], "truth_sha256": described["sha256"]}
+    return {"truth": described["kind"], "truth_file": described.get("file", ""),
+            "truth_sha256": described.get("sha256", "")}
 
 
 def check_choice(choice: str) -> str:

@@ -10,27 +10,42 @@ run's output scale, as `eval --tile --export` writes it).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Optional, Protocol
+
+import numpy as np
 
 from ..backends.base import Capabilities
 from ..dataset.dataset import Dataset, DatasetItem
-from ..errors import SegScopeError
-from ..evaluate import DatasetSummary
+from ..dataset.masks import mask_to_labels
+from ..errors import CancelledError, SegScopeError
+from ..evaluate import DatasetSummary, truth_at_result
 from ..metrics.catalogue import Metric
 from ..result import InferenceResult
 from ..wholeslide.evaluate import TiledEvaluation
 from ..wholeslide.export import TILED_KINDS, export_stitched, stitched_plan, tiled_row
 from .files import ExportFolder, described_files
-from .names import EXPORT_KINDS, METRICS_FILES, PROVENANCE_NAME, RUN_KINDS
+from .names import COCO_EVALUATION, EXPORT_KINDS, METRICS_FILES, PROVENANCE_NAME, RUN_KINDS
 from .plan import TITLES, Estimate, PlannedFile, check_kinds, corrected_plan, roi_plan, summary
 from .provenance import Source, source_for
 
 #: What an ROI run exports, in the order offered.
 ROI_KINDS = (*EXPORT_KINDS, *RUN_KINDS)
 Table = Callable[[], "tuple[list[dict[str, object]], dict[str, object]]"]
+#: Where the mask an image is scored against is read from (None: its truth file), `Session.edited_mask`.
+MaskSource = Callable[[], Optional[np.ndarray]]
+
+
+class ScoredTruth(Protocol):
+    """What the export reads of the truth an image is scored against (`core.session.truth.ImageTruth`)."""
+
+    @property
+    def exists(self) -> bool: ...
+
+    def describe(self, root: Path | None = None) -> dict[str, str] | None: ...
 
 
 class ExportSession(Protocol):
@@ -48,6 +63,10 @@ class ExportSession(Protocol):
     def slide_run_of(self, item_id: str) -> TiledEvaluation | None: ...
 
     def metrics_table_job(self, item_ids: list[str] | None = None) -> Table: ...
+
+    def truth(self, item_id: str) -> ScoredTruth: ...
+
+    def edited_mask(self, item_id: str) -> MaskSource: ...
 
 
 @dataclass(frozen=True)
@@ -107,6 +126,7 @@ class Exportable:
 
     def __init__(self, session: ExportSession, capabilities: Capabilities | None = None):
         dataset = session.dataset
+        self.dataset = dataset
         self.root = dataset.root if dataset is not None else None
         self.current_id = session.current.id if session.current is not None else None
         self.ranking = session.ranking
@@ -114,6 +134,7 @@ class Exportable:
         items = {item.id: item for item in dataset.items} if dataset is not None else {}
         self._results = {i: (result, source_for(items[i], capabilities)) for i in session.result_ids
                          if (result := session.result(i)) is not None}
+        self._truths = {i: (session.truth(i), session.edited_mask(i)) for i in self._results}
         self._runs = {i: (run, capabilities) for i in items if (run := session.slide_run_of(i)) is not None}
         self._sources: dict[str, Source] = {i: s for i, (_, s) in self._results.items()}
         self._sources.update({i: source_for(r.item, capabilities) for i, (r, _) in self._runs.items()})
@@ -147,6 +168,8 @@ class Exportable:
             raise SegScopeError(f"{missing}: its {what} is no longer in memory; run it again to export")
         items = {i: self._item_files(i, kinds, choices.stitched) for i in choices.item_ids}
         run = [PlannedFile(RUN_KINDS[k], k, "JSON") for k in RUN_KINDS if k in kinds and choices.item_ids]
+        if "coco" in kinds and any(self._truths[i][0].exists for i in items if i in self._truths):
+            run += [PlannedFile(name, "coco", "JSON") for name in COCO_EVALUATION]  # the truth and the scored images
         run += [PlannedFile(name, "metrics", name.rsplit(".", 1)[-1].upper()) for name in METRICS_FILES
                 if choices.metrics]
         return ExportPlan(choices, {i: files for i, files in items.items() if files}, run)
@@ -163,10 +186,11 @@ class Exportable:
         count = f" for {len(files)} of {len(item_ids)} images" if kind == "corrected" else ""
         return title, f"{summary(files)}{count} — {Estimate.of(files).text()}"
 
-    def steps(self, choices: ExportChoices) -> Callable[[], Iterator[Progress]]:
+    def steps(self, choices: ExportChoices, cancel: threading.Event | None = None) -> Callable[[], Iterator[Progress]]:
         """The export as work for a worker, everything it needs taken now: it writes one image per step, then
         the COCO file and the metrics table (of the exported images only), all published as one unit at the
-        end (the last step holds the files written); the folder is as it was after any failure."""
+        end (the last step holds the files written); the folder is as it was after any failure. `cancel` set:
+        it stops before the next image (a `CancelledError`), the folder as it was."""
         ids, kinds, ranking = list(choices.item_ids), list(choices.kinds), self.ranking
         table = self._stitched_table(ids) if choices.stitched else self._session.metrics_table_job(ids)
 
@@ -175,23 +199,41 @@ class Exportable:
                 run, capabilities = self._runs[item_id]
                 export_stitched(folder, run, capabilities, kinds)
             else:
-                result, source = self._results[item_id]
-                folder.export_result(result, source, kinds)
+                folder.export_result(self._results[item_id][0], self._scored_source(item_id, kinds), kinds)
+
+        def check_cancel(done: int, total: int) -> None:
+            if cancel is not None and cancel.is_set():
+                raise CancelledError(f"export to {choices.folder} cancelled after {done} of {total} images")
 
         def run() -> Iterator[Progress]:
             planned = self.plan(choices)  # refuses what cannot be written before the folder is touched
             todo = [i for i in ids if i in planned.items]
             with ExportFolder(choices.folder, choices.overwrite, self.root) as folder:
                 yield Progress(0, len(todo), notes=tuple(folder.notes))
-                for done, item_id in enumerate(todo, 1):
+                for done, item_id in enumerate(todo):
+                    check_cancel(done, len(todo))
                     write(folder, item_id)
-                    yield Progress(done, len(todo))
+                    yield Progress(done + 1, len(todo))
+                check_cancel(len(todo), len(todo))
                 folder.write_coco()
                 if choices.metrics:
                     rows, means = table()
                     folder.write_metrics(rows, means, ranking)
             yield Progress(len(todo), len(todo), tuple(folder.written))
         return run
+
+    def _scored_source(self, item_id: str, kinds: Sequence[str]) -> Source:
+        """An ROI result's source with the truth it is scored against, as `eval --export` has it: named in the
+        provenance, and for COCO its classes under the ROI (the truth side; read here, on the export's worker)."""
+        result, source = self._results[item_id]
+        truth, mask = self._truths[item_id]
+        if not truth.exists:
+            return source
+        labels = None
+        if "coco" in kinds and self.dataset is not None:
+            roi_mask = truth_at_result(self.dataset, self.dataset.item(item_id), result, mask())
+            labels = None if roi_mask is None else mask_to_labels(roi_mask, result.num_classes)
+        return replace(source, truth=truth.describe(self.root), truth_labels=labels)
 
     def _stitched_table(self, ids: list[str]) -> Table:
         runs = [self._runs[i][0] for i in ids if i in self._runs]
@@ -200,5 +242,5 @@ class Exportable:
             summary = DatasetSummary()
             for run in runs:
                 summary.add(run.metrics)
-            return [tiled_row(run) for run in runs], dict(summary.means())
+            return [tiled_row(run, self.root) for run in runs], dict(summary.means())
         return table

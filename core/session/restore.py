@@ -12,7 +12,7 @@ from ..errors import SegScopeError
 from ..evaluate import score
 from ..metrics.scores import ImageMetrics
 from ..result import InferenceResult
-from ..wholeslide.evaluate import TiledEvaluation, score_stitched
+from ..wholeslide.evaluate import TiledEvaluation
 from .store import SessionStore
 
 
@@ -53,9 +53,8 @@ def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored
         if item is None:
             continue
         try:
-            metrics = score_stitched(dataset, item, slide.stitched)
+            run = TiledEvaluation.scored(dataset, item, slide.stitched, slide.tiles, slide.seconds, slide.plan)
         except SegScopeError as exc:
             yield Restored(root, note=f"{item.id}: stored whole-slide run not restored: {exc}")
             continue
-        yield Restored(root, item.id, slide_run=TiledEvaluation(item, slide.stitched, slide.tiles, metrics,
-                                                                slide.seconds, slide.plan))
+        yield Restored(root, item.id, slide_run=run)

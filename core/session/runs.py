@@ -25,8 +25,9 @@ from ..metrics.scores import compare_tensors
 from ..result import STAGES, InferenceResult
 from ..roi import Roi
 
-#: Stage order of timing tables: the stream's, then what the transport and the GUI add.
-STAGE_ORDER = (*STAGES, "transfer", "render")
+#: Stage order of timing tables: the stream's (a remote run's "upload" and "download" among them), then what the
+#: GUI adds. A stage is shown only where a run reported it: a local run moves nothing, so it has no transfer.
+STAGE_ORDER = (*STAGES, "render")
 #: Arrays kept for comparison by default: about 130 runs of a 960x960x2 model.
 DEFAULT_MAX_RESULT_BYTES = 1 << 30
 

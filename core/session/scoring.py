@@ -164,7 +164,8 @@ class SessionScores:
     def metrics_table_job(self, item_ids: list[str] | None = None
                           ) -> Callable[[], tuple[list[dict[str, object]], dict[str, object]]]:
         """`metrics_table` as work for any thread, taken now: stale images are scored in it (their jobs), the
-        others keep their scored metrics (nothing here changes)."""
+        others keep their scored metrics (nothing here changes); each row names the truth it is scored against,
+        as `eval`'s do ("edited" with unsaved edits)."""
         dataset = self._dataset()
         wanted = set(item_ids) if item_ids is not None else None
         taken = []
@@ -175,13 +176,14 @@ class SessionScores:
                 taken.append((item, result.roi if result is not None else self.roi_for(item.id),
                               self.known_metrics(item.id), self.score_job(item.id),
                               result.timings if result is not None else None,
-                              result.roi_note if result is not None else ""))
+                              result.roi_note if result is not None else "", self.truth(item.id)))
 
         def table() -> tuple[list[dict[str, object]], dict[str, object]]:
             rows, summary = [], DatasetSummary()
-            for item, roi, metrics, job, timings, roi_note in taken:
+            for item, roi, metrics, job, timings, roi_note, truth in taken:
                 scored = job.run() if job is not None else metrics
-                rows.append(evaluation_row(item, roi, scored, timings, roi_note))
+                rows.append(evaluation_row(item, roi, scored, timings, roi_note, truth if scored is not None else None,
+                                           dataset.root))
                 summary.add(scored)
             return rows, dict(summary.means())
         return table

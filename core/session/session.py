@@ -31,6 +31,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..dataset.dataset import Dataset, DatasetItem
+from ..dataset.preflight import check_truth, set_mask_rule
 from ..editing.document import MaskDocument
 from ..errors import SegScopeError
 from ..events import Evented
@@ -42,7 +43,7 @@ from .answers import SessionResults
 from .backend_state import BackendState
 from .batches import SessionRuns, plural
 from .edits import Recovered, SessionEdits, recovered_edits
-from .events import UNREADABLE, Message, Outcome, ResultAdded, RoiChanged, SessionEvents, SlideRunAdded
+from .events import FAILED, UNREADABLE, Message, Outcome, ResultAdded, RoiChanged, SessionEvents, SlideRunAdded
 from .jobs import Job, StreamJob
 from .restore import Restored, restored_entries
 from .roi_undo import RoiUndo
@@ -109,6 +110,36 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
                                                  + (f"; {plural(len(kept), 'earlier run')} kept" if kept else "")))
         return self._restore_job(dataset, new_folder)
 
+    def read_truths_by_model(self) -> bool:
+        """Read the open dataset's masks by the open model's rule from now on, `eval`'s (`set_mask_rule`: a card's
+        truth_values included); called when a dataset or a backend opens. False: nothing changed (no dataset or no
+        backend open, or the rule is the one already read by); True: `check_truths` is due, and a mask read before
+        (the current image's) is to be read again."""
+        dataset, capabilities = self.dataset, self.capabilities
+        if dataset is None or capabilities is None:
+            return False
+        before = dataset.mask_rule
+        return set_mask_rule(dataset, capabilities.class_names, capabilities.details) != before
+
+    def check_truths(self) -> StreamJob[tuple[str, str]]:
+        """The job that checks every truth by the dataset's rule as `eval` does before a run: each refused mask is
+        one error line naming its file and values, and its image's row says so (never scored as an empty truth)."""
+        dataset = self._dataset()
+        truths = [(item.id, truth) for item in dataset.items if (truth := dataset.truth(item)) is not None]
+
+        def work() -> Iterator[tuple[str, str]]:
+            for item_id, truth in truths:
+                try:
+                    check_truth(dataset, truth)
+                except SegScopeError as exc:
+                    yield item_id, str(exc)
+
+        def each(refused: tuple[str, str]) -> None:
+            if self.dataset is dataset:
+                self._set_outcome(refused[0], Outcome(FAILED, refused[1]))
+                self.events.message.emit(Message("error", refused[1]))
+        return StreamJob("truths", work, each)
+
     def _restore_job(self, dataset: Dataset, stored: bool) -> StreamJob[Found]:
         store, recovery_dir = self.store if stored else None, self.recovery_dir
         scored_on = {item.id: self.scored_on(item.id) for item in dataset.items}
@@ -172,7 +203,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     # ---------------------------------------------------------------------------------------- current
     def select(self, item_id: str) -> Job[tuple[tuple[int, int], np.ndarray | None]]:
         """Make `item_id` the current image; the job reads its size and mask (a window reads its slide instead)
-        and `slide_loaded` takes them."""
+        and `slide_loaded` takes them. A mask the model's rule refuses is not read (its row says why), so the image
+        still shows, without a truth to draw or edit on."""
         dataset = self._dataset()
         item = dataset.item(item_id)
         self._leaving()
@@ -180,7 +212,13 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.current = item
 
         def read() -> tuple[tuple[int, int], np.ndarray | None]:
-            return dataset.image_size(item), dataset.load_mask(item)
+            size = dataset.image_size(item)
+            try:
+                return size, dataset.load_mask(item)
+            except SegScopeError:
+                if dataset.mask_rule is None:
+                    raise
+                return size, None  # refused by the model's rule: `check_truths` said why; the slide still shows
         def loaded(answer: tuple[tuple[int, int], np.ndarray | None]) -> None:
             self.slide_loaded(item_id, *answer)
         return Job(f"slide:{item_id}", read, loaded)

@@ -51,6 +51,13 @@ class ImageTruth:
             return EDITED
         return self.file.kind if self.file is not None else NONE
 
+    def describe(self, root: Path | None = None) -> dict[str, str] | None:
+        """How metrics files and provenance name it: its file's `Truth.describe` (relative to the dataset `root`),
+        of kind "edited" with unsaved edits on top; None without any truth."""
+        if self.file is None:
+            return {"kind": EDITED} if self.edits else None
+        return {**self.file.describe(root), "kind": self.kind}
+
     @property
     def exists(self) -> bool:
         """Whether there is anything to score against."""

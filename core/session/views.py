@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..metrics.scores import ImageMetrics
-from .answers import OTHER_MODEL, ROI_CHANGED, WHOLE_SLIDE, Answer
+from .answers import OTHER_MODEL, ROI_CHANGED, RUN, WHOLE_SLIDE, Answer
 from .session import Session
 
 #: A row's Status while its result no longer answers for the image, by `Answer.stale`.
@@ -86,12 +86,14 @@ class Actions:
     run_all: bool
     cancel: bool
     export: bool
+    cancel_export: bool
     undo_roi: bool
     redo_roi: bool
     save: bool  # the mask edits on screen
     discard: bool
     undo_edit: bool
     redo_edit: bool
+    accept: bool  # Accept argmax / P >= t: the image on screen's own run answers for it (edits go on its ROI)
 
 
 def actions(session: Session) -> Actions:
@@ -100,8 +102,10 @@ def actions(session: Session) -> Actions:
     model = backend is not None and backend.capabilities is not None and not busy
     document = session.document if session.ready else None
     editor = document.editor if document is not None and not document.saving else None
+    answer = session.answer(document.item.id) if document is not None and not document.saving else None
     return Actions(run=model and session.ready, run_all=model and session.dataset is not None, cancel=busy,
-                   export=bool(session.result_ids) and not session.exporting,
+                   export=bool(session.result_ids) and not session.exporting, cancel_export=session.exporting,
                    undo_roi=session.roi_moves.can_undo, redo_roi=session.roi_moves.can_redo,
                    save=editor is not None and editor.dirty, discard=editor is not None and editor.dirty,
-                   undo_edit=editor is not None and editor.can_undo, redo_edit=editor is not None and editor.can_redo)
+                   undo_edit=editor is not None and editor.can_undo, redo_edit=editor is not None and editor.can_redo,
+                   accept=answer is not None and answer.source == RUN and answer.result is not None)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..backends.base import Backend, InferenceRequest
 from ..dataset.dataset import Dataset, DatasetItem
+from ..dataset.truth import Truth
 from ..errors import CancelledError, SegScopeError
 from ..metrics.scores import ImageMetrics
 from ..roi import Roi
@@ -144,6 +145,14 @@ class TiledEvaluation:
     metrics: ImageMetrics | None  # None when the image has no mask
     seconds: float
     plan: TilePlan | None = None  # how it was tiled (for the export's provenance)
+    truth: Truth | None = None  # the truth file it was scored against (None: none)
+
+    @classmethod
+    def scored(cls, dataset: Dataset, item: DatasetItem, stitched: Stitched, tiles: int, seconds: float,
+               plan: TilePlan | None = None) -> TiledEvaluation:
+        """A whole-slide run scored against the dataset's truth for the item (`score_stitched`), which it names."""
+        metrics = score_stitched(dataset, item, stitched)
+        return cls(item, stitched, tiles, metrics, seconds, plan, dataset.truth(item) if metrics is not None else None)
 
 
 def tile_count(backend: Backend, dataset: Dataset, plan: TilePlan, roi: Roi | None = None) -> list[int]:
@@ -195,5 +204,4 @@ def evaluate_slide(backend: Backend, dataset: Dataset, item: DatasetItem, reader
     start = time.perf_counter()
     stitched = run_tiled(backend, reader, plan, roi, progress, cancel)
     tiles = len(plan.grid(roi or Roi.whole(*reader.size), reader.size))
-    return TiledEvaluation(item, stitched, tiles, score_stitched(dataset, item, stitched), time.perf_counter() - start,
-                           plan)
+    return TiledEvaluation.scored(dataset, item, stitched, tiles, time.perf_counter() - start, plan)

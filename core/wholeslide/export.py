@@ -97,7 +97,7 @@ def export_stitched(folder: ExportFolder, evaluation: TiledEvaluation, capabilit
     """Write one whole-slide run's stitched `kinds` (of `TILED_KINDS`) with their provenance into `folder`
     (what `eval --tile --export` writes, also the viewer's export of a whole-slide run); the paths written."""
     stitched, item, plan = evaluation.stitched, evaluation.item, evaluation.plan
-    source = source_for(item, capabilities)
+    source = source_for(item, capabilities, truth=evaluation.truth, root=folder.dataset_root)
     files = stitched_plan(item.id, stitched, kinds, stitched_format, corrected_plan(item.id, source.corrected))
     ome = writes_ome_tiff(stitched, stitched_format)
     contents: list[tuple[PlannedFile, Content]] = []
@@ -125,7 +125,9 @@ def export_stitched(folder: ExportFolder, evaluation: TiledEvaluation, capabilit
     return folder.write_item(item.id, contents, document)
 
 
-def tiled_row(evaluation: TiledEvaluation) -> dict[str, object]:
-    """One whole-slide run's row of the metrics table (its region, slide metrics, time and tile count)."""
+def tiled_row(evaluation: TiledEvaluation, root: Path | None = None) -> dict[str, object]:
+    """One whole-slide run's row of the metrics table (its region, the truth it was scored against named relative
+    to the dataset `root`, slide metrics, time and tile count)."""
     return {**evaluation_row(evaluation.item, evaluation.stitched.region, evaluation.metrics,
-                             {"tiled": evaluation.seconds}), "tiles": evaluation.tiles}
+                             {"tiled": evaluation.seconds}, truth=evaluation.truth, root=root),
+            "tiles": evaluation.tiles}

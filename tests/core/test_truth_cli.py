@@ -106,3 +106,22 @@ def test_the_truth_scored_against_is_named_everywhere(tiny_model_project, small_
     images = json.loads(text)["images"]
     assert [r.get("truth") for r in images] == [None, "corrected", None, None]
     assert json.loads(text)["summary"]["images_with_masks"] == 1
+
+
+def test_a_tiled_export_names_the_truth_each_slide_was_scored_against(tiny_model_project, small_dataset, tmp_path):
+    corrected = small_dataset / "2" / "mask_corrected.png"
+    cv2.imwrite(str(corrected), np.zeros_like(_mask(small_dataset / "2" / "mask.png")))
+    out = tmp_path / "out"
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--tile", 40,
+                      "--export", out, "--export-kinds", "mask")
+    assert code == 0
+
+    def named(item: str) -> dict | None:
+        return json.loads((out / f"{item}_provenance.json").read_text())["truth"]
+
+    original = small_dataset / "1" / "mask.png"
+    assert named("1") == {"kind": "original", "file": "1/mask.png",
+                          "sha256": hashlib.sha256(original.read_bytes()).hexdigest()}
+    assert named("2") == {"kind": "corrected", "file": "2/mask_corrected.png",
+                          "sha256": hashlib.sha256(corrected.read_bytes()).hexdigest()}
+    assert named("3") is None  # no mask: nothing scored

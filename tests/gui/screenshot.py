@@ -144,6 +144,12 @@ def clipped_texts(window: QWidget) -> list[str]:
                 found.append(f"{type(widget).__name__} {text!r} is cut with '…' and not whole on hover")
             continue
         found.append(f"{type(widget).__name__} {text!r} needs {needed} px, has {room}")
+    for view, text, needed, room in cut_cells(window):  # a table's cell: cut only with "…", whole on hover
+        tip = view.model().data(view.model().index(*_cell_of(view, text)), Qt.ItemDataRole.ToolTipRole) or ""
+        if view.textElideMode() == Qt.TextElideMode.ElideNone:
+            found.append(f"{type(view).__name__} cell {text!r} needs {needed} px, has {room}")
+        elif text not in str(tip):
+            found.append(f"{type(view).__name__} cell {text!r} is cut with '…' and not whole on hover")
     for view in window.findChildren(QAbstractItemView):  # columns a view without a scroll bar cannot show
         header = view.horizontalHeader() if isinstance(view, QTableView) else None
         if (header is not None and _seen(view, window) and header.length() > view.viewport().width() + 1
@@ -170,6 +176,37 @@ def clipped_texts(window: QWidget) -> list[str]:
             if needed > room:
                 found.append(f"QStatusBar message {message!r} needs {needed} px, has {room}")
     return found
+
+
+def cut_cells(window: QWidget) -> list[tuple[QTableView, str, int, int]]:
+    """Every cell of a table shown whose text does not fit its column on screen (on purpose or not): (the view,
+    the text, the pixels it needs, the pixels it has). A cell's text is drawn inside a margin on each side."""
+    found = []
+    for view in window.findChildren(QTableView):
+        if not _seen(view, window):
+            continue
+        model, metrics = view.model(), view.fontMetrics()
+        margin = view.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None, view) + 1
+        rows = [r for r in range(model.rowCount()) if not view.isRowHidden(r)
+                and view.rowViewportPosition(r) < view.viewport().height()]
+        for column in range(model.columnCount()):
+            left = view.columnViewportPosition(column)
+            if view.isColumnHidden(column) or left >= view.viewport().width():
+                continue
+            room = min(view.columnWidth(column), view.viewport().width() - left) - 2 * margin
+            for row in rows:
+                text = str(model.data(model.index(row, column)) or "")
+                needed = metrics.horizontalAdvance(text)
+                if text and needed > room:
+                    found.append((view, text, needed, room))
+    return found
+
+
+def _cell_of(view: QTableView, text: str) -> tuple[int, int]:
+    """The (row, column) of the first cell of `view` showing `text`."""
+    model = view.model()
+    return next((r, c) for r in range(model.rowCount()) for c in range(model.columnCount())
+                if str(model.data(model.index(r, c)) or "") == text)
 
 
 def _ancestors(widget: QWidget) -> list[QWidget]:
@@ -225,9 +262,7 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
         wait(lambda: window.slide_ready() and window.current.id == item and bool(window.panels.panel_arrays()),
              f"image {item}")
     window.panels.error_map_action.setChecked(True)
-    for _ in range(20):  # let queued paints and the slide's detail layer settle
-        app.processEvents()
-        time.sleep(0.02)
+    settle(app)
     if measure is not None:
         graphics = window.panels.graphics  # the three image panels, without their controls and readout
         on_screen = QRect(graphics.mapTo(window, QPoint(0, 0)), graphics.size()).intersected(window.rect())
@@ -240,8 +275,14 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
     if not window.grab().save(str(out)):
         raise OSError(f"{out}: could not save the screenshot")
     if measure is not None and whole_slide_roi is None:
+        window.editing.accept_prediction(None)  # unsaved edits: the row says "done · unsaved"
+        settle(app)
+        measure["statuses"] = [row.status for row in window.dataset_panel.model.rows]
+        measure["cut_cells"] = [text for _view, text, _needed, _room in cut_cells(window)]
+        measure["clipped_texts"] += [f"{text} (with unsaved edits)" for text in clipped_texts(window)]
         measure["clipped_texts"] += [f"{text} (after the ROI moved, with the brush)"
                                      for text in _texts_after_an_roi_move(window, app)]
+        window.editing.discard()  # (closing asks nothing)
     window.close()
     return out
 
@@ -256,10 +297,15 @@ def _texts_after_an_roi_move(window: QWidget, app: QApplication) -> list[str]:
     result = window.panels.result
     if result is not None:
         window.panels.readout_at(result.roi.x0 + result.roi.width / 2, result.roi.y0 + result.roi.height / 2)
+    settle(app)
+    return clipped_texts(window)
+
+
+def settle(app: QApplication) -> None:
+    """Let queued paints, re-scoring and the slide's detail layer settle."""
     for _ in range(20):
         app.processEvents()
         time.sleep(0.02)
-    return clipped_texts(window)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -221,7 +221,11 @@ def test_geojson_and_coco_are_offered_with_their_files(qtbot, settings, dataset,
     assert dialog.choices().kinds == ("geojson", "coco")
     assert dialog.exportable.plan(dialog.choices()).targets() == [
         tmp_path / "001_mask.geojson", tmp_path / "001_provenance.json", tmp_path / "003_mask.geojson",
-        tmp_path / "003_provenance.json", tmp_path / "annotations.coco.json"]
+        tmp_path / "003_provenance.json", tmp_path / "annotations.coco.json",
+        tmp_path / "truth.coco.json", tmp_path / "predictions.coco.json"]  # 003 has a truth: COCO both ways
+    without_truth = make_dialog(qtbot, settings, roi_session(dataset, results=("001",)))
+    choose(without_truth, tmp_path, kinds=("geojson", "coco"), metrics=False, scope="all")
+    assert without_truth.exportable.plan(without_truth.choices()).targets()[-1] == tmp_path / "annotations.coco.json"
 
 
 @pytest.mark.parametrize("stitched", [False, True], ids=["roi-runs", "whole-slide-runs"])

@@ -293,6 +293,10 @@ def test_timing_table_shows_core_runs_numbers_and_exports_them(qtbot, window, in
     assert "render" in [row[0] for row in shown]
     render = next(r for r in range(table.rowCount()) if table.item(r, 0).text() == "render")
     assert "until the result panels showed it" in table.item(render, 0).toolTip()
+    # Only what means something to the user: a local run moves no data (no upload, download or "transfer"), and
+    # every row says what it measures.
+    assert not {"upload", "download", "transfer"} & {row[0] for row in shown}
+    assert all("a stage the backend reported" not in table.item(r, 0).toolTip() for r in range(table.rowCount()))
 
     # The timeline of the current image: one bar per stage of its run, in stream order.
     assert inspection.timing.image_id == "001"

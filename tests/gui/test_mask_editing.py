@@ -20,6 +20,7 @@ from segscope.core.editing.annotation import Clip, MaskEditor, allowed_map, pred
 from segscope.core.editing.files import find_recovery, recovery_path
 from segscope.core.files.fileio import read_mask
 from segscope.core.metrics.scores import argmax_at_roi, image_metrics, mask_to_labels
+from segscope.core.roi import Roi
 from segscope.core.session.views import UNSAVED_MARK
 from segscope.gui.mask_tools import slide_point
 
@@ -513,3 +514,44 @@ def test_editing_needs_a_result_of_this_image(window, answers):
     window.editing.accept_prediction(None)
     assert window.editing.editor is None
 
+
+
+def _enabled(editing) -> dict[str, bool]:
+    tools = editing.actions
+    return {name: getattr(tools, f"{name}_action").isEnabled()
+            for name in ("undo", "redo", "save", "accept_argmax", "accept_threshold")}
+
+
+def _expect(undo=False, redo=False, save=False, accept=False) -> dict[str, bool]:
+    return {"undo": undo, "redo": redo, "save": save, "accept_argmax": accept, "accept_threshold": accept}
+
+
+def test_the_mask_tools_follow_the_session_whoever_changes_it(qtbot, window, answers):
+    """The tools' enabled state follows the session's state, also when something other than the tools changes it
+    (the session's own commands, called here as the window's other parts call them)."""
+    editing = window.editing
+    assert _enabled(editing) == _expect()  # not run: nothing to accept, nothing to undo
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.commands.run_current()
+    qtbot.waitUntil(lambda: _enabled(editing) == _expect(accept=True))
+    key(window, Qt.Key.Key_A, CTRL | SHIFT)  # accept argmax: one edit
+    assert _enabled(editing) == _expect(undo=True, save=True, accept=True)
+    key(window, Qt.Key.Key_Z, CTRL)
+    assert _enabled(editing) == _expect(redo=True, accept=True)  # back to the file: nothing to save
+    key(window, Qt.Key.Key_Z, CTRL | SHIFT)
+    assert _enabled(editing) == _expect(undo=True, save=True, accept=True)
+    window.session.discard()  # the session's command, not the tools'
+    assert _enabled(editing) == _expect(accept=True)
+    key(window, Qt.Key.Key_A, CTRL | SHIFT)
+    with qtbot.waitSignal(editing.saved, timeout=10000):
+        assert editing.save()
+        assert _enabled(editing) == _expect()  # while it is written: no edits
+    assert _enabled(editing) == _expect(undo=True, accept=True)  # saved: nothing unsaved, the edit undoable
+    window.session.set_roi(Roi(0, 0, 300, 300))  # the run is of the old ROI (shown dimmed, still its own)
+    assert _enabled(editing) == _expect(undo=True, accept=True)
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=120000):
+        assert window.commands.run_whole_slide()
+    qtbot.waitUntil(lambda: window.session.slide_run_of("001") is not None)
+    assert _enabled(editing) == _expect(undo=True)  # a whole-slide part answers there: no prediction to accept
+    window.session.undo_roi()  # back on the run's ROI: its own run answers again
+    assert _enabled(editing) == _expect(undo=True, accept=True)

@@ -51,10 +51,10 @@ SIZES = [(1280, 800), (1920, 1080), (1177, 774)]
 @pytest.mark.parametrize("size", SIZES)
 def test_the_window_fits_the_screen_and_nothing_in_it_is_cut(qapp, demo_dataset, tiny_model_project, tmp_path, size):
     """On a laptop screen and a desktop one: the window fits, no widget is cut off by its parent, no text is
-    cut off by its widget (a label, button, combo box, panel title, table column or status bar message: cut
-    only with "…" and whole on hover), after a run and after the ROI moved with the brush picked (the dimmed
-    "ROI changed" result, the brush's note, a hover readout), and the result panels (the images, not their
-    controls) keep 30 % of the height."""
+    cut off by its widget (a label, button, combo box, panel title, table column or cell, or status bar message:
+    cut only with "…" and whole on hover), after a run, with unsaved edits (the row's "done · unsaved", shown
+    whole) and after the ROI moved with the brush picked (the dimmed "ROI changed" result, the brush's note, a
+    hover readout), and the result panels (the images, not their controls) keep 30 % of the height."""
     from .screenshot import capture
 
     seen: dict = {}
@@ -62,6 +62,7 @@ def test_the_window_fits_the_screen_and_nothing_in_it_is_cut(qapp, demo_dataset,
     assert seen["minimum_width"] <= 1280 and seen["window_width"] <= size[0] and seen["window_height"] <= size[1]
     assert seen["clipped"] == []
     assert seen["clipped_texts"] == []
+    assert "done · unsaved" in seen["statuses"] and "done · unsaved" not in seen["cut_cells"]
     assert seen["panels_height"] >= 0.30 * seen["window_height"], seen
 
 

@@ -211,3 +211,62 @@ def test_a_whole_slide_result_too_big_to_keep_on_disk_is_said_as_the_run_starts(
     assert window.session.slide_run_of("a") is not None  # shown for this session
     window.session.store.max_bytes = size
     assert window.whole_slide.unkept(own) == ""  # a result that fits is kept on disk: nothing to say
+
+
+def _damage_full_resolution(path: Path) -> None:
+    """Overwrite the start of every full-resolution tile (zlib streams no longer): the coarser levels stay whole."""
+    import tifffile
+
+    with tifffile.TiffFile(path) as tif:
+        page = tif.series[0].levels[0].keyframe
+        tiles = list(zip(page.dataoffsets, page.databytecounts))
+    with open(path, "r+b") as file:
+        for offset, count in tiles:
+            file.seek(int(offset))
+            file.write(b"\xff" * min(int(count), 16))
+
+
+def test_tiles_that_cannot_be_read_are_said_once_per_slide(qtbot, tmp_path):
+    from PySide6.QtCore import QRectF
+
+    from segscope.gui.main_window import MainWindow
+
+    paths = []
+    for item in ("a", "b"):
+        (tmp_path / "ds" / item).mkdir(parents=True)
+        paths.append(write_pyramidal_tiff(tmp_path / "ds" / item / "image.tif", SIZE, tile=256, compression="zlib",
+                                          seed=5))
+        _damage_full_resolution(paths[-1])
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    assert win.commands.open_dataset(tmp_path / "ds")
+
+    def look_closely(x: int, y: int) -> None:
+        """1:1 around (x, y) (full resolution: every tile there fails), until no read is pending."""
+        tiles = win.slide.tiles
+        win.slide.vb.setRange(QRectF(x, y, 450, 300), padding=0)
+        win.slide.one_to_one()
+        win.slide._update_detail()
+        qtbot.waitUntil(lambda: bool(tiles.wanted or tiles.broken) and tiles.loader.pending() == 0, timeout=10000)
+
+    def said(path: Path) -> list[str]:
+        return [m.text for m in win.messages.messages if m.text.startswith(str(path))]
+
+    for index, item in enumerate(("a", "b")):
+        if index:
+            win.dataset_panel.select_item(item)
+        qtbot.waitUntil(lambda item=item: win.slide_ready() and win.session.current.id == item, timeout=20000)
+        for x, y in ((300, 300), (2000, 1200), (300, 300)):
+            look_closely(x, y)
+        assert len(win.slide.tiles.broken) > 4  # many tiles failed...
+        lines = said(paths[index])
+        assert len(lines) == 1, lines  # ...and the slide's one line says so
+        assert "part of the slide cannot be read" in lines[0] and "cannot be decoded" in lines[0]
+        assert all(key[0] == 0 for key in win.slide.tiles.broken)  # (the coarser levels read whole)
+    win.dataset_panel.select_item("a")  # back to a: its tiles fail again, it was said already
+    qtbot.waitUntil(lambda: win.slide_ready() and win.session.current.id == "a", timeout=20000)
+    look_closely(300, 300)
+    assert win.slide.tiles.broken and len(said(paths[0])) == 1
+    win.close()

@@ -15,6 +15,7 @@ from segscope.core.export.plan import PlannedFile
 from segscope.core.metrics import catalogue
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
+from segscope.core.session.truth import ImageTruth
 from segscope.core.wholeslide.evaluate import TiledEvaluation
 from segscope.core.wholeslide.tiling import Stitched
 
@@ -40,6 +41,12 @@ class FakeSession:
 
     def metrics_table_job(self, item_ids=None):
         return lambda: ([{"id": i} for i in item_ids or self.result_ids], {"images_with_masks": 0})
+
+    def truth(self, item_id: str) -> ImageTruth:
+        return ImageTruth(self.dataset.truth(self.dataset.item(item_id)), 0)
+
+    def edited_mask(self, item_id: str):
+        return lambda: None
 
 
 def write_image(path: Path, width: int, height: int) -> Path:
