@@ -82,6 +82,15 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     cache_settings.configure()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def hypothesis_storage(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Hypothesis keeps what it stores (its cache of the source's constants) in a temporary folder, not in a
+    `.hypothesis/` of the checkout."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(tmp_path_factory.mktemp("hypothesis"))
+
+
 @pytest.fixture(scope="session")
 def byo() -> ModuleType:
     """tests/support/byo_helpers.py (the bring-your-own model builders), as test modules import it."""
