@@ -1,0 +1,181 @@
+"""The host's input cache: a repeat remote eval sends only content keys and gives the same numbers; a changed
+file, a damaged entry or `--no-cache` sends the bytes again (real sshd on loopback, real worker)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from segscope.core.backends.base import InferenceRequest, InferenceResult
+from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.cache import settings
+from segscope.core.remote.backend import RemoteBackend
+from segscope.core.roi import Roi
+
+from .sshd import Sshd
+from .test_crop_upload import textured_png
+from helpers import run_cli
+
+pytestmark = pytest.mark.ssh
+
+#: A textured 400x300 slide's crops (inside; at the edge, clipped), the whole image, a JPEG and a BMP file.
+ROIS = [Roi(40, 30, 300, 220), Roi(250, 100, 400, 300)]
+#: More than an INFER of a key alone (its metadata), far less than the smallest image here.
+KEY_ONLY_BYTES = 400
+
+
+def slide_requests() -> list[InferenceRequest]:
+    png = textured_png(400, 300, seed=11)
+    jpeg = textured_png(400, 300, seed=12, ext=".jpg")
+    bmp = textured_png(200, 150, seed=13, ext=".bmp")
+    return [InferenceRequest(png, roi) for roi in ROIS] + [InferenceRequest(png, None), InferenceRequest(jpeg, ROIS[0]),
+                                                          InferenceRequest(bmp, None)]
+
+
+@pytest.fixture
+def remote(tiny_model_project, sshd: Sshd, ssh_options, worker_options, tmp_path: Path) -> Iterator[
+        Callable[[], RemoteBackend]]:
+    """Opens remote backends that share one remote cache folder of this test's (the host's input cache in it)."""
+    options = {**worker_options, "cache_dir": str(tmp_path / "host-cache"), "probabilities": "float32"}
+    opened: list[RemoteBackend] = []
+
+    def open_one() -> RemoteBackend:
+        opened.append(RemoteBackend(tiny_model_project.pipeline, sshd.target, ssh_options, **options))
+        return opened[-1]
+
+    yield open_one
+    for backend in opened:
+        backend.close()
+
+
+def run(backend: RemoteBackend, requests: list[InferenceRequest]) -> tuple[list[InferenceResult], int]:
+    """The results of `requests` in a fresh session of `backend`'s, and the bytes sent to the host for them."""
+    results = [backend.infer(requests[0].image, requests[0].roi)]  # (starts the session: its HELLO)
+    assert backend.session is not None
+    before = backend.session.bytes_sent
+    results += list(backend.infer_many(requests[1:]))
+    return results, backend.session.bytes_sent - before
+
+
+def host_entries(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "host-cache" / "inputs").glob("*.entry"))
+
+
+def assert_same(got: list[InferenceResult], expected: list[InferenceResult]) -> None:
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert a.roi == b.roi and a.image_size == b.image_size
+        np.testing.assert_array_equal(a.probabilities, b.probabilities)
+        np.testing.assert_array_equal(a.argmax, b.argmax)
+
+
+def test_a_repeat_sends_only_keys_and_gives_identical_results(tiny_model_project, remote, tmp_path: Path) -> None:
+    requests = slide_requests()
+    with EmbeddedBackend(tiny_model_project.pipeline) as local:
+        expected = [local.infer(r.image, r.roi) for r in requests]
+    with remote() as first:
+        results, sent_first = run(first, requests)
+        assert (first.keyed_requests, first.host_cache_hits) == (len(requests), 0)
+    assert_same(results, expected)
+    assert len(host_entries(tmp_path)) == 5  # the two crops, the whole PNG, the JPEG, the BMP
+    assert sent_first > sum(len(r.image) for r in requests[3:])  # type: ignore[arg-type]  # the JPEG and BMP, whole
+    with remote() as second:
+        results, sent = run(second, requests)
+        note = second.cache_note()
+    assert_same(results, expected)
+    assert sent < KEY_ONLY_BYTES * (len(requests) - 1)
+    assert note is not None and note.startswith(f"{len(requests)} of {len(requests)} images came from the host's "
+                                                "input cache") and "nothing uploaded" in note
+
+
+def test_a_file_changed_in_place_is_sent_again_and_scored_fresh(tiny_model_project, remote, tmp_path: Path) -> None:
+    """One byte of a BMP (its whole file travels) and one pixel of a stored PNG (its crop travels), each file's
+    size and time kept: a changed file has another key."""
+    image = np.random.default_rng(3).integers(0, 256, (150, 200, 3), dtype=np.uint8)
+    bmp, stored_png = tmp_path / "slide.bmp", tmp_path / "slide.png"
+    assert cv2.imwrite(str(bmp), image) and cv2.imwrite(str(stored_png), image, [cv2.IMWRITE_PNG_COMPRESSION, 0])
+    requests = [InferenceRequest(bmp, None), InferenceRequest(stored_png, Roi(10, 10, 120, 100))]
+    with remote() as first:
+        run(first, requests)
+    for path, pixel, flags in ((bmp, (0, -1, 2), []), (stored_png, (20, 30, 1), [cv2.IMWRITE_PNG_COMPRESSION, 0])):
+        changed = image.copy()  # BMP: the top-right pixel's red, the file's last byte (rows run bottom-up)
+        changed[pixel] = 255 - image[pixel]  # PNG: a pixel inside the crop
+        before = path.stat()
+        data = cv2.imencode(path.suffix, changed, flags)[1].tobytes()
+        assert len(data) == before.st_size
+        path.write_bytes(data)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert path.stat().st_mtime_ns == before.st_mtime_ns and path.stat().st_size == before.st_size
+    assert sum(a != b for a, b in zip(bmp.read_bytes(), cv2.imencode(".bmp", image)[1].tobytes())) == 1
+    with remote() as second:
+        results, sent = run(second, requests[::-1])
+        assert second.host_cache_hits == 0
+    assert sent > bmp.stat().st_size  # the BMP went whole (the PNG's crop first, outside `sent`)
+    with EmbeddedBackend(tiny_model_project.pipeline) as local:
+        assert_same(results, [local.infer(r.image, r.roi) for r in requests[::-1]])
+        stale = [local.infer(cv2.imencode(path.suffix, image)[1].tobytes(), r.roi)
+                 for path, r in zip((stored_png, bmp), requests[::-1])]
+    for fresh, old in zip(results, stale):
+        assert not np.array_equal(fresh.probabilities, old.probabilities)
+
+
+def test_a_damaged_or_cut_short_host_entry_is_a_miss(tiny_model_project, remote, tmp_path: Path) -> None:
+    requests = slide_requests()[:3]
+    with remote() as first:
+        expected, _ = run(first, requests)
+    entries = host_entries(tmp_path)
+    assert len(entries) == 3
+    whole = [p.read_bytes() for p in entries]
+    entries[0].write_bytes(whole[0][: len(whole[0]) // 2])  # cut short, as a full disk would leave it
+    flipped = bytearray(whole[1])
+    flipped[-100] ^= 1  # one bit of the payload
+    entries[1].write_bytes(bytes(flipped))
+    with remote() as second:
+        assert_same(run(second, requests)[0], expected)
+        assert second.host_cache_hits <= 1  # the first damaged entry is asked for by key: a miss, sent again
+    assert [p.read_bytes() for p in entries] == whole  # stored again, whole
+    with remote() as third:
+        assert_same(run(third, requests)[0], expected)
+        assert third.host_cache_hits == 3
+
+
+def test_no_cache_sends_every_image_as_before(remote, tmp_path: Path) -> None:
+    settings.configure(enabled=False)  # what --no-cache configures
+    requests = slide_requests()
+    for _ in range(2):
+        with remote() as backend:
+            _, sent = run(backend, requests)
+            assert backend.keyed_requests == 0 and backend.cache_note() is None
+    assert sent > sum(len(r.image) for r in requests[2:])  # type: ignore[arg-type]  # the files, whole
+    assert not (tmp_path / "host-cache" / "inputs").exists()
+
+
+def test_the_cli_says_what_came_from_the_host_cache(sshd: Sshd, ssh_home: Path, tiny_model_project, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    dataset = tmp_path / "dataset"
+    for item in ("1", "2", "3"):
+        (dataset / item).mkdir(parents=True)
+        (dataset / item / "image.png").write_bytes(textured_png(400, 300, seed=int(item)))
+        assert cv2.imwrite(str(dataset / item / "mask.png"), (np.arange(300 * 400).reshape(300, 400) % 7 == 0)
+                           .astype(np.uint8))
+    common = ["eval", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--roi", "40,30,300,220"]
+    remote = [*common, "--remote", "ascend", "--remote-python", sys.executable, "--remote-cache",
+              tmp_path / "host-cache", "--accept-new-host-key"]
+    code, local = run_cli(*common)
+    assert code == 0
+    lines = []
+    for extra in ([], [], ["--no-cache"]):
+        capsys.readouterr()
+        code, out = run_cli(*remote, *extra)
+        assert code == 0 and out == local  # every per-image line and the means, digit for digit
+        lines.append([line for line in capsys.readouterr().err.splitlines() if "host's input cache" in line])
+    assert [len(found) for found in lines] == [1, 1, 0]
+    assert "0 of 3 images came from the host's input cache" in lines[0][0]
+    assert "3 of 3 images came from the host's input cache" in lines[1][0]
+
