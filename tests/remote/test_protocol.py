@@ -69,6 +69,10 @@ def test_each_end_accepts_only_its_message_types() -> None:
     infer = p.encode(p.Message(p.MsgType.INFER, {"id": 1}))
     with pytest.raises(p.ProtocolError, match="unexpected message type INFER"):
         read(infer, p.TO_CLIENT)
+    with pytest.raises(p.ProtocolError, match="unexpected message type NEED"):
+        read(p.encode(p.Message(p.MsgType.NEED, {"id": 1})), p.TO_WORKER)
+    with pytest.raises(p.ProtocolError, match="unexpected message type DATA"):
+        read(p.encode(p.Message(p.MsgType.DATA, {"id": 1}, (b"png",))), p.TO_CLIENT)
 
 
 def test_truncated_frames_are_errors_not_end_of_stream() -> None:
