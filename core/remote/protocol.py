@@ -9,6 +9,7 @@ library and NumPy.
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
 from collections.abc import Callable
 
@@ -49,6 +50,8 @@ PROBABILITY_DTYPES = ("uint8", "float16", "float32")
 DEFAULT_PROBABILITIES = "float32"
 #: The float encodings and the unsigned type their bits are handled as.
 _FLOAT_BITS = {"float16": (np.float16, np.uint16), "float32": (np.float32, np.uint32)}
+#: A native unsigned value's bytes, most significant first: the byte order of the shuffled floats on the wire.
+_MOST_SIGNIFICANT_FIRST = slice(None, None, -1) if sys.byteorder == "little" else slice(None)
 
 
 def parse_header(header: bytes, allowed: frozenset[MsgType]) -> tuple[MsgType, int, int]:
@@ -128,8 +131,22 @@ def quantisation_step(dtype: str) -> float:
     raise ValueError(f"probability encoding must be one of {PROBABILITY_DTYPES}, got {dtype!r}")
 
 
-def _compress(data: bytes) -> bytes:
+#: Bytes of a chunk's sample (`_PROBES` blocks spread over it) that decide whether zlib is worth running on it.
+_PROBE, _PROBES = 4096, 8
+
+
+def _compress(data: bytes | memoryview) -> bytes:
     return zlib.compress(data, 1)  # level 1: within ~10 % of level 6 here, several times faster
+
+
+def _worth_compressing(chunk: memoryview) -> bool:
+    """Whether zlib saves a tenth of `chunk`, judged by a sample (a float's low mantissa bytes are noise: zlib
+    would spend ~15 ms per 960 x 960 plane on each to save nothing, and the client as long to inflate them)."""
+    if len(chunk) < 2 * _PROBE * _PROBES:
+        return True
+    step = len(chunk) // _PROBES
+    sample = b"".join(chunk[i * step : i * step + _PROBE] for i in range(_PROBES))
+    return len(_compress(sample)) < 0.9 * len(sample)
 
 
 def _decompress(blob: bytes, expected: int, what: str) -> bytes:
@@ -161,7 +178,8 @@ def encode_arrays(probabilities: np.ndarray, argmax: np.ndarray, dtype: str) -> 
 
     Probabilities are quantised to `dtype` and laid out as class planes (C x H x W), the last plane as its
     difference from the other planes' complement (`_predict_last`); floats are byte-shuffled (all most
-    significant bytes first, then the next...) so zlib finds the long runs.
+    significant bytes first, then the next...) so zlib finds the long runs. Each plane (each byte of it, for
+    floats) is a chunk of its own, compressed where that pays (`_worth_compressing`), else sent as it is.
     """
     quantisation_step(dtype)  # validates dtype
     height, width, classes = probabilities.shape
@@ -173,14 +191,43 @@ def encode_arrays(probabilities: np.ndarray, argmax: np.ndarray, dtype: str) -> 
         packed = planes.tobytes()
     else:
         float_type, bits_type = _FLOAT_BITS[dtype]
-        planes = planar.astype(float_type)
-        bits = planes.view(bits_type).copy()
+        planes = planar.astype(float_type, order="C")  # a copy: its bits may change
+        bits = planes.view(bits_type)
         if classes > 1:
-            bits[-1] ^= _predict_last(planes)
-        size = bits.itemsize
-        packed = bits.astype(f">u{size}").view(np.uint8).reshape(-1, size).T.tobytes()
-    meta = {"shape": [height, width, classes], "probabilities": dtype, "compression": "zlib"}
-    return meta, (_compress(np.ascontiguousarray(argmax, dtype=np.uint8).tobytes()), _compress(packed))
+            bits[-1] ^= _predict_last(planes)  # (the prediction reads the other planes only)
+        packed = bits.view(np.uint8).reshape(-1, bits.itemsize)[:, _MOST_SIGNIFICANT_FIRST].T.tobytes()
+    chunks = memoryview(packed).cast("B")
+    plane = height * width
+    raw, parts = [], []
+    for index in range(len(chunks) // plane):  # a chunk per class plane (per byte of it, for floats)
+        chunk = chunks[index * plane : (index + 1) * plane]
+        if _worth_compressing(chunk):
+            parts.append(_compress(chunk))
+        else:
+            raw.append(index)
+            parts.append(bytes(chunk))
+    meta = {"shape": [height, width, classes], "probabilities": dtype, "compression": "zlib",
+            "chunks": [len(part) for part in parts], "raw": raw}
+    return meta, (_compress(np.ascontiguousarray(argmax, dtype=np.uint8).tobytes()), b"".join(parts))
+
+
+def _unpacked(meta: dict, blob: bytes, plane: int, count: int) -> bytes:
+    """The class planes (byte-shuffled, for floats) `encode_arrays` packed into `blob`: `count` chunks of `plane`
+    bytes each, zlib-compressed but for those `meta["raw"]` lists, of the lengths `meta["chunks"]` gives."""
+    lengths, raw = meta.get("chunks"), meta.get("raw")
+    if not (isinstance(lengths, list) and len(lengths) == count and all(type(n) is int and n >= 0 for n in lengths)
+            and sum(lengths) == len(blob)):
+        raise ProtocolError(f"RESULT chunk lengths {lengths!r} do not split its {len(blob):,} probability bytes "
+                            f"into {count}")
+    if not (isinstance(raw, list) and all(type(i) is int and 0 <= i < count and lengths[i] == plane for i in raw)
+            and len(set(raw)) == len(raw)):
+        raise ProtocolError(f"RESULT lists impossible uncompressed chunks {raw!r}")
+    parts, offset, stored = [], 0, set(raw)
+    for index, length in enumerate(lengths):
+        chunk = blob[offset : offset + length]
+        offset += length
+        parts.append(chunk if index in stored else _decompress(chunk, plane, "probabilities"))
+    return b"".join(parts)
 
 
 def decode_arrays(meta: dict, blobs: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -198,7 +245,7 @@ def decode_arrays(meta: dict, blobs: tuple[bytes, ...]) -> tuple[np.ndarray, np.
     pixels = height * width
     argmax = np.frombuffer(_decompress(blobs[0], pixels, "argmax"), np.uint8).reshape(height, width)
     if dtype == "uint8":
-        raw = _decompress(blobs[1], pixels * classes, "probabilities")
+        raw = _unpacked(meta, blobs[1], pixels, classes)
         planes = np.frombuffer(raw, np.uint8).reshape(classes, height, width).copy()
         if classes > 1:
             planes[-1] += _predict_last(planes)
@@ -206,11 +253,11 @@ def decode_arrays(meta: dict, blobs: tuple[bytes, ...]) -> tuple[np.ndarray, np.
     else:
         float_type, bits_type = _FLOAT_BITS[dtype]
         size = np.dtype(bits_type).itemsize
-        raw = _decompress(blobs[1], pixels * classes * size, "probabilities")
-        shuffled = np.ascontiguousarray(np.frombuffer(raw, np.uint8).reshape(size, -1).T)
-        bits = shuffled.view(f">u{size}").astype(bits_type).reshape(classes, height, width)
+        raw = _unpacked(meta, blobs[1], pixels, classes * size)
+        shuffled = np.frombuffer(raw, np.uint8).reshape(size, -1)[_MOST_SIGNIFICANT_FIRST]
+        bits = np.ascontiguousarray(shuffled.T).view(bits_type).reshape(classes, height, width)
         if classes > 1:
             bits[-1] ^= _predict_last(bits.view(float_type))
-        planar = bits.view(float_type).astype(np.float32)
+        planar = bits.view(float_type).astype(np.float32, copy=False)
     probabilities = np.ascontiguousarray(np.moveaxis(planar, 0, -1))
     return probabilities, argmax

@@ -115,6 +115,10 @@ def check_result(meta: dict, blobs: tuple[bytes, ...]) -> None:
         raise InvalidReply("probabilities")
     if meta.get("compression") != "zlib":
         raise InvalidReply("compression")
+    for name in ("chunks", "raw"):  # their sense is `protocol.decode_arrays`' to check
+        value = meta.get(name)
+        if not (isinstance(value, list) and len(value) <= MAX_ITEMS and all(type(v) is int for v in value)):
+            raise InvalidReply(name)
     if len(blobs) != 2:
         raise InvalidReply("blobs")
     _mapping(meta, "timings", numbers=True)

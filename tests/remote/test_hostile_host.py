@@ -18,7 +18,8 @@ from .sshd import Sshd, processes_mentioning, unique, wait_until
 from .test_malformed import fake_worker
 
 RESULT = {"roi": [0, 0, 4, 4], "image_size": [8, 8], "shape": [4, 4, 2], "probabilities": "uint8",
-          "compression": "zlib", "timings": {"infer": 0.1}, "worker_seconds": 0.2, "backend": "fake"}
+          "compression": "zlib", "chunks": [0, 0], "raw": [], "timings": {"infer": 0.1}, "worker_seconds": 0.2,
+          "backend": "fake"}
 DEEP = json.loads("[" * 50 + "]" * 50)
 
 HELLO_CASES = [
@@ -32,6 +33,7 @@ RESULT_CASES = [
     ("roi", [0, 0, 40, 4]), ("roi", [0, 0, True, 4]), ("id", "0"),
     ("probabilities", "int4"), ("compression", "lzma"), ("timings", {"infer": "fast"}), ("timings", [0.1]),
     ("worker_seconds", -1.0), ("backend", 7), ("metadata nesting", DEEP), ("cache", "maybe"), ("cache", 1),
+    ("chunks", "all"), ("chunks", [1.5]), ("raw", [True]), ("raw", None),
 ]
 #: Metadata that is not JSON as SegScope reads it (`core.files.untrusted_json`): refused before any field is read.
 UNREADABLE_META = [
