@@ -214,8 +214,10 @@ class RemoteBackend(Backend):
         """Results in request order, pipelined: while the host works on one request the next is already
         sent (the worker queues it, so its upload overlaps the inference) and the one after it is read (and
         cropped) here on a second thread. A request that fails to prepare raises in its turn, after the
-        results before it; closing early (an error, a cancel) asks the worker to drop what it has queued."""
+        results before it; closing early (an error, a cancel) asks the worker to drop what it has queued. A
+        batch (a run) starts by sending keys alone, whatever the last one found in the host's input cache."""
         self._cancel.clear()
+        self._expect_miss = False
         last_answer = [time.perf_counter()]
 
         def collect(sent: _Sent) -> InferenceResult:

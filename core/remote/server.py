@@ -50,6 +50,7 @@ class Worker:
         self.requests: queue.Queue[p.Message | None] = queue.Queue()
         #: DATA frames (id, bytes) for the request waiting on its NEED; (id, None): it was cancelled; None: EOF.
         self.uploads: queue.Queue[tuple[int, bytes | None] | None] = queue.Queue()
+        self.waited = 0.0  # seconds the current request waited for its bytes
         self.state_lock = threading.Lock()
         self.cancelled: set[int] = set()
         self.current: int | None = None
@@ -119,15 +120,19 @@ class Worker:
                 self.error(request_id, "cancelled", "cancelled before it started")
                 return
             self.current = request_id
+            self.waited = 0.0
         try:
             request = parse_request(msg, self.roots)
+            clock = time.perf_counter()
             image, cached = self.image(request_id, request, backend)
+            taken = time.perf_counter() - clock - self.waited  # reading (or decoding) a cached input
             result = backend.infer(image, request.roi)
             if request_id in self.cancelled:
                 raise CancelledError("cancelled")
             clock = time.perf_counter()
             array_meta, blobs = p.encode_arrays(result.probabilities, result.argmax, request.probabilities)
             timings = dict(result.timings)
+            timings["decode"] = timings.get("decode", 0.0) + taken
             timings["postprocess"] = timings.get("postprocess", 0.0) + time.perf_counter() - clock
             self.send(p.MsgType.RESULT, {
                 "id": request_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
@@ -170,14 +175,19 @@ class Worker:
         return kept, state
 
     def wait_for_data(self, request_id: int) -> bytes:
-        """Ask the client for the bytes of `request_id` (NEED) and wait for them (DATA) or its cancel."""
+        """Ask the client for the bytes of `request_id` (NEED) and wait for them (DATA) or its cancel; the wait
+        is kept in `waited` (the upload's time, not the request's work)."""
+        clock = time.perf_counter()
         self.send(p.MsgType.NEED, {"id": request_id})
-        while (item := self.uploads.get()) is not None:
-            if item[0] == request_id:
-                if item[1] is None:
-                    break
-                return item[1]
-        raise CancelledError("cancelled")
+        try:
+            while (item := self.uploads.get()) is not None:
+                if item[0] == request_id:
+                    if item[1] is None:
+                        break
+                    return item[1]
+            raise CancelledError("cancelled")
+        finally:
+            self.waited = time.perf_counter() - clock
 
 
 @dataclass(frozen=True)
