@@ -318,8 +318,8 @@ class RemoteBackend(Backend):
         if not keyed:
             return None
         rest = "" if hits == keyed else "; the others were sent and kept for the next run"
-        return (f"{hits} of {keyed} images came from the host's input cache ({self.connection.label}:"
-                f"{self._inputs_folder}): nothing uploaded for them{rest}")
+        return (f"{hits} of {keyed} images came from the host's input cache ({self._inputs_folder} on "
+                f"{self.connection.label}): nothing uploaded for them{rest}")
 
     def _drop(self, abandoned: list[_Sent]) -> None:
         """Ask the worker to drop requests nobody will wait for (their late answers are skipped)."""
