@@ -16,13 +16,12 @@ from segscope.core.backends.base import InferenceRequest, InferenceResult
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.cache import settings
 from segscope.core.remote.backend import RemoteBackend
+from segscope.core.remote.host_cache import STRAY_AGE_S, InputCache
 from segscope.core.roi import Roi
 
 from .sshd import Sshd
 from .test_crop_upload import textured_png
 from helpers import run_cli
-
-pytestmark = pytest.mark.ssh
 
 #: A textured 400x300 slide's crops (inside; at the edge, clipped), the whole image, a JPEG and a BMP file.
 ROIS = [Roi(40, 30, 300, 220), Roi(250, 100, 400, 300)]
@@ -75,6 +74,7 @@ def assert_same(got: list[InferenceResult], expected: list[InferenceResult]) -> 
         np.testing.assert_array_equal(a.argmax, b.argmax)
 
 
+@pytest.mark.ssh
 def test_a_repeat_sends_only_keys_and_gives_identical_results(tiny_model_project, remote, tmp_path: Path) -> None:
     requests = slide_requests()
     with EmbeddedBackend(tiny_model_project.pipeline) as local:
@@ -94,6 +94,7 @@ def test_a_repeat_sends_only_keys_and_gives_identical_results(tiny_model_project
                                                 "input cache") and "nothing uploaded" in note
 
 
+@pytest.mark.ssh
 def test_a_file_changed_in_place_is_sent_again_and_scored_fresh(tiny_model_project, remote, tmp_path: Path) -> None:
     """One byte of a BMP (its whole file travels) and one pixel of a stored PNG (its crop travels), each file's
     size and time kept: a changed file has another key."""
@@ -125,6 +126,7 @@ def test_a_file_changed_in_place_is_sent_again_and_scored_fresh(tiny_model_proje
         assert not np.array_equal(fresh.probabilities, old.probabilities)
 
 
+@pytest.mark.ssh
 def test_a_damaged_or_cut_short_host_entry_is_a_miss(tiny_model_project, remote, tmp_path: Path) -> None:
     requests = slide_requests()[:3]
     with remote() as first:
@@ -145,6 +147,7 @@ def test_a_damaged_or_cut_short_host_entry_is_a_miss(tiny_model_project, remote,
         assert third.host_cache_hits == 3
 
 
+@pytest.mark.ssh
 def test_no_cache_sends_every_image_as_before(remote, tmp_path: Path) -> None:
     settings.configure(enabled=False)  # what --no-cache configures
     requests = slide_requests()
@@ -156,6 +159,7 @@ def test_no_cache_sends_every_image_as_before(remote, tmp_path: Path) -> None:
     assert not (tmp_path / "host-cache" / "inputs").exists()
 
 
+@pytest.mark.ssh
 def test_the_cli_says_what_came_from_the_host_cache(sshd: Sshd, ssh_home: Path, tiny_model_project, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture) -> None:
     dataset = tmp_path / "dataset"
@@ -179,3 +183,37 @@ def test_the_cli_says_what_came_from_the_host_cache(sshd: Sshd, ssh_home: Path, 
     assert "0 of 3 images came from the host's input cache" in lines[0][0]
     assert "3 of 3 images came from the host's input cache" in lines[1][0]
 
+
+
+# -- the store on the host, on its own ---------------------------------------------------------------------------
+
+def test_the_host_cache_stays_under_its_cap_evicting_the_least_recently_used(tmp_path: Path) -> None:
+    pixels = [np.full((100, 100, 3), i, np.uint8) for i in range(5)]  # 30,000 bytes each, plus a header
+    cache = InputCache(tmp_path, 125_000)  # room for four (an entry may take a quarter of the cap)
+    for i, image in enumerate(pixels[:4]):
+        cache.put(f"k{i}", image)
+        os.utime(cache._path(f"k{i}"), (1000 + i, 1000 + i))  # stored one after another
+    found = cache.get("k0")  # used again: now the most recent
+    assert found is not None and found.flags.writeable
+    np.testing.assert_array_equal(found, pixels[0])
+    cache.put("k4", pixels[4])
+    assert [cache.holds(f"k{i}") for i in range(5)] == [True, False, True, True, True]  # k1: the least recent
+    assert sum(p.stat().st_size for p in tmp_path.iterdir()) <= 125_000
+    cache.put("big", bytes(31_251))  # over a quarter of the cap: not kept
+    assert not cache.holds("big") and cache.get("k2") is not None
+    cache.put("file", b"\x89PNG not decoded")
+    assert cache.get("file") == b"\x89PNG not decoded" and cache.get("absent") is None
+
+
+def test_an_entry_under_another_key_or_an_old_interrupted_write_is_never_read(tmp_path: Path) -> None:
+    cache = InputCache(tmp_path, 1 << 20)
+    cache.put("a", b"bytes of a")
+    os.replace(cache._path("a"), cache._path("b"))  # a's entry where b's would be
+    assert cache.get("b") is None and not cache.holds("b")  # refused, and removed
+    old, fresh = tmp_path / "x.entry.1234.part", tmp_path / "y.entry.5678.part"
+    for part in (old, fresh):
+        part.write_bytes(b"half an entry")
+    os.utime(old, (0, 0))
+    InputCache(tmp_path, 1 << 20)
+    assert not old.exists() and fresh.exists()  # a write may still be going on in another worker
+    assert STRAY_AGE_S >= 60
