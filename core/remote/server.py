@@ -2,7 +2,9 @@
 frames to and from the client and stops it if it does not end in time).
 
 Frames arrive on a reader thread; requests run one at a time on the main thread, so a CANCEL can reach
-the backend while it works and the client's next INFER (pipelined) is received and queued meanwhile. The
+the backend while it works and the client's next INFER (pipelined) is received and queued meanwhile; a
+result is encoded and sent on a third thread while the next request runs (every other answer to a request
+waits for the results before it, so answers leave in request order). The
 worker sends one HELLO once the stream is open, then a RESULT or ERROR per INFER, and exits when stdin
 closes (the client went away). The client's heartbeats are the supervisor's business: skipped here.
 
@@ -21,6 +23,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -28,7 +31,7 @@ from typing import BinaryIO
 import cv2
 import numpy as np
 
-from ..backends.base import Backend, ImageSource
+from ..backends.base import Backend, ImageSource, InferenceResult
 from ..backends.registry import BACKEND_KINDS, open_kind
 from ..errors import CancelledError, SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS, decode_image
@@ -56,6 +59,8 @@ class Worker:
         self.current: int | None = None
         self.backend: Backend | None = None
         self.exit_code = p.EXIT_OK
+        #: Results to encode and send (`send_results`), in request order; None: no more.
+        self.results: queue.Queue[Callable[[], p.Message] | None] = queue.Queue()
 
     def send(self, msg_type: p.MsgType, meta: dict, blobs: tuple[bytes, ...] = ()) -> None:
         frame = p.encode(p.Message(msg_type, meta, blobs))
@@ -63,8 +68,27 @@ class Worker:
             self.out.write(frame)
             self.out.flush()
 
+    def answer(self, msg_type: p.MsgType, meta: dict) -> None:
+        """Send a request's answer other than its RESULT, after the results of the requests before it."""
+        self.results.join()
+        self.send(msg_type, meta)
+
     def error(self, request_id: int | None, kind: str, message: str) -> None:
-        self.send(p.MsgType.ERROR, {"id": request_id, "kind": kind, "message": message})
+        self.answer(p.MsgType.ERROR, {"id": request_id, "kind": kind, "message": message})
+
+    def send_results(self) -> None:
+        """Results thread: encode and send each result as it comes (the next request runs meanwhile)."""
+        while True:
+            make = self.results.get()
+            try:
+                if make is None:
+                    return
+                message = make()
+                self.send(message.type, message.meta, message.blobs)
+            except OSError:  # the client is gone: what is left is dropped (the reader sees the end of input)
+                pass
+            finally:
+                self.results.task_done()
 
     def read_frames(self, stdin: int) -> None:
         """Reader thread: queue INFERs, apply CANCELs at once; at EOF or a bad frame, wind the worker down."""
@@ -105,8 +129,14 @@ class Worker:
 
     def serve(self, backend: Backend) -> None:
         self.backend = backend
-        while (msg := self.requests.get()) is not None:
-            self.handle(backend, msg)
+        sender = threading.Thread(target=self.send_results, name="results", daemon=True)
+        sender.start()
+        try:
+            while (msg := self.requests.get()) is not None:
+                self.handle(backend, msg)
+        finally:
+            self.results.put(None)
+            sender.join()
 
     def handle(self, backend: Backend, msg: p.Message) -> None:
         started = time.perf_counter()
@@ -129,17 +159,8 @@ class Worker:
             result = backend.infer(image, request.roi)
             if request_id in self.cancelled:
                 raise CancelledError("cancelled")
-            clock = time.perf_counter()
-            array_meta, blobs = p.encode_arrays(result.probabilities, result.argmax, request.probabilities)
-            timings = dict(result.timings)
-            timings["decode"] = timings.get("decode", 0.0) + taken
-            timings["postprocess"] = timings.get("postprocess", 0.0) + time.perf_counter() - clock
-            self.send(p.MsgType.RESULT, {
-                "id": request_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
-                "timings": timings, "backend": result.backend, "worker_seconds": time.perf_counter() - started,
-                "threshold": result.threshold, **({"cache": cached} if cached else {}),
-                **array_meta,
-            }, blobs)
+            result.timings["decode"] = result.timings.get("decode", 0.0) + taken
+            self.results.put(lambda: result_message(request_id, result, request.probabilities, cached, started))
         except CancelledError:
             self.error(request_id, "cancelled", "cancelled")
         except SegScopeError as exc:
@@ -178,7 +199,7 @@ class Worker:
         """Ask the client for the bytes of `request_id` (NEED) and wait for them (DATA) or its cancel; the wait
         is kept in `waited` (the upload's time, not the request's work)."""
         clock = time.perf_counter()
-        self.send(p.MsgType.NEED, {"id": request_id})
+        self.answer(p.MsgType.NEED, {"id": request_id})
         try:
             while (item := self.uploads.get()) is not None:
                 if item[0] == request_id:
@@ -188,6 +209,26 @@ class Worker:
             raise CancelledError("cancelled")
         finally:
             self.waited = time.perf_counter() - clock
+
+
+def result_message(request_id: int, result: InferenceResult, dtype: str, cached: str | None,
+                   started: float) -> p.Message:
+    """The RESULT of request `request_id` (started at `started`), its arrays encoded as `dtype`; an ERROR
+    where they cannot be."""
+    clock = time.perf_counter()
+    try:
+        array_meta, blobs = p.encode_arrays(result.probabilities, result.argmax, dtype)
+    except Exception as exc:  # noqa: BLE001 - a bug: report it, keep serving
+        traceback.print_exc()
+        return p.Message(p.MsgType.ERROR, {"id": request_id, "kind": "error",
+                                           "message": f"worker failure ({type(exc).__name__}: {exc})"})
+    timings = dict(result.timings)
+    timings["postprocess"] = timings.get("postprocess", 0.0) + time.perf_counter() - clock
+    return p.Message(p.MsgType.RESULT, {
+        "id": request_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
+        "timings": timings, "backend": result.backend, "worker_seconds": time.perf_counter() - started,
+        "threshold": result.threshold, **({"cache": cached} if cached else {}), **array_meta,
+    }, blobs)
 
 
 @dataclass(frozen=True)
