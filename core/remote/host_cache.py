@@ -4,8 +4,9 @@ with NEED). Standard library and NumPy only: the host has no diskcache or xxhash
 
 The key is the client's (`core.remote.backend`: the xxh3-128 of the file's content, and the crop box where the
 ROI's crop travels), so a file changed by one byte, its size and time kept, has another key and is never
-served. An entry is one file named by the key's BLAKE2b, holding `MAGIC`, a CRC-32 of everything after it, the
-header's length, the header (JSON: the key it was stored under, what the payload is) and the payload: the
+served. An entry is one file named by the key's BLAKE2b, holding `MAGIC`, a CRC-32 of everything after it (it
+guards against damage, the key against a changed file: 4 ms for a demo crop's 9.7 MB, BLAKE2b would take 14),
+the header's length, the header (JSON: the key it was stored under, what the payload is) and the payload: the
 bytes sent, or the decoded pixels of a crop (what the backend would decode them to, so a hit decodes
 nothing). A read checks the magic, the header's key, the payload's size and the CRC, so an entry damaged, cut
 short or not the one asked for is a miss (removed), never a wrong number; a write goes to a temporary file
@@ -42,7 +43,7 @@ class InputCache:
 
     def __init__(self, folder: Path, size_limit: int):
         self.folder, self.size_limit = Path(folder), int(size_limit)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # users' images
         self._warned = False
         now = time.time()
         for path in self.folder.glob(f"*{_PART}"):
