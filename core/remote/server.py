@@ -84,7 +84,10 @@ class Worker:
                 if make is None:
                     return
                 message = make()
-                self.send(message.type, message.meta, message.blobs)
+                try:
+                    self.send(message.type, message.meta, message.blobs)
+                except p.ProtocolError as exc:  # a result over the frame limit
+                    self.send(p.MsgType.ERROR, {"id": message.meta.get("id"), "kind": "error", "message": str(exc)})
             except OSError:  # the client is gone: what is left is dropped (the reader sees the end of input)
                 pass
             finally:

@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from segscope.core.remote import protocol as p
@@ -113,6 +114,23 @@ def test_a_key_alone_is_asked_for_once_then_served_from_the_host_cache(tiny_mode
     assert [m.type for m in (first, second, third)] == [p.MsgType.RESULT] * 3
     assert [m.meta["cache"] for m in (first, second, third)] == ["miss", "hit", "sent"]
     assert first.blobs == second.blobs == third.blobs
+    assert local.finish() == p.EXIT_OK
+
+
+def test_answers_leave_in_request_order(tiny_model_project, tmp_path: Path) -> None:
+    """A result is encoded on its own thread while the next request runs: the next request's NEED (or ERROR)
+    still comes after it, or the client, waiting for the first, would skip it."""
+    local = LocalWorker(tiny_model_project.pipeline, "--input-cache", str(tmp_path / "inputs"))
+    local.read()
+    image = textured_png(640, 480, seed=3)
+    local.write(infer(1, blobs=(image,)) + infer(2, key="1/unknown") + infer(3, roi=[1, 2, 3]))
+    first, second = local.read(), local.read()
+    assert (first.type, first.meta["id"], second.type, second.meta["id"]) == (p.MsgType.RESULT, 1, p.MsgType.NEED, 2)
+    local.write(p.encode(p.Message(p.MsgType.DATA, {"id": 2}, (image,))))
+    third, fourth = local.read(), local.read()
+    assert (third.type, third.meta["id"], fourth.type, fourth.meta["id"]) == (p.MsgType.RESULT, 2, p.MsgType.ERROR, 3)
+    np.testing.assert_array_equal(p.decode_arrays(first.meta, first.blobs)[0],
+                                  p.decode_arrays(third.meta, third.blobs)[0])
     assert local.finish() == p.EXIT_OK
 
 
