@@ -45,6 +45,7 @@ class InputCache:
         self.folder, self.size_limit = Path(folder), int(size_limit)
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # users' images
         self._warned = False
+        self._total: int | None = None  # the entries' bytes as this worker counts them (None: list the folder)
         now = time.time()
         for path in self.folder.glob(f"*{_PART}"):
             try:
@@ -108,7 +109,12 @@ class InputCache:
             self._warn(f"cannot store an input ({exc.strerror or exc}); the run goes on without it")
 
     def _make_room(self, size: int) -> None:
-        """Evict the least recently used entries until `size` more bytes fit under the cap."""
+        """Evict the least recently used entries until `size` more bytes fit under the cap. The folder is listed
+        only when the bytes this worker knows of would pass the cap (a dataset of many small files does not
+        list it per image); a second worker's writes are found then."""
+        if self._total is not None and self._total + size <= self.size_limit:
+            self._total += size
+            return
         entries = []
         for entry in os.scandir(self.folder):
             if entry.name.endswith(_SUFFIX):
@@ -120,9 +126,10 @@ class InputCache:
         total = sum(size for _, size, _ in entries)
         for _, taken, path in sorted(entries):
             if total + size <= self.size_limit:
-                return
+                break
             self._remove(Path(path))
             total -= taken
+        self._total = total + size
 
     @staticmethod
     def _remove(path: Path) -> None:
