@@ -33,6 +33,7 @@ import numpy as np
 
 from ..backends.base import Backend, ImageSource, InferenceResult
 from ..backends.registry import BACKEND_KINDS, open_kind
+from ..cache.settings import DEFAULT_SIZE_GB
 from ..errors import CancelledError, SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS, decode_image
 from ..roi import Roi
@@ -176,7 +177,6 @@ class Worker:
                 self.current = None
                 self.cancelled.discard(request_id)
 
-
     def image(self, request_id: int, request: Request, backend: Backend) -> tuple[ImageSource, str | None]:
         """What to run for `request` and where it came from ("hit", "miss", "sent"; None: no key): the input
         cache's entry for its key, else the bytes sent with it or asked for (NEED), kept under the key (decoded,
@@ -307,7 +307,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                                    "pipeline's project")
     parser.add_argument("--input-cache", type=Path, default=None, help="keep the inputs sent under a content key "
                                                                        "here (core.remote.host_cache)")
-    parser.add_argument("--input-cache-bytes", type=int, default=4 << 30, help="its size cap")
+    parser.add_argument("--input-cache-bytes", type=int, default=int(DEFAULT_SIZE_GB * (1 << 30)),
+                        help="its size cap")
     return parser.parse_args(argv)
 
 
