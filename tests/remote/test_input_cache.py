@@ -15,6 +15,7 @@ import pytest
 from segscope.core.backends.base import InferenceRequest, InferenceResult
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.cache import settings
+from segscope.core.errors import SegScopeError
 from segscope.core.remote.backend import RemoteBackend
 from segscope.core.remote.host_cache import STRAY_AGE_S, InputCache
 from segscope.core.roi import Roi
@@ -219,3 +220,20 @@ def test_an_entry_under_another_key_or_an_old_interrupted_write_is_never_read(tm
     InputCache(tmp_path, 1 << 20)
     assert not old.exists() and fresh.exists()  # a write may still be going on in another worker
     assert STRAY_AGE_S >= 60
+
+
+@pytest.mark.ssh
+def test_a_bad_image_asked_for_by_the_host_fails_in_its_place(remote) -> None:
+    """A PNG cut short (its header whole): its key goes first; its crop fails only when the host asks for it,
+    then the host drops that request and serves on."""
+    good, roi = textured_png(120, 90, seed=7), Roi(10, 10, 100, 80)
+    truncated = good[:200]
+    with remote() as backend:
+        backend.infer(good, roi)  # kept on the host: the batch below sends keys alone from its first hit on
+        results = backend.infer_many([InferenceRequest(good, roi), InferenceRequest(truncated, roi),
+                                      InferenceRequest(good, roi)])
+        assert next(results).roi == roi
+        with pytest.raises(SegScopeError, match="<image bytes>: not a readable image"):
+            next(results)
+        assert backend.infer(good, roi).roi == roi
+        assert (backend.keyed_requests, backend.host_cache_hits) == (3, 2) and not backend.session.dead
