@@ -15,6 +15,12 @@ neighbour's load hits each alike, and each prints its median and spread.
   each (read and decode or cache read, resize, preprocess, post-processing, the mask and the metrics) and the
   model on all cores; bound = model + the rest / cores, the best an overlapped loop can reach on this machine.
   Printed beside each variant: its median wall per image and bound / wall (1.0 = the bound).
+- Remote/local (unless `--no-remote`, or without /usr/sbin/sshd): "repeat remote fp32" runs the same loop through
+  the remote backend over SSH on loopback (the test suite's throwaway sshd; the real worker, embedded on the
+  "host", float32 results), interleaved with the others, its host input cache filled once before the rounds as
+  the local cache is: each image goes as its content key. Printed: its ms per image, the per-round ratio to
+  "repeat fp32" (median and spread; goal <= 1.3x) and the bytes sent per image. Client, sshd and worker share
+  this machine's cores.
 - Cache hit cost: hashing the file, reading and checking the entry, against decoding it.
 - `--commands`: the whole `segscope eval --precision P` command as a new process (Python start, imports, model
   load, the int8 check included), first and repeat, interleaved.
@@ -23,6 +29,7 @@ neighbour's load hits each alike, and each prints its median and spread.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -34,7 +41,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import timing
-from timing import interleaved
+from bench_remote import load_sshd_launcher
+from timing import interleaved, paired_ratios
 
 from segscope.core.backends.base import Backend
 from segscope.core.backends.embedded import EmbeddedBackend, ModelSession
@@ -47,6 +55,8 @@ from segscope.core.dataset.demo import generate_demo_dataset
 from segscope.core.evaluate import evaluate_dataset, evaluation_request, score
 from segscope.core.files.fileio import decode_box, decode_image, decode_mask, read_bytes
 from segscope.core.profiling.machine import cpu_name
+from segscope.core.remote.backend import RemoteBackend
+from segscope.core.remote.connection import SshOptions
 from segscope.core.stream.input import StreamInput
 from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 
@@ -94,20 +104,40 @@ def main() -> int:
     parser.add_argument("--images", type=int, default=8, help="demo slides (default 8, the demo dataset)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--commands", action="store_true", help="also time whole `segscope eval` commands")
+    parser.add_argument("--no-remote", action="store_true", help="leave out the remote/local line")
     args = parser.parse_args()
     print(f"Machine: {cpu_name()}, {CORES} cores; load average {os.getloadavg()[0]:.2f} (1 min) before the run")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         root = Path(tmp)
         generate_demo_dataset(root / "demo", count=args.images)
         dataset = Dataset.open(root / "demo")
+        remote = None if args.no_remote else open_remote(root, stack)
         with EmbeddedBackend(DEFAULT_PIPELINE) as backend:
             int8 = make_int8(backend, dataset, root / "int8")
-            report_loops(backend, int8, dataset, root, args.rounds)
+            report_loops(backend, int8, dataset, root, args.rounds, remote)
             report_hit_cost(dataset, root)
         if args.commands:
             report_commands(root / "demo", root, args.rounds)
     print(f"\nLoad average {os.getloadavg()[0]:.2f} (1 min) after the run")
     return 0
+
+
+def open_remote(root: Path, stack: contextlib.ExitStack) -> RemoteBackend | None:
+    """The remote backend over a throwaway sshd on loopback (closed with `stack`), or None without sshd."""
+    launcher = load_sshd_launcher()
+    (root / "sshd").mkdir()
+    try:
+        sshd = launcher.start_sshd(root / "sshd")
+    except launcher.SshdUnavailable as exc:
+        print(f"remote/local left out: {exc}")
+        return None
+    stack.callback(sshd.stop)
+    known_hosts = root / "known_hosts"
+    known_hosts.write_text(sshd.known_hosts_line())
+    ssh = SshOptions(key_filename=sshd.user_key, allow_agent=False, look_for_keys=False, ssh_config=None,
+                     known_hosts=known_hosts)
+    return stack.enter_context(RemoteBackend(DEFAULT_PIPELINE, sshd.target, ssh, python=sys.executable,
+                                             cache_dir=str(root / "host-cache"), worker_backend="embedded"))
 
 
 def make_int8(backend: EmbeddedBackend, dataset: Dataset, folder: Path) -> tuple[ModelSession, str]:
@@ -121,7 +151,7 @@ def make_int8(backend: EmbeddedBackend, dataset: Dataset, folder: Path) -> tuple
 
 
 def report_loops(backend: EmbeddedBackend, int8: tuple[ModelSession, str], dataset: Dataset, root: Path,
-                 rounds: int) -> None:
+                 rounds: int, remote: RemoteBackend | None) -> None:
     n = len(dataset)
     folders = iter(range(1 << 30))
 
@@ -141,6 +171,9 @@ def report_loops(backend: EmbeddedBackend, int8: tuple[ModelSession, str], datas
     for name in ("fp32", "int8"):  # the folders the repeats read: filled once
         settings.configure(root / f"cache-{name}-filled")
         eval_loop(backend if name == "fp32" else fast(), dataset)
+    if remote is not None:  # the host's input cache too (and the truth masks, read here, in the local one)
+        settings.configure(root / "cache-remote-filled")
+        eval_loop(remote, dataset)
     bounds: dict[str, float] = {}
     for name, make in (("fp32", lambda: backend), ("int8", fast)):
         for first in (True, False):
@@ -153,7 +186,19 @@ def report_loops(backend: EmbeddedBackend, int8: tuple[ModelSession, str], datas
                   f"{(model + single / CORES) * 1000:.1f} ms per image")
     variants = {f"{'first' if first else 'repeat'} {name}": variant(make, first, name)
                 for name, make in (("fp32", lambda: backend), ("int8", fast)) for first in (True, False)}
+    sent: list[int] = []  # bytes to the host per call, the warm-up call first
+    if remote is not None:
+        remote_repeat = variant(lambda: remote, False, "remote")
+
+        def counted() -> object:
+            before = remote.session.bytes_sent if remote.session is not None else 0
+            outcome = remote_repeat()
+            sent.append((remote.session.bytes_sent if remote.session is not None else 0) - before)
+            return outcome
+
+        variants["repeat remote fp32"] = counted
     times = interleaved(variants, rounds)
+    remote_times = times.pop("repeat remote fp32", None)
     print(f"\nsegscope eval loop over {n} demo slides, interleaved x{rounds}, per image (bound: the work above):")
     for name, values in times.items():
         per_image = [v / n for v in values]
@@ -167,6 +212,12 @@ def report_loops(backend: EmbeddedBackend, int8: tuple[ModelSession, str], datas
         print(f"  {name}: repeat is {first / repeat:.2f}x the first eval's images/s")
     ratio = statistics.median(times["repeat fp32"]) / statistics.median(times["repeat int8"])
     print(f"  repeat int8 / repeat fp32 images/s: {ratio:.2f}x")
+    if remote is not None and remote_times is not None:
+        same = outcomes["remote"] == outcomes["fp32"]
+        print(f"  repeat remote fp32 (loopback, host input cache filled) {ms([v / n for v in remote_times])}; "
+              f"sent {statistics.median(sent[1:]) / n / 1e3:.1f} kB per image; metrics identical to local: {same}")
+        print(f"  remote / local per image, repeat fp32: {paired_ratios(remote_times, times['repeat fp32'])}; "
+              "goal <= 1.3x")
 
 
 def report_hit_cost(dataset: Dataset, root: Path) -> None:

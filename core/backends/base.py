@@ -12,7 +12,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar, Union
+from typing import ClassVar, TypeVar, Union
 
 import cv2
 import numpy as np
@@ -166,6 +166,9 @@ class Backend(abc.ABC):
     """Base class of all backends: open in `__init__`, `infer` per image, `close` once."""
 
     capabilities: Capabilities
+    #: Whether decoded pixels (an array) go in as they are; False where they are encoded again (the MindX stream
+    #: takes files), so the remote worker keeps what it was sent rather than its decode.
+    takes_pixels: ClassVar[bool] = True
 
     @abc.abstractmethod
     def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
@@ -178,6 +181,10 @@ class Backend(abc.ABC):
 
     def cancel(self) -> None:  # noqa: B027 - optional hook, a no-op where a request cannot be interrupted
         """Ask a running `infer` (from another thread) to stop with `CancelledError`."""
+
+    def cache_note(self) -> str | None:
+        """One line on the inputs the backend's own cache served since it opened (the remote host's), or None."""
+        return None
 
     @abc.abstractmethod
     def close(self) -> None:

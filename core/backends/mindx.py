@@ -59,6 +59,8 @@ MAX_IN_FLIGHT = 256
 class MindXBackend(Backend):
     """Run a `.pipeline` through the MindX SDK on this (Ascend) machine."""
 
+    takes_pixels = False  # a decoded array is encoded to PNG again for the stream's decoder
+
     def __init__(self, pipeline: Path | Pipeline, sdk_home: Path | None = None, *, transport: str = "auto",
                  in_flight: int = 4, timeout_s: float = 30.0, max_pixels: int = DEFAULT_MAX_PIXELS,
                  devices: Sequence[int] | None = None):

@@ -124,9 +124,9 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
         for row, metrics in unit.evaluate(run, backend, stack):
             summary.add(metrics)
             rows.append(row)
-        said = cached.line()
-        if said:
-            note(said)
+        for said in (cached.line(), backend.cache_note()):
+            if said:
+                note(said)
         means: dict[str, object] = {**summary.means(), **unit.means()}
         if export is not None:
             export.write_metrics(rows, means)

@@ -66,6 +66,12 @@ def top_rows(data: bytes, rows: int) -> bytes | None:
     return data[:12] + patched + struct.pack(">I", zlib.crc32(patched)) + data[33:]
 
 
+def oriented(data: bytes) -> bool:
+    """Whether a PNG has an eXIf chunk, whose orientation OpenCV applies (a file whose chunks do not run whole
+    to IEND has none to apply: OpenCV refuses it)."""
+    return b"eXIf" in (_chunks(data) or ())
+
+
 def decode(data: bytes, flags: int, box: tuple[int, int, int, int] | None = None) -> np.ndarray | None:
     """What `cv2.imdecode(data, flags)` gives for IMREAD_COLOR or IMREAD_UNCHANGED (only the pixels of `box`,
     x0, y0, x1, y1 inside the image, when given: rows below it are not decoded), by libpng through

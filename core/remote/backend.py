@@ -5,13 +5,22 @@ to the host's cache (once per content hash), and starts one worker that keeps th
 whole session. Each `infer` sends the image bytes (their ROI crop where that is exact, or a path on the
 host) and the ROI, and gets back the argmax and quantised, compressed probabilities. A dropped connection
 or a dead worker fails the request in progress; the next request reconnects and starts a fresh worker.
+
+With the cache on (`core.cache.settings`: not `--no-cache`), what a request would send has a content key (the
+xxh3-128 of the file's bytes, and the crop's box where its ROI crop travels) and the worker keeps it in the
+host's input cache (`core.remote.host_cache`, `inputs/` beside the worker under the remote cache folder, capped
+at the cache's size): a request goes as its key alone, and its bytes (the crop cut and encoded only then)
+follow only where the host asks for them (NEED). Once the host has asked, the next requests carry their bytes
+along (a first run sends as it would without a cache, the upload overlapping the host's work), until a request
+finds its input already there.
 """
 
 from __future__ import annotations
 
+import posixpath
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,25 +39,44 @@ from ..backends.base import (
     prepare_ahead,
 )
 from ..backends.registry import backend_kind
+from ..cache import settings
 from ..errors import BackendError, SegScopeError
 from ..files.fileio import read_bytes
+from ..result import Placement
 from ..roi import Roi
 from . import protocol
 from .client import WorkerLost, WorkerSession, worker_command
 from .connection import SshConnection, SshOptions, SshTarget, parse_target
-from .crop_upload import Crop, CropUpload
+from .crop_upload import CropUpload
 from .deploy import DEFAULT_CACHE_DIR, hash_command, parse_hashes, project_bundle, upload, worker_bundle
 
+#: The folder of the host's input cache, beside the worker's under the remote cache folder.
+HOST_INPUTS = "inputs"
+#: How content keys are made (`_prepare`): changed whenever that changes, so a key made otherwise never hits.
+KEY_SCHEME = 1
 
-@dataclass(frozen=True)
+
+@dataclass
 class _Payload:
-    """One INFER request made ready: its metadata and blobs, the crop it carries (None: the file or a path)
-    and the seconds spent making it."""
+    """One INFER request made ready: its metadata, its image bytes (`make` makes them; `blob` once made), its
+    content key (None: the bytes always travel), where the crop it carries lies (None: the file or a path) and
+    the seconds spent making it."""
 
     meta: dict[str, object]
-    blobs: tuple[bytes, ...]
-    crop: Crop | None
+    make: Callable[[], bytes] | None  # None: a path on the host, nothing to send
+    placement: Placement | None
     seconds: float
+    key: str | None = None
+    blob: bytes | None = None
+
+    def data(self) -> bytes:
+        """The bytes to send, made once."""
+        if self.blob is None:
+            assert self.make is not None  # (a request by path has no key: the host never asks for bytes)
+            started = time.perf_counter()
+            self.blob = self.make()
+            self.seconds += time.perf_counter() - started
+        return self.blob
 
 
 @dataclass(frozen=True)
@@ -74,7 +102,8 @@ class RemoteBackend(Backend):
     in the pipeline's project. With `crop_upload` (the default), an 8-bit PNG's ROI crop travels instead of
     the whole file where that is exact (core.remote.crop_upload). Decoded pixels (an array) travel as a
     lossless PNG. `timeout`: the longest the host may stay silent (its worker says it is alive every few
-    seconds, also while it loads a model or infers) before the worker is stopped and the wait ends.
+    seconds, also while it loads a model or infers) before the worker is stopped and the wait ends. The host's
+    input cache is on where this process's cache is (`core.cache.settings`), with its size cap.
     """
 
     def __init__(self, pipeline: Path, target: SshTarget | str, ssh: SshOptions | None = None, *,
@@ -101,6 +130,13 @@ class RemoteBackend(Backend):
         self.crop_upload = CropUpload.for_pipeline(pipeline, max_pixels) \
             if crop_upload and self._project is not None else None
         self._command_options = (python, worker_backend, max_pixels, set_env)
+        cache = settings.current()
+        #: The host's input cache's size cap (None: off, every request carries its bytes).
+        self.host_cache_bytes = cache.size_bytes if cache.on else None
+        self._expect_miss = False  # the host asked for the last request's bytes: send the next ones along
+        #: Requests sent by content key, and how many of them the host's input cache served (nothing uploaded).
+        self.keyed_requests = self.host_cache_hits = 0
+        self._inputs_folder = ""
         self._cancel = threading.Event()
         self._busy = threading.Lock()  # held by a running `infer`; `close` from another thread waits for it
         self.session: WorkerSession | None = None
@@ -153,8 +189,10 @@ class RemoteBackend(Backend):
                 pipeline = str(self._host_pipeline)
         finally:
             sftp.close()
+        self._inputs_folder = posixpath.join(posixpath.dirname(worker_dir), HOST_INPUTS)
+        inputs = (self._inputs_folder, self.host_cache_bytes) if self.host_cache_bytes is not None else None
         launch = worker_command(python, worker_dir, pipeline, backend, max_pixels, set_env, self.host_dataset,
-                                self.timeout)
+                                self.timeout, inputs)
         self.session = WorkerSession(self.connection, launch, self.timeout)
 
     def _ready_session(self) -> WorkerSession:
@@ -176,8 +214,10 @@ class RemoteBackend(Backend):
         """Results in request order, pipelined: while the host works on one request the next is already
         sent (the worker queues it, so its upload overlaps the inference) and the one after it is read (and
         cropped) here on a second thread. A request that fails to prepare raises in its turn, after the
-        results before it; closing early (an error, a cancel) asks the worker to drop what it has queued."""
+        results before it; closing early (an error, a cancel) asks the worker to drop what it has queued. A
+        batch (a run) starts by sending keys alone, whatever the last one found in the host's input cache."""
         self._cancel.clear()
+        self._expect_miss = False
         last_answer = [time.perf_counter()]
 
         def collect(sent: _Sent) -> InferenceResult:
@@ -192,31 +232,56 @@ class RemoteBackend(Backend):
             ahead.close()
 
     def _prepare(self, request: InferenceRequest) -> _Payload:
-        """The INFER metadata and blobs of one request: a path on the host, the ROI crop, or the file."""
+        """The INFER of one request: a path on the host, the ROI crop, or the file; by content key where the
+        host's input cache is on, its bytes made only where they go along (`_expect_miss`) or are asked for."""
         started = time.perf_counter()
         image, roi = request.image, request.roi
         meta: dict[str, object] = {"roi": list(roi.as_tuple()) if roi else None, "probabilities": self.probabilities}
         if isinstance(image, Path) and self.host_dataset:
             meta["path"] = image.as_posix()
-            return _Payload(meta, (), None, time.perf_counter() - started)
+            return _Payload(meta, None, None, time.perf_counter() - started)
         if isinstance(image, np.ndarray):  # decoded pixels: as a lossless PNG, which the host decodes back
-            png = encode_png(check_pixels(image), "<image array>")
-            return _Payload(meta, (png,), None, time.perf_counter() - started)
-        data = read_bytes(image) if isinstance(image, Path) else bytes(image)
-        source = str(image) if isinstance(image, Path) else "<image bytes>"
-        crop = self.crop_upload.crop(data, roi, source) if self.crop_upload else None
-        if crop is None:
-            return _Payload(meta, (data,), None, time.perf_counter() - started)
-        meta["roi"] = [0, 0, crop.placement.box.width, crop.placement.box.height]
-        return _Payload(meta, (crop.png,), crop, time.perf_counter() - started)
+            pixels = check_pixels(image)
+            payload = _Payload(meta, lambda: encode_png(pixels, "<image array>"), None, 0.0)
+        else:
+            data = read_bytes(image) if isinstance(image, Path) else bytes(image)
+            payload = self._file_payload(meta, data, str(image) if isinstance(image, Path) else "<image bytes>",
+                                         roi)
+        if payload.key is None or self._expect_miss:
+            payload.data()
+        payload.seconds += time.perf_counter() - started
+        return payload
+
+    def _file_payload(self, meta: dict[str, object], data: bytes, source: str, roi: Roi | None) -> _Payload:
+        """A file's INFER: its ROI crop where that is exact (`CropUpload`), else the file; keyed by the file's
+        content (and the crop's box) where the host's input cache is on."""
+        cropper = self.crop_upload
+        placement = cropper.placement(data, roi, source) if cropper is not None else None
+        if cropper is not None and placement is not None:  # the crop's PNG, made when it is sent
+            meta["roi"] = [0, 0, placement.box.width, placement.box.height]
+            meta["decoded"] = True  # its pixels are what the host's decoder gives: it may keep them decoded
+            payload = _Payload(meta, lambda: cropper.png(data, placement, source), placement, 0.0)
+        else:
+            crop = cropper.crop(data, roi, source) if cropper is not None else None
+            if crop is not None:  # a box the plugin clips: cut here by the whole decode, never keyed
+                meta["roi"] = [0, 0, crop.placement.box.width, crop.placement.box.height]
+                return _Payload(meta, lambda: crop.png, crop.placement, 0.0)
+            payload = _Payload(meta, lambda: data, None, 0.0)
+        if self.host_cache_bytes is not None:
+            from ..cache.store import content_digest  # xxhash: the client's (with the cache on)
+
+            box = f"/{placement.box.as_tuple()}" if placement is not None else ""
+            payload.key = meta["key"] = f"{KEY_SCHEME}/{content_digest(data)}{box}"
+        return payload
 
     def _submit(self, request: InferenceRequest, payload: _Payload) -> _Sent:
         """Send one prepared request to the worker (started again first if it died) without waiting."""
         with self._busy:
             session = self._ready_session()
             sent = session.bytes_sent
+            blobs = (payload.blob,) if payload.blob is not None else ()
             try:
-                request_id, upload_seconds = session.send_request(payload.meta, payload.blobs)
+                request_id, upload_seconds = session.send_request(payload.meta, blobs)
             except WorkerLost:
                 self.session = None
                 raise
@@ -225,21 +290,36 @@ class RemoteBackend(Backend):
 
     def _finish(self, sent: _Sent, previous_done: float) -> InferenceResult:
         """Wait for `sent`'s result and place it. Its wait starts once it was sent, or once the answer before
-        it arrived (`previous_done`), so a request queued behind another is not charged for that one."""
+        it arrived (`previous_done`), so a request queued behind another is not charged for that one. Where
+        the host asks for its bytes, they are made and sent then."""
         with self._busy:
             session = sent.session
-            received = session.bytes_received
+            received, uploaded = session.bytes_received, session.bytes_sent
             try:
-                msg = session.receive_result(sent.request_id, self._cancel)
+                msg = session.receive_result(sent.request_id, self._cancel, sent.payload.data)
             except WorkerLost:
                 if self.session is session:
                     self.session = None
                 raise
-            self.last_transfer = (sent.bytes_sent, session.bytes_received - received)
+            self.last_transfer = (sent.bytes_sent + session.bytes_sent - uploaded,
+                                  session.bytes_received - received)
+        if sent.payload.key is not None:
+            state = msg.meta.get("cache")
+            self._expect_miss = state == "miss"
+            self.keyed_requests += 1
+            self.host_cache_hits += state == "hit"
         result = self._result(msg, sent.upload_seconds, max(previous_done, sent.sent_at))
         result.timings["upload"] += sent.payload.seconds  # reading (and cropping) the image here is part of sending it
-        placed = sent.payload.crop.placement.place(result) if sent.payload.crop is not None else result
-        return sent.request.place(placed)
+        placement = sent.payload.placement
+        return sent.request.place(placement.place(result) if placement is not None else result)
+
+    def cache_note(self) -> str | None:
+        keyed, hits = self.keyed_requests, self.host_cache_hits
+        if not keyed:
+            return None
+        rest = "" if hits == keyed else "; the others were sent and kept for the next run"
+        return (f"{hits} of {keyed} images came from the host's input cache ({self._inputs_folder} on "
+                f"{self.connection.label}): nothing uploaded for them{rest}")
 
     def _drop(self, abandoned: list[_Sent]) -> None:
         """Ask the worker to drop requests nobody will wait for (their late answers are skipped)."""

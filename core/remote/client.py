@@ -18,6 +18,7 @@ import secrets
 import shlex
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import paramiko
@@ -70,9 +71,11 @@ def launch(args: list[str], python: str, worker_script: str) -> Launch:
 
 
 def worker_command(python: str, worker_dir: str, pipeline: str, backend: str, max_pixels: int | None,
-                   set_env: str | None, dataset: str | None, timeout: float) -> Launch:
+                   set_env: str | None, dataset: str | None, timeout: float,
+                   input_cache: tuple[str, int] | None = None) -> Launch:
     """The worker's launch. `dataset`: the host folder whose images requests may name by path; `timeout`:
-    seconds of silence from the client after which the worker ends (and a `--set-env` script is stopped)."""
+    seconds of silence from the client after which the worker ends (and a `--set-env` script is stopped);
+    `input_cache`: the host folder and size cap of its input cache (None: off)."""
     script = f"{worker_dir}/worker.py"
     args = [python, script, "--timeout", f"{timeout:g}"]
     if set_env:  # sourced by the worker, which stops it (and all it started) if it hangs or the client goes
@@ -82,6 +85,8 @@ def worker_command(python: str, worker_dir: str, pipeline: str, backend: str, ma
         args += ["--max-pixels", str(int(max_pixels))]
     if dataset:
         args += ["--dataset", dataset]
+    if input_cache is not None:
+        args += ["--input-cache", input_cache[0], "--input-cache-bytes", str(int(input_cache[1]))]
     return launch(args, python, script)
 
 
@@ -309,7 +314,8 @@ class WorkerSession:
     # --- requests --------------------------------------------------------------------------------------
 
     def request(self, meta: dict, blobs: tuple[bytes, ...], cancel: threading.Event) -> tuple[p.Message, float]:
-        """Send one INFER and wait for its RESULT: (message, upload seconds). Errors raise."""
+        """Send one INFER (with its image: the host never asks for it) and wait for its RESULT: (message, upload
+        seconds). Errors raise."""
         request_id, uploaded = self.send_request(meta, blobs)
         return self.receive_result(request_id, cancel), uploaded
 
@@ -327,22 +333,35 @@ class WorkerSession:
         if not self.dead:
             self._send(p.encode(p.Message(p.MsgType.CANCEL, {"id": request_id})), patience=STOP_SECONDS)
 
-    def receive_result(self, request_id: int, cancel: threading.Event) -> p.Message:
-        """Wait for the RESULT of `request_id`, skipping the late answers of requests given up before it.
-        Errors raise; a cancel tells the worker to drop the request."""
+    def _drop_quietly(self, request_id: int) -> None:
+        try:
+            self.cancel_request(request_id)
+        except BackendError:
+            pass  # the worker takes nothing more: it was stopped
+
+    def receive_result(self, request_id: int, cancel: threading.Event,
+                       data: Callable[[], bytes] | None = None) -> p.Message:
+        """Wait for the RESULT of `request_id`, skipping the late answers of requests given up before it; where
+        the host asks for its bytes (NEED: it was sent as a content key the host does not hold), send `data()`.
+        Errors raise; a cancel, or `data` failing, tells the worker to drop the request."""
         while True:
             try:
                 msg = self._next(cancel)
             except CancelledError:
-                try:
-                    self.cancel_request(request_id)
-                except BackendError:
-                    pass  # the worker takes nothing more: it was stopped
+                self._drop_quietly(request_id)
                 raise
             if msg.meta.get("id") != request_id:
                 continue  # the late answer to a cancelled request
             if msg.type == p.MsgType.RESULT:
                 return msg
+            if msg.type == p.MsgType.NEED and data is not None:
+                try:
+                    blob = data()
+                except BaseException:
+                    self._drop_quietly(request_id)
+                    raise
+                self._send(p.encode(p.Message(p.MsgType.DATA, {"id": request_id}, (blob,))))
+                continue
             if msg.type == p.MsgType.ERROR:
                 if msg.meta.get("kind") == "cancelled":
                     raise CancelledError(f"{self.label}: request cancelled")

@@ -21,6 +21,7 @@ import cv2
 from ..backends.base import encode_png
 from ..cache.decoded import image_region
 from ..errors import SegScopeError
+from ..files import png
 from ..files.fileio import DEFAULT_MAX_PIXELS, checked_size, decode_image
 from ..result import Placement
 from ..roi import Roi
@@ -54,25 +55,46 @@ class CropUpload:
             return None
         return cls(stream.expand, max_pixels or DEFAULT_MAX_PIXELS)
 
+    def placement(self, data: bytes, roi: Roi | None, source: str) -> Placement | None:
+        """Where the crop of `roi` lies by the file's header, where that box is the decoder's (an 8-bit PNG with
+        no eXIf orientation, the box inside the image within the plugin's limit) and not the whole image; else
+        None (`crop` says what travels). Reads the header only."""
+        if roi is None or not _eight_bit_png(data) or png.oriented(data):
+            return None
+        width, height = checked_size(data, source, self.max_pixels)
+        box = imaging.crop_box(roi, self.expand, width, height)
+        if not imaging.croppable(box, width, height) or (box.width, box.height) == (width, height):
+            return None
+        return Placement(box, (width, height))
+
+    def png(self, data: bytes, placement: Placement, source: str) -> bytes:
+        """The PNG of the crop at `placement` (`placement`'s), its pixels through the decoded-input cache (a
+        repeat run decodes nothing here)."""
+        pixels = image_region(data, source, placement.box, self.max_pixels)
+        assert pixels is not None  # (no eXIf orientation, `placement`: the header's box is the decoder's)
+        return encode_png(pixels, source)
+
     def crop(self, data: bytes, roi: Roi | None, source: str) -> Crop | None:
         """The crop to send for `roi`, or None when the file itself should travel (not an 8-bit PNG, no ROI,
         or a box that is the whole image)."""
-        if roi is None or not data.startswith(_PNG_SIGNATURE) or len(data) < 25 or data[24] != 8:
-            return None  # byte 24: the IHDR bit depth
+        placement = self.placement(data, roi, source)
+        if placement is not None:
+            return Crop(self.png(data, placement, source), placement)
+        if roi is None or not _eight_bit_png(data):
+            return None
         width, height = checked_size(data, source, self.max_pixels)
         box = imaging.crop_box(roi, self.expand, width, height)
-        # The box's pixels through the decoded-input cache (a repeat run decodes nothing here), where the header's
-        # box is the decoder's; else the whole decode, the plugin's checks and clipping, with its errors.
-        pixels = None
         if imaging.croppable(box, width, height):
-            if (box.width, box.height) == (width, height):
-                return None
-            pixels = image_region(data, source, box, self.max_pixels)
-        if pixels is None:
-            image = decode_image(data, source, cv2.IMREAD_COLOR, self.max_pixels)
-            height, width = image.shape[:2]
-            box = imaging.expand_box(roi, self.expand, width, height) if any(self.expand) else roi
-            pixels, box = imaging.crop(image, box, source)
+            return None  # the whole image, or an eXIf orientation (the file travels; its decode turns it)
+        # A box the plugin checks and clips (outside the image, over its limit): the whole decode, with its errors.
+        image = decode_image(data, source, cv2.IMREAD_COLOR, self.max_pixels)
+        height, width = image.shape[:2]
+        box = imaging.expand_box(roi, self.expand, width, height) if any(self.expand) else roi
+        pixels, box = imaging.crop(image, box, source)
         if (box.width, box.height) == (width, height):
             return None
         return Crop(encode_png(pixels, source), Placement(box, (width, height)))
+
+
+def _eight_bit_png(data: bytes) -> bool:
+    return data.startswith(_PNG_SIGNATURE) and len(data) >= 25 and data[24] == 8  # byte 24: the IHDR bit depth

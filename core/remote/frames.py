@@ -29,7 +29,7 @@ from enum import IntEnum
 from ..errors import BackendError
 
 MAGIC = b"SGSC"
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 HEADER = struct.Struct(">4sBBHII")
 #: Largest payload either end accepts (a 4000x3000 PNG is ~30 MB; this leaves room for big TIFFs).
 MAX_PAYLOAD = 512 * 1024 * 1024
@@ -44,16 +44,18 @@ class ProtocolError(BackendError):
 
 class MsgType(IntEnum):
     HELLO = 1  # worker -> client: backend, versions, model input size, class names
-    INFER = 2  # client -> worker: one image (bytes or host path) + ROI
+    INFER = 2  # client -> worker: one image (bytes, host path, or the content key of bytes the host may hold) + ROI
     RESULT = 3  # worker -> client: argmax + quantised probabilities, timings
     CANCEL = 4  # client -> worker: stop request `id`
     ERROR = 5  # worker -> client: a request failed, or the worker cannot go on
     HEARTBEAT = 6  # either way, every few seconds whatever else happens: "still here" (`heartbeat_interval`)
+    NEED = 7  # worker -> client: request `id` came as a content key the host's input cache does not hold
+    DATA = 8  # client -> worker: the bytes of request `id`, which the host asked for (NEED)
 
 
 #: Which message types each end may receive.
-TO_WORKER = frozenset({MsgType.INFER, MsgType.CANCEL, MsgType.HEARTBEAT})
-TO_CLIENT = frozenset({MsgType.HELLO, MsgType.RESULT, MsgType.ERROR, MsgType.HEARTBEAT})
+TO_WORKER = frozenset({MsgType.INFER, MsgType.CANCEL, MsgType.HEARTBEAT, MsgType.DATA})
+TO_CLIENT = frozenset({MsgType.HELLO, MsgType.RESULT, MsgType.ERROR, MsgType.HEARTBEAT, MsgType.NEED})
 
 #: The worker's exit codes, and what the client says about each.
 EXIT_CODES = {0: "exited normally", 2: "could not start", 3: "rejected a malformed frame",

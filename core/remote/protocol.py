@@ -9,6 +9,7 @@ library and NumPy.
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
 from collections.abc import Callable
 
@@ -49,6 +50,8 @@ PROBABILITY_DTYPES = ("uint8", "float16", "float32")
 DEFAULT_PROBABILITIES = "float32"
 #: The float encodings and the unsigned type their bits are handled as.
 _FLOAT_BITS = {"float16": (np.float16, np.uint16), "float32": (np.float32, np.uint32)}
+#: A native unsigned value's bytes, most significant first: the byte order of the shuffled floats on the wire.
+_MOST_SIGNIFICANT_FIRST = slice(None, None, -1) if sys.byteorder == "little" else slice(None)
 
 
 def parse_header(header: bytes, allowed: frozenset[MsgType]) -> tuple[MsgType, int, int]:
@@ -128,8 +131,22 @@ def quantisation_step(dtype: str) -> float:
     raise ValueError(f"probability encoding must be one of {PROBABILITY_DTYPES}, got {dtype!r}")
 
 
-def _compress(data: bytes) -> bytes:
+#: Bytes of a chunk's sample (`_PROBES` blocks spread over it) that decide whether zlib is worth running on it.
+_PROBE, _PROBES = 4096, 8
+
+
+def _compress(data: bytes | memoryview) -> bytes:
     return zlib.compress(data, 1)  # level 1: within ~10 % of level 6 here, several times faster
+
+
+def _worth_compressing(chunk: memoryview) -> bool:
+    """Whether zlib saves a tenth of `chunk`, judged by a sample (a float's low mantissa bytes are noise: zlib
+    would spend ~15 ms per 960 x 960 plane on each to save nothing, and the client as long to inflate them)."""
+    if len(chunk) < 2 * _PROBE * _PROBES:
+        return True
+    step = len(chunk) // _PROBES
+    sample = b"".join(chunk[i * step : i * step + _PROBE] for i in range(_PROBES))
+    return len(_compress(sample)) < 0.9 * len(sample)
 
 
 def _decompress(blob: bytes, expected: int, what: str) -> bytes:
@@ -144,43 +161,80 @@ def _decompress(blob: bytes, expected: int, what: str) -> bytes:
     return data
 
 
-def _predict_last(planes: np.ndarray) -> np.ndarray:
-    """What the last class plane would be if the planes summed to exactly 1 (255 for uint8), bit for bit.
+def _predict_last(values: np.ndarray) -> np.ndarray:
+    """What the last class would be, per pixel of a pixels x classes array, if the classes summed to exactly 1
+    (255 for uint8), bit for bit.
 
-    The last plane travels as its difference from this prediction (a XOR of the bits for floats): mostly
-    zeros for softmax outputs, so it compresses to almost nothing, while the decoder restores it exactly.
+    The last class travels as its difference from this prediction (a XOR of the bits for floats): mostly zeros
+    for softmax outputs, so it compresses to almost nothing, while the decoder restores it exactly.
     """
-    if planes.dtype == np.uint8:
-        return np.uint8(255) - planes[:-1].sum(axis=0, dtype=np.uint8)
-    complement = np.float32(1.0) - planes[:-1].astype(np.float32).sum(axis=0)
-    return complement.astype(planes.dtype).view(_FLOAT_BITS[planes.dtype.name][1])
+    if values.dtype == np.uint8:
+        return np.uint8(255) - values[:, :-1].sum(axis=1, dtype=np.uint8)
+    complement = np.float32(1.0) - values[:, :-1].astype(np.float32).sum(axis=1)
+    return complement.astype(values.dtype).view(_FLOAT_BITS[values.dtype.name][1])
+
+
+def _bytes_of(bits: np.ndarray) -> list[int]:
+    """Where each byte of a value of `bits` (an unsigned array) lies in memory, most significant first."""
+    return list(range(bits.itemsize))[_MOST_SIGNIFICANT_FIRST]
 
 
 def encode_arrays(probabilities: np.ndarray, argmax: np.ndarray, dtype: str) -> tuple[dict, tuple[bytes, bytes]]:
     """Metadata and blobs for an H x W x C float32 probability map and its H x W uint8 argmax.
 
-    Probabilities are quantised to `dtype` and laid out as class planes (C x H x W), the last plane as its
-    difference from the other planes' complement (`_predict_last`); floats are byte-shuffled (all most
-    significant bytes first, then the next...) so zlib finds the long runs.
+    Probabilities are quantised to `dtype`, the last class as its difference from the others' complement
+    (`_predict_last`), and sent as chunks of H x W bytes: each class plane, or for floats each byte of it, most
+    significant first (all the planes' first bytes, then their second...: zlib finds the long runs of the
+    exponents). A chunk is compressed where that pays (`_worth_compressing`), else sent as it is.
     """
     quantisation_step(dtype)  # validates dtype
     height, width, classes = probabilities.shape
-    planar = np.moveaxis(probabilities, -1, 0)
+    values = probabilities.reshape(height * width, classes)
     if dtype == "uint8":
-        planes = np.rint(np.clip(planar, 0.0, 1.0) * 255.0).astype(np.uint8)
+        quantised = np.rint(np.clip(values, 0.0, 1.0) * 255.0).astype(np.uint8)
         if classes > 1:
-            planes[-1] -= _predict_last(planes)  # uint8 arithmetic wraps: exact modulo 256
-        packed = planes.tobytes()
+            quantised[:, -1] -= _predict_last(quantised)  # uint8 arithmetic wraps: exact modulo 256
+        chunks = [quantised[:, c] for c in range(classes)]
     else:
         float_type, bits_type = _FLOAT_BITS[dtype]
-        planes = planar.astype(float_type)
-        bits = planes.view(bits_type).copy()
+        # float32: the caller's array (read only: the last class's difference is a new array)
+        bits = np.ascontiguousarray(values, float_type).view(bits_type)
+        planes = list(bits.view(np.uint8).reshape(-1, classes, bits.itemsize).transpose(1, 0, 2))
         if classes > 1:
-            bits[-1] ^= _predict_last(planes)
-        size = bits.itemsize
-        packed = bits.astype(f">u{size}").view(np.uint8).reshape(-1, size).T.tobytes()
-    meta = {"shape": [height, width, classes], "probabilities": dtype, "compression": "zlib"}
-    return meta, (_compress(np.ascontiguousarray(argmax, dtype=np.uint8).tobytes()), _compress(packed))
+            last = bits[:, -1] ^ _predict_last(bits.view(float_type))
+            planes[-1] = last.view(np.uint8).reshape(-1, bits.itemsize)
+        chunks = [plane[:, byte] for byte in _bytes_of(bits) for plane in planes]
+    raw, parts = [], []
+    for index, chunk in enumerate(chunks):
+        data = chunk.tobytes()
+        if _worth_compressing(memoryview(data)):
+            parts.append(_compress(data))
+        else:
+            raw.append(index)
+            parts.append(data)
+    meta = {"shape": [height, width, classes], "probabilities": dtype, "compression": "zlib",
+            "chunks": [len(part) for part in parts], "raw": raw}
+    return meta, (_compress(np.ascontiguousarray(argmax, dtype=np.uint8).tobytes()), b"".join(parts))
+
+
+def _unpacked(meta: dict, blob: bytes, plane: int, count: int) -> list[np.ndarray]:
+    """The `count` chunks of `plane` bytes each `encode_arrays` packed into `blob`: zlib-compressed but for those
+    `meta["raw"]` lists, of the lengths `meta["chunks"]` gives."""
+    lengths, raw = meta.get("chunks"), meta.get("raw")
+    if not (isinstance(lengths, list) and len(lengths) == count and all(type(n) is int and n >= 0 for n in lengths)
+            and sum(lengths) == len(blob)):
+        raise ProtocolError(f"RESULT chunk lengths {lengths!r} do not split its {len(blob):,} probability bytes "
+                            f"into {count}")
+    if not (isinstance(raw, list) and all(type(i) is int and 0 <= i < count and lengths[i] == plane for i in raw)
+            and len(set(raw)) == len(raw)):
+        raise ProtocolError(f"RESULT lists impossible uncompressed chunks {raw!r}")
+    chunks, offset, stored = [], 0, set(raw)
+    for index, length in enumerate(lengths):
+        chunk = blob[offset : offset + length]
+        offset += length
+        chunks.append(np.frombuffer(chunk if index in stored else _decompress(chunk, plane, "probabilities"),
+                                    np.uint8))
+    return chunks
 
 
 def decode_arrays(meta: dict, blobs: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -198,19 +252,19 @@ def decode_arrays(meta: dict, blobs: tuple[bytes, ...]) -> tuple[np.ndarray, np.
     pixels = height * width
     argmax = np.frombuffer(_decompress(blobs[0], pixels, "argmax"), np.uint8).reshape(height, width)
     if dtype == "uint8":
-        raw = _decompress(blobs[1], pixels * classes, "probabilities")
-        planes = np.frombuffer(raw, np.uint8).reshape(classes, height, width).copy()
+        quantised = np.stack(_unpacked(meta, blobs[1], pixels, classes), axis=1)
         if classes > 1:
-            planes[-1] += _predict_last(planes)
-        planar = planes.astype(np.float32) / np.float32(255.0)
+            quantised[:, -1] += _predict_last(quantised)
+        values = quantised.astype(np.float32) / np.float32(255.0)
     else:
         float_type, bits_type = _FLOAT_BITS[dtype]
-        size = np.dtype(bits_type).itemsize
-        raw = _decompress(blobs[1], pixels * classes * size, "probabilities")
-        shuffled = np.ascontiguousarray(np.frombuffer(raw, np.uint8).reshape(size, -1).T)
-        bits = shuffled.view(f">u{size}").astype(bits_type).reshape(classes, height, width)
+        bits = np.empty((pixels, classes), bits_type)
+        layout = bits.view(np.uint8).reshape(pixels, classes, bits.itemsize)
+        chunks = iter(_unpacked(meta, blobs[1], pixels, classes * bits.itemsize))
+        for byte in _bytes_of(bits):
+            for c in range(classes):
+                layout[:, c, byte] = next(chunks)
         if classes > 1:
-            bits[-1] ^= _predict_last(bits.view(float_type))
-        planar = bits.view(float_type).astype(np.float32)
-    probabilities = np.ascontiguousarray(np.moveaxis(planar, 0, -1))
-    return probabilities, argmax
+            bits[:, -1] ^= _predict_last(bits.view(float_type))
+        values = bits.view(float_type).astype(np.float32, copy=False)
+    return values.reshape(height, width, classes), argmax

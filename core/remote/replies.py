@@ -16,6 +16,9 @@ MAX_CLASSES = 256
 MAX_TEXT = 1 << 16  # characters of a message or name
 MAX_ITEMS = 1024  # entries of a list or mapping
 MAX_DEPTH = 8  # nesting of JSON containers
+#: A RESULT's `cache`: its input came from the host's input cache, was sent (not held) or sent though held; or
+#: no key (None).
+CACHE_STATES = (None, "hit", "miss", "sent")
 
 
 class InvalidReply(p.ProtocolError):
@@ -112,11 +115,21 @@ def check_result(meta: dict, blobs: tuple[bytes, ...]) -> None:
         raise InvalidReply("probabilities")
     if meta.get("compression") != "zlib":
         raise InvalidReply("compression")
+    for name in ("chunks", "raw"):  # their sense is `protocol.decode_arrays`' to check
+        value = meta.get(name)
+        if not (isinstance(value, list) and len(value) <= MAX_ITEMS and all(type(v) is int for v in value)):
+            raise InvalidReply(name)
     if len(blobs) != 2:
         raise InvalidReply("blobs")
     _mapping(meta, "timings", numbers=True)
     _number(meta.get("worker_seconds"), "worker_seconds")
     _text(meta, "backend", optional=True)
+    if meta.get("cache") not in CACHE_STATES:
+        raise InvalidReply("cache")
+
+
+def check_need(meta: dict) -> None:
+    _int(meta, "id", 0, 1 << 62)
 
 
 def check_error(meta: dict) -> None:
@@ -135,3 +148,5 @@ def check(message: p.Message) -> None:
         check_result(message.meta, message.blobs)
     elif message.type == p.MsgType.ERROR:
         check_error(message.meta)
+    elif message.type == p.MsgType.NEED:
+        check_need(message.meta)

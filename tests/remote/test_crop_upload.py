@@ -30,7 +30,10 @@ def textured_png(width: int, height: int, seed: int, ext: str = ".png") -> bytes
 
 
 @pytest.fixture
-def remote_pair(sshd: Sshd, ssh_options, worker_options):
+def remote_pair(sshd: Sshd, ssh_options, worker_options, monkeypatch: pytest.MonkeyPatch):
+    """Two backends, the crop and the whole file sent every time (the host's input cache off: the bytes each
+    sends are compared)."""
+    monkeypatch.setenv("SEGSCOPE_NO_CACHE", "1")
     opened: list[RemoteBackend] = []
 
     def open_both(pipeline: Path) -> tuple[RemoteBackend, RemoteBackend]:

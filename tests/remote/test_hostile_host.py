@@ -18,7 +18,8 @@ from .sshd import Sshd, processes_mentioning, unique, wait_until
 from .test_malformed import fake_worker
 
 RESULT = {"roi": [0, 0, 4, 4], "image_size": [8, 8], "shape": [4, 4, 2], "probabilities": "uint8",
-          "compression": "zlib", "timings": {"infer": 0.1}, "worker_seconds": 0.2, "backend": "fake"}
+          "compression": "zlib", "chunks": [0, 0], "raw": [], "timings": {"infer": 0.1}, "worker_seconds": 0.2,
+          "backend": "fake"}
 DEEP = json.loads("[" * 50 + "]" * 50)
 
 HELLO_CASES = [
@@ -31,7 +32,8 @@ RESULT_CASES = [
     ("shape", [4, 4]), ("shape", [10**9, 10**9, 2]), ("shape", [4, 4, 1000]),
     ("roi", [0, 0, 40, 4]), ("roi", [0, 0, True, 4]), ("id", "0"),
     ("probabilities", "int4"), ("compression", "lzma"), ("timings", {"infer": "fast"}), ("timings", [0.1]),
-    ("worker_seconds", -1.0), ("backend", 7), ("metadata nesting", DEEP),
+    ("worker_seconds", -1.0), ("backend", 7), ("metadata nesting", DEEP), ("cache", "maybe"), ("cache", 1),
+    ("chunks", "all"), ("chunks", [1.5]), ("raw", [True]), ("raw", None),
 ]
 #: Metadata that is not JSON as SegScope reads it (`core.files.untrusted_json`): refused before any field is read.
 UNREADABLE_META = [
@@ -91,6 +93,26 @@ def test_a_bad_result_field_is_named_and_the_worker_stopped(sshd: Sshd, ssh_opti
     with pytest.raises(InvalidReply) as info:
         session.request({"roi": None}, (b"png",), cancel=threading.Event())
     assert info.value.field.split(".")[0] == field
+    assert session.dead and wait_until(lambda: not processes_mentioning(marker), timeout=10)
+    connection.close()
+
+
+@pytest.mark.parametrize(("need", "problem"), [({"id": "0"}, "field id"), ({"id": -1}, "field id"),
+                                               ({"id": 0}, "unexpected NEED")])
+def test_a_bad_or_unasked_need_is_refused_and_the_worker_stopped(sshd: Sshd, ssh_options, need: dict,
+                                                                  problem: str) -> None:
+    """NEED must name a request by its integer id, and only one sent by key alone (this one carried its bytes)."""
+    marker = unique("segscope-hostile-need")
+    script = script_sending({}, None, marker, hang=f"""
+request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
+while request.type != p.MsgType.INFER:
+    request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
+out.write(p.encode(p.Message(p.MsgType.NEED, {need!r}))); out.flush()
+time.sleep(60)""")
+    connection, command = fake_worker(sshd, ssh_options, script, marker)
+    session = WorkerSession(connection, command, timeout=20)
+    with pytest.raises(p.ProtocolError, match=problem):
+        session.request({"roi": None}, (b"png",), cancel=threading.Event())
     assert session.dead and wait_until(lambda: not processes_mentioning(marker), timeout=10)
     connection.close()
 

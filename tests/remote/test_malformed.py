@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from segscope.core.remote import protocol as p
@@ -18,6 +19,7 @@ from segscope.core.remote.client import Launch, WorkerLost, WorkerSession, launc
 from segscope.core.remote.connection import SshConnection, SshOptions, parse_target
 
 from .sshd import Sshd, processes_mentioning, unique, wait_until
+from .test_crop_upload import textured_png
 
 WORKER = Path(worker.__file__)
 #: What a real worker's HELLO holds (pid and pgid are the fake worker's own).
@@ -28,9 +30,9 @@ VALID_HELLO = {"protocol": p.PROTOCOL_VERSION, "pid": 2, "pgid": 2, "backend": "
 class LocalWorker:
     """The real worker script as a local child process, spoken to through pipes."""
 
-    def __init__(self, pipeline: Path):
+    def __init__(self, pipeline: Path, *options: str):
         self.process = subprocess.Popen([sys.executable, str(WORKER), "--pipeline", str(pipeline),
-                                         "--backend", "embedded"],
+                                         "--backend", "embedded", *options],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def read(self) -> p.Message | None:
@@ -89,6 +91,91 @@ def test_the_worker_reports_a_malformed_request_and_keeps_serving(tiny_model_pro
     local.write(p.encode(p.Message(p.MsgType.INFER, {"id": 5, "roi": None}, (b"not an image",))))
     assert "not a readable image" in local.read().meta["message"]
     assert local.finish() == p.EXIT_OK
+
+
+def infer(request_id: int, blobs: tuple[bytes, ...] = (), **meta: object) -> bytes:
+    return p.encode(p.Message(p.MsgType.INFER, {"id": request_id, "roi": None, "probabilities": "float32", **meta},
+                              blobs))
+
+
+def test_a_key_alone_is_asked_for_once_then_served_from_the_host_cache(tiny_model_project, tmp_path: Path) -> None:
+    image = textured_png(80, 60, seed=2)
+    local = LocalWorker(tiny_model_project.pipeline, "--input-cache", str(tmp_path / "inputs"))
+    local.read()
+    local.write(infer(1, key="1/abc"))
+    need = local.read()
+    assert (need.type, need.meta) == (p.MsgType.NEED, {"id": 1})
+    local.write(p.encode(p.Message(p.MsgType.DATA, {"id": 1}, (image,))))
+    first = local.read()
+    local.write(infer(2, key="1/abc"))  # served from the cache: no NEED
+    second = local.read()
+    local.write(infer(3, key="1/abc", blobs=(image,)))  # its bytes along although held
+    third = local.read()
+    assert [m.type for m in (first, second, third)] == [p.MsgType.RESULT] * 3
+    assert [m.meta["cache"] for m in (first, second, third)] == ["miss", "hit", "sent"]
+    assert first.blobs == second.blobs == third.blobs
+    assert local.finish() == p.EXIT_OK
+
+
+def test_answers_leave_in_request_order(tiny_model_project, tmp_path: Path) -> None:
+    """A result is encoded on its own thread while the next request runs: the next request's NEED (or ERROR)
+    still comes after it, or the client, waiting for the first, would skip it."""
+    local = LocalWorker(tiny_model_project.pipeline, "--input-cache", str(tmp_path / "inputs"))
+    local.read()
+    image = textured_png(640, 480, seed=3)
+    local.write(infer(1, blobs=(image,)) + infer(2, key="1/unknown") + infer(3, roi=[1, 2, 3]))
+    first, second = local.read(), local.read()
+    assert (first.type, first.meta["id"], second.type, second.meta["id"]) == (p.MsgType.RESULT, 1, p.MsgType.NEED, 2)
+    local.write(p.encode(p.Message(p.MsgType.DATA, {"id": 2}, (image,))))
+    third, fourth = local.read(), local.read()
+    assert (third.type, third.meta["id"], fourth.type, fourth.meta["id"]) == (p.MsgType.RESULT, 2, p.MsgType.ERROR, 3)
+    np.testing.assert_array_equal(p.decode_arrays(first.meta, first.blobs)[0],
+                                  p.decode_arrays(third.meta, third.blobs)[0])
+    assert local.finish() == p.EXIT_OK
+
+
+def test_a_request_waiting_for_its_bytes_can_be_cancelled(tiny_model_project, tmp_path: Path) -> None:
+    local = LocalWorker(tiny_model_project.pipeline, "--input-cache", str(tmp_path / "inputs"))
+    local.read()
+    local.write(infer(1, key="1/never-sent"))
+    assert local.read().type == p.MsgType.NEED
+    local.write(p.encode(p.Message(p.MsgType.CANCEL, {"id": 1})))
+    cancelled = local.read()
+    assert (cancelled.type, cancelled.meta["id"], cancelled.meta["kind"]) == (p.MsgType.ERROR, 1, "cancelled")
+    local.write(infer(2, blobs=(textured_png(80, 60, seed=2),)))
+    assert local.read().type == p.MsgType.RESULT  # it serves on
+    assert local.finish() == p.EXIT_OK
+
+
+@pytest.mark.parametrize(("meta", "reason"), [
+    ({"key": 7}, "key must be printable ASCII"), ({"key": "k" * 257}, "key must be printable ASCII"),
+    ({"key": "a\nb"}, "key must be printable ASCII"), ({"key": "é"}, "key must be printable ASCII"),
+    ({"key": "1/a", "decoded": "yes", "blobs": (b"x",)}, "decoded must be true or false"),
+    ({"key": "1/a", "blobs": (b"x", b"y")}, "expected one image blob, got 2"),
+    ({"key": "1/a", "path": "/etc/passwd"}, "'path' must be a string and come without image bytes or key"),
+])
+def test_the_worker_refuses_a_malformed_key_and_keeps_serving(tiny_model_project, meta: dict, reason: str) -> None:
+    local = LocalWorker(tiny_model_project.pipeline)
+    local.read()
+    local.write(infer(4, **meta))
+    error = local.read()
+    assert (error.type, error.meta["id"], error.meta["kind"]) == (p.MsgType.ERROR, 4, "error")
+    assert reason in error.meta["message"]
+    local.write(infer(5, blobs=(textured_png(80, 60, seed=2),)))
+    assert local.read().type == p.MsgType.RESULT
+    assert local.finish() == p.EXIT_OK
+
+
+@pytest.mark.parametrize("data", [p.Message(p.MsgType.DATA, {"id": "1"}, (b"x",)),
+                                  p.Message(p.MsgType.DATA, {"id": 1}, ())])
+def test_the_worker_rejects_a_malformed_data_frame(tiny_model_project, data: p.Message) -> None:
+    local = LocalWorker(tiny_model_project.pipeline)
+    local.read()
+    local.write(p.encode(data))
+    error = local.read()
+    assert error.meta["kind"] == "protocol"
+    assert "DATA frame without an integer 'id' and one blob" in error.meta["message"]
+    assert local.finish() == p.EXIT_PROTOCOL
 
 
 def test_the_worker_names_a_missing_pipeline(tmp_path: Path) -> None:

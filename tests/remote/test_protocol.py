@@ -69,6 +69,10 @@ def test_each_end_accepts_only_its_message_types() -> None:
     infer = p.encode(p.Message(p.MsgType.INFER, {"id": 1}))
     with pytest.raises(p.ProtocolError, match="unexpected message type INFER"):
         read(infer, p.TO_CLIENT)
+    with pytest.raises(p.ProtocolError, match="unexpected message type NEED"):
+        read(p.encode(p.Message(p.MsgType.NEED, {"id": 1})), p.TO_WORKER)
+    with pytest.raises(p.ProtocolError, match="unexpected message type DATA"):
+        read(p.encode(p.Message(p.MsgType.DATA, {"id": 1}, (b"png",))), p.TO_CLIENT)
 
 
 def test_truncated_frames_are_errors_not_end_of_stream() -> None:
@@ -123,12 +127,30 @@ def test_a_noisy_960x960_result_stays_small(dtype: str, limit: float) -> None:
 def test_corrupt_or_oversized_arrays_are_rejected() -> None:
     probabilities = softmax_map(32, 32, 2)
     meta, (argmax_blob, probs_blob) = p.encode_arrays(probabilities, probabilities.argmax(-1).astype(np.uint8), "uint8")
+    assert meta["raw"] == [] and len(meta["chunks"]) == 2  # a uint8 plane per class, both compressed
     with pytest.raises(p.ProtocolError, match="does not decompress"):
-        p.decode_arrays(meta, (argmax_blob, b"not zlib"))
+        p.decode_arrays(meta, (argmax_blob, b"x" * len(probs_blob)))
     bomb = zlib.compress(bytes(32 * 32 * 2 * 1000))
     with pytest.raises(p.ProtocolError, match="wrong size"):
-        p.decode_arrays(meta, (argmax_blob, bomb))
+        p.decode_arrays({**meta, "chunks": [len(bomb), 0]}, (argmax_blob, bomb))
+    for chunks in ([len(probs_blob)], [len(probs_blob), 1], [-1, len(probs_blob) + 1], "all"):
+        with pytest.raises(p.ProtocolError, match="chunk lengths"):
+            p.decode_arrays({**meta, "chunks": chunks}, (argmax_blob, probs_blob))
+    for raw in ([2], [0], [True], "0"):  # out of range; a compressed chunk (not a plane's size); not an index
+        with pytest.raises(p.ProtocolError, match="impossible uncompressed chunks"):
+            p.decode_arrays({**meta, "raw": raw}, (argmax_blob, probs_blob))
     with pytest.raises(p.ProtocolError, match="unknown encoding"):
         p.decode_arrays({**meta, "probabilities": "float64"}, (argmax_blob, probs_blob))
     with pytest.raises(p.ProtocolError, match="impossible shape"):
         p.decode_arrays({**meta, "shape": [0, 32, 2]}, (argmax_blob, probs_blob))
+
+
+def test_noise_travels_uncompressed_and_comes_back_exact() -> None:
+    """The low bytes of float32 probabilities are noise: sent as they are (zlib would not shrink them), while the
+    planes that compress are compressed."""
+    probabilities = softmax_map(256, 256, 2)
+    probabilities[..., 0] += np.random.default_rng(1).uniform(0, 1e-3, (256, 256)).astype(np.float32)
+    meta, blobs = p.encode_arrays(probabilities, probabilities.argmax(-1).astype(np.uint8), "float32")
+    assert meta["raw"] and len(meta["raw"]) < len(meta["chunks"]) == 2 * 4
+    assert all(meta["chunks"][i] == 256 * 256 for i in meta["raw"])
+    np.testing.assert_array_equal(p.decode_arrays(meta, blobs)[0], probabilities)

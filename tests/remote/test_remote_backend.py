@@ -322,7 +322,9 @@ def test_a_model_card_runs_its_om_on_the_host_through_the_model_api(open_remote,
     np.testing.assert_allclose(result.probabilities, expected.probabilities, rtol=0, atol=1e-6)
 
 
-def test_infer_many_sends_the_next_request_while_the_host_works(tiny_model_project, open_remote) -> None:
+def test_infer_many_sends_the_next_request_while_the_host_works(tiny_model_project, open_remote,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SEGSCOPE_NO_CACHE", "1")  # every image's bytes go with its request (test_input_cache: by key)
     images = [slide_png(seed=seed) for seed in range(3)]
     backend = open_remote(tiny_model_project.pipeline, probabilities="float32", crop_upload=False)
     results = backend.infer_many([InferenceRequest(image) for image in images])
