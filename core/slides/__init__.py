@@ -16,7 +16,7 @@ from ..files.imageheader import image_format
 from ..files.kinds import what_is
 from .base import Level, SlideReader
 from .opencv_reader import ImageSlide
-from .openslide_reader import OpenSlideSlide, wants_openslide
+from .openslide_reader import OpenSlideSlide, openslide_missing, wants_openslide
 from .tiff_reader import TiffSlide, wants_tiff_reader
 
 __all__ = ["SLIDE_READERS", "Level", "SlideKind", "SlideReader", "open_slide", "slide_kind_for", "slide_size"]
@@ -24,12 +24,14 @@ __all__ = ["SLIDE_READERS", "Level", "SlideKind", "SlideReader", "open_slide", "
 
 @dataclass(frozen=True)
 class SlideKind:
-    """A reader kind: `accepts(path, head)` says from the file's first bytes whether it reads the file."""
+    """A reader kind: `accepts(path, head)` says from the file's first bytes whether it reads the file;
+    `missing()` what this machine lacks to use it ("" when nothing)."""
 
     name: str
     accepts: Callable[[Path, bytes], bool]
     open: Callable[[Path, int], SlideReader]
     summary: str
+    missing: Callable[[], str] = lambda: ""
 
 
 def _opencv_accepts(path: Path, head: bytes) -> bool:
@@ -38,7 +40,7 @@ def _opencv_accepts(path: Path, head: bytes) -> bool:
 
 SLIDE_READERS: list[SlideKind] = [
     SlideKind("openslide", wants_openslide, OpenSlideSlide.open,
-              'SVS, NDPI, MRXS, SCN, VMS, BIF and other vendor slides (needs pip install "segscope[slides]")'),
+              "SVS, NDPI, MRXS, SCN, VMS, BIF and other vendor slides", openslide_missing),
     SlideKind("tiff", wants_tiff_reader, TiffSlide.open,
               "tiled or pyramidal TIFF, BigTIFF, OME-TIFF (reads only the tiles a region needs)"),
     SlideKind("opencv", _opencv_accepts, ImageSlide.open, "PNG, JPEG, BMP, WebP, GIF, PNM, plain TIFF (decoded whole)"),
@@ -59,7 +61,8 @@ def slide_kind_for(path: Path) -> SlideKind:
     for kind in SLIDE_READERS:
         if kind.accepts(path, head):
             return kind
-    known = "; ".join(f"{k.name}: {k.summary}" for k in SLIDE_READERS)
+    known = "; ".join(f"{k.name}: {k.summary}{' (' + k.missing() + ')' if k.missing() else ''}"
+                      for k in SLIDE_READERS)
     raise SegScopeError(f"{path}: no slide reader reads this file: it is {what_is(path)}; give one that a "
                         f"reader takes ({known})")
 

@@ -38,6 +38,11 @@ def _openslide() -> Any | None:
     return openslide
 
 
+def openslide_missing() -> str:
+    """What a user runs to read vendor slides here, or "" where OpenSlide is installed."""
+    return "" if _openslide() is not None else f"needs {INSTALL}"
+
+
 def wants_openslide(path: Path, head: bytes) -> bool:
     """A vendor slide: one OpenSlide detects as a format other than generic TIFF, or (OpenSlide missing)
     one only OpenSlide reads. Without OpenSlide, TIFF-based vendor files go on to the tifffile reader."""

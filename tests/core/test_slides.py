@@ -61,3 +61,20 @@ def test_regions_outside_the_level_and_unknown_files_are_one_line_errors(tmp_pat
         slide_kind_for(damaged)
     with pytest.raises(SegScopeError, match="missing.png"):
         open_slide(tmp_path / "missing.png")
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_the_vendor_reader_asks_for_its_install_only_where_it_is_missing(tmp_path: Path, monkeypatch,
+                                                                          installed: bool) -> None:
+    from segscope.core.slides import openslide_reader
+
+    if not installed:
+        monkeypatch.setattr(openslide_reader, "_openslide", lambda: None)
+    elif openslide_reader._openslide() is None:
+        pytest.skip('OpenSlide is the optional extra: pip install "segscope[slides]"')
+    text = tmp_path / "notes.txt"
+    text.write_text("not an image")
+    with pytest.raises(SegScopeError) as error:
+        slide_kind_for(text)
+    asks = 'vendor slides (needs pip install "segscope[slides]")' in str(error.value)
+    assert asks is not installed
