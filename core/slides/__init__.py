@@ -33,6 +33,11 @@ class SlideKind:
     summary: str
     missing: Callable[[], str] = lambda: ""
 
+    def describe(self) -> str:
+        """"name: summary", with what this machine lacks to use it."""
+        missing = self.missing()
+        return f"{self.name}: {self.summary}" + (f" ({missing})" if missing else "")
+
 
 def _opencv_accepts(path: Path, head: bytes) -> bool:
     return image_format(head) is not None
@@ -61,8 +66,7 @@ def slide_kind_for(path: Path) -> SlideKind:
     for kind in SLIDE_READERS:
         if kind.accepts(path, head):
             return kind
-    known = "; ".join(f"{k.name}: {k.summary}{' (' + k.missing() + ')' if k.missing() else ''}"
-                      for k in SLIDE_READERS)
+    known = "; ".join(kind.describe() for kind in SLIDE_READERS)
     raise SegScopeError(f"{path}: no slide reader reads this file: it is {what_is(path)}; give one that a "
                         f"reader takes ({known})")
 
