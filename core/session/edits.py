@@ -69,9 +69,10 @@ class SessionEdits:
         self._truths: dict[str, ImageTruth] = {}
         self._versions = itertools.count(1)
 
-    def _forget_truths(self) -> None:
-        """A dataset (re)opens: every truth is read again from its files (they may have changed meanwhile)."""
-        self._truths.clear()
+    def _forget_truths(self, keep: str | None = None) -> None:
+        """A dataset (re)opens, or its masks are read by another rule: every truth but `keep`'s (an image with
+        unsaved edits) is read again from its files, under a new version."""
+        self._truths = {item_id: truth for item_id, truth in self._truths.items() if item_id == keep}
 
     def truth(self, item_id: str) -> ImageTruth:
         """What the image is scored against now."""

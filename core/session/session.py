@@ -119,7 +119,13 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         if dataset is None or capabilities is None:
             return False
         before = dataset.mask_rule
-        return set_mask_rule(dataset, capabilities.class_names, capabilities.details) != before
+        if set_mask_rule(dataset, capabilities.class_names, capabilities.details) == before:
+            return False
+        document = self.document  # unsaved edits stay the truth of their image
+        self._forget_truths(keep=document.item.id if document is not None and (document.dirty or document.saving)
+                            else None)
+        self._all_changed()  # every score taken by the old rule (a restore's included) is stale: scored again
+        return True
 
     def check_truths(self) -> StreamJob[tuple[str, str]]:
         """The job that checks every truth by the dataset's rule as `eval` does before a run: each refused mask is

@@ -407,3 +407,30 @@ def test_a_whole_slide_run_over_the_stores_bound_is_kept_for_the_session_and_dro
     assert list(session.store.slides_folder.glob("*.npz")) == []  # the replaced run is not restored later
     _run(session, "b")
     assert failures == []  # the viewer said it when it planned the run; nothing failed
+
+
+def test_masks_read_by_another_rule_are_scored_again_by_it(tmp_path, write_png):
+    """A run scored before the model was known (e.g. restored at open) is scored again once the model's card says
+    how its masks are read: here 1 is background and 0 the defect, the inverse of the binary 0/1 convention."""
+    from segscope.core.backends.base import Capabilities
+    from segscope.core.session.backend_state import BackendState
+
+    root = tmp_path / "d"
+    mask = np.zeros((H, W), np.uint8)
+    mask[0:2, 0:2] = 1
+    for name in ("a", "b"):
+        write_png(root / name / "image.png", np.full((H, W, 3), 128, np.uint8))
+        write_png(root / name / "mask.png", mask)
+    backend = BackendState("the model")
+    session = Session(backend=backend)
+    run_here(session.open_dataset(Dataset.open(root)))
+    run_here(session.select("a"))
+    _run(session, "a")
+    assert session.metrics("a").foreground_dice == pytest.approx(1.0)  # by the binary convention: 1 is the defect
+    backend.opened(Capabilities("embedded", "CPU", (W, H), ("background", "defect"), {"truth_values": "0:1,1:0"}))
+    assert session.read_truths_by_model() and not session.is_fresh("a")
+    run_here(session.select("a"))  # the image on screen has its mask read again (the viewer's commands do it)
+    predicted = np.zeros((H, W), bool)
+    predicted[0:2, 0:2] = True
+    assert session.metrics("a").foreground_dice == pytest.approx(_hard_dice(predicted, mask == 0))  # 0: no overlap
+    assert not session.read_truths_by_model()  # the same rule again: nothing to do
