@@ -90,6 +90,7 @@ class _Sent:
     upload_seconds: float
     bytes_sent: int
     sent_at: float  # perf_counter() when it had been sent
+    key_alone: bool  # sent as its content key without its bytes: the host may ask for them (NEED), once
 
 
 class RemoteBackend(Backend):
@@ -286,7 +287,7 @@ class RemoteBackend(Backend):
                 self.session = None
                 raise
             return _Sent(request, payload, session, request_id, upload_seconds, session.bytes_sent - sent,
-                         time.perf_counter())
+                         time.perf_counter(), not blobs)
 
     def _finish(self, sent: _Sent, previous_done: float) -> InferenceResult:
         """Wait for `sent`'s result and place it. Its wait starts once it was sent, or once the answer before
@@ -296,7 +297,9 @@ class RemoteBackend(Backend):
             session = sent.session
             received, uploaded = session.bytes_received, session.bytes_sent
             try:
-                msg = session.receive_result(sent.request_id, self._cancel, sent.payload.data)
+                # a NEED for bytes that went along (or for a path on the host) is the host's protocol error
+                msg = session.receive_result(sent.request_id, self._cancel,
+                                             sent.payload.data if sent.key_alone else None)
             except WorkerLost:
                 if self.session is session:
                     self.session = None

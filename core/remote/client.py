@@ -361,6 +361,7 @@ class WorkerSession:
                     self._drop_quietly(request_id)
                     raise
                 self._send(p.encode(p.Message(p.MsgType.DATA, {"id": request_id}, (blob,))))
+                data = None  # asked once: a second NEED is the host's protocol error
                 continue
             if msg.type == p.MsgType.ERROR:
                 if msg.meta.get("kind") == "cancelled":

@@ -117,6 +117,28 @@ time.sleep(60)""")
     connection.close()
 
 
+def test_a_second_need_for_the_same_request_is_refused_and_the_worker_stopped(sshd: Sshd, ssh_options) -> None:
+    """A request sent by key alone has its bytes sent once; a host asking again is not answered again."""
+    marker = unique("segscope-hostile-need-twice")
+    script = script_sending({}, None, marker, hang="""
+request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
+while request.type != p.MsgType.INFER:
+    request = p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
+out.write(p.encode(p.Message(p.MsgType.NEED, {"id": request.meta["id"]}))); out.flush()
+p.read_message(sys.stdin.buffer.read, p.TO_WORKER)
+out.write(p.encode(p.Message(p.MsgType.NEED, {"id": request.meta["id"]}))); out.flush()
+time.sleep(60)""")
+    connection, command = fake_worker(sshd, ssh_options, script, marker)
+    session = WorkerSession(connection, command, timeout=20)
+    sent: list[bytes] = []
+    request_id, _ = session.send_request({"roi": None, "key": "1/abc"}, ())
+    with pytest.raises(p.ProtocolError, match="unexpected NEED"):
+        session.receive_result(request_id, threading.Event(), lambda: sent.append(b"png") or b"png")
+    assert sent == [b"png"]
+    assert session.dead and wait_until(lambda: not processes_mentioning(marker), timeout=10)
+    connection.close()
+
+
 @pytest.mark.parametrize("case", UNREADABLE_META, ids=case_id)
 def test_a_result_that_is_not_json_is_refused_and_the_worker_stopped(sshd: Sshd, ssh_options, case) -> None:
     """NaN, infinities, numbers out of range, deep nesting, in any field (named or not): one line, no hang."""
