@@ -91,6 +91,8 @@ class Worker:
                     self.send(p.MsgType.ERROR, {"id": message.meta.get("id"), "kind": "error", "message": str(exc)})
             except OSError:  # the client is gone: what is left is dropped (the reader sees the end of input)
                 pass
+            except Exception:  # noqa: BLE001 - a bug making one result: report it, keep this thread serving
+                traceback.print_exc()  # (its request is then answered by the client's timeout, never a hang)
             finally:
                 self.results.task_done()
 
@@ -204,7 +206,11 @@ class Worker:
         clock = time.perf_counter()
         self.answer(p.MsgType.NEED, {"id": request_id})
         try:
-            while (item := self.uploads.get()) is not None:
+            while True:
+                item = self.uploads.get()
+                if item is None:
+                    self.uploads.put(None)  # the client's input ended: a later wait (a queued request's) ends too
+                    break
                 if item[0] == request_id:
                     if item[1] is None:
                         break

@@ -134,6 +134,16 @@ def test_answers_leave_in_request_order(tiny_model_project, tmp_path: Path) -> N
     assert local.finish() == p.EXIT_OK
 
 
+def test_requests_waiting_for_their_bytes_end_with_the_clients_input(tiny_model_project, tmp_path: Path) -> None:
+    """The client goes while two requests sent by key alone wait for their bytes: both waits end and the worker
+    exits cleanly (the end of input once ended only the first wait; the second hung until the supervisor)."""
+    local = LocalWorker(tiny_model_project.pipeline, "--input-cache", str(tmp_path / "inputs"))
+    local.read()
+    local.write(infer(1, key="1/never-sent") + infer(2, key="1/never-sent-either"))
+    assert local.read().type == p.MsgType.NEED
+    assert local.finish() == p.EXIT_OK
+
+
 def test_a_request_waiting_for_its_bytes_can_be_cancelled(tiny_model_project, tmp_path: Path) -> None:
     local = LocalWorker(tiny_model_project.pipeline, "--input-cache", str(tmp_path / "inputs"))
     local.read()
