@@ -131,17 +131,19 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         """The job that checks every truth by the dataset's rule as `eval` does before a run: each refused mask is
         one error line naming its file and values, and its image's row says so (never scored as an empty truth)."""
         dataset = self._dataset()
-        truths = [(item.id, truth) for item in dataset.items if (truth := dataset.truth(item)) is not None]
+        rule = dataset.mask_rule
 
         def work() -> Iterator[tuple[str, str]]:
-            for item_id, truth in truths:
+            for item in dataset.items:  # (finding each truth looks at the folder: here, not in the caller's thread)
+                truth = dataset.truth(item)
                 try:
-                    check_truth(dataset, truth)
+                    if truth is not None:
+                        check_truth(dataset, truth)
                 except SegScopeError as exc:
-                    yield item_id, str(exc)
+                    yield item.id, str(exc)
 
         def each(refused: tuple[str, str]) -> None:
-            if self.dataset is dataset:
+            if self.dataset is dataset and dataset.mask_rule is rule:  # (not a refusal by a rule since replaced)
                 self._set_outcome(refused[0], Outcome(FAILED, refused[1]))
                 self.events.message.emit(Message("error", refused[1]))
         return StreamJob("truths", work, each)
