@@ -49,7 +49,7 @@ from segscope.core.backends.embedded import EmbeddedBackend, ModelSession
 from segscope.core.backends.precision import fast_session, spread
 from segscope.core.backends.precision_check import DEFAULT_CHECKS, AccuracyCheck, PrecisionBackend
 from segscope.core.cache import settings
-from segscope.core.cache.decoded import image_region, truth_mask
+from segscope.core.cache.decoded import image_region, read_truth
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.demo import generate_demo_dataset
 from segscope.core.evaluate import evaluate_dataset, evaluation_request, score
@@ -70,7 +70,7 @@ def ms(values: list[float]) -> str:
 
 def eval_loop(backend: Backend, dataset: Dataset) -> list[str]:
     """`segscope eval`'s loop (without printing): each image scored, the precision check's fp32 results too."""
-    check = AccuracyCheck(backend, dataset)
+    check = AccuracyCheck(backend)
     outcomes = []
     for evaluation in evaluate_dataset(backend, dataset, stream=STREAM):
         check.add(evaluation)
@@ -226,14 +226,15 @@ def report_hit_cost(dataset: Dataset, root: Path) -> None:
     settings.configure(root / "cache-hit-cost")
     data = read_bytes(item.image_path)
     image_region(data, str(item.image_path), box)
-    truth_mask(item.truth_path)  # type: ignore[arg-type]
+    read_truth(item.truth_path)  # type: ignore[arg-type]
     mask_data = read_bytes(item.truth_path)  # type: ignore[arg-type]
     times = interleaved({  # (the decodes never look in the cache)
         "decode image (whole)": lambda: decode_image(data, "i"),
         "decode image, the ROI only": lambda: decode_box(data, "i", box),
         "decode mask (whole)": lambda: decode_mask(mask_data, "m"),
         "hit: read file + ROI": lambda: image_region(read_bytes(item.image_path), "i", box),
-        "hit: read mask (whole)": lambda: truth_mask(item.truth_path),  # type: ignore[arg-type]
+        "hit: read mask (whole)": lambda: read_truth(item.truth_path).whole(),  # type: ignore[arg-type]
+        "hit: read mask, the ROI only": lambda: read_truth(item.truth_path).region(box),  # type: ignore[arg-type]
     }, 7)
     print(f"\nCache hit cost, one demo slide ({len(data) / 1e6:.1f} MB PNG, ROI {box.width}x{box.height}, entry "
           f"{box.width * box.height * 3 / 1e6:.1f} MB; mask {len(mask_data) / 1e3:.0f} kB, entry bit-packed, whole):")

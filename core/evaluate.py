@@ -17,12 +17,11 @@ from .dataset.truth import Described, Truth, truth_fields
 from .errors import CancelledError
 from .metrics import catalogue
 from .metrics.catalogue import Metric
-from .metrics.scores import ImageMetrics, check_mask_size, roi_metrics, truth_at_roi
+from .metrics.scores import ImageMetrics, check_mask_size, labels_metrics, truth_at_roi
 from .quality.scoring import image_quality
 from .quality.spec import MetricSpec
 from .result import InferenceResult
 from .roi import Roi
-from .slides import slide_kind_for
 from .stream.input import CROPS_ROI, RegionSource, StreamInput
 
 
@@ -151,37 +150,31 @@ def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
     roi_mask = truth_at_result(dataset, item, result, mask)
     if roi_mask is None:
         return ImageEvaluation(item, result, None)
-    metrics = roi_metrics(result, roi_mask)
+    labels = mask_to_labels(roi_mask, result.num_classes)
+    metrics = labels_metrics(result, labels)
     if quality:
         metrics = replace(metrics, quality=image_quality(quality, result, roi_mask))
-    return ImageEvaluation(item, result, metrics, dataset.truth(item), mask_to_labels(roi_mask, result.num_classes))
+    return ImageEvaluation(item, result, metrics, dataset.truth(item), labels)
 
 
 def truth_at_result(dataset: Dataset, item: DatasetItem, result: InferenceResult,
                     mask: np.ndarray | None = None) -> np.ndarray | None:
-    """The image's truth under the result's ROI at ROI size (None: it has none): its `mask` (read from the
-    dataset's truth file unless given), checked by the mask rule (`core.dataset.masks`: the whole mask; of a tiled
-    one, the region read)."""
+    """The image's truth under the result's ROI at ROI size (None: it has none): its `mask` cropped (the whole mask
+    checked by the mask rule, `core.dataset.masks`), else only the ROI read from the dataset's truth file, whose
+    reader checks the whole file by its counts (`Dataset.open_mask`; of a tiled one, the region read)."""
     truth = dataset.truth(item)
     source = str(truth.path) if truth is not None else "mask"
-    if mask is None and truth is not None and slide_kind_for(truth.path).name == "tiff":
-        roi_mask = _mask_region(dataset, item, result, source)  # a tiled mask: only the ROI is read, as the viewer
-        dataset.check_mask(item, roi_mask, result.num_classes)
-        return roi_mask
-    mask = dataset.load_mask(item) if mask is None else mask
-    if mask is None:
+    if mask is not None:
+        dataset.check_mask(item, mask, result.num_classes)
+        return truth_at_roi(result, mask, source)
+    reader = dataset.open_mask(item, result.num_classes)
+    if reader is None:
         return None
-    dataset.check_mask(item, mask, result.num_classes)  # the whole file, as eval checks it before a run
-    return truth_at_roi(result, mask, source)
-
-
-def _mask_region(dataset: Dataset, item: DatasetItem, result: InferenceResult, source: str) -> np.ndarray:
-    """The ground truth under the result's ROI, read from a tiled mask region by region."""
-    reader = dataset.open_mask(item)
-    assert reader is not None
     with reader:
         check_mask_size(reader.size, result, source)
-        return reader.read_roi(result.roi)
+        roi_mask = reader.read_roi(result.roi)
+    dataset.check_mask(item, roi_mask, result.num_classes)
+    return roi_mask
 
 
 def _check_cancel(cancel: threading.Event | None, dataset: Dataset, item: DatasetItem) -> None:

@@ -20,7 +20,8 @@ from ..cache.outputs import KeptOutputs
 from ..cache.settings import INT8, OPENVINO, kept_folder
 from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
-from ..evaluate import ImageEvaluation, evaluation_request, score
+from ..evaluate import ImageEvaluation, evaluation_request
+from ..metrics.scores import argmax_at_roi, hard_metrics
 from ..roi import Roi
 from ..stream.input import StreamInput
 from .base import Backend, ImageSource, InferenceRequest, InferenceResult, read_ahead
@@ -87,9 +88,8 @@ class PrecisionBackend(Backend):
 class AccuracyCheck:
     """Foreground Dice of the faster variant and of fp32 on the images run both ways (no-op for fp32)."""
 
-    def __init__(self, backend: Backend, dataset: Dataset):
+    def __init__(self, backend: Backend):
         self.backend = backend if isinstance(backend, PrecisionBackend) else None
-        self.dataset = dataset
         self.fast: list[float] = []
         self.fp32: list[float] = []
         self.checked = 0
@@ -100,11 +100,12 @@ class AccuracyCheck:
         if reference is None:
             return
         self.checked += 1
-        if evaluation.metrics is None:
+        if evaluation.metrics is None or evaluation.truth_labels is None:
             return
-        fp32 = score(self.dataset, evaluation.item, reference).metrics
-        assert fp32 is not None  # the same item's mask scored the fast result
-        fast_dice, fp32_dice = evaluation.metrics.foreground_dice, fp32.foreground_dice
+        # fp32 scored against the very truth the fast result was (its labels, not the mask read again)
+        fp32_dice = float(hard_metrics(argmax_at_roi(reference), evaluation.truth_labels,  # type: ignore[arg-type]
+                                       reference.num_classes)["foreground_dice"])
+        fast_dice = evaluation.metrics.foreground_dice
         if math.isnan(fast_dice) and math.isnan(fp32_dice):
             return  # no foreground either way: nothing to compare
         # n/a on one side only: that side agrees with a truth without foreground, where the other found some

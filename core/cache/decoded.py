@@ -10,6 +10,7 @@ With the cache off (or not openable here) both decode as they would without one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -49,22 +50,37 @@ def image_region(data: bytes, source: str, box: Roi, max_pixels: int = DEFAULT_M
     return pixels
 
 
-def truth_mask(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
-    """`read_mask(path)`: from the cache when it holds the mask (whole, one bit per pixel where it has two values:
-    a 4000 x 3000 demo mask is 1.5 MB), else read and stored."""
-    mask, _ = _truth(path, max_pixels, True)
-    assert mask is not None
-    return mask
+@dataclass(frozen=True)
+class TruthMask:
+    """A truth mask file's values as `read_mask` gives them, with their counts (`histogram`), kept as the cache
+    stores them (one bit per pixel where the mask has two values) until asked for: `region` unpacks only its box
+    (a demo ROI is a quarter of its 4000 x 3000 mask)."""
+
+    size: tuple[int, int]  # (width, height)
+    counts: np.ndarray  # of the whole mask
+    stored: np.ndarray
+    two: tuple[int, int] | None = None  # (low, high): `stored` holds one bit per pixel, set where `high`
+
+    def whole(self) -> np.ndarray:
+        return self.region(Roi.whole(*self.size))
+
+    def region(self, box: Roi) -> np.ndarray:
+        """The values in `box` (inside the mask)."""
+        if self.two is None:
+            return self.stored[box.y0 : box.y1, box.x0 : box.x1]
+        first = box.x0 // 8  # the byte holding the box's first column
+        bits = self.stored[box.y0 : box.y1, first : (box.x1 + 7) // 8]
+        values = np.unpackbits(bits, axis=1, count=box.x1 - first * 8)[:, box.x0 - first * 8 :]
+        low, high = self.two
+        if (low, high) != (0, 1):
+            values *= np.uint8(high - low)
+            values += np.uint8(low)
+        return values
 
 
-def truth_counts(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
-    """The value `histogram` of `read_mask(path)`: from the cache's entry when it holds the mask (nothing decoded
-    or unpacked), else read and stored (what `prepare_truths` checks every truth mask by before a run)."""
-    return _truth(path, max_pixels, False)[1]
-
-
-def _truth(path: Path, max_pixels: int, values: bool) -> tuple[np.ndarray | None, np.ndarray]:
-    """(the mask's values when `values`, their counts), from the cache or read (and stored)."""
+def read_truth(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> TruthMask:
+    """`read_mask(path)` with its counts: from the cache when it holds the mask (nothing decoded; a 4000 x 3000
+    demo mask is 1.5 MB), else read and stored."""
     data = read_bytes(path)
     source = str(path)
     checked_size(data, source, max_pixels)  # refused from the header, hit or not
@@ -72,13 +88,12 @@ def _truth(path: Path, max_pixels: int, values: bool) -> tuple[np.ndarray | None
     key = _key(TRUTH, data, cv2.IMREAD_UNCHANGED) if store is not None else ""
     entry = store.get(key, TRUTH) if store is not None else None
     if entry is not None:
-        counts = np.asarray(entry.meta["counts"], np.int64)
-        return (_unpacked(entry.arrays[0], entry.meta) if values else None), counts
+        return _stored_truth(entry.arrays[0], entry.meta)
     mask = decode_mask(data, source, max_pixels)
     packed, meta = _packed(mask)
     if store is not None:
         store.put(key, [packed], meta)
-    return mask, np.asarray(meta["counts"], np.int64)
+    return TruthMask((mask.shape[1], mask.shape[0]), np.asarray(meta["counts"], np.int64), mask)
 
 
 def _packed(mask: np.ndarray) -> tuple[np.ndarray, dict[str, object]]:
@@ -93,14 +108,11 @@ def _packed(mask: np.ndarray) -> tuple[np.ndarray, dict[str, object]]:
     return np.packbits(mask == high, axis=1), {**meta, "width": mask.shape[1], "two": [low, high]}
 
 
-def _unpacked(stored: np.ndarray, meta: dict[str, object]) -> np.ndarray:
+def _stored_truth(stored: np.ndarray, meta: dict[str, object]) -> TruthMask:
     """The mask `_packed` stored."""
+    counts = np.asarray(meta["counts"], np.int64)
     two = meta.get("two")
     if two is None:
-        return stored
-    values = np.unpackbits(stored, axis=1, count=int(meta["width"]))  # type: ignore[call-overload]
+        return TruthMask((stored.shape[1], stored.shape[0]), counts, stored)
     low, high = (int(v) for v in two)  # type: ignore[attr-defined]
-    if (low, high) != (0, 1):
-        values *= np.uint8(high - low)
-        values += np.uint8(low)
-    return values
+    return TruthMask((int(meta["width"]), stored.shape[0]), counts, stored, (low, high))  # type: ignore[call-overload]

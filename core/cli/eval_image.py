@@ -45,7 +45,7 @@ class RoiUnit:
         assert progress is not None  # made by prepare
         stream = StreamInput.of(chosen_source(args))  # the shipped pipeline when none is given
         backend, notes = with_precision(backend, args, dataset, run.roi, stream)  # fp32: the backend itself
-        self.check = check = AccuracyCheck(backend, dataset)
+        self.check = check = AccuracyCheck(backend)
         for line in notes:
             note(line)
         writer = stack.enter_context(ExportWriter(run.export, background=args.overlap))  # files beside inference

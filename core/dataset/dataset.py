@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cache.decoded import truth_mask
+from ..cache.decoded import read_truth
 from ..errors import SegScopeError
 from ..export.names import PROVENANCE_NAME, exported_item
 from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json
@@ -30,7 +30,7 @@ from ..files.kinds import dataset_folder, not_wanted, what_is
 from ..roi import ORIGINAL_DEFAULT_ROI, Roi
 from ..slides import slide_size
 from ..slides.masks import MaskReader
-from .masks import MaskRule, histogram
+from .masks import MaskRule, histogram, relabelled
 from .truth import AUTO, CORRECTED, CORRECTED_SUFFIX, MASK_SUFFIX, Truth, check_choice, default_mask_path, truth_for
 
 log = logging.getLogger(__name__)
@@ -213,14 +213,18 @@ class Dataset:
         truth = self.truth(item)
         if truth is None:
             return None
-        mask, rule = truth_mask(truth.path, self.max_pixels), self.rule_for(truth)  # through the decoded-input cache
-        return mask if rule is None else rule.canonical(mask, str(truth.path))
+        read, rule = read_truth(truth.path, self.max_pixels), self.rule_for(truth)  # through the decoded-input cache
+        return relabelled(read.whole(), rule.canonical_table(read.counts, str(truth.path)) if rule else None)
 
-    def open_mask(self, item: DatasetItem) -> MaskReader | None:
+    def open_mask(self, item: DatasetItem, num_classes: int | None = None) -> MaskReader | None:
         """The item's ground truth (`truth`) opened for region reads (a tiled TIFF mask is never decoded whole), or
-        None."""
+        None. Read by the dataset's rule (`rule_for`); without one yet, by a `num_classes` model's conventions
+        when given."""
         truth = self.truth(item)
-        return None if truth is None else MaskReader(truth.path, self.max_pixels, self.rule_for(truth))
+        if truth is None:
+            return None
+        rule = self.rule_for(truth) or (MaskRule(num_classes) if num_classes is not None else None)
+        return MaskReader(truth.path, self.max_pixels, rule)
 
     def check_mask(self, item: DatasetItem, mask: np.ndarray, num_classes: int) -> None:
         """Refuse (one line naming the truth file and its values) mask values, as read by this dataset, that are no

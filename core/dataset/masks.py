@@ -154,11 +154,22 @@ class MaskRule:
     def canonical(self, mask: np.ndarray, source: str = "truth mask") -> np.ndarray:
         """The mask checked and, with card-declared values, rewritten in SegScope's own convention (0/255 for a
         binary model, else class indices), so every scorer reads it as `mask_to_labels` does."""
+        return relabelled(mask, self.canonical_table(histogram(mask), source))
+
+    def canonical_table(self, counts: np.ndarray, source: str = "truth mask") -> np.ndarray | None:
+        """What `canonical` does to each value 0..255 of a mask whose value `histogram` is `counts` (checked):
+        None where the mask already is in SegScope's convention. Any region of the mask is then made canonical
+        by this table alone."""
         if not self.values:
-            self.check(histogram(mask), source)
-            return mask
-        labels = self.labels(mask, source)
-        return labels * np.uint8(BINARY_FOREGROUND) if self.num_classes == 2 else labels
+            self.check(counts, source)
+            return None
+        classes = self.lookup(counts, source)
+        return classes * np.uint8(BINARY_FOREGROUND) if self.num_classes == 2 else classes
+
+
+def relabelled(values: np.ndarray, table: np.ndarray | None) -> np.ndarray:
+    """`values` mapped by a `MaskRule.canonical_table` (None: as they are)."""
+    return values if table is None else cv2.LUT(values, table)
 
 
 def mask_to_labels(mask: np.ndarray, num_classes: int, source: str = "truth mask") -> np.ndarray:

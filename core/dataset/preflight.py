@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..cache.decoded import truth_counts
+from ..cache.decoded import read_truth
 from ..metrics.scores import check_sizes
 from ..roi import Roi
 from ..slides import slide_kind_for, slide_size
@@ -61,7 +61,7 @@ def check_truth(dataset: Dataset, truth: Truth, counts: Callable[[Truth], np.nda
     if counts is not None:
         read_by.check(counts(truth), str(truth.path))
     elif slide_kind_for(truth.path).name != "tiff":  # read whole: its counts kept with it in the decoded-input cache
-        read_by.check(truth_counts(truth.path, dataset.max_pixels), str(truth.path))
+        read_by.check(read_truth(truth.path, dataset.max_pixels).counts, str(truth.path))
     else:
         with MaskReader(truth.path, dataset.max_pixels) as reader:
             read_by.check(mask_counts(reader), str(truth.path))

@@ -37,8 +37,13 @@ SOFT_DICE_EPS = 1e-6
 def soft_dice(probabilities: np.ndarray, mask: np.ndarray) -> float:
     """The original script's soft Dice: `mask` is the ROI crop of the ground truth at any resolution; it is
     resized to the probabilities' (linear for binary masks, then `/255 > 0.5`, as `main.py` did)."""
+    return _soft_dice(probabilities, mask_to_labels(mask, probabilities.shape[-1]))
+
+
+def _soft_dice(probabilities: np.ndarray, labels: np.ndarray) -> float:
+    """`soft_dice` of the true classes `labels` (`mask_to_labels` of the mask)."""
     height, width, classes = probabilities.shape
-    labels = labels_at_model_scale(mask, height, width, classes)
+    labels = labels_to_model_scale(labels, height, width, classes)
     p = probabilities.astype(np.float32, copy=False)
     # With the one-hot truth t: sum(p * t) sums each pixel's probability of its true class, sum(t * t) is
     # the pixel count; no one-hot array is made.
@@ -55,7 +60,11 @@ def labels_at_model_scale(mask: np.ndarray, height: int, width: int, classes: in
     """The true classes at the model's resolution, as `main.py` made them from its 0/255 masks: the ROI crop of the
     mask resized — for a binary model, its foreground as 0/255 resized bilinearly, then `/255 > 0.5` (a 0/1 mask
     exactly as its 0/255 twin); class indices nearest. Soft Dice, ECE and Brier all read the truth this way."""
-    labels = mask_to_labels(mask, classes)
+    return labels_to_model_scale(mask_to_labels(mask, classes), height, width, classes)
+
+
+def labels_to_model_scale(labels: np.ndarray, height: int, width: int, classes: int) -> np.ndarray:
+    """`labels_at_model_scale` of a mask whose true classes (`mask_to_labels`) are `labels`."""
     if labels.shape == (height, width):
         return labels
     if classes == 2:
@@ -173,8 +182,13 @@ def image_metrics(result: InferenceResult, mask: np.ndarray, source: str = "mask
 
 def roi_metrics(result: InferenceResult, roi_mask: np.ndarray) -> ImageMetrics:
     """All metrics of one result against the ground truth under its ROI (ROI-sized, grayscale)."""
-    dice = soft_dice(result.probabilities, roi_mask)
-    hard = hard_metrics(*scored_labels(result, roi_mask), result.num_classes)
+    return labels_metrics(result, mask_to_labels(roi_mask, result.num_classes))
+
+
+def labels_metrics(result: InferenceResult, labels: np.ndarray) -> ImageMetrics:
+    """`roi_metrics` of the true classes under the ROI (`mask_to_labels` of its mask: read once for all metrics)."""
+    dice = _soft_dice(result.probabilities, labels)
+    hard = hard_metrics(argmax_at_roi(result), labels, result.num_classes)
     return ImageMetrics(soft_dice=dice, soft_iou=iou_from_dice(dice), **hard)  # type: ignore[arg-type]
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cache.decoded import truth_mask
-from ..dataset.masks import MaskRule, to_mask
+from ..cache.decoded import TruthMask, read_truth
+from ..dataset.masks import MaskRule, relabelled, to_mask
 from ..errors import SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS
 from ..roi import Roi
@@ -27,22 +27,23 @@ class MaskReader:
     def __init__(self, path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, rule: MaskRule | None = None):
         self.path, self.rule = path, rule
         self._tiff: TiffSlide | None = None
-        self._whole: np.ndarray | None = None
+        self._whole: TruthMask | None = None
+        self._table: np.ndarray | None = None  # the rule's canonical values of the whole mask's values
         if slide_kind_for(path).name == "tiff":
             self._tiff = TiffSlide.open(path)
             self.size = self._tiff.size
         else:
-            self._whole = truth_mask(path, max_pixels)  # through the decoded-input cache
-            if rule is not None:
-                self._whole = rule.canonical(self._whole, str(path))
-            self.size = (self._whole.shape[1], self._whole.shape[0])
+            self._whole = read_truth(path, max_pixels)  # through the decoded-input cache; regions unpacked as read
+            if rule is not None:  # the whole mask checked by its counts
+                self._table = rule.canonical_table(self._whole.counts, str(path))
+            self.size = self._whole.size
 
     def read_roi(self, roi: Roi) -> np.ndarray:
         """H x W uint8 mask values of `roi` (which must lie inside the mask)."""
         if not roi.fits(*self.size):
             raise SegScopeError(f"{self.path}: region {roi} lies outside the {self.size[0]}x{self.size[1]} mask")
         if self._whole is not None:
-            return self._whole[roi.y0:roi.y1, roi.x0:roi.x1]
+            return relabelled(self._whole.region(roi), self._table)
         assert self._tiff is not None
         samples = self._tiff.read_samples(0, roi.x0, roi.y0, roi.width, roi.height)
         region = to_mask(samples[..., 0] if samples.shape[2] == 1 else samples, str(self.path))

@@ -19,7 +19,7 @@ import pytest
 
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.cache import settings
-from segscope.core.cache.decoded import IMAGE, TRUTH, image_region, truth_counts, truth_mask
+from segscope.core.cache.decoded import IMAGE, TRUTH, image_region, read_truth
 from segscope.core.cache.store import EntryStore
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
@@ -147,7 +147,7 @@ def test_an_image_the_decoder_turns_is_decoded_whole_as_before(tiny_model_projec
     mask = tmp_path / "mask.png"
     mask.write_bytes(turned("png", noise(200, 300, None)))
     expected = cv2.imdecode(np.fromfile(str(mask), np.uint8), cv2.IMREAD_UNCHANGED)  # masks are read unturned
-    np.testing.assert_array_equal(truth_mask(mask), expected)
+    np.testing.assert_array_equal(read_truth(mask).whole(), expected)
 
 
 # -- a hit is a decode ---------------------------------------------------------------------------------------
@@ -204,19 +204,24 @@ def test_a_truth_mask_from_the_cache_is_the_files_values_and_counts(tmp_path: Pa
     if kind in ("odd", "colour"):  # no mask convention: refused every time, nothing stored
         for _ in range(2):
             with pytest.raises(SegScopeError, match="mask"):
-                truth_mask(path)
+                read_truth(path)
         assert store().use() == {TRUTH: (0, 1)}
         return
     # By hand from OpenCV's decode: a 0/65535 mask is read as 0/255.
     decoded = cv2.imdecode(np.fromfile(str(path), np.uint8), cv2.IMREAD_UNCHANGED)
     expected = np.where(decoded > 0, 255, 0).astype(np.uint8) if kind == "sixteen" else decoded
     counted = np.bincount(expected.ravel(), minlength=256)
-    np.testing.assert_array_equal(truth_counts(path), counted)  # decoded and stored
+    np.testing.assert_array_equal(read_truth(path).counts, counted)  # decoded and stored
     for _ in range(2):
-        found = truth_mask(path)
+        read = read_truth(path)
+        found = read.whole()
         np.testing.assert_array_equal(found, expected)
         assert found.dtype == np.uint8 and found.flags.c_contiguous
-    np.testing.assert_array_equal(truth_counts(path), counted)
+        assert read.size == (70, 90)
+        # a region is unpacked alone: boxes starting and ending inside a byte of packed bits, and the edges
+        for box in (Roi(0, 0, 70, 90), Roi(3, 5, 4, 6), Roi(7, 0, 9, 90), Roi(13, 40, 70, 41), Roi(8, 8, 64, 80)):
+            np.testing.assert_array_equal(read.region(box), expected[box.y0 : box.y1, box.x0 : box.x1])
+    np.testing.assert_array_equal(read_truth(path).counts, counted)
     assert store().use(1)[TRUTH] == (1, 1)  # one entry for the file: every later read a hit
 
 
