@@ -240,7 +240,7 @@ def report_precision(backend: EmbeddedBackend, dataset: Dataset, tensor: np.ndar
     openvino = import_openvino()
     requests = [InferenceRequest(item.image_path, dataset.roi_for(item)) for item in calibration_spread(dataset.items)]
     start = time.perf_counter()
-    int8_model = quantize_int8(backend, requests, cache)
+    int8_model = quantize_int8(backend, [backend.prepare(r.image, r.roi).tensor for r in requests], cache)
     print(f"\nPrecision variants (--precision); int8 calibrated on {len(requests)} ROIs in "
           f"{time.perf_counter() - start:.1f} s (prepare + quantize)")
     threads = backend.session.get_session_options().intra_op_num_threads

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import timing
@@ -45,8 +46,8 @@ from bench_remote import load_sshd_launcher
 from timing import interleaved, paired_ratios
 
 from segscope.core.backends.base import Backend
-from segscope.core.backends.embedded import EmbeddedBackend, ModelSession
-from segscope.core.backends.precision import fast_session, spread
+from segscope.core.backends.embedded import EmbeddedBackend
+from segscope.core.backends.precision import FastSession, fast_session, spread
 from segscope.core.backends.precision_check import DEFAULT_CHECKS, AccuracyCheck, PrecisionBackend
 from segscope.core.cache import settings
 from segscope.core.cache.decoded import image_region, read_truth
@@ -140,23 +141,23 @@ def open_remote(root: Path, stack: contextlib.ExitStack) -> RemoteBackend | None
                                              cache_dir=str(root / "host-cache"), worker_backend="embedded"))
 
 
-def make_int8(backend: EmbeddedBackend, dataset: Dataset, folder: Path) -> tuple[ModelSession, str]:
+def make_int8(backend: EmbeddedBackend, dataset: Dataset, folder: Path) -> FastSession:
     settings.configure(enabled=False)
     requests = [evaluation_request(dataset, item, stream=STREAM) for item in spread(dataset.items)]
     start = time.perf_counter()
-    session, runs_on, _ = fast_session(backend, "int8", requests, folder)
-    print(f"int8 model made in {time.perf_counter() - start:.1f} s ({runs_on}); a repeat run finds it in the "
+    fast = fast_session(backend, "int8", requests, folder)
+    print(f"int8 model made in {time.perf_counter() - start:.1f} s ({fast.runs_on}); a repeat run finds it in the "
           "cache's int8/")
-    return session, runs_on
+    return replace(fast, prepared=[])  # each loop prepares every image, as a run does past its calibration
 
 
-def report_loops(backend: EmbeddedBackend, int8: tuple[ModelSession, str], dataset: Dataset, root: Path,
+def report_loops(backend: EmbeddedBackend, int8: FastSession, dataset: Dataset, root: Path,
                  rounds: int, remote: RemoteBackend | None) -> None:
     n = len(dataset)
     folders = iter(range(1 << 30))
 
     def fast() -> Backend:
-        return PrecisionBackend(backend, "int8", int8[0], int8[1], DEFAULT_CHECKS)
+        return PrecisionBackend(backend, "int8", int8, DEFAULT_CHECKS)
 
     def variant(make: Callable[[], Backend], first: bool, name: str) -> Callable[[], object]:
         def run() -> object:

@@ -24,6 +24,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
@@ -34,7 +35,7 @@ import onnxruntime as ort
 from ..errors import SegScopeError, first_line
 from ..files.fileio import publish, read_bytes, staging_folder
 from .base import InferenceRequest
-from .embedded import EmbeddedBackend, ModelSession
+from .embedded import EmbeddedBackend, ModelSession, _Prepared
 
 PRECISIONS = ("fp32", "int8", "bf16")
 DEFAULT_PRECISION = "fp32"
@@ -142,17 +143,15 @@ def _cached(cache_dir: Path, prefix: str) -> Path | None:
     return None
 
 
-def quantize_int8(backend: EmbeddedBackend, requests: Sequence[InferenceRequest], cache_dir: Path) -> Path:
-    """The int8 QDQ model of `backend`'s network calibrated on `requests` (made by `backend.prepare`), made in
-    a staging folder of `cache_dir` and published there as `<model>.int8-<key>-<content hash>.onnx`, or
+def quantize_int8(backend: EmbeddedBackend, tensors: Sequence[np.ndarray], cache_dir: Path) -> Path:
+    """The int8 QDQ model of `backend`'s network calibrated on `tensors` (network inputs `backend.prepare` made),
+    made in a staging folder of `cache_dir` and published there as `<model>.int8-<key>-<content hash>.onnx`, or
     found there (and checked by its hash) from an earlier run on the same model and inputs (then the quantizer,
     ~1-2 s to import, is not imported)."""
     model = backend.stream.card.onnx
     assert model is not None  # the backend opened it
     name = backend.stream.card.input_name
-    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="segscope-calibrate") as pool:  # decodes
-        tensors = [prepared.tensor for prepared in pool.map(lambda r: backend.prepare(r.image, r.roi), requests)]
-    prefix = f"{model.stem}.int8-{_calibration_key(model, tensors)}"
+    prefix = f"{model.stem}.int8-{_calibration_key(model, list(tensors))}"
     found = _cached(cache_dir, prefix) if cache_dir.is_dir() else None
     if found is not None:
         return found
@@ -197,17 +196,33 @@ def quantize_int8(backend: EmbeddedBackend, requests: Sequence[InferenceRequest]
     return target
 
 
-def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[InferenceRequest],
-                 cache_dir: Path | None = None, compiled: Path | None = None) -> tuple[ModelSession, str, list[str]]:
-    """(the session that runs `backend`'s network at `precision`, what runs it, notes to print).
+@dataclass
+class FastSession:
+    """A faster variant of a backend's network: the session that runs it, what runs it, notes to print, and the
+    run's own requests its int8 model was calibrated on, as prepared (the run reuses them)."""
 
-    int8 is calibrated on `requests` (a few of the run's, see `spread`); the model is kept in `cache_dir` when
-    given, else made in a staging folder of the temporary folder that is removed once the session holds it.
-    `compiled`: where OpenVINO keeps the models it compiled (`OpenVinoSession`)."""
+    session: ModelSession
+    runs_on: str
+    notes: list[str] = field(default_factory=list)
+    prepared: list[tuple[InferenceRequest, _Prepared]] = field(default_factory=list)
+
+
+def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[InferenceRequest],
+                 cache_dir: Path | None = None, compiled: Path | None = None) -> FastSession:
+    """`backend`'s network at `precision`.
+
+    int8 is calibrated on `requests` (a few of the run's, see `spread`), prepared on threads while OpenVINO is
+    imported; the model is kept in `cache_dir` when given, else made in a staging folder of the temporary folder
+    that is removed once the session holds it. `compiled`: where OpenVINO keeps the models it compiled
+    (`OpenVinoSession`)."""
     if precision not in ("int8", "bf16"):
         raise SegScopeError(f"--precision: no faster variant named {precision!r}; choose int8 or bf16")
     threads = backend.session.get_session_options().intra_op_num_threads if backend.session else 1
-    openvino = import_openvino()
+    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="segscope-calibrate") as pool:
+        # OpenCV decodes without the GIL, so the calibration inputs are read while OpenVINO's modules load
+        pending = [pool.submit(backend.prepare, r.image, r.roi) for r in requests] if precision == "int8" else []
+        openvino = import_openvino()
+        prepared = [(request, future.result()) for request, future in zip(requests, pending)]
     if precision == "bf16":
         if openvino is None:
             raise SegScopeError(f"--precision bf16 runs on OpenVINO, which is not installed: {FAST_EXTRA}")
@@ -218,19 +233,20 @@ def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[In
                                 "use --precision int8 or fp32")
         model = backend.stream.card.onnx
         assert model is not None
-        return (OpenVinoSession(openvino, model, "bf16", threads, compiled), f"OpenVINO {_version(openvino)} bfloat16",
-                [])
+        return FastSession(OpenVinoSession(openvino, model, "bf16", threads, compiled),
+                           f"OpenVINO {_version(openvino)} bfloat16")
     with contextlib.ExitStack() as stack:
         folder = cache_dir or stack.enter_context(staging_folder(Path(tempfile.gettempdir())))
-        model = quantize_int8(backend, requests, folder)
+        model = quantize_int8(backend, [p.tensor for _, p in prepared], folder)
         how = f"calibrated on {len(requests)} ROIs"
         if openvino is not None:
-            return (OpenVinoSession(openvino, model, "f32", threads, compiled),
-                    f"OpenVINO {_version(openvino)} on ONNX Runtime's int8 QDQ model, {how}", [])
+            return FastSession(OpenVinoSession(openvino, model, "f32", threads, compiled),
+                               f"OpenVINO {_version(openvino)} on ONNX Runtime's int8 QDQ model, {how}", [], prepared)
         options = backend.session.get_session_options() if backend.session else ort.SessionOptions()
         try:
             session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # ORT's own exception types
             raise SegScopeError(f"{model}: ONNX Runtime cannot load the int8 model ({first_line(exc)})") from None
-        return (session, f"ONNX Runtime {ort.__version__} int8 QDQ, {how}",
-                [f"OpenVINO is not installed, so ONNX Runtime runs the int8 model (slower): {FAST_EXTRA}"])
+        return FastSession(session, f"ONNX Runtime {ort.__version__} int8 QDQ, {how}",
+                           [f"OpenVINO is not installed, so ONNX Runtime runs the int8 model (slower): {FAST_EXTRA}"],
+                           prepared)

@@ -26,7 +26,7 @@ from ..roi import Roi
 from ..stream.input import StreamInput
 from .base import Backend, ImageSource, InferenceRequest, InferenceResult, read_ahead
 from .embedded import EmbeddedBackend, ModelSession, _Prepared
-from .precision import DEFAULT_PRECISION, PRECISIONS, fast_session, spread
+from .precision import DEFAULT_PRECISION, PRECISIONS, FastSession, fast_session, spread
 
 #: The foreground Dice change (mean over the checked images) a faster variant may cost: the issue's goal.
 DICE_BOUND = 0.002
@@ -36,24 +36,29 @@ DEFAULT_CHECKS = 4
 class PrecisionBackend(Backend):
     """`inner`'s stream with its network run by `session`; the first `checks` images also run in fp32."""
 
-    def __init__(self, inner: EmbeddedBackend, precision: str, session: ModelSession, runs_on: str,
-                 checks: int = 0):
-        self.inner, self.precision, self.runs_on = inner, precision, runs_on
-        self._session: ModelSession | None = session
+    def __init__(self, inner: EmbeddedBackend, precision: str, fast: FastSession, checks: int = 0):
+        self.inner, self.precision, self.runs_on = inner, precision, fast.runs_on
+        self._session: ModelSession | None = fast.session
         self._fp32: ModelSession | None = None  # the fp32 check's session, its outputs kept (made when first used)
         self._checks_left = checks
         self._references: deque[InferenceResult] = deque()
+        # the calibration's requests as prepared: taken by the run's requests for the same file and ROI
+        self._prepared = {key: p for key, p in ((_key(r), p) for r, p in fast.prepared) if key is not None}
         caps = inner.capabilities
-        self.capabilities = replace(caps, device=f"CPU ({runs_on})",
-                                    details={**caps.details, "precision": f"{precision}: {runs_on}"})
+        self.capabilities = replace(caps, device=f"CPU ({fast.runs_on})",
+                                    details={**caps.details, "precision": f"{precision}: {fast.runs_on}"})
 
     def infer(self, image: ImageSource, roi: Roi | None = None) -> InferenceResult:
-        return self._run(self.inner.prepare(image, roi))
+        return self._run(self._prepare(InferenceRequest(image, roi)))
 
     def infer_many(self, requests: Iterable[InferenceRequest]) -> Iterator[InferenceResult]:
         """As `EmbeddedBackend.infer_many`: the next image prepared on a thread while this one runs."""
-        return read_ahead(requests, lambda r: self.inner.prepare(r.image, r.roi), self._run,
-                          self.inner.read_ahead, "segscope-prepare")
+        return read_ahead(requests, self._prepare, self._run, self.inner.read_ahead, "segscope-prepare")
+
+    def _prepare(self, request: InferenceRequest) -> _Prepared:
+        key = _key(request)
+        found = self._prepared.pop(key, None) if key is not None else None
+        return found if found is not None else self.inner.prepare(request.image, request.roi)
 
     def _run(self, prepared: _Prepared) -> InferenceResult:
         if self._session is None:
@@ -82,7 +87,13 @@ class PrecisionBackend(Backend):
     def close(self) -> None:
         self._session = None
         self._references.clear()
+        self._prepared.clear()
         self.inner.close()
+
+
+def _key(request: InferenceRequest) -> tuple[Path, Roi | None] | None:
+    """What a request for a file asks for (None: not a file; such requests are not reused)."""
+    return (request.image, request.roi) if isinstance(request.image, Path) and request.placement is None else None
 
 
 class AccuracyCheck:
@@ -191,6 +202,6 @@ def with_precision(backend: Backend, args: argparse.Namespace, dataset: Dataset,
                             "variants; use --backend embedded or --precision fp32")
     requests = [evaluation_request(dataset, item, roi, stream=stream) for item in spread(dataset.items)]
     kept = args.precision_cache or kept_folder(INT8)  # the cache's int8/ unless --no-cache: made once, reused
-    session, runs_on, notes = fast_session(backend, args.precision, requests, kept, kept_folder(OPENVINO))
+    fast = fast_session(backend, args.precision, requests, kept, kept_folder(OPENVINO))
     checks = DEFAULT_CHECKS if args.precision_check is None else args.precision_check
-    return PrecisionBackend(backend, args.precision, session, runs_on, checks), notes
+    return PrecisionBackend(backend, args.precision, fast, checks), fast.notes

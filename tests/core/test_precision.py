@@ -13,7 +13,8 @@ import pytest
 
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.precision import fast_session, import_openvino
+from segscope.core.backends.precision import FastSession, fast_session, import_openvino
+from segscope.core.backends.precision_check import PrecisionBackend
 from segscope.core.dataset.demo import generate_demo_dataset
 from segscope.core.roi import Roi
 
@@ -61,7 +62,8 @@ def test_faster_variants_agree_with_fp32_on_demo_images(demo, tmp_path, precisio
         pytest.skip("this CPU has no bfloat16 support: test_bf16_without_cpu_support_is_one_line covers it")
     backend = EmbeddedBackend(SHIPPED_PIPELINE)
     requests = [InferenceRequest(demo / item / "image.png", DEMO_ROI) for item in ("001", "002")]
-    session, runs_on, _notes = fast_session(backend, precision, requests, tmp_path / "cache")
+    fast_variant = fast_session(backend, precision, requests, tmp_path / "cache")
+    session, runs_on = fast_variant.session, fast_variant.runs_on
     changes = []
     for request in requests:
         prepared = backend.prepare(request.image, request.roi)
@@ -158,3 +160,30 @@ def test_without_openvino_bf16_is_one_line_and_int8_falls_back_to_onnx_runtime(t
     assert code == 0, err
     assert "OpenVINO is not installed" in err and 'pip install "segscope[fast]"' in err
     assert "ONNX Runtime" in text.strip().splitlines()[-1]
+
+
+def test_the_calibration_inputs_are_reused_by_the_run_for_the_same_file_and_roi(tiny_model_project, small_dataset,
+                                                                               monkeypatch):
+    """The images int8 was calibrated on are not read again by the run: each is prepared once, and every result
+    equals that image's own (none is handed another image's tensor)."""
+    inner = EmbeddedBackend(tiny_model_project.pipeline)
+    paths = [small_dataset / item / "image.png" for item in ("1", "2", "3", "10")]
+    requests = [InferenceRequest(path, Roi(5, 4, 60, 40)) for path in paths]
+    expected = [inner.infer(r.image, r.roi) for r in requests]  # each image on its own
+    calibrated = [requests[0], requests[2], InferenceRequest(paths[1], Roi(0, 0, 30, 30))]  # that ROI is not run
+    prepared_by_calibration = [(r, inner.prepare(r.image, r.roi)) for r in calibrated]
+    asked: list[tuple[Path, Roi]] = []
+    real_prepare = inner.prepare
+    monkeypatch.setattr(inner, "prepare",
+                        lambda image, roi=None: asked.append((image, roi)) or real_prepare(image, roi))
+    backend = PrecisionBackend(inner, "int8", FastSession(inner.session, "fp32 standing in", [],  # type: ignore[arg-type]
+                                                          prepared_by_calibration))
+    results = list(backend.infer_many(requests))
+    assert asked == [(paths[1], Roi(5, 4, 60, 40)), (paths[3], Roi(5, 4, 60, 40))]  # only those not calibrated
+    for result, alone in zip(results, expected):
+        np.testing.assert_array_equal(result.probabilities, alone.probabilities)
+        assert result.roi == alone.roi
+    asked.clear()
+    list(backend.infer_many(requests[:1]))  # taken once: a second run of the same image prepares it
+    assert asked == [(paths[0], Roi(5, 4, 60, 40))]
+    backend.close()
