@@ -7,7 +7,9 @@ rule (`set_mask_rule`) and checks each truth as `eval` does (`check_truth`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -74,8 +76,11 @@ def prepare_truths(dataset: Dataset, class_names: Sequence[str], details: Mappin
     all) against it (`check_truth`; their sizes are `check_sizes_up_front`'s, called before); the first problem
     is a `SegScopeError` naming the file."""
     rule = set_mask_rule(dataset, class_names, details)
-    for item in items if items is not None else dataset.items:
-        truth = dataset.truth(item)
-        if truth is not None:
-            check_truth(dataset, truth, counts)
+    truths = [t for t in (dataset.truth(item) for item in (items if items is not None else dataset.items)) if t]
+    pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="segscope-truths")
+    try:  # a first run decodes each mask here (OpenCV, without the GIL); the first problem in dataset order raises
+        for _ in pool.map(lambda truth: check_truth(dataset, truth, counts), truths):
+            pass
+    finally:  # and the masks not checked yet are left alone
+        pool.shutdown(wait=True, cancel_futures=True)
     return rule
