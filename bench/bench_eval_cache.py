@@ -5,8 +5,10 @@ Run: `python bench/bench_eval_cache.py [--images 8] [--rounds 3] [--commands]` (
 machine; the variants run interleaved (first fp32, repeat fp32, first int8, repeat int8, then again), so a
 neighbour's load hits each alike, and each prints its median and spread.
 
-- The eval loop is `segscope eval`'s (core.evaluate.evaluate_dataset overlapped, the int8 variant's fp32 check on
-  its first 4 images scored as `eval` scores it), on the demo slides (4000x3000 PNG, ROI 1800x1800 -> 960x960).
+- The eval loop is `segscope eval`'s run: its truth check before the first image (core.dataset.preflight.
+  prepare_truths, which reads every mask), then core.evaluate.evaluate_dataset overlapped, the int8 variant's fp32
+  check on its first 4 images scored as `eval` scores it; on the demo slides (4000x3000 PNG, ROI 1800x1800 ->
+  960x960).
   "first": the decoded-input cache empty (a fresh folder each round; the files themselves in the OS's page
   cache, as after `segscope demo`), so each image and mask is decoded and stored; "repeat": the same folder
   again, every image and mask a hit. The int8 model is made once before the rounds (as a repeat run finds it in
@@ -53,6 +55,7 @@ from segscope.core.cache import settings
 from segscope.core.cache.decoded import image_region, read_truth
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.demo import generate_demo_dataset
+from segscope.core.dataset.preflight import prepare_truths
 from segscope.core.evaluate import evaluate_dataset, evaluation_request, score
 from segscope.core.files.fileio import decode_box, decode_image, decode_mask, read_bytes
 from segscope.core.profiling.machine import cpu_name
@@ -70,7 +73,9 @@ def ms(values: list[float]) -> str:
 
 
 def eval_loop(backend: Backend, dataset: Dataset) -> list[str]:
-    """`segscope eval`'s loop (without printing): each image scored, the precision check's fp32 results too."""
+    """`segscope eval`'s run (without printing): every truth mask checked before the first image (`prepare_truths`:
+    a first run decodes them there, on threads), then each image scored, the precision check's fp32 results too."""
+    prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)
     check = AccuracyCheck(backend)
     outcomes = []
     for evaluation in evaluate_dataset(backend, dataset, stream=STREAM):

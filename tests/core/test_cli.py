@@ -324,6 +324,25 @@ def segscope_command() -> str:
     return found
 
 
+def test_a_command_ends_with_its_output_whole_and_what_is_registered_for_exit_run(tiny_model_project,
+                                                                                  small_dataset, tmp_path):
+    """`segscope` skips Python's module teardown after a headless command (`cli.run`): its output still arrives
+    whole through a pipe, the exit code is the command's, and what is registered to run at exit (the MindX SDK's
+    release of its devices) still runs, after a good run and after a refused one."""
+    script = ("import atexit, sys; atexit.register(lambda: print('registered ran', file=sys.stderr)); "
+              "sys.argv[0] = 'segscope'; from segscope.core.cli import run; run()")
+    done = subprocess.run([sys.executable, "-c", script, "eval", "--dataset", str(small_dataset), "--pipeline",
+                           str(tiny_model_project.pipeline), "--json"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["images"]) == 4  # the whole document: the pipe's last buffer too
+    assert done.stderr.endswith("registered ran\n")
+    done = subprocess.run([sys.executable, "-c", script, "eval", "--dataset", str(tmp_path / "absent")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"segscope: error: {tmp_path / 'absent'}: dataset folder not found\nregistered ran\n"
+
+
 def test_console_script(tiny_model_project, small_dataset, tmp_path):
     command = segscope_command()
     done = subprocess.run([command, "eval", "--dataset", str(small_dataset), "--pipeline",
