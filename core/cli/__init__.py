@@ -21,7 +21,8 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from ..errors import describe
 from ..version import version_line
@@ -31,6 +32,15 @@ from . import eval as evaluate
 EXIT_INTERNAL, EXIT_INPUT = 1, 2
 #: The subcommands in `segscope --help`'s order; `gui` first: the command without one runs it.
 COMMANDS = (gui, evaluate, report, demo, compare, card, check, profile, drift, cache)
+
+
+class _Version(argparse._VersionAction):
+    """`--version`, its line looked up only when asked for (reading the package metadata takes ~25 ms)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        self.version = version_line()
+        super().__call__(parser, namespace, values, option_string)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "from MindX SDK streams (embedded, Ascend host, or remote over SSH).")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors (anywhere on "
                                                              "the command line)")
-    parser.add_argument("--version", action="version", version=version_line(),
+    parser.add_argument("--version", action=_Version,
                         help="print the version of SegScope (and of the Python running it) and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
