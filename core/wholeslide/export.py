@@ -11,7 +11,7 @@ import numpy as np
 from ..backends.base import Capabilities
 from ..evaluate import evaluation_row
 from ..export.files import ExportFolder, encode_mask, heatmap_image, mask_image, npy_writer
-from ..export.names import PROVENANCE_NAME
+from ..export.names import PNG_MAX_SIDE, PROVENANCE_NAME
 from ..export.plan import (
     PlannedFile,
     check_kinds,
@@ -26,16 +26,11 @@ from ..export.provenance import provenance, source_for
 from ..files.atomic_folder import Content, copy_of
 from ..files.fileio import encode_image
 from ..result import InferenceResult
-from ..slides.ome_writer import write_ome_tiff
 from .evaluate import TiledEvaluation
 from .tiling import Stitched
 
 #: What a tiled run exports (at the output scale); a slide-size canvas is what tiling exists to avoid.
 TILED_KINDS = ("mask", "softmax", "heatmap", "corrected")
-#: How the stitched mask and heatmap are written; `auto`: PNG up to `PNG_MAX_SIDE`, pyramidal OME-TIFF beyond.
-STITCHED_FORMATS = ("auto", "png", "ome-tiff")
-#: Longest side (output pixels) up to which `--stitched-format auto` writes PNG.
-PNG_MAX_SIDE = 8192
 #: The kinds written as images (PNG or OME-TIFF); the softmax stays a .npy.
 _IMAGE_KINDS = ("mask", "heatmap")
 #: How each image kind is written as OME-TIFF: compression and how reduced levels are made.
@@ -87,6 +82,8 @@ def _ome_tiff(image: np.ndarray, kind: str) -> Content:
     compression, resample = _OME[kind]
 
     def write(path: Path) -> None:
+        from ..slides.ome_writer import write_ome_tiff  # tifffile, only for the slides that take OME-TIFF
+
         write_ome_tiff(path, image, (image.shape[1], image.shape[0]), channels=1 if image.ndim == 2 else 3,
                        compression=compression, resample=resample)
     return write
