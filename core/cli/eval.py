@@ -64,8 +64,6 @@ def refuse_without_tile(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from .eval_driver import drive
-    from .eval_image import RoiUnit
-    from .eval_tiled import TiledUnit
 
     refuse_remote_only_options(args)
     apply_cache_options(args)
@@ -75,8 +73,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if given and not args.cluster:
             raise SegScopeError(f"{flag}: only applies with --cluster tcp://HOST:PORT; add --cluster or drop it")
     if args.tile is not None:
+        from .eval_tiled import TiledUnit
+
         return drive(args, out, TiledUnit())
     refuse_without_tile(args)
+    from .eval_image import RoiUnit
+
     return drive(args, out, RoiUnit(spec))
 
 
