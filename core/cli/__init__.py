@@ -11,7 +11,10 @@
     segscope cache info|clear          the decoded-input cache: where, how large; empty it
 
 Each subcommand is one module here with `register(subparsers)`, named once in `COMMANDS`; it sets its
-`handler(args, out) -> exit code`. Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal
+`handler(args, out) -> exit code`. A command module imports at its top only what its parser needs; the handler
+imports what the command runs (its run module: `eval_driver`, `report_run`, `profile_run`; or the core module it
+drives), so building the parser, `--help` or a usage error never loads the commands' run code and libraries
+(tests/core/test_cli_startup.py). Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal
 error (a bug).
 """
 
