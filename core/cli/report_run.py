@@ -28,7 +28,8 @@ from ..roi import Roi
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
 from .cache import apply_cache_options
-from .options import open_dataset, open_eval_backend, refuse_remote_only_options
+from .eval_driver import open_dataset, open_eval_backend
+from .options import refuse_remote_only_options
 from .output import Progress
 
 
