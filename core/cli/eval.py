@@ -61,7 +61,6 @@ def refuse_without_tile(args: argparse.Namespace) -> None:
         raise SegScopeError(f"{given[0]}: only applies with --tile [SIZE]; add --tile or drop the option")
 
 
-
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from .eval_driver import drive
 

@@ -26,6 +26,7 @@ from ..export.provenance import provenance, source_for
 from ..files.atomic_folder import Content, copy_of
 from ..files.fileio import encode_image
 from ..result import InferenceResult
+from ..slides.ome_writer import write_ome_tiff
 from .evaluate import TiledEvaluation
 from .tiling import Stitched
 
@@ -82,8 +83,6 @@ def _ome_tiff(image: np.ndarray, kind: str) -> Content:
     compression, resample = _OME[kind]
 
     def write(path: Path) -> None:
-        from ..slides.ome_writer import write_ome_tiff  # tifffile, only for the slides that take OME-TIFF
-
         write_ome_tiff(path, image, (image.shape[1], image.shape[0]), channels=1 if image.ndim == 2 else 3,
                        compression=compression, resample=resample)
     return write
