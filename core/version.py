@@ -4,11 +4,12 @@ HTML report all say this."""
 from __future__ import annotations
 
 import platform
-from importlib import metadata
 
 
 def segscope_version() -> str:
     """The installed package's version ("unknown" when SegScope runs without being installed)."""
+    from importlib import metadata  # ~25 ms (email, csv, zipfile...): only when a version is asked for
+
     try:
         return metadata.version("segscope")
     except metadata.PackageNotFoundError:

@@ -39,16 +39,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.card.builder import (
-    CardOptions,
-    Proposal,
-    parse_classes,
-    parse_number,
-    parse_numbers,
-    propose,
-    write_project,
-)
+from ..core.card.builder import CardOptions, Proposal, propose, write_project
 from ..core.card.reader import ACTIVATIONS
+from ..core.card.values import parse_classes, parse_number, parse_numbers
 from ..core.errors import SegScopeError
 from ..core.session.backend_state import BackendState
 from ..core.stream.preprocess import COLORS, LAYOUTS

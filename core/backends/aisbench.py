@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,6 +44,8 @@ def import_ais_bench() -> tuple[ModuleType, str]:
         interface = importlib.import_module("ais_bench.infer.interface")
     except ImportError as exc:
         raise ApiUnavailable(f"ais_bench: cannot import ais_bench.infer.interface ({exc}): {_INSTALL_HINT}") from None
+    from importlib import metadata  # ~25 ms: only once the API was found
+
     try:
         version = metadata.version("ais_bench")
     except metadata.PackageNotFoundError:

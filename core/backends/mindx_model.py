@@ -22,7 +22,6 @@ import importlib
 import sys
 import weakref
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -63,6 +62,8 @@ def import_model_api(sdk_home: Path | None = None) -> tuple[ModuleType, str]:
         raise ApiUnavailable(f"MindX Model API (mindx.sdk) in {home / 'python' if home else 'PYTHONPATH'}: cannot "
                              f"import it ({exc}); its libraries are not loadable from this process: {SETUP_HINT}") \
             from None
+    from importlib import metadata  # ~25 ms: only once the API was found
+
     try:
         version = metadata.version(_PACKAGE)  # Vision SDK installs mindx as a wheel
     except metadata.PackageNotFoundError:  # MindX SDK 3.0/5.0: "MindX SDK mxVision:5.0.0" in version.info

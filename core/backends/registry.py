@@ -28,7 +28,7 @@ from types import ModuleType
 
 from ..errors import ApiUnavailable, SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS
-from ..stream.loader import card_source
+from ..files.kinds import card_source
 from .base import Backend
 
 

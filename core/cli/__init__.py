@@ -11,7 +11,10 @@
     segscope cache info|clear          the decoded-input cache: where, how large; empty it
 
 Each subcommand is one module here with `register(subparsers)`, named once in `COMMANDS`; it sets its
-`handler(args, out) -> exit code`. Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal
+`handler(args, out) -> exit code`. A command module imports at its top only what its parser needs; the handler
+imports what the command runs (its run module: `eval_driver`, `report_run`, `profile_run`; or the core module it
+drives), so building the parser, `--help` or a usage error never loads the commands' run code and libraries
+(tests/core/test_cli_startup.py). Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal
 error (a bug).
 """
 
@@ -22,7 +25,8 @@ import atexit
 import contextlib
 import os
 import sys
-from typing import NoReturn, TextIO
+from collections.abc import Sequence
+from typing import Any, NoReturn, TextIO
 
 from ..errors import describe
 from ..version import version_line
@@ -32,6 +36,15 @@ from . import eval as evaluate
 EXIT_INTERNAL, EXIT_INPUT = 1, 2
 #: The subcommands in `segscope --help`'s order; `gui` first: the command without one runs it.
 COMMANDS = (gui, evaluate, report, demo, compare, card, check, profile, drift, cache)
+
+
+class _Version(argparse._VersionAction):
+    """`--version`, its line looked up only when asked for (reading the package metadata takes ~25 ms)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        self.version = version_line()
+        super().__call__(parser, namespace, values, option_string)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "from MindX SDK streams (embedded, Ascend host, or remote over SSH).")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors (anywhere on "
                                                              "the command line)")
-    parser.add_argument("--version", action="version", version=version_line(),
+    parser.add_argument("--version", action=_Version,
                         help="print the version of SegScope (and of the Python running it) and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:

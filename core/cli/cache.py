@@ -15,7 +15,6 @@ from typing import TextIO
 from ..cache import settings
 from ..cache.decoded import IMAGE, TRUTH
 from ..cache.outputs import OUTPUTS
-from ..cache.store import UNUSABLE, EntryStore
 from ..errors import SegScopeError
 from .options import checked
 
@@ -74,6 +73,8 @@ def _folder_size(folder: Path) -> tuple[int, int]:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from ..cache.store import UNUSABLE, EntryStore
+
     settings.configure(args.cache_dir)
     folder = settings.current().folder
     decoded = folder / settings.DECODED

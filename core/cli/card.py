@@ -7,23 +7,15 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from ..card.builder import (
-    CardOptions,
-    parse_classes,
-    parse_number,
-    parse_numbers,
-    parse_positive,
-    parse_positives,
-    parse_size,
-    propose,
-    write_project,
-)
 from ..card.om import parse_tensor
 from ..card.reader import ACTIVATIONS, THRESHOLD_ON
+from ..card.values import parse_classes, parse_number, parse_numbers, parse_positive, parse_positives, parse_size
 from ..stream.preprocess import COLORS, LAYOUTS
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from ..card.builder import CardOptions, propose, write_project
+
     options = CardOptions(size=args.size, layout=args.layout, color=args.color, scale=args.scale, mean=args.mean,
                           std=args.std, aipp=args.aipp, activation=args.activation, threshold=args.threshold,
                           threshold_on=args.threshold_on, classes=args.classes, from_onnx=args.from_onnx,

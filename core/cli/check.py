@@ -7,12 +7,12 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from ..stream.check import check_line
-
 EXIT_OK, EXIT_INVALID = 0, 2
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from ..stream.check import check_line
+
     valid = True
     for path in args.pipelines:
         ok, line = check_line(path)

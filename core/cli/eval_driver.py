@@ -1,6 +1,7 @@
 """The one `eval` driver: the dataset, the export folder, the backend, the metric table and the summary, around
 a unit of work that runs each image (`eval_image.RoiUnit`: its ROI through the stream; `eval_tiled.TiledUnit`:
-the whole slide as tiles)."""
+the whole slide as tiles). `report` opens its dataset and backend as eval does (`open_dataset`,
+`open_eval_backend`)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from ..backend_spec import open_backend, spec_from_args
 from ..backends.base import Backend
 from ..backends.pool import UsageLog
 from ..backends.precision_check import AccuracyCheck
 from ..dataset.dataset import Dataset
 from ..dataset.preflight import check_sizes_up_front, prepare_truths
-from ..dataset.truth import Truth
+from ..dataset.truth import Truth, choice_note
 from ..evaluate import DatasetSummary
 from ..export.files import METRICS_FILES, ExportFolder
 from ..metrics import catalogue
@@ -27,12 +29,34 @@ from ..metrics.scores import ImageMetrics
 from ..quality.options import summary_lines
 from ..roi import Roi
 from .cache import CacheReport
-from .options import open_dataset, open_eval_backend
 from .output import note, status, warning
 
 EXIT_OK = 0
 #: One image's row of the metric table and its metrics (None without a mask), as a unit hands them on.
 Scored = tuple[dict[str, object], "ImageMetrics | None"]
+
+
+def open_dataset(args: argparse.Namespace) -> Dataset:
+    """`--dataset` with the `--truth` choice; which truth the run uses is said once on stderr (a note)."""
+    dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels, truth=args.truth)
+    said = choice_note(dataset.items, dataset.truth_choice)
+    if said:
+        note(said)
+    return dataset
+
+
+@contextlib.contextmanager
+def open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
+    """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
+    printed on stderr."""
+    with open_backend(spec_from_args(args)) as backend:
+        details = backend.capabilities.details
+        notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
+            ([details["note"]] if "note" in details else []) + \
+            ([f"--backend auto {details['auto']}"] if "auto" in details else [])
+        for line in notes:
+            note(line)
+        yield backend
 
 
 def _six(value: object) -> str:

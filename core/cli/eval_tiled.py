@@ -1,6 +1,6 @@
-"""`eval --tile [SIZE]`'s options and unit of work: every image run as a whole slide (or its --roi) as a grid
-of tiles, one line per slide (its slide metrics and tile count), the stitched outputs exported at the output
-scale (`core.wholeslide.export`)."""
+"""`eval --tile [SIZE]`'s unit of work (its options are in `eval.py`): every image run as a whole slide (or its
+--roi) as a grid of tiles, one line per slide (its slide metrics and tile count), the stitched outputs exported
+at the output scale (`core.wholeslide.export`)."""
 
 from __future__ import annotations
 
@@ -13,62 +13,11 @@ from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
 from ..roi import Roi
 from ..wholeslide.evaluate import AUTO, TilePlan, evaluate_tiled, tile_count
-from ..wholeslide.export import (
-    PNG_MAX_SIDE,
-    STITCHED_FORMATS,
-    TILED_KINDS,
-    export_stitched,
-    planned_tiled_files,
-    tiled_row,
-)
+from ..wholeslide.export import TILED_KINDS, export_stitched, planned_tiled_files, tiled_row
 from ..wholeslide.plan import overlap_note, plain_tiles
-from ..wholeslide.tiling import BLENDS, DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES, EDGE_EFFECT
+from ..wholeslide.tiling import DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES
 from .eval_driver import EvalRun, Scored, format_line, truth_text
-from .options import checked
 from .output import Progress, note, status
-
-_scale = checked(float, lambda v: 0 < v <= 1, "a number in (0, 1] (output pixels per slide pixel)")
-_size = checked(int, lambda v: v > 0, "a positive number of slide pixels")
-_gib = checked(float, lambda v: 0 < v < 1 << 20, "a positive number of GiB")
-_pixels = checked(int, lambda v: v >= 0, "0 or more slide pixels")
-
-
-def add_tiling_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("tiled whole-slide inference")
-    group.add_argument("--tile", type=_size, nargs="?", const=0, metavar="SIZE",
-                       help="run each image as a whole slide (or its --roi) in SIZE x SIZE tiles of slide pixels "
-                            "(SIZE left out: the dataset's default ROI size, the scale the model was trained at)")
-    edge = f"{EDGE_EFFECT[0]}/{EDGE_EFFECT[1]}"
-    group.add_argument("--overlap", dest="tile_overlap", type=_pixels, default=None, metavar="PX",
-                       help="with --tile: slide pixels neighbouring tiles share. Each tile counts only inside its "
-                            f"outer margin (the model's edge effect, {edge} of the tile, or half the overlap if "
-                            "less) and the slide's borders are mirrored by as much, so no tile border shows "
-                            "(default: twice the edge effect, 480 px of 1800 px tiles, about 1.9x the tiles of "
-                            "--overlap 0 on a large slide; 0: plain tiles, whose borders may show)")
-    group.add_argument("--blend", choices=BLENDS, default=None,
-                       help="with --tile: how tiles are blended where they overlap by more than their margins "
-                            "(default linear)")
-    group.add_argument("--output-scale", type=_scale, default=None, metavar="F",
-                       help="with --tile: output pixels per slide pixel (default: model input / tile size)")
-    group.add_argument("--max-tiles", type=_size, default=None, metavar="N",
-                       help=f"with --tile: refuse a slide that takes more than N tiles (default {DEFAULT_MAX_TILES:,})")
-    group.add_argument("--max-canvas", type=_gib, default=None, metavar="GIB",
-                       help=f"with --tile: refuse a stitched output needing more than this many GiB of memory "
-                            f"(default {DEFAULT_MAX_CANVAS_BYTES >> 30})")
-    group.add_argument("--stitched-format", choices=STITCHED_FORMATS, default=None,
-                       help="with --tile --export: the stitched mask and heatmap as PNG or as tiled pyramidal "
-                            f"OME-TIFF (.tif, opens in QuPath and napari); default auto: PNG up to {PNG_MAX_SIDE} "
-                            "px a side, OME-TIFF beyond")
-
-
-def refuse_without_tile(args: argparse.Namespace) -> None:
-    """A tiling option given without --tile is an error, not ignored."""
-    given = [option for option, name in (("--overlap", "tile_overlap"), ("--blend", "blend"),
-                                         ("--output-scale", "output_scale"), ("--stitched-format", "stitched_format"),
-                                         ("--max-tiles", "max_tiles"), ("--max-canvas", "max_canvas"))
-             if getattr(args, name) is not None]
-    if given:
-        raise SegScopeError(f"{given[0]}: only applies with --tile [SIZE]; add --tile or drop the option")
 
 
 def tiling_plan(args: argparse.Namespace, dataset: Dataset) -> TilePlan:

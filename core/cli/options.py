@@ -1,24 +1,20 @@
-"""Options more than one subcommand takes: where the stream runs (`eval`, `report`) and how its backend opens."""
+"""Options more than one subcommand takes: where the stream runs (`eval`, `report`) and how its backend opens
+(`eval_driver.open_eval_backend` opens it when the command runs)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from ..backend_spec import open_backend, spec_from_args
-from ..backends.base import Backend
 from ..backends.registry import BACKEND_KINDS
 from ..cluster import SSH_SCHEME
-from ..dataset.dataset import Dataset
-from ..dataset.truth import AUTO, CHOICES, choice_note
+from ..dataset.truth import AUTO, CHOICES
 from ..errors import SegScopeError
 from ..files.fileio import DEFAULT_MAX_PIXELS
 from ..remote.protocol import DEFAULT_TIMEOUT, PROBABILITY_DTYPES
 from ..stream.source import add_source_options
-from .output import note
 
 #: Options that only mean something with --remote (refused without it instead of being ignored).
 REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "remote_timeout", "probabilities", "accept_new_host_key")
@@ -33,15 +29,6 @@ def add_truth_option(parser: argparse.ArgumentParser) -> None:
                              "mask_corrected.png where there is one, else its mask.png; how many use a correction is "
                              "said once), original (mask.png) or corrected (only saved corrections; an image without "
                              "one is scored as an image without a mask)")
-
-
-def open_dataset(args: argparse.Namespace) -> Dataset:
-    """`--dataset` with the `--truth` choice; which truth the run uses is said once on stderr (a note)."""
-    dataset = Dataset.open(args.dataset, max_pixels=args.max_pixels, truth=args.truth)
-    said = choice_note(dataset.items, dataset.truth_choice)
-    if said:
-        note(said)
-    return dataset
 
 
 def checked(convert: Callable[[str], T], ok: Callable[[T], bool], expected: str) -> Callable[[str], T]:
@@ -105,17 +92,3 @@ def refuse_remote_only_options(args: argparse.Namespace) -> None:
             where = "--remote USER@HOST" + (" or --cluster ssh://HOST,..." if given[0] in CLUSTER_SSH_OPTIONS else "")
             raise SegScopeError(f"--{given[0].replace('_', '-')}: only applies with {where}; "
                                 "add it or drop the option")
-
-
-@contextlib.contextmanager
-def open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
-    """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
-    printed on stderr."""
-    with open_backend(spec_from_args(args)) as backend:
-        details = backend.capabilities.details
-        notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
-            ([details["note"]] if "note" in details else []) + \
-            ([f"--backend auto {details['auto']}"] if "auto" in details else [])
-        for line in notes:
-            note(line)
-        yield backend

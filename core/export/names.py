@@ -26,6 +26,11 @@ MASK_KINDS = ("mask", "canvas")
 #: Mask file formats: all lossless, values kept as they are.
 MASK_FORMATS = {"png": ".png", "tiff": ".tif", "npy": ".npy"}
 PROVENANCE_NAME = "{id}_provenance.json"
+#: How a tiled run writes its stitched mask and heatmap (`core.wholeslide.export`); `auto`: PNG up to
+#: `PNG_MAX_SIDE`, pyramidal OME-TIFF beyond.
+STITCHED_FORMATS = ("auto", "png", "ome-tiff")
+#: Longest side (output pixels) up to which `--stitched-format auto` writes PNG.
+PNG_MAX_SIDE = 8192
 #: The metric tables `write_metrics` writes (one row per image; rows + dataset means).
 METRICS_FILES = ("metrics.csv", "metrics.json")
 

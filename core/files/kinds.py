@@ -48,6 +48,19 @@ def is_model_card(data: object) -> bool:
     return isinstance(data, dict) and isinstance(data.get("outputs"), list)
 
 
+def card_source(path: Path) -> Path | None:
+    """The model card a run source stands for (a card, or the `.om`/`.onnx` beside one), None for a pipeline."""
+    path = Path(path)
+    if path.suffix in (".om", ".onnx"):
+        return path.with_suffix(".json")
+    if path.suffix != ".json":
+        return None
+    try:
+        return path if is_model_card(json.loads(path.read_bytes().decode("utf-8"))) else None
+    except (OSError, ValueError, RecursionError):  # not readable JSON: load_pipeline names the problem
+        return None
+
+
 def is_pipeline(data: object) -> bool:
     """Whether parsed JSON looks like a MindX pipeline: an object of streams, each an object whose elements
     name a `factory`."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +208,8 @@ def _to_bgr(pixels: np.ndarray, page: Any) -> np.ndarray:
 def _pixel_size(tif: Any) -> tuple[float, float] | None:
     """(x, y) micrometres per level-0 pixel from the OME-XML, else from the resolution tags."""
     if tif.is_ome and tif.ome_metadata:
+        import xml.etree.ElementTree as ElementTree  # only OME-TIFF slides need an XML parser
+
         try:
             root = ElementTree.fromstring(tif.ome_metadata)
         except ElementTree.ParseError:

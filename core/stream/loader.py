@@ -19,7 +19,7 @@ from typing import Any
 from ..card.reader import load_model_card
 from ..errors import InputError
 from ..files.fileio import decode_text, read_bytes
-from ..files.kinds import JSON_STARTS, RUN_SOURCE, UTF16_MARKS, is_model_card, not_wanted
+from ..files.kinds import JSON_STARTS, RUN_SOURCE, UTF16_MARKS, card_source, not_wanted
 from ..files.untrusted_json import parse_json
 from .imaging import PADDING_TYPES, SDK_RESIZE_TYPES, processor
 from .pipeline import MODEL_FACTORIES, NATIVE_FACTORIES, Element, Link, Pipeline, PipelineError, Stream
@@ -246,19 +246,6 @@ def card_pipeline(card: Path) -> Pipeline:
     loaded = load_model_card(card, check_graph=False, warn=False)
     text = json.dumps(bare_stream(str(loaded.path.with_suffix(".om")), loaded.input_size), indent=4)
     return replace(parse_pipeline(text, loaded.path), card=loaded.path)
-
-
-def card_source(path: Path) -> Path | None:
-    """The model card a run source stands for (a card, or the `.om`/`.onnx` beside one), None for a pipeline."""
-    path = Path(path)
-    if path.suffix in (".om", ".onnx"):
-        return path.with_suffix(".json")
-    if path.suffix != ".json":
-        return None
-    try:
-        return path if is_model_card(json.loads(path.read_bytes().decode("utf-8"))) else None
-    except (OSError, ValueError, RecursionError):  # not readable JSON: load_pipeline names the problem
-        return None
 
 
 def load_pipeline(path: Path) -> Pipeline:

@@ -11,7 +11,7 @@ import numpy as np
 from ..backends.base import Capabilities
 from ..evaluate import evaluation_row
 from ..export.files import ExportFolder, encode_mask, heatmap_image, mask_image, npy_writer
-from ..export.names import PROVENANCE_NAME
+from ..export.names import PNG_MAX_SIDE, PROVENANCE_NAME
 from ..export.plan import (
     PlannedFile,
     check_kinds,
@@ -32,10 +32,6 @@ from .tiling import Stitched
 
 #: What a tiled run exports (at the output scale); a slide-size canvas is what tiling exists to avoid.
 TILED_KINDS = ("mask", "softmax", "heatmap", "corrected")
-#: How the stitched mask and heatmap are written; `auto`: PNG up to `PNG_MAX_SIDE`, pyramidal OME-TIFF beyond.
-STITCHED_FORMATS = ("auto", "png", "ome-tiff")
-#: Longest side (output pixels) up to which `--stitched-format auto` writes PNG.
-PNG_MAX_SIDE = 8192
 #: The kinds written as images (PNG or OME-TIFF); the softmax stays a .npy.
 _IMAGE_KINDS = ("mask", "heatmap")
 #: How each image kind is written as OME-TIFF: compression and how reduced levels are made.
