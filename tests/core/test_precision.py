@@ -4,6 +4,7 @@ what an fp32 run gives, the int8 model is cached where asked, and bad options / 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -187,3 +188,14 @@ def test_the_calibration_inputs_are_reused_by_the_run_for_the_same_file_and_roi(
     list(backend.infer_many(requests[:1]))  # taken once: a second run of the same image prepares it
     assert asked == [(paths[0], Roi(5, 4, 60, 40))]
     backend.close()
+
+
+def test_openvino_is_imported_without_its_model_converter_which_can_still_be_imported_after():
+    """`import openvino` loads its converter (absl, TensorFlow's front end, a telemetry event) unless told it is
+    absent; SegScope never converts a model. Checked in a fresh interpreter."""
+    pytest.importorskip("openvino")
+    script = ("import sys; from segscope.core.backends.precision import import_openvino; ov = import_openvino(); "
+              "assert 'openvino.tools.ovc' not in sys.modules and 'absl' not in sys.modules, 'converter imported'; "
+              "assert 'CPU' in ov.Core().available_devices; import openvino.tools.ovc; print('ok')")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
