@@ -50,7 +50,8 @@ from timing import interleaved, paired_ratios
 from segscope.core.backends.base import Backend
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.precision import FastSession, fast_session, spread
-from segscope.core.backends.precision_check import DEFAULT_CHECKS, AccuracyCheck, PrecisionBackend
+from segscope.core.backends.precision_check import AccuracyCheck, PrecisionBackend
+from segscope.core.backends.precision_options import DEFAULT_CHECKS
 from segscope.core.cache import settings
 from segscope.core.cache.decoded import image_region, read_truth
 from segscope.core.dataset.dataset import Dataset

@@ -38,8 +38,6 @@ from ..files.fileio import publish, read_bytes, staging_folder
 from .base import InferenceRequest
 from .embedded import EmbeddedBackend, ModelSession, _Prepared
 
-PRECISIONS = ("fp32", "int8", "bf16")
-DEFAULT_PRECISION = "fp32"
 #: ROIs of the dataset the int8 ranges are calibrated on (spread evenly over the images of the run).
 CALIBRATION_IMAGES = 4
 ItemT = TypeVar("ItemT")

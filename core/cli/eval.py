@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from ..backends.precision_check import add_precision_options, refuse_bad_precision_options
+from ..backends.precision_options import add_precision_options, refuse_bad_precision_options
 from ..errors import SegScopeError
 from ..export.names import DEFAULT_KINDS, EXPORT_KINDS, PNG_MAX_SIDE, RUN_KINDS, STITCHED_FORMATS
 from ..quality.options import add_metric_options, metric_spec

@@ -33,6 +33,9 @@ RUN_ONLY = (
     "segscope.core.wholeslide.export",
     "segscope.core.export.files",
     "segscope.core.cache.store",
+    "onnxruntime",  # eval's --precision options no longer come with the variants (precision_options)
+    "segscope.core.evaluate",
+    "segscope.core.backends.embedded",
 )
 
 
