@@ -34,7 +34,7 @@ import numpy as np
 import onnxruntime as ort
 
 from ..errors import SegScopeError, first_line
-from ..files.fileio import publish, read_bytes, staging_folder
+from ..files.fileio import atomic_write_bytes, publish, read_bytes, staging_folder
 from .base import InferenceRequest
 from .embedded import EmbeddedBackend, ModelSession, _Prepared
 
@@ -207,6 +207,33 @@ def quantize_int8(backend: EmbeddedBackend, tensors: Sequence[np.ndarray], cache
     return target
 
 
+def _guess_note(backend: EmbeddedBackend, requests: Sequence[InferenceRequest], cache_dir: Path | None) -> Path | None:
+    """Where `fast_session` notes the int8 model it last took for these calibration files (by path, size and
+    time) and this model, so that a repeat run compiles it while its inputs are read; None where nothing is kept or
+    the inputs are not files. Only a guess: the inputs' content picks the model (`quantize_int8`)."""
+    model = backend.stream.card.onnx
+    paths = [r.image for r in requests if isinstance(r.image, Path)]
+    if cache_dir is None or model is None or len(paths) != len(requests):
+        return None
+    try:
+        files = [(str(path.resolve()), path.stat()) for path in (model, *paths)]
+    except OSError:
+        return None  # (the run says what is wrong with the file)
+    named = "\n".join([f"{name} {info.st_size} {info.st_mtime_ns}" for name, info in files]
+                      + [str(r.roi) for r in requests])
+    return cache_dir / f"{model.stem}.int8-last-{hashlib.sha256(named.encode()).hexdigest()[:16]}.txt"
+
+
+def _guessed(note: Path | None) -> Path | None:
+    """The int8 model `note` names, where it is still there."""
+    try:
+        name = note.read_text(encoding="utf-8").strip() if note is not None else ""
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = note.parent / name if note is not None and name and "/" not in name and "\\" not in name else None
+    return found if found is not None and found.is_file() else None
+
+
 @dataclass
 class FastSession:
     """A faster variant of a backend's network: the session that runs it, what runs it, notes to print, and the
@@ -223,16 +250,23 @@ def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[In
     """`backend`'s network at `precision`.
 
     int8 is calibrated on `requests` (a few of the run's, see `spread`), prepared on threads while OpenVINO is
-    imported; the model is kept in `cache_dir` when given, else made in a staging folder of the temporary folder
-    that is removed once the session holds it. `compiled`: where OpenVINO keeps the models it compiled
-    (`OpenVinoSession`)."""
+    imported and the model a run on the same files took last is compiled (`_guess_note`); the model is kept in
+    `cache_dir` when given, else made in a staging folder of the temporary folder that is removed once the session
+    holds it. `compiled`: where OpenVINO keeps the models it compiled (`OpenVinoSession`)."""
     if precision not in ("int8", "bf16"):
         raise SegScopeError(f"--precision: no faster variant named {precision!r}; choose int8 or bf16")
     threads = backend.session.get_session_options().intra_op_num_threads if backend.session else 1
+    guess = _guess_note(backend, requests, cache_dir) if precision == "int8" else None
+    early: tuple[Path, OpenVinoSession] | None = None
     with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="segscope-calibrate") as pool:
-        # OpenCV decodes without the GIL, so the calibration inputs are read while OpenVINO's modules load
+        # OpenCV decodes without the GIL, so the calibration inputs are read while OpenVINO's modules load and
+        # the int8 model last made from these files is compiled (OpenVinoSession: a guess the inputs decide)
         pending = [pool.submit(backend.prepare, r.image, r.roi) for r in requests] if precision == "int8" else []
         openvino = import_openvino()
+        guessed = _guessed(guess)
+        if openvino is not None and guessed is not None:
+            with contextlib.suppress(SegScopeError):  # (a model that does not compile is no guess)
+                early = guessed, OpenVinoSession(openvino, guessed, "f32", threads, compiled)
         prepared = [(request, future.result()) for request, future in zip(requests, pending)]
     if precision == "bf16":
         if openvino is None:
@@ -249,10 +283,15 @@ def fast_session(backend: EmbeddedBackend, precision: str, requests: Sequence[In
     with contextlib.ExitStack() as stack:
         folder = cache_dir or stack.enter_context(staging_folder(Path(tempfile.gettempdir())))
         model = quantize_int8(backend, [p.tensor for _, p in prepared], folder)
+        if guess is not None and guessed != model:
+            with contextlib.suppress(SegScopeError):  # (the next run guesses nothing)
+                atomic_write_bytes(guess, model.name.encode(), overwrite=True)
         how = f"calibrated on {len(requests)} ROIs"
         if openvino is not None:
-            return FastSession(OpenVinoSession(openvino, model, "f32", threads, compiled),
-                               f"OpenVINO {_version(openvino)} on ONNX Runtime's int8 QDQ model, {how}", [], prepared)
+            session = early[1] if early is not None and early[0] == model else \
+                OpenVinoSession(openvino, model, "f32", threads, compiled)
+            return FastSession(session, f"OpenVINO {_version(openvino)} on ONNX Runtime's int8 QDQ model, {how}", [],
+                               prepared)
         options = backend.session.get_session_options() if backend.session else ort.SessionOptions()
         try:
             session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])

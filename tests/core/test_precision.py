@@ -4,6 +4,7 @@ what an fp32 run gives, the int8 model is cached where asked, and bad options / 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from segscope.core.backends.base import InferenceRequest
 from segscope.core.backends.embedded import EmbeddedBackend
-from segscope.core.backends.precision import FastSession, fast_session, import_openvino
+from segscope.core.backends.precision import FastSession, OpenVinoSession, fast_session, import_openvino
 from segscope.core.backends.precision_check import PrecisionBackend
 from segscope.core.dataset.demo import generate_demo_dataset
 from segscope.core.roi import Roi
@@ -199,3 +200,35 @@ def test_openvino_is_imported_without_its_model_converter_which_can_still_be_imp
               "assert 'CPU' in ov.Core().available_devices; import openvino.tools.ovc; print('ok')")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+
+
+def test_a_repeat_run_compiles_the_int8_model_it_took_last_while_reading_and_a_wrong_guess_is_not_used(
+        tiny_model_project, small_dataset, tmp_path, monkeypatch):
+    """A run notes which int8 model it took for its calibration files; the next run on them compiles that model
+    while it reads them, and uses it only when the inputs' content picks the same model."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("onnx")
+    backend = EmbeddedBackend(tiny_model_project.pipeline)
+    requests = [InferenceRequest(small_dataset / item / "image.png", Roi(5, 4, 60, 40)) for item in ("1", "2")]
+    compiled: list[str] = []
+    real_init = OpenVinoSession.__init__
+    monkeypatch.setattr(OpenVinoSession, "__init__", lambda self, openvino, model, *args: compiled.append(
+        Path(model).name) or real_init(self, openvino, model, *args))
+    cache = tmp_path / "int8"
+    first = fast_session(backend, "int8", requests, cache)
+    [made] = [path.name for path in cache.glob("*.onnx")]
+    assert compiled == [made]  # nothing to guess from yet
+    compiled.clear()
+    fast_session(backend, "int8", requests, cache)
+    assert compiled == [made]  # compiled once: the guess was the model
+    [note] = cache.glob("*.int8-last-*.txt")
+    shutil.copyfile(backend.stream.card.onnx, cache / "other.onnx")  # type: ignore[arg-type]  # the fp32 network
+    note.write_text("other.onnx")
+    compiled.clear()
+    third = fast_session(backend, "int8", requests, cache)
+    assert compiled == ["other.onnx", made] and note.read_text() == made  # a wrong guess: compiled, not used
+    feeds = {backend.stream.card.input_name: backend.prepare(requests[0].image, requests[0].roi).tensor}
+    np.testing.assert_array_equal(third.session.run(None, feeds)[0], first.session.run(None, feeds)[0])
+    np.testing.assert_raises(AssertionError, np.testing.assert_array_equal,  # (the fp32 network answers otherwise)
+                             OpenVinoSession(import_openvino(), cache / "other.onnx", "f32", 1).run(None, feeds)[0],
+                             first.session.run(None, feeds)[0])
