@@ -104,7 +104,7 @@ def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(d
     assert report["foreground_dice"] == pytest.approx(int8_doc["summary"]["foreground_dice"], abs=1e-12)
     assert report["change"] == pytest.approx(report["foreground_dice"] - report["fp32_foreground_dice"])
     cached = sorted(cache.iterdir())
-    assert len(cached) == 1 and cached[0].suffix == ".onnx"
+    assert [path.suffix for path in cached] == [".onnx", ".txt"]  # the model, and the note of the run that took it
 
     def no_quantizing(*args: object, **kwargs: object) -> None:
         raise AssertionError("the cached int8 model should have been reused")
