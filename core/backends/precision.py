@@ -137,15 +137,20 @@ def _calibration_key(model: Path, tensors: list[np.ndarray]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def _intact(entry: Path) -> bool:
+    """Whether a kept int8 model's bytes are those it was named after (`<...>-<content hash>.onnx`)."""
+    try:
+        digest = hashlib.sha256(read_bytes(entry, "cached int8 model", follow_symlinks=False)).hexdigest()
+    except SegScopeError:
+        return False
+    return entry.name.endswith(f"-{digest[:16]}.onnx")
+
+
 def _cached(cache_dir: Path, prefix: str) -> Path | None:
     """The cache entry named `prefix` + its content's hash, checked by that hash; an entry whose bytes no
     longer match (replaced by another model, damaged) is removed, in one line, and None returned."""
     for entry in sorted(cache_dir.glob(f"{prefix}-*.onnx")):
-        try:
-            digest = hashlib.sha256(read_bytes(entry, "cached int8 model", follow_symlinks=False)).hexdigest()
-        except SegScopeError:
-            digest = ""
-        if entry.name == f"{prefix}-{digest[:16]}.onnx":
+        if _intact(entry):
             return entry
         with contextlib.suppress(OSError):
             entry.unlink()
@@ -225,13 +230,14 @@ def _guess_note(backend: EmbeddedBackend, requests: Sequence[InferenceRequest], 
 
 
 def _guessed(note: Path | None) -> Path | None:
-    """The int8 model `note` names, where it is still there."""
+    """The int8 model `note` names, where it is still there as it was made (a model replaced or damaged since
+    is made again under the same name: the guess must not be compiled from the old bytes)."""
     try:
         name = note.read_text(encoding="utf-8").strip() if note is not None else ""
     except (OSError, UnicodeDecodeError):
         return None
     found = note.parent / name if note is not None and name and "/" not in name and "\\" not in name else None
-    return found if found is not None and found.is_file() else None
+    return found if found is not None and _intact(found) else None
 
 
 @dataclass

@@ -3,8 +3,8 @@ what an fp32 run gives, the int8 model is cached where asked, and bad options / 
 
 from __future__ import annotations
 
+import hashlib
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -222,13 +222,20 @@ def test_a_repeat_run_compiles_the_int8_model_it_took_last_while_reading_and_a_w
     fast_session(backend, "int8", requests, cache)
     assert compiled == [made]  # compiled once: the guess was the model
     [note] = cache.glob("*.int8-last-*.txt")
-    shutil.copyfile(backend.stream.card.onnx, cache / "other.onnx")  # type: ignore[arg-type]  # the fp32 network
-    note.write_text("other.onnx")
+    network = backend.stream.card.onnx.read_bytes()  # type: ignore[union-attr]  # the fp32 network, kept as if int8
+    other = f"other-{hashlib.sha256(network).hexdigest()[:16]}.onnx"
+    (cache / other).write_bytes(network)
+    note.write_text(other)
     compiled.clear()
     third = fast_session(backend, "int8", requests, cache)
-    assert compiled == ["other.onnx", made] and note.read_text() == made  # a wrong guess: compiled, not used
+    assert compiled == [other, made] and note.read_text() == made  # a wrong guess: compiled, not used
     feeds = {backend.stream.card.input_name: backend.prepare(requests[0].image, requests[0].roi).tensor}
     np.testing.assert_array_equal(third.session.run(None, feeds)[0], first.session.run(None, feeds)[0])
     np.testing.assert_raises(AssertionError, np.testing.assert_array_equal,  # (the fp32 network answers otherwise)
-                             OpenVinoSession(import_openvino(), cache / "other.onnx", "f32", 1).run(None, feeds)[0],
+                             OpenVinoSession(import_openvino(), cache / other, "f32", 1).run(None, feeds)[0],
                              first.session.run(None, feeds)[0])
+    (cache / made).write_bytes(network)  # the model taken last, replaced under its name: no guess from those bytes
+    compiled.clear()
+    fourth = fast_session(backend, "int8", requests, cache)
+    assert compiled == [made]  # made again, then compiled
+    np.testing.assert_array_equal(fourth.session.run(None, feeds)[0], first.session.run(None, feeds)[0])
