@@ -26,13 +26,16 @@ neighbour's load hits each alike, and each prints its median and spread.
 - Cache hit cost: hashing the file, reading and checking the entry, against decoding it.
 - `--commands`: the whole `segscope eval --precision P` command as a new process (Python start, imports, model
   load, the int8 check included; SegScope byte-compiled first, as an installed package is), first and repeat,
-  interleaved.
+  interleaved. `--baseline PYTHON` adds the same commands run by another SegScope (an interpreter whose
+  environment holds, say, an earlier commit's worktree: `git worktree add /tmp/base REV && python -m venv
+  --system-site-packages /tmp/base/.venv && /tmp/base/.venv/bin/pip install --no-deps -e /tmp/base`), interleaved
+  with them, and prints this SegScope's time over the baseline's per round: a comparison that holds on a
+  machine whose speed drifts (a shared host), where the absolute times do not.
 """
 
 from __future__ import annotations
 
 import argparse
-import compileall
 import contextlib
 import os
 import shutil
@@ -49,7 +52,6 @@ import timing
 from bench_remote import load_sshd_launcher
 from timing import interleaved, paired_ratios
 
-import segscope.core as segscope_core
 from segscope.core.backends.base import Backend
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.backends.precision import FastSession, fast_session, spread
@@ -114,6 +116,9 @@ def main() -> int:
     parser.add_argument("--images", type=int, default=8, help="demo slides (default 8, the demo dataset)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--commands", action="store_true", help="also time whole `segscope eval` commands")
+    parser.add_argument("--baseline", metavar="PYTHON", default=None,
+                        help="with --commands: also time the commands of the SegScope this interpreter runs (e.g. a "
+                             "virtual environment holding an earlier commit's worktree), interleaved, with ratios")
     parser.add_argument("--no-remote", action="store_true", help="leave out the remote/local line")
     args = parser.parse_args()
     print(f"Machine: {cpu_name()}, {CORES} cores; load average {os.getloadavg()[0]:.2f} (1 min) before the run")
@@ -127,7 +132,7 @@ def main() -> int:
             report_loops(backend, int8, dataset, root, args.rounds, remote)
             report_hit_cost(dataset, root)
         if args.commands:
-            report_commands(root / "demo", root, args.rounds)
+            report_commands(root / "demo", root, args.rounds, args.baseline)
     print(f"\nLoad average {os.getloadavg()[0]:.2f} (1 min) after the run")
     return 0
 
@@ -253,28 +258,36 @@ def report_hit_cost(dataset: Dataset, root: Path) -> None:
     settings.configure()
 
 
-def report_commands(demo: Path, root: Path, rounds: int) -> None:
+def report_commands(demo: Path, root: Path, rounds: int, baseline: str | None) -> None:
     n = len(Dataset.open(demo))
-    # byte-compiled first, as an installed package is (with PYTHONDONTWRITEBYTECODE set, each command would
-    # otherwise compile SegScope's modules again: ~0.1 s)
-    compileall.compile_dir(Path(segscope_core.__file__).parent, quiet=1)
-    command = [sys.executable, "-m", "segscope.core.cli", "eval", "--dataset", str(demo)]
+    pythons = {"": sys.executable, **({" (baseline)": baseline} if baseline else {})}
+    for python in pythons.values():  # byte-compiled first, as an installed package is (with PYTHONDONTWRITEBYTECODE
+        # set, each command would otherwise compile SegScope's modules again: ~0.1 s)
+        package = subprocess.run([python, "-c", "import os, segscope.core as c; print(os.path.dirname(c.__file__))"],
+                                 check=True, capture_output=True, text=True).stdout.strip()
+        subprocess.run([python, "-m", "compileall", "-q", package], check=True, capture_output=True)
 
-    def run(precision: str, first: bool) -> Callable[[], object]:
+    def run(python: str, precision: str, first: bool, folder: Path) -> Callable[[], object]:
         def go() -> object:
-            folder = root / f"command-cache-{precision}"
             if first:
                 shutil.rmtree(folder / settings.DECODED, ignore_errors=True)  # the int8 model stays
-            return subprocess.run([*command, "--precision", precision, "--cache-dir", str(folder)],
-                                  check=True, capture_output=True)
+            return subprocess.run([python, "-m", "segscope.core.cli", "eval", "--dataset", str(demo), "--precision",
+                                   precision, "--cache-dir", str(folder)], check=True, capture_output=True)
         return go
 
-    times = interleaved({f"{'first' if first else 'repeat'} {p}": run(p, first)
-                         for p in ("fp32", "int8") for first in (True, False)}, rounds)
+    times = interleaved({f"{'first' if first else 'repeat'} {p}{label}":
+                         run(python, p, first, root / f"command-cache-{p}{'-baseline' if label else ''}")
+                         for p in ("fp32", "int8") for first in (True, False)
+                         for label, python in pythons.items()}, rounds)
     print(f"\nWhole `segscope eval` command on {n} demo slides (a new process: start, imports, model load, "
           f"the loop), interleaved x{rounds}, per image:")
     for name, values in times.items():
-        print(f"  {name:<12} {ms([v / n for v in values])}")
+        print(f"  {name:<23} {ms([v / n for v in values])}")
+    if baseline:
+        print(f"  this SegScope / the baseline's ({baseline}), per round:")
+        for name, values in times.items():
+            if not name.endswith("(baseline)"):
+                print(f"  {name:<23} {paired_ratios(values, times[f'{name} (baseline)'])}")
 
 
 if __name__ == "__main__":
