@@ -1,9 +1,7 @@
 """Verified entries of arrays under a size cap, the least recently used evicted first (`diskcache`).
 
-An entry is one file: `MAGIC`, a 16-byte xxh3-128 digest of everything after it, the header's length, the
-header (JSON: the key it was stored under, each array's dtype and shape, the caller's facts) and the arrays'
-bytes, read into memory at file speed (no decoding). A read checks the magic, the digest and that the header
-names the key asked for, so an entry that is damaged, cut short or not the one asked for is a miss (removed,
+An entry is one file laid out as `core.cache.entry` says, checked by a 16-byte xxh3-128 digest, read into
+memory at file speed (no decoding); one that is damaged, cut short or not the one asked for is a miss (removed,
 said once), never a wrong number. diskcache writes an entry's file before it commits the row that names it,
 so a writer killed midway leaves no entry, only a stray file, removed by the next store opened here once it
 is an hour old (an interrupted write, not one in progress) or by `segscope cache clear`.
@@ -15,24 +13,23 @@ which key was used least recently, and which files the index names.)
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
-import struct
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import BinaryIO
 
 import diskcache
 import numpy as np
 import xxhash
 
-MAGIC = b"SGSCACH1"
-_PREFIX = struct.Struct("<8s16sI")  # magic, digest, header length
+from .entry import Entry, EntryLayout
+
+LAYOUT = EntryLayout(b"SGSCACH1", xxhash.xxh3_128, 16)
 #: A file in the store's folder that no row names and that is older than this is an interrupted write's.
 STRAY_AGE_S = 3600.0
 #: Seconds a lookup or a write waits for another process's hold on the index before it goes on without the cache.
@@ -48,12 +45,6 @@ def content_digest(data: bytes | memoryview) -> str:
 
 
 @dataclass(frozen=True)
-class Entry:
-    arrays: list[np.ndarray]
-    meta: dict[str, object]
-
-
-@dataclass(frozen=True)
 class StoreInfo:
     folder: Path
     entries: int
@@ -66,8 +57,8 @@ class StoreInfo:
 class _Chunks:
     """The entry's parts read as one file (diskcache copies a `read()`-able value 4 MB at a time)."""
 
-    def __init__(self, parts: Sequence[bytes | np.ndarray]):
-        self._parts = [p.data.cast("B") if isinstance(p, np.ndarray) else memoryview(p) for p in parts]
+    def __init__(self, parts: Sequence[memoryview]):
+        self._parts = list(parts)
 
     def read(self, size: int = -1) -> bytes:
         while self._parts and not len(self._parts[0]):
@@ -114,18 +105,11 @@ class EntryStore:
     def put(self, key: str, arrays: Sequence[np.ndarray], meta: dict[str, object]) -> bool:
         """Store `arrays` (C-contiguous copies are made where needed) and `meta` under `key`; False when the
         entry is too large for the cap or cannot be written (said once; the run goes on without it)."""
-        arrays = [np.ascontiguousarray(a) for a in arrays]
-        header = json.dumps({"key": key, "arrays": [[a.dtype.str, list(a.shape)] for a in arrays], "meta": meta},
-                            separators=(",", ":")).encode()
-        payload = sum(a.nbytes for a in arrays)
-        if payload > self.size_limit // 4:
+        parts = LAYOUT.parts(key, arrays, meta)
+        if sum(len(array) for array in parts[2:]) > self.size_limit // 4:  # (parts: prefix, header, arrays)
             return False
-        digest = xxhash.xxh3_128(header)
-        for array in arrays:
-            digest.update(array.data.cast("B"))
-        parts: list[bytes | np.ndarray] = [_PREFIX.pack(MAGIC, digest.digest(), len(header)), header, *arrays]
         try:
-            self._make_room(_PREFIX.size + len(header) + payload)
+            self._make_room(sum(len(part) for part in parts))
             self._cache.set(key, _Chunks(parts), read=True)
         except UNUSABLE as exc:
             self._warn(f"cannot write to the decoded-input cache ({exc}); the run goes on without it")
@@ -145,32 +129,9 @@ class EntryStore:
         checks out."""
         if not hasattr(value, "readinto"):
             return None
-        stream: IO[bytes] = value  # type: ignore[assignment]
+        stream: BinaryIO = value  # type: ignore[assignment]
         try:
-            prefix = stream.read(_PREFIX.size)
-            if len(prefix) != _PREFIX.size:
-                return None
-            magic, expected, header_size = _PREFIX.unpack(prefix)
-            header = stream.read(header_size) if magic == MAGIC and header_size <= 1 << 20 else b""
-            if len(header) != header_size or not header:
-                return None
-            described = json.loads(header)
-            if described.get("key") != key:
-                return None
-            digest = xxhash.xxh3_128(header)
-            arrays = []
-            for dtype, shape in described["arrays"]:
-                array = np.empty(tuple(int(n) for n in shape), np.dtype(dtype))
-                view = array.data.cast("B")
-                if stream.readinto(view) != len(view):  # type: ignore[attr-defined]
-                    return None
-                digest.update(view)
-                arrays.append(array)
-            if stream.read(1) or digest.digest() != expected:
-                return None
-            return Entry(arrays, dict(described.get("meta") or {}))
-        except (ValueError, TypeError, KeyError, OSError):  # json.JSONDecodeError is a ValueError
-            return None
+            return LAYOUT.read(stream, key)
         finally:
             stream.close()
 

@@ -4,33 +4,29 @@ with NEED). Standard library and NumPy only: the host has no diskcache or xxhash
 
 The key is the client's (`core.remote.backend`: the xxh3-128 of the file's content, and the crop box where the
 ROI's crop travels), so a file changed by one byte, its size and time kept, has another key and is never
-served. An entry is one file named by the key's BLAKE2b, holding `MAGIC`, a CRC-32 of everything after it (it
-guards against damage, the key against a changed file: 4 ms for a demo crop's 9.7 MB, BLAKE2b would take 14),
-the header's length, the header (JSON: the key it was stored under, what the payload is) and the payload: the
-bytes sent, or the decoded pixels of a crop (what the backend would decode them to, so a hit decodes
-nothing). A read checks the magic, the header's key, the payload's size and the CRC, so an entry damaged, cut
-short or not the one asked for is a miss (removed), never a wrong number; a write goes to a temporary file
-renamed into place, so a killed worker leaves no half entry (its stray file is removed once an hour old).
+served. An entry is one file named by the key's BLAKE2b, laid out as `core.cache.entry` says and checked by a
+CRC-32 (it guards against damage, the key against a changed file: 4 ms for a demo crop's 9.7 MB, BLAKE2b would
+take 14); it holds the bytes sent, or the decoded pixels of a crop (what the backend would decode them to, so a
+hit decodes nothing). An entry damaged, cut short or not the one asked for is a miss (removed), never a wrong
+number; a write goes to a temporary file renamed into place, so a killed worker leaves no half entry (its stray
+file is removed once an hour old).
 Entries are evicted least recently used first (a hit touches its file's time) to stay under the size cap.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import os
-import struct
 import sys
 import time
 import uuid
-import zlib
 from pathlib import Path
 
 import numpy as np
 
-MAGIC = b"SGSCHIN1"
-_PREFIX = struct.Struct("<8sII")  # magic, crc32 of the rest, header length
+from ..cache.entry import Crc32, EntryLayout
+
+LAYOUT = EntryLayout(b"SGSCHIN2", Crc32, 4)
 _SUFFIX, _PART = ".entry", ".part"
 #: A temporary file older than this is an interrupted write's.
 STRAY_AGE_S = 3600.0
@@ -66,13 +62,13 @@ class InputCache:
         path = self._path(key)
         try:
             with open(path, "rb") as f:
-                value = _read(f, key)
+                entry = LAYOUT.read(f, key)
         except FileNotFoundError:
             return None
         except OSError as exc:
             self._warn(f"cannot read {path} ({exc.strerror or exc})")
             return None
-        if value is None:
+        if entry is None or len(entry.arrays) != 1:
             self._warn(f"a damaged entry ({path.name}) was removed; its image is sent again")
             self._remove(path)
             return None
@@ -80,29 +76,23 @@ class InputCache:
             os.utime(path)  # recently used: evicted last
         except OSError:
             pass
-        return value
+        return entry.arrays[0].tobytes() if entry.meta.get("bytes") else entry.arrays[0]
 
     def put(self, key: str, value: bytes | np.ndarray) -> None:
         """Store `value` under `key` (atomically; the least recently used evicted to make room). Nothing is stored
         where it is over a quarter of the cap or cannot be written (said once on stderr)."""
-        if isinstance(value, np.ndarray):
-            payload = np.ascontiguousarray(value).data.cast("B")
-            what: dict[str, object] = {"pixels": list(value.shape)}
-        else:
-            payload, what = memoryview(value), {"bytes": len(value)}
-        header = json.dumps({"key": key, **what}, separators=(",", ":")).encode("utf-8")
-        size = _PREFIX.size + len(header) + len(payload)
+        array = value if isinstance(value, np.ndarray) else np.frombuffer(value, np.uint8)
+        parts = LAYOUT.parts(key, [array], {} if isinstance(value, np.ndarray) else {"bytes": True})
+        size = sum(len(part) for part in parts)
         if size > self.size_limit // 4:
             return
-        crc = zlib.crc32(payload, zlib.crc32(header))
         target = self._path(key)
         temporary = target.with_name(f"{target.name}.{uuid.uuid4().hex[:8]}{_PART}")
         try:
             self._make_room(size)
             with open(temporary, "wb") as f:
-                f.write(_PREFIX.pack(MAGIC, crc, len(header)))
-                f.write(header)
-                f.write(payload)
+                for part in parts:
+                    f.write(part)
             os.replace(temporary, target)
         except OSError as exc:
             self._remove(temporary)
@@ -143,31 +133,3 @@ class InputCache:
             self._warned = True
             sys.stderr.write(f"segscope worker: input cache {self.folder}: {text}\n")
 
-
-def _read(f: io.BufferedReader, key: str) -> bytes | np.ndarray | None:
-    """The entry in the open file `f` if it is whole, unchanged and stored under `key`."""
-    try:
-        prefix = f.read(_PREFIX.size)
-        if len(prefix) != _PREFIX.size:
-            return None
-        magic, crc, header_size = _PREFIX.unpack(prefix)
-        header = f.read(header_size) if magic == MAGIC and header_size <= 1 << 16 else b""
-        if not header or len(header) != header_size:
-            return None
-        described = json.loads(header)
-        if not isinstance(described, dict) or described.get("key") != key:
-            return None
-        shape = described.get("pixels")
-        if shape is not None:
-            shape = tuple(int(n) for n in shape)
-            size = int(np.prod(shape))
-        else:
-            size = int(described["bytes"])
-        payload = bytearray(size)
-        if f.readinto(payload) != size or f.read(1):
-            return None
-        if zlib.crc32(payload, zlib.crc32(header)) != crc:
-            return None
-        return np.frombuffer(payload, np.uint8).reshape(shape) if shape is not None else bytes(payload)
-    except (ValueError, TypeError, KeyError):  # json.JSONDecodeError is a ValueError
-        return None
