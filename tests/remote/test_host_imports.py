@@ -13,7 +13,7 @@ import textwrap
 
 #: What the client installs and a bare host does not have (numpy, cv2 and onnxruntime are there).
 CLIENT_ONLY = ("tifffile", "imagecodecs", "paramiko", "scipy", "skimage", "pycocotools", "matplotlib", "PySide6",
-               "pyqtgraph", "dask", "distributed", "openvino", "onnx", "openslide")
+               "pyqtgraph", "dask", "distributed", "openvino", "onnx", "openslide", "diskcache", "xxhash")
 #: The worker's entry and every backend module a request can open there.
 HOST_MODULES = ("segscope.core.remote.worker", "segscope.core.remote.server", "segscope.core.backends.embedded",
                 "segscope.core.backends.mindx", "segscope.core.backends.mindx_model",
