@@ -69,10 +69,11 @@ class SessionEdits:
         self._truths: dict[str, ImageTruth] = {}
         self._versions = itertools.count(1)
 
-    def _forget_truths(self, keep: str | None = None) -> None:
-        """A dataset (re)opens, or its masks are read by another rule: every truth but `keep`'s (an image with
-        unsaved edits) is read again from its files, under a new version."""
-        self._truths = {item_id: truth for item_id, truth in self._truths.items() if item_id == keep}
+    def _forget_truths(self, keep_edits: bool = False) -> None:
+        """A dataset (re)opens, or its masks are read by another rule: every truth is read again from its files,
+        under a new version, but (`keep_edits`) those with unsaved edits, on screen or recovered after a crash:
+        the user's edits stay their images' truth."""
+        self._truths = {item_id: truth for item_id, truth in self._truths.items() if keep_edits and truth.edits}
 
     def truth(self, item_id: str) -> ImageTruth:
         """What the image is scored against now."""

@@ -121,9 +121,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         before = dataset.mask_rule
         if set_mask_rule(dataset, capabilities.class_names, capabilities.details) == before:
             return False
-        document = self.document  # unsaved edits stay the truth of their image
-        self._forget_truths(keep=document.item.id if document is not None and (document.dirty or document.saving)
-                            else None)
+        self._forget_truths(keep_edits=True)
         self._all_changed()  # every score taken by the old rule (a restore's included) is stale: scored again
         return True
 

@@ -96,8 +96,9 @@ class FakeBackend(Backend):
     """Probabilities from each pixel's grey level alone (so tiles and ROI runs agree), at the input's resolution:
     class 1 where the grey level is above `cut`, never exactly 0.5."""
 
-    def __init__(self, model: str, cut: int) -> None:
-        self.capabilities = Capabilities("fake", "test", (TILE, TILE), ("background", "defect"), {"model": model})
+    def __init__(self, model: str, cut: int, truth_values: str = "") -> None:
+        details = {"model": model, **({"truth_values": truth_values} if truth_values else {})}
+        self.capabilities = Capabilities("fake", "test", (TILE, TILE), ("background", "defect"), details)
         self.cut = cut
         self._images: dict[Path, np.ndarray] = {}
 
@@ -182,7 +183,9 @@ class SessionMachine(RuleBasedStateMachine):
         self._folder = tempfile.TemporaryDirectory(prefix="segscope-model-")
         self.root = Path(self._folder.name) / "dataset"
         shutil.copytree(TEMPLATE[0], self.root)
-        self.backends = {"A": FakeBackend("model-a", 128), "B": FakeBackend("model-b", 100)}
+        # C's card names its mask values (the same classes): masks are read by another rule once it opens
+        self.backends = {"A": FakeBackend("model-a", 128), "B": FakeBackend("model-b", 100),
+                         "C": FakeBackend("model-c", 128, f"0:0,{FOREGROUND}:1")}
         self.model = "A"
         self.truth: dict[str, np.ndarray | None] = {}  # what each image must be scored against
         self.on_disk: dict[str, np.ndarray | None] = {}  # its mask file
@@ -210,6 +213,7 @@ class SessionMachine(RuleBasedStateMachine):
             mask = dataset.load_mask(item)
             self.truth[item.id] = self.on_disk[item.id] = mask
         run_here(self.session.open_dataset(dataset))
+        self.session.read_truths_by_model()  # (the viewer's, once a dataset and a model are open)
         self._select("a")
 
     # ------------------------------------------------------------------------------------------ helpers
@@ -256,10 +260,13 @@ class SessionMachine(RuleBasedStateMachine):
         self.session.undo_roi() if undo else self.session.redo_roi()
 
     def _use(self, model: str) -> None:
-        """Open another model (the results of the one before no longer answer)."""
+        """Open another model (the results of the one before no longer answer), and read the masks by its rule
+        as the viewer does (the image on screen read again unless its edits are unsaved)."""
         if model != self.model:
             self.model = model
             self.session.backend.opened(self._backend().capabilities)
+            if self.session.read_truths_by_model() and not self.dirty:
+                self._select(self.current)
 
     def _run(self, item_ids: list[str]) -> None:
         planned = {i: self.session.roi_for(i) for i in item_ids}
@@ -267,17 +274,17 @@ class SessionMachine(RuleBasedStateMachine):
         for item_id in item_ids:
             self.runs[item_id] = (planned[item_id], self._backend().capabilities.details["model"])
 
-    @rule(model=st.sampled_from(["A", "A", "B"]))
+    @rule(model=st.sampled_from(["A", "A", "B", "C"]))
     def run_current(self, model: str) -> None:
         self._use(model)
         self._run([self.current])
 
-    @rule(model=st.sampled_from(["A", "A", "B"]))
+    @rule(model=st.sampled_from(["A", "A", "B", "C"]))
     def run_all(self, model: str) -> None:
         self._use(model)
         self._run(list(IDS))
 
-    @rule(model=st.sampled_from(["A", "A", "B"]))
+    @rule(model=st.sampled_from(["A", "A", "B", "C"]))
     def run_whole_slide(self, model: str) -> None:
         self._use(model)
         item = self.session.current
@@ -334,16 +341,22 @@ class SessionMachine(RuleBasedStateMachine):
         write_recovery(document.editor.snapshot(), mask_source(document.item), self.session.recovery_dir)
         self.recovery[self.current] = document.mask.copy()
 
-    @rule(restore=st.booleans())
-    def crash_and_restart(self, restore: bool) -> None:
+    @rule(restore=st.booleans(), model_first=st.booleans())
+    def crash_and_restart(self, restore: bool, model_first: bool) -> None:
         """A kill once the store wrote the runs: whatever was not saved is lost but for the auto-saved edits. A
         new session opens the folder, restores its runs and the recovered edits, announced at once (or the user
-        declines them), and shows image "a"."""
+        declines them), and shows image "a". The model's mask rule is read as the viewer reads it once both are
+        open: before the restore (`model_first`) or after it (the model finished loading later)."""
         self.session.flush()
         self.session = self._new_session()
         announced = []
         self.session.events.edits_recovered.connect(lambda recovered: announced.extend(recovered.item_ids))
-        run_here(self.session.open_dataset(Dataset.open(self.root)))
+        restore_job = self.session.open_dataset(Dataset.open(self.root))
+        if model_first:
+            self.session.read_truths_by_model()
+        run_here(restore_job)
+        if not model_first:
+            self.session.read_truths_by_model()
         assert sorted(announced) == sorted(self.recovery)
         self.unsaved = set(self.recovery)
         if not restore:
@@ -361,6 +374,7 @@ class SessionMachine(RuleBasedStateMachine):
     def reopen(self, save: bool) -> None:
         self._leave(save)
         run_here(self.session.open_dataset(Dataset.open(self.root)))
+        self.session.read_truths_by_model()
         self._select("b")
 
     @rule()

@@ -164,7 +164,6 @@ def test_row_and_headline_agree_over_a_whole_slide_run(qtbot, window, answers):
     qtbot.waitUntil(lambda: window.panels.result is not None and window.panels.result.roi == moved)
     settle(qtbot, window)
     expected = reference_dice(window.panels.result, window.mask)
-    print("DEBUG", expected, shown(window, "001"), window.dataset_panel.model.row("001"), window.panels.result.backend)
     assert_views_agree(window, "001", expected)
 
 
