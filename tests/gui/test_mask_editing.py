@@ -366,6 +366,7 @@ def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
     editing = window.editing
     qtbot.waitUntil(lambda: editing.shown_result() is not None)  # the panels' inputs come from a worker
     key(window, Qt.Key.Key_A, CTRL | SHIFT)
+    qtbot.waitUntil(lambda: "truth" in window.panels.panel_arrays())  # (the panels' inputs: from a worker)
     result = window.panels.result
     roi = result.roi
     assert window.panels.panel_arrays()["truth"].shape == (roi.height, roi.width)
