@@ -113,6 +113,19 @@ def test_probabilities_come_back_within_half_a_quantisation_step(dtype: str, cla
         np.testing.assert_array_equal(decoded, probabilities)
 
 
+def test_float16_sends_probabilities_below_its_smallest_normal_as_zero() -> None:
+    """Below 2^-14 float16 has only subnormals (slow to convert): those travel as 0, an error well inside the step;
+    from 2^-14 up each value is its nearest float16."""
+    tiny = np.array([0.0, 1e-7, 3e-5, 6.1e-5, 2.0**-14, 1e-4, 0.3], np.float32)
+    probabilities = np.stack([tiny, 1 - tiny], axis=-1).reshape(1, len(tiny), 2)
+    meta, blobs = p.encode_arrays(probabilities, probabilities.argmax(axis=-1).astype(np.uint8), "float16")
+    decoded, _ = p.decode_arrays(meta, blobs)
+    expected_first = [0.0, 0.0, 0.0, 0.0, 2.0**-14, float(np.float16(1e-4)), float(np.float16(0.3))]
+    np.testing.assert_array_equal(decoded[0, :, 0], np.array(expected_first, np.float32))
+    np.testing.assert_array_equal(decoded[0, :, 1], (1 - tiny).astype(np.float16).astype(np.float32))
+    assert np.abs(decoded - probabilities).max() <= p.quantisation_step("float16") / 2
+
+
 @pytest.mark.parametrize(("dtype", "limit"), [("uint8", 1.5e6), ("float16", 7.4e6 / 3), ("float32", 7.4e6 * 0.75)])
 def test_a_noisy_960x960_result_stays_small(dtype: str, limit: float) -> None:
     """uint8 (the default) meets the 1.5 MB target even with noise in every pixel; float16 keeps its fine
