@@ -202,8 +202,7 @@ def report_loops(backend: EmbeddedBackend, int8: FastSession, dataset: Dataset, 
     if remote is not None:  # the host's input cache too (and the truth masks, read here, in the local one)
         settings.configure(root / "cache-remote-filled")
         eval_loop(remote, dataset)
-    bounds: dict[str, list[float]] = {}  # per call: model + the rest / cores, seconds per image
-    work: dict[str, list[tuple[float, float]]] = {}
+    work: dict[str, list[tuple[float, float]]] = {}  # per call: (the rest, the model), seconds per image
 
     def bound(make: Callable[[], Backend], first: bool, name: str) -> Callable[[], object]:
         def measure() -> object:
@@ -212,7 +211,6 @@ def report_loops(backend: EmbeddedBackend, int8: FastSession, dataset: Dataset, 
             single, model = work_per_image(make(), backend, dataset)
             key = f"{'first' if first else 'repeat'} {name}"
             work.setdefault(key, []).append((single, model))
-            bounds.setdefault(key, []).append(model + single / CORES)
             return single, model
         return measure
 
@@ -241,9 +239,9 @@ def report_loops(backend: EmbeddedBackend, int8: FastSession, dataset: Dataset, 
               f"one core each -> bound {(model + single / CORES) * 1000:.1f} ms per image (medians)")
     print(f"\nsegscope eval loop over {n} demo slides, interleaved x{rounds}, per image, and the bound measured "
           "beside it in the same round over the loop's time (1.0 = the bound):")
-    for name in bounds:
+    for name, values in work.items():
         per_image = [v / n for v in times[name]]
-        reached = [b / t for b, t in zip(bounds[name][-rounds:], per_image)]
+        reached = [(model + single / CORES) / t for (single, model), t in zip(values[-rounds:], per_image)]
         print(f"  {name:<12} {ms(per_image)}  reached {statistics.median(reached):.0%} of the bound "
               f"(rounds {min(reached):.0%}-{max(reached):.0%})")
     same = {name: len(found) == 1 for name, found in outcomes.items()}

@@ -105,9 +105,9 @@ class EntryStore:
     def put(self, key: str, arrays: Sequence[np.ndarray], meta: dict[str, object]) -> bool:
         """Store `arrays` (C-contiguous copies are made where needed) and `meta` under `key`; False when the
         entry is too large for the cap or cannot be written (said once; the run goes on without it)."""
-        parts = LAYOUT.parts(key, arrays, meta)
-        if sum(len(array) for array in parts[2:]) > self.size_limit // 4:  # (parts: prefix, header, arrays)
+        if sum(array.nbytes for array in arrays) > self.size_limit // 4:
             return False
+        parts = LAYOUT.parts(key, arrays, meta)
         try:
             self._make_room(sum(len(part) for part in parts))
             self._cache.set(key, _Chunks(parts), read=True)

@@ -199,7 +199,7 @@ def encode_arrays(probabilities: np.ndarray, argmax: np.ndarray, dtype: str) -> 
         chunks = [quantised[:, c] for c in range(classes)]
     else:
         float_type, bits_type = _FLOAT_BITS[dtype]
-        if dtype == "float16":  # NumPy makes float16 subnormals ~10x slower than normal values: 0, within the step
+        if dtype == "float16":  # NumPy converts to float16 subnormals several times slower: 0, within the step
             values = np.where(values < _FLOAT16_NORMAL, np.float32(0.0), values)
         # float32: the caller's array (read only: the last class's difference is a new array)
         bits = np.ascontiguousarray(values, float_type).view(bits_type)
