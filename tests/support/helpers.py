@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 
 import numpy as np
@@ -72,3 +73,21 @@ def tiny_card(size: int = 960) -> dict:
                     {"name": "argmax", "kind": "argmax"}],
         "classes": ["background", "defect"],
     }
+
+
+def without_medians(summary: dict[str, object]) -> dict[str, object]:
+    """`catalogue.means` less what a running summary (`core.metrics.running`) leaves out: medians and the
+    worst-case aggregate."""
+    aggregates = {name: {key: (None if key == "median" else value) for key, value in entry.items()
+                         if key != "worst_case"}
+                  for name, entry in summary["aggregates"].items()}  # type: ignore[union-attr]
+    return {**summary, "aggregates": aggregates}
+
+
+def same_numbers(a: object, b: object) -> bool:
+    """Equal bit for bit (no tolerance), NaN equal to NaN, through nested dicts."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_numbers(a[k], b[k]) for k in a)
+    return a == b
