@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from segscope.core import cli
+
+T = TypeVar("T")
 
 
 def run_cli(*argv: object) -> tuple[int, str]:
@@ -91,3 +95,13 @@ def same_numbers(a: object, b: object) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same_numbers(a[k], b[k]) for k in a)
     return a == b
+
+
+def found_and_problems(entries: Iterable[T | str]) -> tuple[list[T], list[str]]:
+    """What a store's reader yields (`SessionStore.results`, `.slides`), split into the entries and the lines
+    about those that could not be read."""
+    found: list[T] = []
+    problems: list[str] = []
+    for entry in entries:
+        (problems if isinstance(entry, str) else found).append(entry)  # type: ignore[arg-type]
+    return found, problems
