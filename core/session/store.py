@@ -7,8 +7,10 @@ folder is kept under `max_bytes` by dropping the oldest files; a whole-slide run
 is kept for the session only (`keeps`: the viewer says so when it plans the run) and its image's older stored
 run is dropped, so reopening never brings back a run the user replaced. Metrics are not stored: they are
 re-scored on load against the masks on disk, so a mask saved or edited elsewhere meanwhile can never leave an
-old number behind. `submit` and `submit_slide` write in a background thread (compressing a result takes tens
-of milliseconds, a whole slide seconds); `flush` waits for the writes, `take_errors` collects what failed.
+old number behind. `submit` and `submit_slide` write in a background thread (a whole slide takes seconds to
+compress); `flush` waits for the writes, `take_errors` collects what failed. A result is stored uncompressed: a
+Run all writes one per image, and deflating a model's float32 output costs several times a small model's
+inference (30 ms for a 128x128x2 output, saving a fifth of its bytes), CPU that the run needs.
 Stored files are read as untrusted (`read_stored`, `read_slide`): a damaged or hostile entry is skipped with
 one line.
 """
@@ -38,7 +40,7 @@ from ..wholeslide.tiling import Stitched
 
 STORE_DIR_NAME = ".segscope-session"
 SLIDES_DIR_NAME = "slides"
-#: About 70 results of a 960x960x2 model (npz-compressed they are usually much smaller).
+#: About 70 results of a 960x960x2 model.
 DEFAULT_MAX_BYTES = 512 << 20
 #: Once over its bound, the folder is trimmed to this share of it (so it is listed once per tenth of the bound).
 TRIM_TO = 0.9
@@ -126,8 +128,8 @@ class SessionStore:
                 "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
                 "roi_note": result.roi_note}
         buffer = io.BytesIO()
-        np.savez_compressed(buffer, probabilities=result.probabilities, argmax=result.argmax,
-                            meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+        np.savez(buffer, probabilities=result.probabilities, argmax=result.argmax,
+                 meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
         path = atomic_write_bytes(self.folder / _file_name(image_id), buffer.getvalue(), overwrite=True)
         self._trim(keep=path)
         return path
