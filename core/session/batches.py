@@ -71,6 +71,7 @@ class SessionRuns:
     _keep_slide_run: Callable[[TiledEvaluation], list[str]]
     _scored: Callable[..., None]
     truth: Callable[[str], ImageTruth]
+    truth_versions: Callable[[], Callable[[str], int | None]]
 
     def __init__(self) -> None:
         self._outcomes: dict[str, Outcome] = {}
@@ -111,12 +112,6 @@ class SessionRuns:
             return {}
         return {document.item.id: document.disk_mask}
 
-    def scored_on(self, item_id: str) -> int | None:
-        """The truth version a score made now from the image's mask file is of (None: the image has unsaved
-        edits, so such a score is of no version)."""
-        truth = self.truth(item_id)
-        return None if truth.edits else truth.version
-
     def _run_key(self, record: RunRecord, scored_on: int | None, quality: MetricSpec) -> ScoreKey:
         return ScoreKey(("run", record.id), -1 if scored_on is None else scored_on, quality)
 
@@ -128,7 +123,7 @@ class SessionRuns:
         dataset = self._dataset()
         batch = Batch(dataset, tuple(dataset.item(i) for i in item_ids), self.run_plan(item_ids), dict(sources or {}),
                       self.held_masks(), stream, self.quality)
-        scored_on = {item_id: self.scored_on(item_id) for item_id in item_ids}
+        scored_on = self.truth_versions()
         for item_id in item_ids:
             self._set_outcome(item_id, Outcome(QUEUED))
         describe_as, counts = self.describe_as, {"done": 0, "failed": 0}
@@ -143,7 +138,7 @@ class SessionRuns:
                     self.events.message.emit(Message("info", f"{result.roi_note}: each image's ROI was sent to "
                                                              "the stream as its whole image"))
                 counts["done"] += 1
-                self.add_evaluation(step.evaluation, scored_on.get(step.evaluation.item.id), batch.quality)
+                self.add_evaluation(step.evaluation, scored_on(step.evaluation.item.id), batch.quality)
             elif isinstance(step, Failed):
                 counts["failed"] += 1
                 self._failed(step)
