@@ -215,8 +215,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         return self.dataset
 
     def _all_changed(self) -> None:
-        for item_id in self.answered_ids(self.dataset):
-            self._item_changed(item_id)
+        self._items_changed(self.answered_ids(self.dataset))
 
     # ---------------------------------------------------------------------------------------- current
     def select(self, item_id: str) -> Job[tuple[tuple[int, int], np.ndarray | None]]:
