@@ -22,6 +22,7 @@ from ..core.session.backend_state import BackendState
 from ..core.session.session import Session
 from .backend_dialog import BackendChoice
 from .backend_view import follow_backend
+from .coalesce import Coalescer
 from .commands import ViewerCommands
 from .dataset_panel import DatasetPanel
 from .dataset_rows import RowStatus
@@ -155,6 +156,11 @@ class MainWindow(QMainWindow):
     def slide_ready(self) -> bool:
         """Whether the selected item's slide is decoded and shown."""
         return self.display.ready()
+
+    def redraws_due(self) -> bool:
+        """Whether a view has a redraw due: the views that read many images draw at a bounded rate
+        (`gui/coalesce.py`), so what they show may lag the session by up to `coalesce.REFRESH_MS`."""
+        return any(refresh.pending for refresh in self.findChildren(Coalescer))
 
     # ------------------------------------------------------------------------------------------- layout
     def _connect_messages(self) -> None:
