@@ -104,7 +104,8 @@ class Dataset:
     def __init__(self, root: Path, items: list[DatasetItem], default_roi: Roi | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS, truth: str = AUTO):
         self.root = root
-        self.items = items
+        self.items = items  # (never reordered: `item` finds an id's position through `_index`)
+        self._index = {item.id: n for n, item in enumerate(items)}
         self.max_pixels = max_pixels
         self.truth_choice = check_choice(truth)  # which truth file each image is scored against (truth.py)
         #: How the model that scores the dataset reads its masks (set once it is known: a card's truth_values);
@@ -152,10 +153,13 @@ class Dataset:
         return len(self.items)
 
     def item(self, item_id: str) -> DatasetItem:
-        found = next((i for i in self.items if i.id == item_id), None)
-        if found is None:
+        index = self._index.get(item_id)
+        if index is None:
             raise SegScopeError(f"{self.root}: no image with id {item_id!r}")
-        return found
+        return self.items[index]
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._index
 
     def image_size(self, item: DatasetItem) -> tuple[int, int]:
         """Level 0's size from the file's header or directories (a slide's reader), never a full decode."""
@@ -195,7 +199,7 @@ class Dataset:
         if item.mask_path is not None or written != default_mask_path(item.image_path):
             return item  # a correction beside the original is found through `truth_path`
         updated = dataclasses.replace(item, mask_path=written)
-        self.items[self.items.index(item)] = updated
+        self.items[self._index[item.id]] = updated
         return updated
 
     def truth(self, item: DatasetItem) -> Truth | None:

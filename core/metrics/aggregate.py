@@ -83,7 +83,9 @@ def aggregate(values: Sequence[float | None], worst: Sequence[float] | None = No
 
 
 def _mean(values: Sequence[float] | None) -> float | None:
-    return float(np.mean(values)) if values else None
+    """The correctly rounded sum over the count: a running summary that adds and removes values gives the same
+    (`core.metrics.running`), whatever the order."""
+    return math.fsum(values) / len(values) if values else None
 
 
 def _median(values: Sequence[float] | None) -> float | None:

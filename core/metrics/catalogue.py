@@ -155,7 +155,7 @@ _PER_CLASS: dict[str, PerClass] = {}
 _PER_CLASS_NAME = re.compile(r"(\w+)_(\d+)")
 
 
-def _per_class_family(name: str) -> str | None:
+def family_of(name: str) -> str | None:
     """The per-class metric `name` is an entry of (`dice_1` -> `dice`), or None."""
     match = _PER_CLASS_NAME.fullmatch(name)
     return match.group(1) if match and match.group(1) in _PER_CLASS else None
@@ -164,7 +164,7 @@ def _per_class_family(name: str) -> str | None:
 def _clashes(names: Iterable[str]) -> list[str]:
     """Of `names`, those a registered metric (or a per-class entry `<name>_<i>`) already answers to."""
     taken = {n for m in _METRICS.values() for n in (m.name, *m.aliases)}
-    return sorted(n for n in names if n in taken or _per_class_family(n) is not None)
+    return sorted(n for n in names if n in taken or family_of(n) is not None)
 
 
 def register(metric: Metric) -> Metric:
@@ -204,7 +204,7 @@ def lookup(name: str, class_names: Sequence[str] = ()) -> Metric:
     for metric in _METRICS.values():
         if key == metric.name or key in metric.aliases:
             return metric
-    family = _per_class_family(key)
+    family = family_of(key)
     if family is not None:
         index = int(key.rsplit("_", 1)[1])
         return _PER_CLASS[family].entry(index, class_names[index] if index < len(class_names) else "")

@@ -58,7 +58,7 @@ class SessionResults:
 
     def _forget_results(self) -> None:
         """Another dataset: none of these images' results apply."""
-        self.history.records.clear()
+        self.history.clear()
         self.slide_runs.clear()
         self._parts.clear()
 
@@ -75,7 +75,7 @@ class SessionResults:
     # ------------------------------------------------------------------------------------------ results
     def newest(self, item_id: str) -> RunRecord | None:
         """The newest run of an image (its arrays may have been dropped)."""
-        return next((record for record in reversed(self.history.records) if record.image_id == item_id), None)
+        return self.history.newest(item_id)
 
     def record(self, item_id: str) -> RunRecord | None:
         """The newest run of an image if it still has its arrays (the history drops old arrays)."""
@@ -134,12 +134,23 @@ class SessionResults:
             return Answer(record.result, (RUN, record.id), RUN, stale, record.class_names)
         return None
 
+    def answers(self, item_id: str) -> bool:
+        """Whether something answers for the image (a run or a whole-slide run kept)."""
+        return self.history.newest(item_id) is not None or item_id in self.slide_runs
+
     def answered_ids(self, dataset: Dataset | None) -> list[str]:
         """Images something answers for (a run or a whole-slide run), in dataset order."""
         if dataset is None:
             return []
-        ran = {record.image_id for record in self.history.records}
+        ran = self.history.image_ids()
         return [item.id for item in dataset.items if item.id in ran or item.id in self.slide_runs]
+
+    @property
+    def has_results(self) -> bool:
+        """Whether any image has a result to show or export (`result`), in O(whole-slide runs kept): the newest
+        run always keeps its arrays, and answers for its image (fresh or stale) unless a whole-slide part does."""
+        return len(self.history) > 0 or any(self.stitched_result(i, self.roi_for(i)) is not None
+                                            for i in self.slide_runs)
 
     # ------------------------------------------------------------------------------------------ storing
     def _keep_run(self, item_id: str, result: InferenceResult, restored: bool = False) -> RunRecord:
@@ -148,14 +159,17 @@ class SessionResults:
         self._sizes.setdefault(item_id, result.image_size)
         return record
 
-    def _keep_slide_run(self, evaluation: TiledEvaluation) -> None:
+    def _keep_slide_run(self, evaluation: TiledEvaluation) -> list[str]:
+        """Keep a whole-slide run; returns the images whose older runs were let go to stay within the budget."""
         runs, item_id = self.slide_runs, evaluation.item.id
         runs.pop(item_id, None)
         runs[item_id] = evaluation
         self._slide_keys[item_id] = next(self._slide_count)
         self._sizes.setdefault(item_id, evaluation.stitched.slide_size)
-        total = 0
+        total, dropped = 0, []
         for kept_id, run in reversed(list(runs.items())):  # newest first; the newest is always kept
             total += run.stitched.nbytes
             if total > SLIDE_RUN_BYTES and kept_id != item_id:
                 del runs[kept_id]
+                dropped.append(kept_id)
+        return dropped

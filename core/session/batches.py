@@ -68,7 +68,7 @@ class SessionRuns:
     _dataset: Callable[[], Dataset]
     _item_changed: Callable[[str], None]
     _keep_run: Callable[..., RunRecord]
-    _keep_slide_run: Callable[[TiledEvaluation], None]
+    _keep_slide_run: Callable[[TiledEvaluation], list[str]]
     _scored: Callable[..., None]
     truth: Callable[[str], ImageTruth]
 
@@ -203,7 +203,8 @@ class SessionRuns:
     def add_slide_run(self, evaluation: TiledEvaluation) -> None:
         """Keep a finished whole-slide run (replacing the image's one before; kept on disk too)."""
         item_id = evaluation.item.id
-        self._keep_slide_run(evaluation)
+        for dropped in self._keep_slide_run(evaluation):  # (an image whose older whole-slide run was let go)
+            self._item_changed(dropped)
         if self.store is not None:
             self.store.submit_slide(evaluation)
             self._report_store_errors()

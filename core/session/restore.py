@@ -30,15 +30,14 @@ class Restored:
 
 
 def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored]:
-    """What `store` keeps of `dataset`, each re-scored against today's mask on disk, one at a time (reads and
-    scores only: any thread)."""
+    """What `store` keeps of `dataset`, each read and re-scored against today's mask on disk as it is asked for
+    (reads and scores only: any thread), a line for each entry that cannot be read."""
     root = dataset.root
-    stored, problems = store.load()
-    slides, slide_problems = store.load_slides()
-    for problem in (*problems, *slide_problems):
-        yield Restored(root, note=problem)
     known = {item.id: item for item in dataset.items}
-    for entry in stored:
+    for entry in store.results():
+        if isinstance(entry, str):
+            yield Restored(root, note=entry)
+            continue
         item = known.get(entry.image_id)
         if item is None:
             continue
@@ -48,7 +47,10 @@ def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored
             yield Restored(root, note=f"{item.id}: stored result not restored: {exc}")
             continue
         yield Restored(root, item.id, entry.result, metrics=metrics)
-    for slide in slides:
+    for slide in store.slides():
+        if isinstance(slide, str):
+            yield Restored(root, note=slide)
+            continue
         item = known.get(slide.image_id)
         if item is None:
             continue

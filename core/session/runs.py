@@ -12,8 +12,9 @@ import csv
 import io
 import itertools
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Iterable, Iterator, KeysView
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -63,12 +64,15 @@ def ordered_stages(stages: Iterable[str]) -> list[str]:
     return [s for s in STAGE_ORDER if s in present] + sorted(present - set(STAGE_ORDER))
 
 
-@dataclass
 class RunHistory:
-    """The session's runs, oldest first."""
+    """The session's runs, oldest first, indexed by image: adding a run costs O(1), whatever the history holds."""
 
-    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
-    records: list[RunRecord] = field(default_factory=list)
+    def __init__(self, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> None:
+        self.max_result_bytes = max_result_bytes
+        self.records: list[RunRecord] = []  # (read-only outside: `add` and `clear` keep the indexes)
+        self._by_image: dict[str, list[RunRecord]] = {}  # each image's runs, oldest first
+        self._holding: deque[RunRecord] = deque()  # runs that still hold their arrays, oldest first
+        self._held_bytes = 0
 
     def add(self, image_id: str, result: InferenceResult, capabilities: Capabilities | None = None) -> RunRecord:
         """Record a result (its `backend` and `timings`, and the model file from the backend's details)."""
@@ -77,19 +81,25 @@ class RunHistory:
         record = RunRecord(len(self.records) + 1, image_id, backend, model, result.roi, time.time(),
                            dict(result.timings), result, capabilities.class_names if capabilities else ())
         self.records.append(record)
+        self._by_image.setdefault(image_id, []).append(record)
+        self._holding.append(record)
+        self._held_bytes += _array_bytes(result)
         self._trim()
         return record
 
     def _trim(self) -> None:
-        kept = 0
-        for record in reversed(self.records):
-            if record.result is None:
-                continue
-            size = record.result.probabilities.nbytes + record.result.argmax.nbytes
-            if kept and kept + size > self.max_result_bytes:  # the newest run always keeps its arrays
-                record.result = None
-            else:
-                kept += size
+        """Drop the oldest runs' arrays until the rest fit the budget; the newest run always keeps its arrays."""
+        while self._held_bytes > self.max_result_bytes and len(self._holding) > 1:
+            oldest = self._holding.popleft()
+            if oldest.result is not None:
+                self._held_bytes -= _array_bytes(oldest.result)
+                oldest.result = None
+
+    def clear(self) -> None:
+        self.records.clear()
+        self._by_image.clear()
+        self._holding.clear()
+        self._held_bytes = 0
 
     def __len__(self) -> int:
         return len(self.records)
@@ -97,8 +107,17 @@ class RunHistory:
     def __iter__(self) -> Iterator[RunRecord]:
         return iter(self.records)
 
+    def newest(self, image_id: str) -> RunRecord | None:
+        """The image's newest run (its arrays may have been dropped)."""
+        runs = self._by_image.get(image_id)
+        return runs[-1] if runs else None
+
+    def image_ids(self) -> KeysView[str]:
+        """The images with at least one run."""
+        return self._by_image.keys()
+
     def for_image(self, image_id: str) -> list[RunRecord]:
-        return [r for r in self.records if r.image_id == image_id]
+        return list(self._by_image.get(image_id, ()))
 
     def latest_per_image(self, backend: str | None = None) -> list[RunRecord]:
         """The newest run of each image (of one backend when given): the rows of a dataset timing table."""
@@ -107,6 +126,10 @@ class RunHistory:
             if backend is None or record.backend == backend:
                 latest[record.image_id] = record
         return list(latest.values())
+
+
+def _array_bytes(result: InferenceResult) -> int:
+    return result.probabilities.nbytes + result.argmax.nbytes
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 from ..dataset.dataset import Dataset, DatasetItem
 from ..evaluate import DatasetSummary, evaluation_row, score
 from ..metrics.catalogue import Metric
+from ..metrics.running import RunningSummary
 from ..metrics.scores import ImageMetrics
 from ..quality.spec import MetricSpec
 from ..result import InferenceResult
@@ -67,13 +68,17 @@ class SessionScores:
     edited_mask: Callable[[str], Callable[[], np.ndarray | None]]
     roi_for: Callable[[str], Roi]
     answered_ids: Callable[[Dataset | None], list[str]]
+    answers: Callable[[str], bool]
 
     def __init__(self) -> None:
         self._scores: dict[str, tuple[ScoreKey, ImageMetrics | None]] = {}
+        #: The means over the images something answers for, kept as each one changes (`summary` without medians).
+        self.running = RunningSummary()
 
     def _forget_scores(self) -> None:
         """Another dataset: none of these images' metrics apply."""
         self._scores.clear()
+        self.running.clear()
 
     def score_key(self, item_id: str) -> ScoreKey | None:
         """What the image's numbers must be of now (None: nothing answers for it)."""
@@ -135,6 +140,7 @@ class SessionScores:
 
     def _item_changed(self, item_id: str) -> None:
         """Announce that what the image's views derive from changed, and that a score is due when one is."""
+        self.running.set(item_id, self.known_metrics(item_id) if self.answers(item_id) else None)
         self.events.item_changed.emit(ItemChanged(item_id))
         answer = self.answer(item_id)
         if answer is not None and answer.result is not None and not self.is_fresh(item_id):
@@ -151,7 +157,7 @@ class SessionScores:
 
     def summary(self, item_ids: list[str] | None = None) -> DatasetSummary:
         """Means of the last scored metrics over the images something answers for (or `item_ids`) that have
-        masks (never re-scores: cheap enough for every change)."""
+        masks (never re-scores; O(images): a view that follows every change reads `running`)."""
         summary = DatasetSummary()
         for item_id in self._scored_ids(item_ids):
             summary.add(self.known_metrics(item_id))

@@ -174,8 +174,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         """Take one restored entry (scored against the truth of version `scored_on`); False when it is not taken:
         an image of another dataset, or one that got a newer result or whole-slide run meanwhile."""
         dataset = self.dataset
-        if (dataset is None or entry.root != dataset.root or not entry.image_id
-                or not any(i.id == entry.image_id for i in dataset.items)):
+        if dataset is None or entry.root != dataset.root or not entry.image_id or entry.image_id not in dataset:
             return False
         item_id = entry.image_id
         if entry.result is not None:
@@ -186,7 +185,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             self._scored(item_id, self._run_key(record, scored_on, MetricSpec()), entry.metrics)
             return True
         if entry.slide_run is not None and item_id not in self.slide_runs:
-            self._keep_slide_run(entry.slide_run)
+            for dropped in self._keep_slide_run(entry.slide_run):
+                self._item_changed(dropped)
             self.events.slide_run_added.emit(SlideRunAdded(item_id, entry.slide_run, restored=True))
             self._item_changed(item_id)
             return True

@@ -7,8 +7,10 @@ folder is kept under `max_bytes` by dropping the oldest files; a whole-slide run
 is kept for the session only (`keeps`: the viewer says so when it plans the run) and its image's older stored
 run is dropped, so reopening never brings back a run the user replaced. Metrics are not stored: they are
 re-scored on load against the masks on disk, so a mask saved or edited elsewhere meanwhile can never leave an
-old number behind. `submit` and `submit_slide` write in a background thread (compressing a result takes tens
-of milliseconds, a whole slide seconds); `flush` waits for the writes, `take_errors` collects what failed.
+old number behind. `submit` and `submit_slide` write in a background thread (a whole slide takes seconds to
+compress); `flush` waits for the writes, `take_errors` collects what failed. A result is stored uncompressed: a
+Run all writes one per image, and deflating a model's float32 output costs several times a small model's
+inference (30 ms for a 128x128x2 output, saving a fifth of its bytes), CPU that the run needs.
 Stored files are read as untrusted (`read_stored`, `read_slide`): a damaged or hostile entry is skipped with
 one line.
 """
@@ -20,7 +22,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,8 +40,10 @@ from ..wholeslide.tiling import Stitched
 
 STORE_DIR_NAME = ".segscope-session"
 SLIDES_DIR_NAME = "slides"
-#: About 70 results of a 960x960x2 model (npz-compressed they are usually much smaller).
+#: About 70 results of a 960x960x2 model.
 DEFAULT_MAX_BYTES = 512 << 20
+#: Once over its bound, the folder is trimmed to this share of it (so it is listed once per tenth of the bound).
+TRIM_TO = 0.9
 #: What one stored file may inflate to: an 8192 x 8192 model output of 3 classes and its argmax, or a
 #: whole-slide run within the default bound.
 MAX_INFLATED = 1 << 30
@@ -83,6 +87,8 @@ class SessionStore:
         self._executor: ThreadPoolExecutor | None = None
         self._pending: list[Future[Path | None]] = []
         self._errors: list[str] = []
+        self._usage: dict[Path, int] | None = None  # the stored files, oldest first, and their sizes (`_trim`)
+        self._used = 0
 
     def submit(self, image_id: str, result: InferenceResult) -> None:
         """`save` in the store's thread (results are never changed after a run, so no copy is needed)."""
@@ -122,8 +128,8 @@ class SessionStore:
                 "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
                 "roi_note": result.roi_note}
         buffer = io.BytesIO()
-        np.savez_compressed(buffer, probabilities=result.probabilities, argmax=result.argmax,
-                            meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+        np.savez(buffer, probabilities=result.probabilities, argmax=result.argmax,
+                 meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
         path = atomic_write_bytes(self.folder / _file_name(image_id), buffer.getvalue(), overwrite=True)
         self._trim(keep=path)
         return path
@@ -153,42 +159,63 @@ class SessionStore:
         return path
 
     def _trim(self, keep: Path) -> None:
-        files = sorted([*self.folder.glob("*.npz"), *self.slides_folder.glob("*.npz")],
-                       key=lambda p: p.lstat().st_mtime_ns, reverse=True)
-        total = 0
-        for path in files:
-            total += path.lstat().st_size
-            if total > self.max_bytes and path != keep:
+        """Keep the folder under `max_bytes` after `keep` was written, dropping the oldest files. O(1) per write:
+        the store counts what it writes, and lists the folder only when that passes the bound (counting then what
+        another viewer wrote or removed meanwhile), trimming to `TRIM_TO` of it so that listing stays rare."""
+        usage = self._usage if self._usage is not None else self._list()
+        size = keep.lstat().st_size
+        self._used += size - usage.pop(keep, 0)
+        usage[keep] = size  # the newest
+        if self._used <= self.max_bytes:
+            return
+        usage = self._list()
+        for path in list(usage):
+            if self._used <= self.max_bytes * TRIM_TO:
+                break
+            if path != keep:
                 path.unlink(missing_ok=True)
+                self._used -= usage.pop(path)
 
-    def load(self) -> tuple[list[StoredResult], list[str]]:
-        """Stored results, oldest first, and one line per entry that could not be read (it is skipped: a
-        stored result is only a cache of a run, so nothing in this folder may stop a dataset from opening).
-        Temporary files of writes a killed session left are removed."""
-        return _load(self.folder, read_stored, "stored result")
+    def _list(self) -> dict[Path, int]:
+        """What the folder holds now, oldest first."""
+        files = []
+        for folder in (self.folder, self.slides_folder):
+            try:
+                files += [(path, path.lstat()) for path in folder.glob("*.npz")]
+            except OSError:
+                continue
+        files.sort(key=lambda found: found[1].st_mtime_ns)
+        self._usage = {path: found.st_size for path, found in files}
+        self._used = sum(self._usage.values())
+        return self._usage
 
-    def load_slides(self) -> tuple[list[StoredSlide], list[str]]:
-        """Stored whole-slide runs, oldest first, and one line per entry that could not be read (skipped)."""
-        return _load(self.slides_folder, read_slide, "stored whole-slide run")
+    def results(self) -> Iterator[StoredResult | str]:
+        """Stored results, oldest first, read one at a time as they are asked for (a store of thousands never sits
+        in memory whole), and one line (a str) per entry that could not be read: it is skipped, since a stored
+        result is only a cache of a run and nothing in this folder may stop a dataset from opening. Temporary
+        files of writes a killed session left are removed."""
+        return _read_each(self.folder, read_stored, "stored result")
+
+    def slides(self) -> Iterator[StoredSlide | str]:
+        """Stored whole-slide runs, as `results` gives results."""
+        return _read_each(self.slides_folder, read_slide, "stored whole-slide run")
 
 
-def _load(folder: Path, read: Callable[[Path], _Stored], what: str) -> tuple[list[_Stored], list[str]]:
+def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str) -> Iterator[_Stored | str]:
     try:
         entries = [(p, p.lstat().st_mtime_ns) for p in folder.iterdir() if p.name.endswith(".npz")]
         leftovers = [p for p in folder.iterdir() if TEMP_NAME.match(p.name) and p.is_file()]
     except OSError:
-        return [], []  # no store (or not a folder): nothing to restore
+        return  # no store (or not a folder): nothing to restore
     for path in leftovers:
         path.unlink(missing_ok=True)
-    stored, problems = [], []
     for path, _ in sorted(entries, key=lambda entry: entry[1]):
         try:
-            stored.append(read(path))
+            yield read(path)
         except Exception as exc:  # noqa: BLE001 - any damage to a cache entry only skips it
             detail = exc.problem if isinstance(exc, InputError) else exc if isinstance(exc, SegScopeError) \
                 else f"{type(exc).__name__}: {exc}"
-            problems.append(one_line(f"{path}: {what} not restored ({detail}); it is ignored"))
-    return stored, problems
+            yield one_line(f"{path}: {what} not restored ({detail}); it is ignored")
 
 
 def _array(archive: zipfile.ZipFile, name: str, dtype: type, ndim: int) -> np.ndarray:

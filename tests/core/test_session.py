@@ -18,6 +18,8 @@ from segscope.core.session.jobs import run_here
 from segscope.core.session.runs import RunHistory
 from segscope.core.session.session import Session
 
+from helpers import found_and_problems
+
 W, H = 8, 6
 
 
@@ -243,9 +245,9 @@ def test_the_store_stays_in_its_size_bound_and_skips_unreadable_files(tmp_path, 
     store = SessionStore(dataset.root, max_bytes=1)  # room for the newest file only
     store.save("a", one)
     store.save("b", one)
-    assert [(s.image_id, s.result.threshold) for s in store.load()[0]] == [("b", 0.7)]
+    assert [(s.image_id, s.result.threshold) for s in found_and_problems(store.results())[0]] == [("b", 0.7)]
     (store.folder / "broken.npz").write_bytes(b"not a zip")
-    stored, problems = store.load()
+    stored, problems = found_and_problems(store.results())
     assert [s.image_id for s in stored] == ["b"] and len(problems) == 1 and "broken.npz" in problems[0]
 
 

@@ -31,6 +31,7 @@ from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.truth import corrected_mask_path
 from segscope.core.editing.document import mask_source
 from segscope.core.editing.files import write_recovery
+from segscope.core.metrics import catalogue
 from segscope.core.metrics.review import ERROR_NAMES, error_codes
 from segscope.core.metrics.scores import argmax_at_roi
 from segscope.core.quality.spec import MetricSpec
@@ -43,6 +44,8 @@ from segscope.core.session.session import Session
 from segscope.core.session.views import UNSAVED_MARK, headline, item_view, review_input
 from segscope.core.slides import open_slide
 from segscope.core.wholeslide.evaluate import TilePlan
+
+from helpers import same_numbers, without_medians
 
 W, H = 96, 72
 TILE = 32
@@ -449,6 +452,8 @@ class SessionMachine(RuleBasedStateMachine):
                 self.check_numbers(item_id, view.metrics, answer.result, self.truth[item_id])
             else:
                 assert view.note, view  # numbers that do not answer say so
+        # The means a view follows as they change are those of the images' numbers now, by the batch rule.
+        assert same_numbers(session.running.means(), without_medians(catalogue.means(session.summary().scored)))
 
     def check_numbers(self, item_id: str, metrics, result: InferenceResult, truth: np.ndarray | None) -> None:
         if truth is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from segscope.core.session import store as session_store
 from segscope.core.session.jobs import run_here
 from segscope.core.session.session import Session
 from segscope.core.session.store import STORE_DIR_NAME, SessionStore
+
+from helpers import found_and_problems
 
 W, H = 8, 6
 
@@ -107,7 +110,7 @@ def test_an_entry_inflating_past_the_bound_is_skipped_before_it_is_inflated(data
     big = np.zeros((512, 512, 2), np.float32)  # 2 MiB of zeros: a few kilobytes compressed
     (store.folder / "b.npz").write_bytes(npz(probabilities=big, argmax=np.zeros((512, 512), np.uint8)))
     assert (store.folder / "b.npz").stat().st_size < 50_000
-    stored, problems = store.load()
+    stored, problems = found_and_problems(store.results())
     assert stored == [] and len(problems) == 1 and "inflates to 2,359," in problems[0]
 
 
@@ -116,7 +119,7 @@ def test_temporary_files_of_a_killed_write_are_removed(dataset):
     store.save("a", result())
     debris = store.folder / ".a-12345678.npz.0123abcd.tmp"
     debris.write_bytes(b"half")
-    stored, problems = store.load()
+    stored, problems = found_and_problems(store.results())
     assert [s.image_id for s in stored] == ["a"] and problems == [] and not debris.exists()
 
 
@@ -162,7 +165,7 @@ def test_a_bad_whole_slide_run_is_skipped_with_one_line(dataset, fault):
     (store.slides_folder / "a.npz").write_bytes(slide_npz({"id": "a"}))
     bad = store.slides_folder / "b.npz"
     bad.write_bytes(SLIDE_FAULTS[fault])
-    slides, problems = store.load_slides()
+    slides, problems = found_and_problems(store.slides())
     assert [s.image_id for s in slides] == ["a"] and slides[0].plan is not None and slides[0].plan.overlap == 1
     assert slides[0].stitched.covered.all() and slides[0].stitched.covered.shape == (H, W)
     assert len(problems) == 1 and str(bad) in problems[0] and "\n" not in problems[0]
@@ -173,5 +176,45 @@ def test_a_whole_slide_run_stored_at_an_integer_scale_is_restored(dataset):
     store = SessionStore(dataset.root)
     store.slides_folder.mkdir(parents=True)
     (store.slides_folder / "a.npz").write_bytes(slide_npz({"id": "a", "scale": 1}))
-    slides, problems = store.load_slides()
+    slides, problems = found_and_problems(store.slides())
     assert problems == [] and [s.stitched.scale for s in slides] == [1.0]
+
+
+def test_stored_results_are_read_one_at_a_time(tmp_path: Path) -> None:
+    """The reader does not hold the store whole: an entry damaged after the first was read is found damaged."""
+    store = SessionStore(tmp_path)
+    for n, image_id in enumerate("abc"):
+        path = store.save(image_id, result())
+        os.utime(path, ns=(n * 10**9, n * 10**9))  # oldest first: a, b, c
+    entries = store.results()
+    first = next(entries)
+    assert not isinstance(first, str) and first.image_id == "a"
+    (store.folder / Path(store.save("b", result())).name).write_bytes(b"not a zip")  # b, after a was read
+    rest = list(entries)
+    assert [e.image_id for e in rest if not isinstance(e, str)] == ["c"]
+    assert len([e for e in rest if isinstance(e, str) and "not restored" in e]) == 1
+
+
+def test_the_store_keeps_the_newest_files_within_its_bound_with_another_writers_files_counted(tmp_path) -> None:
+    """Room for five and a half entries: when the store's own writes pass it (at six), the folder is listed and
+    the oldest go until 90 % of the bound is left (four entries), another viewer's file counted and removed like
+    any. By hand: image0, image1, the other's, image2..4; image5 is the store's sixth: of seven files image0,
+    image1 and the other's go (image2..5 left); image6; image7 is the sixth again: image2 and image3 go; image8:
+    image4..8 are left."""
+    store = SessionStore(tmp_path)
+    names = {}
+
+    def save(image_id: str) -> Path:
+        path = names[image_id] = store.save(image_id, result())
+        time.sleep(0.02)  # distinct modification times (the filesystem's clock ticks in milliseconds)
+        return path
+
+    size = save("image0").stat().st_size  # every entry here has this size, within a few bytes
+    store.max_bytes = int(5.5 * size)
+    second = save("image1")
+    other = store.folder / "written-by-another-viewer.npz"
+    other.write_bytes(second.read_bytes())
+    time.sleep(0.02)
+    for n in range(2, 9):
+        save(f"image{n}")
+    assert {p.name for p in store.folder.glob("*.npz")} == {names[f"image{n}"].name for n in range(4, 9)}

@@ -5,11 +5,16 @@
 from __future__ import annotations
 
 import io
+import math
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from segscope.core import cli
+
+T = TypeVar("T")
 
 
 def run_cli(*argv: object) -> tuple[int, str]:
@@ -72,3 +77,31 @@ def tiny_card(size: int = 960) -> dict:
                     {"name": "argmax", "kind": "argmax"}],
         "classes": ["background", "defect"],
     }
+
+
+def without_medians(summary: dict[str, object]) -> dict[str, object]:
+    """`catalogue.means` less what a running summary (`core.metrics.running`) leaves out: medians and the
+    worst-case aggregate."""
+    aggregates = {name: {key: (None if key == "median" else value) for key, value in entry.items()
+                         if key != "worst_case"}
+                  for name, entry in summary["aggregates"].items()}  # type: ignore[union-attr]
+    return {**summary, "aggregates": aggregates}
+
+
+def same_numbers(a: object, b: object) -> bool:
+    """Equal bit for bit (no tolerance), NaN equal to NaN, through nested dicts."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_numbers(a[k], b[k]) for k in a)
+    return a == b
+
+
+def found_and_problems(entries: Iterable[T | str]) -> tuple[list[T], list[str]]:
+    """What a store's reader yields (`SessionStore.results`, `.slides`), split into the entries and the lines
+    about those that could not be read."""
+    found: list[T] = []
+    problems: list[str] = []
+    for entry in entries:
+        (problems if isinstance(entry, str) else found).append(entry)  # type: ignore[arg-type]
+    return found, problems

@@ -1,0 +1,166 @@
+"""The dataset summary of a set of images whose metrics keep changing (the viewer's session), kept as they change:
+setting or dropping one image's metrics costs O(its metrics), never O(images), and the means equal
+`core.metrics.catalogue.means` of the same images bit for bit.
+
+The means are exact: each metric's finite values are summed as Shewchuk's non-overlapping partials (the sum
+`math.fsum` keeps), which an image's value can leave again exactly, so the mean is the correctly rounded sum over
+the count, as `core.metrics.aggregate` computes it. Medians and the worst-case aggregate need every value: they
+are left to `catalogue.means` (an export, the report, `eval`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from . import catalogue
+from .aggregate import Aggregate
+from .catalogue import Metric
+from .scores import ImageMetrics
+
+
+class ExactSum:
+    """The exact sum of finite floats, to which values are added and from which they are removed."""
+
+    def __init__(self) -> None:
+        self._partials: list[float] = []  # non-overlapping, increasing magnitude (Shewchuk's algorithm)
+
+    def add(self, value: float) -> None:
+        kept = 0
+        for partial in self._partials:
+            if abs(value) < abs(partial):
+                value, partial = partial, value
+            high = value + partial
+            low = partial - (high - value)
+            if low:
+                self._partials[kept] = low
+                kept += 1
+            value = high
+        self._partials[kept:] = [value] if value else []
+
+    def remove(self, value: float) -> None:
+        self.add(-value)
+
+    @property
+    def value(self) -> float:
+        """The correctly rounded sum (`math.fsum` of every value added and not removed)."""
+        return math.fsum(self._partials)
+
+
+@dataclass
+class _Tally:
+    """One metric's (or one class entry's) values over the images that have it."""
+
+    images: int = 0  # images that have the entry (a per-class entry: its class index)
+    na: int = 0
+    infinite: int = 0
+    finite: int = 0
+    sum: ExactSum = field(default_factory=ExactSum)
+    total: int = 0  # a count metric's sum
+
+    def change(self, value: float | None, sign: int, count: bool) -> None:
+        self.images += sign
+        if value is None:
+            self.na += sign
+        elif count:
+            self.total += sign * int(value)
+        elif math.isinf(value):
+            self.infinite += sign
+        else:
+            self.finite += sign
+            if sign > 0:
+                self.sum.add(value)
+            else:
+                self.sum.remove(value)
+
+
+class RunningSummary:
+    """`catalogue.means` of the images set here, without medians; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._metrics: dict[str, ImageMetrics] = {}  # by image id: the images with a mask and their metrics
+        self._tallies: dict[str, _Tally] = {}  # by metric name (per-class entries: `<family>_<i>`)
+        self._families: dict[str, int] = {}  # per-class family -> images that computed it
+
+    def __len__(self) -> int:
+        return len(self._metrics)
+
+    def set(self, image_id: str, metrics: ImageMetrics | None) -> None:
+        """The image's metrics are now `metrics` (None: it has none to count, e.g. no mask)."""
+        old = self._metrics.pop(image_id, None)
+        if old is metrics and metrics is not None:
+            self._metrics[image_id] = metrics
+            return
+        if old is not None:
+            self._count(old, -1)
+        if metrics is not None:
+            self._metrics[image_id] = metrics
+            self._count(metrics, +1)
+
+    def discard(self, image_id: str) -> None:
+        self.set(image_id, None)
+
+    def clear(self) -> None:
+        self._metrics.clear()
+        self._tallies.clear()
+        self._families.clear()
+
+    def _count(self, metrics: ImageMetrics, sign: int) -> None:
+        for metric in catalogue.metrics():
+            if metric.computed(metrics):
+                self._tally(metric.name).change(metric.of(metrics), sign, metric.scale.count)
+        for family in catalogue.per_class():
+            values = family.values(metrics)
+            if values is None and family.optional:  # (not computed: the image does not have its entries)
+                continue
+            self._families[family.name] = self._families.get(family.name, 0) + sign
+            for index in range(len(values or ())):
+                self._tally(f"{family.name}_{index}").change(family.entry(index).of(metrics), sign, family.scale.count)
+
+    def _tally(self, name: str) -> _Tally:
+        tally = self._tallies.get(name)
+        if tally is None:
+            tally = self._tallies[name] = _Tally()
+        return tally
+
+    def aggregate(self, metric: Metric) -> Aggregate | None:
+        """`metric` over the images that have it, without medians (None: no image has it). A per-class entry is
+        had by every image of its family, as n/a where the image's class list stops before its class, as in
+        `catalogue.means`."""
+        tally = self._tallies.get(metric.name) or _Tally()
+        family = catalogue.family_of(metric.name)
+        images = self._families.get(family, 0) if family is not None else tally.images
+        if not images:
+            return None
+        na = tally.na + images - tally.images
+        if metric.scale.count:
+            return Aggregate(images, na, 0, total=tally.total)
+        return Aggregate(images, na, tally.infinite, tally.sum.value / tally.finite if tally.finite else None)
+
+    def means(self) -> dict[str, object]:
+        """What `catalogue.means` gives for these images, each aggregate without its median (None) and worst-case
+        aggregate (left out): enough for `catalogue.brief_means` and a histogram's title."""
+        classes = max((int(name.rsplit("_", 1)[1]) + 1 for name, tally in self._tallies.items()
+                       if tally.images and catalogue.family_of(name) is not None), default=0)
+        entries = [*catalogue.metrics(), *(family.entry(index) for family in catalogue.per_class()
+                                           for index in range(family.first, classes))]
+        summary: dict[str, object] = {}
+        aggregates: dict[str, object] = {}
+        for metric in entries:
+            found = self.aggregate(metric)
+            if found is None:
+                continue
+            if catalogue.family_of(metric.name) is None:
+                summary[metric.name] = found.total if metric.scale.count else found.mean
+            aggregates[metric.name] = found.as_dict()
+        for metric in catalogue.metrics():
+            if not metric.optional:
+                summary.setdefault(metric.name, None)
+        summary["images_with_masks"] = len(self._metrics)
+        summary["aggregates"] = aggregates
+        return summary
+
+    def values(self, metric: Metric) -> list[float | None]:
+        """`metric` of every image that has it (None: n/a), for a histogram: O(images), so for a view that
+        refreshes at a bounded rate."""
+        return [metric.of(m) for m in self._metrics.values() if metric.computed(m)]

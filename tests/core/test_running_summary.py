@@ -1,0 +1,89 @@
+"""The viewer's running summary (`core.metrics.running`) against the batch rule and an exact reference: whatever
+sequence of images is set, changed and dropped, its means equal `catalogue.means` of the images it holds bit for
+bit, its counts (n/a, infinite, totals) equal ones counted here, and the exact sum equals a sum of Fractions."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segscope.core.metrics import catalogue
+from segscope.core.metrics.running import ExactSum, RunningSummary
+from segscope.core.metrics.scores import ImageMetrics
+from segscope.core.quality.spec import ImageQuality
+
+from helpers import same_numbers, without_medians
+
+NAN, INF = math.nan, math.inf
+#: Values a metric takes, the awkward ones included: n/a, infinite, tiny and huge magnitudes, repeats.
+values = st.one_of(st.just(NAN), st.just(INF), st.floats(0, 1), st.sampled_from([0.1, 0.2, 0.3, 1e-300, 1e16]))
+
+
+@st.composite
+def image_metrics(draw: st.DrawFn) -> ImageMetrics:
+    classes = draw(st.integers(2, 4))
+    dice = tuple(draw(values) for _ in range(classes))
+    quality = None
+    if draw(st.booleans()):  # QA metrics asked for: a distance (may be inf) and a count
+        hd95 = {c: draw(values) for c in range(1, classes)}
+        tp = {c: draw(st.integers(0, 9)) for c in range(1, classes)}
+        quality = ImageQuality({"hd95": draw(values), "defect_tp": float(sum(tp.values()))},
+                               {c: {"hd95": hd95[c], "defect_tp": float(tp[c])} for c in range(1, classes)},
+                               diagonal=10.0)
+    return ImageMetrics(draw(st.floats(0, 1)), draw(st.floats(0, 1)), dice, dice, draw(values), draw(values),
+                        draw(values), draw(values), quality)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.one_of(st.none(), image_metrics())), max_size=30))
+def test_the_running_means_are_the_batch_means_after_any_changes(changes: list) -> None:
+    running, held = RunningSummary(), {}
+    for image, metrics in changes:
+        running.set(str(image), metrics)
+        if metrics is None:
+            held.pop(str(image), None)
+        else:
+            held[str(image)] = metrics
+        assert same_numbers(running.means(), without_medians(catalogue.means(held.values()))), (changes, held)
+    assert len(running) == len(held)
+
+
+def test_counts_and_means_by_hand() -> None:
+    """Three images: Dice of the foreground 0.5, n/a and 1.0; one image's HD95 infinite; the defects summed."""
+    def image(fg: float, hd95: float, tp: int) -> ImageMetrics:
+        quality = ImageQuality({"hd95": hd95, "defect_tp": float(tp)}, {1: {"hd95": hd95, "defect_tp": float(tp)}})
+        return ImageMetrics(0.9, 0.8, (1.0, fg), (1.0, fg), fg, fg, 1.0, 1.0, quality)
+
+    running = RunningSummary()
+    running.set("a", image(0.5, 3.0, 2))
+    running.set("b", image(NAN, INF, 0))
+    running.set("c", image(1.0, 5.0, 1))
+    dice = running.aggregate(catalogue.lookup("foreground_dice"))
+    assert dice is not None and (dice.images, dice.na, dice.infinite, dice.mean) == (3, 1, 0, 0.75)
+    hd95 = running.aggregate(catalogue.lookup("hd95"))
+    assert hd95 is not None and (hd95.images, hd95.infinite, hd95.mean) == (3, 1, 4.0)
+    tp = running.aggregate(catalogue.lookup("defect_tp"))
+    assert tp is not None and tp.total == 3
+    running.set("c", None)  # dropped: the means are of a and b only
+    assert running.means()["foreground_dice"] == 0.5 and running.means()["images_with_masks"] == 2
+    assert running.values(catalogue.lookup("foreground_dice")) == [0.5, None]
+    running.clear()
+    assert running.aggregate(catalogue.lookup("foreground_dice")) is None and len(running) == 0
+
+
+@given(st.lists(st.tuples(st.booleans(), st.floats(-1e300, 1e300)), max_size=60))
+def test_the_exact_sum_is_a_sum_of_fractions(steps: list[tuple[bool, float]]) -> None:
+    total, exact, added = ExactSum(), Fraction(0), []
+    for remove, value in steps:
+        if remove and added:
+            value = added.pop()
+            total.remove(value)
+            exact -= Fraction(value)
+        else:
+            added.append(value)
+            total.add(value)
+            exact += Fraction(value)
+        assert total.value == float(exact)  # (float of a Fraction: correctly rounded)
