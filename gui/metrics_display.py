@@ -63,10 +63,9 @@ class MetricsDisplay:
 
     def update_means(self) -> None:
         """The histogram of the ranking metric and the status bar's means, over the images run so far."""
-        summary = self.session.summary()
-        ranking = self.session.ranking
-        self.panel.set_dataset_values(ranking, summary.values(ranking))
-        self.labels.show_means(summary.means())
+        running, ranking = self.session.running, self.session.ranking  # (kept as images are scored: no walk)
+        self.panel.set_dataset_values(ranking, running.values(ranking))
+        self.labels.show_means(running.means())
 
     def _on_ranking_changed(self, metric: Metric, _old: Any) -> None:
         self.dataset_panel.show_ranking(metric)
