@@ -53,8 +53,8 @@ _Parent = Union[QModelIndex, QPersistentModelIndex]  # noqa: UP007 (run-time ali
 
 @dataclass
 class Row:
-    """What the table shows of an image: `core.session.views.ItemView`'s parts (`derived` False: not read yet,
-    only its id is known)."""
+    """What the table shows of an image: `core.session.views.ItemView`'s parts (`derived` False: to be read
+    again, its image changed)."""
 
     item_id: str
     status: str = ""
@@ -86,8 +86,9 @@ class ImageTableModel(QAbstractTableModel):
     """One row per dataset image, in the order the table shows them: sorted by a column (`sort`, as a header
     click asks; metric columns sort worst first in ascending order, images without the value last, ties in
     dataset order) and filtered (`set_filter`). Built for 100,000 images: a row is derived from the session
-    (`view_of`) when first read (the rows on screen), and again only when its image changes (`show`); a sort
-    or filter reads each row's key once and keeps it, so a change re-sorts from the keys kept, not the rows."""
+    (`view_of`) when first read (the rows on screen) and read again after its image changed (`changed`); the
+    changed rows are redrawn together (`show_changed`, at the rate the caller chooses). A sort or filter reads
+    each row's key once and keeps it, so a change re-sorts from the keys kept, not from the rows."""
 
     #: The rows shown or their order changed (a sort, a filter, rows that moved or were filtered out).
     arranged = Signal()
@@ -95,7 +96,8 @@ class ImageTableModel(QAbstractTableModel):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.metric_columns: list[Metric] = [catalogue.lookup(name) for name in TABLE_METRICS]
-        self._rows: list[Row] = []  # in dataset order
+        self._ids: list[str] = []  # in dataset order
+        self._rows: list[Row | None] = []  # in dataset order (None: never read)
         self._index: dict[str, int] = {}  # id -> dataset row
         self._view_of: ViewOf | None = None
         self._sorted: list[int] = []  # every dataset row, in sort order
@@ -155,7 +157,8 @@ class ImageTableModel(QAbstractTableModel):
         """The dataset's images (in its order), each row derived by `view_of` when first read."""
         self.beginResetModel()
         self._slicer.stop()
-        self._rows = [Row(i) for i in item_ids]
+        self._ids = list(item_ids)
+        self._rows = [None] * len(item_ids)
         self._index = {item_id: n for n, item_id in enumerate(item_ids)}
         self._view_of = view_of
         self._underived = len(item_ids)
@@ -179,7 +182,7 @@ class ImageTableModel(QAbstractTableModel):
 
     def item_at(self, row: int) -> str:
         """The id of the image shown at `row`."""
-        return self._rows[self._order[row]].item_id
+        return self._ids[self._order[row]]
 
     def row_of(self, item_id: str) -> int:
         """Where the image is shown (-1: filtered out)."""
@@ -187,18 +190,17 @@ class ImageTableModel(QAbstractTableModel):
 
     def shown_ids(self) -> list[str]:
         """Item ids in the order shown."""
-        rows = self._rows
-        return [rows[n].item_id for n in self._order]
+        ids = self._ids
+        return [ids[n] for n in self._order]
 
     @property
     def total(self) -> int:
-        return len(self._rows)
-
-    def source_index(self, item_id: str) -> QModelIndex:
-        return self.index(self.row_of(item_id), 0)
+        return len(self._ids)
 
     def _derived(self, n: int) -> Row:
         row = self._rows[n]
+        if row is None:
+            row = self._rows[n] = Row(self._ids[n])
         if not row.derived:
             view = self._view_of(row.item_id) if self._view_of is not None else None
             if view is not None:
@@ -213,16 +215,15 @@ class ImageTableModel(QAbstractTableModel):
         if n is None:
             return
         row = self._rows[n]
-        if row.derived:
+        if row is not None and row.derived:
             row.derived = False
             self._underived += 1
         self._changed.add(n)
 
     def show_changed(self) -> None:
-        """Redraw the rows changed since the last call, derived again now (one re-arrangement for all)."""
+        """Redraw the rows changed since the last call (one re-arrangement for all): derived again where the
+        sort or the filter reads them, else when the view paints them (the rows on screen)."""
         changed, self._changed = sorted(self._changed), set()
-        for n in changed:
-            self._derived(n)
         self._announce(changed)
 
     def show(self, *views: ItemView) -> None:
@@ -232,6 +233,8 @@ class ImageTableModel(QAbstractTableModel):
             n = self._index.get(view.item_id)
             if n is not None:
                 row = self._rows[n]
+                if row is None:
+                    row = self._rows[n] = Row(view.item_id)
                 self._underived -= not row.derived
                 row.take(view)
                 changed.append(n)
@@ -249,7 +252,7 @@ class ImageTableModel(QAbstractTableModel):
                 self._keys[n] = key
         if self._accepted is not None and self._accepts is not None:
             for n in changed:
-                accepted = self._accepts(self._rows[n])
+                accepted = self._accepts(self._derived(n))
                 moved = moved or accepted != self._accepted[n]
                 self._accepted[n] = accepted
         if moved and not self._slicer.isActive():
@@ -303,7 +306,7 @@ class ImageTableModel(QAbstractTableModel):
             return None
         column, n = index.column(), self._order[index.row()]
         if column == 0 and role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
-            return self._rows[n].item_id  # (the id needs no derived row: the first screen of a dataset is quick)
+            return self._ids[n]  # (the id needs no derived row: the first screen of a dataset is quick)
         row, metric = self._derived(n), self.metric_at(column)
         if role == Qt.ItemDataRole.DisplayRole:
             if metric is None:
@@ -359,12 +362,16 @@ class ImageTableModel(QAbstractTableModel):
 
     def _prepare(self) -> None:
         """Derive the next slice of rows the order reads; once every one is, show the order."""
-        if self._reads_rows() and self._underived > 0:
-            rows, end = self._rows, min(len(self._rows), self._next + SLICE_ROWS)
-            for n in range(self._next, end):  # (a row changed since, behind the cursor, is derived by its redraw)
-                self._derived(n)
-            self._next = end
-            if self._underived > 0 and end < len(rows):
+        if self._reads_rows():
+            rows, n, left = self._rows, self._next, SLICE_ROWS
+            while n < len(rows) and left:  # (a row changed since, behind the cursor, is derived by its redraw)
+                row = rows[n]
+                if row is None or not row.derived:
+                    self._derived(n)
+                    left -= 1
+                n += 1
+            self._next = n
+            if n < len(rows):
                 self._slicer.start(0)
                 return
         self._rearrange()
@@ -385,16 +392,13 @@ class ImageTableModel(QAbstractTableModel):
         self.arranged.emit()
 
     def _arrange_now(self) -> None:
-        """The order from the keys kept (read for the rows that have none yet)."""
-        count = len(self._rows)
+        """The order from the keys kept (read for the rows that have none yet): a plain stable sort of the dataset
+        order, so equal keys keep it."""
+        count = len(self._ids)
         if self._by is not None:
             if self._keys is None:
-                self._keys = [self._key(n) for n in range(count)]
-            keys = self._keys
-            if self._descending:
-                self._sorted.sort(key=lambda n: (keys[n], -n), reverse=True)
-            else:
-                self._sorted.sort(key=lambda n: (keys[n], n))
+                self._keys = list(self._ids) if self._by == ID else [self._key(n) for n in range(count)]
+            self._sorted = sorted(range(count), key=self._keys.__getitem__, reverse=self._descending)
         if self._accepts is None:
             self._order = list(self._sorted)
         else:
@@ -410,7 +414,7 @@ class ImageTableModel(QAbstractTableModel):
     def _key(self, n: int) -> Any:
         by = self._by
         if by == ID:
-            return self._rows[n].item_id
+            return self._ids[n]
         row = self._derived(n)
         if isinstance(by, Metric):
             return by.worst_first_key(by.of(row.metrics))

@@ -134,6 +134,7 @@ class MainWindow(QMainWindow):
         self.dock_layout.remember_default()
         self.dock_layout.size_on_show = not restore_layout(self)
         self.main_actions.update_enabled()
+        self._refreshes = self.findChildren(Coalescer)  # (every view's, made above)
 
     # ------------------------------------------------------------------- the session's state, read-only
     @property
@@ -160,7 +161,7 @@ class MainWindow(QMainWindow):
     def redraws_due(self) -> bool:
         """Whether a view has a redraw due: the views that read many images draw at a bounded rate
         (`gui/coalesce.py`), so what they show may lag the session by up to `coalesce.REFRESH_MS`."""
-        return any(refresh.pending for refresh in self.findChildren(Coalescer))
+        return any(refresh.pending for refresh in self._refreshes)
 
     # ------------------------------------------------------------------------------------------- layout
     def _connect_messages(self) -> None:
