@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, QRectF, QRegularExpression, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QGraphicsRectItem, QMenu, QWidget
 
@@ -25,6 +25,7 @@ from ..core.metrics.review import ErrorMap, ErrorRegion, error_regions, result_e
 from ..core.roi import Roi
 from ..core.session.session import Session
 from ..core.session.views import headline, review_input
+from .coalesce import Coalescer
 from .compare_dialog import CompareDialog
 from .dataset_panel import DatasetPanel
 from .jobs import Jobs
@@ -36,6 +37,9 @@ from .slide_view import SlideView
 from .timing_panel import TimingPanel
 from .window_layout import dock_seen, make_dock
 
+#: The views that read every run (the Timing dock's table, the comparison dialog's lists) redraw at most this
+#: often while runs keep coming (milliseconds).
+HISTORY_MS = 1000
 #: Context around a region when zooming to it: this share of its longer side, at least MIN_MARGIN pixels.
 ZOOM_MARGIN = 0.5
 MIN_MARGIN = 16
@@ -65,7 +69,6 @@ class Inspection(QObject):
         self._result_arrived = 0.0
         self._review_key: tuple | None = None
         self._review_refs: tuple = ()  # keeps the keyed objects alive so their ids stay theirs
-        self._filter_pattern = ""
 
         self.review = ReviewPanel()
         self.timing = TimingPanel(self.history)
@@ -95,10 +98,8 @@ class Inspection(QObject):
 
         self._review_timer = QTimer(self, singleShot=True, interval=0)
         self._review_timer.timeout.connect(self.refresh_review)
-        self._filter_timer = QTimer(self, singleShot=True, interval=50)  # a batch updates many rows at once
-        self._filter_timer.timeout.connect(self.apply_filter)
-        self._timing_timer = QTimer(self, singleShot=True, interval=50)
-        self._timing_timer.timeout.connect(self.refresh_timing)
+        self.timing_image = Coalescer(self.show_timing_image, parent=self)  # another image: its timeline
+        self.history_refresh = Coalescer(self._draw_history, HISTORY_MS, self)  # new runs: the dataset's table
         self._wire()
 
     @staticmethod
@@ -115,17 +116,25 @@ class Inspection(QObject):
         events.result_added.connect(lambda _added: self._results_changed())
         events.slide_run_added.connect(lambda _added: self._results_changed())
         events.dataset.connect(self._on_dataset_opened)
-        events.current.connect(lambda _item, _old: (self._review_timer.start(), self._timing_timer.start()))
+        events.current.connect(self._on_current)
         events.document.connect(lambda _document, _old: self._review_timer.start())
         events.roi_changed.connect(lambda _changed: self._review_timer.start())
-        events.scored.connect(lambda _scored: self._filter_timer.start())
         self.panels.class_combo.currentIndexChanged.connect(lambda _index: self._review_timer.start())
         self.panels.shown.connect(self._on_panels_shown)
         self.review_dock.visibilityChanged.connect(lambda visible: visible and self._review_timer.start())
-        self.timing_dock.visibilityChanged.connect(lambda visible: visible and self._timing_timer.start())
+        self.timing_dock.visibilityChanged.connect(self._on_timing_visible)
         self.review.regionActivated.connect(self.zoom_to)
         self.filter_bar.changed.connect(lambda _f: self.apply_filter())
+        self.dataset_panel.model.arranged.connect(self._show_count)
         self.timing.message.connect(self.message)
+
+    def _on_current(self, _item: object, _old: object) -> None:
+        self._review_timer.start()
+        self.timing_image.request()
+
+    def _on_timing_visible(self, visible: bool) -> None:
+        if visible:
+            self.refresh_timing()
 
     def _shown_id(self) -> str | None:
         """The current image once its slide is shown."""
@@ -150,22 +159,33 @@ class Inspection(QObject):
         if record is not None and record.result is result and "render" not in record.timings and self._result_arrived:
             record.timings["render"] = time.perf_counter() - self._result_arrived
             self._result_arrived = 0.0
-            self._timing_timer.start()
+            self.history_refresh.request()
 
     def _results_changed(self) -> None:
         self._review_timer.start()
-        self._filter_timer.start()
         self._history_changed()
 
     def _history_changed(self) -> None:
-        self._timing_timer.start()
+        self.history_refresh.request()
+
+    def _draw_history(self) -> None:
+        """What reads every run: the Timing dock's table, the comparison dialog's lists (those on screen)."""
+        self.refresh_timing()
         if self.compare_dialog is not None and self.compare_dialog.isVisible():
             self.compare_dialog.reload()
+
+    def _current_id(self) -> str | None:
+        return self.session.current.id if self.session.current is not None else None
 
     def refresh_timing(self) -> None:
         """The Timing dock's table and timeline (nothing while it is not on screen: it catches up when shown)."""
         if dock_seen(self.timing_dock):
-            self.timing.refresh(self.session.current.id if self.session.current is not None else None)
+            self.timing.refresh(self._current_id())
+
+    def show_timing_image(self) -> None:
+        """The Timing dock's timeline of the image on screen (its table is of the dataset: as it was)."""
+        if dock_seen(self.timing_dock):
+            self.timing.show_image(self._current_id())
 
     def open_compare(self) -> CompareDialog:
         """Show the comparison dialog on the current image's runs."""
@@ -246,19 +266,14 @@ class Inspection(QObject):
         return target
 
     def apply_filter(self) -> None:
-        """Show only the rows matching the filter box (through the table proxy's id filter)."""
+        """Show only the rows matching the filter box (the table keeps each row's answer and asks again only of
+        the rows that change)."""
         metric_filter = self.filter_bar.filter
-        rows = self.dataset_panel.model.rows
-        if metric_filter is None:
-            pattern, shown = "", len(rows)
-        else:
-            ids = [r.item_id for r in rows if metric_filter.matches(r.metrics)]
-            pattern = "^(?:" + "|".join(QRegularExpression.escape(i) for i in ids) + ")$" if ids else "(?!)"
-            shown = len(ids)
-        self.filter_bar.set_count(shown, len(rows), metric_filter is not None)
-        if pattern != self._filter_pattern:
-            self._filter_pattern = pattern
-            proxy = self.dataset_panel.proxy
-            proxy.setFilterKeyColumn(0)
-            proxy.setFilterRegularExpression(QRegularExpression(pattern))
+        self.dataset_panel.model.set_filter(None if metric_filter is None else lambda row: metric_filter.matches(
+            row.metrics))
+
+    def _show_count(self) -> None:
+        """How many rows the filter shows, of how many."""
+        model = self.dataset_panel.model
+        self.filter_bar.set_count(model.rowCount(), model.total, self.filter_bar.filter is not None)
 

@@ -2,7 +2,9 @@
 
 A new command is one `_action` line in `MainActions.__init__` plus its place in a menu or the toolbar; what
 it does is the viewer's commands' (`gui/commands.py`, bound by `bind`) or the widget's it drives. Which actions
-can be taken follows the session (`core.session.views.actions`), never set from outside.
+can be taken follows the session (`core.session.views.actions`), never set from outside: again after each event
+it derives from, at once, except for the results a run brings, which are followed at a bounded rate
+(`gui/coalesce.py`), as the batch's progress is drawn.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..core.metrics.scores import ImageMetrics
 from ..core.session.session import Session
 from ..core.session.views import actions
 from ..core.version import segscope_version
+from .coalesce import Coalescer
 from .dataset_panel import DatasetPanel
 from .model_dialog import add_open_model_action
 from .result_panels import ResultPanels
@@ -116,10 +119,18 @@ class MainActions:
             action.setShortcut(QKeySequence(key(action_id)))
             action.setToolTip(with_key(action.toolTip(), action_id))
             window.addAction(action)
-        session.events.all.connect(lambda _emission: self.update_enabled())
+        # What `actions` reads of the session: a user's step at once, the results a run brings at a bounded rate.
+        self.enabled = Coalescer(self.update_enabled, parent=window)
+        events = session.events
+        for event in (events.dataset, events.current, events.document, events.exporting, events.roi_changed):
+            event.connect(lambda *_args: self.update_enabled())
+        for event in (events.result_added, events.slide_run_added):
+            event.connect(lambda _added: self.enabled.request())
         if session.backend is not None:
             session.backend.events.all.connect(lambda _emission: self.update_enabled())
             session.backend.events.busy.connect(self._on_busy)
+        self._progress: tuple[int, int, float] | None = None  # the newest, drawn at a bounded rate
+        self.progress_refresh = Coalescer(self._draw_progress, parent=window)
         controller.progress.connect(self.show_progress)
 
     # ------------------------------------------------------------------------------------------ toolbar
@@ -162,13 +173,22 @@ class MainActions:
             self.end_batch()
 
     def show_progress(self, finished: int, total: int, eta: float) -> None:
-        if self.progress.maximum() != total or finished == 0:
+        """The batch's progress (drawn soon: a progress bar repaints at once on every value it is given)."""
+        self._progress = (finished, total, eta)
+        self.progress_refresh.request()
+
+    def _draw_progress(self) -> None:
+        if self._progress is None:
+            return
+        (finished, total, eta), self._progress = self._progress, None
+        if self.progress.maximum() != total:
             self.progress.setRange(0, total)
-            self.progress_action.setVisible(total > 1)
+        self.progress_action.setVisible(total > 1)
         self.progress.setValue(finished)
         self.eta_label.setText("" if math.isnan(eta) or finished >= total else f"ETA {duration(eta)}")
 
     def end_batch(self) -> None:
+        self._progress = None  # (a draw still due would show the bar again)
         self.progress_action.setVisible(False)
         self.eta_label.setText("")
 

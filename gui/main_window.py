@@ -22,6 +22,7 @@ from ..core.session.backend_state import BackendState
 from ..core.session.session import Session
 from .backend_dialog import BackendChoice
 from .backend_view import follow_backend
+from .coalesce import Coalescer
 from .commands import ViewerCommands
 from .dataset_panel import DatasetPanel
 from .dataset_rows import RowStatus
@@ -133,6 +134,7 @@ class MainWindow(QMainWindow):
         self.dock_layout.remember_default()
         self.dock_layout.size_on_show = not restore_layout(self)
         self.main_actions.update_enabled()
+        self._refreshes = self.findChildren(Coalescer)  # (every view's, made above)
 
     # ------------------------------------------------------------------- the session's state, read-only
     @property
@@ -155,6 +157,11 @@ class MainWindow(QMainWindow):
     def slide_ready(self) -> bool:
         """Whether the selected item's slide is decoded and shown."""
         return self.display.ready()
+
+    def redraws_due(self) -> bool:
+        """Whether a view has a redraw due: the views that read many images draw at a bounded rate
+        (`gui/coalesce.py`), so what they show may lag the session by up to `coalesce.REFRESH_MS`."""
+        return any(refresh.pending for refresh in self._refreshes)
 
     # ------------------------------------------------------------------------------------------- layout
     def _connect_messages(self) -> None:

@@ -31,7 +31,7 @@ from ..core.metrics.scores import mask_piece_labels
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.session.backend_state import BackendOpened
-from ..core.session.events import EditsRecovered, MaskChanged
+from ..core.session.events import EditsRecovered, ItemChanged, MaskChanged
 from ..core.session.session import Session
 from ..core.session.views import actions
 from .jobs import Jobs
@@ -77,7 +77,10 @@ class MaskEditing(QObject):
         session.events.document.connect(self._on_document)
         session.events.mask_changed.connect(self._on_mask_changed)
         session.events.edits_recovered.connect(self._on_recovered)
-        session.events.all.connect(lambda _emission: self._sync_state())  # the enabled tools follow the session
+        # The enabled tools follow the session: the image on screen, its mask, what answers for it (`_sync_state`).
+        session.events.current.connect(lambda _item, _old: self._sync_state())
+        session.events.mask_changed.connect(lambda _changed: self._sync_state())
+        session.events.item_changed.connect(self._on_item_changed)
         if session.backend is not None:
             session.backend.events.opened.connect(self._on_backend_opened)
         self.actions.set_tool("pan")
@@ -274,6 +277,11 @@ class MaskEditing(QObject):
             action.setEnabled(enabled)
         self.autosaver.follow(can.save)
         self.dirtyChanged.emit(self.dirty)
+
+    def _on_item_changed(self, changed: ItemChanged) -> None:
+        current = self.session.current
+        if current is not None and current.id == changed.item_id:  # (another image's change changes no tool)
+            self._sync_state()
 
     def edits_settled(self) -> None:
         """The edits paused: views of the mask refresh (the session re-scores by itself)."""

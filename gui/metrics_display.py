@@ -3,7 +3,9 @@ the toolbar's headline (`core.session.views.headline`: the same `ItemView` its r
 disagree), the dataset means in the Metrics dock and the status bar, the ranking metric (picked in the dataset
 panel, owned by the session) in the table and the histogram. While the numbers on screen do not answer for the
 image (the ROI moved since the run, another model is open, the mask or the result changed and the fresh numbers
-are being scored) every one of them says so."""
+are being scored) every one of them says so. The means and the histogram read every image run so far: they are
+drawn at a bounded rate (`gui/coalesce.py`), so a Run all announcing hundreds of results a second redraws them
+ten times a second; the headline follows the image on screen's few events at once."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from ..core.metrics import catalogue
 from ..core.metrics.catalogue import Metric
 from ..core.session.session import Session
 from ..core.session.views import headline
+from .coalesce import Coalescer
 from .dataset_panel import DatasetPanel
 from .main_menus import MainActions
 from .metrics_panel import MetricsPanel
@@ -25,11 +28,12 @@ class MetricsDisplay:
                  dataset_panel: DatasetPanel) -> None:
         self.session, self.panel, self.actions, self.labels = session, panel, actions, labels
         self.dataset_panel = dataset_panel
+        self.means = Coalescer(self.update_means, parent=panel)
         events = session.events
         events.item_changed.connect(lambda changed: self._on_items_changed((changed.item_id,)))
         events.items_changed.connect(lambda changed: self._on_items_changed(changed.item_ids))
         events.current.connect(lambda _item, _old: self.show())
-        events.dataset.connect(lambda _dataset, _old: self.update_means())
+        events.dataset.connect(lambda _dataset, _old: self.means.request())
         events.ranking.connect(self._on_ranking_changed)
         if session.backend is not None:
             session.backend.events.opened.connect(lambda _opened: self.offer_rankings())
@@ -46,7 +50,7 @@ class MetricsDisplay:
         self.actions.mark_dice(note)
 
     def _on_items_changed(self, item_ids: tuple[str, ...]) -> None:
-        self.update_means()
+        self.means.request()
         current: DatasetItem | None = self.session.current
         if current is not None and current.id in item_ids:
             self.show()
@@ -58,12 +62,12 @@ class MetricsDisplay:
         session.set_ranking(session.ranking.name)  # its label names the class now
 
     def update_means(self) -> None:
-        summary = self.session.summary()
-        ranking = self.session.ranking
-        self.panel.set_dataset_values(ranking, summary.values(ranking))
-        self.labels.show_means(summary)
+        """The histogram of the ranking metric and the status bar's means, over the images run so far."""
+        running, ranking = self.session.running, self.session.ranking  # (kept as images are scored: no walk)
+        self.panel.set_dataset_values(ranking, running.values(ranking))
+        self.labels.show_means(running.means())
 
     def _on_ranking_changed(self, metric: Metric, _old: Any) -> None:
         self.dataset_panel.show_ranking(metric)
-        self.update_means()
+        self.means.flush()  # (the user's choice: drawn at once)
         self.show()

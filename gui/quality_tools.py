@@ -14,7 +14,7 @@ only while on screen.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QInputDialog, QWidget
 
@@ -23,6 +23,7 @@ from ..core.quality.calibration import Reliability
 from ..core.quality.spec import MetricSpec
 from ..core.session.session import Session
 from ..core.session.views import headline
+from .coalesce import Coalescer
 from .defects_panel import DefectsPanel, defect_rows
 from .reliability_panel import ReliabilityPanel
 from .settings import settings
@@ -61,15 +62,18 @@ class QualityTools(QObject):
         self.entries: tuple[QAction | None, ...] = (
             None, self.choose_action, self.prev_miss_action, self.next_miss_action,
             self.defects_dock.toggleViewAction(), self.reliability_dock.toggleViewAction())
-        self._timer = QTimer(self, singleShot=True, interval=0)
-        self._timer.timeout.connect(self.refresh)
+        self._timer = Coalescer(self.refresh, parent=self)  # (the Reliability dock reads every image's numbers)
         events = session.events
         for event in (events.current, events.item_changed, events.dataset, events.document):
-            event.connect(lambda *_args: self._timer.start())
+            event.connect(lambda *_args: self._timer.request())
         for dock in (self.defects_dock, self.reliability_dock):
-            dock.visibilityChanged.connect(lambda visible: visible and self._timer.start())
+            dock.visibilityChanged.connect(self._on_visible)
         self.spec = MetricSpec()
         self.set_spec(str(settings().value(SETTING, "") or ""), remember=False)
+
+    def _on_visible(self, visible: bool) -> None:
+        if visible:  # (a dock behind another fills its list once it is on screen)
+            self._timer.request()
 
     # ------------------------------------------------------------------------------------------ the choice
     def set_spec(self, text: str, remember: bool = True) -> MetricSpec:
@@ -79,7 +83,7 @@ class QualityTools(QObject):
         self.session.set_quality_spec(self.spec)
         if remember:
             settings().setValue(SETTING, text)
-        self._timer.start()
+        self._timer.request()
         return self.spec
 
     def choose(self) -> None:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from PySide6.QtWidgets import QSizeGrip, QStatusBar
 
 from ..core.backends.base import Capabilities
-from ..core.evaluate import DatasetSummary
 from ..core.metrics import catalogue
 from ..core.session.events import ResultAdded
 from ..core.session.session import Session
+from .coalesce import Coalescer
 from .compact import ElidedLabel
 
 #: The slide view's hover readout starts with this; it is cleared when the mouse leaves the slide.
@@ -51,6 +52,8 @@ class StatusLabels:
         for label in self.labels:
             bar.addPermanentWidget(label)
         bar.messageChanged.connect(self._make_room)
+        self._last_run: tuple[str, dict[str, float]] | None = None  # the newest run's, drawn at a bounded rate
+        self.timings_refresh = Coalescer(self._show_last_run, parent=bar)
         if session is not None:
             session.events.result_added.connect(self._on_result_added)
             session.events.dataset.connect(lambda _dataset, _old: self.clear_timings())
@@ -89,17 +92,22 @@ class StatusLabels:
 
     def _on_result_added(self, added: ResultAdded) -> None:
         if not added.restored:  # (an earlier session's run is no run of this one)
-            self.last_run(added.item_id, added.record.timings)
+            self._last_run = (added.item_id, dict(added.record.timings))  # (as it arrived: "render" comes later)
+            self.timings_refresh.request()
 
-    def last_run(self, item_id: str, timings: dict[str, float]) -> None:
+    def _show_last_run(self) -> None:
+        if self._last_run is None:
+            return
+        (item_id, timings), self._last_run = self._last_run, None
         self.timings_label.setText(f"last run {sum(timings.values()) * 1000:.0f} ms")
         self.timings_label.setToolTip(f"Per-stage times of the last inference ({item_id}):\n" + timings_text(timings))
 
     def clear_timings(self) -> None:
+        self._last_run = None
         self.timings_label.setText("")
 
-    def show_means(self, summary: DatasetSummary) -> None:
-        means = summary.means()
+    def show_means(self, means: Mapping[str, Any]) -> None:
+        """The dataset means (`core.metrics.catalogue.means`' shape) in brief."""
         images = int(means["images_with_masks"])
         self.means_label.setText("" if not images else f"mean {catalogue.brief_means(means)}")
 

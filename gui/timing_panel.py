@@ -106,11 +106,15 @@ class TimingPanel(QWidget):
 
     # ------------------------------------------------------------------------------------- public API
     def refresh(self, image_id: str | None) -> None:
-        """Redraw the timeline of `image_id`'s runs and the dataset table."""
-        self.image_id = image_id
+        """Redraw the timeline of `image_id`'s runs and the dataset table (after new runs: it reads every image's)."""
         self._fill_backends()
-        self._draw_timeline(self.history.for_image(image_id)[-TIMELINE_RUNS:] if image_id else [])
+        self.show_image(image_id)
         self._fill_table()
+
+    def show_image(self, image_id: str | None) -> None:
+        """Redraw the timeline of `image_id`'s runs only (another image is shown: the table stays as it is)."""
+        self.image_id = image_id
+        self._draw_timeline(self.history.for_image(image_id)[-TIMELINE_RUNS:] if image_id else [])
 
     def backend(self) -> str | None:
         """The backend the table is restricted to (None: all)."""

@@ -37,6 +37,7 @@ def run_and_wait(qtbot, win, action) -> list:
     with qtbot.waitSignal(win.controller.batchFinished, timeout=60000):
         assert action()
     qtbot.waitUntil(lambda: not win.jobs.pending)  # the panels' crops, the re-scoring, the review
+    qtbot.waitUntil(lambda: not win.redraws_due())  # the table, means, status bar: drawn at a bounded rate
     return results
 
 

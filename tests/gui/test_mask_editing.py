@@ -534,8 +534,8 @@ def test_the_mask_tools_follow_the_session_whoever_changes_it(qtbot, window, ans
     assert _enabled(editing) == _expect()  # not run: nothing to accept, nothing to undo
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert window.commands.run_current()
-    qtbot.waitUntil(lambda: _enabled(editing) == _expect(accept=True))
-    key(window, Qt.Key.Key_A, CTRL | SHIFT)  # accept argmax: one edit
+    qtbot.waitUntil(lambda: _enabled(editing) == _expect(accept=True) and editing.shown_result() is not None)
+    key(window, Qt.Key.Key_A, CTRL | SHIFT)  # accept argmax (of the result drawn): one edit
     assert _enabled(editing) == _expect(undo=True, save=True, accept=True)
     key(window, Qt.Key.Key_Z, CTRL)
     assert _enabled(editing) == _expect(redo=True, accept=True)  # back to the file: nothing to save

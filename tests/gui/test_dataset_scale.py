@@ -1,0 +1,250 @@
+"""The viewer at dataset scale (issue 39), as behaviour: views that read many images draw at a bounded rate and
+end on the final numbers (`gui/coalesce.py`), and the dataset table (gui/dataset_panel.py) sorts, filters and
+derives its rows itself: the order it shows is always what a plain Python sort and filter of the rows give,
+rows are derived when first read, and a sort over many rows never read is prepared a slice at a time."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from PySide6.QtCore import Qt
+
+from segscope.core.evaluate import ImageEvaluation
+from segscope.core.metrics import catalogue
+from segscope.core.metrics.scores import ImageMetrics
+from segscope.core.result import InferenceResult
+from segscope.core.session.views import ItemView
+from segscope.gui.coalesce import Coalescer
+from segscope.gui.dataset_panel import SLICE_ROWS, DatasetPanel, ImageTableModel
+from segscope.gui.metrics_panel import BINS
+
+pytestmark = pytest.mark.gui
+
+DICE_COLUMN = 2  # Image, Soft Dice, Dice (the default ranking: foreground Dice), IoU, Truth, Status
+
+
+def metrics(dice: float) -> ImageMetrics:
+    """Metrics whose foreground Dice is `dice` (NaN: no foreground anywhere, n/a)."""
+    return ImageMetrics(0.5 + dice / 4 if dice == dice else 0.5, 0.4, (1.0, dice), (1.0, dice), dice, dice / 2,
+                        1.0, 1.0)
+
+
+def view(item_id: str, dice: float | None, status: str = "done") -> ItemView:
+    """The row of an image: run with foreground Dice `dice`, or not run (None)."""
+    if dice is None:
+        return ItemView(item_id, "", None, True, "", "mask.png", "original")
+    return ItemView(item_id, status, metrics(dice), True, "", "mask.png", "original")
+
+
+def worst_key(dice: float | None) -> float:
+    """Worst first by Dice, by hand: lowest first, n/a (NaN) and not run (None) last."""
+    return math.inf if dice is None or math.isnan(dice) else dice
+
+
+def test_a_burst_of_requests_draws_once_after_it_and_a_flush_draws_at_once(qtbot):
+    draws: list[int] = []
+    refresh = Coalescer(lambda: draws.append(1))
+    for _ in range(1000):
+        refresh.request()
+    assert draws == [] and refresh.pending  # never inside the requesting call
+    qtbot.waitUntil(lambda: not refresh.pending)
+    assert draws == [1]
+    for _ in range(100):  # right after a draw: the next one waits for the interval's end, one for all of them
+        refresh.request()
+    qtbot.waitUntil(lambda: not refresh.pending)
+    assert draws == [1, 1]
+    refresh.request()
+    refresh.flush()
+    assert draws == [1, 1, 1] and not refresh.pending
+
+
+def test_worst_first_over_many_rows_is_a_plain_python_sort(qtbot):
+    rng = random.Random(0)
+    ids = [f"img{n:05d}" for n in range(5000)]
+    dice: dict[str, float | None] = {}
+    for item_id in ids:
+        pick = rng.random()
+        dice[item_id] = None if pick < 0.1 else math.nan if pick < 0.15 else round(rng.random(), 2)  # ties too
+    panel = DatasetPanel()
+    qtbot.addWidget(panel)
+    panel.set_dataset(Path("/data"), ids)
+    panel.model.show(*(view(i, d) for i, d in dice.items() if d is not None))
+    panel.sort_worst_first()
+    assert panel.visible_order() == sorted(ids, key=lambda i: worst_key(dice[i]))
+    assert panel.current_item() == panel.visible_order()[0]
+
+    for item_id in rng.sample(ids, 500):  # results arriving while the table is sorted: it follows them
+        dice[item_id] = round(rng.random(), 2)
+    panel.model.show(*(view(i, d) for i, d in dice.items() if d is not None))
+    order = sorted(ids, key=lambda i: worst_key(dice[i]))
+    assert panel.visible_order() == order
+    assert all(panel.model.row_of(item_id) == row for row, item_id in enumerate(order))
+
+    panel.table.sortByColumn(DICE_COLUMN, Qt.SortOrder.DescendingOrder)  # a header click: best first
+    assert panel.visible_order() == sorted(ids, key=lambda i: worst_key(dice[i]), reverse=True)
+    panel.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+    assert panel.visible_order() == sorted(ids)
+
+
+def test_rows_are_derived_when_read_and_a_sort_over_many_prepares_them_in_slices(qtbot):
+    rng = random.Random(1)
+    ids = [f"img{n:05d}" for n in range(2 * SLICE_ROWS + 123)]
+    dice = {item_id: rng.random() for item_id in ids}
+    calls: list[str] = []
+
+    def view_of(item_id: str) -> ItemView:
+        calls.append(item_id)
+        return view(item_id, dice[item_id])
+
+    model = ImageTableModel()
+    model.set_items(ids, view_of)
+    assert calls == []  # nothing derived on open
+    assert model.index(0, 0).data() == ids[0] and calls == []  # the id needs no row
+    assert model.index(5, DICE_COLUMN).data() == f"{dice[ids[5]]:.4f}" and calls == [ids[5]]
+
+    model.sort(DICE_COLUMN, Qt.SortOrder.AscendingOrder)
+    assert model.arranging and model.shown_ids() == ids  # prepared between events, the dataset order meanwhile
+    arranged: list[list[str]] = []
+    model.when_arranged(lambda: arranged.append(model.shown_ids()))
+    qtbot.waitUntil(lambda: not model.arranging)
+    expected = sorted(ids, key=dice.__getitem__)
+    assert arranged == [expected] and model.shown_ids() == expected
+    assert Counter(calls) == Counter(ids)  # every row derived once
+
+    # A change is read at once by whoever asks (the row is derived again), and moves the row at the redraw.
+    worst = expected[-1]
+    dice[worst] = -1.0
+    model.changed(worst)
+    assert model.row(worst).metrics.foreground_dice == -1.0
+    assert model.shown_ids() == expected  # not moved before the redraw
+    model.show_changed()
+    assert model.shown_ids() == [worst, *expected[:-1]]
+    assert Counter(calls)[worst] == 2  # derived again once, not per read
+
+
+class TableMachine(RuleBasedStateMachine):
+    """Random results, sorts and filters on a small table: after every redraw the table shows what a plain Python
+    sort and filter of its rows give; between a change and its redraw every row read is already the new one."""
+
+    IDS = [f"i{n:02d}" for n in range(30)]
+
+    @initialize()
+    def start(self) -> None:
+        self.dice: dict[str, float | None] = dict.fromkeys(self.IDS)
+        self.status: dict[str, str] = dict.fromkeys(self.IDS, "")
+        self.model = ImageTableModel()
+        self.model.set_items(self.IDS, lambda i: view(i, self.dice[i], self.status[i] or "done"))
+        self.sort = (0, False)
+        self.below: float | None = None
+        self.pending = False
+
+    @rule(item=st.sampled_from(IDS), dice=st.sampled_from([None, math.nan, 0.0, 0.25, 0.5, 0.5, 1.0]),
+          status=st.sampled_from(["done", "ROI changed", "error"]))
+    def result(self, item: str, dice: float | None, status: str) -> None:
+        self.dice[item], self.status[item] = dice, status if dice is not None else ""
+        self.model.changed(item)
+        self.pending = True
+
+    @rule()
+    def redraw(self) -> None:
+        self.model.show_changed()
+        self.pending = False
+
+    @rule(column=st.sampled_from(["id", "dice", "status"]), descending=st.booleans())
+    def sort_by(self, column: str, descending: bool) -> None:
+        index = {"id": 0, "dice": DICE_COLUMN, "status": self.model.status_column}[column]
+        self.model.sort(index, Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder)
+        self.sort = (index, descending)
+
+    @rule(below=st.sampled_from([None, 0.3, 0.6]))
+    def filter_below(self, below: float | None) -> None:
+        self.below = below
+        self.model.set_filter(None if below is None else lambda row: row.metrics is not None
+                              and row.metrics.foreground_dice < below)
+
+    @invariant()
+    def rows_read_are_current(self) -> None:
+        for item in self.IDS:
+            row, dice = self.model.row(item), self.dice[item]
+            shown = row.metrics.foreground_dice if row.metrics is not None else None
+            assert shown == dice or (shown is not None and dice is not None and math.isnan(shown) and math.isnan(dice))
+            assert row.status == self.status[item]
+
+    @invariant()
+    def the_order_is_a_plain_sort_and_filter(self) -> None:
+        if self.pending:  # (changes not redrawn yet move at the next redraw)
+            return
+        column, descending = self.sort
+        key = {0: lambda i: i, DICE_COLUMN: lambda i: worst_key(self.dice[i]),
+               self.model.status_column: self.status.__getitem__}[column]
+        below = self.below
+        shown = [i for i in sorted(self.IDS, key=key, reverse=descending)
+                 if below is None or (self.dice[i] is not None and self.dice[i] < below)]  # (NaN < x is False)
+        assert self.model.shown_ids() == shown
+        assert self.model.rowCount() == len(shown)
+        assert [self.model.row_of(i) for i in shown] == list(range(len(shown)))
+
+
+def test_the_table_shows_a_plain_sort_and_filter_after_any_sequence(qapp):
+    machine = settings(max_examples=60, stateful_step_count=30, deadline=None, database=None, derandomize=True,
+                       suppress_health_check=[HealthCheck.too_slow])(TableMachine)
+    machine.TestCase().runTest()
+
+
+def test_many_results_arriving_end_on_the_final_numbers(qtbot, tmp_path, monkeypatch):
+    """A burst of results (as a Run all hands them over, faster than any redraw): nothing is drawn during it, the
+    means and histogram once after it, and they are those of every result, as a fresh summary gives them."""
+    from segscope.gui.main_window import MainWindow
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    rng = np.random.default_rng(2)
+    ids = [f"img{n:03d}" for n in range(120)]
+    for item_id in ids:
+        cv2.imwrite(str(folder / f"{item_id}.png"), rng.integers(0, 255, (24, 32, 3), dtype=np.uint8))
+        cv2.imwrite(str(folder / f"{item_id}_mask.png"), np.where(rng.random((24, 32)) > 0.5, 255, 0).astype(np.uint8))
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    assert window.commands.open_dataset(folder)
+    qtbot.waitUntil(lambda: window.slide_ready() and not window.jobs.pending and not window.redraws_due())
+    drawn: list[int] = []
+    histogram = window.metrics_panel.set_dataset_values
+    monkeypatch.setattr(window.metrics_panel, "set_dataset_values",
+                        lambda metric, values: (drawn.append(len(values)), histogram(metric, values)))
+
+    session, dataset = window.session, window.session.dataset
+    fed = {item_id: metrics(math.nan if n % 17 == 0 else float(rng.random())) for n, item_id in enumerate(ids)}
+    for item_id, scored in fed.items():
+        probabilities = np.full((4, 4, 2), 0.5, np.float32)
+        result = InferenceResult(probabilities, np.zeros((4, 4), np.uint8), session.roi_for(item_id), (32, 24))
+        session.add_evaluation(ImageEvaluation(dataset.item(item_id), result, scored), session.truth_versions()(item_id),
+                               session.quality)
+    assert drawn == []  # the whole burst in one go: no redraw inside it
+    qtbot.waitUntil(lambda: not window.redraws_due() and not window.jobs.pending)
+    assert drawn == [len(ids)]  # one redraw after it, of every image
+
+    fresh = catalogue.means(list(fed.values()))
+    assert window.status_labels.means_label.text() == f"mean {catalogue.brief_means(fresh)}"
+    dice = np.array([m.foreground_dice for m in fed.values()])
+    finite = dice[np.isfinite(dice)]
+    counts, edges = window.metrics_panel.histogram()
+    expected_counts, expected_edges = np.histogram(finite, bins=BINS, range=(0.0, 1.0))
+    np.testing.assert_array_equal(counts, expected_counts)
+    np.testing.assert_allclose(edges, expected_edges)
+    assert counts.sum() == len(ids) - np.isnan(dice).sum()
+
+    model = window.dataset_panel.model
+    assert {item_id: model.row(item_id).metrics for item_id in ids} == fed
+    assert all(model.row(item_id).status == "done" for item_id in ids)
+    window.main_actions.worst_action.trigger()
+    assert window.dataset_panel.visible_order() == sorted(ids, key=lambda i: worst_key(fed[i].foreground_dice))
