@@ -63,3 +63,12 @@ def test_everything_due_is_scored_a_few_at_a_time_the_rows_on_screen_first(qtbot
         tp, truth = 4 * min(n + 1, 6), 4 * (n + 1)
         assert session.is_fresh(item_id)
         assert session.known_metrics(item_id).foreground_dice == pytest.approx(2 * tp / (truth + 24))
+
+
+def test_the_window_scores_the_rows_on_screen_first(window) -> None:
+    """The dataset table names the rows it shows, top to bottom, for the scorer."""
+    panel = window.dataset_panel
+    assert window.scorer.first == panel.rows_on_screen
+    assert panel.rows_on_screen() == panel.visible_order()  # three images: all on screen, in the table's order
+    panel.table.resize(panel.table.width(), panel.table.rowHeight(0) + panel.table.horizontalHeader().height() + 2)
+    assert panel.rows_on_screen() == panel.visible_order()[:1]
