@@ -31,6 +31,7 @@ import logging
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import BinaryIO, TypeVar
 
 import cv2
 import numpy as np
@@ -274,19 +275,17 @@ class ExportFolder:
             return table.finish(summary, ranking)
 
 
-class MetricsTable:
-    """An export's `METRICS_FILES`, a row per image added in order (`add`), written by `finish`: a CSV row per image,
-    and JSON with the rows, the dataset means, what each metric is and the one the images are ranked by. The rows
-    wait in an unnamed temporary file in the export's staging folder (on the export's disk, never in memory): the
-    CSV's columns are known only once every row is (a QA metric or a class first met at the last image). Use it as
-    a context manager (the file goes when the block ends)."""
+class MetricRows:
+    """Rows of a metric table (`core.evaluate.evaluation_row`) as a run makes them, kept on disk in an unnamed
+    temporary file in `scratch` (the disk the table goes to), never in memory; the CSV's columns are known only once
+    every row is (a QA metric or a class first met at the last image). Use it as a context manager (the file goes
+    when the block ends)."""
 
-    def __init__(self, write: Callable[[list[tuple[PlannedFile, Content]]], list[Path]], scratch: Path):
-        self._write = write  # the export's files, as `ExportFolder` writes them
+    def __init__(self, scratch: Path):
         self._spool = tempfile.TemporaryFile("w+", encoding="utf-8", dir=scratch)
         self._columns: dict[str, None] = {}  # the CSV's, in the order rows first have them
 
-    def __enter__(self) -> MetricsTable:
+    def __enter__(self: RowsT) -> RowsT:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -296,23 +295,44 @@ class MetricsTable:
         self._columns.update(dict.fromkeys(csv_row(row)))
         self._spool.write(json.dumps(row) + "\n")  # NaN and infinities as JSON extensions: read back as they were
 
-    def _rows(self) -> Iterator[dict[str, object]]:
+    def rows(self) -> Iterator[dict[str, object]]:
+        """The rows added, in order, as they were."""
         self._spool.seek(0)
         return (json.loads(line) for line in self._spool)
+
+    def write_csv(self, file: BinaryIO) -> None:
+        """The CSV: a header of every column any row has, then a line per row (per-class lists as a column per
+        class, `csv_row`), UTF-8."""
+        text = io.TextIOWrapper(file, encoding="utf-8", newline="")
+        writer = csv.DictWriter(text, fieldnames=list(self._columns), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(csv_row(row) for row in self.rows())
+        text.flush()
+        text.detach()
+
+
+RowsT = TypeVar("RowsT", bound=MetricRows)
+
+
+class MetricsTable(MetricRows):
+    """An export's `METRICS_FILES` of the rows added (`add`), written by `finish`: a CSV row per image, and JSON with
+    the rows, the dataset means, what each metric is and the one the images are ranked by."""
+
+    def __init__(self, write: Callable[[list[tuple[PlannedFile, Content]]], list[Path]], scratch: Path):
+        super().__init__(scratch)
+        self._write = write  # the export's files, as `ExportFolder` writes them
 
     def finish(self, summary: Mapping[str, object], ranking: Metric | None = None) -> list[Path]:
         """Write both files (`ranking`: the metric the images are ranked by, else the default); returns their
         paths in `out_dir`."""
         def write_csv(path: Path) -> None:
-            with open(path, "w", encoding="utf-8", newline="") as file:
-                writer = csv.DictWriter(file, fieldnames=list(self._columns), lineterminator="\n")
-                writer.writeheader()
-                writer.writerows(csv_row(row) for row in self._rows())
+            with open(path, "wb") as file:
+                self.write_csv(file)
 
         def write_json(path: Path) -> None:
             with open(path, "w", encoding="utf-8", newline="") as file:
                 document = StreamedDocument(file.write, "images")
-                for row in self._rows():
+                for row in self.rows():
                     document.add(row)
                 document.close({"summary": dict(summary), **catalogue_document(ranking)})
                 file.write("\n")
