@@ -1,4 +1,4 @@
-"""Datasets of any size for the scale benchmarks: a few distinct images (256x192, a bright rectangle on noise) with
+"""Datasets of any size for the scale benchmarks: a few distinct images (256x192, a dark rectangle on bright noise) with
 their 0/255 masks, and N items that are hard links to them (a dataset of 100,000 images in seconds and a few MB of
 disk), in either layout of `core.dataset`: flat (`imgNNNNN.png` + `imgNNNNN_mask.png`) or one folder per image
 (`NNNNN/image.png` + `mask.png`)."""
@@ -17,18 +17,19 @@ LAYOUTS = ("flat", "folders")
 
 def write_sources(folder: Path, count: int, size: tuple[int, int] = (256, 192),
                   seed: int = 0) -> list[tuple[Path, Path]]:
-    """`count` distinct images and masks in `folder`: each a bright rectangle (the mask's foreground) at its own
-    place on noise, so the tiny model's predictions and scores differ from image to image."""
+    """`count` distinct images and masks in `folder`: each a dark noisy rectangle (the mask's foreground, which the
+    tests' tiny model mostly finds) at its own place on bright noise, so predictions and scores differ from image
+    to image."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     width, height = size
     sources = []
     for n in range(count):
-        image = rng.integers(0, 90, (height, width, 3), dtype=np.uint8)
+        image = rng.integers(120, 256, (height, width, 3), dtype=np.uint8)
         mask = np.zeros((height, width), np.uint8)
         x0, y0 = int(rng.integers(0, width * 3 // 4)), int(rng.integers(0, height * 3 // 4))
         x1, y1 = x0 + int(rng.integers(4, width // 4)), y0 + int(rng.integers(4, height // 4))
-        image[y0:y1, x0:x1] = 220
+        image[y0:y1, x0:x1] = rng.integers(0, 140, (y1 - y0, x1 - x0, 3), dtype=np.uint8)
         mask[y0:y1, x0:x1] = 255
         pair = folder / f"source{n}.png", folder / f"source{n}_truth.png"
         cv2.imwrite(str(pair[0]), image)
