@@ -63,17 +63,21 @@ class _Listing:
     name in it without a system call per name: a dataset of 100,000 images opens from one listing per folder, not a
     `stat` per candidate suffix. The file system is still asked, as before, where the listing alone cannot answer:
     for a symbolic link (broken or not), in a folder that cannot be listed (searchable but not readable), and for a
-    name the listing holds only in another case or Unicode form (which a case-insensitive file system finds)."""
+    name the listing holds only in another case or Unicode form (which a case-insensitive file system finds).
+    Each entry is kept as its name and what it is (`DIR`, `FILE`, `LINK` bits), not as its `os.DirEntry`."""
 
-    def __init__(self, folder: Path, entries: dict[str, os.DirEntry[str]] | None):
-        self.folder, self.entries = folder, entries
+    DIR, FILE, LINK = 1, 2, 4  # a folder, a file (either through a symbolic link), a symbolic link
+
+    def __init__(self, folder: Path, entries: dict[str, int] | None):
+        self.folder, self.entries = folder, entries  # in the order the folder lists them
         self._folded: set[str] | None = None
 
     @classmethod
     def of(cls, folder: Path) -> _Listing:
         """`folder` listed; raises the OSError of a folder that cannot be listed."""
-        with os.scandir(folder) as found:
-            return cls(folder, {entry.name: entry for entry in found})
+        with os.scandir(folder) as found:  # a link's target is looked at (a stat) as `Path.is_dir` looked before
+            return cls(folder, {e.name: cls.DIR * e.is_dir() | cls.FILE * e.is_file() | cls.LINK * e.is_symlink()
+                                for e in found})
 
     @classmethod
     def or_asked(cls, folder: Path) -> _Listing:
@@ -92,16 +96,16 @@ class _Listing:
         return _folded(name) in self._folded
 
     def exists(self, name: str) -> bool:
-        entry = self.entries.get(name) if self.entries is not None else None
-        if entry is None:
+        kind = self.entries.get(name) if self.entries is not None else None
+        if kind is None:
             return self._near(name) and (self.folder / name).exists()
-        return not entry.is_symlink() or (self.folder / name).exists()
+        return not kind & self.LINK or (self.folder / name).exists()
 
     def is_file(self, name: str) -> bool:
-        entry = self.entries.get(name) if self.entries is not None else None
-        if entry is None:
+        kind = self.entries.get(name) if self.entries is not None else None
+        if kind is None:
             return self._near(name) and (self.folder / name).is_file()
-        return entry.is_file()  # follows a symbolic link, as `Path.is_file`
+        return bool(kind & self.FILE)  # through a symbolic link, as `Path.is_file`
 
     def first(self, stem: str) -> Path | None:
         """The first `stem.<image suffix>` there (whatever it is: a folder there is reported when read)."""
@@ -142,15 +146,15 @@ def discover(root: Path) -> list[DatasetItem]:
     (`_Listing`), no image or mask read."""
     listing = _Listing.of(root)
     assert listing.entries is not None
-    entries = list(listing.entries.values())  # in the order the folder lists them (of equal keys, the first first)
+    entries = listing.entries.items()  # in the order the folder lists them (of equal keys, the first first)
     items = []
-    for sub in sorted((e for e in entries if e.is_dir()), key=lambda e: _natural_key(e.name)):
-        inside = _Listing.or_asked(root / sub.name)
+    for sub in sorted((name for name, kind in entries if kind & _Listing.DIR), key=_natural_key):
+        inside = _Listing.or_asked(root / sub)
         image = inside.first("image")
         if image is not None:
-            items.append(DatasetItem(sub.name, image, inside.first("mask")))
-    flat = [e.name for e in entries if e.is_file() and stem_suffix(e.name)[1].lower() in IMAGE_SUFFIXES
-            and not _is_mask_file(e.name) and not _is_export(listing, e.name)]
+            items.append(DatasetItem(sub, image, inside.first("mask")))
+    flat = [name for name, kind in entries if kind & _Listing.FILE and stem_suffix(name)[1].lower() in IMAGE_SUFFIXES
+            and not _is_mask_file(name) and not _is_export(listing, name)]
     for name in sorted(flat, key=_natural_key):
         stem = stem_suffix(name)[0]
         mask = listing.first(stem + MASK_SUFFIX)
