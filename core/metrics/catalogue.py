@@ -250,12 +250,12 @@ class _Column:
         self.computed = bytearray(computed)
         self.worst = array("d", [math.nan]) * images if worst else None
 
-    def add(self, value: float | None, worst: Callable[[], float] | None) -> None:
-        """The next image's value (None: not computed); `worst` gives its worst case when computed."""
+    def add(self, value: float | None, worst: Callable[[ImageMetrics], float] | None, metrics: ImageMetrics) -> None:
+        """The next image's value (None: not computed); `worst(metrics)`: its worst case, when computed."""
         self.values.append(math.nan if value is None else value)
         self.computed.append(value is not None)
         if self.worst is not None:
-            self.worst.append(worst() if value is not None and worst is not None else math.nan)
+            self.worst.append(worst(metrics) if value is not None and worst is not None else math.nan)
 
     def having(self) -> tuple[list[float], list[float] | None]:
         """The values (and worst cases) of the images that computed the metric, in the order they were added."""
@@ -282,21 +282,25 @@ class DatasetSummary:
         """The next image's metrics (None: it has no mask, nothing to add)."""
         if metrics is None:
             return
+        columns = self._columns
         for metric in _METRICS.values():
             value = metric.value(metrics) if metric.computed(metrics) else None
-            self._add(metric.name, value, metric.scale, metrics, None)
+            if value is not None or metric.name in columns:  # (else: not computed by any image yet)
+                self._add(metric.name, value, metric.scale.worst, metrics, None)
         lists = {family.name: family.values(metrics) for family in _PER_CLASS.values()}
         self._classes = max([self._classes, *(len(v) for v in lists.values() if v)])
         for family in _PER_CLASS.values():
             values = lists[family.name]
             had = family.name in self._having if family.optional else self.images > 0  # an image before this one
-            if family.optional and (values is not None or had):
+            if family.optional:
+                if values is None and not had:
+                    continue  # no image has computed it: no column yet
                 self._having.setdefault(family.name, bytearray(self.images)).append(values is not None)
             having = not family.optional or values is not None
             before = functools.partial(self._computed_before, family) if had else None
             for index in range(family.first, self._classes):
                 value = (values[index] if values is not None and index < len(values) else math.nan) if having else None
-                self._add(f"{family.name}_{index}", value, family.scale, metrics, before)
+                self._add(f"{family.name}_{index}", value, family.scale.worst, metrics, before)
         self.images += 1
 
     def _computed_before(self, family: PerClass) -> bytes:
@@ -306,18 +310,18 @@ class DatasetSummary:
             return b"\x01" * self.images
         return bytes(self._having.get(family.name, bytearray(self.images))[: self.images])
 
-    def _add(self, name: str, value: float | None, scale: Scale, metrics: ImageMetrics,
-             computed_before: Callable[[], bytes] | None) -> None:
-        """The image's `value` of metric `name` (None: not computed); `computed_before`: which images before it
-        computed the metric, should it have no column yet (None: none did)."""
+    def _add(self, name: str, value: float | None, worst: Callable[[ImageMetrics], float] | None,
+             metrics: ImageMetrics, computed_before: Callable[[], bytes] | None) -> None:
+        """The image's `value` of metric `name` (None: not computed) and, with one, its `worst` case;
+        `computed_before`: which images before it computed the metric, should it have no column yet (None: none
+        did)."""
         column = self._columns.get(name)
         if column is None:
             if value is None and computed_before is None:
                 return  # not computed by any image yet
             before = computed_before() if computed_before is not None else bytes(self.images)
-            column = self._columns[name] = _Column(self.images, before, scale.worst is not None)
-        worst = scale.worst
-        column.add(value, (lambda: worst(metrics)) if worst is not None else None)
+            column = self._columns[name] = _Column(self.images, before, worst is not None)
+        column.add(value, worst, metrics)
 
     @property
     def bytes_per_image(self) -> int:
