@@ -5,12 +5,13 @@ the compact bookkeeping the README states.
 
 Run: `python bench/bench_cli_scale.py [--sizes 1000,10000] [--variants lines,json,export,json+export]
 [--distinct 200] [--export-kinds mask]` (about 5 minutes at the default sizes on 2 cores; add 100000 when asked:
-about an hour). The dataset is flat (`imgNNNNN.png` + `imgNNNNN_mask.png`, every 10th without a mask): hard
-links to `--distinct` 256x192 images (bench/scale_data.py), the tiny 128x128 model of the tests
-(tests/support/helpers.py) run by its card on the embedded backend, the decoded-input cache in a temporary folder
-(filled by a first, unmeasured run at the largest size). Each run's stdout goes to a file (its size is printed: a
-`--json` document grows with the images, the process must not). `--export` writes `--export-kinds` (default
-`mask`: the rasters' own bytes are the disk's, not the process's) into a fresh folder per run.
+about an hour). The dataset is flat (`imgNNNNN.png` + `imgNNNNN_mask.png`, every 10th without a mask): hard links
+to `--distinct` 256x192 images (bench/scale_data.py), the tiny 128x128 model of the tests (tests/support/helpers.py)
+run by its card on the embedded backend, the decoded-input cache in a temporary folder (filled by a first,
+unmeasured run at the smallest size, whose items link to every distinct image). Each run's stdout goes to a file
+(its size is printed: a `--json` document grows with the images, the process must not). `--export` writes
+`--export-kinds` (default `mask`: the rasters' own bytes are the disk's, not the process's) into a fresh folder per
+run.
 
 Printed per run: images, variant, wall seconds, ms per image, the child's peak RSS (`wait4`'s ru_maxrss), the
 stdout bytes; then per variant the slope of the peak RSS between the smallest and the largest size, in bytes per
@@ -101,7 +102,7 @@ def main() -> None:
             envs["before"] = {**env, "PYTHONPATH": os.pathsep.join([str(args.baseline.resolve()),
                                                                     *filter(None, [env.get("PYTHONPATH")])])}
         datasets = {n: linked_dataset(work / f"d{n}", n, "flat", sources, without_mask_every=10) for n in sizes}
-        run_eval(datasets[sizes[-1]], card, [], work, args.export_kinds, env)  # fills the decoded-input cache
+        run_eval(datasets[sizes[0]], card, [], work, args.export_kinds, env)  # fills the cache: items n % distinct
         peaks: dict[tuple[str, str], dict[int, int]] = {}
         print(f"{'images':>8} {'variant':19} {'wall s':>8} {'ms/image':>9} {'peak RSS MB':>12} {'stdout MB':>10}")
         for n in sizes:
