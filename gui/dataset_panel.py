@@ -605,6 +605,14 @@ class DatasetPanel(QWidget):
         """Item ids in the order the table shows them."""
         return self.model.shown_ids()
 
+    def rows_on_screen(self) -> list[str]:
+        """The ids of the rows the table shows now, top to bottom (what to score or restore first)."""
+        view, rows = self.table.viewport(), self.model.rowCount()
+        top = max(self.table.rowAt(0), 0)
+        bottom = self.table.rowAt(view.height() - 1)
+        bottom = rows - 1 if bottom < 0 else bottom
+        return [self.model.item_at(row) for row in range(top, min(bottom + 1, rows))]
+
     def _on_current_row(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if current.isValid():
             self.currentChanged.emit(self.model.item_at(current.row()))

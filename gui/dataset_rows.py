@@ -1,12 +1,12 @@
 """The dataset list as a view of the session: each row is `core.session.views.item_view` of its image (its status,
 its numbers, whether they are fresh, the truth they are scored against), derived when the table first reads it
-and read again once the session says something it derives from changed; the rows changed since the last redraw
-are redrawn together, at a bounded rate (`gui/coalesce.py`), however fast a run announces them."""
+and read again once the session says something it derives from changed (`item_changed`, `items_changed`); the
+rows changed since the last redraw are redrawn together, at a bounded rate (`gui/coalesce.py`), however fast a run
+announces them."""
 
 from __future__ import annotations
 
 from ..core.dataset.dataset import Dataset
-from ..core.session.events import ItemChanged
 from ..core.session.session import Session
 from ..core.session.views import ItemView, item_view
 from .coalesce import Coalescer
@@ -21,7 +21,8 @@ class RowStatus:
         self.session, self.panel = session, panel
         self.refresh = Coalescer(panel.model.show_changed, parent=panel)
         session.events.dataset.connect(self._on_dataset)
-        session.events.item_changed.connect(self._on_item_changed)
+        session.events.item_changed.connect(lambda changed: self._on_items_changed((changed.item_id,)))
+        session.events.items_changed.connect(lambda changed: self._on_items_changed(changed.item_ids))
 
     def _on_dataset(self, dataset: Dataset | None, _old: Dataset | None) -> None:
         if dataset is None:
@@ -29,8 +30,9 @@ class RowStatus:
         self.panel.set_dataset(dataset.root, [item.id for item in dataset.items], self.view_of)
         self.panel.select_row(0)
 
-    def _on_item_changed(self, changed: ItemChanged) -> None:
-        self.panel.model.changed(changed.item_id)  # (read again at once: only the redraw waits)
+    def _on_items_changed(self, item_ids: tuple[str, ...]) -> None:
+        for item_id in item_ids:
+            self.panel.model.changed(item_id)  # (read again at once: only the redraw waits)
         self.refresh.request()
 
     def view_of(self, item_id: str) -> ItemView | None:

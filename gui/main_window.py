@@ -108,7 +108,7 @@ class MainWindow(QMainWindow):
         self.rows = RowStatus(session, self.dataset_panel)
         self.metrics_display = MetricsDisplay(session, self.metrics_panel, self.main_actions, self.status_labels,
                                               self.dataset_panel)
-        self.scorer = Scorer(session, jobs, self)
+        self.scorer = Scorer(session, jobs, self, first=self.dataset_panel.rows_on_screen)
         self.addToolBarBreak()
         self.addToolBar(self.editing.actions.toolbar)
         insert_menu(self, self.editing.actions.menu, 1)  # after File

@@ -14,7 +14,6 @@ from typing import Any
 from ..core.dataset.dataset import DatasetItem
 from ..core.metrics import catalogue
 from ..core.metrics.catalogue import Metric
-from ..core.session.events import ItemChanged
 from ..core.session.session import Session
 from ..core.session.views import headline
 from .coalesce import Coalescer
@@ -31,7 +30,8 @@ class MetricsDisplay:
         self.dataset_panel = dataset_panel
         self.means = Coalescer(self.update_means, parent=panel)
         events = session.events
-        events.item_changed.connect(self._on_item_changed)
+        events.item_changed.connect(lambda changed: self._on_items_changed((changed.item_id,)))
+        events.items_changed.connect(lambda changed: self._on_items_changed(changed.item_ids))
         events.current.connect(lambda _item, _old: self.show())
         events.dataset.connect(lambda _dataset, _old: self.means.request())
         events.ranking.connect(self._on_ranking_changed)
@@ -49,10 +49,10 @@ class MetricsDisplay:
         self.panel.set_note(note)
         self.actions.mark_dice(note)
 
-    def _on_item_changed(self, changed: ItemChanged) -> None:
+    def _on_items_changed(self, item_ids: tuple[str, ...]) -> None:
         self.means.request()
         current: DatasetItem | None = self.session.current
-        if current is not None and current.id == changed.item_id:
+        if current is not None and current.id in item_ids:
             self.show()
 
     def offer_rankings(self) -> None:

@@ -14,7 +14,7 @@ from ..core.dataset.dataset import DatasetItem
 from ..core.result import InferenceResult
 from ..core.session.answers import RUN, Answer
 from ..core.session.backend_state import BackendOpened
-from ..core.session.events import QUEUED, UNREADABLE, ItemChanged, MaskChanged
+from ..core.session.events import QUEUED, UNREADABLE, MaskChanged
 from ..core.session.panel_model import PanelInputs, panel_inputs
 from ..core.session.session import Session
 from ..core.session.views import headline
@@ -39,7 +39,8 @@ class ResultDisplay(QObject):
         events = session.events
         events.current.connect(self._on_current)
         events.document.connect(lambda _document, _old: self.refresh())
-        events.item_changed.connect(self._on_item_changed)
+        events.item_changed.connect(lambda changed: self._on_items_changed((changed.item_id,)))
+        events.items_changed.connect(lambda changed: self._on_items_changed(changed.item_ids))
         events.mask_changed.connect(self._on_mask_changed)
         if session.backend is not None:
             session.backend.events.opened.connect(self._on_backend_opened)
@@ -57,9 +58,9 @@ class ResultDisplay(QObject):
         if item is not None:
             self.panels.set_busy(f"Loading {item.id}…")
 
-    def _on_item_changed(self, changed: ItemChanged) -> None:
+    def _on_items_changed(self, item_ids: tuple[str, ...]) -> None:
         current = self.session.current
-        if current is not None and current.id == changed.item_id:
+        if current is not None and current.id in item_ids:
             self.refresh()
 
     def _on_mask_changed(self, changed: MaskChanged) -> None:

@@ -9,7 +9,7 @@ truths and document and announces what changed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -30,7 +30,6 @@ from .events import (
     QUEUED,
     Message,
     Outcome,
-    OutcomeChanged,
     ResultAdded,
     SessionEvents,
     SlideRunAdded,
@@ -67,10 +66,12 @@ class SessionRuns:
     _sizes: dict[str, tuple[int, int]]
     _dataset: Callable[[], Dataset]
     _item_changed: Callable[[str], None]
+    _items_changed: Callable[[Sequence[str]], None]
     _keep_run: Callable[..., RunRecord]
     _keep_slide_run: Callable[[TiledEvaluation], list[str]]
     _scored: Callable[..., None]
     truth: Callable[[str], ImageTruth]
+    truth_versions: Callable[[], Callable[[str], int | None]]
 
     def __init__(self) -> None:
         self._outcomes: dict[str, Outcome] = {}
@@ -86,8 +87,12 @@ class SessionRuns:
                 self._outcomes.pop(item_id, None)
             else:
                 self._outcomes[item_id] = outcome
-            self.events.outcome_changed.emit(OutcomeChanged(item_id, outcome))
             self._item_changed(item_id)
+
+    def _set_outcomes(self, item_ids: Sequence[str], outcome: Outcome) -> None:
+        """`_set_outcome` of many images, announced in one event (a Run all of 100,000 images is queued at once)."""
+        self._outcomes.update(dict.fromkeys(item_ids, outcome))
+        self._items_changed(item_ids)
 
     def run_plan(self, item_ids: list[str]) -> dict[str, Roi]:
         """The ROIs a run uses, taken now (the run works on this snapshot, whatever the user drags later): the
@@ -111,12 +116,6 @@ class SessionRuns:
             return {}
         return {document.item.id: document.disk_mask}
 
-    def scored_on(self, item_id: str) -> int | None:
-        """The truth version a score made now from the image's mask file is of (None: the image has unsaved
-        edits, so such a score is of no version)."""
-        truth = self.truth(item_id)
-        return None if truth.edits else truth.version
-
     def _run_key(self, record: RunRecord, scored_on: int | None, quality: MetricSpec) -> ScoreKey:
         return ScoreKey(("run", record.id), -1 if scored_on is None else scored_on, quality)
 
@@ -128,9 +127,8 @@ class SessionRuns:
         dataset = self._dataset()
         batch = Batch(dataset, tuple(dataset.item(i) for i in item_ids), self.run_plan(item_ids), dict(sources or {}),
                       self.held_masks(), stream, self.quality)
-        scored_on = {item_id: self.scored_on(item_id) for item_id in item_ids}
-        for item_id in item_ids:
-            self._set_outcome(item_id, Outcome(QUEUED))
+        scored_on = self.truth_versions()
+        self._set_outcomes(item_ids, Outcome(QUEUED))
         describe_as, counts = self.describe_as, {"done": 0, "failed": 0}
 
         def work(backend: Backend | None, cancel: threading.Event, progress: Progress) -> Iterator[RunStep]:
@@ -143,7 +141,7 @@ class SessionRuns:
                     self.events.message.emit(Message("info", f"{result.roi_note}: each image's ROI was sent to "
                                                              "the stream as its whole image"))
                 counts["done"] += 1
-                self.add_evaluation(step.evaluation, scored_on.get(step.evaluation.item.id), batch.quality)
+                self.add_evaluation(step.evaluation, scored_on(step.evaluation.item.id), batch.quality)
             elif isinstance(step, Failed):
                 counts["failed"] += 1
                 self._failed(step)
@@ -161,10 +159,9 @@ class SessionRuns:
 
     def _ended(self, item_ids: list[str] | tuple[str, ...], cancelled: bool) -> None:
         """A run ended: images still queued were never run."""
-        for item_id in item_ids:
-            outcome = self._outcomes.get(item_id)
-            if outcome is not None and outcome.kind == QUEUED:
-                self._set_outcome(item_id, Outcome(CANCELLED if cancelled else NOT_RUN))
+        left = [item_id for item_id in item_ids if (outcome := self._outcomes.get(item_id)) and outcome.kind == QUEUED]
+        if left:
+            self._set_outcomes(left, Outcome(CANCELLED if cancelled else NOT_RUN))
 
     def run_whole_slide(self, reader: SlideReader, plan: TilePlan, tiles: int, item_id: str | None = None
                         ) -> RunJob[RunStep]:

@@ -68,21 +68,33 @@ class SessionEdits:
     def __init__(self) -> None:
         self._truths: dict[str, ImageTruth] = {}
         self._versions = itertools.count(1)
+        #: The version of every truth read from its file since the files were last read anew (`_forget_truths`):
+        #: reading a truth is no change, so a truth first read later is of the same version (`truth_versions`).
+        self._read_version = next(self._versions)
 
     def _forget_truths(self, keep_edits: bool = False) -> None:
         """A dataset (re)opens, or its masks are read by another rule: every truth is read again from its files,
-        under a new version, but (`keep_edits`) those with unsaved edits, on screen or recovered after a crash:
-        the user's edits stay their images' truth."""
+        when asked for, under a new version, but (`keep_edits`) those with unsaved edits, on screen or recovered
+        after a crash: the user's edits stay their images' truth."""
         self._truths = {item_id: truth for item_id, truth in self._truths.items() if keep_edits and truth.edits}
+        self._read_version = next(self._versions)
 
     def truth(self, item_id: str) -> ImageTruth:
         """What the image is scored against now."""
         truth = self._truths.get(item_id)
         if truth is None:
             dataset = self._dataset()
-            truth = ImageTruth(dataset.truth(dataset.item(item_id)), next(self._versions))
+            truth = ImageTruth(dataset.truth(dataset.item(item_id)), self._read_version)
             self._truths[item_id] = truth
         return truth
+
+    def truth_versions(self) -> Callable[[str], int | None]:
+        """The truth version a score made now from each image's mask file is of (None: the image has unsaved
+        edits, so such a score is of no version), as of now, for a job that scores later: O(truths read), not
+        O(images), so a run of 100,000 images starts at once."""
+        read, held = self._read_version, {item_id: None if truth.edits else truth.version
+                                          for item_id, truth in self._truths.items()}
+        return lambda item_id: held.get(item_id, read)
 
     def _set_truth(self, item_id: str, truth: ImageTruth) -> None:
         old = self._truths.get(item_id)

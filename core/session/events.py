@@ -59,12 +59,6 @@ class TruthChanged:
 
 
 @dataclass(frozen=True)
-class OutcomeChanged:
-    item_id: str
-    outcome: Outcome | None  # None: its result (if any) answers again
-
-
-@dataclass(frozen=True)
 class MaskChanged:
     """The mask on screen changed: "edit" (also undo/redo), "save", "discard" or "restore" (recovered edits)."""
 
@@ -104,6 +98,14 @@ class ItemChanged:
 
 
 @dataclass(frozen=True)
+class ItemsChanged:
+    """`ItemChanged` for many images at once (a run queued or ended, another model, another mask rule): one
+    event, so that a change of every image of a large dataset costs its views one refresh."""
+
+    item_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Message:
     """A line for the messages: level "info", "warning" or "error"."""
 
@@ -126,10 +128,10 @@ class SessionEvents(SignalGroup):
     result_added = Signal(ResultAdded)
     slide_run_added = Signal(SlideRunAdded)
     truth_changed = Signal(TruthChanged)
-    outcome_changed = Signal(OutcomeChanged)
     mask_changed = Signal(MaskChanged)
     edits_recovered = Signal(EditsRecovered)
     scored = Signal(Scored)
     score_due = Signal(ScoreDue)
     item_changed = Signal(ItemChanged)
+    items_changed = Signal(ItemsChanged)
     message = Signal(Message)

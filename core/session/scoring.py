@@ -11,7 +11,7 @@ images and the tables and means built from them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +25,7 @@ from ..quality.spec import MetricSpec
 from ..result import InferenceResult
 from ..roi import Roi
 from .answers import Answer
-from .events import ItemChanged, Scored, ScoreDue, SessionEvents
+from .events import ItemChanged, ItemsChanged, Scored, ScoreDue, SessionEvents
 from .truth import ImageTruth
 
 
@@ -142,6 +142,17 @@ class SessionScores:
         """Announce that what the image's views derive from changed, and that a score is due when one is."""
         self.running.set(item_id, self.known_metrics(item_id) if self.answers(item_id) else None)
         self.events.item_changed.emit(ItemChanged(item_id))
+        self._score_if_due(item_id)
+
+    def _items_changed(self, item_ids: Sequence[str]) -> None:
+        """`_item_changed` of many images, announced in one event."""
+        for item_id in item_ids:
+            self.running.set(item_id, self.known_metrics(item_id) if self.answers(item_id) else None)
+        self.events.items_changed.emit(ItemsChanged(tuple(item_ids)))
+        for item_id in item_ids:
+            self._score_if_due(item_id)
+
+    def _score_if_due(self, item_id: str) -> None:
         answer = self.answer(item_id)
         if answer is not None and answer.result is not None and not self.is_fresh(item_id):
             self.events.score_due.emit(ScoreDue(item_id))

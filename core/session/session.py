@@ -25,6 +25,7 @@ each image's newest result and whole-slide run are kept on disk (`core.session.s
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
@@ -52,8 +53,16 @@ from .runs import RunHistory
 from .scoring import SessionScores
 from .store import SessionStore
 
-#: What the restore job of an open brings back, one at a time.
-Found = Union[Recovered, Restored]
+
+@dataclass(frozen=True)
+class Counted:
+    """How many images of a dataset just opened have a mask (counted on the job's thread: a stat per image)."""
+
+    masks: int
+
+
+#: What the job of an open brings back, one at a time: the masks counted, then what is restored.
+Found = Union[Counted, Recovered, Restored]
 
 
 class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
@@ -86,8 +95,10 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     # ------------------------------------------------------------------------------------------ dataset
     def open_dataset(self, dataset: Dataset) -> StreamJob[Found]:
         """Show a dataset. Reopening the same folder keeps its runs; another folder's are dropped (their ids name
-        other images). Every truth is read again. Returns the job that brings back the edits a crash left (first,
-        announced at once) and, for another folder, the runs an earlier session kept on disk."""
+        other images). Every truth is read again, when asked for (nothing is read per image here: a dataset of
+        100,000 images opens at once). Returns the job that counts the masks (its first message says how many),
+        brings back the edits a crash left (announced at once) and, for another folder, the runs an earlier
+        session kept on disk."""
         self._leaving()
         new_folder = self.dataset is None or dataset.root != self.dataset.root
         if new_folder:
@@ -104,11 +115,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         kept = self.answered_ids(dataset)
         if kept:
             self._all_changed()  # the truths were read again: the numbers are scored again
-        self.events.message.emit(Message("info", f"Opened {dataset.root}: {plural(len(dataset), 'image')}, "
-                                                 f"{sum(self.truth(item.id).exists for item in dataset.items)} "
-                                                 "with masks"
-                                                 + (f"; {plural(len(kept), 'earlier run')} kept" if kept else "")))
-        return self._restore_job(dataset, new_folder)
+        return self._restore_job(dataset, new_folder, len(kept))
 
     def read_truths_by_model(self) -> bool:
         """Read the open dataset's masks by the open model's rule from now on, `eval`'s (`set_mask_rule`: a card's
@@ -146,22 +153,27 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
                 self.events.message.emit(Message("error", refused[1]))
         return StreamJob("truths", work, each)
 
-    def _restore_job(self, dataset: Dataset, stored: bool) -> StreamJob[Found]:
+    def _restore_job(self, dataset: Dataset, stored: bool, kept: int) -> StreamJob[Found]:
         store, recovery_dir = self.store if stored else None, self.recovery_dir
-        scored_on = {item.id: self.scored_on(item.id) for item in dataset.items}
+        scored_on = self.truth_versions()
         restored: list[str] = []
 
         def work() -> Iterator[Found]:
+            yield Counted(sum(dataset.truth(item) is not None for item in dataset.items))
             yield recovered_edits(dataset, recovery_dir)
             if store is not None:
                 yield from restored_entries(store, dataset)
 
         def each(found: Found) -> None:
-            if isinstance(found, Recovered):
+            if isinstance(found, Counted):
+                self.events.message.emit(Message("info", f"Opened {dataset.root}: {plural(len(dataset), 'image')}, "
+                                                         f"{found.masks} with masks" + (
+                                                             f"; {plural(kept, 'earlier run')} kept" if kept else "")))
+            elif isinstance(found, Recovered):
                 self.adopt_recovered(found)
             elif found.note:
                 self.events.message.emit(Message("warning", found.note))
-            elif self.adopt_restored(found, scored_on.get(found.image_id)):
+            elif self.adopt_restored(found, scored_on(found.image_id)):
                 restored.append(found.image_id)
 
         def finished() -> None:
@@ -203,8 +215,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         return self.dataset
 
     def _all_changed(self) -> None:
-        for item_id in self.answered_ids(self.dataset):
-            self._item_changed(item_id)
+        self._items_changed(self.answered_ids(self.dataset))
 
     # ---------------------------------------------------------------------------------------- current
     def select(self, item_id: str) -> Job[tuple[tuple[int, int], np.ndarray | None]]:

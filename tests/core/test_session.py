@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 
 import cv2
 import numpy as np
@@ -15,6 +16,7 @@ from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.session.jobs import run_here
+from segscope.core.session.running import Evaluated
 from segscope.core.session.runs import RunHistory
 from segscope.core.session.session import Session
 
@@ -62,7 +64,7 @@ def _run(session, item_id="a", roi=None):
     result = _result(roi or session.roi_for(item_id))
     mask = session.dataset.load_mask(item)
     metrics = image_metrics(result, mask) if mask is not None else None
-    return session.add_evaluation(ImageEvaluation(item, result, metrics), session.scored_on(item_id))
+    return session.add_evaluation(ImageEvaluation(item, result, metrics), session.truth_versions()(item_id))
 
 
 def _paint_extra(session):
@@ -86,6 +88,34 @@ def test_discard_restores_the_metrics_of_the_mask_on_disk(tmp_path, write_png):
     assert not session.is_fresh("a") and session.known_metrics("a").foreground_dice == pytest.approx(8 / 12)
     assert session.metrics("a").foreground_dice == pytest.approx(1.0)
     assert [d for _, d in seen] == pytest.approx([1.0, 8 / 12, 1.0])
+
+
+def test_a_run_taken_before_an_edit_is_scored_again_on_the_edited_truth(tmp_path, write_png):
+    """A run scores on the mask file as it was when the run was asked for: its numbers do not answer for an image
+    whose mask was edited before its result came back, nor for one that had unsaved edits then; one whose edits
+    were saved before it was asked for answers at once."""
+    session = _loaded(tmp_path, write_png)
+
+    def run(meanwhile: Callable[[], object]) -> None:
+        """The session's run job on "a" and "b", its results handed back (as the backend's thread does) after
+        `meanwhile` happened; each scored on its mask file, as a run scores."""
+        job = session.run(["a", "b"])
+        meanwhile()
+        for item_id in ("a", "b"):
+            item = session.dataset.item(item_id)
+            result = _result(session.roi_for(item_id))
+            job.each(Evaluated(ImageEvaluation(item, result, image_metrics(result, session.dataset.load_mask(item)))))
+        job.finished(False)
+
+    run(lambda: _paint_extra(session))  # "a" edited after the run was asked for
+    assert not session.is_fresh("a") and session.is_fresh("b")
+    assert session.metrics("a").foreground_dice == pytest.approx(8 / 12)  # 4 TP, 4 FN: re-scored on the edits
+    run(lambda: None)  # "a" has unsaved edits when the run is asked for
+    assert not session.is_fresh("a") and session.metrics("a").foreground_dice == pytest.approx(8 / 12)
+    session.document.save("corrected")  # the edits are the file now: a run scores on them, fresh at once
+    run(lambda: None)
+    assert session.is_fresh("a") and session.known_metrics("a").foreground_dice == pytest.approx(8 / 12)
+    assert session.metrics("b").foreground_dice == pytest.approx(1.0)
 
 
 def test_a_score_job_runs_anywhere_and_an_edit_meanwhile_drops_its_answer(tmp_path, write_png):

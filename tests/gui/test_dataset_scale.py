@@ -227,8 +227,8 @@ def test_many_results_arriving_end_on_the_final_numbers(qtbot, tmp_path, monkeyp
     for item_id, scored in fed.items():
         probabilities = np.full((4, 4, 2), 0.5, np.float32)
         result = InferenceResult(probabilities, np.zeros((4, 4), np.uint8), session.roi_for(item_id), (32, 24))
-        session.add_evaluation(ImageEvaluation(dataset.item(item_id), result, scored), session.scored_on(item_id),
-                               session.quality)
+        session.add_evaluation(ImageEvaluation(dataset.item(item_id), result, scored),
+                               session.truth_versions()(item_id), session.quality)
     assert drawn == []  # the whole burst in one go: no redraw inside it
     qtbot.waitUntil(lambda: not window.redraws_due() and not window.jobs.pending)
     assert drawn == [len(ids)]  # one redraw after it, of every image

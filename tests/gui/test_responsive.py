@@ -79,7 +79,7 @@ def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, wind
     window.close()
 
     gate = Gate()  # Reopening: the stored runs are read and re-scored on a worker, then taken one by one
-    monkeypatch.setattr(SessionStore, "load", gate.wrap(SessionStore.load))
+    monkeypatch.setattr(SessionStore, "results", gate.wrap(SessionStore.results))
     again = MainWindow()
     qtbot.addWidget(again)
     again.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
