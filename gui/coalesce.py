@@ -36,6 +36,7 @@ class Coalescer(QObject):
         self._draw = draw
         self.interval = interval_ms / 1000
         self._next = 0.0  # time.monotonic() before which no draw starts
+        self._due = False  # (kept here: asking the timer is a call into Qt, which may wait for the GIL)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self.flush)
@@ -43,17 +44,19 @@ class Coalescer(QObject):
     @property
     def pending(self) -> bool:
         """Whether a draw is due (requested, not yet drawn)."""
-        return self._timer.isActive()
+        return self._due
 
     def request(self) -> None:
         """Something the view draws changed: draw soon (at once after a quiet spell, else at the interval's end)."""
-        if not self._timer.isActive():
+        if not self._due:
+            self._due = True
             wait = max(0.0, self._next - time.monotonic())
             self._timer.start(round(wait * 1000))
 
     def flush(self) -> None:
         """Draw now (and drop the draw that was due)."""
         self._timer.stop()
+        self._due = False
         began = time.monotonic()
         self._draw()
         self._next = began + max(self.interval, (time.monotonic() - began) / BUDGET)
