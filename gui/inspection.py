@@ -113,8 +113,8 @@ class Inspection(QObject):
 
     def _wire(self) -> None:
         events = self.session.events
-        events.result_added.connect(lambda _added: self._results_changed())
-        events.slide_run_added.connect(lambda _added: self._results_changed())
+        events.result_added.connect(lambda added: self._results_changed(added.item_id))
+        events.slide_run_added.connect(lambda added: self._results_changed(added.item_id))
         events.dataset.connect(self._on_dataset_opened)
         events.current.connect(self._on_current)
         events.document.connect(lambda _document, _old: self._review_timer.start())
@@ -149,7 +149,7 @@ class Inspection(QObject):
     def _on_dataset_opened(self, _dataset: object, _old: object) -> None:
         """A new dataset starts unfiltered (the session keeps or drops its runs)."""
         self.filter_bar.clear()
-        self._history_changed()
+        self.history_refresh.request()
 
     def _on_panels_shown(self) -> None:
         """The panels drew a result: the review follows, and a run's result gets its "render" time."""
@@ -161,11 +161,12 @@ class Inspection(QObject):
             self._result_arrived = 0.0
             self.history_refresh.request()
 
-    def _results_changed(self) -> None:
-        self._review_timer.start()
-        self._history_changed()
-
-    def _history_changed(self) -> None:
+    def _results_changed(self, item_id: str) -> None:
+        """A run of `item_id` is in: the review follows when it is the image on screen's, the history's views
+        at a bounded rate."""
+        current = self.session.current
+        if current is not None and current.id == item_id:
+            self._review_timer.start()
         self.history_refresh.request()
 
     def _draw_history(self) -> None:

@@ -32,6 +32,9 @@ from .shortcuts import ShortcutsDialog, key, shortcut_action, with_key
 from .slide_view import SlideView
 from .status_labels import duration
 
+#: A progress bar repaints at once on every value it is given: during a batch it is given one at most this often
+#: (milliseconds).
+PROGRESS_MS = 250
 DICE_TIP = "The current image's soft Dice (the original script's number), hard Dice and IoU"
 
 
@@ -130,7 +133,7 @@ class MainActions:
             session.backend.events.all.connect(lambda _emission: self.update_enabled())
             session.backend.events.busy.connect(self._on_busy)
         self._progress: tuple[int, int, float] | None = None  # the newest, drawn at a bounded rate
-        self.progress_refresh = Coalescer(self._draw_progress, parent=window)
+        self.progress_refresh = Coalescer(self._draw_progress, PROGRESS_MS, window)
         controller.progress.connect(self.show_progress)
 
     # ------------------------------------------------------------------------------------------ toolbar

@@ -31,7 +31,7 @@ from ..core.metrics.scores import mask_piece_labels
 from ..core.result import InferenceResult
 from ..core.roi import Roi
 from ..core.session.backend_state import BackendOpened
-from ..core.session.events import EditsRecovered, ItemChanged, MaskChanged
+from ..core.session.events import EditsRecovered, MaskChanged
 from ..core.session.session import Session
 from ..core.session.views import actions
 from .jobs import Jobs
@@ -80,7 +80,8 @@ class MaskEditing(QObject):
         # The enabled tools follow the session: the image on screen, its mask, what answers for it (`_sync_state`).
         session.events.current.connect(lambda _item, _old: self._sync_state())
         session.events.mask_changed.connect(lambda _changed: self._sync_state())
-        session.events.item_changed.connect(self._on_item_changed)
+        session.events.item_changed.connect(lambda changed: self._on_items_changed((changed.item_id,)))
+        session.events.items_changed.connect(lambda changed: self._on_items_changed(changed.item_ids))
         if session.backend is not None:
             session.backend.events.opened.connect(self._on_backend_opened)
         self.actions.set_tool("pan")
@@ -278,9 +279,9 @@ class MaskEditing(QObject):
         self.autosaver.follow(can.save)
         self.dirtyChanged.emit(self.dirty)
 
-    def _on_item_changed(self, changed: ItemChanged) -> None:
+    def _on_items_changed(self, item_ids: tuple[str, ...]) -> None:
         current = self.session.current
-        if current is not None and current.id == changed.item_id:  # (another image's change changes no tool)
+        if current is not None and current.id in item_ids:  # (another image's change changes no tool)
             self._sync_state()
 
     def edits_settled(self) -> None:

@@ -3,7 +3,6 @@ foreground Dice unless the user picks another in the dataset panel)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -85,6 +84,8 @@ class MetricsPanel(QWidget):
         layout.addWidget(self.per_class)
         layout.addWidget(self.plot, 1)
         self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
+        self._axes: tuple[float, float, int, str] | None = None  # what the axes show (set again when it changes)
+        self._title = ""
         self.set_dataset_values(self.ranking, [])
 
     def _pair_width(self) -> int:
@@ -140,9 +141,10 @@ class MetricsPanel(QWidget):
 
     def set_dataset_values(self, metric: Metric, values: Sequence[float | None]) -> None:
         """The histogram of `metric` over the dataset's images with masks (None = n/a for that image, counted
-        in the title, not binned)."""
+        in the title, not binned). Axes, ticks and title are set only when they change (a run redraws often)."""
         self.ranking = metric
-        finite = np.asarray([v for v in values if v is not None and math.isfinite(v)], np.float64)
+        array = np.array(values, np.float64)  # (None: NaN, n/a like it)
+        finite = array[np.isfinite(array)]
         if metric.bounds is not None:
             low, high = metric.bounds
         else:  # the data's range
@@ -150,18 +152,23 @@ class MetricsPanel(QWidget):
             high = high if high > low else low + 1.0
         counts, edges = np.histogram(np.clip(finite, low, high), bins=BINS, range=(low, high))
         self.bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
-        self.plot.setXRange(low, high, padding=0.02)
         top = max(1, int(counts.max(initial=0)))
-        self.plot.setYRange(0, top, padding=0.05)
-        self.plot.getAxis("left").setTicks([[(v, str(v)) for v in count_ticks(top)], []])  # whole images only
-        self.plot.setLabel("bottom", metric.label)
-        self.current_line.setToolTip(f"This image's {metric.label}")
-        infinite = sum(1 for v in values if v is not None and math.isinf(v))
+        axes = (low, high, top, metric.label)
+        if axes != self._axes:
+            self._axes = axes
+            self.plot.setXRange(low, high, padding=0.02)
+            self.plot.setYRange(0, top, padding=0.05)
+            self.plot.getAxis("left").setTicks([[(v, str(v)) for v in count_ticks(top)], []])  # whole images only
+            self.plot.setLabel("bottom", metric.label)
+            self.current_line.setToolTip(f"This image's {metric.label}")
+        infinite = int(np.isinf(array).sum())
         missing = len(values) - finite.size - infinite
         title = (f"{count(finite.size, 'image')}, mean {metric.title} {metric.text(float(finite.mean()))}"
                  if finite.size else f"no {metric.title} yet")
-        self.plot.setTitle(title + (f", {infinite} infinite" if infinite else "") + (f", {missing} n/a" if missing
-                                                                                      else ""))
+        title += (f", {infinite} infinite" if infinite else "") + (f", {missing} n/a" if missing else "")
+        if title != self._title:
+            self._title = title
+            self.plot.setTitle(title)
 
     def histogram(self) -> tuple[np.ndarray, np.ndarray]:
         """The bar heights (image counts) and bin edges the histogram draws."""

@@ -64,7 +64,7 @@ class QualityTools(QObject):
             self.defects_dock.toggleViewAction(), self.reliability_dock.toggleViewAction())
         self._timer = Coalescer(self.refresh, parent=self)  # (the Reliability dock reads every image's numbers)
         events = session.events
-        for event in (events.current, events.item_changed, events.dataset, events.document):
+        for event in (events.current, events.item_changed, events.items_changed, events.dataset, events.document):
             event.connect(lambda *_args: self._timer.request())
         for dock in (self.defects_dock, self.reliability_dock):
             dock.visibilityChanged.connect(self._on_visible)
