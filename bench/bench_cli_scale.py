@@ -1,7 +1,7 @@
 """Memory of `segscope eval` at dataset scale (issue 39): the peak RSS of the whole command, run as a new process,
-at several dataset sizes, with and without `--json` and `--export`, and its seconds per image. Not a timed test:
-what it shows is the slope of the peak against the images, which is flat when nothing is kept per image beyond
-the compact bookkeeping the README states.
+at several dataset sizes, with and without `--json` and `--export` (and, `--variants report`, of `segscope report
+--metrics hd95`), and its seconds per image. Not a timed test: what it shows is the slope of the peak against the
+images, which is flat when nothing is kept per image beyond the compact bookkeeping the README states.
 
 Run: `python bench/bench_cli_scale.py [--sizes 1000,10000] [--variants lines,json,export,json+export]
 [--distinct 200] [--export-kinds mask]` (about 5 minutes at the default sizes on 2 cores; add 100000 when asked:
@@ -41,7 +41,8 @@ sys.path.insert(0, str(REPO / "tests" / "support"))
 from helpers import make_tiny_onnx, tiny_card  # noqa: E402  (the tests' tiny model)
 
 SEGSCOPE = Path(sys.executable).with_name("segscope")
-VARIANTS = {"lines": [], "json": ["--json"], "export": ["--export"], "json+export": ["--json", "--export"]}
+VARIANTS = {"lines": [], "json": ["--json"], "export": ["--export"], "json+export": ["--json", "--export"],
+            "report": ["report"]}
 
 
 def write_model(folder: Path) -> Path:
@@ -56,9 +57,14 @@ def write_model(folder: Path) -> Path:
 
 def run_eval(dataset: Path, card: Path, flags: list[str], work: Path, kinds: str,
              env: dict[str, str]) -> tuple[float, int, int]:
-    """Seconds, peak RSS in bytes and stdout bytes of one `segscope eval`."""
-    command = [str(SEGSCOPE), "eval", "--dataset", str(dataset), "--model", str(card), "--backend", "embedded"]
-    for flag in flags:
+    """Seconds, peak RSS in bytes and stdout bytes of one `segscope eval` (`flags` ["report"]: one `segscope report`
+    with HD95, a metric with a bootstrap interval and a worst case, into a page and CSV made anew)."""
+    report = flags == ["report"]
+    command = [str(SEGSCOPE), "report" if report else "eval", "--dataset", str(dataset), "--model", str(card),
+               "--backend", "embedded"]
+    if report:
+        command += ["--metrics", "hd95", "--out", str(work / "report.html"), "--overwrite"]
+    for flag in [] if report else flags:
         if flag == "--export":
             out = work / "export"
             shutil.rmtree(out, ignore_errors=True)
@@ -82,7 +88,8 @@ def run_eval(dataset: Path, card: Path, flags: list[str], work: Path, kinds: str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000", help="comma-separated image counts")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--variants", default="lines,json,export,json+export",
+                        help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--distinct", type=int, default=200, help="distinct images the dataset links to")
     parser.add_argument("--export-kinds", default="mask")
     parser.add_argument("--baseline", type=Path, metavar="DIR", help="also run another SegScope, from DIR/segscope")
