@@ -85,7 +85,7 @@ class SessionStore:
         self.slides_folder = self.folder / SLIDES_DIR_NAME
         self.max_bytes = max_bytes
         self._executor: ThreadPoolExecutor | None = None
-        self._pending: list[Future[Path | None]] = []
+        self._pending: set[Future[Path | None]] = set()  # writes not done yet (each removes itself when done)
         self._errors: list[str] = []
         self._usage: dict[Path, int] | None = None  # the stored files, oldest first, and their sizes (`_trim`)
         self._used = 0
@@ -101,12 +101,12 @@ class SessionStore:
     def _submit(self, save: Callable[..., Path | None], *args: Any) -> None:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="segscope-session-store")
-        self._pending = [f for f in self._pending if not f.done()]
         future = self._executor.submit(save, *args)
+        self._pending.add(future)
         future.add_done_callback(self._collect)
-        self._pending.append(future)
 
     def _collect(self, future: Future[Path | None]) -> None:
+        self._pending.discard(future)
         error = future.exception()
         if error is not None:
             self._errors.append(str(error))
@@ -118,9 +118,8 @@ class SessionStore:
 
     def flush(self) -> None:
         """Wait for every submitted write."""
-        for future in self._pending:
+        for future in list(self._pending):
             future.exception()
-        self._pending = []
 
     def save(self, image_id: str, result: InferenceResult) -> Path:
         """Store the newest result of an image (replacing its older one), then keep within `max_bytes`."""
