@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,7 @@ from .dataset.masks import mask_to_labels
 from .dataset.truth import Described, Truth, truth_fields
 from .errors import CancelledError
 from .metrics import catalogue
-from .metrics.catalogue import Metric
+from .metrics.catalogue import DatasetSummary as DatasetSummary  # the dataset means, where they were
 from .metrics.scores import ImageMetrics, check_mask_size, labels_metrics, truth_at_roi
 from .quality.scoring import image_quality
 from .quality.spec import MetricSpec
@@ -32,24 +32,6 @@ class ImageEvaluation:
     metrics: ImageMetrics | None  # None when the image has no mask
     truth: Truth | None = None  # the truth file it was scored against
     truth_labels: np.ndarray | None = None  # its true classes under the ROI, as scored (ROI-sized)
-
-
-@dataclass
-class DatasetSummary:
-    """The metrics of the images that have masks, and their means (`core.metrics.catalogue.means`)."""
-
-    scored: list[ImageMetrics] = field(default_factory=list)
-
-    def add(self, metrics: ImageMetrics | None) -> None:
-        if metrics is not None:
-            self.scored.append(metrics)
-
-    def values(self, metric: Metric) -> list[float | None]:
-        """`metric` of every image with a mask (None: n/a for that image)."""
-        return [metric.of(m) for m in self.scored]
-
-    def means(self) -> dict[str, object]:
-        return catalogue.means(self.scored)
 
 
 def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,

@@ -18,6 +18,7 @@ import os
 import sqlite3
 import threading
 import time
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,13 @@ class EntryStore:
         self._cache = diskcache.Cache(str(self.folder), size_limit=self.size_limit, cull_limit=0, timeout=LOCK_WAIT_S,
                                       eviction_policy="least-recently-used", statistics=False)
         self._lock = threading.Lock()
-        self._lookups: list[tuple[str, str, bool]] = []  # (kind, key, hit) in order
+        # Every lookup in order, in 10 bytes (a run of 100,000 images makes 300,000): its key's hash (equal keys
+        # are one key; two keys a 64-bit hash cannot tell apart are not met in counting a run's hits), its kind's
+        # index in `_kinds`, whether it hit.
+        self._keys = array("q")
+        self._kinds: list[str] = []
+        self._lookup_kinds = bytearray()
+        self._hits = bytearray()
         self._warned = False
         self._remove_strays(STRAY_AGE_S)
 
@@ -99,7 +106,11 @@ class EntryStore:
             self._warn(f"cannot read the decoded-input cache ({exc}); decoding instead (`segscope cache clear` "
                        "empties a damaged cache)")
         with self._lock:
-            self._lookups.append((kind, key, entry is not None))
+            if kind not in self._kinds:
+                self._kinds.append(kind)
+            self._keys.append(hash(key))
+            self._lookup_kinds.append(self._kinds.index(kind))
+            self._hits.append(entry is not None)
         return entry
 
     def put(self, key: str, arrays: Sequence[np.ndarray], meta: dict[str, object]) -> bool:
@@ -150,15 +161,15 @@ class EntryStore:
     def mark(self) -> int:
         """Where `use` starts counting from (the lookups so far)."""
         with self._lock:
-            return len(self._lookups)
+            return len(self._keys)
 
     def use(self, since: int = 0) -> dict[str, tuple[int, int]]:
         """Per kind of entry, (how many came from the store, how many were looked up) since `mark()` gave
         `since`: each key once, by its first lookup (a key decoded and stored, then read again, did not)."""
         with self._lock:
-            lookups = self._lookups[since:]
-        first: dict[str, tuple[str, bool]] = {}
-        for kind, key, hit in lookups:
+            lookups = zip(self._keys[since:], [self._kinds[k] for k in self._lookup_kinds[since:]], self._hits[since:])
+        first: dict[int, tuple[str, int]] = {}
+        for key, kind, hit in lookups:
             first.setdefault(key, (kind, hit))
         counts: dict[str, tuple[int, int]] = {}
         for kind, hit in first.values():

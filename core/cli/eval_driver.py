@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
+import functools
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +21,10 @@ from ..backends.precision_check import AccuracyCheck
 from ..dataset.dataset import Dataset
 from ..dataset.preflight import check_sizes_up_front, prepare_truths
 from ..dataset.truth import Truth, choice_note
-from ..evaluate import DatasetSummary
 from ..export.files import METRICS_FILES, ExportFolder
 from ..metrics import catalogue
-from ..metrics.catalogue import catalogue_document
-from ..metrics.numbers import json_safe
+from ..metrics.catalogue import DatasetSummary, catalogue_document
+from ..metrics.document import StreamedDocument
 from ..metrics.scores import ImageMetrics
 from ..quality.options import summary_lines
 from ..roi import Roi
@@ -128,7 +128,11 @@ class EvalUnit(Protocol):
 def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
     """`eval` with `unit`: the sizes in every header and every export target checked before the first image,
     the images run, the metrics written and the summary printed. The export is published all or nothing,
-    once the metrics are written (`ExportFolder`): a run that fails leaves its folder as it was."""
+    once the metrics are written (`ExportFolder`): a run that fails leaves its folder as it was.
+
+    Nothing grows with the images but the dataset's items and the summary's values (`DatasetSummary`): each
+    image's row goes out as it comes, as a line or an element of the JSON document, and into the export's metric
+    tables (`MetricsTable`, which keeps it on the export's disk)."""
     roi = Roi.parse(args.roi) if args.roi is not None else None
     dataset = open_dataset(args)
     kinds = [k.strip() for k in args.export_kinds.split(",") if k.strip()]
@@ -136,41 +140,56 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
     unit.prepare(run)
     cached = CacheReport()  # what came from the decoded-input cache (truth checks included), said once at the end
     check_sizes_up_front(dataset)
-    run.export = export = ExportFolder(args.export, args.overwrite, dataset.root) if args.export else None
-    summary, rows = DatasetSummary(), []
+    run.export = export = ExportFolder(args.export, args.overwrite, dataset.root, record_written=False) \
+        if args.export else None
+    summary = DatasetSummary()
+    document = StreamedDocument(functools.partial(_write_now, out), "images") if args.json else None
+    foreground = 0  # images with a foreground Dice (in their mask or prediction)
     with contextlib.ExitStack() as stack:
+        table = None
         if export is not None:
             stack.enter_context(export)  # locked and staged for the whole run, published when the block ends
-            export.refuse_existing([n for item in dataset.items for n in unit.planned_files(item.id, kinds)]
-                                   + list(METRICS_FILES) + unit.run_files(kinds))
+            export.refuse_existing(itertools.chain(
+                (n for item in dataset.items for n in unit.planned_files(item.id, kinds)), METRICS_FILES,
+                unit.run_files(kinds)))
+            table = stack.enter_context(export.metrics_table())
         backend = stack.enter_context(open_eval_backend(args))
         prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
         for row, metrics in unit.evaluate(run, backend, stack):
             summary.add(metrics)
-            rows.append(row)
+            foreground += row.get("foreground_dice") is not None
+            if document is not None:
+                document.add(row)
+            if table is not None:
+                table.add(row)
         for said in (cached.line(), backend.cache_note()):
             if said:
                 note(said)
         means: dict[str, object] = {**summary.means(), **unit.means()}
-        if export is not None:
-            export.write_metrics(rows, means)
+        if export is not None and table is not None:
+            table.finish(means)
             export.write_coco()
-    return print_results(args, rows, means, out, unit.usage, unit.check)
+    return print_results(args, document, foreground, means, out, unit.usage, unit.check)
 
 
-def print_results(args: argparse.Namespace, rows: list[dict[str, object]], means: Mapping[str, object],
-                  out: TextIO, usage: UsageLog | None = None, check: AccuracyCheck | None = None) -> int:
-    """The JSON document (with the metrics' definitions, the ranking, per-device usage and the precision
-    check), or the original script's summary lines (usage on stderr)."""
+def _write_now(out: TextIO, text: str) -> None:
+    out.write(text)
+    out.flush()
+
+
+def print_results(args: argparse.Namespace, document: StreamedDocument | None, foreground: int,
+                  means: Mapping[str, object], out: TextIO, usage: UsageLog | None = None,
+                  check: AccuracyCheck | None = None) -> int:
+    """The end of the JSON `document` whose rows went out (the means, the metrics' definitions, the ranking,
+    per-device usage and the precision check), or the original script's summary lines (usage on stderr);
+    `foreground`: how many images had a foreground Dice."""
     if usage is not None and not args.json:
         for line in usage.lines():
             status(line)
     precision = check.summary() if check is not None else None
-    if args.json:
-        document = {"images": rows, "summary": means, **catalogue_document(),
-                    **({"devices": usage.as_dicts()} if usage else {}),
-                    **({"precision": precision} if precision else {})}
-        json.dump(json_safe(document), out, indent=2, allow_nan=False)
+    if document is not None:
+        document.close({"summary": means, **catalogue_document(), **({"devices": usage.as_dicts()} if usage else {}),
+                        **({"precision": precision} if precision else {})})
         out.write("\n")
     else:
         def shown(key: str) -> object:
@@ -180,9 +199,8 @@ def print_results(args: argparse.Namespace, rows: list[dict[str, object]], means
 
         print(f"========== Cross Valid dice coeff is: {shown('soft_dice')}", file=out)
         print(f"========== Cross Valid IOU is: {shown('soft_iou')}", file=out)
-        scored = sum(row.get("foreground_dice") is not None for row in rows)
-        without = int(means["images_with_masks"]) - scored  # type: ignore[call-overload]
-        counted = f" (over {scored} images with masks" + (
+        without = int(means["images_with_masks"]) - foreground  # type: ignore[call-overload]
+        counted = f" (over {foreground} images with masks" + (
             f"; {without} without any foreground in mask or prediction: n/a" if without else "") + ")"
         print(f"========== Hard foreground dice is: {shown('foreground_dice')}"
               f"{counted if means['images_with_masks'] else ''}", file=out)

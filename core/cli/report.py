@@ -1,8 +1,8 @@
 """`segscope report --dataset D [--pipeline P] [--metrics ...] --out report.html`: evaluate a dataset as `eval`
 does and write one self-contained HTML page a reviewer can mail (see `core/report`): the run's aggregates with
 bootstrap intervals, the definitions, provenance (file names, no absolute local paths unless asked), the worst
-images with their errors drawn, per class, defects, calibration and a sortable table of every image. The run
-itself is `report_run`, imported when the command runs."""
+images with their errors drawn, per class, defects, calibration and a sortable table of the worst images (every
+image's row in the CSV beside the page). The run itself is `report_run`, imported when the command runs."""
 
 from __future__ import annotations
 
@@ -26,6 +26,16 @@ def _worst(text: str) -> int:
     return value
 
 
+def _rows(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of images, 0 or more, got {text!r}")
+    return value
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from .report_run import write_report
 
@@ -39,10 +49,12 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "embedded (no external resource): the run's means with bootstrap intervals, medians, n/a and "
                     "inf counts, each metric's definition, unit and reference, provenance, distributions, the worst "
                     "images with their false alarms and misses drawn, per class, defects, calibration, and a sortable "
-                    "table of every image. Needs matplotlib (pip install \"segscope[report]\").")
+                    "table of the worst images (--rows), with every image's row in REPORT.csv beside the page. Needs "
+                    "matplotlib (pip install \"segscope[report]\").")
     parser.add_argument("--dataset", type=Path, required=True, help="DIR/<id>/image.png [+ mask.png], or a flat folder")
-    parser.add_argument("--out", type=Path, required=True, metavar="REPORT.html", help="the HTML file to write")
-    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    parser.add_argument("--out", type=Path, required=True, metavar="REPORT.html",
+                        help="the HTML file to write (and REPORT.csv beside it)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --out and its CSV if they exist")
     parser.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: as eval)")
     add_truth_option(parser)
     add_metric_options(parser, default="all")
@@ -51,6 +63,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                              f"dice_1, hd95, defect_recall, ...; default {catalogue.DEFAULT_RANKING})")
     parser.add_argument("--worst", type=_worst, default=8, metavar="N",
                         help="show the N worst images as image | heatmap | prediction | truth | errors (default 8)")
+    parser.add_argument("--rows", type=_rows, default=200, metavar="N",
+                        help="the page's table of images lists the N worst by --rank (default 200; images where it "
+                             "is n/a after every other); every image's row is in the CSV written beside the page "
+                             "(REPORT.csv, as eval --export writes metrics.csv)")
     parser.add_argument("--absolute-paths", action="store_true",
                         help="name the dataset, pipeline and model by their absolute local paths in the provenance "
                              "(default: file names only, so the page can be mailed)")

@@ -15,8 +15,8 @@ from ..dataset.dataset import Dataset
 from ..dataset.preflight import check_sizes_up_front, prepare_truths
 from ..dataset.truth import choice_note
 from ..errors import SegScopeError
-from ..evaluate import evaluate_dataset
-from ..export.files import refuse_existing
+from ..evaluate import evaluate_dataset, evaluation_row
+from ..export.files import MetricRows, refuse_existing
 from ..export.provenance import segscope_version, sha256_file
 from ..files.fileio import atomic_write_bytes
 from ..metrics import catalogue
@@ -33,6 +33,11 @@ from .options import refuse_remote_only_options
 from .output import Progress
 
 
+def table_path(out: Path) -> Path:
+    """Where the report's CSV of every image goes: beside the page, its name's (`report.html` -> `report.csv`)."""
+    return out.with_suffix(".csv")
+
+
 def _check(args: argparse.Namespace, spec: MetricSpec) -> catalogue.Metric:
     """The ranking metric, once every option is known to be usable."""
     if importlib.util.find_spec("matplotlib") is None:
@@ -40,7 +45,10 @@ def _check(args: argparse.Namespace, spec: MetricSpec) -> catalogue.Metric:
     rank = catalogue.lookup(args.rank)  # SegScopeError lists the names
     if rank.optional and rank.name.split("_class_")[0] not in spec.keys():
         raise SegScopeError(f"--rank {args.rank}: not among the metrics computed; add it to --metrics")
-    refuse_existing([args.out], args.overwrite)
+    if table_path(args.out) == args.out:
+        raise SegScopeError(f"--out {args.out}: the CSV of every image goes beside the page under its name with "
+                            ".csv; name the page .html")
+    refuse_existing([args.out, table_path(args.out)], args.overwrite)
     if not args.out.parent.is_dir():
         raise SegScopeError(f"{args.out.parent}: no such folder for --out; create it first")
     return rank
@@ -85,32 +93,37 @@ def write_report(args: argparse.Namespace, out: TextIO) -> int:
     dataset = open_dataset(args)
     progress = Progress(len(dataset))
     check_sizes_up_front(dataset)
+    table = table_path(args.out)
     with open_eval_backend(args) as backend, ReportData(dataset, spec, backend.capabilities.class_names, rank,
-                                                args.worst) as data:
+                                                args.worst, args.rows) as data, MetricRows(args.out.parent) as rows:
         prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
         stream = StreamInput.of(chosen_source(args))  # the ROI each image's stream gets, as eval's
         for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, stream=stream, quality=spec), 1):
             data.add(evaluation)
+            result = evaluation.result
+            rows.add(evaluation_row(evaluation.item, result.roi, evaluation.metrics, result.timings, result.roi_note,
+                                    evaluation.truth, dataset.root))  # as eval's rows
             progress.update(done, evaluation.item.id)
         progress.clear()
         data.finish()
         provenance = _provenance(args, dataset, backend, spec)
+        atomic_write_bytes(table, rows.write_csv, overwrite=args.overwrite)
     if not args.absolute_paths:  # warnings name files by their path: within the dataset, relative to it
         data.warnings = [w.replace(str(dataset.root), dataset.root.name) for w in data.warnings]
     from ..report import plots  # matplotlib, only once it is known to be there
 
-    scored = [e.metrics for e in data.entries if e.metrics is not None]
-    summary = {**catalogue.means(scored, confidence=True), **data.quality.summary()}
+    summary = {**data.summary.means(confidence=True), **data.quality.summary()}
     keys = ["foreground_dice", *(k for k in spec.keys() if k not in COUNT_KEYS)]
-    series = {k: [v for m in scored if (v := catalogue.lookup(k).of(m)) is not None] for k in keys}
+    series = {k: [v for v in data.summary.values(catalogue.lookup(k)) if v is not None] for k in keys}
     labels = {k: metric_title(spec, k) for k in keys}
     figures = {"distributions": plots.distributions(series, labels)}
     if "ece" in spec.names:
         pooled = data.quality.calibration
         figures["reliability"] = plots.reliability_diagram(pooled.reliability, "every pixel")
         figures["reliability_foreground"] = plots.reliability_diagram(pooled.foreground, "foreground pixels")
-    page = render(data, summary, provenance, figures).encode()
+    page = render(data, summary, provenance, figures, table.name).encode()
     atomic_write_bytes(args.out, page, overwrite=args.overwrite)
-    print(f"wrote {args.out} ({len(page) / 1e6:.1f} MB): {len(data.entries)} images, {len(scored)} with masks, "
-          f"the {len(data.worst_entries())} worst by {args.rank}", file=out)
+    print(f"wrote {args.out} ({len(page) / 1e6:.1f} MB): {data.images} images, {data.summary.images} with masks, "
+          f"the {len(data.worst_entries())} worst by {args.rank} (in its table: {len(data.table_entries())}); every "
+          f"image in {table}", file=out)
     return 0

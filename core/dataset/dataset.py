@@ -15,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +25,7 @@ import numpy as np
 
 from ..cache.decoded import read_truth
 from ..errors import SegScopeError
-from ..export.names import PROVENANCE_NAME, exported_item
+from ..export.names import PROVENANCE_NAME, exported_item, stem_suffix
 from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json
 from ..files.image_types import IMAGE_SUFFIXES
 from ..files.kinds import dataset_folder, not_wanted, what_is
@@ -45,15 +47,73 @@ def backup_mask_path(mask_path: Path) -> Path:
     return Path(mask_path).with_name(f"{Path(mask_path).stem}{BACKUP_SUFFIX}{Path(mask_path).suffix}")
 
 
-def _is_mask_file(path: Path) -> bool:
-    stem = path.stem.removesuffix(BACKUP_SUFFIX).removesuffix(CORRECTED_SUFFIX)
+def _is_mask_file(name: str) -> bool:
+    stem = stem_suffix(name)[0].removesuffix(BACKUP_SUFFIX).removesuffix(CORRECTED_SUFFIX)
     return stem.endswith(MASK_SUFFIX)
 
 
-def _is_export(path: Path) -> bool:
+def _is_export(listing: _Listing, name: str) -> bool:
     """An export of `core.export.files` (`<id>_mask.png` etc. beside `<id>_provenance.json`): never data."""
-    item = exported_item(path.name)
-    return item is not None and (path.parent / PROVENANCE_NAME.format(id=item)).is_file()
+    item = exported_item(name)
+    return item is not None and listing.is_file(PROVENANCE_NAME.format(id=item))
+
+
+class _Listing:
+    """A folder's entries, listed once (`os.scandir`), answering what `Path.exists` and `Path.is_file` would for a
+    name in it without a system call per name: a dataset of 100,000 images opens from one listing per folder, not a
+    `stat` per candidate suffix. The file system is still asked, as before, where the listing alone cannot answer:
+    for a symbolic link (broken or not), in a folder that cannot be listed (searchable but not readable), and for a
+    name the listing holds only in another case or Unicode form (which a case-insensitive file system finds).
+    Each entry is kept as its name and what it is (`DIR`, `FILE`, `LINK` bits), not as its `os.DirEntry`."""
+
+    DIR, FILE, LINK = 1, 2, 4  # a folder, a file (either through a symbolic link), a symbolic link
+
+    def __init__(self, folder: Path, entries: dict[str, int] | None):
+        self.folder, self.entries = folder, entries  # in the order the folder lists them
+        self._folded: set[str] | None = None
+
+    @classmethod
+    def of(cls, folder: Path) -> _Listing:
+        """`folder` listed; raises the OSError of a folder that cannot be listed."""
+        with os.scandir(folder) as found:  # a link's target is looked at (a stat) as `Path.is_dir` looked before
+            return cls(folder, {e.name: cls.DIR * e.is_dir() | cls.FILE * e.is_file() | cls.LINK * e.is_symlink()
+                                for e in found})
+
+    @classmethod
+    def or_asked(cls, folder: Path) -> _Listing:
+        """`folder` listed, or (it cannot be) a listing that asks the file system for every name."""
+        try:
+            return cls.of(folder)
+        except OSError:
+            return cls(folder, None)
+
+    def _near(self, name: str) -> bool:
+        """Whether the file system must be asked about `name`, which the listing does not hold as it is spelt."""
+        if self.entries is None:
+            return True
+        if self._folded is None:
+            self._folded = {_folded(n) for n in self.entries}
+        return _folded(name) in self._folded
+
+    def exists(self, name: str) -> bool:
+        kind = self.entries.get(name) if self.entries is not None else None
+        if kind is None:
+            return self._near(name) and (self.folder / name).exists()
+        return not kind & self.LINK or (self.folder / name).exists()
+
+    def is_file(self, name: str) -> bool:
+        kind = self.entries.get(name) if self.entries is not None else None
+        if kind is None:
+            return self._near(name) and (self.folder / name).is_file()
+        return bool(kind & self.FILE)  # through a symbolic link, as `Path.is_file`
+
+    def first(self, stem: str) -> Path | None:
+        """The first `stem.<image suffix>` there (whatever it is: a folder there is reported when read)."""
+        return next((self.folder / n for s in IMAGE_SUFFIXES if self.exists(n := f"{stem}{s}")), None)
+
+
+def _folded(name: str) -> str:
+    return unicodedata.normalize("NFC", name).casefold()
 
 
 @dataclass(frozen=True)
@@ -74,27 +134,31 @@ class DatasetItem:
         return self.truth_path is not None
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
 def _natural_key(text: str) -> list[object]:
-    return [int(part) if part.isdecimal() else part.lower() for part in re.split(r"(\d+)", text)]
-
-
-def _first_image(folder: Path, stem: str) -> Path | None:
-    """The first `stem.<image suffix>` in `folder` (whatever it is: a folder there is reported when read)."""
-    return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").exists()), None)
+    return [int(part) if part.isdecimal() else part.lower() for part in _DIGITS.split(text)]
 
 
 def discover(root: Path) -> list[DatasetItem]:
-    """The dataset's images in natural order (`2` before `10`)."""
+    """The dataset's images in natural order (`2` before `10`): `root` and each folder in it listed once
+    (`_Listing`), no image or mask read."""
+    listing = _Listing.of(root)
+    assert listing.entries is not None
+    entries = listing.entries.items()  # in the order the folder lists them (of equal keys, the first first)
     items = []
-    for sub in sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: _natural_key(p.name)):
-        image = _first_image(sub, "image")
+    for sub in sorted((name for name, kind in entries if kind & _Listing.DIR), key=_natural_key):
+        inside = _Listing.or_asked(root / sub)
+        image = inside.first("image")
         if image is not None:
-            items.append(DatasetItem(sub.name, image, _first_image(sub, "mask")))
-    flat = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
-            and not _is_mask_file(p) and not _is_export(p)]
-    for image in sorted(flat, key=lambda p: _natural_key(p.name)):
-        mask = _first_image(root, image.stem + MASK_SUFFIX)
-        items.append(DatasetItem(image.stem, image, None if mask is None or _is_export(mask) else mask))
+            items.append(DatasetItem(sub, image, inside.first("mask")))
+    flat = [name for name, kind in entries if kind & _Listing.FILE and stem_suffix(name)[1].lower() in IMAGE_SUFFIXES
+            and not _is_mask_file(name) and not _is_export(listing, name)]
+    for name in sorted(flat, key=_natural_key):
+        stem = stem_suffix(name)[0]
+        mask = listing.first(stem + MASK_SUFFIX)
+        items.append(DatasetItem(stem, root / name, None if mask is None or _is_export(listing, mask.name) else mask))
     return items
 
 

@@ -8,8 +8,9 @@ rule (`set_mask_rule`) and checks each truth as `eval` does (`check_truth`)."""
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -76,11 +77,17 @@ def prepare_truths(dataset: Dataset, class_names: Sequence[str], details: Mappin
     all) against it (`check_truth`; their sizes are `check_sizes_up_front`'s, called before); the first problem
     is a `SegScopeError` naming the file."""
     rule = set_mask_rule(dataset, class_names, details)
-    truths = [t for t in (dataset.truth(item) for item in (items if items is not None else dataset.items)) if t]
-    pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="segscope-truths")
+    truths = (t for t in (dataset.truth(item) for item in (items if items is not None else dataset.items)) if t)
+    workers = os.cpu_count() or 1
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="segscope-truths")
+    pending: deque[Future[None]] = deque()  # a few per thread: 100,000 masks are never all submitted at once
     try:  # a first run decodes each mask here (OpenCV, without the GIL); the first problem in dataset order raises
-        for _ in pool.map(lambda truth: check_truth(dataset, truth, counts), truths):
-            pass
+        for truth in truths:
+            pending.append(pool.submit(check_truth, dataset, truth, counts))
+            if len(pending) > 2 * workers:
+                pending.popleft().result()
+        while pending:
+            pending.popleft().result()
     finally:  # and the masks not checked yet are left alone
         pool.shutdown(wait=True, cancel_futures=True)
     return rule

@@ -28,8 +28,10 @@ import hashlib
 import io
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import BinaryIO, TypeVar
 
 import cv2
 import numpy as np
@@ -42,7 +44,7 @@ from ..files.fileio import encode_image, read_json, sha256_file
 from ..interchange.coco import CocoDocument
 from ..interchange.geojson import mask_geojson
 from ..metrics.catalogue import Metric, catalogue_document, csv_row
-from ..metrics.numbers import json_safe
+from ..metrics.document import StreamedDocument
 from ..palette import HEATMAP_COLORMAP
 from ..result import InferenceResult
 from ..roi import Roi
@@ -99,11 +101,16 @@ def slide_canvas(values: np.ndarray, roi: Roi, image_size: tuple[int, int]) -> n
 
 
 def refuse_existing(paths: Iterable[Path], overwrite: bool) -> None:
-    """Raise, naming the first, when any of `paths` exists and `overwrite` is not set."""
-    existing = [p for p in paths if p.exists()]
-    if existing and not overwrite:
-        more = f" and {len(existing) - 1} more" if len(existing) > 1 else ""
-        raise SegScopeError(f"{existing[0]}{more}: already exists (use --overwrite to replace)")
+    """Raise, naming the first, when any of `paths` exists and `overwrite` is not set (`paths` are looked at one
+    at a time: a run's hundreds of thousands of names are never held)."""
+    if overwrite:
+        return
+    existing = (p for p in paths if p.exists())
+    first = next(existing, None)
+    if first is not None:
+        more = sum(1 for _ in existing)
+        raise SegScopeError(f"{first}{f' and {more} more' if more else ''}: already exists (use --overwrite to "
+                            "replace)")
 
 
 def described_files(record: Path) -> list[str]:
@@ -147,15 +154,18 @@ class ExportFolder:
     recognised first (`notes` says what was done). Nothing in `out_dir` changes until the block ends without
     an exception: then the new version takes its place in one step (`core.files.atomic_folder`).
     `dataset_root`: an export inside the dataset is refused, as is one into an exported image's own folder,
-    so an export is never taken for (or written over) ground truth.
+    so an export is never taken for (or written over) ground truth. `record_written` False: `written` stays empty
+    (`eval --export` of 100,000 images writes 200,000 files or more, and says none of them).
     """
 
-    def __init__(self, out_dir: Path, overwrite: bool = False, dataset_root: Path | None = None):
+    def __init__(self, out_dir: Path, overwrite: bool = False, dataset_root: Path | None = None,
+                 record_written: bool = True):
         self.out_dir, self.overwrite = Path(out_dir), overwrite
         self.dataset_root = Path(dataset_root) if dataset_root is not None else None
         self._staged: StagedFolder | None = None
         self.notes: list[str] = []  # what was found and done about an interrupted export's leftovers
         self.written: list[Path] = []  # each file's path in `out_dir`, where it is once the export is published
+        self._record_written = record_written
         self.coco = CocoDocument()  # the images exported with kind "coco", for `write_coco`
 
     def __enter__(self) -> ExportFolder:
@@ -184,7 +194,7 @@ class ExportFolder:
     def refuse_existing(self, names: Iterable[str]) -> None:
         """Raise, naming the first, when a file of `names` is in the folder and `overwrite` is not set."""
         folder = self._folder()
-        refuse_existing([self.out_dir / n for n in names if folder.exists(n)], self.overwrite)
+        refuse_existing((self.out_dir / n for n in names if folder.exists(n)), self.overwrite)
 
     def _write(self, files: list[tuple[PlannedFile, Content]], record: Callable[[dict[str, tuple[str, str]]], bytes]
                | None = None, record_name: str = "") -> list[Path]:
@@ -205,7 +215,8 @@ class ExportFolder:
         if record is not None:
             folder.create(record_name, record(digests), self.overwrite)
         published = [self.out_dir / n for n in names]
-        self.written += published
+        if self._record_written:
+            self.written += published
         return published
 
     def write_item(self, item_id: str, files: list[tuple[PlannedFile, Content]],
@@ -251,21 +262,84 @@ class ExportFolder:
         return self._write([(PlannedFile(name, "coco", "JSON"), data)
                             for name, data in self.coco.files(segscope_version()).items()])
 
-    def write_metrics(self, rows: list[dict[str, object]], summary: Mapping[str, object],
+    def metrics_table(self) -> MetricsTable:
+        """The metric tables of this export, made row by row (`MetricsTable`)."""
+        return MetricsTable(self._write, self._folder().path)
+
+    def write_metrics(self, rows: Iterable[dict[str, object]], summary: Mapping[str, object],
                       ranking: Metric | None = None) -> list[Path]:
-        """`METRICS_FILES`: a CSV row per image, and JSON with the rows, the dataset means, what each metric is
-        and the one the images are ranked by (`ranking`, else the default)."""
-        flat = [csv_row(row) for row in rows]
-        columns = list(dict.fromkeys(key for row in flat for key in row))
-        text = io.StringIO()
-        writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
+        """`METRICS_FILES` of `rows` (`MetricsTable`)."""
+        with self.metrics_table() as table:
+            for row in rows:
+                table.add(row)
+            return table.finish(summary, ranking)
+
+
+class MetricRows:
+    """Rows of a metric table (`core.evaluate.evaluation_row`) as a run makes them, kept on disk in an unnamed
+    temporary file in `scratch` (the disk the table goes to), never in memory; the CSV's columns are known only once
+    every row is (a QA metric or a class first met at the last image). Use it as a context manager (the file goes
+    when the block ends)."""
+
+    def __init__(self, scratch: Path):
+        self._spool = tempfile.TemporaryFile("w+", encoding="utf-8", dir=scratch)
+        self._columns: dict[str, None] = {}  # the CSV's, in the order rows first have them
+
+    def __enter__(self: RowsT) -> RowsT:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._spool.close()
+
+    def add(self, row: Mapping[str, object]) -> None:
+        self._columns.update(dict.fromkeys(csv_row(row)))
+        self._spool.write(json.dumps(row) + "\n")  # NaN and infinities as JSON extensions: read back as they were
+
+    def rows(self) -> Iterator[dict[str, object]]:
+        """The rows added, in order, as they were."""
+        self._spool.seek(0)
+        return (json.loads(line) for line in self._spool)
+
+    def write_csv(self, file: BinaryIO) -> None:
+        """The CSV: a header of every column any row has, then a line per row (per-class lists as a column per
+        class, `csv_row`), UTF-8."""
+        text = io.TextIOWrapper(file, encoding="utf-8", newline="")
+        writer = csv.DictWriter(text, fieldnames=list(self._columns), lineterminator="\n")
         writer.writeheader()
-        writer.writerows(flat)
-        document = json.dumps(json_safe({"images": rows, "summary": dict(summary), **catalogue_document(ranking)}),
-                              indent=2, allow_nan=False)
+        writer.writerows(csv_row(row) for row in self.rows())
+        text.flush()
+        text.detach()
+
+
+RowsT = TypeVar("RowsT", bound=MetricRows)
+
+
+class MetricsTable(MetricRows):
+    """An export's `METRICS_FILES` of the rows added (`add`), written by `finish`: a CSV row per image, and JSON with
+    the rows, the dataset means, what each metric is and the one the images are ranked by."""
+
+    def __init__(self, write: Callable[[list[tuple[PlannedFile, Content]]], list[Path]], scratch: Path):
+        super().__init__(scratch)
+        self._write = write  # the export's files, as `ExportFolder` writes them
+
+    def finish(self, summary: Mapping[str, object], ranking: Metric | None = None) -> list[Path]:
+        """Write both files (`ranking`: the metric the images are ranked by, else the default); returns their
+        paths in `out_dir`."""
+        def write_csv(path: Path) -> None:
+            with open(path, "wb") as file:
+                self.write_csv(file)
+
+        def write_json(path: Path) -> None:
+            with open(path, "w", encoding="utf-8", newline="") as file:
+                document = StreamedDocument(file.write, "images")
+                for row in self.rows():
+                    document.add(row)
+                document.close({"summary": dict(summary), **catalogue_document(ranking)})
+                file.write("\n")
+
         csv_name, json_name = METRICS_FILES
-        return self._write([(PlannedFile(csv_name, "metrics", "CSV"), text.getvalue().encode()),
-                            (PlannedFile(json_name, "metrics", "JSON"), (document + "\n").encode())])
+        return self._write([(PlannedFile(csv_name, "metrics", "CSV"), write_csv),
+                            (PlannedFile(json_name, "metrics", "JSON"), write_json)])
 
 
 def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds: Iterable[str] = DEFAULT_KINDS,
@@ -275,7 +349,7 @@ def export_result(result: InferenceResult, out_dir: Path, source: Source, kinds:
         return folder.export_result(result, source, kinds, mask_formats)
 
 
-def write_metrics(rows: list[dict[str, object]], summary: Mapping[str, object], out_dir: Path,
+def write_metrics(rows: Iterable[dict[str, object]], summary: Mapping[str, object], out_dir: Path,
                   overwrite: bool = False, ranking: Metric | None = None) -> list[Path]:
     """`ExportFolder.write_metrics` as an export of its own."""
     with ExportFolder(out_dir, overwrite) as folder:

@@ -39,9 +39,16 @@ _ITEM_STEMS = [re.compile("^" + re.escape(Path(p).stem).replace(re.escape("{id}"
                for p in [*EXPORT_KINDS.values(), PROVENANCE_NAME]]
 
 
+def stem_suffix(name: str) -> tuple[str, str]:
+    """A file name's `Path(name).stem` and `.suffix` (`a.png` -> `a`, `.png`; `.png` -> `.png`, ``) without making
+    a `Path`: the dataset reader tests every name of a folder (200,000 in one of 100,000 images)."""
+    dot = name.rfind(".")
+    return (name[:dot], name[dot:]) if 0 < dot < len(name) - 1 else (name, "")
+
+
 def exported_item(name: str) -> str | None:
     """The item id of a file named like one of an item's exports (`a_mask.tif` -> "a"), else None."""
-    stem = Path(name).stem
+    stem = stem_suffix(name)[0]
     return next((m.group(1) for pattern in _ITEM_STEMS if (m := pattern.match(stem))), None)
 
 

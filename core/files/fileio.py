@@ -36,7 +36,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -303,9 +303,10 @@ def _new_file_mode(replaced: Path) -> int | None:
         return None
 
 
-def write_temp(path: Path, data: bytes) -> Path:
+def write_temp(path: Path, data: bytes | Callable[[BinaryIO], object]) -> Path:
     """`data` in a new, fsynced temporary file beside `path` (see `TEMP_NAME`), with the mode `path` will
-    have: the umask's default for a new file, the current one's when it replaces a file."""
+    have: the umask's default for a new file, the current one's when it replaces a file. `data`: the bytes, or
+    what writes them into the open file (a large file is never held whole)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -323,7 +324,10 @@ def write_temp(path: Path, data: bytes) -> Path:
             mode = _new_file_mode(path)
             if mode is not None and hasattr(os, "fchmod"):
                 os.fchmod(f.fileno(), mode)
-            f.write(data)
+            if isinstance(data, bytes):
+                f.write(data)
+            else:
+                data(f)
             f.flush()
             os.fsync(f.fileno())
     except OSError as exc:
@@ -408,8 +412,9 @@ def staging_folder(parent: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def atomic_write_bytes(path: Path, data: bytes, overwrite: bool = False) -> Path:
-    """Write `data` to `path` via a temp file + move; refuse to replace an existing file unless asked."""
+def atomic_write_bytes(path: Path, data: bytes | Callable[[BinaryIO], object], overwrite: bool = False) -> Path:
+    """Write `data` (the bytes, or what writes them into the open file) to `path` via a temp file + move; refuse
+    to replace an existing file unless asked."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)")

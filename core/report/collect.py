@@ -1,6 +1,7 @@
-"""What `segscope report` keeps of a run: every image's numbers, the dataset summaries, the warnings logged, and
-thumbnails (heatmap | mask | truth | errors, and the image itself at the end) of the worst images only, so memory
-stays bounded however large the dataset."""
+"""What `segscope report` keeps of a run: the dataset summaries, the numbers of the worst images (the page's table),
+the first warnings, and thumbnails (heatmap | mask | truth | errors, and the image itself at the end) of the worst
+images only, so memory stays bounded however large the dataset (every image's row goes to the CSV beside the page,
+`report_run`)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ import numpy as np
 
 from ..dataset.dataset import Dataset, DatasetItem
 from ..dataset.truth import Truth
-from ..evaluate import DatasetSummary, ImageEvaluation
+from ..evaluate import ImageEvaluation
 from ..export.files import heatmap_image
 from ..files.fileio import encode_image
 from ..metrics import catalogue
+from ..metrics.catalogue import DatasetSummary
 from ..metrics.review import ERROR_COLORS, FN, FP, TP, error_codes
 from ..metrics.scores import ImageMetrics, argmax_at_roi
 from ..palette import class_color
@@ -94,56 +96,103 @@ def error_overlay(image: np.ndarray, codes: np.ndarray) -> np.ndarray:
 
 
 class _Warnings(logging.Handler):
-    def __init__(self, into: list[str]):
+    """The first `limit` warnings logged, and how many more there were."""
+
+    def __init__(self, limit: int):
         super().__init__(logging.WARNING)
-        self.into = into
+        self.limit, self.more = limit, 0
+        self.kept: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.into.append(record.getMessage())
+        if len(self.kept) < self.limit:
+            self.kept.append(record.getMessage())
+        else:
+            self.more += 1
+
+
+class _Worst:
+    """The `size` worst of the numbers offered, by (badness, order): a heap holding the best of them on top."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._heap: list[tuple[float, int]] = []  # (-badness, -order)
+        self._orders: set[int] = set()
+
+    def offer(self, badness: float, order: int) -> tuple[bool, int | None]:
+        """Whether `order` is kept, and which one it pushed out (None: none)."""
+        if not self.size:
+            return False, None
+        heapq.heappush(self._heap, (-badness, -order))
+        self._orders.add(order)
+        dropped = -heapq.heappop(self._heap)[1] if len(self._heap) > self.size else None
+        self._orders.discard(dropped)  # type: ignore[arg-type]
+        return dropped != order, dropped
+
+    def __contains__(self, order: int) -> bool:
+        return order in self._orders
+
+    def orders(self) -> list[int]:
+        """Those kept, worst first (of equals, the first offered)."""
+        return [-order for _, order in sorted(self._heap, key=lambda pair: (-pair[0], -pair[1]))]
 
 
 class ReportData:
-    """The run as the report shows it; `add` each evaluation in order, then `finish`."""
+    """The run as the report shows it; `add` each evaluation in order, then `finish`. What it keeps does not grow
+    with the images beyond the summary's values (`DatasetSummary`): the `worst` images' thumbnails, the `rows`
+    worst images' numbers for the page's table (by the ranking; images where it is n/a after every other), the
+    first `rows` images without a mask and warnings, and counts of the rest."""
 
     def __init__(self, dataset: Dataset, spec: MetricSpec, class_names: Sequence[str], rank: catalogue.Metric,
-                 worst: int):
-        self.dataset, self.spec, self.rank, self.worst = dataset, spec, rank, worst
+                 worst: int, rows: int = 200):
+        self.dataset, self.spec, self.rank, self.worst, self.rows = dataset, spec, rank, worst, rows
         self.class_names = list(class_names)
-        self.entries: list[Entry] = []
-        self.summary = DatasetSummary()
+        self.images = 0  # added
+        self.summary = DatasetSummary()  # of the images with a mask
         self.quality = QualitySummary(spec)
-        self.warnings: list[str] = []
+        self.without_masks: list[str] = []  # the first `rows` images without a mask, by id
+        self._warnings = _Warnings(rows)
+        self.warnings = self._warnings.kept  # the first `rows` warnings logged during the run
         self.notes: list[str] = []  # the backend's, shown with the provenance
         self.num_classes = 2
-        #: Heap of (-badness, -index) of the entries holding thumbnails (badness: the ranking's worst-first key,
-        #: smaller is worse): on top the best of them, of equals the latest
-        self._kept: list[tuple[float, int]] = []
-        self._handler = _Warnings(self.warnings)
+        self._thumbnailed = _Worst(worst)  # the worst images with thumbnails (n/a: never among them)
+        self._tabled = _Worst(rows)  # the images of the page's table
+        self._entries: dict[int, Entry] = {}  # by order added, those either keeps
+
+    @property
+    def more_warnings(self) -> int:
+        """Warnings logged beyond those kept."""
+        return self._warnings.more
 
     def __enter__(self) -> ReportData:
-        logging.getLogger("segscope").addHandler(self._handler)
+        logging.getLogger("segscope").addHandler(self._warnings)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        logging.getLogger("segscope").removeHandler(self._handler)
+        logging.getLogger("segscope").removeHandler(self._warnings)
 
     def add(self, evaluation: ImageEvaluation) -> None:
         result, item = evaluation.result, evaluation.item
         self.num_classes = result.num_classes
-        entry = Entry(item, result.roi, evaluation.metrics, evaluation.truth)
-        self.entries.append(entry)
+        order, self.images = self.images, self.images + 1
         self.summary.add(evaluation.metrics)
         self.quality.add(evaluation.metrics)
-        badness = self.rank.worst_first_key(self.rank.of(evaluation.metrics))
-        if badness == math.inf or self.worst == 0:  # n/a: never among the worst
+        if evaluation.metrics is None:
+            if len(self.without_masks) < self.rows:
+                self.without_masks.append(item.id)
             return
-        index = len(self.entries) - 1
-        heapq.heappush(self._kept, (-badness, -index))
-        dropped = -heapq.heappop(self._kept)[1] if len(self._kept) > self.worst else None
-        if dropped != index:
+        entry = Entry(item, result.roi, evaluation.metrics, evaluation.truth)
+        badness = self.rank.worst_first_key(self.rank.of(evaluation.metrics))
+        tabled, untabled = self._tabled.offer(badness, order)
+        thumbnailed, unthumbnailed = self._thumbnailed.offer(badness, order) if badness != math.inf else (False, None)
+        if tabled or thumbnailed:
+            self._entries[order] = entry
+        if thumbnailed:
             self._thumbnails(entry, evaluation)
-            if dropped is not None:
-                self.entries[dropped].thumbnails, self.entries[dropped].errors = {}, None
+        if unthumbnailed is not None and unthumbnailed in self._entries:
+            self._entries[unthumbnailed].thumbnails, self._entries[unthumbnailed].errors = {}, None
+        for dropped in (untabled, unthumbnailed):
+            if dropped is not None and dropped not in self._tabled and dropped not in self._thumbnailed:
+                self._entries.pop(dropped, None)
 
     def _thumbnails(self, entry: Entry, evaluation: ImageEvaluation) -> None:
         result, truth = evaluation.result, evaluation.truth_labels
@@ -164,8 +213,13 @@ class ReportData:
             entry.thumbnails = {"image": encode_image(image), **entry.thumbnails, **errors}
 
     def worst_entries(self) -> list[Entry]:
-        """The worst images by the ranking metric, worst first (of equals, the first in the dataset)."""
-        return [self.entries[-index] for _, index in sorted(self._kept, key=lambda pair: (-pair[0], -pair[1]))]
+        """The worst images by the ranking metric with their thumbnails, worst first (of equals, the first in the
+        dataset)."""
+        return [self._entries[order] for order in self._thumbnailed.orders()]
+
+    def table_entries(self) -> list[Entry]:
+        """The page table's images (the `rows` worst with a mask by the ranking metric), worst first, n/a last."""
+        return [self._entries[order] for order in self._tabled.orders()]
 
     def class_name(self, index: int) -> str:
         return self.class_names[index] if index < len(self.class_names) else f"class {index}"

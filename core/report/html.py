@@ -106,9 +106,9 @@ def _mean_cell(key: str, found: Mapping[str, object]) -> str:
 def _summary(data: ReportData, summary: Mapping[str, object]) -> str:
     """Counts, then each metric's aggregate: mean with its bootstrap interval and median over the finite values,
     how many images were n/a or infinite, and the worst-case aggregate where one is defined."""
-    scored = [e for e in data.entries if e.metrics is not None]
-    counts = _table(None, [["images", str(len(data.entries))], ["with masks", str(len(scored))],
-                           ["without masks", str(len(data.entries) - len(scored))]])
+    scored = data.summary.images
+    counts = _table(None, [["images", str(data.images)], ["with masks", str(scored)],
+                           ["without masks", str(data.images - scored)]])
     rows = []
     for key in (k for k in _keys(data) if k not in COUNT_KEYS):
         found = _aggregate(summary, key)
@@ -225,34 +225,53 @@ def _cell(key: str, value: float | None) -> str:
     return f'<td class="n" data-v="{sort_value}">{value_text(key, value)}</td>'
 
 
-def _all_images(data: ReportData) -> str:
+def _table_title(data: ReportData) -> str:
+    """The heading of the page's table: every image with a mask, or the worst of them (`ReportData.rows`)."""
+    shown, scored = len(data.table_entries()), data.summary.images
+    rank = escape(metric_title(data.spec, data.rank.name))
+    if shown == scored:
+        return f"Every image with a mask ({scored}), the worst first by {rank}"
+    return f"The {shown} worst of the {scored} images with a mask by {rank}"
+
+
+def _all_images(data: ReportData, csv_name: str) -> str:
     keys = _keys(data)
     head = "".join(f'<th data-key="{escape(k)}">{escape(metric_title(data.spec, k, short=True))}</th>' for k in keys)
     rows = []
-    for e in (e for e in data.entries if e.metrics is not None):
+    for e in data.table_entries():
         truth = e.truth.kind if e.truth is not None else ""
         rows.append(f'<tr><td data-v="{escape(e.item.id)}">{escape(e.item.id)}</td><td data-v="{e.roi}">{e.roi}</td>'
                     f'<td data-v="{truth}">{truth}</td>' + "".join(_cell(k, e.value(k)) for k in keys) + "</tr>")
-    return ('<p class="muted">Click a column to sort (again: the other way); n/a sorts last.</p>'
+    left_out = data.summary.images - len(rows)
+    rest = (f" The other {left_out} (and the images without a mask) are " if left_out else
+            " They are, with the images without a mask, ")
+    return (f'<p class="muted">Click a column to sort (again: the other way); n/a sorts last. Images where '
+            f'{escape(metric_title(data.spec, data.rank.name))} is n/a come after every other.{rest}in '
+            f'<b>{escape(csv_name)}</b> beside this page: a row per image, as eval --export writes metrics.csv.</p>'
             '<table class="sortable"><thead><tr><th data-key="image">image</th><th data-key="roi">ROI</th>'
             '<th data-key="truth">truth</th>'
             f'{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
 
-def _lists(data: ReportData) -> str:
-    missing = [e.item for e in data.entries if e.metrics is None]
-    parts = ["<h3>Images without masks</h3>",
-             "<ul>" + "".join(f"<li>{escape(i.id)}</li>" for i in missing) + "</ul>" if missing
-             else '<p class="muted">None.</p>',
-             "<h3>Warnings</h3>",
-             "<ul>" + "".join(f"<li>{escape(w)}</li>" for w in data.warnings) + "</ul>" if data.warnings
-             else '<p class="muted">None.</p>']
-    return "".join(parts)
+def _listed(items: list[str], more: int, where: str) -> str:
+    """`items` as a list (None. when empty), and how many more there were, found `where`."""
+    if not items:
+        return '<p class="muted">None.</p>'
+    return ("<ul>" + "".join(f"<li>{escape(i)}</li>" for i in items) + "</ul>"
+            + (f'<p class="muted">... and {more} more{where}.</p>' if more else ""))
+
+
+def _lists(data: ReportData, csv_name: str) -> str:
+    without = data.images - data.summary.images
+    return "".join(["<h3>Images without masks</h3>",
+                    _listed(data.without_masks, without - len(data.without_masks), f" (in {escape(csv_name)})"),
+                    "<h3>Warnings</h3>", _listed(data.warnings, data.more_warnings, " (on the command's stderr)")])
 
 
 def render(data: ReportData, summary: Mapping[str, object], provenance: Mapping[str, str],
-           plots: Mapping[str, bytes]) -> str:
-    """The whole page. `plots`: "distributions" and, with ECE, "reliability" and "reliability_foreground" PNGs."""
+           plots: Mapping[str, bytes], csv_name: str) -> str:
+    """The whole page. `plots`: "distributions" and, with ECE, "reliability" and "reliability_foreground" PNGs;
+    `csv_name`: the file beside the page holding every image's row."""
     title = f"SegScope report: {data.dataset.root.name}"
     rank = metric_title(data.spec, data.rank.name)
     direction = "lowest" if data.rank.higher_is_better else "highest"
@@ -267,8 +286,8 @@ def render(data: ReportData, summary: Mapping[str, object], provenance: Mapping[
         "<h2>Per class</h2>", _per_class(data, summary),
         "<h2>Defects</h2>", _defects(summary),
         "<h2>Calibration</h2>", _calibration(summary, plots),
-        "<h2>Every image with a mask</h2>", _all_images(data),
-        "<h2>Images without masks, warnings</h2>", _lists(data),
+        f"<h2>{_table_title(data)}</h2>", _all_images(data, csv_name),
+        "<h2>Images without masks, warnings</h2>", _lists(data, csv_name),
     ]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">'

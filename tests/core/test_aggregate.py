@@ -49,6 +49,19 @@ def test_the_interval_is_scipys_seeded_percentile_bootstrap():
     assert aggregate([0.5], confidence=True).ci is None and aggregate([0.5, 0.5], confidence=True).ci == (0.5, 0.5)
 
 
+def test_the_interval_of_resamples_drawn_in_batches_is_the_same(monkeypatch):
+    """Many values are resampled a batch at a time (bounded memory): the interval is exactly that of every resample
+    drawn at once."""
+    from segscope.core.metrics import aggregate as rule
+
+    values = np.random.default_rng(4).random(300)
+    seed = "rng" if "rng" in stats.bootstrap.__code__.co_varnames else "random_state"
+    whole = stats.bootstrap((values,), np.mean, confidence_level=0.95, n_resamples=9999, method="percentile",
+                            **{seed: np.random.default_rng(0)}).confidence_interval
+    monkeypatch.setattr(rule, "RESAMPLE_BYTES", 16 * 300 * 7)  # 7 resamples a batch
+    assert rule.bootstrap_interval(list(values)) == (whole.low, whole.high)
+
+
 def test_json_keeps_infinity_and_n_a_apart():
     assert json_safe({"a": [math.inf, math.nan, -math.inf, 1.5, 3]}) == {"a": ["inf", None, "-inf", 1.5, 3]}
 

@@ -1,24 +1,30 @@
 """The metric catalogue: names, aliases, per-class entries, n/a, direction, and a metric registered later
-reaching the filter, the rows, the means and the documents without any other change."""
+reaching the filter, the rows, the means and the documents without any other change; the dataset summary kept
+as one value a metric and image."""
 
 from __future__ import annotations
 
 import csv
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
 from segscope.core.errors import SegScopeError
 from segscope.core.export.files import write_metrics
 from segscope.core.metrics import catalogue
+from segscope.core.metrics.catalogue import DatasetSummary
 from segscope.core.metrics.filter import MetricFilter
 from segscope.core.metrics.review import worst_first
 from segscope.core.metrics.scores import ImageMetrics
+from segscope.core.quality.spec import ImageQuality, MetricSpec
 
 #: Two images by hand: b has no foreground in either mask (its class 1 and foreground values are n/a).
 A = ImageMetrics(0.8, 0.8 / 1.2, (0.9, 0.6), (0.8, 0.4), 0.6, 0.4, 0.5, 0.75)
 B = ImageMetrics(0.95, 0.95 / 1.05, (1.0, math.nan), (1.0, math.nan), math.nan, math.nan, math.nan, math.nan)
+#: Three classes: its class 2 reaches back to A and B as n/a (they scored classes 0 and 1 only).
+C = ImageMetrics(0.7, 0.7 / 1.3, (0.95, 0.5, 0.25), (0.9, 0.33, 0.125), 0.375, 0.25, 0.45, 0.35)
 
 
 @pytest.fixture
@@ -93,3 +99,49 @@ def test_names_cannot_clash(registry):
         catalogue.register_per_class(catalogue.PerClass("nsd", "NSD", "", lambda m: m.dice))
     with pytest.raises(ValueError, match="already registered"):
         catalogue.register_per_class(catalogue.PerClass("iou", "IoU", "", lambda m: m.iou))
+
+
+def test_the_summary_keeps_one_value_a_metric_and_image():
+    summary = DatasetSummary()
+    for metrics in (A, None, B):
+        summary.add(metrics)
+    assert summary.images == 2
+    assert summary.bytes_per_image == 10 * 9  # 6 metrics, dice and IoU of 2 classes: a float64 and a byte each
+    summary.add(C)
+    assert summary.bytes_per_image == 12 * 9  # class 2's Dice and IoU
+    means = summary.means()
+    aggregates = means["aggregates"]
+    assert list(aggregates) == ["soft_dice", "soft_iou", "foreground_dice", "foreground_iou", "precision", "recall",
+                                "dice_0", "dice_1", "dice_2", "iou_0", "iou_1", "iou_2"]
+    assert means["images_with_masks"] == 3
+    assert means["soft_dice"] == pytest.approx((0.8 + 0.95 + 0.7) / 3)
+    assert means["foreground_dice"] == pytest.approx((0.6 + 0.375) / 2)
+    assert aggregates["dice_2"] == {"images": 3, "finite": 1, "na": 2, "infinite": 0, "mean": 0.25, "median": 0.25}
+    assert aggregates["dice_1"] == {"images": 3, "finite": 2, "na": 1, "infinite": 0, "mean": 0.55, "median": 0.55}
+    assert aggregates["recall"]["median"] == pytest.approx((0.75 + 0.35) / 2)
+    assert summary.values(catalogue.lookup("dice_2")) == [None, None, 0.25]
+    assert summary.values(catalogue.lookup("foreground_iou")) == [0.4, None, 0.25]
+    assert summary.values(catalogue.lookup("hd95")) == [None, None, None]  # not computed by any image
+    assert means == catalogue.means([A, None, B, C])
+
+
+def _with_hd95(metrics: ImageMetrics, hd95: float, diagonal: float) -> ImageMetrics:
+    quality = ImageQuality({"hd95": hd95}, {1: {"hd95": hd95}}, spec=MetricSpec.parse("hd95"), diagonal=diagonal)
+    return replace(metrics, quality=quality)
+
+
+def test_a_metric_first_computed_mid_run_and_its_worst_case():
+    """HD95 computed from the second image on (the first has none: not n/a, not counted), infinite on one: the
+    worst case substitutes that image's diagonal."""
+    summary = DatasetSummary()
+    for metrics in (A, _with_hd95(A, math.inf, 50.0), _with_hd95(B, 3.0, 20.0), _with_hd95(A, math.nan, 10.0)):
+        summary.add(metrics)
+    aggregates = summary.means()["aggregates"]
+    for name in ("hd95", "hd95_class_1"):
+        found = aggregates[name]
+        assert (found["images"], found["finite"], found["na"], found["infinite"]) == (3, 1, 1, 1)
+        assert found["mean"] == found["median"] == 3.0
+        assert found["worst_case"]["mean"] == found["worst_case"]["median"] == (50.0 + 3.0) / 2
+    assert summary.values(catalogue.lookup("hd95")) == [None, math.inf, 3.0, None]
+    # hd95 and its class 1: a value, a byte and a worst case each; whether each image has the family: a byte
+    assert summary.bytes_per_image == 10 * 9 + 2 * 17 + 1

@@ -1,11 +1,12 @@
 """`segscope report`: one self-contained HTML page whose numbers follow `eval --json` (aggregates, counts, n/a and
 inf), with bootstrap intervals checked against SciPy, definitions, provenance without local paths, the worst images'
-errors drawn, and a table sorted by its own script, rendered by a real headless Chromium where Debian's package is
-installed (skipped otherwise)."""
+errors drawn, a table of the worst images sorted by its own script (every image in the CSV beside the page, as eval
+exports it), rendered by a real headless Chromium where Debian's package is installed (skipped otherwise)."""
 
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import html
 import json
@@ -164,9 +165,8 @@ def test_per_class_table_of_a_three_class_model(tmp_path, write_png):
             result = InferenceResult(np.eye(3, dtype=np.float32)[labels], labels, Roi(0, 0, 40, 30), (40, 30))
             data.add(score(dataset, item, result, quality=spec))
         data.finish()
-    scored = [e.metrics for e in data.entries]
-    summary = {**catalogue.means(scored), **QualitySummary(spec).summary()}
-    page = render(data, summary, {"created": "now"}, {"distributions": b"png"})
+    summary = {**data.summary.means(), **QualitySummary(spec).summary()}
+    page = render(data, summary, {"created": "now"}, {"distributions": b"png"}, "r.csv")
     per_class = _section(page, "Per class")
     # Class 2 in image a: Dice 2·15/(15 + 25) = 0.75, IoU 15/25; its 5x15 piece is IoU 15/25 >= 0.5 of the 5x25
     # truth, a TP. HD95: the truth's left side (4 edges and 2 cuts, 5.4 px of its 58.8 px contour, over 5 %) lies
@@ -175,6 +175,67 @@ def test_per_class_table_of_a_three_class_model(tmp_path, write_png):
     assert re.search(r"2 scratch 0\.7500 \(1 n/a\) 0\.6000 \(1 n/a\) 10\.00 \(1 n/a\) 1\.0000 \(1 n/a\) 1\.0000 "
                      r"\(1 n/a\) 1\.0000 \(1 n/a\) 1 0 0 0 0", per_class), per_class
     assert "Defects found (sum)" in page and "Fragments (sum)" in page
+
+
+def _csv_rows(path) -> list[dict[str, str]]:
+    """A metric table's rows without the stage times (each run's own)."""
+    with open(path, newline="", encoding="utf-8") as file:
+        return [{k: v for k, v in row.items() if not k.startswith("time_")} for row in csv.DictReader(file)]
+
+
+def test_every_image_is_in_the_csv_beside_the_page_as_eval_exports_it(report, tiny_model_project, dataset, tmp_path):
+    page, document = report
+    code, _ = run_cli("eval", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--metrics", "all",
+                      "--export", tmp_path / "export", "--export-kinds", "mask")
+    assert code == 0
+    rows = _csv_rows(tmp_path / "report.csv")
+    assert [r["id"] for r in rows] == [r["id"] for r in document["images"]] == ["1", "2", "3", "10", "e", "m"]
+    assert rows == _csv_rows(tmp_path / "export" / "metrics.csv")  # every number as eval's
+    assert "<b>report.csv</b> beside this page" in page
+
+
+def test_the_page_lists_the_worst_rows_and_the_first_images_without_masks(tiny_model_project, dataset, tmp_path,
+                                                                         write_png):
+    write_png(dataset / "n" / "image.png", np.full((48, 64, 3), 90, np.uint8))  # a second image without a mask
+    out = tmp_path / "r.html"
+    code, text = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", out,
+                         "--metrics", "", "--rows", "1")
+    assert code == 0 and f"every image in {tmp_path / 'r.csv'}" in text
+    page = out.read_text(encoding="utf-8")
+    code, eval_text = run_cli("eval", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--json")
+    dice = {r["id"]: r["foreground_dice"] for r in json.loads(eval_text)["images"] if "foreground_dice" in r}
+    worst = sorted((i for i in dice if dice[i] is not None), key=lambda i: dice[i])[:1]
+    assert len(dice) == 5 and "<h2>The 1 worst of the 5 images with a mask by Dice (foreground)</h2>" in page
+    table = page.split('<table class="sortable">')[1].split("</table>")[0]
+    assert re.findall(r'<tr><td data-v="([^"]+)">', table) == worst  # worst first
+    assert "The other 4 (and the images without a mask) are in <b>r.csv</b>" in page
+    missing = _section(page, "Images without masks")
+    assert "Images without masks 3 ... and 1 more (in r.csv)." in missing  # the first one listed, then a count
+    assert len(_csv_rows(tmp_path / "r.csv")) == 7
+
+
+def test_with_room_for_every_image_n_a_comes_last(report):
+    page, document = report
+    table = page.split('<table class="sortable">')[1].split("</table>")[0]
+    dice = {r["id"]: r["foreground_dice"] for r in document["images"] if "foreground_dice" in r}
+    ranked = sorted((i for i in dice if dice[i] is not None), key=lambda i: dice[i])
+    assert re.findall(r'<tr><td data-v="([^"]+)">', table) == [*ranked, "e"]  # e: n/a, after every other
+    assert "<h2>Every image with a mask (5), the worst first by Dice (foreground)</h2>" in page
+
+
+def test_the_csv_beside_the_page_is_never_replaced_silently(tiny_model_project, dataset, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    (tmp_path / "r.csv").write_text("mine")
+    code, _ = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", out)
+    assert code == 2 and "r.csv: already exists" in capsys.readouterr().err
+    assert (tmp_path / "r.csv").read_text() == "mine" and not out.exists()
+    code, _ = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out",
+                      tmp_path / "r.csv")
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "name the page .html" in err
+    code, _ = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", out,
+                      "--metrics", "", "--overwrite")
+    assert code == 0 and (tmp_path / "r.csv").read_text().startswith("id,image,roi,")
 
 
 def test_report_help_is_honest_and_paths_come_back_when_asked(tiny_model_project, dataset, tmp_path, capsys):

@@ -31,7 +31,6 @@ from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.truth import corrected_mask_path
 from segscope.core.editing.document import mask_source
 from segscope.core.editing.files import write_recovery
-from segscope.core.metrics import catalogue
 from segscope.core.metrics.review import ERROR_NAMES, error_codes
 from segscope.core.metrics.scores import argmax_at_roi
 from segscope.core.quality.spec import MetricSpec
@@ -453,7 +452,7 @@ class SessionMachine(RuleBasedStateMachine):
             else:
                 assert view.note, view  # numbers that do not answer say so
         # The means a view follows as they change are those of the images' numbers now, by the batch rule.
-        assert same_numbers(session.running.means(), without_medians(catalogue.means(session.summary().scored)))
+        assert same_numbers(session.running.means(), without_medians(session.summary().means()))
 
     def check_numbers(self, item_id: str, metrics, result: InferenceResult, truth: np.ndarray | None) -> None:
         if truth is None:

@@ -1,0 +1,169 @@
+"""Opening a dataset from one listing per folder finds what asking the file system about every candidate name
+found: the same items, in the same order, with the same masks and the same files left out. Discovery reads no
+file's content, so most files here are empty."""
+
+from __future__ import annotations
+
+import os
+import string
+from pathlib import Path, PurePath
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from listing_reference import discover_by_stat
+
+from segscope.core.dataset.dataset import Dataset, discover
+from segscope.core.errors import SegScopeError
+from segscope.core.export.names import stem_suffix
+
+
+def touch(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    return path
+
+
+def case_sensitive(folder: Path) -> bool:
+    probe = touch(folder / "probe_case.txt")
+    try:
+        return not (folder / "PROBE_CASE.txt").exists()
+    finally:
+        probe.unlink()
+
+
+def found(root: Path) -> list[tuple[str, str, str | None]]:
+    return [(i.id, i.image_path.relative_to(root).as_posix(),
+             i.mask_path.relative_to(root).as_posix() if i.mask_path else None) for i in discover(root)]
+
+
+def test_the_first_suffix_in_the_preferred_order_wins_for_images_and_masks(tmp_path):
+    for name in ("a/image.jpg", "a/image.png", "a/mask.tif", "a/mask.bmp", "b/image.tif", "b/image.jpg",
+                 "b/mask.tif", "c/image.svs", "c/mask.png", "c/mask.jpeg"):
+        touch(tmp_path / name)
+    for name in ("x.jpg", "x_mask.tif", "x_mask.png", "y.tif", "y_mask.webp"):
+        touch(tmp_path / name)
+    # IMAGE_SUFFIXES order: .png .jpg .jpeg .tif .tiff ... .bmp .webp ... .svs
+    assert found(tmp_path) == [("a", "a/image.png", "a/mask.tif"), ("b", "b/image.jpg", "b/mask.tif"),
+                               ("c", "c/image.svs", "c/mask.png"), ("x", "x.jpg", "x_mask.png"),
+                               ("y", "y.tif", "y_mask.webp")]
+
+
+def test_suffix_case(tmp_path):
+    """A flat image's suffix is matched in any case; mask and folder-layout names are looked up as spelt (.png),
+    which a case-insensitive file system also finds under another case, as it did before."""
+    for name in ("A.PNG", "A_mask.PNG", "B.Jpg", "B_mask.png", "c/IMAGE.png", "d/image.PNG", "d/mask.PNG"):
+        touch(tmp_path / name)
+    if case_sensitive(tmp_path):
+        expected = [("A", "A.PNG", None), ("B", "B.Jpg", "B_mask.png")]
+    else:  # found as the name asked for
+        expected = [("c", "c/image.png", None), ("d", "d/image.png", "d/mask.png"), ("A", "A.PNG", "A_mask.png"),
+                    ("B", "B.Jpg", "B_mask.png")]
+    assert found(tmp_path) == expected
+    assert discover(tmp_path) == discover_by_stat(tmp_path)
+
+
+def test_masks_backups_corrections_and_exports_are_not_images(tmp_path):
+    for name in ("img1.png", "img1_mask.png", "img1_mask.orig.png", "img1_mask_corrected.png",
+                 "lonely_mask.png", "lonely_mask.orig.tif",
+                 # an export beside its provenance: never data, neither image nor mask
+                 "img2.png", "img2_mask.png", "img2_heatmap.png", "img2_mask_full.png", "img2_provenance.json",
+                 # named like an export but without a provenance file: an image of its own
+                 "img3_heatmap.png",
+                 # a provenance that is a folder is no provenance
+                 "img4.png", "img4_mask.png", "img4_provenance.json/x.txt",
+                 # names that are not images by their suffix
+                 ".png", "notes.txt", "img5.png.bak"):
+        touch(tmp_path / name)
+    assert found(tmp_path) == [("img1", "img1.png", "img1_mask.png"), ("img2", "img2.png", None),
+                               ("img3_heatmap", "img3_heatmap.png", None), ("img4", "img4.png", "img4_mask.png")]
+
+
+def test_links_folders_and_natural_order(tmp_path):
+    target = touch(tmp_path.parent / f"{tmp_path.name}-outside" / "real.png")
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "image.png").symlink_to(tmp_path / "nowhere.png")  # broken: the next suffix is looked for
+    touch(tmp_path / "1" / "image.jpg")
+    (tmp_path / "2").mkdir()
+    (tmp_path / "2" / "image.png").symlink_to(target)
+    (tmp_path / "2" / "mask.png").symlink_to(tmp_path / "nowhere.png")  # broken: no mask
+    (tmp_path / "3" / "image.png").mkdir(parents=True)  # a folder where the image goes: taken, reported when read
+    (tmp_path / "10").symlink_to(tmp_path / "2", target_is_directory=True)  # a link to a folder is a folder
+    (tmp_path / "img1.png").symlink_to(target)  # flat: a link to a file is a file
+    (tmp_path / "img2.png").symlink_to(tmp_path / "nowhere.png")  # broken: not a file
+    (tmp_path / "img11.png").mkdir()  # a folder with an image name, without image.*: neither
+    assert found(tmp_path) == [("1", "1/image.jpg", None), ("2", "2/image.png", None), ("3", "3/image.png", None),
+                               ("10", "10/image.png", None), ("img1", "img1.png", None)]
+    assert discover(tmp_path) == discover_by_stat(tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads any folder")
+def test_a_folder_that_can_be_searched_but_not_listed_is_still_read(tmp_path):
+    touch(tmp_path / "a" / "image.png")
+    touch(tmp_path / "a" / "mask.png")
+    (tmp_path / "a").chmod(0o311)  # no read permission: no listing, yet each name can be looked up
+    try:
+        assert found(tmp_path) == [("a", "a/image.png", "a/mask.png")]
+    finally:
+        (tmp_path / "a").chmod(0o755)
+
+
+def test_a_subfolder_the_listing_cannot_read_is_asked_name_by_name(tmp_path, monkeypatch):
+    touch(tmp_path / "a" / "image.jpg")
+    touch(tmp_path / "a" / "mask.tif")
+    touch(tmp_path / "b" / "image.png")
+    listed = os.scandir
+
+    def scandir(path: object) -> object:
+        if Path(str(path)).name == "a":
+            raise PermissionError(13, "Permission denied", str(path))
+        return listed(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert found(tmp_path) == [("a", "a/image.jpg", "a/mask.tif"), ("b", "b/image.png", None)]
+
+
+def test_an_unreadable_dataset_folder_is_one_line(tmp_path, monkeypatch):
+    touch(tmp_path / "a.png")
+
+    def refused(path: object) -> object:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "scandir", refused)
+    with pytest.raises(SegScopeError, match="cannot read the dataset folder") as info:
+        Dataset.open(tmp_path)
+    assert str(tmp_path) in str(info.value)
+
+
+_STEMS = ["image", "mask", "a", "a_mask", "a_mask.orig", "a_mask_corrected", "a_heatmap", "a_provenance", "b", "b_mask",
+          "10", "2", "Image", "MASK", "x_mask_full", ""]
+_SUFFIXES = [".png", ".PNG", ".jpg", ".tif", ".json", ".txt", ".svs", ".Png", ""]
+_name = st.builds(lambda stem, suffix: stem + suffix, st.sampled_from(_STEMS), st.sampled_from(_SUFFIXES)).filter(
+    lambda n: n not in ("", ".", ".."))
+_kind = st.sampled_from(["file", "file", "file", "folder", "link", "broken link"])
+_tree = st.lists(st.tuples(st.sampled_from(["", "1", "2", "10", "a", "b"]), _name, _kind), max_size=24)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=_tree)
+def test_one_listing_finds_what_a_stat_per_name_found(tmp_path_factory, tree):
+    root = tmp_path_factory.mktemp("listing")
+    target = touch(root.parent / f"{root.name}-target.png")
+    for folder, name, kind in tree:
+        path = root / folder / name
+        parent = root / folder
+        if os.path.lexists(path) or parent.is_symlink() or (os.path.lexists(parent) and not parent.is_dir()):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "file":
+            touch(path)
+        elif kind == "folder":
+            path.mkdir()
+        else:
+            path.symlink_to(target if kind == "link" else root / "nowhere")
+    assert discover(root) == discover_by_stat(root)
+
+
+@given(st.text(alphabet=string.ascii_letters + "._- ", min_size=1, max_size=12).filter(lambda n: n not in (".", "..")))
+def test_stem_and_suffix_are_pathlibs(name):
+    assert stem_suffix(name) == (PurePath(name).stem, PurePath(name).suffix)

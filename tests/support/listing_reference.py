@@ -1,0 +1,46 @@
+"""The dataset listing rule as SegScope applied it before it listed each folder once: a `Path.exists` (`stat`) per
+candidate suffix and per entry. Kept as the reference the one-listing `core.dataset.dataset.discover` must agree
+with (tests/core/test_dataset_listing.py) and as the baseline bench/bench_dataset_open.py times it against."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from segscope.core.dataset.dataset import BACKUP_SUFFIX, DatasetItem
+from segscope.core.dataset.truth import CORRECTED_SUFFIX, MASK_SUFFIX
+from segscope.core.export.names import PROVENANCE_NAME, exported_item
+from segscope.core.files.image_types import IMAGE_SUFFIXES
+
+
+def _natural_key(text: str) -> list[object]:
+    return [int(part) if part.isdecimal() else part.lower() for part in re.split(r"(\d+)", text)]
+
+
+def _is_mask_file(path: Path) -> bool:
+    stem = path.stem.removesuffix(BACKUP_SUFFIX).removesuffix(CORRECTED_SUFFIX)
+    return stem.endswith(MASK_SUFFIX)
+
+
+def _is_export(path: Path) -> bool:
+    item = exported_item(path.name)
+    return item is not None and (path.parent / PROVENANCE_NAME.format(id=item)).is_file()
+
+
+def _first_image(folder: Path, stem: str) -> Path | None:
+    return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").exists()), None)
+
+
+def discover_by_stat(root: Path) -> list[DatasetItem]:
+    """The dataset's images in natural order, found by asking the file system about every candidate name."""
+    items = []
+    for sub in sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: _natural_key(p.name)):
+        image = _first_image(sub, "image")
+        if image is not None:
+            items.append(DatasetItem(sub.name, image, _first_image(sub, "mask")))
+    flat = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+            and not _is_mask_file(p) and not _is_export(p)]
+    for image in sorted(flat, key=lambda p: _natural_key(p.name)):
+        mask = _first_image(root, image.stem + MASK_SUFFIX)
+        items.append(DatasetItem(image.stem, image, None if mask is None or _is_export(mask) else mask))
+    return items
