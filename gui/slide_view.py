@@ -39,7 +39,7 @@ class _RoiRect(pg.ROI):
 
     handleSize = HANDLE_SIZE
 
-    def __init__(self, bounds: QRectF) -> None:
+    def __init__(self, bounds: QRectF, square: bool = False) -> None:
         pen = pg.mkPen(ROI_COLOR, width=2)
         super().__init__(
             (0, 0), (1, 1), maxBounds=bounds, snapSize=1.0, translateSnap=True, scaleSnap=True,
@@ -47,7 +47,7 @@ class _RoiRect(pg.ROI):
             handlePen=pg.mkPen(ROI_COLOR), handleHoverPen=pg.mkPen("w", width=2),
         )
         self.setZValue(10)
-        self.set_square(False)
+        self.set_square(square)  # (its handles made once: an image shown after another makes a new ROI)
 
     def _covers_view(self) -> bool:
         view = self.getViewBox()
@@ -221,8 +221,7 @@ class SlideView(QWidget):
         self.overlay.clear()
         if self.roi_item is not None:
             self.vb.removeItem(self.roi_item)
-        self.roi_item = _RoiRect(QRectF(0, 0, w, h))
-        self.roi_item.set_square(self.square_check.isChecked())
+        self.roi_item = _RoiRect(QRectF(0, 0, w, h), self.square_check.isChecked())
         self.roi_item.setZValue(ROI_Z)
         self.roi_item.sigRegionChanged.connect(self._on_roi_dragging)
         self.roi_item.sigRegionChangeFinished.connect(self._on_roi_drag_finished)
