@@ -339,8 +339,8 @@ class DatasetSummary:
     def entries(self) -> list[Metric]:
         """Every metric some image computed: the per-image ones, then each per-class one for the classes the images
         hold, in the catalogue's order."""
-        found = [*_METRICS.values(), *(f.entry(i) for f in _PER_CLASS.values() for i in range(f.first, self._classes))]
-        return [m for m in found if m.name in self._columns and any(self._columns[m.name].computed)]
+        columns = self._columns
+        return [m for m in entries_below(self._classes) if m.name in columns and any(columns[m.name].computed)]
 
     def aggregate(self, metric: Metric, confidence: bool = False) -> Aggregate:
         """`metric` over the images that computed it, by the one rule (`core.metrics.aggregate`)."""
@@ -354,19 +354,31 @@ class DatasetSummary:
         finite (None when there is none; a count's total), how many images have masks, and under "aggregates" every
         metric's and per-class entry's `Aggregate` (n/a and infinite counts, medians, the worst-case aggregate; with
         `confidence`, the bootstrap interval of each mean)."""
-        summary: dict[str, object] = {}
-        aggregates: dict[str, object] = {}
-        for metric in self.entries():
-            found = self.aggregate(metric, confidence)
-            if metric.name in _METRICS:
-                summary[metric.name] = found.total if metric.scale.count else found.mean
-            aggregates[metric.name] = found.as_dict()
-        for metric in _METRICS.values():  # the plain metrics of a run with no mask (None: n/a)
-            if not metric.optional:
-                summary.setdefault(metric.name, None)
-        summary["images_with_masks"] = self.images
-        summary["aggregates"] = aggregates
-        return summary
+        return summary_document([(metric, self.aggregate(metric, confidence)) for metric in self.entries()],
+                                self.images)
+
+
+def entries_below(classes: int) -> list[Metric]:
+    """Every per-image metric, then each per-class one for the classes below `classes` it scores, in the
+    catalogue's order: the entries a summary may hold."""
+    return [*_METRICS.values(), *(f.entry(i) for f in _PER_CLASS.values() for i in range(f.first, classes))]
+
+
+def summary_document(found: Sequence[tuple[Metric, Aggregate]], images: int) -> dict[str, object]:
+    """The summary of `images` images with masks from each entry's aggregate: a per-image metric's mean (a
+    count's total; None for a plain metric no image has), and every entry's aggregate under "aggregates"."""
+    summary: dict[str, object] = {}
+    aggregates: dict[str, object] = {}
+    for metric, aggregated in found:
+        if metric.name in _METRICS:
+            summary[metric.name] = aggregated.total if metric.scale.count else aggregated.mean
+        aggregates[metric.name] = aggregated.as_dict()
+    for metric in _METRICS.values():  # the plain metrics of a run with no mask (None: n/a)
+        if not metric.optional:
+            summary.setdefault(metric.name, None)
+    summary["images_with_masks"] = images
+    summary["aggregates"] = aggregates
+    return summary
 
 
 def means(all_metrics: Iterable[ImageMetrics | None], confidence: bool = False) -> dict[str, object]:

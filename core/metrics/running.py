@@ -142,23 +142,9 @@ class RunningSummary:
         aggregate (left out): enough for `catalogue.brief_means` and a histogram's title."""
         classes = max((int(name.rsplit("_", 1)[1]) + 1 for name, tally in self._tallies.items()
                        if tally.images and catalogue.family_of(name) is not None), default=0)
-        entries = [*catalogue.metrics(), *(family.entry(index) for family in catalogue.per_class()
-                                           for index in range(family.first, classes))]
-        summary: dict[str, object] = {}
-        aggregates: dict[str, object] = {}
-        for metric in entries:
-            found = self.aggregate(metric)
-            if found is None:
-                continue
-            if catalogue.family_of(metric.name) is None:
-                summary[metric.name] = found.total if metric.scale.count else found.mean
-            aggregates[metric.name] = found.as_dict()
-        for metric in catalogue.metrics():
-            if not metric.optional:
-                summary.setdefault(metric.name, None)
-        summary["images_with_masks"] = len(self._metrics)
-        summary["aggregates"] = aggregates
-        return summary
+        found = [(metric, aggregated) for metric in catalogue.entries_below(classes)
+                 if (aggregated := self.aggregate(metric)) is not None]
+        return catalogue.summary_document(found, len(self._metrics))
 
     def values(self, metric: Metric) -> list[float | None]:
         """`metric` of every image that has it (None: n/a), for a histogram: O(images), so for a view that
