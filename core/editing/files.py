@@ -9,16 +9,18 @@ import io
 import re
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from ..dataset.dataset import backup_mask_path
-from ..dataset.truth import corrected_mask_path
+from ..dataset.dataset import backup_mask_path, copy_mask_path
+from ..dataset.truth import corrected_mask_path, superseded_marker
 from ..errors import SegScopeError
 from ..files.fileio import atomic_write_bytes, encode_image, read_bytes
+from ..files.stamp import Stamp, check_unchanged, short_lock
 
 RECOVERY_DIR_NAME = ".segscope-recovery"
 #: Formats a mask can be replaced in without losing values (JPEG cannot).
@@ -30,27 +32,92 @@ LOSSLESS_SUFFIXES = (".png", ".tif", ".tiff", ".bmp")
 SaveMode = Literal["corrected", "replace"]
 
 
-def save_mask(mask: np.ndarray, mask_path: Path, mode: SaveMode = "corrected") -> Path:
-    """Save an edited mask without destroying the original at `mask_path`; returns the file written.
+def truth_files(mask_path: Path) -> tuple[Path, Path]:
+    """The files an image's truth is read from: the original mask and its saved correction."""
+    return Path(mask_path), corrected_mask_path(mask_path)
+
+
+def read_stamps(mask_path: Path) -> dict[Path, Stamp]:
+    """What the truth files of `mask_path` are now, for `save_mask`'s `expected` (take them when the mask is
+    read: a save then refuses to overwrite what another writer put there meanwhile)."""
+    return {path: Stamp.of(path) for path in truth_files(mask_path)}
+
+
+@dataclass(frozen=True)
+class SavedMask:
+    """A finished save: the file written and the truth files as this save left them (the next save's
+    `expected`)."""
+
+    path: Path
+    stamps: dict[Path, Stamp]
+
+
+def save_mask(mask: np.ndarray, mask_path: Path, mode: SaveMode = "corrected",
+              expected: Mapping[Path, Stamp] | None = None) -> SavedMask:
+    """Save an edited mask without destroying the original at `mask_path`.
 
     "corrected" writes (or rewrites) `corrected_mask_path(mask_path)` beside it. "replace" first copies the
     original byte for byte to `backup_mask_path` (an existing backup is never overwritten: it holds the
-    first original), then replaces the original and removes a corrected copy that would shadow it.
+    first original), then replaces the original and removes a corrected copy that would shadow it; a kill in
+    between leaves a marker by which the older correction is known to be superseded (`truth.settle_superseded`).
+
+    `expected` (`read_stamps` of when the mask was read): both truth files must still be as read, else
+    `WriteConflict` names the one another writer changed and nothing is written (None: overwrite whatever is
+    there, the user's choice). The check and the write hold the folder's short lock (`stamp.short_lock`).
     """
     mask_path = Path(mask_path)
-    if mode == "corrected":
-        return atomic_write_bytes(corrected_mask_path(mask_path), encode_image(mask, ".png"), overwrite=True)
-    if mode != "replace":
+    if mode not in ("corrected", "replace"):
         raise SegScopeError(f"save mode {mode!r}: choose 'corrected' or 'replace'")
-    if mask_path.suffix.lower() not in LOSSLESS_SUFFIXES:
+    if mode == "replace" and mask_path.suffix.lower() not in LOSSLESS_SUFFIXES:
         raise SegScopeError(f"{mask_path}: cannot replace a {mask_path.suffix} mask without changing its values; "
                             "save it as a corrected PNG instead")
-    backup = backup_mask_path(mask_path)
-    if mask_path.exists() and not backup.exists():
-        atomic_write_bytes(backup, read_bytes(mask_path))
-    written = atomic_write_bytes(mask_path, encode_image(mask, mask_path.suffix.lower()), overwrite=True)
-    corrected_mask_path(mask_path).unlink(missing_ok=True)
-    return written
+    original, corrected = truth_files(mask_path)
+    target = corrected if mode == "corrected" else original
+    data = encode_image(mask, target.suffix.lower())
+    folder = _writable_folder(mask_path)
+    with short_lock(folder):
+        if expected is not None:
+            check_unchanged(expected, target)
+        if mode == "corrected":
+            written = atomic_write_bytes(corrected, data, overwrite=True)
+        else:
+            backup = backup_mask_path(mask_path)
+            if original.exists() and not backup.exists():
+                atomic_write_bytes(backup, read_bytes(original))
+            marker = superseded_marker(corrected)
+            if corrected.exists():
+                atomic_write_bytes(marker, hashlib.sha256(data).hexdigest().encode(), overwrite=True)
+            written = atomic_write_bytes(original, data, overwrite=True)
+            corrected.unlink(missing_ok=True)
+            marker.unlink(missing_ok=True)
+        return SavedMask(written, read_stamps(mask_path))
+
+
+def _writable_folder(mask_path: Path) -> Path:
+    """The mask's folder, which must exist as it was (a dataset folder renamed or removed while its masks are
+    being edited is not recreated under its old name)."""
+    folder = Path(mask_path).parent
+    if not folder.is_dir():
+        raise SegScopeError(f"{folder}: the image's folder is gone (renamed, moved or removed since the dataset "
+                            "was opened); nothing was saved: reopen the dataset where it is now")
+    return folder
+
+
+def keep_copy(mask: np.ndarray, mask_path: Path) -> Path:
+    """The edits written beside the mask as a new file (`mask.mine-<time>.png`) that no dataset reads as a mask
+    or image: "keep mine as a copy" when another writer changed the mask meanwhile."""
+    mask_path = Path(mask_path)
+    _writable_folder(mask_path)
+    data, now = encode_image(mask, ".png"), time.time()
+    for n in range(1, 1000):
+        path = copy_mask_path(mask_path, now, n)
+        try:
+            return atomic_write_bytes(path, data)
+        except SegScopeError:
+            if not path.exists():
+                raise
+    raise SegScopeError(f"{mask_path.parent}: too many copies named {copy_mask_path(mask_path, now).name}; "
+                        "remove some")
 
 
 # --- crash recovery ---------------------------------------------------------------------------------

@@ -403,7 +403,7 @@ def test_save_corrected_keeps_the_original(tmp_path: Path) -> None:
     original_bytes = mask_path.read_bytes()
     edited = original.copy()
     edited[20:25, 20:30] = 255
-    written = save_mask(edited, mask_path)
+    written = save_mask(edited, mask_path).path
     assert written == folder / "mask_corrected.png" == corrected_mask_path(mask_path)
     assert mask_path.read_bytes() == original_bytes
     assert np.array_equal(read_mask(written), edited)
@@ -419,10 +419,10 @@ def test_save_replace_keeps_the_first_original_as_backup(tmp_path: Path) -> None
     mask_path = tmp_path / "slide_mask.png"
     cv2.imwrite(str(mask_path), first)
     first_bytes = mask_path.read_bytes()
-    corrected = save_mask(np.full((30, 40), 255, np.uint8), mask_path)  # an earlier "corrected" save
+    corrected = save_mask(np.full((30, 40), 255, np.uint8), mask_path).path  # an earlier "corrected" save
     second = first.copy()
     second[3:6, 3:6] = 255
-    assert save_mask(second, mask_path, "replace") == mask_path
+    assert save_mask(second, mask_path, "replace").path == mask_path
     assert backup_mask_path(mask_path) == tmp_path / "slide_mask.orig.png"
     assert backup_mask_path(mask_path).read_bytes() == first_bytes
     assert np.array_equal(read_mask(mask_path), second)
