@@ -371,7 +371,8 @@ def publish(tmp: Path, path: Path, overwrite: bool = False) -> Path:
     return path
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` of this machine runs (one of another user counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -388,7 +389,7 @@ def stale_temp(path: Path) -> bool:
     found = TEMP_NAME.match(Path(path).name)
     if found is None:
         return False
-    if found["pid"] is not None and found["host"] == HOST and not _process_alive(int(found["pid"])):
+    if found["pid"] is not None and found["host"] == HOST and not process_alive(int(found["pid"])):
         return True
     try:
         return time.time() - Path(path).lstat().st_mtime > TEMP_STALE_SECONDS

@@ -22,7 +22,16 @@ import numpy as np
 from ..dataset.dataset import Dataset, DatasetItem, backup_mask_path
 from ..dataset.truth import Truth
 from ..editing.document import MaskDocument, mask_source
-from ..editing.files import Recovery, SavedMask, SaveMode, discard_recovery, find_recovery, keep_copy, read_stamps
+from ..editing.files import (
+    Recovery,
+    SavedMask,
+    SaveMode,
+    claim_recovery,
+    discard_recovery,
+    find_recoveries,
+    keep_copy,
+    read_stamps,
+)
 from ..errors import SegScopeError
 from ..files.stamp import Stamp, WriteConflict
 from .backend_state import BackendState
@@ -41,17 +50,22 @@ class Recovered:
 
 
 def recovered_edits(dataset: Dataset, recovery_dir: Path | None) -> Recovered:
-    """The auto-saved edits of `dataset`'s images newer than their mask files (reads files: any thread)."""
+    """The auto-saved edits of `dataset`'s images newer than their mask files (reads files: any thread): the
+    newest of each image (this viewer's, or a stopped viewer's), a line for each other one kept and for each
+    that cannot be read (skipped: one damaged file never ends the restore)."""
     found, problems = [], []
     for item in dataset.items:
-        try:
-            recovery = find_recovery(mask_source(item), recovery_dir)
-        except SegScopeError as exc:
-            problems.append(f"{item.id}: {exc}")
-            continue
-        if recovery is not None:
-            found.append((item.id, recovery))
+        recoveries, damaged = find_recoveries(mask_source(item), recovery_dir)
+        problems += [f"{item.id}: {problem}" for problem in damaged]
+        if recoveries:
+            found.append((item.id, recoveries[0]))
+        problems += [f"{item.id}: older unsaved edits of another viewer, auto-saved at {_when(other.saved_at)}, "
+                     f"are kept in {other.path}" for other in recoveries[1:]]
     return Recovered(dataset.root, tuple(found), tuple(problems))
+
+
+def _when(saved_at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved_at))
 
 
 class SessionEdits:
@@ -245,13 +259,14 @@ class SessionEdits:
             document = self.document if self.document is not None and self.document.item.id == item_id else None
             if self.truth(item_id).edits or (document is not None and document.dirty):
                 continue
+            recovery = claim_recovery(recovery, self.recovery_dir)
             self._changed_truth(item_id, True, recovery)
             if document is not None:
                 self._restore_into(document, recovery)
             taken.append(item_id)
         if taken:
             saved_at = max(recovery.saved_at for item_id, recovery in recovered.found if item_id in taken)
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved_at))
+            when = _when(saved_at)
             self.events.message.emit(Message(
                 "warning", f"Unsaved mask edits of {', '.join(taken)} (auto-saved up to {when}) were kept after "
                            "SegScope stopped: they are these images' unsaved edits again (their rows say unsaved, "

@@ -19,12 +19,16 @@ import pytest
 
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.truth import CORRECTED, ORIGINAL, corrected_mask_path, superseded_marker, truth_for
-from segscope.core.editing.files import read_stamps, save_mask
+from segscope.core.editing.files import SESSION, read_stamps, recovery_path, save_mask, write_recovery
 from segscope.core.errors import SegScopeError
 from segscope.core.files import fileio
 from segscope.core.files.folder_lock import FolderLock
 from segscope.core.files.stamp import Stamp, WriteConflict
+from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
+from segscope.core.session.events import SaveConflict
+from segscope.core.session.jobs import run_here
+from segscope.core.session.session import Session
 from segscope.core.session.store import SessionStore
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes and signals")
@@ -55,6 +59,11 @@ def dataset_root(tmp_path: Path) -> Path:
         cv2.imwrite(str(root / item / "image.png"), np.full((20, 30, 3), 40 * n, np.uint8))
         cv2.imwrite(str(root / item / "mask.png"), _mask(n))
     return root
+
+
+def _result() -> InferenceResult:
+    p1 = np.zeros((20, 30), np.float32)
+    return InferenceResult(np.stack([1 - p1, p1], axis=-1), np.zeros((20, 30), np.uint8), Roi(0, 0, 30, 20), (30, 20))
 
 
 def _read(path: Path) -> np.ndarray:
@@ -282,3 +291,134 @@ def test_export_lock_write_on_a_full_disk_keeps_no_lock(tmp_path: Path, monkeypa
         lock = FolderLock(lock_file, "export", tmp_path / "out").acquire()
     lock.release()
     FolderLock(lock_file, "export", tmp_path / "out").acquire().release()  # a later export is not refused
+
+
+# --- the session asks; each answer keeps what it says ---------------------------------------------------
+
+def _session_with_edits(root: Path) -> tuple[Session, list[SaveConflict], list[str]]:
+    session = Session()
+    run_here(session.open_dataset(Dataset.open(root)))
+    run_here(session.select("001"))
+    conflicts: list[SaveConflict] = []
+    messages: list[str] = []
+    session.events.save_conflict.connect(conflicts.append)
+    session.events.message.connect(lambda m: messages.append(m.text))
+    editor = session.document.ensure_editor(2)
+    editor.replace(np.full((4, 4), 255, np.uint8), Roi(20, 10, 24, 14))  # this viewer's stroke
+    session.document.edited()
+    return session, conflicts, messages
+
+
+@pytest.mark.parametrize("choice", ["copy", "theirs", "overwrite"])
+def test_two_viewers_one_mask_the_viewer_asks_and_keeps_what_the_user_chose(dataset_root: Path, choice: str) -> None:
+    session, conflicts, messages = _session_with_edits(dataset_root)
+    mine = session.document.mask.copy()
+    mask_path = dataset_root / "001" / "mask.png"
+    theirs = np.zeros((20, 30), np.uint8)
+    theirs[0:3, 0:3] = 255
+    _child(f"""
+        import numpy as np
+        from segscope.core.editing.files import save_mask
+        theirs = np.zeros((20, 30), np.uint8); theirs[0:3, 0:3] = 255
+        save_mask(theirs, {str(mask_path)!r}, "corrected")
+    """)
+    run_here(session.save_job("corrected"))
+    (conflict,) = conflicts
+    assert conflict.item_id == "001" and conflict.path == corrected_mask_path(mask_path)
+    assert [m for m in messages if m.startswith("Not saved: ")] == [f"Not saved: {conflict.text}"]
+    assert session.document.dirty and np.array_equal(_read(corrected_mask_path(mask_path)), theirs)
+    run_here(session.resolve_conflict(conflict, choice))
+    on_disk = _read(corrected_mask_path(mask_path))
+    if choice == "overwrite":
+        assert np.array_equal(on_disk, mine) and not session.document.dirty
+    else:
+        assert np.array_equal(on_disk, theirs) and not session.document.dirty
+        assert np.array_equal(session.document.mask, theirs)
+        copies = sorted(p.name for p in mask_path.parent.glob("mask.mine-*.png"))
+        assert len(copies) == (choice == "copy")
+        if copies:
+            assert np.array_equal(_read(mask_path.parent / copies[0]), mine)
+            assert [item.id for item in Dataset.open(dataset_root).items] == ["001", "002"]  # not an image
+    assert len(conflicts) == 1
+
+
+# --- recovery -------------------------------------------------------------------------------------------
+
+_AUTOSAVE = """
+    import os, sys, numpy as np
+    from segscope.core.editing.files import write_recovery
+    mask = np.zeros((20, 30), np.uint8); mask[:, :{cols}] = 255
+    print(write_recovery(mask, {source!r}), flush=True)
+    {after}
+"""
+
+
+def _opened(root: Path) -> tuple[Session, list[str]]:
+    session = Session()
+    messages: list[str] = []
+    session.events.message.connect(lambda m: messages.append(f"{m.level}: {m.text}"))
+    run_here(session.open_dataset(Dataset.open(root)))
+    return session, messages
+
+
+def test_two_viewers_autosaves_of_one_image_are_two_files_and_both_come_back(dataset_root: Path) -> None:
+    source = dataset_root / "001" / "mask.png"
+    for cols in (3, 7):  # viewer A, then viewer B, both stopped since
+        _child(_AUTOSAVE.format(cols=cols, source=str(source), after=""))
+    kept = sorted((dataset_root / "001" / ".segscope-recovery").iterdir())
+    assert len(kept) == 2
+    session, messages = _opened(dataset_root)
+    truth = session.truth("001")
+    assert truth.edits and truth.recovered is not None
+    assert (truth.recovered.mask[:, :7] == 255).all() and not truth.recovered.mask[:, 7:].any()  # the newest: B's
+    (other,) = [m for m in messages if "older unsaved edits of another viewer" in m]
+    older = next(p for p in kept if p != truth.recovered.path and p.exists())
+    assert other.startswith("warning: 001: ") and str(older) in other and "auto-saved at " in other
+    assert truth.recovered.path.name.endswith(f".{SESSION}.npz")  # now this viewer's, removed by its save
+
+
+def test_a_live_viewers_autosave_is_not_offered_as_a_crashs(dataset_root: Path) -> None:
+    source = dataset_root / "001" / "mask.png"
+    live = _child(_AUTOSAVE.format(cols=3, source=str(source), after="import time; time.sleep(120)"), wait=False)
+    try:
+        assert live.stdout is not None and Path(live.stdout.readline().decode().strip()).exists()
+        session, _ = _opened(dataset_root)
+        assert not session.truth("001").edits
+    finally:
+        os.kill(live.pid, signal.SIGKILL)
+        live.communicate(timeout=60)
+    session, _ = _opened(dataset_root)  # its viewer is gone: its edits are offered
+    assert session.truth("001").edits
+
+
+def test_one_damaged_recovery_file_is_skipped_with_one_line_and_the_rest_restored(dataset_root: Path) -> None:
+    write_recovery(_mask(11), dataset_root / "002" / "mask.png")
+    SessionStore(dataset_root).save("002", _result())
+    damaged = recovery_path(dataset_root / "001" / "mask.png", session="abcdef-1-0000")
+    damaged.parent.mkdir()
+    damaged.write_bytes(b"PK\x03\x04 not a zip")
+    session, messages = _opened(dataset_root)
+    (line,) = [m for m in messages if str(damaged) in m]
+    assert line.startswith(f"warning: 001: {damaged}: not a SegScope recovery file (BadZipFile")
+    assert "Internal error" not in " ".join(messages)
+    assert session.truth("002").edits and np.array_equal(session.truth("002").recovered.mask, _mask(11))
+    assert session.result("002") is not None  # the stored run is restored too
+
+
+def test_a_renamed_dataset_keeps_its_recovery(dataset_root: Path) -> None:
+    write_recovery(_mask(12), dataset_root / "001" / "mask.png")
+    moved = dataset_root.rename(dataset_root.with_name("renamed"))
+    session, _ = _opened(moved)
+    recovered = session.truth("001").recovered
+    assert recovered is not None and np.array_equal(recovered.mask, _mask(12))
+
+
+def test_a_recovery_folder_that_is_a_file_is_said_and_saves_still_work(dataset_root: Path) -> None:
+    source = dataset_root / "001" / "mask.png"
+    (source.parent / ".segscope-recovery").write_text("in the way")
+    with pytest.raises(SegScopeError, match=r"\.segscope-recovery: a file is where SegScope keeps auto-saved"):
+        write_recovery(_mask(1), source)
+    session, conflicts, messages = _session_with_edits(dataset_root)
+    run_here(session.save_job("corrected"))
+    assert not session.document.dirty and corrected_mask_path(source).exists()
+    assert [m for m in messages if m.startswith("Saved the mask of 001")]
