@@ -212,3 +212,12 @@ def test_gui_top_level_stays_navigable() -> None:
     gui = CORE.parent / "gui"
     top = sorted(p.name for p in gui.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists())
     assert len(top) <= 12, top
+
+
+def test_only_the_shell_holds_the_session() -> None:
+    """The binding layer is the one place that holds both the session and widgets: views get what to draw."""
+    graph = _imports(CORE.parent)
+    holders = sorted(module for module, targets in graph.items() if module.startswith("segscope.gui.")
+                     and "segscope.core.session.session" in targets and _room(module) != "shell")
+    assert holders == []
+    assert "segscope.core.session.session" in graph["segscope.gui.shell.main_window"]

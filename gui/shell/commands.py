@@ -19,7 +19,6 @@ from ...core.session.session import Session
 from ...core.slides import SlideReader
 from ...core.stream.input import StreamInput
 from ..canvas.open_slide import OpenSlide
-from ..canvas.roi_control import RoiControl
 from ..dialogs.backend_dialog import BackendChoice, BackendDialog
 from ..dialogs.export_dialog import ExportChoices
 from ..docks.dataset_panel import DatasetPanel
@@ -29,6 +28,7 @@ from ..runtime.run_controller import RunController
 from ..runtime.slide_loader import SlideLoading
 from .export_flow import Exporter, ask_export
 from .mask_editing import MaskEditing
+from .roi_control import RoiControl
 from .whole_slide import WholeSlide
 
 
