@@ -33,6 +33,7 @@ import numpy as np
 
 from ..dataset.dataset import Dataset, DatasetItem
 from ..dataset.preflight import check_truth, set_mask_rule
+from ..editing.autosave import AutoSave
 from ..editing.document import MaskDocument
 from ..errors import SegScopeError
 from ..events import Evented
@@ -88,6 +89,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.backend = backend  # the viewer's backend (None headless: no model is open)
         self.describe_as = describe_as  # how run errors are worded (the viewer names its controls)
         self.recovery_dir: Path | None = None
+        self.autosave = AutoSave()  # the unsaved edits' recovery file (a window's timer triggers it)
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
         self.roi_moves = RoiUndo()
         if backend is not None:

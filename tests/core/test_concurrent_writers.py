@@ -19,9 +19,11 @@ import pytest
 
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.truth import CORRECTED, ORIGINAL, corrected_mask_path, superseded_marker, truth_for
+from segscope.core.editing.autosave import AutoSave
 from segscope.core.editing.files import SESSION, read_stamps, recovery_path, save_mask, write_recovery
 from segscope.core.errors import SegScopeError
 from segscope.core.files import fileio
+from segscope.core.files.atomic_folder import StagedFolder
 from segscope.core.files.folder_lock import FolderLock
 from segscope.core.files.stamp import Stamp, WriteConflict
 from segscope.core.result import InferenceResult
@@ -207,8 +209,8 @@ def _killed_at(step: str, code: str) -> None:
             pathlib.Path.unlink = killing
     """
     child = _child(textwrap.dedent(prelude) + textwrap.dedent(code), wait=False)
-    child.communicate(timeout=120)
-    assert child.returncode == -signal.SIGKILL
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGKILL, err.decode()
 
 
 def test_kill_between_replacing_the_mask_and_deleting_the_older_correction(dataset_root: Path) -> None:
@@ -422,3 +424,72 @@ def test_a_recovery_folder_that_is_a_file_is_said_and_saves_still_work(dataset_r
     run_here(session.save_job("corrected"))
     assert not session.document.dirty and corrected_mask_path(source).exists()
     assert [m for m in messages if m.startswith("Saved the mask of 001")]
+
+
+# --- faults said once -----------------------------------------------------------------------------------
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_dataset_autosave_failure_is_said_once_in_words(dataset_root: Path) -> None:
+    source = dataset_root / "001" / "mask.png"
+    autosave = AutoSave()
+    os.chmod(source.parent, 0o555)
+    try:
+        warnings = [autosave.finished(n, AutoSave.write(_mask(n), source, None)) for n in (1, 2, 3)]
+    finally:
+        os.chmod(source.parent, 0o755)
+    assert warnings[0].startswith("Unsaved mask edits cannot be kept here") and str(source.parent) in warnings[0]
+    assert warnings[1:] == ["", ""] and autosave.saved_version == 0
+    assert autosave.finished(4, AutoSave.write(_mask(4), source, None)) == "" and autosave.saved_version == 4
+
+
+def test_a_full_disk_autosave_failure_is_said_once_and_again_after_a_success(
+        dataset_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = dataset_root / "001" / "mask.png"
+    autosave = AutoSave()
+
+    def full(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", full)
+        first = [autosave.finished(n, AutoSave.write(_mask(n), source, None)) for n in (1, 2)]
+    assert "No space left on device" in first[0] and "\n" not in first[0] and first[1] == ""
+    assert not [p for p in (source.parent / ".segscope-recovery").iterdir() if fileio.TEMP_NAME.match(p.name)]
+    assert autosave.finished(3, AutoSave.write(_mask(3), source, None)) == ""
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", full)
+        assert "No space left" in autosave.finished(4, AutoSave.write(_mask(4), source, None))  # a new failure
+
+
+# --- export clean-up ------------------------------------------------------------------------------------
+
+def test_old_export_that_cannot_be_deleted_is_said_exactly_and_never_claimed_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a_mask.png").write_bytes(b"old")
+    (out / "stuck.bin").write_bytes(b"immutable")
+    real_unlink = os.unlink
+
+    def immutable(path: object, *args: object, **kwargs: object) -> None:
+        if os.path.basename(os.fsdecode(path)) == "stuck.bin":  # type: ignore[arg-type]
+            raise PermissionError(errno.EPERM, "Operation not permitted", os.fsdecode(path))  # type: ignore[arg-type]
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "unlink", immutable)
+        with StagedFolder(out) as staged:
+            staged.create("a_mask.png", b"new", overwrite=True)
+        (old,) = [p for p in tmp_path.iterdir() if p.name.startswith(".out.segscope-")]
+        (note,) = staged.notes
+        assert note == (f"{out}: the new version is in place, but the replaced one could not be removed (Operation "
+                        f"not permitted: {old / 'stuck.bin'}); 1 file(s) remain in {old}: delete it by hand")
+        assert (out / "a_mask.png").read_bytes() == b"new" and (old / "stuck.bin").exists()
+        with StagedFolder(out) as again:  # the next export: still stuck, and says so
+            pass
+        assert [n for n in again.notes if old.name in n] == [
+            f"{out}: could not remove {old.name}, left beside it by an interrupted write (1 file(s)); delete it by "
+            "hand"]
+    with StagedFolder(out) as last:
+        pass
+    assert f"{out}: removed {old.name}, left beside it by an interrupted write" in last.notes and not old.exists()
