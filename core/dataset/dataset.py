@@ -27,7 +27,7 @@ import numpy as np
 from ..cache.decoded import read_truth
 from ..errors import SegScopeError
 from ..export.names import PROVENANCE_NAME, exported_item, stem_suffix
-from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json
+from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, gone, read_json
 from ..files.image_types import IMAGE_SUFFIXES
 from ..files.kinds import dataset_folder, not_wanted, what_is
 from ..files.stamp import short_lock
@@ -276,6 +276,9 @@ class Dataset:
         lock: another viewer's ROIs of other images survive (read-modify-write); a move of an image another
         viewer moved too since it was read is this session's, said in a warning. A sidecar that cannot be
         written or read keeps the moves for this session (and a later save) and says so."""
+        error = gone(self.root, "the ROI is kept for this session only")
+        if error is not None:
+            raise error
         try:
             with short_lock(self.root, SIDECAR_LOCK, "ROI sidecar writer"):
                 disk = self._read_sidecar()

@@ -21,7 +21,7 @@ import numpy as np
 from ..dataset.dataset import backup_mask_path, copy_mask_path
 from ..dataset.truth import corrected_mask_path, superseded_marker
 from ..errors import InputError, SegScopeError
-from ..files.fileio import HOST, atomic_write_bytes, encode_image, process_alive, read_bytes
+from ..files.fileio import HOST, atomic_write_bytes, encode_image, gone, process_alive, read_bytes
 from ..files.stamp import Stamp, check_unchanged, short_lock
 
 RECOVERY_DIR_NAME = ".segscope-recovery"
@@ -99,9 +99,9 @@ def _writable_folder(mask_path: Path) -> Path:
     """The mask's folder, which must exist as it was (a dataset folder renamed or removed while its masks are
     being edited is not recreated under its old name)."""
     folder = Path(mask_path).parent
-    if not folder.is_dir():
-        raise SegScopeError(f"{folder}: the image's folder is gone (renamed, moved or removed since the dataset "
-                            "was opened); nothing was saved: reopen the dataset where it is now")
+    error = gone(folder, "nothing was saved")
+    if error is not None:
+        raise error
     return folder
 
 

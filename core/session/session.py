@@ -37,6 +37,7 @@ from ..editing.autosave import AutoSave
 from ..editing.document import MaskDocument
 from ..errors import SegScopeError
 from ..events import Evented
+from ..files.fileio import why_unwritable
 from ..metrics import catalogue
 from ..metrics.catalogue import Metric
 from ..quality.spec import MetricSpec
@@ -163,6 +164,9 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
 
         def work() -> Iterator[Found]:
             yield Counted(sum(dataset.truth(item) is not None for item in dataset.items))
+            why = why_unwritable(dataset.root)
+            if why:  # said at once, before any run or edit is made that could not be kept
+                yield Restored(dataset.root, note=f"{dataset.root}: runs and edits cannot be kept here: {why}")
             yield recovered_edits(dataset, recovery_dir)
             if store is not None:
                 yield from restored_entries(store, dataset)

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import InputError, SegScopeError, one_line
-from ..files.fileio import atomic_write_bytes, read_bytes, remove_stale_temps
+from ..files.fileio import atomic_write_bytes, gone, read_bytes, remove_stale_temps
 from ..files.untrusted_json import parse_json
 from ..result import InferenceResult
 from ..roi import Roi
@@ -126,12 +126,19 @@ class SessionStore:
         meta = {"id": image_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
                 "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
                 "roi_note": result.roi_note}
+        self._check_dataset()
         buffer = io.BytesIO()
         np.savez(buffer, probabilities=result.probabilities, argmax=result.argmax,
                  meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
         path = atomic_write_bytes(self.folder / _file_name(image_id), buffer.getvalue(), overwrite=True)
         self._trim(keep=path)
         return path
+
+    def _check_dataset(self) -> None:
+        """A dataset folder renamed or removed since it was opened is not recreated by a store write."""
+        error = gone(self.folder.parent, "results are kept for this session only")
+        if error is not None:
+            raise error
 
     def keeps(self, nbytes: int) -> bool:
         """Whether a whole-slide run whose arrays hold `nbytes` is stored (else it is kept for the session)."""
@@ -141,6 +148,7 @@ class SessionStore:
         """Store an image's newest whole-slide run (replacing its older one), then keep within `max_bytes`.
         A run the store does not `keep` is not stored, and the image's older run is removed (None)."""
         stitched, image_id = evaluation.stitched, evaluation.item.id
+        self._check_dataset()
         if not self.keeps(stitched.nbytes):
             (self.slides_folder / _file_name(image_id)).unlink(missing_ok=True)
             return None

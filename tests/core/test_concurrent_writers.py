@@ -493,3 +493,39 @@ def test_old_export_that_cannot_be_deleted_is_said_exactly_and_never_claimed_rem
     with StagedFolder(out) as last:
         pass
     assert f"{out}: removed {old.name}, left beside it by an interrupted write" in last.notes and not old.exists()
+
+
+class _StatVfs:
+    def __init__(self, flag: int, free_blocks: int) -> None:
+        self.f_flag, self.f_bavail, self.f_frsize = flag, free_blocks, 4096
+
+
+@pytest.mark.parametrize(("flag", "free", "why"), [
+    (os.ST_RDONLY, 10**6, "it is on a read-only file system"),
+    (0, 100, "its disk is full (0 MiB free)"),
+])
+def test_a_read_only_or_full_dataset_is_said_once_when_it_opens(
+        dataset_root: Path, monkeypatch: pytest.MonkeyPatch, flag: int, free: int, why: str) -> None:
+    monkeypatch.setattr(os, "statvfs", lambda _path: _StatVfs(flag, free))
+    session, messages = _opened(dataset_root)
+    assert [m for m in messages if "cannot be kept" in m] == [
+        f"warning: {dataset_root}: runs and edits cannot be kept here: {why}"]
+
+
+def test_a_writable_dataset_opens_without_a_warning(dataset_root: Path) -> None:
+    _, messages = _opened(dataset_root)
+    assert not [m for m in messages if m.startswith("warning")]
+
+
+def test_dataset_folder_renamed_while_editing_no_writer_recreates_it(dataset_root: Path) -> None:
+    session, conflicts, messages = _session_with_edits(dataset_root)
+    dataset_root.rename(dataset_root.with_name("moved"))
+    with pytest.raises(SegScopeError, match="folder is gone.*the ROI is kept for this session only"):
+        session.set_roi(Roi(0, 0, 5, 5), "001")
+    assert "the folder is gone" in AutoSave.write(_mask(1), dataset_root / "001" / "mask.png", None)
+    run_here(session.save_job("corrected"))
+    assert [m for m in messages if m.startswith("Saving the mask of 001: ")]
+    session.store.submit("001", _result())
+    session.store.flush()
+    assert ["the folder is gone" in e for e in session.store.take_errors()] == [True]
+    assert not dataset_root.exists() and session.document.dirty
