@@ -24,7 +24,7 @@ each image's newest result and whole-slide run are kept on disk (`core.session.s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -200,6 +200,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             if self.newest(item_id) is not None:  # a run of this session is newer
                 return False
             record = self._keep_run(item_id, entry.result, restored=True)
+            self.check_images((item_id,))  # (its image may have changed between the sessions)
             self.events.result_added.emit(ResultAdded(item_id, record, restored=True))
             self._scored(item_id, self._run_key(record, scored_on, MetricSpec()), entry.metrics)
             return True
@@ -210,6 +211,12 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             self._item_changed(item_id)
             return True
         return False
+
+    def look_at_images(self, item_ids: Iterable[str]) -> None:
+        """Whether these images' files changed since their newest runs read them (`check_images`), now: on a
+        look (`select`), and when the window gets the focus back; their views follow."""
+        for item_id in self.check_images(item_ids):
+            self._item_changed(item_id)
 
     def flush(self) -> None:
         """Wait until every result is on disk (before closing, or reading the store elsewhere)."""
@@ -234,6 +241,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._leaving()
         self.document = None
         self.current = item
+        self.look_at_images((item_id,))
 
         def read() -> tuple[tuple[int, int], np.ndarray | None]:
             size = dataset.image_size(item)

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import InputError, SegScopeError, one_line
 from ..files.fileio import atomic_write_bytes, gone, read_bytes, remove_stale_temps
+from ..files.stamp import Stamp
 from ..files.untrusted_json import parse_json
 from ..result import InferenceResult
 from ..roi import Roi
@@ -125,7 +126,7 @@ class SessionStore:
         """Store the newest result of an image (replacing its older one), then keep within `max_bytes`."""
         meta = {"id": image_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
                 "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
-                "roi_note": result.roi_note}
+                "roi_note": result.roi_note, **({"image": asdict(result.image)} if result.image else {})}
         self._check_dataset()
         buffer = io.BytesIO()
         np.savez(buffer, probabilities=result.probabilities, argmax=result.argmax,
@@ -278,7 +279,7 @@ def read_stored(path: Path) -> StoredResult:
         raise SegScopeError("its metadata field roi_note is not a string")
     result = InferenceResult(probabilities, argmax, box, (size[0], size[1]),
                              {str(k): float(v) for k, v in timings.items()}, meta.get("backend", ""),
-                             threshold, roi_note)
+                             threshold, roi_note, _image(meta.get("image")))
     return StoredResult(meta["id"], result)
 
 
@@ -300,6 +301,16 @@ def read_slide(path: Path) -> StoredSlide:
     stitched = Stitched(region, float(scale), (slide_size[0], slide_size[1]), probabilities, arrays["argmax"], seams,
                         covered, _threshold(meta))
     return StoredSlide(meta["id"], stitched, tiles, float(seconds), _plan(meta.get("plan")))
+
+
+def _image(image: object) -> Stamp | None:
+    """The stored identity of the run's image file (none in results stored before it was kept)."""
+    if image is None:
+        return None
+    if not (isinstance(image, dict) and set(image) == {"size", "mtime_ns", "inode", "sha256"}
+            and all(type(image[k]) is int for k in ("size", "mtime_ns", "inode")) and isinstance(image["sha256"], str)):
+        raise SegScopeError("its metadata field image is not a file's size, time, inode and SHA-256")
+    return Stamp(image["size"], image["mtime_ns"], image["inode"], image["sha256"])
 
 
 def _threshold(meta: dict[str, Any]) -> float | None:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import cv2
 import numpy as np
 import pytest
 
+from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.truth import CORRECTED, ORIGINAL, corrected_mask_path, superseded_marker, truth_for
 from segscope.core.editing.autosave import AutoSave
@@ -28,10 +30,13 @@ from segscope.core.files.folder_lock import FolderLock
 from segscope.core.files.stamp import Stamp, WriteConflict
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
+from segscope.core.session.answers import IMAGE_CHANGED
+from segscope.core.session.backend_state import BackendState
 from segscope.core.session.events import SaveConflict
 from segscope.core.session.jobs import run_here
 from segscope.core.session.session import Session
 from segscope.core.session.store import SessionStore
+from segscope.core.session.views import item_view
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes and signals")
 
@@ -529,3 +534,76 @@ def test_dataset_folder_renamed_while_editing_no_writer_recreates_it(dataset_roo
     session.store.flush()
     assert ["the folder is gone" in e for e in session.store.take_errors()] == [True]
     assert not dataset_root.exists() and session.document.dirty
+
+
+# --- stale inputs ---------------------------------------------------------------------------------------
+
+class _GreyBackend(Backend):
+    """Class 1 where the image's grey level is over 100 (so a brighter image answers differently)."""
+
+    capabilities = Capabilities("fake", "test", (30, 20), ("background", "defect"), {"model": "grey"})
+
+    def infer(self, image, roi=None) -> InferenceResult:  # type: ignore[no-untyped-def]
+        pixels = cv2.imread(str(image), cv2.IMREAD_COLOR) if isinstance(image, Path) else image
+        roi = roi or Roi.whole(pixels.shape[1], pixels.shape[0])
+        p1 = np.where(pixels[roi.y0 : roi.y1, roi.x0 : roi.x1, 0] > 100, 0.9, 0.1).astype(np.float32)
+        return InferenceResult(np.stack([1 - p1, p1], axis=-1), (p1 > 0.5).astype(np.uint8), roi,
+                               (pixels.shape[1], pixels.shape[0]), backend="fake")
+
+    def close(self) -> None:
+        pass
+
+
+def _run_session(root: Path) -> Session:
+    state = BackendState("fake")
+    state.opened(_GreyBackend.capabilities)
+    session = Session(backend=state)
+    run_here(session.open_dataset(Dataset.open(root)))
+    return session
+
+
+def _run(session: Session, item_id: str) -> None:
+    session.dataset.set_roi(session.dataset.item(item_id), Roi(0, 0, 30, 20))
+    job = session.run([item_id])
+    for step in job.work(_GreyBackend(), threading.Event(), lambda *_: None):
+        job.each(step)
+    job.finished(False)
+
+
+def _image_replaced(root: Path, item_id: str = "001") -> None:
+    """Another program replaces the image: bright where the mask (`_mask(0)`: the top row, left 5 columns) is."""
+    _child(f"""
+        import cv2, numpy as np
+        image = np.zeros((20, 30, 3), np.uint8); image[:1, :5] = 255
+        cv2.imwrite({str(root / item_id / 'image.png')!r}, image)
+    """)
+
+
+def test_stale_results_image_replaced_after_its_run_is_said_on_the_next_look(dataset_root: Path) -> None:
+    session = _run_session(dataset_root)
+    _run(session, "001")
+    before = item_view(session, "001")
+    assert before.status == "done" and before.metrics is not None and before.metrics.foreground_dice == 0.0
+    _image_replaced(dataset_root)
+    session.look_at_images(["001"])  # (the next look: select, the window's focus)
+    stale = item_view(session, "001")
+    assert stale.status == "image changed" and session.answer("001").stale == IMAGE_CHANGED
+    assert stale.note == "the image file changed since this run: these numbers are of the old image — run again"
+    _run(session, "001")  # a rerun answers for the new image: one foreground pixel row of 5, all found
+    after = item_view(session, "001")
+    assert after.status == "done" and after.note == "" and after.metrics.foreground_dice == pytest.approx(1.0)
+
+
+def test_stale_results_image_replaced_between_sessions_is_said_on_restore(dataset_root: Path) -> None:
+    session = _run_session(dataset_root)
+    _run(session, "001")
+    _run(session, "002")
+    session.flush()
+    for item in ("001", "002"):  # a copy of the dataset (new times) keeps its runs answering for it
+        os.utime(dataset_root / item / "image.png", ns=(time.time_ns(), time.time_ns() + 5 * 10**9))
+    again = _run_session(dataset_root)
+    assert [item_view(again, i).status for i in ("001", "002")] == ["done", "done"]
+    _image_replaced(dataset_root)
+    third = _run_session(dataset_root)
+    assert [item_view(third, i).status for i in ("001", "002")] == ["image changed", "done"]
+    assert third.answer("001").stale == IMAGE_CHANGED
