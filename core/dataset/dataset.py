@@ -137,6 +137,9 @@ class DatasetItem:
     id: str  # the sub-folder name, or the image's stem in a flat folder
     image_path: Path
     mask_path: Path | None  # the original ground truth, if any
+    #: Why the image cannot be used, in one line ("" when it can): a folder of the dataset that cannot be read,
+    #: opened with its damaged parts (`Dataset.open(partial=True)`, the viewer's).
+    problem: str = ""
 
     @property
     def truth_path(self) -> Path | None:
@@ -157,18 +160,26 @@ def _natural_key(text: str) -> list[object]:
     return [int(part) if part.isdecimal() else part.lower() for part in _DIGITS.split(text)]
 
 
-def discover(root: Path) -> list[DatasetItem]:
+def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
     """The dataset's images in natural order (`2` before `10`): `root` and each folder in it listed once
-    (`_Listing`), no image or mask read."""
+    (`_Listing`), no image or mask read. A folder that cannot be read raises its OSError, or (`partial`) is an
+    item of its own whose `problem` says why."""
     listing = _Listing.of(root)
     assert listing.entries is not None
     entries = listing.entries.items()  # in the order the folder lists them (of equal keys, the first first)
     items = []
     for sub in sorted((name for name, kind in entries if kind & _Listing.DIR), key=_natural_key):
         inside = _Listing.or_asked(root / sub)
-        image = inside.first("image")
+        try:
+            image, mask = inside.first("image"), inside.first("mask")
+        except OSError as exc:
+            if not partial:
+                raise
+            items.append(DatasetItem(sub, root / sub, None, f"{root / sub}: cannot read the image's folder "
+                                                            f"({exc.strerror or exc}); the rest of the dataset opens"))
+            continue
         if image is not None:
-            items.append(DatasetItem(sub, image, inside.first("mask")))
+            items.append(DatasetItem(sub, image, mask))
     flat = [name for name, kind in entries if kind & _Listing.FILE and stem_suffix(name)[1].lower() in IMAGE_SUFFIXES
             and not _is_mask_file(name) and not _is_export(listing, name)]
     for name in sorted(flat, key=_natural_key):
@@ -206,16 +217,18 @@ class Dataset:
 
     @classmethod
     def open(cls, root: Path, default_roi: Roi | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
-             truth: str = AUTO) -> Dataset:
+             truth: str = AUTO, partial: bool = False) -> Dataset:
+        """The dataset in `root`; `partial` (the viewer): an image folder that cannot be read is an item whose
+        `problem` says why, and the rest opens (else it refuses the dataset, as `eval` must)."""
         root = Path(root).expanduser().resolve()
         if not root.is_dir():
             raise not_wanted(root, dataset_folder()) if root.exists() else SegScopeError(
                 f"{root}: dataset folder not found")
         try:
-            items = discover(root)
+            items = discover(root, partial)
         except OSError as exc:
             raise SegScopeError(f"{exc.filename or root}: cannot read the dataset folder ({exc.strerror})") from None
-        if not items:
+        if not any(not item.problem for item in items):
             raise SegScopeError(f"{root}: no images found (it is {what_is(root)}): expected {dataset_folder()}")
         return cls(root, items, default_roi, max_pixels, truth)
 

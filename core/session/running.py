@@ -85,6 +85,9 @@ def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, 
         return outcome
 
     for item in batch.items:
+        if item.problem:  # (a folder of the dataset that cannot be read: `DatasetItem.problem` says why)
+            yield step(Failed(item.id, item.problem))
+            continue
         try:
             rois.setdefault(item.id, dataset.roi_for(item))
         except Exception as exc:  # noqa: BLE001 - one unreadable image must not end the batch

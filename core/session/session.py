@@ -116,9 +116,12 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.document = None
         self.current = None
         self.dataset = dataset
+        damaged = [item for item in dataset.items if item.problem]  # (`Dataset.open(partial=True)`)
+        for item in damaged:
+            self._outcomes[item.id] = Outcome(UNREADABLE, item.problem)
         kept = self.answered_ids(dataset)
-        if kept:
-            self._all_changed()  # the truths were read again: the numbers are scored again
+        if kept or damaged:
+            self._items_changed([*kept, *(item.id for item in damaged)])  # (kept: their truths are read again)
         return self._restore_job(dataset, new_folder, len(kept))
 
     def read_truths_by_model(self) -> bool:

@@ -65,7 +65,7 @@ class ViewerCommands(QObject):
         if not self.editing.confirm_leave(lambda: self.open_dataset(path)):
             return False
         try:
-            dataset = Dataset.open(Path(path))
+            dataset = Dataset.open(Path(path), partial=True)  # (an unreadable image folder: a row that says so)
         except SegScopeError as exc:
             self.message.emit("error", str(exc), "")
             settings.forget_recent_dataset(Path(path))  # only datasets that opened are remembered

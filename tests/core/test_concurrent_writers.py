@@ -34,6 +34,7 @@ from segscope.core.session.answers import IMAGE_CHANGED
 from segscope.core.session.backend_state import BackendState
 from segscope.core.session.events import SaveConflict
 from segscope.core.session.jobs import run_here
+from segscope.core.session.running import Failed
 from segscope.core.session.session import Session
 from segscope.core.session.store import SessionStore
 from segscope.core.session.views import item_view
@@ -555,10 +556,14 @@ class _GreyBackend(Backend):
 
 
 def _run_session(root: Path) -> Session:
+    return _run_session_with(Dataset.open(root))
+
+
+def _run_session_with(dataset: Dataset) -> Session:
     state = BackendState("fake")
     state.opened(_GreyBackend.capabilities)
     session = Session(backend=state)
-    run_here(session.open_dataset(Dataset.open(root)))
+    run_here(session.open_dataset(dataset))
     return session
 
 
@@ -607,3 +612,37 @@ def test_stale_results_image_replaced_between_sessions_is_said_on_restore(datase
     third = _run_session(dataset_root)
     assert [item_view(third, i).status for i in ("001", "002")] == ["image changed", "done"]
     assert third.answer("001").stale == IMAGE_CHANGED
+
+
+# --- damaged datasets -----------------------------------------------------------------------------------
+
+def test_an_unreadable_image_folder_is_one_row_with_its_reason_and_the_rest_opens(
+        dataset_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (dataset_root / "003").mkdir()
+    real_exists = Path.exists
+
+    def unsearchable(path: Path, *args: object, **kwargs: object) -> bool:
+        if path.parent.name == "003":  # (what a folder without search permission answers; root ignores modes)
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_exists(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    real_scandir = os.scandir
+
+    def unlistable(path: object = ".") -> object:
+        if Path(os.fsdecode(path)).name == "003":  # type: ignore[arg-type]
+            raise PermissionError(errno.EACCES, "Permission denied", os.fsdecode(path))  # type: ignore[arg-type]
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "exists", unsearchable)
+    monkeypatch.setattr(os, "scandir", unlistable)
+    with pytest.raises(SegScopeError, match="cannot read the dataset folder"):
+        Dataset.open(dataset_root)  # `eval` still refuses it whole
+    session = _run_session_with(Dataset.open(dataset_root, partial=True))
+    assert [item.id for item in session.dataset.items] == ["001", "002", "003"]
+    view = item_view(session, "003")
+    assert view.status == "unreadable" and view.error == (
+        f"{dataset_root / '003'}: cannot read the image's folder (Permission denied); the rest of the dataset opens")
+    assert item_view(session, "001").status == ""
+    job = session.run(["003", "001"])
+    failed = [step for step in job.work(_GreyBackend(), threading.Event(), lambda *_: None) if isinstance(step, Failed)]
+    assert [(f.item_id, f.text) for f in failed] == [("003", view.error)]
