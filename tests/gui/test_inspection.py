@@ -25,6 +25,8 @@ from segscope.gui.dialogs.compare_dialog import DISAGREEMENT
 from segscope.gui.docks.review_panel import MAX_LISTED
 from segscope.gui.shell.inspection import zoom_rect
 
+from .conftest import open_and_wait
+
 pytestmark = pytest.mark.gui
 
 
@@ -103,7 +105,7 @@ def test_review_without_a_result_or_a_mask_says_so(qtbot, window, inspection, de
     qtbot.waitUntil(lambda: review.errors is None and review.region_model.rowCount() == 0)
 
     (demo_dataset / "003" / "mask.png").unlink()
-    assert window.commands.open_dataset(demo_dataset)
+    open_and_wait(qtbot, window, demo_dataset)
     window.dataset_panel.select_item("003")
     qtbot.waitUntil(lambda: window.slide_ready() and window.current.id == "003")
     run_and_wait(qtbot, window, window.commands.run_current)
@@ -345,12 +347,12 @@ def test_another_dataset_starts_a_new_history_and_an_unfiltered_table(qtbot, win
     inspection.filter_bar.edit.setText("soft_dice > 2")
     inspection.filter_bar.apply()
     assert window.dataset_panel.visible_order() == []
-    assert window.commands.open_dataset(demo_dataset)  # the same folder again: its runs stay
+    open_and_wait(qtbot, window, demo_dataset)  # the same folder again: its runs stay
     assert len(inspection.history) == 1
     assert inspection.filter_bar.filter is None and len(window.dataset_panel.visible_order()) == 3
     other = tmp_path / "other"
     # another folder with the same ids (its stored session left out: a copy with it would restore those runs)
     shutil.copytree(demo_dataset, other, ignore=shutil.ignore_patterns(".segscope-session"))
-    assert window.commands.open_dataset(other)
+    open_and_wait(qtbot, window, other)
     assert len(inspection.history) == 0
     qtbot.waitUntil(lambda: inspection.timing.stats == [] and inspection.timing.table.rowCount() == 0)
