@@ -24,6 +24,7 @@ from segscope.core.session.runs import compare_runs, timing_table
 from segscope.gui.dialogs.compare_dialog import DISAGREEMENT
 from segscope.gui.docks.review_panel import MAX_LISTED
 from segscope.gui.shell.inspection import zoom_rect
+from segscope.gui.widgets.docking import show_dock
 
 from .conftest import open_and_wait
 
@@ -167,8 +168,10 @@ def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, win
     assert session.ranking.name == "soft_dice"
     window.main_actions.worst_action.trigger()
     assert panel.visible_order() == sorted(soft, key=soft.get)
-    title = window.metrics_panel.plot.getPlotItem().titleLabel.text
-    assert f"3 images, mean Soft Dice {np.mean(list(soft.values())):.4f}" in title
+    show_dock(window.metrics_dock)  # (the fixture put the Review dock in front: the histogram draws when seen)
+    title = lambda: window.metrics_panel.plot.getPlotItem().titleLabel.text  # noqa: E731
+    qtbot.waitUntil(lambda: "Soft Dice" in title())
+    assert f"3 images, mean Soft Dice {np.mean(list(soft.values())):.4f}" in title()
     counts, _ = window.metrics_panel.histogram()
     assert counts.sum() == 3
     window.activateWindow()
