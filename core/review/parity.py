@@ -25,11 +25,10 @@ import numpy as np
 from ..metrics.scores import hard_metrics
 from ..quality.defects import components, match_defects
 from ..roi import Roi
+from . import MIN_DICE
 from .queue import DEFAULT_OPTIONS, Best, QueueOptions
 
 FLIP_KINDS = ("lost", "gained", "changed")
-#: The gate's default: the least foreground Dice between the two runs any image may have.
-MIN_DICE = 0.99
 
 
 @dataclass(frozen=True)

@@ -35,15 +35,10 @@ from ..metrics.scores import argmax_at_roi
 from ..quality.defects import MATCH_IOU, components, match_defects
 from ..result import InferenceResult, decision_map
 from ..roi import Roi
+from . import AREA_HALF, DEFAULT_LIMIT, MIN_BOUNDARY_AREA
 
 T = TypeVar("T")
 KINDS = ("merged", "split", "shifted", "missed", "false_alarm", "boundary")
-#: The disagreement (pixels) at which an entry's score is half its confidence.
-AREA_HALF = 32
-#: Matched defects whose outlines differ by fewer pixels than this are no entry.
-MIN_BOUNDARY_AREA = 16
-#: Entries a queue keeps by default (the best; every one is counted).
-DEFAULT_LIMIT = 1000
 #: The margins at the pixels `where` of an ROI box (`_Margins.at`).
 MarginReader = Callable[[tuple[slice, slice], np.ndarray], np.ndarray]
 
