@@ -143,3 +143,18 @@ def test_against_a_model_that_sees_more_fails_the_gate(tiny_model_project, revie
                          "--roi", ROI, "--against", models / "seesmore.json")
     assert code == 3 and text.splitlines()[0].split()[:2] == ["1", "d"] and "gate FAILED" in text
     assert not math.isnan(document["gate"]["lowest_dice"])
+
+
+def test_the_report_shows_the_top_of_the_queue(tiny_model_project, review_dataset, tmp_path):
+    page = tmp_path / "r.html"
+    code, _ = run_cli("report", "--dataset", review_dataset, "--pipeline", tiny_model_project.pipeline, "--roi", ROI,
+                      "--out", page)
+    assert code == 0
+    html = page.read_text(encoding="utf-8")
+    section = html.split("<h2>Review queue")[1].split("<h2>")[0]
+    cells = [row.split("</td>") for row in section.split("<tr>")[2:]]
+    assert [[c.split(">")[-1] for c in row[:6]] for row in cells] == [
+        ["1", "a", "missed", "defect", "60, 30, 75, 40", "150"],
+        ["2", "a", "boundary", "defect", "10, 10, 24, 26", "56"],
+        ["3", "a", "false alarm", "defect", "100, 5, 104, 9", "16"]]
+    assert "The 3 most suspicious of 3 places" in section
