@@ -2,15 +2,17 @@
 against the `.om` on the NPU): per image, the foreground Dice between the two predictions and the defects gained,
 lost or changed in class, ranked; and the gate a port passes.
 
-The defects are `core.quality.defects`'s components of the foreground (every class >= 1) of each run, the first
-run (A) standing for the truth and the second (B) for the prediction, matched one to one at `iou`: a defect of A
-no defect of B matches is `lost`, one of B no defect of A matches is `gained` (a fragment included: the count
-changed), and a matched defect of A whose pixels B gives mostly another class than A does is `changed`. A class is
-a component's majority class (ties: the lower). The Dice is eval's foreground Dice of B against A (the mean of the
-per-class Dice over the foreground classes in either; n/a, NaN, when neither has any foreground: identical).
+The defects are `core.quality.defects`'s components of the foreground (every class >= 1) of each run, at least
+`min_area` pixels, linked into one place where they share a pixel (as the review queue groups them): a place only
+the first run (A) has a defect in is `lost`, one only the second (B) has is `gained`, and one both have where B's
+majority class is not A's is `changed`. A place both have, however differently outlined (a defect in two pieces in
+one run and one in the other), is no flip: its outline counts in the Dice, eval's foreground Dice of B against A
+(the mean of the per-class Dice over the foreground classes in either; n/a, NaN, when neither has any foreground:
+identical). A class is the majority class of a place's pixels (ties: the lower).
 
 The gate: no flip (gained, lost or changed) in any image and every image's Dice at least `min_dice` (default
-0.99); n/a passes. Images rank by flips (most first), then Dice (lowest first), then dataset order.
+0.99); n/a passes. Images rank by the pixels of their flipped defects (most first: a lost defect of 500 px
+before a speck of 1 px), then by their number, then Dice (lowest first), then dataset order.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..metrics.scores import hard_metrics
-from ..quality.defects import components, match_defects
+from ..quality.defects import components
 from ..roi import Roi
 from . import MIN_DICE
-from .queue import DEFAULT_OPTIONS, Best, QueueOptions
+from .queue import DEFAULT_OPTIONS, Best, QueueOptions, overlap_groups
 
 FLIP_KINDS = ("lost", "gained", "changed")
 
@@ -63,7 +65,8 @@ class ImageParity:
 
     def rank(self) -> tuple:
         """Sorts the most different first."""
-        return (-len(self.flips), 1.0 if math.isnan(self.dice) else self.dice, self.order)
+        return (-sum(flip.area for flip in self.flips), -len(self.flips), 1.0 if math.isnan(self.dice) else self.dice,
+                self.order)
 
     def record(self, class_names: Sequence[str] = (), min_dice: float = MIN_DICE) -> dict[str, object]:
         counts = Counter(flip.kind for flip in self.flips)
@@ -76,23 +79,24 @@ def image_parity(image: str, order: int, a: np.ndarray, b: np.ndarray, roi: Roi,
                  options: QueueOptions = DEFAULT_OPTIONS) -> ImageParity:
     """Two runs' predicted classes under one ROI (ROI-sized) compared."""
     dice = float(hard_metrics(b, a, num_classes)["foreground_dice"])  # type: ignore[arg-type]
-    match = match_defects(a > 0, b > 0, options.min_area, options.iou)
     a_labels, _, a_boxes = components(a > 0, options.min_area)
     b_labels, _, b_boxes = components(b > 0, options.min_area)
     flips = []
-    for defect in match.defects:
-        ours, labels, boxes = (a, a_labels, a_boxes) if defect.source == "truth" else (b, b_labels, b_boxes)
-        x0, y0, x1, y1 = (int(v) for v in boxes[defect.label - 1])
-        inside = labels[y0:y1, x0:x1] == defect.label
-        cls = _majority(ours[y0:y1, x0:x1][inside], num_classes)
+    for ours, theirs in overlap_groups(a_labels, len(a_boxes), b_labels, len(b_boxes)):
+        boxes = [a_boxes[n - 1] for n in ours] + [b_boxes[n - 1] for n in theirs]
+        x0, y0 = (int(min(box[k] for box in boxes)) for k in (0, 1))
+        x1, y1 = (int(max(box[k] for box in boxes)) for k in (2, 3))
+        window = (slice(y0, y1), slice(x0, x1))
+        in_a, in_b = np.isin(a_labels[window], ours), np.isin(b_labels[window], theirs)
         bbox = (x0 + roi.x0, y0 + roi.y0, x1 + roi.x0, y1 + roi.y0)
-        if not defect.matched:
-            flips.append(Flip("lost" if defect.source == "truth" else "gained", cls, bbox, defect.area))
-        elif defect.source == "truth":
-            theirs = b[y0:y1, x0:x1][inside]
-            to = _majority(theirs[theirs > 0], num_classes)
-            if to != cls:
-                flips.append(Flip("changed", cls, bbox, defect.area, to))
+        if not theirs:
+            flips.append(Flip("lost", _majority(a[window][in_a], num_classes), bbox, int(in_a.sum())))
+        elif not ours:
+            flips.append(Flip("gained", _majority(b[window][in_b], num_classes), bbox, int(in_b.sum())))
+        else:
+            was, now = _majority(a[window][in_a], num_classes), _majority(b[window][in_b], num_classes)
+            if was != now:
+                flips.append(Flip("changed", was, bbox, int(in_a.sum()), now))
     return ImageParity(image, order, dice, tuple(flips))
 
 

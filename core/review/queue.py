@@ -143,7 +143,7 @@ def class_entries(image: str, order: int, cls: int, prediction: np.ndarray, trut
     truth_labels, _, truth_boxes = components(true_mask, options.min_area)
     pred_labels, _, pred_boxes = components(predicted, options.min_area)
     entries = []
-    for truths, preds in _groups(truth_labels, len(truth_boxes), pred_labels, len(pred_boxes)):
+    for truths, preds in overlap_groups(truth_labels, len(truth_boxes), pred_labels, len(pred_boxes)):
         kind = _kind([outcomes["truth", t] for t in truths], [outcomes["prediction", p] for p in preds])
         boxes = [truth_boxes[t - 1] for t in truths] + [pred_boxes[p - 1] for p in preds]
         x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
@@ -161,9 +161,10 @@ def class_entries(image: str, order: int, cls: int, prediction: np.ndarray, trut
     return entries
 
 
-def _groups(truth_labels: np.ndarray, truths: int, pred_labels: np.ndarray,
+def overlap_groups(truth_labels: np.ndarray, truths: int, pred_labels: np.ndarray,
             preds: int) -> list[tuple[list[int], list[int]]]:
-    """The components (labels 1..n) linked through shared pixels: per group, its true and predicted labels."""
+    """The components (labels 1..n) of two label images linked through shared pixels: per group, its labels in the
+    first (`truth_labels`, of `truths` components) and in the second."""
     parent = list(range(truths + preds))
 
     def root(node: int) -> int:

@@ -220,6 +220,10 @@ def test_parity_of_two_runs_by_hand() -> None:
     wider[4, 0:4] = 1
     wide = image_parity("wide", 3, a, wider, roi, 3)
     assert not wide.flips and wide.dice == pytest.approx((2 * 40 / 84 + 1) / 2)  # 0.976 < 0.99
+    pieces = a.copy()  # the first defect in two pieces: a different outline, no flip
+    pieces[0:4, 2] = 0
+    split = image_parity("pieces", 4, a, pieces, roi, 3)
+    assert not split.flips and split.dice == pytest.approx((2 * 36 / (40 + 36) + 1) / 2)
     run = ParityRun()
     for image in (same, wide, nothing, parity):
         run.add(image)
