@@ -78,7 +78,8 @@ class MetricsDisplay:
     def show_histogram(self) -> None:
         """The histogram of the ranking metric over the images run so far."""
         ranking = self.session.ranking
-        self.panel.set_dataset_values(ranking, self.session.running.values(ranking))
+        running = self.session.running
+        self.panel.set_dataset_values(ranking, running.values(ranking), running.aggregate(ranking))
 
     def _on_ranking_changed(self, metric: Metric, _old: Any) -> None:
         self.dataset_panel.show_ranking(metric)
