@@ -166,6 +166,11 @@ def _meets(box: Box, other: Box) -> bool:
     return box[0] < other[2] and other[0] < box[2] and box[1] < other[3] and other[1] < box[3]
 
 
+def _window(truth: np.ndarray) -> np.ndarray:
+    """The ROI's part of a slide's truth (a view: a decision on it changes the truth)."""
+    return truth[ROI.y0 : ROI.y1, ROI.x0 : ROI.x1]
+
+
 def fix_with_keys(entries: list[ReviewEntry], truths: dict[str, np.ndarray], originals: dict[str, np.ndarray],
                   predictions: dict[str, np.ndarray], injected: list[tuple[str, str, Box]]) -> int:
     """The oracle reviewer's key presses until every injected error's box matches the original truth."""
@@ -182,11 +187,11 @@ def fix_with_keys(entries: list[ReviewEntry], truths: dict[str, np.ndarray], ori
         best, best_wrong = "keep", None
         for decision in DECISIONS:
             trial = truths[entry.image].copy()
-            apply_decision(trial, predictions[entry.image], ROI, entry, decision)
+            apply_decision(_window(trial), predictions[entry.image], ROI, entry, decision)
             wrong = int((trial[y0:y1, x0:x1] != originals[entry.image][y0:y1, x0:x1]).sum())
             if best_wrong is None or wrong < best_wrong or (wrong == best_wrong and decision == "keep"):
                 best, best_wrong = decision, wrong
-        apply_decision(truths[entry.image], predictions[entry.image], ROI, entry, best)
+        apply_decision(_window(truths[entry.image]), predictions[entry.image], ROI, entry, best)
     return keys
 
 

@@ -11,12 +11,9 @@ from typing import TextIO
 
 from ..backends.registry import BACKEND_KINDS
 from ..quality.defects import MATCH_IOU
-from ..review import AREA_HALF, DEFAULT_LIMIT, MIN_BOUNDARY_AREA, MIN_DICE
+from ..review import AREA_HALF, DEFAULT_LIMIT, EXIT_GATE_FAILED, MIN_BOUNDARY_AREA, MIN_DICE
 from .cache import add_cache_options
 from .options import add_backend_options, add_truth_option, checked
-
-#: The exit code of `--against` when the gate fails (0: it passed; 2: bad input; 1: a bug).
-EXIT_GATE_FAILED = 3
 
 _top = checked(int, lambda v: v >= 0, "0 (every entry) or a positive number of entries")
 _pixels = checked(int, lambda v: v >= 1, "a whole number of pixels, at least 1")

@@ -20,7 +20,7 @@ from ..evaluate import ImageEvaluation, evaluate_dataset
 from ..files.fileio import atomic_write_bytes
 from ..metrics.scores import argmax_at_roi
 from ..quality.spec import MetricSpec
-from ..review import AREA_HALF
+from ..review import AREA_HALF, EXIT_GATE_FAILED
 from ..review.parity import FLIP_KINDS, ParityRun, image_parity
 from ..review.queue import KINDS, QueueOptions, ReviewQueue, result_entries
 from ..roi import Roi
@@ -31,7 +31,6 @@ from .cache import apply_cache_options
 from .eval_driver import open_dataset, open_eval_backend
 from .options import refuse_remote_only_options
 from .output import Progress
-from .review import EXIT_GATE_FAILED
 
 RANKING = (f"score = confidence x area / (area + {AREA_HALF}); confidence: the model's mean margin for its decision "
            "against the truth over the disagreeing pixels (p of the predicted class - p of the true class, at ROI "

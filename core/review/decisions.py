@@ -14,16 +14,16 @@ from .queue import ReviewEntry
 DECISIONS = ("accept", "remove", "keep")
 
 
-def apply_decision(truth: np.ndarray, prediction: np.ndarray, roi: Roi, entry: ReviewEntry, decision: str,
+def apply_decision(window: np.ndarray, prediction: np.ndarray, roi: Roi, entry: ReviewEntry, decision: str,
                    min_area: int = 1) -> Roi | None:
-    """Apply `decision` on `entry` to `truth` (the slide's true classes, changed in place) with `prediction` (the
-    predicted classes under `roi`, ROI-sized); the components are found again from the entry's seeds (of at least
-    `min_area` pixels, as the queue found them). Returns the slide box that changed (None: nothing did)."""
+    """Apply `decision` on `entry` to `window` (the true classes under `roi`, ROI-sized, changed in place: a view of
+    the slide's truth changes it) with `prediction` (the predicted classes under `roi`); the components are found
+    again from the entry's seeds (of at least `min_area` pixels, as the queue found them). Returns the slide box
+    that changed (None: nothing did)."""
     if decision not in DECISIONS:
         raise ValueError(f"unknown decision {decision!r}: expected one of {', '.join(DECISIONS)}")
     if decision == "keep":
         return None
-    window = truth[roi.y0 : roi.y1, roi.x0 : roi.x1]
     before = window.copy()
     window[_picked(window == entry.cls, entry.truth_seeds, roi, min_area)] = 0
     if decision == "accept":

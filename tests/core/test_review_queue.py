@@ -186,10 +186,11 @@ def test_decisions_fix_the_truth() -> None:
     entries = _by_kind(result_entries("a", 0, result, truth[20:40, 10:40]))
     assert set(entries) == {("false_alarm", 1), ("missed", 1), ("shifted", 2)}  # the pair: IoU 18 / 54
     fixed = truth.copy()
-    assert apply_decision(fixed, prediction, roi, entries["missed", 1], "keep") is None
-    assert apply_decision(fixed, prediction, roi, entries["false_alarm", 1], "accept") == Roi(12, 22, 16, 25)
-    assert apply_decision(fixed, prediction, roi, entries["missed", 1], "remove") == Roi(30, 30, 34, 34)
-    assert apply_decision(fixed, prediction, roi, entries["shifted", 2], "accept") == Roi(22, 22, 28, 31)
+    window = fixed[20:40, 10:40]  # a view: the decisions change the slide's truth
+    assert apply_decision(window, prediction, roi, entries["missed", 1], "keep") is None
+    assert apply_decision(window, prediction, roi, entries["false_alarm", 1], "accept") == Roi(12, 22, 16, 25)
+    assert apply_decision(window, prediction, roi, entries["missed", 1], "remove") == Roi(30, 30, 34, 34)
+    assert apply_decision(window, prediction, roi, entries["shifted", 2], "accept") == Roi(22, 22, 28, 31)
     assert np.array_equal(fixed, expected)
 
 
