@@ -8,6 +8,8 @@
     segscope card MODEL.onnx --out DIR a runnable project (card, pipeline, ATC files) from an ONNX model
     segscope profile / drift           operator profile and roofline; msit compare triage
     segscope report --dataset DIR --out R.html  one self-contained HTML report
+    segscope review --dataset DIR      the disagreements of prediction and truth, likely label errors first;
+                                       --against B: two runs compared, with a parity gate (exit 3 when it fails)
     segscope cache info|clear          the decoded-input cache: where, how large; empty it
 
 Each subcommand is one module here with `register(subparsers)`, named once in `COMMANDS`; it sets its
@@ -15,7 +17,7 @@ Each subcommand is one module here with `register(subparsers)`, named once in `C
 imports what the command runs (its run module: `eval_driver`, `report_run`, `profile_run`; or the core module it
 drives), so building the parser, `--help` or a usage error never loads the commands' run code and libraries
 (tests/core/test_cli_startup.py). Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal
-error (a bug).
+error (a bug); `review --against`: 3 when its parity gate fails.
 """
 
 from __future__ import annotations
@@ -30,12 +32,12 @@ from typing import Any, NoReturn, TextIO
 
 from ..errors import describe
 from ..version import version_line
-from . import cache, card, check, compare, demo, drift, gui, output, profile, report
+from . import cache, card, check, compare, demo, drift, gui, output, profile, report, review
 from . import eval as evaluate
 
 EXIT_INTERNAL, EXIT_INPUT = 1, 2
 #: The subcommands in `segscope --help`'s order; `gui` first: the command without one runs it.
-COMMANDS = (gui, evaluate, report, demo, compare, card, check, profile, drift, cache)
+COMMANDS = (gui, evaluate, report, review, demo, compare, card, check, profile, drift, cache)
 
 
 class _Version(argparse._VersionAction):
