@@ -138,7 +138,7 @@ def test_compare_fails_non_finite_tensors_without_warnings(tmp_path, capsys, can
         warnings.simplefilter("error")  # a RuntimeWarning would fail here
         code, out = run_cli("compare", tmp_path / "ref.npy", tmp_path / "cand.npy")
         json_code, document = run_cli("compare", tmp_path / "ref.npy", tmp_path / "cand.npy", "--json")
-    assert code == json_code == 0 and capsys.readouterr().err == ""
+    assert code == json_code == 3 and capsys.readouterr().err == ""  # FAIL's exit code
     assert out.splitlines()[-1].startswith("FAIL: ") and verdict in out.splitlines()[-1] and "PASS" not in out
     assert json.loads(document)["verdict"] == out.splitlines()[-1]
 
