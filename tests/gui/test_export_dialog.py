@@ -18,7 +18,7 @@ from segscope.core.export.job import ROI_KINDS, Exportable, ExportChoices
 from segscope.core.export.plan import summary
 from segscope.core.roi import Roi
 from segscope.core.wholeslide.export import TILED_KINDS
-from segscope.gui.export_dialog import ExportDialog
+from segscope.gui.dialogs.export_dialog import ExportDialog
 
 from export_helpers import FakeSession, check_written, roi_result, shaped_run, slide_run, write_image
 

@@ -9,7 +9,7 @@ from segscope.core.metrics import catalogue
 from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
-from segscope.gui.metrics_panel import BINS, MetricsPanel
+from segscope.gui.docks.metrics_panel import BINS, MetricsPanel
 
 pytestmark = pytest.mark.gui
 
