@@ -155,14 +155,16 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
             table = stack.enter_context(export.metrics_table())
         backend = stack.enter_context(open_eval_backend(args))
         prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
+        images = 0
         for row, metrics in unit.evaluate(run, backend, stack):
+            images += 1
             summary.add(metrics)
             foreground += row.get("foreground_dice") is not None
             if document is not None:
                 document.add(row)
             if table is not None:
                 table.add(row)
-        for said in (cached.line(), backend.cache_note()):
+        for said in (cached.line(images), backend.cache_note()):
             if said:
                 note(said)
         means: dict[str, object] = {**summary.means(), **unit.means()}
