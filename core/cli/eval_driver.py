@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from ..backend_spec import open_backend, spec_from_args
+from ..backend_spec import open_backend, opening_notes, spec_from_args
 from ..backends.base import Backend
 from ..backends.pool import UsageLog
 from ..backends.precision_check import AccuracyCheck
@@ -50,11 +50,7 @@ def open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
     """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
     printed on stderr."""
     with open_backend(spec_from_args(args)) as backend:
-        details = backend.capabilities.details
-        notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
-            ([details["note"]] if "note" in details else []) + \
-            ([f"--backend auto {details['auto']}"] if "auto" in details else [])
-        for line in notes:
+        for line in opening_notes(backend.capabilities):
             note(line)
         yield backend
 

@@ -132,6 +132,11 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._all_changed()  # every score taken by the old rule (a restore's included) is stale: scored again
         return True
 
+    def truths_by_model(self) -> StreamJob[tuple[str, str]] | None:
+        """Once a dataset and a backend are open (either one opening): read the truths by the model's rule and
+        return the job that checks them all; None when the rule is the one already read by."""
+        return self.check_truths() if self.read_truths_by_model() else None
+
     def check_truths(self) -> StreamJob[tuple[str, str]]:
         """The job that checks every truth by the dataset's rule as `eval` does before a run: each refused mask is
         one error line naming its file and values, and its image's row says so (never scored as an empty truth)."""
