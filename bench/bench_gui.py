@@ -35,10 +35,10 @@ from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide
-from segscope.gui.jobs import Jobs
-from segscope.gui.main_window import MainWindow
-from segscope.gui.slide_loader import read_base
-from segscope.gui.slide_view import SlideView
+from segscope.gui.canvas.slide_view import SlideView
+from segscope.gui.runtime.jobs import Jobs
+from segscope.gui.runtime.slide_loader import read_base
+from segscope.gui.shell.main_window import MainWindow
 
 
 def synthetic_slide(width: int, height: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

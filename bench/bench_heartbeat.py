@@ -63,8 +63,8 @@ class Bench:
 
 
 def new_window(bench: Bench):
-    from segscope.gui.backend_dialog import BackendChoice
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.shell.main_window import MainWindow
 
     window = MainWindow()
     window.resize(1280, 800)
@@ -80,7 +80,7 @@ def idle(window) -> Callable[[], bool]:
 
 
 def actions(bench: Bench, window, dataset: Path, label: str, run_all: bool) -> None:
-    from segscope.gui.export_dialog import ExportChoices
+    from segscope.gui.dialogs.export_dialog import ExportChoices
 
     bench.measure(f"{label}: open", lambda: window.commands.open_dataset(dataset),
                   lambda: window.slide_ready() and idle(window)())

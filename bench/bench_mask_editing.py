@@ -76,7 +76,7 @@ def ms(values: list[float]) -> str:
 
 
 def main() -> int:
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.shell.main_window import MainWindow
 
     settings_dir = tempfile.TemporaryDirectory()
     for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):

@@ -17,7 +17,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtWidgets import QApplication
 
 from segscope.core.profiling.model import TimelineEvent
-from segscope.gui.profile_plots import TimelinePlot
+from segscope.gui.docks.profile_plots import TimelinePlot
 
 OPS, RUNS, FRAMES = 2000, 3, 60
 GOAL_MS = 1000 / 30

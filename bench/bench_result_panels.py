@@ -25,7 +25,7 @@ from PySide6.QtWidgets import QApplication
 
 from segscope.core.result import InferenceResult
 from segscope.core.roi import ORIGINAL_DEFAULT_ROI, Roi
-from segscope.gui.result_panels import ResultPanels
+from segscope.gui.canvas.result_panels import ResultPanels
 
 REPEATS = 21
 GOAL_MS = 50.0

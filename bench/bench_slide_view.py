@@ -34,9 +34,9 @@ from PySide6.QtWidgets import QApplication
 from segscope.core.roi import Roi
 from segscope.core.slides import open_slide
 from segscope.core.slides.synthetic import write_pyramidal_tiff
-from segscope.gui.jobs import Jobs
-from segscope.gui.slide_loader import read_base
-from segscope.gui.slide_view import SlideView
+from segscope.gui.canvas.slide_view import SlideView
+from segscope.gui.runtime.jobs import Jobs
+from segscope.gui.runtime.slide_loader import read_base
 
 
 def rss_mb() -> float:

@@ -4,7 +4,7 @@ Run: `python bench/bench_viewer_run.py [--side 16384] [--rounds 5] [--with-file]
 shipped demo model; `--with-file` adds the old path, a minute more). A demo slide tiled to SIDE x SIDE is
 written as image.png + mask.png (a one-image dataset) and held in memory as the viewer holds it after its
 one decode (an `ImageSlide` and the loaded mask). Variants interleaved (A B A B ...), each the viewer's run
-call (`evaluate_dataset` on the shown image's ROI, as gui/run_controller.py makes it):
+call (`evaluate_dataset` on the shown image's ROI, as gui/runtime/run_controller.py makes it):
 
 - model only: `session.run` on the ROI's prepared tensor (prepared once, before timing);
 - viewer run: the ROI read from the open slide (`region_request`) and scored on the held mask: no decode;

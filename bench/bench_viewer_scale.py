@@ -195,8 +195,8 @@ def drawn(window, item_id: str) -> bool:
 
 
 def new_window(bench: Bench, card: Path):
-    from segscope.gui.backend_dialog import BackendChoice
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.shell.main_window import MainWindow
 
     window = MainWindow()
     window.resize(1280, 800)

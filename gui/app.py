@@ -17,9 +17,9 @@ from PySide6.QtWidgets import QApplication, QToolTip
 
 from ..core.dataset.demo import generate_demo_dataset
 from ..core.files.fileio import staging_folder
-from . import settings
-from .backend_dialog import BackendChoice
-from .main_window import MainWindow
+from .dialogs.backend_dialog import BackendChoice
+from .runtime import settings
+from .shell.main_window import MainWindow
 
 DEMO_COUNT = 8
 

@@ -144,7 +144,7 @@ def test_backends_remote_cluster_and_the_spec_are_layered() -> None:
             and module != "segscope.core.backends.registry" and "segscope.core.backends.registry" in targets] == []
 
 
-#: Ways of starting a thread; in gui/ only the job runner (gui/jobs.py) may use them.
+#: Ways of starting a thread; in gui/ only the job runner (gui/runtime/jobs.py) may use them.
 THREAD_MODULES = ("threading", "_thread", "concurrent.futures")
 QT_THREAD_CLASSES = ("QThread", "QThreadPool", "QRunnable")
 
@@ -170,8 +170,8 @@ def test_only_the_job_runner_starts_threads_in_the_gui() -> None:
     gui = CORE.parent / "gui"
     offenders = [f"{path.relative_to(gui.parent)}:{idiom}" for path in sorted(gui.rglob("*.py"))
                  if path.name != "jobs.py" for idiom in _thread_idioms(path.read_text(encoding="utf-8"))]
-    assert offenders == [], "start work with gui/jobs.py's runner instead"
-    assert _thread_idioms((gui / "jobs.py").read_text(encoding="utf-8"))  # the walk sees the runner's own
+    assert offenders == [], "start work with gui/runtime/jobs.py's runner instead"
+    assert _thread_idioms((gui / "runtime" / "jobs.py").read_text(encoding="utf-8"))  # the walk sees the runner's own
 
 
 def test_the_thread_walk_finds_every_idiom() -> None:
@@ -180,3 +180,45 @@ def test_the_thread_walk_finds_every_idiom() -> None:
               "from PySide6 import QtCore\npool = QtCore.QThreadPool.globalInstance()\n"
               "class Job(QRunnable): pass\nimport json\nfrom .jobs import Jobs\n")
     assert sorted({int(line.split(":")[0]) for line in _thread_idioms(source)}) == [1, 2, 3, 4, 5, 7, 8]
+
+
+#: gui/'s rooms and the rooms each may import. The views (canvas, editing, docks, dialogs) never import one
+#: another: only the shell binds them to each other and to the session's flows.
+GUI_ROOMS = {
+    "widgets": {"widgets"},
+    "runtime": {"runtime", "widgets"},
+    **{view: {view, "runtime", "widgets"} for view in ("canvas", "editing", "docks", "dialogs")},
+    "shell": {"shell", "canvas", "editing", "docks", "dialogs", "runtime", "widgets"},
+}
+
+
+def _room(module: str) -> str:
+    """"shell" for segscope.gui.shell.main_window; "" for a module at gui/'s top (the app's entry)."""
+    room = module.split(".")[2]
+    return room if room in GUI_ROOMS else ""
+
+
+def test_gui_rooms_import_only_the_rooms_below_them() -> None:
+    graph = _imports(CORE.parent)
+    gui = {module: targets for module, targets in graph.items() if module.startswith("segscope.gui.")}
+    assert {_room(module) for module in gui} == {"", *GUI_ROOMS}  # every room exists; no module outside them
+    crossing = sorted(f"{module} imports {target}" for module, targets in gui.items() if _room(module)
+                      for target in targets if target.startswith("segscope.gui.") and _room(target) not in
+                      GUI_ROOMS[_room(module)])
+    assert crossing == []
+    assert "segscope.gui.runtime.jobs" in gui["segscope.gui.canvas.tile_layer"]  # the walk sees the rooms
+
+
+def test_gui_top_level_stays_navigable() -> None:
+    gui = CORE.parent / "gui"
+    top = sorted(p.name for p in gui.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists())
+    assert len(top) <= 12, top
+
+
+def test_only_the_shell_holds_the_session() -> None:
+    """The binding layer is the one place that holds both the session and widgets: views get what to draw."""
+    graph = _imports(CORE.parent)
+    holders = sorted(module for module, targets in graph.items() if module.startswith("segscope.gui.")
+                     and "segscope.core.session.session" in targets and _room(module) != "shell")
+    assert holders == []
+    assert "segscope.core.session.session" in graph["segscope.gui.shell.main_window"]

@@ -79,7 +79,7 @@ def _table(header: Iterable[str] | None, rows: Iterable[Iterable[str]], numeric_
 
 def _keys(data: ReportData) -> list[str]:
     """The per-image metrics the report shows: the original and hard ones, then the chosen QA metrics."""
-    return ["soft_dice", "foreground_dice", "foreground_iou", "precision", "recall", *data.spec.keys()]
+    return [*catalogue.BRIEF, "precision", "recall", *data.spec.keys()]
 
 
 def metric_title(spec: MetricSpec, key: str, short: bool = False) -> str:

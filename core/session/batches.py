@@ -23,6 +23,7 @@ from ..roi import Roi
 from ..slides import SlideReader
 from ..stream.input import RegionSource, StreamInput
 from ..wholeslide.evaluate import TiledEvaluation, TilePlan
+from ..wording import plural
 from .events import (
     CANCELLED,
     FAILED,
@@ -47,11 +48,6 @@ def run_summary(done: int, failed: int, cancelled: bool) -> str:
     if not (cancelled or failed or done > 1):
         return ""
     return f"Run {'cancelled' if cancelled else 'finished'}: {done} done, {failed} failed"
-
-
-def plural(n: int, noun: str) -> str:
-    """"1 image", "3 images"."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 class SessionRuns:

@@ -40,9 +40,10 @@ from ..metrics import catalogue
 from ..metrics.catalogue import Metric
 from ..quality.spec import MetricSpec
 from ..roi import Roi
+from ..wording import plural
 from .answers import SessionResults
 from .backend_state import BackendState
-from .batches import SessionRuns, plural
+from .batches import SessionRuns
 from .edits import Recovered, SessionEdits, recovered_edits
 from .events import FAILED, UNREADABLE, Message, Outcome, ResultAdded, RoiChanged, SessionEvents, SlideRunAdded
 from .jobs import Job, StreamJob

@@ -4,7 +4,7 @@
   stored in the dataset's sidecar the way a user's picked ROIs are.
 - `window`: the main window on that dataset with the embedded backend on the tiny real ONNX model of
   `tests/conftest.py` (fast, and independent of the trained demo model), ready to run.
-- `jobs`: a job runner (gui/jobs.py) for a widget tested on its own.
+- `jobs`: a job runner (gui/runtime/jobs.py) for a widget tested on its own.
 - `drag(view, start, end)`: a mouse drag with real mouse events on a view's viewport.
 """
 
@@ -65,7 +65,7 @@ def demo_dataset(demo_dataset_template: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def jobs(qapp):
     """A job runner for widgets tested without a window (a window makes its own); shut down after the test."""
-    from segscope.gui.jobs import Jobs
+    from segscope.gui.runtime.jobs import Jobs
 
     runner = Jobs()
     yield runner
@@ -74,8 +74,8 @@ def jobs(qapp):
 
 @pytest.fixture
 def window(qtbot, demo_dataset: Path, tiny_model_project):
-    from segscope.gui.backend_dialog import BackendChoice
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.shell.main_window import MainWindow
 
     win = MainWindow()
     qtbot.addWidget(win)
@@ -109,7 +109,7 @@ def drag(viewport: QWidget, start: QPoint, end: QPoint, steps: int = 8) -> None:
 
 def open_double(qtbot, win, backend: Callable[[], Backend]) -> None:
     """Open a test double as the window's backend (on the pipeline chosen now), waiting until it is open."""
-    from segscope.gui.backend_dialog import BackendChoice
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
 
     @dataclass(frozen=True)
     class DoubleChoice(BackendChoice):

@@ -48,7 +48,7 @@ def clipped_widgets(window: QWidget) -> list[str]:
     """Every shown widget whose geometry leaves its parent's (a layout squeezed below its minimum cuts it off),
     as "Class 'text' (x, y, w, h) in Parent (w, h)"; the contents of scroll areas scroll, and docks behind
     another tab are parked off screen by Qt, so they do not count."""
-    from segscope.gui.window_layout import dock_seen
+    from segscope.gui.widgets.docking import dock_seen
 
     found = []
     for child in window.findChildren(QWidget):
@@ -74,7 +74,7 @@ def clipped_widgets(window: QWidget) -> list[str]:
 
 def _seen(widget: QWidget, window: QWidget) -> bool:
     """Shown in `window` and not in a dock behind another tab."""
-    from segscope.gui.window_layout import dock_seen
+    from segscope.gui.widgets.docking import dock_seen
 
     return widget.isVisibleTo(window) and not any(isinstance(p, QDockWidget) and not dock_seen(p)
                                                   for p in [widget, *_ancestors(widget)])
@@ -129,7 +129,7 @@ def clipped_texts(window: QWidget) -> list[str]:
     """Every label, button and combo box shown whose text does not fit its contents rect, and a status bar
     message that does not fit left of the permanent widgets: "Class 'text' needs N px, has M". A text cut
     on purpose is not reported when it shows "…" and its tooltip holds it whole (`gui.compact`)."""
-    from segscope.gui.compact import ELIDES, hover_text
+    from segscope.gui.widgets.compact import ELIDES, hover_text
 
     found = []
     for widget in window.findChildren(QWidget):
@@ -225,8 +225,8 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
     With `whole_slide_roi`, run the shown image's whole slide instead, then move the ROI there."""
     from segscope.core.stream.pipeline import DEFAULT_PIPELINE
     from segscope.gui.app import apply_dark_theme
-    from segscope.gui.backend_dialog import BackendChoice
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.shell.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(["segscope-screenshot"])
     apply_dark_theme(app)

@@ -7,7 +7,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from segscope.gui import app as app_module
-from segscope.gui.main_window import MainWindow
+from segscope.gui.shell.main_window import MainWindow
 
 pytestmark = pytest.mark.gui
 

@@ -12,8 +12,8 @@ from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.cli import build_parser
 from segscope.core.remote.connection import UnknownHostKey
 from segscope.core.stream.pipeline import DEFAULT_PIPELINE
-from segscope.gui import backend_dialog
-from segscope.gui.backend_dialog import BackendChoice, BackendDialog
+from segscope.gui.dialogs import backend_dialog
+from segscope.gui.dialogs.backend_dialog import BackendChoice, BackendDialog
 
 pytestmark = pytest.mark.gui
 
@@ -88,7 +88,7 @@ def test_unknown_host_key_is_trusted_only_after_confirmation(qtbot, monkeypatch,
 
 
 def test_profile_round_trip_never_keeps_the_password(isolated_settings):
-    from segscope.gui import settings
+    from segscope.gui.runtime import settings
 
     choice = BackendChoice("remote", DEFAULT_PIPELINE, "10.0.0.5", 2222, "hw", "~/.ssh/id_ed25519",
                            "/usr/local/sdk_home/mxManufacture", password="secret")
@@ -147,7 +147,7 @@ def test_local_choices_make_the_specs_the_cli_makes(tmp_path):
     ("kind", "gpu"), ("pipeline", "/nowhere/x.pipeline"), ("pipeline", "a\0b"), ("devices", "0,0"),
     ("devices", "²"), ("cluster", "scheduler:8786")])
 def test_a_bad_saved_value_falls_back_to_its_default(qtbot, isolated_settings, key, saved, jobs):
-    from segscope.gui import settings
+    from segscope.gui.runtime import settings
 
     good = BackendChoice("remote", DEFAULT_PIPELINE, "ascend", 2200, "hw")
     settings.save_backend_profile({**good.as_profile(), key: saved})
@@ -175,7 +175,7 @@ def test_bad_devices_or_cluster_keep_the_dialog_open_with_one_line(qtbot, device
 
 
 def test_devices_and_cluster_are_remembered_and_apply_to_local_backends_only(qtbot, isolated_settings, jobs):
-    from segscope.gui import settings
+    from segscope.gui.runtime import settings
 
     choice = BackendChoice("embedded", DEFAULT_PIPELINE, devices="0,1", cluster="")
     settings.save_backend_profile(choice.as_profile())

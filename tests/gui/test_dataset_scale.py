@@ -1,6 +1,6 @@
 """The viewer at dataset scale (issue 39), as behaviour: views that read many images draw at a bounded rate and
-end on the final numbers (`gui/coalesce.py`), and the dataset table (gui/dataset_panel.py) sorts, filters and
-derives its rows itself: the order it shows is always what a plain Python sort and filter of the rows give,
+end on the final numbers (`gui/runtime/coalesce.py`), and the dataset table (gui/docks/dataset_panel.py) sorts,
+filters and derives its rows itself: the order it shows is always what a plain Python sort and filter of the rows give,
 rows are derived when first read, and a sort over many rows never read is prepared a slice at a time."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from segscope.core.metrics import catalogue
 from segscope.core.metrics.scores import ImageMetrics
 from segscope.core.result import InferenceResult
 from segscope.core.session.views import ItemView
-from segscope.gui.coalesce import Coalescer
-from segscope.gui.dataset_panel import SLICE_ROWS, DatasetPanel, ImageTableModel
-from segscope.gui.metrics_panel import BINS
+from segscope.gui.docks.dataset_panel import SLICE_ROWS, DatasetPanel, ImageTableModel
+from segscope.gui.docks.metrics_panel import BINS
+from segscope.gui.runtime.coalesce import Coalescer
 
 pytestmark = pytest.mark.gui
 
@@ -203,7 +203,7 @@ def test_the_table_shows_a_plain_sort_and_filter_after_any_sequence(qapp):
 def test_many_results_arriving_end_on_the_final_numbers(qtbot, tmp_path, monkeypatch):
     """A burst of results (as a Run all hands them over, faster than any redraw): nothing is drawn during it, the
     means and histogram once after it, and they are those of every result, as a fresh summary gives them."""
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.shell.main_window import MainWindow
 
     folder = tmp_path / "data"
     folder.mkdir()
@@ -220,7 +220,7 @@ def test_many_results_arriving_end_on_the_final_numbers(qtbot, tmp_path, monkeyp
     drawn: list[int] = []
     histogram = window.metrics_panel.set_dataset_values
     monkeypatch.setattr(window.metrics_panel, "set_dataset_values",
-                        lambda metric, values: (drawn.append(len(values)), histogram(metric, values)))
+                        lambda metric, values, summary: (drawn.append(len(values)), histogram(metric, values, summary)))
 
     session, dataset = window.session, window.session.dataset
     fed = {item_id: metrics(math.nan if n % 17 == 0 else float(rng.random())) for n, item_id in enumerate(ids)}

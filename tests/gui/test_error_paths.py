@@ -69,7 +69,7 @@ def test_a_damaged_session_store_never_takes_the_viewer_down(qtbot, window, demo
 
 def test_an_option_error_names_the_viewer_control_not_the_command_line_flag():
     from segscope.core.errors import SegScopeError
-    from segscope.gui.jobs import describe_error
+    from segscope.gui.runtime.jobs import describe_error
 
     error = SegScopeError("must be a positive number, got 0.0", option="--output-scale")
     assert describe_error(error) == ("Output scale: must be a positive number, got 0.0",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from segscope.gui.export_dialog import ExportChoices
+from segscope.gui.dialogs.export_dialog import ExportChoices
 
 pytestmark = pytest.mark.gui
 

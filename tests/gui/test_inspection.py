@@ -21,9 +21,9 @@ from segscope.core.metrics.review import error_regions, result_error_map, worst_
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.session.runs import compare_runs, timing_table
-from segscope.gui.compare_dialog import DISAGREEMENT
-from segscope.gui.inspection import zoom_rect
-from segscope.gui.review_panel import MAX_LISTED
+from segscope.gui.dialogs.compare_dialog import DISAGREEMENT
+from segscope.gui.docks.review_panel import MAX_LISTED
+from segscope.gui.shell.inspection import zoom_rect
 
 pytestmark = pytest.mark.gui
 
@@ -190,7 +190,7 @@ def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, win
 def test_images_without_a_foreground_rank_last_as_n_a(qtbot):
     from segscope.core.metrics.scores import ImageMetrics
     from segscope.core.session.views import ItemView
-    from segscope.gui.dataset_panel import DatasetPanel
+    from segscope.gui.docks.dataset_panel import DatasetPanel
 
     panel = DatasetPanel()
     qtbot.addWidget(panel)
@@ -326,7 +326,7 @@ def test_timing_table_shows_core_runs_numbers_and_exports_them(qtbot, window, in
 
 
 def test_shortcuts_stay_unique_and_listed_with_the_inspection_keys(window, inspection):
-    from segscope.gui.shortcuts import SHORTCUTS
+    from segscope.gui.widgets.shortcuts import SHORTCUTS
 
     keys = [k for k, _ in SHORTCUTS]
     assert len(keys) == len(set(keys))

@@ -12,7 +12,7 @@ import pytest
 from pycocotools import mask as coco_mask
 
 from segscope.core.metrics.scores import argmax_at_roi
-from segscope.gui.export_dialog import ExportChoices
+from segscope.gui.dialogs.export_dialog import ExportChoices
 
 pytestmark = pytest.mark.gui
 

@@ -1,4 +1,4 @@
-"""The one job runner (gui/jobs.py): answers in the GUI thread, errors as messages, keys that supersede, lanes
+"""The one job runner (gui/runtime/jobs.py): answers in the GUI thread, errors as messages, keys that supersede, lanes
 that keep order and thread, dequeueing, and a shutdown that waits. Work is held at gates (threading.Event) so
 each test decides what is running, queued or done; no timings."""
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from segscope.core.errors import SegScopeError
-from segscope.gui.jobs import AUTOSAVE, BACKEND, SHARED, TILES
+from segscope.gui.runtime.jobs import AUTOSAVE, BACKEND, SHARED, TILES
 
 pytestmark = pytest.mark.gui
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from segscope.gui.label_image import max_downsample
+from segscope.gui.widgets.label_image import max_downsample
 
 
 def block_max(labels: np.ndarray, fy: int, fx: int) -> np.ndarray:

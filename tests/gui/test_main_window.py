@@ -226,7 +226,7 @@ def test_cancel_stops_run_all(qtbot, window):
 
 
 def test_export_writes_files_and_never_overwrites_silently(qtbot, window, tmp_path):
-    from segscope.gui.export_dialog import ExportChoices
+    from segscope.gui.dialogs.export_dialog import ExportChoices
 
     run_and_wait(qtbot, window, window.commands.run_all)
     out = tmp_path / "export"
@@ -277,7 +277,7 @@ def test_a_backend_error_goes_to_the_message_area_and_the_app_keeps_working(qtbo
     window.messages.list.setCurrentRow(window.messages.messages.index(errors[1]))
     assert "BackendError" in window.messages.details.toPlainText()
 
-    from segscope.gui.backend_dialog import BackendChoice
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
 
     with qtbot.waitSignal(window.controller.backendOpened, timeout=10000):
         window.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
@@ -321,7 +321,7 @@ def test_run_all_goes_past_unreadable_images_and_no_view_stays_loading(qtbot, wi
 
 
 def test_shortcuts_are_unique_listed_and_bound(window):
-    from segscope.gui.shortcuts import SHORTCUTS, ShortcutsDialog
+    from segscope.gui.widgets.shortcuts import SHORTCUTS, ShortcutsDialog
 
     keys = [k for k, _ in SHORTCUTS]
     assert len(keys) == len(set(keys))
@@ -341,8 +341,8 @@ def test_ctrl_r_runs_the_current_image(qtbot, window):
 
 
 def test_layout_and_recent_list_are_remembered(qtbot, window, demo_dataset):
-    from segscope.gui import settings
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.runtime import settings
+    from segscope.gui.shell.main_window import MainWindow
 
     assert settings.recent_datasets()[0] == demo_dataset.resolve()
     not_one = demo_dataset.parent / "notes"  # a folder that does not open as a dataset is not remembered
@@ -383,7 +383,7 @@ def test_dropping_a_folder_opens_it(qtbot, window, demo_dataset, tmp_path):
 
 
 def test_run_all_on_two_devices_gives_the_same_metrics_and_counts_per_device(qtbot, window, tiny_model_project):
-    from segscope.gui.backend_dialog import BackendChoice
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
 
     plain = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.commands.run_all)}
     window.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline, devices="0,1"))
@@ -398,7 +398,7 @@ def test_run_all_on_two_devices_gives_the_same_metrics_and_counts_per_device(qtb
 
 def test_run_all_on_a_cluster_gives_the_same_metrics_and_counts_per_worker(qtbot, window, tiny_model_project):
     distributed = pytest.importorskip("distributed")
-    from segscope.gui.backend_dialog import BackendChoice
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
 
     plain = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.commands.run_all)}
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
@@ -424,7 +424,7 @@ def test_a_stream_without_a_crop_gets_the_viewers_roi_cropped_before_it(qtbot, w
     from segscope.core.backends.embedded import EmbeddedBackend
     from segscope.core.files.fileio import read_image
     from segscope.core.stream.input import PRE_CROP_NOTE
-    from segscope.gui.backend_dialog import BackendChoice
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
 
     def no_crop(data: dict) -> None:
         stream = data["unet_mindspore"]
@@ -446,7 +446,7 @@ def test_a_stream_without_a_crop_gets_the_viewers_roi_cropped_before_it(qtbot, w
 
 
 def test_a_first_start_shows_metrics_and_messages_with_review_and_timing_a_tab_away(qtbot, window):
-    from segscope.gui.window_layout import dock_seen
+    from segscope.gui.widgets.docking import dock_seen
 
     review, timing = window.inspection.review_dock, window.inspection.timing_dock
     qtbot.waitUntil(lambda: dock_seen(window.metrics_dock) and dock_seen(window.messages_dock), timeout=5000)

@@ -22,7 +22,7 @@ from segscope.core.files.fileio import read_mask
 from segscope.core.metrics.scores import argmax_at_roi, image_metrics, mask_to_labels
 from segscope.core.roi import Roi
 from segscope.core.session.views import UNSAVED_MARK
-from segscope.gui.mask_tools import slide_point
+from segscope.gui.editing.mask_tools import slide_point
 
 from .conftest import drag, send_mouse
 
@@ -379,8 +379,8 @@ def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
 
 
 def test_recovery_round_trip_after_a_crash(qtbot, window, editing, answers, demo_dataset, tiny_model_project):
-    from segscope.gui.backend_dialog import BackendChoice
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.shell.main_window import MainWindow
 
     queue, asked = answers
     key(window, Qt.Key.Key_B)
@@ -473,7 +473,7 @@ def test_unsaved_edits_are_asked_about_on_close(qtbot, window, editing, answers)
 
 
 def test_brush_size_keys_tools_and_shortcuts(window, editing):
-    from segscope.gui.shortcuts import SHORTCUTS
+    from segscope.gui.widgets.shortcuts import SHORTCUTS
 
     key(window, Qt.Key.Key_B)
     editing.actions.radius_spin.setValue(10)

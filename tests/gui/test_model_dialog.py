@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtWidgets import QDialogButtonBox, QMenu, QMessageBox
 
 from segscope.core.card.reader import load_model_card
-from segscope.gui.model_dialog import ModelDialog, open_model_path
+from segscope.gui.dialogs.model_dialog import ModelDialog, open_model_path
 
 import byo_helpers as byo
 

@@ -11,9 +11,9 @@ from PySide6.QtWidgets import QApplication, QMenu
 from segscope.core.profiling.drift import load_drift_csv
 from segscope.core.profiling.machine import MachinePeak
 from segscope.core.profiling.model import OpStat, Profile, TimelineEvent
-from segscope.gui.profile_dock import COLUMNS, ProfilePanel
-from segscope.gui.profile_plots import TimelineItem
-from segscope.gui.row_table import SORT_ROLE
+from segscope.gui.docks.profile_dock import COLUMNS, ProfilePanel
+from segscope.gui.docks.profile_plots import TimelineItem
+from segscope.gui.widgets.row_table import SORT_ROLE
 
 PEAK = MachinePeak("test CPU", 100.0, 10.0)
 OPS = 2000

@@ -42,9 +42,9 @@ def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, wind
     from segscope.core.export.files import ExportFolder
     from segscope.core.session import running
     from segscope.core.session.store import SessionStore
-    from segscope.gui.backend_dialog import BackendChoice
-    from segscope.gui.export_dialog import ExportChoices
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.dialogs.export_dialog import ExportChoices
+    from segscope.gui.shell.main_window import MainWindow
 
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.StandardButton.Discard))
     gate = Gate()  # Run all: the evaluation waits on the inference thread

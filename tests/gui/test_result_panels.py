@@ -15,9 +15,9 @@ from segscope.core.errors import SegScopeError
 from segscope.core.metrics.scores import argmax_at_roi, image_metrics, mask_to_labels
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
-from segscope.gui import colormaps
-from segscope.gui.result_panel import contour
-from segscope.gui.result_panels import ResultPanels
+from segscope.gui.canvas.result_panel import contour
+from segscope.gui.canvas.result_panels import ResultPanels
+from segscope.gui.widgets import colormaps
 
 pytestmark = pytest.mark.gui
 

@@ -1,5 +1,5 @@
-"""The one row-table model of the Defects, Review and Profile-ops tables (gui/row_table.py): columns described by
-data, sorting of the model's own rows (selection follows, a new list keeps the sort, -1 is the owner's order),
+"""The one row-table model of the Defects, Review and Profile-ops tables (gui/widgets/row_table.py): columns described
+by data, sorting of the model's own rows (selection follows, a new list keeps the sort, -1 is the owner's order),
 and sections sized once, never to their contents."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHeaderView
 
-from segscope.gui.row_table import SORT_ROLE, Column, RowModel, RowTable
+from segscope.gui.widgets.row_table import SORT_ROLE, Column, RowModel, RowTable
 
 pytestmark = pytest.mark.gui
 

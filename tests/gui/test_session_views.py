@@ -115,7 +115,7 @@ def test_a_drag_inside_a_zoomed_in_roi_pans(qtbot, window):
 
 
 def test_first_window_fits_the_screen(qtbot):
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.shell.main_window import MainWindow
 
     win = MainWindow()
     qtbot.addWidget(win)
@@ -137,8 +137,8 @@ def test_reset_layout_brings_back_hidden_docks(qtbot, window):
 
 
 def test_a_new_window_on_the_dataset_restores_its_runs(qtbot, window, demo_dataset, tiny_model_project):
-    from segscope.gui.backend_dialog import BackendChoice
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.shell.main_window import MainWindow
 
     run_current(qtbot, window)
     expected = window.session.metrics("001")

@@ -14,10 +14,10 @@ from PySide6.QtCore import QRectF
 from segscope.core.roi import Roi
 from segscope.core.slides import SlideReader, open_slide
 from segscope.core.slides.synthetic import write_pyramidal_tiff
-from segscope.gui.jobs import Jobs
-from segscope.gui.slide_loader import read_base
-from segscope.gui.slide_view import SlideView
-from segscope.gui.tile_layer import TILE, TileCache, TileLoader, visible_tiles
+from segscope.gui.canvas.slide_view import SlideView
+from segscope.gui.canvas.tile_layer import TILE, TileCache, TileLoader, visible_tiles
+from segscope.gui.runtime.jobs import Jobs
+from segscope.gui.runtime.slide_loader import read_base
 
 pytestmark = pytest.mark.gui
 

@@ -24,9 +24,9 @@ SIZE = (3000, 2000)
 
 @pytest.fixture
 def tiff_window(qtbot, tmp_path: Path, tiny_model_project, monkeypatch):
-    from segscope.gui import slide_loader
-    from segscope.gui.backend_dialog import BackendChoice
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.runtime import slide_loader
+    from segscope.gui.shell.main_window import MainWindow
 
     readers: list[CountingReader] = []
     real_open = slide_loader.open_slide
@@ -143,7 +143,7 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
 
     # Export writes the stitched run: what a tiled evaluation's export writes
     from segscope.core.files.fileio import read_mask
-    from segscope.gui.export_dialog import ExportChoices
+    from segscope.gui.dialogs.export_dialog import ExportChoices
 
     assert window.main_actions.export_action.isEnabled()
     out = tmp_path / "export"
@@ -175,7 +175,8 @@ def test_a_cancelled_whole_slide_run_leaves_no_overlay(qtbot, tiff_window):
 
 def test_the_output_scale_fits_the_memory_bound_by_itself_or_as_chosen(tiff_window, monkeypatch):
     from segscope.core.wholeslide.tiling import canvas_bytes
-    from segscope.gui import settings, whole_slide
+    from segscope.gui.runtime import settings
+    from segscope.gui.shell import whole_slide
 
     window, _readers = tiff_window
     run = window.whole_slide.slide_run()
@@ -229,7 +230,7 @@ def _damage_full_resolution(path: Path) -> None:
 def test_tiles_that_cannot_be_read_are_said_once_per_slide(qtbot, tmp_path):
     from PySide6.QtCore import QRectF
 
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.shell.main_window import MainWindow
 
     paths = []
     for item in ("a", "b"):

@@ -58,8 +58,8 @@ def test_a_cards_truth_values_are_read_as_eval_reads_them(qtbot, demo_dataset, t
     assert code == 0
     expected = {row["id"]: row["foreground_dice"] for row in json.loads(text)["images"]}
 
-    from segscope.gui.backend_dialog import BackendChoice
-    from segscope.gui.main_window import MainWindow
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.shell.main_window import MainWindow
 
     win = MainWindow()
     qtbot.addWidget(win)

@@ -1,0 +1,1 @@
+"""Modal dialogs: choosing a backend or model, comparing runs, exporting."""

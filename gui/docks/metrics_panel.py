@@ -1,0 +1,186 @@
+"""The current image's metrics in a compact grid, and a histogram of the dataset's ranking metric (the
+foreground Dice unless the user picks another in the dataset panel)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
+
+from ...core.metrics import catalogue
+from ...core.metrics.aggregate import Aggregate
+from ...core.metrics.catalogue import Metric
+from ...core.metrics.scores import ImageMetrics
+from ...core.wording import plural
+from ..widgets import colormaps
+
+
+def count_ticks(top: int, most: int = 5) -> range:
+    """Whole-number ticks from 0 up to `top`, at most `most` + 1 of them, a step of 1, 2 or 5 times a power
+    of ten (counts of images have no 2.5)."""
+    scale = 1
+    while True:
+        for factor in (1, 2, 5):
+            if top <= most * factor * scale:
+                return range(0, top + 1, factor * scale)
+        scale *= 10
+
+
+#: Histogram bins over the metric's range.
+BINS = 20
+
+
+class MetricsPanel(QWidget):
+    """Per-image numbers (`show_metrics`) and the histogram of the dataset's ranking metric
+    (`set_dataset_values`)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(12)
+        self.grid = grid
+        self._pairs: list[tuple[QLabel, QLabel]] = []
+        self._columns = 0
+        self.value_labels: dict[str, QLabel] = {}
+        self.caption_labels: dict[str, QLabel] = {}
+        self.fields = catalogue.metrics()  # every per-image metric (per-class ones go on their own line)
+        for metric in self.fields:
+            caption = QLabel(metric.title)
+            value = QLabel("–")
+            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            value.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            for label in (caption, value):
+                label.setToolTip(f"{metric.label}: {metric.description}")
+            self._pairs.append((caption, value))
+            self.value_labels[metric.name] = value
+            self.caption_labels[metric.name] = caption
+        self._reflow(2)
+        self.per_class = QLabel("")
+        self.per_class.setWordWrap(True)
+        self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution (1 where the class is in "
+                                  "neither mask)")
+        self.note = QLabel("")  # why the numbers shown do not answer for the image now
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: #e6b450;")
+        self.note.hide()
+
+        self.plot = pg.PlotWidget()
+        self.plot.setMinimumHeight(120)
+        self.plot.setMenuEnabled(False)
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.setLabel("left", "images")
+        self.bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush=pg.mkBrush(*colormaps.SKY_BLUE))
+        self.plot.addItem(self.bars)
+        self.current_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(colormaps.ORANGE, width=2))
+        self.current_line.hide()
+        self.plot.addItem(self.current_line)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.note)
+        layout.addLayout(grid)
+        layout.addWidget(self.per_class)
+        layout.addWidget(self.plot, 1)
+        self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
+        self._axes: tuple[float, float, int, str] | None = None  # what the axes show (set again when it changes)
+        self._title = ""
+        self.set_dataset_values(self.ranking, [], None)
+
+    def _pair_width(self) -> int:
+        metrics = self.fontMetrics()
+        caption = max(metrics.horizontalAdvance(c.text()) for c, _ in self._pairs)
+        return caption + metrics.horizontalAdvance("0.0000") + 3 * self.grid.horizontalSpacing()
+
+    def _reflow(self, columns: int) -> None:
+        """Lay the numbers out `columns` pairs a row (two when the dock is wide enough, else one): every
+        value stays readable in a narrow dock."""
+        if columns == self._columns:
+            return
+        self._columns = columns
+        for index, (caption, value) in enumerate(self._pairs):
+            row, col = divmod(index, columns)
+            self.grid.addWidget(caption, row, 2 * col)
+            self.grid.addWidget(value, row, 2 * col + 1)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._reflow(2 if self.width() >= 2 * self._pair_width() + 16 else 1)
+
+    def set_note(self, note: str) -> None:
+        """Mark the numbers stale with `note` (greyed, the note above them); "" shows them as current."""
+        self.note.setText(note)
+        self.note.setVisible(bool(note))
+        for label in (*self.value_labels.values(), self.per_class):
+            label.setEnabled(not note)
+
+    def show_metrics(self, metrics: ImageMetrics | None, class_names: Sequence[str] = ()) -> None:
+        """This image's metrics ("n/a" where one does not apply); None (no result, or no ground-truth mask)
+        shows dashes. The histogram marks the image's value of its metric."""
+        for metric in self.fields:
+            self.value_labels[metric.name].setText("–" if metrics is None else metric.text(metric.of(metrics)))
+            shown = not metric.optional or metric.computed(metrics)  # the QA metrics only where computed
+            self.value_labels[metric.name].setVisible(shown)
+            self.caption_labels[metric.name].setVisible(shown)
+        current = self.ranking.of(metrics)
+        self.current_line.setVisible(current is not None)
+        if current is not None:
+            self.current_line.setPos(current)
+        if metrics is None:
+            self.per_class.setText("")
+            return
+        families = [f for f in catalogue.per_class() if not f.optional or f.values(metrics) is not None]
+
+        def scores(index: int) -> str:
+            pairs = ((family.label, family.entry(index)) for family in families)
+            return ", ".join(f"{label} {entry.text(entry.of(metrics))}" for label, entry in pairs)
+
+        names = [class_names[i] if i < len(class_names) else f"class {i}" for i in range(len(metrics.dice))]
+        self.per_class.setText("  ".join(f"{name}: {scores(i)}" for i, name in enumerate(names)))
+
+    def set_dataset_values(self, metric: Metric, values: Sequence[float | None], summary: Aggregate | None) -> None:
+        """The histogram of `metric` over the dataset's images with masks (None = n/a for that image, not binned),
+        titled with the session's `summary` of it (its mean, or a count's total, as the status bar and `eval`
+        give it). Axes, ticks and title are set only when they change (a run redraws often)."""
+        self.ranking = metric
+        array = np.array(values, np.float64)  # (None: NaN, n/a like it)
+        finite = array[np.isfinite(array)]
+        if metric.bounds is not None:
+            low, high = metric.bounds
+        else:  # the data's range
+            low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+            high = high if high > low else low + 1.0
+        counts, edges = np.histogram(np.clip(finite, low, high), bins=BINS, range=(low, high))
+        self.bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
+        top = max(1, int(counts.max(initial=0)))
+        axes = (low, high, top, metric.label)
+        if axes != self._axes:
+            self._axes = axes
+            self.plot.setXRange(low, high, padding=0.02)
+            self.plot.setYRange(0, top, padding=0.05)
+            self.plot.getAxis("left").setTicks([[(v, str(v)) for v in count_ticks(top)], []])  # whole images only
+            self.plot.setLabel("bottom", metric.label)
+            self.current_line.setToolTip(f"This image's {metric.label}")
+        title = histogram_title(metric, summary)
+        if title != self._title:
+            self._title = title
+            self.plot.setTitle(title)
+
+    def histogram(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bar heights (image counts) and bin edges the histogram draws."""
+        opts = self.bars.opts
+        return np.asarray(opts["height"]), np.append(opts["x0"], opts["x1"][-1:])
+
+
+def histogram_title(metric: Metric, summary: Aggregate | None) -> str:
+    """"7 images, mean Dice 0.8123, 1 n/a"; a count's total ("3 images, total true positives 12")."""
+    if summary is None or not summary.finite:
+        return f"no {metric.title} yet"
+    if summary.total is not None:
+        return f"{plural(summary.finite, 'image')}, total {metric.title} {summary.total}"
+    mean = "n/a" if summary.mean is None else metric.text(summary.mean)
+    return (f"{plural(summary.finite, 'image')}, mean {metric.title} {mean}"
+            + (f", {summary.infinite} infinite" if summary.infinite else "")
+            + (f", {summary.na} n/a" if summary.na else ""))

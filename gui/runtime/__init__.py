@@ -1,0 +1,2 @@
+"""Qt plumbing without widgets: the job runner (the only place the GUI starts threads), coalesced redraws,
+scoring and run dispatch, settings."""

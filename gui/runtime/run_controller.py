@@ -1,0 +1,185 @@
+"""Inference off the GUI thread.
+
+The backend lives on the job runner's `BACKEND` lane (one thread, in order): it is opened there, runs the
+session's run jobs (`Session.run`, `Session.run_whole_slide`: `core.session.jobs.RunJob`) there and is closed
+there. The controller in the GUI thread queues those jobs, hands each step back to the job (which gives it to
+the session), tracks progress and ETA and each device's share, and turns every failure into a message (never an
+exception in the GUI).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol, Union
+
+from PySide6.QtCore import QObject, Signal
+
+from ...core.backends.base import Backend, Capabilities
+from ...core.backends.pool import UsageLog
+from ...core.session.backend_state import BackendState
+from ...core.session.batches import run_summary
+from ...core.session.jobs import Progress, RunJob
+from ...core.session.running import Evaluated, Failed, RunStep, SlideEvaluated
+from .jobs import BACKEND, Jobs
+
+BackendFactory = Callable[[], Backend]
+
+
+class Openable(Protocol):
+    """A backend choice the controller can open (the Backend dialog's `BackendChoice`)."""
+
+    def describe(self) -> str: ...
+
+    def open(self) -> Backend: ...
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Per device or cluster worker: `UsageLog.as_dicts()`, `UsageLog.lines()`."""
+
+    devices: list
+    lines: list
+
+
+#: What a run on the backend lane yields to the GUI thread, in order.
+Message = Union[Evaluated, SlideEvaluated, Failed, Usage]
+
+
+class Inference:
+    """The open backend; its methods run on the `BACKEND` lane only (`cancel` of the backend aside)."""
+
+    def __init__(self) -> None:
+        self.backend: Backend | None = None
+
+    def open(self, factory: BackendFactory) -> Capabilities:
+        self.backend = factory()
+        return self.backend.capabilities
+
+    def close(self) -> None:
+        backend, self.backend = self.backend, None
+        if backend is not None:
+            backend.close()
+
+    def run(self, job: RunJob[RunStep], progress: Progress) -> Iterator[Message]:
+        """The job's steps on the open backend, each followed by the devices' counts where it keeps them."""
+        for step in job.work(self.backend, job.cancel, progress):  # type: ignore[arg-type]  # None: said per image
+            yield step
+            usage = getattr(self.backend, "usage", None)
+            if isinstance(usage, UsageLog):
+                yield Usage(usage.as_dicts(), usage.lines())
+
+
+class RunController(QObject):
+    """The GUI side: `run(job)`, `cancel()`, progress with ETA, and the backend's lifecycle: it opens each
+    choice of `state` and reports back to it (capabilities, failures, busy)."""
+
+    backendOpened = Signal(object)  # Capabilities
+    backendFailed = Signal(str, str)  # text, details: no backend is open now
+    evaluated = Signal(object)  # ImageEvaluation, once the session has it
+    slideEvaluated = Signal(object)  # TiledEvaluation, once the session has it
+    usage = Signal(list, list)  # per device or cluster worker, after each image: as_dicts(), lines()
+    message = Signal(str, str, str)  # level, text, details
+    note = Signal(str, int)  # the status bar's text, for so many ms
+    progress = Signal(int, int, float)  # finished, total, ETA in seconds (nan while unknown)
+    batchFinished = Signal(int, int, bool)  # done, failed, cancelled
+
+    def __init__(self, state: BackendState[Openable], jobs: Jobs, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.state, self.jobs = state, jobs
+        self._inference = Inference()
+        self._job: RunJob[Any] | None = None
+        self._closed = False
+        self._counts = [0, 0]  # done, failed
+        self._started = 0.0
+        state.events.opening.connect(self._open)
+
+    @property
+    def busy(self) -> bool:
+        return self.state.busy
+
+    def _open(self, choice: Openable) -> None:
+        """Close the backend open now, then open `choice`'s, both on the backend lane."""
+        self.jobs.submit(None, self._inference.close, None, partial(self._warn, "Closing the backend: "), lane=BACKEND)
+        self.jobs.submit(None, partial(self._inference.open, choice.open), self._on_opened, self._on_open_failed,
+                         lane=BACKEND)
+
+    def run(self, job: RunJob[RunStep]) -> bool:
+        """Queue a run job of the session on the backend lane; False (and a message, and the job ended as
+        never run) when one is already running."""
+        if self.busy:
+            self.message.emit("warning", "A run is in progress: wait for it or cancel it (Esc)", "")
+            job.finished(False)
+            return False
+        self._job, self._counts, self._started = job, [0, 0], time.perf_counter()
+        self.state.set_busy(True)
+        self.progress.emit(0, job.total, float("nan"))
+        self.jobs.stream(None, partial(self._inference.run, job, self.jobs.relay(self._on_progress)),
+                         partial(self._on_message, job), partial(self._on_done, job), partial(self._on_failed, job),
+                         lane=BACKEND)
+        return True
+
+    def cancel(self) -> None:
+        """Stop the run after the image in flight (and interrupt it where the backend can)."""
+        if not self.busy or self._job is None:
+            return
+        self._job.cancel.set()
+        backend = self._inference.backend
+        if backend is not None:
+            backend.cancel()  # thread-safe by the Backend contract
+
+    def shutdown(self) -> None:
+        """Cancel, then close the backend on its lane and wait for it (call once, on window close)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.cancel()
+        self.jobs.submit(None, self._inference.close, lane=BACKEND).wait()
+
+    def _on_progress(self, done: int, total: int) -> None:
+        elapsed = time.perf_counter() - self._started
+        eta = elapsed / done * (total - done) if done else float("nan")
+        self.progress.emit(done, total, eta)
+
+    def _on_opened(self, capabilities: Capabilities) -> None:
+        self.state.opened(capabilities)
+        self.backendOpened.emit(capabilities)
+
+    def _on_open_failed(self, text: str, details: str) -> None:
+        self.backendFailed.emit(text, details)
+        self.state.failed(text, details)  # may open the backend open before again
+
+    def _on_message(self, job: RunJob[RunStep], message: Message) -> None:
+        if isinstance(message, Usage):
+            self.usage.emit(message.devices, message.lines)
+            return
+        job.each(message)  # the session takes it first: the views follow its events
+        if isinstance(message, Failed):
+            self._counts[1] += 1
+            return
+        self._counts[0] += 1
+        if isinstance(message, Evaluated):
+            self.evaluated.emit(message.evaluation)
+        else:
+            self.slideEvaluated.emit(message.run)
+
+    def _on_failed(self, job: RunJob[RunStep], text: str, details: str) -> None:
+        """A bug outside the per-image handling: said, and the run ends (the next one may start)."""
+        self.message.emit("error", text, details)
+        self._counts[1] += 1
+        self._on_done(job)
+
+    def _warn(self, prefix: str, text: str, details: str) -> None:
+        self.message.emit("warning", prefix + text, details)
+
+    def _on_done(self, job: RunJob[RunStep]) -> None:
+        cancelled = job.cancel.is_set()
+        self._job = None
+        self.state.set_busy(False)
+        job.finished(cancelled)
+        summary = run_summary(*self._counts, cancelled)
+        if summary:
+            self.note.emit(summary, 5000)
+        self.batchFinished.emit(*self._counts, cancelled)

@@ -1,0 +1,199 @@
+"""What the user asks of the viewer, as the session's commands: open a folder, pick an image, run it, run all, run
+its whole slide, export, open a backend. Each asks what only the window can ask (unsaved edits first, the export
+dialog), calls the session's command and hands the job it returns to the window's job runner (`gui/runtime/jobs.py`;
+inference to the run controller, which owns the backend's lane). Nothing here draws: the views follow the
+session's events.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QWidget
+
+from ...core.dataset.dataset import Dataset, DatasetItem
+from ...core.errors import SegScopeError
+from ...core.session.session import Session
+from ...core.slides import SlideReader
+from ...core.stream.input import StreamInput
+from ..canvas.open_slide import OpenSlide
+from ..dialogs.backend_dialog import BackendChoice, BackendDialog
+from ..dialogs.export_dialog import ExportChoices
+from ..docks.dataset_panel import DatasetPanel
+from ..runtime import settings
+from ..runtime.jobs import Jobs
+from ..runtime.run_controller import RunController
+from ..runtime.slide_loader import SlideLoading
+from .export_flow import Exporter, ask_export
+from .mask_editing import MaskEditing
+from .roi_control import RoiControl
+from .whole_slide import WholeSlide
+
+
+class ViewerCommands(QObject):
+    """The window's commands (its menus, keys and drops call these); `message(level, text, details)` and
+    `note(text, ms)` say what could not be done."""
+
+    message = Signal(str, str, str)
+    note = Signal(str, int)
+
+    def __init__(self, session: Session, jobs: Jobs, controller: RunController, open_slide: OpenSlide,
+                 panel: DatasetPanel, editing: MaskEditing, roi_control: RoiControl, whole_slide: WholeSlide,
+                 exporter: Exporter, host: QWidget) -> None:
+        super().__init__(host)
+        self.session, self.jobs, self.controller, self.open_slide = session, jobs, controller, open_slide
+        self.panel, self.editing, self.roi_control, self.whole_slide = panel, editing, roi_control, whole_slide
+        self.exporter, self.host = exporter, host
+        self.loading = SlideLoading(jobs, self)
+        self.loading.loaded.connect(self._on_slide_loaded)
+        self.loading.failed.connect(self._on_slide_failed)
+        panel.openRequested.connect(self.open_dataset)
+        panel.currentChanged.connect(self.select)
+        if session.backend is not None:  # another model: its mask rule reads the truths
+            session.backend.events.opened.connect(lambda _opened: self._check_truths())
+
+    # ---------------------------------------------------------------------------------- dataset, image
+    def open_dataset(self, path: Path) -> bool:
+        """Show the dataset folder `path` (False, with a message, when it cannot be opened now); edits a crash
+        left and runs an earlier session kept come back in the background."""
+        session = self.session
+        if session.backend is not None and session.backend.busy:
+            self.message.emit("warning", "Cancel the running batch (Esc) before opening another dataset", "")
+            return False
+        if not self.editing.confirm_leave(lambda: self.open_dataset(path)):
+            return False
+        try:
+            dataset = Dataset.open(Path(path))
+        except SegScopeError as exc:
+            self.message.emit("error", str(exc), "")
+            settings.forget_recent_dataset(Path(path))  # only datasets that opened are remembered
+            return False
+        self.jobs.cancel("restore")
+        self.open_slide.set(None, None)
+        restore = session.open_dataset(dataset)
+        settings.add_recent_dataset(dataset.root)
+        self.jobs.stream("restore", restore.work, restore.each, restore.finished)
+        self._check_truths()
+        return True
+
+    def _check_truths(self) -> None:
+        """Once a dataset and a backend are open, read the truths by the model's mask rule: every truth is checked
+        (refused masks come back as errors in Messages) and the current image's mask is read again by it."""
+        session = self.session
+        if not session.read_truths_by_model():
+            return
+        check = session.check_truths()
+        self.jobs.stream(check.name, check.work, check.each, check.finished)
+        current, document = session.current, session.document
+        if current is not None and (document is None or not (document.dirty or document.saving)):
+            self._load(current.id)
+
+    def select(self, item_id: str) -> None:
+        """The dataset list's choice: ask about unsaved edits first, then load the image (on the slide lane)."""
+        session = self.session
+        current = session.current
+        if session.dataset is None or (current is not None and item_id == current.id):
+            return
+        if current is not None and not self.editing.confirm_leave(lambda: self.panel.select_item(item_id)):
+            self.panel.select_item(current.id)  # stay (re-enters with the current id)
+            return
+        self._load(item_id)
+
+    def _load(self, item_id: str) -> None:
+        """Make `item_id` current and load its slide and mask (a newer request supersedes this one)."""
+        session = self.session
+        assert session.dataset is not None
+        load = session.select(item_id)
+        item = session.dataset.item(item_id)
+        self.open_slide.set(None, None)
+        self.open_slide.view.set_loading(f"Loading {item.id} ({item.image_path.name})…")
+        self.loading.request(load, item, session.dataset)
+        self.note.emit(f"Loading {item.image_path}…", 0)
+
+    def _on_slide_loaded(self, item: DatasetItem, reader: SlideReader, base: np.ndarray | None,
+                         answer: tuple[tuple[int, int], np.ndarray | None]) -> None:
+        session = self.session
+        if session.dataset is None or session.current is None or session.current.id != item.id:
+            reader.close()
+            return
+        self.open_slide.set(item.id, reader)
+        self.open_slide.view.set_reader(reader, base, session.dataset.roi_for(item, reader.size))
+        session.slide_loaded(item.id, *answer)  # (size, mask): the views follow
+        width, height = reader.size
+        self.note.emit(f"{item.image_path}  {width} x {height}", 4000)
+
+    def _on_slide_failed(self, item: DatasetItem, text: str, details: str) -> None:
+        """The slide cannot be opened: both views say so (none stays on "Loading…"), the row holds the reason."""
+        self.open_slide.set(None, None)
+        self.open_slide.view.set_loading(f"{item.id} cannot be opened (see Messages)")
+        self.session.slide_failed(item.id, text, details)
+        self.message.emit("error", text, details)
+        self.note.emit("", 0)
+
+    # ------------------------------------------------------------------------------------------ running
+    def run_current(self) -> bool:
+        session = self.session
+        if session.dataset is None or session.current is None or not self.open_slide.shows(session.current.id):
+            self.note.emit("Select an image first", 3000)
+            return False
+        self.roi_control.sync()
+        return self._run([session.current.id])
+
+    def run_all(self) -> bool:
+        dataset = self.session.dataset
+        return dataset is not None and self._run([item.id for item in dataset.items])
+
+    def run_whole_slide(self) -> bool:
+        return self.whole_slide.run()
+
+    def _run(self, item_ids: list[str]) -> bool:
+        """Run on a snapshot of the ROIs (dragging during the run changes the next run only); the shown slide
+        is read from its open reader, not decoded again."""
+        backend = self.session.backend
+        if backend is not None and backend.busy:
+            self.message.emit("warning", "A run is in progress: wait for it or cancel it (Esc)", "")
+            return False
+        try:
+            stream = StreamInput.of(backend.choice.pipeline if backend is not None else None)
+        except SegScopeError as exc:
+            self.message.emit("error", str(exc), "")
+            return False
+        return self.controller.run(self.session.run(item_ids, self.open_slide.sources(stream), stream))
+
+    # ---------------------------------------------------------------------------------- backend, export
+    def open_backend(self, choice: BackendChoice) -> None:
+        """Open `choice` on the backend lane; the status bar says when it is ready. Should it fail, the backend
+        open before comes back (and the messages say why)."""
+        if self.session.backend is not None:
+            self.session.backend.open(choice)
+
+    def choose_backend(self) -> None:
+        backend = self.session.backend
+        assert backend is not None
+        dialog = BackendDialog(backend.choice, self.jobs, self.host)
+        if dialog.exec() == BackendDialog.DialogCode.Accepted:
+            self.open_backend(dialog.choice())
+
+    def choose_slide_scale(self) -> None:
+        """Run > Whole-slide output scale…"""
+        self.whole_slide.choose_scale()
+
+    def export(self) -> None:
+        """Ask what and where, then write in the background (see `export_flow`)."""
+        if self.session.dataset is None or not (self.session.has_results or self.session.slide_runs):
+            self.note.emit("Run at least one image (or a whole slide) before exporting", 4000)
+            return
+        choices = ask_export(self.session, self.session.capabilities, self.host)
+        if choices is not None:
+            self.write_export(choices)
+
+    def write_export(self, choices: ExportChoices) -> bool:
+        """Start writing `choices` in the background (the files: `exporter.finished`); False when it could not
+        start. Numbers re-scored meanwhile are scored again in the export, so its table is the fresh one."""
+        return self.exporter.start(self.session, self.session.capabilities, choices)
+
+    def cancel_export(self) -> None:
+        """File > Cancel export: the running export stops before its next image, its folder as it was."""
+        self.exporter.cancel()
