@@ -209,14 +209,17 @@ class Analysis:
         tables into `folder`, all or nothing, as the viewer's Export and `eval --export` write them; the files
         written."""
         check_kinds(kinds, ROI_KINDS)
-        exportable = Exportable(self.session, self.session.capabilities)
-        ids = tuple(images) if images is not None else exportable.ids(stitched=False)
+        ids = tuple(images) if images is not None else Exportable(self.session).ids(stitched=False)
         choices = ExportChoices(tuple(k for k in ROI_KINDS if k in kinds), metrics, Path(folder), "all", ids,
                                 overwrite)
         written: tuple[Path, ...] = ()
-        for step in exportable.steps(choices)():
-            self.note(" ".join(step.notes))
-            written = step.written or written
+        work = self.session.start_export(choices)
+        try:
+            for step in work():
+                self.note(" ".join(step.notes))
+                written = step.written or written
+        finally:
+            self.session.export_ended()
         return list(written)
 
     # ---------------------------------------------------------------------------------------- mask edits
