@@ -25,12 +25,13 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, Union
 
-from ..errors import Refusals, describe
+from ..errors import Refusals, SegScopeError, describe
 from ..version import version_line
 from . import cache, card, check, compare, demo, drift, gui, output, profile, report, review
 from . import eval as evaluate
@@ -75,6 +76,39 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     """The subcommands `parser` has, by name."""
     return {name: p for a in parser._actions if isinstance(a, argparse._SubParsersAction)
             for name, p in a.choices.items()}
+
+
+#: A value an option takes in Python (`command_options`): its text, a path, a number, a flag, a list (joined by ",").
+OptionValue = Union[str, "os.PathLike[str]", int, float, bool, Sequence[str], None]
+
+
+def command_options(command: str, options: dict[str, OptionValue]) -> argparse.Namespace:
+    """`segscope COMMAND`'s options given by their names in Python (`max_pixels=...` for `--max-pixels`,
+    `overlap=False` for `--no-overlap`; None: the default), read by the command's own parser: the same defaults,
+    values and refusals as on the command line, a refusal as a one-line `SegScopeError` (the Python API's)."""
+    parser = _subcommands(build_parser())[command]
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
+    argv = [command]
+    for name, value in options.items():
+        action = actions.get(name)
+        if action is None:
+            raise SegScopeError(f"{name}: not an option of segscope {command} (its options: {', '.join(actions)})")
+        flag = action.option_strings[-1]
+        if value is None or (action.nargs == 0 and value == action.default):
+            continue
+        if action.nargs == 0 and value != action.const:
+            raise SegScopeError(f"{name}: expected {action.const!r} ({flag}) or {action.default!r}, got {value!r}")
+        if action.nargs == 0:
+            argv.append(flag)
+        else:
+            text = ",".join(value) if isinstance(value, (list, tuple)) else str(value)
+            argv.append(f"{flag}={text}")
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return parser.parse_args(argv[1:])
+    except SystemExit:
+        raise SegScopeError(said.getvalue().strip().removeprefix("segscope: error: ")) from None
 
 
 def _normalise_argv(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], bool]:

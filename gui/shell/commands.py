@@ -103,9 +103,9 @@ class ViewerCommands(QObject):
         """Once a dataset and a backend are open, read the truths by the model's mask rule: every truth is checked
         (refused masks come back as errors in Messages) and the current image's mask is read again by it."""
         session = self.session
-        if not session.read_truths_by_model():
+        check = session.truths_by_model()
+        if check is None:
             return
-        check = session.check_truths()
         self.jobs.stream(check.name, check.work, check.each, check.finished)
         current, document = session.current, session.document
         if current is not None and (document is None or not (document.dirty or document.saving)):
@@ -213,8 +213,8 @@ class ViewerCommands(QObject):
     def write_export(self, choices: ExportChoices) -> bool:
         """Start writing `choices` in the background (the files: `exporter.finished`); False when it could not
         start. Numbers re-scored meanwhile are scored again in the export, so its table is the fresh one."""
-        return self.exporter.start(self.session, self.session.capabilities, choices)
+        return self.exporter.start(self.session, choices)
 
     def cancel_export(self) -> None:
         """File > Cancel export: the running export stops before its next image, its folder as it was."""
-        self.exporter.cancel()
+        self.session.cancel_export()
