@@ -61,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="segscope", description="Inspect and correct U-Net segmentations "
                                      "from MindX SDK streams (embedded, Ascend host, or remote over SSH).",
                      epilog=f"Exit codes: 0 ok, {EXIT_INPUT} bad usage or bad input (one line on stderr), "
-                            f"{EXIT_INTERNAL} internal error (a bug), {output.EXIT_FAIL} a failed check (compare's FAIL "
-                            "verdict, review --against's parity gate).")
+                            f"{EXIT_INTERNAL} internal error (a bug), {output.EXIT_FAIL} a failed check "
+                            "(compare's FAIL verdict, review --against's parity gate).")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors (anywhere on "
                                                              "the command line)")
     parser.add_argument("--version", action=_Version,
