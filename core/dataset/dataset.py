@@ -69,7 +69,10 @@ def _is_mask_file(name: str) -> bool:
 
 
 def _is_export(listing: _Listing, name: str) -> bool:
-    """An export of `core.export.files` (`<id>_mask.png` etc. beside `<id>_provenance.json`): never data."""
+    """An export of `core.export.files` (`<id>_mask.png` etc. beside `<id>_provenance.json`): never data. A folder
+    that holds no provenance file answers at once (no name of it parsed as an export's)."""
+    if not listing.may_hold_ending(_PROVENANCE_ENDING):
+        return False
     item = exported_item(name)
     return item is not None and listing.is_file(PROVENANCE_NAME.format(id=item))
 
@@ -87,6 +90,7 @@ class _Listing:
     def __init__(self, folder: Path, entries: dict[str, int] | None):
         self.folder, self.entries = folder, entries  # in the order the folder lists them
         self._folded: set[str] | None = None
+        self._endings: dict[str, bool] = {}
 
     @classmethod
     def of(cls, folder: Path) -> _Listing:
@@ -111,6 +115,16 @@ class _Listing:
             self._folded = {_folded(n) for n in self.entries}
         return _folded(name) in self._folded
 
+    def may_hold_ending(self, ending: str) -> bool:
+        """Whether a name ending in `ending` (ASCII, lower case) may be found here in any case or Unicode form
+        (False: none is, so `exists` and `is_file` are False for every such name). Names that are not ASCII, and
+        a folder that could not be listed, may: the file system is asked about them."""
+        held = self._endings.get(ending)
+        if held is None:
+            held = self._endings[ending] = self.entries is None or any(
+                not name.isascii() or name.lower().endswith(ending) for name in self.entries)
+        return held
+
     def exists(self, name: str) -> bool:
         kind = self.entries.get(name) if self.entries is not None else None
         if kind is None:
@@ -126,6 +140,10 @@ class _Listing:
     def first(self, stem: str) -> Path | None:
         """The first `stem.<image suffix>` there (whatever it is: a folder there is reported when read)."""
         return next((self.folder / n for s in IMAGE_SUFFIXES if self.exists(n := f"{stem}{s}")), None)
+
+
+#: How every provenance file's name ends (`PROVENANCE_NAME`).
+_PROVENANCE_ENDING = PROVENANCE_NAME.format(id="").lower()
 
 
 def _folded(name: str) -> str:

@@ -7,10 +7,11 @@ change is announced by `events.changed` so the session re-scores and the views r
 worker: `save_job` is the writing (encoding a slide-sized PNG takes seconds), `saved` adopts it; `saving` is
 set in between, when the tools must not edit (the job reads the mask in place).
 
-The editing tools work through the document (`stroke`, `fill`, `polygon`, `accept_prediction`, `undo`,
-`redo`): each paints a class on the mask of the result's image, clipped to the result's ROI (the part the
-user sees) and, with a `limit`, to where the class's probability is at least that threshold; each returns
-the box it changed (None: nothing) and announces the edit. A view only turns gestures into these calls.
+The editing tools work through the document (`stroke`, `fill`, `polygon`, `accept_prediction`,
+`review_decision`, `undo`, `redo`): each paints a class on the mask of the result's image, clipped to the
+result's ROI (the part the user sees) and, with a `limit`, to where the class's probability is at least that
+threshold; each returns the box it changed (None: nothing) and announces the edit. A view only turns gestures
+into these calls.
 
 The editor edits the mask the document holds in place: the first edit of a slide-sized mask copies nothing
 (a 16k x 16k mask is 256 MiB) and scans nothing (the mask's binary convention is read on a worker thread as
@@ -32,7 +33,10 @@ from ..dataset.truth import default_mask_path
 from ..errors import SegScopeError
 from ..events import Signal, SignalGroup
 from ..files.stamp import Stamp
+from ..metrics.scores import argmax_at_roi, mask_piece_labels
 from ..result import InferenceResult
+from ..review.decisions import apply_decision
+from ..review.queue import ReviewEntry
 from ..roi import Roi
 from .annotation import Clip, MaskEditor, Point, allowed_map, binary_foreground, prediction_labels
 from .files import SavedMask, SaveMode, discard_recovery, read_stamps, save_mask
@@ -236,6 +240,24 @@ class MaskDocument:
         """The ROI's mask becomes the prediction: the argmax, or the class where P >= threshold (one step)."""
         labels = prediction_labels(result, threshold, class_index)
         return self._edit(result, lambda e: e.accept_prediction(labels, result.roi))
+
+    def review_decision(self, result: InferenceResult, entry: ReviewEntry, decision: str,
+                        min_area: int = 1) -> Roi | None:
+        """A review queue's decision on `entry` (`core.review.decisions`: accept, remove, keep) as one undoable
+        edit of the pixels it changes (the rest of the mask keeps its values)."""
+        editor = self.ensure_editor(result.num_classes)
+        roi = result.roi
+        piece = editor.mask[roi.y0 : roi.y1, roi.x0 : roi.x1]
+        labels = mask_piece_labels(piece, result.num_classes, editor.foreground).copy()
+        before = labels.copy()
+        box = apply_decision(labels, argmax_at_roi(result), roi, entry, decision, min_area)
+        if box is None:
+            return None
+        local = (slice(box.y0 - roi.y0, box.y1 - roi.y0), slice(box.x0 - roi.x0, box.x1 - roi.x0))
+        values = piece[local].copy()
+        changed = labels[local] != before[local]
+        values[changed] = editor.labels_to_values(labels[local])[changed]
+        return self._edit(result, lambda e: e.replace(values, box))
 
     def undo(self) -> Roi | None:
         box = self.editor.undo() if self.editor is not None else None

@@ -103,6 +103,12 @@ class SessionEdits:
             self._truths[item_id] = truth
         return truth
 
+    def truth_version(self, item_id: str) -> int:
+        """The version of the image's truth now, as `truth(item_id).version`, without finding its file (a score's
+        key needs only this: a result of a Run all is keyed without a `stat` in the session's thread)."""
+        truth = self._truths.get(item_id)
+        return truth.version if truth is not None else self._read_version
+
     def truth_versions(self) -> Callable[[str], int | None]:
         """The truth version a score made now from each image's mask file is of (None: the image has unsaved
         edits, so such a score is of no version), as of now, for a job that scores later: O(truths read), not

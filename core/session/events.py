@@ -119,6 +119,15 @@ class ItemsChanged:
 
 
 @dataclass(frozen=True)
+class RunTimed:
+    """A stage timed after a run (the viewer's "render": drawing its result) joined the run's `timings`."""
+
+    item_id: str
+    record: RunRecord
+    stage: str
+
+
+@dataclass(frozen=True)
 class Message:
     """A line for the messages: level "info", "warning" or "error"."""
 
@@ -148,4 +157,5 @@ class SessionEvents(SignalGroup):
     score_due = Signal(ScoreDue)
     item_changed = Signal(ItemChanged)
     items_changed = Signal(ItemsChanged)
+    run_timed = Signal(RunTimed)
     message = Signal(Message)
