@@ -646,3 +646,23 @@ def test_an_unreadable_image_folder_is_one_row_with_its_reason_and_the_rest_open
     job = session.run(["003", "001"])
     failed = [step for step in job.work(_GreyBackend(), threading.Event(), lambda *_: None) if isinstance(step, Failed)]
     assert [(f.item_id, f.text) for f in failed] == [("003", view.error)]
+
+
+def test_a_file_that_cannot_be_removed_midway_is_one_message_naming_it(
+        dataset_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mask_path = dataset_root / "001" / "mask.png"
+    save_mask(_mask(8), mask_path, "corrected")
+    session, _, messages = _session_with_edits(dataset_root)
+    real_unlink = Path.unlink
+
+    def immutable(path: Path, *args: object, **kwargs: object) -> None:
+        if path.name == "mask_corrected.png":
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(path))
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "unlink", immutable)
+    run_here(session.save_job("replace", overwrite=True))
+    (line,) = [m for m in messages if m.startswith("Saving the mask of 001: ")]
+    assert line == (f"Saving the mask of 001: {corrected_mask_path(mask_path)}: cannot save the mask (Operation not "
+                    "permitted); the edits stay unsaved in the viewer")
+    assert session.document.dirty
