@@ -291,21 +291,22 @@ class Dataset:
         """The ROI to crop: the one picked for this image, else the default rule."""
         return self._rois.get(item.id) or self.default_roi_for(image_size or self.image_size(item))
 
-    def set_roi(self, item: DatasetItem, roi: Roi) -> None:
-        """Remember `roi` for `item` and save the sidecar (`_save_sidecar`)."""
+    def set_roi(self, item: DatasetItem, roi: Roi) -> list[str]:
+        """Remember `roi` for `item` and save the sidecar (`_save_sidecar`); returns its warnings."""
         roi.validate(f"ROI of {item.id}")
         self._rois[item.id] = self._moved[item.id] = roi
-        self._save_sidecar()
+        return self._save_sidecar()
 
-    def reset_roi(self, item: DatasetItem) -> None:
-        if self._rois.pop(item.id, None) is not None:
-            self._moved[item.id] = None
-            self._save_sidecar()
+    def reset_roi(self, item: DatasetItem) -> list[str]:
+        if self._rois.pop(item.id, None) is None:
+            return []
+        self._moved[item.id] = None
+        return self._save_sidecar()
 
-    def _save_sidecar(self) -> None:
+    def _save_sidecar(self) -> list[str]:
         """Write this session's ROI moves into the sidecar as it is now on disk, merged per image under a short
         lock: another viewer's ROIs of other images survive (read-modify-write); a move of an image another
-        viewer moved too since it was read is this session's, said in a warning. A sidecar that cannot be
+        viewer moved too since it was read is this session's, said in a warning (returned). A sidecar that cannot be
         written or read keeps the moves for this session (and a later save) and says so."""
         error = gone(self.root, "the ROI is kept for this session only")
         if error is not None:
@@ -332,9 +333,8 @@ class Dataset:
             raise SegScopeError(f"{exc}; the ROI is kept for this session only") from None
         self._moved.clear()
         self._disk_rois = rois
-        for key in both:
-            log.warning("%s: the ROI of %s was also moved by another viewer since this one read it; this "
-                        "viewer's move is saved", self.sidecar_path, key)
+        return [f"{self.sidecar_path}: the ROI of {key} was also moved by another viewer since this one read it; "
+                "this viewer's move is saved" for key in both]
 
     def adopt_mask(self, item: DatasetItem, written: Path) -> DatasetItem:
         """The item after a mask was saved to `written`: an image that had none now points at it."""

@@ -339,7 +339,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         if undoable:
             self.roi_moves.record(item_id, before, roi)
         try:
-            dataset.set_roi(item, roi)
+            for warning in dataset.set_roi(item, roi):
+                self.events.message.emit(Message("warning", warning))
         finally:
             self._roi_moved(item_id, roi)
         return roi
@@ -355,7 +356,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         item_id = self.current.id
         before = self.roi_for(item_id)
         try:
-            self._dataset().reset_roi(self.current)  # forgets the picked ROI: the default rule applies again
+            for warning in self._dataset().reset_roi(self.current):  # the default rule applies again
+                self.events.message.emit(Message("warning", warning))
         finally:
             after = self.roi_for(item_id)
             if after != before:

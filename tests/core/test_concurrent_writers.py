@@ -166,6 +166,22 @@ def test_two_viewers_one_sidecar_keep_each_others_rois(dataset_root: Path) -> No
     assert json.loads((dataset_root / "segscope.json").read_text())["rois"] == {"001": [1, 2, 11, 12]}
 
 
+def test_two_viewers_move_one_images_roi_the_later_move_is_kept_and_said(dataset_root: Path) -> None:
+    session, _ = _opened(dataset_root)
+    messages: list[str] = []
+    session.events.message.connect(lambda m: messages.append(m.text))
+    _child(f"""
+        from segscope.core.dataset.dataset import Dataset
+        from segscope.core.roi import Roi
+        a = Dataset.open({str(dataset_root)!r})
+        a.set_roi(a.item("001"), Roi(1, 2, 11, 12))
+    """)
+    session.set_roi(Roi(3, 4, 13, 14), "001")
+    assert json.loads((dataset_root / "segscope.json").read_text())["rois"] == {"001": [3, 4, 13, 14]}
+    assert messages == [f"{dataset_root / 'segscope.json'}: the ROI of 001 was also moved by another viewer since "
+                        "this one read it; this viewer's move is saved"]
+
+
 def test_two_processes_writing_the_sidecar_at_once_lose_no_roi(dataset_root: Path) -> None:
     for n in range(40):
         (dataset_root / f"{n:03d}x").mkdir()
