@@ -682,3 +682,31 @@ def test_a_file_that_cannot_be_removed_midway_is_one_message_naming_it(
     assert line == (f"Saving the mask of 001: {corrected_mask_path(mask_path)}: cannot save the mask (Operation not "
                     "permitted); the edits stay unsaved in the viewer")
     assert session.document.dirty
+
+
+# --- two viewers, one session store ---------------------------------------------------------------------
+
+def test_two_viewers_one_store_a_replaced_run_of_another_viewer_is_said(dataset_root: Path) -> None:
+    mine = SessionStore(dataset_root)
+    mine.save("001", _result())
+    assert mine.take_notes() == []
+    _child(f"""
+        import numpy as np
+        from segscope.core.result import InferenceResult
+        from segscope.core.roi import Roi
+        from segscope.core.session.store import SessionStore
+        p1 = np.full((20, 30), 0.25, np.float32)
+        result = InferenceResult(np.stack([1 - p1, p1], axis=-1), np.zeros((20, 30), np.uint8), Roi(0, 0, 30, 20),
+                                 (30, 20))
+        SessionStore(__import__("pathlib").Path({str(dataset_root)!r})).save("001", result)
+    """)
+    path = mine.save("001", _result())
+    (note,) = mine.take_notes()
+    assert note.startswith("001: the run another viewer stored at ") and note.endswith(
+        f"is replaced in {path.parent} by this viewer's newer run")
+    mine.save("001", _result())  # its own file: nothing to say
+    assert mine.take_notes() == []
+    reader = SessionStore(dataset_root)
+    assert [s.image_id for s in reader.results()] == ["001"]  # what it read is known: replacing it is no news
+    reader.save("001", _result())
+    assert reader.take_notes() == []
