@@ -288,7 +288,8 @@ def test_compare_exit_code_says_pass_or_fail_and_help_documents_it(tmp_path, cap
     # a lenient threshold passes what the default fails: the code follows the verdict, not the data
     assert run_cli("compare", tmp_path / "a.npy", tmp_path / "far.npy", "--cosine", "0", "--rel-euclidean", "10",
                    "--kl", "100")[0] == 0
-    for argv, documented in ((["compare", "--help"], "0 PASS, 3 FAIL"), (["--help"], "3 a failed check (compare's FAIL verdict")):
+    for argv, documented in ((["compare", "--help"], "0 PASS, 3 FAIL"),
+                             (["--help"], "3 a failed check (compare's FAIL verdict")):
         with pytest.raises(SystemExit):
             cli.main(argv)
         assert documented in " ".join(capsys.readouterr().out.split())
