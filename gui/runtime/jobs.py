@@ -133,7 +133,8 @@ class Jobs(QObject):
         still on its way to the GUI thread are merged into it, which runs `call` with the newest arguments. A run
         of thousands of images a minute then costs the GUI thread one progress event per event-loop pass, not
         one per image beside each result's."""
-        lock, newest = threading.Lock(), []
+        lock = threading.Lock()
+        newest: list[tuple[object, ...]] = []  # (at most one: the newest arguments)
 
         def deliver() -> None:
             with lock:
