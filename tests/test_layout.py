@@ -40,11 +40,12 @@ def test_every_package_folder_is_installed() -> None:
     """A non-editable install ships only the packages pyproject lists: a new subpackage must be named there."""
     root = CORE.parent
     text = (root / "pyproject.toml").read_text(encoding="utf-8")
-    listed = set(re.findall(r'"(segscope(?:\.\w+)+)"', re.search(r"^packages = \[(.*)\]$", text, re.M).group(1)))
-    folders = {"segscope." + ".".join(p.parent.relative_to(root).parts)
+    listed = set(re.findall(r'"(segscope(?:\.\w+)*)"', re.search(r"^packages = \[(.*)\]$", text, re.M).group(1)))
+    folders = {".".join(("segscope", *p.parent.relative_to(root).parts))
                for top in ("core", "gui", "models", "pipelines", "resources")
-               for p in (root / top).rglob("__init__.py")}
-    mapped = set(re.findall(r'"(segscope(?:\.\w+)+)" = "', text))
+               for p in (root / top).rglob("__init__.py")} | {"segscope"}  # api/ is `segscope` itself
+    assert (root / "api" / "__init__.py").is_file()
+    mapped = set(re.findall(r'"(segscope(?:\.\w+)*)" = "', text))
     assert folders - listed == set()
     assert folders - mapped == set()
 
@@ -212,3 +213,12 @@ def test_gui_top_level_stays_navigable() -> None:
     gui = CORE.parent / "gui"
     top = sorted(p.name for p in gui.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists())
     assert len(top) <= 12, top
+
+
+def test_only_the_shell_holds_the_session() -> None:
+    """The binding layer is the one place that holds both the session and widgets: views get what to draw."""
+    graph = _imports(CORE.parent)
+    holders = sorted(module for module, targets in graph.items() if module.startswith("segscope.gui.")
+                     and "segscope.core.session.session" in targets and _room(module) != "shell")
+    assert holders == []
+    assert "segscope.core.session.session" in graph["segscope.gui.shell.main_window"]

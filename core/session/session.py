@@ -16,15 +16,17 @@ cannot disagree. Each fact has one owner:
 
 The user's operations are commands: `open_dataset`, `select`, `set_roi`/`undo_roi`/`redo_roi`, `run`,
 `run_whole_slide`, edits through `document`, `save_job`, `discard`, `adopt_recovered`/`discard_recovered`,
-`score_job`. What takes time comes back as a job (`core.session.jobs`) that any thread runs; its answers come
-back through the session's adopt methods, which change state and announce it. Restoring an earlier session's
+`score_job`, `start_export`/`cancel_export`, `add_timing`. What takes time comes back as a job
+(`core.session.jobs`) that any thread runs; its answers come back through the session's adopt methods, which
+change state and announce it. Restoring an earlier session's
 runs and a crash's edits goes through the same adopt methods as a user's own runs and edits. With `persist`,
 each image's newest result and whole-slide run are kept on disk (`core.session.store`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -32,10 +34,12 @@ from typing import Optional, Union
 import numpy as np
 
 from ..dataset.dataset import Dataset, DatasetItem
-from ..dataset.preflight import check_truth, set_mask_rule
+from ..dataset.preflight import set_mask_rule, truth_refusal
 from ..editing.document import MaskDocument
 from ..errors import SegScopeError
 from ..events import Evented
+from ..export.job import Exportable, ExportChoices
+from ..export.job import Progress as ExportProgress
 from ..metrics import catalogue
 from ..metrics.catalogue import Metric
 from ..quality.spec import MetricSpec
@@ -45,12 +49,22 @@ from .answers import SessionResults
 from .backend_state import BackendState
 from .batches import SessionRuns
 from .edits import Recovered, SessionEdits, recovered_edits
-from .events import FAILED, UNREADABLE, Message, Outcome, ResultAdded, RoiChanged, SessionEvents, SlideRunAdded
+from .events import (
+    FAILED,
+    UNREADABLE,
+    Message,
+    Outcome,
+    ResultAdded,
+    RoiChanged,
+    RunTimed,
+    SessionEvents,
+    SlideRunAdded,
+)
 from .jobs import Job, StreamJob
 from .restore import Restored, restored_entries
 from .roi_undo import RoiUndo
 from .running import Describe, describe_error
-from .runs import RunHistory
+from .runs import RunHistory, RunRecord
 from .scoring import SessionScores
 from .store import SessionStore
 
@@ -90,6 +104,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.recovery_dir: Path | None = None
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
         self.roi_moves = RoiUndo()
+        self._export_cancel: threading.Event | None = None  # the running export's (`start_export`)
         if backend is not None:
             backend.events.opened.connect(lambda *_args: self._all_changed())  # another model: answers change
 
@@ -133,20 +148,24 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._all_changed()  # every score taken by the old rule (a restore's included) is stale: scored again
         return True
 
+    def truths_by_model(self) -> StreamJob[tuple[str, str]] | None:
+        """Once a dataset and a backend are open (either one opening): read the truths by the model's rule and
+        return the job that checks them all; None when the rule is the one already read by."""
+        return self.check_truths() if self.read_truths_by_model() else None
+
     def check_truths(self) -> StreamJob[tuple[str, str]]:
-        """The job that checks every truth by the dataset's rule as `eval` does before a run: each refused mask is
-        one error line naming its file and values, and its image's row says so (never scored as an empty truth)."""
+        """The job that checks every truth as `eval` does before a run (`truth_refusal`: its size, its values by the
+        dataset's rule): each refused mask is one error line naming its file and what is wrong, and its image's row
+        says so (never scored as an empty truth)."""
         dataset = self._dataset()
         rule = dataset.mask_rule
 
         def work() -> Iterator[tuple[str, str]]:
             for item in dataset.items:  # (finding each truth looks at the folder: here, not in the caller's thread)
                 truth = dataset.truth(item)
-                try:
-                    if truth is not None:
-                        check_truth(dataset, truth)
-                except SegScopeError as exc:
-                    yield item.id, str(exc)
+                refused = truth_refusal(dataset, item, truth) if truth is not None else None
+                if refused is not None:
+                    yield item.id, refused
 
         def each(refused: tuple[str, str]) -> None:
             if self.dataset is dataset and dataset.mask_rule is rule:  # (not a refusal by a rule since replaced)
@@ -344,6 +363,39 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     def result_ids(self) -> list[str]:
         """Images with a result to show or export (a run's, or a whole-slide run's part), in dataset order."""
         return [item_id for item_id in self.answered_ids(self.dataset) if self.result(item_id) is not None]
+
+    # ------------------------------------------------------------------------------------------- export
+    def start_export(self, choices: ExportChoices) -> Callable[[], Iterator[ExportProgress]]:
+        """Begin exporting `choices` (of what `Exportable` offers now, with the open model's capabilities): the work,
+        for any thread, one image per step, all or nothing (`Exportable.steps`). `exporting` until `export_ended`
+        (call it however the work ends); `cancel_export` stops it before its next image. SegScopeError: an export
+        is running, or the choices cannot be planned."""
+        if self.exporting:
+            raise SegScopeError("an export is running: wait for it to finish or cancel it")
+        cancel = threading.Event()
+        work = Exportable(self, self.capabilities).steps(choices, cancel)
+        self._export_cancel, self.exporting = cancel, True
+        return work
+
+    def cancel_export(self) -> None:
+        """Stop the running export before its next image (its folder left as it was)."""
+        if self._export_cancel is not None:
+            self._export_cancel.set()
+
+    def export_ended(self) -> bool:
+        """The running export ended (written, failed or cancelled); True when it was cancelled."""
+        cancel, self._export_cancel = self._export_cancel, None
+        self.exporting = False
+        return cancel is not None and cancel.is_set()
+
+    def add_timing(self, record: RunRecord, stage: str, seconds: float) -> bool:
+        """A stage timed after `record`'s run (the viewer's "render": drawing its result) joins its timings,
+        announced (`run_timed`); False when it has that stage already or is no longer its image's run."""
+        if stage in record.timings or self.record(record.image_id) is not record:
+            return False
+        record.timings[stage] = seconds
+        self.events.run_timed.emit(RunTimed(record.image_id, record, stage))
+        return True
 
     # ------------------------------------------------------------------------------------------ choices
     def set_ranking(self, name: str) -> Metric:

@@ -19,7 +19,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QComboBox,
-    QDockWidget,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -38,11 +37,9 @@ from ...core.profiling.drift import DriftReport, Thresholds, load_drift_csv
 from ...core.profiling.insight import matched_ops, where_to_look
 from ...core.profiling.model import OpStat, Profile
 from ...core.profiling.roofline import classify
-from ...core.session.runs import RunComparison, compare_runs
-from ...core.session.session import Session
+from ...core.session.runs import RunComparison
 from ..runtime.jobs import Jobs
 from ..widgets.compact import shrinkable
-from ..widgets.docking import make_dock
 from ..widgets.row_table import Column, RowModel, RowTable
 from .profile_plots import RooflinePlot, TimelinePlot
 
@@ -302,27 +299,3 @@ class ProfilePanel(QWidget):
                                 f"{candidate.id} ({candidate.backend}): {comparison.argmax_disagreement:.3%} of "
                                 f"pixels differ (white); {verdict}")
         self.tabs.setCurrentIndex(3)
-
-
-def profile_dock(session: Session, sources: Callable[[], tuple[Path | None, Path | None]],
-                 report: Callable[[str, str], None], jobs: Jobs, parent: QWidget) -> QDockWidget:
-    """The Profile dock, not placed yet; `sources()` gives the pipeline and dataset folder its panel looks
-    in, `report(level, text)` takes its messages, `jobs` runs its work."""
-    panel = ProfilePanel(jobs)
-    panel.message.connect(report)
-    dock = make_dock(parent, "Profile", panel)
-
-    def last_two_runs() -> None:
-        runs = session.history.for_image(session.current.id) if session.current else []
-        if len(runs) < 2:
-            panel.message.emit("warning", "Run the current image twice (e.g. Ascend, then embedded) to see where "
-                                          "their argmax disagree")
-            return
-        reference, candidate = runs[-2], runs[-1]
-        panel.runs_label.setText(f"Comparing run {reference.id} with run {candidate.id}…")
-        jobs.submit("disagreement", lambda: compare_runs(reference, candidate), panel.show_disagreement,
-                    lambda text, _details: panel.message.emit("error", text))
-
-    panel.runs_button.clicked.connect(last_two_runs)
-    panel.sources = sources
-    return dock

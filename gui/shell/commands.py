@@ -21,7 +21,6 @@ from ...core.session.session import Session
 from ...core.slides import SlideReader
 from ...core.stream.input import StreamInput
 from ..canvas.open_slide import OpenSlide
-from ..canvas.roi_control import RoiControl
 from ..dialogs.backend_dialog import BackendChoice, BackendDialog
 from ..dialogs.export_dialog import ExportChoices
 from ..docks.dataset_panel import DatasetPanel
@@ -31,6 +30,7 @@ from ..runtime.run_controller import RunController
 from ..runtime.slide_loader import SlideLoading
 from .export_flow import Exporter, ask_export
 from .mask_editing import MaskEditing
+from .roi_control import RoiControl
 from .whole_slide import WholeSlide
 
 #: The job key of a dataset folder being listed (`Jobs.busy(OPENING)`: an open is under way).
@@ -103,9 +103,9 @@ class ViewerCommands(QObject):
         """Once a dataset and a backend are open, read the truths by the model's mask rule: every truth is checked
         (refused masks come back as errors in Messages) and the current image's mask is read again by it."""
         session = self.session
-        if not session.read_truths_by_model():
+        check = session.truths_by_model()
+        if check is None:
             return
-        check = session.check_truths()
         self.jobs.stream(check.name, check.work, check.each, check.finished)
         current, document = session.current, session.document
         if current is not None and (document is None or not (document.dirty or document.saving)):
@@ -213,8 +213,8 @@ class ViewerCommands(QObject):
     def write_export(self, choices: ExportChoices) -> bool:
         """Start writing `choices` in the background (the files: `exporter.finished`); False when it could not
         start. Numbers re-scored meanwhile are scored again in the export, so its table is the fresh one."""
-        return self.exporter.start(self.session, self.session.capabilities, choices)
+        return self.exporter.start(self.session, choices)
 
     def cancel_export(self) -> None:
         """File > Cancel export: the running export stops before its next image, its folder as it was."""
-        self.exporter.cancel()
+        self.session.cancel_export()

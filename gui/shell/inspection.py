@@ -116,6 +116,7 @@ class Inspection(QObject):
     def _wire(self) -> None:
         events = self.session.events
         events.result_added.connect(lambda added: self._results_changed(added.item_id))
+        events.run_timed.connect(lambda _timed: self.history_refresh.request())
         events.slide_run_added.connect(lambda added: self._results_changed(added.item_id))
         events.dataset.connect(self._on_dataset_opened)
         events.current.connect(self._on_current)
@@ -159,10 +160,9 @@ class Inspection(QObject):
         self._review_timer.start()
         item_id, result = self._shown_id(), self.panels.result
         record = self.session.record(item_id) if item_id is not None else None
-        if record is not None and record.result is result and "render" not in record.timings and self._result_arrived:
-            record.timings["render"] = time.perf_counter() - self._result_arrived
-            self._result_arrived = 0.0
-            self.history_refresh.request()
+        if record is not None and record.result is result and self._result_arrived and \
+                self.session.add_timing(record, "render", time.perf_counter() - self._result_arrived):
+            self._result_arrived = 0.0  # (the history follows the session's run_timed)
 
     def _results_changed(self, item_id: str) -> None:
         """A run of `item_id` is in: the review follows when it is the image on screen's, the history's views

@@ -23,13 +23,13 @@ from ...core.session.session import Session
 from ...core.session.views import actions
 from ...core.version import segscope_version
 from ..canvas.result_panels import ResultPanels
-from ..canvas.roi_control import RoiControl
 from ..canvas.slide_view import SlideView
 from ..dialogs.model_dialog import add_open_model_action
 from ..docks.dataset_panel import DatasetPanel
 from ..runtime.coalesce import Coalescer
 from ..runtime.run_controller import RunController
 from ..widgets.shortcuts import ShortcutsDialog, key, shortcut_action, with_key
+from .roi_control import RoiControl
 from .status_labels import duration
 
 #: A progress bar repaints at once on every value it is given: during a batch it is given one at most this often

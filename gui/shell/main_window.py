@@ -11,28 +11,30 @@ draws. Every dock can be moved; the layout is remembered between runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QMainWindow, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from ...core.backends.base import Capabilities
 from ...core.dataset.dataset import Dataset, DatasetItem
 from ...core.session.backend_state import BackendState
+from ...core.session.runs import compare_runs
 from ...core.session.session import Session
 from ..canvas.open_slide import OpenSlide
 from ..canvas.result_panels import ResultPanels
-from ..canvas.roi_control import RoiControl
 from ..canvas.slide_view import SlideView
 from ..dialogs.backend_dialog import BackendChoice
 from ..docks.dataset_panel import DatasetPanel
 from ..docks.metrics_panel import MetricsPanel
-from ..docks.profile_dock import profile_dock
+from ..docks.profile_dock import ProfilePanel
 from ..runtime.coalesce import Coalescer
 from ..runtime.jobs import Jobs, describe_error
 from ..runtime.run_controller import RunController
-from ..runtime.scoring import Scorer
-from ..widgets.docking import add_dock, show_dock, tab_dock, toggle_dock
+from ..widgets.docking import add_dock, make_dock, show_dock, tab_dock, toggle_dock
 from .backend_view import follow_backend
 from .commands import ViewerCommands
 from .dataset_rows import RowStatus
@@ -44,6 +46,8 @@ from .message_area import MessageArea
 from .metrics_display import MetricsDisplay
 from .quality_tools import QualityTools
 from .result_display import ResultDisplay
+from .roi_control import RoiControl
+from .scoring import Scorer
 from .status_labels import StatusLabels
 from .whole_slide import WholeSlide
 from .window_layout import DockLayout, first_size, follow_title, restore_layout, save_layout, set_corners
@@ -220,3 +224,27 @@ class MainWindow(QMainWindow):
         self.session.flush()
         self.open_slide.close()
         super().closeEvent(event)
+
+
+def profile_dock(session: Session, sources: Callable[[], tuple[Path | None, Path | None]],
+                 report: Callable[[str, str], None], jobs: Jobs, parent: QWidget) -> QDockWidget:
+    """The Profile dock, not placed yet; `sources()` gives the pipeline and dataset folder its panel looks
+    in, `report(level, text)` takes its messages, `jobs` runs its work."""
+    panel = ProfilePanel(jobs)
+    panel.message.connect(report)
+    dock = make_dock(parent, "Profile", panel)
+
+    def last_two_runs() -> None:
+        runs = session.history.for_image(session.current.id) if session.current else []
+        if len(runs) < 2:
+            panel.message.emit("warning", "Run the current image twice (e.g. Ascend, then embedded) to see where "
+                                          "their argmax disagree")
+            return
+        reference, candidate = runs[-2], runs[-1]
+        panel.runs_label.setText(f"Comparing run {reference.id} with run {candidate.id}…")
+        jobs.submit("disagreement", lambda: compare_runs(reference, candidate), panel.show_disagreement,
+                    lambda text, _details: panel.message.emit("error", text))
+
+    panel.runs_button.clicked.connect(last_two_runs)
+    panel.sources = sources
+    return dock

@@ -90,7 +90,8 @@ class MetricsDisplay:
             return
         self._histogram_of = key
         ranking = self.session.ranking
-        self.panel.set_dataset_values(ranking, self.session.running.values(ranking))
+        running = self.session.running
+        self.panel.set_dataset_values(ranking, running.values(ranking), running.aggregate(ranking))
 
     def _histogram_key(self) -> tuple[object, ...]:
         """What the histogram draws from: the session's running summary as of its last change, and the metric."""

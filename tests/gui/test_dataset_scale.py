@@ -220,7 +220,7 @@ def test_many_results_arriving_end_on_the_final_numbers(qtbot, tmp_path, monkeyp
     drawn: list[int] = []
     histogram = window.metrics_panel.set_dataset_values
     monkeypatch.setattr(window.metrics_panel, "set_dataset_values",
-                        lambda metric, values: (drawn.append(len(values)), histogram(metric, values)))
+                        lambda metric, values, summary: (drawn.append(len(values)), histogram(metric, values, summary)))
 
     session, dataset = window.session, window.session.dataset
     fed = {item_id: metrics(math.nan if n % 17 == 0 else float(rng.random())) for n, item_id in enumerate(ids)}

@@ -268,8 +268,10 @@ def test_compare_dialog_shows_exactly_compare_runs_and_segscope_compare(qtbot, w
     np.save(tmp_path / "a.npy", embedded.result.probabilities)
     np.save(tmp_path / "b.npy", remote.result.probabilities)
     out = io.StringIO()
-    assert cli_main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")], out=out) == 0
-    cli = dict(line.split() for line in out.getvalue().splitlines()[:-1])  # the last line is the PASS/FAIL verdict
+    code = cli_main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")], out=out)
+    *lines, verdict = out.getvalue().splitlines()
+    assert code == (0 if verdict.startswith("PASS") else 3)  # FAIL exits 3 (compare.EXIT_FAIL)
+    cli = dict(line.split() for line in lines)
     assert cli == {k: v for k, v in shown.items() if k != DISAGREEMENT}
 
     dialog.candidate_combo.setCurrentIndex(dialog.candidate_combo.findData(embedded.id))

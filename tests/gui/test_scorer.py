@@ -13,7 +13,7 @@ from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.session.jobs import run_here
 from segscope.core.session.session import Session
-from segscope.gui.runtime.scoring import IN_FLIGHT, Scorer
+from segscope.gui.shell.scoring import IN_FLIGHT, Scorer
 
 W, H = 16, 12
 IDS = [f"img{n:02d}" for n in range(12)]

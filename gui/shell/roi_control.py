@@ -11,7 +11,7 @@ from ...core.errors import SegScopeError
 from ...core.roi import Roi
 from ...core.session.events import RoiChanged
 from ...core.session.session import Session
-from .slide_view import SlideView
+from ..canvas.slide_view import SlideView
 
 
 class RoiControl(QObject):

@@ -20,7 +20,7 @@ from ...core.metrics.scores import ImageMetrics
 from ...core.session.events import ScoreDue
 from ...core.session.scoring import ScoreJob
 from ...core.session.session import Session
-from .jobs import Jobs
+from ..runtime.jobs import Jobs
 
 #: Re-scoring waits this long after the last change (a brush drag is not re-scored on every mouse move).
 SCORE_DELAY_MS = 300
