@@ -116,7 +116,7 @@ class RunController(QObject):
         self._job, self._counts, self._started = job, [0, 0], time.perf_counter()
         self.state.set_busy(True)
         self.progress.emit(0, job.total, float("nan"))
-        self.jobs.stream(None, partial(self._inference.run, job, self.jobs.relay(self._on_progress)),
+        self.jobs.stream(None, partial(self._inference.run, job, self.jobs.relay_latest(self._on_progress)),
                          partial(self._on_message, job), partial(self._on_done, job), partial(self._on_failed, job),
                          lane=BACKEND)
         return True
