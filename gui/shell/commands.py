@@ -229,6 +229,7 @@ class ViewerCommands(QObject):
 
 
 def _open_folder(path: Path, prepare: Callable[[Path], object] | None) -> Dataset:
+    """`Dataset.open` of `path` after `prepare(path)`; an unreadable image folder is a row that says so."""
     if prepare is not None:
         prepare(path)
-    return Dataset.open(path)
+    return Dataset.open(path, partial=True)
