@@ -48,6 +48,7 @@ from .edits import Recovered, SessionEdits, recovered_edits
 from .events import FAILED, UNREADABLE, Message, Outcome, ResultAdded, RoiChanged, SessionEvents, SlideRunAdded
 from .jobs import Job, StreamJob
 from .restore import Restored, restored_entries
+from .review import SessionReview
 from .roi_undo import RoiUndo
 from .running import Describe, describe_error
 from .runs import RunHistory
@@ -90,6 +91,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.recovery_dir: Path | None = None
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
         self.roi_moves = RoiUndo()
+        self.review = SessionReview(self)  # the review queue over the dataset (`core.session.review`)
         if backend is not None:
             backend.events.opened.connect(lambda *_args: self._all_changed())  # another model: answers change
 
