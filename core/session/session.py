@@ -64,6 +64,7 @@ from .events import (
 )
 from .jobs import Job, StreamJob
 from .restore import Restored, restored_entries
+from .review import SessionReview
 from .roi_undo import RoiUndo
 from .running import Describe, describe_error
 from .runs import RunHistory, RunRecord
@@ -108,6 +109,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
         self.roi_moves = RoiUndo()
         self._export_cancel: threading.Event | None = None  # the running export's (`start_export`)
+        self.review = SessionReview(self)  # the review queue over the dataset (`core.session.review`)
         if backend is not None:
             backend.events.opened.connect(lambda *_args: self._all_changed())  # another model: answers change
 
