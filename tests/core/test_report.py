@@ -79,7 +79,7 @@ def test_report_is_self_contained_and_its_summary_follows_eval(report):
     aggregates = document["summary"]["aggregates"]
     rows = [r for r in document["images"] if "foreground_dice" in r]
     for key, title in (("foreground_dice", "Dice (foreground)"), ("hd95", "HD95 (px)"), ("cldice", "clDice"),
-                       ("brier", "Brier score")):
+                       ("brier", "Brier score (per image)")):  # the images' mean, named apart from the pooled
         found = aggregates[key]
         values = [r[key] for r in rows if isinstance(r[key], float)]  # finite: not null (n/a), not "inf"
         interval = stats.bootstrap((np.array(values),), np.mean, n_resamples=9999, method="percentile", **{
@@ -93,6 +93,9 @@ def test_report_is_self_contained_and_its_summary_follows_eval(report):
     # e: no foreground anywhere (n/a); m: a truth-only defect (HD95 inf, worst case its ROI's diagonal 80)
     assert (aggregates["foreground_dice"]["na"], aggregates["hd95"]["infinite"]) == (1, 1)
     assert re.search(rf"HD95 \(px\) .* {aggregates['hd95']['worst_case']['mean']:.2f} / ", summary)
+    # The images' mean ECE (foreground) and the pooled one are named apart (two numbers, two names)
+    assert "ECE (foreground) (per image)" in summary and "ECE (pooled), foreground (truth or prediction)" in page
+    assert "not the mean of the images' values" in page
     assert aggregates["hd95"]["worst_case"]["mean"] > aggregates["hd95"]["mean"]
 
 
