@@ -14,6 +14,7 @@ from html import escape
 from ..metrics import catalogue
 from ..metrics.aggregate import CONFIDENCE, RESAMPLES, SEED
 from ..metrics.review import ERROR_COLORS, ERROR_NAMES
+from ..palette import class_color
 from ..quality.options import value_text
 from ..quality.spec import CALIBRATION_KEYS, COUNT_KEYS, MetricSpec
 from .collect import ReportData
@@ -149,10 +150,14 @@ def _provenance(provenance: Mapping[str, str], notes: list[str]) -> str:
     return _table(None, rows, numeric_from=99)
 
 
-def _legend() -> str:
-    return '<p class="muted">errors:' + "".join(
+def _legend(data: ReportData) -> str:
+    """What the thumbnails' colours mean: each class of the prediction and truth panels, each kind of error."""
+    classes = "".join(f'<span class="key" style="background: rgb{class_color(index)}"></span>'
+                      f"{escape(data.class_name(index))}" for index in range(1, data.num_classes))
+    return (f'<p class="muted">prediction and truth: {classes}; errors:' + "".join(
         f'<span class="key" style="background: rgb{rgb}"></span>{ERROR_NAMES[kind]}'
-        for kind, rgb in ERROR_COLORS.items()) + " (foreground, thin errors widened to one thumbnail pixel)</p>"
+        for kind, rgb in ERROR_COLORS.items()) + " (by class: a pixel predicted as another class is a miss, FN; "
+        "each thumbnail pixel shows what covers most of it, thin ones widened to one thumbnail pixel)</p>")
 
 
 def _worst(data: ReportData) -> str:
@@ -169,7 +174,7 @@ def _worst(data: ReportData) -> str:
                               for key in _keys(data) if entry.value(key) is not None)
         rows.append(f"<tr><td>{rank}. <b>{escape(entry.item.id)}</b><br><span class=\"muted\">ROI {entry.roi}</span>"
                     f"<br>{numbers}</td><td>{figures}</td></tr>")
-    return _legend() + f'<table class="worst">{"".join(rows)}</table>'
+    return _legend(data) + f'<table class="worst">{"".join(rows)}</table>'
 
 
 def _per_class(data: ReportData, summary: Mapping[str, object]) -> str:
