@@ -30,6 +30,7 @@ from ..metrics.document import StreamedDocument
 from ..metrics.scores import ImageMetrics
 from ..quality.options import summary_lines
 from ..roi import Roi
+from ..wording import plural
 from .cache import CacheReport
 from .output import note, status, warning
 
@@ -166,6 +167,9 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
         means: dict[str, object] = {**summary.means(), **unit.means()}
         if export is not None:
             export.finish(means)
+    if export is not None:  # published as the block ended
+        note(f"exported {', '.join(run.kinds)} for {plural(images, 'image')}, and metrics.csv and metrics.json, to "
+             f"{export.folder.out_dir}")
     return print_results(args, document, foreground, means, out, unit.usage, unit.check)
 
 
