@@ -24,8 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend_spec import open_backend, opening_notes, spec_from_args
-from .backends.base import Backend
+from .backend_spec import BackendSpec, opening_notes, spec_from_args
 from .cli import OptionValue, command_options
 from .cli.cache import apply_cache_options
 from .cli.options import refuse_remote_only_options
@@ -42,6 +41,7 @@ from .result import InferenceResult
 from .roi import Roi
 from .session.backend_state import BackendState
 from .session.events import Message
+from .session.inference import Inference
 from .session.jobs import Progress, run_backend_job, run_here
 from .session.session import Session
 from .stream.input import StreamInput
@@ -80,7 +80,7 @@ def open(dataset: str | os.PathLike[str], model: str | os.PathLike[str] | None =
     analysis.note(choice_note(opened.items, opened.truth_choice))
     run_here(analysis.session.open_dataset(opened))
     analysis.session.set_quality_spec(quality)
-    analysis.open_backend(open_backend(spec))
+    analysis.open_backend(spec)
     return analysis
 
 
@@ -92,7 +92,7 @@ class Analysis:
         self.session = session
         self.messages: list[Message] = []
         self._stream = stream
-        self._backend: Backend | None = None
+        self._inference = Inference()  # the open backend (this thread owns it)
         session.events.message.connect(self._said)
 
     def _said(self, message: Message) -> None:
@@ -104,25 +104,22 @@ class Analysis:
         if text:
             self._said(Message("info", text))
 
-    def open_backend(self, backend: Backend) -> None:
-        """Use the opened `backend` from now on (the one open before is closed): the truths are read by its model's
-        rule and checked."""
-        self.close()
-        self._backend = backend
-        for line in opening_notes(backend.capabilities):
+    def open_backend(self, spec: BackendSpec) -> None:
+        """Open `spec` (the one open before is closed), as the viewer opens its choice: the truths are read by its
+        model's rule and checked."""
+        capabilities = self._inference.open(spec)
+        for line in opening_notes(capabilities):
             self.note(line)
         state = self.session.backend
         assert state is not None  # made by `open`
-        state.opened(backend.capabilities)
+        state.opened(capabilities)
         check = self.session.truths_by_model()
         if check is not None:
             run_here(check)
 
     def close(self) -> None:
         """Close the backend (the session's results stay readable)."""
-        backend, self._backend = self._backend, None
-        if backend is not None:
-            backend.close()
+        self._inference.close()
         self.session.flush()
 
     def __enter__(self) -> Analysis:
@@ -175,12 +172,13 @@ class Analysis:
         """Run these images on their ROIs now; `progress(done, total)` after each (None: a tqdm bar when tqdm is
         installed). An image that fails is that image's error in `messages`; the others run."""
         ids = list(images)
-        if self._backend is None:
+        backend = self._inference.backend
+        if backend is None:
             raise SegScopeError("the backend is closed: open the dataset again")
         job = self.session.run(ids, stream=self._stream)
         bar = _tqdm_bar(len(ids)) if progress is None else None
         try:
-            run_backend_job(job, self._backend, progress or (bar.update if bar is not None else _nothing))
+            run_backend_job(job, backend, progress or (bar.update if bar is not None else _nothing))
         finally:
             if bar is not None:
                 bar.close()
