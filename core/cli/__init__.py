@@ -8,6 +8,8 @@
     segscope card MODEL.onnx --out DIR a runnable project (card, pipeline, ATC files) from an ONNX model
     segscope profile / drift           operator profile and roofline; msit compare triage
     segscope report --dataset DIR --out R.html  one self-contained HTML report
+    segscope review --dataset DIR      the disagreements of prediction and truth, likely label errors first;
+                                       --against B: two runs compared, with a parity gate (exit 3 when it fails)
     segscope cache info|clear          the decoded-input cache: where, how large; empty it
 
 Each subcommand is one module here with `register(subparsers)`, named once in `COMMANDS`; it sets its
@@ -15,7 +17,7 @@ Each subcommand is one module here with `register(subparsers)`, named once in `C
 imports what the command runs (its run module: `eval_driver`, `report_run`, `profile_run`; or the core module it
 drives), so building the parser, `--help` or a usage error never loads the commands' run code and libraries
 (tests/core/test_cli_startup.py). Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal
-error (a bug).
+error (a bug), 3 a failed check: a FAIL verdict of `compare`, `review --against`'s parity gate (`EXIT_FAIL`).
 """
 
 from __future__ import annotations
@@ -29,14 +31,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO, Union
 
-from ..errors import SegScopeError, describe
+from ..errors import Refusals, SegScopeError, describe
 from ..version import version_line
-from . import cache, card, check, compare, demo, drift, gui, output, profile, report
+from . import cache, card, check, compare, demo, drift, gui, output, profile, report, review
 from . import eval as evaluate
 
 EXIT_INTERNAL, EXIT_INPUT = 1, 2
 #: The subcommands in `segscope --help`'s order; `gui` first: the command without one runs it.
-COMMANDS = (gui, evaluate, report, demo, compare, card, check, profile, drift, cache)
+COMMANDS = (gui, evaluate, report, review, demo, compare, card, check, profile, drift, cache)
 
 
 class _Version(argparse._VersionAction):
@@ -57,7 +59,10 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="segscope", description="Inspect and correct U-Net segmentations "
-                                     "from MindX SDK streams (embedded, Ascend host, or remote over SSH).")
+                                     "from MindX SDK streams (embedded, Ascend host, or remote over SSH).",
+                     epilog=f"Exit codes: 0 ok, {EXIT_INPUT} bad usage or bad input (one line on stderr), "
+                            f"{EXIT_INTERNAL} internal error (a bug), {output.EXIT_FAIL} a failed check "
+                            "(compare's FAIL verdict, review --against's parity gate).")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors (anywhere on "
                                                              "the command line)")
     parser.add_argument("--version", action=_Version,
@@ -152,6 +157,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         output.LINES.drop()
         described = describe(exc)
         if not described.bug:
+            for line in exc.lines if isinstance(exc, Refusals) and len(exc.lines) > 1 else ():
+                print(f"segscope: error: {line}", file=sys.stderr)
             print(f"segscope: error: {described.line}", file=sys.stderr)
             return EXIT_INPUT
         print(f"segscope: internal error: {described.line} (a bug; rerun with --debug for details and report it)",

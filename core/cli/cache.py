@@ -52,7 +52,9 @@ class CacheReport:
         self.store = settings.decoded_store()
         self.since = self.store.mark() if self.store is not None else 0
 
-    def line(self) -> str | None:
+    def line(self, images: int | None = None) -> str | None:
+        """The line, or None without a cache; `images`: how many the run read, so images with the same content
+        (one entry, looked up by content) are said to be counted once."""
         if self.store is None:
             return None
         use = self.store.use(self.since)
@@ -62,8 +64,12 @@ class CacheReport:
         masks = f" and {use[TRUTH][0]} of {use[TRUTH][1]} truth masks" if TRUTH in use else ""
         checked = f" (and {use[OUTPUTS][0]} of {use[OUTPUTS][1]} fp32 check results)" if OUTPUTS in use else ""
         rest = "" if hits == total else "; the others were decoded and stored for the next run"
-        return (f"{hits} of {total} images{masks} came from the decoded-input cache ({self.store.folder}){checked}"
-                f"{rest}")
+        repeats = images - total if images is not None and images > total else 0
+        distinct = " distinct" if repeats else ""
+        same = (f"; the run read {images} images: {repeats} with the same content as another (one cache entry "
+                "for both)") if repeats else ""
+        return (f"{hits} of {total}{distinct} images{masks} came from the decoded-input cache ({self.store.folder})"
+                f"{checked}{rest}{same}")
 
 
 def _folder_size(folder: Path) -> tuple[int, int]:

@@ -151,14 +151,16 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
             export.refuse_existing(f.name for f in plan_run(run.kinds))
         backend = stack.enter_context(open_eval_backend(args))
         prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
+        images = 0
         for row, metrics in unit.evaluate(run, backend):
+            images += 1
             summary.add(metrics)
             foreground += row.get("foreground_dice") is not None
             if document is not None:
                 document.add(row)
             if export is not None:
                 export.add_row(row)
-        for said in (cached.line(), backend.cache_note()):
+        for said in (cached.line(images), backend.cache_note()):
             if said:
                 note(said)
         means: dict[str, object] = {**summary.means(), **unit.means()}

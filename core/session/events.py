@@ -5,6 +5,7 @@ the session (`core.session.views`); nothing pushes into a view from outside."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..dataset.dataset import Dataset, DatasetItem
 from ..editing.document import MaskDocument
@@ -76,6 +77,18 @@ class EditsRecovered:
 
 
 @dataclass(frozen=True)
+class SaveConflict:
+    """A save of `item_id`'s edits (`mode`) wrote nothing: another viewer or program changed `path` since the
+    mask was read (`text` says how). The edits stay unsaved: the user picks keep mine as a copy, take theirs or
+    overwrite (`Session.resolve_conflict`)."""
+
+    item_id: str
+    mode: str
+    path: Path
+    text: str
+
+
+@dataclass(frozen=True)
 class Scored:
     """An image's numbers are fresh: those of what answers for it against its truth (None: no mask)."""
 
@@ -139,6 +152,7 @@ class SessionEvents(SignalGroup):
     truth_changed = Signal(TruthChanged)
     mask_changed = Signal(MaskChanged)
     edits_recovered = Signal(EditsRecovered)
+    save_conflict = Signal(SaveConflict)
     scored = Signal(Scored)
     score_due = Signal(ScoreDue)
     item_changed = Signal(ItemChanged)

@@ -34,7 +34,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..dataset.dataset import Dataset, DatasetItem
-from ..dataset.preflight import check_truth, set_mask_rule
+from ..dataset.preflight import set_mask_rule, truth_refusal
 from ..editing.document import MaskDocument
 from ..errors import SegScopeError
 from ..events import Evented
@@ -155,19 +155,18 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         return self.check_truths() if self.read_truths_by_model() else None
 
     def check_truths(self) -> StreamJob[tuple[str, str]]:
-        """The job that checks every truth by the dataset's rule as `eval` does before a run: each refused mask is
-        one error line naming its file and values, and its image's row says so (never scored as an empty truth)."""
+        """The job that checks every truth as `eval` does before a run (`truth_refusal`: its size, its values by the
+        dataset's rule): each refused mask is one error line naming its file and what is wrong, and its image's row
+        says so (never scored as an empty truth)."""
         dataset = self._dataset()
         rule = dataset.mask_rule
 
         def work() -> Iterator[tuple[str, str]]:
             for item in dataset.items:  # (finding each truth looks at the folder: here, not in the caller's thread)
                 truth = dataset.truth(item)
-                try:
-                    if truth is not None:
-                        check_truth(dataset, truth)
-                except SegScopeError as exc:
-                    yield item.id, str(exc)
+                refused = truth_refusal(dataset, item, truth) if truth is not None else None
+                if refused is not None:
+                    yield item.id, refused
 
         def each(refused: tuple[str, str]) -> None:
             if self.dataset is dataset and dataset.mask_rule is rule:  # (not a refusal by a rule since replaced)

@@ -252,7 +252,7 @@ def test_compare_prints_every_metric(tmp_path, capsys):
     np.save(tmp_path / "a.npy", np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
     np.save(tmp_path / "b.npy", np.array([[1.0, 2.0], [3.0, 5.0]], np.float32))
     code, out = run_cli("compare", tmp_path / "a.npy", tmp_path / "b.npy")
-    assert code == 0 and capsys.readouterr().err == ""
+    assert code == compare_cli.EXIT_FAIL == 3 and capsys.readouterr().err == ""  # FAIL: not 0, apart from 2
     values = {}
     *metric_lines, verdict = out.splitlines()
     for line in metric_lines:
@@ -271,8 +271,27 @@ def test_compare_prints_every_metric(tmp_path, capsys):
     assert values["kl_divergence"] > 0
     code, out = run_cli("compare", tmp_path / "a.npy", tmp_path / "b.npy", "--json")
     document = json.loads(out)
-    assert code == 0 and list(document) == [*COMPARE_KEYS, "verdict"] and document["verdict"] == verdict
+    assert code == 3 and list(document) == [*COMPARE_KEYS, "verdict"] and document["verdict"] == verdict
     assert json.loads(out)["kl_divergence"] == pytest.approx(values["kl_divergence"], rel=1e-8)
+
+
+def test_compare_exit_code_says_pass_or_fail_and_help_documents_it(tmp_path, capsys):
+    reference = np.array([[0.1, 0.9], [0.8, 0.2]], np.float32)
+    np.save(tmp_path / "a.npy", reference)
+    np.save(tmp_path / "same.npy", reference)
+    np.save(tmp_path / "far.npy", reference[::-1])  # cosine 0.1*0.8+0.9*0.2+... well below 0.99
+    for extra in ((), ("--json",)):
+        code, out = run_cli("compare", tmp_path / "a.npy", tmp_path / "same.npy", *extra)
+        assert code == 0 and "PASS" in out
+        code, out = run_cli("compare", tmp_path / "a.npy", tmp_path / "far.npy", *extra)
+        assert code == 3 and "FAIL: cosine" in out and capsys.readouterr().err == ""
+    # a lenient threshold passes what the default fails: the code follows the verdict, not the data
+    assert run_cli("compare", tmp_path / "a.npy", tmp_path / "far.npy", "--cosine", "0", "--rel-euclidean", "10",
+                   "--kl", "100")[0] == 0
+    for argv, documented in ((["compare", "--help"], "0 PASS, 3 FAIL"), (["--help"], "3 a failed check (compare's FAIL verdict")):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        assert documented in " ".join(capsys.readouterr().out.split())
 
 
 def test_compare_errors(tmp_path, capsys):
