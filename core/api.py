@@ -77,7 +77,7 @@ def open(dataset: str | os.PathLike[str], model: str | os.PathLike[str] | None =
     stream = StreamInput.of(spec.pipeline)
     opened = Dataset.open(args.dataset, max_pixels=args.max_pixels, truth=args.truth)
     analysis = Analysis(Session(persist=persist, backend=BackendState(spec)), stream)
-    analysis.note(choice_note(opened.items, opened.truth_choice))
+    analysis._note(choice_note(opened.items, opened.truth_choice))
     run_here(analysis.session.open_dataset(opened))
     analysis.session.set_quality_spec(quality)
     analysis.open_backend(spec)
@@ -99,7 +99,7 @@ class Analysis:
         self.messages.append(message)
         LOG.log({"error": logging.ERROR, "warning": logging.WARNING}.get(message.level, logging.INFO), message.text)
 
-    def note(self, text: str | None) -> None:
+    def _note(self, text: str | None) -> None:
         """Say `text` as the session's messages are said (nothing for None or "")."""
         if text:
             self._said(Message("info", text))
@@ -109,7 +109,7 @@ class Analysis:
         model's rule and checked."""
         capabilities = self._inference.open(spec)
         for line in opening_notes(capabilities):
-            self.note(line)
+            self._note(line)
         state = self.session.backend
         assert state is not None  # made by `open`
         state.opened(capabilities)
@@ -132,7 +132,9 @@ class Analysis:
     # ------------------------------------------------------------------------------------------ images
     @property
     def dataset(self) -> Dataset:
-        return self.session._dataset()
+        dataset = self.session.dataset
+        assert dataset is not None  # opened by `open`
+        return dataset
 
     @property
     def images(self) -> list[str]:
@@ -214,7 +216,7 @@ class Analysis:
         work = self.session.start_export(choices)
         try:
             for step in work():
-                self.note(" ".join(step.notes))
+                self._note(" ".join(step.notes))
                 written = step.written or written
         finally:
             self.session.export_ended()
@@ -253,15 +255,23 @@ class Analysis:
         document.accept_prediction(result, threshold)
 
     def undo_edit(self) -> None:
+        """Undo the last mask edit."""
         if self.session.document is not None:
             self.session.document.undo()
 
     def save_mask(self, mode: SaveMode = "corrected") -> None:
         """Save the edits: "corrected" writes mask_corrected.png beside the mask (the truth from then on, as in
-        the viewer and eval), "replace" replaces the mask (its original kept as a backup)."""
+        the viewer and eval), "replace" replaces the mask (its original kept as a backup). SegScopeError: nothing
+        to save, the file could not be written, or another writer changed it since it was read (the edits stay,
+        unsaved)."""
+        said = len(self.messages)
         run_here(self.session.save_job(mode))
+        problem = next((m.text for m in self.messages[said:] if m.level != "info"), None)  # (failed, or a conflict)
+        if problem is not None:
+            raise SegScopeError(problem)
 
     def discard_edits(self) -> None:
+        """Forget the unsaved edits: the mask on disk is the truth again."""
         self.session.discard()
 
 
