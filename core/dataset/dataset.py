@@ -19,6 +19,7 @@ import os
 import re
 import time
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +179,22 @@ def _natural_key(text: str) -> list[object]:
     return [int(part) if part.isdecimal() else part.lower() for part in _DIGITS.split(text)]
 
 
+def natural_order(names: Iterable[str]) -> list[str]:
+    """`names` (distinct) in natural order: `2` before `10`, case ignored, equal keys in the order given. For ASCII
+    names each key is one string that sorts as `_natural_key`'s parts do (each text part ended by NUL, which is
+    below any character of a name; each digit run zero-padded to the longest run): the sort runs in C holding
+    the GIL, and comparing 100,000 keys of mixed parts held it (so the window, while a worker lists) ~0.4 s;
+    strings take a tenth of that."""
+    names = list(names)
+    if not all(name.isascii() for name in names):
+        return sorted(names, key=_natural_key)
+    split = [_DIGITS.split(name.lower()) for name in names]
+    width = max((len(part) for parts in split for part in parts[1::2]), default=0)
+    keys = {name: "".join(part.zfill(width) if n % 2 else part + "\0" for n, part in enumerate(parts))
+            for name, parts in zip(names, split)}
+    return sorted(names, key=keys.__getitem__)
+
+
 def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
     """The dataset's images in natural order (`2` before `10`): `root` and each folder in it listed once
     (`_Listing`), no image or mask read. A folder that cannot be read raises its OSError, or (`partial`) is an
@@ -186,7 +203,7 @@ def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
     assert listing.entries is not None
     entries = listing.entries.items()  # in the order the folder lists them (of equal keys, the first first)
     items = []
-    for sub in sorted((name for name, kind in entries if kind & _Listing.DIR), key=_natural_key):
+    for sub in natural_order(name for name, kind in entries if kind & _Listing.DIR):
         inside = _Listing.or_asked(root / sub)
         try:
             image, mask = inside.first("image"), inside.first("mask")
@@ -200,7 +217,7 @@ def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
             items.append(DatasetItem(sub, image, mask))
     flat = [name for name, kind in entries if kind & _Listing.FILE and stem_suffix(name)[1].lower() in IMAGE_SUFFIXES
             and not _is_mask_file(name) and not _is_export(listing, name)]
-    for name in sorted(flat, key=_natural_key):
+    for name in natural_order(flat):
         stem = stem_suffix(name)[0]
         mask = listing.first(stem + MASK_SUFFIX)
         items.append(DatasetItem(stem, root / name, None if mask is None or _is_export(listing, mask.name) else mask))

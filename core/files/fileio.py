@@ -325,24 +325,31 @@ def write_temp(path: Path, data: bytes | Callable[[BinaryIO], object]) -> Path:
                 continue
     except OSError as exc:
         raise SegScopeError(f"{path}: cannot write here ({exc.strerror}); choose another folder") from None
+    with removed_on_failure(tmp, path), os.fdopen(fd, "wb") as f:
+        mode = _new_file_mode(path)
+        if mode is not None and hasattr(os, "fchmod"):
+            os.fchmod(f.fileno(), mode)
+        if isinstance(data, bytes):
+            f.write(data)
+        else:
+            data(f)
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp
+
+
+@contextlib.contextmanager
+def removed_on_failure(tmp: Path, path: Path) -> Iterator[None]:
+    """Delete the temporary file `tmp` (on its way to `path`) when the block fails; a failed write is one line
+    naming `path`."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            mode = _new_file_mode(path)
-            if mode is not None and hasattr(os, "fchmod"):
-                os.fchmod(f.fileno(), mode)
-            if isinstance(data, bytes):
-                f.write(data)
-            else:
-                data(f)
-            f.flush()
-            os.fsync(f.fileno())
+        yield
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise SegScopeError(f"{path}: write failed ({exc.strerror}); nothing was changed") from None
+        raise SegScopeError(f"{path}: write failed ({exc.strerror or exc}); nothing was changed") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return tmp
 
 
 def publish(tmp: Path, path: Path, overwrite: bool = False) -> Path:

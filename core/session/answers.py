@@ -167,9 +167,9 @@ class SessionResults:
 
     def answered_ids(self, dataset: Dataset | None) -> list[str]:
         """Images something answers for (a run or a whole-slide run), in dataset order."""
-        if dataset is None:
-            return []
         ran = self.history.image_ids()
+        if dataset is None or not (ran or self.slide_runs):  # (a dataset opened before any run: no walk)
+            return []
         return [item.id for item in dataset.items if item.id in ran or item.id in self.slide_runs]
 
     @property

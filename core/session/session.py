@@ -46,6 +46,7 @@ from ..metrics import catalogue
 from ..metrics.catalogue import Metric
 from ..quality.spec import MetricSpec
 from ..roi import Roi
+from ..wholeslide.plan import OutputPlan, SlideRun, gigabytes, output_plan
 from ..wording import plural
 from .answers import SessionResults
 from .backend_state import BackendState
@@ -64,6 +65,7 @@ from .events import (
 )
 from .jobs import Job, StreamJob
 from .restore import Restored, restored_entries
+from .review import SessionReview
 from .roi_undo import RoiUndo
 from .running import Describe, describe_error
 from .runs import RunHistory, RunRecord
@@ -108,6 +110,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
         self.roi_moves = RoiUndo()
         self._export_cancel: threading.Event | None = None  # the running export's (`start_export`)
+        self.review = SessionReview(self)  # the review queue over the dataset (`core.session.review`)
         if backend is not None:
             backend.events.opened.connect(lambda *_args: self._all_changed())  # another model: answers change
 
@@ -382,6 +385,32 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     def result_ids(self) -> list[str]:
         """Images with a result to show or export (a run's, or a whole-slide run's part), in dataset order."""
         return [item_id for item_id in self.answered_ids(self.dataset) if self.result(item_id) is not None]
+
+    # ------------------------------------------------------------------------------------------ whole slide
+    def slide_run(self, size: tuple[int, int]) -> SlideRun | None:
+        """A whole-slide run, with the open model, of a slide of `size` (None: no dataset or no model open)."""
+        dataset, capabilities = self.dataset, self.capabilities
+        if dataset is None or capabilities is None:
+            return None
+        return SlideRun.of(size, dataset.default_roi, capabilities)
+
+    def whole_slide_plan(self, size: tuple[int, int], chosen: float = 0.0) -> OutputPlan:
+        """How the current image's slide of `size` runs whole (`output_plan`: at `chosen`, 0 automatic); the plan
+        and tile count `run_whole_slide` takes. SegScopeError (one line): no model, or `chosen` over the bound."""
+        run = self.slide_run(size)
+        if run is None or self.current is None:
+            raise SegScopeError("Select an image and open a backend first")
+        return output_plan(run, chosen)
+
+    def unkept(self, run: SlideRun, scale: float) -> str:
+        """Why `run`'s result at output `scale` will not be restored when the dataset is reopened (larger than the
+        session's store keeps on disk), or "" when it will be (or nothing is stored)."""
+        store = self.store
+        size = run.stored_bytes(scale)
+        if store is None or store.keeps(size):
+            return ""
+        return (f"its result ({gigabytes(size)}) is more than the {gigabytes(store.max_bytes)} this dataset keeps "
+                "on disk: it is kept until the dataset is closed, and not restored when it is reopened")
 
     # ------------------------------------------------------------------------------------------- export
     def start_export(self, choices: ExportChoices) -> Callable[[], Iterator[ExportProgress]]:

@@ -169,6 +169,8 @@ class MainWindow(QMainWindow):
         for note in (self.commands.note, self.whole_slide.note, self.editing.note, self.controller.note):
             note.connect(bar.showMessage)
         self.roi_control.note.connect(lambda text: bar.showMessage(text, 3000))
+        self.commands.preparing.connect(self.slide.set_loading)  # the empty views say what is coming
+        self.commands.preparing.connect(self.panels.set_busy)
         self.exporter.note.connect(lambda text: bar.showMessage(text, 5000))
         self.jobs.failed.connect(lambda _key, text, details: messages.add("error", text, details))
         messages.added.connect(self._on_message)
