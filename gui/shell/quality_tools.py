@@ -19,7 +19,6 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QInputDialog, QWidget
 
 from ...core.errors import SegScopeError
-from ...core.quality.calibration import Reliability
 from ...core.quality.spec import MetricSpec
 from ...core.session.session import Session
 from ...core.session.views import headline
@@ -116,11 +115,7 @@ class QualityTools(QObject):
                 rows, note = defect_rows(quality, result.roi, session.class_names), view.note if view else ""
             self.defects.show_defects(rows, note)
         if dock_seen(self.reliability_dock):
-            pooled, images = Reliability.empty(), 0
-            for item_id in session.result_ids:
-                known = session.known_metrics(item_id)
-                if known is not None and known.quality is not None and known.quality.reliability is not None:
-                    pooled, images = pooled + known.quality.reliability, images + 1
+            pooled, images = session.running.reliability()  # kept as images are scored: no walk
             self.reliability.show_reliability(quality.reliability if quality is not None else None, pooled, images)
 
     def step(self, offset: int) -> None:
