@@ -31,6 +31,7 @@ from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.truth import corrected_mask_path
 from segscope.core.editing.document import mask_source
 from segscope.core.editing.files import write_recovery
+from segscope.core.export.job import ExportChoices
 from segscope.core.metrics.review import ERROR_NAMES, error_codes
 from segscope.core.metrics.scores import argmax_at_roi
 from segscope.core.quality.spec import MetricSpec
@@ -396,6 +397,34 @@ class SessionMachine(RuleBasedStateMachine):
         run_here(self.session.open_dataset(Dataset.open(self.root)))
         self._truths_by_model()
         self._select("b")
+
+    @precondition(lambda self: bool(self.session.result_ids))
+    @rule()
+    def export(self) -> None:
+        """File > Export of every result, the viewer's command (`start_export`): its metric table holds each
+        image's numbers against the truth this test expects (unsaved edits included), and nothing else runs."""
+        session = self.session
+        ids = tuple(session.result_ids)
+        out = Path(self._folder.name) / "exports" / str(len(list(Path(self._folder.name).glob("exports/*"))))
+        work = session.start_export(ExportChoices((), True, out, "all", ids, False))  # (the metric tables only)
+        assert session.exporting
+        try:
+            *_, last = work()
+        finally:
+            assert not session.export_ended() and not session.exporting
+        assert sorted(p.name for p in last.written) == ["metrics.csv", "metrics.json"]
+        rows = {row["id"]: row for row in json.loads((out / "metrics.json").read_text(encoding="utf-8"))["images"]}
+        assert sorted(rows) == sorted(ids)
+        for item_id in ids:
+            answer, truth = session.answer(item_id), self.truth[item_id]
+            if truth is None:
+                assert rows[item_id].get("foreground_dice") is None, item_id
+                continue
+            ref = reference(answer.result, truth)
+            got = [math.nan if rows[item_id][k] is None else rows[item_id][k]
+                   for k in ("soft_dice", "foreground_dice", "foreground_iou", "precision", "recall")]
+            assert all(map(same, got, (ref.soft_dice, ref.dice, ref.iou, ref.precision, ref.recall))), (item_id, got)
+            assert tuple(rows[item_id][k] for k in ("defect_tp", "defect_fp", "defect_fn")) == ref.defects
 
     @rule()
     def settle(self) -> None:
