@@ -226,9 +226,10 @@ class MaskDocument:
         return self._edit(result, lambda e: e.accept_prediction(labels, result.roi))
 
     def review_decision(self, result: InferenceResult, entry: ReviewEntry, decision: str,
-                        min_area: int = 1) -> Roi | None:
+                        min_area: int = 1) -> tuple[Roi, np.ndarray] | None:
         """A review queue's decision on `entry` (`core.review.decisions`: accept, remove, keep) as one undoable
-        edit of the pixels it changes (the rest of the mask keeps its values)."""
+        edit of the pixels it changes (the rest of the mask keeps its values). Returns the box it changed and the
+        mask's values there before (`put_back` restores them), or None: nothing changed."""
         editor = self.ensure_editor(result.num_classes)
         roi = result.roi
         piece = editor.mask[roi.y0 : roi.y1, roi.x0 : roi.x1]
@@ -238,9 +239,16 @@ class MaskDocument:
         if box is None:
             return None
         local = (slice(box.y0 - roi.y0, box.y1 - roi.y0), slice(box.x0 - roi.x0, box.x1 - roi.x0))
-        values = piece[local].copy()
+        old = piece[local].copy()
+        values = old.copy()
         changed = labels[local] != before[local]
         values[changed] = editor.labels_to_values(labels[local])[changed]
+        self._edit(result, lambda e: e.replace(values, box))
+        return box, old
+
+    def put_back(self, result: InferenceResult, box: Roi, values: np.ndarray) -> Roi | None:
+        """Put mask `values` back into `box` (a decision's `review_decision` returned them) as one edit, whatever
+        was done since (a save, another image in between)."""
         return self._edit(result, lambda e: e.replace(values, box))
 
     def undo(self) -> Roi | None:
