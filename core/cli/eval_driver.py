@@ -169,7 +169,6 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
         if export is not None and table is not None:
             table.finish(means)
             export.write_coco()
-            export.write_review_log(kinds)
     return print_results(args, document, foreground, means, out, unit.usage, unit.check)
 
 

@@ -40,16 +40,15 @@ from ..dataset.masks import BINARY_FOREGROUND
 from ..editing.annotation import prediction_labels, probability_at_roi
 from ..errors import SegScopeError
 from ..files.atomic_folder import Content, StagedFolder, copy_of
-from ..files.fileio import encode_image, read_bytes, read_json, sha256_file
+from ..files.fileio import encode_image, read_json, sha256_file
 from ..interchange.coco import CocoDocument
 from ..interchange.geojson import mask_geojson
 from ..metrics.catalogue import Metric, catalogue_document, csv_row
 from ..metrics.document import StreamedDocument
 from ..palette import HEATMAP_COLORMAP
 from ..result import InferenceResult
-from ..review.log import LOG_NAME
 from ..roi import Roi
-from .names import DEFAULT_KINDS, MASK_FORMATS, METRICS_FILES, PROVENANCE_NAME, REVIEW_LOG, exported_item
+from .names import DEFAULT_KINDS, MASK_FORMATS, METRICS_FILES, PROVENANCE_NAME, exported_item
 from .plan import PlannedFile, corrected_plan, roi_plan
 from .provenance import Source, provenance, segscope_version
 
@@ -262,14 +261,6 @@ class ExportFolder:
             return []
         return self._write([(PlannedFile(name, "coco", "JSON"), data)
                             for name, data in self.coco.files(segscope_version()).items()])
-
-    def write_review_log(self, kinds: Iterable[str]) -> list[Path]:
-        """With kind "corrected": the dataset's review log (`core.review.log`, the decisions behind its corrections)
-        copied as it is (nothing when it has none)."""
-        log = self.dataset_root / LOG_NAME if self.dataset_root is not None else None
-        if "corrected" not in kinds or log is None or not log.is_file():
-            return []
-        return self._write([(PlannedFile(REVIEW_LOG, "corrected", "JSON lines"), read_bytes(log, "review log"))])
 
     def metrics_table(self) -> MetricsTable:
         """The metric tables of this export, made row by row (`MetricsTable`)."""

@@ -25,11 +25,10 @@ from ..errors import CancelledError, SegScopeError
 from ..evaluate import DatasetSummary, truth_at_result
 from ..metrics.catalogue import Metric
 from ..result import InferenceResult
-from ..review.log import LOG_NAME
 from ..wholeslide.evaluate import TiledEvaluation
 from ..wholeslide.export import TILED_KINDS, export_stitched, stitched_plan, tiled_row
 from .files import ExportFolder, described_files
-from .names import COCO_EVALUATION, EXPORT_KINDS, METRICS_FILES, PROVENANCE_NAME, REVIEW_LOG, RUN_KINDS
+from .names import COCO_EVALUATION, EXPORT_KINDS, METRICS_FILES, PROVENANCE_NAME, RUN_KINDS
 from .plan import TITLES, Estimate, PlannedFile, check_kinds, corrected_plan, roi_plan, summary
 from .provenance import Source, source_for
 
@@ -171,8 +170,6 @@ class Exportable:
         run = [PlannedFile(RUN_KINDS[k], k, "JSON") for k in RUN_KINDS if k in kinds and choices.item_ids]
         if "coco" in kinds and any(self._truths[i][0].exists for i in items if i in self._truths):
             run += [PlannedFile(name, "coco", "JSON") for name in COCO_EVALUATION]  # the truth and the scored images
-        if "corrected" in kinds and self.root is not None and (self.root / LOG_NAME).is_file():
-            run.append(PlannedFile(REVIEW_LOG, "corrected", "JSON lines"))  # the decisions behind the corrections
         run += [PlannedFile(name, "metrics", name.rsplit(".", 1)[-1].upper()) for name in METRICS_FILES
                 if choices.metrics]
         return ExportPlan(choices, {i: files for i, files in items.items() if files}, run)
@@ -219,7 +216,6 @@ class Exportable:
                     yield Progress(done + 1, len(todo))
                 check_cancel(len(todo), len(todo))
                 folder.write_coco()
-                folder.write_review_log(kinds)
                 if choices.metrics:
                     rows, means = table()
                     folder.write_metrics(rows, means, ranking)

@@ -23,7 +23,7 @@ from ..errors import SegScopeError
 from ..files.fileio import image_size
 from ..result import InferenceResult
 from ..slides.base import pyramid_sizes
-from .names import COCO_EVALUATION, EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, PROVENANCE_NAME, REVIEW_LOG, RUN_KINDS
+from .names import COCO_EVALUATION, EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, PROVENANCE_NAME, RUN_KINDS
 
 #: The viewer asks before writing an export estimated at this many bytes or more (1 GB).
 CONFIRM_BYTES = 1_000_000_000
@@ -176,11 +176,9 @@ def planned_files(item_id: str, kinds: Iterable[str], mask_formats: Iterable[str
 
 def run_files(kinds: Iterable[str]) -> list[str]:
     """The names an export of `kinds` may write once for the run, besides the metric tables (COCO's evaluation
-    pair only where images have a truth, the review log only where the dataset has one)."""
+    pair only where images have a truth)."""
     kinds = list(kinds)
-    coco = list(COCO_EVALUATION) if "coco" in kinds else []
-    return [RUN_KINDS[kind] for kind in RUN_KINDS if kind in kinds] + coco + ([REVIEW_LOG] if "corrected" in kinds
-                                                                               else [])
+    return [RUN_KINDS[kind] for kind in RUN_KINDS if kind in kinds] + (list(COCO_EVALUATION) if "coco" in kinds else [])
 
 
 # ------------------------------------------------------------------------------------------ ROI runs
