@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 #: Characters of one unbroken run (a value, a path) kept in a message; longer runs are cut in the middle.
@@ -67,6 +67,16 @@ class InputError(SegScopeError):
 
     def __reduce__(self) -> tuple[object, ...]:  # pickled by Dask between a worker and the client
         return type(self), (self.source, self.problem, self.position)
+
+
+class Refusals(SegScopeError):
+    """Several inputs refused at once (`lines`: one line each, in order), so one run names them all; its message is
+    the one line when there is one, else a count of them. The CLI prints each line, then the message."""
+
+    def __init__(self, lines: Sequence[str], what: str):
+        self.lines = tuple(lines)
+        super().__init__(self.lines[0] if len(self.lines) == 1 else
+                         f"{len(self.lines):,} {what} are refused (each named above): fix them and run again")
 
 
 class BackendError(SegScopeError):

@@ -103,7 +103,9 @@ class AccuracyCheck:
         self.backend = backend if isinstance(backend, PrecisionBackend) else None
         self.fast: list[float] = []
         self.fp32: list[float] = []
-        self.checked = 0
+        self.checked = 0  # images run both ways
+        self.without_mask = 0  # of those, without a truth mask: not compared
+        self.without_foreground = 0  # with a mask but no foreground in it or in either prediction: not compared
 
     def add(self, evaluation: ImageEvaluation) -> None:
         """Called for every evaluation of the run, in order."""
@@ -112,12 +114,14 @@ class AccuracyCheck:
             return
         self.checked += 1
         if evaluation.metrics is None or evaluation.truth_labels is None:
+            self.without_mask += 1
             return
         # fp32 scored against the very truth the fast result was (its labels, not the mask read again)
         fp32_dice = float(hard_metrics(argmax_at_roi(reference), evaluation.truth_labels,  # type: ignore[arg-type]
                                        reference.num_classes)["foreground_dice"])
         fast_dice = evaluation.metrics.foreground_dice
         if math.isnan(fast_dice) and math.isnan(fp32_dice):
+            self.without_foreground += 1
             return  # no foreground either way: nothing to compare
         # n/a on one side only: that side agrees with a truth without foreground, where the other found some
         self.fast.append(1.0 if math.isnan(fast_dice) else fast_dice)
@@ -132,7 +136,8 @@ class AccuracyCheck:
         change = fast - fp32 if fast is not None and fp32 is not None else None
         return {"precision": self.backend.precision, "runs_on": self.backend.runs_on,
                 "foreground_dice": fast, "fp32_foreground_dice": fp32, "change": change,
-                "images": images, "checked": self.checked, "bound": DICE_BOUND,
+                "images": images, "checked": self.checked, "without_foreground": self.without_foreground,
+                "without_mask": self.without_mask, "bound": DICE_BOUND,
                 "within_bound": None if change is None else abs(change) <= DICE_BOUND}
 
     def lines(self) -> tuple[str, str | None]:
@@ -143,9 +148,14 @@ class AccuracyCheck:
         if summary["change"] is None:
             return (f"{name}: its foreground Dice change vs fp32 is unknown: none of the {self.checked} images "
                     f"run in fp32 too has a mask ({self.backend.runs_on})", None)
+        left_out = "; ".join(part for part in (
+            f"{self.without_foreground} without foreground in its mask and either prediction"
+            if self.without_foreground else "",
+            f"{self.without_mask} without a mask" if self.without_mask else "") if part)
         line = (f"{name}: foreground Dice {summary['foreground_dice']:.6f} vs fp32 "
-                f"{summary['fp32_foreground_dice']:.6f} ({summary['change']:+.6f}) on {summary['images']} images "
-                f"run both ways ({self.backend.runs_on})")
+                f"{summary['fp32_foreground_dice']:.6f} ({summary['change']:+.6f}) compared on {summary['images']} "
+                f"of the {self.checked} images run both ways ({self.backend.runs_on})"
+                + (f"; not compared: {left_out}" if left_out else ""))
         warning = None if summary["within_bound"] else (
             f"{name} changed the foreground Dice by {summary['change']:+.4f} vs fp32, more than {DICE_BOUND}: "
             "check its results or run with --precision fp32")

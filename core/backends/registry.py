@@ -63,6 +63,7 @@ class BackendKind:
         if not self.module:
             return _open_auto(pipeline, max_pixels, sdk_home)
         self._refuse_card(pipeline)
+        self._refuse_missing_api(sdk_home)
         return self._module().open_here(pipeline, max_pixels, sdk_home), self.note
 
     def open_on_devices(self, pipeline: Path, devices: Sequence[int], max_pixels: int = DEFAULT_MAX_PIXELS,
@@ -74,10 +75,17 @@ class BackendKind:
             return (found[0] if found else BACKENDS["embedded"]).open_on_devices(pipeline, devices, max_pixels,
                                                                                   sdk_home)
         self._refuse_card(pipeline)
+        self._refuse_missing_api(sdk_home)
         opener = getattr(self._module(), "open_on_devices", None)
         if opener is None:
             raise SegScopeError(f"--devices: --backend {self.name} runs one stream; drop --devices")
         return opener(pipeline, devices, max_pixels, sdk_home)
+
+    def _refuse_missing_api(self, sdk_home: Path | None) -> None:
+        """Asked for by name on a machine without its API: that is said first (an absent .om is the lesser news)."""
+        why = self.problem(sdk_home)
+        if why:
+            raise ApiUnavailable(why)
 
     def _refuse_card(self, pipeline: Path) -> None:
         if not self.runs_cards and card_source(pipeline) is not None:

@@ -52,7 +52,9 @@ class CacheReport:
         self.store = settings.decoded_store()
         self.since = self.store.mark() if self.store is not None else 0
 
-    def line(self) -> str | None:
+    def line(self, images: int | None = None) -> str | None:
+        """The line, or None without a cache; `images`: how many the run read, so images with the same content
+        (one entry, looked up by content) are said to be counted once."""
         if self.store is None:
             return None
         use = self.store.use(self.since)
@@ -62,8 +64,12 @@ class CacheReport:
         masks = f" and {use[TRUTH][0]} of {use[TRUTH][1]} truth masks" if TRUTH in use else ""
         checked = f" (and {use[OUTPUTS][0]} of {use[OUTPUTS][1]} fp32 check results)" if OUTPUTS in use else ""
         rest = "" if hits == total else "; the others were decoded and stored for the next run"
-        return (f"{hits} of {total} images{masks} came from the decoded-input cache ({self.store.folder}){checked}"
-                f"{rest}")
+        repeats = images - total if images is not None and images > total else 0
+        distinct = " distinct" if repeats else ""
+        same = (f"; the run read {images} images: {repeats} with the same content as another (one cache entry "
+                "for both)") if repeats else ""
+        return (f"{hits} of {total}{distinct} images{masks} came from the decoded-input cache ({self.store.folder})"
+                f"{checked}{rest}{same}")
 
 
 def _folder_size(folder: Path) -> tuple[int, int]:
@@ -72,8 +78,17 @@ def _folder_size(folder: Path) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
+#: `segscope cache`'s actions and what each does.
+ACTIONS = {"info": "where the cache is, its entries and size against the cap, kept models",
+           "clear": "remove the decoded inputs and the models kept there"}
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from ..cache.store import UNUSABLE, EntryStore
+
+    if args.action is None:
+        raise SegScopeError("segscope cache needs an action: " + "; ".join(
+            f"`segscope cache {name}`: {what}" for name, what in ACTIONS.items()))
 
     settings.configure(args.cache_dir)
     folder = settings.current().folder
@@ -123,7 +138,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("cache", help="the decoded-input cache: where it is, its size; clear it")
-    parser.add_argument("action", choices=("info", "clear"), help="info: where and how large; clear: empty it")
+    parser.add_argument("action", choices=tuple(ACTIONS), nargs="?", default=None,
+                        help="; ".join(f"{name}: {what}" for name, what in ACTIONS.items()))
     parser.add_argument("--json", action="store_true", help="info as one JSON document")
     _add_folder_option(parser)
     parser.set_defaults(handler=run)

@@ -2,7 +2,8 @@
 
 The reference comes first (an ONNX or CPU output), the candidate second (the Ascend output). A tensor with
 NaN or infinite values is never a PASS: the verdict names how many each holds, and the metrics are computed
-without NumPy's RuntimeWarnings.
+without NumPy's RuntimeWarnings. A FAIL exits with `EXIT_FAIL` (3), apart from bad input (2) and bugs (1), so a
+script or CI can stop on it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..files.fileio import read_bytes
 from ..metrics.numbers import json_safe
 from ..metrics.scores import compare_tensors
 from .drift import add_threshold_options, thresholds_from
+from .output import EXIT_FAIL
 
 
 def load_npy(path: Path) -> np.ndarray:
@@ -73,11 +75,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         for key, value in result.items():
             print(f"{key:<{width}}  {value:.9g}", file=out)
         print(verdict, file=out)
-    return 0
+    return EXIT_FAIL if verdict.startswith("FAIL") else 0
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    cmp = commands.add_parser("compare", help="compare two tensors (.npy): cosine, errors, KL, std")
+    cmp = commands.add_parser(
+        "compare", help="compare two tensors (.npy): cosine, errors, KL, std; exit 3 on FAIL",
+        description="Compare a candidate tensor (e.g. the Ascend output) with a reference (e.g. ONNX on the CPU): "
+                    "cosine similarity, errors, KL divergence, std, then a PASS or FAIL line.",
+        epilog=f"Exit codes: 0 PASS, {EXIT_FAIL} FAIL (past a threshold, or NaN/infinite values in a tensor), 2 bad "
+               "usage or bad input, 1 internal error.")
     cmp.add_argument("reference", type=Path)
     cmp.add_argument("candidate", type=Path)
     cmp.add_argument("--json", action="store_true")

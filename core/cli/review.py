@@ -11,9 +11,10 @@ from typing import TextIO
 
 from ..backends.registry import BACKEND_KINDS
 from ..quality.defects import MATCH_IOU
-from ..review import AREA_HALF, DEFAULT_LIMIT, EXIT_GATE_FAILED, MIN_BOUNDARY_AREA, MIN_DICE
+from ..review import AREA_HALF, DEFAULT_LIMIT, MIN_BOUNDARY_AREA, MIN_DICE
 from .cache import add_cache_options
 from .options import add_backend_options, add_truth_option, checked
+from .output import EXIT_FAIL
 
 _top = checked(int, lambda v: v >= 0, "0 (every entry) or a positive number of entries")
 _pixels = checked(int, lambda v: v >= 1, "a whole number of pixels, at least 1")
@@ -36,7 +37,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     f"(area + {AREA_HALF}): confident disagreements (likely label errors) and large ones (costly "
                     "misses) first. Boxes are [x0, y0, x1, y1) in slide pixels. With --against: two runs of the "
                     "dataset compared per image (foreground Dice, defects gained, lost or changed in class), the most "
-                    f"different first, and a gate: exit 0 when it passes, {EXIT_GATE_FAILED} when it fails, 2 on "
+                    f"different first, and a gate: exit 0 when it passes, {EXIT_FAIL} when it fails, 2 on "
                     "bad input.")
     parser.add_argument("--dataset", type=Path, required=True, help="DIR/<id>/image.png [+ mask.png], or a flat folder")
     add_truth_option(parser)

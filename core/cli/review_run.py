@@ -20,7 +20,7 @@ from ..evaluate import ImageEvaluation, evaluate_dataset
 from ..files.fileio import atomic_write_bytes
 from ..metrics.scores import argmax_at_roi
 from ..quality.spec import MetricSpec
-from ..review import AREA_HALF, EXIT_GATE_FAILED
+from ..review import AREA_HALF
 from ..review.parity import FLIP_KINDS, ParityRun, image_parity
 from ..review.queue import KINDS, QueueOptions, ReviewQueue, result_entries
 from ..roi import Roi
@@ -30,7 +30,7 @@ from ..wording import plural
 from .cache import apply_cache_options
 from .eval_driver import open_dataset, open_eval_backend
 from .options import refuse_remote_only_options
-from .output import Progress
+from .output import EXIT_FAIL, Progress
 
 RANKING = (f"score = confidence x area / (area + {AREA_HALF}); confidence: the model's mean margin for its decision "
            "against the truth over the disagreeing pixels (p of the predicted class - p of the true class, at ROI "
@@ -183,4 +183,4 @@ def _parity(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | 
                      f"{plural(run.images, 'image')} fail ({', '.join(f'{run.flips[k]} {k}' for k in FLIP_KINDS)})")
         text = "\n".join(lines) + "\n"
     _emit(args, out, text, f"{plural(run.images, 'image')} compared, gate {'passed' if run.passed else 'failed'}")
-    return 0 if run.passed else EXIT_GATE_FAILED
+    return 0 if run.passed else EXIT_FAIL

@@ -136,9 +136,23 @@ class MaskRule:
         if stray:
             raise SegScopeError(
                 f"{source}: values {_examples([int(v) for v in present])} are not a mask convention for this "
-                f"{self.num_classes}-class model ({_examples(stray)} not among {self.describe()}); save the mask "
-                "as 0/255, 0/1 or class indices, or declare its values in the model card (truth_values)")
+                f"{self.num_classes}-class model ({_examples(stray)} not among {self.describe()}); "
+                f"{self.advice(source)}")
         return table
+
+    def advice(self, source: str) -> str:
+        """What to do about a mask this rule refuses: save it in what this model reads (a JPEG's stray values
+        are most likely its lossy compression)."""
+        if self.values:
+            fits = f"save the mask with the values the card declares ({format_truth_values(dict(self.values))})"
+        elif self.num_classes == 2:
+            fits = "save the mask as 0/255 or 0/1, or declare its values in the model card (truth_values)"
+        else:
+            fits = (f"save the mask as class indices 0..{self.num_classes - 1}, or declare its values in the model "
+                    "card (truth_values)")
+        if source.lower().endswith((".jpg", ".jpeg")):
+            return f"a JPEG mask: its lossy compression is the likely cause of the stray values; {fits} in PNG"
+        return fits
 
     def check(self, counts: np.ndarray, source: str) -> None:
         """Refuse (one line, `SegScopeError`) a mask whose value `histogram` is `counts` unless it follows the rule;

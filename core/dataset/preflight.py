@@ -1,9 +1,9 @@
 """What a run checks before its first image, so it stops before image 1 (having printed and exported
-nothing) instead of at the image whose file is wrong: every image's and truth mask's size from the files'
-headers (`check_sizes_up_front`, before the backend opens), then the values of each truth mask by its
-histogram against the model's mask rule (`prepare_truths`, `core.dataset.masks.MaskRule`), so a mask that
-would be misread is refused in one line before any result is printed. The viewer reads a dataset by the same
-rule (`set_mask_rule`) and checks each truth as `eval` does (`check_truth`)."""
+nothing) instead of at the image whose file is wrong: every image's header (`check_sizes_up_front`, before
+the backend opens), then each truth mask's size from its header and its values by their histogram against the
+model's mask rule (`truth_refusal`, `core.dataset.masks.MaskRule`), so every mask that would be misread is named,
+each in its line, before any result is printed (`prepare_truths`). The viewer reads a dataset by the same rule
+(`set_mask_rule`) and checks each truth as `eval` does (`truth_refusal`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from ..cache.decoded import read_truth
+from ..errors import Refusals, SegScopeError
 from ..metrics.scores import check_sizes
 from ..roi import Roi
 from ..slides import slide_kind_for, slide_size
@@ -38,13 +39,10 @@ def mask_counts(reader: MaskReader) -> np.ndarray:
 
 
 def check_sizes_up_front(dataset: Dataset, items: Sequence[DatasetItem] | None = None) -> None:
-    """Raise, in one line naming the file, at the first image of `items` (default: all) whose header cannot
-    be read or whose truth mask (`Dataset.truth`) is not the image's size. Nothing is decoded."""
+    """Raise, in one line naming the file, at the first image of `items` (default: all) whose header cannot be
+    read. Nothing is decoded; the truths are `prepare_truths`' (all of them named at once)."""
     for item in items if items is not None else dataset.items:
-        size = dataset.image_size(item)
-        truth = dataset.truth(item)
-        if truth is not None:
-            check_sizes(slide_size(truth.path, dataset.max_pixels), size, str(truth.path))
+        dataset.image_size(item)
 
 
 def set_mask_rule(dataset: Dataset, class_names: Sequence[str], details: Mapping[str, str] | None = None) -> MaskRule:
@@ -70,24 +68,45 @@ def check_truth(dataset: Dataset, truth: Truth, counts: Callable[[Truth], np.nda
             read_by.check(mask_counts(reader), str(truth.path))
 
 
+def truth_refusal(dataset: Dataset, item: DatasetItem, truth: Truth,
+                  counts: Callable[[Truth], np.ndarray] | None = None) -> str | None:
+    """Why `truth` (the truth of `item`) cannot be scored, in the one line `eval` and the viewer say it (a header
+    that cannot be read, a size other than the image's, values the dataset's mask rule does not read:
+    `check_truth`), or None when it can. The one rule both run for every truth before a result."""
+    try:
+        check_sizes(slide_size(truth.path, dataset.max_pixels), dataset.image_size(item), str(truth.path))
+        check_truth(dataset, truth, counts)
+    except SegScopeError as exc:
+        return str(exc)
+    return None
+
+
 def prepare_truths(dataset: Dataset, class_names: Sequence[str], details: Mapping[str, str] | None = None,
                    items: Sequence[DatasetItem] | None = None,
                    counts: Callable[[Truth], np.ndarray] | None = None) -> MaskRule:
     """Set the dataset's mask rule for the model (`set_mask_rule`) and check every truth of `items` (default:
-    all) against it (`check_truth`; their sizes are `check_sizes_up_front`'s, called before); the first problem
-    is a `SegScopeError` naming the file."""
+    all) by `truth_refusal`; any refused are one `Refusals` naming each file, in dataset order."""
     rule = set_mask_rule(dataset, class_names, details)
-    truths = (t for t in (dataset.truth(item) for item in (items if items is not None else dataset.items)) if t)
+    truths = ((item, t) for item, t in ((item, dataset.truth(item))
+                                       for item in (items if items is not None else dataset.items)) if t)
     workers = os.cpu_count() or 1
     pool = ThreadPoolExecutor(workers, thread_name_prefix="segscope-truths")
-    pending: deque[Future[None]] = deque()  # a few per thread: 100,000 masks are never all submitted at once
-    try:  # a first run decodes each mask here (OpenCV, without the GIL); the first problem in dataset order raises
-        for truth in truths:
-            pending.append(pool.submit(check_truth, dataset, truth, counts))
+    pending: deque[Future[str | None]] = deque()  # a few per thread: 100,000 masks are never all submitted at once
+    refused: list[str] = []  # (only the refused are kept)
+
+    def take_oldest() -> None:
+        line = pending.popleft().result()
+        if line is not None:
+            refused.append(line)
+    try:  # a first run decodes each mask here (OpenCV, without the GIL); the refusals come in dataset order
+        for item, truth in truths:
+            pending.append(pool.submit(truth_refusal, dataset, item, truth, counts))
             if len(pending) > 2 * workers:
-                pending.popleft().result()
+                take_oldest()
         while pending:
-            pending.popleft().result()
-    finally:  # and the masks not checked yet are left alone
+            take_oldest()
+    finally:
         pool.shutdown(wait=True, cancel_futures=True)
+    if refused:
+        raise Refusals(refused, "truth masks")
     return rule

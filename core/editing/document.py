@@ -32,13 +32,14 @@ from ..dataset.masks import BINARY_FOREGROUND
 from ..dataset.truth import default_mask_path
 from ..errors import SegScopeError
 from ..events import Signal, SignalGroup
+from ..files.stamp import Stamp
 from ..metrics.scores import argmax_at_roi, mask_piece_labels
 from ..result import InferenceResult
 from ..review.decisions import apply_decision
 from ..review.queue import ReviewEntry
 from ..roi import Roi
 from .annotation import Clip, MaskEditor, Point, allowed_map, binary_foreground, prediction_labels
-from .files import SaveMode, discard_recovery, save_mask
+from .files import SavedMask, SaveMode, discard_recovery, read_stamps, save_mask
 
 #: Probability clips kept per document (each is ROI-sized; a drag reuses one on every mouse move).
 CLIP_MAPS_KEPT = 4
@@ -66,6 +67,9 @@ class MaskDocument:
         self.image_size = image_size
         self._hold(disk_mask)
         self.recovery_dir = recovery_dir  # None: beside each mask (core.editing.annotation's default)
+        #: The truth files as the mask on disk was read (taken as the document is made, just after the read):
+        #: a save refuses to overwrite what another writer put there since (`files.save_mask`).
+        self.stamps: dict[Path, Stamp] = read_stamps(mask_source(item))
         self.editor: MaskEditor | None = None
         self.events = DocumentEvents()
         self.saving = False  # a save job is writing the mask: no edits until `saved` (or `save_failed`)
@@ -126,35 +130,47 @@ class MaskDocument:
         editor.replace(recovered)
         self.events.changed.emit("restore")
 
-    def save(self, mode: SaveMode) -> Path:
+    def save(self, mode: SaveMode, overwrite: bool = False) -> Path:
         """Write the edited mask the chosen way, here; the saved file becomes the mask on disk."""
-        written, copy = self.save_job(mode)()
-        self.saved(written, copy)
-        return written
+        saved, copy = self.save_job(mode, overwrite)()
+        self.saved(saved, copy)
+        return saved.path
 
-    def save_job(self, mode: SaveMode) -> Callable[[], tuple[Path, np.ndarray]]:
+    def save_job(self, mode: SaveMode, overwrite: bool = False) -> Callable[[], tuple[SavedMask, np.ndarray]]:
         """The save as work for any thread: it writes the mask on screen, removes the recovery file and returns
-        (the file written, a copy of the mask it holds: the mask on disk from then on, while the editor goes on
-        in its own array). Sets `saving` until `saved` or `save_failed`."""
+        (the save, a copy of the mask it holds: the mask on disk from then on, while the editor goes on in its
+        own array). Sets `saving` until `saved` or `save_failed`. A truth file another writer changed since it
+        was read raises `WriteConflict` and nothing is written, unless `overwrite` (the user chose so)."""
         if self.editor is None:
             raise SegScopeError(f"{self.item.id}: no mask edits to save")
         mask, source, recovery_dir = self.editor.mask, self.source, self.recovery_dir
+        expected = None if overwrite else dict(self.stamps)
         self.saving = True
 
-        def work() -> tuple[Path, np.ndarray]:
-            written = save_mask(mask, source, mode)
+        def work() -> tuple[SavedMask, np.ndarray]:
+            saved = save_mask(mask, source, mode, expected)
             discard_recovery(source, recovery_dir)
-            return written, mask.copy()
+            return saved, mask.copy()
         return work
 
-    def saved(self, written: Path, disk_mask: np.ndarray) -> None:
+    def saved(self, saved: SavedMask, disk_mask: np.ndarray) -> None:
         """Adopt a finished `save_job`: the file becomes the mask on disk (and the item's, if it had none)."""
         self.saving = False
         if self.editor is not None:
             self.editor.mark_saved()
         self._hold(disk_mask)
-        self.item = self.dataset.adopt_mask(self.item, written)
+        self.stamps = saved.stamps
+        self.item = self.dataset.adopt_mask(self.item, saved.path)
         self.events.changed.emit("save")
+
+    def reload(self, disk_mask: np.ndarray | None, stamps: dict[Path, Stamp]) -> None:
+        """The mask as another writer left it on disk (read with `stamps`, taken before the read) replaces this
+        document's edits and mask on disk: "take theirs" after a `WriteConflict`."""
+        self.editor = None
+        self._hold(disk_mask)
+        self.stamps = stamps
+        self.item = self.dataset.item(self.item.id)
+        self.events.changed.emit("discard")
 
     def save_failed(self) -> None:
         """A `save_job` failed: the edits stay unsaved and editable."""

@@ -7,7 +7,7 @@ from .graph import FOLDED_INTO_CONV
 from .machine import MachinePeak
 from .model import OpStat, Profile
 from .ort_profile import GRAPH_NODES
-from .roofline import classify
+from .roofline import MEMORY, classify
 
 #: Layout conversions: ONNX Transpose, ONNX Runtime's NCHWc reorders, Ascend's TransData / TransposeD.
 LAYOUT_TYPES = frozenset({"Transpose", "ReorderInput", "ReorderOutput", "TransData", "TransposeD", "Permute"})
@@ -38,6 +38,19 @@ def unfused_chains(profile: Profile) -> list[list[str]]:
     return chains
 
 
+def _why_above(bounds: set[str]) -> str:
+    """Why an operator can beat a roof measured here: the roofs are a DRAM stream and a BLAS product."""
+    reasons = []
+    if MEMORY in bounds:
+        reasons.append("the memory roof is a copy through main memory (64 MiB, past the caches), and a memory-bound "
+                       "operator whose tensors stay in the CPU's caches moves them faster than that")
+    if bounds - {MEMORY}:
+        reasons.append("the compute roof is NumPy's BLAS on this machine, which an ONNX Runtime kernel can beat, "
+                       "and a machine busier while the peaks were measured lowers them: profile again on an idle "
+                       "machine")
+    return "; ".join(reasons) + " (a share above 100 % is not an error in the timing)"
+
+
 def where_to_look(profile: Profile, peak: MachinePeak | None = None, top: int = 3) -> list[str]:
     """One line per finding, most useful first; every line names operators in full."""
     lines = []
@@ -50,10 +63,11 @@ def where_to_look(profile: Profile, peak: MachinePeak | None = None, top: int = 
         points = [(o, classify(o, peak)) for o in profile.ops]
         slack = sorted(((o.mean_ms * (1 - p.efficiency), o, p) for o, p in points if p and p.efficiency < 1),
                        key=lambda t: t[0], reverse=True)[:top]
-        above = [o.name for o, p in points if p and p.efficiency > 1.05]
+        above = [(o.name, p) for o, p in points if p and p.efficiency > 1.05]
         if above:
-            lines.append(f"{len(above)} operator(s) ran above the measured roof ({'; '.join(above[:top])}): the "
-                         "machine was busier while its peaks were measured; profile again on an idle machine")
+            lines.append(f"{len(above)} operator(s) ran above the measured roof (" + "; ".join(
+                f"{name}, {p.efficiency:.0%} of its {'memory' if p.bound == MEMORY else 'compute'} roof"
+                for name, p in above[:top]) + "): " + _why_above({p.bound for _name, p in above}))
         if slack:
             lines.append("furthest from the roof (time the roof would save): " + "; ".join(
                 f"{o.name} ({o.type}, {p.efficiency:.0%} of its roof, {p.bound}, up to {_ms(saved)})"

@@ -10,5 +10,3 @@ MIN_BOUNDARY_AREA = 16
 DEFAULT_LIMIT = 1000
 #: The parity gate's default: the least foreground Dice between two runs any image may have (`parity`).
 MIN_DICE = 0.99
-#: `segscope review --against`'s exit code when the parity gate fails (0: it passed; 2: bad input; 1: a bug).
-EXIT_GATE_FAILED = 3

@@ -16,15 +16,17 @@ cannot disagree. Each fact has one owner:
 
 The user's operations are commands: `open_dataset`, `select`, `set_roi`/`undo_roi`/`redo_roi`, `run`,
 `run_whole_slide`, edits through `document`, `save_job`, `discard`, `adopt_recovered`/`discard_recovered`,
-`score_job`. What takes time comes back as a job (`core.session.jobs`) that any thread runs; its answers come
-back through the session's adopt methods, which change state and announce it. Restoring an earlier session's
+`score_job`, `start_export`/`cancel_export`, `add_timing`. What takes time comes back as a job
+(`core.session.jobs`) that any thread runs; its answers come back through the session's adopt methods, which
+change state and announce it. Restoring an earlier session's
 runs and a crash's edits goes through the same adopt methods as a user's own runs and edits. With `persist`,
 each image's newest result and whole-slide run are kept on disk (`core.session.store`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -32,26 +34,41 @@ from typing import Optional, Union
 import numpy as np
 
 from ..dataset.dataset import Dataset, DatasetItem
-from ..dataset.preflight import check_truth, set_mask_rule
+from ..dataset.preflight import set_mask_rule, truth_refusal
+from ..editing.autosave import AutoSave
 from ..editing.document import MaskDocument
 from ..errors import SegScopeError
 from ..events import Evented
+from ..export.job import Exportable, ExportChoices
+from ..export.job import Progress as ExportProgress
+from ..files.fileio import why_unwritable
 from ..metrics import catalogue
 from ..metrics.catalogue import Metric
 from ..quality.spec import MetricSpec
 from ..roi import Roi
+from ..wholeslide.plan import OutputPlan, SlideRun, gigabytes, output_plan
 from ..wording import plural
 from .answers import SessionResults
 from .backend_state import BackendState
 from .batches import SessionRuns
 from .edits import Recovered, SessionEdits, recovered_edits
-from .events import FAILED, UNREADABLE, Message, Outcome, ResultAdded, RoiChanged, SessionEvents, SlideRunAdded
+from .events import (
+    FAILED,
+    UNREADABLE,
+    Message,
+    Outcome,
+    ResultAdded,
+    RoiChanged,
+    RunTimed,
+    SessionEvents,
+    SlideRunAdded,
+)
 from .jobs import Job, StreamJob
 from .restore import Restored, restored_entries
 from .review import SessionReview
 from .roi_undo import RoiUndo
 from .running import Describe, describe_error
-from .runs import RunHistory
+from .runs import RunHistory, RunRecord
 from .scoring import SessionScores
 from .store import SessionStore
 
@@ -89,8 +106,10 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.backend = backend  # the viewer's backend (None headless: no model is open)
         self.describe_as = describe_as  # how run errors are worded (the viewer names its controls)
         self.recovery_dir: Path | None = None
+        self.autosave = AutoSave()  # the unsaved edits' recovery file (a window's timer triggers it)
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
         self.roi_moves = RoiUndo()
+        self._export_cancel: threading.Event | None = None  # the running export's (`start_export`)
         self.review = SessionReview(self)  # the review queue over the dataset (`core.session.review`)
         if backend is not None:
             backend.events.opened.connect(lambda *_args: self._all_changed())  # another model: answers change
@@ -115,9 +134,12 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.document = None
         self.current = None
         self.dataset = dataset
+        damaged = [item for item in dataset.items if item.problem]  # (`Dataset.open(partial=True)`)
+        for item in damaged:
+            self._outcomes[item.id] = Outcome(UNREADABLE, item.problem)
         kept = self.answered_ids(dataset)
-        if kept:
-            self._all_changed()  # the truths were read again: the numbers are scored again
+        if kept or damaged:
+            self._items_changed([*kept, *(item.id for item in damaged)])  # (kept: their truths are read again)
         return self._restore_job(dataset, new_folder, len(kept))
 
     def read_truths_by_model(self) -> bool:
@@ -135,20 +157,24 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._all_changed()  # every score taken by the old rule (a restore's included) is stale: scored again
         return True
 
+    def truths_by_model(self) -> StreamJob[tuple[str, str]] | None:
+        """Once a dataset and a backend are open (either one opening): read the truths by the model's rule and
+        return the job that checks them all; None when the rule is the one already read by."""
+        return self.check_truths() if self.read_truths_by_model() else None
+
     def check_truths(self) -> StreamJob[tuple[str, str]]:
-        """The job that checks every truth by the dataset's rule as `eval` does before a run: each refused mask is
-        one error line naming its file and values, and its image's row says so (never scored as an empty truth)."""
+        """The job that checks every truth as `eval` does before a run (`truth_refusal`: its size, its values by the
+        dataset's rule): each refused mask is one error line naming its file and what is wrong, and its image's row
+        says so (never scored as an empty truth)."""
         dataset = self._dataset()
         rule = dataset.mask_rule
 
         def work() -> Iterator[tuple[str, str]]:
             for item in dataset.items:  # (finding each truth looks at the folder: here, not in the caller's thread)
                 truth = dataset.truth(item)
-                try:
-                    if truth is not None:
-                        check_truth(dataset, truth)
-                except SegScopeError as exc:
-                    yield item.id, str(exc)
+                refused = truth_refusal(dataset, item, truth) if truth is not None else None
+                if refused is not None:
+                    yield item.id, refused
 
         def each(refused: tuple[str, str]) -> None:
             if self.dataset is dataset and dataset.mask_rule is rule:  # (not a refusal by a rule since replaced)
@@ -163,6 +189,9 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
 
         def work() -> Iterator[Found]:
             yield Counted(sum(dataset.truth(item) is not None for item in dataset.items))
+            why = why_unwritable(dataset.root)
+            if why:  # said at once, before any run or edit is made that could not be kept
+                yield Restored(dataset.root, note=f"{dataset.root}: runs and edits cannot be kept here: {why}")
             yield recovered_edits(dataset, recovery_dir)
             if store is not None:
                 yield from restored_entries(store, dataset)
@@ -196,6 +225,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             if self.newest(item_id) is not None:  # a run of this session is newer
                 return False
             record = self._keep_run(item_id, entry.result, restored=True)
+            self.check_images((item_id,))  # (its image may have changed between the sessions)
             self.events.result_added.emit(ResultAdded(item_id, record, restored=True))
             self._scored(item_id, self._run_key(record, scored_on, MetricSpec()), entry.metrics)
             return True
@@ -206,6 +236,12 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             self._item_changed(item_id)
             return True
         return False
+
+    def look_at_images(self, item_ids: Iterable[str]) -> None:
+        """Whether these images' files changed since their newest runs read them (`check_images`), now: on a
+        look (`select`), and when the window gets the focus back; their views follow."""
+        for item_id in self.check_images(item_ids):
+            self._item_changed(item_id)
 
     def flush(self) -> None:
         """Wait until every result is on disk (before closing, or reading the store elsewhere)."""
@@ -230,6 +266,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._leaving()
         self.document = None
         self.current = item
+        self.look_at_images((item_id,))
 
         def read() -> tuple[tuple[int, int], np.ndarray | None]:
             size = dataset.image_size(item)
@@ -305,7 +342,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         if undoable:
             self.roi_moves.record(item_id, before, roi)
         try:
-            dataset.set_roi(item, roi)
+            for warning in dataset.set_roi(item, roi):
+                self.events.message.emit(Message("warning", warning))
         finally:
             self._roi_moved(item_id, roi)
         return roi
@@ -321,7 +359,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         item_id = self.current.id
         before = self.roi_for(item_id)
         try:
-            self._dataset().reset_roi(self.current)  # forgets the picked ROI: the default rule applies again
+            for warning in self._dataset().reset_roi(self.current):  # the default rule applies again
+                self.events.message.emit(Message("warning", warning))
         finally:
             after = self.roi_for(item_id)
             if after != before:
@@ -346,6 +385,65 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     def result_ids(self) -> list[str]:
         """Images with a result to show or export (a run's, or a whole-slide run's part), in dataset order."""
         return [item_id for item_id in self.answered_ids(self.dataset) if self.result(item_id) is not None]
+
+    # ------------------------------------------------------------------------------------------ whole slide
+    def slide_run(self, size: tuple[int, int]) -> SlideRun | None:
+        """A whole-slide run, with the open model, of a slide of `size` (None: no dataset or no model open)."""
+        dataset, capabilities = self.dataset, self.capabilities
+        if dataset is None or capabilities is None:
+            return None
+        return SlideRun.of(size, dataset.default_roi, capabilities)
+
+    def whole_slide_plan(self, size: tuple[int, int], chosen: float = 0.0) -> OutputPlan:
+        """How the current image's slide of `size` runs whole (`output_plan`: at `chosen`, 0 automatic); the plan
+        and tile count `run_whole_slide` takes. SegScopeError (one line): no model, or `chosen` over the bound."""
+        run = self.slide_run(size)
+        if run is None or self.current is None:
+            raise SegScopeError("Select an image and open a backend first")
+        return output_plan(run, chosen)
+
+    def unkept(self, run: SlideRun, scale: float) -> str:
+        """Why `run`'s result at output `scale` will not be restored when the dataset is reopened (larger than the
+        session's store keeps on disk), or "" when it will be (or nothing is stored)."""
+        store = self.store
+        size = run.stored_bytes(scale)
+        if store is None or store.keeps(size):
+            return ""
+        return (f"its result ({gigabytes(size)}) is more than the {gigabytes(store.max_bytes)} this dataset keeps "
+                "on disk: it is kept until the dataset is closed, and not restored when it is reopened")
+
+    # ------------------------------------------------------------------------------------------- export
+    def start_export(self, choices: ExportChoices) -> Callable[[], Iterator[ExportProgress]]:
+        """Begin exporting `choices` (of what `Exportable` offers now, with the open model's capabilities): the work,
+        for any thread, one image per step, all or nothing (`Exportable.steps`). `exporting` until `export_ended`
+        (call it however the work ends); `cancel_export` stops it before its next image. SegScopeError: an export
+        is running, or the choices cannot be planned."""
+        if self.exporting:
+            raise SegScopeError("an export is running: wait for it to finish or cancel it")
+        cancel = threading.Event()
+        work = Exportable(self, self.capabilities).steps(choices, cancel)
+        self._export_cancel, self.exporting = cancel, True
+        return work
+
+    def cancel_export(self) -> None:
+        """Stop the running export before its next image (its folder left as it was)."""
+        if self._export_cancel is not None:
+            self._export_cancel.set()
+
+    def export_ended(self) -> bool:
+        """The running export ended (written, failed or cancelled); True when it was cancelled."""
+        cancel, self._export_cancel = self._export_cancel, None
+        self.exporting = False
+        return cancel is not None and cancel.is_set()
+
+    def add_timing(self, record: RunRecord, stage: str, seconds: float) -> bool:
+        """A stage timed after `record`'s run (the viewer's "render": drawing its result) joins its timings,
+        announced (`run_timed`); False when it has that stage already or is no longer its image's run."""
+        if stage in record.timings or self.record(record.image_id) is not record:
+            return False
+        record.timings[stage] = seconds
+        self.events.run_timed.emit(RunTimed(record.image_id, record, stage))
+        return True
 
     # ------------------------------------------------------------------------------------------ choices
     def set_ranking(self, name: str) -> Metric:

@@ -8,6 +8,7 @@ total)` is called as each tile is blended in; setting `cancel` stops it before t
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -31,8 +32,11 @@ from .tiling import (
     Stitched,
     Stitcher,
     TileGrid,
+    canvas_bytes,
     check_canvas,
     edge_margin,
+    fitting_scale,
+    output_size,
     tile_grid,
 )
 
@@ -164,9 +168,35 @@ def tile_count(backend: Backend, dataset: Dataset, plan: TilePlan, roi: Roi | No
         size = dataset.image_size(item)
         region = roi or Roi.whole(*size)
         grid = plan.grid(region, size)
-        check_canvas(region, plan.scale_for(backend, grid.tiles[0].width), classes, plan.seams, plan.max_bytes)
+        scale = plan.scale_for(backend, grid.tiles[0].width)
+        if plan.output_scale is None:
+            _check_tile_for_model(plan, backend, region, scale, classes, item.image_path)
+        check_canvas(region, scale, classes, plan.seams, plan.max_bytes)
         counts.append(len(grid))
     return counts
+
+
+def _check_tile_for_model(plan: TilePlan, backend: Backend, region: Roi, scale: float, classes: int,
+                          source: Path) -> None:
+    """With the default output scale (the model's: its input per tile), a tile too small for the slide's stitched
+    output to fit is the tile's fault, not an --output-scale the user never gave: refused naming the smallest tile
+    that fits (and, for a tile under the model's edge margin, that too)."""
+    needed = canvas_bytes(region, scale, classes, plan.seams)
+    if needed <= plan.max_bytes:
+        return
+    model_width = backend.capabilities.input_size[0]
+    smallest = math.ceil(model_width / fitting_scale(region, scale, classes, plan.seams, plan.max_bytes))
+    while canvas_bytes(region, model_width / smallest, classes, plan.seams) > plan.max_bytes:
+        smallest += 1
+    width, height = output_size(region, scale)
+    model_margin = edge_margin(backend.capabilities.input_size)
+    below = (f" is below the model's edge margin ({model_margin} px of its {model_width} px input) and"
+             if plan.tile[0] < model_margin else "")
+    raise SegScopeError(
+        f"a {plan.tile[0]} px tile{below} is resized to the model's {model_width} px input, so {source}'s "
+        f"stitched output is {scale:.3g} px per slide px: {width}x{height}, {needed:,} bytes, over the limit of "
+        f"{plan.max_bytes:,}; the smallest tile that fits is {smallest} px: give --tile {smallest} or more (or "
+        "an --output-scale below 1, or raise --max-canvas)", option="--tile")
 
 
 def score_stitched(dataset: Dataset, item: DatasetItem, stitched: Stitched) -> ImageMetrics | None:

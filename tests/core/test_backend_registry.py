@@ -113,4 +113,25 @@ def test_a_backend_is_its_module_and_one_registration_line(monkeypatch, tiny_mod
         assert isinstance(backend, EmbeddedBackend)
     assert opened == [(pipeline, 1234, Path("/sdk"))]
     with pytest.raises(SegScopeError, match="--devices: --backend echo runs one stream; drop --devices"):
-        open_backend(BackendSpec("echo", pipeline, Devices((0, 1))))
+        open_backend(BackendSpec("echo", pipeline, Devices((0, 1)), sdk_home=Path("/sdk")))
+    for devices in (None, Devices((0, 1))):  # asked for by name without its API: that is said first
+        with pytest.raises(SegScopeError, match="^no echo API here$"):
+            open_backend(BackendSpec("echo", pipeline, devices))
+    assert len(opened) == 1
+
+
+def test_an_ascend_backend_without_its_api_says_so_before_the_missing_om(monkeypatch, tiny_model_project,
+                                                                      small_dataset, capsys):
+    """The tests' project has no .om (as on a laptop): each Ascend backend asked for by name names its missing API
+    first, as `auto` would, not the .om."""
+    from helpers import run_cli
+
+    monkeypatch.delenv("MX_SDK_HOME", raising=False)
+    for kind, said in (("mindx", "MindX SDK not found"), ("mindx-model", "MindX Model API (mindx.sdk) not found"),
+                       ("ais-bench", "ais_bench not found")):
+        if not BACKENDS[kind].problem():  # (a machine with the API: nothing to show)
+            continue
+        code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline,
+                          "--backend", kind)
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith(f"segscope: error: {said}") and ".om" not in err, err

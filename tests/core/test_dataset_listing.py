@@ -11,9 +11,10 @@ from pathlib import Path, PurePath
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from listing_reference import _natural_key as reference_key
 from listing_reference import discover_by_stat
 
-from segscope.core.dataset.dataset import Dataset, discover
+from segscope.core.dataset.dataset import Dataset, discover, natural_order
 from segscope.core.errors import SegScopeError
 from segscope.core.export.names import stem_suffix
 
@@ -77,6 +78,22 @@ def test_masks_backups_corrections_and_exports_are_not_images(tmp_path):
         touch(tmp_path / name)
     assert found(tmp_path) == [("img1", "img1.png", "img1_mask.png"), ("img2", "img2.png", None),
                                ("img3_heatmap", "img3_heatmap.png", None), ("img4", "img4.png", "img4_mask.png")]
+
+
+def test_without_any_provenance_file_names_like_exports_are_data(tmp_path):
+    """No provenance anywhere (the usual dataset, read without parsing a name as an export's): an image named like
+    an export is an image, and a mask named like an exported mask is its image's mask; once one provenance file
+    appears (in another case too, where the file system ignores case), its item's exports are left out."""
+    for name in ("img1.png", "img1_mask.png", "img2_heatmap.png", "img3_mask_full.png"):
+        touch(tmp_path / name)
+    assert found(tmp_path) == [("img1", "img1.png", "img1_mask.png"), ("img2_heatmap", "img2_heatmap.png", None),
+                               ("img3_mask_full", "img3_mask_full.png", None)]
+    touch(tmp_path / "img1_PROVENANCE.json")
+    assert discover(tmp_path) == discover_by_stat(tmp_path)
+    touch(tmp_path / "img2_provenance.json")
+    assert found(tmp_path) == [("img1", "img1.png", "img1_mask.png") if case_sensitive(tmp_path) else
+                               ("img1", "img1.png", None), ("img3_mask_full", "img3_mask_full.png", None)]
+    assert discover(tmp_path) == discover_by_stat(tmp_path)
 
 
 def test_links_folders_and_natural_order(tmp_path):
@@ -167,3 +184,17 @@ def test_one_listing_finds_what_a_stat_per_name_found(tmp_path_factory, tree):
 @given(st.text(alphabet=string.ascii_letters + "._- ", min_size=1, max_size=12).filter(lambda n: n not in (".", "..")))
 def test_stem_and_suffix_are_pathlibs(name):
     assert stem_suffix(name) == (PurePath(name).stem, PurePath(name).suffix)
+
+
+#: Name pieces that test natural order's corners: digit runs with leading zeros and of many lengths, letters of
+#: both cases, characters below and above the digits ("-", ".", " ", "_", "~"), and a few that are not ASCII.
+_piece = st.one_of(st.from_regex(r"0{0,3}[0-9]{1,12}", fullmatch=True), st.sampled_from(list("aAbBzZ-. _~")),
+                   st.sampled_from(["img", "IMG", "mask", "é", "Σ", "٣"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_piece, min_size=1, max_size=6).map("".join), max_size=40, unique=True))
+def test_natural_order_is_the_sort_by_the_reference_key(names):
+    """Natural order as the reference gives it (a list of parts: text lowered, digit runs as numbers; equal keys
+    in the order given), whatever the names, ASCII or not."""
+    assert natural_order(names) == sorted(names, key=reference_key)

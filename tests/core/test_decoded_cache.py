@@ -368,6 +368,22 @@ def test_tests_never_use_the_users_cache(private_cache: Path) -> None:
 
 # -- the command line ----------------------------------------------------------------------------------------
 
+def test_images_with_the_same_content_are_said_to_share_one_entry(tiny_model_project, small_dataset,
+                                                                   tmp_path: Path, capsys) -> None:
+    import shutil
+
+    from segscope.core.cli import main
+
+    shutil.copytree(small_dataset / "1", small_dataset / "4")  # image 4 is image 1's copy: 5 images, 4 contents
+    command = ["eval", "--dataset", str(small_dataset), "--pipeline", str(tiny_model_project.pipeline),
+               "--cache-dir", str(tmp_path / "mine")]
+    assert main(command) == 0 and main(command) == 0
+    second = capsys.readouterr().err
+    assert ("4 of 4 distinct images and 3 of 3 truth masks came from the decoded-input cache" in second
+            and second.rstrip().endswith("the run read 5 images: 1 with the same content as another (one cache "
+                                         "entry for both)"))
+
+
 def test_eval_says_what_came_from_the_cache_and_cache_info_and_clear(tiny_model_project, small_dataset,
                                                                      tmp_path: Path, capsys) -> None:
     from segscope.core.cli import main

@@ -56,7 +56,8 @@ def test_card_arguments(tmp_path, model, capsys, flags, expected):
     (["--precision", "bf16", "--precision-cache", "c"], "--precision-cache: only applies with --precision int8"),
     (["--tile", "1", "--output-scale", "1", "--max-tiles", "100"],
      "64x48 slide pixels in 1x1 tiles are 3,072 tiles, over the limit of 100"),
-    (["--tile", "1"], "pass --output-scale 1 or less, or raise --max-canvas"),
+    (["--tile", "1"], "--tile: a 1 px tile is below the model's edge margin"),
+    (["--tile", "8", "--output-scale", "1", "--max-canvas", "0.00001"], "or less, or raise --max-canvas"),
     (["--tile", "30000"], "over the limit of 400,000,000: give a smaller --tile, or raise --max-pixels"),
     (["--max-tiles", "5"], "--max-tiles: only applies with --tile"),
     (["--tile", "--max-canvas", "nan"], "expected a positive number of GiB"),
@@ -138,7 +139,7 @@ def test_compare_fails_non_finite_tensors_without_warnings(tmp_path, capsys, can
         warnings.simplefilter("error")  # a RuntimeWarning would fail here
         code, out = run_cli("compare", tmp_path / "ref.npy", tmp_path / "cand.npy")
         json_code, document = run_cli("compare", tmp_path / "ref.npy", tmp_path / "cand.npy", "--json")
-    assert code == json_code == 0 and capsys.readouterr().err == ""
+    assert code == json_code == 3 and capsys.readouterr().err == ""  # FAIL's exit code
     assert out.splitlines()[-1].startswith("FAIL: ") and verdict in out.splitlines()[-1] and "PASS" not in out
     assert json.loads(document)["verdict"] == out.splitlines()[-1]
 

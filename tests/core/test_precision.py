@@ -100,6 +100,7 @@ def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(d
     report = int8_doc["precision"]
     assert "precision" not in fp32_doc
     assert report["images"] == report["checked"] == 2  # both images also ran in fp32 (the default checks 4)
+    assert report["without_foreground"] == report["without_mask"] == 0
     assert report["fp32_foreground_dice"] == pytest.approx(fp32_doc["summary"]["foreground_dice"], abs=1e-12)
     assert report["foreground_dice"] == pytest.approx(int8_doc["summary"]["foreground_dice"], abs=1e-12)
     assert report["change"] == pytest.approx(report["foreground_dice"] - report["fp32_foreground_dice"])
@@ -114,7 +115,7 @@ def test_eval_line_reports_what_an_fp32_run_gives_and_the_int8_model_is_reused(d
                          "--precision-check", "1")
     assert code == 0
     last = text.strip().splitlines()[-1]
-    assert last.startswith("int8: foreground Dice ") and "on 1 images run both ways" in last
+    assert last.startswith("int8: foreground Dice ") and "compared on 1 of the 1 images run both ways" in last
     assert sorted(cache.iterdir()) == cached
 
 

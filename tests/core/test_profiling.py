@@ -211,7 +211,15 @@ def test_where_to_look_names_the_operators():
     assert not any("above the measured roof" in line for line in lines)
     fast = Profile("m.onnx", "onnxruntime", "cpu", 25.0, 1, (OpStat("quick", "Conv", 5.0, 5.0, 0.2, flops=int(1e9),
                                                                     bytes=int(1e6)),), (), PEAK)  # 200 of 100 GFLOP/s
-    assert any(line.startswith("1 operator(s) ran above the measured roof (quick)") for line in where_to_look(fast))
+    above = [line for line in where_to_look(fast) if "above the measured roof" in line]
+    assert len(above) == 1 and above[0].startswith("1 operator(s) ran above the measured roof (quick, 200% of its "
+                                                   "compute roof): the compute roof is NumPy's BLAS")
+    assert "memory roof" not in above[0]
+    cached = Profile("m.onnx", "onnxruntime", "cpu", 25.0, 1, (OpStat("copy", "Cast", 1.0, 1.0, 0.2, flops=0,
+                                                                      bytes=int(1e8)),), (), PEAK)
+    above = [line for line in where_to_look(cached) if "above the measured roof" in line]
+    assert len(above) == 1 and "(copy, " in above[0] and "of its memory roof" in above[0]
+    assert "stay in the CPU's caches" in above[0] and "compute roof" not in above[0]
 
 
 def test_profile_pipeline_and_cli_json(tiny_model_project, small_dataset, capsys):

@@ -127,6 +127,24 @@ def test_bad_tiling_values_are_one_line_errors(pipeline: Path, small_dataset: Pa
     assert code == 2 and err.count("\n") == 1 and err.startswith("segscope: error: ") and part in err, err
 
 
+def test_a_tile_too_small_for_the_models_scale_names_the_smallest_that_fits(pipeline: Path, small_dataset: Path,
+                                                                            capsys) -> None:
+    """The default output scale is the model's (its input per tile): a tile too small for the stitched output is
+    the tile's fault, said with the smallest tile that fits, and that tile is accepted while one less is not."""
+    import re
+
+    limit = ["--max-canvas", "0.001"]  # 1,073,741 bytes: a 64x48 slide fits only below ~13x its size
+    code, _ = run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", "4", *limit)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("segscope: error: --tile: a 4 px tile is below the model's edge margin")
+    assert "--output-scale:" not in err
+    smallest = int(re.search(r"the smallest tile that fits is (\d+) px: give --tile \1 or more", err).group(1))
+    assert run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", smallest, *limit)[0] == 0
+    capsys.readouterr()
+    assert run_cli("eval", "--dataset", small_dataset, "--pipeline", pipeline, "--tile", smallest - 1, *limit)[0] == 2
+    assert "the smallest tile that fits is" in capsys.readouterr().err
+
+
 def test_ctrl_c_stops_within_a_tile_with_a_clear_line(pipeline: Path, small_dataset: Path, capsys,
                                                       monkeypatch) -> None:
     added = []

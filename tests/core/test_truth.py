@@ -27,15 +27,16 @@ def three(tmp_path, write_png):
     return tmp_path
 
 
-def test_of_two_refused_truths_the_first_in_dataset_order_is_named(three):
-    """The truths are checked on threads, and the refusal is still the first in dataset order, even when a later
-    truth's check ends first."""
+def test_every_refused_truth_is_named_in_dataset_order(three):
+    """The truths are checked on threads, and every refusal is named, in dataset order, even when a later truth's
+    check ends first."""
     import threading
 
     import numpy as np
 
     from segscope.core.dataset.masks import histogram
     from segscope.core.dataset.preflight import prepare_truths
+    from segscope.core.errors import Refusals
 
     b_checked = threading.Event()
 
@@ -46,8 +47,12 @@ def test_of_two_refused_truths_the_first_in_dataset_order_is_named(three):
         b_checked.set()
         return histogram(np.array([[0, 9]], np.uint8))
 
-    with pytest.raises(SegScopeError, match=r"a/mask_corrected.png: values 0, 7 "):
+    with pytest.raises(Refusals) as refused:
         prepare_truths(Dataset.open(three), ("background", "defect"), counts=cached)
+    assert [line.split(": values")[0] for line in refused.value.lines] == [
+        str(three / "a" / "mask_corrected.png"), str(three / "b" / "mask.png")]
+    assert "0, 7" in refused.value.lines[0] and "0, 9" in refused.value.lines[1]
+    assert str(refused.value) == "2 truth masks are refused (each named above): fix them and run again"
 
 
 def test_each_choice_names_the_file_its_kind_and_hash(three):
@@ -94,6 +99,7 @@ def test_truths_are_checked_from_counts_a_cache_already_holds(three):
 
     from segscope.core.dataset.masks import histogram
     from segscope.core.dataset.preflight import prepare_truths
+    from segscope.core.errors import Refusals
 
     dataset = Dataset.open(three)
     asked = []
@@ -102,9 +108,11 @@ def test_truths_are_checked_from_counts_a_cache_already_holds(three):
         asked.append(truth.file_name(three))
         return histogram(np.array([[0, 1, 2]], np.uint8))  # what a cache would hold for a 0/1/2 mask
 
-    with pytest.raises(SegScopeError, match=r"a/mask_corrected.png: values 0, 1, 2 are not a mask convention"):
+    with pytest.raises(Refusals) as refused:
         prepare_truths(dataset, ("background", "defect"), counts=cached)
-    assert "a/mask_corrected.png" in asked  # (the truths are checked on threads: b's may have been asked too)
+    assert [line.split(": values 0, 1, 2 are not a mask convention")[0] for line in refused.value.lines] == [
+        str(three / "a" / "mask_corrected.png"), str(three / "b" / "mask.png")]
+    assert sorted(asked) == ["a/mask_corrected.png", "b/mask.png"]
     asked.clear()
     rule = prepare_truths(dataset, ("background", "defect", "scratch"), counts=cached)  # 3 classes: indices
     assert dataset.mask_rule is rule and sorted(asked) == ["a/mask_corrected.png", "b/mask.png"]

@@ -37,6 +37,45 @@ def test_a_mask_in_no_convention_is_refused_before_any_result(tiny_model_project
                                                "for this 2-class model")
 
 
+def test_every_refused_truth_is_named_before_any_result(tiny_model_project, small_dataset, capsys):
+    """Four broken masks (values, size, a text file named .png, a lossy JPEG) are named in one run, in dataset
+    order, each in its line, then one line counting them; exit 2, nothing on stdout."""
+    (small_dataset / "1" / "mask.png").write_text("not an image")
+    cv2.imwrite(str(small_dataset / "10" / "mask.png"), np.zeros((40, 64), np.uint8))
+    two = small_dataset / "2" / "mask.png"
+    cv2.imwrite(str(two), (_mask(two) > 0).astype(np.uint8) * 2)  # 0/2: no binary convention
+    (small_dataset / "3" / "mask.png").unlink(missing_ok=True)
+    jpeg = small_dataset / "3" / "mask.jpg"
+    smooth = np.zeros((48, 64), np.uint8)
+    smooth[10:30, 10:40] = 255
+    cv2.imwrite(str(jpeg), smooth, [cv2.IMWRITE_JPEG_QUALITY, 50])  # ringing: grey values beside 0 and 255
+    assert len(np.unique(cv2.imread(str(jpeg), cv2.IMREAD_GRAYSCALE))) > 2
+    for extra in ((), ("--json",)):
+        code, text = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, *extra)
+        err = capsys.readouterr().err.splitlines()
+        assert code == 2 and text == ""
+        assert [line.split(": ")[2] for line in err[:4]] == [str(small_dataset / n / m) for n, m in (
+            ("1", "mask.png"), ("2", "mask.png"), ("3", "mask.jpg"), ("10", "mask.png"))]  # dataset order
+        assert all(line.startswith("segscope: error: ") for line in err) and len(err) == 5
+        assert "a file named .png that holds no image" in err[0]
+        assert "values 0, 2 are not a mask convention for this 2-class model" in err[1]
+        assert err[1].endswith("save the mask as 0/255 or 0/1, or declare its values in the model card (truth_values)")
+        assert "a JPEG mask: its lossy compression is the likely cause" in err[2]
+        assert err[3].endswith("mask is 64x40 but the image is 64x48")
+        assert err[4] == "segscope: error: 4 truth masks are refused (each named above): fix them and run again"
+
+
+def test_the_advice_fits_the_models_class_count():
+    from segscope.core.dataset.masks import MaskRule, histogram
+
+    counts = histogram(np.array([[0, 255]], np.uint8))
+    with pytest.raises(Exception, match=r"not among class indices 0\.\.2\); save the mask as class indices "
+                                        r"0\.\.2, or declare"):
+        MaskRule(3).check(counts, "m.png")
+    with pytest.raises(Exception, match=r"save the mask with the values the card declares \(0:0,9:1\)$"):
+        MaskRule(2, ((0, 0), (9, 1))).check(counts, "m.png")
+
+
 def test_a_mask_of_another_size_is_refused_from_its_header_before_any_result(tiny_model_project, small_dataset,
                                                                             capsys):
     path = small_dataset / "10" / "mask.png"

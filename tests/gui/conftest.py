@@ -6,6 +6,7 @@
   `tests/conftest.py` (fast, and independent of the trained demo model), ready to run.
 - `jobs`: a job runner (gui/runtime/jobs.py) for a widget tested on its own.
 - `drag(view, start, end)`: a mouse drag with real mouse events on a view's viewport.
+- `open_and_wait(qtbot, window, folder)`: open a dataset folder and wait until its open (listed on a worker) ended.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"  # before anything imports Qt
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -107,14 +107,21 @@ def drag(viewport: QWidget, start: QPoint, end: QPoint, steps: int = 8) -> None:
     QApplication.processEvents()
 
 
+def open_and_wait(qtbot, win, folder: Path) -> None:
+    """Open a dataset folder as the user does: the command returns at once (the folder is listed on a worker);
+    wait until its open ended (the dataset shown, or the error said)."""
+    from segscope.gui.shell.commands import OPENING
+
+    assert win.commands.open_dataset(folder)
+    qtbot.waitUntil(lambda: not win.jobs.busy(OPENING), timeout=30000)
+
+
 def open_double(qtbot, win, backend: Callable[[], Backend]) -> None:
-    """Open a test double as the window's backend (on the pipeline chosen now), waiting until it is open."""
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    """Open a test double as the window's backend (the choice made now: its spec opens the double instead, while
+    this waits until it is open)."""
+    from segscope.core.session import inference
 
-    @dataclass(frozen=True)
-    class DoubleChoice(BackendChoice):
-        def open(self) -> Backend:
-            return backend()
-
-    with qtbot.waitSignal(win.controller.backendOpened, timeout=10000):
-        win.commands.open_backend(DoubleChoice(pipeline=win.backend.choice.pipeline))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(inference, "open_backend", lambda _spec: backend())
+        with qtbot.waitSignal(win.controller.backendOpened, timeout=10000):
+            win.commands.open_backend(win.backend.choice)
