@@ -98,6 +98,13 @@ class ReviewQueueModel:
         """The next (`offset` 1) or previous (-1) entry not yet decided after the current one, wrapping around (an
         image scored later may bring entries above it), made current (from the top when there is none); None, and
         the current one kept, when every entry is decided."""
+        found = self.peek(offset)
+        if found is not None:
+            self.current = found
+        return found
+
+    def peek(self, offset: int = 1) -> ReviewEntry | None:
+        """The entry `step(offset)` would make current, left as it is (the viewer loads its image ahead)."""
         current, count = self.current, len(self._order)
         if current is None:
             start = -1 if offset > 0 else count
@@ -105,11 +112,9 @@ class ReviewQueueModel:
             here = (current.rank(), current.key)
             start = bisect.bisect_right(self._order, here) - 1 if offset > 0 else bisect.bisect_left(self._order, here)
         for step in range(1, count + 1):
-            position = (start + step * offset) % count
-            key = self._order[position][1]
+            key = self._order[(start + step * offset) % count][1]
             if not self._standing.get(key):
-                self.current = self._entries[key]
-                return self.current
+                return self._entries[key]
         return None
 
     def go_to(self, entry: ReviewEntry) -> None:

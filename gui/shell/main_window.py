@@ -117,7 +117,7 @@ class MainWindow(QMainWindow):
         self.quality_tools = QualityTools(session, self)
         self._place_quality()
         self.review_queue = ReviewQueueTools(session, jobs, self.editing, self.dataset_panel.select_item,
-                                             self.inspection.zoom_to_box, self)
+                                             self.inspection.zoom_to_box, self.commands.prefetch, self)
         self._place_review_queue()
         self._connect_messages()
         follow_backend(self.backend, self.status_labels, self.messages)

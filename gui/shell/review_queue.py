@@ -7,7 +7,8 @@ Review queue dock, and dispatches the keys to it: A accepts the prediction's com
 the truth's component, K keeps the truth (reviewed), U undoes the last decision on the image, J / Shift+J step
 without deciding. Each decision is one undoable edit of the mask document (auto-saved to its recovery file as
 every edit), logged beside the dataset, and the queue moves on; moving to an entry of another image saves the
-edited mask first, then loads that image, and the panels zoom to the entry.
+edited mask first, then loads that image (opened ahead while the reviewer decided), and the panels zoom to the
+entry.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from .mask_editing import MaskEditing
 
 class ReviewQueueTools(QObject):
     """The review queue's dock, keys and navigation of one window; see the module docstring. `select(item_id)`
-    makes an image current (the dataset list's choice), `zoom(box)` zooms the panels to a slide box."""
+    makes an image current (the dataset list's choice), `zoom(box)` zooms the panels to a slide box, `prefetch(item_id)`
+    opens an image's slide ahead."""
 
     #: (level, text) for the message area
     message = Signal(str, str)
@@ -44,9 +46,10 @@ class ReviewQueueTools(QObject):
     note = Signal(str, int)
 
     def __init__(self, session: Session, jobs: Jobs, editing: MaskEditing, select: Callable[[str], object],
-                 zoom: Callable[[Roi], object], host: QWidget) -> None:
+                 zoom: Callable[[Roi], object], prefetch: Callable[[str], object], host: QWidget) -> None:
         super().__init__(host)
         self.session, self.jobs, self.editing, self.select, self.zoom = session, jobs, editing, select, zoom
+        self.prefetch = prefetch
         self.review = session.review
         self.queue = self.review.queue
         self.panel = ReviewQueuePanel()
@@ -78,6 +81,7 @@ class ReviewQueueTools(QObject):
             self.next_action, self.prev_action, self.dock.toggleViewAction())
         self._timer = Coalescer(self.refresh, parent=self)
         self.queue.events.changed.connect(self._timer.request)
+        self.queue.events.changed.connect(self._look_ahead)  # (an image scored later may hold the next entry)
         self.queue.events.current.connect(self._on_current)
         session.events.scored.connect(self._on_scored)
         self.panel.entryActivated.connect(self.queue.go_to)
@@ -183,12 +187,19 @@ class ReviewQueueTools(QObject):
                 self.zoom(Roi(*entry.bbox))
             if self._undo_due and self._on_screen(entry):
                 self._undo_now()
+            self._look_ahead()
         elif document is not None and document.saving:
             return  # (the save's end navigates)
         elif self.editing.dirty:
             self.editing.save(then=self._navigate)
         else:
             self.select(entry.image)
+
+    def _look_ahead(self) -> None:
+        """Open the next entry's slide while the reviewer decides on this one, when it is another image's."""
+        entry, ahead = self.queue.current, self.queue.peek(1)
+        if entry is not None and ahead is not None and ahead.image != entry.image:
+            self.prefetch(ahead.image)
 
     def result_shown(self, _result: InferenceResult, _class_names: object = ()) -> None:
         """A result is drawn: when it is the current entry's image, zoom to the entry."""

@@ -69,6 +69,9 @@ def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch
     presses = 0
     entry = tools.queue.current
     _shown(qtbot, window, entry.image)
+    other = next(e.image for e in tools.queue.entries() if e.image != entry.image)
+    loading = window.commands.loading  # the other image's slide is opened while the reviewer decides
+    qtbot.waitUntil(lambda: loading.ready is not None and loading.ready[0].id == other, timeout=30000)
     # U takes back a decision, though the queue moved on to the other image (whose load saved this one's edits):
     # back on its image, its pixels as before, the entry current again.
     _key(qtbot, window, keys[entry.kind])
