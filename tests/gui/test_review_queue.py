@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from segscope.core.metrics.scores import argmax_at_roi
 from segscope.core.review.log import LOG_NAME
+from segscope.gui.widgets.shortcuts import SHORTCUTS
 
 pytestmark = pytest.mark.gui
 
@@ -100,3 +101,5 @@ def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch
     qtbot.waitUntil(lambda: len(tools.queue) == 0 and not tools.panel.model.rows, timeout=30000)
     assert tools.panel.summary.text().startswith("No disagreement")
     assert asked == []
+    listed = {keys for keys, _text in SHORTCUTS}  # every review key is in Help > Shortcuts
+    assert {"Ctrl+Shift+Q", "A", "D", "K", "U", "J", "Shift+J"} <= listed
