@@ -78,8 +78,17 @@ def _folder_size(folder: Path) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
+#: `segscope cache`'s actions and what each does.
+ACTIONS = {"info": "where the cache is, its entries and size against the cap, kept models",
+           "clear": "remove the decoded inputs and the models kept there"}
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from ..cache.store import UNUSABLE, EntryStore
+
+    if args.action is None:
+        raise SegScopeError("segscope cache needs an action: " + "; ".join(
+            f"`segscope cache {name}`: {what}" for name, what in ACTIONS.items()))
 
     settings.configure(args.cache_dir)
     folder = settings.current().folder
@@ -129,7 +138,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("cache", help="the decoded-input cache: where it is, its size; clear it")
-    parser.add_argument("action", choices=("info", "clear"), help="info: where and how large; clear: empty it")
+    parser.add_argument("action", choices=tuple(ACTIONS), nargs="?", default=None,
+                        help="; ".join(f"{name}: {what}" for name, what in ACTIONS.items()))
     parser.add_argument("--json", action="store_true", help="info as one JSON document")
     _add_folder_option(parser)
     parser.set_defaults(handler=run)

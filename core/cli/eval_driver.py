@@ -30,6 +30,7 @@ from ..metrics.document import StreamedDocument
 from ..metrics.scores import ImageMetrics
 from ..quality.options import summary_lines
 from ..roi import Roi
+from ..wording import plural
 from .cache import CacheReport
 from .output import note, status, warning
 
@@ -146,9 +147,10 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
             stack.enter_context(export)  # locked and staged for the whole run, published when the block ends
             planned = functools.partial(plan_item, kinds=run.kinds, tiled=unit.tiled,
                                         stitched_format=args.stitched_format or "auto")
-            export.refuse_existing(itertools.chain.from_iterable(  # every name it may write, before the first image
-                [*(f.name for f in planned(item.id)), PROVENANCE_NAME.format(id=item.id)] for item in dataset.items))
-            export.refuse_existing(f.name for f in plan_run(run.kinds))
+            export.refuse_existing(itertools.chain(  # every name it may write, before the first image: all said at once
+                itertools.chain.from_iterable([*(f.name for f in planned(item.id)), PROVENANCE_NAME.format(id=item.id)]
+                                              for item in dataset.items),
+                (f.name for f in plan_run(run.kinds))))
         backend = stack.enter_context(open_eval_backend(args))
         prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
         images = 0
@@ -166,6 +168,9 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
         means: dict[str, object] = {**summary.means(), **unit.means()}
         if export is not None:
             export.finish(means)
+    if export is not None:  # published as the block ended
+        note(f"exported {', '.join(run.kinds)} for {plural(images, 'image')}, and metrics.csv and metrics.json, to "
+             f"{export.folder.out_dir}")
     return print_results(args, document, foreground, means, out, unit.usage, unit.check)
 
 

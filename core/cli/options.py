@@ -74,8 +74,9 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--probabilities", choices=PROBABILITY_DTYPES, default=None,
                         help="with --remote: how probabilities travel back. float32 (default) is exact, metrics "
                              "identical to a local run: 3.3 MB per 960x960 demo result (lossless zlib of 7.4 MB "
-                             "raw); float16 0.18 MB, uint8 0.02 MB (demo soft Dice within 5e-9 and 6e-8). "
-                             "Sizes depend on how confident the model is")
+                             "raw); float16 0.05 MB (values below its smallest normal, 2^-14, as 0), uint8 0.02 "
+                             "MB (demo soft Dice within 5e-9 and 2e-7 of a local run; bench/RESULTS.md). Sizes "
+                             "depend on how confident the model is")
     parser.add_argument("--accept-new-host-key", action="store_true", default=None,
                         help="trust the remote host's key on first connection (check the fingerprint the error "
                              "prints against the host's own key first)")

@@ -48,6 +48,7 @@ from ..metrics.document import StreamedDocument
 from ..palette import HEATMAP_COLORMAP
 from ..result import InferenceResult
 from ..roi import Roi
+from ..wording import plural
 from .names import DEFAULT_KINDS, MASK_FORMATS, METRICS_FILES, PROVENANCE_NAME, exported_item
 from .plan import PlannedFile, corrected_plan, plan_item
 from .provenance import Source, provenance, segscope_version
@@ -109,8 +110,8 @@ def refuse_existing(paths: Iterable[Path], overwrite: bool) -> None:
     first = next(existing, None)
     if first is not None:
         more = sum(1 for _ in existing)
-        raise SegScopeError(f"{first}{f' and {more} more' if more else ''}: already exists (use --overwrite to "
-                            "replace)")
+        raise SegScopeError(f"{first} and {plural(more, 'more file')}: each already exists (use --overwrite to "
+                            "replace them)" if more else f"{first}: already exists (use --overwrite to replace)")
 
 
 def described_files(record: Path) -> list[str]:

@@ -1,5 +1,5 @@
-"""Masks as COCO instance segmentations, both ways, so pycocotools' `COCOeval` scores a run (and CVAT or any
-COCO tool imports it).
+"""Masks as COCO instance segmentations, the prediction and the truth, so pycocotools' `COCOeval` scores a run
+(and CVAT or any COCO tool imports it); written only (a truth is read from mask files, never from COCO).
 
 Every 8-connected component of a class (≥ 1) is one instance, `iscrowd` 0, its mask COCO's compressed
 column-major RLE on the full image (pycocotools encodes it; its `area` and `bbox` come from the same library),
@@ -9,7 +9,7 @@ so `pycocotools.mask.decode` gives back exactly that component's pixels. Per run
   `segscope_id`), `categories` from the card (id = class index), one annotation per predicted instance with its
   `score`: the mean probability of its class over its pixels (at ROI resolution, as the mask was decided);
 - `truth.coco.json`: a COCO dataset of the ground truth of the images that have one (same image and category
-  ids), one annotation per true instance;
+  ids), one annotation per true instance, of the truth inside each image's scored ROI only;
 - `predictions.coco.json`: COCO results (a list of `{image_id, category_id, segmentation, score}`) of those same
   images, so that `cocoGt = COCO("truth.coco.json"); COCOeval(cocoGt, cocoGt.loadRes("predictions.coco.json"),
   "segm")` evaluates the run (images without a truth are in neither of the two: they are no known negatives).

@@ -26,7 +26,7 @@ import math
 import re
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -450,10 +450,10 @@ register(Metric(
     "Hard IoU TP / (TP + FP + FN) at ROI resolution, averaged like Dice (foreground); n/a without foreground",
     lambda m: m.foreground_iou, aliases=("iou",), short="IoU", scale=_RATIO))
 register(Metric("precision", "Precision", "TP / (TP + FP), every class ≥ 1 as foreground, at ROI resolution (n/a "
-                                          "with foreground in neither mask; 1 when nothing is predicted)",
+                                          "when nothing is predicted: TP + FP = 0)",
                 lambda m: m.precision, scale=_RATIO))
-register(Metric("recall", "Recall", "TP / (TP + FN), every class ≥ 1 as foreground, at ROI resolution (n/a with "
-                                    "foreground in neither mask; 1 when there is nothing to find)",
+register(Metric("recall", "Recall", "TP / (TP + FN), every class ≥ 1 as foreground, at ROI resolution (n/a when "
+                                    "the truth has no foreground: TP + FN = 0)",
                 lambda m: m.recall, scale=_RATIO))
 register_per_class(PerClass("dice", "Dice", "Hard Dice of one class, one-vs-rest, at ROI resolution (n/a when the "
                                             "class is in neither mask)", lambda m: m.dice, scale=_RATIO))
@@ -478,9 +478,21 @@ def _quality_per_class(key: str) -> Callable[[ImageMetrics], Sequence[float] | N
 
 
 def _diagonal(m: ImageMetrics) -> float:
-    """The worst HD95 an image can have: its scored ROI's diagonal in pixels."""
+    """The worst HD95 a class of an image can have: its scored ROI's diagonal in pixels."""
     assert m.quality is not None  # (only images with the QA metrics are aggregated)
     return m.quality.diagonal
+
+
+def _class_by_class(key: str, worst: Callable[[ImageMetrics], float]) -> Callable[[ImageMetrics], float]:
+    """An image's worst case of `key` as its value is made (the mean over the classes in either mask), each class's
+    infinite value replaced by `worst` and its finite ones kept: one class with no contour to match does not make
+    the whole image's value the worst."""
+    def image_worst(m: ImageMetrics) -> float:
+        assert m.quality is not None
+        found = [v for v in (m.quality.per_class[c].get(key, math.nan) for c in sorted(m.quality.per_class))
+                 if not math.isnan(v)]
+        return float(np.mean([v if math.isfinite(v) else worst(m) for v in found])) if found else math.nan
+    return image_worst
 
 
 _DEFECTS = Scale(reference="SegScope's definition (README, QA metrics): 8-connected components matched one to one "
@@ -492,7 +504,8 @@ _QUALITY = (
     ("hd95", "HD95 (px)", "HD95", "95th-percentile Hausdorff distance between the contours in pixels (DeepMind "
      "surface-distance, spacing 1 px); inf when only one mask has the class, n/a when neither has", False, 2, None,
      Scale("px", "Nikolov et al. 2021 (DeepMind surface-distance)", worst=_diagonal,
-           substitute="inf replaced by the diagonal of the image's scored ROI (px), the largest distance possible")),
+           substitute="each class's inf replaced by the diagonal of the image's scored ROI (px), the largest "
+                      "distance possible")),
     ("nsd", "NSD", "", "Normalised surface Dice: the share of both contours within T px of the other (eval "
      "--metrics nsd@T, default 2); n/a when neither mask has the class", True, 4, (0.0, 1.0),
      Scale(reference="Nikolov et al. 2021 (DeepMind surface-distance)")),
@@ -502,24 +515,28 @@ _QUALITY = (
     ("defect_f1", "Defect F1", "", "2TP / (2TP + FP + FN) of the defects (components) matched one to one; n/a when "
      "neither mask has a defect", True, 4, (0.0, 1.0), _DEFECTS),
     ("defect_precision", "Defect precision", "", "TP / (TP + FP): fragments of a true defect are not false alarms "
-     "(n/a with no defect in either mask; 1 with no predicted defect)", True, 4, (0.0, 1.0), _DEFECTS),
-    ("defect_recall", "Defect recall", "", "TP / (TP + FN): the share of true defects found (n/a with no defect in "
-     "either mask; 1 with none to find)", True, 4, (0.0, 1.0), _DEFECTS),
+     "(n/a with no predicted defect: TP + FP = 0)", True, 4, (0.0, 1.0), _DEFECTS),
+    ("defect_recall", "Defect recall", "", "TP / (TP + FN): the share of true defects found (n/a with no true "
+     "defect: TP + FN = 0)", True, 4, (0.0, 1.0), _DEFECTS),
     ("defect_tp", "Defects found", "TP", "True defects matched by a predicted one", True, 0, None, _COUNTS),
     ("defect_fp", "False alarms", "FP", "Predicted defects that match no true one and lie mostly outside every "
      "true defect", False, 0, None, _COUNTS),
     ("defect_fn", "Missed defects", "FN", "True defects no predicted one matches (merged ones included)", False, 0,
      None, _COUNTS),
     ("defect_split", "Fragments", "split", "Unmatched predicted defects lying mostly (>= 50 % of their area) inside "
-     "one true defect: pieces of it, not false alarms", False, 0, None, _COUNTS),
-    ("defect_merged", "Merged defects", "merged", "Unmatched true defects lying mostly inside one predicted defect "
-     "that also covers another (counted among the misses)", False, 0, None, _COUNTS),
+     "one true defect predicted in pieces (another predicted defect matches it or lies mostly inside it): pieces "
+     "of it, not false alarms; a lone undersized detection is a false alarm, and a merge's host never a fragment",
+     False, 0, None, _COUNTS),
+    ("defect_merged", "Merged defects", "merged", "Unmatched true defects lying mostly (>= 50 %) inside one "
+     "predicted defect that also covers another (counted among the misses)", False, 0, None, _COUNTS),
 )
 for _name, _label, _short, _description, _higher, _digits, _bounds, _scale in _QUALITY:
     _description += ". Per class one-vs-rest; per image the mean over the foreground classes in either mask " \
         "(counts: their sum)"
+    _image_scale = _scale if _scale.worst is None else replace(
+        _scale, worst=_class_by_class(_name, _scale.worst))
     register(Metric(_name, _label, _description, _quality(_name), _higher, (), _digits, _bounds, _short,
-                    optional=True, scale=_scale))
+                    optional=True, scale=_image_scale))
     register_per_class(PerClass(f"{_name}_class", _label, _description, _quality_per_class(_name), _higher, _digits,
                                 _bounds, optional=True, scale=_scale, first=1))
 register(Metric("ece", "ECE", "Top-label expected calibration error over every pixel at model resolution: the "

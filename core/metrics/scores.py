@@ -8,9 +8,9 @@ Formulas (p = probabilities, y = one-hot ground truth, TP/FP/FN counted per pixe
   Computed on the predicted classes at ROI resolution (the card's decision).
 - foreground Dice / IoU: the mean of the per-class values over the foreground classes (≥ 1) present in the
   prediction or the truth (for one foreground class: its Dice); n/a when neither has any foreground.
-- foreground precision = TP / (TP + FP), recall = TP / (TP + FN) with every class ≥ 1 as foreground; n/a when
-  neither mask has any foreground; else 1.0 when the denominator alone is 0 (nothing predicted: no false
-  alarm; nothing to find: nothing missed).
+- foreground precision = TP / (TP + FP), recall = TP / (TP + FN) with every class ≥ 1 as foreground; each n/a
+  when its denominator is 0 (precision: nothing predicted; recall: nothing to find, as Metrics Reloaded leaves
+  recall undefined for an empty reference), never 1.0; the aggregates leave n/a out and count it.
 The QA metrics a user asks for (HD95, NSD, clDice, per-defect F1, ECE) are `core.quality`'s; an image's
 values ride along in `ImageMetrics.quality`.
 """
@@ -120,12 +120,11 @@ def hard_metrics(prediction: np.ndarray, truth: np.ndarray, num_classes: int) ->
     fg_tp = int(counts[1:, 1:].sum())
     fg_fp = int(counts[0, 1:].sum())
     fg_fn = int(counts[1:, 0].sum())
-    empty = math.nan if fg_tp + fg_fp + fg_fn == 0 else 1.0  # no foreground anywhere: n/a
     return {
         "dice": dice, "iou": iou,
         "foreground_dice": float(np.mean([dice[c] for c in present])) if present else math.nan,
         "foreground_iou": float(np.mean([iou[c] for c in present])) if present else math.nan,
-        "precision": _ratio(fg_tp, fg_tp + fg_fp, empty), "recall": _ratio(fg_tp, fg_tp + fg_fn, empty),
+        "precision": _ratio(fg_tp, fg_tp + fg_fp, math.nan), "recall": _ratio(fg_tp, fg_tp + fg_fn, math.nan),
     }
 
 

@@ -5,13 +5,19 @@ pixels (smaller specks are left out of both). A predicted component matches a tr
 the threshold (`--defect-iou`, default 0.5), one to one, greedily by IoU, largest first (ties: lower component
 numbers first). Then:
 - TP: a matched true defect; FN: an unmatched true defect; FP: an unmatched predicted defect, except
-- a fragment (`split`): an unmatched predicted defect lying mostly (more than `MOSTLY` = 50 % of its area) inside
-  one true defect is a piece of it, counted as a fragment, not as a false alarm (a crack predicted in pieces);
-- a merged defect (`merged`): an unmatched true defect lying mostly inside one predicted defect that also holds
-  another true defect mostly (two defects predicted as one) is counted as merged; it stays a miss (FN), since no
-  prediction outlines it on its own: `merged` says how many of the misses are merges rather than unseen defects.
-precision = TP/(TP+FP), recall = TP/(TP+FN), F1 = 2TP/(2TP+FP+FN); all three are NaN ("n/a") with no defect in
-either mask; otherwise a zero denominator gives 1.0 (nothing predicted: no false alarm; nothing to find).
+- a fragment (`split`): an unmatched predicted defect lying mostly (at least `MOSTLY` = 50 % of its area) inside
+  one true defect that is predicted in pieces (at least one other predicted defect matches it or lies mostly
+  inside it) is a piece of it, counted as a fragment, not as a false alarm (a crack predicted in pieces). A lone
+  undersized detection inside a true defect is no fragment: it is what plain matching makes it, a false alarm
+  beside a miss (as COCO and Metrics Reloaded count a detection under the IoU threshold);
+- a merged defect (`merged`): an unmatched true defect lying mostly (at least 50 %) inside one predicted defect
+  that also holds another true defect mostly (two defects predicted as one) is counted as merged; it stays a miss
+  (FN), since no prediction outlines it on its own: `merged` says how many of the misses are merges rather than
+  unseen defects. The predicted defect holding them (the merge's host) is never also a fragment.
+precision = TP/(TP+FP), recall = TP/(TP+FN), F1 = 2TP/(2TP+FP+FN), each NaN ("n/a", counted apart in the
+aggregates, as an absent class's Dice) where its denominator is 0: precision with no predicted defect, recall
+with no true defect (Metrics Reloaded: recall is undefined for an empty reference), all three with no defect in
+either mask.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import numpy as np
 
 #: The default IoU at which a predicted and a true component match.
 MATCH_IOU = 0.5
-#: "Mostly inside": more than this share of a component's area lies inside one component of the other mask.
+#: "Mostly inside": at least this share of a component's area lies inside one component of the other mask.
 MOSTLY = 0.5
 
 
@@ -41,6 +47,8 @@ class Defect:
     #: A prediction: the largest share of its area inside one true defect; a true defect: the share of its area
     #: inside the predicted defect holding most of it, when that one mostly holds another true defect too (else 0).
     inside: float = 0.0
+    #: A prediction only: one of several predicted pieces of a true defect (see the module's `split`).
+    piece: bool = False
 
     @property
     def outcome(self) -> str:
@@ -49,8 +57,8 @@ class Defect:
         if self.matched:
             return "TP"
         if self.source == "prediction":
-            return "split" if self.inside > MOSTLY else "FP"
-        return "merged" if self.inside > MOSTLY else "FN"
+            return "split" if self.piece else "FP"
+        return "merged" if self.inside >= MOSTLY else "FN"
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,7 @@ class DefectMatch:
         if not any_defect:
             return {"f1": math.nan, "precision": math.nan, "recall": math.nan}
         return {"f1": 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else math.nan,
-                "precision": tp / (tp + fp) if tp + fp else 1.0, "recall": tp / (tp + fn) if tp + fn else 1.0}
+                "precision": tp / (tp + fp) if tp + fp else math.nan, "recall": tp / (tp + fn) if tp + fn else math.nan}
 
 
 def components(mask: np.ndarray, min_area: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -126,36 +134,48 @@ def match_defects(truth: np.ndarray, prediction: np.ndarray, min_area: int = 1,
     best_pred, best_truth = np.zeros(len(pred_areas)), np.zeros(len(truth_areas))
     np.maximum.at(best_pred, pred_ids, ious)
     np.maximum.at(best_truth, truth_ids, ious)
-    inside_pred = np.zeros(len(pred_areas))
-    np.maximum.at(inside_pred, pred_ids, overlaps / pred_areas[pred_ids])
-    inside_truth = _merged_shares(pred_ids, truth_ids, overlaps / truth_areas[truth_ids], len(truth_areas))
-    pred_match: dict[int, float] = {}
+    pred_shares = overlaps / pred_areas[pred_ids]
+    inside_pred, home = np.zeros(len(pred_areas)), np.full(len(pred_areas), -1)  # the true defect it lies most in
+    for p, t, share in zip(pred_ids, truth_ids, pred_shares):
+        if share > inside_pred[p]:
+            inside_pred[p], home[p] = share, t
+    inside_truth, hosts = _merged_shares(pred_ids, truth_ids, overlaps / truth_areas[truth_ids], len(truth_areas))
+    pred_match: dict[int, int] = {}  # prediction -> its true defect
     truth_match: dict[int, float] = {}
     for k in sorted(np.flatnonzero(ious >= threshold), key=lambda k: (-ious[k], pred_ids[k], truth_ids[k])):
         p, t = int(pred_ids[k]), int(truth_ids[k])
         if p not in pred_match and t not in truth_match:
-            pred_match[p] = truth_match[t] = float(ious[k])
-    defects = [_defect("truth", i, truth_areas, truth_boxes, truth_match, best_truth, inside_truth)
+            pred_match[p], truth_match[t] = t, float(ious[k])
+    # A true defect's predicted pieces: its match, and the predictions lying mostly inside it (no merge's host).
+    piece_of = {p: pred_match.get(p, int(home[p])) for p in range(len(pred_areas))
+                if p in pred_match or (inside_pred[p] >= MOSTLY and p not in hosts)}
+    pieces = np.bincount(list(piece_of.values()), minlength=len(truth_areas)) if piece_of else np.zeros(0, int)
+    defects = [_defect("truth", i, truth_areas, truth_boxes, truth_match.get(i), best_truth, inside_truth)
                for i in range(len(truth_areas))]
-    defects += [_defect("prediction", i, pred_areas, pred_boxes, pred_match, best_pred, inside_pred)
+    defects += [_defect("prediction", i, pred_areas, pred_boxes,
+                        truth_match[pred_match[i]] if i in pred_match else None, best_pred, inside_pred,
+                        piece=i not in pred_match and i in piece_of and pieces[piece_of[i]] >= 2)
                 for i in range(len(pred_areas))]
     return DefectMatch(tuple(defects))
 
 
-def _merged_shares(pred_ids: np.ndarray, truth_ids: np.ndarray, shares: np.ndarray, count: int) -> np.ndarray:
+def _merged_shares(pred_ids: np.ndarray, truth_ids: np.ndarray, shares: np.ndarray,
+                   count: int) -> tuple[np.ndarray, set[int]]:
     """Per true defect, the share of it inside the predicted defect holding most of it, where that predicted defect
-    holds at least two true defects mostly (a merge); 0 elsewhere."""
+    holds at least two true defects mostly (a merge), 0 elsewhere; and those predicted defects (the merges' hosts)."""
     host, share = np.full(count, -1), np.zeros(count)
     for p, t, fraction in zip(pred_ids, truth_ids, shares):
         if fraction > share[t]:
             host[t], share[t] = p, fraction
-    mostly = share > MOSTLY
+    mostly = share >= MOSTLY
     held = np.bincount(host[mostly], minlength=int(host.max(initial=0)) + 1)  # true defects a prediction mostly holds
-    return np.where(mostly & (held[np.maximum(host, 0)] >= 2), share, 0.0)
+    merged = mostly & (held[np.maximum(host, 0)] >= 2)
+    return np.where(merged, share, 0.0), {int(p) for p in host[merged]}
 
 
-def _defect(source: str, index: int, areas: np.ndarray, boxes: np.ndarray, matches: dict[int, float],
-            best: np.ndarray, inside: np.ndarray) -> Defect:
+def _defect(source: str, index: int, areas: np.ndarray, boxes: np.ndarray, match_iou: float | None,
+            best: np.ndarray, inside: np.ndarray, piece: bool = False) -> Defect:
     box = tuple(int(v) for v in boxes[index])
     return Defect(source, index + 1, int(areas[index]), box,  # type: ignore[arg-type]
-                  matches.get(index, float(best[index])), index in matches, float(inside[index]))
+                  float(best[index]) if match_iou is None else match_iou, match_iou is not None,
+                  float(inside[index]), piece)

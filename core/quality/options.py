@@ -96,13 +96,15 @@ def aggregate_text(key: str, found: Mapping[str, object]) -> str:
     """An `Aggregate.as_dict()` in words: "mean 3.21, median 2.00 over 7 images (1 inf, 1 n/a left out); with the
     worst case (inf replaced by ...): mean 40.1, median 2.24"."""
     finite, infinite, na = (int(found[k]) for k in ("finite", "infinite", "na"))  # type: ignore[call-overload]
-    left = ", ".join(f"{n} {what}" for n, what in ((infinite, "inf"), (na, "n/a")) if n)
+    worst = found.get("worst_case")
+    has_worst = isinstance(worst, Mapping)  # a metric that can be inf (HD95): its inf count is always said
+    left = ", ".join(f"{n} {what}" for n, what, said in ((infinite, "inf", has_worst), (na, "n/a", False))
+                     if n or said)
     text = (f"mean {value_text(key, found['mean'])}, median {value_text(key, found['median'])} over {finite} "  # type: ignore[arg-type]
             f"image{'s' if finite != 1 else ''}" + (f" ({left} left out)" if left else ""))
-    worst = found.get("worst_case")
-    if infinite and isinstance(worst, Mapping):
-        text += (f"; with the worst case ({worst['substitute']}): mean {value_text(key, worst['mean'])}, median "
-                 f"{value_text(key, worst['median'])}")
+    if has_worst and infinite:
+        text += (f"; with the worst case ({worst['substitute']}): mean {value_text(key, worst['mean'])}, median "  # type: ignore[index]
+                 f"{value_text(key, worst['median'])}")  # type: ignore[index]
     return text
 
 
@@ -126,7 +128,8 @@ def summary_lines(summary: Mapping[str, object]) -> list[str]:
                      f"images, matched at IoU >= {summary['defect_iou']:g})")
     calibration = summary.get("calibration")
     if isinstance(calibration, Mapping):
-        lines.append(f"========== calibration of all pixels: ece {value_text('ece', calibration['ece'])}, foreground "
-                     f"ece {value_text('ece', calibration['ece_foreground'])}, brier "
+        lines.append(f"========== calibration pooled over all images' pixels (not a mean of the images' values): ece "
+                     f"{value_text('ece', calibration['ece'])}, ece (foreground) "
+                     f"{value_text('ece', calibration['ece_foreground'])}, brier "
                      f"{value_text('brier', calibration['brier'])} ({calibration['pixels']:,} pixels, 15 bins)")
     return lines

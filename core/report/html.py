@@ -14,6 +14,7 @@ from html import escape
 from ..metrics import catalogue
 from ..metrics.aggregate import CONFIDENCE, RESAMPLES, SEED
 from ..metrics.review import ERROR_COLORS, ERROR_NAMES
+from ..palette import class_color
 from ..quality.options import value_text
 from ..quality.spec import CALIBRATION_KEYS, COUNT_KEYS, MetricSpec
 from ..review import AREA_HALF
@@ -118,14 +119,17 @@ def _summary(data: ReportData, summary: Mapping[str, object]) -> str:
         worst = found.get("worst_case")
         worst_text = (f"{value_text(key, worst['mean'])} / {value_text(key, worst['median'])}"  # type: ignore[index]
                       if isinstance(worst, Mapping) else "")
-        rows.append([escape(metric_title(data.spec, key)), _mean_cell(key, found),
+        title = metric_title(data.spec, key) + (" (per image)" if key in CALIBRATION_KEYS else "")
+        rows.append([escape(title), _mean_cell(key, found),
                      value_text(key, found["median"]), str(found["finite"]), str(found["na"]),  # type: ignore[arg-type]
                      str(found["infinite"]), worst_text])
     header = ["metric", f"mean [{CONFIDENCE:.0%} CI]", "median", "finite", "n/a", "inf", "worst case mean / median"]
     return counts + _table(header, rows) + (
-        f'<p class="muted">Means and medians are over the finite values; n/a (the metric does not apply, e.g. a class '
-        f"in neither mask) and inf (HD95 with the class in only one mask) are left out and counted. The worst case "
-        f"substitutes, for each inf, the diagonal of that image's scored ROI (the largest distance possible). The "
+        f'<p class="muted">Means and medians are over the finite values; n/a (the metric does not apply: a class '
+        f"in neither mask, precision with nothing predicted, recall with nothing to find) and inf (HD95 with the "
+        f"class in only one mask) are left out and counted. The worst case substitutes, for each class's inf, the "
+        f"diagonal of that image's scored ROI (the largest distance possible), an image's value being the mean "
+        f"over its classes. The "
         f"interval is scipy's percentile bootstrap of the mean ({RESAMPLES:,} resamples, seed {SEED}).</p>")
 
 
@@ -147,10 +151,14 @@ def _provenance(provenance: Mapping[str, str], notes: list[str]) -> str:
     return _table(None, rows, numeric_from=99)
 
 
-def _legend() -> str:
-    return '<p class="muted">errors:' + "".join(
+def _legend(data: ReportData) -> str:
+    """What the thumbnails' colours mean: each class of the prediction and truth panels, each kind of error."""
+    classes = "".join(f'<span class="key" style="background: rgb{class_color(index)}"></span>'
+                      f"{escape(data.class_name(index))}" for index in range(1, data.num_classes))
+    return (f'<p class="muted">prediction and truth: {classes}; errors:' + "".join(
         f'<span class="key" style="background: rgb{rgb}"></span>{ERROR_NAMES[kind]}'
-        for kind, rgb in ERROR_COLORS.items()) + " (foreground, thin errors widened to one thumbnail pixel)</p>"
+        for kind, rgb in ERROR_COLORS.items()) + " (by class: a pixel predicted as another class is a miss, FN; "
+        "each thumbnail pixel shows what covers most of it, thin ones widened to one thumbnail pixel)</p>")
 
 
 def _worst(data: ReportData) -> str:
@@ -167,7 +175,7 @@ def _worst(data: ReportData) -> str:
                               for key in _keys(data) if entry.value(key) is not None)
         rows.append(f"<tr><td>{rank}. <b>{escape(entry.item.id)}</b><br><span class=\"muted\">ROI {entry.roi}</span>"
                     f"<br>{numbers}</td><td>{figures}</td></tr>")
-    return _legend() + f'<table class="worst">{"".join(rows)}</table>'
+    return _legend(data) + f'<table class="worst">{"".join(rows)}</table>'
 
 
 def _per_class(data: ReportData, summary: Mapping[str, object]) -> str:
@@ -213,12 +221,15 @@ def _calibration(summary: Mapping[str, object], plots: Mapping[str, bytes]) -> s
     calibration = summary.get("calibration")
     if not isinstance(calibration, Mapping):
         return '<p class="muted">Not computed (add ece to --metrics).</p>'
-    rows = [["ECE, every pixel", value_text("ece", calibration["ece"])],
-            ["ECE, foreground (truth or prediction)", value_text("ece", calibration["ece_foreground"])],
-            ["Brier score", value_text("brier", calibration["brier"])], ["pixels", f"{calibration['pixels']:,}"]]
+    rows = [["ECE (pooled), every pixel", value_text("ece", calibration["ece"])],
+            ["ECE (pooled), foreground (truth or prediction)", value_text("ece", calibration["ece_foreground"])],
+            ["Brier score (pooled)", value_text("brier", calibration["brier"])],
+            ["pixels", f"{calibration['pixels']:,}"]]
     images = "".join(f'<img class="plot" alt="{name}" src="{data_uri(plots[name])}">'
                      for name in ("reliability", "reliability_foreground") if name in plots)
-    return _table(["all images' pixels pooled", ""], rows) + images
+    return _table(["all images' pixels pooled", ""], rows) + (
+        '<p class="muted">Pooled: one calibration over every image\'s pixels together (large images weigh more), not '
+        "the mean of the images' values that the summary's rows marked (per image) give.</p>") + images
 
 
 def _review(data: ReportData) -> str:

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolButton, QVBox
 from ...core.quality.defects import Defect
 from ...core.quality.spec import ImageQuality
 from ...core.roi import Roi
+from ...core.wording import plural
 from ..widgets.row_table import Column, RowModel, RowTable
 
 #: The list's order: misses first, then false alarms, then what was found; larger first within each.
@@ -99,8 +100,9 @@ class DefectsPanel(QWidget):
         self._all = rows
         counts = {kind: sum(1 for r in rows if r.defect.outcome == kind) for kind in OUTCOME_ORDER}
         self.summary.setText(note or f"{counts['TP']} found, {counts['FN'] + counts['merged']} missed ("
-                                     f"{counts['merged']} merged), {counts['FP']} false alarms, {counts['split']} "
-                                     "fragments (click one to zoom, N / Shift+N: next / previous miss)")
+                                     f"{counts['merged']} merged), {plural(counts['FP'], 'false alarm')}, "
+                                     f"{plural(counts['split'], 'fragment')} (click one to zoom, N / Shift+N: next "
+                                     "/ previous miss)")
         self._apply()
 
     def _apply(self) -> None:

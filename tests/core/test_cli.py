@@ -140,6 +140,8 @@ def test_eval_export(tiny_model_project, small_dataset, tmp_path, capsys):
             "--export", out_dir]
     code, _ = run_cli(*args)
     assert code == 0
+    assert (f"segscope: note: exported mask, canvas, softmax, heatmap for 4 images, and metrics.csv and "
+            f"metrics.json, to {out_dir}") in capsys.readouterr().err.splitlines()  # where the files went
     kinds = ("mask.png", "mask_full.png", "softmax.npy", "heatmap.png", "provenance.json")
     expected = {f"{i}_{kind}" for i in ("1", "2", "3", "10") for kind in kinds}
     expected |= {"metrics.csv", "metrics.json"}
@@ -157,7 +159,7 @@ def test_eval_export(tiny_model_project, small_dataset, tmp_path, capsys):
     capsys.readouterr()
     code, _ = run_cli(*args)
     assert code == 2
-    assert_one_line_error(capsys, out_dir / "1_", "already exists", "--overwrite")
+    assert_one_line_error(capsys, f"{out_dir / '1_mask.png'} and 21 more files: each already exists", "--overwrite")
     assert (out_dir / "1_mask.png").read_bytes() == before
     code, _ = run_cli(*args, "--overwrite", "--export-kinds", "mask")
     assert code == 0 and (out_dir / "1_mask.png").read_bytes() == before
@@ -288,10 +290,23 @@ def test_compare_exit_code_says_pass_or_fail_and_help_documents_it(tmp_path, cap
     # a lenient threshold passes what the default fails: the code follows the verdict, not the data
     assert run_cli("compare", tmp_path / "a.npy", tmp_path / "far.npy", "--cosine", "0", "--rel-euclidean", "10",
                    "--kl", "100")[0] == 0
-    for argv, documented in ((["compare", "--help"], "0 PASS, 3 FAIL"), (["--help"], "3 a failed check (compare's FAIL verdict")):
+    for argv, documented in ((["compare", "--help"], "0 PASS, 3 FAIL"),
+                             (["--help"], "3 a failed check (compare's FAIL verdict")):
         with pytest.raises(SystemExit):
             cli.main(argv)
         assert documented in " ".join(capsys.readouterr().out.split())
+
+
+def test_small_texts_of_demo_and_cache(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for option in ("--count COUNT how many slides, 1 to 10000 (default 8)", "--seed SEED the random seed",
+                   "--overwrite replace existing files", "dir the folder to write"):
+        assert option in shown, shown
+    assert run_cli("cache", "--cache-dir", tmp_path)[0] == 2  # no action: both are named, with what they do
+    assert_one_line_error(capsys, "segscope cache needs an action: `segscope cache info`: where the cache is",
+                          "`segscope cache clear`: remove the decoded inputs")
 
 
 def test_compare_errors(tmp_path, capsys):

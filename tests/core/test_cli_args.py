@@ -97,12 +97,12 @@ def test_compare_json_is_strict_json(tmp_path, capsys):
     np.save(tmp_path / "one.npy", np.ones(4, np.float32))
     np.save(tmp_path / "nan.npy", np.array([1.0, np.nan, 2.0, 3.0], np.float32))
     out = io.StringIO()
-    assert cli.main(["compare", str(tmp_path / "zero.npy"), str(tmp_path / "one.npy"), "--json"], out) == 0
+    assert cli.main(["compare", str(tmp_path / "zero.npy"), str(tmp_path / "one.npy"), "--json"], out) == 3  # FAIL
     document = strict_json(out.getvalue())
     assert document["relative_euclidean_distance"] == "inf"  # infinite (|a - b| / |a| with a = 0), not n/a
     assert document["max_absolute_error"] == 1.0
     out = io.StringIO()
-    assert cli.main(["compare", str(tmp_path / "nan.npy"), str(tmp_path / "one.npy"), "--json"], out) == 0
+    assert cli.main(["compare", str(tmp_path / "nan.npy"), str(tmp_path / "one.npy"), "--json"], out) == 3  # NaN
     assert strict_json(out.getvalue())["cosine_similarity"] is None  # NaN: n/a
 
 

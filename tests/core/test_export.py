@@ -171,7 +171,7 @@ def test_write_metrics(out):
     assert document["images"][0] == {"id": "1", "soft_dice": 0.5, "dice": [1.0, 0.25]}
     assert document["summary"] == {"soft_dice": 0.5, "foreground_dice": None, "images_with_masks": 1}
     before = (out / "metrics.csv").read_bytes()
-    with pytest.raises(SegScopeError, match="metrics.csv and 1 more: already exists"):
+    with pytest.raises(SegScopeError, match=r"metrics.csv and 1 more file: each already exists \(use --overwrite"):
         write_metrics([{"id": "3"}], summary, out)
     assert (out / "metrics.csv").read_bytes() == before
     write_metrics([{"id": "3"}], summary, out, overwrite=True)

@@ -145,3 +145,17 @@ def test_a_metric_first_computed_mid_run_and_its_worst_case():
     assert summary.values(catalogue.lookup("hd95")) == [None, math.inf, 3.0, None]
     # hd95 and its class 1: a value, a byte and a worst case each; whether each image has the family: a byte
     assert summary.bytes_per_image == 10 * 9 + 2 * 17 + 1
+
+
+def test_the_worst_case_substitutes_each_class_not_the_whole_image():
+    """Two foreground classes: class 1 at HD95 4 px, class 2 in one mask only (inf), class 3 in neither (n/a). The
+    image's value is inf; its worst case replaces class 2's inf by the 100 px diagonal and keeps class 1's 4 px:
+    (4 + 100) / 2 = 52, not 100. Per class, class 2's worst case is the diagonal itself."""
+    per_class = {1: {"hd95": 4.0}, 2: {"hd95": math.inf}, 3: {"hd95": math.nan}}
+    quality = ImageQuality({"hd95": math.inf}, per_class, spec=MetricSpec.parse("hd95"), diagonal=100.0)
+    summary = DatasetSummary()
+    summary.add(replace(A, quality=quality))
+    aggregates = summary.means()["aggregates"]
+    assert aggregates["hd95"]["infinite"] == 1 and aggregates["hd95"]["worst_case"]["mean"] == 52.0
+    assert aggregates["hd95_class_2"]["worst_case"]["mean"] == 100.0
+    assert aggregates["hd95_class_1"]["worst_case"]["mean"] == 4.0

@@ -162,13 +162,14 @@ def test_foreground_dice_averages_only_the_classes_present():
         ([[0, 0], [0, 0]], [[0, 0], [0, 0]],
          {"dice": (1.0, math.nan), "iou": (1.0, math.nan), "foreground_dice": math.nan, "foreground_iou": math.nan,
           "precision": math.nan, "recall": math.nan}),
-        # Nothing to find, two false alarms: precision 0/2, recall 1 (nothing missed), Dice 0.
+        # Nothing to find, two false alarms: precision 0/2, recall 0/0 n/a (Metrics Reloaded: undefined for an
+        # empty reference), Dice 0.
         ([[0, 0], [0, 0]], [[1, 0], [0, 1]],
          {"dice": (4 / 6, 0.0), "iou": (2 / 4, 0.0), "foreground_dice": 0.0, "precision": 0.0,
-          "recall": 1.0}),
-        # One defect pixel, nothing predicted: precision 1 (no false alarm), recall 0.
+          "recall": math.nan}),
+        # One defect pixel, nothing predicted: precision 0/0 n/a (never a vacuous 1), recall 0/1.
         ([[0, 1], [0, 0]], [[0, 0], [0, 0]],
-         {"dice": (6 / 7, 0.0), "iou": (3 / 4, 0.0), "foreground_dice": 0.0, "precision": 1.0,
+         {"dice": (6 / 7, 0.0), "iou": (3 / 4, 0.0), "foreground_dice": 0.0, "precision": math.nan,
           "recall": 0.0}),
     ],
 )

@@ -256,10 +256,10 @@ def test_compare_thresholds_and_verdict(tmp_path):
     p, q = np.array([1, 2, 3, 4]) / 10, np.array([1, 2, 3, 5]) / 11
     kl = float(np.sum(p * np.log(p / q)))
     out = io.StringIO()
-    assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")], out) == 0
+    assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy")], out) == 3  # FAIL's exit code
     expected = f"FAIL: relative Euclidean {1 / math.sqrt(30):.6g} > 0.05; KL {kl:.6g} > 0.005"
     assert out.getvalue().splitlines()[-1] == expected
     out = io.StringIO()
     assert main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--rel-euclidean", "0.2",
-                 "--cosine", "0.995", "--kl", "1"], out) == 0
+                 "--cosine", "0.995", "--kl", "1"], out) == 3
     assert out.getvalue().splitlines()[-1] == f"FAIL: cosine {34 / math.sqrt(30 * 39):.6g} < 0.995"

@@ -105,8 +105,8 @@ def test_eval_metrics_equal_the_reference_packages(tiny_model_project, defects_d
     diagonal = float(np.hypot(80, 120))  # the worst HD95 of this ROI (the whole image)
     assert summary["aggregates"]["hd95"] == {
         "images": 1, "finite": 1, "na": 0, "infinite": 0, "mean": row["hd95"], "median": row["hd95"],
-        "worst_case": {"substitute": "inf replaced by the diagonal of the image's scored ROI (px), the largest "
-                                     "distance possible", "mean": row["hd95"], "median": row["hd95"]}}
+        "worst_case": {"substitute": "each class's inf replaced by the diagonal of the image's scored ROI (px), the "
+                                     "largest distance possible", "mean": row["hd95"], "median": row["hd95"]}}
     assert summary["aggregates"]["hd95_class_1"]["mean"] == row["hd95"] and diagonal > row["hd95"]
     assert summary["aggregates"]["defect_tp"] == {"images": 1, "total": 2} and summary["defect_tp"] == 2
     described = {m["name"]: m for m in document["metrics"]}  # the catalogue's definitions come along
@@ -168,9 +168,9 @@ def test_an_empty_prediction_is_inf_in_the_line_and_null_in_json(tiny_model_proj
     code, text = run_cli("eval", "--dataset", root, "--pipeline", tiny_model_project.pipeline, "--metrics", "hd95,nsd")
     assert code == 0 and ", hd95: inf, nsd@2: 0.0000" in text.splitlines()[0]
     diagonal = np.hypot(40, 50)
-    assert (f"========== hd95: mean n/a, median n/a over 0 images (1 inf left out); with the worst case (inf replaced "
-            f"by the diagonal of the image's scored ROI (px), the largest distance possible): mean {diagonal:.2f}, "
-            f"median {diagonal:.2f}") in text.splitlines()
+    assert (f"========== hd95: mean n/a, median n/a over 0 images (1 inf left out); with the worst case (each class's "
+            f"inf replaced by the diagonal of the image's scored ROI (px), the largest distance possible): mean "
+            f"{diagonal:.2f}, median {diagonal:.2f}") in text.splitlines()
     code, text = run_cli("eval", "--dataset", root, "--pipeline", tiny_model_project.pipeline, "--metrics", "hd95",
                          "--json")
     document = json.loads(text)

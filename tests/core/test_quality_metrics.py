@@ -150,8 +150,45 @@ def test_no_defect_anywhere_is_n_a_and_only_false_alarms_score_zero():
         assert math.isnan(scores.pop(ratio))
     assert scores == {"defect_tp": 0, "defect_fp": 0, "defect_fn": 0, "defect_split": 0, "defect_merged": 0}
     speck = boxes((5, 5), (2, 2))
-    alarm = match_defects(empty, speck).scores()
-    assert (alarm["defect_f1"], alarm["defect_precision"], alarm["defect_recall"]) == (0.0, 0.0, 1.0)
+    alarm = match_defects(empty, speck).scores()  # one false alarm, nothing to find: recall 0/0 is n/a
+    assert (alarm["defect_f1"], alarm["defect_precision"]) == (0.0, 0.0) and math.isnan(alarm["defect_recall"])
+    missed = match_defects(speck, empty).scores()  # one miss, nothing predicted: precision 0/0 is n/a
+    assert (missed["defect_f1"], missed["defect_recall"]) == (0.0, 0.0) and math.isnan(missed["defect_precision"])
+
+
+def test_a_lone_undersized_detection_inside_a_defect_is_a_false_alarm_not_a_fragment():
+    """A 1 x 20 crack and one 1 x 3 piece on it (IoU 3/20): the crack is missed and the piece, alone on it, is what
+    plain matching makes it, a false alarm; two such pieces are the crack predicted in pieces: fragments."""
+    truth = boxes((5, 30), (2, slice(0, 20)))
+    lone = match_defects(truth, boxes((5, 30), (2, slice(5, 8))))
+    assert (lone.tp, lone.fp, lone.fn, lone.split, lone.merged) == (0, 1, 1, 0, 0)
+    two = match_defects(truth, boxes((5, 30), (2, slice(5, 8)), (2, slice(12, 15))))
+    assert (two.tp, two.fp, two.fn, two.split, two.merged) == (0, 0, 1, 2, 0)
+
+
+def test_half_inside_is_mostly_inside():
+    """">= 50 %": a 1 x 10 crack found by a 6-pixel piece (IoU 0.6) and a 2-pixel piece with 1 pixel on it (50 %)."""
+    truth = boxes((6, 12), (2, slice(0, 10)))
+    prediction = boxes((6, 12), (2, slice(0, 6)), (2, 8), (3, 8))
+    match = match_defects(truth, prediction)
+    assert (match.tp, match.fp, match.fn, match.split) == (1, 0, 0, 1)
+    # A true defect half inside a blob that holds another one wholly is merged.
+    truths = boxes((6, 14), (slice(0, 2), slice(0, 4)), (slice(0, 2), slice(8, 10)))  # 8 px and 4 px
+    blob = boxes((6, 14), (slice(0, 2), slice(2, 10)))  # 4 of the first's 8 px, all of the second's 4
+    merge = match_defects(truths, blob, threshold=0.9)
+    assert (merge.tp, merge.fn, merge.merged) == (0, 2, 2)
+
+
+def test_a_merges_host_is_never_also_a_fragment():
+    """A 4 x 10 defect and a 2 x 2 one, two columns apart; one prediction covers 28 px of the first (70 % of it,
+    78 % of the prediction's 36 px), bridges the gap and covers all of the second. IoU with the first 28/48."""
+    truth = boxes((6, 16), (slice(0, 4), slice(0, 10)), (slice(0, 2), slice(12, 14)))
+    prediction = boxes((6, 16), (slice(0, 4), slice(3, 10)), (slice(0, 2), slice(10, 14)))
+    loose = match_defects(truth, prediction)  # IoU 0.58 >= 0.5: the first found, the second merged into it
+    assert (loose.tp, loose.fp, loose.fn, loose.split, loose.merged) == (1, 0, 1, 0, 1)
+    strict = match_defects(truth, prediction, threshold=0.8)  # unmatched: one false alarm holding two merges
+    assert (strict.tp, strict.fp, strict.fn, strict.split, strict.merged) == (0, 1, 2, 0, 2)
+    assert [d.outcome for d in strict.defects if d.source == "prediction"] == ["FP"]
 
 
 def test_fragments_of_a_found_crack_are_not_false_alarms():

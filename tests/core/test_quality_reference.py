@@ -95,8 +95,9 @@ def test_cldice_equals_skeletonize_on_whole_masks(mask_pairs):
 
 def _reference_defects(truth, prediction, min_area):
     """8-connected components by SciPy, every IoU from pixel sets, pairs >= 0.5 (unique above 0.5); an unmatched
-    prediction more than half inside one truth is a fragment, an unmatched truth more than half inside a prediction
-    that holds another truth so is merged (and missed)."""
+    truth at least half inside a prediction that holds another truth so is merged (and missed), and that prediction
+    a merge's host; an unmatched prediction at least half inside one truth, and no host, is a fragment when that
+    truth has another piece (its match, or another such prediction): a lone piece is a false alarm."""
     def parts(mask):
         labels, count = ndimage.label(mask, structure=np.ones((3, 3)))
         return [labels == k for k in range(1, count + 1) if (labels == k).sum() >= min_area]
@@ -105,15 +106,24 @@ def _reference_defects(truth, prediction, min_area):
     matched = {(i, j) for i, t in enumerate(truths) for j, p in enumerate(preds)
                if (t & p).sum() / (t | p).sum() >= 0.5}
     tp = len(matched)
-    lone_preds = [p for j, p in enumerate(preds) if all(j != b for _, b in matched)]
-    split = sum(1 for p in lone_preds if any((p & t).sum() / p.sum() > 0.5 for t in truths))
     hosts = {}
     for i, t in enumerate(truths):
         shares = [(t & p).sum() / t.sum() for p in preds]
-        if shares and max(shares) > 0.5:
+        if shares and max(shares) >= 0.5:
             hosts[i] = int(np.argmax(shares))
     held = [list(hosts.values()).count(host) for host in hosts.values()]
-    merged = sum(1 for (i, host), n in zip(hosts.items(), held) if n >= 2 and all(i != a for a, _ in matched))
+    merged_into = {i: host for (i, host), n in zip(hosts.items(), held) if n >= 2}
+    merged = sum(1 for i in merged_into if all(i != a for a, _ in matched))
+    merge_hosts = set(merged_into.values())
+    homes = {}  # unmatched prediction (no host) -> the truth it lies at least half in
+    for j, p in enumerate(preds):
+        if any(j == b for _, b in matched) or j in merge_hosts:
+            continue
+        shares = [(p & t).sum() / p.sum() for t in truths]
+        if shares and max(shares) >= 0.5:
+            homes[j] = int(np.argmax(shares))
+    pieces = [sum(1 for a, _ in matched if a == i) + list(homes.values()).count(i) for i in range(len(truths))]
+    split = sum(1 for i in homes.values() if pieces[i] >= 2)
     return tp, len(preds) - tp - split, len(truths) - tp, split, merged
 
 

@@ -79,7 +79,7 @@ def test_report_is_self_contained_and_its_summary_follows_eval(report):
     aggregates = document["summary"]["aggregates"]
     rows = [r for r in document["images"] if "foreground_dice" in r]
     for key, title in (("foreground_dice", "Dice (foreground)"), ("hd95", "HD95 (px)"), ("cldice", "clDice"),
-                       ("brier", "Brier score")):
+                       ("brier", "Brier score (per image)")):  # the images' mean, named apart from the pooled
         found = aggregates[key]
         values = [r[key] for r in rows if isinstance(r[key], float)]  # finite: not null (n/a), not "inf"
         interval = stats.bootstrap((np.array(values),), np.mean, n_resamples=9999, method="percentile", **{
@@ -93,6 +93,11 @@ def test_report_is_self_contained_and_its_summary_follows_eval(report):
     # e: no foreground anywhere (n/a); m: a truth-only defect (HD95 inf, worst case its ROI's diagonal 80)
     assert (aggregates["foreground_dice"]["na"], aggregates["hd95"]["infinite"]) == (1, 1)
     assert re.search(rf"HD95 \(px\) .* {aggregates['hd95']['worst_case']['mean']:.2f} / ", summary)
+    # The images' mean ECE (foreground) and the pooled one are named apart (two numbers, two names)
+    assert "ECE (foreground) (per image)" in summary and "ECE (pooled), foreground (truth or prediction)" in page
+    assert "not the mean of the images' values" in page
+    assert re.search(r"prediction and truth: <span class=\"key\" style=\"background: rgb\(\d+, \d+, \d+\)\"></span>\w",
+                     page)  # the classes' colours, named
     assert aggregates["hd95"]["worst_case"]["mean"] > aggregates["hd95"]["mean"]
 
 
@@ -325,3 +330,34 @@ def test_report_renders_in_headless_chromium_with_no_missing_resource(report, tm
               report_file.as_uri())
     shot = cv2.imread(str(screenshot))
     assert shot is not None and shot.std() > 10
+
+
+def test_thumbnails_keep_what_covers_most_and_errors_are_by_class():
+    """Hand-made 360 x 360 maps (thumbnails 180 x 180: one thumbnail pixel per 2 x 2 block)."""
+    from segscope.core.metrics.review import FN, FP, TP
+    from segscope.core.palette import class_color
+    from segscope.core.report.collect import class_errors, error_thumbnail, label_thumbnail
+
+    codes = np.zeros((360, 360), np.uint8)
+    codes[0:2, 0:2] = TP
+    codes[0, 0] = FN  # a block three quarters found, one pixel missed: found (misses no longer drawn over it)
+    codes[10, 10] = FN  # a lone missed pixel on background: kept, one thumbnail pixel
+    codes[20:22, 20:22] = [[FP, FP], [FN, 0]]  # two false alarm pixels, one miss: the false alarm
+    thumbnail = error_thumbnail(codes)
+    assert thumbnail.shape == (180, 180)
+    assert (thumbnail[0, 0], thumbnail[5, 5], thumbnail[10, 10], thumbnail[1, 1]) == (TP, FN, FP, 0)
+    assert np.count_nonzero(thumbnail) == 3
+    truth = np.zeros((4, 6), np.uint8)
+    truth[1:3, 1:4] = 1
+    swapped = np.where(truth == 1, 2, 0).astype(np.uint8)  # every defect predicted as the other class
+    errors = class_errors(swapped, truth)
+    assert (errors[truth == 1] == FN).all() and (errors[truth == 0] == 0).all()  # no TP: a swap is no success
+    right = class_errors(truth, truth)
+    assert (right[truth == 1] == TP).all()
+    spill = truth.copy()
+    spill[0, 0] = 2
+    assert class_errors(spill, truth)[0, 0] == FP
+    labels = np.zeros((360, 360), np.uint8)
+    labels[0:2, 0:2] = [[1, 1], [1, 2]]  # class 1 covers most: class 1's colour, not the later class's
+    drawn = label_thumbnail(labels, 3)
+    assert tuple(drawn[0, 0]) == class_color(1)[::-1] and tuple(drawn[0, 1]) != class_color(2)[::-1]

@@ -61,7 +61,7 @@ def test_compare_runs_gives_the_numbers_of_segscope_compare(tmp_path: Path) -> N
     np.save(tmp_path / "a.npy", a.result.probabilities)
     np.save(tmp_path / "b.npy", b.result.probabilities)
     out = io.StringIO()
-    assert cli_main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--json"], out=out) == 0
+    assert cli_main(["compare", str(tmp_path / "a.npy"), str(tmp_path / "b.npy"), "--json"], out=out) == 3
     document = json.loads(out.getvalue())
     assert document.pop("verdict").startswith("FAIL") and document == compare_runs(a, b).metrics
 

@@ -84,6 +84,8 @@ def test_the_defects_list_is_filled_only_while_its_dock_is_on_screen(qtbot, wind
     qtbot.waitUntil(lambda: tools.defects.model.rowCount() > 0, timeout=5000)
     misses = sum(row.defect.outcome == "FN" for row in tools.defects.model.rows)
     assert misses >= 1 and f"{misses} missed" in tools.defects.summary.text()  # the patch the model cannot find
+    alarms = sum(row.defect.outcome == "FP" for row in tools.defects.model.rows)
+    assert f" {alarms} false alarm{'' if alarms == 1 else 's'}, " in tools.defects.summary.text()  # "1 false alarm"
 
 
 def test_a_metric_chosen_later_is_computed_in_the_background(qtbot, window, missed):
