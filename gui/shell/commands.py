@@ -211,8 +211,9 @@ class ViewerCommands(QObject):
 
     def export(self) -> None:
         """Ask what and where, then write in the background (see `export_flow`)."""
-        if self.session.dataset is None or not (self.session.has_results or self.session.slide_runs):
-            self.note.emit("Run at least one image (or a whole slide) before exporting", 4000)
+        if not self.session.can_export:
+            self.note.emit("An export is running: wait for it to finish or cancel it" if self.session.exporting
+                           else "Run at least one image (or a whole slide) before exporting", 4000)
             return
         choices = ask_export(self.session, self.session.capabilities, self.host)
         if choices is not None:
