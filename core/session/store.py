@@ -25,7 +25,7 @@ import json
 import re
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -227,27 +227,30 @@ class SessionStore:
         self._used = sum(self._usage.values())
         return self._usage
 
-    def results(self) -> Iterator[StoredResult | str]:
-        """Stored results, oldest first, read one at a time as they are asked for (a store of thousands never sits
-        in memory whole), and one line (a str) per entry that could not be read: it is skipped, since a stored
-        result is only a cache of a run and nothing in this folder may stop a dataset from opening. Temporary
-        files of writes a killed session left are removed (another viewer's write in flight is left alone)."""
-        return _read_each(self.folder, read_stored, "stored result", self._known)
+    def results(self, first: Sequence[str] = ()) -> Iterator[StoredResult | str]:
+        """Stored results, those of the images `first` first (the rows on screen), then the others oldest first,
+        read one at a time as they are asked for (a store of thousands never sits in memory whole), and one line
+        (a str) per entry that could not be read: it is skipped, since a stored result is only a cache of a run and
+        nothing in this folder may stop a dataset from opening. Temporary files of writes a killed session left
+        are removed (another viewer's write in flight is left alone)."""
+        return _read_each(self.folder, read_stored, "stored result", self._known, first)
 
-    def slides(self) -> Iterator[StoredSlide | str]:
+    def slides(self, first: Sequence[str] = ()) -> Iterator[StoredSlide | str]:
         """Stored whole-slide runs, as `results` gives results."""
-        return _read_each(self.slides_folder, read_slide, "stored whole-slide run", self._known)
+        return _read_each(self.slides_folder, read_slide, "stored whole-slide run", self._known, first)
 
 
-def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str,
-               known: dict[Path, Stamp]) -> Iterator[_Stored | str]:
-    """Each entry of `folder` read (`known`: each file as it was read, for the store's later writes)."""
+def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str, known: dict[Path, Stamp],
+               first: Sequence[str]) -> Iterator[_Stored | str]:
+    """Each entry of `folder` read, the images `first` first (`known`: each file as it was read, for the store's
+    later writes)."""
     try:
-        entries = [(p, p.lstat().st_mtime_ns) for p in folder.iterdir() if p.name.endswith(".npz")]
+        entries = {p.name: (p, p.lstat().st_mtime_ns) for p in folder.iterdir() if p.name.endswith(".npz")}
     except OSError:
         return  # no store (or not a folder): nothing to restore
     remove_stale_temps(folder)  # (not another viewer's write in flight: `fileio.stale_temp`)
-    for path, _ in sorted(entries, key=lambda entry: entry[1]):
+    ahead = [entries.pop(name) for name in dict.fromkeys(map(_file_name, first)) if name in entries]
+    for path, _ in [*ahead, *sorted(entries.values(), key=lambda entry: entry[1])]:
         try:
             stamp = Stamp.of(path)  # (before the read: a write meanwhile is then seen as another viewer's)
             stored = read(path)
