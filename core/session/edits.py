@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from ..files.stamp import Stamp, WriteConflict
 from .backend_state import BackendState
 from .events import EditsRecovered, MaskChanged, Message, SaveConflict, SessionEvents, TruthChanged
 from .jobs import Job
-from .truth import ImageTruth
+from .truth import ImageTruth, stamp_of
 
 
 @dataclass(frozen=True)
@@ -99,9 +99,26 @@ class SessionEdits:
         truth = self._truths.get(item_id)
         if truth is None:
             dataset = self._dataset()
-            truth = ImageTruth(dataset.truth(dataset.item(item_id)), self._read_version)
+            file = dataset.truth(dataset.item(item_id))
+            truth = ImageTruth(file, self._read_version, stamp=stamp_of(file))
             self._truths[item_id] = truth
         return truth
+
+    def check_truth_files(self, item_ids: Iterable[str]) -> list[str]:
+        """Look at the truth files of these images (a look, a focus): a truth without unsaved edits whose file
+        another viewer or program replaced, added (a correction) or removed since it was read is read again under a
+        new version, so its numbers are scored again and its views follow; returns those images."""
+        dataset, changed = self._dataset(), []
+        for item_id in item_ids:
+            held = self._truths.get(item_id)
+            if held is None or held.edits or held.recovered is not None or item_id not in dataset:
+                continue
+            file = dataset.truth(dataset.item(item_id))
+            stamp = stamp_of(file)
+            if (file.path if file is not None else None) != held.path or not held.stamp.same(stamp):
+                self._set_truth(item_id, ImageTruth(file, next(self._versions), stamp=stamp))
+                changed.append(item_id)
+        return changed
 
     def truth_version(self, item_id: str) -> int:
         """The version of the image's truth now, as `truth(item_id).version`, without finding its file (a score's
@@ -129,7 +146,8 @@ class SessionEdits:
         """The image's mask changed: now with or without unsaved `edits` (`recovered`: held by a recovery file),
         on the truth `file` (default: the same), with a new version."""
         truth = self.truth(item_id)
-        self._set_truth(item_id, ImageTruth(file or truth.file, next(self._versions), edits, recovered))
+        stamp = stamp_of(file) if file is not None else truth.stamp  # (a save: the file as written)
+        self._set_truth(item_id, ImageTruth(file or truth.file, next(self._versions), edits, recovered, stamp))
 
     def edited_mask(self, item_id: str) -> Callable[[], np.ndarray | None]:
         """Where the mask an image is scored against is read from when it has unsaved edits (the document on

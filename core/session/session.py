@@ -237,11 +237,15 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             return True
         return False
 
-    def look_at_images(self, item_ids: Iterable[str]) -> None:
-        """Whether these images' files changed since their newest runs read them (`check_images`), now: on a
-        look (`select`), and when the window gets the focus back; their views follow."""
+    def look_at_images(self, item_ids: Iterable[str]) -> list[str]:
+        """Whether these images' files changed since their newest runs read them (`check_images`), and their truth
+        files since they were read (`check_truth_files`), now: on a look (`select`), and when the window gets the
+        focus back; their views follow. Returns the images whose truth was read again (a mask on screen without
+        edits is then out of date: the window loads it again)."""
+        item_ids = list(item_ids)
         for item_id in self.check_images(item_ids):
             self._item_changed(item_id)
+        return self.check_truth_files(item_ids)
 
     def flush(self) -> None:
         """Wait until every result is on disk (before closing, or reading the store elsewhere)."""

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from ..dataset.truth import Truth
 from ..editing.files import Recovery
+from ..errors import SegScopeError
+from ..files.stamp import Stamp
 
 NO_MASK = "no mask"
 UNSAVED = "unsaved edits"
@@ -31,6 +33,7 @@ class ImageTruth:
     version: int
     edits: bool = False
     recovered: Recovery | None = field(default=None, compare=False)  # edits a crash left, not yet on screen
+    stamp: Stamp = field(default=Stamp(), compare=False)  # the truth file as it was read (missing: none)
 
     @property
     def path(self) -> Path | None:
@@ -62,3 +65,11 @@ class ImageTruth:
     def exists(self) -> bool:
         """Whether there is anything to score against."""
         return self.file is not None or self.edits
+
+
+def stamp_of(file: Truth | None) -> Stamp:
+    """The truth file as it is now (missing: no file, or one that cannot be read: not the file scored)."""
+    try:
+        return Stamp.of(file.path) if file is not None else Stamp()
+    except SegScopeError:
+        return Stamp()

@@ -130,6 +130,12 @@ class ViewerCommands(QObject):
             return
         self._load(item_id)
 
+    def reload_current(self) -> None:
+        """Load the image on screen and its mask again (its mask file changed on disk, and it has no edits)."""
+        current = self.session.current
+        if current is not None and not (self.session.document is not None and self.session.document.dirty):
+            self._load(current.id)
+
     def prefetch(self, item_id: str) -> None:
         """Open an image's slide ahead, while another is on screen (the review queue's next image)."""
         dataset = self.session.dataset

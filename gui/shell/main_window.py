@@ -226,12 +226,15 @@ class MainWindow(QMainWindow):
             self.commands.open_dataset(folder)
 
     def changeEvent(self, event: QEvent) -> None:
-        """Back in focus: the image on screen may have been replaced meanwhile (its views then say so)."""
+        """Back in focus: the image on screen may have been replaced meanwhile (its views then say so), or its mask
+        by another program (a mask without edits is loaded and scored again)."""
         super().changeEvent(event)
         session = getattr(self, "session", None)  # (Qt calls this while the window is being built)
         if event.type() == QEvent.Type.ActivationChange and session is not None and session.current is not None \
                 and self.isActiveWindow():
-            session.look_at_images((session.current.id,))
+            current = session.current.id
+            if current in session.look_at_images((current,)):  # another program replaced its mask: show the new one
+                self.commands.reload_current()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Ask about unsaved edits (a save runs first, then the window closes), then finish what was started:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import signal
 import subprocess
@@ -628,6 +629,29 @@ def test_stale_results_image_replaced_between_sessions_is_said_on_restore(datase
     third = _run_session(dataset_root)
     assert [item_view(third, i).status for i in ("001", "002")] == ["image changed", "done"]
     assert third.answer("001").stale == IMAGE_CHANGED
+
+
+def test_a_mask_another_program_replaced_is_read_again_on_the_next_look_and_scored_against(dataset_root: Path) -> None:
+    """No edits open: the numbers of 001 are of its mask (the top row's first 5 pixels, none predicted: Dice 0).
+    Another program empties mask.png; the next look reads it again and the score follows (no foreground in either
+    mask: Dice n/a), never the old number shown as the new mask's."""
+    session = _run_session(dataset_root)
+    _run(session, "001")
+    version = session.truth("001").version
+    assert item_view(session, "001").metrics.foreground_dice == 0.0
+    assert session.look_at_images(["001", "002"]) == []  # nothing changed: nothing read again
+    _child(f"""
+        import cv2, numpy as np
+        cv2.imwrite({str(dataset_root / '001' / 'mask.png')!r}, np.zeros((20, 30), np.uint8))
+    """)
+    due: list[str] = []
+    session.events.score_due.connect(lambda event: due.append(event.item_id))
+    assert session.look_at_images(["001"]) == ["001"]
+    assert session.truth("001").version != version and due == ["001"] and not session.is_fresh("001")
+    job = session.score_job("001")
+    assert job is not None and session.adopt_score(job, job.run())
+    assert math.isnan(item_view(session, "001").metrics.foreground_dice)
+    assert session.look_at_images(["001"]) == []  # read once per change
 
 
 # --- damaged datasets -----------------------------------------------------------------------------------
