@@ -99,7 +99,8 @@ def test_run_whole_slide_stitches_from_the_open_reader_and_any_roi_shows_its_par
     # slide): x at -240, 1080 and 1440 (flush with 3240), y at -240 and 440 (flush with 2240)
     assert run is not None and run.item.id == "a" and run.tiles == 6
     # the tiles were read from the open reader, region by region (their parts inside the slide), off the GUI thread
-    tile_reads = [(x, y, w, h) for level, x, y, w, h, thread in reader.reads if thread.name.startswith("segscope-tile")]
+    tile_reads = [(x, y, w, h) for level, x, y, w, h, thread in reader.reads
+                  if thread.name.startswith("segscope-tile-read")]  # (not the slide view's display tiles)
     assert sorted(tile_reads) == [(0, 0, 1560, 1560), (0, 440, 1560, 1560), (1080, 0, 1800, 1560),
                                   (1080, 440, 1800, 1560), (1440, 0, 1560, 1560), (1440, 440, 1560, 1560)]
 
