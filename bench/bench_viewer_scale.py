@@ -11,9 +11,12 @@ between consecutive `result_added` events) by tenth of the last Run all; the win
 that Run all (its log-log slope against N over the sizes run); the event loop's lateness (bench/heartbeat.py:
 the longest stall and its 99th percentile) while the dataset opens, during Run all and while stepping; PgDown
 to the next image after the run, over the last images (whose arrays the history keeps), until its slide and
-result panels are drawn; the process's RSS after each phase. Then the time until a 100,000-image dataset's
-table is usable (hard links of a few hundred files: nothing is inferred there). Run all counts from the click
-until every result is in, scored and drawn (`MainWindow.redraws_due`).
+result panels are drawn; the process's RSS after each phase; then a new window reopens the dataset (as after a
+restart: the runs the session store kept are restored): until the table is usable, until the rows on screen that
+have a stored run show it, until every stored run is restored, scored and drawn, with the event loop's lateness
+meanwhile. Then the time until a 100,000-image dataset's table is usable (hard links of a few hundred files:
+nothing is inferred there). Run all counts from the click until every result is in, scored and drawn
+(`MainWindow.redraws_due`).
 
 Goals (the issue's): Run all / eval <= 1.2 at every N; last tenth <= 1.5x the first and median <= 2 ms per
 result; slope <= 1.1; stalls max <= 100 ms, p99 <= 30 ms; PgDown median <= 50 ms at 10,000; usable table
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -51,6 +55,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from timing import spread  # noqa: E402
 
 from segscope.core.profiling.machine import cpu_name  # noqa: E402
+from segscope.core.session.store import STORE_DIR_NAME  # noqa: E402
 
 from helpers import make_tiny_onnx, tiny_card  # noqa: E402
 
@@ -257,7 +262,9 @@ def measure_size(bench: Bench, card: Path, dataset: Path, size: int, rounds: int
         step_ms.append((time.perf_counter() - began) * 1000)
     late_steps = bench.lateness()
     rss["stepping"] = rss_mb()
-    window.close()
+    window.close()  # (its session store's writes end first)
+    reopened = measure_reopen(bench, card, dataset)
+    rss["reopen"] = rss_mb()
 
     ratios = [w / e for w, e in zip(walls, evals)]
     late_run = max(late_runs, key=lambda late: late.max)
@@ -274,11 +281,51 @@ def measure_size(bench: Bench, card: Path, dataset: Path, size: int, rounds: int
     print(lateness_line("open", late_open))
     print(lateness_line("Run all", late_run))
     print(lateness_line("stepping", late_steps))
+    print(lateness_line("reopen", reopened.late))
     pgdown = statistics.median(step_ms) if step_ms else float("nan")
     print(f"  PgDown to the next image (drawn): {spread(step_ms, 1, 'ms', 1)}"
           + (f"  {verdict(pgdown <= GOALS['pgdown_ms'])}" if size >= 10_000 else ""))
+    print(f"  reopen (a new window, as after a restart): {reopened.restored:,} stored runs of {reopened.stored:,} "
+          f"files restored; table usable {reopened.usable:.2f} s, the rows on screen that have one "
+          f"({reopened.visible}) have their stored result after {reopened.visible_s:.2f} s, every one after "
+          f"{reopened.all_s:.2f} s (scored, drawn)")
     print("  RSS: " + ", ".join(f"{phase} {mb:.0f} MB" for phase, mb in rss.items()), flush=True)
     return {"gui_total": gui_totals[-1]}
+
+
+@dataclass
+class Reopened:
+    stored: int  # result files in the dataset's session store
+    restored: int
+    usable: float  # seconds until the table holds every row, the first selected
+    visible: int  # rows on screen that got a stored result
+    visible_s: float  # seconds until the last of those had it
+    all_s: float  # seconds until every stored result was restored, scored and drawn
+    late: Lateness
+
+
+def measure_reopen(bench: Bench, card: Path, dataset: Path) -> Reopened:
+    """A new window opens the dataset a closed one ran (as after a restart): until its table is usable, until the
+    rows on screen that have a stored run show it, until every stored run is restored (scored, drawn); the event
+    loop's lateness over it all. The session store keeps the newest runs within its bound (`DEFAULT_MAX_BYTES`),
+    so of a large run only the newest are stored."""
+    stored = len(list((dataset / STORE_DIR_NAME).glob("*.npz")))
+    window = new_window(bench, card)
+    arrived: dict[str, float] = {}
+    window.session.events.result_added.connect(
+        lambda added: arrived.setdefault(added.item_id, time.perf_counter()) if added.restored else None)
+    bench.start_phase()
+    began = time.perf_counter()
+    window.commands.open_dataset(dataset)
+    bench.wait(lambda: window.dataset_panel.model.rowCount() > 0 and window.current is not None)
+    usable = time.perf_counter() - began
+    on_screen = window.dataset_panel.rows_on_screen()
+    bench.wait(lambda: not window.jobs.busy("restore") and window.slide_ready() and idle(window)())
+    done = time.perf_counter() - began
+    late = bench.lateness()
+    visible = [arrived[i] for i in on_screen if i in arrived]
+    window.close()
+    return Reopened(stored, len(arrived), usable, len(visible), max(visible, default=began) - began, done, late)
 
 
 def measure_table(bench: Bench, card: Path, dataset: Path, count: int) -> None:

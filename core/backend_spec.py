@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-from .backends.base import Backend
+from .backends.base import Backend, Capabilities
 from .backends.pool import parse_devices
 from .backends.registry import backend_kind, open_kind
 from .cluster import parse_resources
@@ -98,6 +98,14 @@ class BackendSpec:
     def __post_init__(self) -> None:
         backend_kind(self.kind)
 
+    def describe(self) -> str:
+        """One line: the kind, what it runs and where."""
+        where = self.where
+        place = f", devices {','.join(map(str, where.ids))}" if isinstance(where, Devices) else \
+            f" on {where.target}" if isinstance(where, RemoteHost) else \
+            f" on the cluster {where.address}" if isinstance(where, Cluster) else ""
+        return f"{self.kind} running {self.pipeline.name}{place}"
+
 
 def open_backend(spec: BackendSpec) -> Backend:
     """Open `spec`: close the backend when done (it is a context manager)."""
@@ -121,6 +129,15 @@ def open_backend(spec: BackendSpec) -> Backend:
                              probabilities=where.probabilities, max_pixels=spec.max_pixels, timeout=where.timeout)
     backend, _note = open_kind(spec.kind, spec.pipeline, spec.max_pixels, spec.sdk_home)
     return backend
+
+
+def opening_notes(capabilities: Capabilities) -> list[str]:
+    """What an opened backend says about itself, as `eval` notes it: which stream of several it drives, how DVPP is
+    approximated, what `--backend auto` chose."""
+    details = capabilities.details
+    return ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
+        ([details["note"]] if "note" in details else []) + \
+        ([f"--backend auto {details['auto']}"] if "auto" in details else [])
 
 
 def spec_from_args(args: argparse.Namespace) -> BackendSpec:

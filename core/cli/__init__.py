@@ -8,6 +8,8 @@
     segscope card MODEL.onnx --out DIR a runnable project (card, pipeline, ATC files) from an ONNX model
     segscope profile / drift           operator profile and roofline; msit compare triage
     segscope report --dataset DIR --out R.html  one self-contained HTML report
+    segscope review --dataset DIR      the disagreements of prediction and truth, likely label errors first;
+                                       --against B: two runs compared, with a parity gate (exit 3 when it fails)
     segscope cache info|clear          the decoded-input cache: where, how large; empty it
 
 Each subcommand is one module here with `register(subparsers)`, named once in `COMMANDS`; it sets its
@@ -15,7 +17,7 @@ Each subcommand is one module here with `register(subparsers)`, named once in `C
 imports what the command runs (its run module: `eval_driver`, `report_run`, `profile_run`; or the core module it
 drives), so building the parser, `--help` or a usage error never loads the commands' run code and libraries
 (tests/core/test_cli_startup.py). Exit codes: 0 ok, 2 bad usage or bad input (one line on stderr), 1 internal
-error (a bug), 3 a FAIL verdict of `compare` (`compare.EXIT_FAIL`).
+error (a bug), 3 a failed check: a FAIL verdict of `compare`, `review --against`'s parity gate (`EXIT_FAIL`).
 """
 
 from __future__ import annotations
@@ -23,19 +25,20 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, Union
 
-from ..errors import Refusals, describe
+from ..errors import Refusals, SegScopeError, describe
 from ..version import version_line
-from . import cache, card, check, compare, demo, drift, gui, output, profile, report
+from . import cache, card, check, compare, demo, drift, gui, output, profile, report, review
 from . import eval as evaluate
 
 EXIT_INTERNAL, EXIT_INPUT = 1, 2
 #: The subcommands in `segscope --help`'s order; `gui` first: the command without one runs it.
-COMMANDS = (gui, evaluate, report, demo, compare, card, check, profile, drift, cache)
+COMMANDS = (gui, evaluate, report, review, demo, compare, card, check, profile, drift, cache)
 
 
 class _Version(argparse._VersionAction):
@@ -58,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="segscope", description="Inspect and correct U-Net segmentations "
                                      "from MindX SDK streams (embedded, Ascend host, or remote over SSH).",
                      epilog=f"Exit codes: 0 ok, {EXIT_INPUT} bad usage or bad input (one line on stderr), "
-                            f"{EXIT_INTERNAL} internal error (a bug), {compare.EXIT_FAIL} a FAIL verdict of compare.")
+                            f"{EXIT_INTERNAL} internal error (a bug), {output.EXIT_FAIL} a failed check "
+                            "(compare's FAIL verdict, review --against's parity gate).")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors (anywhere on "
                                                              "the command line)")
     parser.add_argument("--version", action=_Version,
@@ -73,6 +77,39 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     """The subcommands `parser` has, by name."""
     return {name: p for a in parser._actions if isinstance(a, argparse._SubParsersAction)
             for name, p in a.choices.items()}
+
+
+#: A value an option takes in Python (`command_options`): its text, a path, a number, a flag, a list (joined by ",").
+OptionValue = Union[str, "os.PathLike[str]", int, float, bool, Sequence[str], None]
+
+
+def command_options(command: str, options: dict[str, OptionValue]) -> argparse.Namespace:
+    """`segscope COMMAND`'s options given by their names in Python (`max_pixels=...` for `--max-pixels`,
+    `overlap=False` for `--no-overlap`; None: the default), read by the command's own parser: the same defaults,
+    values and refusals as on the command line, a refusal as a one-line `SegScopeError` (the Python API's)."""
+    parser = _subcommands(build_parser())[command]
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
+    argv = [command]
+    for name, value in options.items():
+        action = actions.get(name)
+        if action is None:
+            raise SegScopeError(f"{name}: not an option of segscope {command} (its options: {', '.join(actions)})")
+        flag = action.option_strings[-1]
+        if value is None or (action.nargs == 0 and value == action.default):
+            continue
+        if action.nargs == 0 and value != action.const:
+            raise SegScopeError(f"{name}: expected {action.const!r} ({flag}) or {action.default!r}, got {value!r}")
+        if action.nargs == 0:
+            argv.append(flag)
+        else:
+            text = ",".join(value) if isinstance(value, (list, tuple)) else str(value)
+            argv.append(f"{flag}={text}")
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return parser.parse_args(argv[1:])
+    except SystemExit:
+        raise SegScopeError(said.getvalue().strip().removeprefix("segscope: error: ")) from None
 
 
 def _normalise_argv(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], bool]:

@@ -22,9 +22,7 @@ from ..files.fileio import read_bytes
 from ..metrics.numbers import json_safe
 from ..metrics.scores import compare_tensors
 from .drift import add_threshold_options, thresholds_from
-
-#: The exit code of a FAIL verdict: a comparison that ran, past a threshold (2 stays bad usage or bad input).
-EXIT_FAIL = 3
+from .output import EXIT_FAIL
 
 
 def load_npy(path: Path) -> np.ndarray:

@@ -14,14 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from ..backend_spec import open_backend, spec_from_args
+from ..backend_spec import open_backend, opening_notes, spec_from_args
 from ..backends.base import Backend
 from ..backends.pool import UsageLog
 from ..backends.precision_check import AccuracyCheck
 from ..dataset.dataset import Dataset
 from ..dataset.preflight import check_sizes_up_front, prepare_truths
 from ..dataset.truth import Truth, choice_note
-from ..export.files import METRICS_FILES, ExportFolder
+from ..export.names import PROVENANCE_NAME
+from ..export.plan import plan_item, plan_run
+from ..export.writer import ExportRun
 from ..metrics import catalogue
 from ..metrics.catalogue import DatasetSummary, catalogue_document
 from ..metrics.document import StreamedDocument
@@ -51,11 +53,7 @@ def open_eval_backend(args: argparse.Namespace) -> Iterator[Backend]:
     """The backend `eval` asked for, its notes (which stream of several it drives; how DVPP is approximated)
     printed on stderr."""
     with open_backend(spec_from_args(args)) as backend:
-        details = backend.capabilities.details
-        notes = ([f"SegScope drives {details['stream']}"] if "stream" in details else []) + \
-            ([details["note"]] if "note" in details else []) + \
-            ([f"--backend auto {details['auto']}"] if "auto" in details else [])
-        for line in notes:
+        for line in opening_notes(backend.capabilities):
             note(line)
         yield backend
 
@@ -91,7 +89,7 @@ class EvalRun:
     dataset: Dataset
     roi: Roi | None
     kinds: list[str]
-    export: ExportFolder | None = None
+    export: ExportRun | None = None
 
     def say(self, line: str) -> None:
         """One image's result line (none with --json)."""
@@ -100,7 +98,11 @@ class EvalRun:
 
 
 class EvalUnit(Protocol):
-    """One kind of eval work: what it refuses, the files it may export, and how it runs the images."""
+    """One kind of eval work: what it refuses, which runs it exports, and how it runs the images."""
+
+    @property
+    def tiled(self) -> bool:
+        """Whether it exports whole-slide runs (stitched, `core.export.plan.TILED_KINDS`), else ROI runs."""
 
     @property
     def usage(self) -> UsageLog | None:
@@ -113,13 +115,7 @@ class EvalUnit(Protocol):
     def prepare(self, run: EvalRun) -> None:
         """Refuse what this unit cannot do, before the export folder or the backend is opened."""
 
-    def planned_files(self, item_id: str, kinds: list[str]) -> list[str]:
-        """The names the export may write for one image."""
-
-    def run_files(self, kinds: list[str]) -> list[str]:
-        """The names the export may write once for the run."""
-
-    def evaluate(self, run: EvalRun, backend: Backend, stack: contextlib.ExitStack) -> Iterator[Scored]:
+    def evaluate(self, run: EvalRun, backend: Backend) -> Iterator[Scored]:
         """Each image scored in dataset order, its files exported and its line said."""
 
     def means(self) -> dict[str, object]:
@@ -141,40 +137,39 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
     unit.prepare(run)
     cached = CacheReport()  # what came from the decoded-input cache (truth checks included), said once at the end
     check_sizes_up_front(dataset)
-    run.export = export = ExportFolder(args.export, args.overwrite, dataset.root, record_written=False) \
-        if args.export else None
+    run.export = export = ExportRun(args.export, args.overwrite, dataset.root, record_written=False,
+                                    background=args.overlap and not unit.tiled) if args.export else None
     summary = DatasetSummary()
     document = StreamedDocument(functools.partial(_write_now, out), "images") if args.json else None
     foreground = 0  # images with a foreground Dice (in their mask or prediction)
     with contextlib.ExitStack() as stack:
-        table = None
         if export is not None:
             stack.enter_context(export)  # locked and staged for the whole run, published when the block ends
-            export.refuse_existing(itertools.chain(
-                (n for item in dataset.items for n in unit.planned_files(item.id, kinds)), METRICS_FILES,
-                unit.run_files(kinds)))
-            table = stack.enter_context(export.metrics_table())
+            planned = functools.partial(plan_item, kinds=run.kinds, tiled=unit.tiled,
+                                        stitched_format=args.stitched_format or "auto")
+            export.refuse_existing(itertools.chain.from_iterable(  # every name it may write, before the first image
+                [*(f.name for f in planned(item.id)), PROVENANCE_NAME.format(id=item.id)] for item in dataset.items))
+            export.refuse_existing(f.name for f in plan_run(run.kinds))
         backend = stack.enter_context(open_eval_backend(args))
         prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
         images = 0
-        for row, metrics in unit.evaluate(run, backend, stack):
+        for row, metrics in unit.evaluate(run, backend):
             images += 1
             summary.add(metrics)
             foreground += row.get("foreground_dice") is not None
             if document is not None:
                 document.add(row)
-            if table is not None:
-                table.add(row)
+            if export is not None:
+                export.add_row(row)
         for said in (cached.line(images), backend.cache_note()):
             if said:
                 note(said)
         means: dict[str, object] = {**summary.means(), **unit.means()}
-        if export is not None and table is not None:
-            table.finish(means)
-            export.write_coco()
+        if export is not None:
+            export.finish(means)
     if export is not None:  # published as the block ended
         note(f"exported {', '.join(run.kinds)} for {plural(images, 'image')}, and metrics.csv and metrics.json, to "
-             f"{export.out_dir}")
+             f"{export.folder.out_dir}")
     return print_results(args, document, foreground, means, out, unit.usage, unit.check)
 
 

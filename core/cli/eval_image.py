@@ -3,7 +3,6 @@ it), with the chosen quality metrics, the precision variant's check and the expo
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Iterator
 
@@ -11,9 +10,8 @@ from ..backends.base import Backend
 from ..backends.pool import UsageLog
 from ..backends.precision_check import AccuracyCheck, with_precision
 from ..evaluate import ImageEvaluation, evaluate_dataset, evaluation_row
-from ..export.plan import planned_files, run_files
+from ..export.files import ExportFolder
 from ..export.provenance import source_for
-from ..export.writer import ExportWriter
 from ..quality.options import line_text
 from ..quality.scoring import MetricSpec, QualitySummary
 from ..stream.input import StreamInput
@@ -25,6 +23,8 @@ from .output import Progress, note
 class RoiUnit:
     """Each image's ROI (--roi, its stored one, or the dataset's default) run once through the stream."""
 
+    tiled = False
+
     def __init__(self, spec: MetricSpec):
         self.spec, self.quality = spec, QualitySummary(spec)
         self.usage: UsageLog | None = None
@@ -34,13 +34,7 @@ class RoiUnit:
     def prepare(self, run: EvalRun) -> None:
         self.progress = Progress(len(run.dataset))
 
-    def planned_files(self, item_id: str, kinds: list[str]) -> list[str]:
-        return planned_files(item_id, kinds)
-
-    def run_files(self, kinds: list[str]) -> list[str]:
-        return run_files(kinds)
-
-    def evaluate(self, run: EvalRun, backend: Backend, stack: contextlib.ExitStack) -> Iterator[Scored]:
+    def evaluate(self, run: EvalRun, backend: Backend) -> Iterator[Scored]:
         args, dataset, progress = run.args, run.dataset, self.progress
         assert progress is not None  # made by prepare
         stream = StreamInput.of(chosen_source(args))  # the shipped pipeline when none is given
@@ -48,7 +42,7 @@ class RoiUnit:
         self.check = check = AccuracyCheck(backend)
         for line in notes:
             note(line)
-        writer = stack.enter_context(ExportWriter(run.export, background=args.overlap))  # files beside inference
+        export = run.export  # its files written beside inference (`ExportRun`)
 
         def print_line(done: int, evaluation: ImageEvaluation) -> None:  # once the image's files are in place
             if not args.json:
@@ -69,8 +63,14 @@ class RoiUnit:
                                  evaluation.truth, dataset.root), evaluation.metrics
             source = source_for(item, backend.capabilities, truth=evaluation.truth, root=dataset.root,
                                 truth_labels=evaluation.truth_labels)
-            writer.submit(result, source, run.kinds, functools.partial(print_line, done, evaluation))
-        writer.finish()
+            then = functools.partial(print_line, done, evaluation)
+            if export is None:
+                then()
+            else:
+                export.write(functools.partial(ExportFolder.export_result, result=result, source=source,
+                                               kinds=run.kinds), then)
+        if export is not None:
+            export.flush()
         progress.clear()
         usage = getattr(backend, "usage", None)  # per device (or cluster worker): images, throughput, busy time
         self.usage = usage if isinstance(usage, UsageLog) else None

@@ -5,15 +5,16 @@ at the output scale (`core.wholeslide.export`)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 from collections.abc import Iterator
 
 from ..backends.base import Backend
 from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
+from ..export.plan import TILED_KINDS
 from ..roi import Roi
 from ..wholeslide.evaluate import AUTO, TilePlan, evaluate_tiled, tile_count
-from ..wholeslide.export import TILED_KINDS, export_stitched, planned_tiled_files, tiled_row
+from ..wholeslide.export import export_stitched, tiled_row
 from ..wholeslide.plan import overlap_note, plain_tiles
 from ..wholeslide.tiling import DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES
 from .eval_driver import EvalRun, Scored, format_line, truth_text
@@ -39,6 +40,7 @@ class TiledUnit:
 
     usage = None
     check = None
+    tiled = True
 
     def __init__(self) -> None:
         self.plan: TilePlan | None = None
@@ -56,13 +58,7 @@ class TiledUnit:
             note("--tile exports the stitched mask at the output scale; no slide-size canvas")
         run.kinds = [k for k in run.kinds if k != "canvas"]
 
-    def planned_files(self, item_id: str, kinds: list[str]) -> list[str]:
-        return planned_tiled_files(item_id, kinds, self.stitched_format)
-
-    def run_files(self, kinds: list[str]) -> list[str]:
-        return []
-
-    def evaluate(self, run: EvalRun, backend: Backend, stack: contextlib.ExitStack) -> Iterator[Scored]:
+    def evaluate(self, run: EvalRun, backend: Backend) -> Iterator[Scored]:
         assert self.plan is not None  # made by prepare
         bar: Progress | None = None
         done = [0, 0]
@@ -81,7 +77,9 @@ class TiledUnit:
             for evaluation in evaluate_tiled(backend, run.dataset, self.plan, run.roi, tick):
                 yield tiled_row(evaluation, run.dataset.root), evaluation.metrics
                 if run.export is not None:
-                    export_stitched(run.export, evaluation, backend.capabilities, run.kinds, self.stitched_format)
+                    run.export.write(functools.partial(export_stitched, evaluation=evaluation,
+                                                       capabilities=backend.capabilities, kinds=run.kinds,
+                                                       stitched_format=self.stitched_format))
                 if bar is not None:
                     bar.clear()
                 run.say(f"{format_line(evaluation.item.image_path, evaluation.metrics)}, tiles: {evaluation.tiles}"

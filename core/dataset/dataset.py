@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from ..export.names import PROVENANCE_NAME, exported_item, stem_suffix
 from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, read_json
 from ..files.image_types import IMAGE_SUFFIXES
 from ..files.kinds import dataset_folder, not_wanted, what_is
+from ..files.stamp import short_lock
 from ..roi import ORIGINAL_DEFAULT_ROI, Roi
 from ..slides import slide_size
 from ..slides.masks import MaskReader
@@ -38,6 +40,8 @@ from .truth import AUTO, CORRECTED, CORRECTED_SUFFIX, MASK_SUFFIX, Truth, check_
 log = logging.getLogger(__name__)
 
 SIDECAR_NAME = "segscope.json"
+#: The lock file of the sidecar's writers (`_save_sidecar`), beside it.
+SIDECAR_LOCK = ".segscope.json.lock"
 #: Backups (`mask.orig.png`) sit beside the original mask, as saved corrections do (`core.dataset.truth`).
 BACKUP_SUFFIX = ".orig"
 
@@ -47,13 +51,28 @@ def backup_mask_path(mask_path: Path) -> Path:
     return Path(mask_path).with_name(f"{Path(mask_path).stem}{BACKUP_SUFFIX}{Path(mask_path).suffix}")
 
 
+#: A copy of edits kept instead of overwriting another writer's mask: `mask.mine-20261206-073000[-2].png`
+#: (`copy_mask_path`): never read as a mask or an image.
+_COPY = re.compile(r"\.mine-\d{8}-\d{6}(?:-\d+)?$")
+
+
+def copy_mask_path(mask_path: Path, when: float, n: int = 1) -> Path:
+    """`mask.png` -> `mask.mine-20261206-073000.png` (`-<n>` from the second of one second): where edits are kept
+    as a copy (`core.editing.files.keep_copy`)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
+    return Path(mask_path).with_name(f"{Path(mask_path).stem}.mine-{stamp}{'' if n == 1 else f'-{n}'}.png")
+
+
 def _is_mask_file(name: str) -> bool:
-    stem = stem_suffix(name)[0].removesuffix(BACKUP_SUFFIX).removesuffix(CORRECTED_SUFFIX)
+    stem = _COPY.sub("", stem_suffix(name)[0]).removesuffix(BACKUP_SUFFIX).removesuffix(CORRECTED_SUFFIX)
     return stem.endswith(MASK_SUFFIX)
 
 
 def _is_export(listing: _Listing, name: str) -> bool:
-    """An export of `core.export.files` (`<id>_mask.png` etc. beside `<id>_provenance.json`): never data."""
+    """An export of `core.export.files` (`<id>_mask.png` etc. beside `<id>_provenance.json`): never data. A folder
+    that holds no provenance file answers at once (no name of it parsed as an export's)."""
+    if not listing.may_hold_ending(_PROVENANCE_ENDING):
+        return False
     item = exported_item(name)
     return item is not None and listing.is_file(PROVENANCE_NAME.format(id=item))
 
@@ -71,6 +90,7 @@ class _Listing:
     def __init__(self, folder: Path, entries: dict[str, int] | None):
         self.folder, self.entries = folder, entries  # in the order the folder lists them
         self._folded: set[str] | None = None
+        self._endings: dict[str, bool] = {}
 
     @classmethod
     def of(cls, folder: Path) -> _Listing:
@@ -95,6 +115,16 @@ class _Listing:
             self._folded = {_folded(n) for n in self.entries}
         return _folded(name) in self._folded
 
+    def may_hold_ending(self, ending: str) -> bool:
+        """Whether a name ending in `ending` (ASCII, lower case) may be found here in any case or Unicode form
+        (False: none is, so `exists` and `is_file` are False for every such name). Names that are not ASCII, and
+        a folder that could not be listed, may: the file system is asked about them."""
+        held = self._endings.get(ending)
+        if held is None:
+            held = self._endings[ending] = self.entries is None or any(
+                not name.isascii() or name.lower().endswith(ending) for name in self.entries)
+        return held
+
     def exists(self, name: str) -> bool:
         kind = self.entries.get(name) if self.entries is not None else None
         if kind is None:
@@ -110,6 +140,10 @@ class _Listing:
     def first(self, stem: str) -> Path | None:
         """The first `stem.<image suffix>` there (whatever it is: a folder there is reported when read)."""
         return next((self.folder / n for s in IMAGE_SUFFIXES if self.exists(n := f"{stem}{s}")), None)
+
+
+#: How every provenance file's name ends (`PROVENANCE_NAME`).
+_PROVENANCE_ENDING = PROVENANCE_NAME.format(id="").lower()
 
 
 def _folded(name: str) -> str:
@@ -181,7 +215,12 @@ class Dataset:
         stored_default = sidecar.get("default_roi")
         self.default_roi = default_roi or (self._roi_field(stored_default, "default_roi") if stored_default
                                            else Roi(*ORIGINAL_DEFAULT_ROI))
-        self._rois = {key: self._roi_field(value, f"rois.{key}") for key, value in sidecar.get("rois", {}).items()}
+        self._rois = self._rois_of(sidecar)
+        self._disk_rois = dict(self._rois)  # the sidecar's ROIs as last read or written (`_save_sidecar`)
+        self._moved: dict[str, Roi | None] = {}  # ROIs this session set (None: reset) not yet in the sidecar
+
+    def _rois_of(self, sidecar: dict) -> dict[str, Roi]:
+        return {key: self._roi_field(value, f"rois.{key}") for key, value in sidecar.get("rois", {}).items()}
 
     @classmethod
     def open(cls, root: Path, default_roi: Roi | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
@@ -240,23 +279,46 @@ class Dataset:
         return self._rois.get(item.id) or self.default_roi_for(image_size or self.image_size(item))
 
     def set_roi(self, item: DatasetItem, roi: Roi) -> None:
-        """Remember `roi` for `item` and save the sidecar (atomically)."""
+        """Remember `roi` for `item` and save the sidecar (`_save_sidecar`)."""
         roi.validate(f"ROI of {item.id}")
-        self._rois[item.id] = roi
+        self._rois[item.id] = self._moved[item.id] = roi
         self._save_sidecar()
 
     def reset_roi(self, item: DatasetItem) -> None:
         if self._rois.pop(item.id, None) is not None:
+            self._moved[item.id] = None
             self._save_sidecar()
 
     def _save_sidecar(self) -> None:
-        data = {"version": 1, "default_roi": list(self.default_roi.as_tuple()),
-                "rois": {key: list(roi.as_tuple()) for key, roi in sorted(self._rois.items())}}
+        """Write this session's ROI moves into the sidecar as it is now on disk, merged per image under a short
+        lock: another viewer's ROIs of other images survive (read-modify-write); a move of an image another
+        viewer moved too since it was read is this session's, said in a warning. A sidecar that cannot be
+        written or read keeps the moves for this session (and a later save) and says so."""
         try:
-            atomic_write_bytes(self.sidecar_path, (json.dumps(data, indent=2) + "\n").encode(), overwrite=True)
+            with short_lock(self.root, SIDECAR_LOCK, "ROI sidecar writer"):
+                disk = self._read_sidecar()
+                rois = self._rois_of(disk)
+                both = [key for key, roi in self._moved.items() if rois.get(key) != self._disk_rois.get(key)
+                        and rois.get(key) != roi]
+                for key, roi in self._moved.items():
+                    if roi is None:
+                        rois.pop(key, None)
+                    else:
+                        rois[key] = roi
+                data = {**disk, "version": 1, "default_roi": disk.get("default_roi",
+                                                                       list(self.default_roi.as_tuple())),
+                        "rois": {key: list(roi.as_tuple()) for key, roi in sorted(rois.items())}}
+                atomic_write_bytes(self.sidecar_path, (json.dumps(data, indent=2) + "\n").encode(), overwrite=True)
         except OSError as exc:
             raise SegScopeError(f"{self.sidecar_path}: cannot save ROIs ({exc.strerror}); "
                                 "the ROI is kept for this session only") from None
+        except SegScopeError as exc:
+            raise SegScopeError(f"{exc}; the ROI is kept for this session only") from None
+        self._moved.clear()
+        self._disk_rois = rois
+        for key in both:
+            log.warning("%s: the ROI of %s was also moved by another viewer since this one read it; this "
+                        "viewer's move is saved", self.sidecar_path, key)
 
     def adopt_mask(self, item: DatasetItem, written: Path) -> DatasetItem:
         """The item after a mask was saved to `written`: an image that had none now points at it."""

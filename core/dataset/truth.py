@@ -15,6 +15,7 @@ Nothing here imports `core.dataset.dataset` (which builds on it): `truth_for` ta
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,10 +109,38 @@ def check_choice(choice: str) -> str:
     return choice
 
 
+def superseded_marker(corrected: Path) -> Path:
+    """The marker a "replace" save writes while it replaces the original and then deletes this correction: it
+    holds the SHA-256 of the new original, so a kill in between is recognised (`settle_superseded`)."""
+    return Path(corrected).with_name(f".{Path(corrected).name}.superseded")
+
+
+def settle_superseded(mask_path: Path, corrected: Path) -> bool:
+    """Whether the correction `corrected` still stands: after a "replace" save was killed between replacing the
+    original and deleting the correction (the marker names the new original's content), it does not, and it is
+    deleted with the marker when the folder allows (a read-only one: it is only not used); a marker of a save
+    killed before it replaced the original is removed, the correction standing."""
+    marker = superseded_marker(corrected)
+    try:
+        wanted = marker.read_text("ascii").strip()
+    except OSError:
+        return True  # no marker (the usual case)
+    try:
+        done = Path(mask_path).is_file() and sha256_file(mask_path) == wanted
+    except SegScopeError:
+        done = False
+    with contextlib.suppress(OSError):
+        if done:
+            corrected.unlink(missing_ok=True)
+        marker.unlink(missing_ok=True)
+    return not done
+
+
 def truth_for(item: HasTruth, choice: str = AUTO) -> Truth | None:
     """The truth `item` is scored against under `choice`, None when it has none."""
-    corrected = corrected_mask_path(item.mask_path or default_mask_path(item.image_path))
-    if choice != ORIGINAL and corrected.is_file():
+    mask_path = item.mask_path or default_mask_path(item.image_path)
+    corrected = corrected_mask_path(mask_path)
+    if choice != ORIGINAL and corrected.is_file() and settle_superseded(mask_path, corrected):
         return Truth(CORRECTED, corrected)
     if choice != CORRECTED and item.mask_path is not None:
         return Truth(ORIGINAL, item.mask_path)

@@ -7,10 +7,11 @@ change is announced by `events.changed` so the session re-scores and the views r
 worker: `save_job` is the writing (encoding a slide-sized PNG takes seconds), `saved` adopts it; `saving` is
 set in between, when the tools must not edit (the job reads the mask in place).
 
-The editing tools work through the document (`stroke`, `fill`, `polygon`, `accept_prediction`, `undo`,
-`redo`): each paints a class on the mask of the result's image, clipped to the result's ROI (the part the
-user sees) and, with a `limit`, to where the class's probability is at least that threshold; each returns
-the box it changed (None: nothing) and announces the edit. A view only turns gestures into these calls.
+The editing tools work through the document (`stroke`, `fill`, `polygon`, `accept_prediction`,
+`review_decision`, `undo`, `redo`): each paints a class on the mask of the result's image, clipped to the
+result's ROI (the part the user sees) and, with a `limit`, to where the class's probability is at least that
+threshold; each returns the box it changed (None: nothing) and announces the edit. A view only turns gestures
+into these calls.
 
 The editor edits the mask the document holds in place: the first edit of a slide-sized mask copies nothing
 (a 16k x 16k mask is 256 MiB) and scans nothing (the mask's binary convention is read on a worker thread as
@@ -31,10 +32,14 @@ from ..dataset.masks import BINARY_FOREGROUND
 from ..dataset.truth import default_mask_path
 from ..errors import SegScopeError
 from ..events import Signal, SignalGroup
+from ..files.stamp import Stamp
+from ..metrics.scores import argmax_at_roi, mask_piece_labels
 from ..result import InferenceResult
+from ..review.decisions import apply_decision
+from ..review.queue import ReviewEntry
 from ..roi import Roi
 from .annotation import Clip, MaskEditor, Point, allowed_map, binary_foreground, prediction_labels
-from .files import SaveMode, discard_recovery, save_mask
+from .files import SavedMask, SaveMode, discard_recovery, read_stamps, save_mask
 
 #: Probability clips kept per document (each is ROI-sized; a drag reuses one on every mouse move).
 CLIP_MAPS_KEPT = 4
@@ -62,6 +67,9 @@ class MaskDocument:
         self.image_size = image_size
         self._hold(disk_mask)
         self.recovery_dir = recovery_dir  # None: beside each mask (core.editing.annotation's default)
+        #: The truth files as the mask on disk was read (taken as the document is made, just after the read):
+        #: a save refuses to overwrite what another writer put there since (`files.save_mask`).
+        self.stamps: dict[Path, Stamp] = read_stamps(mask_source(item))
         self.editor: MaskEditor | None = None
         self.events = DocumentEvents()
         self.saving = False  # a save job is writing the mask: no edits until `saved` (or `save_failed`)
@@ -122,35 +130,47 @@ class MaskDocument:
         editor.replace(recovered)
         self.events.changed.emit("restore")
 
-    def save(self, mode: SaveMode) -> Path:
+    def save(self, mode: SaveMode, overwrite: bool = False) -> Path:
         """Write the edited mask the chosen way, here; the saved file becomes the mask on disk."""
-        written, copy = self.save_job(mode)()
-        self.saved(written, copy)
-        return written
+        saved, copy = self.save_job(mode, overwrite)()
+        self.saved(saved, copy)
+        return saved.path
 
-    def save_job(self, mode: SaveMode) -> Callable[[], tuple[Path, np.ndarray]]:
+    def save_job(self, mode: SaveMode, overwrite: bool = False) -> Callable[[], tuple[SavedMask, np.ndarray]]:
         """The save as work for any thread: it writes the mask on screen, removes the recovery file and returns
-        (the file written, a copy of the mask it holds: the mask on disk from then on, while the editor goes on
-        in its own array). Sets `saving` until `saved` or `save_failed`."""
+        (the save, a copy of the mask it holds: the mask on disk from then on, while the editor goes on in its
+        own array). Sets `saving` until `saved` or `save_failed`. A truth file another writer changed since it
+        was read raises `WriteConflict` and nothing is written, unless `overwrite` (the user chose so)."""
         if self.editor is None:
             raise SegScopeError(f"{self.item.id}: no mask edits to save")
         mask, source, recovery_dir = self.editor.mask, self.source, self.recovery_dir
+        expected = None if overwrite else dict(self.stamps)
         self.saving = True
 
-        def work() -> tuple[Path, np.ndarray]:
-            written = save_mask(mask, source, mode)
+        def work() -> tuple[SavedMask, np.ndarray]:
+            saved = save_mask(mask, source, mode, expected)
             discard_recovery(source, recovery_dir)
-            return written, mask.copy()
+            return saved, mask.copy()
         return work
 
-    def saved(self, written: Path, disk_mask: np.ndarray) -> None:
+    def saved(self, saved: SavedMask, disk_mask: np.ndarray) -> None:
         """Adopt a finished `save_job`: the file becomes the mask on disk (and the item's, if it had none)."""
         self.saving = False
         if self.editor is not None:
             self.editor.mark_saved()
         self._hold(disk_mask)
-        self.item = self.dataset.adopt_mask(self.item, written)
+        self.stamps = saved.stamps
+        self.item = self.dataset.adopt_mask(self.item, saved.path)
         self.events.changed.emit("save")
+
+    def reload(self, disk_mask: np.ndarray | None, stamps: dict[Path, Stamp]) -> None:
+        """The mask as another writer left it on disk (read with `stamps`, taken before the read) replaces this
+        document's edits and mask on disk: "take theirs" after a `WriteConflict`."""
+        self.editor = None
+        self._hold(disk_mask)
+        self.stamps = stamps
+        self.item = self.dataset.item(self.item.id)
+        self.events.changed.emit("discard")
 
     def save_failed(self) -> None:
         """A `save_job` failed: the edits stay unsaved and editable."""
@@ -220,6 +240,24 @@ class MaskDocument:
         """The ROI's mask becomes the prediction: the argmax, or the class where P >= threshold (one step)."""
         labels = prediction_labels(result, threshold, class_index)
         return self._edit(result, lambda e: e.accept_prediction(labels, result.roi))
+
+    def review_decision(self, result: InferenceResult, entry: ReviewEntry, decision: str,
+                        min_area: int = 1) -> Roi | None:
+        """A review queue's decision on `entry` (`core.review.decisions`: accept, remove, keep) as one undoable
+        edit of the pixels it changes (the rest of the mask keeps its values)."""
+        editor = self.ensure_editor(result.num_classes)
+        roi = result.roi
+        piece = editor.mask[roi.y0 : roi.y1, roi.x0 : roi.x1]
+        labels = mask_piece_labels(piece, result.num_classes, editor.foreground).copy()
+        before = labels.copy()
+        box = apply_decision(labels, argmax_at_roi(result), roi, entry, decision, min_area)
+        if box is None:
+            return None
+        local = (slice(box.y0 - roi.y0, box.y1 - roi.y0), slice(box.x0 - roi.x0, box.x1 - roi.x0))
+        values = piece[local].copy()
+        changed = labels[local] != before[local]
+        values[changed] = editor.labels_to_values(labels[local])[changed]
+        return self._edit(result, lambda e: e.replace(values, box))
 
     def undo(self) -> Roi | None:
         box = self.editor.undo() if self.editor is not None else None

@@ -50,7 +50,7 @@ from ..result import InferenceResult
 from ..roi import Roi
 from ..wording import plural
 from .names import DEFAULT_KINDS, MASK_FORMATS, METRICS_FILES, PROVENANCE_NAME, exported_item
-from .plan import PlannedFile, corrected_plan, roi_plan
+from .plan import PlannedFile, corrected_plan, plan_item
 from .provenance import Source, provenance, segscope_version
 
 log = logging.getLogger(__name__)
@@ -230,14 +230,15 @@ class ExportFolder:
 
     def export_result(self, result: InferenceResult, source: Source, kinds: Iterable[str] = DEFAULT_KINDS,
                       mask_formats: Iterable[str] = ("png",)) -> list[Path]:
-        """Write the chosen `kinds` of one ROI result (`plan.roi_plan`), masks in each of `mask_formats`,
+        """Write the chosen `kinds` of one ROI result (`plan.plan_item`), masks in each of `mask_formats`,
         then the provenance sidecar; with "coco", its annotations join `self.coco` (written by `write_coco`).
 
         The masks are `source.threshold`-ed probabilities of `source.class_index`, or the argmax when the
         threshold is None. Returns the paths written, sidecar last.
         """
         kinds = list(kinds)
-        files = roi_plan(source.item_id, result, kinds, mask_formats, corrected_plan(source.item_id, source.corrected))
+        files = plan_item(source.item_id, kinds, result, mask_formats=mask_formats,
+                          corrected=corrected_plan(source.item_id, source.corrected))
         if Path(source.image).is_file():
             self._refuse_inside(Path(source.image).parent, "the folder of the image")
         published = self.write_item(source.item_id, _roi_contents(result, source, files),

@@ -1,7 +1,8 @@
 """The viewer's export as one job, Qt-free: what the session can export now (`Exportable`), the user's choices
 (`ExportChoices`), the files they will write (`ExportPlan`: each file's name, format, pixel size and bytes,
 derived from the results themselves, so the Export dialog offers and sizes what is really written), and the
-work that writes them (`Exportable.steps`) with the same `ExportFolder` as `segscope eval --export`.
+work that writes them (`Exportable.steps`): the same export run (`core.export.writer.ExportRun`) and plan
+(`core.export.plan.plan_item`) as `segscope eval --export`.
 
 What is offered depends on the kind of result: an image's ROI run (`ROI_KINDS`: masks at ROI size, a canvas
 at slide size, the softmax at model resolution, ...) or its whole-slide run (`TILED_KINDS`, stitched at the
@@ -10,6 +11,7 @@ run's output scale, as `eval --tile --export` writes it).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,11 +28,12 @@ from ..evaluate import DatasetSummary, truth_at_result
 from ..metrics.catalogue import Metric
 from ..result import InferenceResult
 from ..wholeslide.evaluate import TiledEvaluation
-from ..wholeslide.export import TILED_KINDS, export_stitched, stitched_plan, tiled_row
+from ..wholeslide.export import export_stitched, tiled_row
 from .files import ExportFolder, described_files
-from .names import COCO_EVALUATION, EXPORT_KINDS, METRICS_FILES, PROVENANCE_NAME, RUN_KINDS
-from .plan import TITLES, Estimate, PlannedFile, check_kinds, corrected_plan, roi_plan, summary
+from .names import EXPORT_KINDS, PROVENANCE_NAME, RUN_KINDS
+from .plan import TILED_KINDS, TITLES, Estimate, PlannedFile, check_kinds, corrected_plan, plan_item, plan_run, summary
 from .provenance import Source, source_for
+from .writer import ExportRun
 
 #: What an ROI run exports, in the order offered.
 ROI_KINDS = (*EXPORT_KINDS, *RUN_KINDS)
@@ -150,12 +153,8 @@ class Exportable:
     def _item_files(self, item_id: str, kinds: Sequence[str], stitched: bool) -> list[PlannedFile]:
         source = self._sources[item_id]
         corrected = corrected_plan(item_id, source.corrected) if "corrected" in kinds else None
-        if stitched:
-            run, _ = self._runs[item_id]
-            files = stitched_plan(item_id, run.stitched, list(kinds), "auto", corrected)
-        else:
-            result, _ = self._results[item_id]
-            files = roi_plan(item_id, result, kinds, corrected=corrected)
+        output = self._runs[item_id][0].stitched if stitched else self._results[item_id][0]
+        files = plan_item(item_id, kinds, output, tiled=stitched, corrected=corrected)
         return files + [PlannedFile(PROVENANCE_NAME.format(id=item_id), "provenance", "JSON")] if files else []
 
     def plan(self, choices: ExportChoices) -> ExportPlan:
@@ -167,11 +166,8 @@ class Exportable:
             what = "whole-slide run" if choices.stitched else "result"
             raise SegScopeError(f"{missing}: its {what} is no longer in memory; run it again to export")
         items = {i: self._item_files(i, kinds, choices.stitched) for i in choices.item_ids}
-        run = [PlannedFile(RUN_KINDS[k], k, "JSON") for k in RUN_KINDS if k in kinds and choices.item_ids]
-        if "coco" in kinds and any(self._truths[i][0].exists for i in items if i in self._truths):
-            run += [PlannedFile(name, "coco", "JSON") for name in COCO_EVALUATION]  # the truth and the scored images
-        run += [PlannedFile(name, "metrics", name.rsplit(".", 1)[-1].upper()) for name in METRICS_FILES
-                if choices.metrics]
+        truths = any(self._truths[i][0].exists for i in items if i in self._truths)
+        run = plan_run(kinds if choices.item_ids else [], truths, choices.metrics)
         return ExportPlan(choices, {i: files for i, files in items.items() if files}, run)
 
     def offer(self, kind: str, stitched: bool, item_ids: Sequence[str]) -> tuple[str, str]:
@@ -194,7 +190,7 @@ class Exportable:
         ids, kinds, ranking = list(choices.item_ids), list(choices.kinds), self.ranking
         table = self._stitched_table(ids) if choices.stitched else self._session.metrics_table_job(ids)
 
-        def write(folder: ExportFolder, item_id: str) -> None:
+        def write(item_id: str, folder: ExportFolder) -> None:
             if choices.stitched:
                 run, capabilities = self._runs[item_id]
                 export_stitched(folder, run, capabilities, kinds)
@@ -208,18 +204,18 @@ class Exportable:
         def run() -> Iterator[Progress]:
             planned = self.plan(choices)  # refuses what cannot be written before the folder is touched
             todo = [i for i in ids if i in planned.items]
-            with ExportFolder(choices.folder, choices.overwrite, self.root) as folder:
-                yield Progress(0, len(todo), notes=tuple(folder.notes))
+            with ExportRun(choices.folder, choices.overwrite, self.root, metrics=choices.metrics) as export:
+                yield Progress(0, len(todo), notes=tuple(export.notes))
                 for done, item_id in enumerate(todo):
                     check_cancel(done, len(todo))
-                    write(folder, item_id)
+                    export.write(functools.partial(write, item_id))
                     yield Progress(done + 1, len(todo))
                 check_cancel(len(todo), len(todo))
-                folder.write_coco()
-                if choices.metrics:
-                    rows, means = table()
-                    folder.write_metrics(rows, means, ranking)
-            yield Progress(len(todo), len(todo), tuple(folder.written))
+                rows, means = table() if choices.metrics else ([], {})
+                for row in rows:
+                    export.add_row(row)
+                export.finish(means, ranking)
+            yield Progress(len(todo), len(todo), tuple(export.written))
         return run
 
     def _scored_source(self, item_id: str, kinds: Sequence[str]) -> Source:

@@ -50,9 +50,3 @@ def exported_item(name: str) -> str | None:
     """The item id of a file named like one of an item's exports (`a_mask.tif` -> "a"), else None."""
     stem = stem_suffix(name)[0]
     return next((m.group(1) for pattern in _ITEM_STEMS if (m := pattern.match(stem))), None)
-
-
-def is_export_name(name: str) -> bool:
-    """Named like a file `core.export.files` writes (an item's, a metric table or another file of the run)."""
-    return name in METRICS_FILES or name in RUN_KINDS.values() or name in COCO_EVALUATION or \
-        exported_item(name) is not None

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,12 +24,20 @@ from ..errors import SegScopeError
 from ..files.fileio import image_size
 from ..result import InferenceResult
 from ..slides.base import pyramid_sizes
-from .names import COCO_EVALUATION, EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, PROVENANCE_NAME, RUN_KINDS
+from .names import COCO_EVALUATION, EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, METRICS_FILES, PNG_MAX_SIDE, RUN_KINDS
+
+if TYPE_CHECKING:
+    from ..wholeslide.tiling import Stitched
 
 #: The viewer asks before writing an export estimated at this many bytes or more (1 GB).
 CONFIRM_BYTES = 1_000_000_000
 #: Tile side of the pyramidal OME-TIFFs (`core.slides.ome_writer`'s default).
 OME_TILE = 512
+#: What a whole-slide (tiled) run exports, at the output scale; a slide-size canvas is what tiling exists to avoid.
+TILED_KINDS = ("mask", "softmax", "heatmap", "corrected")
+#: The stitched kinds written as images (PNG or pyramidal OME-TIFF, the softmax stays a .npy), with how each is
+#: written as OME-TIFF: its compression and how reduced levels are made (JPEG and area-averaging suit a colour map).
+STITCHED_IMAGES = {"mask": ("zlib", "nearest"), "heatmap": ("jpeg", "area")}
 
 #: What each kind is, as the viewer offers it (the details come from `PlannedFile.details`).
 TITLES = {
@@ -48,7 +57,7 @@ class PlannedFile:
 
     name: str
     kind: str
-    format: str  # "PNG", "NumPy .npy", "pyramidal OME-TIFF (zlib)", ...
+    format: str = ""  # "PNG", "NumPy .npy", "pyramidal OME-TIFF (zlib)", ...; "": by name only (before a run)
     size: tuple[int, int] | None = None  # (width, height) of a raster
     channels: int = 0
     dtype: str = ""  # of a raster's values: "uint8", "float32"
@@ -162,32 +171,53 @@ def kind_name(item_id: str, kind: str, suffix: str | None = None) -> str:
     return str(Path(name).with_suffix(suffix)) if suffix else name
 
 
-def planned_files(item_id: str, kinds: Iterable[str], mask_formats: Iterable[str] = ("png",)) -> list[str]:
-    """The names an ROI result's export of `kinds` may write for one item, its provenance sidecar last (the
-    run's files of `RUN_KINDS` are `run_files`); the corrected mask only where there is one."""
-    kinds, mask_formats = list(kinds), list(mask_formats)
-    check_kinds(kinds, [*EXPORT_KINDS, *RUN_KINDS], mask_formats)
-    names = []
-    for kind in (k for k in EXPORT_KINDS if k in kinds):
-        formats = [MASK_FORMATS[f] for f in mask_formats] if kind in MASK_KINDS else [None]
-        names += [kind_name(item_id, kind, suffix) for suffix in formats]
-    return [*names, PROVENANCE_NAME.format(id=item_id)]
-
-
-def run_files(kinds: Iterable[str]) -> list[str]:
-    """The names an export of `kinds` may write once for the run, besides the metric tables (COCO's evaluation
-    pair only where images have a truth)."""
+def plan_run(kinds: Iterable[str], truths: bool = True, metrics: bool = True) -> list[PlannedFile]:
+    """What an export of `kinds` writes once for the run, after every image's files: the run's kinds (COCO, with
+    its evaluation pair where images have `truths`), then the metric tables (`metrics`)."""
     kinds = list(kinds)
-    return [RUN_KINDS[kind] for kind in RUN_KINDS if kind in kinds] + (list(COCO_EVALUATION) if "coco" in kinds else [])
+    files = [PlannedFile(RUN_KINDS[k], k, "JSON") for k in RUN_KINDS if k in kinds]
+    if "coco" in kinds and truths:
+        files += [PlannedFile(name, "coco", "JSON") for name in COCO_EVALUATION]  # the truth and the scored images
+    return files + [PlannedFile(name, "metrics", name.rsplit(".", 1)[-1].upper()) for name in METRICS_FILES
+                    if metrics]
 
 
-# ------------------------------------------------------------------------------------------ ROI runs
-def roi_plan(item_id: str, result: InferenceResult, kinds: Iterable[str], mask_formats: Iterable[str] = ("png",),
-             corrected: PlannedFile | None = None) -> list[PlannedFile]:
-    """The files an ROI result's export of `kinds` writes for one item, in writing order, without the
-    provenance sidecar (`corrected`: the item's saved correction, `corrected_plan`, when it has one)."""
+# ------------------------------------------------------------------------------------------ each image
+def plan_item(item_id: str, kinds: Iterable[str], output: InferenceResult | Stitched | None = None, *,
+              tiled: bool = False, mask_formats: Iterable[str] = ("png",), stitched_format: str = "auto",
+              corrected: PlannedFile | None = None) -> list[PlannedFile]:
+    """The one plan of what an export of `kinds` writes for one image, in writing order, without its provenance
+    sidecar (`PROVENANCE_NAME`, written after them): of its ROI run (`InferenceResult`: masks in each of
+    `mask_formats`) or, `tiled`, of its whole-slide run (`Stitched`, at the output scale: mask and heatmap as PNG
+    or pyramidal OME-TIFF by `stitched_format`). With the run's `output`, each file's format, pixel size and
+    bytes (`corrected`: the image's saved correction, `corrected_plan`, when it has one). Without it, before the
+    run: every name the export may write (both image formats under `auto`, the correction's always)."""
     kinds, mask_formats = list(kinds), list(mask_formats)
-    check_kinds(kinds, [*EXPORT_KINDS, *RUN_KINDS], mask_formats)
+    check_kinds(kinds, TILED_KINDS if tiled else [*EXPORT_KINDS, *RUN_KINDS], mask_formats)
+    if output is None:
+        return _names(item_id, kinds, tiled, mask_formats, stitched_format)
+    if tiled:
+        return _stitched_files(item_id, output, kinds, stitched_format, corrected)  # type: ignore[arg-type]
+    return _roi_files(item_id, output, kinds, mask_formats, corrected)  # type: ignore[arg-type]
+
+
+def _names(item_id: str, kinds: list[str], tiled: bool, mask_formats: list[str],
+           stitched_format: str) -> list[PlannedFile]:
+    """Every file an export of `kinds` may write for one image, by name only (sizes come with a run)."""
+    suffixes: dict[str, list[str | None]]
+    if tiled:
+        ome = {"auto": (False, True), "png": (False,), "ome-tiff": (True,)}[stitched_format]
+        suffixes = {kind: [".tif" if tif else None for tif in ome] if kind in STITCHED_IMAGES else [None]
+                    for kind in TILED_KINDS}
+    else:
+        suffixes = {kind: [*(MASK_FORMATS[f] for f in mask_formats)] if kind in MASK_KINDS else [None]
+                    for kind in EXPORT_KINDS}
+    return [PlannedFile(kind_name(item_id, kind, suffix), kind) for kind in suffixes if kind in kinds
+            for suffix in suffixes[kind]]
+
+
+def _roi_files(item_id: str, result: InferenceResult, kinds: list[str], mask_formats: list[str],
+               corrected: PlannedFile | None) -> list[PlannedFile]:
     roi, classes = (result.roi.width, result.roi.height), result.num_classes
     sizes = {"mask": (roi, "ROI size"), "canvas": (result.image_size, "slide size")}
     files = []
@@ -210,6 +240,32 @@ def roi_plan(item_id: str, result: InferenceResult, kinds: Iterable[str], mask_f
         elif kind == "geojson":
             files.append(PlannedFile(kind_name(item_id, kind), kind, "GeoJSON (slide pixels)"))
         elif kind == "corrected" and corrected is not None:
+            files.append(corrected)
+    return files
+
+
+def writes_ome_tiff(size: tuple[int, int], stitched_format: str) -> bool:
+    """Whether stitched images of `size` (width, height) are written as pyramidal OME-TIFF (else PNG)."""
+    return stitched_format == "ome-tiff" or (stitched_format == "auto" and max(size) > PNG_MAX_SIDE)
+
+
+def _stitched_files(item_id: str, stitched: Stitched, kinds: list[str], stitched_format: str,
+                    corrected: PlannedFile | None) -> list[PlannedFile]:
+    h, w, classes = stitched.probabilities.shape
+    ome = writes_ome_tiff((w, h), stitched_format)
+    files = []
+    for kind in (k for k in TILED_KINDS if k in kinds):
+        name = kind_name(item_id, kind, ".tif" if ome and kind in STITCHED_IMAGES else None)
+        if kind == "softmax":
+            files.append(PlannedFile(name, kind, "NumPy .npy", (w, h), classes, "float32", "output scale",
+                                     "probabilities", npy_bytes_exact((h, w, classes), "float32"), True))
+        elif kind in STITCHED_IMAGES:
+            channels = 1 if kind == "mask" else 3
+            fmt = f"pyramidal OME-TIFF ({STITCHED_IMAGES[kind][0]})" if ome else "PNG"
+            bound = ome_tiff_bound(w, h, channels) if ome else png_bound(w, h, channels)
+            values = mask_values(classes) if kind == "mask" else "colour map"
+            files.append(PlannedFile(name, kind, fmt, (w, h), channels, "uint8", "output scale", values, bound))
+        elif corrected is not None:
             files.append(corrected)
     return files
 

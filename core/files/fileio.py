@@ -33,6 +33,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import stat
 import tempfile
 import time
@@ -60,8 +61,13 @@ MAX_FILE_BYTES = 4 << 30
 MAX_TEXT_BYTES = 64 << 20
 #: Staging folders (`staging_folder`): `.segscope-staging-<random>`, each holding its writer's lock file.
 STAGING_PREFIX, STAGING_LOCK = ".segscope-staging-", ".lock"
-#: Temporary files of `write_temp`: `.<target name>.<8 hex>.tmp`.
-TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[0-9a-f]{8}\.tmp$")
+#: Temporary files of `write_temp`: `.<target name>.<8 hex>.<pid>@<host>.tmp` (earlier versions: no `.<pid>@<host>`).
+TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[0-9a-f]{8}(?:\.(?P<pid>\d+)@(?P<host>[0-9a-f]{6}))?\.tmp$")
+#: A temporary file of another machine's writer (whose process cannot be asked), or of a SegScope that did not
+#: name its process, is left alone until it is this old: no write takes that long.
+TEMP_STALE_SECONDS = 24 * 3600
+#: This machine, as temporary file names carry it.
+HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
 
 #: What `os.link` raises where the file system has no hard links (FAT, some network shares).
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
@@ -311,7 +317,7 @@ def write_temp(path: Path, data: bytes | Callable[[BinaryIO], object]) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.{os.getpid()}@{HOST}.tmp")
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
                 break
@@ -365,6 +371,62 @@ def publish(tmp: Path, path: Path, overwrite: bool = False) -> Path:
     return path
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` of this machine runs (one of another user counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True  # another user's process, or a number this system cannot ask about: assume alive
+    return True
+
+
+def stale_temp(path: Path) -> bool:
+    """Whether a `write_temp` file was provably left by a dead writer: its process (named in the file name, on
+    this machine) is gone; one of another machine or without a process id only once `TEMP_STALE_SECONDS` old.
+    A live writer's file, even one whose process id a new process reuses, is never taken for stale."""
+    found = TEMP_NAME.match(Path(path).name)
+    if found is None:
+        return False
+    if found["pid"] is not None and found["host"] == HOST and not process_alive(int(found["pid"])):
+        return True
+    try:
+        return time.time() - Path(path).lstat().st_mtime > TEMP_STALE_SECONDS
+    except OSError:
+        return False
+
+
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Remove the temporary files killed writers left in `folder` (`stale_temp`; a live writer's stay),
+    returning those removed (each logged). Reading the folder is O(its entries): writers call it once per
+    folder and process (`clean_once`)."""
+    removed: list[Path] = []
+    try:
+        with os.scandir(folder) as entries:
+            found = [Path(e.path) for e in entries if TEMP_NAME.match(e.name) and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return removed
+    for path in found:
+        if stale_temp(path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(path)
+                log.warning("%s: removed a temporary file an interrupted write left", path)
+    return removed
+
+
+_cleaned: set[str] = set()
+
+
+def clean_once(folder: Path) -> None:
+    """`remove_stale_temps(folder)` the first time this process writes there."""
+    key = os.path.abspath(folder)
+    if key not in _cleaned:
+        _cleaned.add(key)
+        remove_stale_temps(Path(folder))
+
+
 def _stale(folder: Path) -> bool:
     """A staging folder whose writer is gone: its lock is free (or it never got one and is an hour old)."""
     lock = folder / STAGING_LOCK
@@ -414,10 +476,12 @@ def staging_folder(parent: Path) -> Iterator[Path]:
 
 def atomic_write_bytes(path: Path, data: bytes | Callable[[BinaryIO], object], overwrite: bool = False) -> Path:
     """Write `data` (the bytes, or what writes them into the open file) to `path` via a temp file + move; refuse
-    to replace an existing file unless asked."""
+    to replace an existing file unless asked. The first write into a folder removes the temporary files killed
+    writers left there (`clean_once`)."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)")
+    clean_once(path.parent)
     return publish(write_temp(path, data), path, overwrite)
 
 

@@ -1,14 +1,17 @@
 """An exclusive lock on a folder, held through a lock file in it or beside it (`flock` on POSIX, `msvcrt` on
 Windows).
 
-The lock is refused at once, not waited for: two writers into one folder are a mistake to report. The lock
-file is removed on release; an acquirer checks that the file it locked is still the one at the path, so a
-release racing with a new acquirer never lets two hold it.
+The lock is refused at once, not waited for: two writers into one folder are a mistake to report (a short
+read-modify-write may `wait` a few seconds instead). A lock file a killed process left is free (the lock ends
+with its process) and is taken as any other. The lock file is removed on release; an acquirer checks that the
+file it locked is still the one at the path, so a release racing with a new acquirer never lets two hold it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from pathlib import Path
 
 from ..errors import SegScopeError
@@ -39,8 +42,10 @@ class FolderLock:
         except OSError:
             return False
 
-    def acquire(self) -> FolderLock:
-        """Take the lock or raise naming the holder (its process id, as it wrote it)."""
+    def acquire(self, wait: float = 0.0) -> FolderLock:
+        """Take the lock (trying for up to `wait` seconds) or raise naming the holder (its process id, as it
+        wrote it)."""
+        deadline = time.monotonic() + wait
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -48,6 +53,10 @@ class FolderLock:
                 raise SegScopeError(f"{self.path.parent}: cannot write here ({exc.strerror}); "
                                     "choose another folder") from None
             if not self._try_lock(fd):
+                if time.monotonic() < deadline:
+                    os.close(fd)
+                    time.sleep(0.02)
+                    continue
                 try:
                     holder = os.read(fd, 64).decode("ascii", "replace").strip() or "?"
                 except OSError:
@@ -62,9 +71,10 @@ class FolderLock:
             if same:
                 break
             os.close(fd)  # released and removed meanwhile: lock the new file
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        with contextlib.suppress(OSError):  # only names the holder in a refusal: a full disk must not leak the lock
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
         return self
 
     def __enter__(self) -> FolderLock:

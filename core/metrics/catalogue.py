@@ -389,7 +389,9 @@ def means(all_metrics: Iterable[ImageMetrics | None], confidence: bool = False) 
     return summary.means(confidence)
 
 
-#: The metrics a one-line summary names (the viewer's toolbar and status bar, a whole-slide run's message).
+#: The headline metrics: what a one-line summary names (the viewer's toolbar and status bar, a whole-slide run's
+#: message), the dataset table's metric columns (right after the id, so a narrow dock still shows them) and the
+#: report's first columns.
 BRIEF = ("soft_dice", "foreground_dice", "foreground_iou")
 
 

@@ -81,6 +81,9 @@ class RunningSummary:
         self._metrics: dict[str, ImageMetrics] = {}  # by image id: the images with a mask and their metrics
         self._tallies: dict[str, _Tally] = {}  # by metric name (per-class entries: `<family>_<i>`)
         self._families: dict[str, int] = {}  # per-class family -> images that computed it
+        #: Bumped by every call that changed what is summed (a view that drew at one count has nothing to redraw
+        #: until it moves: setting an image's metrics to the very object it had is no change).
+        self.changes = 0
 
     def __len__(self) -> int:
         return len(self._metrics)
@@ -88,9 +91,11 @@ class RunningSummary:
     def set(self, image_id: str, metrics: ImageMetrics | None) -> None:
         """The image's metrics are now `metrics` (None: it has none to count, e.g. no mask)."""
         old = self._metrics.pop(image_id, None)
-        if old is metrics and metrics is not None:
-            self._metrics[image_id] = metrics
+        if old is metrics:
+            if metrics is not None:
+                self._metrics[image_id] = metrics
             return
+        self.changes += 1
         if old is not None:
             self._count(old, -1)
         if metrics is not None:
@@ -101,6 +106,7 @@ class RunningSummary:
         self.set(image_id, None)
 
     def clear(self) -> None:
+        self.changes += 1
         self._metrics.clear()
         self._tallies.clear()
         self._families.clear()

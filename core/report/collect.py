@@ -26,11 +26,14 @@ from ..metrics.scores import ImageMetrics, argmax_at_roi
 from ..palette import class_color
 from ..quality.scoring import QualitySummary
 from ..quality.spec import MetricSpec
+from ..review.queue import QueueOptions, ReviewQueue, result_entries
 from ..roi import Roi
 from ..slides import open_slide
 
 #: Longest side of a thumbnail, in pixels.
 THUMBNAIL_SIDE = 180
+#: Entries of the review queue (`core.review.queue`) the page lists.
+REVIEW_ENTRIES = 20
 _BACKGROUND = (58, 50, 46)  # BGR of the viewer's dark background
 
 
@@ -171,6 +174,8 @@ class ReportData:
         self._thumbnailed = _Worst(worst)  # the worst images with thumbnails (n/a: never among them)
         self._tabled = _Worst(rows)  # the images of the page's table
         self._entries: dict[int, Entry] = {}  # by order added, those either keeps
+        self.review = ReviewQueue(REVIEW_ENTRIES)  # the top of the disagreement queue
+        self._review_options = QueueOptions(spec.min_defect_area, spec.defect_iou)
 
     @property
     def more_warnings(self) -> int:
@@ -194,6 +199,8 @@ class ReportData:
             if len(self.without_masks) < self.rows:
                 self.without_masks.append(item.id)
             return
+        if evaluation.truth_labels is not None:
+            self.review.add(result_entries(item.id, order, result, evaluation.truth_labels, self._review_options))
         entry = Entry(item, result.roi, evaluation.metrics, evaluation.truth)
         badness = self.rank.worst_first_key(self.rank.of(evaluation.metrics))
         tabled, untabled = self._tabled.offer(badness, order)

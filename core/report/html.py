@@ -17,6 +17,7 @@ from ..metrics.review import ERROR_COLORS, ERROR_NAMES
 from ..palette import class_color
 from ..quality.options import value_text
 from ..quality.spec import CALIBRATION_KEYS, COUNT_KEYS, MetricSpec
+from ..review import AREA_HALF
 from .collect import ReportData
 
 PANELS = (("image", "image"), ("heatmap", "heatmap"), ("mask", "prediction"), ("truth", "truth"),
@@ -80,7 +81,7 @@ def _table(header: Iterable[str] | None, rows: Iterable[Iterable[str]], numeric_
 
 def _keys(data: ReportData) -> list[str]:
     """The per-image metrics the report shows: the original and hard ones, then the chosen QA metrics."""
-    return ["soft_dice", "foreground_dice", "foreground_iou", "precision", "recall", *data.spec.keys()]
+    return [*catalogue.BRIEF, "precision", "recall", *data.spec.keys()]
 
 
 def metric_title(spec: MetricSpec, key: str, short: bool = False) -> str:
@@ -231,6 +232,22 @@ def _calibration(summary: Mapping[str, object], plots: Mapping[str, bytes]) -> s
         "the mean of the images' values that the summary's rows marked (per image) give.</p>") + images
 
 
+def _review(data: ReportData) -> str:
+    """The top of the disagreement queue (`core.review.queue`)."""
+    entries = data.review.entries()
+    if not entries:
+        return '<p class="muted">No disagreement between the predictions and the truths.</p>'
+    rows = [[str(rank), escape(e.image), e.kind.replace("_", " "), escape(data.class_name(e.cls)),
+             ", ".join(map(str, e.bbox)), str(e.area), f"{e.score:.3f}"] for rank, e in enumerate(entries, 1)]
+    return _table(["#", "image", "kind", "class", "box x0, y0, x1, y1 (slide px)", "area (px)", "score"], rows,
+                  numeric_from=4) + (
+        f'<p class="muted">The {len(entries)} most suspicious of {data.review.total} places where a prediction and '
+        "its truth disagree (connected components per class, as the defects are counted): score = the model's mean "
+        "margin for its decision against the truth over the disagreeing pixels x area / (area + "
+        f"{AREA_HALF}), so a confident model against the truth (a likely label error) and a large miss come first. "
+        "Every one: segscope review --dataset DIR (--json, --csv).</p>")
+
+
 def _cell(key: str, value: float | None) -> str:
     sort_value = "" if value is None else "Infinity" if math.isinf(value) else repr(value)
     return f'<td class="n" data-v="{sort_value}">{value_text(key, value)}</td>'
@@ -296,6 +313,7 @@ def render(data: ReportData, summary: Mapping[str, object], provenance: Mapping[
         f"<h2>Worst {len(data.worst_entries())} images by {escape(rank)} ({direction} first)</h2>", _worst(data),
         "<h2>Per class</h2>", _per_class(data, summary),
         "<h2>Defects</h2>", _defects(summary),
+        "<h2>Review queue: likely label errors and costly misses first</h2>", _review(data),
         "<h2>Calibration</h2>", _calibration(summary, plots),
         f"<h2>{_table_title(data)}</h2>", _all_images(data, csv_name),
         "<h2>Images without masks, warnings</h2>", _lists(data, csv_name),

@@ -22,10 +22,20 @@ import numpy as np
 from ..dataset.dataset import Dataset, DatasetItem, backup_mask_path
 from ..dataset.truth import Truth
 from ..editing.document import MaskDocument, mask_source
-from ..editing.files import Recovery, SaveMode, discard_recovery, find_recovery
+from ..editing.files import (
+    Recovery,
+    SavedMask,
+    SaveMode,
+    claim_recovery,
+    discard_recovery,
+    find_recoveries,
+    keep_copy,
+    read_stamps,
+)
 from ..errors import SegScopeError
+from ..files.stamp import Stamp, WriteConflict
 from .backend_state import BackendState
-from .events import EditsRecovered, MaskChanged, Message, SessionEvents, TruthChanged
+from .events import EditsRecovered, MaskChanged, Message, SaveConflict, SessionEvents, TruthChanged
 from .jobs import Job
 from .truth import ImageTruth
 
@@ -40,17 +50,22 @@ class Recovered:
 
 
 def recovered_edits(dataset: Dataset, recovery_dir: Path | None) -> Recovered:
-    """The auto-saved edits of `dataset`'s images newer than their mask files (reads files: any thread)."""
+    """The auto-saved edits of `dataset`'s images newer than their mask files (reads files: any thread): the
+    newest of each image (this viewer's, or a stopped viewer's), a line for each other one kept and for each
+    that cannot be read (skipped: one damaged file never ends the restore)."""
     found, problems = [], []
     for item in dataset.items:
-        try:
-            recovery = find_recovery(mask_source(item), recovery_dir)
-        except SegScopeError as exc:
-            problems.append(f"{item.id}: {exc}")
-            continue
-        if recovery is not None:
-            found.append((item.id, recovery))
+        recoveries, damaged = find_recoveries(mask_source(item), recovery_dir)
+        problems += [f"{item.id}: {problem}" for problem in damaged]
+        if recoveries:
+            found.append((item.id, recoveries[0]))
+        problems += [f"{item.id}: older unsaved edits of another viewer, auto-saved at {_when(other.saved_at)}, "
+                     f"are kept in {other.path}" for other in recoveries[1:]]
     return Recovered(dataset.root, tuple(found), tuple(problems))
+
+
+def _when(saved_at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved_at))
 
 
 class SessionEdits:
@@ -87,6 +102,12 @@ class SessionEdits:
             truth = ImageTruth(dataset.truth(dataset.item(item_id)), self._read_version)
             self._truths[item_id] = truth
         return truth
+
+    def truth_version(self, item_id: str) -> int:
+        """The version of the image's truth now, as `truth(item_id).version`, without finding its file (a score's
+        key needs only this: a result of a Run all is keyed without a `stat` in the session's thread)."""
+        truth = self._truths.get(item_id)
+        return truth.version if truth is not None else self._read_version
 
     def truth_versions(self) -> Callable[[str], int | None]:
         """The truth version a score made now from each image's mask file is of (None: the image has unsaved
@@ -156,31 +177,74 @@ class SessionEdits:
                 discard_recovery(document.source, self.recovery_dir)
         self.events.mask_changed.emit(MaskChanged(item_id, kind))
 
-    def save_job(self, mode: SaveMode, before: Callable[[], object] | None = None) -> Job[tuple[Path, np.ndarray]]:
+    def save_job(self, mode: SaveMode, before: Callable[[], object] | None = None,
+                 overwrite: bool = False) -> Job[tuple[SavedMask, np.ndarray] | WriteConflict]:
         """Save the edits on screen the chosen way: encoded and written by the job (`before()` first, on its
-        thread), adopted when done; a failure leaves the edits unsaved and says why. SegScopeError: nothing to
-        save."""
+        thread), adopted when done; a failure leaves the edits unsaved and says why. A truth file another
+        writer changed since it was read is not overwritten (unless `overwrite`): the edits stay unsaved and
+        `save_conflict` asks the user (`resolve_conflict`). SegScopeError: nothing to save."""
         document = self.document
         if document is None or document.editor is None:
             raise SegScopeError("no mask edits to save")
-        work, item_id, source = document.save_job(mode), document.item.id, document.source
+        work, item_id, source = document.save_job(mode, overwrite), document.item.id, document.source
 
-        def write() -> tuple[Path, np.ndarray]:
+        def write() -> tuple[SavedMask, np.ndarray] | WriteConflict:
             if before is not None:
                 before()
-            return work()
+            try:
+                return work()
+            except WriteConflict as conflict:
+                return conflict
 
-        def done(answer: tuple[Path, np.ndarray]) -> None:
+        def done(answer: tuple[SavedMask, np.ndarray] | WriteConflict) -> None:
+            if isinstance(answer, WriteConflict):
+                document.save_failed()
+                self.events.message.emit(Message("warning", f"Not saved: {answer}"))
+                self.events.save_conflict.emit(SaveConflict(item_id, mode, answer.path, str(answer)))
+                return
             document.saved(*answer)
             backup = backup_mask_path(source)
             kept = f"; the original is kept as {backup.name}" if mode == "replace" and backup.exists() else ""
-            self.events.message.emit(Message("info", f"Saved the mask of {item_id} to {answer[0]}{kept}"))
+            self.events.message.emit(Message("info", f"Saved the mask of {item_id} to {answer[0].path}{kept}"))
 
         def failed(text: str, details: str) -> None:
             document.save_failed()
             self.events.message.emit(Message("error", f"Saving the mask of {item_id}: {text}", details))
 
         return Job(f"save:{item_id}", write, done, failed)
+
+    def resolve_conflict(self, conflict: SaveConflict, choice: str) -> Job[object]:
+        """The user's answer to a `SaveConflict` of the document on screen: "overwrite" saves the edits over the
+        other writer's file; "theirs" drops the edits and shows the mask as the other writer left it; "copy"
+        first keeps the edits as a new file beside the mask (`files.keep_copy`), then shows theirs."""
+        document = self.document
+        if document is None or document.item.id != conflict.item_id:
+            raise SegScopeError(f"{conflict.item_id} is no longer the image on screen; its edits were not saved")
+        if choice == "overwrite":
+            return self.save_job(conflict.mode, overwrite=True)  # type: ignore[arg-type,return-value]
+        if choice not in ("theirs", "copy"):
+            raise SegScopeError(f"conflict choice {choice!r}: choose copy, theirs or overwrite")
+        dataset, item_id, source = self._dataset(), conflict.item_id, document.source
+        mine = document.mask.copy() if choice == "copy" and document.mask is not None else None
+
+        def read() -> tuple[Path | None, np.ndarray | None, dict[Path, Stamp]]:
+            copy = keep_copy(mine, source) if mine is not None else None
+            stamps = read_stamps(source)  # (before the read: a change meanwhile is a conflict, never missed)
+            return copy, dataset.load_mask(dataset.item(item_id)), stamps
+
+        def done(answer: tuple[Path | None, np.ndarray | None, dict[Path, Stamp]]) -> None:
+            copy, mask, stamps = answer
+            if self.document is not document:
+                return
+            discard_recovery(source, self.recovery_dir)
+            document.reload(mask, stamps)
+            kept = f"your edits are kept in {copy}; " if copy is not None else "your edits were dropped; "
+            self.events.message.emit(Message("info", f"{item_id}: {kept}the mask is now the one on disk"))
+
+        def failed(text: str, details: str) -> None:
+            self.events.message.emit(Message("error", f"{item_id}: {text}; your edits are still unsaved", details))
+
+        return Job(f"conflict:{item_id}", read, done, failed)  # type: ignore[arg-type]
 
     def discard(self) -> None:
         """Forget the unsaved edits on screen and their recovery file: the mask on disk is the truth again."""
@@ -201,13 +265,14 @@ class SessionEdits:
             document = self.document if self.document is not None and self.document.item.id == item_id else None
             if self.truth(item_id).edits or (document is not None and document.dirty):
                 continue
+            recovery = claim_recovery(recovery, self.recovery_dir)
             self._changed_truth(item_id, True, recovery)
             if document is not None:
                 self._restore_into(document, recovery)
             taken.append(item_id)
         if taken:
             saved_at = max(recovery.saved_at for item_id, recovery in recovered.found if item_id in taken)
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved_at))
+            when = _when(saved_at)
             self.events.message.emit(Message(
                 "warning", f"Unsaved mask edits of {', '.join(taken)} (auto-saved up to {when}) were kept after "
                            "SegScope stopped: they are these images' unsaved edits again (their rows say unsaved, "

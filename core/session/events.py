@@ -5,6 +5,7 @@ the session (`core.session.views`); nothing pushes into a view from outside."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..dataset.dataset import Dataset, DatasetItem
 from ..editing.document import MaskDocument
@@ -76,6 +77,18 @@ class EditsRecovered:
 
 
 @dataclass(frozen=True)
+class SaveConflict:
+    """A save of `item_id`'s edits (`mode`) wrote nothing: another viewer or program changed `path` since the
+    mask was read (`text` says how). The edits stay unsaved: the user picks keep mine as a copy, take theirs or
+    overwrite (`Session.resolve_conflict`)."""
+
+    item_id: str
+    mode: str
+    path: Path
+    text: str
+
+
+@dataclass(frozen=True)
 class Scored:
     """An image's numbers are fresh: those of what answers for it against its truth (None: no mask)."""
 
@@ -106,6 +119,15 @@ class ItemsChanged:
 
 
 @dataclass(frozen=True)
+class RunTimed:
+    """A stage timed after a run (the viewer's "render": drawing its result) joined the run's `timings`."""
+
+    item_id: str
+    record: RunRecord
+    stage: str
+
+
+@dataclass(frozen=True)
 class Message:
     """A line for the messages: level "info", "warning" or "error"."""
 
@@ -130,8 +152,10 @@ class SessionEvents(SignalGroup):
     truth_changed = Signal(TruthChanged)
     mask_changed = Signal(MaskChanged)
     edits_recovered = Signal(EditsRecovered)
+    save_conflict = Signal(SaveConflict)
     scored = Signal(Scored)
     score_due = Signal(ScoreDue)
     item_changed = Signal(ItemChanged)
     items_changed = Signal(ItemsChanged)
+    run_timed = Signal(RunTimed)
     message = Signal(Message)

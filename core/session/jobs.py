@@ -88,11 +88,11 @@ def run_here(job: AnyJob) -> None:
     job.done(answer)
 
 
-def run_backend_job(job: RunJob[T], backend: Backend) -> None:
-    """Run an inference job in the calling thread on `backend` (headless callers, tests)."""
+def run_backend_job(job: RunJob[T], backend: Backend | None, progress: Progress = _nothing) -> None:
+    """Run an inference job in the calling thread on `backend` (headless callers, tests; None: none is open)."""
     cancelled = False
     try:
-        for step in job.work(backend, job.cancel, _nothing):
+        for step in job.work(backend, job.cancel, progress):
             job.each(step)
     finally:
         cancelled = job.cancel.is_set()

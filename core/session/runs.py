@@ -35,7 +35,8 @@ DEFAULT_MAX_RESULT_BYTES = 1 << 30
 
 @dataclass
 class RunRecord:
-    """One inference. `timings` are seconds per stage; the GUI may add "render" after drawing."""
+    """One inference. `timings` are seconds per stage; a stage timed after the run (the viewer's "render") joins
+    them through `Session.add_timing`."""
 
     id: int
     image_id: str

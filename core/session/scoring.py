@@ -65,6 +65,7 @@ class SessionScores:
     _dataset: Callable[[], Dataset]
     answer: Callable[[str], Answer | None]
     truth: Callable[[str], ImageTruth]
+    truth_version: Callable[[str], int]
     edited_mask: Callable[[str], Callable[[], np.ndarray | None]]
     roi_for: Callable[[str], Roi]
     answered_ids: Callable[[Dataset | None], list[str]]
@@ -82,8 +83,16 @@ class SessionScores:
 
     def score_key(self, item_id: str) -> ScoreKey | None:
         """What the image's numbers must be of now (None: nothing answers for it)."""
-        answer = self.answer(item_id)
-        return None if answer is None else ScoreKey(answer.key, self.truth(item_id).version, self.quality)
+        return self._key_of(item_id, self.answer(item_id))
+
+    def _key_of(self, item_id: str, answer: Answer | None) -> ScoreKey | None:
+        """`score_key` of the image whose answer is `answer` (taken once by a caller that needs both)."""
+        return None if answer is None else ScoreKey(answer.key, self.truth_version(item_id), self.quality)
+
+    def _is_known(self, item_id: str, key: ScoreKey | None) -> bool:
+        """Whether the image's last score was made for `key` (its `score_key` now: then it is fresh)."""
+        known = self._scores.get(item_id)
+        return key is not None and known is not None and known[0] == key
 
     def known_metrics(self, item_id: str) -> ImageMetrics | None:
         """The image's last scored metrics (they may be stale: `is_fresh`)."""
@@ -92,8 +101,7 @@ class SessionScores:
 
     def is_fresh(self, item_id: str) -> bool:
         """Whether the image's last scored metrics are of what answers for it against its truth now."""
-        known, key = self._scores.get(item_id), self.score_key(item_id)
-        return key is not None and known is not None and known[0] == key
+        return self._is_known(item_id, self.score_key(item_id))
 
     def has_metrics(self, item_id: str) -> bool:
         """Whether something answers for the image (a run or a whole-slide run; its metrics may be None: no
@@ -116,8 +124,9 @@ class SessionScores:
         """What scoring a stale image needs, captured now (None: it is fresh, nothing answers for it, or its run's
         arrays were dropped). The job reads an edited mask in place: an edit meanwhile makes its answer stale
         (`adopt_score`)."""
-        answer, key = self.answer(item_id), self.score_key(item_id)
-        if answer is None or answer.result is None or key is None or self.is_fresh(item_id):
+        answer = self.answer(item_id)
+        key = self._key_of(item_id, answer)
+        if answer is None or answer.result is None or key is None or self._is_known(item_id, key):
             return None
         dataset = self._dataset()
         return ScoreJob(item_id, key, dataset, dataset.item(item_id), answer.result, self.edited_mask(item_id),
@@ -132,17 +141,25 @@ class SessionScores:
         return True
 
     def _scored(self, item_id: str, key: ScoreKey, metrics: ImageMetrics | None) -> None:
-        """Keep a score made for `key` (a run's own, or a job's) and announce what follows."""
+        """Keep a score made for `key` (a run's own, or a job's) and announce what follows (what answers is taken
+        once: a Run all stores a result per image through here)."""
         self._scores[item_id] = (key, metrics)
-        if self.is_fresh(item_id):
+        answer = self.answer(item_id)
+        fresh = key == self._key_of(item_id, answer)
+        if fresh:
             self.events.scored.emit(Scored(item_id, metrics))
-        self._item_changed(item_id)
+        self._announce(item_id, not fresh and answer is not None and answer.result is not None)
 
     def _item_changed(self, item_id: str) -> None:
         """Announce that what the image's views derive from changed, and that a score is due when one is."""
+        self._announce(item_id, None)
+
+    def _announce(self, item_id: str, due: bool | None) -> None:
+        """`_item_changed`, whether a score is due known already (None: asked once the views are told)."""
         self.running.set(item_id, self.known_metrics(item_id) if self.answers(item_id) else None)
         self.events.item_changed.emit(ItemChanged(item_id))
-        self._score_if_due(item_id)
+        if due if due is not None else self._score_due(item_id):
+            self.events.score_due.emit(ScoreDue(item_id))
 
     def _items_changed(self, item_ids: Sequence[str]) -> None:
         """`_item_changed` of many images, announced in one event."""
@@ -150,12 +167,14 @@ class SessionScores:
             self.running.set(item_id, self.known_metrics(item_id) if self.answers(item_id) else None)
         self.events.items_changed.emit(ItemsChanged(tuple(item_ids)))
         for item_id in item_ids:
-            self._score_if_due(item_id)
+            if self._score_due(item_id):
+                self.events.score_due.emit(ScoreDue(item_id))
 
-    def _score_if_due(self, item_id: str) -> None:
+    def _score_due(self, item_id: str) -> bool:
+        """Whether the image's numbers are stale and its answer has the arrays to score them again."""
         answer = self.answer(item_id)
-        if answer is not None and answer.result is not None and not self.is_fresh(item_id):
-            self.events.score_due.emit(ScoreDue(item_id))
+        return answer is not None and answer.result is not None and not self._is_known(item_id,
+                                                                                       self._key_of(item_id, answer))
 
     # ------------------------------------------------------------------------------------ over images
     def _scored_ids(self, item_ids: list[str] | None) -> list[str]:

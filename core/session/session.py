@@ -16,15 +16,17 @@ cannot disagree. Each fact has one owner:
 
 The user's operations are commands: `open_dataset`, `select`, `set_roi`/`undo_roi`/`redo_roi`, `run`,
 `run_whole_slide`, edits through `document`, `save_job`, `discard`, `adopt_recovered`/`discard_recovered`,
-`score_job`. What takes time comes back as a job (`core.session.jobs`) that any thread runs; its answers come
-back through the session's adopt methods, which change state and announce it. Restoring an earlier session's
+`score_job`, `start_export`/`cancel_export`, `add_timing`. What takes time comes back as a job
+(`core.session.jobs`) that any thread runs; its answers come back through the session's adopt methods, which
+change state and announce it. Restoring an earlier session's
 runs and a crash's edits goes through the same adopt methods as a user's own runs and edits. With `persist`,
 each image's newest result and whole-slide run are kept on disk (`core.session.store`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -36,6 +38,8 @@ from ..dataset.preflight import set_mask_rule, truth_refusal
 from ..editing.document import MaskDocument
 from ..errors import SegScopeError
 from ..events import Evented
+from ..export.job import Exportable, ExportChoices
+from ..export.job import Progress as ExportProgress
 from ..metrics import catalogue
 from ..metrics.catalogue import Metric
 from ..quality.spec import MetricSpec
@@ -45,12 +49,22 @@ from .answers import SessionResults
 from .backend_state import BackendState
 from .batches import SessionRuns
 from .edits import Recovered, SessionEdits, recovered_edits
-from .events import FAILED, UNREADABLE, Message, Outcome, ResultAdded, RoiChanged, SessionEvents, SlideRunAdded
+from .events import (
+    FAILED,
+    UNREADABLE,
+    Message,
+    Outcome,
+    ResultAdded,
+    RoiChanged,
+    RunTimed,
+    SessionEvents,
+    SlideRunAdded,
+)
 from .jobs import Job, StreamJob
 from .restore import Restored, restored_entries
 from .roi_undo import RoiUndo
 from .running import Describe, describe_error
-from .runs import RunHistory
+from .runs import RunHistory, RunRecord
 from .scoring import SessionScores
 from .store import SessionStore
 
@@ -90,6 +104,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.recovery_dir: Path | None = None
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
         self.roi_moves = RoiUndo()
+        self._export_cancel: threading.Event | None = None  # the running export's (`start_export`)
         if backend is not None:
             backend.events.opened.connect(lambda *_args: self._all_changed())  # another model: answers change
 
@@ -132,6 +147,11 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._forget_truths(keep_edits=True)
         self._all_changed()  # every score taken by the old rule (a restore's included) is stale: scored again
         return True
+
+    def truths_by_model(self) -> StreamJob[tuple[str, str]] | None:
+        """Once a dataset and a backend are open (either one opening): read the truths by the model's rule and
+        return the job that checks them all; None when the rule is the one already read by."""
+        return self.check_truths() if self.read_truths_by_model() else None
 
     def check_truths(self) -> StreamJob[tuple[str, str]]:
         """The job that checks every truth as `eval` does before a run (`truth_refusal`: its size, its values by the
@@ -343,6 +363,39 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     def result_ids(self) -> list[str]:
         """Images with a result to show or export (a run's, or a whole-slide run's part), in dataset order."""
         return [item_id for item_id in self.answered_ids(self.dataset) if self.result(item_id) is not None]
+
+    # ------------------------------------------------------------------------------------------- export
+    def start_export(self, choices: ExportChoices) -> Callable[[], Iterator[ExportProgress]]:
+        """Begin exporting `choices` (of what `Exportable` offers now, with the open model's capabilities): the work,
+        for any thread, one image per step, all or nothing (`Exportable.steps`). `exporting` until `export_ended`
+        (call it however the work ends); `cancel_export` stops it before its next image. SegScopeError: an export
+        is running, or the choices cannot be planned."""
+        if self.exporting:
+            raise SegScopeError("an export is running: wait for it to finish or cancel it")
+        cancel = threading.Event()
+        work = Exportable(self, self.capabilities).steps(choices, cancel)
+        self._export_cancel, self.exporting = cancel, True
+        return work
+
+    def cancel_export(self) -> None:
+        """Stop the running export before its next image (its folder left as it was)."""
+        if self._export_cancel is not None:
+            self._export_cancel.set()
+
+    def export_ended(self) -> bool:
+        """The running export ended (written, failed or cancelled); True when it was cancelled."""
+        cancel, self._export_cancel = self._export_cancel, None
+        self.exporting = False
+        return cancel is not None and cancel.is_set()
+
+    def add_timing(self, record: RunRecord, stage: str, seconds: float) -> bool:
+        """A stage timed after `record`'s run (the viewer's "render": drawing its result) joins its timings,
+        announced (`run_timed`); False when it has that stage already or is no longer its image's run."""
+        if stage in record.timings or self.record(record.image_id) is not record:
+            return False
+        record.timings[stage] = seconds
+        self.events.run_timed.emit(RunTimed(record.image_id, record, stage))
+        return True
 
     # ------------------------------------------------------------------------------------------ choices
     def set_ranking(self, name: str) -> Metric:

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import InputError, SegScopeError, one_line
-from ..files.fileio import TEMP_NAME, atomic_write_bytes, read_bytes
+from ..files.fileio import atomic_write_bytes, read_bytes, remove_stale_temps
 from ..files.untrusted_json import parse_json
 from ..result import InferenceResult
 from ..roi import Roi
@@ -192,7 +192,7 @@ class SessionStore:
         """Stored results, oldest first, read one at a time as they are asked for (a store of thousands never sits
         in memory whole), and one line (a str) per entry that could not be read: it is skipped, since a stored
         result is only a cache of a run and nothing in this folder may stop a dataset from opening. Temporary
-        files of writes a killed session left are removed."""
+        files of writes a killed session left are removed (another viewer's write in flight is left alone)."""
         return _read_each(self.folder, read_stored, "stored result")
 
     def slides(self) -> Iterator[StoredSlide | str]:
@@ -203,11 +203,9 @@ class SessionStore:
 def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str) -> Iterator[_Stored | str]:
     try:
         entries = [(p, p.lstat().st_mtime_ns) for p in folder.iterdir() if p.name.endswith(".npz")]
-        leftovers = [p for p in folder.iterdir() if TEMP_NAME.match(p.name) and p.is_file()]
     except OSError:
         return  # no store (or not a folder): nothing to restore
-    for path in leftovers:
-        path.unlink(missing_ok=True)
+    remove_stale_temps(folder)  # (not another viewer's write in flight: `fileio.stale_temp`)
     for path, _ in sorted(entries, key=lambda entry: entry[1]):
         try:
             yield read(path)

@@ -262,8 +262,3 @@ def uncrop_content(array: np.ndarray, plan: ResizePlan) -> np.ndarray:
         return array
     sx, sy = array.shape[1] / plan.output_size[0], array.shape[0] / plan.output_size[1]
     return array[round(y * sy) : round((y + h) * sy), round(x * sx) : round((x + w) * sx)]
-
-
-def identity_plan(size: tuple[int, int]) -> ResizePlan:
-    """The plan of no resize at all."""
-    return ResizePlan(size, (0, 0, *size))

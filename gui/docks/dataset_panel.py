@@ -40,8 +40,6 @@ from ..runtime import settings
 from ..widgets.compact import shrinkable
 from ..widgets.shortcuts import with_key
 
-#: The metrics come right after the id, so a narrow dock still shows them; the status is last.
-TABLE_METRICS = ("soft_dice", "foreground_dice", "foreground_iou")
 #: The id column is at most this wide (pixels); a longer id is cut in the middle, whole on hover.
 IMAGE_COLUMN_MAX = 140
 #: What a sort reads of a row besides a metric: its id, its truth, its status.
@@ -95,7 +93,7 @@ class ImageTableModel(QAbstractTableModel):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.metric_columns: list[Metric] = [catalogue.lookup(name) for name in TABLE_METRICS]
+        self.metric_columns: list[Metric] = [catalogue.lookup(name) for name in catalogue.BRIEF]
         self._ids: list[str] = []  # in dataset order
         self._rows: list[Row | None] = []  # in dataset order (None: never read)
         self._index: dict[str, int] = {}  # id -> dataset row
@@ -131,7 +129,7 @@ class ImageTableModel(QAbstractTableModel):
     def show_ranking(self, metric: Metric) -> int:
         """The column of `metric`: one of the table's own, or a column of its own before Truth (replacing the
         previous ranking's; a sort by that one ends, the rows keep their order)."""
-        base = len(TABLE_METRICS)
+        base = len(catalogue.BRIEF)
         if len(self.metric_columns) > base and self.metric_columns[base] != metric:
             self.beginRemoveColumns(QModelIndex(), base + 1, base + 1)
             if self._by == self.metric_columns[base]:

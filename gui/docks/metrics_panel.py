@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from ...core.metrics import catalogue
+from ...core.metrics.aggregate import Aggregate
 from ...core.metrics.catalogue import Metric
 from ...core.metrics.scores import ImageMetrics
 from ...core.wording import plural
@@ -86,7 +87,7 @@ class MetricsPanel(QWidget):
         self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
         self._axes: tuple[float, float, int, str] | None = None  # what the axes show (set again when it changes)
         self._title = ""
-        self.set_dataset_values(self.ranking, [])
+        self.set_dataset_values(self.ranking, [], None)
 
     def _pair_width(self) -> int:
         metrics = self.fontMetrics()
@@ -139,9 +140,10 @@ class MetricsPanel(QWidget):
         names = [class_names[i] if i < len(class_names) else f"class {i}" for i in range(len(metrics.dice))]
         self.per_class.setText("  ".join(f"{name}: {scores(i)}" for i, name in enumerate(names)))
 
-    def set_dataset_values(self, metric: Metric, values: Sequence[float | None]) -> None:
-        """The histogram of `metric` over the dataset's images with masks (None = n/a for that image, counted
-        in the title, not binned). Axes, ticks and title are set only when they change (a run redraws often)."""
+    def set_dataset_values(self, metric: Metric, values: Sequence[float | None], summary: Aggregate | None) -> None:
+        """The histogram of `metric` over the dataset's images with masks (None = n/a for that image, not binned),
+        titled with the session's `summary` of it (its mean, or a count's total, as the status bar and `eval`
+        give it). Axes, ticks and title are set only when they change (a run redraws often)."""
         self.ranking = metric
         array = np.array(values, np.float64)  # (None: NaN, n/a like it)
         finite = array[np.isfinite(array)]
@@ -161,11 +163,7 @@ class MetricsPanel(QWidget):
             self.plot.getAxis("left").setTicks([[(v, str(v)) for v in count_ticks(top)], []])  # whole images only
             self.plot.setLabel("bottom", metric.label)
             self.current_line.setToolTip(f"This image's {metric.label}")
-        infinite = int(np.isinf(array).sum())
-        missing = len(values) - finite.size - infinite
-        title = (f"{plural(finite.size, 'image')}, mean {metric.title} {metric.text(float(finite.mean()))}"
-                 if finite.size else f"no {metric.title} yet")
-        title += (f", {infinite} infinite" if infinite else "") + (f", {missing} n/a" if missing else "")
+        title = histogram_title(metric, summary)
         if title != self._title:
             self._title = title
             self.plot.setTitle(title)
@@ -174,3 +172,15 @@ class MetricsPanel(QWidget):
         """The bar heights (image counts) and bin edges the histogram draws."""
         opts = self.bars.opts
         return np.asarray(opts["height"]), np.append(opts["x0"], opts["x1"][-1:])
+
+
+def histogram_title(metric: Metric, summary: Aggregate | None) -> str:
+    """"7 images, mean Dice 0.8123, 1 n/a"; a count's total ("3 images, total true positives 12")."""
+    if summary is None or not summary.finite:
+        return f"no {metric.title} yet"
+    if summary.total is not None:
+        return f"{plural(summary.finite, 'image')}, total {metric.title} {summary.total}"
+    mean = "n/a" if summary.mean is None else metric.text(summary.mean)
+    return (f"{plural(summary.finite, 'image')}, mean {metric.title} {mean}"
+            + (f", {summary.infinite} infinite" if summary.infinite else "")
+            + (f", {summary.na} n/a" if summary.na else ""))

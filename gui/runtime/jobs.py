@@ -39,7 +39,7 @@ from typing import Any, Optional, TypeVar
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from ...core.errors import describe
+from ...core.session import running
 from .option_labels import OPTION_LABELS
 
 SHARED, BACKEND, AUTOSAVE, SLIDES, TILES = "shared", "backend", "autosave", "slides", "tiles"
@@ -54,10 +54,9 @@ Failed = Optional[Callable[[str, str], None]]  # noqa: UP007 (run-time alias, Py
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
-    """(one line for the message list, details): a user-fixable error is its own message, its option named
-    as the viewer's control; anything else is a bug, shown with its traceback."""
-    described = describe(exc, OPTION_LABELS)
-    return (f"Internal error: {described.line}" if described.bug else described.line), described.details
+    """(one line for the message list, details) as the session words them, options named as the viewer's
+    controls."""
+    return running.describe_error(exc, OPTION_LABELS)
 
 
 class Job:

@@ -7,6 +7,8 @@ session's events.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +32,9 @@ from .export_flow import Exporter, ask_export
 from .mask_editing import MaskEditing
 from .roi_control import RoiControl
 from .whole_slide import WholeSlide
+
+#: The job key of a dataset folder being listed (`Jobs.busy(OPENING)`: an open is under way).
+OPENING = "open"
 
 
 class ViewerCommands(QObject):
@@ -56,35 +61,51 @@ class ViewerCommands(QObject):
 
     # ---------------------------------------------------------------------------------- dataset, image
     def open_dataset(self, path: Path) -> bool:
-        """Show the dataset folder `path` (False, with a message, when it cannot be opened now); edits a crash
-        left and runs an earlier session kept come back in the background."""
-        session = self.session
-        if session.backend is not None and session.backend.busy:
+        """Open the dataset folder `path`: it is listed on a worker (`OPENING`: the window stays live, the status bar
+        says so, a newer open supersedes it) and shown once listed; edits a crash left and runs an earlier session
+        kept come back in the background after that. False when it cannot start now (a run in progress, unsaved
+        edits not settled); a folder that does not open is an error in Messages, forgotten from the recent list."""
+        if not self._may_leave(lambda: self.open_dataset(path)):
+            return False
+        path = Path(path)
+        self.note.emit(f"Opening {path}…", 0)
+        self.jobs.submit(OPENING, partial(Dataset.open, path), self._show_dataset, partial(self._open_failed, path))
+        return True
+
+    def _may_leave(self, retry: Callable[[], object]) -> bool:
+        """Whether the dataset on screen may be left now (no run in progress, unsaved edits settled)."""
+        backend = self.session.backend
+        if backend is not None and backend.busy:
             self.message.emit("warning", "Cancel the running batch (Esc) before opening another dataset", "")
             return False
-        if not self.editing.confirm_leave(lambda: self.open_dataset(path)):
-            return False
-        try:
-            dataset = Dataset.open(Path(path))
-        except SegScopeError as exc:
-            self.message.emit("error", str(exc), "")
-            settings.forget_recent_dataset(Path(path))  # only datasets that opened are remembered
-            return False
+        return self.editing.confirm_leave(retry)
+
+    def _show_dataset(self, dataset: Dataset) -> None:
+        """The folder is listed: show it, unless a run started or the image on screen was edited meanwhile (asked
+        again, as when the open was asked)."""
+        if not self._may_leave(lambda: self._show_dataset(dataset)):
+            self.note.emit("", 0)
+            return
         self.jobs.cancel("restore")
         self.open_slide.set(None, None)
-        restore = session.open_dataset(dataset)
+        restore = self.session.open_dataset(dataset)
         settings.add_recent_dataset(dataset.root)
         self.jobs.stream("restore", restore.work, restore.each, restore.finished)
         self._check_truths()
-        return True
+        self.note.emit("", 0)
+
+    def _open_failed(self, path: Path, text: str, details: str) -> None:
+        self.message.emit("error", text, details)
+        self.note.emit("", 0)
+        settings.forget_recent_dataset(path)  # only datasets that opened are remembered
 
     def _check_truths(self) -> None:
         """Once a dataset and a backend are open, read the truths by the model's mask rule: every truth is checked
         (refused masks come back as errors in Messages) and the current image's mask is read again by it."""
         session = self.session
-        if not session.read_truths_by_model():
+        check = session.truths_by_model()
+        if check is None:
             return
-        check = session.check_truths()
         self.jobs.stream(check.name, check.work, check.each, check.finished)
         current, document = session.current, session.document
         if current is not None and (document is None or not (document.dirty or document.saving)):
@@ -192,8 +213,8 @@ class ViewerCommands(QObject):
     def write_export(self, choices: ExportChoices) -> bool:
         """Start writing `choices` in the background (the files: `exporter.finished`); False when it could not
         start. Numbers re-scored meanwhile are scored again in the export, so its table is the fresh one."""
-        return self.exporter.start(self.session, self.session.capabilities, choices)
+        return self.exporter.start(self.session, choices)
 
     def cancel_export(self) -> None:
         """File > Cancel export: the running export stops before its next image, its folder as it was."""
-        self.exporter.cancel()
+        self.session.cancel_export()

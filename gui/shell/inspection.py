@@ -100,6 +100,8 @@ class Inspection(QObject):
         self._review_timer.timeout.connect(self.refresh_review)
         self.timing_image = Coalescer(self.show_timing_image, parent=self)  # another image: its timeline
         self.history_refresh = Coalescer(self._draw_history, HISTORY_MS, self)  # new runs: the dataset's table
+        #: (what it is of, the worst-first order of the rows shown, their values): `_worst_first`
+        self._worst: tuple[tuple[object, ...], list[str], dict[str, float | None]] | None = None
         self._wire()
 
     @staticmethod
@@ -114,6 +116,7 @@ class Inspection(QObject):
     def _wire(self) -> None:
         events = self.session.events
         events.result_added.connect(lambda added: self._results_changed(added.item_id))
+        events.run_timed.connect(lambda _timed: self.history_refresh.request())
         events.slide_run_added.connect(lambda added: self._results_changed(added.item_id))
         events.dataset.connect(self._on_dataset_opened)
         events.current.connect(self._on_current)
@@ -126,6 +129,7 @@ class Inspection(QObject):
         self.review.regionActivated.connect(self.zoom_to)
         self.filter_bar.changed.connect(lambda _f: self.apply_filter())
         self.dataset_panel.model.arranged.connect(self._show_count)
+        self.dataset_panel.model.arranged.connect(self._forget_worst)
         self.timing.message.connect(self.message)
 
     def _on_current(self, _item: object, _old: object) -> None:
@@ -156,10 +160,9 @@ class Inspection(QObject):
         self._review_timer.start()
         item_id, result = self._shown_id(), self.panels.result
         record = self.session.record(item_id) if item_id is not None else None
-        if record is not None and record.result is result and "render" not in record.timings and self._result_arrived:
-            record.timings["render"] = time.perf_counter() - self._result_arrived
-            self._result_arrived = 0.0
-            self.history_refresh.request()
+        if record is not None and record.result is result and self._result_arrived and \
+                self.session.add_timing(record, "render", time.perf_counter() - self._result_arrived):
+            self._result_arrived = 0.0  # (the history follows the session's run_timed)
 
     def _results_changed(self, item_id: str) -> None:
         """A run of `item_id` is in: the review follows when it is the image on screen's, the history's views
@@ -254,8 +257,7 @@ class Inspection(QObject):
         metric, among the images the table shows that were run (those where it is n/a last); returns its id."""
         current = self.session.current
         metric = self.session.ranking
-        values = self.session.ranking_values(self.dataset_panel.visible_order())
-        order = worst_first(values, metric)
+        order, values = self._worst_first()
         target = step(order, current.id if current is not None else None, offset)
         if target is None:
             self.note.emit("No image has metrics yet: run the dataset first", 4000)
@@ -265,6 +267,20 @@ class Inspection(QObject):
         self.note.emit(f"Worst {order.index(target) + 1} of {len(order)} by {metric.label}: "
                        f"{target} ({metric.text(values[target])})", 4000)
         return target
+
+    def _worst_first(self) -> tuple[list[str], dict[str, float | None]]:
+        """The rows shown that were run, worst first, and their ranking values: kept until a value (the session's
+        running summary moved), the metric or the rows shown (`arranged`) change, so holding the key down steps
+        without sorting the dataset again on every press."""
+        metric = self.session.ranking
+        of = (self.session.running.changes, metric, metric.label)
+        if self._worst is None or self._worst[0] != of:
+            values = self.session.ranking_values(self.dataset_panel.visible_order())
+            self._worst = (of, worst_first(values, metric), values)
+        return self._worst[1], self._worst[2]
+
+    def _forget_worst(self) -> None:
+        self._worst = None
 
     def apply_filter(self) -> None:
         """Show only the rows matching the filter box (the table keeps each row's answer and asks again only of

@@ -100,8 +100,8 @@ class MainWindow(QMainWindow):
                                       self.messages.add)
         self.status_labels = StatusLabels(self.statusBar(), session)
         self.rows = RowStatus(session, self.dataset_panel)
-        self.metrics_display = MetricsDisplay(session, self.metrics_panel, self.main_actions, self.status_labels,
-                                              self.dataset_panel)
+        self.metrics_display = MetricsDisplay(session, self.metrics_panel, self.metrics_dock, self.main_actions,
+                                              self.status_labels, self.dataset_panel)
         self.scorer = Scorer(session, jobs, self, first=self.dataset_panel.rows_on_screen)
         self.addToolBarBreak()
         self.addToolBar(self.editing.actions.toolbar)

@@ -6,11 +6,14 @@ image (the ROI moved since the run, another model is open, the mask or the resul
 are being scored) every one of them says so. The means and the histogram follow every image run so far: they are
 drawn at a bounded rate (`gui/runtime/coalesce.py`), so a Run all announcing hundreds of results a second redraws the
 means (kept by the session as images are scored) ten times a second and the histogram (every image's value, a
-plot to repaint) twice; the headline follows the image on screen's few events at once."""
+plot to repaint) twice, and only while the Metrics dock is on screen and its values or metric changed since it
+last drew; the headline follows the image on screen's few events at once."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from PySide6.QtWidgets import QDockWidget
 
 from ...core.dataset.dataset import DatasetItem
 from ...core.metrics import catalogue
@@ -20,6 +23,7 @@ from ...core.session.views import headline
 from ..docks.dataset_panel import DatasetPanel
 from ..docks.metrics_panel import MetricsPanel
 from ..runtime.coalesce import Coalescer
+from ..widgets.docking import dock_seen
 from .main_menus import MainActions
 from .status_labels import StatusLabels
 
@@ -29,12 +33,14 @@ HISTOGRAM_MS = 500
 
 
 class MetricsDisplay:
-    def __init__(self, session: Session, panel: MetricsPanel, actions: MainActions, labels: StatusLabels,
-                 dataset_panel: DatasetPanel) -> None:
-        self.session, self.panel, self.actions, self.labels = session, panel, actions, labels
+    def __init__(self, session: Session, panel: MetricsPanel, dock: QDockWidget, actions: MainActions,
+                 labels: StatusLabels, dataset_panel: DatasetPanel) -> None:
+        self.session, self.panel, self.dock, self.actions, self.labels = session, panel, dock, actions, labels
         self.dataset_panel = dataset_panel
         self.means = Coalescer(self.show_means, parent=panel)
         self.histogram = Coalescer(self.show_histogram, HISTOGRAM_MS, panel)
+        self._histogram_of: tuple[object, ...] | None = None  # what the histogram shows (`_histogram_key`)
+        dock.visibilityChanged.connect(lambda visible: self.histogram.request() if visible else None)
         events = session.events
         events.item_changed.connect(lambda changed: self._on_items_changed((changed.item_id,)))
         events.items_changed.connect(lambda changed: self._on_items_changed(changed.item_ids))
@@ -76,9 +82,21 @@ class MetricsDisplay:
         self.labels.show_means(self.session.running.means())
 
     def show_histogram(self) -> None:
-        """The histogram of the ranking metric over the images run so far."""
+        """The histogram of the ranking metric over the images run so far: drawn while the Metrics dock is on
+        screen (once it comes back otherwise), and only when the values or the metric changed since it drew
+        (reading every image's value is O(images))."""
+        key = self._histogram_key()
+        if key == self._histogram_of or not dock_seen(self.dock):
+            return
+        self._histogram_of = key
         ranking = self.session.ranking
-        self.panel.set_dataset_values(ranking, self.session.running.values(ranking))
+        running = self.session.running
+        self.panel.set_dataset_values(ranking, running.values(ranking), running.aggregate(ranking))
+
+    def _histogram_key(self) -> tuple[object, ...]:
+        """What the histogram draws from: the session's running summary as of its last change, and the metric."""
+        ranking = self.session.ranking
+        return self.session.running.changes, ranking, ranking.label
 
     def _on_ranking_changed(self, metric: Metric, _old: Any) -> None:
         self.dataset_panel.show_ranking(metric)

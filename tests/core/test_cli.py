@@ -159,7 +159,7 @@ def test_eval_export(tiny_model_project, small_dataset, tmp_path, capsys):
     capsys.readouterr()
     code, _ = run_cli(*args)
     assert code == 2
-    assert_one_line_error(capsys, f"{out_dir / '1_mask.png'} and 21 more files: each already exists", "--overwrite")
+    assert_one_line_error(capsys, f"{out_dir / '1_mask.png'} and 19 more files: each already exists", "--overwrite")
     assert (out_dir / "1_mask.png").read_bytes() == before
     code, _ = run_cli(*args, "--overwrite", "--export-kinds", "mask")
     assert code == 0 and (out_dir / "1_mask.png").read_bytes() == before
@@ -290,7 +290,8 @@ def test_compare_exit_code_says_pass_or_fail_and_help_documents_it(tmp_path, cap
     # a lenient threshold passes what the default fails: the code follows the verdict, not the data
     assert run_cli("compare", tmp_path / "a.npy", tmp_path / "far.npy", "--cosine", "0", "--rel-euclidean", "10",
                    "--kl", "100")[0] == 0
-    for argv, documented in ((["compare", "--help"], "0 PASS, 3 FAIL"), (["--help"], "3 a FAIL verdict of compare")):
+    for argv, documented in ((["compare", "--help"], "0 PASS, 3 FAIL"),
+                             (["--help"], "3 a failed check (compare's FAIL verdict")):
         with pytest.raises(SystemExit):
             cli.main(argv)
         assert documented in " ".join(capsys.readouterr().out.split())

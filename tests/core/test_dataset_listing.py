@@ -79,6 +79,22 @@ def test_masks_backups_corrections_and_exports_are_not_images(tmp_path):
                                ("img3_heatmap", "img3_heatmap.png", None), ("img4", "img4.png", "img4_mask.png")]
 
 
+def test_without_any_provenance_file_names_like_exports_are_data(tmp_path):
+    """No provenance anywhere (the usual dataset, read without parsing a name as an export's): an image named like
+    an export is an image, and a mask named like an exported mask is its image's mask; once one provenance file
+    appears (in another case too, where the file system ignores case), its item's exports are left out."""
+    for name in ("img1.png", "img1_mask.png", "img2_heatmap.png", "img3_mask_full.png"):
+        touch(tmp_path / name)
+    assert found(tmp_path) == [("img1", "img1.png", "img1_mask.png"), ("img2_heatmap", "img2_heatmap.png", None),
+                               ("img3_mask_full", "img3_mask_full.png", None)]
+    touch(tmp_path / "img1_PROVENANCE.json")
+    assert discover(tmp_path) == discover_by_stat(tmp_path)
+    touch(tmp_path / "img2_provenance.json")
+    assert found(tmp_path) == [("img1", "img1.png", "img1_mask.png") if case_sensitive(tmp_path) else
+                               ("img1", "img1.png", None), ("img3_mask_full", "img3_mask_full.png", None)]
+    assert discover(tmp_path) == discover_by_stat(tmp_path)
+
+
 def test_links_folders_and_natural_order(tmp_path):
     target = touch(tmp_path.parent / f"{tmp_path.name}-outside" / "real.png")
     (tmp_path / "1").mkdir()

@@ -15,10 +15,11 @@ from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.export.files import ExportFolder
 from segscope.core.export.job import ROI_KINDS, Exportable, ExportChoices
-from segscope.core.export.plan import CONFIRM_BYTES
+from segscope.core.export.plan import CONFIRM_BYTES, TILED_KINDS, plan_item, plan_run
 from segscope.core.export.provenance import Source
+from segscope.core.export.writer import ExportRun
 from segscope.core.roi import Roi
-from segscope.core.wholeslide.export import TILED_KINDS, export_stitched
+from segscope.core.wholeslide.export import export_stitched
 
 from export_helpers import FakeSession, check_written, roi_result, shaped_run, slide_run, write_image
 
@@ -179,3 +180,52 @@ def test_a_viewer_export_failing_at_image_2_leaves_the_folder_as_it_was(dataset,
         next(steps)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")] == []
+
+
+def test_before_a_run_the_plan_names_every_file_the_run_may_write(dataset, tmp_path):
+    """The one plan, given no run yet (eval refuses existing files with it before the first image): every name,
+    by hand; with the run, the names written are among them."""
+    kinds = ["mask", "canvas", "softmax", "heatmap", "geojson", "corrected"]
+    assert [f.name for f in plan_item("a", kinds, mask_formats=("png", "npy"))] == [
+        "a_mask.png", "a_mask.npy", "a_mask_full.png", "a_mask_full.npy", "a_softmax.npy", "a_heatmap.png",
+        "a_mask.geojson", "a_corrected_truth.png"]
+    assert [f.name for f in plan_item("s", TILED_KINDS, tiled=True)] == [
+        "s_mask.png", "s_mask.tif", "s_softmax.npy", "s_heatmap.png", "s_heatmap.tif", "s_corrected_truth.png"]
+    assert [f.name for f in plan_item("s", ["mask", "heatmap"], tiled=True, stitched_format="png")] == [
+        "s_mask.png", "s_heatmap.png"]
+    assert [f.name for f in plan_run(["mask", "coco"])] == [
+        "annotations.coco.json", "truth.coco.json", "predictions.coco.json", "metrics.csv", "metrics.json"]
+    with pytest.raises(SegScopeError, match=r"\['canvas'\]"):
+        plan_item("s", ["canvas"], tiled=True)
+
+    session = FakeSession(dataset, {"001": roi_result(Roi(100, 200, 2402, 2301), (2600, 2400))},
+                          {"003": shaped_run(dataset, "003", 9000, 64)})
+    written = export(Exportable(session), choices(tmp_path / "roi", ROI_KINDS, ["001"]))
+    may = {f.name for f in plan_item("001", ROI_KINDS)} | {f.name for f in plan_run(ROI_KINDS)}
+    assert {p.name for p in written} - may == {"001_provenance.json"}
+    written = export(Exportable(session), choices(tmp_path / "tiled", TILED_KINDS, ["003"], stitched=True))
+    assert {p.name for p in written} - {f.name for f in plan_item("003", TILED_KINDS, tiled=True)} == {
+        "003_provenance.json", "metrics.csv", "metrics.json"}
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_an_export_run_writes_each_image_before_what_follows_it_and_publishes_at_the_end(dataset, tmp_path,
+                                                                                      background):
+    """`ExportRun` (eval's, the viewer's): each image's files are in the new version before its `then` runs (on
+    the writer thread or not), the folder shows nothing until the run ends, then every file and the table."""
+    out = tmp_path / "out"
+    results = {"001": roi_result(Roi(0, 0, 200, 100), (2600, 2400)), "002": roi_result(Roi(0, 0, 300, 200), (300, 200))}
+    followed: list[str] = []
+    with ExportRun(out, dataset_root=dataset.root, background=background) as run:
+        for item_id, result in results.items():
+            source = Source(item_id, dataset.item(item_id).image_path)
+            run.write(lambda folder, r=result, s=source: folder.export_result(r, s, ["mask"]),
+                      lambda i=item_id: followed.append(i))
+            run.add_row({"id": item_id, "soft_dice": 0.5})
+        run.flush()
+        assert followed == ["001", "002"]
+        assert not out.exists() or list(out.iterdir()) == []  # staged beside it until the run ends
+        run.finish({"images_with_masks": 0})
+    assert sorted(p.name for p in out.iterdir()) == ["001_mask.png", "001_provenance.json", "002_mask.png",
+                                                    "002_provenance.json", "metrics.csv", "metrics.json"]
+    assert [row["id"] for row in json.loads((out / "metrics.json").read_text())["images"]] == ["001", "002"]

@@ -87,3 +87,34 @@ def test_the_exact_sum_is_a_sum_of_fractions(steps: list[tuple[bool, float]]) ->
             total.add(value)
             exact += Fraction(value)
         assert total.value == float(exact)  # (float of a Fraction: correctly rounded)
+
+
+def test_the_change_count_moves_exactly_when_what_is_summed_changes() -> None:
+    """A view redraws only when `changes` moved: setting an image to the metrics it holds (or none to none) is
+    no change; a new value, a drop and a clear are."""
+    def image(fg: float) -> ImageMetrics:
+        return ImageMetrics(0.9, 0.8, (1.0, fg), (1.0, fg), fg, fg, 1.0, 1.0)
+
+    running = RunningSummary()
+    first, other = image(0.5), image(0.25)
+    seen = [running.changes]
+
+    def moved() -> bool:
+        seen.append(running.changes)
+        return seen[-1] != seen[-2]
+
+    running.set("a", None)
+    assert not moved()
+    running.set("a", first)
+    assert moved()
+    running.set("a", first)
+    assert not moved() and running.means()["foreground_dice"] == 0.5
+    running.set("a", other)
+    assert moved() and running.means()["foreground_dice"] == 0.25
+    running.set("a", None)
+    assert moved() and len(running) == 0
+    running.discard("a")
+    assert not moved()
+    running.set("b", first)
+    running.clear()
+    assert moved() and len(running) == 0

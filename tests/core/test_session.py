@@ -466,3 +466,47 @@ def test_masks_read_by_another_rule_are_scored_again_by_it(tmp_path, write_png):
     predicted[0:2, 0:2] = True
     assert session.metrics("a").foreground_dice == pytest.approx(_hard_dice(predicted, mask == 0))  # 0: no overlap
     assert not session.read_truths_by_model()  # the same rule again: nothing to do
+
+
+def test_a_stage_timed_after_the_run_joins_its_newest_run_once_and_is_announced(tmp_path, write_png):
+    """The viewer's "render" time: a session command with an event, never written into a record from outside."""
+    session = _loaded(tmp_path, write_png)
+    timed = []
+    session.events.run_timed.connect(lambda event: timed.append((event.item_id, event.stage)))
+    first = _run(session)
+    assert session.add_timing(first, "render", 0.25)
+    assert first.timings["render"] == 0.25 and timed == [("a", "render")]
+    assert not session.add_timing(first, "render", 0.5)  # once
+    second = _run(session)
+    assert not session.add_timing(first, "other", 0.1)  # no longer the image's run
+    assert session.add_timing(second, "render", 0.125) and second.timings["render"] == 0.125
+    assert "other" not in first.timings and timed == [("a", "render"), ("a", "render")]
+
+
+def test_the_session_owns_the_export_its_flag_and_its_cancel(tmp_path, write_png):
+    from segscope.core.errors import CancelledError, SegScopeError
+    from segscope.core.export.job import ExportChoices
+    from segscope.core.session.views import actions
+
+    session = _loaded(tmp_path, write_png)
+    _run(session, "a")
+    _run(session, "b")
+    out = tmp_path / "out"
+    choices = ExportChoices(("mask",), True, out, "all", ("a", "b"), False)
+    assert actions(session).export and not actions(session).cancel_export
+    work = session.start_export(choices)
+    assert session.exporting and not actions(session).export and actions(session).cancel_export
+    with pytest.raises(SegScopeError, match="an export is running"):
+        session.start_export(choices)
+    steps = work()
+    next(steps)  # the folder is staged; the first image is next
+    session.cancel_export()
+    with pytest.raises(CancelledError, match="cancelled after 0 of 2 images"):
+        list(steps)
+    assert session.export_ended() and not session.exporting
+    assert not out.exists() or list(out.iterdir()) == []  # left as it was
+
+    *_, last = session.start_export(choices)()
+    assert not session.export_ended() and not session.exporting
+    assert sorted(p.name for p in last.written) == sorted(p.name for p in out.iterdir()) == [
+        "a_mask.png", "a_provenance.json", "b_mask.png", "b_provenance.json", "metrics.csv", "metrics.json"]

@@ -215,10 +215,18 @@ class SessionMachine(RuleBasedStateMachine):
             mask = dataset.load_mask(item)
             self.truth[item.id] = self.on_disk[item.id] = mask
         run_here(self.session.open_dataset(dataset))
-        self.session.read_truths_by_model()  # (the viewer's, once a dataset and a model are open)
+        self._truths_by_model()  # (the viewer's, once a dataset and a model are open)
         self._select("a")
 
     # ------------------------------------------------------------------------------------------ helpers
+    def _truths_by_model(self) -> bool:
+        """The viewer's command once a dataset and a model are open: the masks read by the model's rule, every one
+        checked (a job); True when the rule changed."""
+        check = self.session.truths_by_model()
+        if check is not None:
+            run_here(check)
+        return check is not None
+
     def _select(self, item_id: str) -> None:
         run_here(self.session.select(item_id))
         self.unsaved.discard(item_id)  # recovered edits are the document's edits now
@@ -267,7 +275,7 @@ class SessionMachine(RuleBasedStateMachine):
         if model != self.model:
             self.model = model
             self.session.backend.opened(self._backend().capabilities)
-            if self.session.read_truths_by_model() and not self.dirty:
+            if self._truths_by_model() and not self.dirty:
                 self._select(self.current)
 
     def _run(self, item_ids: list[str]) -> None:
@@ -355,10 +363,10 @@ class SessionMachine(RuleBasedStateMachine):
         self.session.events.edits_recovered.connect(lambda recovered: announced.extend(recovered.item_ids))
         restore_job = self.session.open_dataset(Dataset.open(self.root))
         if model_first:
-            self.session.read_truths_by_model()
+            self._truths_by_model()
         run_here(restore_job)
         if not model_first:
-            self.session.read_truths_by_model()
+            self._truths_by_model()
         assert sorted(announced) == sorted(self.recovery)
         self.unsaved = set(self.recovery)
         if not restore:
@@ -376,7 +384,7 @@ class SessionMachine(RuleBasedStateMachine):
     def reopen(self, save: bool) -> None:
         self._leave(save)
         run_here(self.session.open_dataset(Dataset.open(self.root)))
-        self.session.read_truths_by_model()
+        self._truths_by_model()
         self._select("b")
 
     @rule()

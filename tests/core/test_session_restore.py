@@ -117,10 +117,14 @@ def test_an_entry_inflating_past_the_bound_is_skipped_before_it_is_inflated(data
 def test_temporary_files_of_a_killed_write_are_removed(dataset):
     store = SessionStore(dataset.root)
     store.save("a", result())
-    debris = store.folder / ".a-12345678.npz.0123abcd.tmp"
+    debris = store.folder / ".a-12345678.npz.0123abcd.tmp"  # an earlier SegScope's name: no process id in it
     debris.write_bytes(b"half")
+    recent = store.folder / ".b-12345678.npz.0123abcd.tmp"  # maybe a live writer of such a version: kept
+    recent.write_bytes(b"half")
+    day_ago = time.time() - 2 * 24 * 3600
+    os.utime(debris, (day_ago, day_ago))
     stored, problems = found_and_problems(store.results())
-    assert [s.image_id for s in stored] == ["a"] and problems == [] and not debris.exists()
+    assert [s.image_id for s in stored] == ["a"] and problems == [] and not debris.exists() and recent.exists()
 
 
 def test_a_store_that_is_a_file_restores_nothing(dataset):

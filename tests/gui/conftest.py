@@ -6,6 +6,7 @@
   `tests/conftest.py` (fast, and independent of the trained demo model), ready to run.
 - `jobs`: a job runner (gui/runtime/jobs.py) for a widget tested on its own.
 - `drag(view, start, end)`: a mouse drag with real mouse events on a view's viewport.
+- `open_and_wait(qtbot, window, folder)`: open a dataset folder and wait until its open (listed on a worker) ended.
 """
 
 from __future__ import annotations
@@ -105,6 +106,15 @@ def drag(viewport: QWidget, start: QPoint, end: QPoint, steps: int = 8) -> None:
     QTest.qWait(20)
     send_mouse(viewport, QEvent.Type.MouseButtonRelease, end, Qt.MouseButton.NoButton)
     QApplication.processEvents()
+
+
+def open_and_wait(qtbot, win, folder: Path) -> None:
+    """Open a dataset folder as the user does: the command returns at once (the folder is listed on a worker);
+    wait until its open ended (the dataset shown, or the error said)."""
+    from segscope.gui.shell.commands import OPENING
+
+    assert win.commands.open_dataset(folder)
+    qtbot.waitUntil(lambda: not win.jobs.busy(OPENING), timeout=30000)
 
 
 def open_double(qtbot, win, backend: Callable[[], Backend]) -> None:

@@ -220,7 +220,7 @@ def test_many_results_arriving_end_on_the_final_numbers(qtbot, tmp_path, monkeyp
     drawn: list[int] = []
     histogram = window.metrics_panel.set_dataset_values
     monkeypatch.setattr(window.metrics_panel, "set_dataset_values",
-                        lambda metric, values: (drawn.append(len(values)), histogram(metric, values)))
+                        lambda metric, values, summary: (drawn.append(len(values)), histogram(metric, values, summary)))
 
     session, dataset = window.session, window.session.dataset
     fed = {item_id: metrics(math.nan if n % 17 == 0 else float(rng.random())) for n, item_id in enumerate(ids)}
@@ -248,3 +248,94 @@ def test_many_results_arriving_end_on_the_final_numbers(qtbot, tmp_path, monkeyp
     assert all(model.row(item_id).status == "done" for item_id in ids)
     window.main_actions.worst_action.trigger()
     assert window.dataset_panel.visible_order() == sorted(ids, key=lambda i: worst_key(fed[i].foreground_dice))
+
+
+def window_fed_by_hand(qtbot, tmp_path: Path, count: int):
+    """A window on `count` small images (`imgNN`), and `feed(values)`: each image's result with the foreground
+    Dice given ({id: dice}), handed to the session as a run hands them."""
+    from segscope.gui.shell.main_window import MainWindow
+
+    from .conftest import open_and_wait
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    rng = np.random.default_rng(3)
+    ids = [f"img{n:02d}" for n in range(count)]
+    for item_id in ids:
+        cv2.imwrite(str(folder / f"{item_id}.png"), rng.integers(0, 255, (24, 32, 3), dtype=np.uint8))
+        cv2.imwrite(str(folder / f"{item_id}_mask.png"), np.where(rng.random((24, 32)) > 0.5, 255, 0).astype(np.uint8))
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    open_and_wait(qtbot, window, folder)
+    session = window.session
+
+    def feed(values: dict[str, float]) -> None:
+        for item_id, dice in values.items():
+            result = InferenceResult(np.full((4, 4, 2), 0.5, np.float32), np.zeros((4, 4), np.uint8),
+                                     session.roi_for(item_id), (32, 24))
+            session.add_evaluation(ImageEvaluation(session.dataset.item(item_id), result, metrics(dice)),
+                                   session.truth_versions()(item_id), session.quality)
+    return window, ids, feed
+
+
+def idle(window) -> bool:
+    return window.slide_ready() and not window.jobs.pending and not window.redraws_due()
+
+
+def test_the_histogram_follows_changes_while_its_dock_is_on_screen_and_catches_up_when_shown(qtbot, tmp_path,
+                                                                                         monkeypatch):
+    """The histogram reads every image's value: it redraws when the values changed (not on events that change
+    none, such as loading an image), not while the Metrics dock is hidden, and shows every value once the dock
+    is back."""
+    from segscope.gui.widgets.docking import show_dock
+
+    window, ids, feed = window_fed_by_hand(qtbot, tmp_path, 12)
+    qtbot.waitUntil(lambda: idle(window))
+    drawn: list[int] = []
+    histogram = window.metrics_panel.set_dataset_values
+    monkeypatch.setattr(window.metrics_panel, "set_dataset_values",
+                        lambda metric, values: (drawn.append(len(values)), histogram(metric, values)))
+    dice = [0.1, 0.35, 0.6, 0.85, 0.2, 0.95, 0.4, 0.45, 0.05, 0.7, 0.75, 0.55]
+
+    def bars() -> list[int]:
+        return window.metrics_panel.histogram()[0].tolist()
+
+    def expected(count: int) -> list[int]:  # by hand: BINS bins over [0, 1]
+        return np.histogram(dice[:count], bins=BINS, range=(0.0, 1.0))[0].tolist()
+
+    feed(dict(zip(ids[:6], dice[:6])))
+    qtbot.waitUntil(lambda: idle(window))
+    assert drawn == [6] and bars() == expected(6)
+    window.dataset_panel.select_item(ids[7])  # loading an image announces it, and changes no value
+    qtbot.waitUntil(lambda: window.current.id == ids[7] and idle(window))
+    assert drawn == [6]
+    window.metrics_dock.hide()
+    feed(dict(zip(ids[6:], dice[6:])))
+    qtbot.waitUntil(lambda: idle(window))
+    assert drawn == [6] and bars() == expected(6)  # hidden: not drawn
+    show_dock(window.metrics_dock)  # in front of the Review dock tabbed with it, as View > Metrics does
+    qtbot.waitUntil(lambda: bars() == expected(12))
+    assert drawn == [6, 12]
+
+
+def test_stepping_worst_first_follows_new_values_and_the_rows_shown(qtbot, tmp_path):
+    """Next worst (`.`) steps in the order of the values now: after a new result it follows the new value, after a
+    filter only the rows shown, however many presses came before."""
+    window, ids, feed = window_fed_by_hand(qtbot, tmp_path, 6)
+    feed({"img00": 0.5, "img01": 0.2, "img02": 0.9, "img03": 0.4})  # by hand: img01, img03, img00, img02
+    qtbot.waitUntil(lambda: idle(window))
+    inspection = window.inspection
+
+    def walk() -> list[str | None]:
+        first = inspection.step_worst(-len(ids))  # (clamped: the worst)
+        return [first] + [inspection.step_worst(1) for _ in range(3)]
+
+    assert walk() == ["img01", "img03", "img00", "img02"]
+    feed({"img02": 0.1})  # run again: now the worst
+    qtbot.waitUntil(lambda: idle(window))
+    assert walk() == ["img02", "img01", "img03", "img00"]
+    inspection.filter_bar.edit.setText("dice_1 > 0.3")
+    inspection.filter_bar.apply()
+    qtbot.waitUntil(lambda: window.dataset_panel.visible_order() == ["img00", "img03"])  # (not run: no Dice)
+    assert walk()[:2] == ["img03", "img00"] and inspection.step_worst(1) == "img00"  # (the last: stays)

@@ -16,7 +16,7 @@ from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.session.store import STORE_DIR_NAME, SessionStore
 
-from .conftest import open_double
+from .conftest import open_and_wait, open_double
 
 pytestmark = pytest.mark.gui
 
@@ -58,7 +58,7 @@ def test_a_damaged_session_store_never_takes_the_viewer_down(qtbot, window, demo
     (folder / "empty.npz").write_bytes(b"")
     os.mkfifo(folder / "fifo.npz")
     (folder / "link.npz").symlink_to(Path(os.devnull))
-    assert window.commands.open_dataset(other)  # returns at once: no entry blocks or raises
+    open_and_wait(qtbot, window, other)  # listed on a worker: no entry blocks or raises
     qtbot.waitUntil(lambda: not window.jobs.busy("restore"), timeout=30000)  # restored on a worker
     warnings = [m.text for m in window.messages.messages if m.level == "warning"]
     assert len(warnings) == 4 and all("it is ignored" in text for text in warnings)

@@ -15,9 +15,8 @@ from PySide6.QtWidgets import QDialog, QMessageBox
 
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.export.job import ROI_KINDS, Exportable, ExportChoices
-from segscope.core.export.plan import summary
+from segscope.core.export.plan import TILED_KINDS, summary
 from segscope.core.roi import Roi
-from segscope.core.wholeslide.export import TILED_KINDS
 from segscope.gui.dialogs.export_dialog import ExportDialog
 
 from export_helpers import FakeSession, check_written, roi_result, shaped_run, slide_run, write_image

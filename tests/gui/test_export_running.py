@@ -33,7 +33,7 @@ def _export(qtbot, window, choices, cancel=False, meanwhile=lambda: None):
 
 
 def _ended(window):
-    assert not window.exporter.running and not window.session.exporting
+    assert not window.session.exporting
     assert window.main_actions.export_action.isEnabled()
     assert not window.main_actions.cancel_export_action.isEnabled()
 

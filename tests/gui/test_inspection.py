@@ -24,6 +24,9 @@ from segscope.core.session.runs import compare_runs, timing_table
 from segscope.gui.dialogs.compare_dialog import DISAGREEMENT
 from segscope.gui.docks.review_panel import MAX_LISTED
 from segscope.gui.shell.inspection import zoom_rect
+from segscope.gui.widgets.docking import show_dock
+
+from .conftest import open_and_wait
 
 pytestmark = pytest.mark.gui
 
@@ -103,7 +106,7 @@ def test_review_without_a_result_or_a_mask_says_so(qtbot, window, inspection, de
     qtbot.waitUntil(lambda: review.errors is None and review.region_model.rowCount() == 0)
 
     (demo_dataset / "003" / "mask.png").unlink()
-    assert window.commands.open_dataset(demo_dataset)
+    open_and_wait(qtbot, window, demo_dataset)
     window.dataset_panel.select_item("003")
     qtbot.waitUntil(lambda: window.slide_ready() and window.current.id == "003")
     run_and_wait(qtbot, window, window.commands.run_current)
@@ -165,8 +168,10 @@ def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, win
     assert session.ranking.name == "soft_dice"
     window.main_actions.worst_action.trigger()
     assert panel.visible_order() == sorted(soft, key=soft.get)
-    title = window.metrics_panel.plot.getPlotItem().titleLabel.text
-    assert f"3 images, mean Soft Dice {np.mean(list(soft.values())):.4f}" in title
+    show_dock(window.metrics_dock)  # (the fixture put the Review dock in front: the histogram draws when seen)
+    title = lambda: window.metrics_panel.plot.getPlotItem().titleLabel.text  # noqa: E731
+    qtbot.waitUntil(lambda: "Soft Dice" in title())
+    assert f"3 images, mean Soft Dice {np.mean(list(soft.values())):.4f}" in title()
     counts, _ = window.metrics_panel.histogram()
     assert counts.sum() == 3
     window.activateWindow()
@@ -347,12 +352,12 @@ def test_another_dataset_starts_a_new_history_and_an_unfiltered_table(qtbot, win
     inspection.filter_bar.edit.setText("soft_dice > 2")
     inspection.filter_bar.apply()
     assert window.dataset_panel.visible_order() == []
-    assert window.commands.open_dataset(demo_dataset)  # the same folder again: its runs stay
+    open_and_wait(qtbot, window, demo_dataset)  # the same folder again: its runs stay
     assert len(inspection.history) == 1
     assert inspection.filter_bar.filter is None and len(window.dataset_panel.visible_order()) == 3
     other = tmp_path / "other"
     # another folder with the same ids (its stored session left out: a copy with it would restore those runs)
     shutil.copytree(demo_dataset, other, ignore=shutil.ignore_patterns(".segscope-session"))
-    assert window.commands.open_dataset(other)
+    open_and_wait(qtbot, window, other)
     assert len(inspection.history) == 0
     qtbot.waitUntil(lambda: inspection.timing.stats == [] and inspection.timing.table.rowCount() == 0)

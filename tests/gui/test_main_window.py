@@ -17,7 +17,7 @@ from segscope.core.files.fileio import read_mask
 from segscope.core.metrics.scores import image_metrics, mask_to_labels
 from segscope.core.roi import Roi
 
-from .conftest import DEFAULT_ROI, SLIDE_SIZE, drag, open_double
+from .conftest import DEFAULT_ROI, SLIDE_SIZE, drag, open_and_wait, open_double
 
 pytestmark = pytest.mark.gui
 
@@ -286,13 +286,13 @@ def test_a_backend_error_goes_to_the_message_area_and_the_app_keeps_working(qtbo
 
 
 def test_a_bad_dataset_or_unreadable_slide_is_a_message(qtbot, window, tmp_path):
-    assert not window.commands.open_dataset(tmp_path / "missing")
+    open_and_wait(qtbot, window, tmp_path / "missing")
     assert "dataset folder not found" in window.messages.errors()[-1].text
     assert window.dataset is not None  # the open dataset is kept
     broken = tmp_path / "broken"
     (broken / "a").mkdir(parents=True)
     (broken / "a" / "image.png").write_bytes(b"not a png")
-    assert window.commands.open_dataset(broken)
+    open_and_wait(qtbot, window, broken)
     qtbot.waitUntil(
         lambda: bool(window.messages.errors()) and "no slide reader reads" in window.messages.errors()[-1].text
     )
@@ -348,10 +348,10 @@ def test_layout_and_recent_list_are_remembered(qtbot, window, demo_dataset):
     not_one = demo_dataset.parent / "notes"  # a folder that does not open as a dataset is not remembered
     not_one.mkdir()
     (not_one / "README.md").write_text("# notes\n", encoding="utf-8")
-    assert not window.commands.open_dataset(not_one)
+    open_and_wait(qtbot, window, not_one)
     assert settings.recent_datasets() == [demo_dataset.resolve()]
     settings.add_recent_dataset(not_one)  # one remembered before (it held images then) is forgotten when it fails
-    assert not window.commands.open_dataset(not_one)
+    open_and_wait(qtbot, window, not_one)
     assert settings.recent_datasets() == [demo_dataset.resolve()] and window.dataset.root == demo_dataset.resolve()
     assert "no images found (it is a folder with no images" in window.messages.errors()[-1].text
     window.metrics_dock.hide()
@@ -377,9 +377,25 @@ def test_dropping_a_folder_opens_it(qtbot, window, demo_dataset, tmp_path):
     event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
                        Qt.KeyboardModifier.NoModifier)
     window.dataset_panel.dropEvent(event)
-    assert window.dataset.root == other.resolve()
+    qtbot.waitUntil(lambda: window.dataset.root == other.resolve())
     assert window.dataset_panel.visible_order() == ["001", "002"]
     qtbot.waitUntil(window.slide_ready)
+
+
+def test_a_newer_open_supersedes_one_still_listing(qtbot, window, demo_dataset, tmp_path):
+    """Two folders asked one after the other before either is listed: only the newer is ever shown (its listing
+    on a worker answers; the older one's is dropped), and the status bar said an open was under way."""
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(demo_dataset, other)
+    shutil.rmtree(other / "003")
+    shown = []
+    window.session.events.dataset.connect(lambda dataset, _old: shown.append(dataset.root))
+    assert window.commands.open_dataset(other)
+    assert window.statusBar().currentMessage() == f"Opening {other}…"
+    open_and_wait(qtbot, window, demo_dataset)
+    assert shown == [demo_dataset.resolve()] and window.dataset_panel.visible_order() == ["001", "002", "003"]
 
 
 def test_run_all_on_two_devices_gives_the_same_metrics_and_counts_per_device(qtbot, window, tiny_model_project):

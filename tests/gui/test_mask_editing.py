@@ -24,7 +24,7 @@ from segscope.core.roi import Roi
 from segscope.core.session.views import UNSAVED_MARK
 from segscope.gui.editing.mask_tools import slide_point
 
-from .conftest import drag, send_mouse
+from .conftest import drag, open_and_wait, send_mouse
 
 pytestmark = pytest.mark.gui
 
@@ -358,7 +358,7 @@ def test_replace_mode_keeps_a_backup(qtbot, window, editing, demo_dataset):
 
 def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
     (demo_dataset / "003" / "mask.png").unlink()
-    assert window.commands.open_dataset(demo_dataset)
+    open_and_wait(qtbot, window, demo_dataset)
     window.dataset_panel.select_item("003")
     qtbot.waitUntil(lambda: window.slide_ready() and window.current.id == "003")
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):

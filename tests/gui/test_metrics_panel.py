@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from segscope.core.metrics import catalogue
+from segscope.core.metrics.aggregate import aggregate
 from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
@@ -50,7 +51,7 @@ def test_labels_show_the_core_numbers(panel):
 def test_histogram_bins_the_ranking_metric(panel):
     values = [0.0, 0.02, 0.51, 0.52, 0.97, 1.0, 0.999, None]
     dice = catalogue.lookup("dice")
-    panel.set_dataset_values(dice, values)
+    panel.set_dataset_values(dice, values, aggregate(values))
     counts, edges = panel.histogram()
     assert len(counts) == BINS and np.allclose(edges, np.linspace(0, 1, BINS + 1))
     assert counts.sum() == 7  # the n/a image (no foreground anywhere) is counted in the title, not binned
@@ -59,12 +60,12 @@ def test_histogram_bins_the_ranking_metric(panel):
     assert f"7 images, mean Dice {np.mean(values[:-1]):.4f}, 1 n/a" in title
     ticks = [value for value, _text in panel.plot.getAxis("left")._tickLevels[0]]
     assert ticks == [0, 1, 2, 3]  # image counts: whole numbers, never 2.5
-    panel.set_dataset_values(dice, [0.9])
+    panel.set_dataset_values(dice, [0.9], aggregate([0.9]))
     assert "1 image, mean Dice 0.9000" in panel.plot.getPlotItem().titleLabel.text  # not "1 images"
     assert [value for value, _text in panel.plot.getAxis("left")._tickLevels[0]] == [0, 1]
-    panel.set_dataset_values(dice, [0.9] * 37)
+    panel.set_dataset_values(dice, [0.9] * 37, aggregate([0.9] * 37))
     assert [value for value, _text in panel.plot.getAxis("left")._tickLevels[0]] == [0, 10, 20, 30]
-    panel.set_dataset_values(dice, [])
+    panel.set_dataset_values(dice, [], None)
     counts, _ = panel.histogram()
     assert counts.sum() == 0
     assert "no Dice yet" in panel.plot.getPlotItem().titleLabel.text
@@ -73,9 +74,19 @@ def test_histogram_bins_the_ranking_metric(panel):
 def test_histogram_of_an_unbounded_lower_is_better_metric_spans_the_data(panel):
     distance = catalogue.Metric("hd95_test", "HD95", "", lambda m: m.soft_dice, higher_is_better=False,
                                 bounds=None)
-    panel.set_dataset_values(distance, [2.0, 4.0, 12.0])
+    panel.set_dataset_values(distance, [2.0, 4.0, 12.0], aggregate([2.0, 4.0, 12.0]))
     counts, edges = panel.histogram()
     assert edges[0] == 2.0 and edges[-1] == 12.0 and counts.sum() == 3 and counts[-1] == 1
+
+
+def test_a_count_metrics_histogram_is_titled_with_its_total_as_the_status_bar_gives_it(panel):
+    """Defects found are summed over the images (2 + 0 + 3 + 1 = 6), never averaged (6 / 4 = 1.5)."""
+    found = catalogue.lookup("defect_tp")
+    values = [2, 0, 3, 1, None]
+    panel.set_dataset_values(found, values, aggregate(values, count=True))
+    title = panel.plot.getPlotItem().titleLabel.text
+    assert f"4 images, total {found.title} 6" in title and "1.5" not in title
+    assert panel.histogram()[0].sum() == 4
 
 
 def test_the_qa_metrics_computed_are_shown_and_an_infinite_hd95_is_counted(panel):
@@ -97,7 +108,8 @@ def test_the_qa_metrics_computed_are_shown_and_an_infinite_hd95_is_counted(panel
     assert panel.value_labels["hd95"].text() == f"{quality.values['hd95']:.2f}" and quality.values["hd95"] > 0
     assert panel.value_labels["defect_tp"].text() == "1"
     assert "HD95 (px)" in panel.per_class.text()
-    panel.set_dataset_values(catalogue.lookup("hd95"), [1.0, 2.0, float("inf"), None])
+    hd95 = [1.0, 2.0, float("inf"), None]
+    panel.set_dataset_values(catalogue.lookup("hd95"), hd95, aggregate(hd95))
     counts, _edges = panel.histogram()
     assert counts.sum() == 2  # the data's range, the infinite value counted in the title
     assert "2 images, mean HD95 1.50, 1 infinite, 1 n/a" in panel.plot.getPlotItem().titleLabel.text

@@ -38,12 +38,14 @@ class Gate:
 
 def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, window, demo_dataset, tmp_path,
                                                                        tiny_model_project, monkeypatch):
+    from segscope.core.dataset import dataset as dataset_module
     from segscope.core.editing import document as mask_document
     from segscope.core.export.files import ExportFolder
     from segscope.core.session import running
     from segscope.core.session.store import SessionStore
     from segscope.gui.dialogs.backend_dialog import BackendChoice
     from segscope.gui.dialogs.export_dialog import ExportChoices
+    from segscope.gui.shell.commands import OPENING
     from segscope.gui.shell.main_window import MainWindow
 
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.StandardButton.Discard))
@@ -78,12 +80,17 @@ def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, wind
     qtbot.waitUntil(lambda: window.slide.overlay.pyramid is not None)
     window.close()
 
+    listing = Gate()  # Opening: the folder is listed on a worker, the table shown once it is
+    monkeypatch.setattr(dataset_module, "discover", listing.wrap(dataset_module.discover))
     gate = Gate()  # Reopening: the stored runs are read and re-scored on a worker, then taken one by one
     monkeypatch.setattr(SessionStore, "results", gate.wrap(SessionStore.results))
     again = MainWindow()
     qtbot.addWidget(again)
     again.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
     assert again.commands.open_dataset(demo_dataset)
+    assert again.session.dataset is None and again.jobs.busy(OPENING)  # nothing shown before it is listed
+    listing.check_and_open(qtbot)
+    qtbot.waitUntil(lambda: again.dataset_panel.visible_order() == ["001", "002", "003"], timeout=30000)
     gate.check_and_open(qtbot)
     qtbot.waitUntil(lambda: len(again.session.result_ids) == 3 and again.session.slide_run_of("001") is not None,
                     timeout=30000)

@@ -1,0 +1,149 @@
+"""The viewer's review queue as a Qt-free model: every image's entries as the session scores it (`set_image`,
+O(that image's entries) per change), one order over the dataset (best first, `core.review.queue`), the entry on
+screen (`current`, evented), each entry's standing decision (kept in the review log across sessions), and the
+reviewer's commands: `step` to the next or previous entry not yet decided, `decide` (the decision applied by the
+caller's `apply`, the mask document's `review_decision`, then logged, then on to the next), and `undo`.
+
+A view draws from it and dispatches keys to it; it never holds queue state itself.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from typing import Optional
+
+from ..events import Evented, Signal, SignalGroup
+from .log import UNDO, Decision, ReviewLog
+from .queue import ReviewEntry
+
+
+class QueueEvents(SignalGroup):
+    #: The entries or their decisions changed.
+    changed = Signal()
+    #: The entry on screen: (new, old), either None.
+    current = Signal(object, object)
+
+
+class ReviewQueueModel:
+    current = Evented[Optional[ReviewEntry]](None)
+
+    def __init__(self, log: ReviewLog | None = None, who: str | None = None):
+        self.events = QueueEvents()
+        self.log = log
+        self.who = who  # None: the login name
+        self._by_image: dict[str, list[ReviewEntry]] = {}
+        self._order: list[tuple[tuple, str]] = []  # (rank, key), best first
+        self._entries: dict[str, ReviewEntry] = {}  # by key
+        self._standing: dict[str, list[str]] = {}  # each key's decisions, the standing one last
+        if log is not None:
+            for decision in log.read():
+                self._remember(decision.entry, decision.decision)
+        self._history: list[ReviewEntry] = []  # this session's decisions on the current image, for undo
+
+    # --- entries -----------------------------------------------------------------------------------------
+
+    def set_image(self, image: str, entries: Sequence[ReviewEntry]) -> None:
+        """The image's entries now (after a run, a re-score, a decision): they replace its earlier ones."""
+        for old in self._by_image.pop(image, []):
+            del self._order[bisect.bisect_left(self._order, (old.rank(), old.key))]
+            del self._entries[old.key]
+        kept = [e for e in entries if e.key not in self._entries]  # (two entries of one key: the first)
+        for entry in kept:
+            bisect.insort(self._order, (entry.rank(), entry.key))
+            self._entries[entry.key] = entry
+        if kept:
+            self._by_image[image] = kept
+        self.events.changed.emit()
+
+    def clear(self) -> None:
+        """Another dataset: no entry."""
+        self._by_image.clear()
+        self._order.clear()
+        self._entries.clear()
+        self._history.clear()
+        self.current = None
+        self.events.changed.emit()
+
+    def entries(self) -> list[ReviewEntry]:
+        """Every entry, best first."""
+        return [self._entries[key] for _, key in self._order]
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def decision(self, entry: ReviewEntry) -> str | None:
+        """The entry's standing decision (None: not reviewed)."""
+        taken = self._standing.get(entry.key)
+        return taken[-1] if taken else None
+
+    def pending(self) -> int:
+        """Entries not reviewed yet."""
+        return sum(1 for _, key in self._order if not self._standing.get(key))
+
+    # --- commands ----------------------------------------------------------------------------------------
+
+    def step(self, offset: int = 1) -> ReviewEntry | None:
+        """The next (`offset` 1) or previous (-1) entry not yet decided after the current one, made current
+        (from the top when there is none; None, and the current one kept, at the end)."""
+        current = self.current
+        if current is None:
+            position = -1 if offset > 0 else len(self._order)
+        else:
+            here = (current.rank(), current.key)
+            position = (bisect.bisect_right(self._order, here) - 1 if offset > 0
+                        else bisect.bisect_left(self._order, here))
+        position += offset
+        while 0 <= position < len(self._order):
+            key = self._order[position][1]
+            if not self._standing.get(key):
+                self.current = self._entries[key]
+                return self.current
+            position += offset
+        return None
+
+    def decide(self, decision: str, apply: Callable[[ReviewEntry, str], object]) -> ReviewEntry | None:
+        """The current entry decided: `apply(entry, decision)` changes the truth (the mask document), the decision is
+        logged, then the next entry not yet decided becomes current (returned; None: none is left)."""
+        entry = self.current
+        if entry is None:
+            return None
+        apply(entry, decision)
+        self._record(entry, decision)
+        if self._history and self._history[-1].image != entry.image:
+            self._history.clear()  # undo reaches back only over the image on screen (its document's edits)
+        self._history.append(entry)
+        self.events.changed.emit()
+        return self.step(1)
+
+    def undo(self, revert: Callable[[ReviewEntry, str], object]) -> ReviewEntry | None:
+        """Take back the last decision of this session on the image on screen: `revert(entry, decision)` undoes its
+        edit (the mask document's undo), an undo is logged, and the entry is current again (None: nothing to
+        undo)."""
+        if not self._history:
+            return None
+        entry = self._history.pop()
+        decision = self.decision(entry)
+        if decision is not None:
+            revert(entry, decision)
+            self._record(entry, UNDO)
+        self.current = entry
+        self.events.changed.emit()
+        return entry
+
+    def leave_image(self) -> None:
+        """The image on screen goes (saved): its decisions can no longer be undone here."""
+        self._history.clear()
+
+    def _record(self, entry: ReviewEntry, decision: str) -> None:
+        if self.log is not None:
+            self.log.append(Decision.of(entry, decision, self.who))
+        self._remember(entry.key, decision)
+
+    def _remember(self, key: str, decision: str) -> None:
+        taken = self._standing.setdefault(key, [])
+        if decision == UNDO:
+            if taken:
+                taken.pop()
+        else:
+            taken.append(decision)

@@ -1,0 +1,424 @@
+"""Issue 40: the viewer's files under other writers, killed writers and faults. Each test is one of the issue's
+cases, on real files; where it matters the other writer is a real process (`_child`), killed with SIGKILL."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.dataset.truth import CORRECTED, ORIGINAL, corrected_mask_path, superseded_marker, truth_for
+from segscope.core.editing.files import SESSION, read_stamps, recovery_path, save_mask, write_recovery
+from segscope.core.errors import SegScopeError
+from segscope.core.files import fileio
+from segscope.core.files.folder_lock import FolderLock
+from segscope.core.files.stamp import Stamp, WriteConflict
+from segscope.core.result import InferenceResult
+from segscope.core.roi import Roi
+from segscope.core.session.events import SaveConflict
+from segscope.core.session.jobs import run_here
+from segscope.core.session.session import Session
+from segscope.core.session.store import SessionStore
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes and signals")
+
+
+def _child(code: str, wait: bool = True) -> subprocess.Popen[bytes]:
+    """Another SegScope process running `code` (another viewer, or a writer to kill)."""
+    process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    if wait:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err.decode()
+    return process
+
+
+def _mask(value: int, shape: tuple[int, int] = (20, 30)) -> np.ndarray:
+    mask = np.zeros(shape, np.uint8)
+    mask[: value % shape[0] + 1, :5] = 255
+    return mask
+
+
+@pytest.fixture
+def dataset_root(tmp_path: Path) -> Path:
+    """Two images (001, 002) with masks, in the folder-per-image layout."""
+    root = tmp_path / "data"
+    for n, item in enumerate(("001", "002")):
+        (root / item).mkdir(parents=True)
+        cv2.imwrite(str(root / item / "image.png"), np.full((20, 30, 3), 40 * n, np.uint8))
+        cv2.imwrite(str(root / item / "mask.png"), _mask(n))
+    return root
+
+
+def _result() -> InferenceResult:
+    p1 = np.zeros((20, 30), np.float32)
+    return InferenceResult(np.stack([1 - p1, p1], axis=-1), np.zeros((20, 30), np.uint8), Roi(0, 0, 30, 20), (30, 20))
+
+
+def _read(path: Path) -> np.ndarray:
+    return cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+
+
+# --- two viewers, one mask ------------------------------------------------------------------------------
+
+def test_two_viewers_one_mask_second_save_is_a_conflict_naming_the_first_writers_file(dataset_root: Path) -> None:
+    mask_path = dataset_root / "001" / "mask.png"
+    b_read = read_stamps(mask_path)  # viewer B reads the mask before A's save
+    _child(f"""
+        import numpy as np
+        from segscope.core.editing.files import read_stamps, save_mask
+        mask = np.zeros((20, 30), np.uint8); mask[5:9, 5:9] = 255  # viewer A's stroke
+        save_mask(mask, {str(mask_path)!r}, "corrected", read_stamps({str(mask_path)!r}))
+    """)
+    a_saved = corrected_mask_path(mask_path).read_bytes()
+    b_mask = np.zeros((20, 30), np.uint8)
+    b_mask[12:15, 20:25] = 255
+    with pytest.raises(WriteConflict) as conflict:
+        save_mask(b_mask, mask_path, "corrected", b_read)
+    assert conflict.value.path == corrected_mask_path(mask_path)
+    assert str(conflict.value).startswith(f"{corrected_mask_path(mask_path)}: appeared by another viewer")
+    assert "\n" not in str(conflict.value) and "keep yours as a copy, take theirs, or overwrite" in str(conflict.value)
+    assert corrected_mask_path(mask_path).read_bytes() == a_saved  # A's stroke is kept
+    assert _read(corrected_mask_path(mask_path))[6, 6] == 255
+
+
+def test_another_program_replaces_the_mask_then_a_corrected_save_is_a_conflict(dataset_root: Path) -> None:
+    mask_path = dataset_root / "001" / "mask.png"
+    read = read_stamps(mask_path)
+    theirs = np.full((20, 30), 255, np.uint8)
+    _child(f"import cv2, numpy as np; cv2.imwrite({str(mask_path)!r}, np.full((20, 30), 255, np.uint8))")
+    with pytest.raises(WriteConflict) as conflict:
+        save_mask(_mask(3), mask_path, "corrected", read)
+    assert conflict.value.path == mask_path and "was replaced" in str(conflict.value)
+    assert not corrected_mask_path(mask_path).exists()  # no correction made from the old mask shadows theirs
+    assert np.array_equal(_read(mask_path), theirs)
+
+
+def test_replace_after_an_earlier_replace_keeps_the_other_programs_mask(dataset_root: Path) -> None:
+    mask_path = dataset_root / "001" / "mask.png"
+    first = save_mask(_mask(4), mask_path, "replace", read_stamps(mask_path))  # backup: the first original
+    cv2.imwrite(str(mask_path), np.full((20, 30), 255, np.uint8))  # another program's mask
+    os.utime(mask_path, ns=(time.time_ns(), time.time_ns() + 10**9))  # (a coarse clock may give the same time)
+    with pytest.raises(WriteConflict):
+        save_mask(_mask(5), mask_path, "replace", first.stamps)
+    assert (_read(mask_path) == 255).all()
+
+
+def test_in_place_rewrite_keeping_size_and_time_is_caught_by_content() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "f.bin"
+        path.write_bytes(b"aaaa")
+        read = Stamp.of(path, content=True)
+        info = path.stat()
+        with open(path, "r+b") as f:
+            f.write(b"bbbb")
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+        now = Stamp.of(path, content=True)
+        assert (now.size, now.mtime_ns, now.inode) == (read.size, read.mtime_ns, read.inode)
+        assert not read.same(now)
+
+
+def test_overwrite_after_a_conflict_is_the_users_choice(dataset_root: Path) -> None:
+    mask_path = dataset_root / "001" / "mask.png"
+    read = read_stamps(mask_path)
+    save_mask(_mask(6), mask_path, "corrected")  # the other writer
+    with pytest.raises(WriteConflict):
+        save_mask(_mask(7), mask_path, "corrected", read)
+    saved = save_mask(_mask(7), mask_path, "corrected", None)
+    assert np.array_equal(_read(saved.path), _mask(7)) and saved.stamps == read_stamps(mask_path)
+
+
+# --- two viewers, one sidecar ---------------------------------------------------------------------------
+
+def test_two_viewers_one_sidecar_keep_each_others_rois(dataset_root: Path) -> None:
+    b = Dataset.open(dataset_root)  # viewer B opened earlier
+    _child(f"""
+        from segscope.core.dataset.dataset import Dataset
+        from segscope.core.roi import Roi
+        a = Dataset.open({str(dataset_root)!r})
+        a.set_roi(a.item("001"), Roi(1, 2, 11, 12))
+    """)
+    b.set_roi(b.item("002"), Roi(3, 4, 13, 14))
+    rois = json.loads((dataset_root / "segscope.json").read_text())["rois"]
+    assert rois == {"001": [1, 2, 11, 12], "002": [3, 4, 13, 14]}
+    b.reset_roi(b.item("002"))
+    assert json.loads((dataset_root / "segscope.json").read_text())["rois"] == {"001": [1, 2, 11, 12]}
+
+
+def test_two_processes_writing_the_sidecar_at_once_lose_no_roi(dataset_root: Path) -> None:
+    for n in range(40):
+        (dataset_root / f"{n:03d}x").mkdir()
+        cv2.imwrite(str(dataset_root / f"{n:03d}x" / "image.png"), np.zeros((20, 30, 3), np.uint8))
+    code = """
+        import sys
+        from segscope.core.dataset.dataset import Dataset
+        from segscope.core.roi import Roi
+        d = Dataset.open({root!r})
+        for n in range({start}, 40, 2):
+            d.set_roi(d.item(f"{{n:03d}}x"), Roi(0, 0, n + 1, 5))
+    """
+    children = [_child(code.format(root=str(dataset_root), start=start), wait=False) for start in (0, 1)]
+    for child in children:
+        _, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err.decode()
+    rois = json.loads((dataset_root / "segscope.json").read_text())["rois"]
+    assert rois == {f"{n:03d}x": [0, 0, n + 1, 5] for n in range(40)}
+
+
+def test_a_damaged_sidecar_is_never_overwritten(dataset_root: Path) -> None:
+    dataset = Dataset.open(dataset_root)
+    (dataset_root / "segscope.json").write_text("{not json")
+    with pytest.raises(SegScopeError, match="segscope.json.*kept for this session only"):
+        dataset.set_roi(dataset.item("001"), Roi(0, 0, 5, 5))
+    assert (dataset_root / "segscope.json").read_text() == "{not json"
+    assert dataset.roi_for(dataset.item("001")) == Roi(0, 0, 5, 5)
+
+
+# --- killed writers -------------------------------------------------------------------------------------
+
+def _killed_at(step: str, code: str) -> None:
+    """Run `code` in a child that SIGKILLs itself when it reaches `step` (`publish` of a temporary file, or the
+    `unlink` of a file named `step`)."""
+    prelude = f"""
+        import os, signal, pathlib
+        from segscope.core.files import fileio
+        step = {step!r}
+        if step == "publish":
+            fileio.publish = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+        else:
+            unlink = pathlib.Path.unlink
+            def killing(self, *a, **k):
+                if self.name == step:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return unlink(self, *a, **k)
+            pathlib.Path.unlink = killing
+    """
+    child = _child(textwrap.dedent(prelude) + textwrap.dedent(code), wait=False)
+    child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGKILL
+
+
+def test_kill_between_replacing_the_mask_and_deleting_the_older_correction(dataset_root: Path) -> None:
+    mask_path = dataset_root / "001" / "mask.png"
+    save_mask(_mask(8), mask_path, "corrected")  # an older correction
+    _killed_at("mask_corrected.png", f"""
+        import numpy as np
+        from segscope.core.editing.files import save_mask
+        save_mask(np.full((20, 30), 255, np.uint8), pathlib.Path({str(mask_path)!r}), "replace")
+    """)
+    assert corrected_mask_path(mask_path).exists() and superseded_marker(corrected_mask_path(mask_path)).exists()
+    dataset = Dataset.open(dataset_root)
+    truth = truth_for(dataset.item("001"))
+    assert truth is not None and truth.kind == ORIGINAL and (_read(truth.path) == 255).all()  # the last save
+    assert not corrected_mask_path(mask_path).exists()
+    assert not superseded_marker(corrected_mask_path(mask_path)).exists()
+
+
+def test_kill_before_the_mask_was_replaced_keeps_the_correction(dataset_root: Path) -> None:
+    mask_path = dataset_root / "001" / "mask.png"
+    save_mask(_mask(8), mask_path, "corrected")
+    marker = superseded_marker(corrected_mask_path(mask_path))
+    marker.write_text("0" * 64)  # a "replace" killed after its marker, before the mask was replaced
+    truth = truth_for(Dataset.open(dataset_root).item("001"))
+    assert truth is not None and truth.kind == CORRECTED and not marker.exists()
+
+
+def test_kill_mid_save_leaves_a_temporary_file_the_next_writer_removes(dataset_root: Path) -> None:
+    mask_path = dataset_root / "001" / "mask.png"
+    _killed_at("publish", f"""
+        import numpy as np
+        from segscope.core.editing.files import save_mask
+        save_mask(np.full((20, 30), 255, np.uint8), {str(mask_path)!r}, "corrected")
+    """)
+    (left,) = [p for p in mask_path.parent.iterdir() if fileio.TEMP_NAME.match(p.name)]
+    assert fileio.stale_temp(left)
+    save_mask(_mask(9), mask_path, "corrected")
+    assert not left.exists() and not [p for p in mask_path.parent.iterdir() if fileio.TEMP_NAME.match(p.name)]
+
+
+def test_a_viewer_opening_the_dataset_leaves_another_viewers_write_in_flight(dataset_root: Path) -> None:
+    store = SessionStore(dataset_root)
+    store.folder.mkdir()
+    writer = _child(f"""
+        import sys, time
+        from segscope.core.files.fileio import write_temp
+        print(write_temp(__import__("pathlib").Path({str(store.folder / 'a.npz')!r}), b"half"), flush=True)
+        time.sleep(120)
+    """, wait=False)
+    try:
+        assert writer.stdout is not None
+        in_flight = Path(writer.stdout.readline().decode().strip())
+        assert in_flight.exists() and not fileio.stale_temp(in_flight)
+        assert list(SessionStore(dataset_root).results()) == []  # another viewer opens the dataset
+        assert in_flight.exists()
+    finally:
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.communicate(timeout=60)
+    assert list(SessionStore(dataset_root).results()) == [] and not in_flight.exists()  # now provably stale
+
+
+# --- faults ---------------------------------------------------------------------------------------------
+
+def test_dataset_folder_renamed_while_editing_is_not_recreated(dataset_root: Path) -> None:
+    mask_path = dataset_root / "001" / "mask.png"
+    read = read_stamps(mask_path)
+    dataset_root.rename(dataset_root.with_name("moved"))
+    with pytest.raises(SegScopeError, match="folder is gone .*reopen the dataset where it is now"):
+        save_mask(_mask(1), mask_path, "corrected", read)
+    assert not dataset_root.exists()
+
+
+def test_export_lock_write_on_a_full_disk_keeps_no_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    lock_file = tmp_path / ".out.segscope-lock"
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "write", full)
+        lock = FolderLock(lock_file, "export", tmp_path / "out").acquire()
+    lock.release()
+    FolderLock(lock_file, "export", tmp_path / "out").acquire().release()  # a later export is not refused
+
+
+# --- the session asks; each answer keeps what it says ---------------------------------------------------
+
+def _session_with_edits(root: Path) -> tuple[Session, list[SaveConflict], list[str]]:
+    session = Session()
+    run_here(session.open_dataset(Dataset.open(root)))
+    run_here(session.select("001"))
+    conflicts: list[SaveConflict] = []
+    messages: list[str] = []
+    session.events.save_conflict.connect(conflicts.append)
+    session.events.message.connect(lambda m: messages.append(m.text))
+    editor = session.document.ensure_editor(2)
+    editor.replace(np.full((4, 4), 255, np.uint8), Roi(20, 10, 24, 14))  # this viewer's stroke
+    session.document.edited()
+    return session, conflicts, messages
+
+
+@pytest.mark.parametrize("choice", ["copy", "theirs", "overwrite"])
+def test_two_viewers_one_mask_the_viewer_asks_and_keeps_what_the_user_chose(dataset_root: Path, choice: str) -> None:
+    session, conflicts, messages = _session_with_edits(dataset_root)
+    mine = session.document.mask.copy()
+    mask_path = dataset_root / "001" / "mask.png"
+    theirs = np.zeros((20, 30), np.uint8)
+    theirs[0:3, 0:3] = 255
+    _child(f"""
+        import numpy as np
+        from segscope.core.editing.files import save_mask
+        theirs = np.zeros((20, 30), np.uint8); theirs[0:3, 0:3] = 255
+        save_mask(theirs, {str(mask_path)!r}, "corrected")
+    """)
+    run_here(session.save_job("corrected"))
+    (conflict,) = conflicts
+    assert conflict.item_id == "001" and conflict.path == corrected_mask_path(mask_path)
+    assert [m for m in messages if m.startswith("Not saved: ")] == [f"Not saved: {conflict.text}"]
+    assert session.document.dirty and np.array_equal(_read(corrected_mask_path(mask_path)), theirs)
+    run_here(session.resolve_conflict(conflict, choice))
+    on_disk = _read(corrected_mask_path(mask_path))
+    if choice == "overwrite":
+        assert np.array_equal(on_disk, mine) and not session.document.dirty
+    else:
+        assert np.array_equal(on_disk, theirs) and not session.document.dirty
+        assert np.array_equal(session.document.mask, theirs)
+        copies = sorted(p.name for p in mask_path.parent.glob("mask.mine-*.png"))
+        assert len(copies) == (choice == "copy")
+        if copies:
+            assert np.array_equal(_read(mask_path.parent / copies[0]), mine)
+            assert [item.id for item in Dataset.open(dataset_root).items] == ["001", "002"]  # not an image
+    assert len(conflicts) == 1
+
+
+# --- recovery -------------------------------------------------------------------------------------------
+
+_AUTOSAVE = """
+    import os, sys, numpy as np
+    from segscope.core.editing.files import write_recovery
+    mask = np.zeros((20, 30), np.uint8); mask[:, :{cols}] = 255
+    print(write_recovery(mask, {source!r}), flush=True)
+    {after}
+"""
+
+
+def _opened(root: Path) -> tuple[Session, list[str]]:
+    session = Session()
+    messages: list[str] = []
+    session.events.message.connect(lambda m: messages.append(f"{m.level}: {m.text}"))
+    run_here(session.open_dataset(Dataset.open(root)))
+    return session, messages
+
+
+def test_two_viewers_autosaves_of_one_image_are_two_files_and_both_come_back(dataset_root: Path) -> None:
+    source = dataset_root / "001" / "mask.png"
+    for cols in (3, 7):  # viewer A, then viewer B, both stopped since
+        _child(_AUTOSAVE.format(cols=cols, source=str(source), after=""))
+    kept = sorted((dataset_root / "001" / ".segscope-recovery").iterdir())
+    assert len(kept) == 2
+    session, messages = _opened(dataset_root)
+    truth = session.truth("001")
+    assert truth.edits and truth.recovered is not None
+    assert (truth.recovered.mask[:, :7] == 255).all() and not truth.recovered.mask[:, 7:].any()  # the newest: B's
+    (other,) = [m for m in messages if "older unsaved edits of another viewer" in m]
+    older = next(p for p in kept if p != truth.recovered.path and p.exists())
+    assert other.startswith("warning: 001: ") and str(older) in other and "auto-saved at " in other
+    assert truth.recovered.path.name.endswith(f".{SESSION}.npz")  # now this viewer's, removed by its save
+
+
+def test_a_live_viewers_autosave_is_not_offered_as_a_crashs(dataset_root: Path) -> None:
+    source = dataset_root / "001" / "mask.png"
+    live = _child(_AUTOSAVE.format(cols=3, source=str(source), after="import time; time.sleep(120)"), wait=False)
+    try:
+        assert live.stdout is not None and Path(live.stdout.readline().decode().strip()).exists()
+        session, _ = _opened(dataset_root)
+        assert not session.truth("001").edits
+    finally:
+        os.kill(live.pid, signal.SIGKILL)
+        live.communicate(timeout=60)
+    session, _ = _opened(dataset_root)  # its viewer is gone: its edits are offered
+    assert session.truth("001").edits
+
+
+def test_one_damaged_recovery_file_is_skipped_with_one_line_and_the_rest_restored(dataset_root: Path) -> None:
+    write_recovery(_mask(11), dataset_root / "002" / "mask.png")
+    SessionStore(dataset_root).save("002", _result())
+    damaged = recovery_path(dataset_root / "001" / "mask.png", session="abcdef-1-0000")
+    damaged.parent.mkdir()
+    damaged.write_bytes(b"PK\x03\x04 not a zip")
+    session, messages = _opened(dataset_root)
+    (line,) = [m for m in messages if str(damaged) in m]
+    assert line.startswith(f"warning: 001: {damaged}: not a SegScope recovery file (BadZipFile")
+    assert "Internal error" not in " ".join(messages)
+    assert session.truth("002").edits and np.array_equal(session.truth("002").recovered.mask, _mask(11))
+    assert session.result("002") is not None  # the stored run is restored too
+
+
+def test_a_renamed_dataset_keeps_its_recovery(dataset_root: Path) -> None:
+    write_recovery(_mask(12), dataset_root / "001" / "mask.png")
+    moved = dataset_root.rename(dataset_root.with_name("renamed"))
+    session, _ = _opened(moved)
+    recovered = session.truth("001").recovered
+    assert recovered is not None and np.array_equal(recovered.mask, _mask(12))
+
+
+def test_a_recovery_folder_that_is_a_file_is_said_and_saves_still_work(dataset_root: Path) -> None:
+    source = dataset_root / "001" / "mask.png"
+    (source.parent / ".segscope-recovery").write_text("in the way")
+    with pytest.raises(SegScopeError, match=r"\.segscope-recovery: a file is where SegScope keeps auto-saved"):
+        write_recovery(_mask(1), source)
+    session, conflicts, messages = _session_with_edits(dataset_root)
+    run_here(session.save_job("corrected"))
+    assert not session.document.dirty and corrected_mask_path(source).exists()
+    assert [m for m in messages if m.startswith("Saved the mask of 001")]

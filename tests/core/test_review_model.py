@@ -1,0 +1,189 @@
+"""The viewer's review queue without Qt: the review log (appends whole lines, survives a torn line, read back in
+another session), a decision as one undoable edit of the mask document (expected masks drawn by hand), and the
+queue model driven by random sequences of the reviewer's commands (Hypothesis stateful) against a plain
+reference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.editing.document import MaskDocument
+from segscope.core.result import InferenceResult, decide
+from segscope.core.review.log import LOG_NAME, Decision, ReviewLog
+from segscope.core.review.model import ReviewQueueModel
+from segscope.core.review.queue import ReviewEntry, result_entries
+from segscope.core.roi import Roi
+
+
+def _entry(image: str, x: int, confidence: float = 0.5, kind: str = "missed") -> ReviewEntry:
+    return ReviewEntry(image, 0, kind, 1, (x, 0, x + 4, 4), 16, confidence, ((x, 0),), ())
+
+
+def test_the_log_appends_whole_lines_and_skips_a_torn_one(tmp_path: Path) -> None:
+    log = ReviewLog.beside(tmp_path)
+    assert log.path == tmp_path / LOG_NAME and log.read() == []
+    first = Decision.of(_entry("a", 3), "accept", who="ana")
+    log.append(first)
+    with log.path.open("ab") as f:
+        f.write(b'{"who": "bo", "when": "2026-12-06T07:00:00+00:00", "ima')  # a write a crash cut short
+    second = Decision.of(_entry("b", 9), "keep", who="bo")
+    log.append(second)
+    lines = log.path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3 and json.loads(lines[2])["entry"] == "b/1/missed/9,0,13,4"
+    assert json.loads(lines[0]) == {"who": "ana", "when": first.when, "image": "a", "entry": "a/1/missed/3,0,7,4",
+                                    "kind": "missed", "class": 1, "bbox": [3, 0, 7, 4], "decision": "accept"}
+    assert log.read() == [first, second]
+
+
+def test_a_decision_is_one_undoable_edit_of_the_document(tmp_path: Path, write_png) -> None:
+    """A 0/255 truth with a spurious blob, a prediction with a defect the truth lacks; the ROI (40 x 30 at (5, 5)
+    of a 60 x 40 slide) is twice the model's output (each model pixel one 2 x 2 block of the ROI)."""
+    truth = np.zeros((40, 60), np.uint8)
+    truth[25:29, 30:34] = 255  # spurious: nothing predicted there
+    truth[30:32, 50:52] = 255  # outside the ROI's entries: untouched
+    write_png(tmp_path / "d" / "a" / "image.png", np.zeros((40, 60, 3), np.uint8))
+    write_png(tmp_path / "d" / "a" / "mask.png", truth)
+    dataset = Dataset.open(tmp_path / "d")
+    document = MaskDocument(dataset, dataset.items[0], (60, 40), truth.copy())
+    model = np.zeros((15, 20), np.uint8)
+    model[2:3, 2:4] = 1  # ROI x 4..8, y 4..6: slide x 9..13, y 9..11
+    p1 = np.where(model == 1, 0.9, 0.1).astype(np.float32)
+    probabilities = np.stack([1 - p1, p1], axis=-1)
+    result = InferenceResult(probabilities, decide(probabilities, None), Roi(5, 5, 45, 35), (60, 40))
+    labels = (truth[5:35, 5:45] > 0).astype(np.uint8)
+    entries = {e.kind: e for e in result_entries("a", 0, result, labels)}
+    assert set(entries) == {"missed", "false_alarm"}
+    changes = []
+    document.events.changed.connect(changes.append)
+    assert document.review_decision(result, entries["false_alarm"], "accept") == Roi(9, 9, 13, 11)
+    assert document.review_decision(result, entries["missed"], "keep") is None
+    assert document.review_decision(result, entries["missed"], "remove") == Roi(30, 25, 34, 29)
+    expected = truth.copy()
+    expected[9:11, 9:13] = 255
+    expected[25:29, 30:34] = 0
+    assert np.array_equal(document.mask, expected) and document.dirty and changes == ["edit", "edit"]
+    document.undo()
+    expected[25:29, 30:34] = 255
+    assert np.array_equal(document.mask, expected)
+    document.undo()
+    assert np.array_equal(document.mask, truth)
+
+
+class QueueMachine(RuleBasedStateMachine):
+    """The model against a reference: the entries of each image as last set, every decision in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folder = Path(self._tmp())
+        self.model = ReviewQueueModel(ReviewLog.beside(self.folder), who="test")
+        self.images: dict[str, list[ReviewEntry]] = {}
+        self.standing: dict[str, list[str]] = {}
+        self.applied: list[tuple[str, str]] = []
+        self.reverted: list[tuple[str, str]] = []
+        self.undoable: list[ReviewEntry] = []
+
+    @staticmethod
+    def _tmp() -> str:
+        import tempfile
+
+        return tempfile.mkdtemp(prefix="review-model-")
+
+    @rule(image=st.sampled_from("abc"), xs=st.lists(st.integers(0, 6), max_size=4, unique=True),
+          confidence=st.sampled_from([0.2, 0.5, 0.9]))
+    def set_image(self, image: str, xs: list[int], confidence: float) -> None:
+        entries = [_entry(image, x, confidence) for x in xs]
+        self.model.set_image(image, entries)
+        self.images[image] = entries
+
+    @rule(offset=st.sampled_from([1, -1]))
+    def step(self, offset: int) -> None:
+        before = self.model.current
+        found = self.model.step(offset)
+        reference = self._ordered()
+        if before is None:
+            candidates = reference if offset > 0 else reference[::-1]
+        else:
+            key = (before.rank(), before.key)
+            candidates = ([e for e in reference if (e.rank(), e.key) > key] if offset > 0 else
+                          [e for e in reference[::-1] if (e.rank(), e.key) < key])
+        pending = [e for e in candidates if not self.standing.get(e.key)]
+        assert found == (pending[0] if pending else None)
+        assert self.model.current == (found if found is not None else before)
+
+    @precondition(lambda self: self.model.current is not None)
+    @rule(decision=st.sampled_from(["accept", "remove", "keep"]))
+    def decide(self, decision: str) -> None:
+        entry = self.model.current
+        assert entry is not None
+        self.model.decide(decision, lambda e, d: self.applied.append((e.key, d)))
+        assert self.applied[-1] == (entry.key, decision)
+        self.standing.setdefault(entry.key, []).append(decision)
+        if self.undoable and self.undoable[-1].image != entry.image:
+            self.undoable.clear()
+        self.undoable.append(entry)
+
+    @rule()
+    def undo(self) -> None:
+        entry = self.model.undo(lambda e, d: self.reverted.append((e.key, d)))
+        if not self.undoable:
+            assert entry is None
+            return
+        expected = self.undoable.pop()
+        assert entry == expected and self.model.current == expected
+        assert self.reverted[-1] == (expected.key, self.standing[expected.key].pop())
+
+    @rule()
+    def reopen(self) -> None:
+        """Another session on the same dataset: the decisions come back from the log."""
+        entries = {image: list(entries) for image, entries in self.images.items()}
+        self.model = ReviewQueueModel(ReviewLog.beside(self.folder), who="test")
+        for image, listed in entries.items():
+            self.model.set_image(image, listed)
+        self.undoable.clear()
+
+    def _ordered(self) -> list[ReviewEntry]:
+        unique: dict[str, ReviewEntry] = {}
+        for entries in self.images.values():
+            for entry in entries:
+                unique.setdefault(entry.key, entry)
+        return sorted(unique.values(), key=lambda e: (e.rank(), e.key))
+
+    @invariant()
+    def same_order_and_decisions(self) -> None:
+        ordered = self._ordered()
+        assert self.model.entries() == ordered
+        for entry in ordered:
+            taken = self.standing.get(entry.key)
+            assert self.model.decision(entry) == (taken[-1] if taken else None)
+        assert self.model.pending() == sum(1 for e in ordered if not self.standing.get(e.key))
+
+
+TestQueueModel = QueueMachine.TestCase
+TestQueueModel.settings = settings(max_examples=40, stateful_step_count=25, deadline=None,
+                                   suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_decide_steps_over_decided_entries_to_the_next_image() -> None:
+    model = ReviewQueueModel()
+    model.set_image("a", [_entry("a", 0, 0.9), _entry("a", 5, 0.2)])
+    model.set_image("b", [_entry("b", 0, 0.5)])
+    seen = []
+    model.events.current.connect(lambda new, old: seen.append(new.key if new else None))
+    assert model.step() == _entry("a", 0, 0.9)
+    assert model.decide("keep", lambda e, d: None) == _entry("b", 0, 0.5)  # 0.5 before 0.2
+    assert model.decide("accept", lambda e, d: None) == _entry("a", 5, 0.2)
+    assert model.decide("remove", lambda e, d: None) is None and model.pending() == 0
+    assert seen == ["a/1/missed/0,0,4,4", "b/1/missed/0,0,4,4", "a/1/missed/5,0,9,4"]
+    with pytest.raises(ValueError):
+        from segscope.core.review.decisions import apply_decision
+
+        apply_decision(np.zeros((4, 4), np.uint8), np.zeros((4, 4), np.uint8), Roi(0, 0, 4, 4), _entry("a", 0),
+                       "maybe")
