@@ -83,6 +83,10 @@ def test_an_image_whose_truth_is_refused_still_shows(qtbot, misread, window):
     qtbot.waitUntil(lambda: window.slide_ready() and window.session.current.id == "002", timeout=20000)
     assert window.session.mask is None  # nothing drawn as its truth: not an empty one either
     assert window.dataset_panel.model.row("002").status == "error"
+    # The panels say why it failed and what to do, not "Not run yet" (and Run is there to press once fixed)
+    hint = window.display.hint()
+    assert hint.startswith(f"002 failed: {said[0]}") and "run it again" in hint and "Not run yet" not in hint
+    qtbot.waitUntil(lambda: window.main_actions.run_action.isEnabled(), timeout=20000)
     assert [m.text for m in window.messages.errors()] == said  # said once, at open
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert window.commands.run_current()
