@@ -92,3 +92,26 @@ def test_an_image_whose_truth_is_refused_still_shows(qtbot, misread, window):
         assert window.commands.run_current()
     assert not window.session.has_metrics("002")  # never scored against an empty truth
     assert window.session.outcome("002").text.endswith(said[0])
+
+
+def test_at_open_every_truth_problem_is_flagged_as_eval_names_it(qtbot, capsys, demo_dataset, tiny_model_project):
+    """A text file named mask.png and a mask of another size were flagged only on click: now every refused truth
+    is an error in Messages and its row as soon as the dataset and the model are open, in eval's own lines."""
+    (demo_dataset / "001" / "mask.png").write_text("not an image")
+    cv2.imwrite(str(demo_dataset / "003" / "mask.png"), np.zeros((40, 64), np.uint8))
+    code, _ = run_cli("eval", "--dataset", demo_dataset, "--pipeline", tiny_model_project.pipeline)
+    cli_lines = [line.removeprefix("segscope: error: ") for line in capsys.readouterr().err.splitlines()]
+    assert code == 2 and len(cli_lines) == 3  # each refused mask, then the count
+
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.shell.main_window import MainWindow
+
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.show()
+    win.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    assert win.commands.open_dataset(demo_dataset)
+    qtbot.waitUntil(lambda: len(win.messages.errors()) >= 2, timeout=30000)  # no run, no click
+    assert sorted(m.text for m in win.messages.errors()) == sorted(cli_lines[:2])
+    assert win.session.outcome("001").text == cli_lines[0] and win.session.outcome("003").text == cli_lines[1]
+    win.close()
