@@ -280,6 +280,8 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
                        results_dock_height=window.results_dock.height(),
                        panels_height=on_screen.height() if graphics.isVisible() else 0,
                        minimum_width=window.minimumSizeHint().width(), clipped=clipped_widgets(window),
+                       roi_fields_shown=all(spin.isVisible() and window.slide.controls.rect().contains(spin.geometry())
+                                            for spin in window.slide.spins.values()),
                        clipped_texts=clipped_texts(window))
     out.parent.mkdir(parents=True, exist_ok=True)
     if not window.grab().save(str(out)):
