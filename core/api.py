@@ -24,8 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend_spec import open_backend, opening_notes, spec_from_args
-from .backends.base import Backend
+from .backend_spec import BackendSpec, opening_notes, spec_from_args
 from .cli import OptionValue, command_options
 from .cli.cache import apply_cache_options
 from .cli.options import refuse_remote_only_options
@@ -42,6 +41,7 @@ from .result import InferenceResult
 from .roi import Roi
 from .session.backend_state import BackendState
 from .session.events import Message
+from .session.inference import Inference
 from .session.jobs import Progress, run_backend_job, run_here
 from .session.session import Session
 from .stream.input import StreamInput
@@ -77,10 +77,10 @@ def open(dataset: str | os.PathLike[str], model: str | os.PathLike[str] | None =
     stream = StreamInput.of(spec.pipeline)
     opened = Dataset.open(args.dataset, max_pixels=args.max_pixels, truth=args.truth)
     analysis = Analysis(Session(persist=persist, backend=BackendState(spec)), stream)
-    analysis.note(choice_note(opened.items, opened.truth_choice))
+    analysis._note(choice_note(opened.items, opened.truth_choice))
     run_here(analysis.session.open_dataset(opened))
     analysis.session.set_quality_spec(quality)
-    analysis.open_backend(open_backend(spec))
+    analysis.open_backend(spec)
     return analysis
 
 
@@ -92,37 +92,34 @@ class Analysis:
         self.session = session
         self.messages: list[Message] = []
         self._stream = stream
-        self._backend: Backend | None = None
+        self._inference = Inference()  # the open backend (this thread owns it)
         session.events.message.connect(self._said)
 
     def _said(self, message: Message) -> None:
         self.messages.append(message)
         LOG.log({"error": logging.ERROR, "warning": logging.WARNING}.get(message.level, logging.INFO), message.text)
 
-    def note(self, text: str | None) -> None:
+    def _note(self, text: str | None) -> None:
         """Say `text` as the session's messages are said (nothing for None or "")."""
         if text:
             self._said(Message("info", text))
 
-    def open_backend(self, backend: Backend) -> None:
-        """Use the opened `backend` from now on (the one open before is closed): the truths are read by its model's
-        rule and checked."""
-        self.close()
-        self._backend = backend
-        for line in opening_notes(backend.capabilities):
-            self.note(line)
+    def open_backend(self, spec: BackendSpec) -> None:
+        """Open `spec` (the one open before is closed), as the viewer opens its choice: the truths are read by its
+        model's rule and checked."""
+        capabilities = self._inference.open(spec)
+        for line in opening_notes(capabilities):
+            self._note(line)
         state = self.session.backend
         assert state is not None  # made by `open`
-        state.opened(backend.capabilities)
+        state.opened(capabilities)
         check = self.session.truths_by_model()
         if check is not None:
             run_here(check)
 
     def close(self) -> None:
         """Close the backend (the session's results stay readable)."""
-        backend, self._backend = self._backend, None
-        if backend is not None:
-            backend.close()
+        self._inference.close()
         self.session.flush()
 
     def __enter__(self) -> Analysis:
@@ -135,7 +132,9 @@ class Analysis:
     # ------------------------------------------------------------------------------------------ images
     @property
     def dataset(self) -> Dataset:
-        return self.session._dataset()
+        dataset = self.session.dataset
+        assert dataset is not None  # opened by `open`
+        return dataset
 
     @property
     def images(self) -> list[str]:
@@ -175,12 +174,13 @@ class Analysis:
         """Run these images on their ROIs now; `progress(done, total)` after each (None: a tqdm bar when tqdm is
         installed). An image that fails is that image's error in `messages`; the others run."""
         ids = list(images)
-        if self._backend is None:
+        backend = self._inference.backend
+        if backend is None:
             raise SegScopeError("the backend is closed: open the dataset again")
         job = self.session.run(ids, stream=self._stream)
         bar = _tqdm_bar(len(ids)) if progress is None else None
         try:
-            run_backend_job(job, self._backend, progress or (bar.update if bar is not None else _nothing))
+            run_backend_job(job, backend, progress or (bar.update if bar is not None else _nothing))
         finally:
             if bar is not None:
                 bar.close()
@@ -216,7 +216,7 @@ class Analysis:
         work = self.session.start_export(choices)
         try:
             for step in work():
-                self.note(" ".join(step.notes))
+                self._note(" ".join(step.notes))
                 written = step.written or written
         finally:
             self.session.export_ended()
@@ -255,15 +255,23 @@ class Analysis:
         document.accept_prediction(result, threshold)
 
     def undo_edit(self) -> None:
+        """Undo the last mask edit."""
         if self.session.document is not None:
             self.session.document.undo()
 
     def save_mask(self, mode: SaveMode = "corrected") -> None:
         """Save the edits: "corrected" writes mask_corrected.png beside the mask (the truth from then on, as in
-        the viewer and eval), "replace" replaces the mask (its original kept as a backup)."""
+        the viewer and eval), "replace" replaces the mask (its original kept as a backup). SegScopeError: nothing
+        to save, the file could not be written, or another writer changed it since it was read (the edits stay,
+        unsaved)."""
+        said = len(self.messages)
         run_here(self.session.save_job(mode))
+        problem = next((m.text for m in self.messages[said:] if m.level != "info"), None)  # (failed, or a conflict)
+        if problem is not None:
+            raise SegScopeError(problem)
 
     def discard_edits(self) -> None:
+        """Forget the unsaved edits: the mask on disk is the truth again."""
         self.session.discard()
 
 

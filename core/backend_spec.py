@@ -10,14 +10,14 @@ Dask are imported only when a remote host or a cluster is opened.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 from .backends.base import Backend, Capabilities
 from .backends.pool import parse_devices
 from .backends.registry import backend_kind, open_kind
-from .cluster import parse_resources
+from .cluster import check_address, parse_resources
 from .errors import SegScopeError
 from .files.fileio import DEFAULT_MAX_PIXELS
 from .remote.protocol import DEFAULT_PROBABILITIES, DEFAULT_TIMEOUT
@@ -140,27 +140,34 @@ def opening_notes(capabilities: Capabilities) -> list[str]:
         ([f"--backend auto {details['auto']}"] if "auto" in details else [])
 
 
+def local_where(devices: str | None, cluster: str | None, login: SshLogin = SshLogin(),
+                names: tuple[str, str] = ("--devices", "--cluster")) -> Where:
+    """Where a kind of this machine runs, from the text of `--devices` and `--cluster` (None: not given;
+    `names`: how the front end names the two, the Backend dialog its fields): one stream here, one per device,
+    or the images as tasks on a cluster. Both given, or a value either refuses: a one-line error."""
+    if devices is not None and cluster:
+        raise SegScopeError(f"{names[1]} cannot be combined with {names[0]}: the cluster's workers run the stream")
+    if cluster:
+        return Cluster(check_address(cluster, names[1]), login)
+    return Devices(parse_devices(devices, names[0])) if devices is not None else HERE
+
+
 def spec_from_args(args: argparse.Namespace) -> BackendSpec:
     """The spec of a command's backend options (`--backend`, `--pipeline`/`--model`, `--remote` and its options,
     `--devices`, `--cluster` and its options, `--max-pixels`, `--sdk-home`); a one-line error for a combination
     that cannot run."""
     pipeline = chosen_source(args)
-    devices = parse_devices(args.devices) if args.devices is not None else None
     resources = parse_resources(args.task_resources) if args.task_resources else None
     login = SshLogin(accept_new_host_key=bool(args.accept_new_host_key), python=args.remote_python or "python3",
                      set_env=args.set_env)
-    where: Where = HERE
-    if args.cluster:
-        if args.remote or devices is not None:
-            raise SegScopeError(f"--cluster cannot be combined with --{'remote' if args.remote else 'devices'}: "
-                                "the cluster's workers run the stream")
-        where = Cluster(args.cluster, login, args.ship_images, resources)
-    elif devices is not None:
-        if args.remote:
-            raise SegScopeError("--devices with --remote: not built yet; run without --devices (one stream) "
-                                "or run segscope on the host")
-        where = Devices(devices)
-    elif args.remote:
-        where = RemoteHost(args.remote, login, args.remote_cache, args.probabilities or DEFAULT_PROBABILITIES,
-                           args.remote_timeout or DEFAULT_TIMEOUT)
+    if args.remote and args.cluster:
+        raise SegScopeError("--cluster cannot be combined with --remote: the cluster's workers run the stream")
+    if args.remote and args.devices is not None:
+        raise SegScopeError("--devices with --remote: not built yet; run without --devices (one stream) "
+                            "or run segscope on the host")
+    where = RemoteHost(args.remote, login, args.remote_cache, args.probabilities or DEFAULT_PROBABILITIES,
+                       args.remote_timeout or DEFAULT_TIMEOUT) if args.remote else \
+        local_where(args.devices, args.cluster, login)
+    if isinstance(where, Cluster):
+        where = replace(where, ship_images=args.ship_images, task_resources=resources)
     return BackendSpec(args.backend, pipeline, where, args.max_pixels, args.sdk_home)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .files.stamp import Stamp
 from .roi import Roi
 
 #: Stage names in stream order; backends report the ones they measure, in seconds. "device" is the NPU's own
@@ -35,6 +36,9 @@ class InferenceResult:
     threshold: float | None = None
     #: How the ROI reached the stream when not by the stream's own crop (core.stream.input.PRE_CROP_NOTE), else "".
     roi_note: str = ""
+    #: The image file as it was when the run read it (taken just before: a change meanwhile reads as a change),
+    #: None where unknown; a result whose image changed since is stale (`core.session.answers.IMAGE_CHANGED`).
+    image: Stamp | None = None
 
     @property
     def num_classes(self) -> int:

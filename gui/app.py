@@ -1,27 +1,23 @@
 """`segscope` with no subcommand: the viewer on a dataset (default: the demo dataset) with the saved backend.
 
 On a first start the demo dataset is generated into the per-user data folder (GenericDataLocation/SegScope/
-demo) on the window's job runner while the window is already up and says so; it opens when ready.
+demo) on the window's job runner while the window is already up and says so (`ViewerCommands.open_dataset`'s
+`prepare`); it opens when ready.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
-from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QStandardPaths
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QToolTip
 
-from ..core.dataset.demo import generate_demo_dataset
-from ..core.files.fileio import staging_folder
+from ..core.dataset.demo import ensure_demo_dataset, has_demo_dataset
 from .dialogs.backend_dialog import BackendChoice
 from .runtime import settings
 from .shell.main_window import MainWindow
-
-DEMO_COUNT = 8
 
 
 def apply_dark_theme(app: QApplication) -> None:
@@ -50,51 +46,11 @@ def demo_dir() -> Path:
     return data / settings.APPLICATION / "demo"
 
 
-def ensure_demo_dataset(target: Path) -> Path:
-    """Generate the demo dataset into `target` unless it is there (made in a `fileio.staging_folder`, then
-    renamed into place, so an interrupted first start never leaves half a dataset behind, nor debris after
-    the next start)."""
-    if (target / "001" / "image.png").is_file():
-        return target
-    with staging_folder(target.parent) as staging:
-        made = staging / target.name
-        generate_demo_dataset(made, count=DEMO_COUNT)
-        if target.exists():  # a partial folder from an older version: replace it
-            shutil.rmtree(target)
-        made.rename(target)
-    return target
-
-
-def make_demo(target: Path) -> tuple[Path | None, str]:
-    """`ensure_demo_dataset` on a worker: the folder, or why it could not be written (a full disk, a
-    read-only folder: said as such, not as a bug)."""
-    try:
-        return ensure_demo_dataset(target), ""
-    except OSError as exc:
-        return None, str(exc)
-
-
 def open_demo(window: MainWindow, target: Path) -> None:
-    """Open the demo dataset; on a first start generate it in the background, saying so in the window."""
-    if (target / "001" / "image.png").is_file():
-        window.commands.open_dataset(target)
-        return
-    text = "Generating the demo dataset (first start only, about 20 s)…"
-    window.slide.set_loading(text)
-    window.panels.set_busy("The demo slides are being generated; they open here when ready")
-    window.statusBar().showMessage(text)
-
-    def finished(answer: tuple[Path | None, str]) -> None:
-        path, error = answer
-        window.statusBar().clearMessage()
-        if path is None:
-            window.slide.set_loading("")
-            window.messages.add("error", f"Generating the demo dataset in {target}: {error}")
-        else:
-            window.commands.open_dataset(path)
-
-    window.jobs.submit("demo", partial(make_demo, target), finished,
-                       lambda error, details: finished((None, error)))
+    """Open the demo dataset; on a first start it is generated in the background first, the window saying so."""
+    first = not has_demo_dataset(target)
+    window.commands.open_dataset(target, ensure_demo_dataset,
+                                 "Generating the demo dataset (first start only, about 20 s)…" if first else "")
 
 
 def main(argv: list[str] | None = None) -> int:

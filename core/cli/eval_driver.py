@@ -147,9 +147,10 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
             stack.enter_context(export)  # locked and staged for the whole run, published when the block ends
             planned = functools.partial(plan_item, kinds=run.kinds, tiled=unit.tiled,
                                         stitched_format=args.stitched_format or "auto")
-            export.refuse_existing(itertools.chain.from_iterable(  # every name it may write, before the first image
-                [*(f.name for f in planned(item.id)), PROVENANCE_NAME.format(id=item.id)] for item in dataset.items))
-            export.refuse_existing(f.name for f in plan_run(run.kinds))
+            export.refuse_existing(itertools.chain(  # every name it may write, before the first image: all said at once
+                itertools.chain.from_iterable([*(f.name for f in planned(item.id)), PROVENANCE_NAME.format(id=item.id)]
+                                              for item in dataset.items),
+                (f.name for f in plan_run(run.kinds))))
         backend = stack.enter_context(open_eval_backend(args))
         prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
         images = 0

@@ -41,16 +41,16 @@ def ssh_hosts(address: str) -> list[SshTarget]:
     return [parse_target(name, "--cluster") for name in names]
 
 
-def check_address(address: str) -> str:
+def check_address(address: str, what: str = "--cluster") -> str:
     """A cluster SegScope can use: a scheduler at tcp://HOST:PORT or tls://HOST:PORT, or hosts to start one on
-    over SSH, ssh://HOST[,HOST...]."""
+    over SSH, ssh://HOST[,HOST...] (`what`: how the refusal names the option)."""
     if address.startswith(SSH_SCHEME):
         ssh_hosts(address)
         return address
     scheme, _, rest = address.partition("://")
     host, _, port = rest.rpartition(":")
     if scheme not in ("tcp", "tls") or not host or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
-        raise SegScopeError(f"--cluster: expected a scheduler address such as tcp://host:8786 (a port in 1..65535; "
+        raise SegScopeError(f"{what}: expected a scheduler address such as tcp://host:8786 (a port in 1..65535; "
                             f"or ssh://host1,host2 to start one over SSH), got {address!r}")
     return address
 

@@ -9,6 +9,7 @@ byte-identical files and a longer dataset starts with the same slides as a short
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,7 +19,7 @@ import numpy as np
 
 from ..compat import pairwise
 from ..errors import SegScopeError
-from ..files.fileio import write_image
+from ..files.fileio import staging_folder, write_image
 from ..roi import ORIGINAL_DEFAULT_ROI, Roi
 
 #: The size (width, height) of the original project's slides.
@@ -293,3 +294,30 @@ def generate_demo_dataset(
     with ThreadPoolExecutor(max_workers=min(2, count)) as pool:
         list(pool.map(write_slide, range(count)))
     return folders
+
+
+#: How many slides the viewer's first start generates (`ensure_demo_dataset`).
+VIEWER_DEMO_COUNT = 8
+
+
+def has_demo_dataset(target: Path) -> bool:
+    return (target / "001" / "image.png").is_file()
+
+
+def ensure_demo_dataset(target: Path, count: int = VIEWER_DEMO_COUNT) -> Path:
+    """`target` holding the demo dataset, generated unless it is there: made in a `fileio.staging_folder`, then
+    renamed into place, so an interrupted first start never leaves half a dataset behind, nor debris after the
+    next start. A folder that cannot be written is said as such (a full disk, a read-only folder)."""
+    if has_demo_dataset(target):
+        return target
+    try:
+        with staging_folder(target.parent) as staging:
+            made = staging / target.name
+            generate_demo_dataset(made, count=count)
+            if target.exists():  # a partial folder from an older version: replace it
+                shutil.rmtree(target)
+            made.rename(target)
+    except OSError as exc:
+        raise SegScopeError(f"{target}: cannot write the demo dataset here ({exc.strerror or exc}); free some space "
+                            "or open a dataset folder of your own (File > Open dataset…)") from None
+    return target

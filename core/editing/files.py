@@ -21,7 +21,7 @@ import numpy as np
 from ..dataset.dataset import copy_mask_path
 from ..dataset.truth import backup_mask_path, corrected_mask_path, superseded_marker
 from ..errors import InputError, SegScopeError
-from ..files.fileio import HOST, atomic_write_bytes, encode_image, process_alive, read_bytes
+from ..files.fileio import HOST, atomic_write_bytes, encode_image, gone, process_alive, read_bytes
 from ..files.stamp import Stamp, check_unchanged, short_lock
 
 RECOVERY_DIR_NAME = ".segscope-recovery"
@@ -77,6 +77,17 @@ def save_mask(mask: np.ndarray, mask_path: Path, mode: SaveMode = "corrected",
     target = corrected if mode == "corrected" else original
     data = encode_image(mask, target.suffix.lower())
     folder = _writable_folder(mask_path)
+    try:
+        return _save(data, mask_path, mode, expected, folder)
+    except OSError as exc:  # (a file removed or made read-only midway): one line naming it, nothing half-done
+        raise SegScopeError(f"{exc.filename or target}: cannot save the mask ({exc.strerror or exc}); the edits stay "
+                            "unsaved in the viewer") from None
+
+
+def _save(data: bytes, mask_path: Path, mode: SaveMode, expected: Mapping[Path, Stamp] | None,
+          folder: Path) -> SavedMask:
+    original, corrected = truth_files(mask_path)
+    target = corrected if mode == "corrected" else original
     with short_lock(folder):
         if expected is not None:
             check_unchanged(expected, target)
@@ -99,9 +110,9 @@ def _writable_folder(mask_path: Path) -> Path:
     """The mask's folder, which must exist as it was (a dataset folder renamed or removed while its masks are
     being edited is not recreated under its old name)."""
     folder = Path(mask_path).parent
-    if not folder.is_dir():
-        raise SegScopeError(f"{folder}: the image's folder is gone (renamed, moved or removed since the dataset "
-                            "was opened); nothing was saved: reopen the dataset where it is now")
+    error = gone(folder, "nothing was saved")
+    if error is not None:
+        raise error
     return folder
 
 
@@ -251,8 +262,8 @@ def discard_recovery(source: Path, recovery_dir: Path | None = None) -> None:
     hidden recovery folder beside the mask with it when nothing else is left there: nothing stays that the user
     did not ask for. A recovery folder that is a file, or gone with its dataset, holds nothing to remove."""
     path = recovery_path(source, recovery_dir)
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        path.unlink()
+    with contextlib.suppress(OSError):  # (gone, under a file, read-only: an auto-save older than the mask's save
+        path.unlink()                   # is never offered again, `find_recoveries`)
     if path.parent.name == RECOVERY_DIR_NAME:
         with contextlib.suppress(OSError):  # another mask's auto-save is there (not empty), or it is gone
             path.parent.rmdir()

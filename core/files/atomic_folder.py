@@ -131,6 +131,12 @@ def _leftovers(folder: Path) -> list[Path]:
         return []
 
 
+def _remains(path: Path) -> str:
+    """How much is left in `path`, in words: "3 file(s)"."""
+    count = sum(len(files) for _, _, files in os.walk(path)) if os.path.isdir(path) else 1
+    return f"{count} file(s)"
+
+
 def recover(folder: Path) -> list[str]:
     """Put `folder` back as its last complete version after a writer was killed outright (call with its lock
     held); returns what was done, each also logged."""
@@ -146,7 +152,11 @@ def recover(folder: Path) -> list[str]:
         notes.append(f"{folder}: put back the earlier version an interrupted write had moved aside")
     for path in leftovers:
         shutil.rmtree(path, ignore_errors=True)
-        notes.append(f"{folder}: removed {path.name}, left beside it by an interrupted write")
+        if os.path.lexists(path):
+            notes.append(f"{folder}: could not remove {path.name}, left beside it by an interrupted write "
+                         f"({_remains(path)}); delete it by hand")
+        else:
+            notes.append(f"{folder}: removed {path.name}, left beside it by an interrupted write")
     for note in notes:
         log.warning("%s", note)
     return notes
@@ -369,8 +379,23 @@ class StagedFolder:
 
     def _discard_old(self, old: Path) -> None:
         """Delete the replaced version, unless it holds files another program added or changed meanwhile:
-        then it is kept beside the folder, said in a warning."""
-        foreign = 0
+        then it is kept beside the folder, said in a warning. What cannot be deleted (a file immutable or held
+        open elsewhere) stays where it is, said exactly in a note: the new version is in place either way."""
+        try:
+            self._discard(old)
+        except OSError as exc:
+            self._stuck(old, exc)
+
+    def _stuck(self, old: Path, exc: OSError) -> None:
+        if not os.path.lexists(old):
+            return
+        note = (f"{self.target}: the new version is in place, but the replaced one could not be removed "
+                f"({exc.strerror or exc}: {exc.filename or old}); {_remains(old)} remain in {old}: delete it by hand")
+        self.notes.append(note)
+        log.warning("%s", note)
+
+    def _discard(self, old: Path) -> None:
+        foreign, failed = 0, None
         for dirpath, dirnames, filenames in os.walk(old, topdown=False):
             for name in [*filenames, *(d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))]:
                 path = os.path.join(dirpath, name)
@@ -381,14 +406,19 @@ class StagedFolder:
                     continue
                 if (relative.split("/")[0] in self._dropped or stat.S_ISLNK(info.st_mode)
                         or self._linked.get(relative) == (info.st_ino, info.st_mtime_ns, info.st_size)):
-                    os.unlink(path)
+                    try:
+                        os.unlink(path)
+                    except OSError as exc:  # (the others are still deleted; `_discard_old` says what stays)
+                        failed = failed or exc
                 else:
                     foreign += 1
             with contextlib.suppress(OSError):
                 if dirpath != str(old):
                     os.rmdir(dirpath)
+        if failed is not None:
+            raise failed
         if not foreign:
-            shutil.rmtree(old, ignore_errors=True)
+            shutil.rmtree(old)
             return
         kept = self.target.with_name(f"{self.target.name}{KEPT}{time.strftime('%Y%m%d-%H%M%S')}")
         rename(old, kept)

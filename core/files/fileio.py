@@ -325,24 +325,31 @@ def write_temp(path: Path, data: bytes | Callable[[BinaryIO], object]) -> Path:
                 continue
     except OSError as exc:
         raise SegScopeError(f"{path}: cannot write here ({exc.strerror}); choose another folder") from None
+    with removed_on_failure(tmp, path), os.fdopen(fd, "wb") as f:
+        mode = _new_file_mode(path)
+        if mode is not None and hasattr(os, "fchmod"):
+            os.fchmod(f.fileno(), mode)
+        if isinstance(data, bytes):
+            f.write(data)
+        else:
+            data(f)
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp
+
+
+@contextlib.contextmanager
+def removed_on_failure(tmp: Path, path: Path) -> Iterator[None]:
+    """Delete the temporary file `tmp` (on its way to `path`) when the block fails; a failed write is one line
+    naming `path`."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            mode = _new_file_mode(path)
-            if mode is not None and hasattr(os, "fchmod"):
-                os.fchmod(f.fileno(), mode)
-            if isinstance(data, bytes):
-                f.write(data)
-            else:
-                data(f)
-            f.flush()
-            os.fsync(f.fileno())
+        yield
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise SegScopeError(f"{path}: write failed ({exc.strerror}); nothing was changed") from None
+        raise SegScopeError(f"{path}: write failed ({exc.strerror or exc}); nothing was changed") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return tmp
 
 
 def publish(tmp: Path, path: Path, overwrite: bool = False) -> Path:
@@ -425,6 +432,35 @@ def clean_once(folder: Path) -> None:
     if key not in _cleaned:
         _cleaned.add(key)
         remove_stale_temps(Path(folder))
+
+
+#: A folder with less free space than this is said to be full (`why_unwritable`): a run's result or a mask is more.
+MIN_FREE_BYTES = 64 << 20
+
+
+def why_unwritable(folder: Path) -> str:
+    """Why nothing can be kept in `folder` ("" when something can): read-only (its file system, or for this
+    user) or full; asked once, when a dataset opens, so the user hears it before any work is done."""
+    try:
+        info = os.statvfs(folder)
+    except (OSError, AttributeError):  # (no statvfs on Windows: the permission check alone)
+        info = None
+    if info is not None and info.f_flag & getattr(os, "ST_RDONLY", 1):
+        return "it is on a read-only file system"
+    if not os.access(folder, os.W_OK):
+        return "the folder is read-only for this user"
+    if info is not None and info.f_bavail * info.f_frsize < MIN_FREE_BYTES:
+        return f"its disk is full ({info.f_bavail * info.f_frsize >> 20} MiB free)"
+    return ""
+
+
+def gone(folder: Path, what: str) -> SegScopeError | None:
+    """The error for a write into `folder` when it no longer is there (renamed, moved or removed since it was
+    opened): a writer must not recreate it under its old name. None while it is a folder."""
+    if Path(folder).is_dir():
+        return None
+    return SegScopeError(f"{folder}: the folder is gone (renamed, moved or removed since it was opened); {what}: "
+                         "reopen the dataset where it is now")
 
 
 def _stale(folder: Path) -> bool:

@@ -52,9 +52,12 @@ class Stamp:
         digest = ""
         if content:
             sha = hashlib.sha256()
-            with open(path, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    sha.update(chunk)
+            try:
+                with open(path, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        sha.update(chunk)
+            except OSError as exc:
+                raise SegScopeError(f"{path}: cannot read ({exc.strerror})") from None
             digest = sha.hexdigest()
         return cls(info.st_size, info.st_mtime_ns, info.st_ino, digest)
 

@@ -36,10 +36,17 @@ class ReviewQueueModel:
         self._order: list[tuple[tuple, str]] = []  # (rank, key), best first
         self._entries: dict[str, ReviewEntry] = {}  # by key
         self._standing: dict[str, list[str]] = {}  # each key's decisions, the standing one last
-        if log is not None:
-            for decision in log.read():
+        #: This session's decisions on the image on screen, for undo: each entry and what its `apply` returned.
+        self._history: list[tuple[ReviewEntry, object]] = []
+        self.reload()
+
+    def reload(self) -> None:
+        """No entry, and the decisions of the log (another dataset's, once `log` is set to it) standing."""
+        self._standing.clear()
+        if self.log is not None:
+            for decision in self.log.read():
                 self._remember(decision.entry, decision.decision)
-        self._history: list[ReviewEntry] = []  # this session's decisions on the current image, for undo
+        self.clear()
 
     # --- entries -----------------------------------------------------------------------------------------
 
@@ -103,33 +110,38 @@ class ReviewQueueModel:
         return None
 
     def decide(self, decision: str, apply: Callable[[ReviewEntry, str], object]) -> ReviewEntry | None:
-        """The current entry decided: `apply(entry, decision)` changes the truth (the mask document), the decision is
-        logged, then the next entry not yet decided becomes current (returned; None: none is left)."""
+        """The current entry decided: `apply(entry, decision)` changes the truth (the mask document; what it returns
+        is handed to `undo`'s `revert`), the decision is logged, then the next entry not yet decided becomes
+        current (returned; None: none is left)."""
         entry = self.current
         if entry is None:
             return None
-        apply(entry, decision)
+        done = apply(entry, decision)
         self._record(entry, decision)
-        if self._history and self._history[-1].image != entry.image:
+        if self._history and self._history[-1][0].image != entry.image:
             self._history.clear()  # undo reaches back only over the image on screen (its document's edits)
-        self._history.append(entry)
+        self._history.append((entry, done))
         self.events.changed.emit()
         return self.step(1)
 
-    def undo(self, revert: Callable[[ReviewEntry, str], object]) -> ReviewEntry | None:
-        """Take back the last decision of this session on the image on screen: `revert(entry, decision)` undoes its
-        edit (the mask document's undo), an undo is logged, and the entry is current again (None: nothing to
-        undo)."""
+    def undo(self, revert: Callable[[ReviewEntry, str, object], object]) -> ReviewEntry | None:
+        """Take back the last decision of this session on the image on screen: `revert(entry, decision, done)`
+        undoes its edit (`done`: what `apply` returned; the mask document's undo), an undo is logged, and the entry
+        is current again (None: nothing to undo)."""
         if not self._history:
             return None
-        entry = self._history.pop()
+        entry, done = self._history.pop()
         decision = self.decision(entry)
         if decision is not None:
-            revert(entry, decision)
+            revert(entry, decision, done)
             self._record(entry, UNDO)
         self.current = entry
         self.events.changed.emit()
         return entry
+
+    def last_decided(self) -> ReviewEntry | None:
+        """The entry `undo` would take back (None: none)."""
+        return self._history[-1][0] if self._history else None
 
     def leave_image(self) -> None:
         """The image on screen goes (saved): its decisions can no longer be undone here."""

@@ -10,11 +10,13 @@ newest always).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..backends.base import Capabilities
 from ..dataset.dataset import Dataset
+from ..errors import SegScopeError
+from ..files.stamp import Stamp
 from ..result import InferenceResult
 from ..roi import Roi
 from ..wholeslide.evaluate import TiledEvaluation
@@ -24,7 +26,7 @@ from .runs import RunHistory, RunRecord
 #: Whole-slide runs kept in memory (their stitched canvases), newest first; the newest is always kept.
 SLIDE_RUN_BYTES = 1536 << 20
 #: Why an image's newest run no longer answers for it (`Answer.stale`).
-ROI_CHANGED, OTHER_MODEL = "ROI changed", "another model"
+ROI_CHANGED, OTHER_MODEL, IMAGE_CHANGED = "ROI changed", "another model", "image changed"
 #: Where an answer comes from (`Answer.source`).
 RUN, WHOLE_SLIDE = "run", "whole slide"
 
@@ -48,6 +50,7 @@ class SessionResults:
     backend: BackendState | None
     roi_for: Callable[[str], Roi]
     _sizes: dict[str, tuple[int, int]]
+    _dataset: Callable[[], Dataset]
 
     def __init__(self, history: RunHistory | None) -> None:
         self.history = history if history is not None else RunHistory()
@@ -55,12 +58,14 @@ class SessionResults:
         self._slide_keys: dict[str, int] = {}  # by image id: which whole-slide run it is
         self._slide_count = itertools.count(1)
         self._parts: dict[str, tuple[tuple[object, ...], InferenceResult | None]] = {}  # the part under each ROI
+        self._image_changed: set[str] = set()  # images whose file changed after their newest run read it
 
     def _forget_results(self) -> None:
         """Another dataset: none of these images' results apply."""
         self.history.clear()
         self.slide_runs.clear()
         self._parts.clear()
+        self._image_changed.clear()
 
     @property
     def capabilities(self) -> Capabilities | None:
@@ -89,11 +94,14 @@ class SessionResults:
         return answer.result if answer is not None else None
 
     def stale_reason(self, item_id: str) -> str:
-        """Why the image's newest run no longer answers for it ("" when it does): `ROI_CHANGED` (computed on
-        another ROI than the image has now) or `OTHER_MODEL` (by another model than the one open)."""
+        """Why the image's newest run no longer answers for it ("" when it does): `IMAGE_CHANGED` (its image file
+        changed since the run read it, as last looked at by `check_images`), `ROI_CHANGED` (computed on another
+        ROI than the image has now) or `OTHER_MODEL` (by another model than the one open)."""
         record = self.newest(item_id)
         if record is None:
             return ""
+        if item_id in self._image_changed:
+            return IMAGE_CHANGED
         if record.roi != self.roi_for(item_id):
             return ROI_CHANGED
         model = self.backend.model if self.backend is not None else ""
@@ -101,6 +109,25 @@ class SessionResults:
 
     def is_stale(self, item_id: str) -> bool:
         return bool(self.stale_reason(item_id))
+
+    def check_images(self, item_ids: Iterable[str]) -> list[str]:
+        """Look at the image files of these images' newest runs (a `stat` each: call on a look, a focus, a run,
+        a restore): returns those whose staleness by `IMAGE_CHANGED` changed, for their views to follow."""
+        dataset, changed = self._dataset(), []
+        for item_id in item_ids:
+            record = self.newest(item_id)
+            read = record.result.image if record is not None and record.result is not None else None
+            if read is None or item_id not in dataset:
+                continue
+            try:
+                now = Stamp.of(dataset.item(item_id).image_path)
+            except SegScopeError:
+                now = Stamp()  # (unreadable now: not the image that was run)
+            differs = not read.same(now)
+            if differs != (item_id in self._image_changed):
+                (self._image_changed.add if differs else self._image_changed.discard)(item_id)
+                changed.append(item_id)
+        return changed
 
     def slide_run_of(self, item_id: str) -> TiledEvaluation | None:
         """The image's newest whole-slide run kept in memory."""
@@ -125,7 +152,7 @@ class SessionResults:
         stale = self.stale_reason(item_id)
         if record is not None and not stale:
             return Answer(record.result, (RUN, record.id), RUN, "", record.class_names)
-        if item_id in self.slide_runs:
+        if item_id in self.slide_runs and stale != IMAGE_CHANGED:  # (it may be of the old image too)
             roi = self.roi_for(item_id)
             part = self.stitched_result(item_id, roi)
             if part is not None:
@@ -140,9 +167,9 @@ class SessionResults:
 
     def answered_ids(self, dataset: Dataset | None) -> list[str]:
         """Images something answers for (a run or a whole-slide run), in dataset order."""
-        if dataset is None:
-            return []
         ran = self.history.image_ids()
+        if dataset is None or not (ran or self.slide_runs):  # (a dataset opened before any run: no walk)
+            return []
         return [item.id for item in dataset.items if item.id in ran or item.id in self.slide_runs]
 
     @property
@@ -156,6 +183,7 @@ class SessionResults:
     def _keep_run(self, item_id: str, result: InferenceResult, restored: bool = False) -> RunRecord:
         """Keep a run's result (`restored`: an earlier session's, by a model not known)."""
         record = self.history.add(item_id, result, None if restored else self.capabilities)
+        self._image_changed.discard(item_id)  # (a restored run's image is looked at as it is taken)
         self._sizes.setdefault(item_id, result.image_size)
         return record
 

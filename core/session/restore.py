@@ -4,12 +4,13 @@ against today's mask (`Session.restore_entries` hands these to `Session.adopt_re
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..dataset.dataset import Dataset
 from ..errors import SegScopeError
 from ..evaluate import score
+from ..files.stamp import Stamp
 from ..metrics.scores import ImageMetrics
 from ..result import InferenceResult
 from ..wholeslide.evaluate import TiledEvaluation
@@ -29,6 +30,22 @@ class Restored:
     note: str = ""
 
 
+def _same_content(result: InferenceResult, image_path: Path) -> InferenceResult:
+    """`result` whose image file now has another size, time or inode but the content its run read (a dataset
+    copied or touched between sessions) made of the file as it is now, so it is not taken for changed; any
+    other result as it is (the session then looks at the file: `Session.check_images`)."""
+    read = result.image
+    if read is None or not read.sha256:
+        return result
+    try:
+        if read.same(Stamp.of(image_path)):
+            return result
+        now = Stamp.of(image_path, content=True)
+    except (OSError, SegScopeError):
+        return result
+    return replace(result, image=now) if now.sha256 == read.sha256 else result
+
+
 def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored]:
     """What `store` keeps of `dataset`, each read and re-scored against today's mask on disk as it is asked for
     (reads and scores only: any thread), a line for each entry that cannot be read."""
@@ -41,12 +58,13 @@ def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored
         item = known.get(entry.image_id)
         if item is None:
             continue
+        result = _same_content(entry.result, item.image_path)
         try:
-            metrics = score(dataset, item, entry.result).metrics  # as a run scores (a tiled mask: its region)
+            metrics = score(dataset, item, result).metrics  # as a run scores (a tiled mask: its region)
         except SegScopeError as exc:
             yield Restored(root, note=f"{item.id}: stored result not restored: {exc}")
             continue
-        yield Restored(root, item.id, entry.result, metrics=metrics)
+        yield Restored(root, item.id, result, metrics=metrics)
     for slide in store.slides():
         if isinstance(slide, str):
             yield Restored(root, note=slide)

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Union
 
 import numpy as np
 
 from ..backends.base import Backend
 from ..dataset.dataset import Dataset, DatasetItem
-from ..errors import CancelledError, describe
+from ..errors import CancelledError, SegScopeError, describe
 from ..evaluate import ImageEvaluation, evaluate_dataset
+from ..files.stamp import Stamp
 from ..quality.spec import MetricSpec
 from ..roi import Roi
 from ..slides import SlideReader
@@ -84,12 +85,16 @@ def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, 
         return outcome
 
     for item in batch.items:
+        if item.problem:  # (a folder of the dataset that cannot be read: `DatasetItem.problem` says why)
+            yield step(Failed(item.id, item.problem))
+            continue
         try:
             rois.setdefault(item.id, dataset.roi_for(item))
         except Exception as exc:  # noqa: BLE001 - one unreadable image must not end the batch
             yield step(Failed(item.id, *describe_as(exc)))
             continue
         remaining.append(item)
+    images = {item.id: _image_stamp(item) for item in remaining}  # before any is read (see `InferenceResult.image`)
     while remaining and not cancel.is_set():
         if backend is None:
             for item in remaining:
@@ -101,7 +106,8 @@ def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, 
                                                sources=batch.sources, masks=batch.masks, stream=batch.stream,
                                                quality=batch.quality):
                 yielded += 1
-                yield step(Evaluated(evaluation))
+                result = replace(evaluation.result, image=images.get(evaluation.item.id))
+                yield step(Evaluated(replace(evaluation, result=result)))
                 if cancel.is_set():
                     return
             remaining = []
@@ -112,6 +118,18 @@ def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, 
                 return
             yield step(Failed(remaining[yielded].id, *describe_as(exc)))
             remaining = remaining[yielded + 1 :]
+
+
+#: Images up to this size get a content key (SHA-256) besides size, time and inode: a copied or touched dataset
+#: is then known unchanged across restarts (`core.session.restore`); a larger slide costs too much to hash.
+CONTENT_KEY_BYTES = 64 << 20
+
+
+def _image_stamp(item: DatasetItem) -> Stamp | None:
+    try:
+        return Stamp.of(item.image_path, content=item.image_path.stat().st_size <= CONTENT_KEY_BYTES)
+    except (OSError, SegScopeError):
+        return None  # (its read fails and says why)
 
 
 def slide_steps(dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan, backend: Backend | None,

@@ -26,7 +26,7 @@ each image's newest result and whole-slide run are kept on disk (`core.session.s
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -35,15 +35,18 @@ import numpy as np
 
 from ..dataset.dataset import Dataset, DatasetItem
 from ..dataset.preflight import set_mask_rule, truth_refusal
+from ..editing.autosave import AutoSave
 from ..editing.document import MaskDocument
 from ..errors import SegScopeError
 from ..events import Evented
 from ..export.job import Exportable, ExportChoices
 from ..export.job import Progress as ExportProgress
+from ..files.fileio import why_unwritable
 from ..metrics import catalogue
 from ..metrics.catalogue import Metric
 from ..quality.spec import MetricSpec
 from ..roi import Roi
+from ..wholeslide.plan import OutputPlan, SlideRun, gigabytes, output_plan
 from ..wording import plural
 from .answers import SessionResults
 from .backend_state import BackendState
@@ -62,6 +65,7 @@ from .events import (
 )
 from .jobs import Job, StreamJob
 from .restore import Restored, restored_entries
+from .review import SessionReview
 from .roi_undo import RoiUndo
 from .running import Describe, describe_error
 from .runs import RunHistory, RunRecord
@@ -102,9 +106,11 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.backend = backend  # the viewer's backend (None headless: no model is open)
         self.describe_as = describe_as  # how run errors are worded (the viewer names its controls)
         self.recovery_dir: Path | None = None
+        self.autosave = AutoSave()  # the unsaved edits' recovery file (a window's timer triggers it)
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
         self.roi_moves = RoiUndo()
         self._export_cancel: threading.Event | None = None  # the running export's (`start_export`)
+        self.review = SessionReview(self)  # the review queue over the dataset (`core.session.review`)
         if backend is not None:
             backend.events.opened.connect(lambda *_args: self._all_changed())  # another model: answers change
 
@@ -128,9 +134,12 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.document = None
         self.current = None
         self.dataset = dataset
+        damaged = [item for item in dataset.items if item.problem]  # (`Dataset.open(partial=True)`)
+        for item in damaged:
+            self._outcomes[item.id] = Outcome(UNREADABLE, item.problem)
         kept = self.answered_ids(dataset)
-        if kept:
-            self._all_changed()  # the truths were read again: the numbers are scored again
+        if kept or damaged:
+            self._items_changed([*kept, *(item.id for item in damaged)])  # (kept: their truths are read again)
         return self._restore_job(dataset, new_folder, len(kept))
 
     def read_truths_by_model(self) -> bool:
@@ -180,6 +189,9 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
 
         def work() -> Iterator[Found]:
             yield Counted(sum(dataset.truth(item) is not None for item in dataset.items))
+            why = why_unwritable(dataset.root)
+            if why:  # said at once, before any run or edit is made that could not be kept
+                yield Restored(dataset.root, note=f"{dataset.root}: runs and edits cannot be kept here: {why}")
             yield recovered_edits(dataset, recovery_dir)
             if store is not None:
                 yield from restored_entries(store, dataset)
@@ -213,6 +225,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             if self.newest(item_id) is not None:  # a run of this session is newer
                 return False
             record = self._keep_run(item_id, entry.result, restored=True)
+            self.check_images((item_id,))  # (its image may have changed between the sessions)
             self.events.result_added.emit(ResultAdded(item_id, record, restored=True))
             self._scored(item_id, self._run_key(record, scored_on, MetricSpec()), entry.metrics)
             return True
@@ -223,6 +236,12 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             self._item_changed(item_id)
             return True
         return False
+
+    def look_at_images(self, item_ids: Iterable[str]) -> None:
+        """Whether these images' files changed since their newest runs read them (`check_images`), now: on a
+        look (`select`), and when the window gets the focus back; their views follow."""
+        for item_id in self.check_images(item_ids):
+            self._item_changed(item_id)
 
     def flush(self) -> None:
         """Wait until every result is on disk (before closing, or reading the store elsewhere)."""
@@ -247,6 +266,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._leaving()
         self.document = None
         self.current = item
+        self.look_at_images((item_id,))
 
         def read() -> tuple[tuple[int, int], np.ndarray | None]:
             size = dataset.image_size(item)
@@ -322,7 +342,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         if undoable:
             self.roi_moves.record(item_id, before, roi)
         try:
-            dataset.set_roi(item, roi)
+            for warning in dataset.set_roi(item, roi):
+                self.events.message.emit(Message("warning", warning))
         finally:
             self._roi_moved(item_id, roi)
         return roi
@@ -338,7 +359,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         item_id = self.current.id
         before = self.roi_for(item_id)
         try:
-            self._dataset().reset_roi(self.current)  # forgets the picked ROI: the default rule applies again
+            for warning in self._dataset().reset_roi(self.current):  # the default rule applies again
+                self.events.message.emit(Message("warning", warning))
         finally:
             after = self.roi_for(item_id)
             if after != before:
@@ -363,6 +385,32 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     def result_ids(self) -> list[str]:
         """Images with a result to show or export (a run's, or a whole-slide run's part), in dataset order."""
         return [item_id for item_id in self.answered_ids(self.dataset) if self.result(item_id) is not None]
+
+    # ------------------------------------------------------------------------------------------ whole slide
+    def slide_run(self, size: tuple[int, int]) -> SlideRun | None:
+        """A whole-slide run, with the open model, of a slide of `size` (None: no dataset or no model open)."""
+        dataset, capabilities = self.dataset, self.capabilities
+        if dataset is None or capabilities is None:
+            return None
+        return SlideRun.of(size, dataset.default_roi, capabilities)
+
+    def whole_slide_plan(self, size: tuple[int, int], chosen: float = 0.0) -> OutputPlan:
+        """How the current image's slide of `size` runs whole (`output_plan`: at `chosen`, 0 automatic); the plan
+        and tile count `run_whole_slide` takes. SegScopeError (one line): no model, or `chosen` over the bound."""
+        run = self.slide_run(size)
+        if run is None or self.current is None:
+            raise SegScopeError("Select an image and open a backend first")
+        return output_plan(run, chosen)
+
+    def unkept(self, run: SlideRun, scale: float) -> str:
+        """Why `run`'s result at output `scale` will not be restored when the dataset is reopened (larger than the
+        session's store keeps on disk), or "" when it will be (or nothing is stored)."""
+        store = self.store
+        size = run.stored_bytes(scale)
+        if store is None or store.keeps(size):
+            return ""
+        return (f"its result ({gigabytes(size)}) is more than the {gigabytes(store.max_bytes)} this dataset keeps "
+                "on disk: it is kept until the dataset is closed, and not restored when it is reopened")
 
     # ------------------------------------------------------------------------------------------- export
     def start_export(self, choices: ExportChoices) -> Callable[[], Iterator[ExportProgress]]:

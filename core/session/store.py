@@ -31,7 +31,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import InputError, SegScopeError, one_line
-from ..files.fileio import atomic_write_bytes, read_bytes, remove_stale_temps
+from ..files.fileio import atomic_write_bytes, gone, read_bytes, remove_stale_temps
+from ..files.stamp import Stamp
 from ..files.untrusted_json import parse_json
 from ..result import InferenceResult
 from ..roi import Roi
@@ -125,13 +126,20 @@ class SessionStore:
         """Store the newest result of an image (replacing its older one), then keep within `max_bytes`."""
         meta = {"id": image_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
                 "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
-                "roi_note": result.roi_note}
+                "roi_note": result.roi_note, **({"image": asdict(result.image)} if result.image else {})}
+        self._check_dataset()
         buffer = io.BytesIO()
         np.savez(buffer, probabilities=result.probabilities, argmax=result.argmax,
                  meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
         path = atomic_write_bytes(self.folder / _file_name(image_id), buffer.getvalue(), overwrite=True)
         self._trim(keep=path)
         return path
+
+    def _check_dataset(self) -> None:
+        """A dataset folder renamed or removed since it was opened is not recreated by a store write."""
+        error = gone(self.folder.parent, "results are kept for this session only")
+        if error is not None:
+            raise error
 
     def keeps(self, nbytes: int) -> bool:
         """Whether a whole-slide run whose arrays hold `nbytes` is stored (else it is kept for the session)."""
@@ -141,6 +149,7 @@ class SessionStore:
         """Store an image's newest whole-slide run (replacing its older one), then keep within `max_bytes`.
         A run the store does not `keep` is not stored, and the image's older run is removed (None)."""
         stitched, image_id = evaluation.stitched, evaluation.item.id
+        self._check_dataset()
         if not self.keeps(stitched.nbytes):
             (self.slides_folder / _file_name(image_id)).unlink(missing_ok=True)
             return None
@@ -270,7 +279,7 @@ def read_stored(path: Path) -> StoredResult:
         raise SegScopeError("its metadata field roi_note is not a string")
     result = InferenceResult(probabilities, argmax, box, (size[0], size[1]),
                              {str(k): float(v) for k, v in timings.items()}, meta.get("backend", ""),
-                             threshold, roi_note)
+                             threshold, roi_note, _image(meta.get("image")))
     return StoredResult(meta["id"], result)
 
 
@@ -292,6 +301,16 @@ def read_slide(path: Path) -> StoredSlide:
     stitched = Stitched(region, float(scale), (slide_size[0], slide_size[1]), probabilities, arrays["argmax"], seams,
                         covered, _threshold(meta))
     return StoredSlide(meta["id"], stitched, tiles, float(seconds), _plan(meta.get("plan")))
+
+
+def _image(image: object) -> Stamp | None:
+    """The stored identity of the run's image file (none in results stored before it was kept)."""
+    if image is None:
+        return None
+    if not (isinstance(image, dict) and set(image) == {"size", "mtime_ns", "inode", "sha256"}
+            and all(type(image[k]) is int for k in ("size", "mtime_ns", "inode")) and isinstance(image["sha256"], str)):
+        raise SegScopeError("its metadata field image is not a file's size, time, inode and SHA-256")
+    return Stamp(image["size"], image["mtime_ns"], image["inode"], image["sha256"])
 
 
 def _threshold(meta: dict[str, Any]) -> float | None:

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..metrics.scores import ImageMetrics
-from .answers import OTHER_MODEL, ROI_CHANGED, RUN, WHOLE_SLIDE, Answer
+from .answers import IMAGE_CHANGED, OTHER_MODEL, ROI_CHANGED, RUN, WHOLE_SLIDE, Answer
 from .session import Session
 
 #: A row's Status while its result no longer answers for the image, by `Answer.stale`.
-STALE_STATUS = {ROI_CHANGED: ROI_CHANGED, OTHER_MODEL: "other model"}
+STALE_STATUS = {ROI_CHANGED: ROI_CHANGED, OTHER_MODEL: "other model", IMAGE_CHANGED: IMAGE_CHANGED}
 #: The note beside numbers that do not answer for the image, by `Answer.stale`, and while they are re-scored.
 STALE_NOTES = {ROI_CHANGED: "ROI changed since this run: these numbers are of the old ROI — run again",
-               OTHER_MODEL: "computed by another model than the one open — run again"}
+               OTHER_MODEL: "computed by another model than the one open — run again",
+               IMAGE_CHANGED: "the image file changed since this run: these numbers are of the old image — run again"}
 RESCORING = "re-scoring…"
 DROPPED = "its run's arrays were dropped to save memory: run it again to score it against its mask now"
 DONE, DONE_NO_MASK = "done", "done (no mask)"

@@ -19,7 +19,7 @@ import numpy as np
 import tifffile
 
 from ..errors import SegScopeError
-from ..files.fileio import publish, staging_folder, write_temp
+from ..files.fileio import publish, removed_on_failure, staging_folder, write_temp
 from .base import pyramid_sizes
 
 #: Reads level 0's box (x, y, width, height) as H x W (x 3) uint8; boxes never cross the image's edge.
@@ -40,17 +40,11 @@ def write_ome_tiff(path: Path, source: Source, size: tuple[int, int], *, channel
     read = _region_reader(path, source, size, channels)
     sizes = pyramid_sizes(width, height, tile)
     tmp = write_temp(path, b"")
-    try:
+    with removed_on_failure(tmp, path):
         with staging_folder(path.parent) as scratch:  # the reduced levels' memmaps
             _write(tmp, read, sizes, channels, tile, compression, resample, pixel_size_um, scratch)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise SegScopeError(f"{path}: write failed ({exc.strerror or exc}); nothing was changed") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return publish(tmp, path, overwrite)
 
 

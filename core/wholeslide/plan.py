@@ -1,14 +1,15 @@
 """The plan of a viewer's whole-slide run, without Qt: tiles of the dataset's ROI size (the scale the model was
 trained at) overlapping by twice the model's edge effect, each counted only inside it (`TilePlan`'s default,
 with a seams map), at the model's own output scale or another one, and what the stitched canvases need at a
-scale against their memory bound (the viewer words the choice for the user); what an overlap costs, in words
-(the CLI's note and the viewer's message)."""
+scale against their memory bound, and the policy that picks the scale (`output_plan`); what an overlap costs, in
+words (the CLI's note and the viewer's message)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from ..backends.base import Capabilities
+from ..errors import SegScopeError
 from ..roi import Roi
 from .evaluate import TilePlan
 from .tiling import DEFAULT_MAX_CANVAS_BYTES, canvas_bytes, fitting_scale, output_size, stitched_bytes
@@ -79,3 +80,40 @@ class SlideRun:
     def overlap_note(self, plan: TilePlan) -> str:
         """`plan`'s overlap and its cost on this slide, as one clause."""
         return overlap_note(plan, self.tiles(plan), plain_tiles(plan, self.region, self.size))
+
+
+def gigabytes(size: int) -> str:
+    return f"{size / 1e9:.1f} GB"
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """A whole-slide run as it will go: its tiling, how many tiles, and why its output scale is not the model's
+    own ("" when it is)."""
+
+    plan: TilePlan
+    tiles: int
+    scale_note: str = ""
+
+
+def output_plan(run: SlideRun, chosen: float = 0.0) -> OutputPlan:
+    """The output-scale policy of a viewer's whole-slide run: `chosen` (0: automatic) when its canvases fit the
+    memory bound, else refused (one line naming the largest that fits); automatic is the model's own scale unless
+    its canvases would pass the bound, then the largest scale that fits, said in the note."""
+    own = run.own_scale
+    scale = chosen or own
+    needed, bound = run.needed(scale), gigabytes(run.max_bytes)
+    note = ""
+    if needed > run.max_bytes:
+        fitting = run.fitting(scale)
+        if chosen:
+            raise SegScopeError(f"At output scale {chosen:.4g} the stitched result needs {gigabytes(needed)}, over "
+                                f"the {bound} bound: choose {fitting:.4g} or less (or Automatic) in Run > "
+                                "Whole-slide output scale…")
+        note = (f"output scale {fitting:.4g} (automatic: the model's own {own:.4g} would need "
+                f"{gigabytes(needed)}, over the {bound} bound)")
+        scale = fitting
+    elif chosen:
+        note = f"output scale {chosen:.4g} (chosen in Run > Whole-slide output scale…)"
+    plan = run.plan(scale)
+    return OutputPlan(plan, run.tiles(plan), note)

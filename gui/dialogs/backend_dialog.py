@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.backend_spec import HERE, BackendSpec, Cluster, Devices, RemoteHost, SshLogin, Where, open_backend
+from ...core.backend_spec import BackendSpec, RemoteHost, SshLogin, local_where, open_backend
 from ...core.backends.base import Backend, Capabilities
 from ...core.backends.pool import parse_devices
 from ...core.backends.registry import BACKENDS, CHOSEN_KINDS
@@ -54,7 +54,8 @@ def unavailable(kind: str) -> str:
 
 @dataclass(frozen=True)
 class BackendChoice:
-    """What the dialog picked; `open()` opens it (call it off the GUI thread: a remote connect takes time)."""
+    """What the dialog picked (kept as a profile); `spec()` is what opens (off the GUI thread: a remote connect
+    takes time)."""
 
     kind: str = "embedded"
     pipeline: Path = DEFAULT_PIPELINE
@@ -71,17 +72,6 @@ class BackendChoice:
     devices: str = ""
     cluster: str = ""
 
-    def check(self) -> None:
-        """Raise the CLI's one-line error for a devices or cluster field it would refuse."""
-        if self.kind == "remote":
-            return
-        if self.devices and self.cluster:
-            raise SegScopeError("Devices and Cluster: choose one (a cluster's workers run the stream)")
-        if self.devices:
-            parse_devices(self.devices, "Devices")
-        if self.cluster:
-            check_address(self.cluster)
-
     @property
     def target(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -95,20 +85,16 @@ class BackendChoice:
         return self.sdk_path if self.sdk_path.endswith(".sh") else f"{self.sdk_path.rstrip('/')}/set_env.sh"
 
     def spec(self) -> BackendSpec:
-        """What to open; the CLI's one-line error for a devices or cluster field it would refuse."""
+        """What to open; the CLI's one-line error (its rule, `local_where`) for devices or cluster fields it would
+        refuse, naming the fields."""
         accepted = self.accepted_fingerprint or False
         if self.kind == "remote":  # the worker opens "auto" on the host (MindX when it imports)
             login = SshLogin(accepted, set_env=self.set_env, password=self.password or None,
                              key_filename=Path(self.key_file).expanduser() if self.key_file else None)
             return BackendSpec("auto", self.pipeline, RemoteHost(self.target, login))
-        self.check()
-        where: Where = Cluster(self.cluster, SshLogin(accepted)) if self.cluster else \
-            Devices(parse_devices(self.devices)) if self.devices else HERE
+        where = local_where(self.devices or None, self.cluster or None, SshLogin(accepted), ("Devices", "Cluster"))
         sdk_home = Path(self.sdk_path).expanduser() if self.sdk_path else None  # where an SDK kind looks
         return BackendSpec(self.kind, self.pipeline, where, sdk_home=sdk_home)
-
-    def open(self) -> Backend:
-        return open_backend(self.spec())
 
     def describe(self) -> str:
         if self.kind == "remote":
@@ -312,7 +298,7 @@ class BackendDialog(QDialog):
         of another name for an .onnx, a folder of several pipelines) the status says it, for a second look."""
         typed = Path(self.pipeline_edit.text().strip())
         try:
-            self.choice().check()
+            self.choice().spec()
             resolved = resolve_source(typed)
         except SegScopeError as exc:
             self.status_label.setText(str(exc))
@@ -351,7 +337,8 @@ class BackendDialog(QDialog):
             return
         self.test_button.setEnabled(False)
         self.status_label.setText("Connecting…")
-        self._probe = self.jobs.submit(None, partial(probe, self.choice().open), self._on_probe_done)
+        choice = self.choice()
+        self._probe = self.jobs.submit(None, partial(probe, lambda: open_backend(choice.spec())), self._on_probe_done)
 
     def _on_probe_done(self, answer: tuple[Capabilities | None, Exception | None]) -> None:
         capabilities, error = answer

@@ -1,19 +1,20 @@
-"""Nothing of a mask edit is lost: unsaved edits are auto-saved to a recovery file on the job runner's `AUTOSAVE`
-lane (one write at a time, on a snapshot of the mask it copies while the edits go on), brought back by the
-session when the dataset is reopened after a crash (and asked about once), and asked about before they go."""
+"""Nothing of a mask edit is lost: the window's timer triggers the session's auto-save (`core.editing.autosave`)
+on the job runner's `AUTOSAVE` lane (one write at a time, on a snapshot of the mask it copies while the edits go
+on); edits a crash left are brought back by the session when the dataset is reopened (and asked about once);
+unsaved edits are asked about before they go, and a save another writer got in first asks what to keep."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from ...core.editing.annotation import MaskEditor
-from ...core.editing.files import write_recovery
+from ...core.editing.autosave import AutoSave
+from ...core.session.events import SaveConflict
 from ..runtime.jobs import AUTOSAVE, Job, Jobs
 
 #: Auto-save period while there are unsaved edits: a crash loses at most this much work.
@@ -23,18 +24,27 @@ Button = QMessageBox.StandardButton
 
 
 class Autosaver(QObject):
-    """While `timer` runs (`follow(dirty)`), it calls `autosave`, which hands a snapshot to `submit`."""
+    """While `timer` runs (`follow(dirty)`), it calls `autosave`, which hands a snapshot to `submit`; the
+    service (`AutoSave`, the session's) does the rest."""
 
-    #: a one-line warning for the message area
+    #: a one-line warning for the message area (once per run of failures)
     failed = Signal(str)
 
-    def __init__(self, autosave: Callable[[], None], jobs: Jobs, parent: QObject | None = None) -> None:
+    def __init__(self, autosave: Callable[[], None], jobs: Jobs, service: AutoSave,
+                 parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.jobs = jobs
+        self.jobs, self.service = jobs, service
         self.timer = QTimer(self, interval=AUTOSAVE_MS)
         self.timer.timeout.connect(autosave)
         self.job: Job | None = None
-        self.saved_version = 0  # the editor version the recovery file holds
+
+    @property
+    def saved_version(self) -> int:
+        return self.service.saved_version
+
+    @saved_version.setter
+    def saved_version(self, version: int) -> None:
+        self.service.saved_version = version
 
     def follow(self, dirty: bool) -> None:
         if dirty and not self.timer.isActive():
@@ -44,18 +54,17 @@ class Autosaver(QObject):
 
     def submit(self, editor: MaskEditor, source: Path, recovery_dir: Path | None) -> None:
         """Write the recovery file of `editor`'s mask unless it holds this version or a write is running."""
-        version = editor.version
-        if not editor.dirty or self.job is not None or version == self.saved_version:
+        if self.job is not None or not self.service.due(editor):
             return
-        self.job = self.jobs.submit(None, partial(_write, editor, source, recovery_dir),
-                                    partial(self._on_finished, version), self._on_failed, lane=AUTOSAVE)
+        version = editor.version
+        self.job = self.jobs.submit(None, lambda: self.service.write(editor.snapshot(), source, recovery_dir),
+                                    lambda error: self._on_finished(version, error), self._on_failed, lane=AUTOSAVE)
 
     def _on_finished(self, version: int, error: str) -> None:
         self.job = None
-        if error:
-            self.failed.emit(f"Auto-save of the mask edits failed: {error}")
-        else:
-            self.saved_version = version
+        warning = self.service.finished(version, error)
+        if warning:
+            self.failed.emit(warning)
 
     def _on_failed(self, text: str, _details: str) -> None:
         self._on_finished(0, text)
@@ -71,14 +80,17 @@ class Autosaver(QObject):
         self.wait()
 
 
-def _write(editor: MaskEditor, source: Path, recovery_dir: Path | None) -> str:
-    """On the lane: the recovery file from a snapshot of the mask; "" or why it could not be written (a full
-    disk, a read-only folder: the user's to fix, said as such)."""
-    try:
-        write_recovery(editor.snapshot(), source, recovery_dir)
-    except OSError as exc:
-        return str(exc)
-    return ""
+def ask_conflict(parent: QWidget, conflict: SaveConflict) -> str | None:
+    """What to keep when another viewer or program changed the mask first: "copy" (mine as a copy, then
+    theirs), "theirs", "overwrite", or None (keep the edits unsaved, decide later)."""
+    box = QMessageBox(QMessageBox.Icon.Warning, "The mask changed on disk",
+                      f"{conflict.text}.\n\nYour edits of {conflict.item_id} are not saved yet.", parent=parent)
+    choices = {box.addButton("Keep mine as a copy", QMessageBox.ButtonRole.AcceptRole): "copy",
+               box.addButton("Take theirs", QMessageBox.ButtonRole.DestructiveRole): "theirs",
+               box.addButton("Overwrite theirs", QMessageBox.ButtonRole.DestructiveRole): "overwrite"}
+    box.addButton(Button.Cancel)
+    box.exec()
+    return choices.get(box.clickedButton())  # type: ignore[call-overload]
 
 
 def ask_restore(parent: QWidget, item_ids: tuple[str, ...], saved_at: float) -> bool:

@@ -1,75 +1,37 @@
 """Inference off the GUI thread.
 
-The backend lives on the job runner's `BACKEND` lane (one thread, in order): it is opened there, runs the
-session's run jobs (`Session.run`, `Session.run_whole_slide`: `core.session.jobs.RunJob`) there and is closed
-there. The controller in the GUI thread queues those jobs, hands each step back to the job (which gives it to
-the session), tracks progress and ETA and each device's share, and turns every failure into a message (never an
-exception in the GUI).
+The backend (`core.session.inference.Inference`, opening the chosen `BackendSpec`) lives on the job runner's
+`BACKEND` lane (one thread, in order): it is opened there, runs the session's run jobs (`Session.run`,
+`Session.run_whole_slide`: `core.session.jobs.RunJob`) there and is closed there. The controller in the GUI
+thread queues those jobs, hands each step back to the job (which gives it to the session), tracks progress and
+ETA and each device's share, and turns every failure into a message (never an exception in the GUI).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
-from ...core.backends.base import Backend, Capabilities
-from ...core.backends.pool import UsageLog
+from ...core.backend_spec import BackendSpec
+from ...core.backends.base import Capabilities
 from ...core.session.backend_state import BackendState
 from ...core.session.batches import run_summary
-from ...core.session.jobs import Progress, RunJob
-from ...core.session.running import Evaluated, Failed, RunStep, SlideEvaluated
+from ...core.session.inference import Inference, Message, Usage
+from ...core.session.jobs import RunJob
+from ...core.session.running import Evaluated, Failed, RunStep
 from .jobs import BACKEND, Jobs
-
-BackendFactory = Callable[[], Backend]
 
 
 class Openable(Protocol):
-    """A backend choice the controller can open (the Backend dialog's `BackendChoice`)."""
+    """A backend choice the controller can open (the Backend dialog's `BackendChoice`): what it opens, as the CLI
+    names it (`BackendSpec`), and a one-line description."""
 
     def describe(self) -> str: ...
 
-    def open(self) -> Backend: ...
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Per device or cluster worker: `UsageLog.as_dicts()`, `UsageLog.lines()`."""
-
-    devices: list
-    lines: list
-
-
-#: What a run on the backend lane yields to the GUI thread, in order.
-Message = Union[Evaluated, SlideEvaluated, Failed, Usage]
-
-
-class Inference:
-    """The open backend; its methods run on the `BACKEND` lane only (`cancel` of the backend aside)."""
-
-    def __init__(self) -> None:
-        self.backend: Backend | None = None
-
-    def open(self, factory: BackendFactory) -> Capabilities:
-        self.backend = factory()
-        return self.backend.capabilities
-
-    def close(self) -> None:
-        backend, self.backend = self.backend, None
-        if backend is not None:
-            backend.close()
-
-    def run(self, job: RunJob[RunStep], progress: Progress) -> Iterator[Message]:
-        """The job's steps on the open backend, each followed by the devices' counts where it keeps them."""
-        for step in job.work(self.backend, job.cancel, progress):  # type: ignore[arg-type]  # None: said per image
-            yield step
-            usage = getattr(self.backend, "usage", None)
-            if isinstance(usage, UsageLog):
-                yield Usage(usage.as_dicts(), usage.lines())
+    def spec(self) -> BackendSpec: ...
 
 
 class RunController(QObject):
@@ -103,7 +65,7 @@ class RunController(QObject):
     def _open(self, choice: Openable) -> None:
         """Close the backend open now, then open `choice`'s, both on the backend lane."""
         self.jobs.submit(None, self._inference.close, None, partial(self._warn, "Closing the backend: "), lane=BACKEND)
-        self.jobs.submit(None, partial(self._inference.open, choice.open), self._on_opened, self._on_open_failed,
+        self.jobs.submit(None, lambda: self._inference.open(choice.spec()), self._on_opened, self._on_open_failed,
                          lane=BACKEND)
 
     def run(self, job: RunJob[RunStep]) -> bool:
@@ -116,7 +78,7 @@ class RunController(QObject):
         self._job, self._counts, self._started = job, [0, 0], time.perf_counter()
         self.state.set_busy(True)
         self.progress.emit(0, job.total, float("nan"))
-        self.jobs.stream(None, partial(self._inference.run, job, self.jobs.relay(self._on_progress)),
+        self.jobs.stream(None, partial(self._inference.run, job, self.jobs.relay_latest(self._on_progress)),
                          partial(self._on_message, job), partial(self._on_done, job), partial(self._on_failed, job),
                          lane=BACKEND)
         return True

@@ -43,6 +43,8 @@ class ViewerCommands(QObject):
 
     message = Signal(str, str, str)
     note = Signal(str, int)
+    #: What a long preparation of the dataset being opened is doing, for the empty views ("": it ended).
+    preparing = Signal(str)
 
     def __init__(self, session: Session, jobs: Jobs, controller: RunController, open_slide: OpenSlide,
                  panel: DatasetPanel, editing: MaskEditing, roi_control: RoiControl, whole_slide: WholeSlide,
@@ -60,16 +62,21 @@ class ViewerCommands(QObject):
             session.backend.events.opened.connect(lambda _opened: self._check_truths())
 
     # ---------------------------------------------------------------------------------- dataset, image
-    def open_dataset(self, path: Path) -> bool:
+    def open_dataset(self, path: Path, prepare: Callable[[Path], object] | None = None, saying: str = "") -> bool:
         """Open the dataset folder `path`: it is listed on a worker (`OPENING`: the window stays live, the status bar
         says so, a newer open supersedes it) and shown once listed; edits a crash left and runs an earlier session
-        kept come back in the background after that. False when it cannot start now (a run in progress, unsaved
-        edits not settled); a folder that does not open is an error in Messages, forgotten from the recent list."""
-        if not self._may_leave(lambda: self.open_dataset(path)):
+        kept come back in the background after that. `prepare(path)` runs on that worker first (the demo dataset
+        generated on a first start), `saying` what the window says meanwhile ("": "Opening <path>…"). False when
+        it cannot start now (a run in progress, unsaved edits not settled); a folder that does not open is an error
+        in Messages, forgotten from the recent list."""
+        if not self._may_leave(lambda: self.open_dataset(path, prepare, saying)):
             return False
         path = Path(path)
-        self.note.emit(f"Opening {path}…", 0)
-        self.jobs.submit(OPENING, partial(Dataset.open, path), self._show_dataset, partial(self._open_failed, path))
+        self.note.emit(saying or f"Opening {path}…", 0)
+        if saying:
+            self.preparing.emit(saying)
+        self.jobs.submit(OPENING, partial(_open_folder, path, prepare), self._show_dataset,
+                         partial(self._open_failed, path))
         return True
 
     def _may_leave(self, retry: Callable[[], object]) -> bool:
@@ -97,6 +104,7 @@ class ViewerCommands(QObject):
     def _open_failed(self, path: Path, text: str, details: str) -> None:
         self.message.emit("error", text, details)
         self.note.emit("", 0)
+        self.preparing.emit("")
         settings.forget_recent_dataset(path)  # only datasets that opened are remembered
 
     def _check_truths(self) -> None:
@@ -218,3 +226,10 @@ class ViewerCommands(QObject):
     def cancel_export(self) -> None:
         """File > Cancel export: the running export stops before its next image, its folder as it was."""
         self.session.cancel_export()
+
+
+def _open_folder(path: Path, prepare: Callable[[Path], object] | None) -> Dataset:
+    """`Dataset.open` of `path` after `prepare(path)`; an unreadable image folder is a row that says so."""
+    if prepare is not None:
+        prepare(path)
+    return Dataset.open(path, partial=True)

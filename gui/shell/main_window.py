@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
@@ -169,6 +169,8 @@ class MainWindow(QMainWindow):
         for note in (self.commands.note, self.whole_slide.note, self.editing.note, self.controller.note):
             note.connect(bar.showMessage)
         self.roi_control.note.connect(lambda text: bar.showMessage(text, 3000))
+        self.commands.preparing.connect(self.slide.set_loading)  # the empty views say what is coming
+        self.commands.preparing.connect(self.panels.set_busy)
         self.exporter.note.connect(lambda text: bar.showMessage(text, 5000))
         self.jobs.failed.connect(lambda _key, text, details: messages.add("error", text, details))
         messages.added.connect(self._on_message)
@@ -209,6 +211,14 @@ class MainWindow(QMainWindow):
         if folder is not None:
             event.acceptProposedAction()
             self.commands.open_dataset(folder)
+
+    def changeEvent(self, event: QEvent) -> None:
+        """Back in focus: the image on screen may have been replaced meanwhile (its views then say so)."""
+        super().changeEvent(event)
+        session = getattr(self, "session", None)  # (Qt calls this while the window is being built)
+        if event.type() == QEvent.Type.ActivationChange and session is not None and session.current is not None \
+                and self.isActiveWindow():
+            session.look_at_images((session.current.id,))
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Ask about unsaved edits (a save runs first, then the window closes), then finish what was started:

@@ -26,17 +26,19 @@ from PySide6.QtWidgets import QWidget
 from ...core.dataset.dataset import DatasetItem
 from ...core.editing.annotation import MaskEditor
 from ...core.editing.document import MaskDocument, mask_source
+from ...core.editing.files import SavedMask
 from ...core.errors import SegScopeError
+from ...core.files.stamp import WriteConflict
 from ...core.metrics.scores import mask_piece_labels
 from ...core.result import InferenceResult
 from ...core.roi import Roi
 from ...core.session.backend_state import BackendOpened
-from ...core.session.events import EditsRecovered, MaskChanged
+from ...core.session.events import EditsRecovered, MaskChanged, SaveConflict
 from ...core.session.session import Session
 from ...core.session.views import actions
 from ..canvas.result_panels import ResultPanels
 from ..editing.mask_canvas import EditLayer
-from ..editing.mask_recovery import Autosaver, Button, ask_restore, ask_unsaved
+from ..editing.mask_recovery import Autosaver, Button, ask_conflict, ask_restore, ask_unsaved
 from ..editing.mask_toolbar import MaskEditActions
 from ..editing.mask_tools import PointerTools
 from ..runtime.jobs import Jobs
@@ -67,7 +69,7 @@ class MaskEditing(QObject):
 
         self._settle_timer = QTimer(self, singleShot=True, interval=EDIT_SETTLE_MS)
         self._settle_timer.timeout.connect(self.edits_settled)
-        self.autosaver = Autosaver(self.autosave, jobs, self)
+        self.autosaver = Autosaver(self.autosave, jobs, session.autosave, self)
         self.autosaver.failed.connect(lambda text: self.message.emit("warning", text))
 
         self.actions = MaskEditActions(host, self)
@@ -77,6 +79,7 @@ class MaskEditing(QObject):
         session.events.document.connect(self._on_document)
         session.events.mask_changed.connect(self._on_mask_changed)
         session.events.edits_recovered.connect(self._on_recovered)
+        session.events.save_conflict.connect(self._on_conflict)
         # The enabled tools follow the session: the image on screen, its mask, what answers for it (`_sync_state`).
         session.events.current.connect(lambda _item, _old: self._sync_state())
         session.events.mask_changed.connect(lambda _changed: self._sync_state())
@@ -143,6 +146,24 @@ class MaskEditing(QObject):
         if not ask_restore(self.host, recovered.item_ids, recovered.saved_at):
             self.autosaver.wait()
             self.session.discard_recovered(recovered.item_ids)
+
+    def _on_conflict(self, conflict: SaveConflict) -> None:
+        """A save found the mask changed by another writer (the session said so; nothing was written): ask."""
+        QTimer.singleShot(0, lambda: self._ask_conflict(conflict))  # after the save's answer
+
+    def _ask_conflict(self, conflict: SaveConflict) -> None:
+        choice = ask_conflict(self.host, conflict)
+        if choice == "overwrite":
+            self.save(overwrite=True)
+        elif choice is not None:
+            try:
+                job = self.session.resolve_conflict(conflict, choice)
+            except SegScopeError as exc:
+                self.message.emit("warning", str(exc))
+                return
+            self.autosaver.timer.stop()
+            self.autosaver.wait()
+            self.jobs.submit(job.name, job.work, job.done, job.failed)
 
     def confirm_leave(self, retry: Callable[[], object]) -> bool:
         """Before the image, the dataset or the window goes: ask about unsaved edits (Save/Discard/Cancel).
@@ -300,9 +321,11 @@ class MaskEditing(QObject):
         self.maskEdited.emit(changed.item_id)
 
     # ------------------------------------------------------------------------------------------- saving
-    def save(self, then: Callable[[], object] | None = None) -> bool:
+    def save(self, then: Callable[[], object] | None = None, overwrite: bool = False) -> bool:
         """Save the edited mask the chosen way (Ctrl+S): it is encoded and written on a worker while the window
-        goes on (the tools wait until it is written); `then()` runs once it is. False when no save started."""
+        goes on (the tools wait until it is written); `then()` runs once it is. False when no save started.
+        A mask another writer changed meanwhile is not overwritten (the session asks, `_on_conflict`) unless
+        `overwrite`."""
         document = self.document
         if document is None or document.editor is None or not document.dirty:
             self.note.emit("No unsaved mask edits", 3000)
@@ -314,15 +337,18 @@ class MaskEditing(QObject):
         self.autosaver.timer.stop()  # no auto-save may rewrite the recovery file the save removes
         autosaving = self.autosaver.job
         try:
-            job = self.session.save_job(mode, autosaving.wait if autosaving is not None else None)
+            job = self.session.save_job(mode, autosaving.wait if autosaving is not None else None, overwrite)
         except SegScopeError as exc:
             self.message.emit("error", f"Saving the mask of {item.id}: {exc}")
             return False
 
-        def written(answer: tuple[Path, np.ndarray]) -> None:
-            job.done(answer)  # the session adopts the saved mask (and says so): the views follow
+        def written(answer: tuple[SavedMask, np.ndarray] | WriteConflict) -> None:
+            job.done(answer)  # the session adopts the saved mask (and says so), or asks: the views follow
+            if isinstance(answer, WriteConflict):
+                self._sync_state()
+                return
             self.item = document.item
-            self.saved.emit(answer[0])
+            self.saved.emit(answer[0].path)
             if then is not None:
                 then()
 

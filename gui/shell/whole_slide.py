@@ -7,7 +7,8 @@ Tiles are the dataset's ROI size (the scale the model was trained at), overlappi
 effect and each counted only inside it, the slide's borders mirrored (`core.wholeslide.plan`), read
 from the reader the viewer has open (`core.wholeslide.evaluate.evaluate_slide`), so a pyramidal TIFF is never decoded
 whole. The output scale is the model's own unless its canvases would pass the memory bound: then the
-largest scale that fits is taken, and the messages say so; Run > Whole-slide output scale… sets one instead.
+largest scale that fits is taken, and the messages say so; Run > Whole-slide output scale… sets one instead
+(the policy is the session's, `Session.whole_slide_plan`; this module asks and shows).
 A result larger than the dataset keeps on disk is said, as the run starts, to be kept until the dataset is
 closed only. The overlay's levels are made on a worker.
 """
@@ -19,10 +20,10 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QDoubleSpinBox, QLabel, QVBoxLayout, QWidget
 
+from ...core.errors import SegScopeError
 from ...core.session.events import SlideRunAdded
 from ...core.session.session import Session
-from ...core.wholeslide.evaluate import TilePlan
-from ...core.wholeslide.plan import SlideRun
+from ...core.wholeslide.plan import SlideRun, gigabytes
 from ...core.wording import plural
 from ..canvas.open_slide import OpenSlide
 from ..canvas.slide_overlay import overlay_pyramid
@@ -32,10 +33,6 @@ from ..runtime.run_controller import RunController
 
 #: Where the chosen output scale is remembered (0: automatic).
 SCALE_KEY = "whole_slide/output_scale"
-
-
-def gigabytes(size: int) -> str:
-    return f"{size / 1e9:.1f} GB"
 
 
 def chosen_scale() -> float:
@@ -100,44 +97,8 @@ class WholeSlide(QObject):
     # --------------------------------------------------------------------------------------------- run
     def slide_run(self) -> SlideRun | None:
         """A run of the shown slide with the open model (None: no slide or no backend)."""
-        dataset, reader, capabilities = self.session.dataset, self.open_slide.reader, self.session.capabilities
-        if dataset is None or reader is None or capabilities is None:
-            return None
-        return SlideRun.of(reader.size, dataset.default_roi, capabilities)
-
-    def plan(self) -> tuple[TilePlan, str] | str:
-        """The plan for the shown slide and a note on its output scale, or why it cannot run (one line)."""
-        run = self.slide_run()
-        if run is None:
-            return "Select an image and open a backend first"
-        own, chosen = run.own_scale, chosen_scale()
-        scale = chosen or own
-        needed, bound = run.needed(scale), gigabytes(run.max_bytes)
-        note = ""
-        if needed > run.max_bytes:
-            fitting = run.fitting(scale)
-            if chosen:
-                return (f"At output scale {chosen:.4g} the stitched result needs {gigabytes(needed)}, over the "
-                        f"{bound} bound: choose {fitting:.4g} or less (or Automatic) in Run > Whole-slide output "
-                        "scale…")
-            note = (f"output scale {fitting:.4g} (automatic: the model's own {own:.4g} would need "
-                    f"{gigabytes(needed)}, over the {bound} bound)")
-            scale = fitting
-        elif chosen:
-            note = f"output scale {chosen:.4g} (chosen in Run > Whole-slide output scale…)"
-        return run.plan(scale), note
-
-    def unkept(self, scale: float) -> str:
-        """Why a run of the shown slide at output `scale` will not be restored when the dataset is reopened (its
-        result is larger than the dataset keeps on disk), or "" when it will be."""
-        store, run = self.session.store, self.slide_run()
-        if store is None or run is None:
-            return ""
-        size = run.stored_bytes(scale)
-        if store.keeps(size):
-            return ""
-        return (f"its result ({gigabytes(size)}) is more than the {gigabytes(store.max_bytes)} this dataset keeps "
-                "on disk: it is kept until the dataset is closed, and not restored when it is reopened")
+        reader = self.open_slide.reader
+        return self.session.slide_run(reader.size) if reader is not None else None
 
     def run(self) -> bool:
         """Queue the current image's whole slide (False, with a note, when there is none or a run is going)."""
@@ -145,15 +106,15 @@ class WholeSlide(QObject):
         if session.dataset is None or item is None or reader is None or not self.open_slide.shows(item.id):
             self.note.emit("Select an image first", 3000)
             return False
-        planned = self.plan()
-        if isinstance(planned, str):
-            self.message.emit("error", f"Whole slide of {item.id}: {planned}")
-            return False
-        plan, note = planned
         run = self.slide_run()
+        try:
+            planned = session.whole_slide_plan(reader.size, chosen_scale())
+        except SegScopeError as exc:
+            self.message.emit("error", f"Whole slide of {item.id}: {exc}")
+            return False
         assert run is not None  # planned
-        tiles = run.tiles(plan)
-        unkept = self.unkept(plan.output_scale or run.own_scale)
+        plan, tiles, note = planned.plan, planned.tiles, planned.scale_note
+        unkept = session.unkept(run, plan.output_scale or run.own_scale)
         if not self.controller.run(session.run_whole_slide(reader, plan, tiles)):
             return False
         if unkept:  # said as the run starts, not after it
@@ -173,7 +134,7 @@ class WholeSlide(QObject):
             width, height = run.output_size(scale)
             needed = run.needed(scale)
             verdict = "fits" if needed <= run.max_bytes else "is over"
-            unkept = self.unkept(scale)
+            unkept = self.session.unkept(run, scale)
             return (f"The shown slide at {scale:.4g}{' (automatic)' if not value else ''}: a {width} x {height} "
                     f"result, {gigabytes(needed)} while stitching, which {verdict} the "
                     f"{gigabytes(run.max_bytes)} bound. The model's own scale is {run.own_scale:.4g}."

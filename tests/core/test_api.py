@@ -189,3 +189,22 @@ def test_options_are_evals_and_refused_in_one_line(tiny_model_project, small_dat
 def test_public_names():
     assert segscope.__all__ == ["Analysis", "open"]
     assert all(hasattr(segscope, name) for name in segscope.__all__)
+
+
+def test_a_save_that_cannot_write_raises_and_keeps_the_edits(tiny_model_project, small_dataset, monkeypatch):
+    from segscope.core.editing import document as document_module
+
+    def full_disk(*_args: object) -> None:
+        raise SegScopeError("mask_corrected.png: no space left on the device")
+
+    with segscope.open(small_dataset, model=tiny_model_project.card) as s:
+        with pytest.raises(SegScopeError, match="no mask edits"):
+            s.save_mask()
+        s.select("1")
+        s.run(["1"])
+        s.paint_polygon([(0, 0), (63, 0), (63, 47), (0, 47)])  # the whole image painted defect
+        monkeypatch.setattr(document_module, "save_mask", full_disk)
+        with pytest.raises(SegScopeError, match="no space left"):
+            s.save_mask()
+        assert s.session.document is not None and s.session.document.dirty
+    assert not (small_dataset / "1" / "mask_corrected.png").exists()

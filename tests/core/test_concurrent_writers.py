@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -17,19 +18,26 @@ import cv2
 import numpy as np
 import pytest
 
+from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.truth import CORRECTED, ORIGINAL, corrected_mask_path, superseded_marker, truth_for
+from segscope.core.editing.autosave import AutoSave
 from segscope.core.editing.files import SESSION, read_stamps, recovery_path, save_mask, write_recovery
 from segscope.core.errors import SegScopeError
 from segscope.core.files import fileio
+from segscope.core.files.atomic_folder import StagedFolder
 from segscope.core.files.folder_lock import FolderLock
 from segscope.core.files.stamp import Stamp, WriteConflict
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
+from segscope.core.session.answers import IMAGE_CHANGED
+from segscope.core.session.backend_state import BackendState
 from segscope.core.session.events import SaveConflict
 from segscope.core.session.jobs import run_here
+from segscope.core.session.running import Failed
 from segscope.core.session.session import Session
 from segscope.core.session.store import SessionStore
+from segscope.core.session.views import item_view
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes and signals")
 
@@ -158,6 +166,22 @@ def test_two_viewers_one_sidecar_keep_each_others_rois(dataset_root: Path) -> No
     assert json.loads((dataset_root / "segscope.json").read_text())["rois"] == {"001": [1, 2, 11, 12]}
 
 
+def test_two_viewers_move_one_images_roi_the_later_move_is_kept_and_said(dataset_root: Path) -> None:
+    session, _ = _opened(dataset_root)
+    messages: list[str] = []
+    session.events.message.connect(lambda m: messages.append(m.text))
+    _child(f"""
+        from segscope.core.dataset.dataset import Dataset
+        from segscope.core.roi import Roi
+        a = Dataset.open({str(dataset_root)!r})
+        a.set_roi(a.item("001"), Roi(1, 2, 11, 12))
+    """)
+    session.set_roi(Roi(3, 4, 13, 14), "001")
+    assert json.loads((dataset_root / "segscope.json").read_text())["rois"] == {"001": [3, 4, 13, 14]}
+    assert messages == [f"{dataset_root / 'segscope.json'}: the ROI of 001 was also moved by another viewer since "
+                        "this one read it; this viewer's move is saved"]
+
+
 def test_two_processes_writing_the_sidecar_at_once_lose_no_roi(dataset_root: Path) -> None:
     for n in range(40):
         (dataset_root / f"{n:03d}x").mkdir()
@@ -207,8 +231,8 @@ def _killed_at(step: str, code: str) -> None:
             pathlib.Path.unlink = killing
     """
     child = _child(textwrap.dedent(prelude) + textwrap.dedent(code), wait=False)
-    child.communicate(timeout=120)
-    assert child.returncode == -signal.SIGKILL
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGKILL, err.decode()
 
 
 def test_kill_between_replacing_the_mask_and_deleting_the_older_correction(dataset_root: Path) -> None:
@@ -422,3 +446,239 @@ def test_a_recovery_folder_that_is_a_file_is_said_and_saves_still_work(dataset_r
     run_here(session.save_job("corrected"))
     assert not session.document.dirty and corrected_mask_path(source).exists()
     assert [m for m in messages if m.startswith("Saved the mask of 001")]
+
+
+# --- faults said once -----------------------------------------------------------------------------------
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_dataset_autosave_failure_is_said_once_in_words(dataset_root: Path) -> None:
+    source = dataset_root / "001" / "mask.png"
+    autosave = AutoSave()
+    os.chmod(source.parent, 0o555)
+    try:
+        warnings = [autosave.finished(n, AutoSave.write(_mask(n), source, None)) for n in (1, 2, 3)]
+    finally:
+        os.chmod(source.parent, 0o755)
+    assert warnings[0].startswith("Unsaved mask edits cannot be kept here") and str(source.parent) in warnings[0]
+    assert warnings[1:] == ["", ""] and autosave.saved_version == 0
+    assert autosave.finished(4, AutoSave.write(_mask(4), source, None)) == "" and autosave.saved_version == 4
+
+
+def test_a_full_disk_autosave_failure_is_said_once_and_again_after_a_success(
+        dataset_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = dataset_root / "001" / "mask.png"
+    autosave = AutoSave()
+
+    def full(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", full)
+        first = [autosave.finished(n, AutoSave.write(_mask(n), source, None)) for n in (1, 2)]
+    assert "No space left on device" in first[0] and "\n" not in first[0] and first[1] == ""
+    assert not [p for p in (source.parent / ".segscope-recovery").iterdir() if fileio.TEMP_NAME.match(p.name)]
+    assert autosave.finished(3, AutoSave.write(_mask(3), source, None)) == ""
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", full)
+        assert "No space left" in autosave.finished(4, AutoSave.write(_mask(4), source, None))  # a new failure
+
+
+# --- export clean-up ------------------------------------------------------------------------------------
+
+def test_old_export_that_cannot_be_deleted_is_said_exactly_and_never_claimed_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a_mask.png").write_bytes(b"old")
+    (out / "stuck.bin").write_bytes(b"immutable")
+    real_unlink = os.unlink
+
+    def immutable(path: object, *args: object, **kwargs: object) -> None:
+        if os.path.basename(os.fsdecode(path)) == "stuck.bin":  # type: ignore[arg-type]
+            raise PermissionError(errno.EPERM, "Operation not permitted", os.fsdecode(path))  # type: ignore[arg-type]
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "unlink", immutable)
+        with StagedFolder(out) as staged:
+            staged.create("a_mask.png", b"new", overwrite=True)
+        (old,) = [p for p in tmp_path.iterdir() if p.name.startswith(".out.segscope-")]
+        (note,) = staged.notes
+        assert note == (f"{out}: the new version is in place, but the replaced one could not be removed (Operation "
+                        f"not permitted: {old / 'stuck.bin'}); 1 file(s) remain in {old}: delete it by hand")
+        assert (out / "a_mask.png").read_bytes() == b"new" and (old / "stuck.bin").exists()
+        with StagedFolder(out) as again:  # the next export: still stuck, and says so
+            pass
+        assert [n for n in again.notes if old.name in n] == [
+            f"{out}: could not remove {old.name}, left beside it by an interrupted write (1 file(s)); delete it by "
+            "hand"]
+    with StagedFolder(out) as last:
+        pass
+    assert f"{out}: removed {old.name}, left beside it by an interrupted write" in last.notes and not old.exists()
+
+
+class _StatVfs:
+    def __init__(self, flag: int, free_blocks: int) -> None:
+        self.f_flag, self.f_bavail, self.f_frsize = flag, free_blocks, 4096
+
+
+@pytest.mark.parametrize(("flag", "free", "why"), [
+    (os.ST_RDONLY, 10**6, "it is on a read-only file system"),
+    (0, 100, "its disk is full (0 MiB free)"),
+])
+def test_a_read_only_or_full_dataset_is_said_once_when_it_opens(
+        dataset_root: Path, monkeypatch: pytest.MonkeyPatch, flag: int, free: int, why: str) -> None:
+    monkeypatch.setattr(os, "statvfs", lambda _path: _StatVfs(flag, free))
+    session, messages = _opened(dataset_root)
+    assert [m for m in messages if "cannot be kept" in m] == [
+        f"warning: {dataset_root}: runs and edits cannot be kept here: {why}"]
+
+
+def test_a_writable_dataset_opens_without_a_warning(dataset_root: Path) -> None:
+    _, messages = _opened(dataset_root)
+    assert not [m for m in messages if m.startswith("warning")]
+
+
+def test_dataset_folder_renamed_while_editing_no_writer_recreates_it(dataset_root: Path) -> None:
+    session, conflicts, messages = _session_with_edits(dataset_root)
+    dataset_root.rename(dataset_root.with_name("moved"))
+    with pytest.raises(SegScopeError, match="folder is gone.*the ROI is kept for this session only"):
+        session.set_roi(Roi(0, 0, 5, 5), "001")
+    assert "the folder is gone" in AutoSave.write(_mask(1), dataset_root / "001" / "mask.png", None)
+    run_here(session.save_job("corrected"))
+    assert [m for m in messages if m.startswith("Saving the mask of 001: ")]
+    session.store.submit("001", _result())
+    session.store.flush()
+    assert ["the folder is gone" in e for e in session.store.take_errors()] == [True]
+    assert not dataset_root.exists() and session.document.dirty
+
+
+# --- stale inputs ---------------------------------------------------------------------------------------
+
+class _GreyBackend(Backend):
+    """Class 1 where the image's grey level is over 100 (so a brighter image answers differently)."""
+
+    capabilities = Capabilities("fake", "test", (30, 20), ("background", "defect"), {"model": "grey"})
+
+    def infer(self, image, roi=None) -> InferenceResult:  # type: ignore[no-untyped-def]
+        pixels = cv2.imread(str(image), cv2.IMREAD_COLOR) if isinstance(image, Path) else image
+        roi = roi or Roi.whole(pixels.shape[1], pixels.shape[0])
+        p1 = np.where(pixels[roi.y0 : roi.y1, roi.x0 : roi.x1, 0] > 100, 0.9, 0.1).astype(np.float32)
+        return InferenceResult(np.stack([1 - p1, p1], axis=-1), (p1 > 0.5).astype(np.uint8), roi,
+                               (pixels.shape[1], pixels.shape[0]), backend="fake")
+
+    def close(self) -> None:
+        pass
+
+
+def _run_session(root: Path) -> Session:
+    return _run_session_with(Dataset.open(root))
+
+
+def _run_session_with(dataset: Dataset) -> Session:
+    state = BackendState("fake")
+    state.opened(_GreyBackend.capabilities)
+    session = Session(backend=state)
+    run_here(session.open_dataset(dataset))
+    return session
+
+
+def _run(session: Session, item_id: str) -> None:
+    session.dataset.set_roi(session.dataset.item(item_id), Roi(0, 0, 30, 20))
+    job = session.run([item_id])
+    for step in job.work(_GreyBackend(), threading.Event(), lambda *_: None):
+        job.each(step)
+    job.finished(False)
+
+
+def _image_replaced(root: Path, item_id: str = "001") -> None:
+    """Another program replaces the image: bright where the mask (`_mask(0)`: the top row, left 5 columns) is."""
+    _child(f"""
+        import cv2, numpy as np
+        image = np.zeros((20, 30, 3), np.uint8); image[:1, :5] = 255
+        cv2.imwrite({str(root / item_id / 'image.png')!r}, image)
+    """)
+
+
+def test_stale_results_image_replaced_after_its_run_is_said_on_the_next_look(dataset_root: Path) -> None:
+    session = _run_session(dataset_root)
+    _run(session, "001")
+    before = item_view(session, "001")
+    assert before.status == "done" and before.metrics is not None and before.metrics.foreground_dice == 0.0
+    _image_replaced(dataset_root)
+    session.look_at_images(["001"])  # (the next look: select, the window's focus)
+    stale = item_view(session, "001")
+    assert stale.status == "image changed" and session.answer("001").stale == IMAGE_CHANGED
+    assert stale.note == "the image file changed since this run: these numbers are of the old image — run again"
+    _run(session, "001")  # a rerun answers for the new image: one foreground pixel row of 5, all found
+    after = item_view(session, "001")
+    assert after.status == "done" and after.note == "" and after.metrics.foreground_dice == pytest.approx(1.0)
+
+
+def test_stale_results_image_replaced_between_sessions_is_said_on_restore(dataset_root: Path) -> None:
+    session = _run_session(dataset_root)
+    _run(session, "001")
+    _run(session, "002")
+    session.flush()
+    for item in ("001", "002"):  # a copy of the dataset (new times) keeps its runs answering for it
+        os.utime(dataset_root / item / "image.png", ns=(time.time_ns(), time.time_ns() + 5 * 10**9))
+    again = _run_session(dataset_root)
+    assert [item_view(again, i).status for i in ("001", "002")] == ["done", "done"]
+    _image_replaced(dataset_root)
+    third = _run_session(dataset_root)
+    assert [item_view(third, i).status for i in ("001", "002")] == ["image changed", "done"]
+    assert third.answer("001").stale == IMAGE_CHANGED
+
+
+# --- damaged datasets -----------------------------------------------------------------------------------
+
+def test_an_unreadable_image_folder_is_one_row_with_its_reason_and_the_rest_opens(
+        dataset_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (dataset_root / "003").mkdir()
+    real_exists = Path.exists
+
+    def unsearchable(path: Path, *args: object, **kwargs: object) -> bool:
+        if path.parent.name == "003":  # (what a folder without search permission answers; root ignores modes)
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_exists(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    real_scandir = os.scandir
+
+    def unlistable(path: object = ".") -> object:
+        if Path(os.fsdecode(path)).name == "003":  # type: ignore[arg-type]
+            raise PermissionError(errno.EACCES, "Permission denied", os.fsdecode(path))  # type: ignore[arg-type]
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "exists", unsearchable)
+    monkeypatch.setattr(os, "scandir", unlistable)
+    with pytest.raises(SegScopeError, match="cannot read the dataset folder"):
+        Dataset.open(dataset_root)  # `eval` still refuses it whole
+    session = _run_session_with(Dataset.open(dataset_root, partial=True))
+    assert [item.id for item in session.dataset.items] == ["001", "002", "003"]
+    view = item_view(session, "003")
+    assert view.status == "unreadable" and view.error == (
+        f"{dataset_root / '003'}: cannot read the image's folder (Permission denied); the rest of the dataset opens")
+    assert item_view(session, "001").status == ""
+    job = session.run(["003", "001"])
+    failed = [step for step in job.work(_GreyBackend(), threading.Event(), lambda *_: None) if isinstance(step, Failed)]
+    assert [(f.item_id, f.text) for f in failed] == [("003", view.error)]
+
+
+def test_a_file_that_cannot_be_removed_midway_is_one_message_naming_it(
+        dataset_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mask_path = dataset_root / "001" / "mask.png"
+    save_mask(_mask(8), mask_path, "corrected")
+    session, _, messages = _session_with_edits(dataset_root)
+    real_unlink = Path.unlink
+
+    def immutable(path: Path, *args: object, **kwargs: object) -> None:
+        if path.name == "mask_corrected.png":
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(path))
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "unlink", immutable)
+    run_here(session.save_job("replace", overwrite=True))
+    (line,) = [m for m in messages if m.startswith("Saving the mask of 001: ")]
+    assert line == (f"Saving the mask of 001: {corrected_mask_path(mask_path)}: cannot save the mask (Operation not "
+                    "permitted); the edits stay unsaved in the viewer")
+    assert session.document.dirty

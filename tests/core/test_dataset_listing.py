@@ -11,9 +11,10 @@ from pathlib import Path, PurePath
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from listing_reference import _natural_key as reference_key
 from listing_reference import discover_by_stat
 
-from segscope.core.dataset.dataset import Dataset, discover
+from segscope.core.dataset.dataset import Dataset, discover, natural_order
 from segscope.core.errors import SegScopeError
 from segscope.core.export.names import stem_suffix
 
@@ -183,3 +184,17 @@ def test_one_listing_finds_what_a_stat_per_name_found(tmp_path_factory, tree):
 @given(st.text(alphabet=string.ascii_letters + "._- ", min_size=1, max_size=12).filter(lambda n: n not in (".", "..")))
 def test_stem_and_suffix_are_pathlibs(name):
     assert stem_suffix(name) == (PurePath(name).stem, PurePath(name).suffix)
+
+
+#: Name pieces that test natural order's corners: digit runs with leading zeros and of many lengths, letters of
+#: both cases, characters below and above the digits ("-", ".", " ", "_", "~"), and a few that are not ASCII.
+_piece = st.one_of(st.from_regex(r"0{0,3}[0-9]{1,12}", fullmatch=True), st.sampled_from(list("aAbBzZ-. _~")),
+                   st.sampled_from(["img", "IMG", "mask", "é", "Σ", "٣"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_piece, min_size=1, max_size=6).map("".join), max_size=40, unique=True))
+def test_natural_order_is_the_sort_by_the_reference_key(names):
+    """Natural order as the reference gives it (a list of parts: text lowered, digit runs as numbers; equal keys
+    in the order given), whatever the names, ASCII or not."""
+    assert natural_order(names) == sorted(names, key=reference_key)

@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.editing.document import MaskDocument
+from segscope.core.errors import SegScopeError
 from segscope.core.result import InferenceResult, decide
 from segscope.core.review.log import LOG_NAME, Decision, ReviewLog
 from segscope.core.review.model import ReviewQueueModel
@@ -88,7 +89,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.standing: dict[str, list[str]] = {}
         self.applied: list[tuple[str, str]] = []
         self.reverted: list[tuple[str, str]] = []
-        self.undoable: list[ReviewEntry] = []
+        self.undoable: list[tuple[ReviewEntry, int]] = []  # the decisions undo may take back, with what `apply` gave
 
     @staticmethod
     def _tmp() -> str:
@@ -123,22 +124,22 @@ class QueueMachine(RuleBasedStateMachine):
     def decide(self, decision: str) -> None:
         entry = self.model.current
         assert entry is not None
-        self.model.decide(decision, lambda e, d: self.applied.append((e.key, d)))
+        self.model.decide(decision, lambda e, d: self.applied.append((e.key, d)) or len(self.applied))
         assert self.applied[-1] == (entry.key, decision)
         self.standing.setdefault(entry.key, []).append(decision)
-        if self.undoable and self.undoable[-1].image != entry.image:
+        if self.undoable and self.undoable[-1][0].image != entry.image:
             self.undoable.clear()
-        self.undoable.append(entry)
+        self.undoable.append((entry, len(self.applied)))
 
     @rule()
     def undo(self) -> None:
-        entry = self.model.undo(lambda e, d: self.reverted.append((e.key, d)))
+        entry = self.model.undo(lambda e, d, done: self.reverted.append((e.key, d, done)))
         if not self.undoable:
             assert entry is None
             return
-        expected = self.undoable.pop()
+        expected, done = self.undoable.pop()
         assert entry == expected and self.model.current == expected
-        assert self.reverted[-1] == (expected.key, self.standing[expected.key].pop())
+        assert self.reverted[-1] == (expected.key, self.standing[expected.key].pop(), done)
 
     @rule()
     def reopen(self) -> None:
@@ -187,3 +188,80 @@ def test_decide_steps_over_decided_entries_to_the_next_image() -> None:
 
         apply_decision(np.zeros((4, 4), np.uint8), np.zeros((4, 4), np.uint8), Roi(0, 0, 4, 4), _entry("a", 0),
                        "maybe")
+
+
+# ----------------------------------------------------------------------------------- the session's queue
+SW, SH = 20, 12
+
+
+def _session_dataset(tmp_path: Path, write_png) -> Dataset:
+    """Two 20 x 12 slides: a truth with a found defect (x 2..6) and a spurious blob (x 9..12); the prediction
+    (`_session_result`) has the defect and one the truth lacks (x 14..18)."""
+    truth = np.zeros((SH, SW), np.uint8)
+    truth[2:6, 2:6] = 255
+    truth[2:5, 9:12] = 255
+    for name in ("a", "b"):
+        write_png(tmp_path / "d" / name / "image.png", np.full((SH, SW, 3), 128, np.uint8))
+        write_png(tmp_path / "d" / name / "mask.png", truth)
+    return Dataset.open(tmp_path / "d")
+
+
+def _session_result() -> InferenceResult:
+    p1 = np.full((SH, SW), 0.1, np.float32)
+    p1[2:6, 2:6] = 0.9
+    p1[6:10, 14:18] = 0.8
+    probabilities = np.stack([1 - p1, p1], axis=-1)
+    return InferenceResult(probabilities, decide(probabilities, None), Roi(0, 0, SW, SH), (SW, SH))
+
+
+def _fill_queue(session) -> None:
+    review = session.review
+    for item_id in review.due():
+        job = review.job(item_id)
+        assert review.adopt(job, job.run())
+
+
+def test_the_session_queue_decides_through_the_document_and_the_log(tmp_path: Path, write_png) -> None:
+    from segscope.core.evaluate import ImageEvaluation
+    from segscope.core.metrics.scores import image_metrics
+    from segscope.core.session.jobs import run_here
+    from segscope.core.session.session import Session
+
+    session = Session(persist=False)
+    run_here(session.open_dataset(_session_dataset(tmp_path, write_png)))
+    run_here(session.select("a"))
+    for item_id in ("a", "b"):
+        item = session.dataset.item(item_id)
+        result = _session_result()
+        session.add_evaluation(ImageEvaluation(item, result, image_metrics(result, session.dataset.load_mask(item))),
+                               session.truth_versions()(item_id))
+    _fill_queue(session)
+    queue = session.review.queue
+    # Per image: the blob the truth has alone (9 px, margin 0.8) and the defect it lacks (16 px, margin 0.6).
+    assert [(e.image, e.kind, e.bbox, e.area) for e in queue.entries()] == [
+        ("a", "false_alarm", (14, 6, 18, 10), 16), ("b", "false_alarm", (14, 6, 18, 10), 16),
+        ("a", "missed", (9, 2, 12, 5), 9), ("b", "missed", (9, 2, 12, 5), 9)]
+    assert queue.entries()[0].score == pytest.approx(0.6 * 16 / 48) and queue.entries()[2].score == \
+        pytest.approx(0.8 * 9 / 41)
+    queue.step()
+    accepted = queue.current
+    assert session.review.decide("accept") == Roi(14, 6, 18, 10)
+    assert queue.current == queue.entries()[1]  # on to b's: the reviewer's next key loads b
+    expected = np.zeros((SH, SW), np.uint8)
+    expected[2:6, 2:6] = expected[2:5, 9:12] = expected[6:10, 14:18] = 255
+    assert np.array_equal(session.document.mask, expected)
+    with pytest.raises(SegScopeError, match="show the image first"):
+        session.review.decide("keep")  # b is not on screen
+    assert session.review.undo() == Roi(14, 6, 18, 10)
+    assert np.array_equal(session.document.mask[6:10, 14:18], np.zeros((4, 4), np.uint8))
+    assert queue.current == queue.entries()[0]
+    session.review.decide("accept")
+    session.metrics("a")  # the edit made a's numbers stale: re-scored, then its entries
+    _fill_queue(session)
+    assert [(e.image, e.kind) for e in queue.entries()] == [("b", "false_alarm"), ("a", "missed"), ("b", "missed")]
+    records = [json.loads(line) for line in (tmp_path / "d" / LOG_NAME).read_text().splitlines()]
+    assert [(r["image"], r["decision"]) for r in records] == [("a", "accept"), ("a", "undo"), ("a", "accept")]
+    reopened = Session(persist=False)  # another session: a's decision stands, from the log
+    run_here(reopened.open_dataset(Dataset.open(tmp_path / "d")))
+    assert reopened.review.queue.decision(accepted) == "accept"
+    assert reopened.review.queue.decision(queue.entries()[0]) is None

@@ -35,3 +35,33 @@ def test_a_scale_that_fits_the_bound():
     tight = dataclasses.replace(run, max_bytes=needed // 4)  # a quarter of the bytes: half the scale
     fitting = tight.fitting(run.own_scale)
     assert tight.needed(fitting) <= tight.max_bytes and abs(fitting - run.own_scale / 2) < 0.01 * run.own_scale
+
+
+def test_the_output_scale_fits_the_memory_bound_by_itself_or_as_chosen():
+    """The viewer's policy (`output_plan`, `Session.whole_slide_plan`): the model's own scale unless its canvases
+    pass the bound, then the largest that fits (said); a chosen scale over the bound is refused in one line."""
+    import pytest
+
+    from segscope.core.errors import SegScopeError
+    from segscope.core.wholeslide.plan import output_plan
+    from segscope.core.wholeslide.tiling import canvas_bytes
+
+    capabilities = Capabilities("fake", "test", (960, 960), ("background", "defect"))
+    run = SlideRun.of((20000, 16000), Roi(0, 0, 1800, 1800), capabilities)
+    own = run.own_scale
+    assert own == 960 / 1800
+    fits = output_plan(run)
+    assert fits.plan.output_scale is None and fits.scale_note == ""  # the model's own (left to the backend)
+    needed = canvas_bytes(run.region, own, run.classes, seams=True)
+    small = dataclasses.replace(run, max_bytes=needed // 4)  # the own scale needs four times what may be held
+    planned = output_plan(small)
+    scale = planned.plan.output_scale
+    assert 0 < scale < own and canvas_bytes(run.region, scale, run.classes, True) <= needed // 4
+    assert scale == pytest.approx(own / 2, rel=0.01)  # a quarter of the pixels
+    assert planned.scale_note.startswith(f"output scale {scale:.4g} (automatic: the model's own {own:.4g} would need")
+    with pytest.raises(SegScopeError) as refused:
+        output_plan(small, own)
+    assert "Whole-slide output scale" in str(refused.value) and "--" not in str(refused.value)
+    chosen = output_plan(small, own / 4)
+    assert chosen.plan.output_scale == own / 4 and "chosen in Run > Whole-slide output scale" in chosen.scale_note
+    assert chosen.tiles == planned.tiles > 0  # the same tiles, whatever the output scale

@@ -17,7 +17,6 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"  # before anything imports Qt
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -118,13 +117,11 @@ def open_and_wait(qtbot, win, folder: Path) -> None:
 
 
 def open_double(qtbot, win, backend: Callable[[], Backend]) -> None:
-    """Open a test double as the window's backend (on the pipeline chosen now), waiting until it is open."""
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    """Open a test double as the window's backend (the choice made now: its spec opens the double instead, while
+    this waits until it is open)."""
+    from segscope.core.session import inference
 
-    @dataclass(frozen=True)
-    class DoubleChoice(BackendChoice):
-        def open(self) -> Backend:
-            return backend()
-
-    with qtbot.waitSignal(win.controller.backendOpened, timeout=10000):
-        win.commands.open_backend(DoubleChoice(pipeline=win.backend.choice.pipeline))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(inference, "open_backend", lambda _spec: backend())
+        with qtbot.waitSignal(win.controller.backendOpened, timeout=10000):
+            win.commands.open_backend(win.backend.choice)

@@ -2,30 +2,50 @@
 
 from __future__ import annotations
 
+import errno
+import os
+from functools import partial
+
 import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
+from segscope.core.dataset import demo
+from segscope.core.dataset.demo import ensure_demo_dataset
+from segscope.core.errors import SegScopeError
 from segscope.gui import app as app_module
 from segscope.gui.shell.main_window import MainWindow
 
 pytestmark = pytest.mark.gui
 
 
-def test_demo_dataset_is_generated_once(qapp, tmp_path, monkeypatch):
-    monkeypatch.setattr(app_module, "DEMO_COUNT", 1)
+def test_demo_dataset_is_generated_once(tmp_path):
     target = tmp_path / "data" / "demo"
-    assert app_module.ensure_demo_dataset(target) == target
+    assert ensure_demo_dataset(target, count=1) == target
     image = target / "001" / "image.png"
     assert image.is_file() and (target / "001" / "mask.png").is_file()
     assert [p.name for p in target.parent.iterdir()] == ["demo"]  # no staging folder left behind
     stamp = image.stat().st_mtime_ns
-    app_module.ensure_demo_dataset(target)
+    ensure_demo_dataset(target, count=1)
     assert image.stat().st_mtime_ns == stamp
 
 
+def test_a_demo_folder_that_cannot_be_written_is_said_in_one_line(tmp_path, monkeypatch):
+    (tmp_path / "data").write_text("a file where the data folder should be")
+    with pytest.raises(SegScopeError, match=r"data: cannot write here"):
+        ensure_demo_dataset(tmp_path / "data" / "demo", count=1)
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(demo, "generate_demo_dataset", full_disk)
+    with pytest.raises(SegScopeError, match=r"demo: cannot write the demo dataset here .*open a dataset folder"):
+        ensure_demo_dataset(tmp_path / "demo", count=1)
+    assert list(tmp_path.iterdir()) == [tmp_path / "data"]  # no half-made folder left
+
+
 def test_main_opens_the_demo_dataset(qapp, tmp_path, monkeypatch):
-    monkeypatch.setattr(app_module, "DEMO_COUNT", 1)
+    monkeypatch.setattr(app_module, "ensure_demo_dataset", partial(ensure_demo_dataset, count=1))
     monkeypatch.setattr(app_module, "demo_dir", lambda: tmp_path / "demo")
     seen = {}
 

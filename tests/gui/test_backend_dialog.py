@@ -53,10 +53,12 @@ def test_unknown_host_key_is_trusted_only_after_confirmation(qtbot, monkeypatch,
     offered = "SHA256:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU"
     attempts: list[str] = []
 
-    def fake_open(choice: BackendChoice) -> Backend:  # what opening a remote host does for a new one
-        attempts.append(choice.accepted_fingerprint)
-        if choice.accepted_fingerprint != offered:
-            raise UnknownHostKey(choice.host, "ssh-ed25519", offered, tmp_path / "known_hosts")
+    def fake_open(spec: BackendSpec) -> Backend:  # what opening a remote host does for a new one
+        assert isinstance(spec.where, RemoteHost)
+        accepted = spec.where.login.accept_new_host_key or ""
+        attempts.append(str(accepted))
+        if accepted != offered:
+            raise UnknownHostKey("ascend.example", "ssh-ed25519", offered, tmp_path / "known_hosts")
         return _Stub()
 
     asked: list[tuple[str, str]] = []
@@ -66,7 +68,7 @@ def test_unknown_host_key_is_trusted_only_after_confirmation(qtbot, monkeypatch,
         asked.append((host, fingerprint))
         return next(answers)
 
-    monkeypatch.setattr(BackendChoice, "open", fake_open)
+    monkeypatch.setattr(backend_dialog, "open_backend", fake_open)
     monkeypatch.setattr(backend_dialog, "confirm_host_key", fake_confirm)
     dialog = BackendDialog(BackendChoice(), jobs)
     qtbot.addWidget(dialog)
@@ -162,7 +164,7 @@ def test_a_bad_saved_value_falls_back_to_its_default(qtbot, isolated_settings, k
     ("0,0", "", "Devices: device 0 is listed twice"),
     ("a,b", "", "Devices: expected comma-separated device ids"),
     ("", "scheduler:8786", "expected a scheduler address"),
-    ("0,1", "tcp://h:8786", "Devices and Cluster: choose one")])
+    ("0,1", "tcp://h:8786", "Cluster cannot be combined with Devices")])
 def test_bad_devices_or_cluster_keep_the_dialog_open_with_one_line(qtbot, devices, cluster, wanted, jobs):
     dialog = BackendDialog(BackendChoice(), jobs)
     qtbot.addWidget(dialog)

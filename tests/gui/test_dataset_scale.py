@@ -295,7 +295,7 @@ def test_the_histogram_follows_changes_while_its_dock_is_on_screen_and_catches_u
     drawn: list[int] = []
     histogram = window.metrics_panel.set_dataset_values
     monkeypatch.setattr(window.metrics_panel, "set_dataset_values",
-                        lambda metric, values: (drawn.append(len(values)), histogram(metric, values)))
+                        lambda metric, values, summary: (drawn.append(len(values)), histogram(metric, values, summary)))
     dice = [0.1, 0.35, 0.6, 0.85, 0.2, 0.95, 0.4, 0.45, 0.05, 0.7, 0.75, 0.55]
 
     def bars() -> list[int]:

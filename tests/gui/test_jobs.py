@@ -148,6 +148,25 @@ def test_relay_reaches_the_gui_thread_in_order_with_the_answer(qtbot, jobs):
     assert seen == [(1, 3, True), (2, 3, True), (3, 3, True), "done"]
 
 
+def test_relay_latest_merges_the_calls_made_while_one_is_on_its_way(qtbot, jobs):
+    """A progress count posted 100 times while the GUI thread takes no event reaches it once, with the newest
+    count, before the answer that followed; once taken, the next calls reach it again."""
+    seen: list[object] = []
+    progress = jobs.relay_latest(lambda done, total: seen.append((done, total, threading.current_thread() is MAIN)))
+
+    def work(first: int, last: int) -> int:
+        for n in range(first, last + 1):
+            progress(n, 200)
+        return last
+
+    assert jobs.submit(None, lambda: work(1, 100), seen.append, lane=BACKEND).wait(30)  # (no event taken meanwhile)
+    qtbot.waitUntil(lambda: 100 in seen)
+    assert seen == [(100, 200, True), 100]
+    assert jobs.submit(None, lambda: work(101, 200), seen.append, lane=BACKEND).wait(30)
+    qtbot.waitUntil(lambda: 200 in seen)
+    assert seen[2:] == [(200, 200, True), 200]
+
+
 def test_shutdown_waits_for_running_work_drops_the_queue_and_every_answer(qtbot, jobs):
     gate, finished, answers = Gate(), threading.Event(), []
 

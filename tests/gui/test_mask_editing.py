@@ -23,6 +23,7 @@ from segscope.core.metrics.scores import argmax_at_roi, image_metrics, mask_to_l
 from segscope.core.roi import Roi
 from segscope.core.session.views import UNSAVED_MARK
 from segscope.gui.editing.mask_tools import slide_point
+from segscope.gui.shell import mask_editing
 
 from .conftest import drag, open_and_wait, send_mouse
 
@@ -342,13 +343,19 @@ def test_save_writes_mask_corrected_and_keeps_the_original(qtbot, window, editin
     np.testing.assert_array_equal(window.mask, read_mask(corrected))
 
 
-def test_replace_mode_keeps_a_backup(qtbot, window, editing, demo_dataset):
+def test_replace_mode_keeps_a_backup(qtbot, window, editing, demo_dataset, monkeypatch):
     source = demo_dataset / "001" / "mask.png"
     original_bytes = source.read_bytes()
-    (demo_dataset / "001" / "mask_corrected.png").write_bytes(b"stale")  # a replace removes a shadowing copy
+    # Another program writes a correction after the mask was read: the save asks (issue 40), "overwrite" goes on,
+    # and a replace removes the shadowing copy.
+    (demo_dataset / "001" / "mask_corrected.png").write_bytes(b"stale")
+    asked = []
+    monkeypatch.setattr(mask_editing, "ask_conflict", lambda _parent, conflict: asked.append(conflict) or "overwrite")
     editing.actions.set_save_mode("replace")
     key(window, Qt.Key.Key_A, CTRL | SHIFT)
     save(qtbot, editing)
+    assert [(c.item_id, c.path.name) for c in asked] == [("001", "mask_corrected.png")]
+    assert "appeared by another viewer or program" in asked[0].text
     np.testing.assert_array_equal(read_mask(source), editing.editor.mask)
     assert (demo_dataset / "001" / "mask.orig.png").read_bytes() == original_bytes
     assert not (demo_dataset / "001" / "mask_corrected.png").exists()

@@ -173,26 +173,25 @@ def test_a_cancelled_whole_slide_run_leaves_no_overlay(qtbot, tiff_window):
     assert window.main_actions.run_slide_action.isEnabled()
 
 
-def test_the_output_scale_fits_the_memory_bound_by_itself_or_as_chosen(tiff_window, monkeypatch):
-    from segscope.core.wholeslide.tiling import canvas_bytes
+def test_a_chosen_output_scale_is_the_sessions_plan_and_one_over_the_bound_is_refused(tiff_window, monkeypatch):
+    """The window asks the session's policy (`Session.whole_slide_plan`, tested in core/test_slide_plan.py) with
+    the scale chosen in Run > Whole-slide output scale…, and says a refusal in one line."""
     from segscope.gui.runtime import settings
     from segscope.gui.shell import whole_slide
 
     window, _readers = tiff_window
     run = window.whole_slide.slide_run()
-    region, classes, own = run.region, run.classes, run.own_scale
-    needed = canvas_bytes(region, own, classes, seams=True)
-    bound = needed // 4  # the model's own scale needs four times what may be held
-    monkeypatch.setattr(window.whole_slide, "slide_run", lambda: dataclasses.replace(run, max_bytes=bound))
-    plan, note = window.whole_slide.plan()
-    assert 0 < plan.output_scale < own and canvas_bytes(region, plan.output_scale, classes, True) <= bound
-    assert plan.output_scale == pytest.approx(own / 2, rel=0.01)  # a quarter of the pixels
-    assert f"output scale {plan.output_scale:.4g} (automatic: the model's own {own:.4g} would need" in note
-    settings.settings().setValue(whole_slide.SCALE_KEY, own)  # chosen in Run > Whole-slide output scale…
-    refused = window.whole_slide.plan()
-    assert isinstance(refused, str) and "Whole-slide output scale" in refused and "--" not in refused
-    settings.settings().setValue(whole_slide.SCALE_KEY, own / 4)
-    assert window.whole_slide.plan()[0].output_scale == own / 4
+    small = dataclasses.replace(run, max_bytes=run.needed(run.own_scale) // 4)  # the own scale: 4x what may be held
+    monkeypatch.setattr(window.session, "slide_run", lambda size: small)
+    size = window.open_slide.reader.size
+    settings.settings().setValue(whole_slide.SCALE_KEY, run.own_scale)
+    assert not window.commands.run_whole_slide()
+    said = [m.text for m in window.messages.messages if m.level == "error"]
+    assert len(said) == 1 and said[0].startswith(f"Whole slide of a: At output scale {run.own_scale:.4g} the ")
+    assert "--" not in said[0]
+    settings.settings().setValue(whole_slide.SCALE_KEY, run.own_scale / 4)
+    assert window.session.whole_slide_plan(size, whole_slide.chosen_scale()).plan.output_scale == run.own_scale / 4
+    settings.settings().setValue(whole_slide.SCALE_KEY, 0.0)
 
 
 def test_a_whole_slide_result_too_big_to_keep_on_disk_is_said_as_the_run_starts(qtbot, tiff_window):
@@ -211,7 +210,7 @@ def test_a_whole_slide_result_too_big_to_keep_on_disk_is_said_as_the_run_starts(
         assert "not restored when it is reopened" in said[0] and "--" not in said[0]
     assert window.session.slide_run_of("a") is not None  # shown for this session
     window.session.store.max_bytes = size
-    assert window.whole_slide.unkept(own) == ""  # a result that fits is kept on disk: nothing to say
+    assert window.session.unkept(run, own) == ""  # a result that fits is kept on disk: nothing to say
 
 
 def _damage_full_resolution(path: Path) -> None:

@@ -1,0 +1,147 @@
+"""The session's review queue (`core.review.model`): each image's entries are those of what answers for it against
+the truth its numbers are of, made by a job like its score (`job`, run on any thread, `adopt`), and kept with the
+same key as its score (`ScoreKey`): when the score is fresh and the entries are not, a job is due. A decision goes
+through the mask document of the image on screen (one undoable edit), into the review log beside the dataset, and
+on to the next entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+
+from ..dataset.dataset import Dataset, DatasetItem
+from ..dataset.masks import mask_to_labels
+from ..editing.document import MaskDocument
+from ..errors import SegScopeError
+from ..evaluate import truth_at_result
+from ..result import InferenceResult
+from ..review.log import ReviewLog
+from ..review.model import ReviewQueueModel
+from ..review.queue import DEFAULT_OPTIONS, QueueOptions, ReviewEntry, result_entries
+from ..roi import Roi
+from .answers import Answer
+from .events import SessionEvents
+from .scoring import ScoreKey
+
+
+class ReviewedSession(Protocol):
+    """What of the session (`core.session.session.Session`, which holds this part) the review queue reads."""
+
+    events: SessionEvents
+    dataset: Dataset | None
+    document: MaskDocument | None
+
+    def score_key(self, item_id: str) -> ScoreKey | None: ...
+    def is_fresh(self, item_id: str) -> bool: ...
+    def answer(self, item_id: str) -> Answer | None: ...
+    def edited_mask(self, item_id: str) -> Callable[[], np.ndarray | None]: ...
+    def answered_ids(self, dataset: Dataset | None) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class ReviewJob:
+    """What one image's entries need, taken in the session's thread; `run()` may run on any other."""
+
+    item_id: str
+    key: ScoreKey
+    order: int  # the image's place in the dataset
+    dataset: Dataset
+    item: DatasetItem
+    result: InferenceResult
+    mask: Callable[[], np.ndarray | None]  # the mask with unsaved edits; None: the file
+    options: QueueOptions
+
+    def run(self) -> list[ReviewEntry]:
+        roi_mask = truth_at_result(self.dataset, self.item, self.result, self.mask())
+        if roi_mask is None:
+            return []
+        labels = mask_to_labels(roi_mask, self.result.num_classes)
+        return result_entries(self.item_id, self.order, self.result, labels, self.options)
+
+
+class SessionReview:
+    """The review queue of one session: `queue` (the model views draw), the jobs that fill it, the decisions."""
+
+    def __init__(self, session: ReviewedSession, options: QueueOptions = DEFAULT_OPTIONS):
+        self.session, self.options = session, options
+        self.queue = ReviewQueueModel()
+        self._keys: dict[str, ScoreKey] = {}  # what each image's entries in the queue are of
+        self._orders: dict[str, int] | None = None  # the dataset's order by id, made when first asked
+        session.events.dataset.connect(self._on_dataset)
+
+    def _on_dataset(self, dataset: Dataset | None, old: Dataset | None) -> None:
+        """Another dataset (or the same one reopened: its truths are read again): its own log, no entry yet."""
+        self._keys.clear()
+        self._orders = None
+        self.queue.log = ReviewLog.beside(dataset.root) if dataset is not None else None
+        self.queue.reload()
+
+    def job(self, item_id: str) -> ReviewJob | None:
+        """The job that brings the image's entries up to date (None: they are, its numbers are not fresh yet, or
+        nothing answers for it)."""
+        session = self.session
+        key = session.score_key(item_id)
+        answer = session.answer(item_id)
+        if key is None or answer is None or answer.result is None or not session.is_fresh(item_id) \
+                or self._keys.get(item_id) == key or session.dataset is None:
+            return None
+        dataset = session.dataset
+        if self._orders is None:
+            self._orders = {item.id: n for n, item in enumerate(dataset.items)}
+        return ReviewJob(item_id, key, self._orders[item_id], dataset, dataset.item(item_id), answer.result,
+                         session.edited_mask(item_id), self.options)
+
+    def due(self) -> list[str]:
+        """The images whose entries can be brought up to date now, in dataset order."""
+        return [item_id for item_id in self.session.answered_ids(self.session.dataset) if self.job(item_id)]
+
+    def adopt(self, job: ReviewJob, entries: list[ReviewEntry]) -> bool:
+        """Take a finished job's entries; False (ignored) when what they are of changed since it was taken."""
+        if job.key != self.session.score_key(job.item_id):
+            return False
+        self._keys[job.item_id] = job.key
+        self.queue.set_image(job.item_id, entries)
+        return True
+
+    def _shown(self, entry: ReviewEntry) -> tuple[InferenceResult, Callable[..., Roi | None], Callable[[], Roi | None]]:
+        """The result, the decision and the undo of the entry's image, which must be the one on screen."""
+        session = self.session
+        document = session.document
+        answer = session.answer(entry.image)
+        if document is None or document.item.id != entry.image or answer is None or answer.result is None:
+            raise SegScopeError(f"{entry.image}: show the image first (it is still loading)")
+        if document.saving:
+            raise SegScopeError(f"{entry.image}: its mask is being saved; decide once it is written")
+        return answer.result, document.review_decision, document.undo
+
+    def decide(self, decision: str) -> Roi | None:
+        """The current entry decided on the image on screen; the box its truth changed in (None: it did not)."""
+        entry = self.queue.current
+        if entry is None:
+            return None
+        result, decide, _ = self._shown(entry)
+        changed: list[Roi | None] = []
+
+        def apply(chosen: ReviewEntry, how: str) -> Roi | None:
+            changed.append(decide(result, chosen, how, self.options.min_area))
+            return changed[-1]
+
+        self.queue.decide(decision, apply)
+        return changed[0]
+
+    def undo(self) -> Roi | None:
+        """Take back the last decision on the image on screen (its edit undone); the box that changed back."""
+        history = self.queue.last_decided()
+        if history is None:
+            return None
+        _, _, undo = self._shown(history)
+        undone: list[Roi | None] = []
+
+        def revert(_entry: ReviewEntry, _decision: str, done: object) -> None:
+            undone.append(undo() if done is not None else None)  # (no edit, as a keep: nothing to undo)
+
+        self.queue.undo(revert)
+        return undone[0] if undone else None
