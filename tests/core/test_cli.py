@@ -159,7 +159,7 @@ def test_eval_export(tiny_model_project, small_dataset, tmp_path, capsys):
     capsys.readouterr()
     code, _ = run_cli(*args)
     assert code == 2
-    assert_one_line_error(capsys, f"{out_dir / '1_mask.png'} and 19 more files: each already exists", "--overwrite")
+    assert_one_line_error(capsys, f"{out_dir / '1_mask.png'} and 21 more files: each already exists", "--overwrite")
     assert (out_dir / "1_mask.png").read_bytes() == before
     code, _ = run_cli(*args, "--overwrite", "--export-kinds", "mask")
     assert code == 0 and (out_dir / "1_mask.png").read_bytes() == before
