@@ -302,17 +302,30 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
 
 
 def _texts_in_each_dock(window: QWidget, app: QApplication, stem: Path) -> dict[str, list[str]]:
-    """Each dock that shares a tab (Defects, Profile, Timing, Reliability, Metrics, Review, Messages) raised in
-    turn, with the defect metrics computed: its clipped texts; its screenshot saved as `<stem>-<dock>.png`."""
-    window.quality_tools.set_spec("defect_f1", remember=False)
+    """Whether the Metrics histogram's axis shows without scrolling (default metrics), then each dock that shares
+    a tab (Defects, Profile, Timing, Reliability, Metrics, Review, Messages) raised in turn, with the defect metrics
+    computed: its clipped texts; its screenshot saved as `<stem>-<dock>.png`."""
     found = {}
+    window.metrics_dock.show()
+    window.metrics_dock.raise_()
+    settle(app)
+    plot = window.metrics_panel.plot  # with the default metrics, the histogram's axis shows without scrolling
+    bottom = plot.mapTo(window.metrics_dock, QPoint(0, plot.height())).y()
+    if bottom > window.metrics_dock.height():
+        found["Metrics histogram"] = [f"ends at {bottom} px, below the dock's {window.metrics_dock.height()} px"]
+    window.quality_tools.set_spec("defect_f1", remember=False)
     for dock in (window.quality_tools.defects_dock, window.quality_tools.reliability_dock, window.profile_dock,
                  window.inspection.timing_dock, window.inspection.review_dock, window.metrics_dock,
                  window.messages_dock):
         dock.show()
         dock.raise_()
-        settle(app)
-        found[dock.windowTitle()] = clipped_texts(window) + clipped_widgets(window)
+        cut = ["not settled"]
+        for _ in range(10):  # a dock shown (or its numbers computed) just now lays out over a few event rounds
+            settle(app)
+            cut = clipped_texts(window) + clipped_widgets(window)
+            if not cut:
+                break
+        found[dock.windowTitle()] = cut
         window.grab().save(f"{stem}-{dock.windowTitle().lower()}.png")
     return found
 
