@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from ..quality.calibration import BINS, Reliability
 from . import catalogue
 from .aggregate import Aggregate
 from .catalogue import Metric
@@ -74,6 +77,27 @@ class _Tally:
                 self.sum.remove(value)
 
 
+class _PooledReliability:
+    """The reliability diagram's counts pooled over the images that have one, kept as images come and go: counts
+    are integers, confidence sums exact per bin (`ExactSum`), so pooling in any order gives the same diagram."""
+
+    def __init__(self) -> None:
+        self.images = 0
+        self.counts, self.correct = np.zeros(BINS, np.int64), np.zeros(BINS, np.int64)
+        self.confidence = [ExactSum() for _ in range(BINS)]
+
+    def change(self, reliability: Reliability, sign: int) -> None:
+        self.images += sign
+        self.counts += sign * reliability.counts
+        self.correct += sign * reliability.correct
+        for total, value in zip(self.confidence, reliability.confidence):
+            total.add(sign * float(value))
+
+    def value(self) -> Reliability:
+        return Reliability(self.counts.copy(), np.array([total.value for total in self.confidence]),
+                           self.correct.copy())
+
+
 class RunningSummary:
     """`catalogue.means` of the images set here, without medians; see the module docstring."""
 
@@ -81,6 +105,7 @@ class RunningSummary:
         self._metrics: dict[str, ImageMetrics] = {}  # by image id: the images with a mask and their metrics
         self._tallies: dict[str, _Tally] = {}  # by metric name (per-class entries: `<family>_<i>`)
         self._families: dict[str, int] = {}  # per-class family -> images that computed it
+        self._reliability = _PooledReliability()
         #: Bumped by every call that changed what is summed (a view that drew at one count has nothing to redraw
         #: until it moves: setting an image's metrics to the very object it had is no change).
         self.changes = 0
@@ -110,8 +135,11 @@ class RunningSummary:
         self._metrics.clear()
         self._tallies.clear()
         self._families.clear()
+        self._reliability = _PooledReliability()
 
     def _count(self, metrics: ImageMetrics, sign: int) -> None:
+        if metrics.quality is not None and metrics.quality.reliability is not None:
+            self._reliability.change(metrics.quality.reliability, sign)
         for metric in catalogue.metrics():
             if metric.computed(metrics):
                 self._tally(metric.name).change(metric.of(metrics), sign, metric.scale.count)
@@ -151,6 +179,10 @@ class RunningSummary:
         found = [(metric, aggregated) for metric in catalogue.entries_below(classes)
                  if (aggregated := self.aggregate(metric)) is not None]
         return catalogue.summary_document(found, len(self._metrics))
+
+    def reliability(self) -> tuple[Reliability, int]:
+        """The reliability diagram pooled over the images that computed one (ECE chosen), and how many they are."""
+        return self._reliability.value(), self._reliability.images
 
     def values(self, metric: Metric) -> list[float | None]:
         """`metric` of every image that has it (None: n/a), for a histogram: O(images), so for a view that

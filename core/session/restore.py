@@ -3,18 +3,19 @@ against today's mask (`Session.restore_entries` hands these to `Session.adopt_re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol, TypeVar
 
-from ..dataset.dataset import Dataset
+from ..dataset.dataset import Dataset, DatasetItem
 from ..errors import SegScopeError
 from ..evaluate import score
 from ..files.stamp import Stamp
 from ..metrics.scores import ImageMetrics
 from ..result import InferenceResult
 from ..wholeslide.evaluate import TiledEvaluation
-from .store import SessionStore
+from .store import SessionStore, StoredResult, StoredSlide
 
 
 @dataclass(frozen=True)
@@ -46,35 +47,52 @@ def _same_content(result: InferenceResult, image_path: Path) -> InferenceResult:
     return replace(result, image=now) if now.sha256 == read.sha256 else result
 
 
+#: How many of the dataset's first rows are restored before the others: a screenful and more, the rows a
+#: dataset shows when it opens.
+FIRST_ROWS = 100
+
+
 def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored]:
     """What `store` keeps of `dataset`, each read and re-scored against today's mask on disk as it is asked for
-    (reads and scores only: any thread), a line for each entry that cannot be read."""
+    (reads and scores only: any thread), the dataset's first rows first (`FIRST_ROWS`, on screen when it opens),
+    a line for each entry that cannot be read."""
     root = dataset.root
+
+    def result(item: DatasetItem, entry: StoredResult) -> Restored:
+        restored = _same_content(entry.result, item.image_path)
+        metrics = score(dataset, item, restored).metrics  # as a run scores (a tiled mask: its region)
+        return Restored(root, item.id, restored, metrics=metrics)
+
+    def slide(item: DatasetItem, entry: StoredSlide) -> Restored:
+        run = TiledEvaluation.scored(dataset, item, entry.stitched, entry.tiles, entry.seconds, entry.plan)
+        return Restored(root, item.id, slide_run=run)
+
     known = {item.id: item for item in dataset.items}
-    for entry in store.results():
+    first = [item.id for item in dataset.items[:FIRST_ROWS]]
+    yield from _each_restored(store.results(first), known, root, "result", result)
+    yield from _each_restored(store.slides(first), known, root, "whole-slide run", slide)
+
+
+class _Stored(Protocol):
+    @property
+    def image_id(self) -> str: ...
+
+
+S = TypeVar("S", bound=_Stored)
+
+
+def _each_restored(entries: Iterable[S | str], known: Mapping[str, DatasetItem], root: Path, what: str,
+                   restore: Callable[[DatasetItem, S], Restored]) -> Iterator[Restored]:
+    """`restore` of each stored entry of an image the dataset still has; a line for one that cannot be."""
+    for entry in entries:
         if isinstance(entry, str):
             yield Restored(root, note=entry)
             continue
         item = known.get(entry.image_id)
         if item is None:
             continue
-        result = _same_content(entry.result, item.image_path)
         try:
-            metrics = score(dataset, item, result).metrics  # as a run scores (a tiled mask: its region)
+            restored = restore(item, entry)
         except SegScopeError as exc:
-            yield Restored(root, note=f"{item.id}: stored result not restored: {exc}")
-            continue
-        yield Restored(root, item.id, result, metrics=metrics)
-    for slide in store.slides():
-        if isinstance(slide, str):
-            yield Restored(root, note=slide)
-            continue
-        item = known.get(slide.image_id)
-        if item is None:
-            continue
-        try:
-            run = TiledEvaluation.scored(dataset, item, slide.stitched, slide.tiles, slide.seconds, slide.plan)
-        except SegScopeError as exc:
-            yield Restored(root, note=f"{item.id}: stored whole-slide run not restored: {exc}")
-            continue
-        yield Restored(root, item.id, slide_run=run)
+            restored = Restored(root, note=f"{item.id}: stored {what} not restored: {exc}")
+        yield restored

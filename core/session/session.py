@@ -413,6 +413,12 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
                 "on disk: it is kept until the dataset is closed, and not restored when it is reopened")
 
     # ------------------------------------------------------------------------------------------- export
+    @property
+    def can_export(self) -> bool:
+        """The one rule for File > Export (the menu's enabled state and the command alike): something to write (a
+        result, or a whole-slide run) and no export running."""
+        return self.dataset is not None and (self.has_results or bool(self.slide_runs)) and not self.exporting
+
     def start_export(self, choices: ExportChoices) -> Callable[[], Iterator[ExportProgress]]:
         """Begin exporting `choices` (of what `Exportable` offers now, with the open model's capabilities): the work,
         for any thread, one image per step, all or nothing (`Exportable.steps`). `exporting` until `export_ended`

@@ -105,7 +105,7 @@ def actions(session: Session) -> Actions:
     editor = document.editor if document is not None and not document.saving else None
     answer = session.answer(document.item.id) if document is not None and not document.saving else None
     return Actions(run=model and session.ready, run_all=model and session.dataset is not None, cancel=busy,
-                   export=session.has_results and not session.exporting, cancel_export=session.exporting,
+                   export=session.can_export, cancel_export=session.exporting,
                    undo_roi=session.roi_moves.can_undo, redo_roi=session.roi_moves.can_redo,
                    save=editor is not None and editor.dirty, discard=editor is not None and editor.dirty,
                    undo_edit=editor is not None and editor.can_undo, redo_edit=editor is not None and editor.can_redo,

@@ -130,6 +130,12 @@ class ViewerCommands(QObject):
             return
         self._load(item_id)
 
+    def prefetch(self, item_id: str) -> None:
+        """Open an image's slide ahead, while another is on screen (the review queue's next image)."""
+        dataset = self.session.dataset
+        if dataset is not None and item_id in dataset:
+            self.loading.prefetch(dataset.item(item_id), dataset)
+
     def _load(self, item_id: str) -> None:
         """Make `item_id` current and load its slide and mask (a newer request supersedes this one)."""
         session = self.session
@@ -211,8 +217,9 @@ class ViewerCommands(QObject):
 
     def export(self) -> None:
         """Ask what and where, then write in the background (see `export_flow`)."""
-        if self.session.dataset is None or not (self.session.has_results or self.session.slide_runs):
-            self.note.emit("Run at least one image (or a whole slide) before exporting", 4000)
+        if not self.session.can_export:
+            self.note.emit("An export is running: wait for it to finish or cancel it" if self.session.exporting
+                           else "Run at least one image (or a whole slide) before exporting", 4000)
             return
         choices = ask_export(self.session, self.session.capabilities, self.host)
         if choices is not None:

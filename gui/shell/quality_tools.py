@@ -19,7 +19,6 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QInputDialog, QWidget
 
 from ...core.errors import SegScopeError
-from ...core.quality.calibration import Reliability
 from ...core.quality.spec import MetricSpec
 from ...core.session.session import Session
 from ...core.session.views import headline
@@ -68,7 +67,6 @@ class QualityTools(QObject):
             event.connect(lambda *_args: self._timer.request())
         for dock in (self.defects_dock, self.reliability_dock):
             dock.visibilityChanged.connect(self._on_visible)
-        self.spec = MetricSpec()
         self.set_spec(str(settings().value(SETTING, "") or ""), remember=False)
 
     def _on_visible(self, visible: bool) -> None:
@@ -79,15 +77,16 @@ class QualityTools(QObject):
     def set_spec(self, text: str, remember: bool = True) -> MetricSpec:
         """Compute the QA metrics listed in `text` (`--metrics`' syntax) from the next run on; SegScopeError
         for a bad list (the choice stays as it was)."""
-        self.spec = MetricSpec.parse(text)
-        self.session.set_quality_spec(self.spec)
+        spec = MetricSpec.parse(text)
+        self.session.set_quality_spec(spec)
         if remember:
             settings().setValue(SETTING, text)
         self._timer.request()
-        return self.spec
+        return spec
 
     def choose(self) -> None:
-        current = ",".join(f"nsd@{self.spec.nsd_tolerance:g}" if n == "nsd" else n for n in self.spec.names)
+        spec = self.session.quality
+        current = ",".join(f"nsd@{spec.nsd_tolerance:g}" if n == "nsd" else n for n in spec.names)
         text, ok = QInputDialog.getText(self.host, "QA metrics", "Metrics computed beside Dice for each image run "
                                         "(hd95, nsd@T, cldice, defect_f1, ece, all; empty: none):", text=current)
         if not ok:
@@ -110,17 +109,13 @@ class QualityTools(QObject):
             if metrics is None or result is None:
                 note = "Run an image that has a ground-truth mask to list its defects"
             elif quality is None or "defect_f1" not in quality.spec.names:
-                note = ("Computing…" if "defect_f1" in self.spec.names else
+                note = ("Computing…" if "defect_f1" in session.quality.names else
                         "Choose defect_f1 in Inspect > QA metrics… to list the defects")
             else:  # the defects of the numbers shown, marked as they are (stale, re-scoring)
                 rows, note = defect_rows(quality, result.roi, session.class_names), view.note if view else ""
             self.defects.show_defects(rows, note)
         if dock_seen(self.reliability_dock):
-            pooled, images = Reliability.empty(), 0
-            for item_id in session.result_ids:
-                known = session.known_metrics(item_id)
-                if known is not None and known.quality is not None and known.quality.reliability is not None:
-                    pooled, images = pooled + known.quality.reliability, images + 1
+            pooled, images = session.running.reliability()  # kept as images are scored: no walk
             self.reliability.show_reliability(quality.reliability if quality is not None else None, pooled, images)
 
     def step(self, offset: int) -> None:

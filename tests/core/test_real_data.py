@@ -35,9 +35,10 @@ def test_evaluate_real_datasets(shared_data, backend, name, count, empty_id):
         assert result.roi == Roi(0, 0, width, height) and result.image_size == (width, height)
         assert result.probabilities.shape == (960, 960, 2)
         np.testing.assert_allclose(result.probabilities.sum(axis=-1), 1.0, atol=1e-5)
-        for value in (metrics.soft_dice, metrics.soft_iou, metrics.precision, metrics.recall,
-                      *metrics.dice, *metrics.iou):
+        for value in (metrics.soft_dice, metrics.soft_iou, *metrics.dice, *metrics.iou):
             assert 0.0 <= value <= 1.0
+        for value in (metrics.precision, metrics.recall):  # n/a (NaN) only where its denominator is 0 (below)
+            assert 0.0 <= value <= 1.0 or (np.isnan(value) and evaluation.item.id == empty_id)
         assert metrics.soft_iou == pytest.approx(metrics.soft_dice / (2 - metrics.soft_dice))
         if evaluation.item.id == empty_id:
             mask = cv2.imread(str(evaluation.item.mask_path), cv2.IMREAD_GRAYSCALE)
@@ -45,10 +46,10 @@ def test_evaluate_real_datasets(shared_data, backend, name, count, empty_id):
             margin = cv2.resize(result.probabilities[..., 1] - result.probabilities[..., 0], (width, height),
                                 interpolation=cv2.INTER_LINEAR)
             false_alarms = int((margin > 0).sum())
-            # Nothing to find: recall is 1 by convention; precision and Dice are 0 with any false alarm, and
-            # the foreground Dice is n/a without one (no foreground in either mask).
-            assert metrics.recall == 1.0
-            assert metrics.precision == (0.0 if false_alarms else 1.0)
+            # Nothing to find: recall is n/a (Metrics Reloaded: undefined for an empty reference); precision and
+            # Dice are 0 with any false alarm, and n/a without one (no foreground in either mask).
+            assert np.isnan(metrics.recall)
+            assert metrics.precision == 0.0 if false_alarms else np.isnan(metrics.precision)
             if false_alarms:
                 assert metrics.foreground_dice == 0.0 == metrics.dice[1]
             else:

@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from segscope.core.metrics import catalogue
 from segscope.core.metrics.running import ExactSum, RunningSummary
 from segscope.core.metrics.scores import ImageMetrics
+from segscope.core.quality.calibration import Calibration, Reliability
 from segscope.core.quality.spec import ImageQuality
 
 from helpers import same_numbers, without_medians
@@ -118,3 +120,41 @@ def test_the_change_count_moves_exactly_when_what_is_summed_changes() -> None:
     running.set("b", first)
     running.clear()
     assert moved() and len(running) == 0
+
+
+def test_the_pooled_reliability_follows_images_set_changed_and_dropped() -> None:
+    """The Reliability dock's "images run" diagram: every pixel of the images held, binned here by hand (bin b
+    holds confidences in (b/15, (b+1)/15]), whatever order images came and went in."""
+    rng = np.random.default_rng(3)
+
+    def image(pixels: int) -> tuple[ImageMetrics, np.ndarray, np.ndarray, Reliability]:
+        confidence = rng.uniform(0.5, 1.0, pixels)
+        correct = rng.random(pixels) < confidence
+        probabilities = np.stack([confidence, 1 - confidence], -1)[:, None, :]  # top label: class 0
+        labels = np.where(correct, 0, 1)[:, None]
+        reliability = Reliability.of(probabilities, labels)
+        calibration = Calibration(reliability, Reliability.empty(), 0.0, pixels)
+        quality = ImageQuality({"ece": reliability.ece()}, {}, calibration=calibration)
+        metrics = ImageMetrics(0.9, 0.8, (1.0, 0.5), (1.0, 0.5), 0.5, 0.5, 1.0, 1.0, quality)
+        return metrics, confidence, correct, reliability
+
+    running, held = RunningSummary(), {}
+    for name, pixels in [("a", 40), ("b", 25), ("a", 31), ("c", 50), ("b", 0)]:
+        if pixels:
+            metrics, confidence, correct, reliability = image(pixels)
+            running.set(name, metrics)
+            held[name] = confidence, correct, reliability
+        else:
+            running.discard(name)
+            held.pop(name)
+    pooled, images = running.reliability()
+    confidence = np.concatenate([c for c, _, _ in held.values()])
+    correct = np.concatenate([k for _, k, _ in held.values()])
+    bins = np.ceil(confidence * 15).astype(int) - 1
+    assert images == 2
+    assert pooled.counts.tolist() == np.bincount(bins, minlength=15).tolist()
+    assert pooled.correct.tolist() == np.bincount(bins[correct], minlength=15).tolist()
+    expected = [math.fsum(confidence[bins == b]) for b in range(15)]
+    assert np.allclose(pooled.confidence, expected, rtol=1e-12, atol=0)
+    # each bin's sum is the exact sum of the images' own sums: no trace left of the images changed or dropped
+    assert pooled.confidence.tolist() == [math.fsum(r.confidence[b] for _, _, r in held.values()) for b in range(15)]

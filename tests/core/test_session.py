@@ -489,12 +489,15 @@ def test_the_session_owns_the_export_its_flag_and_its_cancel(tmp_path, write_png
     from segscope.core.session.views import actions
 
     session = _loaded(tmp_path, write_png)
+    assert not session.can_export and not actions(session).export  # nothing to write yet
     _run(session, "a")
     _run(session, "b")
     out = tmp_path / "out"
     choices = ExportChoices(("mask",), True, out, "all", ("a", "b"), False)
-    assert actions(session).export and not actions(session).cancel_export
+    assert Session().can_export is False  # nothing open
+    assert actions(session).export and not actions(session).cancel_export and session.can_export
     work = session.start_export(choices)
+    assert not session.can_export  # one at a time
     assert session.exporting and not actions(session).export and actions(session).cancel_export
     with pytest.raises(SegScopeError, match="an export is running"):
         session.start_export(choices)

@@ -30,7 +30,8 @@ from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.truth import corrected_mask_path
 from segscope.core.editing.document import mask_source
-from segscope.core.editing.files import write_recovery
+from segscope.core.editing.files import save_mask, write_recovery
+from segscope.core.export.job import ExportChoices
 from segscope.core.metrics.review import ERROR_NAMES, error_codes
 from segscope.core.metrics.scores import argmax_at_roi
 from segscope.core.quality.spec import MetricSpec
@@ -38,6 +39,7 @@ from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.session.answers import RUN, WHOLE_SLIDE
 from segscope.core.session.backend_state import BackendState
+from segscope.core.session.events import SaveConflict
 from segscope.core.session.jobs import run_backend_job, run_here
 from segscope.core.session.session import Session
 from segscope.core.session.views import UNSAVED_MARK, headline, item_view, review_input
@@ -138,18 +140,28 @@ def _components(mask: np.ndarray) -> list[np.ndarray]:
 
 
 def _defects(pred: np.ndarray, truth: np.ndarray) -> tuple[int, int, int]:
-    """(TP, FP, FN) defects: 8-connected components matched one to one at IoU >= 0.5, the best pairs first; an
-    unmatched prediction lying mostly (over half its area) inside one true defect is a piece of it, no false
-    alarm."""
+    """(TP, FP, FN) defects: 8-connected components matched one to one at IoU >= 0.5, the best pairs first. An
+    unmatched prediction is no false alarm when it is one of several pieces of one true defect: it lies at least
+    half inside that defect (the one holding most of it), which another prediction matches or also lies at least
+    half inside, and it is not a merge's host (a prediction holding at least half of each of two true defects)."""
     ps, ts = _components(pred), _components(truth)
     pairs = sorted((-np.sum(p & t) / np.sum(p | t), i, j) for i, p in enumerate(ps) for j, t in enumerate(ts))
-    used_p, used_t = set(), set()
+    matched: dict[int, int] = {}  # prediction -> true defect
     for negative_iou, i, j in pairs:
-        if -negative_iou >= 0.5 and i not in used_p and j not in used_t:
-            used_p.add(i)
-            used_t.add(j)
-    pieces = {i for i, p in enumerate(ps) if i not in used_p and any(np.sum(p & t) > 0.5 * np.sum(p) for t in ts)}
-    return len(used_t), len(ps) - len(used_p) - len(pieces), len(ts) - len(used_t)
+        if -negative_iou >= 0.5 and i not in matched and j not in matched.values():
+            matched[i] = j
+    holder = {j: max(range(len(ps)), key=lambda i: (np.sum(ps[i] & t), -i)) for j, t in enumerate(ts) if ps}
+    mostly_held = [i for j, i in holder.items() if np.sum(ps[i] & ts[j]) >= 0.5 * np.sum(ts[j])]
+    hosts = {i for i in mostly_held if mostly_held.count(i) >= 2}
+    piece_of = dict(matched)
+    for i, p in enumerate(ps):
+        if i not in matched and i not in hosts and ts:
+            home = max(range(len(ts)), key=lambda j: (np.sum(p & ts[j]), -j))
+            if np.sum(p & ts[home]) >= 0.5 * np.sum(p):
+                piece_of[i] = home
+    pieces = [j for j in piece_of.values()]
+    split = {i for i, j in piece_of.items() if i not in matched and pieces.count(j) >= 2}
+    return len(matched), len(ps) - len(matched) - len(split), len(ts) - len(matched)
 
 
 def reference(result: InferenceResult, mask: np.ndarray) -> Reference:
@@ -162,10 +174,10 @@ def reference(result: InferenceResult, mask: np.ndarray) -> Reference:
     tp, fp, fn = int(np.sum(pred & truth)), int(np.sum(pred & ~truth)), int(np.sum(~pred & truth))
     tn = truth.size - tp - fp - fn
     soft = 2 * np.sum(np.where(truth, p[..., 1], p[..., 0])) / (np.sum(p * p) + truth.size + 1e-6)
-    empty = math.nan if tp + fp + fn == 0 else 1.0  # no foreground anywhere: n/a, else nothing to get wrong
+    # precision and recall are n/a where their denominator is 0 (Metrics Reloaded: nothing predicted, nothing to find)
     return Reference(float(soft), 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else math.nan,
-                     tp / (tp + fp + fn) if tp + fp + fn else math.nan, tp / (tp + fp) if tp + fp else empty,
-                     tp / (tp + fn) if tp + fn else empty, {"TP": tp, "FP": fp, "FN": fn, "TN": tn},
+                     tp / (tp + fp + fn) if tp + fp + fn else math.nan, tp / (tp + fp) if tp + fp else math.nan,
+                     tp / (tp + fn) if tp + fn else math.nan, {"TP": tp, "FP": fp, "FN": fn, "TN": tn},
                      _defects(pred, truth))
 
 
@@ -339,6 +351,38 @@ class SessionMachine(RuleBasedStateMachine):
         self.recovery.pop(self.current, None)
 
     @precondition(lambda self: self.dirty)
+    @rule(choice=st.sampled_from(["copy", "theirs", "overwrite"]), x=st.integers(0, W - 8))
+    def another_viewer_saves_first(self, choice: str, x: int) -> None:
+        """Another viewer saves this image's mask (a correction) after this one read it: this viewer's save writes
+        nothing and asks (issue 40); keep mine as a copy, take theirs or overwrite each keeps what it says."""
+        document = self.session.document
+        source = mask_source(document.item)
+        theirs = np.zeros((H, W), np.uint8)
+        theirs[4:12, x : x + 8] = FOREGROUND
+        save_mask(theirs, source, "corrected")  # (the other viewer: no stamps of this one's)
+        conflicts: list[SaveConflict] = []
+
+        def asked(conflict: SaveConflict) -> None:
+            conflicts.append(conflict)
+
+        self.session.events.save_conflict.connect(asked)
+        try:
+            run_here(self.session.save_job("corrected"))
+        finally:
+            self.session.events.save_conflict.disconnect(asked)
+        assert [c.path for c in conflicts] == [corrected_mask_path(source)] and self.dirty
+        assert np.array_equal(cv2.imread(str(corrected_mask_path(source)), cv2.IMREAD_UNCHANGED), theirs)
+        mine = document.mask.copy()
+        copies = set(source.parent.glob(f"{source.stem}.mine-*.png"))
+        run_here(self.session.resolve_conflict(conflicts[0], choice))
+        kept = self.on_disk[self.current] = self.truth[self.current] = mine if choice == "overwrite" else theirs
+        assert not self.dirty and np.array_equal(document.mask, kept)
+        (new_copy,) = set(source.parent.glob(f"{source.stem}.mine-*.png")) - copies if choice == "copy" else (None,)
+        if new_copy is not None:
+            assert np.array_equal(cv2.imread(str(new_copy), cv2.IMREAD_UNCHANGED), mine)
+        self.recovery.pop(self.current, None)
+
+    @precondition(lambda self: self.dirty)
     @rule()
     def discard(self) -> None:
         self.session.discard()
@@ -386,6 +430,34 @@ class SessionMachine(RuleBasedStateMachine):
         run_here(self.session.open_dataset(Dataset.open(self.root)))
         self._truths_by_model()
         self._select("b")
+
+    @precondition(lambda self: bool(self.session.result_ids))
+    @rule()
+    def export(self) -> None:
+        """File > Export of every result, the viewer's command (`start_export`): its metric table holds each
+        image's numbers against the truth this test expects (unsaved edits included), and nothing else runs."""
+        session = self.session
+        ids = tuple(session.result_ids)
+        out = Path(self._folder.name) / "exports" / str(len(list(Path(self._folder.name).glob("exports/*"))))
+        work = session.start_export(ExportChoices((), True, out, "all", ids, False))  # (the metric tables only)
+        assert session.exporting
+        try:
+            *_, last = work()
+        finally:
+            assert not session.export_ended() and not session.exporting
+        assert sorted(p.name for p in last.written) == ["metrics.csv", "metrics.json"]
+        rows = {row["id"]: row for row in json.loads((out / "metrics.json").read_text(encoding="utf-8"))["images"]}
+        assert sorted(rows) == sorted(ids)
+        for item_id in ids:
+            answer, truth = session.answer(item_id), self.truth[item_id]
+            if truth is None:
+                assert rows[item_id].get("foreground_dice") is None, item_id
+                continue
+            ref = reference(answer.result, truth)
+            got = [math.nan if rows[item_id][k] is None else rows[item_id][k]
+                   for k in ("soft_dice", "foreground_dice", "foreground_iou", "precision", "recall")]
+            assert all(map(same, got, (ref.soft_dice, ref.dice, ref.iou, ref.precision, ref.recall))), (item_id, got)
+            assert tuple(rows[item_id][k] for k in ("defect_tp", "defect_fp", "defect_fn")) == ref.defects
 
     @rule()
     def settle(self) -> None:
