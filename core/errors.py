@@ -93,8 +93,9 @@ class ApiUnavailable(BackendError):
 
 @dataclass(frozen=True)
 class Description:
-    """How a front end reports a failure: a user error (`bug` False) is its one line; anything else is a bug,
-    its line "<type>: <text>" and its traceback in `details`."""
+    """How a front end reports a failure: a user error (`bug` False) is its one line (its details the same, with
+    the command-line flag an option's label stands for); anything else is a bug, its line "<type>: <text>" and its
+    traceback in `details`."""
 
     bug: bool
     line: str
@@ -107,6 +108,7 @@ def describe(exc: BaseException, labels: Mapping[str, str] | None = None) -> Des
     if isinstance(exc, SegScopeError):
         label = (labels or {}).get(exc.option or "")
         line = f"{label}: {exc.reason}" if label else str(exc)
-        return Description(False, line, f"{type(exc).__name__}: {line}")
+        on_the_command_line = f"\n(on the command line: {exc.option})" if label else ""
+        return Description(False, line, line + on_the_command_line)  # no class name: the user's words only
     details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))  # 3.9: three arguments
     return Description(True, f"{type(exc).__name__}: {exc}", details)

@@ -36,20 +36,23 @@ from ..roi import ORIGINAL_DEFAULT_ROI, Roi
 from ..slides import slide_size
 from ..slides.masks import MaskReader
 from .masks import MaskRule, histogram, relabelled
-from .truth import AUTO, CORRECTED, CORRECTED_SUFFIX, MASK_SUFFIX, Truth, check_choice, default_mask_path, truth_for
+from .truth import (
+    AUTO,
+    BACKUP_SUFFIX,
+    CORRECTED,
+    CORRECTED_SUFFIX,
+    MASK_SUFFIX,
+    Truth,
+    check_choice,
+    default_mask_path,
+    truth_for,
+)
 
 log = logging.getLogger(__name__)
 
 SIDECAR_NAME = "segscope.json"
 #: The lock file of the sidecar's writers (`_save_sidecar`), beside it.
 SIDECAR_LOCK = ".segscope.json.lock"
-#: Backups (`mask.orig.png`) sit beside the original mask, as saved corrections do (`core.dataset.truth`).
-BACKUP_SUFFIX = ".orig"
-
-
-def backup_mask_path(mask_path: Path) -> Path:
-    """`mask.png` -> `mask.orig.png`: where a replaced original is kept."""
-    return Path(mask_path).with_name(f"{Path(mask_path).stem}{BACKUP_SUFFIX}{Path(mask_path).suffix}")
 
 
 #: A copy of edits kept instead of overwriting another writer's mask: `mask.mine-20261206-073000[-2].png`

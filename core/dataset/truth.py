@@ -2,7 +2,8 @@
 
 An image of a dataset may have two truth files: the original (`<id>/mask.png`, `<name>_mask.png`, any mask
 suffix) and a correction saved by the viewer beside it (`mask_corrected.png`, `<name>_mask_corrected.png`,
-always PNG). A `Truth` names the one in use: its kind (`original` or `corrected`), its path and its SHA-256.
+always PNG). A `Truth` names the one in use: its kind (`original`; `replaced`, an original a viewer "replace"
+save rewrote, its first version kept as `mask.orig.png`; or `corrected`), its path and its SHA-256.
 The choice (`segscope eval --truth`):
 
 - `auto` (the default, and the viewer's rule): the saved correction where there is one, else the original;
@@ -26,6 +27,9 @@ from ..files.fileio import sha256_file
 
 ORIGINAL = "original"
 CORRECTED = "corrected"
+#: The kind of an original mask a viewer "replace" save rewrote with the user's edits (its first version kept
+#: beside it as `mask.orig.png`): chosen as the original, named apart from it.
+REPLACED = "replaced"
 AUTO = "auto"
 #: What `--truth` accepts.
 CHOICES = (AUTO, ORIGINAL, CORRECTED)
@@ -33,6 +37,13 @@ CHOICES = (AUTO, ORIGINAL, CORRECTED)
 MASK_SUFFIX = "_mask"
 #: Saved corrections (`mask_corrected.png`) sit beside the original mask.
 CORRECTED_SUFFIX = "_corrected"
+#: Backups (`mask.orig.png`) of an original a "replace" save rewrote sit beside it too.
+BACKUP_SUFFIX = ".orig"
+
+
+def backup_mask_path(mask_path: Path) -> Path:
+    """`mask.png` -> `mask.orig.png`: where a replaced original is kept."""
+    return Path(mask_path).with_name(f"{Path(mask_path).stem}{BACKUP_SUFFIX}{Path(mask_path).suffix}")
 
 
 def default_mask_path(image_path: Path) -> Path:
@@ -61,7 +72,7 @@ class HasTruth(Protocol):
 class Truth:
     """The truth file an image is scored against."""
 
-    kind: str  # ORIGINAL or CORRECTED
+    kind: str  # ORIGINAL, REPLACED or CORRECTED
     path: Path
 
     def sha256(self) -> str:
@@ -143,7 +154,7 @@ def truth_for(item: HasTruth, choice: str = AUTO) -> Truth | None:
     if choice != ORIGINAL and corrected.is_file() and settle_superseded(mask_path, corrected):
         return Truth(CORRECTED, corrected)
     if choice != CORRECTED and item.mask_path is not None:
-        return Truth(ORIGINAL, item.mask_path)
+        return Truth(REPLACED if backup_mask_path(item.mask_path).is_file() else ORIGINAL, item.mask_path)
     return None
 
 

@@ -18,8 +18,8 @@ from typing import Literal
 
 import numpy as np
 
-from ..dataset.dataset import backup_mask_path, copy_mask_path
-from ..dataset.truth import corrected_mask_path, superseded_marker
+from ..dataset.dataset import copy_mask_path
+from ..dataset.truth import backup_mask_path, corrected_mask_path, superseded_marker
 from ..errors import InputError, SegScopeError
 from ..files.fileio import HOST, atomic_write_bytes, encode_image, gone, process_alive, read_bytes
 from ..files.stamp import Stamp, check_unchanged, short_lock

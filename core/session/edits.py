@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dataset.dataset import Dataset, DatasetItem, backup_mask_path
-from ..dataset.truth import Truth
+from ..dataset.dataset import Dataset, DatasetItem
+from ..dataset.truth import Truth, backup_mask_path
 from ..editing.document import MaskDocument, mask_source
 from ..editing.files import (
     Recovery,

@@ -49,7 +49,8 @@ class ImageTruth:
 
     @property
     def kind(self) -> str:
-        """In a word: "original", "corrected" (a saved correction), "edited" (with unsaved edits) or "none"."""
+        """In a word: "original", "replaced" (an original a replace save rewrote), "corrected" (a saved correction),
+        "edited" (with unsaved edits) or "none"."""
         if self.edits:
             return EDITED
         return self.file.kind if self.file is not None else NONE

@@ -52,6 +52,7 @@ class HoverReadout(QObject):
         self.label = QLabel(" ")
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.label.setMinimumWidth(1)  # a long readout is cut at the window's edge, never widens it
+        self.label.setContentsMargins(8, 2, 8, 2)  # in line with the panels' controls, not flush at x = 0
         self.position: tuple[float, float] | None = None  # where the mouse rests (the readout is redone there)
         viewport.installEventFilter(self)
 

@@ -14,7 +14,16 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QKeyEvent
-from PySide6.QtWidgets import QCheckBox, QLabel, QSpinBox, QToolBar, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QCheckBox,
+    QLabel,
+    QSpinBox,
+    QToolBar,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ...core.roi import Roi
 from ...core.slides import SlideReader
@@ -152,6 +161,9 @@ class SlideView(QWidget):
             spin = QSpinBox()
             spin.setKeyboardTracking(False)
             spin.setPrefix(f"{name} ")
+            # no arrow buttons (the wheel and the arrow keys still step): the four fit beside Fit and 1:1 in a
+            # 1280 px window, x1 and y1 no longer behind the bar's » button
+            spin.setButtonSymbols(QAbstractSpinBox.ButtonSymbols.NoButtons)
             spin.setRange(0, 0)
             spin.setToolTip(f"ROI {name} in slide pixels (the box is [x0, x1) x [y0, y1))")
             spin.valueChanged.connect(lambda _v, n=name: self._on_spin_changed(n))

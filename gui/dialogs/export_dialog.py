@@ -77,8 +77,8 @@ class ExportDialog(QDialog):
             box, details = QCheckBox(), QLabel()
             box.setChecked(kind in remembered)
             box.toggled.connect(lambda _on: self._update_estimate())
-            details.setWordWrap(True)
-            details.setIndent(24)
+            details.setIndent(24)  # one line, never wrapped: a wrapped label here is cut top and bottom (the
+            # dialog takes its size before the texts; a line this short widens it instead)
             details.setStyleSheet("color: palette(mid)")
             what_layout.addWidget(box)
             what_layout.addWidget(details)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from ...core.quality.defects import Defect
 from ...core.quality.spec import ImageQuality
@@ -82,6 +82,8 @@ class DefectsPanel(QWidget):
         self.prev_button, self.next_button = QToolButton(), QToolButton()
         self.summary = QLabel("")
         self.summary.setWordWrap(True)
+        # never squeezed below its wrapped lines (the table gives the height up instead: it scrolls)
+        self.summary.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         self.table = RowTable(self.model, sortable=True)
         self.table.clicked.connect(lambda index: self.activate(index.row()))
         self.table.activated.connect(lambda index: self.activate(index.row()))

@@ -60,7 +60,7 @@ class MetricsPanel(QWidget):
         self._reflow(2)
         self.per_class = QLabel("")
         self.per_class.setWordWrap(True)
-        self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution (1 where the class is in "
+        self.per_class.setToolTip("Hard Dice / IoU of each class at ROI resolution (n/a where the class is in "
                                   "neither mask)")
         self.note = QLabel("")  # why the numbers shown do not answer for the image now
         self.note.setWordWrap(True)
@@ -68,7 +68,8 @@ class MetricsPanel(QWidget):
         self.note.hide()
 
         self.plot = pg.PlotWidget()
-        self.plot.setMinimumHeight(120)
+        self.plot.setMinimumHeight(100)
+        self.plot.setMaximumHeight(130)  # (a plot's own size hint is 640 x 480: the dock would scroll past its axis)
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.setLabel("left", "images")
@@ -82,8 +83,8 @@ class MetricsPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.note)
         layout.addLayout(grid)
+        layout.addWidget(self.plot, 1)  # before the per-class lines: its axis shows in a 1280x800 window's dock
         layout.addWidget(self.per_class)
-        layout.addWidget(self.plot, 1)
         self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
         self._axes: tuple[float, float, int, str] | None = None  # what the axes show (set again when it changes)
         self._title = ""

@@ -113,6 +113,7 @@ class ProfilePanel(QWidget):
         self.import_button.clicked.connect(self.choose_file)
         self.source = shrinkable(QComboBox())
         self.source.setToolTip("Which loaded profile the tabs show")
+        self.source.setPlaceholderText("shown: none loaded")  # labelled while empty, not a blank combo
         self.source.currentIndexChanged.connect(self._show_selected)
         self.versus = shrinkable(QComboBox())
         self.versus.setToolTip("Another loaded profile (e.g. msprof's on the chip): its time per operator, where "

@@ -195,8 +195,9 @@ def meaning(stage: str) -> str:
 
 
 def _legend(record: RunRecord) -> str:
-    """One run's stages as coloured keys with their times (ms): a line of the timeline's legend."""
-    parts = [f'<span style="color: rgb{stage_color(stage)}">■</span> {stage} {duration * 1000:.1f}'
-             for stage, _start, duration in record.timeline()]
-    total = f"<b>total {record.total_time * 1000:.1f}</b>"
+    """One run's stages as coloured keys with their times (ms): a line of the timeline's legend. Each key, its
+    stage and its time are one unbreakable piece (a wrapped line breaks between stages only)."""
+    parts = [f'<span style="white-space: nowrap"><span style="color: rgb{stage_color(stage)}">■</span>&nbsp;{stage}'
+             f"&nbsp;{duration * 1000:.1f}</span>" for stage, _start, duration in record.timeline()]
+    total = f'<b style="white-space: nowrap">total&nbsp;{record.total_time * 1000:.1f}</b>'
     return f"#{record.id} {record.backend} (ms): " + " · ".join([*parts, total])

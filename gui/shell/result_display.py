@@ -14,7 +14,7 @@ from ...core.dataset.dataset import DatasetItem
 from ...core.result import InferenceResult
 from ...core.session.answers import RUN, Answer
 from ...core.session.backend_state import BackendOpened
-from ...core.session.events import QUEUED, UNREADABLE, MaskChanged
+from ...core.session.events import FAILED, QUEUED, UNREADABLE, MaskChanged
 from ...core.session.panel_model import PanelInputs, panel_inputs
 from ...core.session.session import Session
 from ...core.session.views import headline
@@ -80,6 +80,9 @@ class ResultDisplay(QObject):
         outcome = self.session.outcome(current.id) if current is not None else None
         if current is not None and outcome is not None and outcome.kind == UNREADABLE:
             return f"{current.id} cannot be opened: {outcome.text}"
+        if current is not None and outcome is not None and outcome.kind == FAILED:
+            return (f"{current.id} failed: {outcome.text}\nFix what this names, then run it again (Run, "
+                    f"{key('run_current')}); Messages (View menu) keeps the details")
         if view is not None and view.status.startswith(QUEUED) and current is not None:
             return f"Running {current.id}…"
         return f"Not run yet: press Run ({key('run_current')}) or Run all ({key('run_all')})"

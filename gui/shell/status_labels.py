@@ -56,7 +56,9 @@ class StatusLabels:
 
     def _make_room(self, message: str) -> None:
         """A message (a note, the hover readout) is drawn left of the permanent labels: they give up width for
-        it, eliding what no longer fits (whole on hover), so the message is not cut while there is room."""
+        it, the least needed first (`GIVE_UP`: the devices' use, the last run's timings, the backend, the dataset
+        means last), each eliding what no longer fits (whole on hover), so the message is not cut while there is
+        room and one label is cut before three are."""
         shown = [label for label in self.labels if label.isVisible()]
         texts = [label for label in shown if label.text()]
         for label in texts:
@@ -64,11 +66,20 @@ class StatusLabels:
         grip = sum(w.width() for w in self.bar.findChildren(QSizeGrip) if w.isVisible())
         spare = (self.bar.width() - self.bar.fontMetrics().horizontalAdvance(message) - MESSAGE_MARGIN - grip
                  - sum(label.minimumWidth() + LABEL_SPACING for label in shown if not label.text()))
-        wanted = sum(label.sizeHint().width() + LABEL_SPACING for label in texts)
-        if message and wanted > spare:
-            for label in texts:
-                share = (label.sizeHint().width() + LABEL_SPACING) * max(spare, 0) / wanted - LABEL_SPACING
-                label.setMaximumWidth(max(label.minimumWidth(), int(share)))
+        missing = sum(label.sizeHint().width() + LABEL_SPACING for label in texts) - spare
+        if not message:
+            return
+        for label in sorted(texts, key=self._give_up_order().index):
+            if missing <= 0:
+                break
+            width = label.sizeHint().width()
+            kept = max(label.minimumWidth(), width - missing)
+            label.setMaximumWidth(kept)
+            missing -= width - kept
+
+    def _give_up_order(self) -> list[ElidedLabel]:
+        """Which label gives its width up first for a message: the least needed first."""
+        return [self.usage_label, self.timings_label, self.backend_label, self.means_label]
 
     def backend_opening(self, description: str) -> None:
         self.backend_label.setText(f"backend: opening {description}…")

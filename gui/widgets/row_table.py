@@ -69,8 +69,9 @@ class RowModel(QAbstractTableModel, Generic[R]):
 
     def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
                    role: int = Qt.ItemDataRole.DisplayRole) -> object:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.columns[section].header
+        if orientation == Qt.Orientation.Horizontal and role in (Qt.ItemDataRole.DisplayRole,
+                                                                Qt.ItemDataRole.ToolTipRole):
+            return self.columns[section].header  # (whole on hover where a narrow section cuts it with "…")
         return None
 
     def data(self, index: _Parent, role: int = Qt.ItemDataRole.DisplayRole) -> object:
@@ -81,8 +82,9 @@ class RowModel(QAbstractTableModel, Generic[R]):
             return column.text(row)
         if role == SORT_ROLE:
             return self._key(column, row)
-        if role == Qt.ItemDataRole.ToolTipRole and column.tip is not None:
-            return column.tip(row)
+        if role == Qt.ItemDataRole.ToolTipRole:  # the text whole (a narrow column cuts it with "…"), then the tip
+            text = column.text(row)
+            return f"{text}\n{column.tip(row)}" if column.tip is not None else text
         if role == Qt.ItemDataRole.ForegroundRole and column.color is not None:
             return column.color(row)
         if role == Qt.ItemDataRole.TextAlignmentRole and column.right:
@@ -128,6 +130,7 @@ class RowTable(QTableView):
         self.verticalHeader().setDefaultSectionSize(metrics.height() + 6)
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)  # sized once, never per row
+        header.setTextElideMode(Qt.TextElideMode.ElideRight)  # a title cut by a narrow section shows "…"
         for section, column in enumerate(model.columns):
             width = column.width
             if isinstance(width, str) and width:

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from segscope.core.compat import pairwise
-from segscope.core.dataset.dataset import backup_mask_path
-from segscope.core.dataset.truth import corrected_mask_path, default_mask_path
+from segscope.core.dataset.truth import backup_mask_path, corrected_mask_path, default_mask_path
 from segscope.core.editing.annotation import Clip, MaskEditor, allowed_map, prediction_labels
 from segscope.core.editing.files import (
     discard_recovery,

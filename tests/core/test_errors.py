@@ -28,7 +28,9 @@ def test_an_option_error_reads_as_the_flag_on_the_command_line_and_as_the_label_
     assert (cli.bug, cli.line) == (False, "--output-scale: must be a positive number, got 0.0")
     viewer = describe(error, LABELS)
     assert (viewer.bug, viewer.line) == (False, "Output scale: must be a positive number, got 0.0")
-    assert viewer.details == "SegScopeError: Output scale: must be a positive number, got 0.0"
+    # the Messages details: the user's words and the flag, never the class name "SegScopeError:"
+    assert viewer.details == "Output scale: must be a positive number, got 0.0\n(on the command line: --output-scale)"
+    assert cli.details == cli.line
 
 
 def test_an_option_without_a_label_and_an_error_without_an_option_stay_as_they_are():

@@ -116,3 +116,24 @@ def test_truths_are_checked_from_counts_a_cache_already_holds(three):
     asked.clear()
     rule = prepare_truths(dataset, ("background", "defect", "scratch"), counts=cached)  # 3 classes: indices
     assert dataset.mask_rule is rule and sorted(asked) == ["a/mask_corrected.png", "b/mask.png"]
+
+
+def test_an_original_a_replace_save_rewrote_is_named_replaced(three, tmp_path):
+    """After the viewer's Replace save, mask.png holds the user's edits (its first version kept as mask.orig.png):
+    its kind says so ("replaced", not "original"), and --truth original still chooses it."""
+    import numpy as np
+
+    from segscope.core.editing.files import save_mask
+
+    mask_path = three / "b" / "mask.png"
+    assert truth_for(Dataset.open(three).item("b")).kind == ORIGINAL
+    edited = np.zeros((4, 6), np.uint8)
+    edited[2, 2] = 255
+    save_mask(edited, mask_path, "replace")
+    assert (three / "b" / "mask.orig.png").is_file()
+    item = Dataset.open(three).item("b")
+    for choice in (AUTO, ORIGINAL):
+        found = truth_for(item, choice)
+        assert found.kind == "replaced" and found.path == mask_path
+    assert truth_for(item, CORRECTED) is None
+    assert Dataset.open(three).truth(item).brief(three).startswith("replaced b/mask.png (sha256 ")

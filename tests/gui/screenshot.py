@@ -150,6 +150,16 @@ def clipped_texts(window: QWidget) -> list[str]:
             found.append(f"{type(view).__name__} cell {text!r} needs {needed} px, has {room}")
         elif text not in str(tip):
             found.append(f"{type(view).__name__} cell {text!r} is cut with '…' and not whole on hover")
+    for view in window.findChildren(QTableView):  # a column title wider than its section: cut only with "…"
+        header = view.horizontalHeader()
+        if not _seen(view, window) or header.textElideMode() != Qt.TextElideMode.ElideNone:
+            continue
+        for section in range(header.count()):
+            title = str(view.model().headerData(section, Qt.Orientation.Horizontal) or "")
+            needed = header.fontMetrics().horizontalAdvance(title) + 2 * header.style().pixelMetric(
+                QStyle.PixelMetric.PM_HeaderMargin, None, header)  # the section's margins
+            if not header.isSectionHidden(section) and title and needed > header.sectionSize(section):
+                found.append(f"QHeaderView section {title!r} needs {needed} px, has {header.sectionSize(section)}")
     for view in window.findChildren(QAbstractItemView):  # columns a view without a scroll bar cannot show
         header = view.horizontalHeader() if isinstance(view, QTableView) else None
         if (header is not None and _seen(view, window) and header.length() > view.viewport().width() + 1
@@ -270,6 +280,8 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
                        results_dock_height=window.results_dock.height(),
                        panels_height=on_screen.height() if graphics.isVisible() else 0,
                        minimum_width=window.minimumSizeHint().width(), clipped=clipped_widgets(window),
+                       roi_fields_shown=all(spin.isVisible() and window.slide.controls.rect().contains(spin.geometry())
+                                            for spin in window.slide.spins.values()),
                        clipped_texts=clipped_texts(window))
     out.parent.mkdir(parents=True, exist_ok=True)
     if not window.grab().save(str(out)):
@@ -283,8 +295,39 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
         measure["clipped_texts"] += [f"{text} (after the ROI moved, with the brush)"
                                      for text in _texts_after_an_roi_move(window, app)]
         window.editing.discard()  # (closing asks nothing)
+    if measure is not None and whole_slide_roi is None:
+        measure["docks"] = _texts_in_each_dock(window, app, out.with_suffix(""))
     window.close()
     return out
+
+
+def _texts_in_each_dock(window: QWidget, app: QApplication, stem: Path) -> dict[str, list[str]]:
+    """Whether the Metrics histogram's axis shows without scrolling (default metrics), then each dock that shares
+    a tab (Defects, Profile, Timing, Reliability, Metrics, Review, Messages) raised in turn, with the defect metrics
+    computed: its clipped texts; its screenshot saved as `<stem>-<dock>.png`."""
+    found = {}
+    window.metrics_dock.show()
+    window.metrics_dock.raise_()
+    settle(app)
+    plot = window.metrics_panel.plot  # with the default metrics, the histogram's axis shows without scrolling
+    bottom = plot.mapTo(window.metrics_dock, QPoint(0, plot.height())).y()
+    if bottom > window.metrics_dock.height():
+        found["Metrics histogram"] = [f"ends at {bottom} px, below the dock's {window.metrics_dock.height()} px"]
+    window.quality_tools.set_spec("defect_f1", remember=False)
+    for dock in (window.quality_tools.defects_dock, window.quality_tools.reliability_dock, window.profile_dock,
+                 window.inspection.timing_dock, window.inspection.review_dock, window.metrics_dock,
+                 window.messages_dock):
+        dock.show()
+        dock.raise_()
+        cut = ["not settled"]
+        for _ in range(10):  # a dock shown (or its numbers computed) just now lays out over a few event rounds
+            settle(app)
+            cut = clipped_texts(window) + clipped_widgets(window)
+            if not cut:
+                break
+        found[dock.windowTitle()] = cut
+        window.grab().save(f"{stem}-{dock.windowTitle().lower()}.png")
+    return found
 
 
 def _texts_after_an_roi_move(window: QWidget, app: QApplication) -> list[str]:

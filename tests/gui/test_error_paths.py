@@ -73,4 +73,5 @@ def test_an_option_error_names_the_viewer_control_not_the_command_line_flag():
 
     error = SegScopeError("must be a positive number, got 0.0", option="--output-scale")
     assert describe_error(error) == ("Output scale: must be a positive number, got 0.0",
-                                     "SegScopeError: Output scale: must be a positive number, got 0.0")
+                                     "Output scale: must be a positive number, got 0.0\n"
+                                     "(on the command line: --output-scale)")

@@ -247,3 +247,23 @@ def test_what_the_dialog_offers_is_what_is_written(qtbot, settings, dataset, tmp
         assert dialog.kind_details[kind].text().startswith(f"{summary(files)} "), kind
     for planned in plan.files():
         check_written(tmp_path / "out", planned)
+
+
+def test_every_line_of_the_dialog_is_whole_and_it_fits_a_laptop_screen(qtbot, settings, dataset, tmp_path):
+    """Each kind's second line (format, size, estimate) was cut top and bottom (at 1280x800 and 1920x1080 alike:
+    the dialog takes its own size): now no text of the dialog is cut, for each scope and result kind, with every
+    kind ticked, and the dialog fits a 1280x800 screen."""
+    from .screenshot import clipped_texts, clipped_widgets
+
+    session = roi_session(dataset)
+    session._runs = {"002": slide_run(dataset, "002", 300, 200)}
+    dialog = make_dialog(qtbot, settings, session)
+    dialog.show()
+    for runs in (dialog.roi_runs_button, dialog.slide_runs_button):
+        runs.setChecked(True)
+        for scope in (s for s, button in dialog.scope_buttons.items() if button.isEnabled()):
+            choose(dialog, tmp_path, kinds=tuple(dialog.kind_boxes), scope=scope)
+            qtbot.waitUntil(lambda: clipped_texts(dialog) == [], timeout=3000)  # once the dialog has grown to them
+            assert clipped_widgets(dialog) == [], (runs.text(), scope)
+            assert all(label.height() >= label.fontMetrics().height() for label in dialog.kind_details.values())
+            assert dialog.width() <= 1280 and dialog.height() <= 800

@@ -308,6 +308,11 @@ def test_timing_table_shows_core_runs_numbers_and_exports_them(qtbot, window, in
     # The timeline of the current image: one bar per stage of its run, in stream order.
     assert inspection.timing.image_id == "001"
     assert "render" in inspection.timing.legend.text() and "total" in inspection.timing.legend.text()
+    # each colour key is bound to its stage (a non-breaking space, in a piece that does not wrap): a narrow dock
+    # wraps between stages, never between a square and its label
+    assert '■</span>&nbsp;render&nbsp;' in inspection.timing.legend.text()
+    legend = inspection.timing.legend.text()
+    assert legend.count("white-space: nowrap") == legend.count("■") + legend.count("<br>") + 1  # + each total
     assert "<b>infer</b>: the model itself" in inspection.timing.legend.toolTip()
 
     path = tmp_path / "out" / "timings.csv"

@@ -275,7 +275,8 @@ def test_a_backend_error_goes_to_the_message_area_and_the_app_keeps_working(qtbo
     assert window.messages_dock.isVisible()
     assert window.dataset_panel.model.row("002").status == "error"
     window.messages.list.setCurrentRow(window.messages.messages.index(errors[1]))
-    assert "BackendError" in window.messages.details.toPlainText()
+    details = window.messages.details.toPlainText()  # the user's words, not a class name ("BackendError:")
+    assert "SendData returned 1001" in details and "Error:" not in details
 
     from segscope.gui.dialogs.backend_dialog import BackendChoice
 
@@ -473,3 +474,26 @@ def test_a_first_start_shows_metrics_and_messages_with_review_and_timing_a_tab_a
     qtbot.waitUntil(lambda: dock_seen(timing))
     window.dock_layout.reset()
     qtbot.waitUntil(lambda: dock_seen(window.messages_dock) and not dock_seen(timing))
+
+
+def test_a_message_takes_width_from_the_least_needed_status_label_first(qtbot):
+    """At 1280 px a message cut all three labels at once (each to a stub): now the devices' use and the timings
+    give their width up first, and the dataset means stay whole while the others can make the room."""
+    from PySide6.QtWidgets import QMainWindow
+
+    from segscope.gui.shell.status_labels import StatusLabels
+
+    main = QMainWindow()
+    qtbot.addWidget(main)
+    labels = StatusLabels(main.statusBar())
+    main.resize(1280, 800)
+    main.show()
+    labels.usage_label.setText("device 0: 12 images, 1.2 s · device 1: 11 images, 1.1 s")
+    labels.timings_label.setText("last run 1226 ms")
+    labels.means_label.setText("mean Soft Dice 0.9993 · Dice 0.9157 · IoU 0.8482 (3 images)")
+    labels.backend_label.setText("embedded · CPU (ONNX Runtime 1.32.0, 2 threads)")
+    qtbot.waitUntil(lambda: all(label.isVisible() for label in labels.labels) and main.statusBar().width() == 1280)
+    main.statusBar().showMessage("x" * 60)  # a note that needs some of their width (made room for at once)
+    means, usage = labels.means_label, labels.usage_label
+    assert means.maximumWidth() >= means.sizeHint().width()  # whole
+    assert usage.maximumWidth() < usage.sizeHint().width()  # the first to give width up

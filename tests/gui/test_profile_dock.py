@@ -47,6 +47,11 @@ def panel(qtbot, jobs):
     return widget
 
 
+def test_an_empty_profile_choice_says_so(panel):
+    assert panel.source.count() == 0 and panel.source.currentText() == ""
+    assert panel.source.placeholderText() == "shown: none loaded"  # drawn in the empty combo: never unlabelled
+
+
 def test_table_sorts_numerically_and_shows_full_names_on_hover(panel):
     panel.show_profile(big_profile())
     model = panel.model

@@ -155,6 +155,8 @@ def test_hover_readout_in_slide_coordinates(panels):
         assert panels.readout.text() == text
         assert panels.heat.vline.value() == sx + 0.5 and panels.truth.hline.value() == sy + 0.5
     assert panels.readout_at(10, 10) == "slide (10, 10): outside the ROI"
+    # the readout's text starts in from the window's left edge, in line with the panels' controls
+    assert panels.readout.contentsRect().left() >= 8
 
 
 def test_the_readout_follows_an_edit_under_a_resting_mouse(panels):

@@ -37,13 +37,15 @@ def test_cells_come_from_the_column_descriptions(qtbot):
     assert [model.headerData(c, Qt.Orientation.Horizontal) for c in range(2)] == ["Kind", "Area"]
     area = model.index(3, 1)
     assert area.data() == "4,000" and area.data(SORT_ROLE) == 4000
-    assert area.data(Qt.ItemDataRole.ToolTipRole) == "4000 px"
+    assert area.data(Qt.ItemDataRole.ToolTipRole) == "4,000\n4000 px"  # the text whole, then the tip
     right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
     assert area.data(Qt.ItemDataRole.TextAlignmentRole) == int(right)
     kind = model.index(0, 0)
     assert kind.data(SORT_ROLE) == "FN"  # the text, where the column has no key
     assert kind.data(Qt.ItemDataRole.ForegroundRole) == QColor("red")
-    assert kind.data(Qt.ItemDataRole.TextAlignmentRole) is None and kind.data(Qt.ItemDataRole.ToolTipRole) is None
+    assert kind.data(Qt.ItemDataRole.TextAlignmentRole) is None and kind.data(Qt.ItemDataRole.ToolTipRole) == "FN"
+    assert model.headerData(1, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole) == "Area"  # whole on hover
+    assert RowTable(model).horizontalHeader().textElideMode() == Qt.TextElideMode.ElideRight  # cut with "…"
 
 
 def test_sorting_reorders_the_rows_the_selection_follows_and_a_new_list_keeps_the_sort(qtbot):

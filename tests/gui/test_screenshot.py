@@ -61,9 +61,14 @@ def test_the_window_fits_the_screen_and_nothing_in_it_is_cut(qapp, demo_dataset,
     capture(demo_dataset, tmp_path / "shot.png", tiny_model_project.pipeline, size=size, measure=seen)
     assert seen["minimum_width"] <= 1280 and seen["window_width"] <= size[0] and seen["window_height"] <= size[1]
     assert seen["clipped"] == []
+    assert seen["roi_fields_shown"] or size[0] < 1280  # x0 y0 x1 y1 in the bar, none behind its » button
     assert seen["clipped_texts"] == []
     assert "done · unsaved" in seen["statuses"] and "done · unsaved" not in seen["cut_cells"]
     assert seen["panels_height"] >= 0.30 * seen["window_height"], seen
+    # Each tabbed dock raised in turn (Defects, Profile, Timing, ...): nothing cut there either (a column title
+    # cut only with "…"), and every dock was looked at.
+    assert {"Defects", "Profile", "Timing", "Reliability", "Metrics", "Review", "Messages"} <= set(seen["docks"])
+    assert {title: texts for title, texts in seen["docks"].items() if texts} == {}
 
 
 def test_screenshot_offscreen(qapp, demo_dataset, tiny_model_project, tmp_path):

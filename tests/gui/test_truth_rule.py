@@ -83,8 +83,35 @@ def test_an_image_whose_truth_is_refused_still_shows(qtbot, misread, window):
     qtbot.waitUntil(lambda: window.slide_ready() and window.session.current.id == "002", timeout=20000)
     assert window.session.mask is None  # nothing drawn as its truth: not an empty one either
     assert window.dataset_panel.model.row("002").status == "error"
+    # The panels say why it failed and what to do, not "Not run yet" (and Run is there to press once fixed)
+    hint = window.display.hint()
+    assert hint.startswith(f"002 failed: {said[0]}") and "run it again" in hint and "Not run yet" not in hint
+    qtbot.waitUntil(lambda: window.main_actions.run_action.isEnabled(), timeout=20000)
     assert [m.text for m in window.messages.errors()] == said  # said once, at open
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert window.commands.run_current()
     assert not window.session.has_metrics("002")  # never scored against an empty truth
     assert window.session.outcome("002").text.endswith(said[0])
+
+
+def test_at_open_every_truth_problem_is_flagged_as_eval_names_it(qtbot, capsys, demo_dataset, tiny_model_project):
+    """A text file named mask.png and a mask of another size were flagged only on click: now every refused truth
+    is an error in Messages and its row as soon as the dataset and the model are open, in eval's own lines."""
+    (demo_dataset / "001" / "mask.png").write_text("not an image")
+    cv2.imwrite(str(demo_dataset / "003" / "mask.png"), np.zeros((40, 64), np.uint8))
+    code, _ = run_cli("eval", "--dataset", demo_dataset, "--pipeline", tiny_model_project.pipeline)
+    cli_lines = [line.removeprefix("segscope: error: ") for line in capsys.readouterr().err.splitlines()]
+    assert code == 2 and len(cli_lines) == 3  # each refused mask, then the count
+
+    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.gui.shell.main_window import MainWindow
+
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.show()
+    win.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
+    assert win.commands.open_dataset(demo_dataset)
+    qtbot.waitUntil(lambda: len(win.messages.errors()) >= 2, timeout=30000)  # no run, no click
+    assert sorted(m.text for m in win.messages.errors()) == sorted(cli_lines[:2])
+    assert win.session.outcome("001").text == cli_lines[0] and win.session.outcome("003").text == cli_lines[1]
+    win.close()
