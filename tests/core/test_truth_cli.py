@@ -61,7 +61,8 @@ def test_every_refused_truth_is_named_before_any_result(tiny_model_project, smal
         assert "values 0, 2 are not a mask convention for this 2-class model" in err[1]
         assert err[1].endswith("save the mask as 0/255 or 0/1, or declare its values in the model card (truth_values)")
         assert "a JPEG mask: its lossy compression is the likely cause" in err[2]
-        assert err[3].endswith("mask is 64x40 but the image is 64x48")
+        assert err[3].endswith("mask is 64x40 but the image is 64x48; save the mask at the image's size, one value a "
+                               "pixel")
         assert err[4] == "segscope: error: 4 truth masks are refused (each named above): fix them and run again"
 
 
@@ -82,7 +83,8 @@ def test_a_mask_of_another_size_is_refused_from_its_header_before_any_result(tin
     cv2.imwrite(str(path), np.zeros((40, 64), np.uint8))
     code, text = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
     assert code == 2 and text == ""
-    assert capsys.readouterr().err.strip() == f"segscope: error: {path}: mask is 64x40 but the image is 64x48"
+    assert capsys.readouterr().err.strip() == (f"segscope: error: {path}: mask is 64x40 but the image is 64x48; "
+                                               "save the mask at the image's size, one value a pixel")
 
 
 def _dice(text):
