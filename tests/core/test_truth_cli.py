@@ -77,6 +77,24 @@ def test_the_advice_fits_the_models_class_count():
         MaskRule(2, ((0, 0), (9, 1))).check(counts, "m.png")
 
 
+def test_a_jpeg_saved_under_a_png_name_is_named_as_a_jpeg(tmp_path):
+    """A JPEG mask renamed mask.png: its name hides the lossy compression behind its stray values, so the advice
+    says what the file's first bytes are; a label that names no file gets the plain advice."""
+    from segscope.core.dataset.masks import MaskRule, histogram
+
+    smooth = np.zeros((48, 64), np.uint8)
+    smooth[10:30, 10:40] = 255
+    ok, encoded = cv2.imencode(".jpg", smooth, [cv2.IMWRITE_JPEG_QUALITY, 50])
+    path = tmp_path / "mask.png"
+    path.write_bytes(encoded.tobytes())
+    counts = histogram(cv2.imread(str(path), cv2.IMREAD_GRAYSCALE))
+    with pytest.raises(Exception, match=r"; a JPEG file under another name: its lossy compression is the likely "
+                                        r"cause of the stray values, so save it as PNG; save the mask as 0/255"):
+        MaskRule(2).check(counts, str(path))
+    with pytest.raises(Exception, match=r"not among binary 0/255 or 0/1\); save the mask as 0/255"):
+        MaskRule(2).check(counts, "truth mask")
+
+
 def test_a_mask_of_another_size_is_refused_from_its_header_before_any_result(tiny_model_project, small_dataset,
                                                                             capsys):
     path = small_dataset / "10" / "mask.png"
