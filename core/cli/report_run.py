@@ -18,7 +18,7 @@ from ..errors import SegScopeError
 from ..evaluate import evaluate_dataset, evaluation_row
 from ..export.files import MetricRows, refuse_existing
 from ..export.provenance import segscope_version, sha256_file
-from ..files.fileio import atomic_write_bytes
+from ..files.fileio import atomic_write_bytes, refuse_folder
 from ..metrics import catalogue
 from ..quality.options import metric_spec
 from ..quality.spec import COUNT_KEYS, MetricSpec
@@ -48,6 +48,10 @@ def _check(args: argparse.Namespace, spec: MetricSpec) -> catalogue.Metric:
     if table_path(args.out) == args.out:
         raise SegScopeError(f"--out {args.out}: the CSV of every image goes beside the page under its name with "
                             ".csv; name the page .html")
+    refuse_folder(args.out, "--out")
+    if table_path(args.out).is_dir():
+        raise SegScopeError(f"--out {args.out}: the CSV of every image goes to {table_path(args.out)}, which is a "
+                            "folder; move it or name the page otherwise")
     refuse_existing([args.out, table_path(args.out)], args.overwrite)
     if not args.out.parent.is_dir():
         raise SegScopeError(f"{args.out.parent}: no such folder for --out; create it first")

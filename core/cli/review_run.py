@@ -17,7 +17,7 @@ from ..dataset.dataset import Dataset
 from ..dataset.preflight import check_sizes_up_front, prepare_truths
 from ..errors import SegScopeError
 from ..evaluate import ImageEvaluation, evaluate_dataset
-from ..files.fileio import atomic_write_bytes
+from ..files.fileio import atomic_write_bytes, refuse_folder
 from ..metrics.scores import argmax_at_roi
 from ..quality.spec import MetricSpec
 from ..review import AREA_HALF
@@ -46,6 +46,7 @@ def review(args: argparse.Namespace, out: TextIO) -> int:
     MetricSpec.parse("", args.min_defect_area, args.defect_iou)  # its ranges, refused in one line
     options = QueueOptions(args.min_defect_area, args.defect_iou, args.min_boundary_area)
     if args.out is not None:
+        refuse_folder(args.out, "--out")
         if args.out.exists() and not args.overwrite:
             raise SegScopeError(f"--out {args.out}: already exists (use --overwrite to replace it)")
         if not args.out.parent.is_dir():

@@ -243,6 +243,23 @@ def test_the_csv_beside_the_page_is_never_replaced_silently(tiny_model_project, 
     assert code == 0 and (tmp_path / "r.csv").read_text().startswith("id,image,roi,")
 
 
+def test_a_folder_where_the_page_or_its_csv_goes_is_refused_before_the_run(tiny_model_project, dataset, tmp_path,
+                                                                            capsys):
+    page, table = tmp_path / "p.html", tmp_path / "q.csv"
+    page.mkdir()
+    table.mkdir()
+    code, _ = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", page,
+                      "--overwrite")
+    assert code == 2
+    assert capsys.readouterr().err == f"segscope: error: --out {page}: is a folder; give the path of a file to write\n"
+    code, _ = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out",
+                      tmp_path / "q.html", "--overwrite")
+    assert code == 2
+    assert capsys.readouterr().err == (f"segscope: error: --out {tmp_path / 'q.html'}: the CSV of every image goes to "
+                                       f"{table}, which is a folder; move it or name the page otherwise\n")
+    assert list(page.iterdir()) == [] and list(table.iterdir()) == [] and not (tmp_path / "q.html").exists()
+
+
 def test_report_help_is_honest_and_paths_come_back_when_asked(tiny_model_project, dataset, tmp_path, capsys):
     assert run_cli("report", "--help")[0] == 0
     helped = re.sub(r"\s+", " ", capsys.readouterr().out)
