@@ -20,7 +20,7 @@ from ..evaluate import ImageEvaluation, evaluate_dataset
 from ..files.fileio import atomic_write_bytes, refuse_folder
 from ..metrics.scores import argmax_at_roi
 from ..quality.spec import MetricSpec
-from ..review import AREA_HALF
+from ..review import AREA_HALF, MIN_DICE
 from ..review.parity import FLIP_KINDS, ParityRun, image_parity
 from ..review.queue import KINDS, QueueOptions, ReviewQueue, result_entries
 from ..roi import Roi
@@ -42,6 +42,9 @@ _PARITY_COLUMNS = ("rank", "image", "dice", *FLIP_KINDS, "passed")
 
 def review(args: argparse.Namespace, out: TextIO) -> int:
     refuse_remote_only_options(args)
+    if args.min_dice is not None and args.against is None and args.against_backend is None:
+        raise SegScopeError("--min-dice: only applies to two runs (--against or --against-backend); add one or "
+                            "drop the option")
     apply_cache_options(args)
     MetricSpec.parse("", args.min_defect_area, args.defect_iou)  # its ranges, refused in one line
     options = QueueOptions(args.min_defect_area, args.defect_iou, args.min_boundary_area)
@@ -160,7 +163,7 @@ def _compare(args: argparse.Namespace, run: ParityRun, order: int, a: ImageEvalu
 
 
 def _parity(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | None, options: QueueOptions) -> int:
-    run = ParityRun(args.min_dice, args.top or None)
+    run = ParityRun(MIN_DICE if args.min_dice is None else args.min_dice, args.top or None)
     other = _against(args)
     with contextlib.closing(_evaluations(args, dataset, roi)) as first, \
             contextlib.closing(_evaluations(other, dataset, roi, progress=False)) as second:

@@ -110,6 +110,16 @@ def test_bad_usage_exits_2(tiny_model_project, review_dataset, tmp_path, capsys)
     assert "no such folder" in capsys.readouterr().err
 
 
+def test_the_gates_threshold_alone_is_refused_not_ignored(tiny_model_project, review_dataset, capsys):
+    """--min-dice without a second run was accepted and the queue printed with exit 0: a CI step meant as a gate
+    never gated anything."""
+    code, text = run_cli("review", "--dataset", review_dataset, "--pipeline", tiny_model_project.pipeline,
+                         "--min-dice", "0.5")
+    assert code == 2 and text == ""
+    assert capsys.readouterr().err == ("segscope: error: --min-dice: only applies to two runs (--against or "
+                                       "--against-backend); add one or drop the option\n")
+
+
 def test_an_out_that_is_a_folder_is_refused_before_the_run_even_with_overwrite(tiny_model_project, review_dataset,
                                                                                 tmp_path, capsys):
     """A folder given as --out was said to exist (use --overwrite), and with --overwrite failed only at the end."""
