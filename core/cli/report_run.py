@@ -27,6 +27,7 @@ from ..report.html import metric_title, render
 from ..roi import Roi
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
+from ..wording import plural
 from .cache import apply_cache_options
 from .eval_driver import open_dataset, open_eval_backend
 from .options import refuse_remote_only_options
@@ -127,7 +128,7 @@ def write_report(args: argparse.Namespace, out: TextIO) -> int:
         figures["reliability_foreground"] = plots.reliability_diagram(pooled.foreground, "foreground pixels")
     page = render(data, summary, provenance, figures, table.name).encode()
     atomic_write_bytes(args.out, page, overwrite=args.overwrite)
-    print(f"wrote {args.out} ({len(page) / 1e6:.1f} MB): {data.images} images, {data.summary.images} with masks, "
-          f"the {len(data.worst_entries())} worst by {args.rank} (in its table: {len(data.table_entries())}); every "
-          f"image in {table}", file=out)
+    print(f"wrote {args.out} ({len(page) / 1e6:.1f} MB): {plural(data.images, 'image')} ({data.summary.images} "
+          f"with a mask), the {len(data.worst_entries())} worst by {args.rank} (in its table: "
+          f"{len(data.table_entries())}); every image in {table}", file=out)
     return 0
