@@ -22,7 +22,7 @@ from ..dataset.dataset import Dataset
 from ..dataset.preflight import check_sizes_up_front, prepare_truths
 from ..dataset.truth import Truth, choice_note
 from ..export.names import PROVENANCE_NAME
-from ..export.plan import plan_item, plan_run
+from ..export.plan import exports_review_log, plan_item, plan_run
 from ..export.writer import ExportRun
 from ..metrics import catalogue
 from ..metrics.catalogue import DatasetSummary, catalogue_document
@@ -137,8 +137,10 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
     unit.prepare(run)
     cached = CacheReport()  # what came from the decoded-input cache (truth checks included), said once at the end
     check_sizes_up_front(dataset)
+    review_log = exports_review_log(kinds, dataset.root)
     run.export = export = ExportRun(args.export, args.overwrite, dataset.root, record_written=False,
-                                    background=args.overlap and not unit.tiled) if args.export else None
+                                    background=args.overlap and not unit.tiled, review_log=review_log) \
+        if args.export else None
     summary = DatasetSummary()
     document = StreamedDocument(functools.partial(_write_now, out), "images") if args.json else None
     foreground = 0  # images with a foreground Dice (in their mask or prediction)
@@ -150,7 +152,7 @@ def drive(args: argparse.Namespace, out: TextIO, unit: EvalUnit) -> int:
             export.refuse_existing(itertools.chain(  # every name it may write, before the first image: all said at once
                 itertools.chain.from_iterable([*(f.name for f in planned(item.id)), PROVENANCE_NAME.format(id=item.id)]
                                               for item in dataset.items),
-                (f.name for f in plan_run(run.kinds))))
+                (f.name for f in plan_run(run.kinds, review_log=review_log))))
         backend = stack.enter_context(open_eval_backend(args))
         prepare_truths(dataset, backend.capabilities.class_names, backend.capabilities.details)  # before any result
         images = 0

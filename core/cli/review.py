@@ -63,7 +63,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parity = parser.add_argument_group("two runs (--against)")
     parity.add_argument("--against", type=Path, metavar="PIPELINE_OR_CARD",
                         help="compare the run of --pipeline/--model (A) with this one's (B): a .pipeline file or a "
-                             "model card")
+                             "model card. A defect is a place where either run has a component of at least "
+                             "--min-defect-area px (overlapping components are one place): one only A has is lost, "
+                             "one only B has gained, one whose majority class differs changed")
     parity.add_argument("--against-backend", choices=BACKEND_KINDS, default=None,
                         help="B's backend (default: --backend); alone, B is A's model on this backend (e.g. "
                              "embedded against mindx-model)")

@@ -40,16 +40,17 @@ from ..dataset.masks import BINARY_FOREGROUND
 from ..editing.annotation import prediction_labels, probability_at_roi
 from ..errors import SegScopeError
 from ..files.atomic_folder import Content, StagedFolder, copy_of
-from ..files.fileio import encode_image, read_json, sha256_file
+from ..files.fileio import encode_image, read_bytes, read_json, sha256_file
 from ..interchange.coco import CocoDocument
 from ..interchange.geojson import mask_geojson
 from ..metrics.catalogue import Metric, catalogue_document, csv_row
 from ..metrics.document import StreamedDocument
 from ..palette import HEATMAP_COLORMAP
 from ..result import InferenceResult
+from ..review.log import LOG_NAME
 from ..roi import Roi
 from ..wording import plural
-from .names import DEFAULT_KINDS, MASK_FORMATS, METRICS_FILES, PROVENANCE_NAME, exported_item
+from .names import DEFAULT_KINDS, MASK_FORMATS, METRICS_FILES, PROVENANCE_NAME, REVIEW_LOG, exported_item
 from .plan import PlannedFile, corrected_plan, plan_item
 from .provenance import Source, provenance, segscope_version
 
@@ -263,6 +264,18 @@ class ExportFolder:
             return []
         return self._write([(PlannedFile(name, "coco", "JSON"), data)
                             for name, data in self.coco.files(segscope_version()).items()])
+
+    def review_log(self) -> Path | None:
+        """The dataset's review log (`core.review.log`), when it has one."""
+        log = self.dataset_root / LOG_NAME if self.dataset_root is not None else None
+        return log if log is not None and log.is_file() else None
+
+    def write_review_log(self) -> list[Path]:
+        """The dataset's review log (the decisions behind its corrections) copied as it is; nothing without one."""
+        log = self.review_log()
+        if log is None:
+            return []
+        return self._write([(PlannedFile(REVIEW_LOG, "corrected", "JSON lines"), read_bytes(log, "review log"))])
 
     def metrics_table(self) -> MetricsTable:
         """The metric tables of this export, made row by row (`MetricsTable`)."""

@@ -31,7 +31,18 @@ from ..wholeslide.evaluate import TiledEvaluation
 from ..wholeslide.export import export_stitched, tiled_row
 from .files import ExportFolder, described_files
 from .names import EXPORT_KINDS, PROVENANCE_NAME, RUN_KINDS
-from .plan import TILED_KINDS, TITLES, Estimate, PlannedFile, check_kinds, corrected_plan, plan_item, plan_run, summary
+from .plan import (
+    TILED_KINDS,
+    TITLES,
+    Estimate,
+    PlannedFile,
+    check_kinds,
+    corrected_plan,
+    exports_review_log,
+    plan_item,
+    plan_run,
+    summary,
+)
 from .provenance import Source, source_for
 from .writer import ExportRun
 
@@ -167,7 +178,8 @@ class Exportable:
             raise SegScopeError(f"{missing}: its {what} is no longer in memory; run it again to export")
         items = {i: self._item_files(i, kinds, choices.stitched) for i in choices.item_ids}
         truths = any(self._truths[i][0].exists for i in items if i in self._truths)
-        run = plan_run(kinds if choices.item_ids else [], truths, choices.metrics)
+        run = plan_run(kinds if choices.item_ids else [], truths, choices.metrics,
+                       exports_review_log(kinds, self.root))
         return ExportPlan(choices, {i: files for i, files in items.items() if files}, run)
 
     def offer(self, kind: str, stitched: bool, item_ids: Sequence[str]) -> tuple[str, str]:
@@ -204,7 +216,8 @@ class Exportable:
         def run() -> Iterator[Progress]:
             planned = self.plan(choices)  # refuses what cannot be written before the folder is touched
             todo = [i for i in ids if i in planned.items]
-            with ExportRun(choices.folder, choices.overwrite, self.root, metrics=choices.metrics) as export:
+            with ExportRun(choices.folder, choices.overwrite, self.root, metrics=choices.metrics,
+                           review_log=exports_review_log(kinds, self.root)) as export:
                 yield Progress(0, len(todo), notes=tuple(export.notes))
                 for done, item_id in enumerate(todo):
                     check_cancel(done, len(todo))

@@ -22,6 +22,9 @@ RUN_KINDS = {"coco": "annotations.coco.json"}  # every image's predicted instanc
 #: What "coco" also writes when images have a ground truth: it as a COCO dataset, and the prediction of those
 #: images as COCO results, for pycocotools' COCOeval.
 COCO_EVALUATION = ("truth.coco.json", "predictions.coco.json")
+#: What "corrected" also writes when the dataset has a review log (`core.review.log`): the decisions behind the
+#: corrections, copied as they are.
+REVIEW_LOG = "review_log.jsonl"
 MASK_KINDS = ("mask", "canvas")
 #: Mask file formats: all lossless, values kept as they are.
 MASK_FORMATS = {"png": ".png", "tiff": ".tif", "npy": ".npy"}

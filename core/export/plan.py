@@ -23,8 +23,18 @@ import numpy as np
 from ..errors import SegScopeError
 from ..files.fileio import image_size
 from ..result import InferenceResult
+from ..review.log import LOG_NAME
 from ..slides.base import pyramid_sizes
-from .names import COCO_EVALUATION, EXPORT_KINDS, MASK_FORMATS, MASK_KINDS, METRICS_FILES, PNG_MAX_SIDE, RUN_KINDS
+from .names import (
+    COCO_EVALUATION,
+    EXPORT_KINDS,
+    MASK_FORMATS,
+    MASK_KINDS,
+    METRICS_FILES,
+    PNG_MAX_SIDE,
+    REVIEW_LOG,
+    RUN_KINDS,
+)
 
 if TYPE_CHECKING:
     from ..wholeslide.tiling import Stitched
@@ -171,13 +181,23 @@ def kind_name(item_id: str, kind: str, suffix: str | None = None) -> str:
     return str(Path(name).with_suffix(suffix)) if suffix else name
 
 
-def plan_run(kinds: Iterable[str], truths: bool = True, metrics: bool = True) -> list[PlannedFile]:
+def exports_review_log(kinds: Iterable[str], dataset_root: Path | None) -> bool:
+    """Whether an export of `kinds` copies the dataset's review log (`core.review.log`): with the corrected masks,
+    where the dataset has one."""
+    return "corrected" in kinds and dataset_root is not None and (Path(dataset_root) / LOG_NAME).is_file()
+
+
+def plan_run(kinds: Iterable[str], truths: bool = True, metrics: bool = True,
+             review_log: bool = False) -> list[PlannedFile]:
     """What an export of `kinds` writes once for the run, after every image's files: the run's kinds (COCO, with
-    its evaluation pair where images have `truths`), then the metric tables (`metrics`)."""
+    its evaluation pair where images have `truths`; with "corrected", the dataset's `review_log` where it has
+    one), then the metric tables (`metrics`)."""
     kinds = list(kinds)
     files = [PlannedFile(RUN_KINDS[k], k, "JSON") for k in RUN_KINDS if k in kinds]
     if "coco" in kinds and truths:
         files += [PlannedFile(name, "coco", "JSON") for name in COCO_EVALUATION]  # the truth and the scored images
+    if "corrected" in kinds and review_log:
+        files.append(PlannedFile(REVIEW_LOG, "corrected", "JSON lines"))  # the decisions behind the corrections
     return files + [PlannedFile(name, "metrics", name.rsplit(".", 1)[-1].upper()) for name in METRICS_FILES
                     if metrics]
 

@@ -70,12 +70,13 @@ class ExportWriter:
 class ExportRun:
     """One export into `folder`, all or nothing; use it as a context manager around the whole run (see the module
     docstring). `record_written` False: `folder.written` stays empty (eval's 100,000 images); `metrics` False: no
-    metric tables."""
+    metric tables; `review_log`: the dataset's review log too (with the corrected masks: `plan_run`)."""
 
     def __init__(self, folder: Path, overwrite: bool = False, dataset_root: Path | None = None, *,
-                 metrics: bool = True, background: bool = False, record_written: bool = True) -> None:
+                 metrics: bool = True, background: bool = False, record_written: bool = True,
+                 review_log: bool = False) -> None:
         self.folder = ExportFolder(folder, overwrite, dataset_root, record_written=record_written)
-        self._metrics, self._background = metrics, background
+        self._metrics, self._background, self._review_log = metrics, background, review_log
         self._table: MetricsTable | None = None
         self._writer: ExportWriter | None = None
         self._stack = contextlib.ExitStack()
@@ -120,8 +121,11 @@ class ExportRun:
             self._table.add(row)
 
     def finish(self, means: Mapping[str, object], ranking: Metric | None = None) -> None:
-        """The run's files, once every image's are written: the COCO files, the metric tables (`means`)."""
+        """The run's files, once every image's are written: the COCO files, the dataset's review log (asked for with
+        the corrected masks), the metric tables (`means`)."""
         self.flush()
         self.folder.write_coco()
+        if self._review_log:
+            self.folder.write_review_log()
         if self._table is not None:
             self._table.finish(means, ranking)

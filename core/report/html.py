@@ -245,7 +245,8 @@ def _review(data: ReportData) -> str:
         "its truth disagree (connected components per class, as the defects are counted): score = the model's mean "
         "margin for its decision against the truth over the disagreeing pixels x area / (area + "
         f"{AREA_HALF}), so a confident model against the truth (a likely label error) and a large miss come first. "
-        "Every one: segscope review --dataset DIR (--json, --csv).</p>")
+        "Every one: segscope review --dataset DIR (--json, --csv); in the viewer, Inspect > Review queue "
+        "(Ctrl+Shift+Q) steps through them, one key per decision.</p>")
 
 
 def _cell(key: str, value: float | None) -> str:

@@ -18,27 +18,34 @@ def apply_decision(window: np.ndarray, prediction: np.ndarray, roi: Roi, entry: 
                    min_area: int = 1) -> Roi | None:
     """Apply `decision` on `entry` to `window` (the true classes under `roi`, ROI-sized, changed in place: a view of
     the slide's truth changes it) with `prediction` (the predicted classes under `roi`); the components are found
-    again from the entry's seeds (of at least `min_area` pixels, as the queue found them). Returns the slide box
-    that changed (None: nothing did)."""
+    again from the entry's seeds (of at least `min_area` pixels), inside the entry's box, where the queue found them
+    whole (so a decision costs the entry's size, not the ROI's). Returns the slide box that changed (None: nothing
+    did)."""
     if decision not in DECISIONS:
         raise ValueError(f"unknown decision {decision!r}: expected one of {', '.join(DECISIONS)}")
     if decision == "keep":
         return None
-    before = window.copy()
-    window[_picked(window == entry.cls, entry.truth_seeds, roi, min_area)] = 0
+    height, width = window.shape
+    x0, y0 = max(entry.bbox[0] - roi.x0, 0), max(entry.bbox[1] - roi.y0, 0)
+    x1, y1 = min(entry.bbox[2] - roi.x0, width), min(entry.bbox[3] - roi.y0, height)
+    if x0 >= x1 or y0 >= y1:
+        return None
+    box = Roi(roi.x0 + x0, roi.y0 + y0, roi.x0 + x1, roi.y0 + y1)  # the entry's box in slide pixels, in the ROI
+    part = window[y0:y1, x0:x1]
+    before = part.copy()
+    part[_picked(part == entry.cls, entry.truth_seeds, box, min_area)] = 0
     if decision == "accept":
-        window[_picked(prediction == entry.cls, entry.prediction_seeds, roi, min_area)] = entry.cls
-    changed = np.argwhere(window != before)
+        part[_picked(prediction[y0:y1, x0:x1] == entry.cls, entry.prediction_seeds, box, min_area)] = entry.cls
+    changed = np.argwhere(part != before)
     if not changed.size:
         return None
-    (y0, x0), (y1, x1) = changed.min(axis=0), changed.max(axis=0) + 1
-    return Roi(int(x0) + roi.x0, int(y0) + roi.y0, int(x1) + roi.x0, int(y1) + roi.y0)
+    (cy0, cx0), (cy1, cx1) = changed.min(axis=0), changed.max(axis=0) + 1
+    return Roi(int(cx0) + box.x0, int(cy0) + box.y0, int(cx1) + box.x0, int(cy1) + box.y0)
 
 
-def _picked(mask: np.ndarray, seeds: tuple[tuple[int, int], ...], roi: Roi, min_area: int) -> np.ndarray:
-    """The components of `mask` (ROI-sized) holding any of the slide pixels `seeds`."""
-    if not seeds:
-        return np.zeros(mask.shape, bool)
+def _picked(mask: np.ndarray, seeds: tuple[tuple[int, int], ...], box: Roi, min_area: int) -> np.ndarray:
+    """The components of `mask` (the pixels of slide `box`) holding any of the slide pixels `seeds`."""
     labels, _, _ = components(mask, min_area)
-    picked = {int(labels[y - roi.y0, x - roi.x0]) for x, y in seeds} - {0}
+    picked = {int(labels[y - box.y0, x - box.x0]) for x, y in seeds
+              if box.x0 <= x < box.x1 and box.y0 <= y < box.y1} - {0}
     return np.isin(labels, sorted(picked))

@@ -1,8 +1,9 @@
 """The viewer's review queue as a Qt-free model: every image's entries as the session scores it (`set_image`,
 O(that image's entries) per change), one order over the dataset (best first, `core.review.queue`), the entry on
 screen (`current`, evented), each entry's standing decision (kept in the review log across sessions), and the
-reviewer's commands: `step` to the next or previous entry not yet decided, `decide` (the decision applied by the
-caller's `apply`, the mask document's `review_decision`, then logged, then on to the next), and `undo`.
+reviewer's commands: `step` to the next or previous entry not yet decided, `go_to` one, `decide` (the decision
+applied by the caller's `apply`, the mask document's `review_decision`, then logged, then on to the next), and
+`undo`.
 
 A view draws from it and dispatches keys to it; it never holds queue state itself.
 """
@@ -16,6 +17,9 @@ from typing import Optional
 from ..events import Evented, Signal, SignalGroup
 from .log import UNDO, Decision, ReviewLog
 from .queue import ReviewEntry
+
+#: Decisions `undo` can take back, the last first.
+UNDO_DEPTH = 100
 
 
 class QueueEvents(SignalGroup):
@@ -36,7 +40,7 @@ class ReviewQueueModel:
         self._order: list[tuple[tuple, str]] = []  # (rank, key), best first
         self._entries: dict[str, ReviewEntry] = {}  # by key
         self._standing: dict[str, list[str]] = {}  # each key's decisions, the standing one last
-        #: This session's decisions on the image on screen, for undo: each entry and what its `apply` returned.
+        #: This session's last decisions, for undo: each entry and what its `apply` returned.
         self._history: list[tuple[ReviewEntry, object]] = []
         self.reload()
 
@@ -91,23 +95,32 @@ class ReviewQueueModel:
     # --- commands ----------------------------------------------------------------------------------------
 
     def step(self, offset: int = 1) -> ReviewEntry | None:
-        """The next (`offset` 1) or previous (-1) entry not yet decided after the current one, made current
-        (from the top when there is none; None, and the current one kept, at the end)."""
-        current = self.current
+        """The next (`offset` 1) or previous (-1) entry not yet decided after the current one, wrapping around (an
+        image scored later may bring entries above it), made current (from the top when there is none); None, and
+        the current one kept, when every entry is decided."""
+        found = self.peek(offset)
+        if found is not None:
+            self.current = found
+        return found
+
+    def peek(self, offset: int = 1) -> ReviewEntry | None:
+        """The entry `step(offset)` would make current, left as it is (the viewer loads its image ahead)."""
+        current, count = self.current, len(self._order)
         if current is None:
-            position = -1 if offset > 0 else len(self._order)
+            start = -1 if offset > 0 else count
         else:
             here = (current.rank(), current.key)
-            position = (bisect.bisect_right(self._order, here) - 1 if offset > 0
-                        else bisect.bisect_left(self._order, here))
-        position += offset
-        while 0 <= position < len(self._order):
-            key = self._order[position][1]
+            start = bisect.bisect_right(self._order, here) - 1 if offset > 0 else bisect.bisect_left(self._order, here)
+        for step in range(1, count + 1):
+            key = self._order[(start + step * offset) % count][1]
             if not self._standing.get(key):
-                self.current = self._entries[key]
-                return self.current
-            position += offset
+                return self._entries[key]
         return None
+
+    def go_to(self, entry: ReviewEntry) -> None:
+        """Make `entry` (one of the queue's, picked in a list) current, decided or not."""
+        if entry.key in self._entries:
+            self.current = self._entries[entry.key]
 
     def decide(self, decision: str, apply: Callable[[ReviewEntry, str], object]) -> ReviewEntry | None:
         """The current entry decided: `apply(entry, decision)` changes the truth (the mask document; what it returns
@@ -118,16 +131,14 @@ class ReviewQueueModel:
             return None
         done = apply(entry, decision)
         self._record(entry, decision)
-        if self._history and self._history[-1][0].image != entry.image:
-            self._history.clear()  # undo reaches back only over the image on screen (its document's edits)
-        self._history.append((entry, done))
+        self._history = [*self._history[-(UNDO_DEPTH - 1) :], (entry, done)]
         self.events.changed.emit()
         return self.step(1)
 
     def undo(self, revert: Callable[[ReviewEntry, str, object], object]) -> ReviewEntry | None:
-        """Take back the last decision of this session on the image on screen: `revert(entry, decision, done)`
-        undoes its edit (`done`: what `apply` returned; the mask document's undo), an undo is logged, and the entry
-        is current again (None: nothing to undo)."""
+        """Take back the last decision of this session (of the last `UNDO_DEPTH`): `revert(entry, decision, done)`
+        undoes its edit (`done`: what `apply` returned), an undo is logged, and the entry is current again (None:
+        nothing to undo)."""
         if not self._history:
             return None
         entry, done = self._history.pop()
@@ -142,10 +153,6 @@ class ReviewQueueModel:
     def last_decided(self) -> ReviewEntry | None:
         """The entry `undo` would take back (None: none)."""
         return self._history[-1][0] if self._history else None
-
-    def leave_image(self) -> None:
-        """The image on screen goes (saved): its decisions can no longer be undone here."""
-        self._history.clear()
 
     def _record(self, entry: ReviewEntry, decision: str) -> None:
         if self.log is not None:

@@ -213,6 +213,8 @@ class SessionRuns:
     def _report_store_errors(self) -> None:
         """Failed writes of the store (earlier ones: reported here, in the session's thread), said once: every
         result after it would say the same."""
+        for note in self.store.take_notes() if self.store is not None else []:
+            self.events.message.emit(Message("info", note))
         errors = self.store.take_errors() if self.store is not None else []
         if errors and not self._store_warned:
             self._store_warned = True

@@ -47,9 +47,15 @@ def _same_content(result: InferenceResult, image_path: Path) -> InferenceResult:
     return replace(result, image=now) if now.sha256 == read.sha256 else result
 
 
+#: How many of the dataset's first rows are restored before the others: a screenful and more, the rows a
+#: dataset shows when it opens.
+FIRST_ROWS = 100
+
+
 def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored]:
     """What `store` keeps of `dataset`, each read and re-scored against today's mask on disk as it is asked for
-    (reads and scores only: any thread), a line for each entry that cannot be read."""
+    (reads and scores only: any thread), the dataset's first rows first (`FIRST_ROWS`, on screen when it opens),
+    a line for each entry that cannot be read."""
     root = dataset.root
 
     def result(item: DatasetItem, entry: StoredResult) -> Restored:
@@ -62,8 +68,9 @@ def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored
         return Restored(root, item.id, slide_run=run)
 
     known = {item.id: item for item in dataset.items}
-    yield from _each_restored(store.results(), known, root, "result", result)
-    yield from _each_restored(store.slides(), known, root, "whole-slide run", slide)
+    first = [item.id for item in dataset.items[:FIRST_ROWS]]
+    yield from _each_restored(store.results(first), known, root, "result", result)
+    yield from _each_restored(store.slides(first), known, root, "whole-slide run", slide)
 
 
 class _Stored(Protocol):

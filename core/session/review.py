@@ -2,7 +2,7 @@
 the truth its numbers are of, made by a job like its score (`job`, run on any thread, `adopt`), and kept with the
 same key as its score (`ScoreKey`): when the score is fresh and the entries are not, a job is due. A decision goes
 through the mask document of the image on screen (one undoable edit), into the review log beside the dataset, and
-on to the next entry.
+on to the next entry; undo puts the pixels it changed back (its image on screen again), whatever came between.
 """
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ class SessionReview:
         self.queue.set_image(job.item_id, entries)
         return True
 
-    def _shown(self, entry: ReviewEntry) -> tuple[InferenceResult, Callable[..., Roi | None], Callable[[], Roi | None]]:
-        """The result, the decision and the undo of the entry's image, which must be the one on screen."""
+    def _shown(self, entry: ReviewEntry) -> tuple[InferenceResult, MaskDocument]:
+        """The result and the mask document of the entry's image, which must be the one on screen."""
         session = self.session
         document = session.document
         answer = session.answer(entry.image)
@@ -115,33 +115,36 @@ class SessionReview:
             raise SegScopeError(f"{entry.image}: show the image first (it is still loading)")
         if document.saving:
             raise SegScopeError(f"{entry.image}: its mask is being saved; decide once it is written")
-        return answer.result, document.review_decision, document.undo
+        return answer.result, document
 
     def decide(self, decision: str) -> Roi | None:
         """The current entry decided on the image on screen; the box its truth changed in (None: it did not)."""
         entry = self.queue.current
         if entry is None:
             return None
-        result, decide, _ = self._shown(entry)
+        result, document = self._shown(entry)
         changed: list[Roi | None] = []
 
-        def apply(chosen: ReviewEntry, how: str) -> Roi | None:
-            changed.append(decide(result, chosen, how, self.options.min_area))
-            return changed[-1]
+        def apply(chosen: ReviewEntry, how: str) -> tuple[Roi, np.ndarray] | None:
+            edit = document.review_decision(result, chosen, how, self.options.min_area)
+            changed.append(edit[0] if edit is not None else None)
+            return edit
 
         self.queue.decide(decision, apply)
         return changed[0]
 
     def undo(self) -> Roi | None:
-        """Take back the last decision on the image on screen (its edit undone); the box that changed back."""
-        history = self.queue.last_decided()
-        if history is None:
+        """Take back the last decision (its image must be on screen: its pixels are put back as one edit); the box
+        that changed back."""
+        entry = self.queue.last_decided()
+        if entry is None:
             return None
-        _, _, undo = self._shown(history)
+        result, document = self._shown(entry)
         undone: list[Roi | None] = []
 
-        def revert(_entry: ReviewEntry, _decision: str, done: object) -> None:
-            undone.append(undo() if done is not None else None)  # (no edit, as a keep: nothing to undo)
+        def revert(_entry: ReviewEntry, _decision: str, edit: object) -> None:
+            if isinstance(edit, tuple):  # (None: the decision changed nothing, as a keep)
+                undone.append(document.put_back(result, *edit))
 
         self.queue.undo(revert)
         return undone[0] if undone else None

@@ -12,7 +12,9 @@ compress); `flush` waits for the writes, `take_errors` collects what failed. A r
 Run all writes one per image, and deflating a model's float32 output costs several times a small model's
 inference (30 ms for a 128x128x2 output, saving a fifth of its bytes), CPU that the run needs.
 Stored files are read as untrusted (`read_stored`, `read_slide`): a damaged or hostile entry is skipped with
-one line.
+one line. Several viewers may share the store: each writes under a short lock, never removes another's write in
+flight, and a run another viewer stored since this one read or wrote that image's file is replaced by the newer
+run with a note (`take_notes`), not silently.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import hashlib
 import io
 import json
 import re
+import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,7 +35,7 @@ import numpy as np
 
 from ..errors import InputError, SegScopeError, one_line
 from ..files.fileio import atomic_write_bytes, gone, read_bytes, remove_stale_temps
-from ..files.stamp import Stamp
+from ..files.stamp import Stamp, short_lock
 from ..files.untrusted_json import parse_json
 from ..result import InferenceResult
 from ..roi import Roi
@@ -90,6 +93,8 @@ class SessionStore:
         self._errors: list[str] = []
         self._usage: dict[Path, int] | None = None  # the stored files, oldest first, and their sizes (`_trim`)
         self._used = 0
+        self._known: dict[Path, Stamp] = {}  # each file as this store last read or wrote it (`_replace`)
+        self._notes: list[str] = []
 
     def submit(self, image_id: str, result: InferenceResult) -> None:
         """`save` in the store's thread (results are never changed after a run, so no copy is needed)."""
@@ -117,6 +122,31 @@ class SessionStore:
         errors, self._errors = self._errors, []
         return errors
 
+    def take_notes(self) -> list[str]:
+        """What the writes since the last call replaced of another viewer's, one line each."""
+        notes, self._notes = self._notes, []
+        return notes
+
+    def _replace(self, path: Path, data: bytes, image_id: str) -> Path:
+        """Write `path` atomically under the store's short lock; a file another viewer stored there since this
+        store last read or wrote it is replaced by this newer run (the store keeps each image's newest), said in
+        a note, never silently."""
+        try:
+            self.folder.mkdir(exist_ok=True)
+            path.parent.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise SegScopeError(f"{path.parent}: cannot write here ({exc.strerror}); choose another folder") from None
+        with short_lock(self.folder, ".segscope-store.lock", "session store writer"):
+            now = Stamp.of(path)
+            known = self._known.get(path)
+            if not now.missing and (known is None or not known.same(now)):
+                when = time.strftime("%H:%M:%S", time.localtime(now.mtime_ns / 1e9))
+                self._notes.append(f"{image_id}: the run another viewer stored at {when} is replaced in {path.parent} "
+                                   "by this viewer's newer run")
+            atomic_write_bytes(path, data, overwrite=True)
+            self._known[path] = Stamp.of(path)
+        return path
+
     def flush(self) -> None:
         """Wait for every submitted write."""
         for future in list(self._pending):
@@ -131,7 +161,7 @@ class SessionStore:
         buffer = io.BytesIO()
         np.savez(buffer, probabilities=result.probabilities, argmax=result.argmax,
                  meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
-        path = atomic_write_bytes(self.folder / _file_name(image_id), buffer.getvalue(), overwrite=True)
+        path = self._replace(self.folder / _file_name(image_id), buffer.getvalue(), image_id)
         self._trim(keep=path)
         return path
 
@@ -162,7 +192,7 @@ class SessionStore:
             arrays["seams"] = stitched.seams
         buffer = io.BytesIO()
         np.savez_compressed(buffer, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
-        path = atomic_write_bytes(self.slides_folder / _file_name(image_id), buffer.getvalue(), overwrite=True)
+        path = self._replace(self.slides_folder / _file_name(image_id), buffer.getvalue(), image_id)
         self._trim(keep=path)
         return path
 
@@ -197,27 +227,35 @@ class SessionStore:
         self._used = sum(self._usage.values())
         return self._usage
 
-    def results(self) -> Iterator[StoredResult | str]:
-        """Stored results, oldest first, read one at a time as they are asked for (a store of thousands never sits
-        in memory whole), and one line (a str) per entry that could not be read: it is skipped, since a stored
-        result is only a cache of a run and nothing in this folder may stop a dataset from opening. Temporary
-        files of writes a killed session left are removed (another viewer's write in flight is left alone)."""
-        return _read_each(self.folder, read_stored, "stored result")
+    def results(self, first: Sequence[str] = ()) -> Iterator[StoredResult | str]:
+        """Stored results, those of the images `first` first (the rows on screen), then the others oldest first,
+        read one at a time as they are asked for (a store of thousands never sits in memory whole), and one line
+        (a str) per entry that could not be read: it is skipped, since a stored result is only a cache of a run and
+        nothing in this folder may stop a dataset from opening. Temporary files of writes a killed session left
+        are removed (another viewer's write in flight is left alone)."""
+        return _read_each(self.folder, read_stored, "stored result", self._known, first)
 
-    def slides(self) -> Iterator[StoredSlide | str]:
+    def slides(self, first: Sequence[str] = ()) -> Iterator[StoredSlide | str]:
         """Stored whole-slide runs, as `results` gives results."""
-        return _read_each(self.slides_folder, read_slide, "stored whole-slide run")
+        return _read_each(self.slides_folder, read_slide, "stored whole-slide run", self._known, first)
 
 
-def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str) -> Iterator[_Stored | str]:
+def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str, known: dict[Path, Stamp],
+               first: Sequence[str]) -> Iterator[_Stored | str]:
+    """Each entry of `folder` read, the images `first` first (`known`: each file as it was read, for the store's
+    later writes)."""
     try:
-        entries = [(p, p.lstat().st_mtime_ns) for p in folder.iterdir() if p.name.endswith(".npz")]
+        entries = {p.name: (p, p.lstat().st_mtime_ns) for p in folder.iterdir() if p.name.endswith(".npz")}
     except OSError:
         return  # no store (or not a folder): nothing to restore
     remove_stale_temps(folder)  # (not another viewer's write in flight: `fileio.stale_temp`)
-    for path, _ in sorted(entries, key=lambda entry: entry[1]):
+    ahead = [entries.pop(name) for name in dict.fromkeys(map(_file_name, first)) if name in entries]
+    for path, _ in [*ahead, *sorted(entries.values(), key=lambda entry: entry[1])]:
         try:
-            yield read(path)
+            stamp = Stamp.of(path)  # (before the read: a write meanwhile is then seen as another viewer's)
+            stored = read(path)
+            known[path] = stamp
+            yield stored
         except Exception as exc:  # noqa: BLE001 - any damage to a cache entry only skips it
             detail = exc.problem if isinstance(exc, InputError) else exc if isinstance(exc, SegScopeError) \
                 else f"{type(exc).__name__}: {exc}"

@@ -90,7 +90,10 @@ def ask_conflict(parent: QWidget, conflict: SaveConflict) -> str | None:
                box.addButton("Overwrite theirs", QMessageBox.ButtonRole.DestructiveRole): "overwrite"}
     box.addButton(Button.Cancel)
     box.exec()
-    return choices.get(box.clickedButton())  # type: ignore[call-overload]
+    try:
+        return choices.get(box.clickedButton())  # type: ignore[call-overload]
+    except RuntimeError:  # the window closed under the question (its box with it): nothing was chosen
+        return None
 
 
 def ask_restore(parent: QWidget, item_ids: tuple[str, ...], saved_at: float) -> bool:

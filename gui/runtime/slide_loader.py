@@ -49,14 +49,51 @@ class SlideLoading(QObject):
         self.jobs = jobs
         self._generation = 0
         self._job: Job | None = None
+        self._ahead: Job | None = None  # the slide opened ahead (`prefetch`), while it is being opened
+        self._ahead_generation = 0
+        self._ahead_item: DatasetItem | None = None
+        self.ready: tuple[DatasetItem, SlideReader, np.ndarray | None] | None = None  # the one opened ahead
 
     def request(self, load: SessionJob[Any], item: DatasetItem, dataset: Dataset) -> None:
         if self._job is not None:
             self._job.dequeue()
         self._generation += 1
-        self._job = self.jobs.submit(None, partial(_load, load, item, dataset),
-                                     partial(self._on_loaded, self._generation, item),
+        ready, self.ready = self.ready, None
+        if ready is not None and ready[0] == item:  # opened ahead: only the session's load is left to do
+            work = partial(_with_reader, load, ready[1], ready[2])
+        else:
+            self._close(ready)
+            work = partial(_load, load, item, dataset)
+        self._job = self.jobs.submit(None, work, partial(self._on_loaded, self._generation, item),
                                      partial(self._on_failed, self._generation, item), lane=SLIDES)
+
+    def prefetch(self, item: DatasetItem, dataset: Dataset) -> None:
+        """Open `item`'s slide ahead (while the user looks at another), for a `request` of it to come; a slide
+        opened ahead before is closed."""
+        if (self.ready is not None and self.ready[0] == item) or (self._ahead_item == item and self._ahead is not None
+                                                                   and not self._ahead.finished):
+            return  # (opened, or being opened)
+        self._ahead_item = item
+        if self._ahead is not None:
+            self._ahead.dequeue()
+        self._close(self.ready)
+        self.ready = None
+        self._ahead_generation += 1
+        self._ahead = self.jobs.submit(None, partial(open_reader, item, dataset),
+                                       partial(self._on_ahead, self._ahead_generation, item),
+                                       lambda _text, _details: None, lane=SLIDES)  # (its request says why)
+
+    def _on_ahead(self, generation: int, item: DatasetItem, opened: tuple[SlideReader, np.ndarray | None]) -> None:
+        if generation != self._ahead_generation:  # another was asked for since
+            opened[0].close()
+            return
+        self._close(self.ready)
+        self.ready = (item, *opened)
+
+    @staticmethod
+    def _close(ready: tuple[DatasetItem, SlideReader, np.ndarray | None] | None) -> None:
+        if ready is not None:
+            ready[1].close()
 
     def _on_loaded(self, generation: int, item: DatasetItem, opened: tuple[SlideReader, object, object]) -> None:
         reader, base, answer = opened
@@ -71,7 +108,11 @@ class SlideLoading(QObject):
 
 
 def _load(load: SessionJob[Any], item: DatasetItem, dataset: Dataset) -> tuple[SlideReader, object, object]:
-    reader, base = open_reader(item, dataset)
+    return _with_reader(load, *open_reader(item, dataset))
+
+
+def _with_reader(load: SessionJob[Any], reader: SlideReader, base: np.ndarray | None
+                 ) -> tuple[SlideReader, object, object]:
     try:
         return reader, base, load.work()
     except BaseException:

@@ -130,6 +130,12 @@ class ViewerCommands(QObject):
             return
         self._load(item_id)
 
+    def prefetch(self, item_id: str) -> None:
+        """Open an image's slide ahead, while another is on screen (the review queue's next image)."""
+        dataset = self.session.dataset
+        if dataset is not None and item_id in dataset:
+            self.loading.prefetch(dataset.item(item_id), dataset)
+
     def _load(self, item_id: str) -> None:
         """Make `item_id` current and load its slide and mask (a newer request supersedes this one)."""
         session = self.session

@@ -46,6 +46,7 @@ from .message_area import MessageArea
 from .metrics_display import MetricsDisplay
 from .quality_tools import QualityTools
 from .result_display import ResultDisplay
+from .review_queue import ReviewQueueTools
 from .roi_control import RoiControl
 from .scoring import Scorer
 from .status_labels import StatusLabels
@@ -115,6 +116,9 @@ class MainWindow(QMainWindow):
         self.main_actions.view_menu.addAction(self.profile_dock.toggleViewAction())
         self.quality_tools = QualityTools(session, self)
         self._place_quality()
+        self.review_queue = ReviewQueueTools(session, jobs, self.editing, self.dataset_panel.select_item,
+                                             self.inspection.zoom_to_box, self.commands.prefetch, self)
+        self._place_review_queue()
         self._connect_messages()
         follow_backend(self.backend, self.status_labels, self.messages)
         follow_title(self, session)
@@ -201,6 +205,15 @@ class MainWindow(QMainWindow):
         quality.defects.defectActivated.connect(inspection.zoom_to_box)
         quality.message.connect(self.messages.add)
         quality.note.connect(self.statusBar().showMessage)
+
+    def _place_review_queue(self) -> None:
+        """The Review queue dock (tabbed with Defects) and its Inspect menu entries."""
+        queue = self.review_queue
+        tab_dock(self, queue.dock, self.quality_tools.defects_dock)
+        add_entries(self.inspection.menu, queue.entries)
+        queue.message.connect(self.messages.add)
+        queue.note.connect(self.statusBar().showMessage)
+        self.display.shown.connect(queue.result_shown)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if DatasetPanel.dropped_folder(event) is not None:

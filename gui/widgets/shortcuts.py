@@ -49,6 +49,14 @@ _TABLE: dict[str, tuple[str, str]] = {
     "next_worst": (".", "Next image in worst-first order (by the ranking metric)"),
     "next_miss": ("N", "Zoom to the current image's next missed defect (Defects dock)"),
     "prev_miss": ("Shift+N", "Zoom to the current image's previous missed defect"),
+    "review_queue": ("Ctrl+Shift+Q", "Review queue: show the dataset's disagreements, likely label errors first, "
+                     "and go to the first not reviewed"),
+    "review_accept": ("A", "Review queue: accept the prediction's component into the truth, then the next entry"),
+    "review_remove": ("D", "Review queue: remove the truth's component, then the next entry"),
+    "review_keep": ("K", "Review queue: keep the truth as it is (marked reviewed), then the next entry"),
+    "review_undo": ("U", "Review queue: undo the last decision on this image (its mask edit too)"),
+    "review_next": ("J", "Review queue: next entry not reviewed, without deciding"),
+    "review_prev": ("Shift+J", "Review queue: previous entry not reviewed"),
     "quality_metrics": ("Ctrl+Shift+M", "Choose the QA metrics computed beside Dice (HD95, NSD, clDice, defect F1, "
                         "ECE)"),
     "compare_runs": ("Ctrl+Shift+C", "Compare two runs of the current image (e.g. Ascend vs embedded)"),

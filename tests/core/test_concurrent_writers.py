@@ -682,3 +682,65 @@ def test_a_file_that_cannot_be_removed_midway_is_one_message_naming_it(
     assert line == (f"Saving the mask of 001: {corrected_mask_path(mask_path)}: cannot save the mask (Operation not "
                     "permitted); the edits stay unsaved in the viewer")
     assert session.document.dirty
+
+
+# --- two viewers, one session store ---------------------------------------------------------------------
+
+def test_two_viewers_one_store_a_replaced_run_of_another_viewer_is_said(dataset_root: Path) -> None:
+    mine = SessionStore(dataset_root)
+    mine.save("001", _result())
+    assert mine.take_notes() == []
+    _child(f"""
+        import numpy as np
+        from segscope.core.result import InferenceResult
+        from segscope.core.roi import Roi
+        from segscope.core.session.store import SessionStore
+        p1 = np.full((20, 30), 0.25, np.float32)
+        result = InferenceResult(np.stack([1 - p1, p1], axis=-1), np.zeros((20, 30), np.uint8), Roi(0, 0, 30, 20),
+                                 (30, 20))
+        SessionStore(__import__("pathlib").Path({str(dataset_root)!r})).save("001", result)
+    """)
+    path = mine.save("001", _result())
+    (note,) = mine.take_notes()
+    assert note.startswith("001: the run another viewer stored at ") and note.endswith(
+        f"is replaced in {path.parent} by this viewer's newer run")
+    mine.save("001", _result())  # its own file: nothing to say
+    assert mine.take_notes() == []
+    reader = SessionStore(dataset_root)
+    assert [s.image_id for s in reader.results()] == ["001"]  # what it read is known: replacing it is no news
+    reader.save("001", _result())
+    assert reader.take_notes() == []
+
+
+def test_eval_export_whose_old_export_cannot_be_deleted_says_what_remains_and_the_next_run_claims_nothing(
+        tiny_model_project, small_dataset, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out_dir = tmp_path / "out"
+    args = ["eval", "--dataset", str(small_dataset), "--pipeline", str(tiny_model_project.pipeline),
+            "--export", str(out_dir), "--export-kinds", "mask"]
+
+    def run(*extra: str, stuck: bool) -> subprocess.CompletedProcess[str]:
+        prelude = textwrap.dedent("""
+            import os, sys
+            real = os.unlink
+            def immutable(path, *a, **k):
+                if os.path.basename(os.fsdecode(path)) == "stuck.bin":
+                    raise PermissionError(1, "Operation not permitted", os.fsdecode(path))
+                return real(path, *a, **k)
+            os.unlink = immutable
+        """) if stuck else "import sys\n"
+        code = prelude + f"from segscope.core.cli import run\nsys.argv = ['segscope', *{[*args, *extra]!r}]\nrun()\n"
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+
+    assert run(stuck=False).returncode == 0
+    (out_dir / "stuck.bin").write_bytes(b"immutable, or open elsewhere")
+    swapped = run("--overwrite", stuck=True)
+    assert swapped.returncode == 0, swapped.stderr
+    assert "internal error" not in swapped.stderr.lower()
+    (old,) = [p for p in tmp_path.iterdir() if p.name.startswith(".out.segscope-")]
+    assert (f"segscope: warning: {out_dir}: the new version is in place, but the replaced one could not be removed "
+            f"(Operation not permitted: {old / 'stuck.bin'}); 1 file(s) remain in {old}: delete it by hand"
+            ) in swapped.stderr
+    still = run("--overwrite", stuck=True)
+    assert still.returncode == 0 and f"could not remove {old.name}" in still.stderr and "removed" not in \
+        still.stderr.replace("could not be removed", "").replace("could not remove", "")
+    assert old.exists()

@@ -182,3 +182,19 @@ def test_the_report_shows_the_top_of_the_queue(tiny_model_project, review_datase
         ["2", "a", "boundary", "defect", "10, 10, 24, 26", "56"],
         ["3", "a", "false alarm", "defect", "100, 5, 104, 9", "16"]]
     assert "The 3 most suspicious of 3 places" in section
+
+
+def test_the_review_log_is_exported_with_the_corrected_masks(tiny_model_project, review_dataset, tmp_path):
+    from segscope.core.review.log import LOG_NAME, Decision, ReviewLog
+    from segscope.core.review.queue import ReviewEntry
+
+    args = ("eval", "--dataset", review_dataset, "--pipeline", tiny_model_project.pipeline, "--export-kinds")
+    assert run_cli(*args, "mask,corrected", "--export", tmp_path / "none")[0] == 0
+    assert not (tmp_path / "none" / "review_log.jsonl").exists()  # no log: none exported
+    log = ReviewLog.beside(review_dataset)
+    log.append(Decision.of(ReviewEntry("a", 0, "missed", 1, (60, 30, 75, 40), 150, 0.9), "remove", who="ana"))
+    assert run_cli(*args, "mask", "--export", tmp_path / "masks")[0] == 0
+    assert not (tmp_path / "masks" / "review_log.jsonl").exists()  # only with the corrected masks
+    assert run_cli(*args, "mask,corrected", "--export", tmp_path / "out")[0] == 0
+    assert (tmp_path / "out" / "review_log.jsonl").read_bytes() == (review_dataset / LOG_NAME).read_bytes()
+    assert run_cli(*args, "mask,corrected", "--export", tmp_path / "out")[0] == 2  # there: refused, as every file

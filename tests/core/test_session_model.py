@@ -30,7 +30,7 @@ from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.dataset.truth import corrected_mask_path
 from segscope.core.editing.document import mask_source
-from segscope.core.editing.files import write_recovery
+from segscope.core.editing.files import save_mask, write_recovery
 from segscope.core.export.job import ExportChoices
 from segscope.core.metrics.review import ERROR_NAMES, error_codes
 from segscope.core.metrics.scores import argmax_at_roi
@@ -39,6 +39,7 @@ from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.session.answers import RUN, WHOLE_SLIDE
 from segscope.core.session.backend_state import BackendState
+from segscope.core.session.events import SaveConflict
 from segscope.core.session.jobs import run_backend_job, run_here
 from segscope.core.session.session import Session
 from segscope.core.session.views import UNSAVED_MARK, headline, item_view, review_input
@@ -347,6 +348,38 @@ class SessionMachine(RuleBasedStateMachine):
         document = self.session.document
         run_here(self.session.save_job(mode))  # type: ignore[arg-type]
         self.on_disk[self.current] = self.truth[self.current] = document.mask.copy()
+        self.recovery.pop(self.current, None)
+
+    @precondition(lambda self: self.dirty)
+    @rule(choice=st.sampled_from(["copy", "theirs", "overwrite"]), x=st.integers(0, W - 8))
+    def another_viewer_saves_first(self, choice: str, x: int) -> None:
+        """Another viewer saves this image's mask (a correction) after this one read it: this viewer's save writes
+        nothing and asks (issue 40); keep mine as a copy, take theirs or overwrite each keeps what it says."""
+        document = self.session.document
+        source = mask_source(document.item)
+        theirs = np.zeros((H, W), np.uint8)
+        theirs[4:12, x : x + 8] = FOREGROUND
+        save_mask(theirs, source, "corrected")  # (the other viewer: no stamps of this one's)
+        conflicts: list[SaveConflict] = []
+
+        def asked(conflict: SaveConflict) -> None:
+            conflicts.append(conflict)
+
+        self.session.events.save_conflict.connect(asked)
+        try:
+            run_here(self.session.save_job("corrected"))
+        finally:
+            self.session.events.save_conflict.disconnect(asked)
+        assert [c.path for c in conflicts] == [corrected_mask_path(source)] and self.dirty
+        assert np.array_equal(cv2.imread(str(corrected_mask_path(source)), cv2.IMREAD_UNCHANGED), theirs)
+        mine = document.mask.copy()
+        copies = set(source.parent.glob(f"{source.stem}.mine-*.png"))
+        run_here(self.session.resolve_conflict(conflicts[0], choice))
+        kept = self.on_disk[self.current] = self.truth[self.current] = mine if choice == "overwrite" else theirs
+        assert not self.dirty and np.array_equal(document.mask, kept)
+        (new_copy,) = set(source.parent.glob(f"{source.stem}.mine-*.png")) - copies if choice == "copy" else (None,)
+        if new_copy is not None:
+            assert np.array_equal(cv2.imread(str(new_copy), cv2.IMREAD_UNCHANGED), mine)
         self.recovery.pop(self.current, None)
 
     @precondition(lambda self: self.dirty)

@@ -16,8 +16,10 @@ import pytest
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
+from segscope.core.session import restore
 from segscope.core.session import store as session_store
 from segscope.core.session.jobs import run_here
+from segscope.core.session.restore import restored_entries
 from segscope.core.session.session import Session
 from segscope.core.session.store import STORE_DIR_NAME, SessionStore
 
@@ -197,6 +199,30 @@ def test_stored_results_are_read_one_at_a_time(tmp_path: Path) -> None:
     rest = list(entries)
     assert [e.image_id for e in rest if not isinstance(e, str)] == ["c"]
     assert len([e for e in rest if isinstance(e, str) and "not restored" in e]) == 1
+
+
+def test_the_rows_asked_first_are_read_first_then_the_others_oldest_first(tmp_path: Path) -> None:
+    """Reopening restores the rows on screen before the rest: the images asked first come in the order asked (an id
+    with nothing stored, or asked twice, changes nothing), then the others oldest first."""
+    store = SessionStore(tmp_path)
+    for n, image_id in enumerate(["a", "b/1", "c", "d", "e"]):
+        path = store.save(image_id, result())
+        os.utime(path, ns=(n * 10**9, n * 10**9))  # oldest first: a, b/1, c, d, e
+    order = [e.image_id for e in store.results(["d", "none", "b/1", "d"]) if not isinstance(e, str)]
+    assert order == ["d", "b/1", "a", "c", "e"]
+    assert [e.image_id for e in store.results() if not isinstance(e, str)] == ["a", "b/1", "c", "d", "e"]
+
+
+def test_a_reopen_restores_the_datasets_first_rows_first(dataset, monkeypatch) -> None:
+    """The rows a dataset shows when it opens come back first: b (stored last) before a, then, past the first
+    rows (here one), the rest oldest first."""
+    store = SessionStore(dataset.root)
+    for n, image_id in enumerate(["b", "a"]):  # a stored after b
+        os.utime(store.save(image_id, result()), ns=(n * 10**9, n * 10**9))
+    order = [r.image_id for r in restored_entries(store, dataset)]
+    assert order == ["a", "b"]  # the dataset's order, whatever the age
+    monkeypatch.setattr(restore, "FIRST_ROWS", 0)
+    assert [r.image_id for r in restored_entries(store, dataset)] == ["b", "a"]  # then oldest first
 
 
 def test_the_store_keeps_the_newest_files_within_its_bound_with_another_writers_files_counted(tmp_path) -> None:

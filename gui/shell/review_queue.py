@@ -1,0 +1,220 @@
+"""The viewer's review queue (issue 42): the dataset's disagreements between prediction and truth, likely label
+errors first, one key per decision.
+
+The queue is the session's (`Session.review`, `core.session.review`): this view fills it (each image's entries are
+made on the job runner once its numbers are fresh: after a run, after every decision's re-scoring), draws it in the
+Review queue dock, and dispatches the keys to it: A accepts the prediction's component into the truth, D removes
+the truth's component, K keeps the truth (reviewed), U undoes the last decision on the image, J / Shift+J step
+without deciding. Each decision is one undoable edit of the mask document (auto-saved to its recovery file as
+every edit), logged beside the dataset, and the queue moves on; moving to an entry of another image saves the
+edited mask first, then loads that image (opened ahead while the reviewer decided), and the panels zoom to the
+entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QWidget
+
+from ...core.errors import SegScopeError
+from ...core.result import InferenceResult
+from ...core.review.queue import ReviewEntry
+from ...core.roi import Roi
+from ...core.session.events import Scored
+from ...core.session.review import ReviewJob
+from ...core.session.session import Session
+from ..docks.review_queue_panel import ReviewQueuePanel, Row
+from ..runtime.coalesce import Coalescer
+from ..runtime.jobs import Jobs
+from ..widgets.docking import make_dock, show_dock
+from ..widgets.shortcuts import shortcut_action
+from .mask_editing import MaskEditing
+
+
+class ReviewQueueTools(QObject):
+    """The review queue's dock, keys and navigation of one window; see the module docstring. `select(item_id)`
+    makes an image current (the dataset list's choice), `zoom(box)` zooms the panels to a slide box, `prefetch(item_id)`
+    opens an image's slide ahead."""
+
+    #: (level, text) for the message area
+    message = Signal(str, str)
+    #: (text, milliseconds) for the status bar
+    note = Signal(str, int)
+
+    def __init__(self, session: Session, jobs: Jobs, editing: MaskEditing, select: Callable[[str], object],
+                 zoom: Callable[[Roi], object], prefetch: Callable[[str], object], host: QWidget) -> None:
+        super().__init__(host)
+        self.session, self.jobs, self.editing, self.select, self.zoom = session, jobs, editing, select, zoom
+        self.prefetch = prefetch
+        self.review = session.review
+        self.queue = self.review.queue
+        self.panel = ReviewQueuePanel()
+        self.dock = make_dock(host, "Review queue", self.panel)
+        self.active = False  # the queue is filled from the first time it is asked for
+        self._undo_due = False  # U was pressed while the decision's image was not on screen: undo once it is
+        self._running: set[str] = set()
+
+        def action(text: str, key: str, tip: str, slot: Callable[[], object]) -> QAction:
+            return shortcut_action(host, text, key, tip, slot)
+
+        self.show_action = action("&Review queue", "review_queue", "Show the dataset's disagreements, likely label "
+                                  "errors first", self.start)
+        self.accept_action = action("Accept", "review_accept", "Accept the prediction's component into the truth",
+                                    lambda: self.decide("accept"))
+        self.remove_action = action("Remove", "review_remove", "Remove the truth's component",
+                                    lambda: self.decide("remove"))
+        self.keep_action = action("Keep", "review_keep", "Keep the truth as it is (reviewed)",
+                                  lambda: self.decide("keep"))
+        self.undo_action = action("Undo", "review_undo", "Undo the last decision on this image", self.undo)
+        self.next_action = action("Next", "review_next", "Next entry not reviewed", lambda: self.step(1))
+        self.prev_action = action("Previous", "review_prev", "Previous entry not reviewed", lambda: self.step(-1))
+        for button, shown in zip(self.panel.buttons, (self.accept_action, self.remove_action, self.keep_action,
+                                                      self.undo_action, self.next_action)):
+            button.setDefaultAction(shown)
+        #: what the window adds to its Inspect menu
+        self.entries: tuple[QAction | None, ...] = (
+            None, self.show_action, self.accept_action, self.remove_action, self.keep_action, self.undo_action,
+            self.next_action, self.prev_action, self.dock.toggleViewAction())
+        self._timer = Coalescer(self.refresh, parent=self)
+        self.queue.events.changed.connect(self._timer.request)
+        self.queue.events.changed.connect(self._look_ahead)  # (an image scored later may hold the next entry)
+        self.queue.events.current.connect(self._on_current)
+        session.events.scored.connect(self._on_scored)
+        self.panel.entryActivated.connect(self.queue.go_to)
+
+    # ------------------------------------------------------------------------------------ filling the queue
+    def start(self) -> None:
+        """Show the dock, fill the queue from every image whose numbers are fresh, and go to the first entry."""
+        show_dock(self.dock)
+        if not self.active:
+            self.active = True
+            for item_id in self.review.due():  # (once, when asked for: then image by image as each is scored)
+                self._submit(item_id)
+        if self.queue.current is None:
+            self.queue.step(1)
+        self._timer.request()
+
+    def _on_scored(self, scored: Scored) -> None:
+        if self.active:
+            self._submit(scored.item_id)
+
+    def _submit(self, item_id: str) -> None:
+        job = self.review.job(item_id)
+        if job is None or item_id in self._running:
+            return
+        self._running.add(item_id)
+        self.jobs.submit(f"review:{item_id}", job.run, partial(self._adopt, job), partial(self._failed, item_id))
+
+    def _adopt(self, job: ReviewJob, entries: list[ReviewEntry]) -> None:
+        self._running.discard(job.item_id)
+        self.review.adopt(job, entries)
+        if self.queue.current is None:
+            self.queue.step(1)
+        self._submit(job.item_id)  # (its numbers changed meanwhile: the newer entries)
+
+    def _failed(self, item_id: str, text: str, _details: str) -> None:
+        self._running.discard(item_id)
+        self.message.emit("error", f"{item_id}: cannot list its disagreements: {text}")
+
+    # ----------------------------------------------------------------------------------------- the keys
+    def decide(self, decision: str) -> None:
+        """The current entry decided (one undoable edit), then on to the next."""
+        entry = self.queue.current
+        if entry is None:
+            self.note.emit("No entry to decide: open the review queue (Ctrl+Shift+Q) after a run", 4000)
+            return
+        if not self._on_screen(entry) or self.editing.document_for_edit() is None:
+            self.note.emit(f"{entry.image} is still loading: decide once it is shown", 3000)
+            return
+        try:
+            box = self.review.decide(decision)
+        except SegScopeError as exc:
+            self.note.emit(str(exc), 4000)
+            return
+        self.editing.changed(box)
+        self.editing.edit_finished()
+
+    def undo(self) -> None:
+        """Take back the last decision: at once when its image is on screen, else once it is shown again."""
+        entry = self.queue.last_decided()
+        if entry is None:
+            self.note.emit("No review decision to undo", 3000)
+            return
+        self._undo_due = True
+        if self.queue.current == entry:
+            self._navigate()
+        else:
+            self.queue.go_to(entry)  # (navigates there)
+
+    def _undo_now(self) -> None:
+        self._undo_due = False
+        try:
+            box = self.review.undo()
+        except SegScopeError as exc:
+            self.note.emit(str(exc), 4000)
+            return
+        self.editing.changed(box)
+        self.editing.edit_finished()
+
+    def step(self, offset: int) -> None:
+        if self.queue.step(offset) is None:
+            self.note.emit("No more entries to review that way", 3000)
+
+    # ------------------------------------------------------------------------------------------ navigation
+    def _on_screen(self, entry: ReviewEntry) -> bool:
+        """Whether the entry's image is shown with its result, its mask not being saved (edits go to it)."""
+        current, document = self.session.current, self.session.document
+        return (current is not None and current.id == entry.image and self.editing.shown_result() is not None
+                and document is not None and not document.saving)
+
+    def _on_current(self, _entry: ReviewEntry | None, _old: ReviewEntry | None) -> None:
+        self._timer.request()
+        self._navigate()
+
+    def _navigate(self) -> None:
+        """Go to the current entry: zoom when its image is on screen (and take back a decision when asked), else
+        save the edits on screen first (this runs again once they are written), then load the image."""
+        entry = self.queue.current
+        if entry is None:
+            return
+        current, document = self.session.current, self.session.document
+        if current is not None and current.id == entry.image:
+            if self.editing.shown_result() is not None:
+                self.zoom(Roi(*entry.bbox))
+            if self._undo_due and self._on_screen(entry):
+                self._undo_now()
+            self._look_ahead()
+        elif document is not None and document.saving:
+            return  # (the save's end navigates)
+        elif self.editing.dirty:
+            self.editing.save(then=self._navigate)
+        else:
+            self.select(entry.image)
+
+    def _look_ahead(self) -> None:
+        """Open the next entry's slide while the reviewer decides on this one, when it is another image's."""
+        entry, ahead = self.queue.current, self.queue.peek(1)
+        if entry is not None and ahead is not None and ahead.image != entry.image:
+            self.prefetch(ahead.image)
+
+    def result_shown(self, _result: InferenceResult, _class_names: object = ()) -> None:
+        """A result is drawn: when it is the current entry's image, zoom to the entry."""
+        self._navigate()
+
+    # ------------------------------------------------------------------------------------------- drawing
+    def refresh(self) -> None:
+        queue, names = self.queue, self.session.class_names
+        rows: list[Row] = [(rank, entry, names[entry.cls] if entry.cls < len(names) else str(entry.cls),
+                            queue.decision(entry) or "") for rank, entry in enumerate(queue.entries(), 1)]
+        pending = queue.pending()
+        if not rows:
+            summary = ("No disagreement between the predictions and the truths of the images run" if self.active
+                       else "Review queue: Ctrl+Shift+Q lists the disagreements of the images run")
+        else:
+            summary = (f"{pending} of {len(rows)} to review. A: accept the prediction, D: remove the truth's, "
+                       "K: keep the truth, U: undo, J / Shift+J: next / previous")
+        self.panel.show_entries(rows, queue.current, summary)

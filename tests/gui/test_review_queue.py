@@ -1,0 +1,105 @@
+"""The review queue in the viewer, driven by its keys: two label errors injected into truths that otherwise equal
+the model's prediction (a defect deleted from one image's truth, a light patch added to another's); Ctrl+Shift+Q
+lists exactly those two, A and D fix them (the second image loaded, the first's edits saved on the way), U undoes,
+and the saved truths equal the originals; the review log holds every decision."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QMessageBox
+
+from segscope.core.metrics.scores import argmax_at_roi
+from segscope.core.review.log import LOG_NAME
+from segscope.gui.widgets.shortcuts import SHORTCUTS
+
+pytestmark = pytest.mark.gui
+
+
+def _key(qtbot, window, key: Qt.Key, modifier: Qt.KeyboardModifier = Qt.KeyboardModifier.NoModifier) -> None:
+    window.activateWindow()
+    window.slide.setFocus()
+    QTest.keyClick(window.slide, key, modifier)
+
+
+def _shown(qtbot, window, item_id: str) -> None:
+    qtbot.waitUntil(lambda: window.current is not None and window.current.id == item_id
+                    and window.editing.shown_result() is not None, timeout=30000)
+
+
+def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch):
+    asked: list[str] = []  # no question may be asked: moving on saves the edits (an answer here: Discard)
+    monkeypatch.setattr(QMessageBox, "question", lambda *args, **_kw: asked.append(args[2])
+                        or QMessageBox.StandardButton.Discard)
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=90000):
+        assert window.commands.run_all()
+    session = window.session
+    originals, injected = {}, {}
+    for item in session.dataset.items:  # truth = the prediction under the ROI (the queue is empty on them)
+        result = session.result(item.id)
+        roi = result.roi
+        truth = np.zeros(result.image_size[::-1], np.uint8)
+        truth[roi.y0 : roi.y1, roi.x0 : roi.x1] = (argmax_at_roi(result) > 0) * 255
+        originals[item.id] = truth
+        injected[item.id] = truth.copy()
+    first, second = (item.id for item in session.dataset.items[:2])
+    roi = session.result(first).roi
+    count, labels, stats, _ = cv2.connectedComponentsWithStats((originals[first] > 0).view(np.uint8), connectivity=8)
+    biggest = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+    injected[first][labels == biggest] = 0  # a defect deleted from the truth: the prediction's false alarm
+    light = cv2.imread(str(demo_dataset / second / "image.png"), cv2.IMREAD_GRAYSCALE)
+    patch = (slice(roi.y0 + 5, roi.y0 + 25), slice(roi.x0 + 5, roi.x0 + 35))
+    assert light[patch].min() > 150 and not originals[second][patch].any()  # light: the model sees nothing there
+    injected[second][patch] = 255  # a spurious blob: the prediction's miss
+    for item_id, truth in injected.items():
+        cv2.imwrite(str(demo_dataset / item_id / "mask.png"), truth)
+    assert window.commands.open_dataset(demo_dataset)  # the truths read again, the runs kept
+    qtbot.waitUntil(lambda: window.slide_ready(), timeout=30000)
+
+    tools = window.review_queue
+    _key(qtbot, window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    qtbot.waitUntil(lambda: len(tools.queue) == 2 and tools.queue.current is not None, timeout=30000)
+    kinds = {(e.image, e.kind) for e in tools.queue.entries()}
+    assert kinds == {(first, "false_alarm"), (second, "missed")}
+    keys = {"false_alarm": Qt.Key.Key_A, "missed": Qt.Key.Key_D}
+    presses = 0
+    entry = tools.queue.current
+    _shown(qtbot, window, entry.image)
+    other = next(e.image for e in tools.queue.entries() if e.image != entry.image)
+    loading = window.commands.loading  # the other image's slide is opened while the reviewer decides
+    qtbot.waitUntil(lambda: loading.ready is not None and loading.ready[0].id == other, timeout=30000)
+    # U takes back a decision, though the queue moved on to the other image (whose load saved this one's edits):
+    # back on its image, its pixels as before, the entry current again.
+    _key(qtbot, window, keys[entry.kind])
+    assert tools.queue.current != entry and tools.queue.decision(entry) is not None
+    _key(qtbot, window, Qt.Key.Key_U)
+    qtbot.waitUntil(lambda: tools.queue.decision(entry) is None, timeout=30000)
+    assert tools.queue.current == entry and window.current.id == entry.image
+    assert np.array_equal(session.document.mask > 127, injected[entry.image] > 127)
+    while tools.queue.pending():
+        entry = tools.queue.current
+        _shown(qtbot, window, entry.image)
+        _key(qtbot, window, keys[entry.kind])
+        presses += 1
+    assert presses == 2  # one key per injected error, the advance included
+    last = session.document
+    assert np.array_equal(last.mask > 127, originals[last.item.id] > 127)
+    window.editing.save()
+    qtbot.waitUntil(lambda: not last.dirty and not last.saving, timeout=30000)
+    for item_id in (first, second):  # each saved as the image's corrected truth
+        saved = cv2.imread(str(demo_dataset / item_id / "mask_corrected.png"), cv2.IMREAD_GRAYSCALE)
+        assert np.array_equal(saved > 127, originals[item_id] > 127), item_id
+    records = [json.loads(line) for line in (demo_dataset / LOG_NAME).read_text(encoding="utf-8").splitlines()]
+    assert [r["decision"] for r in records] == [records[0]["decision"], "undo", *(r["decision"] for r in records[2:])]
+    assert sorted((r["image"], r["decision"]) for r in records[2:]) == [(first, "accept"), (second, "remove")]
+    # Re-scored on the fixed truths, the images have no disagreement left, and the dock says so.
+    qtbot.waitUntil(lambda: len(tools.queue) == 0 and not tools.panel.model.rows, timeout=30000)
+    assert tools.panel.summary.text().startswith("No disagreement")
+    assert asked == []
+    listed = {keys for keys, _text in SHORTCUTS}  # every review key is in Help > Shortcuts
+    assert {"Ctrl+Shift+Q", "A", "D", "K", "U", "J", "Shift+J"} <= listed
