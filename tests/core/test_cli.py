@@ -314,7 +314,11 @@ def test_compare_errors(tmp_path, capsys):
     np.save(tmp_path / "b.npy", np.zeros((3, 2), np.float32))
     (tmp_path / "c.npy").write_text("not numpy")
     assert run_cli("compare", tmp_path / "a.npy", tmp_path / "b.npy")[0] == 2
-    assert_one_line_error(capsys, tmp_path / "b.npy", "(3, 2)", "(2, 3)")
+    assert_one_line_error(capsys, tmp_path / "b.npy", "(3, 2)", "(2, 3)", "compare the same output of the same input")
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "a.npy").read_bytes()[:40])  # the header itself cut short
+    assert run_cli("compare", tmp_path / "a.npy", tmp_path / "cut.npy")[0] == 2
+    assert_one_line_error(capsys, tmp_path / "cut.npy", "unreadable .npy header", "save the tensor again with "
+                          "numpy.save")
     assert run_cli("compare", tmp_path / "a.npy", tmp_path / "absent.npy")[0] == 2
     assert_one_line_error(capsys, tmp_path / "absent.npy", "file not found")
     assert run_cli("compare", tmp_path / "c.npy", tmp_path / "a.npy")[0] == 2
