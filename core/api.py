@@ -205,10 +205,14 @@ class Analysis:
     # ------------------------------------------------------------------------------------------ export
     def export(self, folder: str | os.PathLike[str], kinds: Sequence[str] = DEFAULT_KINDS, *,
                images: Iterable[str] | None = None, metrics: bool = True, overwrite: bool = False) -> list[Path]:
-        """Write `kinds` (eval's `--export-kinds`) of every image with a result (or of `images`) and the metric
-        tables into `folder`, all or nothing, as the viewer's Export and `eval --export` write them; the files
-        written."""
+        """Write `kinds` (eval's `--export-kinds`: a list, or one string as the option takes it, "mask,heatmap") of
+        every image with a result (or of `images`: ids, or one id) and the metric tables into `folder`, all or
+        nothing, as the viewer's Export and `eval --export` write them; the files written."""
+        if isinstance(kinds, str):  # not its letters
+            kinds = kinds.split(",")
         check_kinds(kinds, ROI_KINDS)
+        if isinstance(images, str):
+            images = (images,)
         ids = tuple(images) if images is not None else Exportable(self.session).ids(stitched=False)
         choices = ExportChoices(tuple(k for k in ROI_KINDS if k in kinds), metrics, Path(folder), "all", ids,
                                 overwrite)

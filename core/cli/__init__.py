@@ -51,7 +51,13 @@ class _Version(argparse._VersionAction):
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line (the full usage is one `--help` away)."""
+    """Usage errors in one line (the full usage is one `--help` away). Options only by their whole names: a prefix
+    was taken for the one option it starts (`eval --out DIR` ran as `--output-scale DIR`, refused as a bad scale;
+    `--out 0.5` would have run a whole-slide scale nobody asked for)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # the subcommands' parsers are made by this class too
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_INPUT, f"segscope: error: {message} (see {self.prog} --help)\n")

@@ -37,7 +37,8 @@ def load_npy(path: Path) -> np.ndarray:
         read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, _, dtype = read_header(stream)
     except (ValueError, SyntaxError, TypeError) as exc:
-        raise SegScopeError(f"{path}: unreadable .npy header ({exc})") from None
+        raise SegScopeError(f"{path}: unreadable .npy header ({exc}); the file is truncated or damaged: save the "
+                            "tensor again with numpy.save") from None
     if dtype.kind not in "biuf" or dtype.fields is not None:
         raise SegScopeError(f"{path}: holds {dtype} values; compare needs a numeric tensor (float or integer)")
     claimed = math.prod(shape) * dtype.itemsize
@@ -62,7 +63,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     reference, candidate = load_npy(args.reference), load_npy(args.candidate)
     if reference.shape != candidate.shape:
         raise SegScopeError(f"{args.candidate}: shape {candidate.shape} differs from "
-                            f"{args.reference}'s {reference.shape}")
+                            f"{args.reference}'s {reference.shape}; compare the same output of the same input "
+                            "(e.g. both softmax tensors of one image)")
     result = compare_tensors(reference, candidate)
     problems = tuple(p for p in (nonfinite("reference", reference), nonfinite("candidate", candidate)) if p)
     verdict = thresholds_from(args).verdict(result["cosine_similarity"], result["relative_euclidean_distance"],

@@ -10,27 +10,23 @@ from pathlib import Path
 from typing import TextIO
 
 from ..profiling.drift import DriftReport, DriftRow, Thresholds, load_drift_csv
+from .options import checked
 from .output import cell
 
-
-def _finite(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
+#: The thresholds' ranges: a cosine outside [-1, 1] or a negative distance or KL would make every verdict FAIL
+#: (or every one PASS) whatever the tensors hold, a gate that gates nothing.
+_cosine = checked(float, lambda v: -1 <= v <= 1, "a cosine similarity in [-1, 1]")
+_at_least_zero = checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
 
 
 def add_threshold_options(parser: argparse.ArgumentParser) -> None:
     """The drift thresholds, shared by `segscope drift` and `segscope compare`."""
     default = Thresholds()
-    parser.add_argument("--cosine", type=_finite, default=default.cosine, metavar="MIN",
+    parser.add_argument("--cosine", type=_cosine, default=default.cosine, metavar="MIN",
                         help=f"fail below this cosine similarity (default {default.cosine})")
-    parser.add_argument("--rel-euclidean", type=_finite, default=default.relative_euclidean, metavar="MAX",
+    parser.add_argument("--rel-euclidean", type=_at_least_zero, default=default.relative_euclidean, metavar="MAX",
                         help=f"fail above this relative Euclidean distance (default {default.relative_euclidean})")
-    parser.add_argument("--kl", type=_finite, default=default.kl, metavar="MAX",
+    parser.add_argument("--kl", type=_at_least_zero, default=default.kl, metavar="MAX",
                         help=f"fail above this KL divergence (default {default.kl})")
 
 

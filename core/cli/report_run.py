@@ -18,7 +18,7 @@ from ..errors import SegScopeError
 from ..evaluate import evaluate_dataset, evaluation_row
 from ..export.files import MetricRows, refuse_existing
 from ..export.provenance import segscope_version, sha256_file
-from ..files.fileio import atomic_write_bytes
+from ..files.fileio import atomic_write_bytes, refuse_folder
 from ..metrics import catalogue
 from ..quality.options import metric_spec
 from ..quality.spec import COUNT_KEYS, MetricSpec
@@ -27,6 +27,7 @@ from ..report.html import metric_title, render
 from ..roi import Roi
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
+from ..wording import plural
 from .cache import apply_cache_options
 from .eval_driver import open_dataset, open_eval_backend
 from .options import refuse_remote_only_options
@@ -48,6 +49,10 @@ def _check(args: argparse.Namespace, spec: MetricSpec) -> catalogue.Metric:
     if table_path(args.out) == args.out:
         raise SegScopeError(f"--out {args.out}: the CSV of every image goes beside the page under its name with "
                             ".csv; name the page .html")
+    refuse_folder(args.out, "--out")
+    if table_path(args.out).is_dir():
+        raise SegScopeError(f"--out {args.out}: the CSV of every image goes to {table_path(args.out)}, which is a "
+                            "folder; move it or name the page otherwise")
     refuse_existing([args.out, table_path(args.out)], args.overwrite)
     if not args.out.parent.is_dir():
         raise SegScopeError(f"{args.out.parent}: no such folder for --out; create it first")
@@ -123,7 +128,7 @@ def write_report(args: argparse.Namespace, out: TextIO) -> int:
         figures["reliability_foreground"] = plots.reliability_diagram(pooled.foreground, "foreground pixels")
     page = render(data, summary, provenance, figures, table.name).encode()
     atomic_write_bytes(args.out, page, overwrite=args.overwrite)
-    print(f"wrote {args.out} ({len(page) / 1e6:.1f} MB): {data.images} images, {data.summary.images} with masks, "
-          f"the {len(data.worst_entries())} worst by {args.rank} (in its table: {len(data.table_entries())}); every "
-          f"image in {table}", file=out)
+    print(f"wrote {args.out} ({len(page) / 1e6:.1f} MB): {plural(data.images, 'image')} ({data.summary.images} "
+          f"with a mask), the {len(data.worst_entries())} worst by {args.rank} (in its table: "
+          f"{len(data.table_entries())}); every image in {table}", file=out)
     return 0

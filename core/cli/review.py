@@ -69,7 +69,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parity.add_argument("--against-backend", choices=BACKEND_KINDS, default=None,
                         help="B's backend (default: --backend); alone, B is A's model on this backend (e.g. "
                              "embedded against mindx-model)")
-    parity.add_argument("--min-dice", type=_dice, default=MIN_DICE, metavar="D",
+    parity.add_argument("--min-dice", type=_dice, default=None, metavar="D",
                         help="the gate: no defect gained, lost or changed in class, and every image's foreground "
                              "Dice between the runs >= D (default "
                              f"{MIN_DICE:g})")

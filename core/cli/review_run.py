@@ -17,10 +17,10 @@ from ..dataset.dataset import Dataset
 from ..dataset.preflight import check_sizes_up_front, prepare_truths
 from ..errors import SegScopeError
 from ..evaluate import ImageEvaluation, evaluate_dataset
-from ..files.fileio import atomic_write_bytes
+from ..files.fileio import atomic_write_bytes, refuse_folder
 from ..metrics.scores import argmax_at_roi
 from ..quality.spec import MetricSpec
-from ..review import AREA_HALF
+from ..review import AREA_HALF, MIN_DICE
 from ..review.parity import FLIP_KINDS, ParityRun, image_parity
 from ..review.queue import KINDS, QueueOptions, ReviewQueue, result_entries
 from ..roi import Roi
@@ -42,10 +42,14 @@ _PARITY_COLUMNS = ("rank", "image", "dice", *FLIP_KINDS, "passed")
 
 def review(args: argparse.Namespace, out: TextIO) -> int:
     refuse_remote_only_options(args)
+    if args.min_dice is not None and args.against is None and args.against_backend is None:
+        raise SegScopeError("--min-dice: only applies to two runs (--against or --against-backend); add one or "
+                            "drop the option")
     apply_cache_options(args)
     MetricSpec.parse("", args.min_defect_area, args.defect_iou)  # its ranges, refused in one line
     options = QueueOptions(args.min_defect_area, args.defect_iou, args.min_boundary_area)
     if args.out is not None:
+        refuse_folder(args.out, "--out")
         if args.out.exists() and not args.overwrite:
             raise SegScopeError(f"--out {args.out}: already exists (use --overwrite to replace it)")
         if not args.out.parent.is_dir():
@@ -159,7 +163,7 @@ def _compare(args: argparse.Namespace, run: ParityRun, order: int, a: ImageEvalu
 
 
 def _parity(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | None, options: QueueOptions) -> int:
-    run = ParityRun(args.min_dice, args.top or None)
+    run = ParityRun(MIN_DICE if args.min_dice is None else args.min_dice, args.top or None)
     other = _against(args)
     with contextlib.closing(_evaluations(args, dataset, roi)) as first, \
             contextlib.closing(_evaluations(other, dataset, roi, progress=False)) as second:

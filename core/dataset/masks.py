@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 
 from ..errors import SegScopeError
+from ..files.imageheader import image_format
 
 #: The binary mask convention SegScope writes: background 0, foreground 255.
 BINARY_FOREGROUND = 255
@@ -150,8 +151,10 @@ class MaskRule:
         else:
             fits = (f"save the mask as class indices 0..{self.num_classes - 1}, or declare its values in the model "
                     "card (truth_values)")
-        if source.lower().endswith((".jpg", ".jpeg")):
-            return f"a JPEG mask: its lossy compression is the likely cause of the stray values; {fits} in PNG"
+        named = source.lower().endswith((".jpg", ".jpeg"))
+        if named or _holds_jpeg(source):
+            kind = "a JPEG mask" if named else "a JPEG file under another name"
+            return f"{kind}: its lossy compression is the likely cause of the stray values, so save it as PNG; {fits}"
         return fits
 
     def check(self, counts: np.ndarray, source: str) -> None:
@@ -179,6 +182,16 @@ class MaskRule:
             return None
         classes = self.lookup(counts, source)
         return classes * np.uint8(BINARY_FOREGROUND) if self.num_classes == 2 else classes
+
+
+def _holds_jpeg(source: str) -> bool:
+    """Whether `source` names a file that is a JPEG whatever its name says (a JPEG saved as `mask.png`); False
+    for a source that is no readable file (a label such as "truth mask")."""
+    try:
+        with open(source, "rb") as file:
+            return image_format(file.read(16)) == "JPEG"
+    except OSError:
+        return False
 
 
 def relabelled(values: np.ndarray, table: np.ndarray | None) -> np.ndarray:

@@ -510,11 +510,19 @@ def staging_folder(parent: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def refuse_folder(path: Path, option: str = "") -> None:
+    """One line when `path`, to be written as a file, is a folder (`option` names the flag that gave it): said
+    before any work, not as a failed rename at the end, and not as a file that `--overwrite` would replace."""
+    if path.is_dir():
+        raise SegScopeError(f"{option}{' ' if option else ''}{path}: is a folder; give the path of a file to write")
+
+
 def atomic_write_bytes(path: Path, data: bytes | Callable[[BinaryIO], object], overwrite: bool = False) -> Path:
     """Write `data` (the bytes, or what writes them into the open file) to `path` via a temp file + move; refuse
     to replace an existing file unless asked. The first write into a folder removes the temporary files killed
     writers left there (`clean_once`)."""
     path = Path(path)
+    refuse_folder(path)
     if path.exists() and not overwrite:
         raise SegScopeError(f"{path}: already exists (use --overwrite to replace it)")
     clean_once(path.parent)

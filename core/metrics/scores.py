@@ -158,7 +158,7 @@ def check_sizes(mask_size: tuple[int, int], image_size: tuple[int, int], source:
     """A one-line error unless a mask of `mask_size` (width, height) covers an image of `image_size` exactly."""
     if tuple(mask_size) != tuple(image_size):
         raise SegScopeError(f"{source}: mask is {mask_size[0]}x{mask_size[1]} but the image is "
-                            f"{image_size[0]}x{image_size[1]}")
+                            f"{image_size[0]}x{image_size[1]}; save the mask at the image's size, one value a pixel")
 
 
 def truth_at_roi(result: InferenceResult, mask: np.ndarray, source: str = "mask") -> np.ndarray:

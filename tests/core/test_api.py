@@ -186,6 +186,19 @@ def test_options_are_evals_and_refused_in_one_line(tiny_model_project, small_dat
     assert said in str(refused.value) and "\n" not in str(refused.value)
 
 
+def test_export_takes_one_string_as_evals_option_and_one_id(tiny_model_project, small_dataset, tmp_path):
+    """kinds="mask" was read letter by letter ("unknown kind(s) ['a', 'k', 'm', 's']"), images="2" as ids 2."""
+    with segscope.open(small_dataset, model=tiny_model_project.card) as s:
+        s.run_all(progress=lambda done, total: None)
+        written = s.export(tmp_path / "one", kinds="mask,heatmap", images="2", metrics=False)
+        assert sorted(p.name for p in written) == ["2_heatmap.png", "2_mask.png", "2_provenance.json"]
+        written = s.export(tmp_path / "two", kinds="mask", images=["1", "2"], metrics=False)
+        assert sorted(p.name for p in written) == ["1_mask.png", "1_provenance.json", "2_mask.png",
+                                                   "2_provenance.json"]
+        with pytest.raises(SegScopeError, match=r"unknown kind\(s\) or format\(s\) \['masks'\]"):
+            s.export(tmp_path / "three", kinds="masks")
+
+
 def test_public_names():
     assert segscope.__all__ == ["Analysis", "open"]
     assert all(hasattr(segscope, name) for name in segscope.__all__)

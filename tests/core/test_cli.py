@@ -309,12 +309,24 @@ def test_small_texts_of_demo_and_cache(capsys, tmp_path):
                           "`segscope cache clear`: remove the decoded inputs")
 
 
+def test_an_option_is_taken_only_by_its_whole_name(tmp_path, capsys):
+    """`eval --out DIR` (review's and report's option) was taken as the one option it starts, --output-scale, and
+    refused as a bad scale; a number there would have changed the run without a word."""
+    for args in (("eval", "--dataset", tmp_path, "--out", "0.5"), ("review", "--dataset", tmp_path, "--min", "1")):
+        assert run_cli(*args)[0] == 2
+        assert_one_line_error(capsys, f"unrecognized arguments: {args[3]} {args[4]}")
+
+
 def test_compare_errors(tmp_path, capsys):
     np.save(tmp_path / "a.npy", np.zeros((2, 3), np.float32))
     np.save(tmp_path / "b.npy", np.zeros((3, 2), np.float32))
     (tmp_path / "c.npy").write_text("not numpy")
     assert run_cli("compare", tmp_path / "a.npy", tmp_path / "b.npy")[0] == 2
-    assert_one_line_error(capsys, tmp_path / "b.npy", "(3, 2)", "(2, 3)")
+    assert_one_line_error(capsys, tmp_path / "b.npy", "(3, 2)", "(2, 3)", "compare the same output of the same input")
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "a.npy").read_bytes()[:40])  # the header itself cut short
+    assert run_cli("compare", tmp_path / "a.npy", tmp_path / "cut.npy")[0] == 2
+    assert_one_line_error(capsys, tmp_path / "cut.npy", "unreadable .npy header", "save the tensor again with "
+                          "numpy.save")
     assert run_cli("compare", tmp_path / "a.npy", tmp_path / "absent.npy")[0] == 2
     assert_one_line_error(capsys, tmp_path / "absent.npy", "file not found")
     assert run_cli("compare", tmp_path / "c.npy", tmp_path / "a.npy")[0] == 2

@@ -138,7 +138,8 @@ def test_a_mask_of_the_wrong_size_is_refused_before_the_first_image(tiny_model_p
     cv2.imwrite(str(mask), cv2.imread(str(mask), cv2.IMREAD_UNCHANGED)[:40])
     failed = cli_run(eval_args(tiny_model_project, small_dataset, out_dir))
     assert failed.returncode == 2 and failed.stdout == ""  # not a line printed: the headers said it all
-    assert failed.stderr == f"segscope: error: {mask}: mask is 64x40 but the image is 64x48\n"
+    assert failed.stderr == (f"segscope: error: {mask}: mask is 64x40 but the image is 64x48; "
+                              "save the mask at the image's size, one value a pixel\n")
     assert not out_dir.exists() and beside(out_dir) == []
     shutil.copyfile(tmp_path / "mask.png", mask)
     assert cli_run(eval_args(tiny_model_project, small_dataset, out_dir)).returncode == 0

@@ -69,6 +69,15 @@ def test_unreadable_files(tmp_path):
         read_image(tmp_path / "folder.png")
 
 
+def test_atomic_write_refuses_a_folder_even_with_overwrite(tmp_path):
+    folder = tmp_path / "out"
+    (folder / "kept").mkdir(parents=True)
+    for overwrite in (False, True):
+        with pytest.raises(SegScopeError, match=r"out: is a folder; give the path of a file to write$"):
+            atomic_write_bytes(folder, b"x", overwrite=overwrite)
+    assert [p.name for p in folder.iterdir()] == ["kept"] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_atomic_write_refuses_then_replaces(tmp_path):
     target = tmp_path / "sub" / "a.bin"
     atomic_write_bytes(target, b"one")

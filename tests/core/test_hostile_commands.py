@@ -109,8 +109,13 @@ DRIFT_HEADER = "Index,OpType,NPUDump,GroundTruth,CosineSimilarity,RelativeEuclid
 
 
 @pytest.mark.parametrize(("rows", "flags", "verdict"), [
-    (["0,Conv,c,C,0.5,0.9,0.9"], ["--cosine", "nan"], "argument --cosine: expected a finite number"),
-    (["0,Conv,c,C,0.5,0.9,0.9"], ["--kl", "inf"], "argument --kl: expected a finite number"),
+    (["0,Conv,c,C,0.5,0.9,0.9"], ["--cosine", "nan"], "argument --cosine: expected a cosine similarity in [-1, 1]"),
+    (["0,Conv,c,C,0.5,0.9,0.9"], ["--cosine", "2"], "argument --cosine: expected a cosine similarity in [-1, 1], "
+                                                   "got '2'"),
+    (["0,Conv,c,C,0.5,0.9,0.9"], ["--kl", "inf"], "argument --kl: expected a finite number >= 0"),
+    (["0,Conv,c,C,0.5,0.9,0.9"], ["--kl", "-1"], "argument --kl: expected a finite number >= 0, got '-1'"),
+    (["0,Conv,c,C,0.5,0.9,0.9"], ["--rel-euclidean", "-0.1"], "argument --rel-euclidean: expected a finite number "
+                                                             ">= 0, got '-0.1'"),
     (["0,Conv,c,C,inf,0.01,0.001"], [], "first drift (line 2): Conv c vs C: cosine is inf"),
     (["0,Conv,c,C,0.999,0.01,-inf"], [], "KL is -inf"),
     (["0,Conv,c,C,NaN,NaN,NaN", "1,Relu,r,R,0.999,0.01,0.001"], [], "PASS: none of 1 compared tensors is past"

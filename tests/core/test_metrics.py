@@ -218,7 +218,8 @@ def test_mask_of_the_wrong_size_names_the_file():
     result = make_result([[0.9]], Roi(0, 0, 1, 1), (7, 4))
     with pytest.raises(SegScopeError) as info:
         image_metrics(result, np.zeros((5, 7), np.uint8), "data/1/mask.png")
-    assert str(info.value) == "data/1/mask.png: mask is 7x5 but the image is 7x4"
+    assert str(info.value) == ("data/1/mask.png: mask is 7x5 but the image is 7x4; save the mask at the "
+                                "image's size, one value a pixel")
 
 
 # --- tensor comparison --------------------------------------------------------------------------------

@@ -243,6 +243,33 @@ def test_the_csv_beside_the_page_is_never_replaced_silently(tiny_model_project, 
     assert code == 0 and (tmp_path / "r.csv").read_text().startswith("id,image,roi,")
 
 
+def test_a_folder_where_the_page_or_its_csv_goes_is_refused_before_the_run(tiny_model_project, dataset, tmp_path,
+                                                                            capsys):
+    page, table = tmp_path / "p.html", tmp_path / "q.csv"
+    page.mkdir()
+    table.mkdir()
+    code, _ = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out", page,
+                      "--overwrite")
+    assert code == 2
+    assert capsys.readouterr().err == f"segscope: error: --out {page}: is a folder; give the path of a file to write\n"
+    code, _ = run_cli("report", "--dataset", dataset, "--pipeline", tiny_model_project.pipeline, "--out",
+                      tmp_path / "q.html", "--overwrite")
+    assert code == 2
+    assert capsys.readouterr().err == (f"segscope: error: --out {tmp_path / 'q.html'}: the CSV of every image goes to "
+                                       f"{table}, which is a folder; move it or name the page otherwise\n")
+    assert list(page.iterdir()) == [] and list(table.iterdir()) == [] and not (tmp_path / "q.html").exists()
+
+
+def test_the_line_saying_what_was_written_counts_in_words(tiny_model_project, small_dataset, tmp_path):
+    """It said "1 images, 1 with masks"."""
+    one = tmp_path / "one"
+    shutil.copytree(small_dataset / "10", one / "10")
+    out = tmp_path / "r.html"
+    code, text = run_cli("report", "--dataset", one, "--pipeline", tiny_model_project.pipeline, "--out", out,
+                         "--metrics", "")
+    assert code == 0 and f"wrote {out} (" in text and "MB): 1 image (1 with a mask), the 1 worst by " in text
+
+
 def test_report_help_is_honest_and_paths_come_back_when_asked(tiny_model_project, dataset, tmp_path, capsys):
     assert run_cli("report", "--help")[0] == 0
     helped = re.sub(r"\s+", " ", capsys.readouterr().out)

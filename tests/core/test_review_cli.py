@@ -110,6 +110,30 @@ def test_bad_usage_exits_2(tiny_model_project, review_dataset, tmp_path, capsys)
     assert "no such folder" in capsys.readouterr().err
 
 
+def test_the_gates_threshold_alone_is_refused_not_ignored(tiny_model_project, review_dataset, capsys):
+    """--min-dice without a second run was accepted and the queue printed with exit 0: a CI step meant as a gate
+    never gated anything."""
+    code, text = run_cli("review", "--dataset", review_dataset, "--pipeline", tiny_model_project.pipeline,
+                         "--min-dice", "0.5")
+    assert code == 2 and text == ""
+    assert capsys.readouterr().err == ("segscope: error: --min-dice: only applies to two runs (--against or "
+                                       "--against-backend); add one or drop the option\n")
+
+
+def test_an_out_that_is_a_folder_is_refused_before_the_run_even_with_overwrite(tiny_model_project, review_dataset,
+                                                                                tmp_path, capsys):
+    """A folder given as --out was said to exist (use --overwrite), and with --overwrite failed only at the end."""
+    folder = tmp_path / "queue"
+    (folder / "inside").mkdir(parents=True)
+    for extra in ((), ("--overwrite",), ("--csv", "--overwrite")):
+        code, text = run_cli("review", "--dataset", review_dataset, "--pipeline", tiny_model_project.pipeline,
+                             "--out", folder, *extra)
+        assert code == 2 and text == ""
+        assert capsys.readouterr().err == f"segscope: error: --out {folder}: is a folder; give the path of a file " \
+                                          "to write\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["inside"]
+
+
 def test_against_itself_passes_the_gate(tiny_model_project, review_dataset):
     code, text = run_cli("review", "--dataset", review_dataset, "--pipeline", tiny_model_project.pipeline,
                          "--roi", ROI, "--against", tiny_model_project.pipeline, "--json")

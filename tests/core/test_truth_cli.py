@@ -61,7 +61,8 @@ def test_every_refused_truth_is_named_before_any_result(tiny_model_project, smal
         assert "values 0, 2 are not a mask convention for this 2-class model" in err[1]
         assert err[1].endswith("save the mask as 0/255 or 0/1, or declare its values in the model card (truth_values)")
         assert "a JPEG mask: its lossy compression is the likely cause" in err[2]
-        assert err[3].endswith("mask is 64x40 but the image is 64x48")
+        assert err[3].endswith("mask is 64x40 but the image is 64x48; save the mask at the image's size, one value a "
+                               "pixel")
         assert err[4] == "segscope: error: 4 truth masks are refused (each named above): fix them and run again"
 
 
@@ -76,13 +77,32 @@ def test_the_advice_fits_the_models_class_count():
         MaskRule(2, ((0, 0), (9, 1))).check(counts, "m.png")
 
 
+def test_a_jpeg_saved_under_a_png_name_is_named_as_a_jpeg(tmp_path):
+    """A JPEG mask renamed mask.png: its name hides the lossy compression behind its stray values, so the advice
+    says what the file's first bytes are; a label that names no file gets the plain advice."""
+    from segscope.core.dataset.masks import MaskRule, histogram
+
+    smooth = np.zeros((48, 64), np.uint8)
+    smooth[10:30, 10:40] = 255
+    ok, encoded = cv2.imencode(".jpg", smooth, [cv2.IMWRITE_JPEG_QUALITY, 50])
+    path = tmp_path / "mask.png"
+    path.write_bytes(encoded.tobytes())
+    counts = histogram(cv2.imread(str(path), cv2.IMREAD_GRAYSCALE))
+    with pytest.raises(Exception, match=r"; a JPEG file under another name: its lossy compression is the likely "
+                                        r"cause of the stray values, so save it as PNG; save the mask as 0/255"):
+        MaskRule(2).check(counts, str(path))
+    with pytest.raises(Exception, match=r"not among binary 0/255 or 0/1\); save the mask as 0/255"):
+        MaskRule(2).check(counts, "truth mask")
+
+
 def test_a_mask_of_another_size_is_refused_from_its_header_before_any_result(tiny_model_project, small_dataset,
                                                                             capsys):
     path = small_dataset / "10" / "mask.png"
     cv2.imwrite(str(path), np.zeros((40, 64), np.uint8))
     code, text = run_cli("eval", "--dataset", small_dataset, "--pipeline", tiny_model_project.pipeline, "--json")
     assert code == 2 and text == ""
-    assert capsys.readouterr().err.strip() == f"segscope: error: {path}: mask is 64x40 but the image is 64x48"
+    assert capsys.readouterr().err.strip() == (f"segscope: error: {path}: mask is 64x40 but the image is 64x48; "
+                                               "save the mask at the image's size, one value a pixel")
 
 
 def _dice(text):
