@@ -145,6 +145,13 @@ class _Listing:
         """The first `stem.<image suffix>` there (whatever it is: a folder there is reported when read)."""
         return next((self.folder / n for s in IMAGE_SUFFIXES if self.exists(n := f"{stem}{s}")), None)
 
+    def dangling(self, stem: str) -> Path | None:
+        """The first `stem.<image suffix>` there that is a symbolic link to nothing (which `first` does not see)."""
+        if self.entries is None:
+            return None
+        return next((self.folder / n for s in IMAGE_SUFFIXES if self.entries.get(n := f"{stem}{s}") == self.LINK),
+                    None)
+
 
 #: How every provenance file's name ends (`PROVENANCE_NAME`).
 _PROVENANCE_ENDING = PROVENANCE_NAME.format(id="").lower()
@@ -200,16 +207,29 @@ def natural_order(names: Iterable[str]) -> list[str]:
 
 def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
     """The dataset's images in natural order (`2` before `10`): `root` and each folder in it listed once
-    (`_Listing`), no image or mask read. A folder that cannot be read raises its OSError, or (`partial`) is an
-    item of its own whose `problem` says why."""
+    (`_Listing`), no image or mask read. A folder that cannot be read raises its OSError, and an image (or its
+    folder) that is a symbolic link to nothing a SegScopeError naming it, or (`partial`) each is an item of its own
+    whose `problem` says why. A mask that is such a link is kept as the image's mask: reading it says so."""
     listing = _Listing.of(root)
     assert listing.entries is not None
     entries = listing.entries.items()  # in the order the folder lists them (of equal keys, the first first)
     items = []
-    for sub in natural_order(name for name, kind in entries if kind & _Listing.DIR):
+
+    def broken(item_id: str, path: Path) -> None:
+        problem = _dangling_problem(path)
+        if not partial:
+            raise SegScopeError(problem)
+        items.append(DatasetItem(item_id, path, None, problem))
+
+    image_named = {name: stem_suffix(name)[1].lower() in IMAGE_SUFFIXES for name, _kind in entries}
+    for sub in natural_order(name for name, kind in entries
+                             if kind & _Listing.DIR or (kind == _Listing.LINK and not image_named[name])):
+        if listing.entries[sub] == _Listing.LINK:  # a folder link to nothing
+            broken(sub, root / sub)
+            continue
         inside = _Listing.or_asked(root / sub)
         try:
-            image, mask = inside.first("image"), inside.first("mask")
+            image, mask = inside.first("image"), inside.first("mask") or inside.dangling("mask")
         except OSError as exc:
             if not partial:
                 raise
@@ -218,13 +238,26 @@ def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
             continue
         if image is not None:
             items.append(DatasetItem(sub, image, mask))
-    flat = [name for name, kind in entries if kind & _Listing.FILE and stem_suffix(name)[1].lower() in IMAGE_SUFFIXES
-            and not _is_mask_file(name) and not _is_export(listing, name)]
+        elif (link := inside.dangling("image")) is not None:
+            broken(sub, link)
+    flat = [name for name, kind in entries if kind & (_Listing.FILE | _Listing.LINK) and image_named[name]
+            and not kind & _Listing.DIR and not _is_mask_file(name) and not _is_export(listing, name)]
     for name in natural_order(flat):
         stem = stem_suffix(name)[0]
-        mask = listing.first(stem + MASK_SUFFIX)
+        if listing.entries[name] == _Listing.LINK:
+            broken(stem, root / name)
+            continue
+        mask = listing.first(stem + MASK_SUFFIX) or listing.dangling(stem + MASK_SUFFIX)
         items.append(DatasetItem(stem, root / name, None if mask is None or _is_export(listing, mask.name) else mask))
     return items
+
+
+def _dangling_problem(path: Path) -> str:
+    try:
+        target = f" to {os.readlink(path)}"
+    except OSError:
+        target = ""
+    return f"{path}: a symbolic link{target}, which does not exist; restore its target or remove the link"
 
 
 class Dataset:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from segscope.core.dataset.dataset import BACKUP_SUFFIX, DatasetItem
 from segscope.core.dataset.truth import CORRECTED_SUFFIX, MASK_SUFFIX
+from segscope.core.errors import SegScopeError
 from segscope.core.export.names import PROVENANCE_NAME, exported_item
 from segscope.core.files.image_types import IMAGE_SUFFIXES
 
@@ -31,16 +32,38 @@ def _first_image(folder: Path, stem: str) -> Path | None:
     return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").exists()), None)
 
 
-def discover_by_stat(root: Path) -> list[DatasetItem]:
-    """The dataset's images in natural order, found by asking the file system about every candidate name."""
+def _dangling(folder: Path, stem: str) -> Path | None:
+    return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").is_symlink() and not p.exists()), None)
+
+
+def discover_by_stat(root: Path, partial: bool = False) -> list[DatasetItem]:
+    """The dataset's images in natural order, found by asking the file system about every candidate name. An image
+    (or its folder) that is a symbolic link to nothing raises SegScopeError, or (`partial`) is an item whose
+    problem says so; a mask that is one is kept as the mask."""
     items = []
-    for sub in sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: _natural_key(p.name)):
+
+    def broken(item_id: str, path: Path) -> None:
+        if not partial:
+            raise SegScopeError(f"{path}: a symbolic link to nothing")
+        items.append(DatasetItem(item_id, path, None, "a symbolic link to nothing"))
+
+    dangling = [p for p in root.iterdir() if p.is_symlink() and not p.exists()]
+    subs = [p for p in root.iterdir() if p.is_dir()] + [p for p in dangling if p.suffix.lower() not in IMAGE_SUFFIXES]
+    for sub in sorted(subs, key=lambda p: _natural_key(p.name)):
+        if not sub.exists():
+            broken(sub.name, sub)
+            continue
         image = _first_image(sub, "image")
         if image is not None:
-            items.append(DatasetItem(sub.name, image, _first_image(sub, "mask")))
-    flat = [p for p in root.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+            items.append(DatasetItem(sub.name, image, _first_image(sub, "mask") or _dangling(sub, "mask")))
+        elif (link := _dangling(sub, "image")) is not None:
+            broken(sub.name, link)
+    flat = [p for p in root.iterdir() if (p.is_file() or p in dangling) and p.suffix.lower() in IMAGE_SUFFIXES
             and not _is_mask_file(p) and not _is_export(p)]
     for image in sorted(flat, key=lambda p: _natural_key(p.name)):
-        mask = _first_image(root, image.stem + MASK_SUFFIX)
+        if image in dangling:
+            broken(image.stem, image)
+            continue
+        mask = _first_image(root, image.stem + MASK_SUFFIX) or _dangling(root, image.stem + MASK_SUFFIX)
         items.append(DatasetItem(image.stem, image, None if mask is None or _is_export(mask) else mask))
     return items
