@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     argv, debug = _normalise_argv(parser, argv)
     if not argv or argv[0] not in {*_subcommands(parser), "-h", "--help", "--version"}:  # `segscope [DATASET]`
         argv = ["gui", *argv]
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the subcommand's parser, so the line points to the help that lists its options
+        _subcommands(parser).get(argv[0], parser).error(f"unrecognized arguments: {' '.join(extra)}")
     output.install()  # notes and warnings wait for the first output: an error line comes alone
     try:
         code = args.handler(args, output.ReleasingOutput(out or sys.stdout, output.LINES))

@@ -313,8 +313,8 @@ def test_an_option_is_taken_only_by_its_whole_name(tmp_path, capsys):
     """`eval --out DIR` (review's and report's option) was taken as the one option it starts, --output-scale, and
     refused as a bad scale; a number there would have changed the run without a word."""
     for args in (("eval", "--dataset", tmp_path, "--out", "0.5"), ("review", "--dataset", tmp_path, "--min", "1")):
-        assert run_cli(*args)[0] == 2
-        assert_one_line_error(capsys, f"unrecognized arguments: {args[3]} {args[4]}")
+        assert run_cli(*args)[0] == 2  # pointed to the help that lists the command's options
+        assert_one_line_error(capsys, f"unrecognized arguments: {args[3]} {args[4]} (see segscope {args[0]} --help)")
 
 
 def test_compare_errors(tmp_path, capsys):
