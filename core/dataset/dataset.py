@@ -208,15 +208,15 @@ def natural_order(names: Iterable[str]) -> list[str]:
 def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
     """The dataset's images in natural order (`2` before `10`): `root` and each folder in it listed once
     (`_Listing`), no image or mask read. A folder that cannot be read raises its OSError, and an image (or its
-    folder) that is a symbolic link to nothing a SegScopeError naming it, or (`partial`) each is an item of its own
-    whose `problem` says why. A mask that is such a link is kept as the image's mask: reading it says so."""
+    folder) that is a symbolic link to nothing, or a folder holding a mask but no image, a SegScopeError naming it,
+    or (`partial`) each is an item of its own whose `problem` says why. A mask that is such a link is kept as the
+    image's mask: reading it says so."""
     listing = _Listing.of(root)
     assert listing.entries is not None
     entries = listing.entries.items()  # in the order the folder lists them (of equal keys, the first first)
     items = []
 
-    def broken(item_id: str, path: Path) -> None:
-        problem = _dangling_problem(path)
+    def refused(item_id: str, path: Path, problem: str) -> None:
         if not partial:
             raise SegScopeError(problem)
         items.append(DatasetItem(item_id, path, None, problem))
@@ -225,7 +225,7 @@ def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
     for sub in natural_order(name for name, kind in entries
                              if kind & _Listing.DIR or (kind == _Listing.LINK and not image_named[name])):
         if listing.entries[sub] == _Listing.LINK:  # a folder link to nothing
-            broken(sub, root / sub)
+            refused(sub, root / sub, _dangling_problem(root / sub))
             continue
         inside = _Listing.or_asked(root / sub)
         try:
@@ -239,13 +239,16 @@ def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
         if image is not None:
             items.append(DatasetItem(sub, image, mask))
         elif (link := inside.dangling("image")) is not None:
-            broken(sub, link)
+            refused(sub, link, _dangling_problem(link))
+        elif mask is not None and inside.exists(mask.name):  # (not a link to nothing)
+            refused(sub, mask, f"{mask}: a mask without its image beside it (image.png or another image "
+                               f"suffix); add the image or remove the folder")
     flat = [name for name, kind in entries if kind & (_Listing.FILE | _Listing.LINK) and image_named[name]
             and not kind & _Listing.DIR and not _is_mask_file(name) and not _is_export(listing, name)]
     for name in natural_order(flat):
         stem = stem_suffix(name)[0]
         if listing.entries[name] == _Listing.LINK:
-            broken(stem, root / name)
+            refused(stem, root / name, _dangling_problem(root / name))
             continue
         mask = listing.first(stem + MASK_SUFFIX) or listing.dangling(stem + MASK_SUFFIX)
         items.append(DatasetItem(stem, root / name, None if mask is None or _is_export(listing, mask.name) else mask))

@@ -130,6 +130,21 @@ def test_an_image_or_its_folder_linked_to_nothing_is_said_never_skipped(tmp_path
         ("1", tmp_path / "1" / "image.png", False), (Path(broken).parts[0].removesuffix(".png"), link, True)]
 
 
+def test_a_folder_with_a_mask_but_no_image_is_said_never_skipped(tmp_path):
+    """A misnamed image (img.png beside mask.png) left its folder out of the run without a word."""
+    touch(tmp_path / "1" / "image.png")
+    touch(tmp_path / "2" / "img.png")
+    touch(tmp_path / "2" / "mask.png")
+    mask = tmp_path / "2" / "mask.png"
+    with pytest.raises(SegScopeError, match=f"^{mask}: a mask without its image beside it .*add the image"):
+        Dataset.open(tmp_path)
+    assert [(i.id, bool(i.problem)) for i in Dataset.open(tmp_path, partial=True).items] == [("1", False),
+                                                                                             ("2", True)]
+    (tmp_path / "1" / "image.png").unlink()  # nothing else: the mask is named, not "no images found"
+    with pytest.raises(SegScopeError, match=f"^{mask}: a mask without its image"):
+        Dataset.open(tmp_path)
+
+
 def test_a_mask_linked_to_nothing_is_said_when_read_not_taken_for_no_mask(tmp_path):
     touch(tmp_path / "1" / "image.png")
     (tmp_path / "1" / "mask.png").symlink_to(tmp_path / "nowhere.png")

@@ -38,14 +38,14 @@ def _dangling(folder: Path, stem: str) -> Path | None:
 
 def discover_by_stat(root: Path, partial: bool = False) -> list[DatasetItem]:
     """The dataset's images in natural order, found by asking the file system about every candidate name. An image
-    (or its folder) that is a symbolic link to nothing raises SegScopeError, or (`partial`) is an item whose
-    problem says so; a mask that is one is kept as the mask."""
+    (or its folder) that is a symbolic link to nothing, or a folder with a mask but no image, raises SegScopeError,
+    or (`partial`) is an item whose problem says so; a mask that is such a link is kept as the mask."""
     items = []
 
     def broken(item_id: str, path: Path) -> None:
         if not partial:
-            raise SegScopeError(f"{path}: a symbolic link to nothing")
-        items.append(DatasetItem(item_id, path, None, "a symbolic link to nothing"))
+            raise SegScopeError(f"{path}: cannot be used")
+        items.append(DatasetItem(item_id, path, None, "cannot be used"))
 
     dangling = [p for p in root.iterdir() if p.is_symlink() and not p.exists()]
     subs = [p for p in root.iterdir() if p.is_dir()] + [p for p in dangling if p.suffix.lower() not in IMAGE_SUFFIXES]
@@ -58,6 +58,8 @@ def discover_by_stat(root: Path, partial: bool = False) -> list[DatasetItem]:
             items.append(DatasetItem(sub.name, image, _first_image(sub, "mask") or _dangling(sub, "mask")))
         elif (link := _dangling(sub, "image")) is not None:
             broken(sub.name, link)
+        elif (mask := _first_image(sub, "mask")) is not None:  # a mask without its image
+            broken(sub.name, mask)
     flat = [p for p in root.iterdir() if (p.is_file() or p in dangling) and p.suffix.lower() in IMAGE_SUFFIXES
             and not _is_mask_file(p) and not _is_export(p)]
     for image in sorted(flat, key=lambda p: _natural_key(p.name)):
