@@ -21,7 +21,7 @@ import pytest
 
 from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.dataset.dataset import Dataset
-from segscope.core.dataset.truth import CORRECTED, ORIGINAL, corrected_mask_path, superseded_marker, truth_for
+from segscope.core.dataset.truth import CORRECTED, REPLACED, corrected_mask_path, superseded_marker, truth_for
 from segscope.core.editing.autosave import AutoSave
 from segscope.core.editing.files import SESSION, read_stamps, recovery_path, save_mask, write_recovery
 from segscope.core.errors import SegScopeError
@@ -247,7 +247,8 @@ def test_kill_between_replacing_the_mask_and_deleting_the_older_correction(datas
     assert corrected_mask_path(mask_path).exists() and superseded_marker(corrected_mask_path(mask_path)).exists()
     dataset = Dataset.open(dataset_root)
     truth = truth_for(dataset.item("001"))
-    assert truth is not None and truth.kind == ORIGINAL and (_read(truth.path) == 255).all()  # the last save
+    # (a Replace save: mask.png holds it, its original kept as backup, so the truth is "replaced")
+    assert truth is not None and truth.kind == REPLACED and (_read(truth.path) == 255).all()  # the last save
     assert not corrected_mask_path(mask_path).exists()
     assert not superseded_marker(corrected_mask_path(mask_path)).exists()
 
