@@ -3,7 +3,7 @@ the GUI thread every 20 ms, bench/heartbeat.py) prints the 99th percentile and t
 
     python bench/bench_heartbeat.py [--images 8] [--big 16384] [--skip-big]
 
-The real window at 1280x800 (offscreen), the shipped demo model on the embedded backend, the Review dock in
+The real window at 1280x800 (offscreen), the shipped demo model on the embedded backend, the Error regions dock in
 front (the costliest view to keep up to date). On 8 demo slides of 4000x3000: open, Run all, a brush stroke
 and Save, Export of every kind, Run whole slide, then a new window reopening the dataset (its runs restored
 from disk) and Run all again; on a 16k x 16k slide (a demo slide tiled): open, Run, Save, Export, Run whole

@@ -73,7 +73,7 @@ class Inspection(QObject):
         self.review = ReviewPanel()
         self.timing = TimingPanel(self.history)
         self.filter_bar = FilterBar()  # the window puts it between the dataset's path and its table
-        self.review_dock = make_dock(host, "Review", self.review)
+        self.review_dock = make_dock(host, "Error regions", self.review)
         self.timing_dock = make_dock(host, "Timing", self.timing)
         self.highlights = [self._highlight(view) for view in (*panels.views(), slide.vb)]
 
@@ -205,7 +205,7 @@ class Inspection(QObject):
     # ------------------------------------------------------------------------------------------ review
     def refresh_review(self, force: bool = False) -> None:
         """Recompute the error map of what answers for the image on screen (its run, or its whole-slide run's part)
-        against its mask on screen, what its numbers are of, on a worker (nothing while the Review dock is not on
+        against its mask on screen, what its numbers are of, on a worker (nothing while the Error regions dock is not on
         screen: it catches up when shown); `force` after the ground truth changed in place."""
         if not dock_seen(self.review_dock):
             self._review_key = None

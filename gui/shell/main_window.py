@@ -186,7 +186,7 @@ class MainWindow(QMainWindow):
             show_dock(self.messages_dock)
 
     def _place_inspection(self) -> None:
-        """The Review and Timing docks, the dataset filter and the Inspect menu (before Help)."""
+        """The Error regions and Timing docks, the dataset filter and the Inspect menu (before Help)."""
         inspection = self.inspection
         self.dataset_panel.insert_widget(2, inspection.filter_bar)  # between the path and the table
         tab_dock(self, inspection.review_dock, self.metrics_dock)
@@ -197,7 +197,7 @@ class MainWindow(QMainWindow):
         inspection.note.connect(self.statusBar().showMessage)
 
     def _place_quality(self) -> None:
-        """The Defects and Reliability docks (tabbed with Review and Timing) and their Inspect menu entries."""
+        """The Defects and Reliability docks (tabbed with Error regions and Timing) and their Inspect menu entries."""
         quality, inspection = self.quality_tools, self.inspection
         tab_dock(self, quality.defects_dock, inspection.review_dock)
         tab_dock(self, quality.reliability_dock, inspection.timing_dock)

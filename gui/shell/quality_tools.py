@@ -8,7 +8,7 @@ dock, the dataset table's ranking column, the filter, Worst first and the histog
 defects of the numbers the Metrics dock shows (`core.session.views.headline`), so the two cannot disagree.
 
 `QualityTools` is a view of the session: it makes its docks and actions on `host`, and the window places
-them (beside the Review and Timing docks, in the Inspect menu) and takes its messages; the docks are filled
+them (beside the Error regions and Timing docks, in the Inspect menu) and takes its messages; the docks are filled
 only while on screen.
 """
 

@@ -1,11 +1,11 @@
-"""One table for the viewer's region lists (the Defects dock, the Review dock's error regions, the Profile dock's
+"""One table for the viewer's region lists (the Defects dock, the Error regions dock, the Profile dock's
 operators): rows are plain objects, each column is described by data (`Column`: header, text, sort key,
 alignment, tooltip, colour, width), and `RowTable` is the view they all use.
 
 Built for thousands of rows: a new list is one model reset (no widget item per cell), sections are sized once
 from a sample text (`Interactive`: the user may drag them; never `ResizeToContents`, which measures every row),
 and sorting reorders the model's own rows (a header click; `model.rows` is always the order on screen, so a
-row number means the same to the view and to its owner). Owners whose rows take work (Defects, Review) make
+row number means the same to the view and to its owner). Owners whose rows take work (Defects, Error regions) make
 them only while the dock is on screen (`docking.dock_seen`) and catch up when it is shown.
 """
 

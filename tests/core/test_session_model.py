@@ -130,7 +130,7 @@ class Reference:
     iou: float
     precision: float
     recall: float
-    counts: dict[str, int]  # TP/FP/FN/TN pixels (the Review dock)
+    counts: dict[str, int]  # TP/FP/FN/TN pixels (the Error regions dock)
     defects: tuple[int, int, int]  # TP, FP, FN defects (the Defects dock)
 
 

@@ -314,7 +314,7 @@ def test_the_histogram_follows_changes_while_its_dock_is_on_screen_and_catches_u
     feed(dict(zip(ids[6:], dice[6:])))
     qtbot.waitUntil(lambda: idle(window))
     assert drawn == [6] and bars() == expected(6)  # hidden: not drawn
-    show_dock(window.metrics_dock)  # in front of the Review dock tabbed with it, as View > Metrics does
+    show_dock(window.metrics_dock)  # in front of the Error regions dock tabbed with it, as View > Metrics does
     qtbot.waitUntil(lambda: bars() == expected(12))
     assert drawn == [6, 12]
 

@@ -168,7 +168,7 @@ def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, win
     assert session.ranking.name == "soft_dice"
     window.main_actions.worst_action.trigger()
     assert panel.visible_order() == sorted(soft, key=soft.get)
-    show_dock(window.metrics_dock)  # (the fixture put the Review dock in front: the histogram draws when seen)
+    show_dock(window.metrics_dock)  # (the fixture put the Error regions dock in front: the histogram draws when seen)
     title = lambda: window.metrics_panel.plot.getPlotItem().titleLabel.text  # noqa: E731
     qtbot.waitUntil(lambda: "Soft Dice" in title())
     assert f"3 images, mean Soft Dice {np.mean(list(soft.values())):.4f}" in title()
