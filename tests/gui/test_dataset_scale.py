@@ -203,32 +203,12 @@ def test_the_table_shows_a_plain_sort_and_filter_after_any_sequence(qapp):
 def test_many_results_arriving_end_on_the_final_numbers(qtbot, tmp_path, monkeypatch):
     """A burst of results (as a Run all hands them over, faster than any redraw): nothing is drawn during it, the
     means and histogram once after it, and they are those of every result, as a fresh summary gives them."""
-    from segscope.gui.shell.main_window import MainWindow
-
-    folder = tmp_path / "data"
-    folder.mkdir()
+    window, ids, feed = window_fed_by_hand(qtbot, tmp_path, 120)
+    qtbot.waitUntil(lambda: idle(window))
+    drawn = histogram_draws(window, monkeypatch)
     rng = np.random.default_rng(2)
-    ids = [f"img{n:03d}" for n in range(120)]
-    for item_id in ids:
-        cv2.imwrite(str(folder / f"{item_id}.png"), rng.integers(0, 255, (24, 32, 3), dtype=np.uint8))
-        cv2.imwrite(str(folder / f"{item_id}_mask.png"), np.where(rng.random((24, 32)) > 0.5, 255, 0).astype(np.uint8))
-    window = MainWindow()
-    qtbot.addWidget(window)
-    window.show()
-    assert window.commands.open_dataset(folder)
-    qtbot.waitUntil(lambda: window.slide_ready() and not window.jobs.pending and not window.redraws_due())
-    drawn: list[int] = []
-    histogram = window.metrics_panel.set_dataset_values
-    monkeypatch.setattr(window.metrics_panel, "set_dataset_values",
-                        lambda metric, values, summary: (drawn.append(len(values)), histogram(metric, values, summary)))
-
-    session, dataset = window.session, window.session.dataset
     fed = {item_id: metrics(math.nan if n % 17 == 0 else float(rng.random())) for n, item_id in enumerate(ids)}
-    for item_id, scored in fed.items():
-        probabilities = np.full((4, 4, 2), 0.5, np.float32)
-        result = InferenceResult(probabilities, np.zeros((4, 4), np.uint8), session.roi_for(item_id), (32, 24))
-        session.add_evaluation(ImageEvaluation(dataset.item(item_id), result, scored),
-                               session.truth_versions()(item_id), session.quality)
+    feed(fed)
     assert drawn == []  # the whole burst in one go: no redraw inside it
     qtbot.waitUntil(lambda: not window.redraws_due() and not window.jobs.pending)
     assert drawn == [len(ids)]  # one redraw after it, of every image
@@ -252,7 +232,7 @@ def test_many_results_arriving_end_on_the_final_numbers(qtbot, tmp_path, monkeyp
 
 def window_fed_by_hand(qtbot, tmp_path: Path, count: int):
     """A window on `count` small images (`imgNN`), and `feed(values)`: each image's result with the foreground
-    Dice given ({id: dice}), handed to the session as a run hands them."""
+    Dice given ({id: dice}, or its metrics whole), handed to the session as a run hands them."""
     from segscope.gui.shell.main_window import MainWindow
 
     from .conftest import open_and_wait
@@ -270,13 +250,23 @@ def window_fed_by_hand(qtbot, tmp_path: Path, count: int):
     open_and_wait(qtbot, window, folder)
     session = window.session
 
-    def feed(values: dict[str, float]) -> None:
+    def feed(values: dict[str, float | ImageMetrics]) -> None:
         for item_id, dice in values.items():
             result = InferenceResult(np.full((4, 4, 2), 0.5, np.float32), np.zeros((4, 4), np.uint8),
                                      session.roi_for(item_id), (32, 24))
-            session.add_evaluation(ImageEvaluation(session.dataset.item(item_id), result, metrics(dice)),
+            session.add_evaluation(ImageEvaluation(session.dataset.item(item_id), result,
+                                                   dice if isinstance(dice, ImageMetrics) else metrics(dice)),
                                    session.truth_versions()(item_id), session.quality)
     return window, ids, feed
+
+
+def histogram_draws(window, monkeypatch) -> list[int]:
+    """How many values each draw of the Metrics histogram from now on was given (one entry per draw)."""
+    drawn: list[int] = []
+    histogram = window.metrics_panel.set_dataset_values
+    monkeypatch.setattr(window.metrics_panel, "set_dataset_values",
+                        lambda metric, values, summary: (drawn.append(len(values)), histogram(metric, values, summary)))
+    return drawn
 
 
 def idle(window) -> bool:
@@ -292,10 +282,7 @@ def test_the_histogram_follows_changes_while_its_dock_is_on_screen_and_catches_u
 
     window, ids, feed = window_fed_by_hand(qtbot, tmp_path, 12)
     qtbot.waitUntil(lambda: idle(window))
-    drawn: list[int] = []
-    histogram = window.metrics_panel.set_dataset_values
-    monkeypatch.setattr(window.metrics_panel, "set_dataset_values",
-                        lambda metric, values, summary: (drawn.append(len(values)), histogram(metric, values, summary)))
+    drawn = histogram_draws(window, monkeypatch)
     dice = [0.1, 0.35, 0.6, 0.85, 0.2, 0.95, 0.4, 0.45, 0.05, 0.7, 0.75, 0.55]
 
     def bars() -> list[int]:
