@@ -94,7 +94,7 @@ def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, 
             yield step(Failed(item.id, *describe_as(exc)))
             continue
         remaining.append(item)
-    images = {item.id: _image_stamp(item) for item in remaining}  # before any is read (see `InferenceResult.image`)
+    images = {item.id: _image_stamp(item) for item in remaining}  # a stat each, before any is read
     while remaining and not cancel.is_set():
         if backend is None:
             for item in remaining:
@@ -106,7 +106,8 @@ def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, 
                                                sources=batch.sources, masks=batch.masks, stream=batch.stream,
                                                quality=batch.quality):
                 yielded += 1
-                result = replace(evaluation.result, image=images.get(evaluation.item.id))
+                image = _with_content(evaluation.item, images.get(evaluation.item.id))
+                result = replace(evaluation.result, image=image)
                 yield step(Evaluated(replace(evaluation, result=result)))
                 if cancel.is_set():
                     return
@@ -126,10 +127,24 @@ CONTENT_KEY_BYTES = 64 << 20
 
 
 def _image_stamp(item: DatasetItem) -> Stamp | None:
+    """The image file as it is before the run reads it (see `InferenceResult.image`): one stat, so a run of
+    thousands starts at once."""
     try:
-        return Stamp.of(item.image_path, content=item.image_path.stat().st_size <= CONTENT_KEY_BYTES)
-    except (OSError, SegScopeError):
+        return Stamp.of(item.image_path)
+    except SegScopeError:
         return None  # (its read fails and says why)
+
+
+def _with_content(item: DatasetItem, read: Stamp | None) -> Stamp | None:
+    """`read` with the image's content key once it has been run (hashed then, image by image, not all before the
+    first), when the file is still the one read and small enough (`CONTENT_KEY_BYTES`)."""
+    if read is None or read.missing or read.size > CONTENT_KEY_BYTES:
+        return read
+    try:
+        now = Stamp.of(item.image_path, content=True)
+    except SegScopeError:
+        return read
+    return now if read.same(now) else read
 
 
 def slide_steps(dataset: Dataset, item: DatasetItem, reader: SlideReader, plan: TilePlan, backend: Backend | None,
