@@ -139,7 +139,7 @@ class SessionStore:
         with short_lock(self.folder, ".segscope-store.lock", "session store writer"):
             now = Stamp.of(path)
             known = self._known.get(path)
-            if not now.missing and (known is None or not known.same(now)):
+            if known is not None and not known.same(now):  # (a file not read yet: an earlier session's, news to none)
                 when = time.strftime("%H:%M:%S", time.localtime(now.mtime_ns / 1e9))
                 self._notes.append(f"{image_id}: the run another viewer stored at {when} is replaced in {path.parent} "
                                    "by this viewer's newer run")
@@ -254,7 +254,7 @@ def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str, known: 
         try:
             stamp = Stamp.of(path)  # (before the read: a write meanwhile is then seen as another viewer's)
             stored = read(path)
-            known[path] = stamp
+            known.setdefault(path, stamp)  # (not over a stamp of this store's own later write)
             yield stored
         except Exception as exc:  # noqa: BLE001 - any damage to a cache entry only skips it
             detail = exc.problem if isinstance(exc, InputError) else exc if isinstance(exc, SegScopeError) \

@@ -735,6 +735,9 @@ def test_two_viewers_one_store_a_replaced_run_of_another_viewer_is_said(dataset_
     assert [s.image_id for s in reader.results()] == ["001"]  # what it read is known: replacing it is no news
     reader.save("001", _result())
     assert reader.take_notes() == []
+    later = SessionStore(dataset_root)  # a later session saving before its restore read the file: its own, no news
+    later.save("001", _result())
+    assert later.take_notes() == []
 
 
 def test_eval_export_whose_old_export_cannot_be_deleted_says_what_remains_and_the_next_run_claims_nothing(
