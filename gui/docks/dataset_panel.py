@@ -561,7 +561,13 @@ class DatasetPanel(QWidget):
         return self.model.item_at(index.row())
 
     def select_item(self, item_id: str) -> None:
-        self._select(self.model.index(self.model.row_of(item_id), 0))  # (-1, filtered out: none)
+        """Make `item_id` the current image: its row selected, or (filtered out) the image asked for all the same."""
+        row = self.model.row_of(item_id)
+        if row < 0:
+            self.table.clearSelection()
+            self.currentChanged.emit(item_id)
+            return
+        self._select(self.model.index(row, 0))
 
     def select_row(self, row: int) -> None:
         if 0 <= row < self.model.rowCount():

@@ -326,3 +326,17 @@ def test_stepping_worst_first_follows_new_values_and_the_rows_shown(qtbot, tmp_p
     inspection.filter_bar.apply()
     qtbot.waitUntil(lambda: window.dataset_panel.visible_order() == ["img00", "img03"])  # (not run: no Dice)
     assert walk()[:2] == ["img03", "img00"] and inspection.step_worst(1) == "img00"  # (the last: stays)
+
+
+def test_an_image_whose_row_is_filtered_out_is_still_opened_when_asked_for(qtbot, tmp_path):
+    """The review queue, the ROI undo and the like ask for an image by id: a filter hiding its row must not make the
+    request vanish (the image was never loaded and the queue waited for it)."""
+    window, ids, _feed = window_fed_by_hand(qtbot, tmp_path, 4)
+    qtbot.waitUntil(lambda: idle(window))
+    panel = window.dataset_panel
+    panel.model.set_filter(lambda row: row.item_id != "img02")
+    qtbot.waitUntil(lambda: "img02" not in panel.visible_order())
+    panel.select_item("img02")
+    qtbot.waitUntil(lambda: window.session.current is not None and window.session.current.id == "img02")
+    panel.select_item("img01")  # a row shown: selected as before
+    qtbot.waitUntil(lambda: window.session.current.id == "img01" and panel.current_item() == "img01")
