@@ -30,9 +30,10 @@ from ...core.session.session import Session
 from ..docks.review_queue_panel import ReviewQueuePanel, Row
 from ..runtime.coalesce import Coalescer
 from ..runtime.jobs import Jobs
-from ..widgets.docking import make_dock, show_dock
+from ..widgets.docking import dock_seen, make_dock, show_dock
 from ..widgets.shortcuts import shortcut_action
 from .mask_editing import MaskEditing
+from .scoring import IN_FLIGHT
 
 
 class ReviewQueueTools(QObject):
@@ -57,6 +58,7 @@ class ReviewQueueTools(QObject):
         self.active = False  # the queue is filled from the first time it is asked for
         self._undo_due = False  # U was pressed while the decision's image was not on screen: undo once it is
         self._running: set[str] = set()
+        self._waiting: dict[str, None] = {}  # images due, in order, sent `IN_FLIGHT` at a time (`_pump`)
 
         def action(text: str, key: str, tip: str, slot: Callable[[], object]) -> QAction:
             return shortcut_action(host, text, key, tip, slot)
@@ -85,6 +87,11 @@ class ReviewQueueTools(QObject):
         self.queue.events.current.connect(self._on_current)
         session.events.scored.connect(self._on_scored)
         self.panel.entryActivated.connect(self.queue.go_to)
+        self.dock.visibilityChanged.connect(self._on_visible)
+
+    def _on_visible(self, visible: bool) -> None:
+        if visible:  # (its rows are drawn only while it is on screen)
+            self._timer.request()
 
     # ------------------------------------------------------------------------------------ filling the queue
     def start(self) -> None:
@@ -103,11 +110,20 @@ class ReviewQueueTools(QObject):
             self._submit(scored.item_id)
 
     def _submit(self, item_id: str) -> None:
-        job = self.review.job(item_id)
-        if job is None or item_id in self._running:
-            return
-        self._running.add(item_id)
-        self.jobs.submit(f"review:{item_id}", job.run, partial(self._adopt, job), partial(self._failed, item_id))
+        """List the image's entries in the background: a few images at a time (as the scorer sends its jobs), so
+        10,000 images asked for at once never crowd the runner's lane ahead of everything else."""
+        self._waiting[item_id] = None
+        self._pump()
+
+    def _pump(self) -> None:
+        while self._waiting and len(self._running) < IN_FLIGHT:
+            item_id = next(iter(self._waiting))
+            del self._waiting[item_id]
+            job = self.review.job(item_id)  # (taken when sent: what answers for the image then)
+            if job is None or item_id in self._running:
+                continue
+            self._running.add(item_id)
+            self.jobs.submit(f"review:{item_id}", job.run, partial(self._adopt, job), partial(self._failed, item_id))
 
     def _adopt(self, job: ReviewJob, entries: list[ReviewEntry]) -> None:
         self._running.discard(job.item_id)
@@ -119,6 +135,7 @@ class ReviewQueueTools(QObject):
     def _failed(self, item_id: str, text: str, _details: str) -> None:
         self._running.discard(item_id)
         self.message.emit("error", f"{item_id}: cannot list its disagreements: {text}")
+        self._pump()
 
     # ----------------------------------------------------------------------------------------- the keys
     def decide(self, decision: str) -> None:
@@ -207,12 +224,17 @@ class ReviewQueueTools(QObject):
 
     # ------------------------------------------------------------------------------------------- drawing
     def refresh(self) -> None:
+        """Draw the queue (only while its dock is on screen: it catches up when shown)."""
+        if not dock_seen(self.dock):
+            return
         queue, names = self.queue, self.session.class_names
         rows: list[Row] = [(rank, entry, names[entry.cls] if entry.cls < len(names) else str(entry.cls),
                             queue.decision(entry) or "") for rank, entry in enumerate(queue.entries(), 1)]
         pending = queue.pending()
         if not rows:
-            summary = ("No disagreement between the predictions and the truths of the images run" if self.active
+            summary = (f"Listing the disagreements of {len(self._running) + len(self._waiting)} images…"
+                       if self._running or self._waiting else
+                       "No disagreement between the predictions and the truths of the images run" if self.active
                        else "Review queue: Ctrl+Shift+Q lists the disagreements of the images run")
         else:
             summary = (f"{pending} of {len(rows)} to review. A: accept the prediction, D: remove the truth's, "

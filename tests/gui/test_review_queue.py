@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from segscope.core.metrics.scores import argmax_at_roi
 from segscope.core.review.log import LOG_NAME
+from segscope.gui.shell import review_queue
 from segscope.gui.widgets.shortcuts import SHORTCUTS
 
 pytestmark = pytest.mark.gui
@@ -62,8 +63,27 @@ def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch
     qtbot.waitUntil(lambda: window.slide_ready(), timeout=30000)
 
     tools = window.review_queue
+    monkeypatch.setattr(review_queue, "IN_FLIGHT", 1)  # (3 images here: one at a time shows the bound)
+    in_flight, most = [0], [0]  # the listing jobs on the runner at once: a few, however many images ran
+    submit = window.jobs.submit
+
+    def counted(key, work, done=None, failed=None, **kwargs):  # type: ignore[no-untyped-def]
+        if not (key or "").startswith("review:"):
+            return submit(key, work, done, failed, **kwargs)
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+
+        def ended(call):  # type: ignore[no-untyped-def]
+            def answer(*args):  # type: ignore[no-untyped-def]
+                in_flight[0] -= 1
+                return call(*args)
+            return answer
+        return submit(key, work, ended(done), ended(failed), **kwargs)
+
+    monkeypatch.setattr(window.jobs, "submit", counted)
     _key(qtbot, window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
     qtbot.waitUntil(lambda: len(tools.queue) == 2 and tools.queue.current is not None, timeout=30000)
+    assert most[0] == 1  # every image listed, one at a time
     kinds = {(e.image, e.kind) for e in tools.queue.entries()}
     assert kinds == {(first, "false_alarm"), (second, "missed")}
     keys = {"false_alarm": Qt.Key.Key_A, "missed": Qt.Key.Key_D}
