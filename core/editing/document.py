@@ -61,15 +61,16 @@ class MaskDocument:
     """The mask of one dataset item at one image size (width, height); `disk_mask` None: the item has none."""
 
     def __init__(self, dataset: Dataset, item: DatasetItem, image_size: tuple[int, int],
-                 disk_mask: np.ndarray | None, recovery_dir: Path | None = None) -> None:
+                 disk_mask: np.ndarray | None, recovery_dir: Path | None = None,
+                 stamps: dict[Path, Stamp] | None = None) -> None:
         self.dataset = dataset
         self.item = item
         self.image_size = image_size
         self._hold(disk_mask)
         self.recovery_dir = recovery_dir  # None: beside each mask (core.editing.annotation's default)
-        #: The truth files as the mask on disk was read (taken as the document is made, just after the read):
-        #: a save refuses to overwrite what another writer put there since (`files.save_mask`).
-        self.stamps: dict[Path, Stamp] = read_stamps(mask_source(item))
+        #: The truth files as the mask on disk was read (`stamps`: taken just before the read; else now): a save
+        #: refuses to overwrite what another writer put there since (`files.save_mask`).
+        self.stamps: dict[Path, Stamp] = stamps if stamps is not None else read_stamps(mask_source(item))
         self.editor: MaskEditor | None = None
         self.events = DocumentEvents()
         self.saving = False  # a save job is writing the mask: no edits until `saved` (or `save_failed`)

@@ -36,12 +36,14 @@ import numpy as np
 from ..dataset.dataset import Dataset, DatasetItem
 from ..dataset.preflight import set_mask_rule, truth_refusal
 from ..editing.autosave import AutoSave
-from ..editing.document import MaskDocument
+from ..editing.document import MaskDocument, mask_source
+from ..editing.files import read_stamps
 from ..errors import SegScopeError
 from ..events import Evented
 from ..export.job import Exportable, ExportChoices
 from ..export.job import Progress as ExportProgress
 from ..files.fileio import why_unwritable
+from ..files.stamp import Stamp
 from ..metrics import catalogue
 from ..metrics.catalogue import Metric
 from ..quality.spec import MetricSpec
@@ -71,6 +73,10 @@ from .running import Describe, describe_error
 from .runs import RunHistory, RunRecord
 from .scoring import SessionScores
 from .store import SessionStore
+
+#: What loading the current image reads on a worker: its size, its mask (None: none, or refused) and its truth files
+#: as they were just before the mask was read (`Session.select`).
+Loaded = tuple[tuple[int, int], Optional[np.ndarray], dict[Path, Stamp]]
 
 
 @dataclass(frozen=True)
@@ -261,10 +267,11 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._items_changed(self.answered_ids(self.dataset))
 
     # ---------------------------------------------------------------------------------------- current
-    def select(self, item_id: str) -> Job[tuple[tuple[int, int], np.ndarray | None]]:
-        """Make `item_id` the current image; the job reads its size and mask (a window reads its slide instead)
-        and `slide_loaded` takes them. A mask the model's rule refuses is not read (its row says why), so the image
-        still shows, without a truth to draw or edit on."""
+    def select(self, item_id: str) -> Job[Loaded]:
+        """Make `item_id` the current image; the job reads its size and mask (a window reads its slide instead),
+        the truth files stamped just before the mask is read (a later save refuses what another writer put there
+        since), and `slide_loaded` takes them. A mask the model's rule refuses is not read (its row says why), so
+        the image still shows, without a truth to draw or edit on."""
         dataset = self._dataset()
         item = dataset.item(item_id)
         self._leaving()
@@ -272,15 +279,16 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.current = item
         self.look_at_images((item_id,))
 
-        def read() -> tuple[tuple[int, int], np.ndarray | None]:
+        def read() -> Loaded:
             size = dataset.image_size(item)
+            stamps = read_stamps(mask_source(item))
             try:
-                return size, dataset.load_mask(item)
+                return size, dataset.load_mask(item), stamps
             except SegScopeError:
                 if dataset.mask_rule is None:
                     raise
-                return size, None  # refused by the model's rule: `check_truths` said why; the slide still shows
-        def loaded(answer: tuple[tuple[int, int], np.ndarray | None]) -> None:
+                return size, None, stamps  # refused by the model's rule: `check_truths` said why; the slide shows
+        def loaded(answer: Loaded) -> None:
             self.slide_loaded(item_id, *answer)
         return Job(f"slide:{item_id}", read, loaded)
 
@@ -290,14 +298,15 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         if document is not None and (document.dirty or document.saving):
             raise SegScopeError(f"{document.item.id} has unsaved mask edits: save or discard them first")
 
-    def slide_loaded(self, item_id: str, image_size: tuple[int, int], mask: np.ndarray | None) -> MaskDocument | None:
+    def slide_loaded(self, item_id: str, image_size: tuple[int, int], mask: np.ndarray | None,
+                     stamps: dict[Path, Stamp] | None = None) -> MaskDocument | None:
         """The current image's slide is decoded: its size is known and its mask becomes the document (None: the
-        image is no longer the current one)."""
+        image is no longer the current one); `stamps`: its truth files as they were when the mask was read."""
         if self.current is None or self.current.id != item_id:
             return None
         dataset = self._dataset()
         self._sizes[item_id] = image_size
-        document = MaskDocument(dataset, dataset.item(item_id), image_size, mask, self.recovery_dir)
+        document = MaskDocument(dataset, dataset.item(item_id), image_size, mask, self.recovery_dir, stamps)
         self.document = document
         self._adopt_document(document)
         self._item_changed(item_id)

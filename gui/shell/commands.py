@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QWidget
 
 from ...core.dataset.dataset import Dataset, DatasetItem
 from ...core.errors import SegScopeError
-from ...core.session.session import Session
+from ...core.session.session import Loaded, Session
 from ...core.slides import SlideReader
 from ...core.stream.input import StreamInput
 from ..canvas.open_slide import OpenSlide
@@ -154,14 +154,14 @@ class ViewerCommands(QObject):
         self.note.emit(f"Loading {item.image_path}…", 0)
 
     def _on_slide_loaded(self, item: DatasetItem, reader: SlideReader, base: np.ndarray | None,
-                         answer: tuple[tuple[int, int], np.ndarray | None]) -> None:
+                         answer: Loaded) -> None:
         session = self.session
         if session.dataset is None or session.current is None or session.current.id != item.id:
             reader.close()
             return
         self.open_slide.set(item.id, reader)
         self.open_slide.view.set_reader(reader, base, session.dataset.roi_for(item, reader.size))
-        session.slide_loaded(item.id, *answer)  # (size, mask): the views follow
+        session.slide_loaded(item.id, *answer)  # (size, mask, its stamps): the views follow
         width, height = reader.size
         self.note.emit(f"{item.image_path}  {width} x {height}", 4000)
 

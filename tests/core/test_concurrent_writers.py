@@ -114,6 +114,25 @@ def test_another_program_replaces_the_mask_then_a_corrected_save_is_a_conflict(d
     assert np.array_equal(_read(mask_path), theirs)
 
 
+def test_a_mask_replaced_while_the_image_loads_is_a_conflict_not_the_document_it_was_read_into(
+        dataset_root: Path) -> None:
+    """The document holds the mask read on the worker: its stamps are those taken before that read, so a mask
+    another program writes before the document is made (the answer's trip to the GUI thread) is a conflict at the
+    save, never overwritten by a correction made from the old mask."""
+    session = _run_session(dataset_root)
+    mask_path = dataset_root / "001" / "mask.png"
+    job = session.select("001")
+    answer = job.work()  # (the worker: size, mask and stamps read)
+    cv2.imwrite(str(mask_path), np.full((20, 30), 255, np.uint8))  # another program, before the answer is taken
+    os.utime(mask_path, ns=(time.time_ns(), time.time_ns() + 10**9))  # (a coarse clock may give the same time)
+    job.done(answer)
+    document = session.document
+    assert document is not None and not document.disk_mask.all()  # the mask read: the old one
+    with pytest.raises(WriteConflict):
+        save_mask(_mask(3), mask_path, "corrected", document.stamps)
+    assert (_read(mask_path) == 255).all() and not corrected_mask_path(mask_path).exists()
+
+
 def test_replace_after_an_earlier_replace_keeps_the_other_programs_mask(dataset_root: Path) -> None:
     mask_path = dataset_root / "001" / "mask.png"
     first = save_mask(_mask(4), mask_path, "replace", read_stamps(mask_path))  # backup: the first original
