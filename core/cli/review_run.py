@@ -26,7 +26,7 @@ from ..review.queue import KINDS, QueueOptions, ReviewQueue, result_entries
 from ..roi import Roi
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
-from ..wording import plural
+from ..wording import class_name, plural
 from .cache import apply_cache_options
 from .eval_driver import open_dataset, open_eval_backend
 from .options import refuse_remote_only_options
@@ -93,7 +93,7 @@ def _queue(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | N
     by_kind = {kind: sum(n for (k, _), n in queue.counts.items() if k == kind) for kind in KINDS}
     summary = {"images": len(dataset), "images_with_truth": queue.images, "images_without_truth": without,
                "entries": queue.total, "shown": len(entries), "by_kind": by_kind,
-               "by_class": {names[c] if c < len(names) else str(c): sum(n for (_, k), n in queue.counts.items()
+               "by_class": {class_name(names, c): sum(n for (_, k), n in queue.counts.items()
                                                                        if k == c)
                             for c in sorted({c for _, c in queue.counts})},
                "min_defect_area": options.min_area, "defect_iou": options.iou,
@@ -103,7 +103,7 @@ def _queue(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | N
     elif args.json or args.out is not None:
         text = json.dumps({"entries": [e.record(names) for e in entries], "summary": summary}, indent=1) + "\n"
     else:
-        lines = [f"{rank:>4}  {e.image}  {e.kind}  class {e.cls} ({names[e.cls]})  bbox {list(e.bbox)}  "
+        lines = [f"{rank:>4}  {e.image}  {e.kind}  class {e.cls} ({class_name(names, e.cls)})  bbox {list(e.bbox)}  "
                  f"area {e.area}  score {e.score:.6f}" for rank, e in enumerate(entries, 1)]
         counted = ", ".join(f"{n} {kind}" for kind, n in by_kind.items() if n)
         lines.append(f"{plural(queue.total, 'disagreement')} in {plural(queue.images, 'image')} with a truth"

@@ -29,6 +29,7 @@ from ..quality.spec import MetricSpec
 from ..review.queue import QueueOptions, ReviewQueue, result_entries
 from ..roi import Roi
 from ..slides import open_slide
+from ..wording import class_name
 
 #: Longest side of a thumbnail, in pixels.
 THUMBNAIL_SIDE = 180
@@ -243,4 +244,4 @@ class ReportData:
         return [self._entries[order] for order in self._tabled.orders()]
 
     def class_name(self, index: int) -> str:
-        return self.class_names[index] if index < len(self.class_names) else f"class {index}"
+        return class_name(self.class_names, index)

@@ -27,6 +27,7 @@ import numpy as np
 from ..metrics.scores import hard_metrics
 from ..quality.defects import components
 from ..roi import Roi
+from ..wording import class_name
 from . import MIN_DICE
 from .queue import DEFAULT_OPTIONS, Best, QueueOptions, overlap_groups
 
@@ -42,15 +43,12 @@ class Flip:
     to: int = 0  # changed: its class in B
 
     def record(self, class_names: Sequence[str] = ()) -> dict[str, object]:
-        record: dict[str, object] = {"kind": self.kind, "class": self.cls, "class_name": _name(class_names, self.cls),
+        record: dict[str, object] = {"kind": self.kind, "class": self.cls,
+                                     "class_name": class_name(class_names, self.cls),
                                      "bbox": list(self.bbox), "area": self.area}
         if self.kind == "changed":
-            record.update({"to_class": self.to, "to_class_name": _name(class_names, self.to)})
+            record.update({"to_class": self.to, "to_class_name": class_name(class_names, self.to)})
         return record
-
-
-def _name(class_names: Sequence[str], cls: int) -> str:
-    return class_names[cls] if cls < len(class_names) else str(cls)
 
 
 @dataclass(frozen=True)

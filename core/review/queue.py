@@ -35,6 +35,7 @@ from ..metrics.scores import argmax_at_roi
 from ..quality.defects import MATCH_IOU, components, match_defects
 from ..result import InferenceResult, decision_map
 from ..roi import Roi
+from ..wording import class_name
 from . import AREA_HALF, DEFAULT_LIMIT, MIN_BOUNDARY_AREA
 
 T = TypeVar("T")
@@ -83,8 +84,8 @@ class ReviewEntry:
 
     def record(self, class_names: Sequence[str] = ()) -> dict[str, object]:
         """The entry as `segscope review --json` prints it."""
-        name = class_names[self.cls] if self.cls < len(class_names) else str(self.cls)
-        return {"image": self.image, "kind": self.kind, "class": self.cls, "class_name": name,
+        return {"image": self.image, "kind": self.kind, "class": self.cls,
+                "class_name": class_name(class_names, self.cls),
                 "bbox": list(self.bbox), "area": self.area, "score": self.score, "confidence": self.confidence,
                 "truth_components": len(self.truth_seeds), "prediction_components": len(self.prediction_seeds),
                 "id": self.key}
