@@ -166,9 +166,6 @@ class ImageTableModel(QAbstractTableModel):
         self.endResetModel()
         self._arrange()
 
-    def has(self, item_id: str) -> bool:
-        return item_id in self._index
-
     def row(self, item_id: str) -> Row:
         """The image's row (derived now if it was not yet)."""
         return self._derived(self._index[item_id])
