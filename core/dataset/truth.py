@@ -24,6 +24,7 @@ from typing import Protocol
 
 from ..errors import SegScopeError
 from ..files.fileio import sha256_file
+from ..files.stamp import short_lock
 
 ORIGINAL = "original"
 CORRECTED = "corrected"
@@ -130,20 +131,36 @@ def settle_superseded(mask_path: Path, corrected: Path) -> bool:
     """Whether the correction `corrected` still stands: after a "replace" save was killed between replacing the
     original and deleting the correction (the marker names the new original's content), it does not, and it is
     deleted with the marker when the folder allows (a read-only one: it is only not used); a marker of a save
-    killed before it replaced the original is removed, the correction standing."""
+    killed before it replaced the original is removed, the correction standing.
+
+    A marker is settled under the folder's short lock, which a save in flight holds from writing its marker to
+    deleting it: judged without the lock, a save midway would look killed before replacing the original, its
+    marker would be deleted, and a kill of that save after the replace would leave the older correction
+    shadowing the new original."""
     marker = superseded_marker(corrected)
+    if not marker.exists():
+        return True  # the usual case
+    try:
+        with short_lock(corrected.parent):
+            return _settle(mask_path, corrected, marker, delete=True)
+    except SegScopeError:  # a read-only folder, or a writer holding the lock past its wait: judge, delete nothing
+        return _settle(mask_path, corrected, marker, delete=False)
+
+
+def _settle(mask_path: Path, corrected: Path, marker: Path, delete: bool) -> bool:
     try:
         wanted = marker.read_text("ascii").strip()
-    except OSError:
-        return True  # no marker (the usual case)
+    except OSError:  # the save in flight finished meanwhile
+        return corrected.is_file()
     try:
         done = Path(mask_path).is_file() and sha256_file(mask_path) == wanted
     except SegScopeError:
         done = False
-    with contextlib.suppress(OSError):
-        if done:
-            corrected.unlink(missing_ok=True)
-        marker.unlink(missing_ok=True)
+    if delete:
+        with contextlib.suppress(OSError):
+            if done:
+                corrected.unlink(missing_ok=True)
+            marker.unlink(missing_ok=True)
     return not done
 
 

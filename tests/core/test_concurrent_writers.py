@@ -4,6 +4,7 @@ cases, on real files; where it matters the other writer is a real process (`_chi
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
@@ -21,14 +22,22 @@ import pytest
 
 from segscope.core.backends.base import Backend, Capabilities
 from segscope.core.dataset.dataset import Dataset
-from segscope.core.dataset.truth import CORRECTED, REPLACED, corrected_mask_path, superseded_marker, truth_for
+from segscope.core.dataset.truth import (
+    CORRECTED,
+    ORIGINAL,
+    REPLACED,
+    Truth,
+    corrected_mask_path,
+    superseded_marker,
+    truth_for,
+)
 from segscope.core.editing.autosave import AutoSave
 from segscope.core.editing.files import SESSION, read_stamps, recovery_path, save_mask, write_recovery
 from segscope.core.errors import SegScopeError
 from segscope.core.files import fileio
 from segscope.core.files.atomic_folder import StagedFolder
 from segscope.core.files.folder_lock import FolderLock
-from segscope.core.files.stamp import Stamp, WriteConflict
+from segscope.core.files.stamp import Stamp, WriteConflict, short_lock
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.session.answers import IMAGE_CHANGED
@@ -279,6 +288,28 @@ def test_kill_before_the_mask_was_replaced_keeps_the_correction(dataset_root: Pa
     marker.write_text("0" * 64)  # a "replace" killed after its marker, before the mask was replaced
     truth = truth_for(Dataset.open(dataset_root).item("001"))
     assert truth is not None and truth.kind == CORRECTED and not marker.exists()
+
+
+def test_a_reader_waits_for_a_replace_save_in_flight_before_settling_its_marker(dataset_root: Path) -> None:
+    """A replace save midway (its marker written, the original not yet replaced, the folder's lock held) is
+    not taken for one killed before the replace: the reader waits, and when the save is then killed after the
+    replace, the older correction no longer shadows the new original."""
+    mask_path = dataset_root / "001" / "mask.png"
+    save_mask(_mask(8), mask_path, "corrected")  # an older correction
+    new = fileio.encode_image(np.full((20, 30), 255, np.uint8), ".png")
+    corrected = corrected_mask_path(mask_path)
+    answers: list[object] = []
+    with short_lock(mask_path.parent):  # the saver: marker written, original not yet replaced
+        superseded_marker(corrected).write_text(hashlib.sha256(new).hexdigest())
+        reader = threading.Thread(target=lambda: answers.append(truth_for(Dataset.open(dataset_root).item("001"))))
+        reader.start()
+        time.sleep(0.3)  # (the reader is at the marker by now; without the lock it had already judged)
+        mask_path.write_bytes(new)  # the replace ... and the saver is killed before deleting anything
+    reader.join(timeout=30)
+    (truth,) = answers
+    assert isinstance(truth, Truth) and truth.kind == ORIGINAL  # (this test's saver kept no backup)
+    assert (_read(truth.path) == 255).all() and not corrected.exists()
+    assert not superseded_marker(corrected).exists()
 
 
 def test_kill_mid_save_leaves_a_temporary_file_the_next_writer_removes(dataset_root: Path) -> None:
