@@ -83,7 +83,8 @@ class SlideRun:
 
 
 def gigabytes(size: int) -> str:
-    return f"{size / 1e9:.1f} GB"
+    """A memory size in GiB, the unit `--max-canvas` takes (file sizes are decimal, as file managers show them)."""
+    return f"{size / 2**30:.1f} GiB"
 
 
 @dataclass(frozen=True)

@@ -65,3 +65,12 @@ def test_the_output_scale_fits_the_memory_bound_by_itself_or_as_chosen():
     chosen = output_plan(small, own / 4)
     assert chosen.plan.output_scale == own / 4 and "chosen in Run > Whole-slide output scale" in chosen.scale_note
     assert chosen.tiles == planned.tiles > 0  # the same tiles, whatever the output scale
+
+
+def test_the_memory_bound_is_said_in_the_unit_max_canvas_takes():
+    """`--max-canvas 2` is 2 GiB (2 x 2^30 bytes): a refusal says "2.0 GiB", not the decimal "2.1 GB"."""
+    from segscope.core.wholeslide.plan import output_plan
+
+    run = dataclasses.replace(SlideRun.of((200000, 160000), Roi(0, 0, 1800, 1800), CAPS), max_bytes=2 << 30)
+    assert run.needed(run.own_scale) > run.max_bytes
+    assert "over the 2.0 GiB bound" in output_plan(run).scale_note
