@@ -30,6 +30,7 @@ from pycocotools import mask as coco_mask
 from ..export.names import COCO_EVALUATION, RUN_KINDS
 from ..result import InferenceResult
 from ..roi import Roi
+from ..wording import class_name
 
 ANNOTATIONS, (TRUTH, PREDICTIONS) = RUN_KINDS["coco"], COCO_EVALUATION
 
@@ -91,7 +92,7 @@ class CocoDocument:
             self.images.append({"id": image_id, "file_name": file_name, "width": size[0], "height": size[1],
                                 "segscope_id": item_id})
             for index in range(1, result.num_classes):
-                self.categories.setdefault(index, class_names[index] if index < len(class_names) else f"class {index}")
+                self.categories.setdefault(index, class_name(class_names, index))
             self.predicted += [_annotation(instance_rle(c, roi, size), image_id, i, s) for i, c, s in predicted]
             self.truth += [_annotation(instance_rle(c, roi, size), image_id, i) for i, c in true]
             if truth is not None:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..palette import class_color
 from ..roi import Roi
+from ..wording import class_name
 
 #: Steps (dx, dy) of the four edge directions, y down: east, south, west, north. Walking an edge, the
 #: foreground lies on the right.
@@ -129,6 +130,6 @@ def mask_geojson(labels: np.ndarray, roi: Roi, num_classes: int, class_names: Se
     """The GeoJSON document of an ROI's class labels (0 = background), in full-image coordinates."""
     features = []
     for index in range(1, num_classes):
-        name = class_names[index] if index < len(class_names) else f"class {index}"
+        name = class_name(class_names, index)
         features += class_features(labels == index, (roi.x0, roi.y0), name, class_color(index))
     return (json.dumps({"type": "FeatureCollection", "features": features}, separators=(",", ":")) + "\n").encode()

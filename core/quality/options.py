@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from ..errors import SegScopeError
 from ..metrics import catalogue
+from ..wording import class_name
 from .defects import MATCH_IOU
 from .spec import CALIBRATION_KEYS, COUNT_KEYS, ImageQuality, MetricSpec
 
@@ -71,7 +72,7 @@ def line_text(spec: MetricSpec, quality: ImageQuality, class_names: Iterable[str
     text = _values_text(spec, quality.values)
     if len(quality.per_class) > 1:
         for c, values in quality.per_class.items():
-            text += f" [{names[c] if c < len(names) else f'class {c}'}{_values_text(spec, values)}]"
+            text += f" [{class_name(names, c)}{_values_text(spec, values)}]"
     return text
 
 

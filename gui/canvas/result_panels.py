@@ -34,6 +34,7 @@ from ...core.metrics.scores import argmax_at_roi
 from ...core.result import InferenceResult
 from ...core.roi import Roi
 from ...core.session.panel_model import PanelInputs, PanelTitles, panel_inputs, pipeline_titles
+from ...core.wording import class_name
 from ..runtime.jobs import Jobs
 from ..widgets import colormaps
 from .panel_controls import PanelControls
@@ -306,7 +307,7 @@ class ResultPanels(QWidget):
 
     def _class_name(self, index: int) -> str:
         names = self._result_names or self._class_names
-        return names[index] if index < len(names) else f"class {index}"
+        return class_name(names, index)
 
     def _fill_class_combo(self, num_classes: int) -> None:
         previous = self.class_combo.currentIndex()

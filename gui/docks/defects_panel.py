@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QTool
 from ...core.quality.defects import Defect
 from ...core.quality.spec import ImageQuality
 from ...core.roi import Roi
-from ...core.wording import plural
+from ...core.wording import class_name, plural
 from ..widgets.row_table import Column, RowModel, RowTable
 
 #: The list's order: misses first, then false alarms, then what was found; larger first within each.
@@ -38,7 +38,7 @@ def defect_rows(quality: ImageQuality | None, roi: Roi, class_names: Sequence[st
     """The rows of an image's defects (none without defect metrics), in `OUTCOME_ORDER`, larger first."""
     rows = []
     for index, match in (quality.defects.items() if quality is not None else ()):
-        name = class_names[index] if index < len(class_names) else f"class {index}"
+        name = class_name(class_names, index)
         for defect in match.defects:
             x0, y0, x1, y1 = defect.box
             rows.append(DefectRow(name, defect, Roi(roi.x0 + x0, roi.y0 + y0, roi.x0 + x1, roi.y0 + y1)))

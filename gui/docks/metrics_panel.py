@@ -14,7 +14,7 @@ from ...core.metrics import catalogue
 from ...core.metrics.aggregate import Aggregate
 from ...core.metrics.catalogue import Metric
 from ...core.metrics.scores import ImageMetrics
-from ...core.wording import plural
+from ...core.wording import class_name, plural
 from ..widgets import colormaps
 
 
@@ -138,7 +138,7 @@ class MetricsPanel(QWidget):
             pairs = ((family.label, family.entry(index)) for family in families)
             return ", ".join(f"{label} {entry.text(entry.of(metrics))}" for label, entry in pairs)
 
-        names = [class_names[i] if i < len(class_names) else f"class {i}" for i in range(len(metrics.dice))]
+        names = [class_name(class_names, i) for i in range(len(metrics.dice))]
         self.per_class.setText("  ".join(f"{name}: {scores(i)}" for i, name in enumerate(names)))
 
     def set_dataset_values(self, metric: Metric, values: Sequence[float | None], summary: Aggregate | None) -> None:

@@ -36,6 +36,7 @@ from ...core.session.backend_state import BackendOpened
 from ...core.session.events import EditsRecovered, MaskChanged, SaveConflict
 from ...core.session.session import Session
 from ...core.session.views import actions
+from ...core.wording import class_name
 from ..canvas.result_panels import ResultPanels
 from ..editing.mask_canvas import EditLayer
 from ..editing.mask_recovery import Autosaver, Button, ask_conflict, ask_restore, ask_unsaved
@@ -125,7 +126,7 @@ class MaskEditing(QObject):
         self.layer.set_rect(QRectF(roi.x0, roi.y0, roi.width, roi.height))
         capabilities = self.session.capabilities
         names = class_names or (capabilities.class_names if capabilities else ())
-        self.actions.set_class_names([names[i] if i < len(names) else f"class {i}" for i in range(result.num_classes)])
+        self.actions.set_class_names([class_name(names, i) for i in range(result.num_classes)])
 
     def _on_backend_opened(self, opened: BackendOpened) -> None:
         """Another model is open: paint its classes until a result says otherwise."""
