@@ -42,7 +42,7 @@ from ..editing.mask_canvas import EditLayer
 from ..editing.mask_recovery import Autosaver, Button, ask_conflict, ask_restore, ask_unsaved
 from ..editing.mask_toolbar import MaskEditActions
 from ..editing.mask_tools import PointerTools
-from ..runtime.jobs import Jobs
+from ..runtime.jobs import AUTOSAVE, Jobs
 
 #: Views of the mask (the error review) refresh this long after the last edit, not on every mouse move.
 EDIT_SETTLE_MS = 300
@@ -163,8 +163,9 @@ class MaskEditing(QObject):
                 self.message.emit("warning", str(exc))
                 return
             self.autosaver.timer.stop()
-            self.autosaver.wait()
-            self.jobs.submit(job.name, job.work, job.done, job.failed)
+            # after an auto-save still writing (its lane runs one job at a time): it cannot recreate the recovery
+            # file this answer removes, and the window does not wait for it
+            self.jobs.submit(job.name, job.work, job.done, job.failed, lane=AUTOSAVE)
 
     def confirm_leave(self, retry: Callable[[], object]) -> bool:
         """Before the image, the dataset or the window goes: ask about unsaved edits (Save/Discard/Cancel).

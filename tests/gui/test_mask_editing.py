@@ -363,6 +363,38 @@ def test_replace_mode_keeps_a_backup(qtbot, window, editing, demo_dataset, monke
     assert editing.actions.save_mode() == "replace"  # remembered
 
 
+def test_taking_theirs_while_an_auto_save_writes_does_not_wait_for_it(qtbot, window, editing, demo_dataset,
+                                                                      monkeypatch):
+    """The answer to a save conflict runs after an auto-save still writing (which must not recreate the recovery
+    file the answer removes) without the window waiting for that write."""
+    import threading
+
+    source = demo_dataset / "001" / "mask.png"
+    theirs = np.zeros_like(read_mask(source))
+    theirs[:7, :9] = 255
+    asked = []
+    monkeypatch.setattr(mask_editing, "ask_conflict", lambda _parent, conflict: asked.append(conflict) or None)
+    key(window, Qt.Key.Key_A, CTRL | SHIFT)
+    cv2.imwrite(str(demo_dataset / "001" / "mask_corrected.png"), theirs)  # another program, after the read
+    assert editing.save()
+    qtbot.waitUntil(lambda: len(asked) == 1)  # (None: the edits stay unsaved)
+    gate, released = threading.Event(), []
+    write = editing.autosaver.service.write
+    monkeypatch.setattr(editing.autosaver.service, "write", lambda *a: gate.wait(30) and write(*a))
+    editing.autosave()
+    assert editing.autosaver.job is not None  # writing (held at the gate)
+    timer = threading.Timer(10, lambda: released.append(True) or gate.set())
+    timer.start()
+    monkeypatch.setattr(mask_editing, "ask_conflict", lambda _parent, conflict: "theirs")
+    editing._ask_conflict(asked[0])
+    assert not released  # answered without waiting for the auto-save
+    timer.cancel()
+    gate.set()
+    qtbot.waitUntil(lambda: not editing.dirty and editing.autosaver.job is None, timeout=10000)
+    np.testing.assert_array_equal(window.mask, theirs)  # (the mask as on disk)
+    assert find_recovery(source) is None  # the auto-save's file, written first, went with the answer
+
+
 def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
     (demo_dataset / "003" / "mask.png").unlink()
     open_and_wait(qtbot, window, demo_dataset)
