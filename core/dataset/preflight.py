@@ -61,7 +61,7 @@ def check_truth(dataset: Dataset, truth: Truth, counts: Callable[[Truth], np.nda
     assert read_by is not None, "check_truth before set_mask_rule"
     if counts is not None:
         read_by.check(counts(truth), str(truth.path))
-    elif slide_kind_for(truth.path).name != "tiff":  # read whole: its counts kept with it in the decoded-input cache
+    elif slide_kind_for(truth.path, mask=True).name != "tiff":  # read whole: its counts kept in the decoded-input cache
         read_by.check(read_truth(truth.path, dataset.max_pixels).counts, str(truth.path))
     else:
         with MaskReader(truth.path, dataset.max_pixels) as reader:
@@ -74,7 +74,8 @@ def truth_refusal(dataset: Dataset, item: DatasetItem, truth: Truth,
     that cannot be read, a size other than the image's, values the dataset's mask rule does not read:
     `check_truth`), or None when it can. The one rule both run for every truth before a result."""
     try:
-        check_sizes(slide_size(truth.path, dataset.max_pixels), dataset.image_size(item), str(truth.path))
+        check_sizes(slide_size(truth.path, dataset.max_pixels, mask=True), dataset.image_size(item),
+                    str(truth.path))
         check_truth(dataset, truth, counts)
     except SegScopeError as exc:
         return str(exc)

@@ -60,12 +60,20 @@ def _head(path: Path) -> bytes:
         return read_bytes(path)[:4096]  # raises the one-line error (missing, a folder, unreadable)
 
 
-def slide_kind_for(path: Path) -> SlideKind:
-    """The first registered kind that reads `path`, or a one-line error naming the kinds there are."""
+#: What to do with a mask no reader takes (a mask is saved by the user's tools, not a scanner's: its advice is not
+#: the slide formats).
+MASK_ADVICE = "save the mask as a PNG (lossless, one value a pixel) at the image's size, or as a tiled TIFF"
+
+
+def slide_kind_for(path: Path, mask: bool = False) -> SlideKind:
+    """The first registered kind that reads `path`, or a one-line error naming the kinds there are (for a
+    `mask`: what to save it as)."""
     head = _head(path)
     for kind in SLIDE_READERS:
         if kind.accepts(path, head):
             return kind
+    if mask:
+        raise SegScopeError(f"{path}: cannot read this mask: it is {what_is(path)}; {MASK_ADVICE}")
     known = "; ".join(kind.describe() for kind in SLIDE_READERS)
     raise SegScopeError(f"{path}: no slide reader reads this file: it is {what_is(path)}; give one that a "
                         f"reader takes ({known})")
@@ -76,10 +84,10 @@ def open_slide(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> SlideReader:
     return slide_kind_for(path).open(path, max_pixels)
 
 
-def slide_size(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
-    """(width, height) of a slide's level 0 without decoding it. The `max_pixels` guard applies to files the
-    OpenCV reader decodes whole, not to those read region by region."""
-    kind = slide_kind_for(path)
+def slide_size(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS, mask: bool = False) -> tuple[int, int]:
+    """(width, height) of a slide's (or a `mask`'s) level 0 without decoding it. The `max_pixels` guard applies
+    to files the OpenCV reader decodes whole, not to those read region by region."""
+    kind = slide_kind_for(path, mask)
     if kind.name == "opencv":
         return image_size(path, max_pixels)
     with kind.open(path, max_pixels) as slide:

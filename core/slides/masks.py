@@ -29,7 +29,7 @@ class MaskReader:
         self._tiff: TiffSlide | None = None
         self._whole: TruthMask | None = None
         self._table: np.ndarray | None = None  # the rule's canonical values of the whole mask's values
-        if slide_kind_for(path).name == "tiff":
+        if slide_kind_for(path, mask=True).name == "tiff":
             self._tiff = TiffSlide.open(path)
             self.size = self._tiff.size
         else:

@@ -57,7 +57,9 @@ def test_every_refused_truth_is_named_before_any_result(tiny_model_project, smal
         assert [line.split(": ")[2] for line in err[:4]] == [str(small_dataset / n / m) for n, m in (
             ("1", "mask.png"), ("2", "mask.png"), ("3", "mask.jpg"), ("10", "mask.png"))]  # dataset order
         assert all(line.startswith("segscope: error: ") for line in err) and len(err) == 5
-        assert "a file named .png that holds no image" in err[0]
+        assert "cannot read this mask: it is a file named .png that holds no image" in err[0]
+        assert err[0].endswith("save the mask as a PNG (lossless, one value a pixel) at the image's size, or as a "
+                               "tiled TIFF")  # (a mask's advice, not the slide scanners' formats)
         assert "values 0, 2 are not a mask convention for this 2-class model" in err[1]
         assert err[1].endswith("save the mask as 0/255 or 0/1, or declare its values in the model card (truth_values)")
         assert "a JPEG mask: its lossy compression is the likely cause" in err[2]
