@@ -69,6 +69,12 @@ class Autosaver(QObject):
     def _on_failed(self, text: str, _details: str) -> None:
         self._on_finished(0, text)
 
+    def after_write(self, work: Callable[[], object]) -> None:
+        """Run `work` on this lane after a running auto-save (e.g. remove the recovery file it may recreate
+        after a discard), without the window waiting for that write; nothing runs when none is running."""
+        if self.job is not None:
+            self.jobs.submit(None, work, lane=AUTOSAVE)
+
     def wait(self) -> None:
         """Let a running auto-save finish, so it cannot recreate a recovery file after a save or discard."""
         if self.job is not None:

@@ -17,6 +17,7 @@ actions, toolbar and Edit menu `mask_toolbar.py`'s, auto-save, recovery and the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from PySide6.QtWidgets import QWidget
 from ...core.dataset.dataset import DatasetItem
 from ...core.editing.annotation import MaskEditor
 from ...core.editing.document import MaskDocument, mask_source
-from ...core.editing.files import SavedMask
+from ...core.editing.files import SavedMask, discard_recovery
 from ...core.errors import SegScopeError
 from ...core.files.stamp import WriteConflict
 from ...core.metrics.scores import mask_piece_labels
@@ -191,8 +192,9 @@ class MaskEditing(QObject):
         those of the mask on disk (the session re-scores)."""
         document = self.document
         if document is not None and document.editor is not None:
-            self.autosaver.wait()
-            self.session.discard()
+            self.autosaver.timer.stop()
+            self.session.discard()  # (its recovery file removed now, and again after an auto-save still writing it)
+            self.autosaver.after_write(partial(discard_recovery, document.source, self.session.recovery_dir))
         self._drop_editor()
 
     def shutdown(self) -> None:
@@ -371,7 +373,6 @@ class MaskEditing(QObject):
             self.autosaver.submit(editor, mask_source(item), self.session.recovery_dir)
 
     def _drop_editor(self) -> None:
-        self.autosaver.wait()
         self.tools.reset()
         self.autosaver.timer.stop()
         self._settle_timer.stop()

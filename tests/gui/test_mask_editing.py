@@ -395,6 +395,30 @@ def test_taking_theirs_while_an_auto_save_writes_does_not_wait_for_it(qtbot, win
     assert find_recovery(source) is None  # the auto-save's file, written first, went with the answer
 
 
+def test_discarding_while_an_auto_save_writes_does_not_wait_and_leaves_no_recovery_file(qtbot, window, editing,
+                                                                                        demo_dataset, monkeypatch):
+    """Discard answers at once; the recovery file the running auto-save writes after it is removed after it."""
+    import threading
+
+    source = demo_dataset / "001" / "mask.png"
+    on_disk = read_mask(source)
+    key(window, Qt.Key.Key_A, CTRL | SHIFT)
+    gate, released = threading.Event(), []
+    write = editing.autosaver.service.write
+    monkeypatch.setattr(editing.autosaver.service, "write", lambda *a: gate.wait(30) and write(*a))
+    editing.autosave()
+    assert editing.autosaver.job is not None  # writing (held at the gate)
+    timer = threading.Timer(10, lambda: released.append(True) or gate.set())
+    timer.start()
+    editing.discard()
+    assert not released and not editing.dirty  # answered without waiting for the auto-save
+    timer.cancel()
+    gate.set()
+    qtbot.waitUntil(lambda: editing.autosaver.job is None, timeout=10000)
+    qtbot.waitUntil(lambda: find_recovery(source) is None, timeout=10000)
+    np.testing.assert_array_equal(window.mask, on_disk)
+
+
 def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
     (demo_dataset / "003" / "mask.png").unlink()
     open_and_wait(qtbot, window, demo_dataset)
