@@ -423,6 +423,7 @@ class DatasetPanel(QWidget):
     currentChanged = Signal(str)
     #: the name of the metric the user picked to rank by
     rankingChosen = Signal(str)
+    worstFirstAsked = Signal()  # the Worst first button: the binding layer sorts by the session's ranking
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -460,13 +461,12 @@ class DatasetPanel(QWidget):
         self.open_button.setMenu(self.recent_menu)
         self.worst_button = QToolButton()
         self.worst_button.setText("Worst first")
-        self.worst_button.clicked.connect(self.sort_worst_first)
+        self.worst_button.clicked.connect(lambda: self.worstFirstAsked.emit())
         self.ranking_combo = shrinkable(QComboBox())
         self.ranking_combo.setToolTip("The metric that ranks the images: Worst first, the next/previous worst "
                                       "keys and the Metrics dock's histogram")
         self.ranking_combo.activated.connect(lambda _index: self.rankingChosen.emit(self.ranking_combo.currentData()))
-        self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
-        self.set_ranking_choices(catalogue.metrics(), self.ranking)
+        self.set_ranking_choices(catalogue.metrics(), catalogue.lookup(catalogue.DEFAULT_RANKING))
         self.path_label = QLabel("Drop a dataset folder here")
         self.path_label.setWordWrap(True)
         self.path_label.setStyleSheet("color: #9aa0a6;")
@@ -590,16 +590,15 @@ class DatasetPanel(QWidget):
 
     def show_ranking(self, metric: Metric) -> None:
         """Rank by `metric` from now on (the session says which; the table gets its column if it needs one)."""
-        self.ranking = metric
         self.ranking_combo.setCurrentIndex(self.ranking_combo.findData(metric.name))
         self.worst_button.setToolTip(with_key(f"Sort by {metric.label}, worst first", "worst_first"))
         self.model.show_ranking(metric)
         self._size_columns()
 
-    def sort_worst_first(self) -> None:
-        """Sort by the ranking metric, worst first, and select the worst (once the order is shown: on a large
-        dataset it may be prepared a slice at a time)."""
-        self.table.sortByColumn(self.model.show_ranking(self.ranking), Qt.SortOrder.AscendingOrder)
+    def sort_worst_first(self, ranking: Metric) -> None:
+        """Sort by the ranking metric (the session's), worst first, and select the worst (once the order is shown:
+        on a large dataset it may be prepared a slice at a time)."""
+        self.table.sortByColumn(self.model.show_ranking(ranking), Qt.SortOrder.AscendingOrder)
         self.model.when_arranged(lambda: self.select_row(0))
 
     def visible_order(self) -> list[str]:

@@ -19,6 +19,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
+from ...core.backend_choice import BackendChoice
 from ...core.backends.base import Capabilities
 from ...core.dataset.dataset import Dataset, DatasetItem
 from ...core.session.backend_state import BackendState
@@ -27,7 +28,6 @@ from ...core.session.session import Session
 from ..canvas.open_slide import OpenSlide
 from ..canvas.result_panels import ResultPanels
 from ..canvas.slide_view import SlideView
-from ..dialogs.backend_dialog import BackendChoice
 from ..docks.dataset_panel import DatasetPanel
 from ..docks.metrics_panel import MetricsPanel
 from ..docks.profile_dock import ProfilePanel

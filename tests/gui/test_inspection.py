@@ -193,6 +193,7 @@ def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, win
 
 
 def test_images_without_a_foreground_rank_last_as_n_a(qtbot):
+    from segscope.core.metrics import catalogue
     from segscope.core.metrics.scores import ImageMetrics
     from segscope.core.session.views import ItemView
     from segscope.gui.docks.dataset_panel import DatasetPanel
@@ -205,9 +206,10 @@ def test_images_without_a_foreground_rank_last_as_n_a(qtbot):
         if value is not None:
             metrics = ImageMetrics(0.9, 0.8, (1.0, value), (1.0, value), value, value, 1.0, 1.0)
             panel.model.show(ItemView(item_id, "done", metrics, True, "", "mask.png", "original"))
-    panel.sort_worst_first()
+    foreground_dice = catalogue.lookup("foreground_dice")
+    panel.sort_worst_first(foreground_dice)
     assert panel.visible_order()[:2] == ["c", "a"] and set(panel.visible_order()[2:]) == {"b", "d"}
-    column = panel.model.metric_columns.index(panel.ranking) + 1
+    column = panel.model.metric_columns.index(foreground_dice) + 1
     shown = {panel.model.rows[r].item_id: panel.model.index(r, column).data() for r in range(4)}
     assert shown == {"a": "0.7000", "b": "n/a", "c": "0.2000", "d": ""}
 
