@@ -17,7 +17,7 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QColor, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -38,6 +38,7 @@ from ...core.metrics.scores import ImageMetrics
 from ...core.session.views import DONE, UNSAVED_MARK, ItemView
 from ..runtime import settings
 from ..widgets.compact import shrinkable
+from ..widgets.folder_drop import FolderDrop
 from ..widgets.shortcuts import with_key
 
 #: The id column is at most this wide (pixels); a longer id is cut in the middle, whole on hover.
@@ -416,7 +417,7 @@ class ImageTableModel(QAbstractTableModel):
         return row.truth_kind if by == TRUTH else row.status
 
 
-class DatasetPanel(QWidget):
+class DatasetPanel(FolderDrop, QWidget):
     """`openRequested(Path)` when the user picks a folder; `currentChanged(str)` with the selected item id."""
 
     openRequested = Signal(Path)
@@ -504,24 +505,8 @@ class DatasetPanel(QWidget):
         if not recent:
             self.recent_menu.addAction("(no recent datasets)").setEnabled(False)
 
-    @staticmethod
-    def dropped_folder(event: QDropEvent | QDragEnterEvent) -> Path | None:
-        """The folder a drop carries: a dropped folder, or the folder of a dropped file."""
-        for url in event.mimeData().urls():
-            if url.isLocalFile():
-                path = Path(url.toLocalFile())
-                return path if path.is_dir() else path.parent
-        return None
-
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if self.dropped_folder(event) is not None:
-            event.acceptProposedAction()
-
-    def dropEvent(self, event: QDropEvent) -> None:
-        folder = self.dropped_folder(event)
-        if folder is not None:
-            event.acceptProposedAction()
-            self.openRequested.emit(folder)
+    def folder_dropped(self, folder: Path) -> None:
+        self.openRequested.emit(folder)
 
     # --------------------------------------------------------------- table
     def _size_columns(self) -> None:
