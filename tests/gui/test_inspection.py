@@ -88,6 +88,7 @@ def test_regions_match_core_review_and_a_click_zooms_every_view(qtbot, window, i
         assert item.rect().getRect() == (region.box.x0, region.box.y0, region.box.width, region.box.height)
 
     window.panels.class_combo.setCurrentIndex(0)  # score the background instead: FP and FN swap
+    assert window.session.shown_class == 0  # the panels' choice is the session's, which the review maps
     qtbot.waitUntil(lambda: review.errors is not None and review.errors.positive == 0)
     background = result_error_map(result, read_mask(demo_dataset / "001" / "mask.png"), positive=0)
     assert review.errors.counts() == background.counts()
