@@ -89,10 +89,11 @@ class BackendChoice:
                    profile.get("key_file", ""), profile.get("sdk_path", ""), devices=devices,
                    cluster=default.cluster if devices else cluster)  # both: the devices (one of them is wrong)
 
-    def takes(self, **fields: str) -> bool:
-        """Whether this choice with `fields` changed makes a spec (`spec`'s rule; nothing is opened)."""
+    def takes(self, devices: str = "", cluster: str = "") -> bool:
+        """Whether this choice with these devices and cluster fields makes a spec (`spec`'s rule; nothing is
+        opened)."""
         try:
-            replace(self, **fields).spec()  # type: ignore[arg-type]
+            replace(self, devices=devices, cluster=cluster).spec()
         except SegScopeError:
             return False
         return True
