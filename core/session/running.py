@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Union
+from typing import NoReturn, Union
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def describe_error(exc: BaseException, labels: Mapping[str, str] | None = None) 
     return (f"Internal error: {described.line}" if described.bug else described.line), described.details
 
 
-def raise_error(exc: BaseException) -> tuple[str, str]:
+def raise_error(exc: BaseException) -> NoReturn:
     """The error policy of a run that ends at its first error (`eval`): the error itself, raised, not worded."""
     raise exc
 
