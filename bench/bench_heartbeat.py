@@ -63,7 +63,7 @@ class Bench:
 
 
 def new_window(bench: Bench):
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
     from segscope.gui.shell.main_window import MainWindow
 
     window = MainWindow()

@@ -200,7 +200,7 @@ def drawn(window, item_id: str) -> bool:
 
 
 def new_window(bench: Bench, card: Path):
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
     from segscope.gui.shell.main_window import MainWindow
 
     window = MainWindow()

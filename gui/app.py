@@ -14,8 +14,8 @@ from PySide6.QtCore import QStandardPaths
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QToolTip
 
+from ..core.backend_choice import BackendChoice
 from ..core.dataset.demo import ensure_demo_dataset, has_demo_dataset
-from .dialogs.backend_dialog import BackendChoice
 from .runtime import settings
 from .shell.main_window import MainWindow
 

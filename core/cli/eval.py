@@ -15,7 +15,7 @@ from ..export.names import DEFAULT_KINDS, EXPORT_KINDS, PNG_MAX_SIDE, RUN_KINDS,
 from ..quality.options import add_metric_options, metric_spec
 from ..wholeslide.tiling import BLENDS, DEFAULT_MAX_CANVAS_BYTES, DEFAULT_MAX_TILES, EDGE_EFFECT
 from .cache import add_cache_options, apply_cache_options
-from .options import add_backend_options, add_truth_option, checked, refuse_remote_only_options
+from .options import add_backend_options, add_dataset_option, checked, refuse_remote_only_options
 
 _scale = checked(float, lambda v: 0 < v <= 1, "a number in (0, 1] (output pixels per slide pixel)")
 _size = checked(int, lambda v: v > 0, "a positive number of slide pixels")
@@ -83,8 +83,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     ev = commands.add_parser("eval", help="evaluate a dataset headless")
-    ev.add_argument("--dataset", type=Path, required=True, help="DIR/<id>/image.png [+ mask.png], or a flat folder")
-    add_truth_option(ev)
+    add_dataset_option(ev)
     ev.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: per-image ROI from DIR/segscope.json, "
                                   "else 2200,1000,4000,2800 when it fits, else the whole image)")
     ev.add_argument("--export", type=Path, metavar="OUT",

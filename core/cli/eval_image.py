@@ -1,19 +1,24 @@
 """`eval`'s unit of work without `--tile`: each image's ROI through the stream (as the original script ran
-it), with the chosen quality metrics, the precision variant's check and the export written beside inference."""
+it), with the chosen quality metrics, the precision variant's check and the export written beside inference. The
+images run as the viewer's and the Python API's do, as one batch of the session's runner
+(`core.session.running.batch_steps`), ended by the first error."""
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterator
 
 from ..backends.base import Backend
 from ..backends.pool import UsageLog
 from ..backends.precision_check import AccuracyCheck, with_precision
-from ..evaluate import ImageEvaluation, evaluate_dataset, evaluation_row
+from ..errors import SegScopeError
+from ..evaluate import ImageEvaluation, evaluation_row
 from ..export.files import ExportFolder
 from ..export.provenance import source_for
 from ..quality.options import line_text
 from ..quality.scoring import MetricSpec, QualitySummary
+from ..session.running import Batch, Evaluated, Failed, batch_steps, raise_error
 from ..stream.input import StreamInput
 from ..stream.source import chosen_source
 from .eval_driver import EvalRun, Scored, format_line, truth_text
@@ -53,9 +58,14 @@ class RoiUnit:
                         + chosen + truth_text(evaluation.truth, dataset.root))
             progress.update(done, evaluation.item.id)
 
-        evaluations = evaluate_dataset(backend, dataset, run.roi, overlap=args.overlap, stream=stream,
-                                       quality=self.spec)
-        for done, evaluation in enumerate(evaluations, 1):
+        rois = dict.fromkeys((item.id for item in dataset.items), run.roi) if run.roi is not None else {}
+        batch = Batch(dataset, tuple(dataset.items), rois, {}, {}, stream, self.spec, overlap=args.overlap,
+                      default_rois=False, stamps=False)
+        for done, step in enumerate(batch_steps(batch, backend, threading.Event(), _unseen, raise_error), 1):
+            if isinstance(step, Failed):  # (a folder `Dataset.open` would have refused: `DatasetItem.problem`)
+                raise SegScopeError(f"{step.item_id}: {step.text}")
+            assert isinstance(step, Evaluated)  # (a batch has no whole-slide step)
+            evaluation = step.evaluation
             self.quality.add(evaluation.metrics)
             check.add(evaluation)
             result, item = evaluation.result, evaluation.item
@@ -77,3 +87,7 @@ class RoiUnit:
 
     def means(self) -> dict[str, object]:
         return self.quality.summary()
+
+
+def _unseen(done: int, total: int) -> None:
+    """The batch's progress: eval shows its own, once each image's line is out."""

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TextIO, TypeVar
 
 from ..backends.registry import BACKEND_KINDS
 from ..cluster import SSH_SCHEME
@@ -21,6 +22,24 @@ REMOTE_ONLY = ("set_env", "remote_python", "remote_cache", "remote_timeout", "pr
 #: Of those, what also applies to `--cluster ssh://` (the hosts are reached as `--remote` reaches one).
 CLUSTER_SSH_OPTIONS = ("set_env", "remote_python", "accept_new_host_key")
 T = TypeVar("T")
+#: A subcommand's handler: `handler(args, out) -> exit code`.
+Handler = Callable[[argparse.Namespace, TextIO], int]
+
+
+def deferred(module: str, function: str) -> Handler:
+    """The handler that runs `function` of the run module `module` (of this package), imported only when the
+    command runs: building the parser, `--help` or a usage error never loads it."""
+    def run(args: argparse.Namespace, out: TextIO) -> int:
+        handler: Handler = getattr(importlib.import_module(f"{__package__}.{module}"), function)
+        return handler(args, out)
+
+    return run
+
+
+def add_dataset_option(parser: argparse.ArgumentParser) -> None:
+    """`--dataset` and the `--truth` its images are scored against (`eval`, `report`, `review`)."""
+    parser.add_argument("--dataset", type=Path, required=True, help="DIR/<id>/image.png [+ mask.png], or a flat folder")
+    add_truth_option(parser)
 
 
 def add_truth_option(parser: argparse.ArgumentParser) -> None:

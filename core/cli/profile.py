@@ -11,18 +11,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TextIO
 
 from ..backends.registry import BACKEND_KINDS
 from ..files.fileio import DEFAULT_MAX_PIXELS
 from ..stream.source import add_source_options
 from .cache import add_cache_options
-
-
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    from .profile_run import run_profile
-
-    return run_profile(args, out)
+from .options import deferred
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -41,4 +35,4 @@ def register(commands: argparse._SubParsersAction) -> None:
     prof.add_argument("--max-pixels", type=int, default=DEFAULT_MAX_PIXELS, help=argparse.SUPPRESS)
     prof.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     add_cache_options(prof)
-    prof.set_defaults(handler=run)
+    prof.set_defaults(handler=deferred("profile_run", "run_profile"))

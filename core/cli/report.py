@@ -8,38 +8,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TextIO
 
 from ..metrics import catalogue
 from ..quality.options import add_metric_options
 from .cache import add_cache_options
-from .options import add_backend_options, add_truth_option
+from .options import add_backend_options, add_dataset_option, checked, deferred
 
-
-def _worst(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"expected 0 to 100 images, got {text!r}")
-    return value
-
-
-def _rows(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of images, 0 or more, got {text!r}")
-    return value
-
-
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    from .report_run import write_report
-
-    return write_report(args, out)
+_worst = checked(int, lambda v: 0 <= v <= 100, "0 to 100 images")
+_rows = checked(int, lambda v: v >= 0, "a number of images, 0 or more")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -51,12 +27,11 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "images with their false alarms and misses drawn, per class, defects, calibration, and a sortable "
                     "table of the worst images (--rows), with every image's row in REPORT.csv beside the page. Needs "
                     "matplotlib (pip install \"segscope[report]\").")
-    parser.add_argument("--dataset", type=Path, required=True, help="DIR/<id>/image.png [+ mask.png], or a flat folder")
+    add_dataset_option(parser)
     parser.add_argument("--out", type=Path, required=True, metavar="REPORT.html",
                         help="the HTML file to write (and REPORT.csv beside it)")
     parser.add_argument("--overwrite", action="store_true", help="replace --out and its CSV if they exist")
     parser.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: as eval)")
-    add_truth_option(parser)
     add_metric_options(parser, default="all")
     parser.add_argument("--rank", default=catalogue.DEFAULT_RANKING, metavar="METRIC",
                         help="the metric the worst images are picked by: any of the catalogue's (soft_dice, "
@@ -74,4 +49,4 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(devices=None, cluster=None, ship_images=False, task_resources=None)
     add_backend_options(parser)
     add_cache_options(parser)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=deferred("report_run", "write_report"))

@@ -7,25 +7,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TextIO
 
 from ..backends.registry import BACKEND_KINDS
 from ..quality.defects import MATCH_IOU
 from ..review import AREA_HALF, DEFAULT_LIMIT, MIN_BOUNDARY_AREA, MIN_DICE
 from .cache import add_cache_options
-from .options import add_backend_options, add_truth_option, checked
+from .options import add_backend_options, add_dataset_option, checked, deferred
 from .output import EXIT_FAIL
 
 _top = checked(int, lambda v: v >= 0, "0 (every entry) or a positive number of entries")
 _pixels = checked(int, lambda v: v >= 1, "a whole number of pixels, at least 1")
 _iou = checked(float, lambda v: 0 < v <= 1, "an IoU in (0, 1]")
 _dice = checked(float, lambda v: 0 <= v <= 1, "a Dice in [0, 1]")
-
-
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    from .review_run import review
-
-    return review(args, out)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -39,8 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "dataset compared per image (foreground Dice, defects gained, lost or changed in class), the most "
                     f"different first, and a gate: exit 0 when it passes, {EXIT_FAIL} when it fails, 2 on "
                     "bad input.")
-    parser.add_argument("--dataset", type=Path, required=True, help="DIR/<id>/image.png [+ mask.png], or a flat folder")
-    add_truth_option(parser)
+    add_dataset_option(parser)
     parser.add_argument("--roi", help="x0,y0,x1,y1 for every image (default: as eval)")
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="one JSON document: the entries best first (image, "
@@ -77,4 +69,4 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(devices=None, cluster=None, ship_images=False, task_resources=None)
     add_backend_options(parser)
     add_cache_options(parser)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=deferred("review_run", "review"))

@@ -61,34 +61,27 @@ class Defect:
         return "merged" if self.inside >= MOSTLY else "FN"
 
 
+def _counted(*outcomes: str) -> property:
+    """A `DefectMatch` count: its components whose outcome is one of `outcomes` (a TP pair once, by its truth
+    side)."""
+    def count(match: DefectMatch) -> int:
+        return sum(1 for d in match.defects if d.outcome in outcomes and (d.outcome != "TP" or d.source == "truth"))
+
+    return property(count)
+
+
 @dataclass(frozen=True)
 class DefectMatch:
     """Both masks' components and the counts that follow from their matching."""
 
     defects: tuple[Defect, ...]
 
-    def _count(self, *outcomes: str) -> int:
-        return sum(1 for d in self.defects if d.outcome in outcomes and (d.outcome != "TP" or d.source == "truth"))
-
-    @property
-    def tp(self) -> int:
-        return self._count("TP")
-
-    @property
-    def fp(self) -> int:
-        return self._count("FP")
-
-    @property
-    def fn(self) -> int:
-        return self._count("FN", "merged")
-
-    @property
-    def split(self) -> int:
-        return self._count("split")
-
-    @property
-    def merged(self) -> int:
-        return self._count("merged")
+    # Each count, by the outcomes it counts (a merged truth defect is also missed as itself).
+    tp = _counted("TP")
+    fp = _counted("FP")
+    fn = _counted("FN", "merged")
+    split = _counted("split")
+    merged = _counted("merged")
 
     def scores(self) -> dict[str, float]:
         """defect_f1, defect_precision, defect_recall and the counts defect_tp, defect_fp, defect_fn,

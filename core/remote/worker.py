@@ -242,23 +242,29 @@ class Supervisor:
                 self.frame_left = self.frames.frame_length(bytes(self.head)) - len(self.head)
                 self.head = bytearray()
 
+    def rounds(self, child, out, handle):
+        """Yield, once a round, the readers of `child`'s output `out` (each chunk to `handle`, b"" at its end)
+        until that output has ended and the child has exited; the caller waits (`wait`) each round."""
+        readers = {}  # type: dict[int, object]
+
+        def read(data):
+            handle(data)
+            if not data:
+                del readers[out]
+
+        readers[out] = read
+        while readers or child.pid not in self.exited:
+            yield readers
+
     def source(self, script):
         """The environment after `. script` in sh, or None (said on stderr) when it fails or is still running
         after the timeout (then it is stopped, with all it started)."""
         child = subprocess.Popen(["sh", "-c", '. "$0" >&2 && exec "$1" -c "$2"', script, sys.executable,
                                   _DUMP_ENVIRONMENT], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
         assert child.stdout is not None  # stdout=PIPE
-        out = child.stdout.fileno()
-        output = []
+        output = []  # type: list[bytes]
         started = time.monotonic()
-
-        def collect(data):
-            output.append(data)
-            if not data:
-                del readers[out]
-
-        readers = {out: collect}
-        while readers or child.pid not in self.exited:
+        for readers in self.rounds(child, child.stdout.fileno(), output.append):
             if not self.input_open:  # the client has gone: so does everything of this session
                 stop_session()
             if self.timeout and time.monotonic() - started > self.timeout:
@@ -281,18 +287,10 @@ class Supervisor:
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environment)
         assert child.stdin is not None and child.stdout is not None  # both PIPE
         stdin = child.stdin
-        serving_out = child.stdout.fileno()
         os.set_blocking(stdin.fileno(), False)
         serving_in = stdin.fileno()  # type: int | None
         closed_at = None
-
-        def relay(data):
-            self.from_serving(data)
-            if not data:
-                del readers[serving_out]
-
-        readers = {serving_out: relay}
-        while readers or child.pid not in self.exited:
+        for readers in self.rounds(child, child.stdout.fileno(), self.from_serving):
             if serving_in is not None and not self.input_open and not self.to_serving:
                 stdin.close()  # the client has closed its side: so does the serving process's input
                 serving_in, closed_at = None, time.monotonic()

@@ -15,7 +15,8 @@ from ..events import Evented, Signal, SignalGroup
 
 
 class Choice(Protocol):
-    """What the state needs of a chosen backend (the viewer's `BackendChoice`): a one-line description."""
+    """What the state needs of a chosen backend (the viewer's `core.backend_choice.BackendChoice`): a one-line
+    description."""
 
     def describe(self) -> str: ...
 

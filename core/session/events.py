@@ -146,6 +146,7 @@ class SessionEvents(SignalGroup):
     ranking = Signal(Metric, Metric)
     quality = Signal(MetricSpec, MetricSpec)
     exporting = Signal(bool, bool)
+    shown_class = Signal(int, int)
     roi_changed = Signal(RoiChanged)
     result_added = Signal(ResultAdded)
     slide_run_added = Signal(SlideRunAdded)

@@ -1,12 +1,16 @@
 """The work of the session's run commands, for the thread that owns the open backend: a batch of images (one
-that fails is reported and the batch goes on with the next) and a whole slide in tiles, each as steps."""
+that fails is reported and the batch goes on with the next) and a whole slide in tiles, each as steps.
+
+`eval` runs its images as a batch too (`core.cli.eval_image`), so the viewer, the Python API and `eval` pick ROIs,
+read truths and score by one runner; what eval does otherwise is said by the batch (`Batch.default_rois`,
+`Batch.stamps`, `Batch.overlap`) and by its error policy (`raise_error`: the first error ends the run)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Union
+from typing import NoReturn, Union
 
 import numpy as np
 
@@ -55,11 +59,21 @@ def describe_error(exc: BaseException, labels: Mapping[str, str] | None = None) 
     return (f"Internal error: {described.line}" if described.bug else described.line), described.details
 
 
+def raise_error(exc: BaseException) -> NoReturn:
+    """The error policy of a run that ends at its first error (`eval`): the error itself, raised, not worded."""
+    raise exc
+
+
 @dataclass(frozen=True)
 class Batch:
     """What a run of images needs, taken when it was asked for (the ROIs a snapshot: dragging meanwhile
     changes the next run only). `sources` make some images' requests from the open slide, `masks` score some on
-    ground truth already in memory (`core.evaluate.evaluate_dataset`)."""
+    ground truth already in memory (`core.evaluate.evaluate_dataset`).
+
+    The viewer's batch (the defaults): an image with no ROI in `rois` is run on the dataset's ROI for it, picked as
+    if shown, and each result keeps its image file's stamp (`InferenceResult.image`, for the next session). `eval`'s:
+    an image with none goes to the stream as the stream takes it (one without a crop: the whole image, as MindX
+    resizes it), nothing is stamped, and `overlap` False runs the stages one after another (`--no-overlap`)."""
 
     dataset: Dataset
     items: tuple[DatasetItem, ...]
@@ -68,13 +82,17 @@ class Batch:
     masks: Mapping[str, np.ndarray]
     stream: StreamInput | None
     quality: MetricSpec
+    overlap: bool = True
+    default_rois: bool = True
+    stamps: bool = True
 
 
 def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, progress: Progress,
                 describe_as: Describe = describe_error) -> Iterator[RunStep]:
     """Evaluate the batch's images, one step each; an image without an ROI in the snapshot (never shown: its
-    size was not known) gets the dataset's rule for its size here, read from its file's header, and one that
-    cannot be read is that image's failure. Stops after the image in flight once `cancel` is set."""
+    size was not known) gets the dataset's rule for its size here (`Batch.default_rois`), read from its file's
+    header, and one that cannot be read is that image's failure (worded by `describe_as`). Stops after the image in
+    flight once `cancel` is set."""
     dataset, done = batch.dataset, 0
     rois, remaining = dict(batch.rois), []
 
@@ -89,12 +107,14 @@ def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, 
             yield step(Failed(item.id, item.problem))
             continue
         try:
-            rois.setdefault(item.id, dataset.roi_for(item))
+            if batch.default_rois:
+                rois.setdefault(item.id, dataset.roi_for(item))
         except Exception as exc:  # noqa: BLE001 - one unreadable image must not end the batch
             yield step(Failed(item.id, *describe_as(exc)))
             continue
         remaining.append(item)
-    images = {item.id: _image_stamp(item) for item in remaining}  # a stat each, before any is read
+    # a stat each, before any is read
+    images = {item.id: _image_stamp(item) for item in remaining} if batch.stamps else {}
     while remaining and not cancel.is_set():
         if backend is None:
             for item in remaining:
@@ -103,12 +123,13 @@ def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, 
         yielded = 0
         try:
             for evaluation in evaluate_dataset(backend, dataset, items=remaining, cancel=cancel, rois=rois,
-                                               sources=batch.sources, masks=batch.masks, stream=batch.stream,
-                                               quality=batch.quality):
+                                               overlap=batch.overlap, sources=batch.sources, masks=batch.masks,
+                                               stream=batch.stream, quality=batch.quality):
                 yielded += 1
-                image = _with_content(evaluation.item, images.get(evaluation.item.id))
-                result = replace(evaluation.result, image=image)
-                yield step(Evaluated(replace(evaluation, result=result)))
+                if batch.stamps:
+                    image = _with_content(evaluation.item, images.get(evaluation.item.id))
+                    evaluation = replace(evaluation, result=replace(evaluation.result, image=image))
+                yield step(Evaluated(evaluation))
                 if cancel.is_set():
                     return
             remaining = []

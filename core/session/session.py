@@ -99,6 +99,9 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     ranking = Evented[Metric](catalogue.lookup(catalogue.DEFAULT_RANKING))
     quality = Evented[MetricSpec](MetricSpec())  # QA metrics computed beside Dice
     exporting = Evented[bool](False)
+    #: The class the result panels show and the Error regions dock maps (`set_shown_class`): 1, the first
+    #: foreground class, until one is picked.
+    shown_class = Evented[int](1)
 
     def __init__(self, history: RunHistory | None = None, persist: bool = True,
                  backend: BackendState | None = None, describe_as: Describe = describe_error) -> None:
@@ -472,6 +475,10 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         if metric == old and metric.label != old.label:  # the same metric, its class named now
             self.events.ranking.emit(metric, old)
         return metric
+
+    def set_shown_class(self, index: int) -> None:
+        """Show and review the class `index` from now on (what the result panels show: their choice)."""
+        self.shown_class = index
 
     def set_quality_spec(self, spec: MetricSpec) -> None:
         """Compute these QA metrics beside Dice from now on: every image is scored again with them."""

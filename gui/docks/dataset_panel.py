@@ -17,7 +17,7 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QColor, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -38,6 +38,7 @@ from ...core.metrics.scores import ImageMetrics
 from ...core.session.views import DONE, UNSAVED_MARK, ItemView
 from ..runtime import settings
 from ..widgets.compact import shrinkable
+from ..widgets.folder_drop import FolderDrop
 from ..widgets.shortcuts import with_key
 
 #: The id column is at most this wide (pixels); a longer id is cut in the middle, whole on hover.
@@ -416,13 +417,14 @@ class ImageTableModel(QAbstractTableModel):
         return row.truth_kind if by == TRUTH else row.status
 
 
-class DatasetPanel(QWidget):
+class DatasetPanel(FolderDrop, QWidget):
     """`openRequested(Path)` when the user picks a folder; `currentChanged(str)` with the selected item id."""
 
     openRequested = Signal(Path)
     currentChanged = Signal(str)
     #: the name of the metric the user picked to rank by
     rankingChosen = Signal(str)
+    worstFirstAsked = Signal()  # the Worst first button: the binding layer sorts by the session's ranking
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -460,13 +462,12 @@ class DatasetPanel(QWidget):
         self.open_button.setMenu(self.recent_menu)
         self.worst_button = QToolButton()
         self.worst_button.setText("Worst first")
-        self.worst_button.clicked.connect(self.sort_worst_first)
+        self.worst_button.clicked.connect(lambda: self.worstFirstAsked.emit())
         self.ranking_combo = shrinkable(QComboBox())
         self.ranking_combo.setToolTip("The metric that ranks the images: Worst first, the next/previous worst "
                                       "keys and the Metrics dock's histogram")
         self.ranking_combo.activated.connect(lambda _index: self.rankingChosen.emit(self.ranking_combo.currentData()))
-        self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
-        self.set_ranking_choices(catalogue.metrics(), self.ranking)
+        self.set_ranking_choices(catalogue.metrics(), catalogue.lookup(catalogue.DEFAULT_RANKING))
         self.path_label = QLabel("Drop a dataset folder here")
         self.path_label.setWordWrap(True)
         self.path_label.setStyleSheet("color: #9aa0a6;")
@@ -504,24 +505,8 @@ class DatasetPanel(QWidget):
         if not recent:
             self.recent_menu.addAction("(no recent datasets)").setEnabled(False)
 
-    @staticmethod
-    def dropped_folder(event: QDropEvent | QDragEnterEvent) -> Path | None:
-        """The folder a drop carries: a dropped folder, or the folder of a dropped file."""
-        for url in event.mimeData().urls():
-            if url.isLocalFile():
-                path = Path(url.toLocalFile())
-                return path if path.is_dir() else path.parent
-        return None
-
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if self.dropped_folder(event) is not None:
-            event.acceptProposedAction()
-
-    def dropEvent(self, event: QDropEvent) -> None:
-        folder = self.dropped_folder(event)
-        if folder is not None:
-            event.acceptProposedAction()
-            self.openRequested.emit(folder)
+    def folder_dropped(self, folder: Path) -> None:
+        self.openRequested.emit(folder)
 
     # --------------------------------------------------------------- table
     def _size_columns(self) -> None:
@@ -590,16 +575,15 @@ class DatasetPanel(QWidget):
 
     def show_ranking(self, metric: Metric) -> None:
         """Rank by `metric` from now on (the session says which; the table gets its column if it needs one)."""
-        self.ranking = metric
         self.ranking_combo.setCurrentIndex(self.ranking_combo.findData(metric.name))
         self.worst_button.setToolTip(with_key(f"Sort by {metric.label}, worst first", "worst_first"))
         self.model.show_ranking(metric)
         self._size_columns()
 
-    def sort_worst_first(self) -> None:
-        """Sort by the ranking metric, worst first, and select the worst (once the order is shown: on a large
-        dataset it may be prepared a slice at a time)."""
-        self.table.sortByColumn(self.model.show_ranking(self.ranking), Qt.SortOrder.AscendingOrder)
+    def sort_worst_first(self, ranking: Metric) -> None:
+        """Sort by the ranking metric (the session's), worst first, and select the worst (once the order is shown:
+        on a large dataset it may be prepared a slice at a time)."""
+        self.table.sortByColumn(self.model.show_ranking(ranking), Qt.SortOrder.AscendingOrder)
         self.model.when_arranged(lambda: self.select_row(0))
 
     def visible_order(self) -> list[str]:

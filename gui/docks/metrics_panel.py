@@ -85,10 +85,9 @@ class MetricsPanel(QWidget):
         layout.addLayout(grid)
         layout.addWidget(self.plot, 1)  # before the per-class lines: its axis shows in a 1280x800 window's dock
         layout.addWidget(self.per_class)
-        self.ranking = catalogue.lookup(catalogue.DEFAULT_RANKING)
         self._axes: tuple[float, float, int, str] | None = None  # what the axes show (set again when it changes)
         self._title = ""
-        self.set_dataset_values(self.ranking, [], None)
+        self.set_dataset_values(catalogue.lookup(catalogue.DEFAULT_RANKING), [], None)
 
     def _pair_width(self) -> int:
         metrics = self.fontMetrics()
@@ -117,15 +116,15 @@ class MetricsPanel(QWidget):
         for label in (*self.value_labels.values(), self.per_class):
             label.setEnabled(not note)
 
-    def show_metrics(self, metrics: ImageMetrics | None, class_names: Sequence[str] = ()) -> None:
+    def show_metrics(self, metrics: ImageMetrics | None, ranking: Metric, class_names: Sequence[str] = ()) -> None:
         """This image's metrics ("n/a" where one does not apply); None (no result, or no ground-truth mask)
-        shows dashes. The histogram marks the image's value of its metric."""
+        shows dashes. The histogram marks the image's value of `ranking`, the metric it draws (the session's)."""
         for metric in self.fields:
             self.value_labels[metric.name].setText("–" if metrics is None else metric.text(metric.of(metrics)))
             shown = not metric.optional or metric.computed(metrics)  # the QA metrics only where computed
             self.value_labels[metric.name].setVisible(shown)
             self.caption_labels[metric.name].setVisible(shown)
-        current = self.ranking.of(metrics)
+        current = ranking.of(metrics)
         self.current_line.setVisible(current is not None)
         if current is not None:
             self.current_line.setPos(current)
@@ -145,7 +144,6 @@ class MetricsPanel(QWidget):
         """The histogram of `metric` over the dataset's images with masks (None = n/a for that image, not binned),
         titled with the session's `summary` of it (its mean, or a count's total, as the status bar and `eval`
         give it). Axes, ticks and title are set only when they change (a run redraws often)."""
-        self.ranking = metric
         array = np.array(values, np.float64)  # (None: NaN, n/a like it)
         finite = array[np.isfinite(array)]
         if metric.bounds is not None:

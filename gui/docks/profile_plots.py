@@ -68,15 +68,22 @@ class TimelineItem(pg.GraphicsObject):
         return ordered[best]
 
 
-class TimelinePlot(pg.PlotWidget):
+class _Plot(pg.PlotWidget):
+    """A plot of the Profile dock: its axes named, no context menu (pyqtgraph's export and plot options)."""
+
+    def __init__(self, bottom: str, left: str) -> None:
+        super().__init__()
+        self.setMenuEnabled(False)
+        self.setLabel("bottom", bottom)
+        self.setLabel("left", left)
+
+
+class TimelinePlot(_Plot):
     """Zoom and pan along time (wheel, drag); hovering an event shows its full name, type and time."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.setMenuEnabled(False)
-        self.setMouseEnabled(x=True, y=False)
-        self.setLabel("bottom", "time from the run's start (ms)")
-        self.setLabel("left", "run / stream")  # no grid: its full-height lines cost more per frame than 6000 kernels
+        super().__init__("time from the run's start (ms)", "run / stream")
+        self.setMouseEnabled(x=True, y=False)  # no grid: its full-height lines cost more per frame than 6000 kernels
         self.item: TimelineItem | None = None
         self.hovered: TimelineEvent | None = None
         self.scene().sigMouseMoved.connect(self._hover)
@@ -110,15 +117,12 @@ class TimelinePlot(pg.PlotWidget):
                           f"(lane {event.lane})", self)
 
 
-class RooflinePlot(pg.PlotWidget):
+class RooflinePlot(_Plot):
     """Achieved GFLOP/s against arithmetic intensity (log-log) under the measured roofs."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.setMenuEnabled(False)
+        super().__init__("arithmetic intensity (FLOP/byte)", "achieved GFLOP/s")
         self.setLogMode(x=True, y=True)
-        self.setLabel("bottom", "arithmetic intensity (FLOP/byte)")
-        self.setLabel("left", "achieved GFLOP/s")
         self.showGrid(x=True, y=True, alpha=0.2)
         self.points: list[tuple[OpStat, RooflinePoint]] = []
 

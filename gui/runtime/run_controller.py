@@ -26,7 +26,7 @@ from .jobs import BACKEND, Jobs
 
 
 class Openable(Protocol):
-    """A backend choice the controller can open (the Backend dialog's `BackendChoice`): what it opens, as the CLI
+    """A backend choice the controller can open (`core.backend_choice.BackendChoice`): what it opens, as the CLI
     names it (`BackendSpec`), and a one-line description."""
 
     def describe(self) -> str: ...

@@ -15,13 +15,14 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
+from ...core.backend_choice import BackendChoice
 from ...core.dataset.dataset import Dataset, DatasetItem
 from ...core.errors import SegScopeError
 from ...core.session.session import Loaded, Session
 from ...core.slides import SlideReader
 from ...core.stream.input import StreamInput
 from ..canvas.open_slide import OpenSlide
-from ..dialogs.backend_dialog import BackendChoice, BackendDialog
+from ..dialogs.backend_dialog import BackendDialog
 from ..dialogs.export_dialog import ExportChoices
 from ..docks.dataset_panel import DatasetPanel
 from ..runtime import settings

@@ -21,6 +21,7 @@ from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QGraphicsRectItem, QMenu, QWidget
 
+from ...core import wording
 from ...core.metrics.review import ErrorMap, ErrorRegion, error_regions, result_error_map, step, worst_first
 from ...core.roi import Roi
 from ...core.session.session import Session
@@ -122,7 +123,8 @@ class Inspection(QObject):
         events.current.connect(self._on_current)
         events.document.connect(lambda _document, _old: self._review_timer.start())
         events.roi_changed.connect(lambda _changed: self._review_timer.start())
-        self.panels.class_combo.currentIndexChanged.connect(lambda _index: self._review_timer.start())
+        events.shown_class.connect(lambda _index, _old: self._review_timer.start())
+        self.panels.class_combo.currentIndexChanged.connect(lambda _index: self._class_shown())
         self.panels.shown.connect(self._on_panels_shown)
         self.review_dock.visibilityChanged.connect(lambda visible: visible and self._review_timer.start())
         self.timing_dock.visibilityChanged.connect(self._on_timing_visible)
@@ -155,8 +157,14 @@ class Inspection(QObject):
         self.filter_bar.clear()
         self.history_refresh.request()
 
+    def _class_shown(self) -> None:
+        """The class the panels show (picked, or the one they fall back to for a result of fewer classes) is the
+        session's, which the review maps."""
+        self.session.set_shown_class(self.panels.current_class())
+
     def _on_panels_shown(self) -> None:
         """The panels drew a result: the review follows, and a run's result gets its "render" time."""
+        self._class_shown()
         self._review_timer.start()
         item_id, result = self._shown_id(), self.panels.result
         record = self.session.record(item_id) if item_id is not None else None
@@ -210,11 +218,11 @@ class Inspection(QObject):
         if not dock_seen(self.review_dock):
             self._review_key = None
             return
-        panels, item_id = self.panels, self._shown_id()
+        item_id = self._shown_id()
         view, shown = headline(self.session), review_input(self.session)
         result = view.answer.result if view is not None and view.answer is not None and item_id is not None else None
         mask = shown[1] if shown is not None and item_id is not None else None
-        positive = panels.current_class()
+        positive = self.session.shown_class
         key_ = (item_id, id(result), id(mask), positive)
         if key_ == self._review_key and not force:
             return
@@ -226,7 +234,7 @@ class Inspection(QObject):
             self.review.show_errors(None, "Run an image that has a ground-truth mask to review its errors"
                                     if result is None else f"{item_id} has no ground-truth mask: nothing to review")
             return
-        class_name = panels.class_combo.currentText()
+        class_name = wording.class_name(self.session.class_names, positive)
         assert item_id is not None  # (a result is shown)
         self.review.set_computing(item_id)
 

@@ -89,7 +89,7 @@ class MainActions:
                              lambda: dataset_panel.select_offset(-1))
         self.worst_action = a("Worst first", "worst_first", "Sort the list worst first by the ranking metric (picked "
                               "in the dataset panel)",
-                              dataset_panel.sort_worst_first)
+                              lambda: dataset_panel.worstFirstAsked.emit())
         self.slide_heatmap_action = a("Whole-slide &heatmap", "slide_heatmap", "Show the whole-slide run's "
                                       "foreground probability over the slide (after Run whole slide)",
                                       lambda on: slide.overlay.set_visible(heatmap=on), True)

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
+from ...core.backend_choice import BackendChoice
 from ...core.backends.base import Capabilities
 from ...core.dataset.dataset import Dataset, DatasetItem
 from ...core.session.backend_state import BackendState
@@ -27,7 +28,6 @@ from ...core.session.session import Session
 from ..canvas.open_slide import OpenSlide
 from ..canvas.result_panels import ResultPanels
 from ..canvas.slide_view import SlideView
-from ..dialogs.backend_dialog import BackendChoice
 from ..docks.dataset_panel import DatasetPanel
 from ..docks.metrics_panel import MetricsPanel
 from ..docks.profile_dock import ProfilePanel
@@ -35,6 +35,7 @@ from ..runtime.coalesce import Coalescer
 from ..runtime.jobs import Jobs, describe_error
 from ..runtime.run_controller import RunController
 from ..widgets.docking import add_dock, make_dock, show_dock, tab_dock, toggle_dock
+from ..widgets.folder_drop import FolderDrop
 from .backend_view import follow_backend
 from .commands import ViewerCommands
 from .dataset_rows import RowStatus
@@ -54,7 +55,7 @@ from .whole_slide import WholeSlide
 from .window_layout import DockLayout, first_size, follow_title, restore_layout, save_layout, set_corners
 
 
-class MainWindow(QMainWindow):
+class MainWindow(FolderDrop, QMainWindow):
     """The viewer's window; `commands` does what its menus and keys ask (`commands.open_dataset(path)`,
     `commands.run_current()`, ...)."""
 
@@ -215,15 +216,8 @@ class MainWindow(QMainWindow):
         queue.note.connect(self.statusBar().showMessage)
         self.display.shown.connect(queue.result_shown)
 
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if DatasetPanel.dropped_folder(event) is not None:
-            event.acceptProposedAction()
-
-    def dropEvent(self, event: QDropEvent) -> None:
-        folder = DatasetPanel.dropped_folder(event)
-        if folder is not None:
-            event.acceptProposedAction()
-            self.commands.open_dataset(folder)
+    def folder_dropped(self, folder: Path) -> None:
+        self.commands.open_dataset(folder)
 
     def changeEvent(self, event: QEvent) -> None:
         """Back in focus: the image on screen may have been replaced meanwhile (its views then say so), or its mask

@@ -50,12 +50,13 @@ class MetricsDisplay:
         if session.backend is not None:
             session.backend.events.opened.connect(lambda _opened: self.offer_rankings())
         dataset_panel.rankingChosen.connect(session.set_ranking)
+        dataset_panel.worstFirstAsked.connect(lambda: dataset_panel.sort_worst_first(session.ranking))
 
     def show(self) -> None:
         """The image on screen's numbers, marked while they do not answer for it."""
         view = headline(self.session)
         metrics = view.metrics if view is not None else None
-        self.panel.show_metrics(metrics, self.session.class_names)
+        self.panel.show_metrics(metrics, self.session.ranking, self.session.class_names)
         self.actions.show_dice(metrics)
         note = view.note if view is not None else ""
         self.panel.set_note(note)

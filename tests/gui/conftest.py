@@ -74,7 +74,7 @@ def jobs(qapp):
 
 @pytest.fixture
 def window(qtbot, demo_dataset: Path, tiny_model_project):
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
     from segscope.gui.shell.main_window import MainWindow
 
     win = MainWindow()

@@ -233,9 +233,9 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
     """Open the window on `dataset`, run all images, show `item` with its result, save the window.
     `measure` receives what a user sees: the window's height and the result panels' on-screen height.
     With `whole_slide_roi`, run the shown image's whole slide instead, then move the ROI there."""
+    from segscope.core.backend_choice import BackendChoice
     from segscope.core.stream.pipeline import DEFAULT_PIPELINE
     from segscope.gui.app import apply_dark_theme
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
     from segscope.gui.shell.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(["segscope-screenshot"])

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from segscope.core.backend_spec import BackendSpec, Cluster, Devices, RemoteHost, SshLogin, spec_from_args
+from segscope.core.backend_choice import BackendChoice
+from segscope.core.backend_spec import BackendSpec, RemoteHost
 from segscope.core.backends.base import Backend, Capabilities
-from segscope.core.cli import build_parser
 from segscope.core.remote.connection import UnknownHostKey
 from segscope.core.stream.pipeline import DEFAULT_PIPELINE
 from segscope.gui.dialogs import backend_dialog
-from segscope.gui.dialogs.backend_dialog import BackendChoice, BackendDialog
+from segscope.gui.dialogs.backend_dialog import BackendDialog
 
 pytestmark = pytest.mark.gui
 
@@ -126,22 +126,6 @@ def test_a_model_card_runs_without_a_pipeline(qtbot, tiny_model_project, jobs):
     dialog.test_connection()
     qtbot.waitUntil(lambda: dialog.status_label.text().startswith("OK"), timeout=20000)
     assert BackendChoice.from_profile(dialog.choice().as_profile()).pipeline == tiny_model_project.card
-
-
-def test_a_remote_profile_brings_probabilities_back_exactly_like_the_cli():
-    spec = BackendChoice("remote", DEFAULT_PIPELINE, "10.0.0.5", 2222, "hw", sdk_path="/sdk").spec()
-    host = RemoteHost("hw@10.0.0.5:2222", SshLogin(set_env="/sdk/set_env.sh"))
-    assert spec == BackendSpec("auto", DEFAULT_PIPELINE, host) and host.probabilities == "float32"
-    assert spec == spec_from_args(build_parser().parse_args(
-        ["eval", "--dataset", "d", "--remote", "hw@10.0.0.5:2222", "--set-env", "/sdk/set_env.sh"]))
-
-
-def test_local_choices_make_the_specs_the_cli_makes(tmp_path):
-    assert BackendChoice("mindx", DEFAULT_PIPELINE, devices="0,1", sdk_path=str(tmp_path)).spec() == \
-        BackendSpec("mindx", DEFAULT_PIPELINE, Devices((0, 1)), sdk_home=tmp_path)
-    assert BackendChoice(cluster="ssh://a,b", accepted_fingerprint="SHA256:x").spec() == \
-        BackendSpec("embedded", DEFAULT_PIPELINE, Cluster("ssh://a,b", SshLogin("SHA256:x")))
-    assert BackendChoice().spec() == BackendSpec("embedded", DEFAULT_PIPELINE)
 
 
 @pytest.mark.parametrize(("key", "saved"), [

@@ -78,7 +78,7 @@ def test_worst_first_over_many_rows_is_a_plain_python_sort(qtbot):
     qtbot.addWidget(panel)
     panel.set_dataset(Path("/data"), ids)
     panel.model.show(*(view(i, d) for i, d in dice.items() if d is not None))
-    panel.sort_worst_first()
+    panel.sort_worst_first(catalogue.lookup("foreground_dice"))
     assert panel.visible_order() == sorted(ids, key=lambda i: worst_key(dice[i]))
     assert panel.current_item() == panel.visible_order()[0]
 

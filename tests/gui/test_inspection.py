@@ -88,6 +88,7 @@ def test_regions_match_core_review_and_a_click_zooms_every_view(qtbot, window, i
         assert item.rect().getRect() == (region.box.x0, region.box.y0, region.box.width, region.box.height)
 
     window.panels.class_combo.setCurrentIndex(0)  # score the background instead: FP and FN swap
+    assert window.session.shown_class == 0  # the panels' choice is the session's, which the review maps
     qtbot.waitUntil(lambda: review.errors is not None and review.errors.positive == 0)
     background = result_error_map(result, read_mask(demo_dataset / "001" / "mask.png"), positive=0)
     assert review.errors.counts() == background.counts()
@@ -193,6 +194,7 @@ def test_the_ranking_picked_in_the_dataset_panel_sorts_steps_and_bins(qtbot, win
 
 
 def test_images_without_a_foreground_rank_last_as_n_a(qtbot):
+    from segscope.core.metrics import catalogue
     from segscope.core.metrics.scores import ImageMetrics
     from segscope.core.session.views import ItemView
     from segscope.gui.docks.dataset_panel import DatasetPanel
@@ -205,9 +207,10 @@ def test_images_without_a_foreground_rank_last_as_n_a(qtbot):
         if value is not None:
             metrics = ImageMetrics(0.9, 0.8, (1.0, value), (1.0, value), value, value, 1.0, 1.0)
             panel.model.show(ItemView(item_id, "done", metrics, True, "", "mask.png", "original"))
-    panel.sort_worst_first()
+    foreground_dice = catalogue.lookup("foreground_dice")
+    panel.sort_worst_first(foreground_dice)
     assert panel.visible_order()[:2] == ["c", "a"] and set(panel.visible_order()[2:]) == {"b", "d"}
-    column = panel.model.metric_columns.index(panel.ranking) + 1
+    column = panel.model.metric_columns.index(foreground_dice) + 1
     shown = {panel.model.rows[r].item_id: panel.model.index(r, column).data() for r in range(4)}
     assert shown == {"a": "0.7000", "b": "n/a", "c": "0.2000", "d": ""}
 

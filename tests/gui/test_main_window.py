@@ -278,7 +278,7 @@ def test_a_backend_error_goes_to_the_message_area_and_the_app_keeps_working(qtbo
     details = window.messages.details.toPlainText()  # the user's words, not a class name ("BackendError:")
     assert "SendData returned 1001" in details and "Error:" not in details
 
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
 
     with qtbot.waitSignal(window.controller.backendOpened, timeout=10000):
         window.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline))
@@ -400,7 +400,7 @@ def test_a_newer_open_supersedes_one_still_listing(qtbot, window, demo_dataset, 
 
 
 def test_run_all_on_two_devices_gives_the_same_metrics_and_counts_per_device(qtbot, window, tiny_model_project):
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
 
     plain = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.commands.run_all)}
     window.commands.open_backend(BackendChoice(pipeline=tiny_model_project.pipeline, devices="0,1"))
@@ -415,7 +415,7 @@ def test_run_all_on_two_devices_gives_the_same_metrics_and_counts_per_device(qtb
 
 def test_run_all_on_a_cluster_gives_the_same_metrics_and_counts_per_worker(qtbot, window, tiny_model_project):
     distributed = pytest.importorskip("distributed")
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
 
     plain = {e.item.id: e.metrics for e in run_and_wait(qtbot, window, window.commands.run_all)}
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
@@ -438,10 +438,10 @@ def test_a_stream_without_a_crop_gets_the_viewers_roi_cropped_before_it(qtbot, w
                                                                          demo_dataset):
     """The viewer's ROI is the point: with a crop-less stream SegScope crops it before the stream (the shown
     slide and the others of Run all alike), and the messages say so."""
+    from segscope.core.backend_choice import BackendChoice
     from segscope.core.backends.embedded import EmbeddedBackend
     from segscope.core.files.fileio import read_image
     from segscope.core.stream.input import PRE_CROP_NOTE
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
 
     def no_crop(data: dict) -> None:
         stream = data["unet_mindspore"]

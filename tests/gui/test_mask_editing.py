@@ -442,7 +442,7 @@ def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
 
 
 def test_recovery_round_trip_after_a_crash(qtbot, window, editing, answers, demo_dataset, tiny_model_project):
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
     from segscope.gui.shell.main_window import MainWindow
 
     queue, asked = answers
@@ -502,7 +502,7 @@ def test_unsaved_edits_are_asked_about_when_switching_images(qtbot, window, edit
     assert editing.dirty
 
     queue.append(Button.Discard)
-    window.dataset_panel.sort_worst_first()  # (a sorted table: the row that moves is the one shown)
+    window.dataset_panel.worst_button.click()  # (a sorted table: the row that moves is the one shown)
     window.dataset_panel.select_item("001")
     window.dataset_panel.select_item("002")
     qtbot.waitUntil(lambda: window.slide_ready() and window.current.id == "002")

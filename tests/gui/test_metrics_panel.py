@@ -34,16 +34,18 @@ def real_metrics():
 
 def test_labels_show_the_core_numbers(panel):
     metrics = real_metrics()
-    panel.show_metrics(metrics, ["background", "defect"])
+    panel.show_metrics(metrics, catalogue.lookup("foreground_dice"), ["background", "defect"])
     shown = {name for name, label in panel.value_labels.items() if not label.isHidden()}
     assert shown == {"soft_dice", "soft_iou", "foreground_dice", "foreground_iou", "precision", "recall"}
     for name in shown:  # the QA metrics were not computed: their rows are hidden
         assert panel.value_labels[name].text() == f"{getattr(metrics, name):.4f}"
     assert float(panel.value_labels["soft_dice"].text()) == pytest.approx(metrics.soft_dice, abs=5e-5)
     assert f"defect: Dice {metrics.dice[1]:.4f}, IoU {metrics.iou[1]:.4f}" in panel.per_class.text()
-    # The histogram's line marks the ranking metric: the foreground Dice by default.
+    # The histogram's line marks the ranking metric it is given (the session's): here the foreground Dice.
     assert panel.current_line.isVisible() and panel.current_line.value() == metrics.foreground_dice
-    panel.show_metrics(None)
+    panel.show_metrics(metrics, catalogue.lookup("soft_iou"))  # another ranking: its value is marked
+    assert panel.current_line.value() == metrics.soft_iou
+    panel.show_metrics(None, catalogue.lookup("foreground_dice"))
     assert all(label.text() == "–" for label in panel.value_labels.values() if not label.isHidden())
     assert panel.per_class.text() == "" and not panel.current_line.isVisible()
 
@@ -102,7 +104,8 @@ def test_the_qa_metrics_computed_are_shown_and_an_infinite_hd95_is_counted(panel
     truth = np.zeros((64, 64), np.uint8)
     truth[12:30, 10:30] = 255
     quality = image_quality(MetricSpec.parse("hd95,defect_f1"), result, truth)
-    panel.show_metrics(replace(metrics, quality=quality), ["background", "defect"])
+    panel.show_metrics(replace(metrics, quality=quality), catalogue.lookup("foreground_dice"),
+                       ["background", "defect"])
     shown = {name for name, label in panel.value_labels.items() if not label.isHidden()}
     assert {"hd95", "defect_f1", "defect_tp", "defect_fp", "defect_fn"} <= shown and "nsd" not in shown
     assert panel.value_labels["hd95"].text() == f"{quality.values['hd95']:.2f}" and quality.values["hd95"] > 0

@@ -89,7 +89,7 @@ def assert_views_agree(win, item_id: str, expected: float) -> None:
 @pytest.fixture
 def reopen(qtbot, demo_dataset, tiny_model_project):
     """`reopen()`: a new window on the dataset (as after a restart), closed at the end of the test."""
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
     from segscope.gui.shell.main_window import MainWindow
 
     opened = []

@@ -38,12 +38,12 @@ class Gate:
 
 def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, window, demo_dataset, tmp_path,
                                                                        tiny_model_project, monkeypatch):
+    from segscope.core.backend_choice import BackendChoice
     from segscope.core.dataset import dataset as dataset_module
     from segscope.core.editing import document as mask_document
     from segscope.core.export.files import ExportFolder
     from segscope.core.session import running
     from segscope.core.session.store import SessionStore
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
     from segscope.gui.dialogs.export_dialog import ExportChoices
     from segscope.gui.shell.commands import OPENING
     from segscope.gui.shell.main_window import MainWindow

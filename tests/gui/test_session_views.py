@@ -137,7 +137,7 @@ def test_reset_layout_brings_back_hidden_docks(qtbot, window):
 
 
 def test_a_new_window_on_the_dataset_restores_its_runs(qtbot, window, demo_dataset, tiny_model_project):
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
     from segscope.gui.shell.main_window import MainWindow
 
     run_current(qtbot, window)

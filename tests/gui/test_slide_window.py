@@ -24,7 +24,7 @@ SIZE = (3000, 2000)
 
 @pytest.fixture
 def tiff_window(qtbot, tmp_path: Path, tiny_model_project, monkeypatch):
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
     from segscope.gui.runtime import slide_loader
     from segscope.gui.shell.main_window import MainWindow
 

@@ -58,7 +58,7 @@ def test_a_cards_truth_values_are_read_as_eval_reads_them(qtbot, demo_dataset, t
     assert code == 0
     expected = {row["id"]: row["foreground_dice"] for row in json.loads(text)["images"]}
 
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
     from segscope.gui.shell.main_window import MainWindow
 
     win = MainWindow()
@@ -103,7 +103,7 @@ def test_at_open_every_truth_problem_is_flagged_as_eval_names_it(qtbot, capsys, 
     cli_lines = [line.removeprefix("segscope: error: ") for line in capsys.readouterr().err.splitlines()]
     assert code == 2 and len(cli_lines) == 3  # each refused mask, then the count
 
-    from segscope.gui.dialogs.backend_dialog import BackendChoice
+    from segscope.core.backend_choice import BackendChoice
     from segscope.gui.shell.main_window import MainWindow
 
     win = MainWindow()

@@ -1,0 +1,65 @@
+"""The session's runner (`core.session.running.batch_steps`) as `eval` drives it: the first error ends the run with
+that very error after the images before it, and an image with no ROI picked goes to the stream as the stream takes
+it. Expected values are by hand (which images, in which order, which ROI) and from the dataset's files."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from segscope.core.backends.registry import open_kind
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.errors import SegScopeError
+from segscope.core.quality.spec import MetricSpec
+from segscope.core.roi import Roi
+from segscope.core.session.running import Batch, Evaluated, Failed, batch_steps, describe_error, raise_error
+from segscope.core.stream.input import StreamInput
+
+
+def _nothing(done: int, total: int) -> None:
+    return None
+
+
+def _batch(dataset: Dataset, stream: StreamInput, **eval_like: bool) -> Batch:
+    return Batch(dataset, tuple(dataset.items), {}, {}, {}, stream, MetricSpec(), **eval_like)
+
+
+def test_eval_s_batch_ends_at_the_first_error_with_that_error(tiny_model_project, small_dataset):
+    image = small_dataset / "2" / "image.png"
+    image.write_bytes(image.read_bytes()[:60])  # its header reads, its pixels do not
+    dataset = Dataset.open(small_dataset)
+    assert [item.id for item in dataset.items] == ["1", "2", "3", "10"]  # (natural order)
+    backend, _note = open_kind("embedded", tiny_model_project.pipeline)
+    stream = StreamInput.of(tiny_model_project.pipeline)
+    with backend:
+        seen: list[str] = []
+        with pytest.raises(SegScopeError, match=str(image)):
+            for step in batch_steps(_batch(dataset, stream, default_rois=False, stamps=False), backend,
+                                    threading.Event(), _nothing, raise_error):
+                assert isinstance(step, Evaluated)
+                seen.append(step.evaluation.item.id)
+        assert seen == ["1"]
+        # the viewer's policy words the same error as the image's failure and runs the others
+        steps = list(batch_steps(_batch(dataset, stream), backend, threading.Event(), _nothing, describe_error))
+    assert [(type(s).__name__, s.item_id if isinstance(s, Failed) else s.evaluation.item.id) for s in steps] == \
+        [("Evaluated", "1"), ("Failed", "2"), ("Evaluated", "3"), ("Evaluated", "10")]
+    failed = steps[1]
+    assert isinstance(failed, Failed) and str(image) in failed.text
+
+
+def test_without_default_rois_a_stream_without_a_crop_is_sent_the_whole_image(tiny_model_project, small_dataset):
+    dataset = Dataset.open(small_dataset)
+    backend, _note = open_kind("embedded", tiny_model_project.pipeline)
+    no_crop = StreamInput(tiny_model_project.pipeline, None, region_reads=True)  # (the rule without a crop)
+    picked = Roi(8, 8, 40, 40)
+    with backend:
+        def rois(batch: Batch) -> list[Roi]:
+            steps = batch_steps(batch, backend, threading.Event(), _nothing, raise_error)
+            return [s.evaluation.result.roi for s in steps if isinstance(s, Evaluated)]
+
+        whole = rois(_batch(dataset, no_crop, default_rois=False, stamps=False))
+        chosen = rois(Batch(dataset, tuple(dataset.items), dict.fromkeys(["1", "2", "3", "10"], picked), {}, {},
+                            no_crop, MetricSpec(), default_rois=False, stamps=False))
+    assert whole == [Roi(0, 0, 64, 48)] * 4  # the 64x48 slides, whole
+    assert chosen == [picked] * 4
