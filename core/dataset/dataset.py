@@ -451,6 +451,14 @@ class Dataset:
         """The truth file `item` is scored against by the dataset's choice (`truth_choice`), None without one."""
         return truth_for(item, self.truth_choice)
 
+    def truth_count(self) -> int:
+        """How many images have a truth (`truth` not None). Under `auto` and `original` an image with an original
+        mask has one whatever lies beside it, so only the others are looked for on disk: 100,000 masked images
+        are counted without a `stat` each."""
+        if self.truth_choice == CORRECTED:
+            return sum(self.truth(item) is not None for item in self.items)
+        return sum(item.mask_path is not None or self.truth(item) is not None for item in self.items)
+
     def rule_for(self, truth: Truth) -> MaskRule | None:
         """How `truth` is read: by the model's `mask_rule`, except that a saved correction holds SegScope's own
         convention (0/255 or class indices) whatever values a card declares for the originals."""

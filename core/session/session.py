@@ -194,7 +194,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         restored: list[str] = []
 
         def work() -> Iterator[Found]:
-            yield Counted(sum(dataset.truth(item) is not None for item in dataset.items))
+            yield Counted(dataset.truth_count())
             why = why_unwritable(dataset.root)
             if why:  # said at once, before any run or edit is made that could not be kept
                 yield Restored(dataset.root, note=f"{dataset.root}: runs and edits cannot be kept here: {why}")
