@@ -231,7 +231,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             if self.newest(item_id) is not None:  # a run of this session is newer
                 return False
             record = self._keep_run(item_id, entry.result, restored=True)
-            self.check_images((item_id,))  # (its image may have changed between the sessions)
+            self._image_seen(item_id, entry.image_now)  # (it may have changed between the sessions)
             self.events.result_added.emit(ResultAdded(item_id, record, restored=True))
             self._scored(item_id, self._run_key(record, scored_on, MetricSpec()), entry.metrics)
             return True
