@@ -34,7 +34,7 @@ from ..export.names import PROVENANCE_NAME, exported_item, stem_suffix
 from ..files.fileio import DEFAULT_MAX_PIXELS, atomic_write_bytes, gone, read_json
 from ..files.image_types import IMAGE_SUFFIXES
 from ..files.kinds import dataset_folder, not_wanted, what_is
-from ..files.stamp import short_lock
+from ..files.stamp import Stamp, short_lock
 from ..roi import ORIGINAL_DEFAULT_ROI, Roi
 from ..slides import slide_size
 from ..slides.masks import MaskReader
@@ -331,6 +331,9 @@ class Dataset:
                                            else Roi(*ORIGINAL_DEFAULT_ROI))
         self._rois = self._rois_of(sidecar)
         self._disk_rois = dict(self._rois)  # the sidecar's ROIs as last read or written (`_save_sidecar`)
+        #: The sidecar as this dataset last wrote it: its file's stamp and its document (a save reads it again only
+        #: when another writer replaced it since).
+        self._written: tuple[Stamp, dict] | None = None
         self._moved: dict[str, Roi | None] = {}  # ROIs this session set (None: reset) not yet in the sidecar
 
     def _rois_of(self, sidecar: dict) -> dict[str, Roi]:
@@ -416,8 +419,12 @@ class Dataset:
             raise error
         try:
             with short_lock(self.root, SIDECAR_LOCK, "ROI sidecar writer"):
-                disk = self._read_sidecar()
-                rois = self._rois_of(disk)
+                written = self._written
+                if written is not None and written[0].same(Stamp.of(self.sidecar_path)):
+                    disk, rois = written[1], dict(self._disk_rois)  # (as this dataset wrote it: not parsed again)
+                else:
+                    disk = self._read_sidecar()
+                    rois = self._rois_of(disk)
                 both = [key for key, roi in self._moved.items() if rois.get(key) != self._disk_rois.get(key)
                         and rois.get(key) != roi]
                 for key, roi in self._moved.items():
@@ -429,6 +436,7 @@ class Dataset:
                                                                        list(self.default_roi.as_tuple())),
                         "rois": {key: list(roi.as_tuple()) for key, roi in sorted(rois.items())}}
                 atomic_write_bytes(self.sidecar_path, (json.dumps(data, indent=2) + "\n").encode(), overwrite=True)
+                self._written = (Stamp.of(self.sidecar_path), data)
         except OSError as exc:
             raise SegScopeError(f"{self.sidecar_path}: cannot save ROIs ({exc.strerror}); "
                                 "the ROI is kept for this session only") from None
