@@ -15,6 +15,13 @@ Stored files are read as untrusted (`read_stored`, `read_slide`): a damaged or h
 one line. Several viewers may share the store: each writes under a short lock, never removes another's write in
 flight, and a run another viewer stored since this one read or wrote that image's file is replaced by the newer
 run with a note (`take_notes`), not silently.
+
+Results are written in batches: `submit` queues a result, and the store's thread writes what was queued as one
+batch (`save_batch`: each file written and fsynced beside its place, then all moved into place under one hold of
+the lock) at most once per `BATCH_SECONDS`: a result arriving after a quiet moment (one image's run) is written at
+once, while a Run all of thousands of images takes the lock, counts and trims the folder once per batch, not once
+per image. A crash (or a killed process) loses at most the results queued and not yet written: those of the last
+`BATCH_SECONDS` of a run; every file stored stays whole.
 """
 
 from __future__ import annotations
@@ -103,6 +110,7 @@ class SessionStore:
         self._queued: list[tuple[str, InferenceResult]] = []  # submitted, not yet taken by a batch
         self._queue_lock = threading.Lock()
         self._hurry = threading.Event()  # set while `flush` waits: a batch is written without waiting
+        self._last_batch = -BATCH_SECONDS  # (`time.monotonic`) when the last batch was taken
 
     def submit(self, image_id: str, result: InferenceResult) -> None:
         """Store the result in the store's thread, with those submitted within `BATCH_SECONDS` of the first not
@@ -114,8 +122,11 @@ class SessionStore:
             self._submit(self._save_queued)
 
     def _save_queued(self) -> None:
-        """Wait `BATCH_SECONDS` (unless flushed) for more results, then write the queued ones as one batch."""
-        self._hurry.wait(BATCH_SECONDS)
+        """Write the queued results as one batch: at once after `BATCH_SECONDS` without a write (a result of one
+        image's run is stored as it arrives), else once that long has passed since the last batch (unless flushed),
+        with those that arrived meanwhile (a Run all's)."""
+        self._hurry.wait(self._last_batch + BATCH_SECONDS - time.monotonic())
+        self._last_batch = time.monotonic()
         with self._queue_lock:
             queued, self._queued = self._queued, []
         if queued:

@@ -46,38 +46,50 @@ def stored(store: SessionStore) -> dict[str, float]:
             if not isinstance(entry, str)}
 
 
-def test_results_submitted_together_are_written_under_one_hold_of_the_lock(tmp_path: Path, locks: list[str]) -> None:
-    store = SessionStore(tmp_path)
-    for n, image_id in enumerate(["a", "b", "c"]):
-        store.submit(image_id, result(n / 4))
-    store.flush()
-    assert store.take_errors() == [] and len(locks) == 1
-    assert stored(SessionStore(tmp_path)) == {"a": 0.0, "b": 0.25, "c": 0.5}
-    assert not [p for p in store.folder.iterdir() if p.name.endswith(".tmp")]  # no temporary file left
+def written(folder: Path, image_ids: set[str]) -> None:
+    """Wait until the store's thread has written these images (without a flush)."""
+    for _ in range(6000):
+        if set(stored(SessionStore(folder))) >= image_ids:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"{image_ids} not written")
 
 
-def test_an_image_submitted_twice_in_a_batch_is_stored_as_its_newest_run(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path)
-    store.submit("a", result(0.25))
-    store.submit("b", result(0.5))
-    store.submit("a", result(0.75))
-    store.flush()
-    assert stored(SessionStore(tmp_path)) == {"a": 0.75, "b": 0.5}
-
-
-def test_a_batch_waits_for_later_results_and_flush_writes_it_at_once(tmp_path: Path, locks: list[str],
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without a flush, a batch waits `BATCH_SECONDS` for more: results submitted meanwhile join it."""
+@pytest.fixture
+def running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SessionStore:
+    """A store in the middle of a run: it wrote its first result ("w") at once, and writes the next ones as a batch
+    `BATCH_SECONDS` (here an hour: until flushed) after it."""
     monkeypatch.setattr(session_store, "BATCH_SECONDS", 3600.0)
     store = SessionStore(tmp_path)
-    store.submit("a", result(0.25))
-    store.submit("b", result(0.5))
-    assert stored(SessionStore(tmp_path)) == {}  # still waiting for more
-    flushing = threading.Thread(target=store.flush)
+    store._last_batch = -3600.0  # (made before the bound was raised: nothing written for that long)
+    store.submit("w", result(1.0))
+    written(tmp_path, {"w"})
+    return store
+
+
+def test_a_result_after_a_quiet_moment_is_written_at_once_the_next_ones_together(
+        tmp_path: Path, locks: list[str], running: SessionStore) -> None:
+    """A store that wrote nothing for `BATCH_SECONDS` wrote "w" at once (one image's run); results that follow
+    wait for the batch's time to come, and are written together under one hold of the lock (here when flushed)."""
+    assert len(locks) == 1
+    for n, image_id in enumerate(["a", "b", "c"]):
+        running.submit(image_id, result(n / 4))
+    assert stored(SessionStore(tmp_path)) == {"w": 1.0}  # waiting for the batch's time
+    flushing = threading.Thread(target=running.flush)
     flushing.start()
     flushing.join(60)
-    assert not flushing.is_alive() and len(locks) == 1
-    assert stored(SessionStore(tmp_path)) == {"a": 0.25, "b": 0.5}
+    assert not flushing.is_alive() and running.take_errors() == [] and len(locks) == 2
+    assert stored(SessionStore(tmp_path)) == {"w": 1.0, "a": 0.0, "b": 0.25, "c": 0.5}
+    assert not [p for p in running.folder.iterdir() if p.name.endswith(".tmp")]  # no temporary file left
+
+
+def test_an_image_submitted_twice_in_a_batch_is_stored_as_its_newest_run(tmp_path: Path,
+                                                                          running: SessionStore) -> None:
+    running.submit("a", result(0.25))
+    running.submit("b", result(0.5))
+    running.submit("a", result(0.75))
+    running.flush()
+    assert stored(SessionStore(tmp_path)) == {"w": 1.0, "a": 0.75, "b": 0.5}
 
 
 def test_in_a_batch_only_the_file_another_viewer_replaced_is_said(tmp_path: Path) -> None:
@@ -90,26 +102,25 @@ def test_in_a_batch_only_the_file_another_viewer_replaced_is_said(tmp_path: Path
     assert stored(SessionStore(tmp_path)) == {"a": 0.5, "b": 0.75}
 
 
-def test_a_batch_that_cannot_be_written_leaves_the_stored_files_whole(tmp_path: Path,
+def test_a_batch_that_cannot_be_written_leaves_the_stored_files_whole(tmp_path: Path, running: SessionStore,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The second file of a batch fails to write: nothing of the batch is moved into place, no temporary file is
     left, and the store says it in one line."""
-    store = SessionStore(tmp_path)
-    store.save_batch([("a", result(0.0)), ("b", result(0.0))])
-    written = session_store.write_temp
+    running.save_batch([("a", result(0.0)), ("b", result(0.0))])
+    write_temp = session_store.write_temp
     calls: list[Path] = []
 
     def failing(path: Path, data: object) -> Path:
         calls.append(path)
         if len(calls) == 2:
             raise session_store.SegScopeError(f"{path}: write failed (No space left on device); nothing was changed")
-        return written(path, data)  # type: ignore[arg-type]
+        return write_temp(path, data)  # type: ignore[arg-type]
 
     monkeypatch.setattr(session_store, "write_temp", failing)
-    store.submit("a", result(0.5))
-    store.submit("b", result(0.5))
-    store.flush()
-    (error,) = store.take_errors()
-    assert "No space left on device" in error
-    assert stored(SessionStore(tmp_path)) == {"a": 0.0, "b": 0.0}
-    assert not [p for p in store.folder.iterdir() if p.name.endswith(".tmp")]
+    running.submit("a", result(0.5))
+    running.submit("b", result(0.5))
+    running.flush()
+    (error,) = running.take_errors()
+    assert "No space left on device" in error and len(calls) == 2
+    assert stored(SessionStore(tmp_path)) == {"w": 1.0, "a": 0.0, "b": 0.0}
+    assert not [p for p in running.folder.iterdir() if p.name.endswith(".tmp")]
