@@ -11,7 +11,7 @@ import re
 import secrets
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -215,28 +215,58 @@ def find_recoveries(source: Path, recovery_dir: Path | None = None) -> tuple[lis
     """The auto-saves of `source`'s edits newer than its mask files, newest first: this viewer's and those of
     viewers that stopped (another running viewer's are its own), and one line for each that cannot be read
     (skipped, never ending the search)."""
-    folder, stem = _recovery_folder(source, recovery_dir), _recovery_stem(source, recovery_dir)
+    return next(find_each_recoveries([source], recovery_dir))
+
+
+def find_each_recoveries(sources: Iterable[Path], recovery_dir: Path | None = None,
+                         ) -> Iterator[tuple[list[Recovery], list[str]]]:
+    """`find_recoveries` of each source, each folder of auto-saves listed once (a dataset of 100,000 masks in one
+    folder, or with a `recovery_dir`: one listing, not one per mask), its names grouped by the mask they are of."""
+    listed: dict[Path, dict[str, list[re.Match[str]]] | str] = {}
+    for source in sources:
+        folder = _recovery_folder(source, recovery_dir)
+        found = listed.get(folder)
+        if found is None:
+            found = listed[folder] = _auto_saves(folder)
+        if isinstance(found, str):
+            yield [], [found]
+        else:
+            yield _recoveries_of(source, folder, found.get(_recovery_stem(source, recovery_dir), []))
+
+
+def _auto_saves(folder: Path) -> dict[str, list[re.Match[str]]] | str:
+    """The auto-saves in `folder` by the name of the mask they are of, or the line saying it cannot be read."""
     try:
         names = [entry.name for entry in os.scandir(folder)]
     except FileNotFoundError:
-        return [], []
+        return {}
     except OSError as exc:
-        return [], [f"{folder}: cannot read the auto-saved mask edits ({exc.strerror}); they are not restored"]
-    saved = [Path(source), corrected_mask_path(source)]
-    newest_save = max((p.stat().st_mtime for p in saved if p.exists()), default=0.0)
-    found, problems = [], []
+        return f"{folder}: cannot read the auto-saved mask edits ({exc.strerror}); they are not restored"
+    found: dict[str, list[re.Match[str]]] = {}
     for name in names:
         match = _RECOVERY_NAME.match(name)
-        if match is None or match["name"] != stem or _live_other(match):
-            continue
+        if match is not None:
+            found.setdefault(match["name"], []).append(match)
+    return found
+
+
+def _recoveries_of(source: Path, folder: Path, saves: list[re.Match[str]]) -> tuple[list[Recovery], list[str]]:
+    """`find_recoveries` of `source` from the auto-saves of it found in `folder`."""
+    saves = [found for found in saves if not _live_other(found)]
+    if not saves:
+        return [], []
+    saved = [Path(source), corrected_mask_path(source)]
+    newest_save = max((p.stat().st_mtime for p in saved if p.exists()), default=0.0)
+    recoveries, problems = [], []
+    for found in saves:
         try:
-            recovery = load_recovery(folder / name, source)
+            recovery = load_recovery(folder / found.string, source)
         except SegScopeError as exc:
             problems.append(f"{exc} (skipped)")
             continue
         if recovery.saved_at > newest_save:
-            found.append(recovery)
-    return sorted(found, key=lambda r: -r.saved_at), problems
+            recoveries.append(recovery)
+    return sorted(recoveries, key=lambda r: -r.saved_at), problems
 
 
 def find_recovery(source: Path, recovery_dir: Path | None = None) -> Recovery | None:

@@ -115,19 +115,32 @@ class SessionResults:
         a restore): returns those whose staleness by `IMAGE_CHANGED` changed, for their views to follow."""
         dataset, changed = self._dataset(), []
         for item_id in item_ids:
-            record = self.newest(item_id)
-            read = record.result.image if record is not None and record.result is not None else None
-            if read is None or item_id not in dataset:
+            if self._image_read(item_id) is None or item_id not in dataset:
                 continue
             try:
                 now = Stamp.of(dataset.item(item_id).image_path)
             except SegScopeError:
                 now = Stamp()  # (unreadable now: not the image that was run)
-            differs = not read.same(now)
-            if differs != (item_id in self._image_changed):
-                (self._image_changed.add if differs else self._image_changed.discard)(item_id)
+            if self._image_seen(item_id, now):
                 changed.append(item_id)
         return changed
+
+    def _image_read(self, item_id: str) -> Stamp | None:
+        """The image file as the image's newest run read it (None: no run, or one that did not say)."""
+        record = self.newest(item_id)
+        return record.result.image if record is not None and record.result is not None else None
+
+    def _image_seen(self, item_id: str, now: Stamp) -> bool:
+        """The image's file is `now` (as a `stat` found it, here or on a worker): whether its staleness by
+        `IMAGE_CHANGED` changed."""
+        read = self._image_read(item_id)
+        if read is None:
+            return False
+        differs = not read.same(now)
+        if differs == (item_id in self._image_changed):
+            return False
+        (self._image_changed.add if differs else self._image_changed.discard)(item_id)
+        return True
 
     def slide_run_of(self, item_id: str) -> TiledEvaluation | None:
         """The image's newest whole-slide run kept in memory."""

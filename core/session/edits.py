@@ -28,7 +28,7 @@ from ..editing.files import (
     SaveMode,
     claim_recovery,
     discard_recovery,
-    find_recoveries,
+    find_each_recoveries,
     keep_copy,
     read_stamps,
 )
@@ -54,8 +54,8 @@ def recovered_edits(dataset: Dataset, recovery_dir: Path | None) -> Recovered:
     newest of each image (this viewer's, or a stopped viewer's), a line for each other one kept and for each
     that cannot be read (skipped: one damaged file never ends the restore)."""
     found, problems = [], []
-    for item in dataset.items:
-        recoveries, damaged = find_recoveries(mask_source(item), recovery_dir)
+    each = find_each_recoveries([mask_source(item) for item in dataset.items], recovery_dir)
+    for item, (recoveries, damaged) in zip(dataset.items, each):
         problems += [f"{item.id}: {problem}" for problem in damaged]
         if recoveries:
             found.append((item.id, recoveries[0]))

@@ -29,22 +29,27 @@ class Restored:
     slide_run: TiledEvaluation | None = None
     metrics: ImageMetrics | None = None
     note: str = ""
+    #: The image file as the worker found it when it restored `result` (what `Session.check_images` would `stat`
+    #: in the GUI thread); missing when it could not be read.
+    image_now: Stamp = Stamp()
 
 
-def _same_content(result: InferenceResult, image_path: Path) -> InferenceResult:
+def _same_content(result: InferenceResult, image_path: Path) -> tuple[InferenceResult, Stamp]:
     """`result` whose image file now has another size, time or inode but the content its run read (a dataset
     copied or touched between sessions) made of the file as it is now, so it is not taken for changed; any
-    other result as it is (the session then looks at the file: `Session.check_images`)."""
+    other result as it is; with the image file as it is now (missing: it cannot be read), which the session
+    compares with what the run read (`Session.adopt_restored`)."""
     read = result.image
-    if read is None or not read.sha256:
-        return result
+    if read is None:
+        return result, Stamp()
     try:
-        if read.same(Stamp.of(image_path)):
-            return result
+        now = Stamp.of(image_path)
+        if read.same(now) or not read.sha256:
+            return result, now
         now = Stamp.of(image_path, content=True)
     except (OSError, SegScopeError):
-        return result
-    return replace(result, image=now) if now.sha256 == read.sha256 else result
+        return result, Stamp()
+    return (replace(result, image=now) if now.sha256 == read.sha256 else result), now
 
 
 #: How many of the dataset's first rows are restored before the others: a screenful and more, the rows a
@@ -59,9 +64,9 @@ def restored_entries(store: SessionStore, dataset: Dataset) -> Iterator[Restored
     root = dataset.root
 
     def result(item: DatasetItem, entry: StoredResult) -> Restored:
-        restored = _same_content(entry.result, item.image_path)
+        restored, now = _same_content(entry.result, item.image_path)
         metrics = score(dataset, item, restored).metrics  # as a run scores (a tiled mask: its region)
-        return Restored(root, item.id, restored, metrics=metrics)
+        return Restored(root, item.id, restored, metrics=metrics, image_now=now)
 
     def slide(item: DatasetItem, entry: StoredSlide) -> Restored:
         run = TiledEvaluation.scored(dataset, item, entry.stitched, entry.tiles, entry.seconds, entry.plan)

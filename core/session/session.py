@@ -197,7 +197,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         restored: list[str] = []
 
         def work() -> Iterator[Found]:
-            yield Counted(sum(dataset.truth(item) is not None for item in dataset.items))
+            yield Counted(dataset.truth_count())
             why = why_unwritable(dataset.root)
             if why:  # said at once, before any run or edit is made that could not be kept
                 yield Restored(dataset.root, note=f"{dataset.root}: runs and edits cannot be kept here: {why}")
@@ -234,7 +234,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             if self.newest(item_id) is not None:  # a run of this session is newer
                 return False
             record = self._keep_run(item_id, entry.result, restored=True)
-            self.check_images((item_id,))  # (its image may have changed between the sessions)
+            self._image_seen(item_id, entry.image_now)  # (it may have changed between the sessions)
             self.events.result_added.emit(ResultAdded(item_id, record, restored=True))
             self._scored(item_id, self._run_key(record, scored_on, MetricSpec()), entry.metrics)
             return True

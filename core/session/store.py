@@ -15,6 +15,13 @@ Stored files are read as untrusted (`read_stored`, `read_slide`): a damaged or h
 one line. Several viewers may share the store: each writes under a short lock, never removes another's write in
 flight, and a run another viewer stored since this one read or wrote that image's file is replaced by the newer
 run with a note (`take_notes`), not silently.
+
+Results are written in batches: `submit` queues a result, and the store's thread writes what was queued as one
+batch (`save_batch`: each file written and fsynced beside its place, then all moved into place under one hold of
+the lock) at most once per `BATCH_SECONDS`: a result arriving after a quiet moment (one image's run) is written at
+once, while a Run all of thousands of images takes the lock, counts and trims the folder once per batch, not once
+per image. A crash (or a killed process) loses at most the results queued and not yet written: those of the last
+`BATCH_SECONDS` of a run; every file stored stays whole.
 """
 
 from __future__ import annotations
@@ -23,18 +30,20 @@ import hashlib
 import io
 import json
 import re
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import numpy as np
 
 from ..errors import InputError, SegScopeError, one_line
-from ..files.fileio import atomic_write_bytes, gone, read_bytes, remove_stale_temps
+from ..files.fileio import clean_once, gone, publish, read_bytes, refuse_folder, remove_stale_temps, write_temp
 from ..files.stamp import Stamp, short_lock
 from ..files.untrusted_json import parse_json
 from ..result import InferenceResult
@@ -51,6 +60,9 @@ TRIM_TO = 0.9
 #: What one stored file may inflate to: an 8192 x 8192 model output of 3 classes and its argmax, or a
 #: whole-slide run within the default bound.
 MAX_INFLATED = 1 << 30
+#: How long a submitted result waits for others to be written with it (`submit`): at most this much of a run is
+#: lost when the viewer is killed.
+BATCH_SECONDS = 0.5
 #: Each stored kind's arrays: (dtype, number of dimensions); "seams" is optional in a slide.
 _RESULT_ARRAYS: dict[str, tuple[Any, int]] = {"probabilities": (np.float32, 3), "argmax": (np.uint8, 2),
                                               "meta": (np.uint8, 1)}
@@ -95,10 +107,30 @@ class SessionStore:
         self._used = 0
         self._known: dict[Path, Stamp] = {}  # each file as this store last read or wrote it (`_replace`)
         self._notes: list[str] = []
+        self._queued: list[tuple[str, InferenceResult]] = []  # submitted, not yet taken by a batch
+        self._queue_lock = threading.Lock()
+        self._hurry = threading.Event()  # set while `flush` waits: a batch is written without waiting
+        self._last_batch = -BATCH_SECONDS  # (`time.monotonic`) when the last batch was taken
 
     def submit(self, image_id: str, result: InferenceResult) -> None:
-        """`save` in the store's thread (results are never changed after a run, so no copy is needed)."""
-        self._submit(self.save, image_id, result)
+        """Store the result in the store's thread, with those submitted within `BATCH_SECONDS` of the first not
+        yet written (`save_batch`; results are never changed after a run, so no copy is needed)."""
+        with self._queue_lock:
+            self._queued.append((image_id, result))
+            first = len(self._queued) == 1
+        if first:
+            self._submit(self._save_queued)
+
+    def _save_queued(self) -> None:
+        """Write the queued results as one batch: at once after `BATCH_SECONDS` without a write (a result of one
+        image's run is stored as it arrives), else once that long has passed since the last batch (unless flushed),
+        with those that arrived meanwhile (a Run all's)."""
+        self._hurry.wait(self._last_batch + BATCH_SECONDS - time.monotonic())
+        self._last_batch = time.monotonic()
+        with self._queue_lock:
+            queued, self._queued = self._queued, []
+        if queued:
+            self.save_batch(list(dict(queued).items()))  # (an image submitted twice: its newest)
 
     def submit_slide(self, evaluation: TiledEvaluation) -> None:
         """`save_slide` in the store's thread (a stitched run is never changed after it finished)."""
@@ -127,43 +159,61 @@ class SessionStore:
         notes, self._notes = self._notes, []
         return notes
 
-    def _replace(self, path: Path, data: bytes, image_id: str) -> Path:
-        """Write `path` atomically under the store's short lock; a file another viewer stored there since this
-        store last read or wrote it is replaced by this newer run (the store keeps each image's newest), said in
-        a note, never silently."""
+    def _replace(self, files: Sequence[tuple[Path, Callable[[BinaryIO], object], str]]) -> list[Path]:
+        """Write each (path, what writes its bytes, image id) atomically: into a fsynced temporary file beside it
+        (outside the lock: those files are this store's own), then all moved into place under one hold of the
+        store's short lock. A file another viewer stored there since this store last read or wrote it is replaced
+        by this newer run (the store keeps each image's newest), said in a note, never silently. A failure leaves
+        the files not moved yet as they were."""
         try:
             self.folder.mkdir(exist_ok=True)
-            path.parent.mkdir(exist_ok=True)
+            for folder in {path.parent for path, _, _ in files}:
+                folder.mkdir(exist_ok=True)
         except OSError as exc:
-            raise SegScopeError(f"{path.parent}: cannot write here ({exc.strerror}); choose another folder") from None
-        with short_lock(self.folder, ".segscope-store.lock", "session store writer"):
-            now = Stamp.of(path)
-            known = self._known.get(path)
-            if known is not None and not known.same(now):  # (a file not read yet: an earlier session's, news to none)
-                when = time.strftime("%H:%M:%S", time.localtime(now.mtime_ns / 1e9))
-                self._notes.append(f"{image_id}: the run another viewer stored at {when} is replaced in {path.parent} "
-                                   "by this viewer's newer run")
-            atomic_write_bytes(path, data, overwrite=True)
-            self._known[path] = Stamp.of(path)
-        return path
+            raise SegScopeError(f"{self.folder}: cannot write here ({exc.strerror}); choose another folder") from None
+        temps: list[Path] = []
+        try:
+            for path, write, _ in files:
+                refuse_folder(path)
+                clean_once(path.parent)
+                temps.append(write_temp(path, write))
+            with short_lock(self.folder, ".segscope-store.lock", "session store writer"):
+                for (path, _, image_id), tmp in zip(files, temps):
+                    now = Stamp.of(path)
+                    known = self._known.get(path)
+                    if known is not None and not known.same(now):  # (a file not read yet: an earlier session's)
+                        when = time.strftime("%H:%M:%S", time.localtime(now.mtime_ns / 1e9))
+                        self._notes.append(f"{image_id}: the run another viewer stored at {when} is replaced in "
+                                           f"{path.parent} by this viewer's newer run")
+                    publish(tmp, path, overwrite=True)
+                    self._known[path] = Stamp.of(path)
+        finally:
+            for tmp in temps:
+                tmp.unlink(missing_ok=True)  # (gone once moved into place)
+        return [path for path, _, _ in files]
 
     def flush(self) -> None:
-        """Wait for every submitted write."""
-        for future in list(self._pending):
-            future.exception()
+        """Wait for every submitted write (the queued results written at once, not after `BATCH_SECONDS`)."""
+        self._hurry.set()
+        try:
+            for future in list(self._pending):
+                future.exception()
+        finally:
+            self._hurry.clear()
 
     def save(self, image_id: str, result: InferenceResult) -> Path:
-        """Store the newest result of an image (replacing its older one), then keep within `max_bytes`."""
-        meta = {"id": image_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
-                "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
-                "roi_note": result.roi_note, **({"image": asdict(result.image)} if result.image else {})}
+        """Store the newest result of an image now (`save_batch` of one)."""
+        return self.save_batch([(image_id, result)])[0]
+
+    def save_batch(self, results: Sequence[tuple[str, InferenceResult]]) -> list[Path]:
+        """Store the newest result of each image (replacing its older one; the ids distinct) as one write
+        (`_replace`), then keep within `max_bytes`."""
         self._check_dataset()
-        buffer = io.BytesIO()
-        np.savez(buffer, probabilities=result.probabilities, argmax=result.argmax,
-                 meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
-        path = self._replace(self.folder / _file_name(image_id), buffer.getvalue(), image_id)
-        self._trim(keep=path)
-        return path
+        files = [(self.folder / _file_name(image_id), partial(_write_result, image_id, result), image_id)
+                 for image_id, result in results]
+        paths = self._replace(files)
+        self._trim(keep=paths)
+        return paths
 
     def _check_dataset(self) -> None:
         """A dataset folder renamed or removed since it was opened is not recreated by a store write."""
@@ -190,27 +240,29 @@ class SessionStore:
                                   "covered": np.packbits(stitched.covered, axis=-1)}
         if stitched.seams is not None:
             arrays["seams"] = stitched.seams
-        buffer = io.BytesIO()
-        np.savez_compressed(buffer, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
-        path = self._replace(self.slides_folder / _file_name(image_id), buffer.getvalue(), image_id)
-        self._trim(keep=path)
-        return path
+        packed = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        paths = self._replace([(self.slides_folder / _file_name(image_id),
+                                lambda file: np.savez_compressed(file, meta=packed, **arrays), image_id)])
+        self._trim(keep=paths)
+        return paths[0]
 
-    def _trim(self, keep: Path) -> None:
-        """Keep the folder under `max_bytes` after `keep` was written, dropping the oldest files. O(1) per write:
-        the store counts what it writes, and lists the folder only when that passes the bound (counting then what
-        another viewer wrote or removed meanwhile), trimming to `TRIM_TO` of it so that listing stays rare."""
+    def _trim(self, keep: Sequence[Path]) -> None:
+        """Keep the folder under `max_bytes` after `keep` were written, dropping the oldest files. O(1) per file
+        written: the store counts what it writes, and lists the folder only when that passes the bound (counting
+        then what another viewer wrote or removed meanwhile), trimming to `TRIM_TO` of it so that listing stays
+        rare."""
         usage = self._usage if self._usage is not None else self._list()
-        size = keep.lstat().st_size
-        self._used += size - usage.pop(keep, 0)
-        usage[keep] = size  # the newest
+        for path in keep:
+            size = path.lstat().st_size
+            self._used += size - usage.pop(path, 0)
+            usage[path] = size  # the newest
         if self._used <= self.max_bytes:
             return
-        usage = self._list()
+        usage, written = self._list(), set(keep)
         for path in list(usage):
             if self._used <= self.max_bytes * TRIM_TO:
                 break
-            if path != keep:
+            if path not in written:
                 path.unlink(missing_ok=True)
                 self._used -= usage.pop(path)
 
@@ -238,6 +290,15 @@ class SessionStore:
     def slides(self, first: Sequence[str] = ()) -> Iterator[StoredSlide | str]:
         """Stored whole-slide runs, as `results` gives results."""
         return _read_each(self.slides_folder, read_slide, "stored whole-slide run", self._known, first)
+
+
+def _write_result(image_id: str, result: InferenceResult, file: BinaryIO) -> None:
+    """A stored result's bytes (`read_stored` reads them), uncompressed (see the module docstring)."""
+    meta = {"id": image_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
+            "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
+            "roi_note": result.roi_note, **({"image": asdict(result.image)} if result.image else {})}
+    np.savez(file, probabilities=result.probabilities, argmax=result.argmax,
+             meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
 
 
 def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str, known: dict[Path, Stamp],

@@ -18,6 +18,7 @@ from segscope.core.dataset.truth import backup_mask_path, corrected_mask_path, d
 from segscope.core.editing.annotation import Clip, MaskEditor, allowed_map, prediction_labels
 from segscope.core.editing.files import (
     discard_recovery,
+    find_each_recoveries,
     find_recovery,
     load_recovery,
     recovery_path,
@@ -444,6 +445,29 @@ def test_save_replace_keeps_the_first_original_as_backup(tmp_path: Path) -> None
 def test_default_mask_paths_follow_the_dataset_layouts(tmp_path: Path) -> None:
     assert default_mask_path(tmp_path / "001" / "image.jpg") == tmp_path / "001" / "mask.png"
     assert default_mask_path(tmp_path / "slide7.tif") == tmp_path / "slide7_mask.png"
+
+
+def test_the_auto_saves_of_many_masks_are_found_from_one_listing_of_their_folder(tmp_path: Path, monkeypatch) -> None:
+    """Masks of a flat dataset (and all masks, with a recovery folder of the caller's) share a folder of auto-saves:
+    each mask gets its own auto-saves, newest first, and the folder is listed once, not once per mask."""
+    from segscope.core.editing import files
+
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    masks = [flat / f"{name}_mask.png" for name in ("a", "b", "c")]
+    edits = {name: np.full((H, W), n, np.uint8) for n, name in enumerate("ab", start=1)}
+    older = write_recovery(edits["a"] * 0, masks[0], session="abcdef-1-0000")  # a stopped viewer's, older
+    os.utime(older, (time.time() - 30, time.time() - 30))
+    for name, mask_file in zip("ab", masks):
+        write_recovery(edits[name], mask_file)
+    listed: list[Path] = []
+    scandir = os.scandir
+    monkeypatch.setattr(files.os, "scandir", lambda folder: listed.append(Path(folder)) or scandir(folder))
+    found = list(find_each_recoveries(masks))
+    assert listed == [flat / ".segscope-recovery"]
+    assert [[(r.path, int(r.mask.max())) for r in recoveries] for recoveries, _ in found] == [
+        [(recovery_path(masks[0]), 1), (older, 0)], [(recovery_path(masks[1]), 2)], []]
+    assert [problems for _, problems in found] == [[], [], []]
 
 
 def test_recovery_round_trip_and_staleness(tmp_path: Path) -> None:

@@ -211,6 +211,32 @@ def test_two_viewers_move_one_images_roi_the_later_move_is_kept_and_said(dataset
                         "this one read it; this viewer's move is saved"]
 
 
+def test_a_move_reads_the_sidecar_again_only_after_another_writer_replaced_it(dataset_root: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A viewer nudging an ROI does not parse the sidecar it wrote itself again; one another viewer replaced since
+    is read, and its ROIs kept."""
+    from segscope.core.dataset import dataset as dataset_module
+
+    dataset = Dataset.open(dataset_root)
+    reads: list[Path] = []
+    read_json = dataset_module.read_json
+    monkeypatch.setattr(dataset_module, "read_json", lambda path, what: reads.append(path) or read_json(path, what))
+    dataset.set_roi(dataset.item("001"), Roi(0, 0, 5, 5))
+    dataset.set_roi(dataset.item("001"), Roi(0, 0, 6, 5))
+    dataset.set_roi(dataset.item("001"), Roi(0, 0, 7, 5))
+    assert reads == []  # (no sidecar at first: nothing to read; then its own)
+    _child(f"""
+        from segscope.core.dataset.dataset import Dataset
+        from segscope.core.roi import Roi
+        other = Dataset.open({str(dataset_root)!r})
+        other.set_roi(other.item("002"), Roi(1, 1, 9, 9))
+    """)
+    dataset.set_roi(dataset.item("001"), Roi(0, 0, 8, 5))
+    assert reads == [dataset_root / "segscope.json"]
+    assert json.loads((dataset_root / "segscope.json").read_text())["rois"] == {"001": [0, 0, 8, 5],
+                                                                                 "002": [1, 1, 9, 9]}
+
+
 def test_two_processes_writing_the_sidecar_at_once_lose_no_roi(dataset_root: Path) -> None:
     for n in range(40):
         (dataset_root / f"{n:03d}x").mkdir()

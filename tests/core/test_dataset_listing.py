@@ -248,3 +248,38 @@ def test_natural_order_is_the_sort_by_the_reference_key(names):
     """Natural order as the reference gives it (a list of parts: text lowered, digit runs as numbers; equal keys
     in the order given), whatever the names, ASCII or not."""
     assert natural_order(names) == sorted(names, key=reference_key)
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_a_listing_leaves_the_garbage_collector_as_it_found_it(tmp_path, collecting):
+    """The collector is paused while a listing builds its items: it runs again afterwards (also after a listing that
+    fails, and after two that overlap), and one its owner paused stays paused."""
+    import gc
+    import threading
+
+    from segscope.core.dataset import dataset as listing_module
+
+    touch(tmp_path / "a.png")
+    seen: list[bool] = []
+    inner = threading.Event()
+
+    def overlapping() -> None:  # a second listing, in another thread, while the first one lists
+        with listing_module._collection_paused():
+            inner.set()
+            seen.append(gc.isenabled())
+
+    gc.enable() if collecting else gc.disable()
+    try:
+        with listing_module._collection_paused():
+            seen.append(gc.isenabled())
+            thread = threading.Thread(target=overlapping)
+            thread.start()
+            thread.join(30)
+            assert inner.is_set()
+            seen.append(gc.isenabled())  # the other ended: this one still lists
+        assert [i.id for i in discover(tmp_path)] == ["a"]
+        with pytest.raises(OSError):
+            discover(tmp_path / "missing")  # (a listing that fails)
+        assert seen == [False, False, False] and gc.isenabled() == collecting
+    finally:
+        gc.enable()

@@ -79,6 +79,14 @@ def test_the_dataset_reads_the_truth_of_its_choice(three):
         Dataset.open(three, truth="newest")
 
 
+def test_the_images_with_a_truth_are_counted_by_the_datasets_choice(three, write_png):
+    """a: mask and correction; b: mask only; c: no mask; then d: a correction alone (its original never saved)."""
+    write_png(three / "d" / "image.png", GRAY)
+    write_png(three / "d" / "mask_corrected.png", GRAY)
+    counts = {choice: Dataset.open(three, truth=choice).truth_count() for choice in (AUTO, ORIGINAL, CORRECTED)}
+    assert counts == {AUTO: 3, ORIGINAL: 2, CORRECTED: 2}
+
+
 def test_the_run_says_once_how_many_images_use_a_correction(three, write_png):
     items = Dataset.open(three).items
     assert choice_note(items, AUTO) == ("truth: 1 of 3 images scored against their saved correction "

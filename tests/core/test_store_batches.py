@@ -1,0 +1,126 @@
+"""The session store writes the results submitted together as one batch: one hold of its lock, each file whole,
+another viewer's file replaced only with a note, an image submitted twice stored as its newest run."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segscope.core.result import InferenceResult
+from segscope.core.roi import Roi
+from segscope.core.session import store as session_store
+from segscope.core.session.store import SessionStore
+
+W, H = 8, 6
+
+
+def result(value: float) -> InferenceResult:
+    p1 = np.full((H, W), value, np.float32)
+    return InferenceResult(np.stack([1 - p1, p1], axis=-1), (p1 > 0.5).astype(np.uint8), Roi(0, 0, W, H), (W, H))
+
+
+@pytest.fixture
+def locks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each hold of the store's lock, as the store takes it."""
+    held: list[str] = []
+    taken = session_store.short_lock
+
+    @contextlib.contextmanager
+    def counted(folder: Path, name: str, what: str) -> Iterator[None]:
+        with taken(folder, name, what):
+            held.append(name)
+            yield
+
+    monkeypatch.setattr(session_store, "short_lock", counted)
+    return held
+
+
+def stored(store: SessionStore) -> dict[str, float]:
+    """Each stored image's probability of class 1 at its first pixel, as read back."""
+    return {entry.image_id: float(entry.result.probabilities[0, 0, 1]) for entry in store.results()
+            if not isinstance(entry, str)}
+
+
+def written(folder: Path, image_ids: set[str]) -> None:
+    """Wait until the store's thread has written these images (without a flush)."""
+    for _ in range(6000):
+        if set(stored(SessionStore(folder))) >= image_ids:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"{image_ids} not written")
+
+
+@pytest.fixture
+def running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SessionStore:
+    """A store in the middle of a run: it wrote its first result ("w") at once, and writes the next ones as a batch
+    `BATCH_SECONDS` (here an hour: until flushed) after it."""
+    monkeypatch.setattr(session_store, "BATCH_SECONDS", 3600.0)
+    store = SessionStore(tmp_path)
+    store._last_batch = -3600.0  # (made before the bound was raised: nothing written for that long)
+    store.submit("w", result(1.0))
+    written(tmp_path, {"w"})
+    return store
+
+
+def test_a_result_after_a_quiet_moment_is_written_at_once_the_next_ones_together(
+        tmp_path: Path, locks: list[str], running: SessionStore) -> None:
+    """A store that wrote nothing for `BATCH_SECONDS` wrote "w" at once (one image's run); results that follow
+    wait for the batch's time to come, and are written together under one hold of the lock (here when flushed)."""
+    assert len(locks) == 1
+    for n, image_id in enumerate(["a", "b", "c"]):
+        running.submit(image_id, result(n / 4))
+    assert stored(SessionStore(tmp_path)) == {"w": 1.0}  # waiting for the batch's time
+    flushing = threading.Thread(target=running.flush)
+    flushing.start()
+    flushing.join(60)
+    assert not flushing.is_alive() and running.take_errors() == [] and len(locks) == 2
+    assert stored(SessionStore(tmp_path)) == {"w": 1.0, "a": 0.0, "b": 0.25, "c": 0.5}
+    assert not [p for p in running.folder.iterdir() if p.name.endswith(".tmp")]  # no temporary file left
+
+
+def test_an_image_submitted_twice_in_a_batch_is_stored_as_its_newest_run(tmp_path: Path,
+                                                                          running: SessionStore) -> None:
+    running.submit("a", result(0.25))
+    running.submit("b", result(0.5))
+    running.submit("a", result(0.75))
+    running.flush()
+    assert stored(SessionStore(tmp_path)) == {"w": 1.0, "a": 0.75, "b": 0.5}
+
+
+def test_in_a_batch_only_the_file_another_viewer_replaced_is_said(tmp_path: Path) -> None:
+    mine = SessionStore(tmp_path)
+    mine.save_batch([("a", result(0.0)), ("b", result(0.0))])
+    SessionStore(tmp_path).save("b", result(0.25))  # another viewer's newer run of b
+    mine.save_batch([("a", result(0.5)), ("b", result(0.75))])
+    (note,) = mine.take_notes()
+    assert note.startswith("b: the run another viewer stored at ") and note.endswith("by this viewer's newer run")
+    assert stored(SessionStore(tmp_path)) == {"a": 0.5, "b": 0.75}
+
+
+def test_a_batch_that_cannot_be_written_leaves_the_stored_files_whole(tmp_path: Path, running: SessionStore,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second file of a batch fails to write: nothing of the batch is moved into place, no temporary file is
+    left, and the store says it in one line."""
+    running.save_batch([("a", result(0.0)), ("b", result(0.0))])
+    write_temp = session_store.write_temp
+    calls: list[Path] = []
+
+    def failing(path: Path, data: object) -> Path:
+        calls.append(path)
+        if len(calls) == 2:
+            raise session_store.SegScopeError(f"{path}: write failed (No space left on device); nothing was changed")
+        return write_temp(path, data)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(session_store, "write_temp", failing)
+    running.submit("a", result(0.5))
+    running.submit("b", result(0.5))
+    running.flush()
+    (error,) = running.take_errors()
+    assert "No space left on device" in error and len(calls) == 2
+    assert stored(SessionStore(tmp_path)) == {"w": 1.0, "a": 0.0, "b": 0.0}
+    assert not [p for p in running.folder.iterdir() if p.name.endswith(".tmp")]
