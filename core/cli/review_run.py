@@ -62,17 +62,19 @@ def review(args: argparse.Namespace, out: TextIO) -> int:
     return _queue(args, out, dataset, roi, options)
 
 
-def _evaluations(args: argparse.Namespace, dataset: Dataset, roi: Roi | None,
-                 progress: bool = True) -> Generator[ImageEvaluation, None, None]:
+def _evaluations(args: argparse.Namespace, dataset: Dataset, roi: Roi | None, progress: bool = True,
+                 truths: bool = True) -> Generator[ImageEvaluation, None, None]:
     """The dataset's evaluations by the run `args` names, as `eval` makes them (its classes' names set as
-    `args.class_names` before the first), with a progress line on stderr unless not asked for."""
+    `args.class_names` before the first), with a progress line on stderr unless not asked for; without `truths`,
+    results only: no truth is checked or read (two runs compared need none)."""
     shown = Progress(len(dataset)) if progress else None
     with open_eval_backend(args) as backend:
         capabilities = backend.capabilities
         args.class_names = list(capabilities.class_names)
-        prepare_truths(dataset, capabilities.class_names, capabilities.details)
+        if truths:
+            prepare_truths(dataset, capabilities.class_names, capabilities.details)
         stream = StreamInput.of(chosen_source(args))
-        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, stream=stream), 1):
+        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, stream=stream, truths=truths), 1):
             yield evaluation
             if shown is not None:
                 shown.update(done, evaluation.item.id)
@@ -165,8 +167,8 @@ def _compare(args: argparse.Namespace, run: ParityRun, order: int, a: ImageEvalu
 def _parity(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | None, options: QueueOptions) -> int:
     run = ParityRun(MIN_DICE if args.min_dice is None else args.min_dice, args.top or None)
     other = _against(args)
-    with contextlib.closing(_evaluations(args, dataset, roi)) as first, \
-            contextlib.closing(_evaluations(other, dataset, roi, progress=False)) as second:
+    with contextlib.closing(_evaluations(args, dataset, roi, truths=False)) as first, \
+            contextlib.closing(_evaluations(other, dataset, roi, progress=False, truths=False)) as second:
         for order, (a, b) in enumerate(zip(first, second)):
             _compare(args, run, order, a, b, options)
     names: list[str] = args.class_names
