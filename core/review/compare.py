@@ -174,6 +174,13 @@ class ParityQueue:
     def step(self, offset: int = 1) -> ParityEntry | None:
         """The next (1) or previous (-1) entry after the current one, wrapping around, made current (from the top
         when there is none); None when there is no entry."""
+        found = self.peek(offset)
+        if found is not None:
+            self.current = found
+        return found
+
+    def peek(self, offset: int = 1) -> ParityEntry | None:
+        """The entry `step(offset)` would make current, left as it is (the viewer loads its image ahead)."""
         count = len(self._order)
         if not count:
             return None
@@ -183,8 +190,7 @@ class ParityQueue:
         else:
             here = bisect.bisect_left(self._order, (current.rank(), current.key))
             index = (here + offset) % count
-        self.current = self._entries[self._order[index][1]]
-        return self.current
+        return self._entries[self._order[index][1]]
 
     def go_to(self, entry: ParityEntry) -> None:
         if entry.key in self._entries:
