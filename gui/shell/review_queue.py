@@ -120,6 +120,7 @@ class ReviewQueueTools(QObject):
         self.queue.events.current.connect(self._on_current)
         self.parity = self.review.parity
         self.parity.events.changed.connect(self._timer.request)
+        self.parity.events.changed.connect(lambda: self.cancel_compare_action.setEnabled(self.parity.running))
         self.parity.events.current.connect(self._on_current)
         session.events.scored.connect(self._on_scored)
         self.panel.entryActivated.connect(self._go_to)
