@@ -36,7 +36,7 @@ RANKING = (f"score = confidence x area / (area + {AREA_HALF}); confidence: the m
            "against the truth over the disagreeing pixels (p of the predicted class - p of the true class, at ROI "
            "resolution); best first by score, then area, dataset order, class, box")
 _ENTRY_COLUMNS = ("rank", "image", "kind", "class", "class_name", "x0", "y0", "x1", "y1", "area", "score",
-                  "confidence", "id")
+                  "confidence", "id", "to_class", "to_class_name")
 _PARITY_COLUMNS = ("rank", "image", "dice", *FLIP_KINDS, "passed")
 
 
@@ -105,8 +105,9 @@ def _queue(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | N
     elif args.json or args.out is not None:
         text = json.dumps({"entries": [e.record(names) for e in entries], "summary": summary}, indent=1) + "\n"
     else:
-        lines = [f"{rank:>4}  {e.image}  {e.kind}  class {e.cls} ({class_name(names, e.cls)})  bbox {list(e.bbox)}  "
-                 f"area {e.area}  score {e.score:.6f}" for rank, e in enumerate(entries, 1)]
+        lines = [f"{rank:>4}  {e.image}  {e.kind}  class {e.cls} ({class_name(names, e.cls)})"
+                 + (f" as {e.to} ({class_name(names, e.to)})" if e.kind == "wrong_class" else "")
+                 + f"  bbox {list(e.bbox)}  area {e.area}  score {e.score:.6f}" for rank, e in enumerate(entries, 1)]
         counted = ", ".join(f"{n} {kind}" for kind, n in by_kind.items() if n)
         lines.append(f"{plural(queue.total, 'disagreement')} in {plural(queue.images, 'image')} with a truth"
                      + (f" ({counted})" if counted else "") + (f", the best {len(entries)} shown"
@@ -121,7 +122,8 @@ def _queue(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | N
 def _entry_cells(record: dict[str, object]) -> list[object]:
     box: list[int] = record["bbox"]  # type: ignore[assignment]
     return [record["image"], record["kind"], record["class"], record["class_name"], *box, record["area"],
-            record["score"], record["confidence"], record["id"]]
+            record["score"], record["confidence"], record["id"], record.get("to_class", ""),
+            record.get("to_class_name", "")]
 
 
 def _csv(columns: tuple[str, ...], rows: Iterator[list[object]]) -> str:

@@ -23,7 +23,7 @@ either mask.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
@@ -63,9 +63,14 @@ class Defect:
 
 @dataclass(frozen=True)
 class DefectMatch:
-    """Both masks' components and the counts that follow from their matching."""
+    """Both masks' components and the counts that follow from their matching; with the label images they were
+    numbered in (0: no component) and the (true, predicted) label pairs that share a pixel, so a caller grouping
+    them (`core.review.queue`) labels nothing again."""
 
     defects: tuple[Defect, ...]
+    truth_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
+    pred_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
+    pairs: tuple[tuple[int, int], ...] = field(default=(), repr=False, compare=False)
 
     def _count(self, *outcomes: str) -> int:
         return sum(1 for d in self.defects if d.outcome in outcomes and (d.outcome != "TP" or d.source == "truth"))
@@ -156,7 +161,8 @@ def match_defects(truth: np.ndarray, prediction: np.ndarray, min_area: int = 1,
                         truth_match[pred_match[i]] if i in pred_match else None, best_pred, inside_pred,
                         piece=i not in pred_match and i in piece_of and pieces[piece_of[i]] >= 2)
                 for i in range(len(pred_areas))]
-    return DefectMatch(tuple(defects))
+    return DefectMatch(tuple(defects), truth_labels, pred_labels,
+                       tuple(zip((truth_ids + 1).tolist(), (pred_ids + 1).tolist())))
 
 
 def _merged_shares(pred_ids: np.ndarray, truth_ids: np.ndarray, shares: np.ndarray,

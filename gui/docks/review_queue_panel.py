@@ -29,7 +29,9 @@ COLUMNS: tuple[Column[Row], ...] = (
     Column("#", lambda r: str(r[0]), key=lambda r: r[0], right=True, width="0000"),
     Column("Image", lambda r: r[1].image, width="image000"),
     Column("Kind", lambda r: r[1].kind.replace("_", " "), width="false alarm"),
-    Column("Class", lambda r: r[2], width="defect"),
+    Column("Class", lambda r: r[2], width="defect",
+           tip=lambda r: "true class → predicted class: A repaints it, D clears it" if r[1].kind == "wrong_class"
+           else "the class of the disagreeing components"),
     Column("Area (px)", lambda r: f"{r[1].area:,}", key=lambda r: r[1].area, right=True, width="Area (px)"),
     Column("Score", lambda r: f"{r[1].score:.3f}", key=lambda r: r[1].score, right=True, width="0.000"),
     Column("Decision", lambda r: r[3], width="accept"),

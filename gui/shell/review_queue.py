@@ -328,8 +328,8 @@ class ReviewQueueTools(QObject):
             self._draw_parity()
             return
         queue, names = self.queue, self.session.class_names
-        rows: list[Row] = [(rank, entry, names[entry.cls] if entry.cls < len(names) else str(entry.cls),
-                            queue.decision(entry) or "") for rank, entry in enumerate(queue.entries(), 1)]
+        rows: list[Row] = [(rank, entry, entry.what(names), queue.decision(entry) or "")
+                           for rank, entry in enumerate(queue.entries(), 1)]
         pending = queue.pending()
         if not rows:
             summary = (f"Listing the disagreements of {len(self._running) + len(self._waiting)} images…"
