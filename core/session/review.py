@@ -90,8 +90,8 @@ class SessionReview:
         self._orders = None
         self.cancel_compare()
         self.parity.close()
-        self.queue.log = ReviewLog.beside(dataset.root) if dataset is not None else None
-        self.queue.reload()
+        self.queue.set_log(ReviewLog.beside(dataset.root) if dataset is not None else None,
+                           read=not self.queue.deferred)
 
     def job(self, item_id: str) -> ReviewJob | None:
         """The job that brings the image's entries up to date (None: they are, its numbers are not fresh yet, or

@@ -3,12 +3,13 @@ errors first, one key per decision.
 
 The queue is the session's (`Session.review`, `core.session.review`): this view fills it (each image's entries are
 made on the job runner once its numbers are fresh: after a run, after every decision's re-scoring), draws it in the
-Review queue dock, and dispatches the keys to it: A accepts the prediction's component into the truth, D removes
-the truth's component, K keeps the truth (reviewed), U undoes the last decision on the image, J / Shift+J step
-without deciding. Each decision is one undoable edit of the mask document (auto-saved to its recovery file as
-every edit), logged beside the dataset, and the queue moves on; moving to an entry of another image saves the
-edited mask first, then loads that image (opened ahead while the reviewer decided), and the panels zoom to the
-entry.
+Review queue dock, and dispatches the keys to it: A accepts the prediction's component into the truth, D removes the
+truth's component, K keeps the truth (reviewed), U undoes the last decision on the image, J / Shift+J step without
+deciding. Each decision is one undoable edit of the mask document (auto-saved to its recovery file as every edit),
+logged beside the dataset (the log read at open and written on the runner's autosave lane, one thread in order,
+never on the GUI thread; what waits is written at close), and the queue moves on; moving to an entry of another
+image saves the edited mask first, then loads that image (opened ahead while the reviewer decided), and the panels
+zoom to the entry.
 
 Compare with… (Ctrl+Shift+B) runs a second model or backend (B, a model file picked, on the backend chosen in the
 dock) over the images run, on the backend lane after any run queued there, and the dock lists where B differs from
@@ -30,9 +31,11 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QWidget
 
+from ...core.dataset.dataset import Dataset
 from ...core.errors import SegScopeError
 from ...core.result import InferenceResult
 from ...core.review.compare import ParityEntry
+from ...core.review.log import LOG, LogWriter
 from ...core.review.queue import ReviewEntry
 from ...core.roi import Roi
 from ...core.session.events import Scored
@@ -42,7 +45,7 @@ from ...core.stream.source import resolve_source
 from ...core.wording import plural
 from ..docks.review_queue_panel import ParityRow, ReviewQueuePanel, Row
 from ..runtime.coalesce import Coalescer
-from ..runtime.jobs import BACKEND, Jobs
+from ..runtime.jobs import AUTOSAVE, BACKEND, Jobs
 from ..widgets.docking import dock_seen, make_dock, show_dock
 from ..widgets.shortcuts import shortcut_action
 from .mask_editing import MaskEditing
@@ -71,6 +74,8 @@ class ReviewQueueTools(QObject):
         self.prefetch = prefetch
         self.review = session.review
         self.queue = self.review.queue
+        self.queue.deferred = True  # the log is read and written on a worker (`_read_log`, `_write_log`)
+        self._writers: list[LogWriter] = []  # every log written to, flushed at close (`shutdown`)
         self.panel = ReviewQueuePanel()
         self.dock = make_dock(host, "Review queue", self.panel)
         self.active = False  # the queue is filled from the first time it is asked for
@@ -123,12 +128,40 @@ class ReviewQueueTools(QObject):
         self.parity.events.changed.connect(lambda: self.cancel_compare_action.setEnabled(self.parity.running))
         self.parity.events.current.connect(self._on_current)
         session.events.scored.connect(self._on_scored)
+        session.events.dataset.connect(self._read_log)
+        self.queue.events.write_due.connect(self._write_log)
         self.panel.entryActivated.connect(self._go_to)
         self.dock.visibilityChanged.connect(self._on_visible)
 
     def _on_visible(self, visible: bool) -> None:
         if visible:  # (its rows are drawn only while it is on screen)
             self._timer.request()
+
+    # ------------------------------------------------------------------------------------------- the log
+    def _read_log(self, _dataset: Dataset | None, _old: Dataset | None) -> None:
+        """Another dataset: its log read on the autosave lane (before any decision of it is written there)."""
+        log = self.queue.log
+        if log is not None:
+            self.jobs.submit("review-log", log.read, partial(self.queue.adopt_log, log),
+                             lambda text, _details: self.message.emit("error", f"Review log: {text}"), lane=AUTOSAVE)
+
+    def _write_log(self) -> None:
+        """A decision waits: written on the autosave lane, in order (one that fails waits for the next)."""
+        writer = self.queue.writer
+        if writer is None:
+            return
+        if writer not in self._writers:
+            self._writers.append(writer)
+        self.jobs.submit(None, writer.flush, None,
+                         lambda text, _details: self.message.emit("error", f"Review log: {text}"), lane=AUTOSAVE)
+
+    def shutdown(self) -> None:
+        """Write the decisions still waiting (the window closes, its runner shut down: nothing else will)."""
+        for writer in self._writers:
+            try:
+                writer.flush()
+            except SegScopeError as exc:
+                LOG.error("%s", exc)
 
     # ------------------------------------------------------------------------------------ filling the queue
     def start(self) -> None:

@@ -6,6 +6,7 @@ and the saved truths equal the originals; the review log holds every decision.""
 from __future__ import annotations
 
 import json
+import threading
 
 import cv2
 import numpy as np
@@ -34,6 +35,16 @@ def _shown(qtbot, window, item_id: str) -> None:
 
 
 def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch):
+    from segscope.core.review.log import ReviewLog
+
+    log_threads: list[str] = []  # where the review log is read and written: never the GUI thread
+    for name in ("read", "append_all"):
+        real = getattr(ReviewLog, name)
+
+        def spied(self, *args, real=real):  # type: ignore[no-untyped-def]
+            log_threads.append(threading.current_thread().name)
+            return real(self, *args)
+        monkeypatch.setattr(ReviewLog, name, spied)
     asked: list[str] = []  # no question may be asked: moving on saves the edits (an answer here: Discard)
     monkeypatch.setattr(QMessageBox, "question", lambda *args, **_kw: asked.append(args[2])
                         or QMessageBox.StandardButton.Discard)
@@ -114,6 +125,8 @@ def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch
     for item_id in (first, second):  # each saved as the image's corrected truth
         saved = cv2.imread(str(demo_dataset / item_id / "mask_corrected.png"), cv2.IMREAD_GRAYSCALE)
         assert np.array_equal(saved > 127, originals[item_id] > 127), item_id
+    qtbot.waitUntil(lambda: len((demo_dataset / LOG_NAME).read_text(encoding="utf-8").splitlines()) == 4,
+                    timeout=10000)  # (written on a worker)
     records = [json.loads(line) for line in (demo_dataset / LOG_NAME).read_text(encoding="utf-8").splitlines()]
     assert [r["decision"] for r in records] == [records[0]["decision"], "undo", *(r["decision"] for r in records[2:])]
     assert sorted((r["image"], r["decision"]) for r in records[2:]) == [(first, "accept"), (second, "remove")]
@@ -123,6 +136,7 @@ def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch
     assert asked == []
     listed = {keys for keys, _text in SHORTCUTS}  # every review key is in Help > Shortcuts
     assert {"Ctrl+Shift+Q", "A", "D", "K", "U", "J", "Shift+J"} <= listed
+    assert log_threads and all(name.startswith("segscope-autosave") for name in log_threads), log_threads
 
 
 def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, tmp_path, write_png,
@@ -187,3 +201,20 @@ def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, t
     qtbot.waitUntil(lambda: tools.panel.table.isVisibleTo(tools.panel), timeout=10000)
     listed = {keys for keys, _text in SHORTCUTS}
     assert "Ctrl+Shift+B" in listed
+    # The truth's queue again (the dark squares the empty truths lack): a decision still waiting when the window
+    # closes (its lane held) is written at close.
+    from segscope.gui.runtime.jobs import AUTOSAVE
+
+    qtbot.waitUntil(lambda: tools.queue.current is not None, timeout=30000)
+    entry = tools.queue.current
+    _shown(qtbot, window, entry.image)
+    release = threading.Event()
+    try:
+        window.jobs.submit(None, release.wait, lane=AUTOSAVE)  # the lane held: the decision's write waits behind
+        _key(qtbot, window, Qt.Key.Key_K)
+        assert tools.queue.decision(entry) == "keep" and tools.queue.writer.waiting == 1
+    finally:
+        threading.Timer(0.5, release.set).start()  # (the close waits for the running job, drops the queued ones)
+    window.close()
+    records = [json.loads(line) for line in (root / LOG_NAME).read_text(encoding="utf-8").splitlines()]
+    assert [(r["entry"], r["decision"]) for r in records] == [(entry.key, "keep")]
