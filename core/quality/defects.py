@@ -127,13 +127,21 @@ def components(mask: np.ndarray, min_area: int = 1) -> tuple[np.ndarray, np.ndar
     return labels, stats[kept, cv2.CC_STAT_AREA].astype(np.int64), np.stack([x, y, x + w, y + h], axis=1)
 
 
+def overlapping(first: np.ndarray, second: np.ndarray, seconds: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (first, second) label pairs of two aligned label lists (labels of `second` at most `seconds`),
+    sorted by first then second, as a 2 x n array, and how often each occurs: one 1-D sort of one int64 code per
+    pixel (a sort of the pairs as columns takes ten times longer)."""
+    codes, counts = np.unique(first.astype(np.int64) * (seconds + 1) + second, return_counts=True)
+    return np.stack([codes // (seconds + 1), codes % (seconds + 1)]), counts
+
+
 def match_defects(truth: np.ndarray, prediction: np.ndarray, min_area: int = 1,
                   threshold: float = MATCH_IOU) -> DefectMatch:
     """Components of two bool masks of one shape, matched one to one at IoU >= `threshold`."""
     truth_labels, truth_areas, truth_boxes = components(truth, min_area)
     pred_labels, pred_areas, pred_boxes = components(prediction, min_area)
     both = (truth_labels > 0) & (pred_labels > 0)
-    pairs, overlaps = np.unique(np.stack([pred_labels[both], truth_labels[both]]), axis=1, return_counts=True)
+    pairs, overlaps = overlapping(pred_labels[both], truth_labels[both], len(truth_areas))
     pred_ids, truth_ids = pairs[0] - 1, pairs[1] - 1  # component indices
     ious = overlaps / (pred_areas[pred_ids] + truth_areas[truth_ids] - overlaps)
     best_pred, best_truth = np.zeros(len(pred_areas)), np.zeros(len(truth_areas))

@@ -36,7 +36,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from ..metrics.scores import argmax_at_roi
-from ..quality.defects import MATCH_IOU, match_defects
+from ..quality.defects import MATCH_IOU, match_defects, overlapping
 from ..result import InferenceResult, decision_map
 from ..roi import Roi
 from ..wording import class_name
@@ -318,7 +318,8 @@ def overlap_groups(truths: int, preds: int, pairs: Iterable[tuple[int, int]]) ->
 def label_pairs(first: np.ndarray, second: np.ndarray) -> list[tuple[int, int]]:
     """The (first, second) label pairs of two label images that share a pixel."""
     both = (first > 0) & (second > 0)
-    return [(int(a), int(b)) for a, b in np.unique(np.stack([first[both], second[both]]), axis=1).T]
+    pairs, _ = overlapping(first[both], second[both], int(second.max(initial=0)))
+    return [(int(a), int(b)) for a, b in pairs.T]
 
 
 def _kind(truth_outcomes: list[str], pred_outcomes: list[str]) -> str:
