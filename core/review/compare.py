@@ -203,5 +203,8 @@ class ParityQueue:
         lowest = "" if math.isnan(run.lowest_dice) else f", lowest Dice {run.lowest_dice:.4f}"
         state = ("so far" if self.running else f"stopped short ({self.error})" if self.error else
                  "PASSED" if run.passed else "FAILED")
-        return (f"Gate {state}: {run.failed} of {run.images} images compared fail ({flips}{lowest}); rule: no defect "
-                f"gained, lost or changed in class and foreground Dice ≥ {run.min_dice:g} in every image")
+        return f"Gate {state}: {run.failed} of {run.images} images compared fail ({flips}{lowest})"
+
+    def rule(self) -> str:
+        """The gate's rule, as `segscope review --against` states it."""
+        return str(self.run.gate()["rule"])

@@ -109,13 +109,15 @@ class ReviewQueuePanel(QWidget):
         self._showing(parity=False)
         self.model.set_rows(list(rows))
         self.summary.setText(summary)
+        self.summary.setToolTip("")
         self._select(self.table, [row[1].key for row in self.model.rows], current.key if current else None)
 
-    def show_parity(self, rows: Sequence[ParityRow], current: ParityEntry | None, summary: str) -> None:
-        """Two runs compared."""
+    def show_parity(self, rows: Sequence[ParityRow], current: ParityEntry | None, summary: str, rule: str) -> None:
+        """Two runs compared (`rule`: the gate's, on hover over the summary)."""
         self._showing(parity=True)
         self.parity_model.set_rows(list(rows))
         self.summary.setText(summary)
+        self.summary.setToolTip(rule)
         self._select(self.parity_table, [row[1].key for row in self.parity_model.rows],
                      current.key if current else None)
 

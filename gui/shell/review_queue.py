@@ -372,15 +372,18 @@ class ReviewQueueTools(QObject):
         else:
             summary = (f"{pending} of {len(rows)} to review. A: accept the prediction, D: remove the truth's, "
                        "K: keep the truth, U: undo, J / Shift+J: next / previous")
+        if queue.reading:
+            summary = "Reading the review log (the decisions of earlier sessions)… " + summary
         self.panel.show_entries(rows, queue.current, summary)
 
     def _draw_parity(self) -> None:
         parity, names = self.parity, self.session.class_names
         rows: list[ParityRow] = [(rank, entry, entry.what(names)) for rank, entry in enumerate(parity.entries(), 1)]
-        where = f"A: the results on screen; B: {parity.b}"
+        where = f"A: the results on screen (the panels show A and the truth); B: {parity.b} (each row says what B has)"
         if parity.running:
             where = f"Comparing {parity.run.images} of {plural(parity.total, 'image')}… " + where
         if parity.skipped:
             where += f"; {plural(parity.skipped, 'image')} not run by A, not compared (Run all first)"
         keys = "J / Shift+J: next / previous place; A, D, K, U do not apply (a flip changes no truth)"
-        self.panel.show_parity(rows, parity.current, f"{parity.verdict()}.\n{where}. {keys}")
+        self.panel.show_parity(rows, parity.current, f"{parity.verdict()}.\n{where}. {keys}",
+                               f"The gate: {parity.rule()}")

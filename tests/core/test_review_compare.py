@@ -78,8 +78,9 @@ def test_the_planted_difference_is_listed_first_and_fails_the_gate(planted, tiny
     first = parity.entries()[0]
     assert first.dice == pytest.approx(2 * dark / (dark + dark + 400))  # A: the square; B: the square and the block
     assert parity.run.images == 5 and parity.run.failed == 2 and not parity.run.passed
-    assert parity.verdict().startswith("Gate FAILED: 2 of 5 images compared fail (0 lost, 2 gained, 0 changed, "
-                                       f"lowest Dice {2 * dark / (2 * dark + 400):.4f})")
+    assert parity.verdict() == ("Gate FAILED: 2 of 5 images compared fail (0 lost, 2 gained, 0 changed, lowest Dice "
+                                f"{2 * dark / (2 * dark + 400):.4f})")
+    assert parity.rule().startswith("no defect gained, lost or changed in class, and foreground Dice >= 0.99")
     assert parity.step(1) == first and parity.step(1).image == "d" and parity.step(1) == first  # (wraps around)
     assert parity.step(-1).image == "d"
 

@@ -184,6 +184,7 @@ def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, t
     assert tools.panel.parity_table.isVisibleTo(tools.panel) and not tools.panel.table.isVisibleTo(tools.panel)
     assert tools.panel.summary.text().startswith("Gate FAILED: 1 of 3 images compared fail (0 lost, 1 gained, 0 "
                                                  "changed")
+    assert tools.panel.summary.toolTip().startswith("The gate: no defect gained, lost or changed in class")
     assert not tools.panel.buttons[0].isVisibleTo(tools.panel)  # no accept on a flip
     assert not tools.cancel_compare_action.isEnabled()  # (nothing to cancel once it ended)
     _key(qtbot, window, Qt.Key.Key_J)
