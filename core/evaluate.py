@@ -79,13 +79,15 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      sources: Mapping[str, RegionSource] | None = None,
                      masks: Mapping[str, np.ndarray] | None = None,
                      stream: StreamInput | None = None, quality: MetricSpec | None = None,
-                     ) -> Iterator[ImageEvaluation]:
+                     truths: bool = True) -> Iterator[ImageEvaluation]:
     """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
     some images theirs (a snapshot taken when the run was asked for). `sources` makes some images' requests
     from their ROI instead of from their file (a slide already open: `core.slides.requests.region_request`),
     called where the request is read (a read-ahead thread with `overlap`). `masks` gives some images the
     ground truth the caller already holds, as read from their mask file (the viewer's open mask), so it is
     not decoded again. `quality` adds the chosen QA metrics to each image with a mask (`ImageMetrics.quality`).
+    Without `truths`, no mask is read: every evaluation is unscored (what two runs compared need, `segscope review
+    --against`).
 
     With `overlap` (the default) requests go to `backend.infer_many`, which may keep the next image in
     flight, and each image's mask is read and scored on a second thread while the next image is inferred;
@@ -94,12 +96,13 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     """
     chosen = items if items is not None else dataset.items
     held = masks or {}
+    scored_by = score if truths else unscored
     requests = (evaluation_request(dataset, item, roi, rois, sources, stream) for item in chosen)
     if not overlap:
         for item, request in zip(chosen, requests):
             result = request.place(backend.infer(request.image, request.roi))
             _check_cancel(cancel, dataset, item)
-            yield score(dataset, item, result, held.get(item.id), quality)
+            yield scored_by(dataset, item, result, held.get(item.id), quality)
         return
     results = backend.infer_many(requests)
     pool = ThreadPoolExecutor(1, thread_name_prefix="segscope-metrics")
@@ -115,7 +118,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
             if scored is not None:
                 yield scored.result()
             _check_cancel(cancel, dataset, item)
-            scored = pool.submit(score, dataset, item, result, held.get(item.id), quality)
+            scored = pool.submit(scored_by, dataset, item, result, held.get(item.id), quality)
         if scored is not None:
             yield scored.result()
     finally:
@@ -137,6 +140,12 @@ def score(dataset: Dataset, item: DatasetItem, result: InferenceResult,
     if quality:
         metrics = replace(metrics, quality=image_quality(quality, result, roi_mask))
     return ImageEvaluation(item, result, metrics, dataset.truth(item), labels)
+
+
+def unscored(dataset: Dataset, item: DatasetItem, result: InferenceResult, _mask: np.ndarray | None = None,
+             _quality: MetricSpec | None = None) -> ImageEvaluation:
+    """One image's result, its truth left unread (`score`'s shape, for `evaluate_dataset(truths=False)`)."""
+    return ImageEvaluation(item, result, None)
 
 
 def truth_at_result(dataset: Dataset, item: DatasetItem, result: InferenceResult,

@@ -36,7 +36,7 @@ RANKING = (f"score = confidence x area / (area + {AREA_HALF}); confidence: the m
            "against the truth over the disagreeing pixels (p of the predicted class - p of the true class, at ROI "
            "resolution); best first by score, then area, dataset order, class, box")
 _ENTRY_COLUMNS = ("rank", "image", "kind", "class", "class_name", "x0", "y0", "x1", "y1", "area", "score",
-                  "confidence", "id")
+                  "confidence", "id", "to_class", "to_class_name")
 _PARITY_COLUMNS = ("rank", "image", "dice", *FLIP_KINDS, "passed")
 
 
@@ -62,17 +62,19 @@ def review(args: argparse.Namespace, out: TextIO) -> int:
     return _queue(args, out, dataset, roi, options)
 
 
-def _evaluations(args: argparse.Namespace, dataset: Dataset, roi: Roi | None,
-                 progress: bool = True) -> Generator[ImageEvaluation, None, None]:
+def _evaluations(args: argparse.Namespace, dataset: Dataset, roi: Roi | None, progress: bool = True,
+                 truths: bool = True) -> Generator[ImageEvaluation, None, None]:
     """The dataset's evaluations by the run `args` names, as `eval` makes them (its classes' names set as
-    `args.class_names` before the first), with a progress line on stderr unless not asked for."""
+    `args.class_names` before the first), with a progress line on stderr unless not asked for; without `truths`,
+    results only: no truth is checked or read (two runs compared need none)."""
     shown = Progress(len(dataset)) if progress else None
     with open_eval_backend(args) as backend:
         capabilities = backend.capabilities
         args.class_names = list(capabilities.class_names)
-        prepare_truths(dataset, capabilities.class_names, capabilities.details)
+        if truths:
+            prepare_truths(dataset, capabilities.class_names, capabilities.details)
         stream = StreamInput.of(chosen_source(args))
-        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, stream=stream), 1):
+        for done, evaluation in enumerate(evaluate_dataset(backend, dataset, roi, stream=stream, truths=truths), 1):
             yield evaluation
             if shown is not None:
                 shown.update(done, evaluation.item.id)
@@ -103,8 +105,9 @@ def _queue(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | N
     elif args.json or args.out is not None:
         text = json.dumps({"entries": [e.record(names) for e in entries], "summary": summary}, indent=1) + "\n"
     else:
-        lines = [f"{rank:>4}  {e.image}  {e.kind}  class {e.cls} ({class_name(names, e.cls)})  bbox {list(e.bbox)}  "
-                 f"area {e.area}  score {e.score:.6f}" for rank, e in enumerate(entries, 1)]
+        lines = [f"{rank:>4}  {e.image}  {e.kind}  class {e.cls} ({class_name(names, e.cls)})"
+                 + (f" as {e.to} ({class_name(names, e.to)})" if e.kind == "wrong_class" else "")
+                 + f"  bbox {list(e.bbox)}  area {e.area}  score {e.score:.6f}" for rank, e in enumerate(entries, 1)]
         counted = ", ".join(f"{n} {kind}" for kind, n in by_kind.items() if n)
         lines.append(f"{plural(queue.total, 'disagreement')} in {plural(queue.images, 'image')} with a truth"
                      + (f" ({counted})" if counted else "") + (f", the best {len(entries)} shown"
@@ -119,7 +122,8 @@ def _queue(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | N
 def _entry_cells(record: dict[str, object]) -> list[object]:
     box: list[int] = record["bbox"]  # type: ignore[assignment]
     return [record["image"], record["kind"], record["class"], record["class_name"], *box, record["area"],
-            record["score"], record["confidence"], record["id"]]
+            record["score"], record["confidence"], record["id"], record.get("to_class", ""),
+            record.get("to_class_name", "")]
 
 
 def _csv(columns: tuple[str, ...], rows: Iterator[list[object]]) -> str:
@@ -165,8 +169,8 @@ def _compare(args: argparse.Namespace, run: ParityRun, order: int, a: ImageEvalu
 def _parity(args: argparse.Namespace, out: TextIO, dataset: Dataset, roi: Roi | None, options: QueueOptions) -> int:
     run = ParityRun(MIN_DICE if args.min_dice is None else args.min_dice, args.top or None)
     other = _against(args)
-    with contextlib.closing(_evaluations(args, dataset, roi)) as first, \
-            contextlib.closing(_evaluations(other, dataset, roi, progress=False)) as second:
+    with contextlib.closing(_evaluations(args, dataset, roi, truths=False)) as first, \
+            contextlib.closing(_evaluations(other, dataset, roi, progress=False, truths=False)) as second:
         for order, (a, b) in enumerate(zip(first, second)):
             _compare(args, run, order, a, b, options)
     names: list[str] = args.class_names

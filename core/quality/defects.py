@@ -23,7 +23,7 @@ either mask.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
@@ -72,9 +72,14 @@ def _counted(*outcomes: str) -> property:
 
 @dataclass(frozen=True)
 class DefectMatch:
-    """Both masks' components and the counts that follow from their matching."""
+    """Both masks' components and the counts that follow from their matching; with the label images they were
+    numbered in (0: no component) and the (true, predicted) label pairs that share a pixel, so a caller grouping
+    them (`core.review.queue`) labels nothing again."""
 
     defects: tuple[Defect, ...]
+    truth_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
+    pred_labels: np.ndarray | None = field(default=None, repr=False, compare=False)
+    pairs: tuple[tuple[int, int], ...] = field(default=(), repr=False, compare=False)
 
     # Each count, by the outcomes it counts (a merged truth defect is also missed as itself).
     tp = _counted("TP")
@@ -115,13 +120,21 @@ def components(mask: np.ndarray, min_area: int = 1) -> tuple[np.ndarray, np.ndar
     return labels, stats[kept, cv2.CC_STAT_AREA].astype(np.int64), np.stack([x, y, x + w, y + h], axis=1)
 
 
+def overlapping(first: np.ndarray, second: np.ndarray, seconds: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (first, second) label pairs of two aligned label lists (labels of `second` at most `seconds`),
+    sorted by first then second, as a 2 x n array, and how often each occurs: one 1-D sort of one int64 code per
+    pixel (a sort of the pairs as columns takes ten times longer)."""
+    codes, counts = np.unique(first.astype(np.int64) * (seconds + 1) + second, return_counts=True)
+    return np.stack([codes // (seconds + 1), codes % (seconds + 1)]), counts
+
+
 def match_defects(truth: np.ndarray, prediction: np.ndarray, min_area: int = 1,
                   threshold: float = MATCH_IOU) -> DefectMatch:
     """Components of two bool masks of one shape, matched one to one at IoU >= `threshold`."""
     truth_labels, truth_areas, truth_boxes = components(truth, min_area)
     pred_labels, pred_areas, pred_boxes = components(prediction, min_area)
     both = (truth_labels > 0) & (pred_labels > 0)
-    pairs, overlaps = np.unique(np.stack([pred_labels[both], truth_labels[both]]), axis=1, return_counts=True)
+    pairs, overlaps = overlapping(pred_labels[both], truth_labels[both], len(truth_areas))
     pred_ids, truth_ids = pairs[0] - 1, pairs[1] - 1  # component indices
     ious = overlaps / (pred_areas[pred_ids] + truth_areas[truth_ids] - overlaps)
     best_pred, best_truth = np.zeros(len(pred_areas)), np.zeros(len(truth_areas))
@@ -149,7 +162,8 @@ def match_defects(truth: np.ndarray, prediction: np.ndarray, min_area: int = 1,
                         truth_match[pred_match[i]] if i in pred_match else None, best_pred, inside_pred,
                         piece=i not in pred_match and i in piece_of and pieces[piece_of[i]] >= 2)
                 for i in range(len(pred_areas))]
-    return DefectMatch(tuple(defects))
+    return DefectMatch(tuple(defects), truth_labels, pred_labels,
+                       tuple(zip((truth_ids + 1).tolist(), (pred_ids + 1).tolist())))
 
 
 def _merged_shares(pred_ids: np.ndarray, truth_ids: np.ndarray, shares: np.ndarray,

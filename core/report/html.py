@@ -237,7 +237,7 @@ def _review(data: ReportData) -> str:
     entries = data.review.entries()
     if not entries:
         return '<p class="muted">No disagreement between the predictions and the truths.</p>'
-    rows = [[str(rank), escape(e.image), e.kind.replace("_", " "), escape(data.class_name(e.cls)),
+    rows = [[str(rank), escape(e.image), e.kind.replace("_", " "), escape(e.what(data.class_names)),
              ", ".join(map(str, e.bbox)), str(e.area), f"{e.score:.3f}"] for rank, e in enumerate(entries, 1)]
     return _table(["#", "image", "kind", "class", "box x0, y0, x1, y1 (slide px)", "area (px)", "score"], rows,
                   numeric_from=4) + (

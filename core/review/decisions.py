@@ -1,7 +1,9 @@
 """What a reviewer decides on a queue entry, applied to the truth: `accept` the prediction there (the entry's true
 components cleared to background, its predicted components painted in its class), `remove` the truth's components
 (cleared), or `keep` the truth as it is (the entry marked reviewed). For a missed defect, accepting the prediction
-is removing the truth's component; for a false alarm, removing changes nothing."""
+is removing the truth's component; for a false alarm, removing changes nothing; for a wrong class, accepting
+repaints the defect in the predicted class (one decision for what the queue once listed as a miss and a false
+alarm)."""
 
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ def apply_decision(window: np.ndarray, prediction: np.ndarray, roi: Roi, entry: 
     before = part.copy()
     part[_picked(part == entry.cls, entry.truth_seeds, box, min_area)] = 0
     if decision == "accept":
-        part[_picked(prediction[y0:y1, x0:x1] == entry.cls, entry.prediction_seeds, box, min_area)] = entry.cls
+        painted = entry.predicted_cls  # (a wrong class: the class predicted replaces the true one)
+        part[_picked(prediction[y0:y1, x0:x1] == painted, entry.prediction_seeds, box, min_area)] = painted
     changed = np.argwhere(part != before)
     if not changed.size:
         return None

@@ -1,11 +1,12 @@
 """The review log beside a dataset: one JSON line per decision (who, when, image, entry, kind, class, box,
 decision), kept across sessions, so a reopened dataset knows which entries were reviewed.
 
-Appending is safe for several writers and crashes: each record is one `write` of one whole line to a file opened
-with O_APPEND (the system appends each write whole at the end; records of two viewers never interleave), then
-fsync'd. A line a crash cut short is skipped when read (said once), and the next record starts on a line of its
-own. An `undo` record takes back the entry's previous decision (`core.review.model` reads the standing ones).
-"""
+Appending is safe for several writers and crashes: each batch of records is one `write` of whole lines to a file
+opened with O_APPEND (the system appends each write whole at the end; records of two viewers never interleave), then
+fsync'd. The viewer writes off its GUI thread: a `LogWriter` keeps the decisions in order until a worker `flush`es
+them (one flush at a time; a batch that fails stays for the next). A line a crash cut short is skipped when read
+(said once), and the next record starts on a line of its own. An `undo` record takes back the entry's previous
+decision (`core.review.model` reads the standing ones)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import getpass
 import json
 import logging
 import os
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -53,6 +55,12 @@ def _user() -> str:
         return "unknown"
 
 
+def _line(decision: Decision) -> bytes:
+    record = asdict(decision)
+    record["class"], record["bbox"] = record.pop("cls"), list(decision.bbox)
+    return (json.dumps(record, ensure_ascii=False) + "\n").encode()
+
+
 class ReviewLog:
     def __init__(self, path: Path):
         self.path = path
@@ -63,9 +71,13 @@ class ReviewLog:
 
     def append(self, decision: Decision) -> None:
         """Add one record at the end, whole (one write), on disk when this returns."""
-        record = asdict(decision)
-        record["class"], record["bbox"] = record.pop("cls"), list(decision.bbox)
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        self.append_all([decision])
+
+    def append_all(self, decisions: list[Decision]) -> None:
+        """Add records at the end, in order, whole (one write), on disk when this returns."""
+        if not decisions:
+            return
+        line = b"".join(_line(decision) for decision in decisions)
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -100,3 +112,36 @@ class ReviewLog:
         if bad:
             LOG.warning("%s: %d line(s) are not review records (a write cut short?): skipped", self.path, bad)
         return decisions
+
+
+class LogWriter:
+    """Decisions on their way into `log`, in the order added; `flush` (any thread, one at a time) writes those
+    waiting in one append. A flush that fails puts its batch back ahead of any added meanwhile and raises."""
+
+    def __init__(self, log: ReviewLog):
+        self.log = log
+        self._waiting: list[Decision] = []
+        self._lock = threading.Lock()  # guards _waiting
+        self._flushing = threading.Lock()  # one flush at a time: batches land in order
+
+    def add(self, decision: Decision) -> None:
+        with self._lock:
+            self._waiting.append(decision)
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+    def flush(self) -> int:
+        """Write what waits; how many records were written."""
+        with self._flushing:
+            with self._lock:
+                batch, self._waiting = self._waiting, []
+            try:
+                self.log.append_all(batch)
+            except BaseException:
+                with self._lock:
+                    self._waiting[:0] = batch
+                raise
+            return len(batch)

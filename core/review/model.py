@@ -5,6 +5,10 @@ reviewer's commands: `step` to the next or previous entry not yet decided, `go_t
 applied by the caller's `apply`, the mask document's `review_decision`, then logged, then on to the next), and
 `undo`.
 
+The log is read and written where the caller says: by default here, at once (`set_log` reads it, each decision is
+on disk when `decide` returns); with `read=False` and `deferred`, a worker reads it (`adopt_log`: this session's
+decisions taken meanwhile stay on top) and flushes the decisions (`writer.flush`, asked for by `write_due`).
+
 A view draws from it and dispatches keys to it; it never holds queue state itself.
 """
 
@@ -15,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Optional
 
 from ..events import Evented, Signal, SignalGroup
-from .log import UNDO, Decision, ReviewLog
+from .log import UNDO, Decision, LogWriter, ReviewLog
 from .queue import ReviewEntry
 
 #: Decisions `undo` can take back, the last first.
@@ -27,14 +31,18 @@ class QueueEvents(SignalGroup):
     changed = Signal()
     #: The entry on screen: (new, old), either None.
     current = Signal(object, object)
+    #: A decision waits in `writer` (deferred writes): flush it on a worker.
+    write_due = Signal()
 
 
 class ReviewQueueModel:
     current = Evented[Optional[ReviewEntry]](None)
 
-    def __init__(self, log: ReviewLog | None = None, who: str | None = None):
+    def __init__(self, log: ReviewLog | None = None, who: str | None = None, deferred: bool = False):
         self.events = QueueEvents()
-        self.log = log
+        self.log: ReviewLog | None = None
+        self.writer: LogWriter | None = None
+        self.deferred = deferred  # decisions wait in `writer` for a worker's flush (`write_due`)
         self.who = who  # None: the login name
         self._by_image: dict[str, list[ReviewEntry]] = {}
         self._order: list[tuple[tuple, str]] = []  # (rank, key), best first
@@ -42,15 +50,43 @@ class ReviewQueueModel:
         self._standing: dict[str, list[str]] = {}  # each key's decisions, the standing one last
         #: This session's last decisions, for undo: each entry and what its `apply` returned.
         self._history: list[tuple[ReviewEntry, object]] = []
-        self.reload()
+        self._unread: list[tuple[str, str]] | None = None  # this session's decisions while the log is being read
+        self.set_log(log)
 
-    def reload(self) -> None:
-        """No entry, and the decisions of the log (another dataset's, once `log` is set to it) standing."""
+    def set_log(self, log: ReviewLog | None, read: bool = True) -> None:
+        """Another dataset's log (None: none): no entry, and the log's decisions standing, read here (`read`) or
+        handed to `adopt_log` once a worker read them."""
+        self.log = log
+        self.writer = LogWriter(log) if log is not None else None
         self._standing.clear()
-        if self.log is not None:
-            for decision in self.log.read():
-                self._remember(decision.entry, decision.decision)
+        self._unread = None
+        if log is not None:
+            if read:
+                self._replay(log.read())
+            else:
+                self._unread = []
         self.clear()
+
+    @property
+    def reading(self) -> bool:
+        """Whether the log's decisions are still being read (`adopt_log` to come)."""
+        return self._unread is not None
+
+    def adopt_log(self, log: ReviewLog, decisions: list[Decision]) -> None:
+        """The decisions a worker read from `log` (ignored if another log is set since): they stand, under this
+        session's decisions taken meanwhile (the worker read before any of them was written)."""
+        if log is not self.log or self._unread is None:
+            return
+        meanwhile, self._unread = self._unread, None
+        self._standing.clear()
+        self._replay(decisions)
+        for key, decision in meanwhile:
+            self._remember(key, decision)
+        self.events.changed.emit()
+
+    def _replay(self, decisions: list[Decision]) -> None:
+        for decision in decisions:
+            self._remember(decision.entry, decision.decision)
 
     # --- entries -----------------------------------------------------------------------------------------
 
@@ -155,8 +191,14 @@ class ReviewQueueModel:
         return self._history[-1][0] if self._history else None
 
     def _record(self, entry: ReviewEntry, decision: str) -> None:
-        if self.log is not None:
-            self.log.append(Decision.of(entry, decision, self.who))
+        if self.writer is not None:
+            self.writer.add(Decision.of(entry, decision, self.who))
+            if self.deferred:
+                self.events.write_due.emit()
+            else:
+                self.writer.flush()
+        if self._unread is not None:
+            self._unread.append((entry.key, decision))
         self._remember(entry.key, decision)
 
     def _remember(self, key: str, decision: str) -> None:

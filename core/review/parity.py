@@ -29,7 +29,7 @@ from ..quality.defects import components
 from ..roi import Roi
 from ..wording import class_name
 from . import MIN_DICE
-from .queue import DEFAULT_OPTIONS, Best, QueueOptions, overlap_groups
+from .queue import DEFAULT_OPTIONS, Best, QueueOptions, label_pairs, overlap_groups
 
 FLIP_KINDS = ("lost", "gained", "changed")
 
@@ -80,7 +80,7 @@ def image_parity(image: str, order: int, a: np.ndarray, b: np.ndarray, roi: Roi,
     a_labels, _, a_boxes = components(a > 0, options.min_area)
     b_labels, _, b_boxes = components(b > 0, options.min_area)
     flips = []
-    for ours, theirs in overlap_groups(a_labels, len(a_boxes), b_labels, len(b_boxes)):
+    for ours, theirs in overlap_groups(len(a_boxes), len(b_boxes), label_pairs(a_labels, b_labels)):
         boxes = [a_boxes[n - 1] for n in ours] + [b_boxes[n - 1] for n in theirs]
         x0, y0 = (int(min(box[k] for box in boxes)) for k in (0, 1))
         x1, y1 = (int(max(box[k] for box in boxes)) for k in (2, 3))

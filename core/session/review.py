@@ -3,27 +3,37 @@ the truth its numbers are of, made by a job like its score (`job`, run on any th
 same key as its score (`ScoreKey`): when the score is fresh and the entries are not, a job is due. A decision goes
 through the mask document of the image on screen (one undoable edit), into the review log beside the dataset, and
 on to the next entry; undo puts the pixels it changed back (its image on screen again), whatever came between.
+
+Two runs compared (`compare`): a second model or backend (B) run over the images the session's model has answers
+for, each image's parity with that answer (A) adopted into `parity` (`core.review.compare`), the queue a view
+steps instead of the truth's while it is `active`.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Protocol
 
 import numpy as np
 
+from ..backend_spec import BackendSpec
 from ..dataset.dataset import Dataset, DatasetItem
 from ..dataset.masks import mask_to_labels
 from ..editing.document import MaskDocument
 from ..errors import SegScopeError
 from ..evaluate import truth_at_result
 from ..result import InferenceResult
+from ..review.compare import ParityQueue, compare_steps
 from ..review.log import ReviewLog
 from ..review.model import ReviewQueueModel
+from ..review.parity import ImageParity
 from ..review.queue import DEFAULT_OPTIONS, QueueOptions, ReviewEntry, result_entries
 from ..roi import Roi
 from .answers import Answer
 from .events import SessionEvents
+from .jobs import StreamJob
 from .scoring import ScoreKey
 
 
@@ -68,6 +78,8 @@ class SessionReview:
     def __init__(self, session: ReviewedSession, options: QueueOptions = DEFAULT_OPTIONS):
         self.session, self.options = session, options
         self.queue = ReviewQueueModel()
+        self.parity = ParityQueue()  # two runs compared (`compare`)
+        self._compare_cancel = threading.Event()
         self._keys: dict[str, ScoreKey] = {}  # what each image's entries in the queue are of
         self._orders: dict[str, int] | None = None  # the dataset's order by id, made when first asked
         session.events.dataset.connect(self._on_dataset)
@@ -76,8 +88,10 @@ class SessionReview:
         """Another dataset (or the same one reopened: its truths are read again): its own log, no entry yet."""
         self._keys.clear()
         self._orders = None
-        self.queue.log = ReviewLog.beside(dataset.root) if dataset is not None else None
-        self.queue.reload()
+        self.cancel_compare()
+        self.parity.close()
+        self.queue.set_log(ReviewLog.beside(dataset.root) if dataset is not None else None,
+                           read=not self.queue.deferred)
 
     def job(self, item_id: str) -> ReviewJob | None:
         """The job that brings the image's entries up to date (None: they are, its numbers are not fresh yet, or
@@ -148,3 +162,44 @@ class SessionReview:
 
         self.queue.undo(revert)
         return undone[0] if undone else None
+
+    # ---------------------------------------------------------------------------------- two runs compared
+    def compare(self, spec: BackendSpec, b: str) -> StreamJob[ImageParity]:
+        """Compare B (`spec`, `b` what it is in a few words) with what answers for each image now (A): the job
+        that runs B (on the thread that may hold a backend) and hands each image's parity to `parity`. Refused
+        (`SegScopeError`) when nothing answers for any image yet."""
+        session = self.session
+        dataset = session.dataset
+        if dataset is None:
+            raise SegScopeError("Open a dataset and run it first: two runs are compared on its images")
+        first = {}
+        for item_id in session.answered_ids(dataset):
+            answer = session.answer(item_id)
+            if answer is not None and answer.result is not None:
+                first[item_id] = answer.result
+        if not first:
+            raise SegScopeError("Run the images first (Run all): B is compared with the model's results on them")
+        self.cancel_compare()
+        cancel = self._compare_cancel = threading.Event()
+        items = [item for item in dataset.items if item.id in first]
+        self.parity.start(b, len(items), len(dataset.items) - len(items))
+        options, parity, run = self.options, self.parity, self.parity.run  # (a later comparison makes its own run)
+
+        def each(image: ImageParity) -> None:
+            if parity.run is run:
+                parity.add(image, first[image.image].roi.as_tuple())
+
+        def finished() -> None:
+            if parity.run is run and parity.running:
+                parity.finish("cancelled" if cancel.is_set() else "")
+        return StreamJob("review-compare", partial(compare_steps, spec, dataset, items, first, cancel, options),
+                         each, finished)
+
+    def compare_failed(self, text: str) -> None:
+        """The comparison's job failed (`text`: why, one line)."""
+        if self.parity.running:
+            self.parity.finish(text)
+
+    def cancel_compare(self) -> None:
+        """Stop the comparison after the image in flight (what it compared stays listed)."""
+        self._compare_cancel.set()

@@ -241,6 +241,7 @@ class MainWindow(FolderDrop, QMainWindow):
         self.editing.shutdown()
         self.controller.shutdown()
         self.jobs.shutdown()
+        self.review_queue.shutdown()
         self.session.flush()
         self.open_slide.close()
         super().closeEvent(event)

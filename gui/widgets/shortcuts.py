@@ -55,8 +55,12 @@ _TABLE: dict[str, tuple[str, str]] = {
     "review_remove": ("D", "Review queue: remove the truth's component, then the next entry"),
     "review_keep": ("K", "Review queue: keep the truth as it is (marked reviewed), then the next entry"),
     "review_undo": ("U", "Review queue: undo the last decision on this image (its mask edit too)"),
-    "review_next": ("J", "Review queue: next entry not reviewed, without deciding"),
-    "review_prev": ("Shift+J", "Review queue: previous entry not reviewed"),
+    "review_next": ("J", "Review queue: next entry not reviewed, without deciding (two runs compared: the next "
+                         "place they differ)"),
+    "review_prev": ("Shift+J", "Review queue: previous entry not reviewed (two runs compared: the previous place)"),
+    "review_compare": ("Ctrl+Shift+B", "Review queue: compare the model on screen (A) with another model or backend "
+                                       "(B) over the images run: where they differ, most first, and the gate "
+                                       "(Ctrl+Shift+Q goes back to the truth's queue)"),
     "quality_metrics": ("Ctrl+Shift+M", "Choose the QA metrics computed beside Dice (HD95, NSD, clDice, defect F1, "
                         "ECE)"),
     "compare_runs": ("Ctrl+Shift+C", "Compare two runs of the current image (e.g. Ascend vs embedded)"),

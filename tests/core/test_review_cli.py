@@ -144,6 +144,19 @@ def test_against_itself_passes_the_gate(tiny_model_project, review_dataset):
         ("a", 1.0, 0, 0, 0), ("b", 1.0, 0, 0, 0), ("c", 1.0, 0, 0, 0), ("d", None, 0, 0, 0)}
 
 
+def test_against_reads_no_truth(tiny_model_project, review_dataset, write_png):
+    """Two runs compared need no truth: a mask eval refuses (three classes of grey where the model has two) and one
+    that is no image at all block nothing."""
+    write_png(review_dataset / "c" / "mask.png", np.tile(np.array([0, 100, 255], np.uint8), (80, 40)))
+    (review_dataset / "d" / "mask.png").write_bytes(b"not a png")
+    code, _ = run_cli("review", "--dataset", review_dataset, "--pipeline", tiny_model_project.pipeline, "--roi", ROI)
+    assert code == 2  # the queue itself needs them: refused
+    code, text = run_cli("review", "--dataset", review_dataset, "--pipeline", tiny_model_project.pipeline,
+                         "--roi", ROI, "--against", tiny_model_project.pipeline, "--json")
+    assert code == 0
+    assert json.loads(text)["gate"]["images"] == 4
+
+
 def test_against_a_model_that_sees_more_fails_the_gate(tiny_model_project, review_dataset, monkeypatch):
     """B's defect class gets a bias 1.0 higher: the mid-grey block of d becomes a defect (gained), the rest
     stays as A sees it (the dark and light pixels are far from either cut)."""

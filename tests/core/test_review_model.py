@@ -177,6 +177,106 @@ TestQueueModel.settings = settings(max_examples=40, stateful_step_count=25, dead
                                    suppress_health_check=[HealthCheck.too_slow])
 
 
+class DeferredLogMachine(RuleBasedStateMachine):
+    """The viewer's log: read by a worker some time after the dataset opens and written by a worker's flushes, the
+    reviewer deciding meanwhile. Reference: every decision (and undo) in the order taken, across sessions; the log
+    always holds a prefix of it, the rest waiting, and once read the model's standing decisions are the
+    reference's."""
+
+    ENTRIES = [_entry("a", x, 0.5) for x in range(5)]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = ReviewLog.beside(Path(QueueMachine._tmp()))
+        self.made: list[tuple[str, str]] = []  # (entry key, decision or undo), in order
+        self.history: list[str] = []  # this session's undoable decisions' keys
+        self._open()
+
+    def _open(self) -> None:
+        self.model = ReviewQueueModel(deferred=True)
+        self.model.set_log(self.log, read=False)
+        self.read = self.log.read()  # the worker's read: on the lane before any write of this session
+        self.model.set_image("a", self.ENTRIES)
+        self.history = []
+
+    @rule(index=st.integers(0, 4), decision=st.sampled_from(["accept", "remove", "keep"]))
+    def decide(self, index: int, decision: str) -> None:
+        self.model.go_to(self.ENTRIES[index])
+        self.model.decide(decision, lambda e, d: None)
+        self.made.append((self.ENTRIES[index].key, decision))
+        self.history.append(self.ENTRIES[index].key)
+
+    @rule()
+    def undo(self) -> None:
+        entry = self.model.undo(lambda e, d, done: None)
+        if not self.history:
+            assert entry is None
+            return
+        key = self.history.pop()
+        assert entry is not None and entry.key == key
+        if self._standing().get(key):
+            self.made.append((key, "undo"))
+
+    @rule()
+    def flush(self) -> None:
+        assert self.model.writer is not None
+        self.model.writer.flush()
+
+    @rule()
+    def adopt(self) -> None:
+        self.model.adopt_log(self.log, self.read)
+
+    @rule()
+    def reopen(self) -> None:
+        assert self.model.writer is not None
+        self.model.writer.flush()  # (the lane writes what waits before the next open's read)
+        self._open()
+
+    def _standing(self) -> dict[str, list[str]]:
+        standing: dict[str, list[str]] = {}
+        for key, decision in self.made:
+            taken = standing.setdefault(key, [])
+            if decision == "undo":
+                if taken:
+                    taken.pop()
+            else:
+                taken.append(decision)
+        return standing
+
+    @invariant()
+    def the_log_is_a_prefix_and_the_model_knows_once_read(self) -> None:
+        assert self.model.writer is not None
+        written = [(d.entry, d.decision) for d in self.log.read()]
+        assert written == self.made[: len(written)] and len(written) + self.model.writer.waiting == len(self.made)
+        if not self.model.reading:  # read and adopted
+            standing = self._standing()
+            for entry in self.ENTRIES:
+                taken = standing.get(entry.key)
+                assert self.model.decision(entry) == (taken[-1] if taken else None)
+
+
+TestDeferredLog = DeferredLogMachine.TestCase
+TestDeferredLog.settings = settings(max_examples=30, stateful_step_count=25, deadline=None,
+                                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_a_failed_flush_keeps_its_batch_ahead_of_later_decisions(tmp_path: Path) -> None:
+    from segscope.core.review.log import LogWriter
+
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    writer = LogWriter(ReviewLog.beside(folder))
+    writer.add(Decision.of(_entry("a", 0), "keep", who="ana"))
+    folder.rmdir()  # the dataset folder went away: the append fails
+    with pytest.raises(SegScopeError, match="cannot add to the review log"):
+        writer.flush()
+    writer.add(Decision.of(_entry("a", 5), "accept", who="ana"))
+    assert writer.waiting == 2
+    folder.mkdir()
+    assert writer.flush() == 2
+    assert [d.entry for d in ReviewLog.beside(folder).read()] == ["a/1/missed/0,0,4,4", "a/1/missed/5,0,9,4"]
+
+
 def test_decide_steps_over_decided_entries_to_the_next_image() -> None:
     model = ReviewQueueModel()
     model.set_image("a", [_entry("a", 0, 0.9), _entry("a", 5, 0.2)])

@@ -62,18 +62,20 @@ def test_entries_of_three_classes_when_the_model_output_is_not_the_roi() -> None
     result, truth = _three_class_case()
     assert np.array_equal(argmax_at_roi(result), np.kron(result.argmax, np.ones((2, 2), np.uint8)))  # the premise
     entries = _by_kind(result_entries("img", 0, result, truth))
-    assert set(entries) == {("false_alarm", 1), ("missed", 2), ("boundary", 1), ("shifted", 2), ("missed", 1),
-                            ("false_alarm", 2)}
+    assert set(entries) == {("false_alarm", 1), ("missed", 2), ("boundary", 1), ("shifted", 2), ("wrong_class", 1)}
     # Boxes by hand: the ROI box plus the ROI's offset (10, 20), x1 and y1 exclusive.
     expected = {("false_alarm", 1): ((14, 24, 20, 28), 24), ("missed", 2): ((40, 22, 46, 26), 24),
                 ("boundary", 1): ((50, 40, 66, 56), 32), ("shifted", 2): ((14, 40, 28, 48), 96),
-                ("missed", 1): ((30, 50, 38, 56), 48), ("false_alarm", 2): ((30, 50, 38, 56), 48)}
+                ("wrong_class", 1): ((30, 50, 38, 56), 48)}  # class 1 seen as 2: one entry, the same 48 px
     for key, (bbox, area) in expected.items():
         assert (entries[key].bbox, entries[key].area) == (bbox, area), key
     # Every disagreeing pixel has a margin of at most 0.9 - 0.05, less at a block's blended edge (exact margins:
     # test_margins_and_scores_by_hand).
     for entry in entries.values():
         assert 0.1 < entry.confidence <= 0.85 + 1e-6
+    assert entries["wrong_class", 1].to == 2 and entries["wrong_class", 1].what(("bg", "crack", "pore")) == \
+        "crack → pore"
+    assert entries["wrong_class", 1].record(("bg", "crack", "pore"))["to_class_name"] == "pore"
     shifted = entries["shifted", 2]
     assert (len(shifted.truth_seeds), len(shifted.prediction_seeds)) == (1, 1)
     assert shifted.truth_seeds[0] == (4 + 10, 20 + 20)  # the first pixel of each component, in slide pixels
@@ -232,3 +234,80 @@ def test_parity_of_two_runs_by_hand() -> None:
     gate = run.gate()
     assert (gate["passed"], gate["failed_images"], gate["lost"], gate["gained"], gate["changed"]) == (False, 2, 1, 1, 1)
     assert parity.record(["bg", "crack", "hole"])["flips"][0]["class_name"] in {"crack", "hole"}
+
+
+def test_a_wrong_class_is_one_entry_and_one_decision_fixes_it() -> None:
+    """Class 1 drawn in the truth where the model says class 2 (the same 4 x 6 block), and a class-2 blob the truth
+    lacks beside a class-1 defect it has (no pixel shared: a miss and a false alarm, not a wrong class). Accept
+    repaints the block as class 2; remove clears it; either way one decision."""
+    roi = Roi(0, 0, 40, 20)
+    truth = np.zeros((20, 40), np.uint8)
+    prediction = np.zeros((20, 40), np.uint8)
+    truth[2:6, 2:8] = 1
+    prediction[2:6, 2:8] = 2  # the same pixels, another class
+    truth[10:13, 20:23] = 1  # a miss of class 1 ...
+    prediction[10:13, 30:33] = 2  # ... and, apart, a false alarm of class 2
+    result = _result(prediction, roi, (40, 20))
+    entries = _by_kind(result_entries("a", 0, result, truth))
+    assert set(entries) == {("wrong_class", 1), ("missed", 1), ("false_alarm", 2)}
+    wrong = entries["wrong_class", 1]
+    assert (wrong.bbox, wrong.area, wrong.to, wrong.predicted_cls) == ((2, 2, 8, 6), 24, 2, 2)
+    assert wrong.confidence == pytest.approx(0.9 - 0.05)  # p(predicted 2) - p(true 1) at every pixel
+    accepted = truth.copy()
+    assert apply_decision(accepted, prediction, roi, wrong, "accept") == Roi(2, 2, 8, 6)
+    expected = truth.copy()
+    expected[2:6, 2:8] = 2
+    assert np.array_equal(accepted, expected)
+    removed = truth.copy()
+    assert apply_decision(removed, prediction, roi, wrong, "remove") == Roi(2, 2, 8, 6)
+    expected[2:6, 2:8] = 0
+    assert np.array_equal(removed, expected)
+
+
+def test_a_partly_wrong_class_covers_both_components() -> None:
+    """Truth class 1 on x 0..6, the model's class 2 on x 3..9 (rows 0..4): they share 3 x 4 px, so one wrong-class
+    entry whose disagreement is the union, 9 x 4 = 36 px."""
+    roi = Roi(0, 0, 12, 6)
+    truth = np.zeros((6, 12), np.uint8)
+    prediction = np.zeros((6, 12), np.uint8)
+    truth[0:4, 0:6] = 1
+    prediction[0:4, 3:9] = 2
+    entries = _by_kind(result_entries("a", 0, _result(prediction, roi, (12, 6)), truth))
+    assert set(entries) == {("wrong_class", 1)}
+    assert (entries["wrong_class", 1].bbox, entries["wrong_class", 1].area) == ((0, 0, 9, 4), 36)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(1, 90), st.integers(1, 90), st.integers(1, 3),
+       st.data())
+def test_margins_are_sampled_per_box_as_the_whole_map_resized(src_w, src_h, dst_w, dst_h, channels, data) -> None:
+    """`resized_window` inside any box equals cv2.resize of the whole map (linear), cut to the box."""
+    import cv2
+
+    from segscope.core.review.queue import resized_window
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    values = rng.random((src_h, src_w, channels) if channels > 1 else (src_h, src_w)).astype(np.float32)
+    x0 = data.draw(st.integers(0, dst_w - 1))
+    x1 = data.draw(st.integers(x0 + 1, dst_w))
+    y0 = data.draw(st.integers(0, dst_h - 1))
+    y1 = data.draw(st.integers(y0 + 1, dst_h))
+    whole = cv2.resize(values, (dst_w, dst_h), interpolation=cv2.INTER_LINEAR)
+    box = (slice(y0, y1), slice(x0, x1))
+    assert np.allclose(resized_window(values, (dst_w, dst_h), box), whole[box], atol=1e-5)
+
+
+def test_the_queue_labels_each_class_once(monkeypatch) -> None:
+    """The components `match_defects` labelled are the queue's: per class, two labellings (truth, prediction),
+    none again."""
+    import cv2
+
+    from segscope.core.quality import defects
+
+    calls = []
+    real = cv2.connectedComponentsWithStats
+    monkeypatch.setattr(defects.cv2, "connectedComponentsWithStats",
+                        lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
+    result, truth = _three_class_case()
+    result_entries("img", 0, result, truth)
+    assert len(calls) == 2 * 2  # classes 1 and 2

@@ -6,11 +6,12 @@ and the saved truths equal the originals; the review log holds every decision.""
 from __future__ import annotations
 
 import json
+import threading
 
 import cv2
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRectF, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QMessageBox
 
@@ -34,6 +35,16 @@ def _shown(qtbot, window, item_id: str) -> None:
 
 
 def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch):
+    from segscope.core.review.log import ReviewLog
+
+    log_threads: list[str] = []  # where the review log is read and written: never the GUI thread
+    for name in ("read", "append_all"):
+        real = getattr(ReviewLog, name)
+
+        def spied(self, *args, real=real):  # type: ignore[no-untyped-def]
+            log_threads.append(threading.current_thread().name)
+            return real(self, *args)
+        monkeypatch.setattr(ReviewLog, name, spied)
     asked: list[str] = []  # no question may be asked: moving on saves the edits (an answer here: Discard)
     monkeypatch.setattr(QMessageBox, "question", lambda *args, **_kw: asked.append(args[2])
                         or QMessageBox.StandardButton.Discard)
@@ -114,6 +125,8 @@ def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch
     for item_id in (first, second):  # each saved as the image's corrected truth
         saved = cv2.imread(str(demo_dataset / item_id / "mask_corrected.png"), cv2.IMREAD_GRAYSCALE)
         assert np.array_equal(saved > 127, originals[item_id] > 127), item_id
+    qtbot.waitUntil(lambda: len((demo_dataset / LOG_NAME).read_text(encoding="utf-8").splitlines()) == 4,
+                    timeout=10000)  # (written on a worker)
     records = [json.loads(line) for line in (demo_dataset / LOG_NAME).read_text(encoding="utf-8").splitlines()]
     assert [r["decision"] for r in records] == [records[0]["decision"], "undo", *(r["decision"] for r in records[2:])]
     assert sorted((r["image"], r["decision"]) for r in records[2:]) == [(first, "accept"), (second, "remove")]
@@ -123,3 +136,86 @@ def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch
     assert asked == []
     listed = {keys for keys, _text in SHORTCUTS}  # every review key is in Help > Shortcuts
     assert {"Ctrl+Shift+Q", "A", "D", "K", "U", "J", "Shift+J"} <= listed
+    assert log_threads and all(name.startswith("segscope-autosave") for name in log_threads), log_threads
+
+
+def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, tmp_path, write_png,
+                                                                tiny_model_project, monkeypatch):
+    """A (the tiny model, run) against B (its defect logit raised 0.7: a mid-grey block becomes a defect), picked by
+    Compare with… (Ctrl+Shift+B): the block planted in one of three images (20 x 20 at (40, 20)) is the one place
+    listed, the gate failed; J goes to it (its image loaded, the panels on it), A does nothing there, and
+    Ctrl+Shift+Q goes back to the truth's queue."""
+    import helpers
+    from helpers import tiny_card
+
+    root = tmp_path / "planted"
+    for name in ("p", "q", "r"):
+        image = np.full((80, 120, 3), 210, np.uint8)
+        image[10:24, 10:24] = 20  # a dark square both models call a defect
+        if name == "q":
+            image[20:40, 40:60] = 140
+        write_png(root / name / "image.png", image)
+        write_png(root / name / "mask.png", np.zeros((80, 120), np.uint8))
+    monkeypatch.setattr(helpers, "TINY_BIAS", np.array([0.0, 0.7], np.float32))
+    models = tiny_model_project.root / "models"
+    helpers.make_tiny_onnx(models / "seesmore.onnx")
+    card = models / "seesmore.json"
+    card.write_text(json.dumps({**tiny_card(), "onnx": "seesmore.onnx", "om": "seesmore.om"}), encoding="utf-8")
+    assert window.commands.open_dataset(root)
+    qtbot.waitUntil(lambda: window.current is not None and window.current.id == "p" and window.slide_ready(),
+                    timeout=30000)
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=90000):
+        assert window.commands.run_all()
+    roi = window.session.result("q").roi
+    assert roi.x0 <= 40 and roi.y0 <= 20 and roi.x1 >= 60 and roi.y1 >= 40  # the block lies inside the ROI
+    offered = []
+    monkeypatch.setattr(review_queue.QFileDialog, "getOpenFileName",
+                        lambda _parent, _title, start, _filter: offered.append(start) or (str(card), ""))
+    tools = window.review_queue
+    _key(qtbot, window, Qt.Key.Key_B, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert offered == [str(tiny_model_project.pipeline)]  # the model on screen offered first
+    parity = tools.parity
+    qtbot.waitUntil(lambda: parity.active and not parity.running, timeout=60000)
+    assert parity.error == ""
+    assert [(e.image, e.kind, e.bbox, e.area) for e in parity.entries()] == [("q", "gained", (40, 20, 60, 40), 400)]
+    assert parity.run.images == 3 and parity.run.failed == 1
+    qtbot.waitUntil(lambda: tools.panel.summary.text().startswith("Gate FAILED"), timeout=10000)  # (drawn coalesced)
+    assert len(tools.panel.parity_model.rows) == 1
+    assert tools.panel.parity_table.isVisibleTo(tools.panel) and not tools.panel.table.isVisibleTo(tools.panel)
+    assert tools.panel.summary.text().startswith("Gate FAILED: 1 of 3 images compared fail (0 lost, 1 gained, 0 "
+                                                 "changed")
+    assert tools.panel.summary.toolTip().startswith("The gate: no defect gained, lost or changed in class")
+    assert not tools.panel.buttons[0].isVisibleTo(tools.panel)  # no accept on a flip
+    assert not tools.cancel_compare_action.isEnabled()  # (nothing to cancel once it ended)
+    _key(qtbot, window, Qt.Key.Key_J)
+    assert parity.current == parity.entries()[0]
+    _shown(qtbot, window, "q")
+    outlined = window.inspection.highlights[0]  # the panels zoomed to the place, outlined
+    qtbot.waitUntil(lambda: outlined.isVisible() and outlined.rect() == QRectF(40, 20, 20, 20), timeout=10000)
+    (x0, x1), (y0, y1) = window.panels.views()[0].viewRange()
+    assert x0 <= 40 and x1 >= 60 and y0 <= 20 and y1 >= 40 and x1 - x0 < 120
+    mask_before = window.session.document.mask.copy()
+    _key(qtbot, window, Qt.Key.Key_A)  # nothing to decide: the truth stays
+    assert np.array_equal(window.session.document.mask, mask_before)
+    _key(qtbot, window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert not parity.active and len(parity) == 0
+    qtbot.waitUntil(lambda: tools.panel.table.isVisibleTo(tools.panel), timeout=10000)
+    listed = {keys for keys, _text in SHORTCUTS}
+    assert "Ctrl+Shift+B" in listed
+    # The truth's queue again (the dark squares the empty truths lack): a decision still waiting when the window
+    # closes (its lane held) is written at close.
+    from segscope.gui.runtime.jobs import AUTOSAVE
+
+    qtbot.waitUntil(lambda: tools.queue.current is not None, timeout=30000)
+    entry = tools.queue.current
+    _shown(qtbot, window, entry.image)
+    release = threading.Event()
+    try:
+        window.jobs.submit(None, release.wait, lane=AUTOSAVE)  # the lane held: the decision's write waits behind
+        _key(qtbot, window, Qt.Key.Key_K)
+        assert tools.queue.decision(entry) == "keep" and tools.queue.writer.waiting == 1
+    finally:
+        threading.Timer(0.5, release.set).start()  # (the close waits for the running job, drops the queued ones)
+    window.close()
+    records = [json.loads(line) for line in (root / LOG_NAME).read_text(encoding="utf-8").splitlines()]
+    assert [(r["entry"], r["decision"]) for r in records] == [(entry.key, "keep")]

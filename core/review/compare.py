@@ -1,0 +1,210 @@
+"""The two-run queue the viewer steps (issue 42): a second model or backend (B) run over the images the session's
+model (A) has answers for, on A's ROIs, each image compared as `segscope review --against` compares it
+(`core.review.parity.image_parity`, the same gate), and one entry per place that flips.
+
+`compare_steps` is the work (any thread; it opens B, runs it and closes it there): it yields each image's
+`ImageParity` as it comes. `ParityQueue` is the Qt-free model a view draws and steps: its entries (every flip of
+every image compared, and one `dice` entry per image that fails the gate by its Dice alone, its box the ROI),
+ranked as the CLI ranks images (the most flipped pixels first) and, within an image, the largest flip first; the
+gate's tallies (`ParityRun`); the entry on screen (`current`); where the run stands (`done` of `total`, `running`).
+No entry is decided: a flip between two runs changes no truth, so there is nothing to accept or remove; the
+reviewer steps and looks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from ..backend_spec import BackendSpec, open_backend
+from ..dataset.dataset import Dataset, DatasetItem
+from ..errors import CancelledError, SegScopeError
+from ..evaluate import evaluate_dataset
+from ..events import Evented, Signal, SignalGroup
+from ..metrics.scores import argmax_at_roi
+from ..result import InferenceResult
+from ..stream.input import StreamInput
+from ..wording import class_name
+from . import MIN_DICE
+from .parity import FLIP_KINDS, ImageParity, ParityRun, image_parity
+from .queue import DEFAULT_OPTIONS, QueueOptions
+
+#: The kind of an entry for an image with no flip whose Dice is under the gate's.
+LOW_DICE = "dice"
+
+
+@dataclass(frozen=True)
+class ParityEntry:
+    """One place where run B differs from run A: a flip (`kind` lost, gained or changed, `cls` its class in A,
+    `to` in B) or an image whose Dice alone fails the gate (`LOW_DICE`, its box the ROI); `dice` is the image's."""
+
+    image: str
+    kind: str
+    cls: int
+    to: int
+    bbox: tuple[int, int, int, int]  # slide pixels, x1 and y1 exclusive
+    area: int
+    dice: float  # NaN: neither run has any foreground
+    image_rank: tuple  # the image's (`ImageParity.rank`)
+
+    @property
+    def key(self) -> str:
+        return f"{self.image}/{self.kind}/{self.cls}/{','.join(map(str, self.bbox))}"
+
+    def rank(self) -> tuple:
+        """Best first: the image's rank, then the largest flip, then the box."""
+        return (self.image_rank, -self.area, self.bbox, self.kind)
+
+    def what(self, class_names: Sequence[str] = ()) -> str:
+        """The class as a line says it: "crack", "crack → pore" (changed), "" for a Dice entry."""
+        if self.kind == LOW_DICE:
+            return ""
+        named = class_name(class_names, self.cls)
+        return f"{named} → {class_name(class_names, self.to)}" if self.kind == "changed" else named
+
+
+def parity_entries(parity: ImageParity, min_dice: float = MIN_DICE,
+                   roi_box: tuple[int, int, int, int] = (0, 0, 0, 0)) -> list[ParityEntry]:
+    """An image's entries: one per flip; without a flip, one `LOW_DICE` entry over `roi_box` when its Dice fails
+    the gate; none when it passes."""
+    rank = parity.rank()
+    entries = [ParityEntry(parity.image, flip.kind, flip.cls, flip.to if flip.kind == "changed" else flip.cls,
+                           flip.bbox, flip.area, parity.dice, rank) for flip in parity.flips]
+    if not entries and not parity.passed(min_dice):
+        width, height = roi_box[2] - roi_box[0], roi_box[3] - roi_box[1]
+        entries.append(ParityEntry(parity.image, LOW_DICE, 0, 0, roi_box, width * height, parity.dice, rank))
+    return entries
+
+
+def compare_steps(spec: BackendSpec, dataset: Dataset, items: Sequence[DatasetItem],
+                  first: Mapping[str, InferenceResult], cancel: threading.Event,
+                  options: QueueOptions = DEFAULT_OPTIONS) -> Iterator[ImageParity]:
+    """Open B (`spec`), run it over `items` on the ROI of A's result for each (`first`, by id; the ROI reaches B's
+    stream by its own rule, as a run's does), no truth read, and yield each image's parity with A; B is closed when
+    this ends, is closed, fails or sees `cancel` set. A result of another shape (its ROI, its classes) is refused in
+    one line naming the image."""
+    orders = {item.id: n for n, item in enumerate(dataset.items)}
+    rois = {item.id: first[item.id].roi for item in items}
+    stream = StreamInput.of(spec.pipeline)
+    with open_backend(spec) as backend:
+        try:
+            for evaluation in evaluate_dataset(backend, dataset, items=list(items), cancel=cancel, rois=rois,
+                                               stream=stream, truths=False):
+                a, b = first[evaluation.item.id], evaluation.result
+                if b.roi != a.roi:
+                    raise SegScopeError(f"{evaluation.item.image_path}: B read the ROI {b.roi}, A's result is of "
+                                        f"{a.roi}; run A again on this image")
+                if b.num_classes != a.num_classes:
+                    raise SegScopeError(f"{spec.pipeline}: {b.num_classes} classes, but the model on screen has "
+                                        f"{a.num_classes}; compare models of the same classes")
+                yield image_parity(evaluation.item.id, orders[evaluation.item.id], argmax_at_roi(a),
+                                   argmax_at_roi(b), a.roi, a.num_classes, options)
+                if cancel.is_set():
+                    return
+        except CancelledError:
+            return
+
+
+class ParityEvents(SignalGroup):
+    #: The entries, the tallies or the run's progress changed.
+    changed = Signal()
+    #: The entry on screen: (new, old), either None.
+    current = Signal(object, object)
+
+
+class ParityQueue:
+    """Two runs compared, as the viewer steps them; see the module docstring."""
+
+    current = Evented[Optional[ParityEntry]](None)
+
+    def __init__(self) -> None:
+        self.events = ParityEvents()
+        self.active = False  # the view shows this queue (from `start` until `close`)
+        self.running = False
+        self.b = ""  # what B is, in a few words
+        self.run = ParityRun()
+        self.total = 0  # images asked for
+        self.skipped = 0  # images of the dataset A has no answer for (not compared)
+        self.error = ""  # why the run stopped short ("" it did not)
+        self._order: list[tuple[tuple, str]] = []
+        self._entries: dict[str, ParityEntry] = {}
+
+    def start(self, b: str, total: int, skipped: int, min_dice: float = MIN_DICE) -> None:
+        """A new comparison with `b` over `total` images: no entry yet."""
+        self.active, self.running, self.b, self.error = True, True, b, ""
+        self.run, self.total, self.skipped = ParityRun(min_dice), total, skipped
+        self._order.clear()
+        self._entries.clear()
+        self.current = None
+        self.events.changed.emit()
+
+    def add(self, parity: ImageParity, roi_box: tuple[int, int, int, int]) -> None:
+        """One image compared (`roi_box`: its ROI, the box of a Dice entry)."""
+        self.run.add(parity)
+        for entry in parity_entries(parity, self.run.min_dice, roi_box):
+            if entry.key not in self._entries:
+                bisect.insort(self._order, (entry.rank(), entry.key))
+                self._entries[entry.key] = entry
+        self.events.changed.emit()
+
+    def finish(self, error: str = "") -> None:
+        """The run ended (`error`: why it stopped short; cancelled says so too)."""
+        self.running, self.error = False, error
+        self.events.changed.emit()
+
+    def close(self) -> None:
+        """Back to the truth's queue: what was compared is let go."""
+        self.active = self.running = False
+        self.run, self.total, self.skipped, self.error = ParityRun(), 0, 0, ""
+        self._order.clear()
+        self._entries.clear()
+        self.current = None
+        self.events.changed.emit()
+
+    def entries(self) -> list[ParityEntry]:
+        return [self._entries[key] for _, key in self._order]
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def step(self, offset: int = 1) -> ParityEntry | None:
+        """The next (1) or previous (-1) entry after the current one, wrapping around, made current (from the top
+        when there is none); None when there is no entry."""
+        found = self.peek(offset)
+        if found is not None:
+            self.current = found
+        return found
+
+    def peek(self, offset: int = 1) -> ParityEntry | None:
+        """The entry `step(offset)` would make current, left as it is (the viewer loads its image ahead)."""
+        count = len(self._order)
+        if not count:
+            return None
+        current = self.current
+        if current is None or current.key not in self._entries:
+            index = 0 if offset > 0 else count - 1
+        else:
+            here = bisect.bisect_left(self._order, (current.rank(), current.key))
+            index = (here + offset) % count
+        return self._entries[self._order[index][1]]
+
+    def go_to(self, entry: ParityEntry) -> None:
+        if entry.key in self._entries:
+            self.current = self._entries[entry.key]
+
+    def verdict(self) -> str:
+        """The gate's verdict on the images compared so far, in one line."""
+        run = self.run
+        flips = ", ".join(f"{run.flips[kind]} {kind}" for kind in FLIP_KINDS)
+        lowest = "" if math.isnan(run.lowest_dice) else f", lowest Dice {run.lowest_dice:.4f}"
+        state = ("so far" if self.running else f"stopped short ({self.error})" if self.error else
+                 "PASSED" if run.passed else "FAILED")
+        return f"Gate {state}: {run.failed} of {run.images} images compared fail ({flips}{lowest})"
+
+    def rule(self) -> str:
+        """The gate's rule, as `segscope review --against` states it."""
+        return str(self.run.gate()["rule"])

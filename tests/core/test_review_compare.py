@@ -1,0 +1,187 @@
+"""Two runs compared as the viewer steps them (`core.review.compare`, `Session.review.compare`): the tiny model (A,
+run by the session) against the same network with the defect's logit raised (B), which calls a mid-grey block a
+defect where A sees background. The planted difference (grey blocks in two of five images, of known size) is what
+the queue lists, largest first; the rest of the images are alike. Expected boxes, areas and Dice by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segscope.core.backend_spec import BackendSpec, open_backend
+from segscope.core.dataset.dataset import Dataset
+from segscope.core.review.compare import LOW_DICE, ParityEntry, ParityQueue, compare_steps
+from segscope.core.review.parity import Flip, ImageParity
+from segscope.core.roi import Roi
+from segscope.core.session.jobs import run_backend_job, run_here
+from segscope.core.session.session import Session
+
+import helpers
+from helpers import tiny_card
+
+W, H = 120, 80
+#: image -> the grey block planted in it (x0, y0, x1, y1), or None
+PLANTED = {"a": None, "b": (40, 20, 60, 40), "c": None, "d": (70, 50, 80, 60), "e": None}
+
+
+@pytest.fixture
+def planted(tmp_path, write_png, tiny_model_project, monkeypatch):
+    """Five images, each a dark 14 x 14 square (a defect both models see) and, in b and d, a mid-grey block only B
+    calls a defect (b: 20 x 20 = 400 px, d: 10 x 10 = 100 px); empty masks in a and c (no truth is read by B).
+    Returns (dataset folder, B's model card)."""
+    root = tmp_path / "d"
+    for name, block in PLANTED.items():
+        image = np.full((H, W, 3), 210, np.uint8)
+        image[10:24, 10:24] = 20
+        if block is not None:
+            x0, y0, x1, y1 = block
+            image[y0:y1, x0:x1] = 140
+        write_png(root / name / "image.png", image)
+    write_png(root / "a" / "mask.png", np.zeros((H, W), np.uint8))
+    write_png(root / "c" / "mask.png", np.zeros((H, W), np.uint8))
+    monkeypatch.setattr(helpers, "TINY_BIAS", np.array([0.0, 0.7], np.float32))
+    models = tiny_model_project.root / "models"
+    helpers.make_tiny_onnx(models / "seesmore.onnx")
+    card = models / "seesmore.json"
+    card.write_text(json.dumps({**tiny_card(), "onnx": "seesmore.onnx", "om": "seesmore.om"}), encoding="utf-8")
+    return root, card
+
+
+def _session_run_by_a(root, pipeline) -> Session:
+    session = Session(persist=False)
+    run_here(session.open_dataset(Dataset.open(root)))
+    with open_backend(BackendSpec("embedded", pipeline)) as backend:
+        run_backend_job(session.run([item.id for item in session.dataset.items]), backend)
+    return session
+
+
+def test_the_planted_difference_is_listed_first_and_fails_the_gate(planted, tiny_model_project):
+    root, card = planted
+    session = _session_run_by_a(root, tiny_model_project.pipeline)
+    roi = session.result("a").roi
+    assert roi == Roi(0, 0, W, H)  # (the default ROI here: the whole slide, so the planted boxes are slide boxes)
+    review = session.review
+    parity = review.parity
+    job = review.compare(BackendSpec("embedded", card), "seesmore")
+    assert parity.active and parity.running and parity.total == 5 and len(parity) == 0
+    run_here(job)
+    assert not parity.running and parity.error == ""
+    dark = 14 * 14
+    assert [(e.image, e.kind, e.cls, e.bbox, e.area) for e in parity.entries()] == [
+        ("b", "gained", 1, (40, 20, 60, 40), 400), ("d", "gained", 1, (70, 50, 80, 60), 100)]
+    first = parity.entries()[0]
+    assert first.dice == pytest.approx(2 * dark / (dark + dark + 400))  # A: the square; B: the square and the block
+    assert parity.run.images == 5 and parity.run.failed == 2 and not parity.run.passed
+    assert parity.verdict() == ("Gate FAILED: 2 of 5 images compared fail (0 lost, 2 gained, 0 changed, lowest Dice "
+                                f"{2 * dark / (2 * dark + 400):.4f})")
+    assert parity.rule().startswith("no defect gained, lost or changed in class, and foreground Dice >= 0.99")
+    assert parity.step(1) == first and parity.step(1).image == "d" and parity.step(1) == first  # (wraps around)
+    assert parity.step(-1).image == "d"
+
+
+def test_a_model_against_itself_passes_and_lists_nothing(planted, tiny_model_project):
+    root, _card = planted
+    session = _session_run_by_a(root, tiny_model_project.pipeline)
+    run_here(session.review.compare(BackendSpec("embedded", tiny_model_project.pipeline), "the same"))
+    parity = session.review.parity
+    assert len(parity) == 0 and parity.run.passed and parity.run.images == 5
+    assert parity.verdict().startswith("Gate PASSED: 0 of 5 images compared fail")
+    assert parity.step(1) is None
+
+
+def test_nothing_to_compare_before_a_run(planted):
+    from segscope.core.errors import SegScopeError
+
+    root, card = planted
+    session = Session(persist=False)
+    run_here(session.open_dataset(Dataset.open(root)))
+    with pytest.raises(SegScopeError, match="Run the images first"):
+        session.review.compare(BackendSpec("embedded", card), "seesmore")
+
+
+def test_a_cancelled_comparison_stops_and_says_so(planted, tiny_model_project):
+    root, card = planted
+    session = _session_run_by_a(root, tiny_model_project.pipeline)
+    review = session.review
+    job = review.compare(BackendSpec("embedded", card), "seesmore")
+    steps = job.work()
+    job.each(next(steps))  # a compared
+    review.cancel_compare()
+    for rest in steps:  # (the image in flight may still come)
+        job.each(rest)
+    job.finished()
+    parity = review.parity
+    assert parity.run.images < 5 and parity.error == "cancelled"
+    assert parity.verdict().startswith("Gate stopped short (cancelled)")
+
+
+def test_compare_steps_refuses_a_model_of_other_classes(planted, tiny_model_project):
+    """A's results made to look three-class: B's two classes are refused in one line naming B."""
+    from dataclasses import replace
+
+    from segscope.core.errors import SegScopeError
+
+    root, card = planted
+    session = _session_run_by_a(root, tiny_model_project.pipeline)
+    dataset = session.dataset
+    first = {}
+    for item in dataset.items:
+        result = session.result(item.id)
+        probabilities = np.concatenate([result.probabilities, np.zeros_like(result.probabilities[..., :1])], -1)
+        first[item.id] = replace(result, probabilities=probabilities)
+    with pytest.raises(SegScopeError, match="2 classes, but the model on screen has 3"):
+        list(compare_steps(BackendSpec("embedded", card), dataset, dataset.items, first, threading.Event()))
+
+
+# ------------------------------------------------------------------------- the queue's order and stepping
+def _parity(image: str, order: int, dice: float, flips: list[tuple[str, int, int]]) -> ImageParity:
+    return ImageParity(image, order, dice, tuple(Flip(kind, 1, (x, 0, x + 2, 2), area) for kind, x, area in flips))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.lists(st.tuples(st.sampled_from(["lost", "gained"]),
+                                                              st.integers(0, 50), st.integers(1, 30)),
+                                                    max_size=3, unique_by=lambda f: f[1])), min_size=1, max_size=6),
+       st.lists(st.sampled_from([1, -1]), max_size=12))
+def test_the_queue_orders_as_the_gate_ranks_and_steps_through_every_entry(images, steps):
+    """Reference: entries sorted by (flipped pixels of the image, desc; flips, desc; Dice; order), then the flip's
+    area (desc) and box; an image without a flip is one Dice entry when its Dice is under 0.99. Stepping from none
+    goes to the first (or last), then moves one along that order, wrapping around."""
+    queue = ParityQueue()
+    queue.start("B", len(images), 0)
+    expected = []
+    for order, (dice, flips) in enumerate(images):
+        queue.add(_parity(f"i{order}", order, dice, flips), (0, 0, 10, 10))
+        pixels = sum(area for _, _, area in flips)
+        image_rank = (-pixels, -len(flips), dice, order)
+        if flips:
+            expected += [(image_rank, -area, x, f"i{order}", kind) for kind, x, area in flips]
+        elif dice < 0.99:
+            expected.append((image_rank, -100, -1, f"i{order}", LOW_DICE))
+    expected.sort()
+    listed = [(e.image, e.kind, e.bbox[0] if e.kind != LOW_DICE else -1) for e in queue.entries()]
+    assert listed == [(image, kind, x) for _, _, x, image, kind in expected]
+    assert queue.run.failed == sum(1 for dice, flips in images if flips or dice < 0.99)
+    position = None
+    for offset in steps:
+        got = queue.step(offset)
+        if not listed:
+            assert got is None
+            continue
+        position = (0 if offset > 0 else len(listed) - 1) if position is None else (position + offset) % len(listed)
+        assert got == queue.entries()[position] == queue.current
+
+
+def test_a_dice_entry_covers_the_roi():
+    entry = ParityEntry("x", LOW_DICE, 0, 0, (5, 2, 115, 70), 110 * 68, 0.5, ())
+    queue = ParityQueue()
+    queue.start("B", 1, 0)
+    queue.add(ImageParity("x", 0, 0.5, ()), (5, 2, 115, 70))
+    assert [(e.kind, e.bbox, e.area) for e in queue.entries()] == [(entry.kind, entry.bbox, entry.area)]
+    assert not math.isnan(queue.entries()[0].dice)
