@@ -107,7 +107,8 @@ def _needed_and_room(widget: QWidget) -> tuple[str, int, int] | None:
         field = widget.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
                                               QStyle.SubControl.SC_ComboBoxEditField, widget)
         icon = widget.iconSize().width() + 4 if not widget.itemIcon(widget.currentIndex()).isNull() else 0
-        return widget.currentText(), metrics.horizontalAdvance(widget.currentText()) + icon, field.width()
+        text = widget.currentText() if widget.currentIndex() >= 0 else widget.placeholderText()  # (drawn when empty)
+        return text, metrics.horizontalAdvance(text) + icon, field.width()
     if isinstance(widget, QAbstractButton):
         text = widget.text().replace("&&", "\0").replace("&", "").replace("\0", "&")
         if not text:
