@@ -13,6 +13,7 @@ from ..card.reader import ModelCard, load_model_card
 from ..errors import SegScopeError
 from ..metrics.scores import mask_to_labels
 from ..result import InferenceResult
+from ..roi import Roi
 from ..stream.loader import load_pipeline
 
 
@@ -55,11 +56,21 @@ class PanelInputs:
     problem: str = ""
 
 
-def panel_inputs(result: InferenceResult, roi_image_bgr: np.ndarray | None, gt_roi: np.ndarray | None,
-                 class_names: Sequence[str] = ()) -> PanelInputs:
-    """`roi_image_bgr` and `gt_roi` (ROI crops at ROI resolution) checked and the mask read as class ids;
-    numpy only, so a window makes them on a worker. A ground truth that does not fit is left out, named."""
-    roi = result.roi
+@dataclass(frozen=True)
+class PreviewInputs:
+    """What the panels draw of an image before anything answers for it (never run): the ROI image and the
+    ground truth under the ROI as class ids (None: no mask, or one that does not fit, `problem` naming why)."""
+
+    roi: Roi
+    roi_image: np.ndarray | None
+    truth: np.ndarray | None
+    problem: str = ""
+
+
+def _checked(roi: Roi, roi_image_bgr: np.ndarray | None, gt_roi: np.ndarray | None,
+             num_classes: int) -> tuple[np.ndarray | None, str]:
+    """The ROI crops checked against `roi` (an image crop of another size is a bug: raises) and the mask as the
+    class ids of a `num_classes` model: (labels, "") or (None, why the mask does not fit)."""
     if roi_image_bgr is not None and roi_image_bgr.shape[:2] != (roi.height, roi.width):
         raise SegScopeError(f"ROI image crop is {roi_image_bgr.shape[1]}x{roi_image_bgr.shape[0]} but the ROI {roi} "
                             f"is {roi.width}x{roi.height}: crop the slide with the result's ROI")
@@ -67,10 +78,25 @@ def panel_inputs(result: InferenceResult, roi_image_bgr: np.ndarray | None, gt_r
         if gt_roi is not None and gt_roi.shape[:2] != (roi.height, roi.width):
             raise SegScopeError(f"ground-truth mask crop is {gt_roi.shape[1]}x{gt_roi.shape[0]} but the ROI {roi} is "
                                 f"{roi.width}x{roi.height}: the mask must have the image's size")
-        truth = None if gt_roi is None else mask_to_labels(gt_roi, result.num_classes)  # may refuse the mask
+        return (None if gt_roi is None else mask_to_labels(gt_roi, num_classes)), ""  # may refuse the mask
     except SegScopeError as exc:
-        return PanelInputs(result, roi_image_bgr, None, tuple(class_names), str(exc))
-    return PanelInputs(result, roi_image_bgr, truth, tuple(class_names))
+        return None, str(exc)
+
+
+def panel_inputs(result: InferenceResult, roi_image_bgr: np.ndarray | None, gt_roi: np.ndarray | None,
+                 class_names: Sequence[str] = ()) -> PanelInputs:
+    """`roi_image_bgr` and `gt_roi` (ROI crops at ROI resolution) checked and the mask read as class ids;
+    numpy only, so a window makes them on a worker. A ground truth that does not fit is left out, named."""
+    truth, problem = _checked(result.roi, roi_image_bgr, gt_roi, result.num_classes)
+    return PanelInputs(result, roi_image_bgr, truth, tuple(class_names), problem)
+
+
+def preview_inputs(roi: Roi, roi_image_bgr: np.ndarray | None, gt_roi: np.ndarray | None,
+                   num_classes: int) -> PreviewInputs:
+    """`panel_inputs` of an image no result answers for: its ROI crops checked, the mask read as the class ids of
+    the open model's `num_classes` (numpy only: made on a worker)."""
+    truth, problem = _checked(roi, roi_image_bgr, gt_roi, num_classes)
+    return PreviewInputs(roi, roi_image_bgr, truth, problem)
 
 
 def pipeline_titles(pipeline: Path) -> PanelTitles:
