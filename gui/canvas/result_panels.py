@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRect, QRectF, Signal
-from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtGui import QImage, QPixmap, QTransform
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from ...core.errors import SegScopeError
@@ -398,6 +398,9 @@ class ResultPanels(QWidget):
             if pixmap is not None and show_base and panel.base.pixmap().cacheKey() != pixmap.cacheKey():
                 panel.base.setPixmap(pixmap)  # implicitly shared: no copy
                 panel.base.setPos(self._rect.topLeft())
+                # over the ROI (a preview's image is read at a coarser level of the slide: drawn larger)
+                panel.base.setTransform(QTransform.fromScale(self._rect.width() / pixmap.width(),
+                                                             self._rect.height() / pixmap.height()))
             panel.base.setVisible(show_base)
         self._set_titles()
 

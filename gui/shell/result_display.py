@@ -131,9 +131,8 @@ class ResultDisplay(QObject):
         reader, mask = self.open_slide.reader, self.session.mask
 
         def make() -> PreviewInputs:
-            roi_image = reader.read_roi(roi) if reader is not None and roi.fits(*reader.size) else None
-            gt = mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if mask is not None else None
-            return preview_inputs(roi, roi_image, gt, classes)
+            return preview_inputs(reader, roi, mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if mask is not None else None,
+                                  classes)
         return make
 
     def _show_preview(self, drawn: tuple[object, ...], inputs: PreviewInputs) -> None:

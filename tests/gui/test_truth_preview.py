@@ -30,13 +30,13 @@ def test_an_image_never_run_shows_its_truth_and_image_at_once(qtbot, window, dem
     reader_threads: list[str] = []
     select(qtbot, window, "002")
     reader = window.open_slide.reader
-    read_roi = reader.read_roi
+    read_region = reader.read_region
 
-    def recorded(roi):
+    def recorded(*box):
         reader_threads.append(threading.current_thread().name)
-        return read_roi(roi)
+        return read_region(*box)
 
-    monkeypatch.setattr(reader, "read_roi", recorded)
+    monkeypatch.setattr(reader, "read_region", recorded)
     mask = cv2.imread(str(demo_dataset / "002" / "mask.png"), cv2.IMREAD_GRAYSCALE)
     ys, xs = np.nonzero(mask > 127)  # another ROI than the default, around the image's defects and past them
     moved = Roi(max(int(xs.min()) - 30, 0), max(int(ys.min()) - 20, 0), min(int(xs.max()) + 50, mask.shape[1]),
