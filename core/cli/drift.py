@@ -1,5 +1,6 @@
 """`segscope drift result_*.csv [--cosine 0.99] [--json]`: rank an msit/ait debug compare result, find the first
-operator that drifts; its thresholds are `compare`'s too."""
+operator that drifts; its thresholds are `compare`'s too, and so is its exit code: a drift found exits with
+`EXIT_FAIL` (3), as compare's FAIL does, so a script or CI can stop on it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TextIO
 
 from ..profiling.drift import DriftReport, DriftRow, Thresholds, load_drift_csv
 from .options import checked
-from .output import cell
+from .output import EXIT_FAIL, cell
 
 #: The thresholds' ranges: a cosine outside [-1, 1] or a negative distance or KL would make every verdict FAIL
 #: (or every one PASS) whatever the tensors hold, a gate that gates nothing.
@@ -50,11 +51,12 @@ def drift_document(report: DriftReport) -> dict[str, object]:
 
 def run_drift(args: argparse.Namespace, out: TextIO) -> int:
     report = load_drift_csv(args.csv, thresholds_from(args))
+    first = report.first_failure
+    code = 0 if first is None else EXIT_FAIL
     if args.json:
         json.dump(drift_document(report), out, indent=2, allow_nan=False)
         out.write("\n")
-        return 0
-    first = report.first_failure
+        return code
     if first is None:
         judged = len(report.rows) - report.unjudged
         print(f"PASS: none of {judged} compared tensors is past the thresholds" +
@@ -71,11 +73,16 @@ def run_drift(args: argparse.Namespace, out: TextIO) -> int:
         print(f"{cell(m['cosine'], '10.6f'):>10} {cell(m['relative_euclidean'], '10.4g'):>10} "
               f"{cell(m['kl'], '10.4g'):>10} {cell(m['max_abs'], '10.4g'):>10}  {flag:4} "
               f"{r.op_type} / {r.npu} / {r.truth}{f' ({r.reason})' if r.reason else ''}", file=out)
-    return 0
+    return code
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    drift = commands.add_parser("drift", help="rank a msit/ait debug compare result CSV, find the first drift")
+    drift = commands.add_parser(
+        "drift", help="rank a msit/ait debug compare result CSV, find the first drift; exit 3 on drift",
+        description="Rank the tensors of a msit/ait debug compare result (result_*.csv), worst first, and name the "
+                    "first operator past the thresholds (the operators after it inherit its error).",
+        epilog=f"Exit codes: 0 no drift (PASS), {EXIT_FAIL} drift found (a tensor past a threshold), 2 bad usage or "
+               "bad input, 1 internal error.")
     drift.add_argument("csv", type=Path, help="result_*.csv written by msit/ait debug compare")
     add_threshold_options(drift)
     drift.add_argument("--top", type=int, default=20, help="rows to show, worst first (default 20)")

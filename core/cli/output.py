@@ -16,8 +16,8 @@ from typing import TextIO
 
 from ..errors import one_line
 
-#: The exit code of a check that ran and failed: `compare`'s FAIL verdict, `review --against`'s parity gate (2 stays
-#: bad usage or bad input, 1 a bug).
+#: The exit code of a check that ran and failed: `compare`'s FAIL verdict, a drift `drift` found, `review --against`'s
+#: parity gate (2 stays bad usage or bad input, 1 a bug).
 EXIT_FAIL = 3
 
 

@@ -1,6 +1,7 @@
 """The session's results and what answers for each image: its newest run while that was made on the image's ROI
-by the open model, else the part of its whole-slide run under that ROI, else its newest run marked stale.
-One rule (`SessionResults.answer`) for the panels, the row, the headline, the docks and the export.
+by the open model, else the part of its whole-slide run under that ROI (whose numbers are the whole slide's:
+`Answer.scored`), else its newest run marked stale. One rule (`SessionResults.answer`) for the panels, the row,
+the headline, the docks and the export.
 
 `SessionResults` is the part of `core.session.session.Session` that keeps the results: one bounded
 `RunHistory` of ROI runs and, per image, its newest whole-slide run (kept within `SLIDE_RUN_BYTES`, the
@@ -42,6 +43,13 @@ class Answer:
     source: str
     stale: str = ""
     class_names: tuple[str, ...] = ()
+
+    @property
+    def scored(self) -> tuple[object, ...]:
+        """What its numbers are of: its run; for a whole-slide run's part, the whole-slide run (its numbers are
+        the slide's own, as `segscope eval --tile` gives them, whatever the ROI; the part is what the panels
+        draw)."""
+        return self.key[:2] if self.source == WHOLE_SLIDE else self.key
 
 
 class SessionResults:

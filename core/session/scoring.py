@@ -1,5 +1,7 @@
 """The session's numbers: each image's metrics are those of what answers for it (`core.session.answers`) against
-the truth the session names for it (`core.session.truth`), with the QA metrics asked for. A score is kept with
+the truth the session names for it (`core.session.truth`), with the QA metrics asked for; where a whole-slide run
+answers, the numbers are its slide's own (`Answer.scored`: scored over the stitched slide as `segscope eval --tile`
+scores it, whatever the ROI, with no QA metrics). A score is kept with
 the key it was made for (the answer, the truth's version, the QA metrics); when any of them changes the score
 is stale, `score_due` is announced and a `ScoreJob` (taken here, run on any thread) brings the fresh one. No
 view can show a number as fresh that is not: freshness is a comparison of keys, not an event someone must not
@@ -24,7 +26,9 @@ from ..metrics.scores import ImageMetrics
 from ..quality.spec import MetricSpec
 from ..result import InferenceResult
 from ..roi import Roi
-from .answers import Answer
+from ..wholeslide.evaluate import TiledEvaluation, score_stitched
+from ..wholeslide.tiling import Stitched
+from .answers import WHOLE_SLIDE, Answer
 from .events import ItemChanged, ItemsChanged, Scored, ScoreDue, SessionEvents
 from .truth import ImageTruth
 
@@ -49,9 +53,12 @@ class ScoreJob:
     result: InferenceResult
     mask: Callable[[], np.ndarray | None]  # the mask with unsaved edits (on screen, or recovered); None: the file
     quality: MetricSpec
+    slide: Stitched | None = None  # a whole-slide run's stitched output: the slide is scored, not `result`
 
     def run(self) -> ImageMetrics | None:
         """The metrics (None: no mask), read and scored here; SegScopeError when the mask does not fit."""
+        if self.slide is not None:
+            return score_stitched(self.dataset, self.item, self.slide, self.mask())
         return score(self.dataset, self.item, self.result, self.mask(), self.quality).metrics
 
 
@@ -70,6 +77,7 @@ class SessionScores:
     roi_for: Callable[[str], Roi]
     answered_ids: Callable[[Dataset | None], list[str]]
     answers: Callable[[str], bool]
+    slide_run_of: Callable[[str], TiledEvaluation | None]
 
     def __init__(self) -> None:
         self._scores: dict[str, tuple[ScoreKey, ImageMetrics | None]] = {}
@@ -87,7 +95,7 @@ class SessionScores:
 
     def _key_of(self, item_id: str, answer: Answer | None) -> ScoreKey | None:
         """`score_key` of the image whose answer is `answer` (taken once by a caller that needs both)."""
-        return None if answer is None else ScoreKey(answer.key, self.truth_version(item_id), self.quality)
+        return None if answer is None else ScoreKey(answer.scored, self.truth_version(item_id), self.quality)
 
     def _is_known(self, item_id: str, key: ScoreKey | None) -> bool:
         """Whether the image's last score was made for `key` (its `score_key` now: then it is fresh)."""
@@ -129,8 +137,9 @@ class SessionScores:
         if answer is None or answer.result is None or key is None or self._is_known(item_id, key):
             return None
         dataset = self._dataset()
+        run = self.slide_run_of(item_id) if answer.source == WHOLE_SLIDE else None
         return ScoreJob(item_id, key, dataset, dataset.item(item_id), answer.result, self.edited_mask(item_id),
-                        self.quality)
+                        self.quality, run.stitched if run is not None else None)
 
     def adopt_score(self, job: ScoreJob, metrics: ImageMetrics | None) -> bool:
         """Take a finished job's metrics and announce them; False (ignored) when what they are of changed since
@@ -208,8 +217,9 @@ class SessionScores:
         for item in dataset.items:
             answer = self.answer(item.id)
             if answer is not None and (wanted is None or item.id in wanted):
-                result = answer.result
-                taken.append((item, result.roi if result is not None else self.roi_for(item.id),
+                result, run = answer.result, self.slide_run_of(item.id) if answer.source == WHOLE_SLIDE else None
+                region = run.stitched.region if run is not None else None  # (the numbers are the slide's)
+                taken.append((item, region or (result.roi if result is not None else self.roi_for(item.id)),
                               self.known_metrics(item.id), self.score_job(item.id),
                               result.timings if result is not None else None,
                               result.roi_note if result is not None else "", self.truth(item.id)))

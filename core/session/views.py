@@ -36,7 +36,9 @@ class ItemView:
 
     item_id: str
     status: str  # "" (never run), "queued", "done", "whole slide", "ROI changed", "error", ... (+ UNSAVED_MARK)
-    metrics: ImageMetrics | None  # the numbers shown (None: none; of an older answer or truth unless `fresh`)
+    #: the numbers shown (None: none; of an older answer or truth unless `fresh`); a whole-slide run's are the
+    #: slide's own (`Answer.scored`), whatever the ROI
+    metrics: ImageMetrics | None
     fresh: bool  # the numbers are those of `answer` against the truth now
     note: str  # why the numbers do not answer for the image ("" when they do)
     truth: str  # what it is scored against: "mask.png", "mask_corrected.png + unsaved edits", "no mask"

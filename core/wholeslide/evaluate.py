@@ -17,6 +17,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..backends.base import Backend, InferenceRequest
 from ..dataset.dataset import Dataset, DatasetItem
 from ..dataset.truth import Truth
@@ -25,7 +27,7 @@ from ..metrics.scores import ImageMetrics
 from ..roi import Roi
 from ..slides import SlideReader, open_slide
 from ..slides.requests import mirrored_request
-from .metrics import stitched_metrics, truth_at_scale
+from .metrics import array_reader, stitched_metrics, truth_at_scale
 from .tiling import (
     DEFAULT_MAX_CANVAS_BYTES,
     DEFAULT_MAX_TILES,
@@ -199,13 +201,19 @@ def _check_tile_for_model(plan: TilePlan, backend: Backend, region: Roi, scale: 
         "an --output-scale below 1, or raise --max-canvas)", option="--tile")
 
 
-def score_stitched(dataset: Dataset, item: DatasetItem, stitched: Stitched) -> ImageMetrics | None:
-    """Slide metrics against the item's mask, read region by region (a tiled TIFF mask never whole)."""
-    mask = dataset.open_mask(item)
-    if mask is None:
-        return None
-    with mask:
-        truth = truth_at_scale(stitched, mask.read_roi, mask.size, str(mask.path))
+def score_stitched(dataset: Dataset, item: DatasetItem, stitched: Stitched,
+                   edited: np.ndarray | None = None) -> ImageMetrics | None:
+    """Slide metrics against the item's mask, read region by region (a tiled TIFF mask never whole); `edited`:
+    the slide's mask with unsaved edits (the viewer's), scored instead of its file."""
+    if edited is not None:
+        height, width = edited.shape[:2]
+        truth = truth_at_scale(stitched, array_reader(edited), (width, height), f"{item.id}'s edited mask")
+    else:
+        mask = dataset.open_mask(item)
+        if mask is None:
+            return None
+        with mask:
+            truth = truth_at_scale(stitched, mask.read_roi, mask.size, str(mask.path))
     dataset.check_mask(item, truth, stitched.probabilities.shape[-1])
     return stitched_metrics(stitched, truth)
 

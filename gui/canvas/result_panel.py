@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 
 import cv2
 import numpy as np
 import pyqtgraph as pg
 import pyqtgraph.functions as fn
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QRect, QRectF, Qt
 from PySide6.QtGui import QFontMetricsF, QPixmap
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPixmapItem, QGraphicsRectItem, QLabel, QWidget
 
@@ -109,19 +110,27 @@ class Notice(QLabel):
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.setStyleSheet("color: #e3e5e8; background: rgba(38, 40, 45, 225); padding: 8px 14px;"
                            "border-radius: 6px;")
+        self.over: Callable[[], QRect] | None = None  # the part of the parent it lies over (None: all of it)
         self.hide()
 
-    def show_text(self, text: str) -> None:
-        """Show `text` ("" hides the notice), wrapped to the width of what it lies over."""
+    def show_text(self, text: str, over: Callable[[], QRect] | None = None) -> None:
+        """Show `text` ("" hides the notice), wrapped to the width of what it lies over: the parent, or the part
+        `over()` gives (in the parent's coordinates)."""
+        self.over = over
         self.setText(text)
         self.setVisible(bool(text))
-        parent = self.parentWidget()
         self.setWordWrap(True)
-        self.setMaximumWidth(max(parent.width() - 40, 200) if parent is not None else 600)
-        self.adjustSize()
         self.center()
 
-    def center(self) -> None:
+    def _area(self) -> QRect:
         parent = self.parentWidget()
-        if parent is not None:
-            self.move(parent.rect().center() - self.rect().center())
+        if self.over is not None:
+            return self.over()
+        return parent.rect() if parent is not None else QRect(0, 0, 640, 480)
+
+    def center(self) -> None:
+        """Sized to (and centred on) what it lies over."""
+        area = self._area()
+        self.setMaximumWidth(max(area.width() - (16 if self.over is not None else 40), 160))
+        self.adjustSize()
+        self.move(area.center() - self.rect().center())

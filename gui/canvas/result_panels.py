@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Signal
-from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtCore import QRect, QRectF, Signal
+from PySide6.QtGui import QImage, QPixmap, QTransform
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from ...core.errors import SegScopeError
@@ -33,7 +33,7 @@ from ...core.metrics.review import error_codes
 from ...core.metrics.scores import argmax_at_roi
 from ...core.result import InferenceResult
 from ...core.roi import Roi
-from ...core.session.panel_model import PanelInputs, PanelTitles, panel_inputs, pipeline_titles
+from ...core.session.panel_model import PanelInputs, PanelTitles, PreviewInputs, panel_inputs, pipeline_titles
 from ...core.wording import class_name
 from ..runtime.jobs import Jobs
 from ..widgets import colormaps
@@ -58,6 +58,7 @@ class ResultPanels(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._result: InferenceResult | None = None
+        self._preview: PreviewInputs | None = None  # an image no result answers for yet: its ROI image and truth
         self._image_bgr: np.ndarray | None = None
         self._image_pixmap: QPixmap | None = None  # made from the BGR crop when overlay mode first needs it
         self._truth: np.ndarray | None = None  # class ids at ROI resolution
@@ -149,7 +150,7 @@ class ResultPanels(QWidget):
         """Display one result from its `panel_inputs` (only drawing is left for the GUI thread)."""
         result, roi = inputs.result, inputs.result.roi
         same_roi = self._result is not None and self._result.roi == roi
-        self._result = result
+        self._result, self._preview = result, None
         self._result_names = inputs.class_names
         self._image_bgr = inputs.roi_image
         self._image_pixmap = None
@@ -170,12 +171,37 @@ class ResultPanels(QWidget):
             self.fit()
         self.shown.emit()
 
+    def show_preview(self, inputs: PreviewInputs) -> None:
+        """Before anything answers for the image (never run): its ROI image in the first panel and its ground
+        truth in the last, at once (`preview_inputs`, made on a worker); the middle panel says what to do."""
+        self.clear()
+        self._preview = inputs
+        self._image_bgr = inputs.roi_image
+        roi = inputs.roi
+        self._rect = QRectF(roi.x0, roi.y0, roi.width, roi.height)
+        for panel in (self.heat, self.argmax, self.truth):
+            panel.set_rect(self._rect)
+        self.no_mask_text.setPos(self._rect.center())
+        self._refresh_truth()
+        self.fit()
+        self.shown.emit()
+
+    @property
+    def preview(self) -> PreviewInputs | None:
+        """What the panels show of an image no result answers for (None: a result, or nothing)."""
+        return self._preview
+
     def set_busy(self, text: str) -> None:
         """What is going on ("Loading…", "Running…", what to do next; "" for nothing): over the panels while
-        they are empty, else in a line above them, so it never covers a result."""
+        they are empty, over the empty middle panel while an image's truth is previewed, else in a line above
+        them, so it never covers a result."""
         empty = self._result is None
-        self.notice.show_text(text if empty else "")
+        self.notice.show_text(text if empty else "", self._middle_panel if self._preview is not None else None)
         self.banner.setText("" if empty else text)
+
+    def _middle_panel(self) -> QRect:
+        """Where the argmax panel lies in the panels' widget."""
+        return self.graphics.mapFromScene(self.argmax.view.sceneBoundingRect()).boundingRect()
 
     def set_stale(self, reason: str) -> None:
         """Dim the panels while their result no longer answers for the image (`Session.stale_reason`, e.g.
@@ -191,7 +217,7 @@ class ResultPanels(QWidget):
     def clear(self) -> None:
         self._stale = ""
         self._result_names = ()
-        self._result = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = None
+        self._result = self._preview = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = None
         self.banner.setText("")
         self.hover.clear()
         for panel in (self.heat, self.argmax, self.truth):
@@ -233,9 +259,8 @@ class ResultPanels(QWidget):
     def fit(self) -> None:
         """Zoom the (linked) panels to the ROI; they refit on resize until the user pans or zooms."""
         self._auto_fit = True
-        if self._result is not None:
-            roi = self._result.roi
-            self.heat.view.setRange(QRectF(roi.x0, roi.y0, roi.width, roi.height), padding=0.02)
+        if self._result is not None or self._preview is not None:
+            self.heat.view.setRange(self._rect, padding=0.02)
 
     def readout_at(self, x: float, y: float) -> str:
         """The hover readout for slide position (x, y); also moves the crosshair there."""
@@ -339,15 +364,16 @@ class ResultPanels(QWidget):
         self._refresh_truth()
 
     def _refresh_truth(self) -> None:
-        self.no_mask_text.setVisible(self._result is not None and self._truth is None)
-        if self._truth is None:
+        truth = self._preview.truth if self._preview is not None else self._truth
+        self.no_mask_text.setVisible((self._result is not None or self._preview is not None) and truth is None)
+        if truth is None:
             self.truth.image.clear()
         else:
-            error_map = self.error_map_action.isChecked()
+            error_map = self.error_map_action.isChecked() and self._result is not None
             if error_map:
-                labels = error_codes(self._prediction(), self._truth, self.current_class())
+                labels = error_codes(self._prediction(), truth, self.current_class())
             else:
-                labels = self._truth
+                labels = truth
             self.truth.image.setImage(self._as_drawn(labels), autoLevels=False, levels=(0, 255), rect=self._rect)
         self._refresh_style()
         self._refresh_readout()
@@ -362,21 +388,25 @@ class ResultPanels(QWidget):
         error_map = self.error_map_action.isChecked() and self._truth is not None
         self.argmax.image.setLookupTable(colormaps.label_lut(overlay))
         self.truth.image.setLookupTable(colormaps.error_lut(overlay) if error_map else colormaps.label_lut(overlay))
-        if overlay and self._image_pixmap is None and self._image_bgr is not None:
+        previewed = self._preview is not None  # the ROI image in the first panel, whatever the overlay switch
+        if (overlay or previewed) and self._image_pixmap is None and self._image_bgr is not None:
             image = pg.functions.ndarray_to_qimage(np.ascontiguousarray(self._image_bgr), QImage.Format.Format_BGR888)
             self._image_pixmap = QPixmap.fromImage(image)
         pixmap = self._image_pixmap
         for panel in (self.heat, self.argmax, self.truth):
             panel.image.setOpacity(opacity)
-            show_base = overlay and pixmap is not None
+            show_base = (overlay or previewed and panel is self.heat) and pixmap is not None
             if pixmap is not None and show_base and panel.base.pixmap().cacheKey() != pixmap.cacheKey():
                 panel.base.setPixmap(pixmap)  # implicitly shared: no copy
                 panel.base.setPos(self._rect.topLeft())
+                # over the ROI (a preview's image is read at a coarser level of the slide: drawn larger)
+                panel.base.setTransform(QTransform.fromScale(self._rect.width() / pixmap.width(),
+                                                             self._rect.height() / pixmap.height()))
             panel.base.setVisible(show_base)
         self._set_titles()
 
     def _set_titles(self) -> None:
-        heat_title = self._titles.heat
+        heat_title = "Image" if self._preview is not None else self._titles.heat
         if self._result is not None:
             heat_title = f"{self._titles.heat}: {self._class_name(self.current_class())}"
         stale = f" <span style='color:#e6b450'>({self._stale}: run again)</span>" if self._stale else ""

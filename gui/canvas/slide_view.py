@@ -148,27 +148,30 @@ class SlideView(QWidget):
         self.view.nudged.connect(self.nudge)
 
         self.spins: dict[str, QSpinBox] = {}
-        bar = QToolBar()  # what does not fit a narrow window goes behind its » button, never widening it
+        # What does not fit a narrow window goes behind the bar's » button (from the end), never widening it: the
+        # ROI's four fields come first, so they show in the narrowest first window (1177 px wide), and the view's
+        # Fit and 1:1 (also View menu keys) after them.
+        bar = QToolBar()
         bar.setContentsMargins(4, 0, 4, 0)
         self.fit_button = self._tool_button("Fit", with_key("Fit the whole slide in the view", "fit"), self.fit)
         self.one_button = self._tool_button("1:1", with_key("One slide pixel per screen pixel", "one_to_one"),
                                             self.one_to_one)
-        bar.addWidget(self.fit_button)
-        bar.addWidget(self.one_button)
-        bar.addSeparator()
         bar.addWidget(QLabel("ROI "))
         for name in ("x0", "y0", "x1", "y1"):
             spin = QSpinBox()
             spin.setKeyboardTracking(False)
             spin.setPrefix(f"{name} ")
-            # no arrow buttons (the wheel and the arrow keys still step): the four fit beside Fit and 1:1 in a
-            # 1280 px window, x1 and y1 no longer behind the bar's » button
+            # no arrow buttons (the wheel and the arrow keys still step): the four fit the bar in a 1177 px window
             spin.setButtonSymbols(QAbstractSpinBox.ButtonSymbols.NoButtons)
             spin.setRange(0, 0)
             spin.setToolTip(f"ROI {name} in slide pixels (the box is [x0, x1) x [y0, y1))")
             spin.valueChanged.connect(lambda _v, n=name: self._on_spin_changed(n))
             self.spins[name] = spin
             bar.addWidget(spin)
+        bar.addSeparator()
+        bar.addWidget(self.fit_button)
+        bar.addWidget(self.one_button)
+        bar.addSeparator()
         self.size_label = QLabel("")
         self.size_label.setContentsMargins(6, 0, 6, 0)
         self.size_label.setToolTip("The ROI's size in slide pixels")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from ...core.metrics import catalogue
 from ...core.metrics.aggregate import Aggregate
@@ -79,12 +79,28 @@ class MetricsPanel(QWidget):
         self.current_line.hide()
         self.plot.addItem(self.current_line)
 
+        # The numbers (with the QA metrics, a dozen rows more) and the per-class line scroll in their own area
+        # above the histogram, which keeps its height: its axis shows in a 1280x800 window's dock whatever is
+        # computed.
+        numbers = QWidget()
+        column = QVBoxLayout(numbers)
+        column.setContentsMargins(0, 0, 4, 0)
+        column.addLayout(grid)
+        column.addWidget(self.per_class)
+        column.addStretch(1)
+        self.numbers = QScrollArea()
+        self.numbers.setWidgetResizable(True)
+        self.numbers.setFrameShape(QFrame.Shape.NoFrame)
+        self.numbers.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.numbers.setWidget(numbers)
+        # it takes the height the dock has (its rows' height asked for would scroll the dock past the histogram)
+        self.numbers.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Ignored)
+        self.numbers.setMinimumHeight(3 * self.fontMetrics().lineSpacing())
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.note)
-        layout.addLayout(grid)
-        layout.addWidget(self.plot, 1)  # before the per-class lines: its axis shows in a 1280x800 window's dock
-        layout.addWidget(self.per_class)
+        layout.addWidget(self.numbers, 1)
+        layout.addWidget(self.plot)
         self._axes: tuple[float, float, int, str] | None = None  # what the axes show (set again when it changes)
         self._title = ""
         self.set_dataset_values(catalogue.lookup(catalogue.DEFAULT_RANKING), [], None)
@@ -107,7 +123,8 @@ class MetricsPanel(QWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
-        self._reflow(2 if self.width() >= 2 * self._pair_width() + 16 else 1)
+        room = self.width() - self.numbers.verticalScrollBar().sizeHint().width()  # (its scroll bar may show)
+        self._reflow(2 if room >= 2 * self._pair_width() + 16 else 1)
 
     def set_note(self, note: str) -> None:
         """Mark the numbers stale with `note` (greyed, the note above them); "" shows them as current."""

@@ -195,8 +195,10 @@ class MainActions:
         self.progress_action.setVisible(False)
         self.eta_label.setText("")
 
-    def show_dice(self, metrics: ImageMetrics | None) -> None:
-        self.dice_label.setText("" if metrics is None else catalogue.brief(catalogue.row_values(metrics)))
+    def show_dice(self, metrics: ImageMetrics | None, scope: str = "") -> None:
+        """The image on screen's numbers; `scope` says what they are of when not the ROI ("whole slide")."""
+        text = "" if metrics is None else catalogue.brief(catalogue.row_values(metrics))
+        self.dice_label.setText(f"{text} ({scope})" if text and scope else text)
 
     def mark_dice(self, note: str) -> None:
         """Grey the headline out, with `note` as its tooltip, while it does not answer for the image."""

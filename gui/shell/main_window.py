@@ -165,18 +165,18 @@ class MainWindow(FolderDrop, QMainWindow):
     # ------------------------------------------------------------------------------------------- layout
     def _connect_messages(self) -> None:
         """Every part's messages go to the message area (an error shows it), its notes to the status bar."""
-        bar, messages = self.statusBar(), self.messages
+        messages, labels = self.messages, self.status_labels
         signals = [part.message for part in (self.commands, self.controller, self.exporter, self.display,
                                              self.whole_slide, self.editing, self.roi_control, self.scorer,
                                              self.slide.tiles)]
         for signal in signals:
             signal.connect(messages.add)
         for note in (self.commands.note, self.whole_slide.note, self.editing.note, self.controller.note):
-            note.connect(bar.showMessage)
-        self.roi_control.note.connect(lambda text: bar.showMessage(text, 3000))
+            note.connect(labels.note)
+        self.roi_control.note.connect(lambda text: labels.note(text, 3000))
         self.commands.preparing.connect(self.slide.set_loading)  # the empty views say what is coming
         self.commands.preparing.connect(self.panels.set_busy)
-        self.exporter.note.connect(lambda text: bar.showMessage(text, 5000))
+        self.exporter.note.connect(lambda text: labels.note(text, 5000))
         self.jobs.failed.connect(lambda _key, text, details: messages.add("error", text, details))
         messages.added.connect(self._on_message)
         self.exporter.finished.connect(lambda written: self._on_message("error" if written else ""))
@@ -195,7 +195,7 @@ class MainWindow(FolderDrop, QMainWindow):
         insert_menu(self, inspection.menu, -1)
         self.controller.progress.connect(inspection.result_arriving)
         inspection.message.connect(self.messages.add)
-        inspection.note.connect(self.statusBar().showMessage)
+        inspection.note.connect(self.status_labels.note)
 
     def _place_quality(self) -> None:
         """The Defects and Reliability docks (tabbed with Error regions and Timing) and their Inspect menu entries."""
@@ -205,7 +205,7 @@ class MainWindow(FolderDrop, QMainWindow):
         add_entries(inspection.menu, quality.entries)
         quality.defects.defectActivated.connect(inspection.zoom_to_box)
         quality.message.connect(self.messages.add)
-        quality.note.connect(self.statusBar().showMessage)
+        quality.note.connect(self.status_labels.note)
 
     def _place_review_queue(self) -> None:
         """The Review queue dock (tabbed with Defects) and its Inspect menu entries."""
@@ -213,7 +213,7 @@ class MainWindow(FolderDrop, QMainWindow):
         tab_dock(self, queue.dock, self.quality_tools.defects_dock)
         add_entries(self.inspection.menu, queue.entries)
         queue.message.connect(self.messages.add)
-        queue.note.connect(self.statusBar().showMessage)
+        queue.note.connect(self.status_labels.note)
         self.display.shown.connect(queue.result_shown)
 
     def folder_dropped(self, folder: Path) -> None:

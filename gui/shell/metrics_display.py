@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QDockWidget
 from ...core.dataset.dataset import DatasetItem
 from ...core.metrics import catalogue
 from ...core.metrics.catalogue import Metric
+from ...core.session.answers import WHOLE_SLIDE
 from ...core.session.session import Session
 from ...core.session.views import headline
 from ..docks.dataset_panel import DatasetPanel
@@ -53,11 +54,15 @@ class MetricsDisplay:
         dataset_panel.worstFirstAsked.connect(lambda: dataset_panel.sort_worst_first(session.ranking))
 
     def show(self) -> None:
-        """The image on screen's numbers, marked while they do not answer for it."""
+        """The image on screen's numbers, marked while they do not answer for it, and marked as the whole slide's
+        where its whole-slide run answers (the panels draw the part under the ROI; the numbers are the slide's)."""
         view = headline(self.session)
         metrics = view.metrics if view is not None else None
         self.panel.show_metrics(metrics, self.session.ranking, self.session.class_names)
-        self.actions.show_dice(metrics)
+        scope = WHOLE_SLIDE if view is not None and view.answer is not None and view.answer.source == WHOLE_SLIDE \
+            else ""
+        self.actions.show_dice(metrics, scope)
+        self.dock.setWindowTitle(f"Metrics ({scope})" if scope else "Metrics")
         note = view.note if view is not None else ""
         self.panel.set_note(note)
         self.actions.mark_dice(note)

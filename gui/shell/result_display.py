@@ -1,8 +1,9 @@
 """The result panels as a view of the session: they draw what answers for the image on screen
 (`core.session.views.headline`: its run, or the part of its whole-slide run under its ROI) with the mask on
 screen, dimmed while it no longer answers for the image (another ROI, another model), or say why there is
-nothing to draw (loading, queued, not run, unreadable). The ROI crop and the mask under it are read on a worker
-and drawn when they are back."""
+nothing to draw (loading, queued, not run, unreadable). Before anything answers for it (never run, or running)
+they show its ROI image and its ground truth under the ROI at once, with what to do next. The ROI crop and the
+mask under it are read on a worker and drawn when they are back."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from PySide6.QtCore import QObject, Signal
 
 from ...core.dataset.dataset import DatasetItem
 from ...core.result import InferenceResult
+from ...core.roi import Roi
 from ...core.session.answers import RUN, Answer
 from ...core.session.backend_state import BackendOpened
 from ...core.session.events import FAILED, QUEUED, UNREADABLE, MaskChanged
-from ...core.session.panel_model import PanelInputs, panel_inputs
+from ...core.session.panel_model import PanelInputs, PreviewInputs, panel_inputs, preview_inputs
 from ...core.session.session import Session
 from ...core.session.views import headline
 from ..canvas.open_slide import OpenSlide
@@ -95,6 +97,9 @@ class ResultDisplay(QObject):
                 self.panels.set_busy(self.hint())
             return
         answer = view.answer
+        if answer is None and not view.error:
+            self._preview(force)
+            return
         if answer is None or answer.result is None:
             self._drawn = None
             self.panels.clear()
@@ -106,6 +111,36 @@ class ResultDisplay(QObject):
             self._drawn = drawn
             self.jobs.submit("panels", self._panel_inputs(answer), lambda inputs: self._show(answer, inputs))
         self.panels.set_stale(answer.stale)
+
+    def _preview(self, force: bool) -> None:
+        """Nothing answers for the image on screen yet: its ROI image and truth under the ROI, read on a worker."""
+        current, mask = self.session.current, self.session.mask
+        assert current is not None  # (a view)
+        roi = self.session.roi_for(current.id)
+        classes = len(self.session.class_names) or 2
+        drawn = ("preview", roi, classes, mask is not None, id(self.session.document))
+        if force or drawn != self._drawn:
+            self._drawn = drawn
+            self.panels.clear()
+            self.jobs.submit("panels", self._preview_inputs(roi, classes),
+                             lambda inputs: self._show_preview(drawn, inputs))
+        self.panels.set_busy(self.hint())
+
+    def _preview_inputs(self, roi: Roi, classes: int) -> Callable[[], PreviewInputs]:
+        """The ROI image and the truth under it, as work for any thread (the reader and the mask taken now)."""
+        reader, mask = self.open_slide.reader, self.session.mask
+
+        def make() -> PreviewInputs:
+            return preview_inputs(reader, roi, mask[roi.y0 : roi.y1, roi.x0 : roi.x1] if mask is not None else None,
+                                  classes)
+        return make
+
+    def _show_preview(self, drawn: tuple[object, ...], inputs: PreviewInputs) -> None:
+        if drawn != self._drawn:
+            return  # something else is drawn by now
+        self.panels.show_preview(inputs)
+        hint = self.hint()
+        self.panels.set_busy(hint + (f"\nGround truth: {inputs.problem}" if inputs.problem else ""))
 
     def redraw(self) -> None:
         """Draw again (the mask tools made a blank mask for an image that had none)."""

@@ -1,10 +1,12 @@
-"""The main window's status bar: the backend, the last run's timings, the dataset means, the hover readout."""
+"""The main window's status bar: the backend, the last run's timings, the dataset means, the hover readout and the
+parts' notes (`note`: cut in the middle where even the labels' least widths leave too little room)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QSizeGrip, QStatusBar
 
 from ...core.backends.base import Capabilities
@@ -77,24 +79,44 @@ class StatusLabels:
             label.setMaximumWidth(kept)
             missing -= width - kept
 
+    def _set(self, label: ElidedLabel, text: str) -> None:
+        """A label's new text; while a message shows, the labels make room for it again (a label that grew, e.g.
+        the means after a run, would otherwise push the message under them)."""
+        label.setText(text)
+        message = self.bar.currentMessage()
+        if message:
+            self._make_room(message)
+
+    def note(self, text: str, ms: int = 0) -> None:
+        """A message for `ms` milliseconds (0: until the next), cut in the middle with "…" where it is wider than
+        all the permanent labels can give up for it (a long path keeps its start and its file name)."""
+        self.bar.showMessage(self.fitting(text), ms)
+
+    def fitting(self, message: str) -> str:
+        """`message`, cut in the middle to the widest room the labels can leave it (each at its least width)."""
+        grip = sum(w.width() for w in self.bar.findChildren(QSizeGrip) if w.isVisible())
+        room = (self.bar.width() - MESSAGE_MARGIN - grip
+                - sum(label.minimumWidth() + LABEL_SPACING for label in self.labels if label.isVisible()))
+        return self.bar.fontMetrics().elidedText(message, Qt.TextElideMode.ElideMiddle, max(room, 0))
+
     def _give_up_order(self) -> list[ElidedLabel]:
         """Which label gives its width up first for a message: the least needed first."""
         return [self.usage_label, self.timings_label, self.backend_label, self.means_label]
 
     def backend_opening(self, description: str) -> None:
-        self.backend_label.setText(f"backend: opening {description}…")
-        self.usage_label.setText("")
+        self._set(self.backend_label, f"backend: opening {description}…")
+        self._set(self.usage_label, "")
 
     def backend_failed(self, description: str) -> None:
-        self.backend_label.setText(f"backend: none ({description} failed to open: see Messages)")
+        self._set(self.backend_label, f"backend: none ({description} failed to open: see Messages)")
 
     def show_usage(self, rows: list[dict[str, Any]], lines: list[str]) -> None:
         """Images per device or cluster worker since the backend opened (`UsageLog.as_dicts()`, `.lines()`)."""
-        self.usage_label.setText(" · ".join(f"{row['name']}: {plural(row['images'], 'image')}" for row in rows))
+        self._set(self.usage_label, " · ".join(f"{row['name']}: {plural(row['images'], 'image')}" for row in rows))
         self.usage_label.setToolTip("Since the backend opened, per device or cluster worker:\n" + "\n".join(lines))
 
     def backend_ready(self, capabilities: Capabilities) -> None:
-        self.backend_label.setText(f"{capabilities.name} · {capabilities.device}")
+        self._set(self.backend_label, f"{capabilities.name} · {capabilities.device}")
         self.backend_label.setToolTip("\n".join(f"{k}: {v}" for k, v in capabilities.details.items()))
 
     def _on_result_added(self, added: ResultAdded) -> None:
@@ -106,21 +128,21 @@ class StatusLabels:
         if self._last_run is None:
             return
         (item_id, timings), self._last_run = self._last_run, None
-        self.timings_label.setText(f"last run {sum(timings.values()) * 1000:.0f} ms")
+        self._set(self.timings_label, f"last run {sum(timings.values()) * 1000:.0f} ms")
         self.timings_label.setToolTip(f"Per-stage times of the last inference ({item_id}):\n" + timings_text(timings))
 
     def clear_timings(self) -> None:
         self._last_run = None
-        self.timings_label.setText("")
+        self._set(self.timings_label, "")
 
     def show_means(self, means: Mapping[str, Any]) -> None:
         """The dataset means (`core.metrics.catalogue.means`' shape) in brief."""
         images = int(means["images_with_masks"])
-        self.means_label.setText("" if not images else f"mean {catalogue.brief_means(means)}")
+        self._set(self.means_label, "" if not images else f"mean {catalogue.brief_means(means)}")
 
     def hover(self, text: str) -> None:
         """The slide's readout while the mouse is over it (cleared when it leaves, "")."""
         if text:
-            self.bar.showMessage(text)
+            self.bar.showMessage(self.fitting(text))
         elif self.bar.currentMessage().startswith(HOVER_PREFIX):
             self.bar.clearMessage()

@@ -1,7 +1,7 @@
 """Run whole slide in the viewer: the shown slide in tiles on the backend's lane (the session's
 `run_whole_slide` job), and its stitched heatmap over the slide; the part under any ROI answers for the image in
-the panels, the row and every number (the session's rule; the runs live in the session, kept on disk and
-restored with the dataset).
+the panels, and the slide's own numbers in the row, the headline and the Metrics dock (the session's rule,
+`Answer.scored`; the runs live in the session, kept on disk and restored with the dataset).
 
 Tiles are the dataset's ROI size (the scale the model was trained at), overlapping by twice the model's edge
 effect and each counted only inside it, the slide's borders mirrored (`core.wholeslide.plan`), read

@@ -7,7 +7,7 @@ every text shown (tests/gui/screenshot.py)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtGui import QHelpEvent, QPainter, QPaintEvent
+from PySide6.QtGui import QHelpEvent, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import (
     QComboBox,
     QLabel,
@@ -78,6 +78,9 @@ class _ElidedChoice(QObject):
             painter = QStylePainter(combo)
             option = QStyleOptionComboBox()
             combo.initStyleOption(option)
+            if combo.currentIndex() < 0 and combo.placeholderText():  # as QComboBox.paintEvent draws it
+                option.palette.setBrush(QPalette.ColorRole.ButtonText, option.palette.placeholderText())
+                option.currentText = combo.placeholderText()
             painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, option)
             field = combo.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
                                                  QStyle.SubControl.SC_ComboBoxEditField, combo)

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from segscope.core.cli.output import EXIT_FAIL
+
 from helpers import run_cli
 
 
@@ -128,7 +130,32 @@ def test_drift_never_passes_what_it_cannot_judge(tmp_path, capsys, rows, flags, 
     code, out = run_cli("drift", path, *flags)
     err = capsys.readouterr().err
     assert verdict in (out + err)
-    assert code == (0 if out else 2) and (out == "" or err == "")
+    expected_code = 2 if not out else EXIT_FAIL if out.startswith("first drift") else 0
+    assert code == expected_code and (out == "" or err == "")
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_drift_exits_3_on_drift_and_0_without(tmp_path, capsys, as_json):
+    """A drift found is a failed check, exit 3 as compare's FAIL; the same file under looser thresholds passes."""
+    path = tmp_path / "result_1.csv"
+    # cosine 0.95 < the default 0.99 on the second row: a drift at line 3 (the header is line 1)
+    path.write_text("\n".join([DRIFT_HEADER, "0,Conv,c,C,0.9999,0.001,0.0001", "1,Relu,r,R,0.95,0.01,0.001"]) + "\n")
+    json_flag = ["--json"] if as_json else []
+    code, out = run_cli("drift", path, *json_flag)
+    assert code == EXIT_FAIL == 3
+    if as_json:
+        assert json.loads(out)["first_failure"]["line"] == 3
+    else:
+        assert out.startswith("first drift (line 3): Relu r vs R: ")
+    code, out = run_cli("drift", path, "--cosine", "0.9", *json_flag)
+    assert code == 0
+    assert (json.loads(out)["first_failure"] is None) if as_json else out.startswith("PASS: none of 2 compared")
+    assert capsys.readouterr().err == ""
+
+
+def test_drift_help_names_its_exit_codes(capsys):
+    code, _ = run_cli("drift", "--help")
+    assert code == 0 and "3 drift found" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize(("candidate", "verdict"), [

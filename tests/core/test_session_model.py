@@ -453,11 +453,12 @@ class SessionMachine(RuleBasedStateMachine):
             if truth is None:
                 assert rows[item_id].get("foreground_dice") is None, item_id
                 continue
-            ref = reference(answer.result, truth)
+            ref = reference(self.scored(item_id, answer), truth)
             got = [math.nan if rows[item_id][k] is None else rows[item_id][k]
                    for k in ("soft_dice", "foreground_dice", "foreground_iou", "precision", "recall")]
             assert all(map(same, got, (ref.soft_dice, ref.dice, ref.iou, ref.precision, ref.recall))), (item_id, got)
-            assert tuple(rows[item_id][k] for k in ("defect_tp", "defect_fp", "defect_fn")) == ref.defects
+            if answer.source != WHOLE_SLIDE:  # (a slide is scored without the QA metrics, as eval --tile does)
+                assert tuple(rows[item_id][k] for k in ("defect_tp", "defect_fp", "defect_fn")) == ref.defects
 
     @rule()
     def settle(self) -> None:
@@ -469,7 +470,7 @@ class SessionMachine(RuleBasedStateMachine):
             view = item_view(self.session, item_id)
             assert view.fresh and not view.note.startswith("re-scoring"), view
             if view.answer is not None and self.truth[item_id] is not None:
-                dice.append(reference(view.answer.result, self.truth[item_id]).dice)
+                dice.append(reference(self.scored(item_id, view.answer), self.truth[item_id]).dice)
         found = [d for d in dice if not math.isnan(d)]
         mean = self.session.summary().means().get("foreground_dice")
         assert same(math.nan if mean is None else mean, float(np.mean(found)) if found else math.nan), (mean, dice)
@@ -528,19 +529,33 @@ class SessionMachine(RuleBasedStateMachine):
             if not answer.stale:
                 assert answer.result.roi == session.roi_for(item_id)
             if view.fresh:
-                self.check_numbers(item_id, view.metrics, answer.result, self.truth[item_id])
+                self.check_numbers(item_id, view.metrics, self.scored(item_id, answer), self.truth[item_id],
+                                   answer.source == WHOLE_SLIDE)
             else:
                 assert view.note, view  # numbers that do not answer say so
         # The means a view follows as they change are those of the images' numbers now, by the batch rule.
         assert same_numbers(session.running.means(), without_medians(session.summary().means()))
 
-    def check_numbers(self, item_id: str, metrics, result: InferenceResult, truth: np.ndarray | None) -> None:
+    def scored(self, item_id: str, answer) -> InferenceResult:
+        """What an answer's numbers are of: its run, or for a whole-slide run's part the whole stitched slide (the
+        slide's own numbers, whatever the ROI: issue 43)."""
+        if answer.source != WHOLE_SLIDE:
+            return answer.result
+        stitched = self.session.slide_run_of(item_id).stitched
+        whole = stitched.crop(stitched.region)
+        assert whole is not None and whole.roi == Roi(0, 0, W, H)  # the slide, at scale 1
+        return whole
+
+    def check_numbers(self, item_id: str, metrics, result: InferenceResult, truth: np.ndarray | None,
+                      slide: bool = False) -> None:
         if truth is None:
             assert metrics is None, item_id
             return
         ref = reference(result, truth)
         got = (metrics.soft_dice, metrics.foreground_dice, metrics.foreground_iou, metrics.precision, metrics.recall)
         assert all(map(same, got, (ref.soft_dice, ref.dice, ref.iou, ref.precision, ref.recall))), (item_id, got, ref)
+        if slide:  # (a slide is scored without the QA metrics, as eval --tile does)
+            return
         values = metrics.quality.values
         assert (values["defect_tp"], values["defect_fp"], values["defect_fn"]) == ref.defects, (item_id, values, ref)
 

@@ -107,7 +107,8 @@ def _needed_and_room(widget: QWidget) -> tuple[str, int, int] | None:
         field = widget.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
                                               QStyle.SubControl.SC_ComboBoxEditField, widget)
         icon = widget.iconSize().width() + 4 if not widget.itemIcon(widget.currentIndex()).isNull() else 0
-        return widget.currentText(), metrics.horizontalAdvance(widget.currentText()) + icon, field.width()
+        text = widget.currentText() if widget.currentIndex() >= 0 else widget.placeholderText()  # (drawn when empty)
+        return text, metrics.horizontalAdvance(text) + icon, field.width()
     if isinstance(widget, QAbstractButton):
         text = widget.text().replace("&&", "\0").replace("&", "").replace("\0", "&")
         if not text:
@@ -302,18 +303,23 @@ def capture(dataset: Path, out: Path, pipeline: Path | None = None, item: str | 
 
 
 def _texts_in_each_dock(window: QWidget, app: QApplication, stem: Path) -> dict[str, list[str]]:
-    """Whether the Metrics histogram's axis shows without scrolling (default metrics), then each dock that shares
-    a tab (Defects, Profile, Timing, Reliability, Metrics, Review, Messages) raised in turn, with the defect metrics
-    computed: its clipped texts; its screenshot saved as `<stem>-<dock>.png`."""
-    found = {}
+    """Whether the Metrics histogram's axis shows without scrolling (default metrics, and every QA metric), then
+    each dock that shares a tab (Defects, Profile, Timing, Reliability, Metrics, Review, Messages) raised in turn,
+    with every QA metric computed: its clipped texts; its screenshot saved as `<stem>-<dock>.png`."""
+    found: dict[str, list[str]] = {"Metrics histogram": []}
     window.metrics_dock.show()
     window.metrics_dock.raise_()
-    settle(app)
-    plot = window.metrics_panel.plot  # with the default metrics, the histogram's axis shows without scrolling
-    bottom = plot.mapTo(window.metrics_dock, QPoint(0, plot.height())).y()
-    if bottom > window.metrics_dock.height():
-        found["Metrics histogram"] = [f"ends at {bottom} px, below the dock's {window.metrics_dock.height()} px"]
-    window.quality_tools.set_spec("defect_f1", remember=False)
+    plot, panel = window.metrics_panel.plot, window.metrics_panel
+    for spec in ("", "all"):  # the default metrics, then every QA metric (a dozen rows more): the axis shows
+        window.quality_tools.set_spec(spec, remember=False)
+        for _ in range(50):  # (the QA metrics are scored on a worker)
+            settle(app)
+            if not spec or panel.value_labels["brier"].isVisibleTo(panel):
+                break
+        bottom = plot.mapTo(window.metrics_dock, QPoint(0, plot.height())).y()
+        if bottom > window.metrics_dock.height() or not plot.isVisibleTo(window):
+            found["Metrics histogram"].append(f"with metrics {spec or 'default'!r} it ends at {bottom} px, below "
+                                              f"the dock's {window.metrics_dock.height()} px")
     for dock in (window.quality_tools.defects_dock, window.quality_tools.reliability_dock, window.profile_dock,
                  window.inspection.timing_dock, window.inspection.review_dock, window.metrics_dock,
                  window.messages_dock):

@@ -4,6 +4,7 @@ run, a whole-slide run, crash recovery, a saved correction). Expected numbers ar
 
 from __future__ import annotations
 
+import json
 import math
 
 import cv2
@@ -16,6 +17,7 @@ from segscope.core.files.fileio import read_mask
 from segscope.core.roi import Roi
 
 from .test_session_views import run_current, select
+from helpers import run_cli
 
 pytestmark = pytest.mark.gui
 
@@ -153,28 +155,54 @@ def test_recovered_edits_are_announced_when_the_dataset_opens(qtbot, window, ans
     assert "unsaved" in again.dataset_panel.model.row("002").status
 
 
-def test_row_and_headline_agree_over_a_whole_slide_run(qtbot, window, answers):
+def eval_tiled(dataset, pipeline, item_id: str) -> dict:
+    """The image's row of `segscope eval --tile --json` (tiles of the dataset's ROI size, as the viewer's Run whole
+    slide takes them): the numbers the viewer must show for its whole-slide run."""
+    code, out = run_cli("eval", "--dataset", dataset, "--pipeline", pipeline, "--tile", "--json")
+    assert code == 0, out
+    return next(row for row in json.loads(out)["images"] if row["id"] == item_id)
+
+
+def test_a_whole_slide_run_shows_the_slides_numbers_whatever_the_roi(qtbot, window, answers, demo_dataset,
+                                                                     tiny_model_project):
+    """Issue 43: the row, the headline and the Metrics dock show the slide's own numbers (those `eval --tile`
+    gives), marked as the whole slide's, not those of the part under the ROI (n/a in an ROI without defects)."""
     run_current(qtbot, window)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=120000):
         assert window.commands.run_whole_slide()
     qtbot.waitUntil(lambda: window.session.slide_run_of("001") is not None)
-    moved = Roi(0, 0, 540, 540)  # the slide's corner, away from most defects: other numbers
-    window.slide.set_roi(moved)
-    window.slide.roiChanged.emit(moved)
-    qtbot.waitUntil(lambda: window.panels.result is not None and window.panels.result.roi == moved)
+    expected = eval_tiled(demo_dataset, tiny_model_project.pipeline, "001")
+    for moved in (Roi(0, 0, 540, 540), Roi(600, 300, 1000, 700)):  # corners of the slide: other parts
+        window.slide.set_roi(moved)
+        window.slide.roiChanged.emit(moved)
+        qtbot.waitUntil(lambda moved=moved: window.panels.result is not None and window.panels.result.roi == moved)
+        settle(qtbot, window)
+        assert_views_agree(window, "001", expected["foreground_dice"])
+        row = window.dataset_panel.model.row("001")
+        assert row.status == "whole slide"
+        assert (row.metrics.soft_dice, row.metrics.foreground_iou) == pytest.approx(
+            (expected["soft_dice"], expected["foreground_iou"]), abs=1e-6)
+        assert window.main_actions.dice_label.text().endswith("(whole slide)")
+        assert window.metrics_dock.windowTitle() == "Metrics (whole slide)"
+        # the panels draw the part under the ROI, whose own Dice differs from the slide's here
+        part = reference_dice(window.panels.result, window.mask)
+        assert math.isnan(part) or abs(part - expected["foreground_dice"]) > 1e-3, part
+    run_current(qtbot, window)  # a run of the ROI answers again: its numbers, not marked
     settle(qtbot, window)
-    expected = reference_dice(window.panels.result, window.mask)
-    assert_views_agree(window, "001", expected)
+    assert_views_agree(window, "001", reference_dice(window.panels.result, window.mask))
+    assert not window.main_actions.dice_label.text().endswith("(whole slide)")
+    assert window.metrics_dock.windowTitle() == "Metrics"
 
 
-def test_a_whole_slide_run_alone_gives_its_row_a_status_and_numbers(qtbot, window, answers):
+def test_a_whole_slide_run_alone_gives_its_row_a_status_and_numbers(qtbot, window, answers, demo_dataset,
+                                                                     tiny_model_project):
     with qtbot.waitSignal(window.controller.batchFinished, timeout=120000):
         assert window.commands.run_whole_slide()
     qtbot.waitUntil(lambda: window.panels.result is not None)
     settle(qtbot, window)
     row = window.dataset_panel.model.row("001")
-    assert row.status not in ("", "not run", "queued")
-    assert_views_agree(window, "001", reference_dice(window.panels.result, window.mask))
+    assert row.status == "whole slide"
+    assert_views_agree(window, "001", eval_tiled(demo_dataset, tiny_model_project.pipeline, "001")["foreground_dice"])
 
 
 def test_the_row_names_the_truth_it_is_scored_against(qtbot, window, answers, demo_dataset):
