@@ -156,7 +156,9 @@ class ReviewQueueTools(QObject):
                          lambda text, _details: self.message.emit("error", f"Review log: {text}"), lane=AUTOSAVE)
 
     def shutdown(self) -> None:
-        """Write the decisions still waiting (the window closes, its runner shut down: nothing else will)."""
+        """The window closes: stop a comparison after its image in flight, and write the decisions still waiting
+        here (the runner drops the writes queued on it)."""
+        self.review.cancel_compare()
         for writer in self._writers:
             try:
                 writer.flush()
