@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from segscope.core.backend_spec import BackendSpec, open_backend
 from segscope.core.dataset.dataset import Dataset
-from segscope.core.review.compare import LOW_DICE, ParityEntry, ParityQueue, compare_steps
+from segscope.core.review.compare import LOW_DICE, Compared, ParityEntry, ParityQueue, compare_steps
 from segscope.core.review.parity import Flip, ImageParity
 from segscope.core.roi import Roi
 from segscope.core.session.jobs import run_backend_job, run_here
@@ -76,6 +76,8 @@ def test_the_planted_difference_is_listed_first_and_fails_the_gate(planted, tiny
     assert [(e.image, e.kind, e.cls, e.bbox, e.area) for e in parity.entries()] == [
         ("b", "gained", 1, (40, 20, 60, 40), 400), ("d", "gained", 1, (70, 50, 80, 60), 100)]
     first = parity.entries()[0]
+    a_there, b_there = first.preview  # both runs' classes in the place: A background, B the defect, all 20 x 20
+    assert np.array_equal(a_there, np.zeros((20, 20), np.uint8)) and np.array_equal(b_there, np.ones((20, 20)))
     assert first.dice == pytest.approx(2 * dark / (dark + dark + 400))  # A: the square; B: the square and the block
     assert parity.run.images == 5 and parity.run.failed == 2 and not parity.run.passed
     assert parity.verdict() == ("Gate FAILED: 2 of 5 images compared fail (0 lost, 2 gained, 0 changed, lowest Dice "
@@ -157,7 +159,7 @@ def test_the_queue_orders_as_the_gate_ranks_and_steps_through_every_entry(images
     queue.start("B", len(images), 0)
     expected = []
     for order, (dice, flips) in enumerate(images):
-        queue.add(_parity(f"i{order}", order, dice, flips), (0, 0, 10, 10))
+        queue.add(Compared(_parity(f"i{order}", order, dice, flips), Roi(0, 0, 10, 10)))
         pixels = sum(area for _, _, area in flips)
         image_rank = (-pixels, -len(flips), dice, order)
         if flips:
@@ -182,6 +184,6 @@ def test_a_dice_entry_covers_the_roi():
     entry = ParityEntry("x", LOW_DICE, 0, 0, (5, 2, 115, 70), 110 * 68, 0.5, ())
     queue = ParityQueue()
     queue.start("B", 1, 0)
-    queue.add(ImageParity("x", 0, 0.5, ()), (5, 2, 115, 70))
+    queue.add(Compared(ImageParity("x", 0, 0.5, ()), Roi(5, 2, 115, 70)))
     assert [(e.kind, e.bbox, e.area) for e in queue.entries()] == [(entry.kind, entry.bbox, entry.area)]
-    assert not math.isnan(queue.entries()[0].dice)
+    assert not math.isnan(queue.entries()[0].dice) and queue.entries()[0].preview is None  # (no flip to show)
