@@ -244,9 +244,12 @@ class ReviewQueueTools(QObject):
             self.message.emit("error", f"Compare with: {exc}")
             return False
         show_dock(self.dock)
-        self.jobs.stream(job.name, job.work, job.each, job.finished,
-                         lambda text, _details: self.review.compare_failed(text), lane=BACKEND)
+        self.jobs.stream(job.name, job.work, job.each, job.finished, self._compare_failed, lane=BACKEND)
         return True
+
+    def _compare_failed(self, text: str, details: str) -> None:
+        self.review.compare_failed(text)
+        self.message.emit("error", f"Compare with: {text}")
 
     def _go_to(self, entry: AnyEntry) -> None:
         if isinstance(entry, ParityEntry):

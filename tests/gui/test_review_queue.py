@@ -230,3 +230,23 @@ def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, t
     window.close()
     records = [json.loads(line) for line in (root / LOG_NAME).read_text(encoding="utf-8").splitlines()]
     assert [(r["entry"], r["decision"]) for r in records] == [(entry.key, "keep")]
+
+
+def test_a_comparison_that_cannot_run_says_why(qtbot, window, tiny_model_project):
+    """B's card names an ONNX file that is not there: the comparison stops short, the dock and the messages say why,
+    and nothing is listed."""
+    from helpers import tiny_card
+
+    card = tiny_model_project.root / "models" / "gone.json"
+    card.write_text(json.dumps({**tiny_card(), "onnx": "gone.onnx", "om": "gone.om"}), encoding="utf-8")
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=90000):
+        assert window.commands.run_all()
+    tools = window.review_queue
+    said = []
+    tools.message.connect(lambda level, text: said.append((level, text)))
+    assert tools.compare(card)
+    parity = tools.parity
+    qtbot.waitUntil(lambda: not parity.running, timeout=60000)
+    assert parity.error and len(parity) == 0 and "gone.onnx" in parity.error
+    assert said and said[-1][0] == "error" and said[-1][1].startswith("Compare with: ")
+    qtbot.waitUntil(lambda: tools.panel.summary.text().startswith("Gate stopped short ("), timeout=10000)
