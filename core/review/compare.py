@@ -3,13 +3,13 @@ model (A) has answers for, on A's ROIs, each image compared as `segscope review 
 (`core.review.parity.image_parity`, the same gate), and one entry per place that flips.
 
 `compare_steps` is the work (any thread; it opens B, runs it and closes it there): it yields each image's
-`ImageParity` as it comes. `ParityQueue` is the Qt-free model a view draws and steps: its entries (every flip of
-every image compared, and one `dice` entry per image that fails the gate by its Dice alone, its box the ROI),
+`ImageParity` as it comes (`Compared`, with both runs' classes inside each flip's box, at most `MAX_PREVIEW` pixels,
+for a view to show A beside B). `ParityQueue` is the Qt-free model a view draws and steps: its entries (every flip
+of every image compared, and one `dice` entry per image that fails the gate by its Dice alone, its box the ROI),
 ranked as the CLI ranks images (the most flipped pixels first) and, within an image, the largest flip first; the
 gate's tallies (`ParityRun`); the entry on screen (`current`); where the run stands (`done` of `total`, `running`).
-No entry is decided: a flip between two runs changes no truth, so there is nothing to accept or remove; the
-reviewer steps and looks.
-"""
+No entry is decided: a flip between two runs changes no truth, so there is nothing to accept or remove; the reviewer
+steps and looks."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ import bisect
 import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
+
+import numpy as np
 
 from ..backend_spec import BackendSpec, open_backend
 from ..dataset.dataset import Dataset, DatasetItem
@@ -27,6 +29,7 @@ from ..evaluate import evaluate_dataset
 from ..events import Evented, Signal, SignalGroup
 from ..metrics.scores import argmax_at_roi
 from ..result import InferenceResult
+from ..roi import Roi
 from ..stream.input import StreamInput
 from ..wording import class_name
 from . import MIN_DICE
@@ -35,6 +38,20 @@ from .queue import DEFAULT_OPTIONS, QueueOptions
 
 #: The kind of an entry for an image with no flip whose Dice is under the gate's.
 LOW_DICE = "dice"
+#: The largest box (pixels) whose classes in both runs an entry keeps for a view (A beside B).
+MAX_PREVIEW = 256 * 256
+#: Both runs' classes inside a box (slide pixels): (A's, B's), ROI resolution.
+Preview = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One image compared: its parity, the ROI both ran on, and both runs' classes inside each flip's box (by box;
+    boxes over `MAX_PREVIEW` pixels left out)."""
+
+    parity: ImageParity
+    roi: Roi
+    previews: dict[tuple[int, int, int, int], Preview] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -50,6 +67,7 @@ class ParityEntry:
     area: int
     dice: float  # NaN: neither run has any foreground
     image_rank: tuple  # the image's (`ImageParity.rank`)
+    preview: Preview | None = field(default=None, compare=False, repr=False)  # A's and B's classes in the box
 
     @property
     def key(self) -> str:
@@ -67,13 +85,14 @@ class ParityEntry:
         return f"{named} → {class_name(class_names, self.to)}" if self.kind == "changed" else named
 
 
-def parity_entries(parity: ImageParity, min_dice: float = MIN_DICE,
-                   roi_box: tuple[int, int, int, int] = (0, 0, 0, 0)) -> list[ParityEntry]:
-    """An image's entries: one per flip; without a flip, one `LOW_DICE` entry over `roi_box` when its Dice fails
-    the gate; none when it passes."""
+def parity_entries(compared: Compared, min_dice: float = MIN_DICE) -> list[ParityEntry]:
+    """An image's entries: one per flip; without a flip, one `LOW_DICE` entry over its ROI when its Dice fails the
+    gate; none when it passes."""
+    parity, roi_box = compared.parity, compared.roi.as_tuple()
     rank = parity.rank()
     entries = [ParityEntry(parity.image, flip.kind, flip.cls, flip.to if flip.kind == "changed" else flip.cls,
-                           flip.bbox, flip.area, parity.dice, rank) for flip in parity.flips]
+                           flip.bbox, flip.area, parity.dice, rank, compared.previews.get(flip.bbox))
+               for flip in parity.flips]
     if not entries and not parity.passed(min_dice):
         width, height = roi_box[2] - roi_box[0], roi_box[3] - roi_box[1]
         entries.append(ParityEntry(parity.image, LOW_DICE, 0, 0, roi_box, width * height, parity.dice, rank))
@@ -82,7 +101,7 @@ def parity_entries(parity: ImageParity, min_dice: float = MIN_DICE,
 
 def compare_steps(spec: BackendSpec, dataset: Dataset, items: Sequence[DatasetItem],
                   first: Mapping[str, InferenceResult], cancel: threading.Event,
-                  options: QueueOptions = DEFAULT_OPTIONS) -> Iterator[ImageParity]:
+                  options: QueueOptions = DEFAULT_OPTIONS) -> Iterator[Compared]:
     """Open B (`spec`), run it over `items` on the ROI of A's result for each (`first`, by id; the ROI reaches B's
     stream by its own rule, as a run's does), no truth read, and yield each image's parity with A; B is closed when
     this ends, is closed, fails or sees `cancel` set. A result of another shape (its ROI, its classes) is refused in
@@ -101,12 +120,25 @@ def compare_steps(spec: BackendSpec, dataset: Dataset, items: Sequence[DatasetIt
                 if b.num_classes != a.num_classes:
                     raise SegScopeError(f"{spec.pipeline}: {b.num_classes} classes, but the model on screen has "
                                         f"{a.num_classes}; compare models of the same classes")
-                yield image_parity(evaluation.item.id, orders[evaluation.item.id], argmax_at_roi(a),
-                                   argmax_at_roi(b), a.roi, a.num_classes, options)
+                ours, theirs = argmax_at_roi(a), argmax_at_roi(b)
+                parity = image_parity(evaluation.item.id, orders[evaluation.item.id], ours, theirs, a.roi,
+                                      a.num_classes, options)
+                yield Compared(parity, a.roi, _previews(parity, a.roi, ours, theirs))
                 if cancel.is_set():
                     return
         except CancelledError:
             return
+
+
+def _previews(parity: ImageParity, roi: Roi, ours: np.ndarray, theirs: np.ndarray) -> dict[tuple[int, int, int, int],
+                                                                                           Preview]:
+    previews = {}
+    for flip in parity.flips:
+        x0, y0, x1, y1 = flip.bbox
+        if (x1 - x0) * (y1 - y0) <= MAX_PREVIEW:
+            window = (slice(y0 - roi.y0, y1 - roi.y0), slice(x0 - roi.x0, x1 - roi.x0))
+            previews[flip.bbox] = (ours[window].copy(), theirs[window].copy())
+    return previews
 
 
 class ParityEvents(SignalGroup):
@@ -142,10 +174,10 @@ class ParityQueue:
         self.current = None
         self.events.changed.emit()
 
-    def add(self, parity: ImageParity, roi_box: tuple[int, int, int, int]) -> None:
-        """One image compared (`roi_box`: its ROI, the box of a Dice entry)."""
-        self.run.add(parity)
-        for entry in parity_entries(parity, self.run.min_dice, roi_box):
+    def add(self, compared: Compared) -> None:
+        """One image compared."""
+        self.run.add(compared.parity)
+        for entry in parity_entries(compared, self.run.min_dice):
             if entry.key not in self._entries:
                 bisect.insort(self._order, (entry.rank(), entry.key))
                 self._entries[entry.key] = entry

@@ -25,10 +25,9 @@ from ..editing.document import MaskDocument
 from ..errors import SegScopeError
 from ..evaluate import truth_at_result
 from ..result import InferenceResult
-from ..review.compare import ParityQueue, compare_steps
+from ..review.compare import Compared, ParityQueue, compare_steps
 from ..review.log import ReviewLog
 from ..review.model import ReviewQueueModel
-from ..review.parity import ImageParity
 from ..review.queue import DEFAULT_OPTIONS, QueueOptions, ReviewEntry, result_entries
 from ..roi import Roi
 from .answers import Answer
@@ -164,7 +163,7 @@ class SessionReview:
         return undone[0] if undone else None
 
     # ---------------------------------------------------------------------------------- two runs compared
-    def compare(self, spec: BackendSpec, b: str) -> StreamJob[ImageParity]:
+    def compare(self, spec: BackendSpec, b: str) -> StreamJob[Compared]:
         """Compare B (`spec`, `b` what it is in a few words) with what answers for each image now (A): the job
         that runs B (on the thread that may hold a backend) and hands each image's parity to `parity`. Refused
         (`SegScopeError`) when nothing answers for any image yet."""
@@ -185,9 +184,9 @@ class SessionReview:
         self.parity.start(b, len(items), len(dataset.items) - len(items))
         options, parity, run = self.options, self.parity, self.parity.run  # (a later comparison makes its own run)
 
-        def each(image: ImageParity) -> None:
+        def each(image: Compared) -> None:
             if parity.run is run:
-                parity.add(image, first[image.image].roi.as_tuple())
+                parity.add(image)
 
         def finished() -> None:
             if parity.run is run and parity.running:

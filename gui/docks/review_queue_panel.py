@@ -10,12 +10,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from PySide6.QtCore import Signal
+from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from ...core.backends.registry import CHOSEN_KINDS
-from ...core.review.compare import LOW_DICE, ParityEntry
+from ...core.review.compare import LOW_DICE, ParityEntry, Preview
 from ...core.review.queue import ReviewEntry
+from ..widgets.colormaps import label_lut
 from ..widgets.row_table import Column, RowModel, RowTable
 
 #: A row: its rank, the entry, its class's name and its standing decision ("" not reviewed).
@@ -24,6 +27,8 @@ Row = tuple[int, ReviewEntry, str, str]
 ParityRow = tuple[int, ParityEntry, str]
 #: The backend choice meaning B runs on the backend A runs on.
 SAME_BACKEND = "same backend"
+#: The preview's height on screen (pixels): the place scaled up by a whole factor to about this.
+PREVIEW_HEIGHT = 64
 
 COLUMNS: tuple[Column[Row], ...] = (
     Column("#", lambda r: str(r[0]), key=lambda r: r[0], right=True, width="0000"),
@@ -77,6 +82,13 @@ class ReviewQueuePanel(QWidget):
         self.table = RowTable(self.model)
         self.parity_table = RowTable(self.parity_model)
         self.parity_table.hide()
+        self.preview = QLabel()  # the place on screen in both runs: A | B
+        self.preview.setToolTip("The place in both runs, coloured by class as the panels colour them: A (the results "
+                                "on screen) left, B right")
+        self.preview_caption = QLabel("The place in\nA (left) | B (right)")
+        self.preview_caption.setToolTip(self.preview.toolTip())
+        self.preview.hide()
+        self.preview_caption.hide()
         for table, model in ((self.table, self.model), (self.parity_table, self.parity_model)):
             table.clicked.connect(lambda index, m=model: self._activate(m, index.row()))
             table.activated.connect(lambda index, m=model: self._activate(m, index.row()))
@@ -98,6 +110,11 @@ class ReviewQueuePanel(QWidget):
         layout.addWidget(self.summary)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.parity_table, 1)
+        shown = QHBoxLayout()
+        shown.addWidget(self.preview_caption)
+        shown.addWidget(self.preview)
+        shown.addStretch(1)
+        layout.addLayout(shown)
 
     def backend_kind(self) -> str | None:
         """B's backend kind as chosen (None: the one the model on screen runs on)."""
@@ -112,16 +129,37 @@ class ReviewQueuePanel(QWidget):
         self.summary.setToolTip("")
         self._select(self.table, [row[1].key for row in self.model.rows], current.key if current else None)
 
-    def show_parity(self, rows: Sequence[ParityRow], current: ParityEntry | None, summary: str, rule: str) -> None:
-        """Two runs compared (`rule`: the gate's, on hover over the summary)."""
+    def show_parity(self, rows: Sequence[ParityRow], current: ParityEntry | None, summary: str, tip: str) -> None:
+        """Two runs compared (`tip`: the gate's rule and the keys, on hover over the summary)."""
         self._showing(parity=True)
         self.parity_model.set_rows(list(rows))
         self.summary.setText(summary)
-        self.summary.setToolTip(rule)
+        self.summary.setToolTip(tip)
         self._select(self.parity_table, [row[1].key for row in self.parity_model.rows],
                      current.key if current else None)
+        self._show_preview(current.preview if current is not None else None)
+
+    def _show_preview(self, preview: Preview | None) -> None:
+        """A's and B's classes in the place side by side (a white gap between), scaled up by a whole factor."""
+        self.preview_caption.setVisible(preview is not None)
+        if preview is None:
+            self.preview.hide()
+            return
+        ours, theirs = preview
+        lut = label_lut()
+        gap = np.full((ours.shape[0], max(1, ours.shape[1] // 16), 4), 255, np.uint8)
+        rgba = np.concatenate([lut[ours], gap, lut[theirs]], axis=1)
+        scale = max(1, PREVIEW_HEIGHT // max(ours.shape[0], 1))
+        rgba = np.ascontiguousarray(rgba.repeat(scale, 0).repeat(scale, 1))
+        height, width = rgba.shape[:2]
+        image = QImage(rgba.data, width, height, 4 * width, QImage.Format.Format_RGBA8888).copy()
+        self.preview.setPixmap(QPixmap.fromImage(image))
+        self.preview.show()
 
     def _showing(self, parity: bool) -> None:
+        if not parity:
+            self.preview.hide()
+            self.preview_caption.hide()
         self.table.setVisible(not parity)
         self.parity_table.setVisible(parity)
         for button in self.buttons[:4]:  # (a flip between two runs changes no truth: nothing to decide)

@@ -14,7 +14,8 @@ zoom to the entry.
 Compare with… (Ctrl+Shift+B) runs a second model or backend (B, a model file picked, on the backend chosen in the
 dock) over the images run, on the backend lane after any run queued there, and the dock lists where B differs from
 what answers for each image (A), the most different first, with the gate `segscope review --against` applies; J /
-Shift+J step those places (their image loaded, the panels zoomed to the place, A's result shown), Cancel stops
+Shift+J step those places (their image loaded, the panels zoomed to the place, A's result shown, and under
+the list the place in both runs side by side), Cancel stops
 after the image in flight, and Ctrl+Shift+Q (or "Truth's queue") goes back. A, D, K and U do nothing there: a
 flip between two runs changes no truth.
 """
@@ -156,7 +157,9 @@ class ReviewQueueTools(QObject):
                          lambda text, _details: self.message.emit("error", f"Review log: {text}"), lane=AUTOSAVE)
 
     def shutdown(self) -> None:
-        """Write the decisions still waiting (the window closes, its runner shut down: nothing else will)."""
+        """The window closes: stop a comparison after its image in flight, and write the decisions still waiting
+        here (the runner drops the writes queued on it)."""
+        self.review.cancel_compare()
         for writer in self._writers:
             try:
                 writer.flush()
@@ -241,9 +244,12 @@ class ReviewQueueTools(QObject):
             self.message.emit("error", f"Compare with: {exc}")
             return False
         show_dock(self.dock)
-        self.jobs.stream(job.name, job.work, job.each, job.finished,
-                         lambda text, _details: self.review.compare_failed(text), lane=BACKEND)
+        self.jobs.stream(job.name, job.work, job.each, job.finished, self._compare_failed, lane=BACKEND)
         return True
+
+    def _compare_failed(self, text: str, details: str) -> None:
+        self.review.compare_failed(text)
+        self.message.emit("error", f"Compare with: {text}")
 
     def _go_to(self, entry: AnyEntry) -> None:
         if isinstance(entry, ParityEntry):
@@ -379,11 +385,12 @@ class ReviewQueueTools(QObject):
     def _draw_parity(self) -> None:
         parity, names = self.parity, self.session.class_names
         rows: list[ParityRow] = [(rank, entry, entry.what(names)) for rank, entry in enumerate(parity.entries(), 1)]
-        where = f"A: the results on screen (the panels show A and the truth); B: {parity.b} (each row says what B has)"
+        where = f"A: the results on screen, B: {parity.b}"
         if parity.running:
             where = f"Comparing {parity.run.images} of {plural(parity.total, 'image')}… " + where
         if parity.skipped:
             where += f"; {plural(parity.skipped, 'image')} not run by A, not compared (Run all first)"
-        keys = "J / Shift+J: next / previous place; A, D, K, U do not apply (a flip changes no truth)"
-        self.panel.show_parity(rows, parity.current, f"{parity.verdict()}.\n{where}. {keys}",
-                               f"The gate: {parity.rule()}")
+        tip = (f"The gate: {parity.rule()}.\nThe panels show A's result and the truth, zoomed to the place; under "
+               "the list, the place in A (left) and B (right). J / Shift+J: next / previous place; A, D, K and U do "
+               "not apply (a flip between two runs changes no truth); Ctrl+Shift+Q: back to the truth's queue")
+        self.panel.show_parity(rows, parity.current, f"{parity.verdict()}. {where}", tip)

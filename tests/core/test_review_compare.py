@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from segscope.core.backend_spec import BackendSpec, open_backend
 from segscope.core.dataset.dataset import Dataset
-from segscope.core.review.compare import LOW_DICE, ParityEntry, ParityQueue, compare_steps
+from segscope.core.review.compare import LOW_DICE, Compared, ParityEntry, ParityQueue, compare_steps
 from segscope.core.review.parity import Flip, ImageParity
 from segscope.core.roi import Roi
 from segscope.core.session.jobs import run_backend_job, run_here
@@ -76,6 +77,8 @@ def test_the_planted_difference_is_listed_first_and_fails_the_gate(planted, tiny
     assert [(e.image, e.kind, e.cls, e.bbox, e.area) for e in parity.entries()] == [
         ("b", "gained", 1, (40, 20, 60, 40), 400), ("d", "gained", 1, (70, 50, 80, 60), 100)]
     first = parity.entries()[0]
+    a_there, b_there = first.preview  # both runs' classes in the place: A background, B the defect, all 20 x 20
+    assert np.array_equal(a_there, np.zeros((20, 20), np.uint8)) and np.array_equal(b_there, np.ones((20, 20)))
     assert first.dice == pytest.approx(2 * dark / (dark + dark + 400))  # A: the square; B: the square and the block
     assert parity.run.images == 5 and parity.run.failed == 2 and not parity.run.passed
     assert parity.verdict() == ("Gate FAILED: 2 of 5 images compared fail (0 lost, 2 gained, 0 changed, lowest Dice "
@@ -157,7 +160,7 @@ def test_the_queue_orders_as_the_gate_ranks_and_steps_through_every_entry(images
     queue.start("B", len(images), 0)
     expected = []
     for order, (dice, flips) in enumerate(images):
-        queue.add(_parity(f"i{order}", order, dice, flips), (0, 0, 10, 10))
+        queue.add(Compared(_parity(f"i{order}", order, dice, flips), Roi(0, 0, 10, 10)))
         pixels = sum(area for _, _, area in flips)
         image_rank = (-pixels, -len(flips), dice, order)
         if flips:
@@ -182,6 +185,70 @@ def test_a_dice_entry_covers_the_roi():
     entry = ParityEntry("x", LOW_DICE, 0, 0, (5, 2, 115, 70), 110 * 68, 0.5, ())
     queue = ParityQueue()
     queue.start("B", 1, 0)
-    queue.add(ImageParity("x", 0, 0.5, ()), (5, 2, 115, 70))
+    queue.add(Compared(ImageParity("x", 0, 0.5, ()), Roi(5, 2, 115, 70)))
     assert [(e.kind, e.bbox, e.area) for e in queue.entries()] == [(entry.kind, entry.bbox, entry.area)]
-    assert not math.isnan(queue.entries()[0].dice)
+    assert not math.isnan(queue.entries()[0].dice) and queue.entries()[0].preview is None  # (no flip to show)
+
+
+class ParityQueueMachine(RuleBasedStateMachine):
+    """The queue as images arrive while the reviewer steps (an image compared later may rank above the one on
+    screen), against a plain sorted list: stepping always moves to the neighbour in the order of what is listed
+    now, wrapping; a new comparison or a close lets everything go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queue = ParityQueue()
+        self.queue.start("B", 10, 0)
+        self.listed: list[tuple] = []  # (rank, key) of every entry, as the reference orders them
+        self.images = 0
+
+    @rule(dice=st.floats(0, 1), flips=st.lists(st.tuples(st.sampled_from(["lost", "gained"]), st.integers(0, 50),
+                                                        st.integers(1, 30)), max_size=3, unique_by=lambda f: f[1]))
+    def add(self, dice: float, flips: list) -> None:
+        order = self.images
+        self.images += 1
+        self.queue.add(Compared(_parity(f"i{order}", order, dice, flips), Roi(0, 0, 10, 10)))
+        image_rank = (-sum(area for _, _, area in flips), -len(flips), dice, order)
+        if flips:
+            self.listed += [((image_rank, -area, (x, 0, x + 2, 2), kind), f"i{order}/{kind}/1/{x},0,{x + 2},2")
+                            for kind, x, area in flips]
+        elif dice < 0.99:
+            self.listed.append(((image_rank, -100, (0, 0, 10, 10), LOW_DICE), f"i{order}/{LOW_DICE}/0/0,0,10,10"))
+        self.listed.sort()
+
+    @rule(offset=st.sampled_from([1, -1]))
+    def step(self, offset: int) -> None:
+        before = self.queue.current
+        got = self.queue.step(offset)
+        keys = [key for _, key in self.listed]
+        if not keys:
+            assert got is None
+            return
+        if before is None:
+            expected = keys[0] if offset > 0 else keys[-1]
+        else:
+            expected = keys[(keys.index(before.key) + offset) % len(keys)]
+        assert got is not None and got.key == expected and self.queue.current == got
+
+    @precondition(lambda self: self.listed)
+    @rule(pick=st.integers(0, 100))
+    def go_to(self, pick: int) -> None:
+        entry = self.queue.entries()[pick % len(self.listed)]
+        self.queue.go_to(entry)
+        assert self.queue.current == entry
+
+    @rule()
+    def restart(self) -> None:
+        self.queue.close()
+        assert self.queue.current is None and len(self.queue) == 0 and not self.queue.active
+        self.queue.start("B again", 10, 0)
+        self.listed, self.images = [], 0
+
+    @invariant()
+    def listed_as_the_reference(self) -> None:
+        assert [entry.key for entry in self.queue.entries()] == [key for _, key in self.listed]
+        assert self.queue.run.images == self.images
+
+
+TestParityQueue = ParityQueueMachine.TestCase
+TestParityQueue.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)

@@ -194,12 +194,23 @@ def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, t
     qtbot.waitUntil(lambda: outlined.isVisible() and outlined.rect() == QRectF(40, 20, 20, 20), timeout=10000)
     (x0, x1), (y0, y1) = window.panels.views()[0].viewRange()
     assert x0 <= 40 and x1 >= 60 and y0 <= 20 and y1 >= 40 and x1 - x0 < 120
+    # The dock shows the place in both runs: A's background (left), B's defect (right), 20 px scaled up.
+    from segscope.gui.widgets.colormaps import BACKGROUND, class_color
+
+    qtbot.waitUntil(lambda: tools.panel.preview.isVisibleTo(tools.panel), timeout=10000)
+    shown = tools.panel.preview.pixmap().toImage()
+    scale = 64 // 20
+    assert (shown.width(), shown.height()) == ((20 + 1 + 20) * scale, 20 * scale)
+    left, right = shown.pixelColor(2, 2), shown.pixelColor(shown.width() - 3, shown.height() - 3)
+    assert (left.red(), left.green(), left.blue()) == BACKGROUND
+    assert (right.red(), right.green(), right.blue()) == tuple(class_color(1))
     mask_before = window.session.document.mask.copy()
     _key(qtbot, window, Qt.Key.Key_A)  # nothing to decide: the truth stays
     assert np.array_equal(window.session.document.mask, mask_before)
     _key(qtbot, window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
     assert not parity.active and len(parity) == 0
     qtbot.waitUntil(lambda: tools.panel.table.isVisibleTo(tools.panel), timeout=10000)
+    assert not tools.panel.preview.isVisibleTo(tools.panel)
     listed = {keys for keys, _text in SHORTCUTS}
     assert "Ctrl+Shift+B" in listed
     # The truth's queue again (the dark squares the empty truths lack): a decision still waiting when the window
@@ -219,3 +230,23 @@ def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, t
     window.close()
     records = [json.loads(line) for line in (root / LOG_NAME).read_text(encoding="utf-8").splitlines()]
     assert [(r["entry"], r["decision"]) for r in records] == [(entry.key, "keep")]
+
+
+def test_a_comparison_that_cannot_run_says_why(qtbot, window, tiny_model_project):
+    """B's card names an ONNX file that is not there: the comparison stops short, the dock and the messages say why,
+    and nothing is listed."""
+    from helpers import tiny_card
+
+    card = tiny_model_project.root / "models" / "gone.json"
+    card.write_text(json.dumps({**tiny_card(), "onnx": "gone.onnx", "om": "gone.om"}), encoding="utf-8")
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=90000):
+        assert window.commands.run_all()
+    tools = window.review_queue
+    said = []
+    tools.message.connect(lambda level, text: said.append((level, text)))
+    assert tools.compare(card)
+    parity = tools.parity
+    qtbot.waitUntil(lambda: not parity.running, timeout=60000)
+    assert parity.error and len(parity) == 0 and "gone.onnx" in parity.error
+    assert said and said[-1][0] == "error" and said[-1][1].startswith("Compare with: ")
+    qtbot.waitUntil(lambda: tools.panel.summary.text().startswith("Gate stopped short ("), timeout=10000)
