@@ -561,5 +561,8 @@ def test_the_mask_tools_follow_the_session_whoever_changes_it(qtbot, window, ans
         assert window.commands.run_whole_slide()
     qtbot.waitUntil(lambda: window.session.slide_run_of("001") is not None)
     assert _enabled(editing) == _expect(undo=True)  # a whole-slide part answers there: no prediction to accept
-    window.session.undo_roi()  # back on the run's ROI: its own run answers again
-    assert _enabled(editing) == _expect(undo=True, accept=True)
+    window.session.undo_roi()  # back on the run's ROI: the whole-slide run, newer, still answers
+    assert _enabled(editing) == _expect(undo=True)
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.commands.run_current()  # a newer run of the ROI answers: its prediction can be accepted
+    qtbot.waitUntil(lambda: _enabled(editing) == _expect(undo=True, accept=True))

@@ -165,14 +165,16 @@ def eval_tiled(dataset, pipeline, item_id: str) -> dict:
 
 def test_a_whole_slide_run_shows_the_slides_numbers_whatever_the_roi(qtbot, window, answers, demo_dataset,
                                                                      tiny_model_project):
-    """Issue 43: the row, the headline and the Metrics dock show the slide's own numbers (those `eval --tile`
-    gives), marked as the whole slide's, not those of the part under the ROI (n/a in an ROI without defects)."""
+    """Issue 43: after Run whole slide the row, the headline and the Metrics dock show the slide's own numbers
+    (those `eval --tile` gives), marked as the whole slide's, not those of the part under the ROI (n/a in an ROI
+    without defects) nor those of an older run of the ROI."""
     run_current(qtbot, window)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=120000):
         assert window.commands.run_whole_slide()
     qtbot.waitUntil(lambda: window.session.slide_run_of("001") is not None)
     expected = eval_tiled(demo_dataset, tiny_model_project.pipeline, "001")
-    for moved in (Roi(0, 0, 540, 540), Roi(600, 300, 1000, 700)):  # corners of the slide: other parts
+    # on the ROI of the run before it too: the newer whole-slide run answers
+    for moved in (window.slide.roi(), Roi(0, 0, 540, 540), Roi(600, 300, 1000, 700)):  # and other parts
         window.slide.set_roi(moved)
         window.slide.roiChanged.emit(moved)
         qtbot.waitUntil(lambda moved=moved: window.panels.result is not None and window.panels.result.roi == moved)
