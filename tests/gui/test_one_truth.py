@@ -185,7 +185,7 @@ def test_a_whole_slide_run_shows_the_slides_numbers_whatever_the_roi(qtbot, wind
         assert (row.metrics.soft_dice, row.metrics.foreground_iou) == pytest.approx(
             (expected["soft_dice"], expected["foreground_iou"]), abs=1e-6)
         assert window.main_actions.dice_label.text().endswith("(whole slide)")
-        assert window.metrics_dock.windowTitle() == "Metrics (whole slide)"
+        assert window.metrics_panel.scope.isVisible() and window.metrics_panel.scope.text().startswith("Whole slide")
         # the panels draw the part under the ROI, whose own Dice differs from the slide's here
         part = reference_dice(window.panels.result, window.mask)
         assert math.isnan(part) or abs(part - expected["foreground_dice"]) > 1e-3, part
@@ -193,7 +193,7 @@ def test_a_whole_slide_run_shows_the_slides_numbers_whatever_the_roi(qtbot, wind
     settle(qtbot, window)
     assert_views_agree(window, "001", reference_dice(window.panels.result, window.mask))
     assert not window.main_actions.dice_label.text().endswith("(whole slide)")
-    assert window.metrics_dock.windowTitle() == "Metrics"
+    assert not window.metrics_panel.scope.isVisible()
 
 
 def test_a_whole_slide_run_alone_gives_its_row_a_status_and_numbers(qtbot, window, answers, demo_dataset,
