@@ -361,6 +361,8 @@ def test_replace_mode_keeps_a_backup(qtbot, window, editing, demo_dataset, monke
     assert not (demo_dataset / "001" / "mask_corrected.png").exists()
     assert "mask.orig.png" in window.messages.messages[-1].text
     assert editing.actions.save_mode() == "replace"  # remembered
+    # issue 43: the Truth column says mask.png now holds the user's edits ("replaced"), not "original"
+    qtbot.waitUntil(lambda: window.dataset_panel.model.row("001").truth_kind == "replaced", timeout=10000)
 
 
 def test_an_image_without_a_mask_gets_one(qtbot, window, answers, demo_dataset):
