@@ -1,6 +1,6 @@
-"""The session's results and what answers for each image: its newest run while that was made on the image's ROI
-by the open model, else the part of its whole-slide run under that ROI (whose numbers are the whole slide's:
-`Answer.scored`), else its newest run marked stale. One rule (`SessionResults.answer`) for the panels, the row,
+"""The session's results and what answers for each image: the newer of its newest run (while that was made on the
+image's ROI by the open model) and its whole-slide run (the part under that ROI, whose numbers are the whole
+slide's: `Answer.scored`), else its newest run marked stale. One rule (`SessionResults.answer`) for the panels, the row,
 the headline, the docks and the export.
 
 `SessionResults` is the part of `core.session.session.Session` that keeps the results: one bounded
@@ -64,6 +64,7 @@ class SessionResults:
         self.history = history if history is not None else RunHistory()
         self.slide_runs: dict[str, TiledEvaluation] = {}  # by image id, oldest first
         self._slide_keys: dict[str, int] = {}  # by image id: which whole-slide run it is
+        self._slide_after: dict[str, int] = {}  # by image id: the history's last run id when its slide run was kept
         self._slide_count = itertools.count(1)
         self._parts: dict[str, tuple[tuple[object, ...], InferenceResult | None]] = {}  # the part under each ROI
         self._image_changed: set[str] = set()  # images whose file changed after their newest run read it
@@ -171,7 +172,8 @@ class SessionResults:
         """What answers for the image now (see the module docstring); None: nothing does (never run)."""
         record = self.newest(item_id)
         stale = self.stale_reason(item_id)
-        if record is not None and not stale:
+        slide_newer = item_id in self.slide_runs and (record is None or self._slide_after[item_id] >= record.id)
+        if record is not None and not stale and not slide_newer:
             return Answer(record.result, (RUN, record.id), RUN, "", record.class_names)
         if item_id in self.slide_runs and stale != IMAGE_CHANGED:  # (it may be of the old image too)
             roi = self.roi_for(item_id)
@@ -214,6 +216,7 @@ class SessionResults:
         runs.pop(item_id, None)
         runs[item_id] = evaluation
         self._slide_keys[item_id] = next(self._slide_count)
+        self._slide_after[item_id] = len(self.history.records)  # (run ids count up from 1: a later run is newer)
         self._sizes.setdefault(item_id, evaluation.stitched.slide_size)
         total, dropped = 0, []
         for kept_id, run in reversed(list(runs.items())):  # newest first; the newest is always kept

@@ -24,6 +24,7 @@ from ..slides import SlideReader
 from ..stream.input import RegionSource, StreamInput
 from ..wholeslide.evaluate import TiledEvaluation, TilePlan
 from ..wording import plural
+from .answers import WHOLE_SLIDE, Answer
 from .events import (
     CANCELLED,
     FAILED,
@@ -68,6 +69,7 @@ class SessionRuns:
     _scored: Callable[..., None]
     truth: Callable[[str], ImageTruth]
     truth_versions: Callable[[], Callable[[str], int | None]]
+    answer: Callable[[str], Answer | None]
 
     def __init__(self) -> None:
         self._outcomes: dict[str, Outcome] = {}
@@ -167,13 +169,14 @@ class SessionRuns:
         item = dataset.item(item_id or (self.current.id if self.current is not None else ""))
         self._set_outcome(item.id, Outcome(QUEUED))
         describe_as = self.describe_as
+        scored_on = self.truth_versions()(item.id)  # the mask file the run scores the slide on (None: edits)
 
         def work(backend: Backend | None, cancel: threading.Event, progress: Progress) -> Iterator[RunStep]:
             return slide_steps(dataset, item, reader, plan, backend, cancel, progress, describe_as)
 
         def each(step: RunStep) -> None:
             if isinstance(step, SlideEvaluated):
-                self.add_slide_run(step.run)
+                self.add_slide_run(step.run, scored_on)
             elif isinstance(step, Failed):
                 self._failed(step)
         return RunJob("whole slide", (item.id,), tiles, work, each, lambda cancelled: self._ended((item.id,),
@@ -193,8 +196,9 @@ class SessionRuns:
         self._scored(item_id, self._run_key(record, scored_on, quality or MetricSpec()), evaluation.metrics)
         return record
 
-    def add_slide_run(self, evaluation: TiledEvaluation) -> None:
-        """Keep a finished whole-slide run (replacing the image's one before; kept on disk too)."""
+    def add_slide_run(self, evaluation: TiledEvaluation, scored_on: int | None = None) -> None:
+        """Keep a finished whole-slide run (replacing the image's one before; kept on disk too); its metrics were
+        scored on the mask file of truth version `scored_on` (None: not known, scored again as a job)."""
         item_id = evaluation.item.id
         for dropped in self._keep_slide_run(evaluation):  # (an image whose older whole-slide run was let go)
             self._item_changed(dropped)
@@ -208,7 +212,11 @@ class SessionRuns:
                                                  f"{evaluation.seconds:.1f} s at output scale "
                                                  f"{evaluation.stitched.scale:.4g}{scores}"))
         self.events.slide_run_added.emit(SlideRunAdded(item_id, evaluation))
-        self._item_changed(item_id)
+        answer = self.answer(item_id)
+        if scored_on is not None and answer is not None and answer.source == WHOLE_SLIDE:  # (its numbers: no rescore)
+            self._scored(item_id, ScoreKey(answer.scored, scored_on, self.quality), evaluation.metrics)
+        else:
+            self._item_changed(item_id)
 
     def _report_store_errors(self) -> None:
         """Failed writes of the store (earlier ones: reported here, in the session's thread), said once: every

@@ -9,7 +9,7 @@ cannot disagree. Each fact has one owner:
 
 - the ROI of an image lives in the dataset (its sidecar); the session is the only writer and keeps an undo
   stack of moves; a run takes a snapshot (`run_plan`), so dragging during a run never fights it;
-- what answers for an image is one rule (`answer`): its run on its ROI, else its whole-slide run's part there;
+- what answers for an image is one rule (`answer`): the newer of its run on its ROI and its whole-slide run;
 - its numbers are always those of that answer against the truth the session names for it, re-scored as a job
   whenever either changes;
 - the metric that ranks the images is `ranking`, the QA metrics computed beside Dice `quality`.

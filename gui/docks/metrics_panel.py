@@ -66,6 +66,9 @@ class MetricsPanel(QWidget):
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color: #e6b450;")
         self.note.hide()
+        self.scope = QLabel("")  # what the numbers are of when not the ROI ("whole slide: …")
+        self.scope.setWordWrap(True)
+        self.scope.hide()
 
         self.plot = pg.PlotWidget()
         self.plot.setMinimumHeight(100)
@@ -99,6 +102,7 @@ class MetricsPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.note)
+        layout.addWidget(self.scope)
         layout.addWidget(self.numbers, 1)
         layout.addWidget(self.plot)
         self._axes: tuple[float, float, int, str] | None = None  # what the axes show (set again when it changes)
@@ -132,6 +136,11 @@ class MetricsPanel(QWidget):
         self.note.setVisible(bool(note))
         for label in (*self.value_labels.values(), self.per_class):
             label.setEnabled(not note)
+
+    def set_scope(self, text: str) -> None:
+        """Say what the numbers are of where it is not the ROI the panels show (""; nothing said)."""
+        self.scope.setText(text)
+        self.scope.setVisible(bool(text))
 
     def show_metrics(self, metrics: ImageMetrics | None, ranking: Metric, class_names: Sequence[str] = ()) -> None:
         """This image's metrics ("n/a" where one does not apply); None (no result, or no ground-truth mask)

@@ -62,7 +62,8 @@ class MetricsDisplay:
         scope = WHOLE_SLIDE if view is not None and view.answer is not None and view.answer.source == WHOLE_SLIDE \
             else ""
         self.actions.show_dice(metrics, scope)
-        self.dock.setWindowTitle(f"Metrics ({scope})" if scope else "Metrics")
+        self.panel.set_scope("Whole slide: the slide's own numbers (the panels show the part under the ROI)"
+                             if scope else "")
         note = view.note if view is not None else ""
         self.panel.set_note(note)
         self.actions.mark_dice(note)

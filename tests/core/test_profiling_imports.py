@@ -221,7 +221,7 @@ def test_drift_errors(tmp_path, text, parts):
 
 def test_drift_and_profile_import_commands(tmp_path, capsys):
     out = io.StringIO()
-    assert main(["drift", str(write_msit(tmp_path)), "--top", "3"], out) == 0
+    assert main(["drift", str(write_msit(tmp_path)), "--top", "3"], out) == 3  # a drift found: a failed check
     lines = out.getvalue().splitlines()
     assert lines[0] == "first drift (line 4): Conv conv_2 vs conv_2: relative Euclidean 0.06 > 0.05"
     assert len(lines) == 5 and "FAIL" in lines[2] and "add_3" in lines[2]

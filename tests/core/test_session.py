@@ -333,6 +333,40 @@ def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
     assert session.slide_runs == {}
 
 
+def test_a_whole_slide_runs_numbers_are_the_slides_whatever_the_roi_and_follow_its_truth(tmp_path):
+    """Issue 43: the numbers of an image a whole-slide run answers for are the slide's own (not the part under
+    its ROI's), adopted from the run when it scored the mask file the image has now, else scored again (edits:
+    tests/core/test_session_model.py). Expected values by hand: a 10 x 10 predicted box against a truth box of
+    10 x 20 holding it."""
+    from segscope.core.wholeslide.evaluate import TiledEvaluation, score_stitched
+    from segscope.core.wholeslide.tiling import Stitched
+
+    (tmp_path / "ds" / "a").mkdir(parents=True)
+    cv2.imwrite(str(tmp_path / "ds" / "a" / "image.png"), np.zeros((40, 60, 3), np.uint8))
+    mask = np.zeros((40, 60), np.uint8)
+    mask[10:20, 30:50] = 255  # 200 true pixels, the prediction's 100 among them
+    cv2.imwrite(str(tmp_path / "ds" / "a" / "mask.png"), mask)
+    session = Session(persist=False)
+    run_here(session.open_dataset(Dataset.open(tmp_path / "ds")))
+    item = session.dataset.item("a")
+    probabilities = np.zeros((40, 60, 2), np.float32)
+    probabilities[..., 0] = 1
+    probabilities[10:20, 30:40] = (0.25, 0.75)
+    stitched = Stitched(Roi(0, 0, 60, 40), 1.0, (60, 40), probabilities, probabilities.argmax(-1).astype(np.uint8),
+                        None, np.ones((40, 60), bool))
+    run = TiledEvaluation(item, stitched, 4, score_stitched(session.dataset, item, stitched), 1.0)
+    session.set_roi(Roi(0, 0, 20, 20), "a")  # a corner with nothing in it: its part's Dice would be n/a
+    session.add_slide_run(run, scored_on=session.truth_versions()("a"))
+    assert session.score_job("a") is None  # the run's own numbers adopted: nothing to score again
+    assert session.known_metrics("a").foreground_dice == pytest.approx(2 * 100 / (100 + 200))
+    session.set_roi(Roi(20, 0, 60, 40), "a")  # another part: the same numbers, still fresh
+    assert session.is_fresh("a") and session.metrics("a").foreground_dice == pytest.approx(2 * 100 / 300)
+
+    session.add_slide_run(run)  # scored on a truth not known: scored again, to the same numbers
+    assert session.score_job("a") is not None
+    assert session.metrics("a").foreground_dice == pytest.approx(2 * 100 / 300)
+
+
 def test_whole_slide_runs_are_kept_on_disk_and_restored_rescored(tmp_path, write_png):
     from segscope.core.wholeslide.evaluate import TiledEvaluation, TilePlan
     from segscope.core.wholeslide.tiling import Stitched

@@ -207,6 +207,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.unsaved: set[str] = set()  # images whose recovered edits are not on screen yet
         self.runs: dict[str, tuple[Roi, str]] = {}  # its newest ROI run: ROI, model
         self.slides: set[str] = set()  # images with a whole-slide run
+        self.newer_slides: set[str] = set()  # of those, images whose whole-slide run is newer than their ROI run
         self.session = self._new_session()
 
     def teardown(self) -> None:
@@ -295,6 +296,7 @@ class SessionMachine(RuleBasedStateMachine):
         run_backend_job(self.session.run(item_ids), self._backend())
         for item_id in item_ids:
             self.runs[item_id] = (planned[item_id], self._backend().capabilities.details["model"])
+            self.newer_slides.discard(item_id)
 
     @rule(model=st.sampled_from(["A", "A", "B", "C"]))
     def run_current(self, model: str) -> None:
@@ -314,6 +316,7 @@ class SessionMachine(RuleBasedStateMachine):
             plan = TilePlan((TILE, TILE), overlap=8)
             run_backend_job(self.session.run_whole_slide(reader, plan, 12), self._backend())
         self.slides.add(item.id)
+        self.newer_slides.add(item.id)
 
     @rule(x=st.integers(0, W - 4), y=st.integers(0, H - 4), w=st.integers(2, 30), h=st.integers(2, 30),
           paint=st.booleans(), autosaved=st.booleans())
@@ -421,6 +424,7 @@ class SessionMachine(RuleBasedStateMachine):
         assert {i for i in IDS if self.session.newest(i)} == set(self.runs)  # the newest runs are restored
         assert set(self.session.slide_runs) == self.slides
         self.runs = {i: (r.roi, "") for i in IDS if (r := self.session.newest(i)) is not None}  # (of no model)
+        self.newer_slides = set(self.slides)  # (the whole-slide runs are restored after the ROI runs)
         self.the_views_agree()  # before the image is shown: the recovered edits are scored from the first moment
         self._select("a")
 
@@ -477,12 +481,13 @@ class SessionMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------------------------------ checks
     def expected_source(self, item_id: str) -> tuple[str, bool] | None:
-        """(where the answer comes from, whether it is stale) by the rule of the issue: the image's run while it
-        is of its ROI and the open model, else its whole-slide run's part under the ROI, else the run, stale."""
+        """(where the answer comes from, whether it is stale) by the rule of the issue: the newer of the image's
+        run (while it is of its ROI and the open model) and its whole-slide run's part under the ROI, else the run,
+        stale."""
         run = self.runs.get(item_id)
         model = self._backend().capabilities.details["model"]
         fits = run is not None and run[0] == self.session.roi_for(item_id) and run[1] in ("", model)
-        if fits:
+        if fits and item_id not in self.newer_slides:
             return RUN, False
         if item_id in self.slides:
             return WHOLE_SLIDE, False

@@ -129,3 +129,13 @@ def test_a_status_note_stays_whole_when_the_labels_grow_and_a_longer_one_is_cut_
     shown = bar.currentMessage()
     assert shown != long_note and "…" in shown and shown.startswith("/very/long/") and shown.endswith("image.png")
     assert clipped_texts(window) == []
+
+
+def test_before_the_first_run_the_previewed_truth_and_its_hint_fit_a_laptop_screen(qapp, qtbot, laptop):
+    window = laptop
+    panels = window.panels
+    qtbot.waitUntil(lambda: panels.preview is not None, timeout=10000)
+    settle(qapp)
+    assert panels.notice.isVisible() and inside(panels.notice, panels.graphics)
+    assert panels.notice.height() >= panels.notice.heightForWidth(panels.notice.width())  # every line shows
+    assert clipped_texts(window) == [] and clipped_widgets(window) == []

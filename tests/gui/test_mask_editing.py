@@ -361,6 +361,8 @@ def test_replace_mode_keeps_a_backup(qtbot, window, editing, demo_dataset, monke
     assert not (demo_dataset / "001" / "mask_corrected.png").exists()
     assert "mask.orig.png" in window.messages.messages[-1].text
     assert editing.actions.save_mode() == "replace"  # remembered
+    # issue 43: the Truth column says mask.png now holds the user's edits ("replaced"), not "original"
+    qtbot.waitUntil(lambda: window.dataset_panel.model.row("001").truth_kind == "replaced", timeout=10000)
 
 
 def test_taking_theirs_while_an_auto_save_writes_does_not_wait_for_it(qtbot, window, editing, demo_dataset,
@@ -617,5 +619,8 @@ def test_the_mask_tools_follow_the_session_whoever_changes_it(qtbot, window, ans
         assert window.commands.run_whole_slide()
     qtbot.waitUntil(lambda: window.session.slide_run_of("001") is not None)
     assert _enabled(editing) == _expect(undo=True)  # a whole-slide part answers there: no prediction to accept
-    window.session.undo_roi()  # back on the run's ROI: its own run answers again
-    assert _enabled(editing) == _expect(undo=True, accept=True)
+    window.session.undo_roi()  # back on the run's ROI: the whole-slide run, newer, still answers
+    assert _enabled(editing) == _expect(undo=True)
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.commands.run_current()  # a newer run of the ROI answers: its prediction can be accepted
+    qtbot.waitUntil(lambda: _enabled(editing) == _expect(undo=True, accept=True))

@@ -165,14 +165,16 @@ def eval_tiled(dataset, pipeline, item_id: str) -> dict:
 
 def test_a_whole_slide_run_shows_the_slides_numbers_whatever_the_roi(qtbot, window, answers, demo_dataset,
                                                                      tiny_model_project):
-    """Issue 43: the row, the headline and the Metrics dock show the slide's own numbers (those `eval --tile`
-    gives), marked as the whole slide's, not those of the part under the ROI (n/a in an ROI without defects)."""
+    """Issue 43: after Run whole slide the row, the headline and the Metrics dock show the slide's own numbers
+    (those `eval --tile` gives), marked as the whole slide's, not those of the part under the ROI (n/a in an ROI
+    without defects) nor those of an older run of the ROI."""
     run_current(qtbot, window)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=120000):
         assert window.commands.run_whole_slide()
     qtbot.waitUntil(lambda: window.session.slide_run_of("001") is not None)
     expected = eval_tiled(demo_dataset, tiny_model_project.pipeline, "001")
-    for moved in (Roi(0, 0, 540, 540), Roi(600, 300, 1000, 700)):  # corners of the slide: other parts
+    # on the ROI of the run before it too: the newer whole-slide run answers
+    for moved in (window.slide.roi(), Roi(0, 0, 540, 540), Roi(600, 300, 1000, 700)):  # and other parts
         window.slide.set_roi(moved)
         window.slide.roiChanged.emit(moved)
         qtbot.waitUntil(lambda moved=moved: window.panels.result is not None and window.panels.result.roi == moved)
@@ -183,7 +185,7 @@ def test_a_whole_slide_run_shows_the_slides_numbers_whatever_the_roi(qtbot, wind
         assert (row.metrics.soft_dice, row.metrics.foreground_iou) == pytest.approx(
             (expected["soft_dice"], expected["foreground_iou"]), abs=1e-6)
         assert window.main_actions.dice_label.text().endswith("(whole slide)")
-        assert window.metrics_dock.windowTitle() == "Metrics (whole slide)"
+        assert window.metrics_panel.scope.isVisible() and window.metrics_panel.scope.text().startswith("Whole slide")
         # the panels draw the part under the ROI, whose own Dice differs from the slide's here
         part = reference_dice(window.panels.result, window.mask)
         assert math.isnan(part) or abs(part - expected["foreground_dice"]) > 1e-3, part
@@ -191,7 +193,7 @@ def test_a_whole_slide_run_shows_the_slides_numbers_whatever_the_roi(qtbot, wind
     settle(qtbot, window)
     assert_views_agree(window, "001", reference_dice(window.panels.result, window.mask))
     assert not window.main_actions.dice_label.text().endswith("(whole slide)")
-    assert window.metrics_dock.windowTitle() == "Metrics"
+    assert not window.metrics_panel.scope.isVisible()
 
 
 def test_a_whole_slide_run_alone_gives_its_row_a_status_and_numbers(qtbot, window, answers, demo_dataset,
