@@ -102,7 +102,8 @@ class Actions:
 def actions(session: Session) -> Actions:
     backend = session.backend
     busy = backend is not None and backend.busy
-    model = backend is not None and backend.capabilities is not None and not busy
+    # (a comparison runs model B on the thread that runs the model: a run would wait behind it)
+    model = backend is not None and backend.capabilities is not None and not busy and not session.review.parity.running
     document = session.document if session.ready else None
     editor = document.editor if document is not None and not document.saving else None
     answer = session.answer(document.item.id) if document is not None and not document.saving else None

@@ -129,6 +129,7 @@ class MainActions:
             event.connect(lambda *_args: self.update_enabled())
         for event in (events.result_added, events.slide_run_added):
             event.connect(lambda _added: self.enabled.request())
+        session.review.parity.events.changed.connect(self.enabled.request)  # (a comparison holds the model's thread)
         if session.backend is not None:
             session.backend.events.all.connect(lambda _emission: self.update_enabled())
             session.backend.events.busy.connect(self._on_busy)

@@ -250,3 +250,14 @@ def test_a_comparison_that_cannot_run_says_why(qtbot, window, tiny_model_project
     assert parity.error and len(parity) == 0 and "gone.onnx" in parity.error
     assert said and said[-1][0] == "error" and said[-1][1].startswith("Compare with: ")
     qtbot.waitUntil(lambda: tools.panel.summary.text().startswith("Gate stopped short ("), timeout=10000)
+
+
+def test_run_waits_for_no_comparison(qtbot, window):
+    """While model B is compared (on the thread that runs the model), Run and Run all are off, as during a run:
+    pressed, they would wait behind the comparison without a word; they come back when it ends."""
+    actions, parity = window.main_actions, window.session.review.parity
+    qtbot.waitUntil(lambda: actions.run_action.isEnabled() and actions.run_all_action.isEnabled(), timeout=30000)
+    parity.start("model B", 3, 0)
+    qtbot.waitUntil(lambda: not actions.run_action.isEnabled() and not actions.run_all_action.isEnabled())
+    parity.finish()
+    qtbot.waitUntil(lambda: actions.run_action.isEnabled() and actions.run_all_action.isEnabled())
