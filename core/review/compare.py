@@ -4,12 +4,13 @@ model (A) has answers for, on A's ROIs, each image compared as `segscope review 
 
 `compare_steps` is the work (any thread; it opens B, runs it and closes it there): it yields each image's
 `ImageParity` as it comes (`Compared`, with both runs' classes inside each flip's box, at most `MAX_PREVIEW` pixels,
-for a view to show A beside B). `ParityQueue` is the Qt-free model a view draws and steps: its entries (every flip
-of every image compared, and one `dice` entry per image that fails the gate by its Dice alone, its box the ROI),
-ranked as the CLI ranks images (the most flipped pixels first) and, within an image, the largest flip first; the
-gate's tallies (`ParityRun`); the entry on screen (`current`); where the run stands (`done` of `total`, `running`).
-No entry is decided: a flip between two runs changes no truth, so there is nothing to accept or remove; the reviewer
-steps and looks."""
+for a view to show A beside B, and B's classes over the ROI). `ParityQueue` is the Qt-free model a view draws and
+steps: its entries (every flip of every image compared, and one `dice` entry per image that fails the gate by its
+Dice alone, its box the ROI), ranked as the CLI ranks images (the most flipped pixels first) and, within an image,
+the largest flip first; the gate's tallies (`ParityRun`); the entry on screen (`current`); where the run stands
+(`done` of `total`, `running`); B's classes of each image listed (`theirs`), for the panels to show B where the
+reviewer looks. No entry is decided: a flip between two runs changes no truth, so there is nothing to accept or
+remove; the reviewer steps and looks."""
 
 from __future__ import annotations
 
@@ -46,12 +47,14 @@ Preview = tuple[np.ndarray, np.ndarray]
 
 @dataclass(frozen=True)
 class Compared:
-    """One image compared: its parity, the ROI both ran on, and both runs' classes inside each flip's box (by box;
-    boxes over `MAX_PREVIEW` pixels left out)."""
+    """One image compared: its parity, the ROI both ran on, both runs' classes inside each flip's box (by box;
+    boxes over `MAX_PREVIEW` pixels left out), and B's classes over the ROI (uint8, ROI resolution; None: not
+    kept)."""
 
     parity: ImageParity
     roi: Roi
     previews: dict[tuple[int, int, int, int], Preview] = field(default_factory=dict)
+    theirs: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ def compare_steps(spec: BackendSpec, dataset: Dataset, items: Sequence[DatasetIt
                 ours, theirs = argmax_at_roi(a), argmax_at_roi(b)
                 parity = image_parity(evaluation.item.id, orders[evaluation.item.id], ours, theirs, a.roi,
                                       a.num_classes, options)
-                yield Compared(parity, a.roi, _previews(parity, a.roi, ours, theirs))
+                yield Compared(parity, a.roi, _previews(parity, a.roi, ours, theirs), theirs.astype(np.uint8))
                 if cancel.is_set():
                     return
         except CancelledError:
@@ -164,6 +167,9 @@ class ParityQueue:
         self.error = ""  # why the run stopped short ("" it did not)
         self._order: list[tuple[tuple, str]] = []
         self._entries: dict[str, ParityEntry] = {}
+        # B's classes (uint8, ROI resolution) of the images listed only: at most one ROI's width x height bytes
+        # per image with an entry (an image B agrees on keeps nothing), let go by `start` and `close`
+        self._theirs: dict[str, tuple[Roi, np.ndarray]] = {}
 
     def start(self, b: str, total: int, skipped: int, min_dice: float = MIN_DICE) -> None:
         """A new comparison with `b` over `total` images: no entry yet."""
@@ -171,13 +177,17 @@ class ParityQueue:
         self.run, self.total, self.skipped = ParityRun(min_dice), total, skipped
         self._order.clear()
         self._entries.clear()
+        self._theirs.clear()
         self.current = None
         self.events.changed.emit()
 
     def add(self, compared: Compared) -> None:
         """One image compared."""
         self.run.add(compared.parity)
-        for entry in parity_entries(compared, self.run.min_dice):
+        entries = parity_entries(compared, self.run.min_dice)
+        if entries and compared.theirs is not None:
+            self._theirs[compared.parity.image] = (compared.roi, compared.theirs)
+        for entry in entries:
             if entry.key not in self._entries:
                 bisect.insort(self._order, (entry.rank(), entry.key))
                 self._entries[entry.key] = entry
@@ -194,8 +204,14 @@ class ParityQueue:
         self.run, self.total, self.skipped, self.error = ParityRun(), 0, 0, ""
         self._order.clear()
         self._entries.clear()
+        self._theirs.clear()
         self.current = None
         self.events.changed.emit()
+
+    def theirs(self, image: str) -> tuple[Roi, np.ndarray] | None:
+        """B's classes of a listed image over the ROI it was compared on: (ROI, uint8 labels at ROI resolution);
+        None when it has no entry (or they were not kept)."""
+        return self._theirs.get(image)
 
     def entries(self) -> list[ParityEntry]:
         return [self._entries[key] for _, key in self._order]

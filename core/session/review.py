@@ -6,7 +6,9 @@ on to the next entry; undo puts the pixels it changed back (its image on screen 
 
 Two runs compared (`compare`): a second model or backend (B) run over the images the session's model has answers
 for, each image's parity with that answer (A) adopted into `parity` (`core.review.compare`), the queue a view
-steps instead of the truth's while it is `active`.
+steps instead of the truth's while it is `active`. While its current entry's image is on screen, B's classes of it
+are what the result panels show in the truth's place (`b_on_screen`), and the mask tools edit nothing
+(`views.actions`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class ReviewedSession(Protocol):
 
     events: SessionEvents
     dataset: Dataset | None
+    current: DatasetItem | None
     document: MaskDocument | None
 
     def score_key(self, item_id: str) -> ScoreKey | None: ...
@@ -69,6 +72,21 @@ class ReviewJob:
             return []
         labels = mask_to_labels(roi_mask, self.result.num_classes)
         return result_entries(self.item_id, self.order, self.result, labels, self.options)
+
+
+@dataclass(frozen=True, eq=False)
+class BOnScreen:
+    """Run B's classes of the image on screen (the parity entry's), shown in the truth's panel: `labels` uint8
+    class ids at ROI resolution over `roi` (the ROI of the result on screen); `b` what B is, in a few words."""
+
+    image: str
+    b: str
+    roi: Roi
+    labels: np.ndarray
+
+    def title(self, labels_title: str) -> str:
+        """The panel's title: whose classes these are, and that they are not the truth."""
+        return f"B ({self.b}): {labels_title} — not the truth"
 
 
 class SessionReview:
@@ -163,6 +181,18 @@ class SessionReview:
         return undone[0] if undone else None
 
     # ---------------------------------------------------------------------------------- two runs compared
+    def b_on_screen(self) -> BOnScreen | None:
+        """B's classes to show instead of the truth: while the two runs' queue is listed and its current entry's
+        image is on screen with a result of the ROI B ran on (None otherwise: the truth is shown)."""
+        parity, session = self.parity, self.session
+        entry, current = parity.current, session.current
+        if not parity.active or entry is None or current is None or current.id != entry.image:
+            return None
+        theirs, answer = parity.theirs(entry.image), session.answer(entry.image)
+        if theirs is None or answer is None or answer.result is None or answer.result.roi != theirs[0]:
+            return None
+        return BOnScreen(entry.image, parity.b, *theirs)
+
     def compare(self, spec: BackendSpec, b: str) -> StreamJob[Compared]:
         """Compare B (`spec`, `b` what it is in a few words) with what answers for each image now (A): the job
         that runs B (on the thread that may hold a backend) and hands each image's parity to `parity`. Refused

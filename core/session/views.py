@@ -97,6 +97,7 @@ class Actions:
     undo_edit: bool
     redo_edit: bool
     accept: bool  # Accept argmax / P >= t: the image on screen's own run answers for it (edits go on its ROI)
+    edit: bool  # the mask tools may edit the truth on screen (not while run B's classes are shown in its panel)
 
 
 def actions(session: Session) -> Actions:
@@ -107,9 +108,11 @@ def actions(session: Session) -> Actions:
     document = session.document if session.ready else None
     editor = document.editor if document is not None and not document.saving else None
     answer = session.answer(document.item.id) if document is not None and not document.saving else None
+    edit = session.review.b_on_screen() is None
     return Actions(run=model and session.ready, run_all=model and session.dataset is not None, cancel=busy,
                    export=session.can_export, cancel_export=session.exporting,
                    undo_roi=session.roi_moves.can_undo, redo_roi=session.roi_moves.can_redo,
                    save=editor is not None and editor.dirty, discard=editor is not None and editor.dirty,
-                   undo_edit=editor is not None and editor.can_undo, redo_edit=editor is not None and editor.can_redo,
-                   accept=answer is not None and answer.source == RUN and answer.result is not None)
+                   undo_edit=edit and editor is not None and editor.can_undo,
+                   redo_edit=edit and editor is not None and editor.can_redo,
+                   accept=edit and answer is not None and answer.source == RUN and answer.result is not None, edit=edit)

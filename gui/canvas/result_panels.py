@@ -1,5 +1,7 @@
 """Three linked result panels: softmax heatmap | argmax mask | ground truth (or the TP/FP/FN error map), under
-their controls (`gui/canvas/panel_controls.py`), over the hover readout (`gui/canvas/panel_readout.py`).
+their controls (`gui/canvas/panel_controls.py`), over the hover readout (`gui/canvas/panel_readout.py`). While two
+runs are compared, the third panel may show run B's classes instead of the truth (`show_b`), titled so, the argmax
+panel titled A's: the truth is not drawn then, so nothing edits it there.
 
 Coordinates: every panel's scene is the slide itself. Each image is placed with `ImageItem.setRect` on the
 ROI box, so a 960x960 model output and an 1800x1800 ground-truth crop cover the same slide pixels; the
@@ -19,6 +21,7 @@ with explicit levels (no auto-level scan) and on views, never copies. Colour-bar
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,6 +37,7 @@ from ...core.metrics.scores import argmax_at_roi
 from ...core.result import InferenceResult
 from ...core.roi import Roi
 from ...core.session.panel_model import PanelInputs, PanelTitles, PreviewInputs, panel_inputs, pipeline_titles
+from ...core.session.review import BOnScreen
 from ...core.wording import class_name
 from ..runtime.jobs import Jobs
 from ..widgets import colormaps
@@ -63,6 +67,7 @@ class ResultPanels(QWidget):
         self._image_pixmap: QPixmap | None = None  # made from the BGR crop when overlay mode first needs it
         self._truth: np.ndarray | None = None  # class ids at ROI resolution
         self._predicted_roi: np.ndarray | None = None  # argmax at ROI resolution, made when first needed
+        self._b: BOnScreen | None = None  # run B's classes, drawn in the truth's panel instead of the truth
         self._class_names: tuple[str, ...] = ()  # the open backend's
         self._result_names: tuple[str, ...] = ()  # of the model that made the result shown (when known)
         self._titles = PanelTitles()
@@ -156,8 +161,10 @@ class ResultPanels(QWidget):
         self._image_pixmap = None
         self._truth = inputs.truth
         self._predicted_roi = None
+        if self._b is not None and self._b.roi != roi:
+            self._b = None  # (of another ROI: the display says again what to show)
         self._fill_class_combo(result.num_classes)
-        self.error_map_action.setEnabled(self._truth is not None)
+        self._enable_error_map()
         self._rect = QRectF(roi.x0, roi.y0, roi.width, roi.height)
         for panel in (self.heat, self.argmax, self.truth):
             panel.set_rect(self._rect)
@@ -185,6 +192,22 @@ class ResultPanels(QWidget):
         self._refresh_truth()
         self.fit()
         self.shown.emit()
+
+    def show_b(self, b: BOnScreen | None) -> None:
+        """Run B's classes in the third panel instead of the truth (None: the truth again); ignored unless a result
+        of B's ROI is shown."""
+        if b is not None and (self._result is None or self._result.roi != b.roi):
+            b = None
+        if b is self._b:
+            return
+        self._b = b
+        self._enable_error_map()
+        self._refresh_truth()
+
+    @property
+    def b_shown(self) -> bool:
+        """Whether the third panel shows run B's classes (not the truth)."""
+        return self._b is not None
 
     @property
     def preview(self) -> PreviewInputs | None:
@@ -218,6 +241,7 @@ class ResultPanels(QWidget):
         self._stale = ""
         self._result_names = ()
         self._result = self._preview = self._image_bgr = self._image_pixmap = self._truth = self._predicted_roi = None
+        self._b = None
         self.banner.setText("")
         self.hover.clear()
         for panel in (self.heat, self.argmax, self.truth):
@@ -239,7 +263,9 @@ class ResultPanels(QWidget):
             return arrays
         arrays["heatmap"] = self.heat.image.image
         arrays["argmax"] = self.argmax.image.image
-        if self._truth is not None:
+        if self._b is not None:
+            arrays["b"] = self.truth.image.image
+        elif self._truth is not None:
             arrays["error" if self.error_map_action.isChecked() else "truth"] = self.truth.image.image
         if self.overlay_action.isChecked() and self._image_pixmap is not None and self._image_bgr is not None:
             arrays["image"] = self._image_bgr[..., ::-1]  # RGB, as the pixmap holds it
@@ -282,7 +308,7 @@ class ResultPanels(QWidget):
     @property
     def truth_drawn(self) -> bool:
         """Whether the ground truth is drawn (edits can go into it box by box)."""
-        return self._truth is not None
+        return self._truth is not None and self._b is None
 
     def update_truth(self, box: Roi, labels: np.ndarray) -> None:
         """Put edited ground-truth class ids `labels` into `box` (slide pixels, inside the ROI) and redraw.
@@ -363,10 +389,17 @@ class ResultPanels(QWidget):
                                        rect=self._rect)
         self._refresh_truth()
 
+    def _enable_error_map(self) -> None:
+        self.error_map_action.setEnabled(self._truth is not None and self._b is None)
+
     def _refresh_truth(self) -> None:
         truth = self._preview.truth if self._preview is not None else self._truth
-        self.no_mask_text.setVisible((self._result is not None or self._preview is not None) and truth is None)
-        if truth is None:
+        self.no_mask_text.setVisible((self._result is not None or self._preview is not None) and truth is None
+                                     and self._b is None)
+        if self._b is not None:
+            self.truth.image.setImage(self._as_drawn(self._b.labels), autoLevels=False, levels=(0, 255),
+                                      rect=self._rect)
+        elif truth is None:
             self.truth.image.clear()
         else:
             error_map = self.error_map_action.isChecked() and self._result is not None
@@ -385,7 +418,7 @@ class ResultPanels(QWidget):
         """Tables, opacity and the ROI image underneath, following the overlay switches."""
         overlay = self.overlay_action.isChecked()
         opacity = (self.opacity_slider.value() / 100 if overlay else 1.0) * (STALE_OPACITY if self._stale else 1.0)
-        error_map = self.error_map_action.isChecked() and self._truth is not None
+        error_map = self.error_map_action.isChecked() and self.truth_drawn
         self.argmax.image.setLookupTable(colormaps.label_lut(overlay))
         self.truth.image.setLookupTable(colormaps.error_lut(overlay) if error_map else colormaps.label_lut(overlay))
         previewed = self._preview is not None  # the ROI image in the first panel, whatever the overlay switch
@@ -411,6 +444,11 @@ class ResultPanels(QWidget):
             heat_title = f"{self._titles.heat}: {self._class_name(self.current_class())}"
         stale = f" <span style='color:#e6b450'>({self._stale}: run again)</span>" if self._stale else ""
         self.heat.title.setText(heat_title + stale)
+        if self._b is not None:
+            self.argmax.title.setText(f"A: {self._titles.labels}")
+            self.truth.title.setText(f"<span style='color:#e6b450'>{html.escape(self._b.title(self._titles.labels))}"
+                                     "</span>")
+            return
         self.argmax.title.setText(self._titles.labels)
         if self.error_map_action.isChecked() and self._truth is not None:
             legend = " ".join(

@@ -47,6 +47,9 @@ from ..runtime.jobs import AUTOSAVE, Jobs
 
 #: Views of the mask (the error review) refresh this long after the last edit, not on every mouse move.
 EDIT_SETTLE_MS = 300
+#: Why the tools edit nothing while two runs are compared.
+B_SHOWN = ("The third panel shows run B, not the truth: the mask tools edit nothing there (Ctrl+Shift+Q goes back "
+           "to the truth)")
 
 
 class MaskEditing(QObject):
@@ -87,6 +90,7 @@ class MaskEditing(QObject):
         session.events.mask_changed.connect(lambda _changed: self._sync_state())
         session.events.item_changed.connect(lambda changed: self._on_items_changed((changed.item_id,)))
         session.events.items_changed.connect(lambda changed: self._on_items_changed(changed.item_ids))
+        session.review.parity.events.current.connect(lambda _entry, _old: self._sync_state())  # (run B shown or not)
         if session.backend is not None:
             session.backend.events.opened.connect(self._on_backend_opened)
         self.actions.set_tool("pan")
@@ -114,7 +118,8 @@ class MaskEditing(QObject):
         self.layer.setCursor(cursor)  # a brush is drawn as its outline at its size (the layer's preview)
         self._update_preview()
         if tool != "pan":
-            self.note.emit("Edit the mask on the Ground truth panel (middle button: pan)", 4000)
+            self.note.emit("Edit the mask on the Ground truth panel (middle button: pan)" if actions(self.session).edit
+                           else B_SHOWN, 4000)
 
     def _update_preview(self) -> None:
         self.layer.set_brush_radius(self.actions.brush_radius())
@@ -212,7 +217,8 @@ class MaskEditing(QObject):
 
     def _can_edit(self) -> bool:
         document = self.document
-        return self.tool != "pan" and self.shown_result() is not None and not (document is not None and document.saving)
+        saving = document is not None and document.saving
+        return self.tool != "pan" and self.shown_result() is not None and not saving and actions(self.session).edit
 
     def _ensure_editor(self) -> MaskEditor:
         """The editor of the current image, made on the first edit (a blank mask for an image without one)."""
@@ -230,9 +236,12 @@ class MaskEditing(QObject):
         return editor
 
     def document_for_edit(self) -> MaskDocument | None:
-        """The document, with its editor, when the panels show a result of this image to edit on (problems
-        go to the messages)."""
+        """The document, with its editor, when the panels show a result of this image to edit on and its truth
+        (not run B's classes: said) (problems go to the messages)."""
         if self.shown_result() is None:
+            return None
+        if not actions(self.session).edit:
+            self.note.emit(B_SHOWN, 4000)
             return None
         try:
             self._ensure_editor()

@@ -3,7 +3,8 @@
 screen, dimmed while it no longer answers for the image (another ROI, another model), or say why there is
 nothing to draw (loading, queued, not run, unreadable). Before anything answers for it (never run, or running)
 they show its ROI image and its ground truth under the ROI at once, with what to do next. The ROI crop and the
-mask under it are read on a worker and drawn when they are back."""
+mask under it are read on a worker and drawn when they are back. While two runs are compared and the current place's
+image is on screen, the third panel shows run B's classes instead of the truth (`SessionReview.b_on_screen`)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ class ResultDisplay(QObject):
         events.item_changed.connect(lambda changed: self._on_items_changed((changed.item_id,)))
         events.items_changed.connect(lambda changed: self._on_items_changed(changed.item_ids))
         events.mask_changed.connect(self._on_mask_changed)
+        session.review.parity.events.current.connect(lambda _entry, _old: self._show_b())
         if session.backend is not None:
             session.backend.events.opened.connect(self._on_backend_opened)
 
@@ -160,6 +162,11 @@ class ResultDisplay(QObject):
             return panel_inputs(result, roi_image, gt, answer.class_names)
         return make
 
+    def _show_b(self) -> None:
+        """Run B's classes in the truth's panel while the two runs' current entry is on screen, else the truth
+        (`SessionReview.b_on_screen`)."""
+        self.panels.show_b(self.session.review.b_on_screen())
+
     def _show(self, answer: Answer, inputs: PanelInputs) -> None:
         view = headline(self.session)
         if view is None or view.answer is None or view.answer.key != answer.key:
@@ -168,6 +175,7 @@ class ResultDisplay(QObject):
             self.message.emit("error", f"{view.item_id}: {inputs.problem}")
         self.panels.show_inputs(inputs)
         self.panels.set_stale(view.answer.stale)
+        self._show_b()
         if answer.source == RUN:
             result: InferenceResult = inputs.result
             self.shown.emit(result, inputs.class_names)

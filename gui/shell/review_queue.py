@@ -14,10 +14,11 @@ zoom to the entry.
 Compare with… (Ctrl+Shift+B) runs a second model or backend (B, a model file picked, on the backend chosen in the
 dock) over the images run, on the backend lane after any run queued there, and the dock lists where B differs from
 what answers for each image (A), the most different first, with the gate `segscope review --against` applies; J /
-Shift+J step those places (their image loaded, the panels zoomed to the place, A's result shown, and under
-the list the place in both runs side by side), Cancel stops
-after the image in flight, and Ctrl+Shift+Q (or "Truth's queue") goes back. A, D, K and U do nothing there: a
-flip between two runs changes no truth.
+Shift+J step those places (their image loaded, the panels zoomed to the place, A's argmax in the middle panel
+and B's in the third instead of the truth, the mask tools off, `ResultDisplay` and `MaskEditing` following the
+session's `SessionReview.b_on_screen`; under the list the place in both runs side by side), Cancel stops after the
+image in flight, and Ctrl+Shift+Q (or "Truth's queue") goes back, the truth in its panel again. A, D, K and U do
+nothing there: a flip between two runs changes no truth.
 """
 
 from __future__ import annotations
@@ -390,7 +391,8 @@ class ReviewQueueTools(QObject):
             where = f"Comparing {parity.run.images} of {plural(parity.total, 'image')}… " + where
         if parity.skipped:
             where += f"; {plural(parity.skipped, 'image')} not run by A, not compared (Run all first)"
-        tip = (f"The gate: {parity.rule()}.\nThe panels show A's result and the truth, zoomed to the place; under "
-               "the list, the place in A (left) and B (right). J / Shift+J: next / previous place; A, D, K and U do "
+        tip = (f"The gate: {parity.rule()}.\nThe panels show A's result and, in the truth's place, B's argmax "
+               "(the mask tools edit nothing meanwhile), zoomed to the place; under the list, the place in A (left) "
+               "and B (right). J / Shift+J: next / previous place; A, D, K and U do "
                "not apply (a flip between two runs changes no truth); Ctrl+Shift+Q: back to the truth's queue")
         self.panel.show_parity(rows, parity.current, f"{parity.verdict()}. {where}", tip)

@@ -59,8 +59,9 @@ _TABLE: dict[str, tuple[str, str]] = {
                          "place they differ)"),
     "review_prev": ("Shift+J", "Review queue: previous entry not reviewed (two runs compared: the previous place)"),
     "review_compare": ("Ctrl+Shift+B", "Review queue: compare the model on screen (A) with another model or backend "
-                                       "(B) over the images run: where they differ, most first, and the gate "
-                                       "(Ctrl+Shift+Q goes back to the truth's queue)"),
+                                       "(B) over the images run: where they differ, most first, and the gate; "
+                                       "stepping them shows B's argmax in the truth's panel (mask tools off; "
+                                       "Ctrl+Shift+Q goes back to the truth's queue and panel)"),
     "quality_metrics": ("Ctrl+Shift+M", "Choose the QA metrics computed beside Dice (HD95, NSD, clDice, defect F1, "
                         "ECE)"),
     "compare_runs": ("Ctrl+Shift+C", "Compare two runs of the current image (e.g. Ascend vs embedded)"),

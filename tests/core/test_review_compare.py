@@ -88,6 +88,42 @@ def test_the_planted_difference_is_listed_first_and_fails_the_gate(planted, tiny
     assert parity.step(-1).image == "d"
 
 
+def test_b_classes_are_kept_for_listed_images_only_and_shown_while_their_place_is_current(planted, tiny_model_project):
+    """B's classes over the ROI are kept for b and d (listed), not for a, c and e (B agrees there); they are what the
+    truth's panel shows while the current place's image is on screen (and the mask tools edit nothing), until the
+    comparison is let go. Expected labels by hand: the dark square (both runs) and the planted block (B only)."""
+    from segscope.core.session.views import actions
+
+    root, card = planted
+    session = _session_run_by_a(root, tiny_model_project.pipeline)
+    review, parity = session.review, session.review.parity
+    run_here(review.compare(BackendSpec("embedded", card), "seesmore on embedded"))
+    for image, block in PLANTED.items():
+        kept = parity.theirs(image)
+        if block is None:
+            assert kept is None
+            continue
+        expected = np.zeros((H, W), np.uint8)
+        expected[10:24, 10:24] = 1
+        x0, y0, x1, y1 = block
+        expected[y0:y1, x0:x1] = 1
+        roi, labels = kept
+        assert roi == Roi(0, 0, W, H) and labels.dtype == np.uint8 and np.array_equal(labels, expected)
+    assert review.b_on_screen() is None  # no place current yet
+    run_here(session.select("b"))
+    assert review.b_on_screen() is None and actions(session).edit
+    assert parity.step(1).image == "b"
+    shown = review.b_on_screen()
+    assert shown is not None and shown.image == "b" and shown.labels is parity.theirs("b")[1]
+    assert shown.title("Argmax") == "B (seesmore on embedded): Argmax — not the truth"
+    assert not actions(session).edit and not actions(session).accept
+    assert parity.step(1).image == "d" and review.b_on_screen() is None  # (d is not on screen)
+    parity.step(1)
+    assert review.b_on_screen() is not None
+    parity.close()
+    assert review.b_on_screen() is None and parity.theirs("b") is None and actions(session).edit
+
+
 def test_a_model_against_itself_passes_and_lists_nothing(planted, tiny_model_project):
     root, _card = planted
     session = _session_run_by_a(root, tiny_model_project.pipeline)
