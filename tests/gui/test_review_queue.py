@@ -11,9 +11,9 @@ import threading
 import cv2
 import numpy as np
 import pytest
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from segscope.core.metrics.scores import argmax_at_roi
 from segscope.core.review.log import LOG_NAME
@@ -139,12 +139,13 @@ def test_keys_fix_injected_label_errors(qtbot, window, demo_dataset, monkeypatch
     assert log_threads and all(name.startswith("segscope-autosave") for name in log_threads), log_threads
 
 
-def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, tmp_path, write_png,
-                                                                tiny_model_project, monkeypatch):
-    """A (the tiny model, run) against B (its defect logit raised 0.7: a mid-grey block becomes a defect), picked by
-    Compare with… (Ctrl+Shift+B): the block planted in one of three images (20 x 20 at (40, 20)) is the one place
-    listed, the gate failed; J goes to it (its image loaded, the panels on it), A does nothing there, and
-    Ctrl+Shift+Q goes back to the truth's queue."""
+#: The block planted in image q only (x0, y0, x1, y1), a mid-grey B calls a defect and A does not.
+BLOCK = (40, 20, 60, 40)
+
+
+def _planted(qtbot, window, tmp_path, write_png, tiny_model_project, monkeypatch):
+    """Three images with a dark square both models call a defect, the grey `BLOCK` in q, empty truths, run by A (the
+    tiny model); B (its defect logit raised 0.7) written beside it. Returns (the dataset folder, B's card)."""
     import helpers
     from helpers import tiny_card
 
@@ -153,7 +154,8 @@ def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, t
         image = np.full((80, 120, 3), 210, np.uint8)
         image[10:24, 10:24] = 20  # a dark square both models call a defect
         if name == "q":
-            image[20:40, 40:60] = 140
+            x0, y0, x1, y1 = BLOCK
+            image[y0:y1, x0:x1] = 140
         write_png(root / name / "image.png", image)
         write_png(root / name / "mask.png", np.zeros((80, 120), np.uint8))
     monkeypatch.setattr(helpers, "TINY_BIAS", np.array([0.0, 0.7], np.float32))
@@ -168,6 +170,16 @@ def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, t
         assert window.commands.run_all()
     roi = window.session.result("q").roi
     assert roi.x0 <= 40 and roi.y0 <= 20 and roi.x1 >= 60 and roi.y1 >= 40  # the block lies inside the ROI
+    return root, card
+
+
+def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, tmp_path, write_png,
+                                                                tiny_model_project, monkeypatch):
+    """A (the tiny model, run) against B (its defect logit raised 0.7: a mid-grey block becomes a defect), picked by
+    Compare with… (Ctrl+Shift+B): the block planted in one of three images (20 x 20 at (40, 20)) is the one place
+    listed, the gate failed; J goes to it (its image loaded, the panels on it), A does nothing there, and
+    Ctrl+Shift+Q goes back to the truth's queue."""
+    root, card = _planted(qtbot, window, tmp_path, write_png, tiny_model_project, monkeypatch)
     offered = []
     monkeypatch.setattr(review_queue.QFileDialog, "getOpenFileName",
                         lambda _parent, _title, start, _filter: offered.append(start) or (str(card), ""))
@@ -230,6 +242,68 @@ def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, t
     window.close()
     records = [json.loads(line) for line in (root / LOG_NAME).read_text(encoding="utf-8").splitlines()]
     assert [(r["entry"], r["decision"]) for r in records] == [(entry.key, "keep")]
+
+
+def test_stepping_a_comparison_shows_b_in_the_truths_panel_which_no_tool_edits(qtbot, window, tmp_path, write_png,
+                                                                             tiny_model_project, monkeypatch):
+    """J onto the planted place: the third panel shows B's argmax, not the truth (titled so): class 1 exactly on the
+    dark square and the planted block (B's defects, by hand), 0 elsewhere, where A's argmax has the square alone;
+    the mask tools are off there (a brush stroke across the block changes neither the truth nor B's picture, the
+    accept and undo actions are off). Ctrl+Shift+Q puts the truth back in its panel, and the same stroke paints it."""
+    from .conftest import drag
+
+    _planted(qtbot, window, tmp_path, write_png, tiny_model_project, monkeypatch)
+    monkeypatch.setattr(QMessageBox, "question", lambda *_args, **_kw: QMessageBox.StandardButton.Discard)
+    tools, panels, editing = window.review_queue, window.panels, window.editing
+    assert tools.compare(tiny_model_project.root / "models" / "seesmore.json")
+    qtbot.waitUntil(lambda: tools.parity.active and not tools.parity.running, timeout=60000)
+    assert not panels.b_shown  # (no place stepped to yet: p and its truth on screen)
+    _key(qtbot, window, Qt.Key.Key_J)
+    _shown(qtbot, window, "q")
+    qtbot.waitUntil(lambda: panels.b_shown, timeout=10000)
+    roi = window.session.result("q").roi
+    b_classes = np.zeros((80, 120), np.uint8)  # slide pixels: the dark square and the block
+    b_classes[10:24, 10:24] = 1
+    x0, y0, x1, y1 = BLOCK
+    b_classes[y0:y1, x0:x1] = 1
+    arrays = panels.panel_arrays()
+    assert "truth" not in arrays and "error" not in arrays
+    assert np.array_equal(arrays["b"], b_classes[roi.y0 : roi.y1, roi.x0 : roi.x1])
+    a_classes = panels.predicted_at_roi()  # A: the square only, nothing in the block
+    assert a_classes is not None and not a_classes[y0 - roi.y0 : y1 - roi.y0, x0 - roi.x0 : x1 - roi.x0].any()
+    assert a_classes[10 - roi.y0 : 24 - roi.y0, 10 - roi.x0 : 24 - roi.x0].all()
+    assert panels.truth.title.whole == "B (seesmore.json on embedded): Argmax — not the truth"
+    assert panels.argmax.title.whole == "A: Argmax"
+    assert not panels.error_map_action.isEnabled()
+    # The mask tools edit nothing here: a brush stroke over the block on the third panel.
+    document = window.session.document
+    mask_before, b_before = document.mask.copy(), arrays["b"].copy()
+    editing.actions.set_tool("brush")
+    viewport = panels.graphics.viewport()
+
+    def at(x: float, y: float) -> QPoint:
+        """Where slide pixel (x, y) is on the third panel, the ROI fitted to the panels."""
+        panels.fit()
+        QApplication.processEvents()
+        return panels.graphics.mapFromScene(panels.truth.view.mapViewToScene(QPointF(x, y)))
+
+    drag(viewport, at(x0 + 4, y0 + 4), at(x1 - 4, y1 - 4))
+    assert np.array_equal(document.mask, mask_before) and not editing.dirty
+    assert np.array_equal(panels.panel_arrays()["b"], b_before)
+    tool_actions = editing.actions
+    assert not any(action.isEnabled() for action in (tool_actions.accept_argmax_action,
+                                                     tool_actions.accept_threshold_action,
+                                                     tool_actions.undo_action, tool_actions.redo_action))
+    # Back to the truth's queue: the truth in its panel again (empty), and the same stroke paints it.
+    _key(qtbot, window, Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    qtbot.waitUntil(lambda: tools.queue.current is not None, timeout=30000)
+    _shown(qtbot, window, tools.queue.current.image)
+    qtbot.waitUntil(lambda: not panels.b_shown and "truth" in panels.panel_arrays(), timeout=10000)
+    assert panels.truth.title.whole == "Ground truth" and panels.argmax.title.whole == "Argmax"
+    assert not panels.panel_arrays()["truth"].any()
+    document = window.session.document
+    drag(viewport, at(x0 + 4, y0 + 4), at(x1 - 4, y1 - 4))
+    assert editing.dirty and (document.mask[y0:y1, x0:x1] > 0).any()
 
 
 def test_a_comparison_that_cannot_run_says_why(qtbot, window, tiny_model_project):
