@@ -85,8 +85,9 @@ class BOnScreen:
     labels: np.ndarray
 
     def title(self, labels_title: str) -> str:
-        """The panel's title: whose classes these are, and that they are not the truth."""
-        return f"B ({self.b}): {labels_title} — not the truth"
+        """The panel's title: whose classes these are, and that they are not the truth (first: a narrow panel cuts
+        the end)."""
+        return f"B, not the truth: {labels_title} of {self.b}"
 
 
 class SessionReview:

@@ -16,10 +16,11 @@ from .result_panel import ResultPanel
 
 def describe(result: InferenceResult, x: float, y: float, class_name: Callable[[int], str],
              truth: np.ndarray | None = None, prediction: Callable[[], np.ndarray] | None = None,
-             positive: int = 1) -> str:
+             positive: int = 1, b: np.ndarray | None = None) -> str:
     """Readout for slide position (x, y), e.g. "slide (2512, 1380) | model (426, 480) | P background 0.035,
     defect 0.965 | predicted defect | true defect | TP". `truth` (class ids at ROI resolution) adds the
-    "true" part, scored against `prediction()` (the argmax at ROI resolution) for the class `positive`."""
+    "true" part, scored against `prediction()` (the argmax at ROI resolution) for the class `positive`; `b` (run
+    B's class ids at ROI resolution, while two runs are compared) adds "B crack" after the prediction."""
     roi = result.roi
     sx, sy = int(np.floor(x)), int(np.floor(y))
     text = f"slide ({sx}, {sy})"
@@ -31,8 +32,10 @@ def describe(result: InferenceResult, x: float, y: float, class_name: Callable[[
     probs = ", ".join(f"{class_name(c)} {p:.3f}" for c, p in enumerate(result.probabilities[my, mx].tolist()))
     predicted = int(result.argmax[my, mx])
     text += f" | model ({mx}, {my}) | P {probs} | predicted {class_name(predicted)}"
+    rx, ry = sx - roi.x0, sy - roi.y0
+    if b is not None:
+        text += f" | B {class_name(int(b[ry, rx]))}"
     if truth is not None and prediction is not None:
-        rx, ry = sx - roi.x0, sy - roi.y0
         true_class = int(truth[ry, rx])
         scored = int(prediction()[ry, rx])  # may differ from `predicted` on a border
         if scored != predicted:

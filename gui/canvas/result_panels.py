@@ -48,6 +48,8 @@ from .result_views import ExtraPanels
 
 #: Opacity of the panels while their result no longer answers for the image (another ROI, another model).
 STALE_OPACITY = 0.35
+#: The title colour of the panel showing run B's classes instead of the truth.
+B_TITLE_COLOR = "#e6b450"
 
 
 class ResultPanels(QWidget):
@@ -291,7 +293,8 @@ class ResultPanels(QWidget):
     def readout_at(self, x: float, y: float) -> str:
         """The hover readout for slide position (x, y); also moves the crosshair there."""
         assert self._result is not None
-        text = describe(self._result, x, y, self._class_name, self._truth, self._prediction, self.current_class())
+        text = describe(self._result, x, y, self._class_name, self._truth, self._prediction, self.current_class(),
+                        self._b.labels if self._b is not None else None)
         self.hover.place(x, y, text)
         self.hovered.emit(text)
         return text
@@ -443,21 +446,19 @@ class ResultPanels(QWidget):
         if self._result is not None:
             heat_title = f"{self._titles.heat}: {self._class_name(self.current_class())}"
         stale = f" <span style='color:#e6b450'>({self._stale}: run again)</span>" if self._stale else ""
-        self.heat.title.setText(heat_title + stale)
-        if self._b is not None:
-            self.argmax.title.setText(f"A: {self._titles.labels}")
-            self.truth.title.setText(f"<span style='color:#e6b450'>{html.escape(self._b.title(self._titles.labels))}"
-                                     "</span>")
-            return
-        self.argmax.title.setText(self._titles.labels)
-        if self.error_map_action.isChecked() and self._truth is not None:
+        whose = "A: " if self._b is not None else ""  # (beside B, the model on screen's panels say so)
+        self.heat.title.setText(whose + heat_title + stale)
+        self.argmax.title.setText(whose + self._titles.labels)
+        if self._b is not None:  # in amber, kept where a narrow panel cuts the title short
+            self.truth.title.setText(html.escape(self._b.title(self._titles.labels), quote=False), color=B_TITLE_COLOR)
+        elif self.error_map_action.isChecked() and self._truth is not None:
             legend = " ".join(
                 f"<span style='color:#{r:02x}{g:02x}{b:02x}'>&#9632; {colormaps.ERROR_NAMES[code]}</span>"
                 for code, (r, g, b) in colormaps.ERROR_COLORS.items()
             )
-            self.truth.title.setText(f"Error map {legend}")
+            self.truth.title.setText(f"Error map {legend}", color=None)
         else:
-            self.truth.title.setText("Ground truth")
+            self.truth.title.setText("Ground truth", color=None)
 
     def _on_mouse_moved(self, scene_pos) -> None:
         if self._result is None:

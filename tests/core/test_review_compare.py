@@ -115,7 +115,7 @@ def test_b_classes_are_kept_for_listed_images_only_and_shown_while_their_place_i
     assert parity.step(1).image == "b"
     shown = review.b_on_screen()
     assert shown is not None and shown.image == "b" and shown.labels is parity.theirs("b")[1]
-    assert shown.title("Argmax") == "B (seesmore on embedded): Argmax — not the truth"
+    assert shown.title("Argmax") == "B, not the truth: Argmax of seesmore on embedded"
     assert not actions(session).edit and not actions(session).accept
     assert parity.step(1).image == "d" and review.b_on_screen() is None  # (d is not on screen)
     parity.step(1)

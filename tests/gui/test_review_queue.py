@@ -272,9 +272,10 @@ def test_stepping_a_comparison_shows_b_in_the_truths_panel_which_no_tool_edits(q
     a_classes = panels.predicted_at_roi()  # A: the square only, nothing in the block
     assert a_classes is not None and not a_classes[y0 - roi.y0 : y1 - roi.y0, x0 - roi.x0 : x1 - roi.x0].any()
     assert a_classes[10 - roi.y0 : 24 - roi.y0, 10 - roi.x0 : 24 - roi.x0].all()
-    assert panels.truth.title.whole == "B (seesmore.json on embedded): Argmax — not the truth"
-    assert panels.argmax.title.whole == "A: Argmax"
+    assert panels.truth.title.whole == "B, not the truth: Argmax of seesmore.json on embedded"
+    assert panels.argmax.title.whole == "A: Argmax" and panels.heat.title.whole == "A: Softmax: defect"
     assert not panels.error_map_action.isEnabled()
+    assert "| predicted background | B defect | true background |" in panels.readout_at(x0 + 10, y0 + 10)
     # The mask tools edit nothing here: a brush stroke over the block on the third panel.
     document = window.session.document
     mask_before, b_before = document.mask.copy(), arrays["b"].copy()
@@ -299,8 +300,9 @@ def test_stepping_a_comparison_shows_b_in_the_truths_panel_which_no_tool_edits(q
     qtbot.waitUntil(lambda: tools.queue.current is not None, timeout=30000)
     _shown(qtbot, window, tools.queue.current.image)
     qtbot.waitUntil(lambda: not panels.b_shown and "truth" in panels.panel_arrays(), timeout=10000)
-    assert panels.truth.title.whole == "Ground truth" and panels.argmax.title.whole == "Argmax"
-    assert not panels.panel_arrays()["truth"].any()
+    assert (panels.heat.title.whole, panels.argmax.title.whole, panels.truth.title.whole) == (
+        "Softmax: defect", "Argmax", "Ground truth")
+    assert not panels.panel_arrays()["truth"].any() and " B " not in panels.readout_at(x0 + 10, y0 + 10)
     document = window.session.document
     drag(viewport, at(x0 + 4, y0 + 4), at(x1 - 4, y1 - 4))
     assert editing.dirty and (document.mask[y0:y1, x0:x1] > 0).any()
