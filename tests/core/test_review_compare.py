@@ -229,7 +229,8 @@ def test_a_dice_entry_covers_the_roi():
 class ParityQueueMachine(RuleBasedStateMachine):
     """The queue as images arrive while the reviewer steps (an image compared later may rank above the one on
     screen), against a plain sorted list: stepping always moves to the neighbour in the order of what is listed
-    now, wrapping; a new comparison or a close lets everything go."""
+    now, wrapping; B's classes are kept for exactly the images listed; a new comparison or a close lets everything
+    go."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -237,13 +238,17 @@ class ParityQueueMachine(RuleBasedStateMachine):
         self.queue.start("B", 10, 0)
         self.listed: list[tuple] = []  # (rank, key) of every entry, as the reference orders them
         self.images = 0
+        self.kept: set[str] = set()  # the images with an entry (B's classes kept)
 
     @rule(dice=st.floats(0, 1), flips=st.lists(st.tuples(st.sampled_from(["lost", "gained"]), st.integers(0, 50),
                                                         st.integers(1, 30)), max_size=3, unique_by=lambda f: f[1]))
     def add(self, dice: float, flips: list) -> None:
         order = self.images
         self.images += 1
-        self.queue.add(Compared(_parity(f"i{order}", order, dice, flips), Roi(0, 0, 10, 10)))
+        theirs = np.full((10, 10), order % 256, np.uint8)  # (each image's own, to tell them apart)
+        self.queue.add(Compared(_parity(f"i{order}", order, dice, flips), Roi(0, 0, 10, 10), theirs=theirs))
+        if flips or dice < 0.99:
+            self.kept.add(f"i{order}")
         image_rank = (-sum(area for _, _, area in flips), -len(flips), dice, order)
         if flips:
             self.listed += [((image_rank, -area, (x, 0, x + 2, 2), kind), f"i{order}/{kind}/1/{x},0,{x + 2},2")
@@ -278,12 +283,18 @@ class ParityQueueMachine(RuleBasedStateMachine):
         self.queue.close()
         assert self.queue.current is None and len(self.queue) == 0 and not self.queue.active
         self.queue.start("B again", 10, 0)
-        self.listed, self.images = [], 0
+        self.listed, self.images, self.kept = [], 0, set()
 
     @invariant()
     def listed_as_the_reference(self) -> None:
         assert [entry.key for entry in self.queue.entries()] == [key for _, key in self.listed]
         assert self.queue.run.images == self.images
+        for order in range(self.images + 1):  # (one past the last: never compared)
+            kept = self.queue.theirs(f"i{order}")
+            if f"i{order}" in self.kept:
+                assert kept is not None and kept[0] == Roi(0, 0, 10, 10) and (kept[1] == order % 256).all()
+            else:
+                assert kept is None
 
 
 TestParityQueue = ParityQueueMachine.TestCase
