@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
@@ -46,15 +47,31 @@ Preview = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
+class PackedLabels:
+    """A label map kept zlib-compressed: a ROI's classes are long runs, so a 2048 x 2048 map of a few defects
+    keeps tens of KB instead of 4 MiB (packed where B ran, unpacked when shown)."""
+
+    shape: tuple[int, int]
+    data: bytes
+
+    @classmethod
+    def of(cls, labels: np.ndarray) -> PackedLabels:
+        return cls((labels.shape[0], labels.shape[1]), zlib.compress(np.ascontiguousarray(labels, np.uint8).data, 1))
+
+    def unpack(self) -> np.ndarray:
+        return np.frombuffer(zlib.decompress(self.data), np.uint8).reshape(self.shape)
+
+
+@dataclass(frozen=True)
 class Compared:
     """One image compared: its parity, the ROI both ran on, both runs' classes inside each flip's box (by box;
-    boxes over `MAX_PREVIEW` pixels left out), and B's classes over the ROI (uint8, ROI resolution; None: not
+    boxes over `MAX_PREVIEW` pixels left out), and B's classes over the ROI (ROI resolution, packed; None: not
     kept)."""
 
     parity: ImageParity
     roi: Roi
     previews: dict[tuple[int, int, int, int], Preview] = field(default_factory=dict)
-    theirs: np.ndarray | None = field(default=None, compare=False, repr=False)
+    theirs: PackedLabels | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -126,7 +143,8 @@ def compare_steps(spec: BackendSpec, dataset: Dataset, items: Sequence[DatasetIt
                 ours, theirs = argmax_at_roi(a), argmax_at_roi(b)
                 parity = image_parity(evaluation.item.id, orders[evaluation.item.id], ours, theirs, a.roi,
                                       a.num_classes, options)
-                yield Compared(parity, a.roi, _previews(parity, a.roi, ours, theirs), theirs.astype(np.uint8))
+                yield Compared(parity, a.roi, _previews(parity, a.roi, ours, theirs),
+                               PackedLabels.of(theirs))
                 if cancel.is_set():
                     return
         except CancelledError:
@@ -167,9 +185,10 @@ class ParityQueue:
         self.error = ""  # why the run stopped short ("" it did not)
         self._order: list[tuple[tuple, str]] = []
         self._entries: dict[str, ParityEntry] = {}
-        # B's classes (uint8, ROI resolution) of the images listed only: at most one ROI's width x height bytes
-        # per image with an entry (an image B agrees on keeps nothing), let go by `start` and `close`
-        self._theirs: dict[str, tuple[Roi, np.ndarray]] = {}
+        # B's classes (ROI resolution, packed: tens of KB a ROI of a few defects) of the images listed only (an
+        # image B agrees on keeps nothing), let go by `start` and `close`; the one shown last kept unpacked
+        self._theirs: dict[str, tuple[Roi, PackedLabels]] = {}
+        self._unpacked: tuple[str, np.ndarray] | None = None
 
     def start(self, b: str, total: int, skipped: int, min_dice: float = MIN_DICE) -> None:
         """A new comparison with `b` over `total` images: no entry yet."""
@@ -178,6 +197,7 @@ class ParityQueue:
         self._order.clear()
         self._entries.clear()
         self._theirs.clear()
+        self._unpacked = None
         self.current = None
         self.events.changed.emit()
 
@@ -205,13 +225,20 @@ class ParityQueue:
         self._order.clear()
         self._entries.clear()
         self._theirs.clear()
+        self._unpacked = None
         self.current = None
         self.events.changed.emit()
 
     def theirs(self, image: str) -> tuple[Roi, np.ndarray] | None:
         """B's classes of a listed image over the ROI it was compared on: (ROI, uint8 labels at ROI resolution);
-        None when it has no entry (or they were not kept)."""
-        return self._theirs.get(image)
+        None when it has no entry (or they were not kept). The same array while the same image is asked for."""
+        kept = self._theirs.get(image)
+        if kept is None:
+            return None
+        roi, packed = kept
+        if self._unpacked is None or self._unpacked[0] != image:
+            self._unpacked = (image, packed.unpack())
+        return roi, self._unpacked[1]
 
     def entries(self) -> list[ParityEntry]:
         return [self._entries[key] for _, key in self._order]

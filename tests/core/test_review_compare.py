@@ -9,6 +9,7 @@ import json
 import math
 import threading
 
+import cv2
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from segscope.core.backend_spec import BackendSpec, open_backend
 from segscope.core.dataset.dataset import Dataset
-from segscope.core.review.compare import LOW_DICE, Compared, ParityEntry, ParityQueue, compare_steps
+from segscope.core.review.compare import LOW_DICE, Compared, PackedLabels, ParityEntry, ParityQueue, compare_steps
 from segscope.core.review.parity import Flip, ImageParity
 from segscope.core.roi import Roi
 from segscope.core.session.jobs import run_backend_job, run_here
@@ -245,7 +246,7 @@ class ParityQueueMachine(RuleBasedStateMachine):
     def add(self, dice: float, flips: list) -> None:
         order = self.images
         self.images += 1
-        theirs = np.full((10, 10), order % 256, np.uint8)  # (each image's own, to tell them apart)
+        theirs = PackedLabels.of(np.full((10, 10), order % 256, np.uint8))  # (each image's own, to tell them apart)
         self.queue.add(Compared(_parity(f"i{order}", order, dice, flips), Roi(0, 0, 10, 10), theirs=theirs))
         if flips or dice < 0.99:
             self.kept.add(f"i{order}")
@@ -299,3 +300,15 @@ class ParityQueueMachine(RuleBasedStateMachine):
 
 TestParityQueue = ParityQueueMachine.TestCase
 TestParityQueue.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+
+
+def test_b_classes_are_kept_packed_and_given_back_exactly():
+    """A listed image's B classes cost tens of KB, not a ROI's width x height bytes: a 2048 x 2048 map of three
+    defects (4 MiB as uint8) is kept in under 64 KiB and comes back pixel for pixel."""
+    labels = np.zeros((2048, 2048), np.uint8)
+    labels[100:180, 200:900] = 1
+    labels[1500:1530, 40:2000] = 2
+    cv2.circle(labels, (1024, 1024), 90, 1, -1)
+    packed = PackedLabels.of(labels)
+    assert len(packed.data) < 64 * 1024
+    assert np.array_equal(packed.unpack(), labels)
