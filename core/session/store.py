@@ -60,7 +60,7 @@ TRIM_TO = 0.9
 #: What one stored file may inflate to: an 8192 x 8192 model output of 3 classes and its argmax, or a
 #: whole-slide run within the default bound.
 MAX_INFLATED = 1 << 30
-#: How long a submitted result waits for others to be written with it (`submit`): at most this much of a run is
+#: The least time between two batches of results written (`submit`): at most the results of this long a run are
 #: lost when the viewer is killed.
 BATCH_SECONDS = 0.5
 #: Each stored kind's arrays: (dtype, number of dimensions); "seams" is optional in a slide.
@@ -113,8 +113,8 @@ class SessionStore:
         self._last_batch = -BATCH_SECONDS  # (`time.monotonic`) when the last batch was taken
 
     def submit(self, image_id: str, result: InferenceResult) -> None:
-        """Store the result in the store's thread, with those submitted within `BATCH_SECONDS` of the first not
-        yet written (`save_batch`; results are never changed after a run, so no copy is needed)."""
+        """Store the result in the store's thread, in the next batch (`_save_queued`; results are never changed
+        after a run, so no copy is needed)."""
         with self._queue_lock:
             self._queued.append((image_id, result))
             first = len(self._queued) == 1
