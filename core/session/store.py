@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import re
 import threading
 import time
@@ -38,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar, cast
 
 import numpy as np
 
@@ -324,15 +325,21 @@ def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str, known: 
 
 
 def _array(archive: zipfile.ZipFile, name: str, dtype: type, ndim: int) -> np.ndarray:
-    """One member of a stored result, its header checked before its data is inflated."""
+    """One member of a stored result, its header checked before its data is inflated, then its data read into the
+    array (the header parsed once: parsing it costs more than reading a small result's bytes)."""
     with archive.open(f"{name}.npy") as member:
         version = np.lib.format.read_magic(member)
         header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, fortran, found = header(member)
-    if found != np.dtype(dtype) or len(shape) != ndim or fortran or 0 in shape:
-        raise SegScopeError(f"{name} is {found} {shape}, not a {ndim}-D {np.dtype(dtype)} array")
-    with archive.open(f"{name}.npy") as member:
-        return np.ascontiguousarray(np.lib.format.read_array(member, allow_pickle=False))
+        if found != np.dtype(dtype) or len(shape) != ndim or fortran or 0 in shape:
+            raise SegScopeError(f"{name} is {found} {shape}, not a {ndim}-D {np.dtype(dtype)} array")
+        size, held = math.prod(shape) * found.itemsize, archive.getinfo(f"{name}.npy").file_size
+        if size > held:
+            raise SegScopeError(f"{name} is {found} {shape}: {size:,} bytes, more than the {held:,} it holds")
+        array = np.empty(shape, found)
+        if cast(io.BufferedIOBase, member).readinto(array.data.cast("B")) != size:  # (reads on to the size)
+            raise SegScopeError(f"{name} holds fewer bytes than its {found} {shape}")
+    return array
 
 
 def _read_arrays(path: Path, kinds: dict[str, tuple[Any, int]], required: int) -> dict[str, Any]:
