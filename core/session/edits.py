@@ -37,7 +37,7 @@ from ..files.stamp import Stamp, WriteConflict
 from .backend_state import BackendState
 from .events import EditsRecovered, MaskChanged, Message, SaveConflict, SessionEvents, TruthChanged
 from .jobs import Job
-from .truth import ImageTruth, stamp_of
+from .truth import ImageTruth, TruthFiles, stamp_of, truth_files
 
 
 @dataclass(frozen=True)
@@ -99,10 +99,15 @@ class SessionEdits:
         truth = self._truths.get(item_id)
         if truth is None:
             dataset = self._dataset()
-            file = dataset.truth(dataset.item(item_id))
-            truth = ImageTruth(file, self._read_version, stamp=stamp_of(file))
-            self._truths[item_id] = truth
+            file, stamp = truth_files(dataset, [dataset.item(item_id)])[item_id]
+            truth = self._truths[item_id] = ImageTruth(file, self._read_version, stamp=stamp)
         return truth
+
+    def _read_ahead(self, read: TruthFiles) -> None:
+        """Take the truths read ahead on a worker (`truth_files`) as read now, for the images whose truth is not
+        held (the truths were just forgotten: a dataset opens)."""
+        for item_id, (file, stamp) in read.items():
+            self._truths.setdefault(item_id, ImageTruth(file, self._read_version, stamp=stamp))
 
     def check_truth_files(self, item_ids: Iterable[str]) -> list[str]:
         """Look at the truth files of these images (a look, a focus): a truth without unsaved edits whose file

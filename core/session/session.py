@@ -73,6 +73,7 @@ from .running import Describe, describe_error
 from .runs import RunHistory, RunRecord
 from .scoring import SessionScores
 from .store import SessionStore
+from .truth import TruthFiles
 
 #: What loading the current image reads on a worker: its size, its mask (None: none, or refused) and its truth files
 #: as they were just before the mask was read (`Session.select`).
@@ -124,10 +125,11 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             backend.events.opened.connect(lambda *_args: self._all_changed())  # another model: answers change
 
     # ------------------------------------------------------------------------------------------ dataset
-    def open_dataset(self, dataset: Dataset) -> StreamJob[Found]:
+    def open_dataset(self, dataset: Dataset, read: TruthFiles | None = None) -> StreamJob[Found]:
         """Show a dataset. Reopening the same folder keeps its runs; another folder's are dropped (their ids name
         other images). Every truth is read again, when asked for (nothing is read per image here: a dataset of
-        100,000 images opens at once). Returns the job that counts the masks (its first message says how many),
+        100,000 images opens at once), or as `read` ahead on a worker (`truth_files`: the rows on screen when it
+        opens). Returns the job that counts the masks (its first message says how many),
         brings back the edits a crash left (announced at once) and, for another folder, the runs an earlier
         session kept on disk."""
         self._leaving()
@@ -143,6 +145,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.document = None
         self.current = None
         self.dataset = dataset
+        self._read_ahead(read or {})
         damaged = [item for item in dataset.items if item.problem]  # (`Dataset.open(partial=True)`)
         for item in damaged:
             self._outcomes[item.id] = Outcome(UNREADABLE, item.problem)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import re
 import threading
 import time
@@ -38,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar, cast
 
 import numpy as np
 
@@ -60,7 +61,7 @@ TRIM_TO = 0.9
 #: What one stored file may inflate to: an 8192 x 8192 model output of 3 classes and its argmax, or a
 #: whole-slide run within the default bound.
 MAX_INFLATED = 1 << 30
-#: How long a submitted result waits for others to be written with it (`submit`): at most this much of a run is
+#: The least time between two batches of results written (`submit`): at most the results of this long a run are
 #: lost when the viewer is killed.
 BATCH_SECONDS = 0.5
 #: Each stored kind's arrays: (dtype, number of dimensions); "seams" is optional in a slide.
@@ -113,8 +114,8 @@ class SessionStore:
         self._last_batch = -BATCH_SECONDS  # (`time.monotonic`) when the last batch was taken
 
     def submit(self, image_id: str, result: InferenceResult) -> None:
-        """Store the result in the store's thread, with those submitted within `BATCH_SECONDS` of the first not
-        yet written (`save_batch`; results are never changed after a run, so no copy is needed)."""
+        """Store the result in the store's thread, in the next batch (`_save_queued`; results are never changed
+        after a run, so no copy is needed)."""
         with self._queue_lock:
             self._queued.append((image_id, result))
             first = len(self._queued) == 1
@@ -324,15 +325,21 @@ def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str, known: 
 
 
 def _array(archive: zipfile.ZipFile, name: str, dtype: type, ndim: int) -> np.ndarray:
-    """One member of a stored result, its header checked before its data is inflated."""
+    """One member of a stored result, its header checked before its data is inflated, then its data read into the
+    array (the header parsed once: parsing it costs more than reading a small result's bytes)."""
     with archive.open(f"{name}.npy") as member:
         version = np.lib.format.read_magic(member)
         header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, fortran, found = header(member)
-    if found != np.dtype(dtype) or len(shape) != ndim or fortran or 0 in shape:
-        raise SegScopeError(f"{name} is {found} {shape}, not a {ndim}-D {np.dtype(dtype)} array")
-    with archive.open(f"{name}.npy") as member:
-        return np.ascontiguousarray(np.lib.format.read_array(member, allow_pickle=False))
+        if found != np.dtype(dtype) or len(shape) != ndim or fortran or 0 in shape:
+            raise SegScopeError(f"{name} is {found} {shape}, not a {ndim}-D {np.dtype(dtype)} array")
+        size, held = math.prod(shape) * found.itemsize, archive.getinfo(f"{name}.npy").file_size
+        if size > held:
+            raise SegScopeError(f"{name} is {found} {shape}: {size:,} bytes, more than the {held:,} it holds")
+        array = np.empty(shape, found)
+        if cast(io.BufferedIOBase, member).readinto(array.data.cast("B")) != size:  # (reads on to the size)
+            raise SegScopeError(f"{name} holds fewer bytes than its {found} {shape}")
+    return array
 
 
 def _read_arrays(path: Path, kinds: dict[str, tuple[Any, int]], required: int) -> dict[str, Any]:

@@ -10,9 +10,11 @@ another version is stale.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..dataset.dataset import Dataset, DatasetItem
 from ..dataset.truth import Truth
 from ..editing.files import Recovery
 from ..errors import SegScopeError
@@ -74,3 +76,18 @@ def stamp_of(file: Truth | None) -> Stamp:
         return Stamp.of(file.path) if file is not None else Stamp()
     except SegScopeError:
         return Stamp()
+
+
+#: Each image's truth file and its stamp as read (`truth_files`), by id.
+TruthFiles = Mapping[str, "tuple[Truth | None, Stamp]"]
+
+
+def truth_files(dataset: Dataset, items: Iterable[DatasetItem]) -> dict[str, tuple[Truth | None, Stamp]]:
+    """Each item's truth file (`Dataset.truth`) and its stamp as they are now: what `Session.truth` reads of an
+    image when first asked (a `stat` or three), read ahead on a worker for the rows a dataset shows when it opens
+    (`Session.open_dataset`), so that drawing them reads no file in the GUI thread."""
+    found = {}
+    for item in items:
+        file = dataset.truth(item)
+        found[item.id] = (file, stamp_of(file))
+    return found

@@ -18,7 +18,9 @@ from PySide6.QtWidgets import QWidget
 from ...core.backend_choice import BackendChoice
 from ...core.dataset.dataset import Dataset, DatasetItem
 from ...core.errors import SegScopeError
+from ...core.session.restore import FIRST_ROWS
 from ...core.session.session import Loaded, Session
+from ...core.session.truth import TruthFiles, truth_files
 from ...core.slides import SlideReader
 from ...core.stream.input import StreamInput
 from ..canvas.open_slide import OpenSlide
@@ -88,15 +90,16 @@ class ViewerCommands(QObject):
             return False
         return self.editing.confirm_leave(retry)
 
-    def _show_dataset(self, dataset: Dataset) -> None:
+    def _show_dataset(self, opened: tuple[Dataset, TruthFiles]) -> None:
         """The folder is listed: show it, unless a run started or the image on screen was edited meanwhile (asked
         again, as when the open was asked)."""
-        if not self._may_leave(lambda: self._show_dataset(dataset)):
+        if not self._may_leave(lambda: self._show_dataset(opened)):
             self.note.emit("", 0)
             return
+        dataset, read = opened
         self.jobs.cancel("restore")
         self.open_slide.set(None, None)
-        restore = self.session.open_dataset(dataset)
+        restore = self.session.open_dataset(dataset, read)
         settings.add_recent_dataset(dataset.root)
         self.jobs.stream("restore", restore.work, restore.each, restore.finished)
         self._check_truths()
@@ -242,8 +245,10 @@ class ViewerCommands(QObject):
         self.session.cancel_export()
 
 
-def _open_folder(path: Path, prepare: Callable[[Path], object] | None) -> Dataset:
-    """`Dataset.open` of `path` after `prepare(path)`; an unreadable image folder is a row that says so."""
+def _open_folder(path: Path, prepare: Callable[[Path], object] | None) -> tuple[Dataset, TruthFiles]:
+    """`Dataset.open` of `path` after `prepare(path)` (an unreadable image folder is a row that says so), with the
+    truth files of the rows it shows first (`FIRST_ROWS`), read here rather than as the table draws them."""
     if prepare is not None:
         prepare(path)
-    return Dataset.open(path, partial=True)
+    dataset = Dataset.open(path, partial=True)
+    return dataset, truth_files(dataset, dataset.items[:FIRST_ROWS])

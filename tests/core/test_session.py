@@ -547,3 +547,25 @@ def test_the_session_owns_the_export_its_flag_and_its_cancel(tmp_path, write_png
     assert not session.export_ended() and not session.exporting
     assert sorted(p.name for p in last.written) == sorted(p.name for p in out.iterdir()) == [
         "a_mask.png", "a_provenance.json", "b_mask.png", "b_provenance.json", "metrics.csv", "metrics.json"]
+
+
+def test_truths_read_ahead_on_a_worker_are_taken_without_reading_their_files_again(tmp_path, write_png,
+                                                                                     monkeypatch):
+    """The rows a dataset shows when it opens have their truths read with the listing (`truth_files`): the session
+    takes them as read now (no file read in its thread), and reads the others when asked, as before."""
+    from segscope.core.files import stamp as stamp_module
+    from segscope.core.session.truth import truth_files
+
+    dataset = _dataset(tmp_path, write_png)
+    write_png(dataset.root / "b" / "mask_corrected.png", np.zeros((H, W), np.uint8))
+    read = truth_files(dataset, dataset.items[:1])  # a: its original mask
+    assert list(read) == ["a"] and read["a"][0].path == dataset.root / "a" / "mask.png"
+    session = Session(persist=False)
+    run_here(session.open_dataset(dataset, read))
+    looked: list[object] = []
+    stat = stamp_module.Stamp.of
+    monkeypatch.setattr(stamp_module.Stamp, "of", classmethod(lambda cls, path, content=False: looked.append(path)
+                                                              or stat(path, content)))
+    a = session.truth("a")
+    assert (a.path, a.stamp, a.version, looked) == (read["a"][0].path, read["a"][1], session.truth_version("b"), [])
+    assert session.truth("b").path == dataset.root / "b" / "mask_corrected.png" and looked  # read when asked

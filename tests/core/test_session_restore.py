@@ -7,6 +7,7 @@ import io
 import json
 import os
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,6 +48,22 @@ def npz(document: object = None, meta: bytes | None = None, **arrays: np.ndarray
     return buffer.getvalue()
 
 
+def lying_npz(shape: tuple[int, ...], data: bytes) -> bytes:
+    """A store entry whose probabilities' header says `shape` (float32) over `data`, written here with zipfile."""
+    base = result()
+    member = io.BytesIO()
+    np.lib.format.write_array_header_1_0(member, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("probabilities.npy", member.getvalue() + data)
+        for name, array in (("argmax", base.argmax), ("meta", np.frombuffer(json.dumps(
+                {"id": "b", "roi": [0, 0, W, H], "image_size": [W, H], "timings": {}}).encode(), np.uint8))):
+            saved = io.BytesIO()
+            np.save(saved, array)
+            archive.writestr(f"{name}.npy", saved.getvalue())
+    return buffer.getvalue()
+
+
 def write(data: bytes) -> Callable[[Path], None]:
     return lambda path: path.write_bytes(data)
 
@@ -68,6 +85,8 @@ FAULTS = {
     "an extra member": write(npz(extra=np.zeros(3))),
     "object arrays": write(npz(probabilities=np.array([{"a": 1}], dtype=object))),
     "wrong dtype": write(npz(probabilities=result().probabilities.astype(np.float64))),
+    "a header over its data": write(lying_npz((H, W, 2), result().probabilities.tobytes()[:-4])),
+    "a header of 40 GB": write(lying_npz((100_000, 50_000, 2), result().probabilities.tobytes())),
     "argmax of another size": write(npz(argmax=np.zeros((H + 1, W), np.uint8))),
     "NaN probabilities": write(npz(probabilities=np.full((H, W, 2), np.nan, np.float32))),
     "argmax past the classes": write(npz(argmax=np.full((H, W), 7, np.uint8))),
