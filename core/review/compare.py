@@ -194,12 +194,7 @@ class ParityQueue:
         """A new comparison with `b` over `total` images: no entry yet."""
         self.active, self.running, self.b, self.error = True, True, b, ""
         self.run, self.total, self.skipped = ParityRun(min_dice), total, skipped
-        self._order.clear()
-        self._entries.clear()
-        self._theirs.clear()
-        self._unpacked = None
-        self.current = None
-        self.events.changed.emit()
+        self._let_go()
 
     def add(self, compared: Compared) -> None:
         """One image compared."""
@@ -222,6 +217,10 @@ class ParityQueue:
         """Back to the truth's queue: what was compared is let go."""
         self.active = self.running = False
         self.run, self.total, self.skipped, self.error = ParityRun(), 0, 0, ""
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """No entry, no B classes kept, none current (and the view told)."""
         self._order.clear()
         self._entries.clear()
         self._theirs.clear()
