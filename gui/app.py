@@ -7,10 +7,12 @@ demo) on the window's job runner while the window is already up and says so (`Vi
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
+from typing import Callable
 
-from PySide6.QtCore import QStandardPaths
+from PySide6.QtCore import QStandardPaths, QTimer
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QToolTip
 
@@ -53,6 +55,23 @@ def open_demo(window: MainWindow, target: Path) -> None:
                                  "Generating the demo dataset (first start only, about 20 s)…" if first else "")
 
 
+def close_on_interrupt(window: MainWindow) -> Callable[[], bool]:
+    """Ctrl+C in the terminal that started the viewer closes its window as its close button does (the decisions and
+    edits still waiting are written). Python runs a signal handler only between its own bytecodes, so a timer wakes
+    it while Qt's loop waits: without this the KeyboardInterrupt came out as a traceback of whatever slot ran next,
+    and the window stayed. Returns whether it was interrupted."""
+    interrupted: list[int] = []
+
+    def interrupt(signum: int, _frame: object) -> None:
+        interrupted.append(signum)
+        window.close()
+    signal.signal(signal.SIGINT, interrupt)
+    waking = QTimer(window)
+    waking.timeout.connect(lambda: None)
+    waking.start(200)
+    return lambda: bool(interrupted)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Open the viewer; `argv` may hold one dataset folder."""
     argv = sys.argv[1:] if argv is None else argv
@@ -68,4 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         window.commands.open_dataset(Path(argv[0]))
     else:
         open_demo(window, demo_dir())
-    return app.exec()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        interrupted = close_on_interrupt(window)
+        code = app.exec()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return 130 if interrupted() else code  # (as the command line's Ctrl+C)

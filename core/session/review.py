@@ -5,10 +5,10 @@ through the mask document of the image on screen (one undoable edit), into the r
 on to the next entry; undo puts the pixels it changed back (its image on screen again), whatever came between.
 
 Two runs compared (`compare`): a second model or backend (B) run over the images the session's model has answers
-for, each image's parity with that answer (A) adopted into `parity` (`core.review.compare`), the queue a view
-steps instead of the truth's while it is `active`. While its current entry's image is on screen, B's classes of it
-are what the result panels show in the truth's place (`b_on_screen`), and the mask tools edit nothing
-(`views.actions`).
+for, each image's parity with that answer (A; where its whole-slide run answers, its run on its ROI, as B's is)
+adopted into `parity` (`core.review.compare`), the queue a view steps instead of the truth's while it is `active`.
+While its current entry's image is on screen, B's classes of it are what the result panels show in the truth's
+place (`b_on_screen`), and the mask tools edit nothing (`views.actions`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from ..review.log import ReviewLog
 from ..review.model import ReviewQueueModel
 from ..review.queue import DEFAULT_OPTIONS, QueueOptions, ReviewEntry, result_entries
 from ..roi import Roi
-from .answers import Answer
+from .answers import WHOLE_SLIDE, Answer
 from .events import SessionEvents
 from .jobs import StreamJob
+from .runs import RunRecord
 from .scoring import ScoreKey
 
 
@@ -51,6 +52,8 @@ class ReviewedSession(Protocol):
     def answer(self, item_id: str) -> Answer | None: ...
     def edited_mask(self, item_id: str) -> Callable[[], np.ndarray | None]: ...
     def answered_ids(self, dataset: Dataset | None) -> list[str]: ...
+    def record(self, item_id: str) -> RunRecord | None: ...
+    def is_stale(self, item_id: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -204,9 +207,9 @@ class SessionReview:
             raise SegScopeError("Open a dataset and run it first: two runs are compared on its images")
         first = {}
         for item_id in session.answered_ids(dataset):
-            answer = session.answer(item_id)
-            if answer is not None and answer.result is not None:
-                first[item_id] = answer.result
+            result = self._run_on_roi(item_id)
+            if result is not None:
+                first[item_id] = result
         if not first:
             raise SegScopeError("Run the images first (Run all): B is compared with the model's results on them")
         self.cancel_compare()
@@ -224,6 +227,17 @@ class SessionReview:
                 parity.finish("cancelled" if cancel.is_set() else "")
         return StreamJob("review-compare", partial(compare_steps, spec, dataset, items, first, cancel, options),
                          each, finished)
+
+    def _run_on_roi(self, item_id: str) -> InferenceResult | None:
+        """A's result of an image: what answers for it, but where its whole-slide run does, its run on its ROI by the
+        open model (None: none kept). B runs on the ROI, as `segscope review --against` compares two ROI runs: the
+        stitched slide's part against B's ROI run listed where tiling differs from one run as flips."""
+        session = self.session
+        answer = session.answer(item_id)
+        if answer is None or answer.source != WHOLE_SLIDE:
+            return answer.result if answer is not None else None
+        record = session.record(item_id)
+        return record.result if record is not None and not session.is_stale(item_id) else None
 
     def compare_failed(self, text: str) -> None:
         """The comparison's job failed (`text`: why, one line)."""

@@ -19,7 +19,7 @@ from typing import Any
 from ..card.reader import load_model_card
 from ..errors import InputError
 from ..files.fileio import decode_text, read_bytes
-from ..files.kinds import JSON_STARTS, RUN_SOURCE, UTF16_MARKS, card_source, not_wanted
+from ..files.kinds import JSON_STARTS, RUN_SOURCE, RUN_SOURCES, UTF16_MARKS, card_source, not_wanted
 from ..files.untrusted_json import parse_json
 from .imaging import PADDING_TYPES, SDK_RESIZE_TYPES, processor
 from .pipeline import MODEL_FACTORIES, NATIVE_FACTORIES, Element, Link, Pipeline, PipelineError, Stream
@@ -257,6 +257,8 @@ def load_pipeline(path: Path) -> Pipeline:
         return card_pipeline(card)
     if path.is_dir():  # what a folder opens is `core.stream.source.resolve_source`'s to say
         raise PipelineError(path, not_wanted(path, "a .pipeline file or a model card").problem)
+    if path.suffix != ".pipeline" and not path.exists():  # (a card the viewer remembers, moved since): not a pipeline
+        raise PipelineError(path, f"not found; give {RUN_SOURCES}")
     try:
         data = read_bytes(path, "pipeline file", MAX_PIPELINE_BYTES)
     except InputError as exc:

@@ -251,6 +251,13 @@ def test_missing_pipeline_file(tmp_path):
     assert str(tmp_path / "nope.pipeline") in str(info.value)
 
 
+def test_a_missing_model_card_is_not_called_a_pipeline_file(tmp_path):
+    """The viewer opens the model its settings remember: a card moved since is said as the CLI says it."""
+    with pytest.raises(PipelineError, match=r"gone\.json: not found; give a \.pipeline file, a model card") as info:
+        load_pipeline(tmp_path / "gone.json")
+    assert str(tmp_path / "gone.json") in str(info.value) and "pipeline file not found" not in str(info.value)
+
+
 def test_missing_model_names_the_resolved_path(tmp_path):
     path = write(tmp_path, chain(("src", "appsrc"), ("dec", "mxpi_imagedecoder"), INFER, ("appsink0", "appsink"),
                                  props={"infer": {"modelPath": "models/absent.om"}, "dec": {"cvProcessor": "opencv"}}))

@@ -21,8 +21,12 @@ from segscope.core.dataset.dataset import Dataset
 from segscope.core.review.compare import LOW_DICE, Compared, PackedLabels, ParityEntry, ParityQueue, compare_steps
 from segscope.core.review.parity import Flip, ImageParity
 from segscope.core.roi import Roi
+from segscope.core.session import review as review_module
+from segscope.core.session.answers import WHOLE_SLIDE
 from segscope.core.session.jobs import run_backend_job, run_here
 from segscope.core.session.session import Session
+from segscope.core.slides import open_slide
+from segscope.core.wholeslide.evaluate import TilePlan
 
 import helpers
 from helpers import tiny_card
@@ -312,3 +316,30 @@ def test_b_classes_are_kept_packed_and_given_back_exactly():
     packed = PackedLabels.of(labels)
     assert len(packed.data) < 64 * 1024
     assert np.array_equal(packed.unpack(), labels)
+
+
+def test_an_image_answered_by_its_whole_slide_run_is_compared_by_its_roi_run(planted, tiny_model_project,
+                                                                               monkeypatch):
+    """B runs on A's ROIs, as `segscope review --against` compares two ROI runs: the same model as B finds no
+    difference anywhere, though image b's numbers are those of its whole-slide run (in 30 x 30 tiles, another
+    result than its ROI run's)."""
+    root, _card = planted
+    session = _session_run_by_a(root, tiny_model_project.pipeline)
+    run_here(session.select("b"))
+    with open_slide(session.current.image_path) as reader, \
+            open_backend(BackendSpec("embedded", tiny_model_project.pipeline)) as backend:
+        run_backend_job(session.run_whole_slide(reader, TilePlan((30, 30), overlap=8), 12), backend)
+    answer = session.answer("b")
+    assert answer is not None and answer.source == WHOLE_SLIDE
+    ran = session.record("b").result
+    assert not np.array_equal(answer.result.probabilities, ran.probabilities)  # (the tiled run is another result)
+    compared_as_a = {}
+
+    def steps(spec, dataset, items, first, *rest):
+        compared_as_a.update(first)
+        return compare_steps(spec, dataset, items, first, *rest)
+    monkeypatch.setattr(review_module, "compare_steps", steps)
+    parity = session.review.parity
+    run_here(session.review.compare(BackendSpec("embedded", tiny_model_project.pipeline), "the same"))
+    assert compared_as_a["b"] is ran and compared_as_a["a"] is session.record("a").result
+    assert parity.error == "" and parity.run.images == 5 and parity.run.passed and len(parity) == 0

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
+import threading
 from functools import partial
 
+import numpy as np
 import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
@@ -62,3 +65,25 @@ def test_main_opens_the_demo_dataset(qapp, tmp_path, monkeypatch):
     assert app_module.main([]) == 0
     assert seen["root"] == (tmp_path / "demo").resolve()
     assert seen["style"].lower() == "fusion"
+
+
+def test_ctrl_c_in_the_terminal_closes_the_window(qapp, tmp_path, monkeypatch, write_png):
+    """SIGINT sent while Qt's loop waits (as a terminal's Ctrl+C): the window closes, main returns 130, and the
+    handler before it is back; the KeyboardInterrupt came out of a slot as a traceback before, the window open."""
+    write_png(tmp_path / "d" / "a" / "image.png", np.full((40, 60, 3), 200, np.uint8))
+    before = signal.getsignal(signal.SIGINT)
+    seen = {}
+
+    def ready() -> None:
+        windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
+        if windows and windows[0].dataset is not None:
+            seen["window"] = windows[0]
+            threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()  # (from outside Qt's loop)
+            QTimer.singleShot(10_000, windows[0].close)  # (not closed by then: the test fails, it does not hang)
+        else:
+            QTimer.singleShot(50, ready)
+
+    QTimer.singleShot(0, ready)
+    assert app_module.main([str(tmp_path / "d")]) == 130
+    assert not seen["window"].isVisible()
+    assert signal.getsignal(signal.SIGINT) is before
