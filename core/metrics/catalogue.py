@@ -403,16 +403,19 @@ def brief(values: Mapping[str, Any]) -> str:
 
 def brief_means(means: Mapping[str, Any]) -> str:
     """`brief` of a dataset summary (`means`) with what it is over: "Soft Dice 0.9993 · Dice 0.9300 · IoU 0.8710
-    (8 images; Dice, IoU n/a on 1)": the images with masks, and the brief metrics that left some out."""
+    (8 images, 1 over its whole slide; Dice, IoU n/a on 1)": the images with masks, how many of them are scored
+    over their whole slide (the viewer's means, where any), and the brief metrics that left some out."""
     aggregates = means.get("aggregates") or {}
     images = int(means.get("images_with_masks") or 0)
+    whole = int(means.get("images_whole_slide") or 0)
     left_out: dict[int, list[str]] = {}
     for name in BRIEF:
         na = int((aggregates.get(name) or {}).get("na") or 0)
         if na:
             left_out.setdefault(na, []).append(_METRICS[name].title)
     notes = "".join(f"; {', '.join(titles)} n/a on {na}" for na, titles in left_out.items())
-    return f"{brief(means)} ({images} image{'' if images == 1 else 's'}{notes})"
+    over = f", {whole} over {'its' if whole == 1 else 'their'} whole slide" if whole else ""
+    return f"{brief(means)} ({images} image{'' if images == 1 else 's'}{over}{notes})"
 
 
 def catalogue_document(ranking: Metric | None = None) -> dict[str, object]:

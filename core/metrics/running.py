@@ -106,6 +106,7 @@ class RunningSummary:
         self._tallies: dict[str, _Tally] = {}  # by metric name (per-class entries: `<family>_<i>`)
         self._families: dict[str, int] = {}  # per-class family -> images that computed it
         self._reliability = _PooledReliability()
+        self._whole_slide: set[str] = set()  # the images whose metrics are their whole slide's (`set`)
         #: Bumped by every call that changed what is summed (a view that drew at one count has nothing to redraw
         #: until it moves: setting an image's metrics to the very object it had is no change).
         self.changes = 0
@@ -113,8 +114,13 @@ class RunningSummary:
     def __len__(self) -> int:
         return len(self._metrics)
 
-    def set(self, image_id: str, metrics: ImageMetrics | None) -> None:
-        """The image's metrics are now `metrics` (None: it has none to count, e.g. no mask)."""
+    def set(self, image_id: str, metrics: ImageMetrics | None, whole_slide: bool = False) -> None:
+        """The image's metrics are now `metrics` (None: it has none to count, e.g. no mask); `whole_slide`: they
+        are its whole slide's (a whole-slide run answers for it), counted apart in `means`."""
+        if whole_slide and metrics is not None:
+            self._whole_slide.add(image_id)
+        else:
+            self._whole_slide.discard(image_id)
         old = self._metrics.pop(image_id, None)
         if old is metrics:
             if metrics is not None:
@@ -133,6 +139,7 @@ class RunningSummary:
     def clear(self) -> None:
         self.changes += 1
         self._metrics.clear()
+        self._whole_slide.clear()
         self._tallies.clear()
         self._families.clear()
         self._reliability = _PooledReliability()
@@ -173,12 +180,16 @@ class RunningSummary:
 
     def means(self) -> dict[str, object]:
         """What `catalogue.means` gives for these images, each aggregate without its median (None) and worst-case
-        aggregate (left out): enough for `catalogue.brief_means` and a histogram's title."""
+        aggregate (left out), and how many of the images are scored over their whole slide
+        ("images_whole_slide", where any): enough for `catalogue.brief_means` and a histogram's title."""
         classes = max((int(name.rsplit("_", 1)[1]) + 1 for name, tally in self._tallies.items()
                        if tally.images and catalogue.family_of(name) is not None), default=0)
         found = [(metric, aggregated) for metric in catalogue.entries_below(classes)
                  if (aggregated := self.aggregate(metric)) is not None]
-        return catalogue.summary_document(found, len(self._metrics))
+        summary = catalogue.summary_document(found, len(self._metrics))
+        if self._whole_slide:
+            summary["images_whole_slide"] = len(self._whole_slide)
+        return summary
 
     def reliability(self) -> tuple[Reliability, int]:
         """The reliability diagram pooled over the images that computed one (ECE chosen), and how many they are."""

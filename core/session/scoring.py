@@ -165,15 +165,24 @@ class SessionScores:
 
     def _announce(self, item_id: str, due: bool | None) -> None:
         """`_item_changed`, whether a score is due known already (None: asked once the views are told)."""
-        self.running.set(item_id, self.known_metrics(item_id) if self.answers(item_id) else None)
+        self._count(item_id)
         self.events.item_changed.emit(ItemChanged(item_id))
         if due if due is not None else self._score_due(item_id):
             self.events.score_due.emit(ScoreDue(item_id))
 
+    def _count(self, item_id: str) -> None:
+        """The image's entry in the running means: its last metrics while something answers for it, marked as
+        its whole slide's when its whole-slide run answers."""
+        if not self.answers(item_id):
+            self.running.set(item_id, None)
+            return
+        answer = self.answer(item_id)
+        self.running.set(item_id, self.known_metrics(item_id), answer is not None and answer.source == WHOLE_SLIDE)
+
     def _items_changed(self, item_ids: Sequence[str]) -> None:
         """`_item_changed` of many images, announced in one event."""
         for item_id in item_ids:
-            self.running.set(item_id, self.known_metrics(item_id) if self.answers(item_id) else None)
+            self._count(item_id)
         self.events.items_changed.emit(ItemsChanged(tuple(item_ids)))
         for item_id in item_ids:
             if self._score_due(item_id):

@@ -338,6 +338,7 @@ def test_a_whole_slide_runs_numbers_are_the_slides_whatever_the_roi_and_follow_i
     its ROI's), adopted from the run when it scored the mask file the image has now, else scored again (edits:
     tests/core/test_session_model.py). Expected values by hand: a 10 x 10 predicted box against a truth box of
     10 x 20 holding it."""
+    from segscope.core.metrics import catalogue
     from segscope.core.wholeslide.evaluate import TiledEvaluation, score_stitched
     from segscope.core.wholeslide.tiling import Stitched
 
@@ -361,6 +362,10 @@ def test_a_whole_slide_runs_numbers_are_the_slides_whatever_the_roi_and_follow_i
     assert session.known_metrics("a").foreground_dice == pytest.approx(2 * 100 / (100 + 200))
     session.set_roi(Roi(20, 0, 60, 40), "a")  # another part: the same numbers, still fresh
     assert session.is_fresh("a") and session.metrics("a").foreground_dice == pytest.approx(2 * 100 / 300)
+    means = session.running.means()  # (the status bar's) say that the image counts with its whole slide's
+    assert means["images_with_masks"] == means["images_whole_slide"] == 1
+    assert means["foreground_dice"] == pytest.approx(2 * 100 / 300)
+    assert "(1 image, 1 over its whole slide)" in catalogue.brief_means(means)
 
     session.add_slide_run(run)  # scored on a truth not known: scored again, to the same numbers
     assert session.score_job("a") is not None

@@ -538,8 +538,13 @@ class SessionMachine(RuleBasedStateMachine):
                                    answer.source == WHOLE_SLIDE)
             else:
                 assert view.note, view  # numbers that do not answer say so
-        # The means a view follows as they change are those of the images' numbers now, by the batch rule.
-        assert same_numbers(session.running.means(), without_medians(session.summary().means()))
+        # The means a view follows as they change are those of the images' numbers now, by the batch rule, and
+        # say how many of those images count with their whole slide's numbers.
+        running = session.running.means()
+        whole = [i for i in IDS if self.expected_source(i) is not None and self.expected_source(i)[0] == WHOLE_SLIDE
+                 and session.known_metrics(i) is not None]
+        assert running.pop("images_whole_slide", 0) == len(whole)
+        assert same_numbers(running, without_medians(session.summary().means()))
 
     def scored(self, item_id: str, answer) -> InferenceResult:
         """What an answer's numbers are of: its run, or for a whole-slide run's part the whole stitched slide (the
