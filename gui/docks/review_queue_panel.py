@@ -29,6 +29,8 @@ ParityRow = tuple[int, ParityEntry, str]
 SAME_BACKEND = "same backend"
 #: The preview's height on screen (pixels): the place scaled up by a whole factor to about this.
 PREVIEW_HEIGHT = 64
+#: The frame around each run's half of the preview (RGBA, light grey).
+FRAME = (160, 160, 160, 255)
 
 COLUMNS: tuple[Column[Row], ...] = (
     Column("#", lambda r: str(r[0]), key=lambda r: r[0], right=True, width="0000"),
@@ -147,10 +149,11 @@ class ReviewQueuePanel(QWidget):
             return
         ours, theirs = preview
         lut = label_lut()
-        gap = np.full((ours.shape[0], max(1, ours.shape[1] // 16), 4), 255, np.uint8)
-        rgba = np.concatenate([lut[ours], gap, lut[theirs]], axis=1)
         scale = max(1, PREVIEW_HEIGHT // max(ours.shape[0], 1))
-        rgba = np.ascontiguousarray(rgba.repeat(scale, 0).repeat(scale, 1))
+        # each run framed (a place all background is the dock's own colour), a white gap between
+        ours_rgba, theirs_rgba = (_framed(lut[labels].repeat(scale, 0).repeat(scale, 1)) for labels in (ours, theirs))
+        gap = np.full((ours_rgba.shape[0], max(2, ours_rgba.shape[1] // 16), 4), 255, np.uint8)
+        rgba = np.ascontiguousarray(np.concatenate([ours_rgba, gap, theirs_rgba], axis=1))
         height, width = rgba.shape[:2]
         image = QImage(rgba.data, width, height, 4 * width, QImage.Format.Format_RGBA8888).copy()
         self.preview.setPixmap(QPixmap.fromImage(image))
@@ -177,3 +180,11 @@ class ReviewQueuePanel(QWidget):
     def _activate(self, model: RowModel, row: int) -> None:  # type: ignore[type-arg]
         if 0 <= row < len(model.rows):
             self.entryActivated.emit(model.rows[row][1])
+
+
+def _framed(rgba: np.ndarray) -> np.ndarray:
+    """`rgba` inside a one-pixel `FRAME`."""
+    framed = np.empty((rgba.shape[0] + 2, rgba.shape[1] + 2, 4), np.uint8)
+    framed[:] = FRAME
+    framed[1:-1, 1:-1] = rgba
+    return framed

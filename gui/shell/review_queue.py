@@ -103,6 +103,7 @@ class ReviewQueueTools(QObject):
                                      "another model or backend (B) over the images run: where their defects differ, "
                                      "most first, and the gate (no defect gained, lost or changed, Dice ≥ 0.99)",
                                      self.ask_compare)
+        self.compare_action.setIconText("Compare with…")  # (a button's text drops a trailing "…" otherwise)
         self.cancel_compare_action = QAction("Cancel", host)
         self.cancel_compare_action.setToolTip("Stop comparing after the image in flight (what is compared stays "
                                               "listed)")

@@ -211,11 +211,14 @@ def test_compare_with_lists_the_planted_difference_and_steps_it(qtbot, window, t
 
     qtbot.waitUntil(lambda: tools.panel.preview.isVisibleTo(tools.panel), timeout=10000)
     shown = tools.panel.preview.pixmap().toImage()
-    scale = 64 // 20
-    assert (shown.width(), shown.height()) == ((20 + 1 + 20) * scale, 20 * scale)
+    half = 20 * (64 // 20) + 2  # the place scaled up 3x, in a 1 px frame
+    assert (shown.width(), shown.height()) == (half + 3 + half, half)  # (a white gap of a 16th between)
     left, right = shown.pixelColor(2, 2), shown.pixelColor(shown.width() - 3, shown.height() - 3)
     assert (left.red(), left.green(), left.blue()) == BACKGROUND
     assert (right.red(), right.green(), right.blue()) == tuple(class_color(1))
+    frame = shown.pixelColor(0, 0)  # (a place all background stands out from the dock's own colour)
+    assert (frame.red(), frame.green(), frame.blue()) == (160, 160, 160)
+    assert window.review_queue.panel.compare_buttons[0].text() == "Compare with…"
     mask_before = window.session.document.mask.copy()
     _key(qtbot, window, Qt.Key.Key_A)  # nothing to decide: the truth stays
     assert np.array_equal(window.session.document.mask, mask_before)
