@@ -55,11 +55,16 @@ def card_path_for(model_path: Path) -> Path:
     return model_path if model_path.suffix == ".json" else model_path.with_suffix(".json")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path, given: Path) -> dict[str, Any]:
+    """The card `path` read for `given` (the card itself, or the model file named)."""
     if not path.exists() and not path.is_symlink():
+        if given != path and not given.exists():
+            raise SegScopeError(f"{given}: file not found (nor its model card {path.name}); give an existing "
+                                ".onnx, .om or model card (.json)")
+        model = given.name if given != path else path.with_suffix(".om").name
         raise SegScopeError(
-            f"{path}: model card not found (needed for {path.with_suffix('.om').name}: it names the ONNX "
-            f"export, preprocessing and outputs; write one with `segscope card MODEL.onnx`)")
+            f"{path}: model card not found (needed for {model}: it names the ONNX export, preprocessing and "
+            "outputs; write one with `segscope card MODEL.onnx`)")
     raw = read_json(path, "model card", MAX_CARD_BYTES)
     if not isinstance(raw, dict):
         raise SegScopeError(f"{path}: a model card must be a JSON object, got a {type(raw).__name__}")
@@ -188,8 +193,9 @@ def load_model_card(path: Path, check_graph: bool = True, warn: bool = True) -> 
     With `check_graph`, a card whose ONNX file exists is checked against the graph (`core.card.check`);
     `warn` prints the heuristic warnings (once each) on stderr.
     """
-    path = card_path_for(Path(path))
-    raw = _read_json(path)
+    given = Path(path)
+    path = card_path_for(given)
+    raw = _read_json(path, given)
     top = _Fields(path, raw, "")
 
     def sibling(key: str) -> Path | None:

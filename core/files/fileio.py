@@ -194,14 +194,20 @@ def _check_pixels(width: int, height: int, source: str, max_pixels: int) -> None
         )
 
 
+#: What to do with an image file cut short or damaged.
+DAMAGED_ADVICE = "replace it with an intact copy (a copy or download cut short, or a file still being written)"
+
+
 def checked_size(data: bytes, source: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
     """(width, height) from the header of an image SegScope decodes, within `max_pixels`; else the one-line
     error a decode would give."""
     kind = image_format(data)
     size = header_size(data) if kind else None
     if size is None:
-        what = f"its {kind} header is damaged or truncated" if kind else "PNG, JPEG, TIFF, BMP, WebP, GIF or PNM"
-        raise SegScopeError(f"{source}: not a readable image ({what})")
+        if kind:
+            raise SegScopeError(f"{source}: not a readable image (its {kind} header is damaged or truncated); "
+                                f"{DAMAGED_ADVICE}")
+        raise SegScopeError(f"{source}: not a readable image (PNG, JPEG, TIFF, BMP, WebP, GIF or PNM)")
     _check_pixels(*size, source, max_pixels)
     return size
 
@@ -226,7 +232,7 @@ def _decode(data: bytes, source: str, flags: int, max_pixels: int, box: Roi | No
                 return None
             image = np.ascontiguousarray(image[box.y0 : box.y1, box.x0 : box.x1])
     if image is None:
-        raise SegScopeError(f"{source}: not a readable image ({kind} data is damaged or truncated)")
+        raise SegScopeError(f"{source}: not a readable image ({kind} data is damaged or truncated); {DAMAGED_ADVICE}")
     if box is None:
         _check_pixels(image.shape[1], image.shape[0], source, max_pixels)
     return image

@@ -110,11 +110,12 @@ def test_corrupt_and_missing_images_give_one_line_errors(tiny_model_project, tmp
     truncated = tmp_path / "notes.jpg"
     truncated.write_bytes(b"this is not an image")
     with EmbeddedBackend(tiny_model_project.pipeline, threads=1) as backend:
-        for path, why in ((corrupt, "its PNG header is damaged or truncated"),
-                          (truncated, "PNG, JPEG, TIFF, BMP, WebP, GIF or PNM")):
+        for path, why in ((corrupt, "its PNG header is damaged or truncated); replace it with an intact copy (a "
+                                    "copy or download cut short, or a file still being written)"),
+                          (truncated, "PNG, JPEG, TIFF, BMP, WebP, GIF or PNM)")):
             with pytest.raises(SegScopeError) as info:
                 backend.infer(path)
-            assert str(info.value) == f"{path}: not a readable image ({why})"
+            assert str(info.value) == f"{path}: not a readable image ({why}"
         with pytest.raises(SegScopeError, match="<image bytes>: not a readable image"):
             backend.infer(b"")
         with pytest.raises(SegScopeError, match="file not found") as info:

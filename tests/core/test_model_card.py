@@ -77,8 +77,16 @@ def test_bad_cards_name_the_card_and_field(tmp_path, fields, expected):
 
 
 def test_missing_and_malformed_cards(tmp_path):
+    with pytest.raises(SegScopeError) as info:  # neither the model nor its card: the file given is named
+        load_model_card(tmp_path / "gone.onnx")
+    assert str(info.value) == (f"{tmp_path / 'gone.onnx'}: file not found (nor its model card gone.json); give an "
+                               "existing .onnx, .om or model card (.json)")
+    (tmp_path / "present.onnx").write_bytes(b"")  # a model without its card: the card is named, for that model
     with pytest.raises(SegScopeError, match="model card not found") as info:
-        load_model_card(tmp_path / "absent.om")
+        load_model_card(tmp_path / "present.onnx")
+    assert str(info.value).startswith(f"{tmp_path / 'present.json'}: model card not found (needed for present.onnx:")
+    with pytest.raises(SegScopeError, match="model card not found") as info:
+        load_model_card(tmp_path / "absent.json")
     assert str(tmp_path / "absent.json") in str(info.value)
     bad = tmp_path / "bad.json"
     bad.write_text('{"name": "x",\n "input": }')
