@@ -170,9 +170,10 @@ class _CollectionPause:
     cycle): each of the collections 100,000 images' objects would set off walks every object of the process,
     ~0.5 s of a 100,000-image listing in a small process, more in the viewer's. Pauses may overlap (two listings in
     two threads): the collector runs again when the last ends, unless its owner had paused it before the first.
-    The listing collects its young objects itself every `COLLECT_EVERY` items and at its end (`young`): the
-    collection the pause put off would otherwise come at once afterwards, in whichever thread allocates next,
-    holding the interpreter lock (and so the window) for 0.15 s after 100,000 images."""
+    The listing collects its young objects itself every `COLLECT_EVERY` items, and everything once at its end: the
+    collections the pause put off would otherwise come at once afterwards, in whichever thread allocates next
+    (the window's, drawing the new table: a full collection there once the listing's objects count as long-lived),
+    holding the interpreter lock for 0.15 s and more after 100,000 images."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -267,7 +268,7 @@ def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
     image's mask: reading it says so."""
     with _collection_paused():
         items = _discover(root, partial)
-        gc.collect(1)  # (the rest of its young objects, here rather than at once in another thread)
+        gc.collect()  # (here, not in the thread that allocates next: see `_CollectionPause`)
         return items
 
 
