@@ -170,10 +170,13 @@ class _CollectionPause:
     cycle): each of the collections 100,000 images' objects would set off walks every object of the process,
     ~0.5 s of a 100,000-image listing in a small process, more in the viewer's. Pauses may overlap (two listings in
     two threads): the collector runs again when the last ends, unless its owner had paused it before the first.
-    The listing collects its young objects itself every `COLLECT_EVERY` items, and everything once at its end: the
-    collections the pause put off would otherwise come at once afterwards, in whichever thread allocates next
-    (the window's, drawing the new table: a full collection there once the listing's objects count as long-lived),
-    holding the interpreter lock for 0.15 s and more after 100,000 images."""
+    The listing collects its young objects itself every `COLLECT_EVERY` items and once at its end; a listing of
+    more takes what is alive then out of the collector's full walks (`gc.freeze`): the objects it built would
+    count as long-lived at once and set off a full collection of the process, in whichever thread allocates next
+    (the window's, drawing the new table), or in the listing's if it collected everything itself: a walk of every
+    object of a viewer holding a few GB, the interpreter lock held 1-2 s after 100,000 images (bench/RESULTS.md).
+    The price: a reference cycle alive at that moment that later becomes garbage is never collected (the items
+    themselves hold none; they are freed as usual)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -268,7 +271,9 @@ def discover(root: Path, partial: bool = False) -> list[DatasetItem]:
     image's mask: reading it says so."""
     with _collection_paused():
         items = _discover(root, partial)
-        gc.collect()  # (here, not in the thread that allocates next: see `_CollectionPause`)
+        gc.collect(1)  # (here, not in the thread that allocates next: see `_CollectionPause`)
+        if len(items) >= COLLECT_EVERY:
+            gc.freeze()
         return items
 
 

@@ -283,3 +283,22 @@ def test_a_listing_leaves_the_garbage_collector_as_it_found_it(tmp_path, collect
         assert seen == [False, False, False] and gc.isenabled() == collecting
     finally:
         gc.enable()
+
+
+def test_a_large_listing_takes_what_is_alive_out_of_the_collectors_full_walks(tmp_path, monkeypatch):
+    """A listing of `COLLECT_EVERY` images or more freezes what is alive (a full walk of a viewer's heap after it
+    held the interpreter lock for seconds); a smaller one leaves the collector's generations as they are."""
+    import gc
+
+    from segscope.core.dataset import dataset as listing_module
+
+    for name in ("a", "b", "c"):
+        touch(tmp_path / f"{name}.png")
+    monkeypatch.setattr(listing_module, "COLLECT_EVERY", 4)
+    gc.unfreeze()
+    try:
+        assert len(listing_module.discover(tmp_path)) == 3 and gc.get_freeze_count() == 0  # 3 < 4
+        touch(tmp_path / "d.png")
+        assert len(listing_module.discover(tmp_path)) == 4 and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
