@@ -7,6 +7,9 @@ a brush stroke paints exactly the pixels near the path (a distance test written 
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import cv2
 import numpy as np
 import pytest
@@ -365,12 +368,28 @@ def test_replace_mode_keeps_a_backup(qtbot, window, editing, demo_dataset, monke
     qtbot.waitUntil(lambda: window.dataset_panel.model.row("001").truth_kind == "replaced", timeout=10000)
 
 
+@contextlib.contextmanager
+def auto_save_held(editing, monkeypatch):
+    """An auto-save started and held at a gate while the block runs; yields the list that gets True when the
+    gate had to be opened by the 10 s safety timer (the block waited for the write), and opens it after."""
+    gate, released = threading.Event(), []
+    write = editing.autosaver.service.write
+    monkeypatch.setattr(editing.autosaver.service, "write", lambda *a: gate.wait(30) and write(*a))
+    editing.autosave()
+    assert editing.autosaver.job is not None  # writing (held at the gate)
+    timer = threading.Timer(10, lambda: released.append(True) or gate.set())
+    timer.start()
+    try:
+        yield released
+    finally:
+        timer.cancel()
+        gate.set()
+
+
 def test_taking_theirs_while_an_auto_save_writes_does_not_wait_for_it(qtbot, window, editing, demo_dataset,
                                                                       monkeypatch):
     """The answer to a save conflict runs after an auto-save still writing (which must not recreate the recovery
     file the answer removes) without the window waiting for that write."""
-    import threading
-
     source = demo_dataset / "001" / "mask.png"
     theirs = np.zeros_like(read_mask(source))
     theirs[:7, :9] = 255
@@ -380,18 +399,10 @@ def test_taking_theirs_while_an_auto_save_writes_does_not_wait_for_it(qtbot, win
     cv2.imwrite(str(demo_dataset / "001" / "mask_corrected.png"), theirs)  # another program, after the read
     assert editing.save()
     qtbot.waitUntil(lambda: len(asked) == 1)  # (None: the edits stay unsaved)
-    gate, released = threading.Event(), []
-    write = editing.autosaver.service.write
-    monkeypatch.setattr(editing.autosaver.service, "write", lambda *a: gate.wait(30) and write(*a))
-    editing.autosave()
-    assert editing.autosaver.job is not None  # writing (held at the gate)
-    timer = threading.Timer(10, lambda: released.append(True) or gate.set())
-    timer.start()
-    monkeypatch.setattr(mask_editing, "ask_conflict", lambda _parent, conflict: "theirs")
-    editing._ask_conflict(asked[0])
-    assert not released  # answered without waiting for the auto-save
-    timer.cancel()
-    gate.set()
+    with auto_save_held(editing, monkeypatch) as released:
+        monkeypatch.setattr(mask_editing, "ask_conflict", lambda _parent, conflict: "theirs")
+        editing._ask_conflict(asked[0])
+        assert not released  # answered without waiting for the auto-save
     qtbot.waitUntil(lambda: not editing.dirty and editing.autosaver.job is None, timeout=10000)
     np.testing.assert_array_equal(window.mask, theirs)  # (the mask as on disk)
     assert find_recovery(source) is None  # the auto-save's file, written first, went with the answer
@@ -400,22 +411,12 @@ def test_taking_theirs_while_an_auto_save_writes_does_not_wait_for_it(qtbot, win
 def test_discarding_while_an_auto_save_writes_does_not_wait_and_leaves_no_recovery_file(qtbot, window, editing,
                                                                                         demo_dataset, monkeypatch):
     """Discard answers at once; the recovery file the running auto-save writes after it is removed after it."""
-    import threading
-
     source = demo_dataset / "001" / "mask.png"
     on_disk = read_mask(source)
     key(window, Qt.Key.Key_A, CTRL | SHIFT)
-    gate, released = threading.Event(), []
-    write = editing.autosaver.service.write
-    monkeypatch.setattr(editing.autosaver.service, "write", lambda *a: gate.wait(30) and write(*a))
-    editing.autosave()
-    assert editing.autosaver.job is not None  # writing (held at the gate)
-    timer = threading.Timer(10, lambda: released.append(True) or gate.set())
-    timer.start()
-    editing.discard()
-    assert not released and not editing.dirty  # answered without waiting for the auto-save
-    timer.cancel()
-    gate.set()
+    with auto_save_held(editing, monkeypatch) as released:
+        editing.discard()
+        assert not released and not editing.dirty  # answered without waiting for the auto-save
     qtbot.waitUntil(lambda: editing.autosaver.job is None, timeout=10000)
     qtbot.waitUntil(lambda: find_recovery(source) is None, timeout=10000)
     np.testing.assert_array_equal(window.mask, on_disk)
