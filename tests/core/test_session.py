@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -303,21 +304,30 @@ def test_a_store_that_cannot_write_is_reported_once_the_write_failed(tmp_path, w
     assert session.metrics("a").foreground_dice == pytest.approx(1.0)  # the session itself goes on
 
 
-def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
-    from segscope.core.wholeslide.evaluate import TiledEvaluation
+def _slide_session(root: Path, names: tuple[str, ...], mask: np.ndarray | None = None):
+    """A session over 60 x 40 black images `names` (the first with `mask`, if given) and a stitched whole-slide
+    result of it at scale 1: a 10 x 10 box of class 1 at (30, 10), P 0.75."""
     from segscope.core.wholeslide.tiling import Stitched
 
-    for name in ("a", "b"):
-        (tmp_path / "ds" / name).mkdir(parents=True)
-        cv2.imwrite(str(tmp_path / "ds" / name / "image.png"), np.zeros((40, 60, 3), np.uint8))
+    for name in names:
+        (root / name).mkdir(parents=True)
+        cv2.imwrite(str(root / name / "image.png"), np.zeros((40, 60, 3), np.uint8))
+    if mask is not None:
+        cv2.imwrite(str(root / names[0] / "mask.png"), mask)
     session = Session(persist=False)
-    run_here(session.open_dataset(Dataset.open(tmp_path / "ds")))
-    item = session.dataset.item("a")
+    run_here(session.open_dataset(Dataset.open(root)))
     probabilities = np.zeros((40, 60, 2), np.float32)
     probabilities[..., 0] = 1
     probabilities[10:20, 30:40] = (0.25, 0.75)
     stitched = Stitched(Roi(0, 0, 60, 40), 1.0, (60, 40), probabilities, probabilities.argmax(-1).astype(np.uint8),
                         None, np.ones((40, 60), bool))
+    return session, session.dataset.item(names[0]), stitched
+
+
+def test_a_whole_slide_run_gives_any_roi_of_its_slide_a_result(tmp_path):
+    from segscope.core.wholeslide.evaluate import TiledEvaluation
+
+    session, item, stitched = _slide_session(tmp_path / "ds", ("a", "b"))
     heard = []
     session.events.slide_run_added.connect(lambda added: heard.append((added.run, added.restored)))
     run = TiledEvaluation(item, stitched, 4, None, 1.0)
@@ -340,21 +350,10 @@ def test_a_whole_slide_runs_numbers_are_the_slides_whatever_the_roi_and_follow_i
     10 x 20 holding it."""
     from segscope.core.metrics import catalogue
     from segscope.core.wholeslide.evaluate import TiledEvaluation, score_stitched
-    from segscope.core.wholeslide.tiling import Stitched
 
-    (tmp_path / "ds" / "a").mkdir(parents=True)
-    cv2.imwrite(str(tmp_path / "ds" / "a" / "image.png"), np.zeros((40, 60, 3), np.uint8))
     mask = np.zeros((40, 60), np.uint8)
     mask[10:20, 30:50] = 255  # 200 true pixels, the prediction's 100 among them
-    cv2.imwrite(str(tmp_path / "ds" / "a" / "mask.png"), mask)
-    session = Session(persist=False)
-    run_here(session.open_dataset(Dataset.open(tmp_path / "ds")))
-    item = session.dataset.item("a")
-    probabilities = np.zeros((40, 60, 2), np.float32)
-    probabilities[..., 0] = 1
-    probabilities[10:20, 30:40] = (0.25, 0.75)
-    stitched = Stitched(Roi(0, 0, 60, 40), 1.0, (60, 40), probabilities, probabilities.argmax(-1).astype(np.uint8),
-                        None, np.ones((40, 60), bool))
+    session, item, stitched = _slide_session(tmp_path / "ds", ("a",), mask)
     run = TiledEvaluation(item, stitched, 4, score_stitched(session.dataset, item, stitched), 1.0)
     session.set_roi(Roi(0, 0, 20, 20), "a")  # a corner with nothing in it: its part's Dice would be n/a
     session.add_slide_run(run, scored_on=session.truth_versions()("a"))
