@@ -73,6 +73,8 @@ class SessionResults:
         """Another dataset: none of these images' results apply."""
         self.history.clear()
         self.slide_runs.clear()
+        self._slide_keys.clear()
+        self._slide_after.clear()
         self._parts.clear()
         self._image_changed.clear()
 
