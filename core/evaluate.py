@@ -50,13 +50,17 @@ def evaluation_row(item: DatasetItem, roi: Roi, metrics: ImageMetrics | None,
 def evaluation_request(dataset: Dataset, item: DatasetItem, roi: Roi | None = None,
                        rois: Mapping[str, Roi] | None = None,
                        sources: Mapping[str, RegionSource] | None = None,
-                       stream: StreamInput | None = None) -> InferenceRequest:
+                       stream: StreamInput | None = None, default_rois: bool = False) -> InferenceRequest:
     """What `evaluate_dataset` asks the backend for one image, by the stream's ROI rule (`core.stream.input`):
     the ROI picked for it is `roi`, else its entry in `rois`, else the one stored in the dataset; the default
-    is the dataset's ROI for it. Its entry in `sources` reads an ROI from an open slide. `stream` None: a
-    stream that crops the ROI itself."""
+    is the dataset's ROI for it, and with `default_rois` it counts as picked (the viewer's rule: an image is run
+    on the ROI it would be shown with, even by a stream without a crop). Its entry in `sources` reads an ROI from
+    an open slide. `stream` None: a stream that crops the ROI itself."""
     picked = roi or (rois or {}).get(item.id) or dataset.stored_roi(item)
-    _say_clipped(dataset, item, picked)
+    if picked is None and default_rois:
+        picked = dataset.roi_for(item)  # (fits the image: nothing to clip)
+    else:
+        _say_clipped(dataset, item, picked)
     return (stream or CROPS_ROI).request(item.image_path, picked, lambda: dataset.roi_for(item), dataset.max_pixels,
                         (sources or {}).get(item.id))
 
@@ -79,7 +83,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
                      sources: Mapping[str, RegionSource] | None = None,
                      masks: Mapping[str, np.ndarray] | None = None,
                      stream: StreamInput | None = None, quality: MetricSpec | None = None,
-                     truths: bool = True) -> Iterator[ImageEvaluation]:
+                     truths: bool = True, default_rois: bool = False) -> Iterator[ImageEvaluation]:
     """Yield one evaluation per image, in dataset order. `roi` overrides every image's ROI; `rois` gives
     some images theirs (a snapshot taken when the run was asked for). `sources` makes some images' requests
     from their ROI instead of from their file (a slide already open: `core.slides.requests.region_request`),
@@ -87,7 +91,8 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     ground truth the caller already holds, as read from their mask file (the viewer's open mask), so it is
     not decoded again. `quality` adds the chosen QA metrics to each image with a mask (`ImageMetrics.quality`).
     Without `truths`, no mask is read: every evaluation is unscored (what two runs compared need, `segscope review
-    --against`).
+    --against`). `default_rois`: an image without a picked ROI is run on the dataset's ROI for it, as if picked
+    (`evaluation_request`), its header read where its request is made.
 
     With `overlap` (the default) requests go to `backend.infer_many`, which may keep the next image in
     flight, and each image's mask is read and scored on a second thread while the next image is inferred;
@@ -97,7 +102,7 @@ def evaluate_dataset(backend: Backend, dataset: Dataset, roi: Roi | None = None,
     chosen = items if items is not None else dataset.items
     held = masks or {}
     scored_by = score if truths else unscored
-    requests = (evaluation_request(dataset, item, roi, rois, sources, stream) for item in chosen)
+    requests = (evaluation_request(dataset, item, roi, rois, sources, stream, default_rois) for item in chosen)
     if not overlap:
         for item, request in zip(chosen, requests):
             result = request.place(backend.infer(request.image, request.roi))

@@ -90,11 +90,10 @@ class Batch:
 def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, progress: Progress,
                 describe_as: Describe = describe_error) -> Iterator[RunStep]:
     """Evaluate the batch's images, one step each; an image without an ROI in the snapshot (never shown: its
-    size was not known) gets the dataset's rule for its size here (`Batch.default_rois`), read from its file's
-    header, and one that cannot be read is that image's failure (worded by `describe_as`). Stops after the image in
-    flight once `cancel` is set."""
-    dataset, done = batch.dataset, 0
-    rois, remaining = dict(batch.rois), []
+    size was not known) gets the dataset's rule for its size (`Batch.default_rois`), read from its file's header
+    as its request is made (image by image as the run goes, not all before the first), and one that cannot be read
+    is that image's failure (worded by `describe_as`). Stops after the image in flight once `cancel` is set."""
+    dataset, done, remaining = batch.dataset, 0, []
 
     def step(outcome: RunStep) -> RunStep:
         nonlocal done
@@ -106,12 +105,6 @@ def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, 
         if item.problem:  # (a folder of the dataset that cannot be read: `DatasetItem.problem` says why)
             yield step(Failed(item.id, item.problem))
             continue
-        try:
-            if batch.default_rois:
-                rois.setdefault(item.id, dataset.roi_for(item))
-        except Exception as exc:  # noqa: BLE001 - one unreadable image must not end the batch
-            yield step(Failed(item.id, *describe_as(exc)))
-            continue
         remaining.append(item)
     # a stat each, before any is read
     images = {item.id: _image_stamp(item) for item in remaining} if batch.stamps else {}
@@ -122,9 +115,10 @@ def batch_steps(batch: Batch, backend: Backend | None, cancel: threading.Event, 
             return
         yielded = 0
         try:
-            for evaluation in evaluate_dataset(backend, dataset, items=remaining, cancel=cancel, rois=rois,
+            for evaluation in evaluate_dataset(backend, dataset, items=remaining, cancel=cancel, rois=batch.rois,
                                                overlap=batch.overlap, sources=batch.sources, masks=batch.masks,
-                                               stream=batch.stream, quality=batch.quality):
+                                               stream=batch.stream, quality=batch.quality,
+                                               default_rois=batch.default_rois):
                 yielded += 1
                 if batch.stamps:
                     image = _with_content(evaluation.item, images.get(evaluation.item.id))

@@ -14,7 +14,7 @@ from segscope.core.errors import SegScopeError
 from segscope.core.quality.spec import MetricSpec
 from segscope.core.roi import Roi
 from segscope.core.session.running import Batch, Evaluated, Failed, batch_steps, describe_error, raise_error
-from segscope.core.stream.input import StreamInput
+from segscope.core.stream.input import PRE_CROP_NOTE, StreamInput
 
 
 def _nothing(done: int, total: int) -> None:
@@ -63,3 +63,28 @@ def test_without_default_rois_a_stream_without_a_crop_is_sent_the_whole_image(ti
                             no_crop, MetricSpec(), default_rois=False, stamps=False))
     assert whole == [Roi(0, 0, 64, 48)] * 4  # the 64x48 slides, whole
     assert chosen == [picked] * 4
+
+
+def test_the_viewer_s_batch_reads_each_image_s_roi_as_it_goes_and_one_unreadable_fails_in_its_place(
+        tiny_model_project, small_dataset):
+    """The viewer's rule (`default_rois`): an image never shown is run on the dataset's ROI for it, which a stream
+    without a crop gets cropped by SegScope (its note says so), not the whole image as `eval` sends it; an image
+    whose header cannot be read fails in its own place, the others run."""
+    (small_dataset / "3" / "image.png").write_bytes(b"not an image")
+    dataset = Dataset.open(small_dataset)
+    backend, _note = open_kind("embedded", tiny_model_project.pipeline)
+    no_crop = StreamInput(tiny_model_project.pipeline, None, region_reads=True)
+    with backend:
+        steps = list(batch_steps(_batch(dataset, no_crop, stamps=False), backend, threading.Event(), _nothing,
+                                 describe_error))
+        whole = [s.evaluation.result for s in batch_steps(_batch(dataset, no_crop, default_rois=False, stamps=False),
+                                                          backend, threading.Event(), _nothing, describe_error)
+                 if isinstance(s, Evaluated)]
+    assert [(type(s).__name__, s.item_id if isinstance(s, Failed) else s.evaluation.item.id) for s in steps] == \
+        [("Evaluated", "1"), ("Evaluated", "2"), ("Failed", "3"), ("Evaluated", "10")]
+    failed = steps[2]
+    assert isinstance(failed, Failed) and str(small_dataset / "3" / "image.png") in failed.text
+    results = [s.evaluation.result for s in steps if isinstance(s, Evaluated)]
+    assert [r.roi for r in results] == [Roi(0, 0, 64, 48)] * 3  # the 64x48 slides: the default ROI does not fit
+    assert all(r.roi_note == PRE_CROP_NOTE for r in results)  # cropped before the stream, as the viewer shows it
+    assert [r.roi_note for r in whole] == [""] * 3  # eval's: the whole file, as MindX resizes it
