@@ -4,10 +4,15 @@ starts a thread or an executor (tests/test_layout.py checks).
 
 A **job** is a plain function (`submit`) or a generator function (`stream`) taking no arguments; it needs no Qt,
 so core hands jobs out as they are (`ScoreJob.run`, `QualityJob.run`, `Exportable.steps`, `restore_entries`).
-What it returns reaches `done(value)`, each item it yields `each(item)` (each as a queued event of its own),
-then `finished()`; an exception reaches `failed(text, details)` (`describe_error`: a user's error in one line,
-anything else a bug with its traceback), or the runner's `failed(key, text, details)` signal when the job has
-no handler. Nothing ever raises in the GUI thread.
+What it returns reaches `done(value)`, each item it yields `each(item)`, then `finished()`; an exception reaches
+`failed(text, details)` (`describe_error`: a user's error in one line, anything else a bug with its traceback), or
+the runner's `failed(key, text, details)` signal when the job has no handler. Nothing ever raises in the GUI thread.
+
+**Answers** come back through one queue, in the order they were handed back: a worker appends and wakes the GUI
+thread once (`_wake`), which runs what has queued for at most `DRAIN_MS` and yields to the event loop (paints,
+input) before the rest. During Run all a result arrives every few milliseconds: handled in batches, they cost the
+GUI thread one wake-up per batch, not one queued Qt event each (whose dispatch, on 2 cores shared with the
+pipeline's threads, waits for the interpreter lock each time).
 
 **Lanes.** A job runs on a named lane: threads the runner owns, made on first use (`LANES`). `SHARED` (two
 threads, any order) takes what has no other lane. A one-thread lane runs its jobs in the order they were
@@ -31,6 +36,8 @@ has not handed its answer back yet.
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
@@ -45,6 +52,8 @@ from .option_labels import OPTION_LABELS
 SHARED, BACKEND, AUTOSAVE, SLIDES, TILES = "shared", "backend", "autosave", "slides", "tiles"
 #: Threads per lane: enough to score while an export writes, few enough to leave the cores to inference.
 LANES = {SHARED: 2, BACKEND: 1, AUTOSAVE: 1, SLIDES: 1, TILES: 2}
+#: How long the GUI thread runs queued answers before it lets the event loop paint and take input (the rest next).
+DRAIN_MS = 8
 
 #: A cancel flag work checks between its steps (`set()` asks it to stop), as core's loops take it.
 Flag = threading.Event
@@ -94,7 +103,7 @@ class Jobs(QObject):
 
     #: (key or "", one-line text, details) of a job that failed without a handler of its own
     failed = Signal(str, str, str)
-    _deliver = Signal(object)  # a callable to run in the GUI thread
+    _wake = Signal()  # answers are queued for the GUI thread (`_drain`)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -102,7 +111,10 @@ class Jobs(QObject):
         self._keyed: dict[str, list[Job]] = {}  # key -> its jobs not finished yet
         self._live: set[Job] = set()
         self._closed = False
-        self._deliver.connect(self._in_gui, Qt.ConnectionType.QueuedConnection)
+        self._answers: deque[Callable[[], object]] = deque()  # callables for the GUI thread, in order
+        self._answers_lock = threading.Lock()
+        self._woken = False  # a `_wake` is on its way (under the lock)
+        self._wake.connect(self._drain, Qt.ConnectionType.QueuedConnection)
 
     # ------------------------------------------------------------------------------------------- API
     def submit(self, key: str | None, work: Callable[[], T], done: Callable[[T], object] | None = None,
@@ -125,7 +137,7 @@ class Jobs(QObject):
     def relay(self, call: Callable[..., object]) -> Callable[..., None]:
         """`call` made callable from any thread: each call runs `call(*args)` in the GUI thread, in order with
         the jobs' answers (a progress callback core calls from inside a job)."""
-        return lambda *args: self._deliver.emit(partial(call, *args))
+        return lambda *args: self._deliver(partial(call, *args))
 
     def relay_latest(self, call: Callable[..., object]) -> Callable[..., None]:
         """`relay` for a value that only its newest state matters of (a progress count): calls made while one is
@@ -145,7 +157,7 @@ class Jobs(QObject):
                 on_its_way = bool(newest)
                 newest[:] = [args]
             if not on_its_way:
-                self._deliver.emit(deliver)
+                self._deliver(deliver)
         return post
 
     def cancel(self, key: str) -> None:
@@ -210,7 +222,32 @@ class Jobs(QObject):
 
     def _post(self, job: Job, call: Callable[[], object] | None, last: bool) -> None:
         """From a worker: run `call` in the GUI thread unless the job was dropped by then; `last` ends it."""
-        self._deliver.emit(partial(self._answer, job, call, last))
+        self._deliver(partial(self._answer, job, call, last))
+
+    def _deliver(self, call: Callable[[], object]) -> None:
+        """From any thread: queue `call` for the GUI thread, waking it unless a wake-up is on its way."""
+        with self._answers_lock:
+            self._answers.append(call)
+            wake, self._woken = not self._woken, True
+        if wake:
+            self._wake.emit()
+
+    def _drain(self) -> None:
+        """In the GUI thread: run the queued answers in order for up to `DRAIN_MS`, then wake again for the rest."""
+        with self._answers_lock:
+            self._woken = False
+        until = time.perf_counter() + DRAIN_MS / 1000
+        try:
+            while self._answers and not self._closed:
+                self._answers.popleft()()
+                if time.perf_counter() > until:
+                    break
+        finally:  # (a bug raising in one answer leaves the others queued, not stranded)
+            with self._answers_lock:
+                wake = bool(self._answers) and not self._woken and not self._closed
+                self._woken = self._woken or wake
+            if wake:
+                self._wake.emit()
 
     def _run(self, job: Job, work: Callable[[], Any], done: Callable[[Any], object] | None, failed: Failed) -> None:
         if job.dropped:  # superseded between its queueing and its start
@@ -256,7 +293,3 @@ class Jobs(QObject):
         finally:
             if last:
                 self._end(job)
-
-    def _in_gui(self, call: Callable[[], None]) -> None:
-        if not self._closed:
-            call()

@@ -167,6 +167,23 @@ def test_relay_latest_merges_the_calls_made_while_one_is_on_its_way(qtbot, jobs)
     assert seen[2:] == [(200, 200, True), 200]
 
 
+def test_answers_queued_while_the_gui_thread_was_busy_come_back_in_order_and_a_bug_strands_none(qtbot, jobs):
+    """500 answers handed back while the GUI thread takes no event all arrive, in order; an answer that raises (a
+    bug, reported as Qt reports an exception in a slot) leaves the ones after it to come."""
+    seen: list[object] = []
+
+    def each(item: int) -> None:
+        if item == 3:
+            raise RuntimeError("a bug in one answer")
+        seen.append(item)
+
+    assert jobs.stream(None, lambda: iter(range(500)), each, lambda: seen.append("finished"), lane=BACKEND).wait(30)
+    with qtbot.capture_exceptions() as exceptions:
+        qtbot.waitUntil(lambda: "finished" in seen)
+    assert seen == [n for n in range(500) if n != 3] + ["finished"]
+    assert [str(exc) for _type, exc, _tb in exceptions] == ["a bug in one answer"]
+
+
 def test_shutdown_waits_for_running_work_drops_the_queue_and_every_answer(qtbot, jobs):
     gate, finished, answers = Gate(), threading.Event(), []
 
