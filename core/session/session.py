@@ -87,6 +87,8 @@ class Counted:
     masks: int
 
 
+#: How many masks `Session.check_truths` checks between two chances for its runner to stop it.
+CHECKED_BETWEEN_YIELDS = 200
 #: What the job of an open brings back, one at a time: the masks counted, then what is restored.
 Found = Union[Counted, Recovered, Restored]
 
@@ -169,29 +171,33 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self._all_changed()  # every score taken by the old rule (a restore's included) is stale: scored again
         return True
 
-    def truths_by_model(self) -> StreamJob[tuple[str, str]] | None:
+    def truths_by_model(self) -> StreamJob[tuple[str, str] | None] | None:
         """Once a dataset and a backend are open (either one opening): read the truths by the model's rule and
         return the job that checks them all; None when the rule is the one already read by."""
         return self.check_truths() if self.read_truths_by_model() else None
 
-    def check_truths(self) -> StreamJob[tuple[str, str]]:
+    def check_truths(self) -> StreamJob[tuple[str, str] | None]:
         """The job that checks every truth as `eval` does before a run (`truth_refusal`: its size, its values by the
         dataset's rule): each refused mask is one error line naming its file and what is wrong, and its image's row
-        says so (never scored as an empty truth)."""
+        says so (never scored as an empty truth). It also yields None every `CHECKED_BETWEEN_YIELDS` images, so that
+        a runner can stop it there (another dataset opened, the window closed): 100,000 masks take a minute."""
         dataset = self._dataset()
         rule = dataset.mask_rule
 
-        def work() -> Iterator[tuple[str, str]]:
-            for item in dataset.items:  # (finding each truth looks at the folder: here, not in the caller's thread)
+        def work() -> Iterator[tuple[str, str] | None]:
+            for index, item in enumerate(dataset.items, 1):  # (finding a truth looks at the folder: on the worker)
                 truth = dataset.truth(item)
                 refused = truth_refusal(dataset, item, truth) if truth is not None else None
                 if refused is not None:
                     yield item.id, refused
+                elif index % CHECKED_BETWEEN_YIELDS == 0:
+                    yield None
 
-        def each(refused: tuple[str, str]) -> None:
-            if self.dataset is dataset and dataset.mask_rule is rule:  # (not a refusal by a rule since replaced)
-                self._set_outcome(refused[0], Outcome(FAILED, refused[1]))
-                self.events.message.emit(Message("error", refused[1]))
+        def each(refused: tuple[str, str] | None) -> None:
+            if refused is None or self.dataset is not dataset or dataset.mask_rule is not rule:
+                return  # (a heartbeat, or a refusal by a rule since replaced)
+            self._set_outcome(refused[0], Outcome(FAILED, refused[1]))
+            self.events.message.emit(Message("error", refused[1]))
         return StreamJob("truths", work, each)
 
     def _restore_job(self, dataset: Dataset, stored: bool, kept: int) -> StreamJob[Found]:

@@ -573,3 +573,28 @@ def test_truths_read_ahead_on_a_worker_are_taken_without_reading_their_files_aga
     a = session.truth("a")
     assert (a.path, a.stamp, a.version, looked) == (read["a"][0].path, read["a"][1], session.truth_version("b"), [])
     assert session.truth("b").path == dataset.root / "b" / "mask_corrected.png" and looked  # read when asked
+
+
+def test_checking_every_truth_can_be_stopped_between_masks(tmp_path, write_png, monkeypatch):
+    """The check of every mask gives its runner a chance to stop it every `CHECKED_BETWEEN_YIELDS` masks (a window
+    closed while 100,000 are checked does not wait for them all); stopped there, it checks no more."""
+    from segscope.core.dataset.preflight import set_mask_rule
+    from segscope.core.session import session as session_module
+
+    every = session_module.CHECKED_BETWEEN_YIELDS
+    root = tmp_path / "many"
+    mask = np.zeros((4, 4), np.uint8)
+    for n in range(every + 5):
+        write_png(root / f"{n:04d}.png", np.zeros((4, 4, 3), np.uint8))
+        write_png(root / f"{n:04d}_mask.png", mask)
+    session = Session()
+    run_here(session.open_dataset(Dataset.open(root)))
+    set_mask_rule(session.dataset, ["background", "defect"])
+    checked: list[str] = []
+    real = session_module.truth_refusal
+    monkeypatch.setattr(session_module, "truth_refusal",
+                        lambda dataset, item, truth: checked.append(item.id) or real(dataset, item, truth))
+    steps = session.check_truths().work()
+    assert next(steps) is None  # nothing refused: a chance to stop, after the first `every` masks
+    steps.close()
+    assert checked == [f"{n:04d}" for n in range(every)]
