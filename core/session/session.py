@@ -34,6 +34,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..dataset.dataset import Dataset, DatasetItem
+from ..dataset.masks import MaskRule
 from ..dataset.preflight import set_mask_rule, truth_refusal
 from ..editing.autosave import AutoSave
 from ..editing.document import MaskDocument, mask_source
@@ -120,6 +121,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.recovery_dir: Path | None = None
         self.autosave = AutoSave()  # the unsaved edits' recovery file (a window's timer triggers it)
         self._sizes: dict[str, tuple[int, int]] = {}  # image sizes seen, for the default-ROI rule
+        self._checked: tuple[Dataset, MaskRule] | None = None  # the dataset and rule `truths_by_model` checked last
         self.roi_moves = RoiUndo()
         self._export_cancel: threading.Event | None = None  # the running export's (`start_export`)
         self.review = SessionReview(self)  # the review queue over the dataset (`core.session.review`)
@@ -131,7 +133,8 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         """Show a dataset. Reopening the same folder keeps its runs; another folder's are dropped (their ids name
         other images). Every truth is read again, when asked for (nothing is read per image here: a dataset of
         100,000 images opens at once), or as `read` ahead on a worker (`truth_files`: the rows on screen when it
-        opens). Returns the job that counts the masks (its first message says how many),
+        opens), by the open model's rule when a backend is open (`truths_by_model` then returns the job that checks
+        them). Returns the job that counts the masks (its first message says how many),
         brings back the edits a crash left (announced at once) and, for another folder, the runs an earlier
         session kept on disk."""
         self._leaving()
@@ -147,6 +150,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
         self.document = None
         self.current = None
         self.dataset = dataset
+        self.read_truths_by_model()  # (by the open model's rule from the start: the restore scores by it)
         self._read_ahead(read or {})
         damaged = [item for item in dataset.items if item.problem]  # (`Dataset.open(partial=True)`)
         for item in damaged:
@@ -173,8 +177,15 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
 
     def truths_by_model(self) -> StreamJob[tuple[str, str] | None] | None:
         """Once a dataset and a backend are open (either one opening): read the truths by the model's rule and
-        return the job that checks them all; None when the rule is the one already read by."""
-        return self.check_truths() if self.read_truths_by_model() else None
+        return the job that checks them all, once per dataset and rule (None: checked already, or no dataset or
+        no backend is open)."""
+        self.read_truths_by_model()
+        dataset = self.dataset
+        if dataset is None or dataset.mask_rule is None or (
+                self._checked is not None and self._checked[0] is dataset and self._checked[1] == dataset.mask_rule):
+            return None
+        self._checked = (dataset, dataset.mask_rule)
+        return self.check_truths()
 
     def check_truths(self) -> StreamJob[tuple[str, str] | None]:
         """The job that checks every truth as `eval` does before a run (`truth_refusal`: its size, its values by the

@@ -598,3 +598,29 @@ def test_checking_every_truth_can_be_stopped_between_masks(tmp_path, write_png, 
     assert next(steps) is None  # nothing refused: a chance to stop, after the first `every` masks
     steps.close()
     assert checked == [f"{n:04d}" for n in range(every)]
+
+
+def test_a_reopen_with_a_model_open_scores_the_stored_runs_once_by_its_rule_and_checks_the_masks_once(
+        tmp_path, write_png):
+    """A dataset reopened (as after a restart) while a model is open: the stored runs are scored on the restore's
+    worker by the model's mask rule, so none is stale afterwards (none is scored again); the masks are checked once
+    for that dataset and rule."""
+    from segscope.core.backends.base import Capabilities
+    from segscope.core.session.backend_state import BackendState
+
+    first = _loaded(tmp_path, write_png)
+    _run(first, "a")
+    _run(first, "b")
+    first.flush()
+    backend = BackendState("the model")
+    backend.opened(Capabilities("embedded", "CPU", (W, H), ("background", "defect"), {}))
+    again = Session(backend=backend)
+    run_here(again.open_dataset(Dataset.open(first.dataset.root)))
+    assert again.answered_ids(again.dataset) == ["a", "b"]
+    assert again.due() == []  # scored by the rule they are read by: nothing stale
+    assert again.known_metrics("a").foreground_dice == pytest.approx(1.0)  # the run predicts the truth's block
+    check = again.truths_by_model()
+    assert check is not None
+    run_here(check)
+    assert again.truths_by_model() is None  # the same dataset and rule: checked already
+    assert again.due() == []
