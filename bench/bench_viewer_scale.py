@@ -27,6 +27,7 @@ live in a temporary folder, removed at the end.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -50,7 +51,7 @@ sys.path.insert(0, str(REPO / "tests" / "support"))
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 from heartbeat import Heartbeat, Lateness, summarize  # noqa: E402
-from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
+from PySide6.QtCore import QEvent, QEventLoop, QSettings, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 from timing import spread  # noqa: E402
 
@@ -203,12 +204,22 @@ def new_window(bench: Bench, card: Path):
     from segscope.core.backend_choice import BackendChoice
     from segscope.gui.shell.main_window import MainWindow
 
+    gc.collect()  # (what the windows before it left)
     window = MainWindow()
     window.resize(1280, 800)
     window.show()
     window.commands.open_backend(BackendChoice(pipeline=card))
     bench.wait(lambda: window.capabilities is not None, 120)
     return window
+
+
+def dispose(window) -> None:
+    """Close the window and delete it, as the application lets a dataset's state go when another opens (closed
+    windows kept alive would leave the next phases a heap the application never has: the collector's walks grow
+    with it). `new_window` collects what is left."""
+    window.close()
+    window.deleteLater()
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
 def lateness_line(name: str, late: Lateness) -> str:
@@ -262,7 +273,8 @@ def measure_size(bench: Bench, card: Path, dataset: Path, size: int, rounds: int
         step_ms.append((time.perf_counter() - began) * 1000)
     late_steps = bench.lateness()
     rss["stepping"] = rss_mb()
-    window.close()  # (its session store's writes end first)
+    dispose(window)  # (its session store's writes end first)
+    window = None  # (the lambdas above hold its cell: let it go)
     reopened = measure_reopen(bench, card, dataset)
     rss["reopen"] = rss_mb()
 
@@ -324,7 +336,7 @@ def measure_reopen(bench: Bench, card: Path, dataset: Path) -> Reopened:
     done = time.perf_counter() - began
     late = bench.lateness()
     visible = [arrived[i] for i in on_screen if i in arrived]
-    window.close()
+    dispose(window)
     return Reopened(stored, len(arrived), usable, len(visible), max(visible, default=began) - began, done, late)
 
 
@@ -349,7 +361,7 @@ def measure_table(bench: Bench, card: Path, dataset: Path, count: int) -> None:
           f"{shown:.2f} s; RSS {rss_mb():.0f} MB ({grown:+.0f} MB for the open: {grown * 1024 * 1024 / count:.0f} "
           "bytes an image)")
     print(lateness_line("open", late), flush=True)
-    window.close()
+    dispose(window)
 
 
 def slope(points: dict[int, float]) -> float:
