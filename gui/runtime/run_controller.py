@@ -5,6 +5,10 @@ The backend (`core.session.inference.Inference`, opening the chosen `BackendSpec
 `Session.run_whole_slide`: `core.session.jobs.RunJob`) there and is closed there. The controller in the GUI
 thread queues those jobs, hands each step back to the job (which gives it to the session), tracks progress and
 ETA and each device's share, and turns every failure into a message (never an exception in the GUI).
+
+A result reaches the views through the session's events alone: the controller emits no Qt signal per result, and
+its progress at most every `PROGRESS_S` (and at the first and the last step). On 2 cores shared with the
+pipeline's threads, a Qt signal's emit waits for the interpreter lock; thousands a minute cost the run its pace.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ from ...core.session.backend_state import BackendState
 from ...core.session.batches import run_summary
 from ...core.session.inference import Inference, Message, Usage
 from ...core.session.jobs import RunJob
-from ...core.session.running import Evaluated, Failed, RunStep
+from ...core.session.running import Failed, RunStep
 from .jobs import BACKEND, Jobs
+
+#: The least time between two progress signals during a run (the first and the last step are always said).
+PROGRESS_S = 0.1
 
 
 class Openable(Protocol):
@@ -40,12 +47,10 @@ class RunController(QObject):
 
     backendOpened = Signal(object)  # Capabilities
     backendFailed = Signal(str, str)  # text, details: no backend is open now
-    evaluated = Signal(object)  # ImageEvaluation, once the session has it
-    slideEvaluated = Signal(object)  # TiledEvaluation, once the session has it
     usage = Signal(list, list)  # per device or cluster worker, after each image: as_dicts(), lines()
     message = Signal(str, str, str)  # level, text, details
     note = Signal(str, int)  # the status bar's text, for so many ms
-    progress = Signal(int, int, float)  # finished, total, ETA in seconds (nan while unknown)
+    progress = Signal(int, int, float)  # finished, total, ETA in seconds (nan while unknown): see PROGRESS_S
     batchFinished = Signal(int, int, bool)  # done, failed, cancelled
 
     def __init__(self, state: BackendState[Openable], jobs: Jobs, parent: QObject | None = None) -> None:
@@ -56,6 +61,7 @@ class RunController(QObject):
         self._closed = False
         self._counts = [0, 0]  # done, failed
         self._started = 0.0
+        self._progress_said = 0.0  # (`time.perf_counter`) when progress was last emitted
         state.events.opening.connect(self._open)
 
     @property
@@ -101,8 +107,11 @@ class RunController(QObject):
         self.jobs.submit(None, self._inference.close, lane=BACKEND).wait()
 
     def _on_progress(self, done: int, total: int) -> None:
-        elapsed = time.perf_counter() - self._started
-        eta = elapsed / done * (total - done) if done else float("nan")
+        now = time.perf_counter()
+        if 1 < done < total and now - self._progress_said < PROGRESS_S:
+            return
+        self._progress_said = now
+        eta = (now - self._started) / done * (total - done) if done else float("nan")
         self.progress.emit(done, total, eta)
 
     def _on_opened(self, capabilities: Capabilities) -> None:
@@ -122,10 +131,6 @@ class RunController(QObject):
             self._counts[1] += 1
             return
         self._counts[0] += 1
-        if isinstance(message, Evaluated):
-            self.evaluated.emit(message.evaluation)
-        else:
-            self.slideEvaluated.emit(message.run)
 
     def _on_failed(self, job: RunJob[RunStep], text: str, details: str) -> None:
         """A bug outside the per-image handling: said, and the run ends (the next one may start)."""

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from segscope.core.backends.base import Backend
 from segscope.core.dataset.demo import defect_region, generate_demo_dataset
+from segscope.core.evaluate import ImageEvaluation
 from segscope.core.roi import Roi
 
 SLIDE_SIZE = (1200, 900)
@@ -125,3 +126,18 @@ def open_double(qtbot, win, backend: Callable[[], Backend]) -> None:
         patch.setattr(inference, "open_backend", lambda _spec: backend())
         with qtbot.waitSignal(win.controller.backendOpened, timeout=10000):
             win.commands.open_backend(win.backend.choice)
+
+
+class RunsSeen:
+    """The runs a window's session takes from now on (restored ones aside), in order: `added` as announced
+    (`ResultAdded`), `evaluations()` as the image, the run's result and the metrics the session holds for it."""
+
+    def __init__(self, win) -> None:
+        self.session = win.session
+        self.added: list = []
+        win.session.events.result_added.connect(lambda added: None if added.restored else self.added.append(added))
+
+    def evaluations(self) -> list[ImageEvaluation]:
+        session = self.session
+        return [ImageEvaluation(session.dataset.item(a.item_id), a.record.result, session.known_metrics(a.item_id))
+                for a in self.added]

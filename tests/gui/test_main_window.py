@@ -17,7 +17,7 @@ from segscope.core.files.fileio import read_mask
 from segscope.core.metrics.scores import image_metrics, mask_to_labels
 from segscope.core.roi import Roi
 
-from .conftest import DEFAULT_ROI, SLIDE_SIZE, drag, open_and_wait, open_double
+from .conftest import DEFAULT_ROI, SLIDE_SIZE, RunsSeen, drag, open_and_wait, open_double
 
 pytestmark = pytest.mark.gui
 
@@ -32,13 +32,12 @@ def screen_point(win, x: float, y: float) -> QPoint:
 
 
 def run_and_wait(qtbot, win, action) -> list:
-    results = []
-    win.controller.evaluated.connect(results.append)
+    runs = RunsSeen(win)
     with qtbot.waitSignal(win.controller.batchFinished, timeout=60000):
         assert action()
     qtbot.waitUntil(lambda: not win.jobs.pending)  # the panels' crops, the re-scoring, the review
     qtbot.waitUntil(lambda: not win.redraws_due())  # the table, means, status bar: drawn at a bounded rate
-    return results
+    return runs.evaluations()
 
 
 def test_opens_on_the_dataset_with_its_default_roi(window):
@@ -214,7 +213,7 @@ def test_run_all_fills_the_table_and_worst_first_sorts(qtbot, window):
 def test_cancel_stops_run_all(qtbot, window):
     finished = []
     window.controller.batchFinished.connect(lambda *a: finished.append(a))
-    window.controller.evaluated.connect(lambda _e: window.main_actions.cancel_action.trigger())
+    window.session.events.result_added.connect(lambda _added: window.main_actions.cancel_action.trigger())
     assert window.commands.run_all()
     assert window.main_actions.cancel_action.isEnabled()
     qtbot.waitUntil(lambda: bool(finished), timeout=60000)

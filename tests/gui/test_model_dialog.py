@@ -16,6 +16,7 @@ from segscope.core.card.reader import load_model_card
 from segscope.gui.dialogs.model_dialog import ModelDialog, open_model_path
 
 import byo_helpers as byo
+from .conftest import RunsSeen
 
 pytestmark = pytest.mark.gui
 
@@ -100,10 +101,10 @@ def test_file_menu_builds_a_card_only_when_asked_and_opens_the_new_pipeline(qtbo
     qtbot.waitUntil(lambda: window.dataset_panel.model.row("001").status == "other model")
     assert window.panels.stale == "another model" and "another model: run again" in window.panels.heat.title.text
     assert "defect" in window.panels.heat.title.text  # (the tiny model's class, not the new "foreground")
-    results = []  # a run of the 1-channel model: two classes [1 - p, p] and its mask, shown like any other
-    window.controller.evaluated.connect(results.append)
+    runs = RunsSeen(window)  # a run of the 1-channel model: two classes [1 - p, p] and its mask, shown like any other
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert window.commands.run_current()
+    results = runs.evaluations()
     result = results[0].result
     assert result.probabilities.shape == (40, 40, 2) and result.argmax.shape == (40, 40)
     np.testing.assert_allclose(result.probabilities.sum(-1), 1.0, atol=1e-6)

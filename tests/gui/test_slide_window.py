@@ -15,6 +15,7 @@ from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.roi import Roi
 from segscope.core.slides.synthetic import write_pyramidal_tiff
 
+from .conftest import RunsSeen
 from .test_slide_view import CountingReader
 
 pytestmark = pytest.mark.gui
@@ -62,10 +63,10 @@ def test_a_pyramidal_tiff_opens_on_its_levels_and_runs_from_the_open_reader(qtbo
     roi = Roi(1210, 640, 1730, 1100)
     window.slide.set_roi(roi)
     window.slide.roiChanged.emit(window.slide.roi())
-    results = []
-    window.controller.evaluated.connect(results.append)
+    runs = RunsSeen(window)
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert window.commands.run_current()
+    results = runs.evaluations()
     result = results[0].result
     assert decodes == []  # no file decoded for the run
     # the ROI: read for the preview of its truth before the run (at full resolution: it is near the preview's
