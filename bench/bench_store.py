@@ -1,0 +1,146 @@
+"""The session store's CPU per result during a Run all (issue 39): what `SessionStore` costs beside the pipeline.
+
+Run: `python bench/bench_store.py [--results 1000] [--rounds 3] [--baseline REV] [--profile]` (about 10 s a round
+per variant). Each variant stores `--results` results of a 128x128 2-class model on 256x192 images (a 192x256x2
+float32 probabilities array and its uint8 argmax, ~440 KB a file) as the viewer's Run all does: `submit` every
+`--interval` ms from one thread (the store's thread writes them in batches, `BATCH_SECONDS`), then `flush`, into a
+new store folder on this machine's disk bounded by `--max-mb` (by default about half the results' bytes, so the
+second half of the run trims the folder as a long Run all does at the default bound). Measured per variant: the
+store thread's CPU (user and system, from /proc/self/task/<tid>/stat: user time is mostly Python, which holds the
+interpreter lock; system time is the kernel's, with the lock released) and the process's CPU, per result.
+
+`--baseline REV`: the store of that commit (core/session/store.py as `git show REV:` gives it, importing this
+tree's other modules) run interleaved with this tree's (A B A B ...), and the per-round ratio printed.
+`--profile`: one more Run all of this tree's store with cProfile in the store thread, its top functions printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib.util
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from timing import paired_ratios
+
+from segscope.core.profiling.machine import cpu_name
+from segscope.core.result import InferenceResult
+from segscope.core.roi import Roi
+from segscope.core.session import store as current_store
+
+ROOT = Path(__file__).resolve().parents[1]
+WIDTH, HEIGHT = 256, 192
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _result() -> InferenceResult:
+    """One result as a 2-class model gives it (never changed after the run, so shared by every image here)."""
+    p1 = np.random.default_rng(0).random((HEIGHT, WIDTH), dtype=np.float32)
+    probabilities = np.stack([1 - p1, p1], axis=-1)
+    return InferenceResult(probabilities, probabilities.argmax(axis=-1).astype(np.uint8), Roi(0, 0, WIDTH, HEIGHT),
+                           (WIDTH, HEIGHT), {"read": 0.001, "inference": 0.005}, "onnxruntime")
+
+
+def _baseline(rev: str) -> ModuleType:
+    """The store module of commit `rev`, loaded beside this tree's (its relative imports resolve in this tree)."""
+    source = subprocess.run(["git", "show", f"{rev}:core/session/store.py"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout
+    name = "segscope.core.session._bench_baseline_store"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "segscope.core.session"
+    sys.modules[name] = module
+    exec(compile(source, f"{rev}:core/session/store.py", "exec"), module.__dict__)  # noqa: S102 - our own commit
+    return module
+
+
+def _thread_cpu(tid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of this process's thread `tid`."""
+    fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
+
+
+def run_all(module: ModuleType, folder: Path, results: int, interval: float, max_bytes: int,
+            profile: cProfile.Profile | None = None) -> dict[str, float]:
+    """CPU seconds per result of one Run all's stores: the store thread's (user, system) and the process's."""
+    result = _result()
+    folder.mkdir()
+    store = module.SessionStore(folder, max_bytes)
+    if profile is not None:
+        save_batch = store.save_batch
+
+        def profiled(batch: Any) -> Any:
+            return profile.runcall(save_batch, batch)
+
+        store.save_batch = profiled
+    process = time.process_time()
+    for n in range(results):
+        store.submit(f"image-{n:05d}.png", result)
+        time.sleep(interval)
+    store.flush()
+    process = time.process_time() - process
+    assert not store.take_errors()
+    (thread,) = store._executor._threads
+    user, system = _thread_cpu(thread.native_id)
+    store._executor.shutdown()
+    kept = sum(1 for _ in store.folder.glob("*.npz"))
+    return {"user": user / results, "system": system / results, "store": (user + system) / results,
+            "process": process / results, "kept": kept}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--interval", type=float, default=5.0, help="ms between two results submitted")
+    parser.add_argument("--max-mb", type=float, default=None, help="the store's bound (default: half the results)")
+    parser.add_argument("--baseline", help="a commit whose store runs interleaved with this tree's")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    nbytes = _result().probabilities.nbytes + _result().argmax.nbytes
+    max_bytes = int(args.max_mb * (1 << 20)) if args.max_mb is not None else args.results * nbytes // 2
+    print(f"Machine: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} (1 min) before "
+          f"the run; {args.results:,} results of {nbytes:,} bytes, one every {args.interval} ms, store bound "
+          f"{max_bytes / (1 << 20):.0f} MB")
+    variants = {"this tree": current_store}
+    if args.baseline:
+        variants = {f"baseline {args.baseline}": _baseline(args.baseline), **variants}
+    measured: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+    with tempfile.TemporaryDirectory(prefix="segscope-bench-store-") as tmp:
+        for name, module in variants.items():  # (warm-up: imports, first folder)
+            run_all(module, Path(tmp) / f"warm-{len(name)}", 50, args.interval / 1000, max_bytes)
+        for n in range(args.rounds):
+            for i, (name, module) in enumerate(variants.items()):
+                measured[name].append(run_all(module, Path(tmp) / f"{n}-{i}", args.results, args.interval / 1000,
+                                              max_bytes))
+        for name, rounds in measured.items():
+            line = ", ".join(f"{key} {statistics.median(r[key] for r in rounds) * 1000:.3f} ms "
+                             f"({min(r[key] for r in rounds) * 1000:.3f}-{max(r[key] for r in rounds) * 1000:.3f})"
+                             for key in ("store", "user", "system", "process"))
+            print(f"{name:20} per result, median (min-max) of {len(rounds)}: {line}; "
+                  f"{statistics.median(r['kept'] for r in rounds):.0f} files kept")
+        if args.baseline:
+            names = list(variants)
+            for key in ("store", "user"):
+                print(f"{key} CPU, this tree / baseline per round: "
+                      f"{paired_ratios([r[key] for r in measured[names[1]]], [r[key] for r in measured[names[0]]])}")
+        if args.profile:
+            profile = cProfile.Profile(time.thread_time)  # (CPU, not wall: fsync waits for the disk)
+            run_all(current_store, Path(tmp) / "profiled", args.results, args.interval / 1000, max_bytes, profile)
+            pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+    print(f"Load average {os.getloadavg()[0]:.2f} (1 min) after the run")
+
+
+if __name__ == "__main__":
+    main()
