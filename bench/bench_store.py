@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from timing import paired_ratios
 
+from segscope.core.files.stamp import Stamp
 from segscope.core.profiling.machine import cpu_name
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
@@ -44,11 +45,13 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _result() -> InferenceResult:
-    """One result as a 2-class model gives it (never changed after the run, so shared by every image here)."""
+    """One result as a 2-class model gives it in the viewer's Run all, with its image file's identity (never
+    changed after the run, so shared by every image here)."""
     p1 = np.random.default_rng(0).random((HEIGHT, WIDTH), dtype=np.float32)
     probabilities = np.stack([1 - p1, p1], axis=-1)
     return InferenceResult(probabilities, probabilities.argmax(axis=-1).astype(np.uint8), Roi(0, 0, WIDTH, HEIGHT),
-                           (WIDTH, HEIGHT), {"read": 0.001, "inference": 0.005}, "onnxruntime")
+                           (WIDTH, HEIGHT), {"read": 0.001, "inference": 0.005}, "onnxruntime",
+                           image=Stamp(150_000, 1_765_000_000_000_000_000, 1_234_567, "ab" * 32))
 
 
 def _baseline(rev: str) -> ModuleType:

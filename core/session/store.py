@@ -308,10 +308,11 @@ class SessionStore:
 
 
 def _write_result(image_id: str, result: InferenceResult, file: BinaryIO) -> None:
-    """A stored result's bytes (`read_stored` reads them), uncompressed (see the module docstring)."""
+    """A stored result's bytes (`read_stored` reads them), uncompressed (see the module docstring); its image's
+    stamp as its fields (`vars`: `asdict` takes 30 times as long)."""
     meta = {"id": image_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
             "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
-            "roi_note": result.roi_note, **({"image": asdict(result.image)} if result.image else {})}
+            "roi_note": result.roi_note, **({"image": vars(result.image)} if result.image else {})}
     _write_npz(file, {"probabilities": result.probabilities, "argmax": result.argmax,
                       "meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)})
 

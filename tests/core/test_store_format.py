@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from segscope.core.files.stamp import Stamp
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
 from segscope.core.session import store as session_store
@@ -25,7 +26,7 @@ def result() -> InferenceResult:
     probabilities = np.stack([1 - p1, p1]).transpose(1, 2, 0)
     assert not probabilities.flags.c_contiguous
     return InferenceResult(probabilities, (p1 > 0.5).astype(np.uint8), Roi(1, 2, W + 1, H + 2), (W + 3, H + 4),
-                           {"inference": 0.25}, "onnxruntime", 0.5)
+                           {"inference": 0.25}, "onnxruntime", 0.5, image=Stamp(1234, 5678, 91011, "ab" * 32))
 
 
 def test_a_stored_result_is_the_zip_numpy_writes_and_reads_back_exactly(tmp_path: Path) -> None:
@@ -43,9 +44,11 @@ def test_a_stored_result_is_the_zip_numpy_writes_and_reads_back_exactly(tmp_path
         meta = json.loads(bytes(loaded["meta"]))
     assert (meta["id"], meta["roi"], meta["image_size"], meta["timings"]) == ("a/b.png", [1, 2, W + 1, H + 2],
                                                                               [W + 3, H + 4], {"inference": 0.25})
+    assert meta["image"] == {"size": 1234, "mtime_ns": 5678, "inode": 91011, "sha256": "ab" * 32}
     stored = read_stored(path)
     assert stored.image_id == "a/b.png" and np.array_equal(stored.result.probabilities, one.probabilities)
     assert (stored.result.roi, stored.result.image_size, stored.result.threshold) == (one.roi, one.image_size, 0.5)
+    assert stored.result.image == Stamp(1234, 5678, 91011, "ab" * 32)
 
 
 def test_a_result_the_store_wrote_with_numpy_before_is_read_as_it_was(tmp_path: Path) -> None:
