@@ -3,15 +3,20 @@
 Run: `python bench/bench_store.py [--results 1000] [--rounds 3] [--baseline REV] [--profile]` (about 10 s a round
 per variant). Each variant stores `--results` results of a 128x128 2-class model on 256x192 images (a 192x256x2
 float32 probabilities array and its uint8 argmax, ~440 KB a file) as the viewer's Run all does: `submit` every
-`--interval` ms from one thread (the store's thread writes them in batches, `BATCH_SECONDS`), then `flush`, into a
-new store folder on this machine's disk bounded by `--max-mb` (by default about half the results' bytes, so the
-second half of the run trims the folder as a long Run all does at the default bound). Measured per variant: the
-store thread's CPU (user and system, from /proc/self/task/<tid>/stat: user time is mostly Python, which holds the
-interpreter lock; system time is the kernel's, with the lock released) and the process's CPU, per result.
+`--interval` ms from one thread that first spends `--busy` ms in Python code (the pipeline's share that holds the
+interpreter lock; the rest of the interval it sleeps, as the pipeline waits in native code), the store's thread
+writing them in batches (`BATCH_SECONDS`), then `flush`; into a new store folder (in the system's temporary
+folder) bounded by `--max-mb` (by default about half the results' bytes, so the second half of the run trims the
+folder as a long Run all does at the default bound). Measured per variant, per result: the store thread's CPU (user
+and system, from /proc/self/task/<tid>/stat: user time is mostly Python, which holds the interpreter lock, and the
+CRC-32 of the arrays, which does not; system time is the kernel's, with the lock released), and how long the
+pipeline's Python code waited for the interpreter lock ("blocked": its wall time less its CPU time and its wait for
+a CPU, /proc/self/task/<tid>/schedstat, summed over its busy spells): the store's cost to a run bound by the lock.
 
 `--baseline REV`: the store of that commit (core/session/store.py as `git show REV:` gives it, importing this
 tree's other modules) run interleaved with this tree's (A B A B ...), and the per-round ratio printed.
-`--profile`: one more Run all of this tree's store with cProfile in the store thread, its top functions printed.
+`--profile`: one more Run all of each variant with cProfile (CPU clock) in the store thread: its CPU split into
+calls that release the interpreter lock and the rest, its top functions.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -74,9 +80,27 @@ def _thread_cpu(tid: int) -> tuple[float, float]:
     return int(fields[11]) / TICKS, int(fields[12]) / TICKS
 
 
-def run_all(module: ModuleType, folder: Path, results: int, interval: float, max_bytes: int,
+def _schedstat() -> tuple[float, float]:
+    """(seconds on a CPU, seconds waiting for one) of the calling thread."""
+    run, wait, _ = Path(f"/proc/self/task/{threading.get_native_id()}/schedstat").read_text().split()
+    return int(run) / 1e9, int(wait) / 1e9
+
+
+def _busy(seconds: float) -> float:
+    """Run Python code for `seconds` of this thread's CPU; the seconds it was blocked meanwhile (not on a CPU nor
+    waiting for one: waiting for the interpreter lock)."""
+    wall, (run, queue) = time.perf_counter(), _schedstat()
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+    now_run, now_queue = _schedstat()
+    return time.perf_counter() - wall - (now_run - run) - (now_queue - queue)
+
+
+def run_all(module: ModuleType, folder: Path, results: int, interval: float, busy: float, max_bytes: int,
             profile: cProfile.Profile | None = None) -> dict[str, float]:
-    """CPU seconds per result of one Run all's stores: the store thread's (user, system) and the process's."""
+    """Per result of one Run all's stores: the store thread's CPU seconds (user, system), the seconds the
+    pipeline's Python code was blocked."""
     result = _result()
     folder.mkdir()
     store = module.SessionStore(folder, max_bytes)
@@ -87,19 +111,19 @@ def run_all(module: ModuleType, folder: Path, results: int, interval: float, max
             return profile.runcall(save_batch, batch)
 
         store.save_batch = profiled
-    process = time.process_time()
+    blocked = 0.0
     for n in range(results):
+        blocked += _busy(busy)
         store.submit(f"image-{n:05d}.png", result)
-        time.sleep(interval)
+        time.sleep(interval - busy)
     store.flush()
-    process = time.process_time() - process
     assert not store.take_errors()
     (thread,) = store._executor._threads
     user, system = _thread_cpu(thread.native_id)
     store._executor.shutdown()
     kept = sum(1 for _ in store.folder.glob("*.npz"))
     return {"user": user / results, "system": system / results, "store": (user + system) / results,
-            "process": process / results, "kept": kept}
+            "blocked": blocked / results, "kept": kept}
 
 
 #: Profiled calls that release the interpreter lock (system calls, CRC-32 of large buffers, closing a file).
@@ -125,6 +149,7 @@ def main() -> None:
     parser.add_argument("--results", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--interval", type=float, default=5.0, help="ms between two results submitted")
+    parser.add_argument("--busy", type=float, default=2.0, help="ms of Python code run before each result")
     parser.add_argument("--max-mb", type=float, default=None, help="the store's bound (default: half the results)")
     parser.add_argument("--baseline", help="a commit whose store runs interleaved with this tree's")
     parser.add_argument("--profile", action="store_true")
@@ -132,7 +157,8 @@ def main() -> None:
     nbytes = _result().probabilities.nbytes + _result().argmax.nbytes
     max_bytes = int(args.max_mb * (1 << 20)) if args.max_mb is not None else args.results * nbytes // 2
     print(f"Machine: {cpu_name()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} (1 min) before "
-          f"the run; {args.results:,} results of {nbytes:,} bytes, one every {args.interval} ms, store bound "
+          f"the run; {args.results:,} results of {nbytes:,} bytes, one every {args.interval} ms after {args.busy} ms "
+          f"of Python code, store bound "
           f"{max_bytes / (1 << 20):.0f} MB")
     variants = {"this tree": current_store}
     if args.baseline:
@@ -140,27 +166,27 @@ def main() -> None:
     measured: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory(prefix="segscope-bench-store-") as tmp:
         for name, module in variants.items():  # (warm-up: imports, first folder)
-            run_all(module, Path(tmp) / f"warm-{len(name)}", 50, args.interval / 1000, max_bytes)
+            run_all(module, Path(tmp) / f"warm-{len(name)}", 50, args.interval / 1000, args.busy / 1000, max_bytes)
         for n in range(args.rounds):
             for i, (name, module) in enumerate(variants.items()):
                 measured[name].append(run_all(module, Path(tmp) / f"{n}-{i}", args.results, args.interval / 1000,
-                                              max_bytes))
+                                              args.busy / 1000, max_bytes))
         for name, rounds in measured.items():
             line = ", ".join(f"{key} {statistics.median(r[key] for r in rounds) * 1000:.3f} ms "
                              f"({min(r[key] for r in rounds) * 1000:.3f}-{max(r[key] for r in rounds) * 1000:.3f})"
-                             for key in ("store", "user", "system", "process"))
+                             for key in ("store", "user", "system", "blocked"))
             print(f"{name:20} per result, median (min-max) of {len(rounds)}: {line}; "
                   f"{statistics.median(r['kept'] for r in rounds):.0f} files kept")
         if args.baseline:
             names = list(variants)
-            for key in ("store", "user"):
-                print(f"{key} CPU, this tree / baseline per round: "
+            for key in ("store", "user", "blocked"):
+                print(f"{key}, this tree / baseline per round: "
                       f"{paired_ratios([r[key] for r in measured[names[1]]], [r[key] for r in measured[names[0]]])}")
         if args.profile:
             for name, module in variants.items():
                 profile = cProfile.Profile(time.thread_time)  # (CPU, not wall: fsync waits for the disk)
-                run_all(module, Path(tmp) / f"profiled-{len(name)}", args.results, args.interval / 1000, max_bytes,
-                        profile)
+                run_all(module, Path(tmp) / f"profiled-{len(name)}", args.results, args.interval / 1000,
+                        args.busy / 1000, max_bytes, profile)
                 _print_profile(name, pstats.Stats(profile), args.results)
     print(f"Load average {os.getloadavg()[0]:.2f} (1 min) after the run")
 
