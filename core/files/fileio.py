@@ -361,7 +361,7 @@ def removed_on_failure(tmp: Path, path: Path) -> Iterator[None]:
 def publish(tmp: Path, path: Path, overwrite: bool = False) -> Path:
     """Move the temporary file `tmp` to `path`. Without `overwrite` the move never replaces a file (a hard
     link, which fails when `path` exists, even one created a moment ago); the temp file is gone either way."""
-    try:
+    with removed_on_failure(Path(tmp), path):  # (a move that succeeded took the temp file with it)
         if overwrite:
             os.replace(tmp, path)
             return path
@@ -377,10 +377,6 @@ def publish(tmp: Path, path: Path, overwrite: bool = False) -> Path:
             os.rename(tmp, path)
             return path
         os.unlink(tmp)
-    except OSError as exc:
-        raise SegScopeError(f"{path}: write failed ({exc.strerror}); nothing was changed") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     return path
 
 

@@ -10,7 +10,8 @@ re-scored on load against the masks on disk, so a mask saved or edited elsewhere
 old number behind. `submit` and `submit_slide` write in a background thread (a whole slide takes seconds to
 compress); `flush` waits for the writes, `take_errors` collects what failed. A result is stored uncompressed: a
 Run all writes one per image, and deflating a model's float32 output costs several times a small model's
-inference (30 ms for a 128x128x2 output, saving a fifth of its bytes), CPU that the run needs.
+inference (30 ms for a 128x128x2 output, saving a fifth of its bytes), CPU that the run needs; for the same reason
+its file (the zip `np.savez` writes) is written by `_write_npz` in a few calls.
 Stored files are read as untrusted (`read_stored`, `read_slide`): a damaged or hostile entry is skipped with
 one line. Several viewers may share the store: each writes under a short lock, never removes another's write in
 flight, and a run another viewer stored since this one read or wrote that image's file is replaced by the newer
@@ -31,9 +32,11 @@ import io
 import json
 import math
 import re
+import struct
 import threading
 import time
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -69,6 +72,15 @@ _RESULT_ARRAYS: dict[str, tuple[Any, int]] = {"probabilities": (np.float32, 3), 
                                               "meta": (np.uint8, 1)}
 _SLIDE_ARRAYS: dict[str, tuple[Any, int]] = {**_RESULT_ARRAYS, "covered": (np.uint8, 2), "seams": (np.float32, 2)}
 _Stored = TypeVar("_Stored")
+#: The zip records `_write_npz` writes (zipfile's layouts): a member's local header, its central directory entry,
+#: the end of the central directory; and the DOS date stored for every member (1980-01-01: the files' own time is
+#: what the store goes by).
+_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
+_CENTRAL_ENTRY = struct.Struct("<4s4B4HL2L5H2L")
+_END_RECORD = struct.Struct("<4s4H2LH")
+_DOS_DATE = 33
+#: What a zip without ZIP64 records holds: its members' sizes and offsets are below this.
+_ZIP32_BYTES = 0xFFFF_FFFF
 
 
 @dataclass(frozen=True)
@@ -173,6 +185,7 @@ class SessionStore:
         except OSError as exc:
             raise SegScopeError(f"{self.folder}: cannot write here ({exc.strerror}); choose another folder") from None
         temps: list[Path] = []
+        published = 0
         try:
             for path, write, _ in files:
                 refuse_folder(path)
@@ -187,10 +200,11 @@ class SessionStore:
                         self._notes.append(f"{image_id}: the run another viewer stored at {when} is replaced in "
                                            f"{path.parent} by this viewer's newer run")
                     publish(tmp, path, overwrite=True)
+                    published += 1
                     self._known[path] = Stamp.of(path)
         finally:
-            for tmp in temps:
-                tmp.unlink(missing_ok=True)  # (gone once moved into place)
+            for tmp in temps[published:]:  # (those moved into place are gone)
+                tmp.unlink(missing_ok=True)
         return [path for path, _, _ in files]
 
     def flush(self) -> None:
@@ -254,7 +268,7 @@ class SessionStore:
         rare."""
         usage = self._usage if self._usage is not None else self._list()
         for path in keep:
-            size = path.lstat().st_size
+            size = self._known[path].size  # (as written: `_replace`)
             self._used += size - usage.pop(path, 0)
             usage[path] = size  # the newest
         if self._used <= self.max_bytes:
@@ -294,12 +308,47 @@ class SessionStore:
 
 
 def _write_result(image_id: str, result: InferenceResult, file: BinaryIO) -> None:
-    """A stored result's bytes (`read_stored` reads them), uncompressed (see the module docstring)."""
+    """A stored result's bytes (`read_stored` reads them), uncompressed (see the module docstring); its image's
+    stamp as its fields (`vars`: `asdict` takes 30 times as long)."""
     meta = {"id": image_id, "roi": list(result.roi.as_tuple()), "image_size": list(result.image_size),
             "timings": result.timings, "backend": result.backend, "threshold": result.threshold,
-            "roi_note": result.roi_note, **({"image": asdict(result.image)} if result.image else {})}
-    np.savez(file, probabilities=result.probabilities, argmax=result.argmax,
-             meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+            "roi_note": result.roi_note, **({"image": vars(result.image)} if result.image else {})}
+    _write_npz(file, {"probabilities": result.probabilities, "argmax": result.argmax,
+                      "meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)})
+
+
+def _npy_header(array: np.ndarray) -> bytes:
+    """The .npy (version 1.0) header of a C-ordered `array`, padded to 64 bytes as `np.save` pads it."""
+    header = (f"{{'descr': {np.lib.format.dtype_to_descr(array.dtype)!r}, 'fortran_order': False, "
+              f"'shape': {array.shape}, }}")
+    padding = -(10 + len(header) + 1) % 64
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header) + padding + 1) + header.encode("latin1") \
+        + b" " * padding + b"\n"
+
+
+def _write_npz(file: BinaryIO, arrays: dict[str, Any]) -> None:
+    """What `np.savez` writes (a zip of uncompressed .npy members, which `_read_arrays` and `np.load` read), in a
+    few calls and without copying the arrays: the store's thread spent more of its interpreter time in zipfile's
+    and NumPy's per-member writers than anywhere else (bench/bench_store.py). A file too large for a zip without
+    ZIP64 records (`_ZIP32_BYTES`) is left to `np.savez`."""
+    members = [(f"{name}.npy".encode(), _npy_header(array), array)
+               for name, array in ((name, np.ascontiguousarray(array)) for name, array in arrays.items())]
+    if sum(_LOCAL_HEADER.size + len(name) + len(header) + array.nbytes for name, header, array in members) \
+            >= _ZIP32_BYTES:
+        np.savez(file, **arrays)
+        return
+    entries, offset = [], 0
+    for name, header, array in members:
+        size, crc = len(header) + array.nbytes, zlib.crc32(array.data, zlib.crc32(header))  # (no copy: C-ordered)
+        file.write(_LOCAL_HEADER.pack(b"PK\x03\x04", 20, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name), 0)
+                   + name + header)
+        file.write(array.data)
+        entries.append(_CENTRAL_ENTRY.pack(b"PK\x01\x02", 20, 3, 20, 0, 0, 0, 0, _DOS_DATE, crc, size, size,
+                                           len(name), 0, 0, 0, 0, 0o600 << 16, offset) + name)
+        offset += _LOCAL_HEADER.size + len(name) + size
+    directory = b"".join(entries)
+    file.write(directory + _END_RECORD.pack(b"PK\x05\x06", 0, 0, len(entries), len(entries), len(directory), offset,
+                                            0))
 
 
 def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str, known: dict[Path, Stamp],

@@ -4,6 +4,8 @@ another viewer's file replaced only with a note, an image submitted twice stored
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,3 +126,43 @@ def test_a_batch_that_cannot_be_written_leaves_the_stored_files_whole(tmp_path: 
     assert "No space left on device" in error and len(calls) == 2
     assert stored(SessionStore(tmp_path)) == {"w": 1.0, "a": 0.0, "b": 0.0}
     assert not [p for p in running.folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_batch_whose_move_into_place_fails_keeps_the_files_moved_before_and_leaves_no_temporary_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rename of the batch's second file fails: the first is the new run, the second still the old one, no
+    temporary file is left, and the failure is one line naming the file."""
+    store = SessionStore(tmp_path)
+    store.save_batch([("a", result(0.0)), ("b", result(0.0))])
+    replace, moved = os.replace, []
+
+    def failing(source: str, target: str) -> None:
+        moved.append(target)
+        if len(moved) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(session_store.SegScopeError, match="write failed .No space left on device.") as failed:
+        store.save_batch([("a", result(0.5)), ("b", result(0.5))])
+    monkeypatch.undo()
+    assert str(moved[1]) in str(failed.value) and "\n" not in str(failed.value)
+    assert stored(SessionStore(tmp_path)) == {"a": 0.5, "b": 0.0}
+    assert not [p for p in store.folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_batches_keep_the_folder_within_its_bound_dropping_the_oldest_files(tmp_path: Path) -> None:
+    """The folder's bytes, as the file system counts them, stay within the bound after every batch, a batch's own
+    files are all kept, and no file dropped was written in a later batch than one kept (files of one batch may
+    share a modification time)."""
+    (tmp_path / "sizing").mkdir()
+    one = SessionStore(tmp_path / "sizing").save("x", result(0.0)).stat().st_size  # (every file here: one size)
+    store = SessionStore(tmp_path / "sizing", max_bytes=int(one * 3.5))
+    batches = [["a", "b"], ["c", "d"], ["e"], ["f", "g", "h"]]
+    written = {image_id: n for n, batch in enumerate(batches) for image_id in batch}
+    for n, batch in enumerate(batches):
+        store.save_batch([(image_id, result(0.25)) for image_id in batch])
+        assert sum(p.stat().st_size for p in store.folder.glob("*.npz")) <= one * 3.5
+        kept = set(stored(SessionStore(tmp_path / "sizing"))) - {"x"}
+        dropped = {image_id for image_id in written if written[image_id] <= n} - kept
+        assert set(batch) <= kept and max((written[d] for d in dropped), default=0) <= min(written[k] for k in kept)
