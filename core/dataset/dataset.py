@@ -22,7 +22,7 @@ import re
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -341,7 +341,8 @@ class Dataset:
                  max_pixels: int = DEFAULT_MAX_PIXELS, truth: str = AUTO):
         self.root = root
         self.items = items  # (never reordered: `item` finds an id's position through `_index`)
-        self._index = {item.id: n for n, item in enumerate(items)}
+        self.ids = [item.id for item in items]  # (made here, on the thread that lists: a view needs no pass of its own)
+        self._index = {item_id: n for n, item_id in enumerate(self.ids)}
         self.max_pixels = max_pixels
         self.truth_choice = check_choice(truth)  # which truth file each image is scored against (truth.py)
         #: How the model that scores the dataset reads its masks (set once it is known: a card's truth_values);
@@ -406,6 +407,11 @@ class Dataset:
 
     def __contains__(self, item_id: object) -> bool:
         return item_id in self._index
+
+    @property
+    def positions(self) -> Mapping[str, int]:
+        """Each image id's position in `items` (read-only)."""
+        return self._index
 
     def image_size(self, item: DatasetItem) -> tuple[int, int]:
         """Level 0's size from the file's header or directories (a slide's reader), never a full decode."""

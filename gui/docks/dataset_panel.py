@@ -3,7 +3,7 @@ metric that ranks the images (Worst first; the table gets a column for it when i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -97,7 +97,7 @@ class ImageTableModel(QAbstractTableModel):
         self.metric_columns: list[Metric] = [catalogue.lookup(name) for name in catalogue.BRIEF]
         self._ids: list[str] = []  # in dataset order
         self._rows: list[Row | None] = []  # in dataset order (None: never read)
-        self._index: dict[str, int] = {}  # id -> dataset row
+        self._index: Mapping[str, int] = {}  # id -> dataset row
         self._view_of: ViewOf | None = None
         self._sorted: list[int] = []  # every dataset row, in sort order
         self._order: list[int] = []  # shown row -> dataset row (the sorted rows the filter accepts)
@@ -152,13 +152,15 @@ class ImageTableModel(QAbstractTableModel):
         return {self.truth_column: TRUTH, self.status_column: STATUS}.get(column)
 
     # ------------------------------------------------------------------------------------------- rows
-    def set_items(self, item_ids: list[str], view_of: ViewOf | None = None) -> None:
-        """The dataset's images (in its order), each row derived by `view_of` when first read."""
+    def set_items(self, item_ids: list[str], view_of: ViewOf | None = None,
+                  positions: Mapping[str, int] | None = None) -> None:
+        """The dataset's images (in its order), each row derived by `view_of` when first read; `positions`: each
+        id's place in `item_ids`, when the caller has it (`Dataset.positions`, made on the listing's thread)."""
         self.beginResetModel()
         self._slicer.stop()
         self._ids = list(item_ids)
         self._rows = [None] * len(item_ids)
-        self._index = {item_id: n for n, item_id in enumerate(item_ids)}
+        self._index = positions if positions is not None else {item_id: n for n, item_id in enumerate(item_ids)}
         self._view_of = view_of
         self._underived = len(item_ids)
         self._sorted = list(range(len(item_ids)))
@@ -528,11 +530,12 @@ class DatasetPanel(FolderDrop, QWidget):
                                    + width([DONE + UNSAVED_MARK])  # the status of an edited image, whole
                                    + 2 * self.table.frameWidth() + self.table.verticalScrollBar().sizeHint().width())
 
-    def set_dataset(self, root: Path, item_ids: list[str], view_of: ViewOf | None = None) -> None:
-        """Show the dataset's images, each row derived by `view_of` when first read (`ImageTableModel`)."""
+    def set_dataset(self, root: Path, item_ids: list[str], view_of: ViewOf | None = None,
+                    positions: Mapping[str, int] | None = None) -> None:
+        """Show the dataset's images, each row derived by `view_of` when first read (`ImageTableModel.set_items`)."""
         self.path_label.setText(str(root))
         self.path_label.setToolTip(str(root))
-        self.model.set_items(item_ids, view_of)
+        self.model.set_items(item_ids, view_of, positions)
         self._ids = item_ids
         self._size_columns()
 

@@ -27,7 +27,7 @@ class RowStatus:
     def _on_dataset(self, dataset: Dataset | None, _old: Dataset | None) -> None:
         if dataset is None:
             return
-        self.panel.set_dataset(dataset.root, [item.id for item in dataset.items], self.view_of)
+        self.panel.set_dataset(dataset.root, dataset.ids, self.view_of, dataset.positions)
         self.panel.select_row(0)
 
     def _on_items_changed(self, item_ids: tuple[str, ...]) -> None:
