@@ -64,10 +64,15 @@ class QualityTools(QObject):
         self._timer = Coalescer(self.refresh, parent=self)  # (the Reliability dock reads every image's numbers)
         events = session.events
         for event in (events.current, events.item_changed, events.items_changed, events.dataset, events.document):
-            event.connect(lambda *_args: self._timer.request())
+            event.connect(lambda *_args: self._request())
         for dock in (self.defects_dock, self.reliability_dock):
             dock.visibilityChanged.connect(self._on_visible)
         self.set_spec(str(settings().value(SETTING, "") or ""), remember=False)
+
+    def _request(self) -> None:
+        """A refresh soon, where a dock is shown (a dock shown later asks for one: `_on_visible`)."""
+        if self.defects_dock.isVisible() or self.reliability_dock.isVisible():
+            self._timer.request()
 
     def _on_visible(self, visible: bool) -> None:
         if visible:  # (a dock behind another fills its list once it is on screen)
