@@ -145,6 +145,8 @@ class StatusLabels:
         """The dataset means (`core.metrics.catalogue.means`' shape) in brief."""
         images = int(means["images_with_masks"])
         self._set(self.means_label, "" if not images else f"mean {catalogue.brief_means(means)}")
+        if self.timings_refresh.pending:  # (the last run's timings with them: one repaint of the bar, not two)
+            self.timings_refresh.flush()
 
     def hover(self, text: str) -> None:
         """The slide's readout while the mouse is over it (cleared when it leaves, "")."""
