@@ -111,8 +111,8 @@ class MetricsPanel(QWidget):
         self._x_axis: tuple[float, float, str] | None = None
         self._top = 0
         self._ticks = range(0)
-        self._title = "-"
-        self.plot.setTitle(self._title)  # (its row: the text is set as it changes)
+        self._title = ""
+        self.plot.setTitle(self._title)  # (its row, once: its text is set as it changes)
         self.set_dataset_values(catalogue.lookup(catalogue.DEFAULT_RANKING), [], None)
 
     def _pair_width(self) -> int:
@@ -200,7 +200,8 @@ class MetricsPanel(QWidget):
         if ticks != self._ticks:
             self._ticks = ticks
             self.plot.getAxis("left").setTicks([[(v, str(v)) for v in ticks], []])  # whole images only
-        top = ticks[-1] + (ticks.step if ticks[-1] < counts.max(initial=0) else 0)  # (the tallest bar's next tick)
+        # the axis ends at the tick at or above the tallest bar: it moves when that bar passes a tick, not each draw
+        top = ticks[-1] + (ticks.step if ticks[-1] < counts.max(initial=0) else 0)
         if top != self._top:
             self._top = top
             self.plot.setYRange(0, top, padding=0.05)
