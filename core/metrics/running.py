@@ -6,6 +6,10 @@ The means are exact: each metric's finite values are summed as Shewchuk's non-ov
 `math.fsum` keeps), which an image's value can leave again exactly, so the mean is the correctly rounded sum over
 the count, as `core.metrics.aggregate` computes it. Medians and the worst-case aggregate need every value: they
 are left to `catalogue.means` (an export, the report, `eval`).
+
+A histogram needs every image's value of one metric (the one the viewer ranks by): the summary keeps that metric's
+values in an array, one slot per image, set as the image's metrics are, so a histogram's draw is a NumPy pass
+over it, never a Python walk over the images (asking for another metric fills the array again, once).
 """
 
 from __future__ import annotations
@@ -107,6 +111,11 @@ class RunningSummary:
         self._families: dict[str, int] = {}  # per-class family -> images that computed it
         self._reliability = _PooledReliability()
         self._whole_slide: set[str] = set()  # the images whose metrics are their whole slide's (`set`)
+        self._ranked: Metric | None = None  # the metric whose values `values` keeps (the last one asked for)
+        self._slots: dict[str, int] = {}  # by image id (each image in `_metrics`): its place in the arrays below
+        self._free: list[int] = []  # slots let go (an image without metrics now), taken again first
+        self._values = np.empty(0, np.float64)  # by slot: the ranked metric's value (NaN: n/a)
+        self._has = np.zeros(0, bool)  # by slot: whether the image has the ranked metric (computed it)
         #: Bumped by every call that changed what is summed (a view that drew at one count has nothing to redraw
         #: until it moves: setting an image's metrics to the very object it had is no change).
         self.changes = 0
@@ -132,6 +141,8 @@ class RunningSummary:
         if metrics is not None:
             self._metrics[image_id] = metrics
             self._count(metrics, +1)
+        if self._ranked is not None:
+            self._keep_value(image_id, metrics)
 
     def discard(self, image_id: str) -> None:
         self.set(image_id, None)
@@ -143,6 +154,30 @@ class RunningSummary:
         self._tallies.clear()
         self._families.clear()
         self._reliability = _PooledReliability()
+        self._slots.clear()
+        self._free.clear()
+        self._values.fill(math.nan)
+        self._has.fill(False)
+
+    def _keep_value(self, image_id: str, metrics: ImageMetrics | None) -> None:
+        """The image's slot holds its value of the ranked metric (`metrics` None: the slot is let go)."""
+        assert self._ranked is not None
+        slot = self._slots.pop(image_id, None) if metrics is None else self._slots.get(image_id)
+        if metrics is None:
+            if slot is not None:
+                self._has[slot] = False
+                self._free.append(slot)
+            return
+        if slot is None:
+            slot = self._free.pop() if self._free else len(self._slots)  # (no free slot: 0..len-1 are taken)
+            if slot == len(self._values):
+                grown = max(64, 2 * slot)
+                self._values = np.concatenate([self._values, np.full(grown - slot, math.nan)])
+                self._has = np.concatenate([self._has, np.zeros(grown - slot, bool)])
+            self._slots[image_id] = slot
+        self._has[slot] = has = self._ranked.computed(metrics)
+        value = self._ranked.of(metrics) if has else None
+        self._values[slot] = math.nan if value is None else value
 
     def _count(self, metrics: ImageMetrics, sign: int) -> None:
         if metrics.quality is not None and metrics.quality.reliability is not None:
@@ -195,7 +230,15 @@ class RunningSummary:
         """The reliability diagram pooled over the images that computed one (ECE chosen), and how many they are."""
         return self._reliability.value(), self._reliability.images
 
-    def values(self, metric: Metric) -> list[float | None]:
-        """`metric` of every image that has it (None: n/a), for a histogram: O(images), so for a view that
-        refreshes at a bounded rate."""
-        return [metric.of(m) for m in self._metrics.values() if metric.computed(m)]
+    def values(self, metric: Metric) -> np.ndarray:
+        """`metric` of every image that has it (NaN: n/a), in no particular order, for a histogram: a NumPy pass
+        over the images, kept as they change (another metric than the last one asked for: a walk, once)."""
+        if metric != self._ranked:
+            self._ranked = metric
+            self._slots.clear()
+            self._free.clear()
+            self._values = np.full(len(self._metrics), math.nan)
+            self._has = np.zeros(len(self._metrics), bool)
+            for image_id, metrics in self._metrics.items():
+                self._keep_value(image_id, metrics)
+        return self._values[self._has]

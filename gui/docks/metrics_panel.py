@@ -76,6 +76,8 @@ class MetricsPanel(QWidget):
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.setLabel("left", "images")
+        # image counts take no SI prefix: without it a new range does not set the axis label and lay it out again
+        self.plot.getAxis("left").enableAutoSIPrefix(False)
         self.bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush=pg.mkBrush(*colormaps.SKY_BLUE))
         self.plot.addItem(self.bars)
         self.current_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(colormaps.ORANGE, width=2))
@@ -105,8 +107,12 @@ class MetricsPanel(QWidget):
         layout.addWidget(self.scope)
         layout.addWidget(self.numbers, 1)
         layout.addWidget(self.plot)
-        self._axes: tuple[float, float, int, str] | None = None  # what the axes show (set again when it changes)
+        # what the axes show (each given to the plot again only when it changes)
+        self._x_axis: tuple[float, float, str] | None = None
+        self._top = 0
+        self._ticks = range(0)
         self._title = ""
+        self.plot.setTitle(self._title)  # (its row, once: its text is set as it changes)
         self.set_dataset_values(catalogue.lookup(catalogue.DEFAULT_RANKING), [], None)
 
     def _pair_width(self) -> int:
@@ -166,32 +172,43 @@ class MetricsPanel(QWidget):
         names = [class_name(class_names, i) for i in range(len(metrics.dice))]
         self.per_class.setText("  ".join(f"{name}: {scores(i)}" for i, name in enumerate(names)))
 
-    def set_dataset_values(self, metric: Metric, values: Sequence[float | None], summary: Aggregate | None) -> None:
-        """The histogram of `metric` over the dataset's images with masks (None = n/a for that image, not binned),
-        titled with the session's `summary` of it (its mean, or a count's total, as the status bar and `eval`
-        give it). Axes, ticks and title are set only when they change (a run redraws often)."""
-        array = np.array(values, np.float64)  # (None: NaN, n/a like it)
+    def set_dataset_values(self, metric: Metric, values: Sequence[float | None] | np.ndarray,
+                           summary: Aggregate | None) -> None:
+        """The histogram of `metric` over the dataset's images with masks (None or NaN = n/a for that image, not
+        binned), titled with the session's `summary` of it (its mean, or a count's total, as the status bar and
+        `eval` give it). Only what changed is given to the plot (bars, x axis, y axis, title: each a repaint and
+        a relayout of its axis), so a run's redraws where a bar grew by one cost the bars alone."""
+        array = np.asarray(values, np.float64)  # (None: NaN, n/a like it)
         finite = array[np.isfinite(array)]
         if metric.bounds is not None:
             low, high = metric.bounds
         else:  # the data's range
             low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-            high = high if high > low else low + 1.0
+            # (one value: a range of 1 past it, wider where adding 1 would not move it: 1e16 + 1 == 1e16)
+            high = high if high > low else low + max(1.0, abs(low))
         counts, edges = np.histogram(np.clip(finite, low, high), bins=BINS, range=(low, high))
-        self.bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
-        top = max(1, int(counts.max(initial=0)))
-        axes = (low, high, top, metric.label)
-        if axes != self._axes:
-            self._axes = axes
+        shown_counts, shown_edges = self.histogram()
+        if not (np.array_equal(counts, shown_counts) and np.array_equal(edges, shown_edges)):
+            self.bars.setOpts(x0=edges[:-1], x1=edges[1:], height=counts)
+        x_axis = (low, high, metric.label)
+        if x_axis != self._x_axis:
+            self._x_axis = x_axis
             self.plot.setXRange(low, high, padding=0.02)
-            self.plot.setYRange(0, top, padding=0.05)
-            self.plot.getAxis("left").setTicks([[(v, str(v)) for v in count_ticks(top)], []])  # whole images only
             self.plot.setLabel("bottom", metric.label)
             self.current_line.setToolTip(f"This image's {metric.label}")
+        ticks = count_ticks(max(1, int(counts.max(initial=0))))
+        if ticks != self._ticks:
+            self._ticks = ticks
+            self.plot.getAxis("left").setTicks([[(v, str(v)) for v in ticks], []])  # whole images only
+        # the axis ends at the tick at or above the tallest bar: it moves when that bar passes a tick, not each draw
+        top = ticks[-1] + (ticks.step if ticks[-1] < counts.max(initial=0) else 0)
+        if top != self._top:
+            self._top = top
+            self.plot.setYRange(0, top, padding=0.05)
         title = histogram_title(metric, summary)
         if title != self._title:
             self._title = title
-            self.plot.setTitle(title)
+            self.plot.getPlotItem().titleLabel.setText(title)  # (setTitle would lay its row out again)
 
     def histogram(self) -> tuple[np.ndarray, np.ndarray]:
         """The bar heights (image counts) and bin edges the histogram draws."""

@@ -188,7 +188,11 @@ class MainActions:
         if self.progress.maximum() != total:
             self.progress.setRange(0, total)
         self.progress_action.setVisible(total > 1)
+        # setValue repaints the bar at once (the window flushed with it); with updates off it does not, and
+        # turning them on again asks for the bar's repaint with the window's next update
+        self.progress.setUpdatesEnabled(False)
         self.progress.setValue(finished)
+        self.progress.setUpdatesEnabled(True)
         self.eta_label.setText("" if math.isnan(eta) or finished >= total else f"ETA {duration(eta)}")
 
     def end_batch(self) -> None:

@@ -5,9 +5,10 @@ panel, owned by the session) in the table and the histogram. While the numbers o
 image (the ROI moved since the run, another model is open, the mask or the result changed and the fresh numbers
 are being scored) every one of them says so. The means and the histogram follow every image run so far: they are
 drawn at a bounded rate (`gui/runtime/coalesce.py`), so a Run all announcing hundreds of results a second redraws the
-means (kept by the session as images are scored) ten times a second and the histogram (every image's value, a
-plot to repaint) twice, and only while the Metrics dock is on screen and its values or metric changed since it
-last drew; the headline follows the image on screen's few events at once."""
+status bar's means (kept by the session as images are scored) four times a second and the histogram (every
+image's value, kept by the session in an array, and a plot to repaint) twice, only while the Metrics dock is
+on screen and its values or metric changed since it last drew; the headline follows the image on screen's few
+events at once."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from ..docks.metrics_panel import MetricsPanel
 from ..runtime.coalesce import Coalescer
 from ..widgets.docking import dock_seen
 from .main_menus import MainActions
-from .status_labels import StatusLabels
+from .status_labels import STATUS_MS, StatusLabels
 
 #: The histogram reads every image's value and repaints its plot: while results keep coming it redraws at most
 #: this often (milliseconds).
@@ -38,7 +39,7 @@ class MetricsDisplay:
                  labels: StatusLabels, dataset_panel: DatasetPanel) -> None:
         self.session, self.panel, self.dock, self.actions, self.labels = session, panel, dock, actions, labels
         self.dataset_panel = dataset_panel
-        self.means = Coalescer(self.show_means, parent=panel)
+        self.means = Coalescer(self.show_means, STATUS_MS, panel)
         self.histogram = Coalescer(self.show_histogram, HISTOGRAM_MS, panel)
         self._histogram_of: tuple[object, ...] | None = None  # what the histogram shows (`_histogram_key`)
         dock.visibilityChanged.connect(lambda visible: self.histogram.request() if visible else None)
@@ -91,7 +92,7 @@ class MetricsDisplay:
     def show_histogram(self) -> None:
         """The histogram of the ranking metric over the images run so far: drawn while the Metrics dock is on
         screen (once it comes back otherwise), and only when the values or the metric changed since it drew
-        (reading every image's value is O(images))."""
+        (binning every image's value is a NumPy pass over them)."""
         key = self._histogram_key()
         if key == self._histogram_of or not dock_seen(self.dock):
             return

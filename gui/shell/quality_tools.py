@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QInputDialog, QWidget
+from PySide6.QtWidgets import QDockWidget, QInputDialog, QWidget
 
 from ...core.errors import SegScopeError
 from ...core.quality.spec import MetricSpec
@@ -64,14 +64,23 @@ class QualityTools(QObject):
         self._timer = Coalescer(self.refresh, parent=self)  # (the Reliability dock reads every image's numbers)
         events = session.events
         for event in (events.current, events.item_changed, events.items_changed, events.dataset, events.document):
-            event.connect(lambda *_args: self._timer.request())
+            event.connect(lambda *_args: self._request())
+        self._shown: set[QDockWidget] = set()  # the docks shown (as their visibilityChanged said: no call into Qt)
         for dock in (self.defects_dock, self.reliability_dock):
-            dock.visibilityChanged.connect(self._on_visible)
+            dock.visibilityChanged.connect(lambda visible, dock=dock: self._on_visible(dock, visible))
         self.set_spec(str(settings().value(SETTING, "") or ""), remember=False)
 
-    def _on_visible(self, visible: bool) -> None:
-        if visible:  # (a dock behind another fills its list once it is on screen)
+    def _request(self) -> None:
+        """A refresh soon, where a dock is shown (a dock shown later asks for one: `_on_visible`)."""
+        if self._shown:
             self._timer.request()
+
+    def _on_visible(self, dock: QDockWidget, visible: bool) -> None:
+        if visible:  # (a dock behind another fills its list once it is on screen)
+            self._shown.add(dock)
+            self._timer.request()
+        else:
+            self._shown.discard(dock)
 
     # ------------------------------------------------------------------------------------------ the choice
     def set_spec(self, text: str, remember: bool = True) -> MetricSpec:

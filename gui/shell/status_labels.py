@@ -21,6 +21,9 @@ from ..widgets.compact import ElidedLabel
 HOVER_PREFIX = "slide x="
 #: Qt's largest widget size (QWIDGETSIZE_MAX): no maximum.
 NO_MAXIMUM = 16777215
+#: How often the status bar's texts (the last run's timings, the dataset means) change at most while results keep
+#: coming (milliseconds): each new text lays the whole bar out and repaints it, and four a second can be read.
+STATUS_MS = 250
 #: Pixels the status bar keeps around its message and between its permanent labels.
 MESSAGE_MARGIN, LABEL_SPACING = 24, 8
 
@@ -51,7 +54,7 @@ class StatusLabels:
             bar.addPermanentWidget(label)
         bar.messageChanged.connect(self._make_room)
         self._last_run: tuple[str, dict[str, float]] | None = None  # the newest run's, drawn at a bounded rate
-        self.timings_refresh = Coalescer(self._show_last_run, parent=bar)
+        self.timings_refresh = Coalescer(self._show_last_run, STATUS_MS, bar)
         if session is not None:
             session.events.result_added.connect(self._on_result_added)
             session.events.dataset.connect(lambda _dataset, _old: self.clear_timings())
@@ -81,7 +84,10 @@ class StatusLabels:
 
     def _set(self, label: ElidedLabel, text: str) -> None:
         """A label's new text; while a message shows, the labels make room for it again (a label that grew, e.g.
-        the means after a run, would otherwise push the message under them)."""
+        the means after a run, would otherwise push the message under them). The same text again is no change
+        (a new text lays the whole status bar out and repaints it)."""
+        if text == label.text():
+            return
         label.setText(text)
         message = self.bar.currentMessage()
         if message:
@@ -139,6 +145,8 @@ class StatusLabels:
         """The dataset means (`core.metrics.catalogue.means`' shape) in brief."""
         images = int(means["images_with_masks"])
         self._set(self.means_label, "" if not images else f"mean {catalogue.brief_means(means)}")
+        if self.timings_refresh.pending:  # (the last run's timings with them: one repaint of the bar, not two)
+            self.timings_refresh.flush()
 
     def hover(self, text: str) -> None:
         """The slide's readout while the mouse is over it (cleared when it leaves, "")."""

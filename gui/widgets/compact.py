@@ -46,8 +46,9 @@ class ElidedLabel(QLabel):
         return hint
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
-        super().setText(text)
-        self._show_tooltip()
+        if text != self.text():  # (the same text again: nothing to lay out or repaint)
+            super().setText(text)
+            self._show_tooltip()
 
     def setToolTip(self, about: str) -> None:  # noqa: N802 - Qt's name
         """What the label is: shown on hover after its whole text."""

@@ -71,9 +71,55 @@ def test_counts_and_means_by_hand() -> None:
     assert tp is not None and tp.total == 3
     running.set("c", None)  # dropped: the means are of a and b only
     assert running.means()["foreground_dice"] == 0.5 and running.means()["images_with_masks"] == 2
-    assert running.values(catalogue.lookup("foreground_dice")) == [0.5, None]
+    np.testing.assert_array_equal(np.sort(running.values(catalogue.lookup("foreground_dice"))), [0.5, NAN])
     running.clear()
     assert running.aggregate(catalogue.lookup("foreground_dice")) is None and len(running) == 0
+
+
+#: Metrics a histogram ranks by: bounded, unbounded (may be infinite), a count, optional (QA) and per-class ones.
+RANKED = [catalogue.lookup(name) for name in ("foreground_dice", "soft_dice", "hd95", "defect_tp")] + \
+    [family.entry(index) for family in catalogue.per_class() for index in (1, 3)]
+steps = st.one_of(st.tuples(st.just("set"), st.integers(0, 5), st.one_of(st.none(), image_metrics())),
+                  st.tuples(st.just("discard"), st.integers(0, 5)), st.tuples(st.just("clear")),
+                  st.tuples(st.just("rank"), st.sampled_from(RANKED)))
+
+
+def held_values(metric: catalogue.Metric, held: dict[str, ImageMetrics]) -> np.ndarray:
+    """`metric` of every image held that computed it, NaN for n/a, sorted (NaN last): counted here."""
+    found = [metric.of(m) for m in held.values() if metric.computed(m)]
+    return np.sort(np.array([NAN if value is None else value for value in found], np.float64))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(steps, max_size=40))
+def test_the_values_kept_for_a_histogram_are_those_of_the_images_held_after_any_changes(changes: list) -> None:
+    """The ranked metric's values (kept by slot as images are set, dropped and cleared, refilled when another
+    metric is ranked) are every held image's value of it, and bin as a histogram of those values does."""
+    running, held = RunningSummary(), {}
+    ranked = RANKED[0]
+    for step in changes:
+        if step[0] == "set":
+            running.set(str(step[1]), step[2])
+            if step[2] is None:
+                held.pop(str(step[1]), None)
+            else:
+                held[str(step[1])] = step[2]
+        elif step[0] == "discard":
+            running.discard(str(step[1]))
+            held.pop(str(step[1]), None)
+        elif step[0] == "clear":
+            running.clear()
+            held.clear()
+        else:
+            ranked = step[1]
+        kept = running.values(ranked)
+        expected = held_values(ranked, held)
+        np.testing.assert_array_equal(np.sort(kept), expected, err_msg=str(changes))
+        finite = expected[np.isfinite(expected)]
+        low, high = ranked.bounds or ((finite.min(), finite.max()) if finite.size else (0.0, 1.0))
+        high = high if high > low else low + max(1.0, abs(low))  # (the data's range, as the histogram spans it)
+        np.testing.assert_array_equal(np.histogram(np.clip(kept[np.isfinite(kept)], low, high), 20, (low, high))[0],
+                                      np.histogram(np.clip(finite, low, high), 20, (low, high))[0])
 
 
 @given(st.lists(st.tuples(st.booleans(), st.floats(-1e300, 1e300)), max_size=60))

@@ -1,16 +1,19 @@
+import math
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from segscope.core.metrics import catalogue
 from segscope.core.metrics.aggregate import aggregate
 from segscope.core.metrics.scores import image_metrics
 from segscope.core.result import InferenceResult
 from segscope.core.roi import Roi
-from segscope.gui.docks.metrics_panel import BINS, MetricsPanel
+from segscope.gui.docks.metrics_panel import BINS, MetricsPanel, count_ticks, histogram_title
 
 pytestmark = pytest.mark.gui
 
@@ -116,3 +119,40 @@ def test_the_qa_metrics_computed_are_shown_and_an_infinite_hd95_is_counted(panel
     counts, _edges = panel.histogram()
     assert counts.sum() == 2  # the data's range, the infinite value counted in the title
     assert "2 images, mean HD95 1.50, 1 infinite, 1 n/a" in panel.plot.getPlotItem().titleLabel.text
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(
+    st.tuples(st.just("soft_dice"), st.lists(st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0]), st.floats(0, 1)),
+                                             max_size=120)),
+    st.tuples(st.just("hd95"), st.lists(st.one_of(st.none(), st.just(math.inf), st.sampled_from([0.0, 2.0, 7.0]),
+                                                  st.floats(0, 20)), max_size=40)),
+    st.tuples(st.just("defect_tp"), st.lists(st.one_of(st.none(), st.integers(0, 9)), max_size=40))),
+    min_size=1, max_size=8))
+@example(draws=[("soft_dice", [0.9] * 37)])  # (the tallest bar between two ticks: the axis ends at the next one)
+@example(draws=[("hd95", [1e16, None])])  # (one value so large that adding 1 leaves it as it is)
+def test_each_draw_shows_its_own_values_whatever_was_drawn_before(panel, draws):
+    """The panel gives the plot only what changed since its last draw: after any sequence of draws (another
+    metric, the same values, fewer or more images) the bars, the axes and the title are those of the last one,
+    as a NumPy histogram of its values and its own ticks and title give them."""
+    for name, values in draws:
+        metric = catalogue.lookup(name)
+        panel.set_dataset_values(metric, values, aggregate(values, count=metric.scale.count))
+    array = np.array([math.nan if v is None else v for v in values], np.float64)
+    finite = array[np.isfinite(array)]
+    low, high = metric.bounds or ((finite.min(), finite.max()) if finite.size else (0.0, 1.0))
+    high = high if high > low else low + max(1.0, abs(low))
+    expected, edges = np.histogram(np.clip(finite, low, high), BINS, (low, high))
+    counts, drawn_edges = panel.histogram()
+    np.testing.assert_array_equal(counts, expected)
+    np.testing.assert_array_equal(drawn_edges, edges)
+    tallest = max(1, int(expected.max()))
+    ticks = [value for value, _text in panel.plot.getAxis("left")._tickLevels[0]]
+    assert ticks == list(count_ticks(tallest))
+    step = ticks[1]
+    top = -(-tallest // step) * step  # the axis ends at the tallest bar's tick or the next one
+    (x_low, x_high), (y_low, y_high) = panel.plot.getViewBox().viewRange()
+    assert x_low < low and x_high > high and y_low < 0 and top < y_high < 1.1 * top
+    assert panel.plot.getAxis("bottom").labelText == metric.label
+    title = histogram_title(metric, aggregate(values, count=metric.scale.count))
+    assert panel.plot.getPlotItem().titleLabel.text == title

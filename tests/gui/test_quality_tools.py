@@ -112,3 +112,24 @@ def test_boundary_error_panel(qtbot, window, missed):
     # The missed patch's outline is wrong: lit, and far from any predicted boundary (bright).
     y, x = 5, 5 + 20  # on its top edge, in ROI pixels
     assert drawn[y, x] > 0.5
+
+
+def test_closed_qa_docks_are_not_refreshed_and_fill_when_opened(qtbot, window, missed):
+    """With the Defects and Reliability docks closed, the session's events ask them for nothing; opening one
+    fills it with the numbers as they are now."""
+    from segscope.gui.widgets.docking import show_dock
+
+    tools = window.quality_tools
+    tools.set_spec("defect_f1", remember=False)
+    tools.defects_dock.hide()
+    tools.reliability_dock.hide()
+    qtbot.waitUntil(lambda: not window.redraws_due())
+    refreshes = []
+    draw = tools._timer._draw
+    tools._timer._draw = lambda: (refreshes.append(1), draw())
+    run_and_wait(qtbot, window)
+    assert window.session.metrics("002").quality is not None
+    assert refreshes == [] and tools.defects.model.rowCount() == 0
+    show_dock(tools.defects_dock)
+    qtbot.waitUntil(lambda: tools.defects.model.rowCount() > 0, timeout=5000)
+    assert refreshes
