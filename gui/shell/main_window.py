@@ -128,6 +128,7 @@ class MainWindow(FolderDrop, QMainWindow):
         self.editing.maskEdited.connect(lambda _item_id: self.inspection.refresh_review(force=True))
         self.whole_slide.overlayChanged.connect(self.main_actions.set_slide_overlay)
         self.controller.usage.connect(self.status_labels.show_usage)
+        self.controller.batchFinished.connect(lambda *_counts: self._draw_due())
         self.roi_control.showItem.connect(self.dataset_panel.select_item)  # the image whose ROI moved back
         self.slide.hovered.connect(self.status_labels.hover)
         self.dock_layout.remember_default()
@@ -159,8 +160,15 @@ class MainWindow(FolderDrop, QMainWindow):
 
     def redraws_due(self) -> bool:
         """Whether a view has a redraw due: the views that read many images draw at a bounded rate
-        (`gui/runtime/coalesce.py`), so what they show may lag the session by up to `coalesce.REFRESH_MS`."""
+        (`gui/runtime/coalesce.py`), so what they show may lag the session by up to their interval (the table's rows
+        `coalesce.REFRESH_MS`, the histogram `metrics_display.HISTOGRAM_MS`)."""
         return any(refresh.pending for refresh in self._refreshes)
+
+    def _draw_due(self) -> None:
+        """A batch ended: what its last results changed is drawn now, not at the end of each view's interval."""
+        for refresh in self._refreshes:
+            if refresh.pending:
+                refresh.flush()
 
     # ------------------------------------------------------------------------------------------- layout
     def _connect_messages(self) -> None:

@@ -300,6 +300,19 @@ def test_a_bad_dataset_or_unreadable_slide_is_a_message(qtbot, window, tmp_path)
     assert not window.main_actions.run_action.isEnabled()
 
 
+def test_the_end_of_run_all_is_drawn_at_once(qtbot, window):
+    """When the batch ends, every view that draws at a bounded rate draws its last results at once (not at the end
+    of its interval): the histogram counts all three images, the status bar's means are of all three."""
+    window.metrics_dock.show()
+    runs = RunsSeen(window)
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
+        assert window.commands.run_all()
+    assert not window.redraws_due()
+    heights, _edges = window.metrics_panel.histogram()
+    assert heights.sum() == len(runs.added) == 3
+    assert window.status_labels.means_label.text().endswith("(3 images)")
+
+
 def test_run_all_goes_past_unreadable_images_and_no_view_stays_loading(qtbot, window, demo_dataset, tmp_path):
     folder = tmp_path / "mixed"
     for name in ("001", "002", "003"):
