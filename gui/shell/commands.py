@@ -18,8 +18,9 @@ from PySide6.QtWidgets import QWidget
 from ...core.backend_choice import BackendChoice
 from ...core.dataset.dataset import Dataset, DatasetItem
 from ...core.errors import SegScopeError
+from ...core.session.jobs import StreamJob
 from ...core.session.restore import FIRST_ROWS
-from ...core.session.session import Loaded, Session
+from ...core.session.session import Found, Loaded, Session
 from ...core.session.truth import TruthFiles, truth_files
 from ...core.slides import SlideReader
 from ...core.stream.input import StreamInput
@@ -56,6 +57,7 @@ class ViewerCommands(QObject):
         self.session, self.jobs, self.controller, self.open_slide = session, jobs, controller, open_slide
         self.panel, self.editing, self.roi_control, self.whole_slide = panel, editing, roi_control, whole_slide
         self.exporter, self.host = exporter, host
+        self._background: Callable[[], None] | None = None  # the open dataset's jobs, once its first image shows
         self.loading = SlideLoading(jobs, self)
         self.loading.loaded.connect(self._on_slide_loaded)
         self.loading.failed.connect(self._on_slide_failed)
@@ -101,9 +103,22 @@ class ViewerCommands(QObject):
         self.open_slide.set(None, None)
         restore = self.session.open_dataset(dataset, read)
         settings.add_recent_dataset(dataset.root)
-        self.jobs.stream("restore", restore.work, restore.each, restore.finished)
-        self._check_truths()
+        self._background = partial(self._start_background, restore)
+        if self.session.current is None:  # (no image to show first)
+            self._first_image_shown()
         self.note.emit("", 0)
+
+    def _start_background(self, restore: StreamJob[Found]) -> None:
+        self.jobs.stream("restore", restore.work, restore.each, restore.finished)
+        self._check_truths(reload=False)  # (the image on screen was read by the rule already)
+
+    def _first_image_shown(self) -> None:
+        """The dataset just opened shows its first image (or cannot): the jobs over all its images start now (its
+        masks counted and checked, its stored runs and crash edits restored), not while the table and the first
+        image are being shown: on 2 cores, two walks over 100,000 images beside them froze the window a second."""
+        start, self._background = self._background, None
+        if start is not None:
+            start()
 
     def _open_failed(self, path: Path, text: str, details: str) -> None:
         self.message.emit("error", text, details)
@@ -111,16 +126,17 @@ class ViewerCommands(QObject):
         self.preparing.emit("")
         settings.forget_recent_dataset(path)  # only datasets that opened are remembered
 
-    def _check_truths(self) -> None:
+    def _check_truths(self, reload: bool = True) -> None:
         """Once a dataset and a backend are open, read the truths by the model's mask rule: every truth is checked
-        (refused masks come back as errors in Messages) and the current image's mask is read again by it."""
+        (refused masks come back as errors in Messages) and (`reload`) the current image's mask is read again by
+        it."""
         session = self.session
         check = session.truths_by_model()
         if check is None:
             return
         self.jobs.stream(check.name, check.work, check.each, check.finished)
         current, document = session.current, session.document
-        if current is not None and (document is None or not (document.dirty or document.saving)):
+        if reload and current is not None and (document is None or not (document.dirty or document.saving)):
             self._load(current.id)
 
     def select(self, item_id: str) -> None:
@@ -168,6 +184,7 @@ class ViewerCommands(QObject):
         session.slide_loaded(item.id, *answer)  # (size, mask, its stamps): the views follow
         width, height = reader.size
         self.note.emit(f"{item.image_path}  {width} x {height}", 4000)
+        self._first_image_shown()
 
     def _on_slide_failed(self, item: DatasetItem, text: str, details: str) -> None:
         """The slide cannot be opened: both views say so (none stays on "Loading…"), the row holds the reason."""
@@ -176,6 +193,7 @@ class ViewerCommands(QObject):
         self.session.slide_failed(item.id, text, details)
         self.message.emit("error", text, details)
         self.note.emit("", 0)
+        self._first_image_shown()
 
     # ------------------------------------------------------------------------------------------ running
     def run_current(self) -> bool:

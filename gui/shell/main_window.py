@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from ...core.backend_choice import BackendChoice
 from ...core.backends.base import Capabilities
+from ...core.cache.settings import decoded_store
 from ...core.dataset.dataset import Dataset, DatasetItem
 from ...core.session.backend_state import BackendState
 from ...core.session.runs import compare_runs
@@ -68,6 +69,9 @@ class MainWindow(FolderDrop, QMainWindow):
         self.session = Session(backend=self.backend, describe_as=describe_error)
         self.jobs = Jobs(self)
         session, jobs = self.session, self.jobs
+        # The decoded-input cache opened as the window starts: its first open in a process (diskcache's sqlite
+        # checks) beside the first image of a dataset being shown froze the window up to 1.7 s (bench/RESULTS.md).
+        jobs.submit(None, decoded_store)
 
         self.slide = SlideView(jobs)
         self.panels = ResultPanels()

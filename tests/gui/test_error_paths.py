@@ -59,6 +59,7 @@ def test_a_damaged_session_store_never_takes_the_viewer_down(qtbot, window, demo
     os.mkfifo(folder / "fifo.npz")
     (folder / "link.npz").symlink_to(Path(os.devnull))
     open_and_wait(qtbot, window, other)  # listed on a worker: no entry blocks or raises
+    qtbot.waitUntil(window.slide_ready, timeout=30000)  # (the jobs over the dataset start once it shows)
     qtbot.waitUntil(lambda: not window.jobs.busy("restore"), timeout=30000)  # restored on a worker
     warnings = [m.text for m in window.messages.messages if m.level == "warning"]
     assert len(warnings) == 4 and all("it is ignored" in text for text in warnings)
