@@ -4,7 +4,12 @@ A thread of its own posts a queued signal to an object living in the GUI thread 
 carrying the time it was due; the slot records `handled - due`. A GUI thread that is busy for 2 s handles the
 beats that piled up afterwards, the first of them 2 s late: the maximum lateness is the longest stall, the
 99th percentile how often the window stutters. Beats are due on a fixed schedule, so a posting thread
-delayed by the GIL does not hide a stall.
+delayed by the GIL does not hide a stall; but a posting thread starved of the GIL while the GUI thread runs
+counts as a stall too.
+
+`TimerHeartbeat` is the GUI thread's own beat: a precise timer of that thread, whose fires Qt dispatches as it
+dispatches the user's input. A GUI thread that is busy, or waits for the GIL, delays it; no other thread takes
+part, so another thread's wait for the GIL is not counted. Benchmarks print both.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 
 @dataclass(frozen=True)
@@ -72,3 +77,40 @@ class Heartbeat(QObject):
             if delay > 0:
                 time.sleep(delay)
             self._beat.emit(due)
+
+
+class TimerHeartbeat(QObject):
+    """Create in the GUI thread; `start()`, then `take()` the lateness of the beats due since the last take, counted
+    as `Heartbeat` counts them: a gap of g between two fires of the `period` timer makes the beats due in it late by
+    g - period, g - 2 period, ..., down to 0."""
+
+    def __init__(self, period: float = 0.020) -> None:
+        super().__init__()
+        self.period = period
+        self._timer = QTimer(self)
+        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._timer.setInterval(round(period * 1000))
+        self._timer.timeout.connect(self._fired)
+        self._last = 0.0
+        self._lateness: list[float] = []
+
+    def start(self) -> None:
+        self._last = time.perf_counter()
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+
+    def take(self) -> list[float]:
+        values, self._lateness = self._lateness, []
+        return values
+
+    def _fired(self) -> None:
+        now = time.perf_counter()
+        late = now - self._last - self.period
+        self._last = now
+        self._lateness.append(max(0.0, late))
+        while late > self.period:
+            late -= self.period
+            self._lateness.append(late)
+
