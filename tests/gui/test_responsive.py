@@ -91,6 +91,7 @@ def test_long_actions_return_to_the_event_loop_while_their_work_runs(qtbot, wind
     assert again.session.dataset is None and again.jobs.busy(OPENING)  # nothing shown before it is listed
     listing.check_and_open(qtbot)
     qtbot.waitUntil(lambda: again.dataset_panel.visible_order() == ["001", "002", "003"], timeout=30000)
+    qtbot.waitUntil(again.slide_ready, timeout=30000)  # (the jobs over all the images start once it shows)
     gate.check_and_open(qtbot)
     qtbot.waitUntil(lambda: len(again.session.result_ids) == 3 and again.session.slide_run_of("001") is not None,
                     timeout=30000)
