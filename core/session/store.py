@@ -318,12 +318,10 @@ def _write_result(image_id: str, result: InferenceResult, file: BinaryIO) -> Non
 
 
 def _npy_header(array: np.ndarray) -> bytes:
-    """The .npy (version 1.0) header of a C-ordered `array`, padded to 64 bytes as `np.save` pads it."""
-    header = (f"{{'descr': {np.lib.format.dtype_to_descr(array.dtype)!r}, 'fortran_order': False, "
-              f"'shape': {array.shape}, }}")
-    padding = -(10 + len(header) + 1) % 64
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header) + padding + 1) + header.encode("latin1") \
-        + b" " * padding + b"\n"
+    """The .npy (version 1.0) header `np.save` writes before `array`'s bytes, by NumPy's own writer."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(array))
+    return header.getvalue()
 
 
 def _write_npz(file: BinaryIO, arrays: dict[str, Any]) -> None:
