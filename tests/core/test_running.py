@@ -88,3 +88,19 @@ def test_the_viewer_s_batch_reads_each_image_s_roi_as_it_goes_and_one_unreadable
     assert [r.roi for r in results] == [Roi(0, 0, 64, 48)] * 3  # the 64x48 slides: the default ROI does not fit
     assert all(r.roi_note == PRE_CROP_NOTE for r in results)  # cropped before the stream, as the viewer shows it
     assert [r.roi_note for r in whole] == [""] * 3  # eval's: the whole file, as MindX resizes it
+
+
+def test_the_viewer_s_batch_runs_a_never_shown_image_on_a_default_roi_smaller_than_the_slide(
+        tiny_model_project, small_dataset):
+    """ROI != slide: the dataset's default ROI fits the 64x48 slides, so a never-shown image is run on it (cropped
+    before a stream without a crop, then resized to the model's 960x960 input, as the stream's resize does)."""
+    default = Roi(8, 4, 40, 36)  # 32x32 of the 64x48 slides
+    dataset = Dataset.open(small_dataset, default_roi=default)
+    backend, _note = open_kind("embedded", tiny_model_project.pipeline)
+    no_crop = StreamInput(tiny_model_project.pipeline, None, region_reads=True)
+    with backend:
+        results = [s.evaluation.result for s in batch_steps(_batch(dataset, no_crop, stamps=False), backend,
+                                                            threading.Event(), _nothing, describe_error)]
+    assert [r.roi for r in results] == [default] * 4
+    assert all(r.roi_note == PRE_CROP_NOTE for r in results)  # the 32x32 ROI cropped, not the slide
+    assert all(r.probabilities.shape[:2] == r.argmax.shape == (960, 960) for r in results)  # the tiny card's input
