@@ -3,8 +3,10 @@
 An entry is one file laid out as `core.cache.entry` says, checked by a 16-byte xxh3-128 digest, read into
 memory at file speed (no decoding); one that is damaged, cut short or not the one asked for is a miss (removed,
 said once), never a wrong number. diskcache writes an entry's file before it commits the row that names it,
-so a writer killed midway leaves no entry, only a stray file, removed by the next store opened here once it
-is an hour old (an interrupted write, not one in progress) or by `segscope cache clear`.
+so a writer killed midway leaves no entry, only a stray file, removed once it is an hour old (an interrupted
+write, not one in progress) by a store opened here, or by `segscope cache clear`. A store looks for strays at most
+once an hour per folder (`SWEPT_NAME`): walking the folders of 100,000 entries takes a second of Python, which
+would hold up every window opened beside it.
 
 Before each write the least recently used entries are evicted until the new one fits under the cap; an entry
 over a quarter of the cap is not stored. (The index's own queries use diskcache's `_sql`, stable across 5.x:
@@ -33,6 +35,8 @@ from .entry import Entry, EntryLayout
 LAYOUT = EntryLayout(b"SGSCACH1", xxhash.xxh3_128, 16)
 #: A file in the store's folder that no row names and that is older than this is an interrupted write's.
 STRAY_AGE_S = 3600.0
+#: The file whose modification time says when strays were last looked for in the store's folder.
+SWEPT_NAME = ".strays-swept"
 #: Seconds a lookup or a write waits for another process's hold on the index before it goes on without the cache.
 LOCK_WAIT_S = 5.0
 #: What makes the store unusable for one call (a full disk, an index another process holds, a damaged index).
@@ -91,7 +95,7 @@ class EntryStore:
         self._lookup_kinds = bytearray()
         self._hits = bytearray()
         self._warned = False
-        self._remove_strays(STRAY_AGE_S)
+        self._sweep_if_due()
 
     def get(self, key: str, kind: str) -> Entry | None:
         """The verified entry stored under `key`, or None (counted as a hit or a miss of `kind`)."""
@@ -179,12 +183,28 @@ class EntryStore:
 
     def _strays(self) -> list[Path]:
         """Files in the folder that no entry names (besides the index): interrupted writes, or writes going on."""
-        named = {Path(self.folder, name) for (name,) in
+        named = {os.path.normpath(name) for (name,) in
                  self._cache._sql("SELECT filename FROM Cache WHERE filename IS NOT NULL").fetchall()}
         found = []
         for top, _dirs, files in os.walk(self.folder):
-            found += [Path(top, f) for f in files if f.endswith(".val") and Path(top, f) not in named]
+            inside = os.path.relpath(top, self.folder)
+            prefix = "" if inside == os.curdir else inside + os.sep
+            found += [Path(top, f) for f in files if f.endswith(".val") and prefix + f not in named]
         return found
+
+    def _sweep_if_due(self) -> None:
+        """Remove the strays an hour old unless that was done here within the hour (`SWEPT_NAME`)."""
+        swept = self.folder / SWEPT_NAME
+        try:
+            if time.time() - swept.stat().st_mtime < STRAY_AGE_S:
+                return
+        except OSError:
+            pass  # never swept here
+        self._remove_strays(STRAY_AGE_S)
+        try:
+            swept.touch()
+        except OSError:
+            pass  # (looked for again next time)
 
     def _remove_strays(self, min_age: float) -> None:
         now = time.time()

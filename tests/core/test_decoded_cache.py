@@ -10,6 +10,7 @@ import signal
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 from segscope.core.backends.embedded import EmbeddedBackend
 from segscope.core.cache import settings
 from segscope.core.cache.decoded import IMAGE, TRUTH, image_region, read_truth
-from segscope.core.cache.store import EntryStore
+from segscope.core.cache.store import STRAY_AGE_S, SWEPT_NAME, EntryStore
 from segscope.core.dataset.dataset import Dataset
 from segscope.core.errors import SegScopeError
 from segscope.core.evaluate import evaluate_dataset
@@ -329,9 +330,12 @@ def test_a_writer_killed_midway_leaves_no_entry(tmp_path: Path) -> None:
     try:
         assert entries.get("k", IMAGE) is None  # a miss, not half an entry
         assert entries.info().stray_files == 1
-        os.utime(stray[0], (0, 0))  # an hour old: the next store opened here removes it
+        os.utime(stray[0], (0, 0))  # an hour old: the first store opened here an hour after the last look removes it
     finally:
         entries.close()
+    EntryStore(folder, 1 << 30).close()
+    assert stray[0].exists()  # (strays were looked for within the hour: not again, the folder is not walked)
+    os.utime(folder / SWEPT_NAME, (time.time() - STRAY_AGE_S - 1,) * 2)
     entries = EntryStore(folder, 1 << 30)
     try:
         assert entries.info().stray_files == 0 and not stray[0].exists()
