@@ -221,17 +221,23 @@ def find_recoveries(source: Path, recovery_dir: Path | None = None) -> tuple[lis
 def find_each_recoveries(sources: Iterable[Path], recovery_dir: Path | None = None,
                          ) -> Iterator[tuple[list[Recovery], list[str]]]:
     """`find_recoveries` of each source, each folder of auto-saves listed once (a dataset of 100,000 masks in one
-    folder, or with a `recovery_dir`: one listing, not one per mask), its names grouped by the mask they are of."""
-    listed: dict[Path, dict[str, list[re.Match[str]]] | str] = {}
+    folder, or with a `recovery_dir`: one listing, not one per mask), its names grouped by the mask they are of.
+    A mask in a folder with no auto-saves costs a string operation: the restore of every dataset opened walks all
+    its masks on a worker, beside a window drawing its first image (100,000 masks: 20 ms, not a second of Python
+    holding the interpreter lock)."""
+    listed: dict[str, dict[str, list[re.Match[str]]] | str] = {}
     for source in sources:
-        folder = _recovery_folder(source, recovery_dir)
-        found = listed.get(folder)
+        key = os.path.dirname(source) if recovery_dir is None else ""
+        found = listed.get(key)
         if found is None:
-            found = listed[folder] = _auto_saves(folder)
+            found = listed[key] = _auto_saves(_recovery_folder(source, recovery_dir))
         if isinstance(found, str):
             yield [], [found]
+        elif not found:
+            yield [], []
         else:
-            yield _recoveries_of(source, folder, found.get(_recovery_stem(source, recovery_dir), []))
+            yield _recoveries_of(source, _recovery_folder(source, recovery_dir),
+                                 found.get(_recovery_stem(source, recovery_dir), []))
 
 
 def _auto_saves(folder: Path) -> dict[str, list[re.Match[str]]] | str:

@@ -470,6 +470,25 @@ def test_the_auto_saves_of_many_masks_are_found_from_one_listing_of_their_folder
     assert [problems for _, problems in found] == [[], [], []]
 
 
+def test_the_auto_saves_of_masks_in_folders_of_their_own_are_found_in_their_own_folder(tmp_path: Path,
+                                                                                       monkeypatch) -> None:
+    """`<id>/mask.png` layout: each image's folder of auto-saves is listed once, and a mask gets only the auto-saves
+    of its own folder (every mask has the same name)."""
+    from segscope.core.editing import files
+
+    masks = [tmp_path / name / "mask.png" for name in ("001", "002", "003")]
+    for mask_file in masks:
+        mask_file.parent.mkdir()
+    write_recovery(np.full((H, W), 3, np.uint8), masks[1])
+    listed: list[Path] = []
+    scandir = os.scandir
+    monkeypatch.setattr(files.os, "scandir", lambda folder: listed.append(Path(folder)) or scandir(folder))
+    found = list(find_each_recoveries([masks[0], masks[1], masks[2], masks[1]]))
+    assert listed == [mask_file.parent / ".segscope-recovery" for mask_file in masks]
+    assert [[(r.path, int(r.mask.max())) for r in recoveries] for recoveries, _ in found] == [
+        [], [(recovery_path(masks[1]), 3)], [], [(recovery_path(masks[1]), 3)]]
+
+
 def test_recovery_round_trip_and_staleness(tmp_path: Path) -> None:
     source = tmp_path / "001" / "mask.png"
     source.parent.mkdir()
