@@ -186,6 +186,7 @@ class SessionStore:
             raise SegScopeError(f"{self.folder}: cannot write here ({exc.strerror}); choose another folder") from None
         temps: list[Path] = []
         published = 0
+        replaced: list[tuple[str, Stamp]] = []  # (image id, the other viewer's file)
         try:
             for path, write, _ in files:
                 refuse_folder(path)
@@ -195,16 +196,16 @@ class SessionStore:
                 for (path, _, image_id), tmp in zip(files, temps):
                     now = Stamp.of(path)
                     known = self._known.get(path)
-                    if known is not None and not known.same(now):  # (a file not read yet: an earlier session's)
-                        when = time.strftime("%H:%M:%S", time.localtime(now.mtime_ns / 1e9))
-                        self._notes.append(f"{image_id}: the run another viewer stored at {when} is replaced in "
-                                           f"{path.parent} by this viewer's newer run")
+                    if known is not None and not now.missing and not known.same(now):
+                        replaced.append((image_id, now))  # (a file not read yet: an earlier session's)
                     publish(tmp, path, overwrite=True)
                     published += 1
                     self._known[path] = Stamp.of(path)
         finally:
             for tmp in temps[published:]:  # (those moved into place are gone)
                 tmp.unlink(missing_ok=True)
+            if replaced:
+                self._notes.append(_replaced_note(replaced, files[0][0].parent))
         return [path for path, _, _ in files]
 
     def flush(self) -> None:
@@ -280,6 +281,7 @@ class SessionStore:
             if path not in written:
                 path.unlink(missing_ok=True)
                 self._used -= usage.pop(path)
+                self._known.pop(path, None)
 
     def _list(self) -> dict[Path, int]:
         """What the folder holds now, oldest first."""
@@ -347,6 +349,18 @@ def _write_npz(file: BinaryIO, arrays: dict[str, Any]) -> None:
     directory = b"".join(entries)
     file.write(directory + _END_RECORD.pack(b"PK\x05\x06", 0, 0, len(entries), len(entries), len(directory), offset,
                                             0))
+
+
+def _replaced_note(replaced: Sequence[tuple[str, Stamp]], folder: Path) -> str:
+    """One line for the runs of other viewers a batch replaced (a Run all beside another viewer's: one line a
+    batch, not one an image)."""
+    if len(replaced) == 1:
+        image_id, stamp = replaced[0]
+        when = time.strftime("%H:%M:%S", time.localtime(stamp.mtime_ns / 1e9))
+        return f"{image_id}: the run another viewer stored at {when} is replaced in {folder} by this viewer's newer run"
+    named = ", ".join(image_id for image_id, _ in replaced[:3]) + (", …" if len(replaced) > 3 else "")
+    return (f"{len(replaced)} runs other viewers stored ({named}) are replaced in {folder} by this viewer's newer "
+            "runs")
 
 
 def _read_each(folder: Path, read: Callable[[Path], _Stored], what: str, known: dict[Path, Stamp],

@@ -102,6 +102,28 @@ def test_in_a_batch_only_the_file_another_viewer_replaced_is_said(tmp_path: Path
     (note,) = mine.take_notes()
     assert note.startswith("b: the run another viewer stored at ") and note.endswith("by this viewer's newer run")
     assert stored(SessionStore(tmp_path)) == {"a": 0.5, "b": 0.75}
+    mine.save_batch([(image_id, result(0.5)) for image_id in "cdef"])
+    SessionStore(tmp_path).save_batch([(image_id, result(0.125)) for image_id in "abcdx"])  # another viewer's runs
+    mine.save_batch([(image_id, result(0.875)) for image_id in "abcdefx"])
+    assert mine.take_notes() == [f"4 runs other viewers stored (a, b, c, …) are replaced in {mine.folder} by this "
+                                 "viewer's newer runs"]  # (one line a batch; x was never read here: not said)
+
+
+def test_a_run_written_again_after_its_file_was_removed_replaces_nobody_s_and_is_not_said(tmp_path: Path) -> None:
+    """A store that read the stored runs (a reopen's restore) and then trimmed them away writing a Run all's newer
+    ones, or whose file another viewer removed, writes those images again without a note: no other viewer's run is
+    replaced (a note per image flooded a Run all over 10,000 images with 3,459 lines)."""
+    (tmp_path / "sizing").mkdir()
+    one = SessionStore(tmp_path / "sizing").save("x", result(0.0)).stat().st_size
+    SessionStore(tmp_path).save_batch([("a", result(0.0)), ("b", result(0.0))])  # an earlier session's runs
+    mine = SessionStore(tmp_path, max_bytes=int(one * 2.5))
+    assert set(stored(mine)) == {"a", "b"}  # read (restored): known to this store
+    mine.save_batch([("c", result(0.25)), ("d", result(0.25))])  # over the bound: a and b are trimmed
+    assert set(stored(SessionStore(tmp_path))) == {"c", "d"}
+    (mine.folder / next(p.name for p in mine.folder.glob("c-*.npz"))).unlink()  # another viewer removes c
+    mine.save_batch([("a", result(0.5)), ("c", result(0.75))])
+    assert mine.take_notes() == []
+    assert stored(SessionStore(tmp_path))["a"] == 0.5
 
 
 def test_a_batch_that_cannot_be_written_leaves_the_stored_files_whole(tmp_path: Path, running: SessionStore,
