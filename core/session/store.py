@@ -27,10 +27,12 @@ per image. A crash (or a killed process) loses at most the results queued and no
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import math
+import os
 import re
 import struct
 import threading
@@ -116,7 +118,7 @@ class SessionStore:
         self._executor: ThreadPoolExecutor | None = None
         self._pending: set[Future[Path | None]] = set()  # writes not done yet (each removes itself when done)
         self._errors: list[str] = []
-        self._usage: dict[Path, int] | None = None  # the stored files, oldest first, and their sizes (`_trim`)
+        self._usage: dict[str, int] | None = None  # the stored files, oldest first, and their sizes (`_trim`)
         self._used = 0
         self._known: dict[Path, Stamp] = {}  # each file as this store last read or wrote it (`_replace`)
         self._notes: list[str] = []
@@ -270,25 +272,32 @@ class SessionStore:
         usage = self._usage if self._usage is not None else self._list()
         for path in keep:
             size = self._known[path].size  # (as written: `_replace`)
-            self._used += size - usage.pop(path, 0)
-            usage[path] = size  # the newest
+            self._used += size - usage.pop(str(path), 0)
+            usage[str(path)] = size  # the newest
         if self._used <= self.max_bytes:
             return
-        usage, written = self._list(), set(keep)
-        for path in list(usage):
+        usage, written = self._list(), {str(path) for path in keep}
+        for name in list(usage):
             if self._used <= self.max_bytes * TRIM_TO:
                 break
-            if path not in written:
-                path.unlink(missing_ok=True)
-                self._used -= usage.pop(path)
-                self._known.pop(path, None)
+            if name not in written:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name)
+                self._used -= usage.pop(name)
+                self._known.pop(Path(name), None)
 
-    def _list(self) -> dict[Path, int]:
-        """What the folder holds now, oldest first."""
+    def _list(self) -> dict[str, int]:
+        """What the folder holds now (path: size), oldest first. (By `os.scandir` and strings: a full store holds
+        thousands of files, listed on the store's thread while a Run all's and the window's threads wait for the
+        interpreter lock.)"""
         files = []
         for folder in (self.folder, self.slides_folder):
             try:
-                files += [(path, path.lstat()) for path in folder.glob("*.npz")]
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        if entry.name.endswith(".npz"):
+                            with contextlib.suppress(FileNotFoundError):  # (another viewer's trim meanwhile)
+                                files.append((entry.path, entry.stat(follow_symlinks=False)))
             except OSError:
                 continue
         files.sort(key=lambda found: found[1].st_mtime_ns)
