@@ -204,13 +204,15 @@ def drawn(window, item_id: str) -> bool:
 
 def new_window(bench: Bench, card: Path):
     from segscope.core.backend_choice import BackendChoice
+    from segscope.gui.app import freeze_startup_objects
     from segscope.gui.shell.main_window import MainWindow
 
-    gc.collect()  # (what the windows before it left)
+    gc.unfreeze()  # (what the windows before it left is collected, as the start of the application finds none)
     window = MainWindow()
     window.resize(1280, 800)
-    window.show()
     window.commands.open_backend(BackendChoice(pipeline=card))
+    window.show()
+    freeze_startup_objects()  # as `segscope` does at its start
     bench.wait(lambda: window.capabilities is not None, 120)
     return window
 
