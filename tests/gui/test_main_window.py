@@ -324,6 +324,7 @@ def test_run_all_goes_past_unreadable_images_and_no_view_stays_loading(qtbot, wi
     assert window.commands.open_dataset(folder)
     qtbot.waitUntil(lambda: window.dataset_panel.model.row("001").status == "unreadable")
     assert "cannot be opened" in window.slide.notice.text() and "Loading" not in window.panels.notice.text()
+    qtbot.waitUntil(lambda: not window.jobs.busy("restore"))  # ("Opened …: 3 images" said before the run's summary)
     results = run_and_wait(qtbot, window, window.commands.run_all)  # the unreadable first image stops nothing
     assert [r.item.id for r in results] == ["003"]
     rows = {i: window.dataset_panel.model.row(i) for i in ("001", "002", "003")}
