@@ -198,10 +198,10 @@ class SessionStore:
                 for (path, _, image_id), tmp in zip(files, temps):
                     now = Stamp.of(path)
                     known = self._known.get(path)
-                    if known is not None and not now.missing and not known.same(now):
-                        replaced.append((image_id, now))  # (a file not read yet: an earlier session's)
                     publish(tmp, path, overwrite=True)
                     published += 1
+                    if known is not None and not now.missing and not known.same(now):
+                        replaced.append((image_id, now))  # (a file not read yet: an earlier session's)
                     self._known[path] = Stamp.of(path)
         finally:
             for tmp in temps[published:]:  # (those moved into place are gone)

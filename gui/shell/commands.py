@@ -42,7 +42,8 @@ from .whole_slide import WholeSlide
 T = TypeVar("T")
 #: How long the jobs over all images of a dataset just opened wait on their worker before they start: the window
 #: lays out and draws its table and first image meanwhile, without them holding the interpreter lock beside it
-#: (at 100,000 images the first layout took 214-376 ms of wall for 9 ms of work; 61-79 ms with the wait).
+#: (100,000 images, interleaved: the GUI thread's longest stall 166-330 ms without the wait, for 9 ms of its own
+#: work; 42-55 ms with it).
 FIRST_DRAW_S = 0.15
 
 
