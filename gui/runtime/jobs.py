@@ -62,6 +62,17 @@ T = TypeVar("T")
 Failed = Optional[Callable[[str, str], None]]  # noqa: UP007 (run-time alias, Python 3.9): (text, details)
 
 
+def started_after(seconds: float, work: Callable[[], Iterator[T]]) -> Callable[[], Iterator[T]]:
+    """A generator job's `work` that first waits `seconds` on its worker, without the interpreter lock: the window
+    draws what the job's start changed (a dataset's first image, a run's rows) before the job's threads compete with
+    it for the lock. The job is queued and running meanwhile: a newer one supersedes it, and what waits for the jobs
+    waits for it."""
+    def delayed() -> Iterator[T]:
+        time.sleep(seconds)
+        yield from work()
+    return delayed
+
+
 def describe_error(exc: BaseException) -> tuple[str, str]:
     """(one line for the message list, details) as the session words them, options named as the viewer's
     controls."""

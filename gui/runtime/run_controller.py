@@ -26,10 +26,13 @@ from ...core.session.batches import run_summary
 from ...core.session.inference import Inference, Message, Usage
 from ...core.session.jobs import RunJob
 from ...core.session.running import Failed, RunStep
-from .jobs import BACKEND, Jobs
+from .jobs import BACKEND, Jobs, started_after
 
 #: The least time between two progress signals during a run (the first and the last step are always said).
 PROGRESS_S = 0.1
+#: How long a run of several images waits on the backend's thread before its first image: the window draws the run's
+#: start (its rows queued, the progress bar, the Stop action) before the pipeline's threads compete for the lock.
+RUN_DRAW_S = 0.05
 
 
 class Openable(Protocol):
@@ -84,7 +87,8 @@ class RunController(QObject):
         self._job, self._counts, self._started = job, [0, 0], time.perf_counter()
         self.state.set_busy(True)
         self.progress.emit(0, job.total, float("nan"))
-        self.jobs.stream(None, partial(self._inference.run, job, self.jobs.relay_latest(self._on_progress)),
+        work = partial(self._inference.run, job, self.jobs.relay_latest(self._on_progress))
+        self.jobs.stream(None, started_after(RUN_DRAW_S, work) if len(job.item_ids) > 1 else work,
                          partial(self._on_message, job), partial(self._on_done, job), partial(self._on_failed, job),
                          lane=BACKEND)
         return True

@@ -7,11 +7,9 @@ session's events.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal
@@ -31,7 +29,7 @@ from ..dialogs.backend_dialog import BackendDialog
 from ..dialogs.export_dialog import ExportChoices
 from ..docks.dataset_panel import DatasetPanel
 from ..runtime import settings
-from ..runtime.jobs import Jobs
+from ..runtime.jobs import Jobs, started_after
 from ..runtime.run_controller import RunController
 from ..runtime.slide_loader import SlideLoading
 from .export_flow import Exporter, ask_export
@@ -39,21 +37,11 @@ from .mask_editing import MaskEditing
 from .roi_control import RoiControl
 from .whole_slide import WholeSlide
 
-T = TypeVar("T")
-#: How long the jobs over all images of a dataset just opened wait on their worker before they start: the window
-#: lays out and draws its table and first image meanwhile, without them holding the interpreter lock beside it
-#: (100,000 images, interleaved: the GUI thread's longest stall 166-330 ms without the wait, for 9 ms of its own
-#: work; 42-55 ms with it).
+#: How long the jobs over all images of a dataset just opened wait on their worker before they start
+#: (`jobs.started_after`): the window lays out and draws its table and first image meanwhile, without them holding
+#: the interpreter lock beside it (100,000 images, interleaved: the GUI thread's longest stall 166-330 ms without the
+#: wait, for 9 ms of its own work; 42-55 ms with it).
 FIRST_DRAW_S = 0.15
-
-
-def _after_first_draw(work: Callable[[], Iterator[T]]) -> Callable[[], Iterator[T]]:
-    """`work` started `FIRST_DRAW_S` later on its worker (a wait without the interpreter lock). The job is queued
-    and running meanwhile, as before: a newer job supersedes it, and what waits for the jobs waits for it."""
-    def delayed() -> Iterator[T]:
-        time.sleep(FIRST_DRAW_S)
-        yield from work()
-    return delayed
 
 #: The job key of a dataset folder being listed (`Jobs.busy(OPENING)`: an open is under way).
 OPENING = "open"
@@ -127,7 +115,7 @@ class ViewerCommands(QObject):
         self.note.emit("", 0)
 
     def _start_background(self, restore: StreamJob[Found]) -> None:
-        self.jobs.stream("restore", _after_first_draw(restore.work), restore.each, restore.finished)
+        self.jobs.stream("restore", started_after(FIRST_DRAW_S, restore.work), restore.each, restore.finished)
         self._check_truths(reload=False)  # (the image on screen was read by the rule already)
 
     def _first_image_shown(self) -> None:
@@ -147,12 +135,12 @@ class ViewerCommands(QObject):
     def _check_truths(self, reload: bool = True) -> None:
         """Once a dataset and a backend are open, read the truths by the model's mask rule: every truth is checked
         (refused masks come back as errors in Messages) and (`reload`) the current image's mask is read again by
-        it; without `reload`, a dataset just opened: after its first image is drawn (`_after_first_draw`)."""
+        it; without `reload`, a dataset just opened: once its first image is drawn (`FIRST_DRAW_S`)."""
         session = self.session
         check = session.truths_by_model()
         if check is None:
             return
-        self.jobs.stream(check.name, check.work if reload else _after_first_draw(check.work), check.each,
+        self.jobs.stream(check.name, check.work if reload else started_after(FIRST_DRAW_S, check.work), check.each,
                          check.finished)
         current, document = session.current, session.document
         if reload and current is not None and (document is None or not (document.dirty or document.saving)):
