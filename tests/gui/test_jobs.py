@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from segscope.core.errors import SegScopeError
-from segscope.gui.runtime.jobs import AUTOSAVE, BACKEND, SHARED, TILES
+from segscope.gui.runtime.jobs import AUTOSAVE, BACKEND, SHARED, TILES, started_after
 
 pytestmark = pytest.mark.gui
 
@@ -52,6 +52,20 @@ def test_a_generator_yields_each_item_in_the_gui_thread_then_finishes(qtbot, job
                 lambda: seen.append("finished"))
     qtbot.waitUntil(lambda: "finished" in seen)
     assert seen == [(n, True) for n in range(5)] + ["finished"]
+
+
+def test_a_job_started_after_a_wait_is_under_way_meanwhile_and_a_newer_one_supersedes_it(qtbot, jobs):
+    """`started_after`: the job counts as running from its submission (what waits for the jobs waits for it), a newer
+    job of its key drops it before its first item, and one left alone yields everything after the wait."""
+    seen: list[object] = []
+    jobs.stream("open", started_after(0.5, lambda: iter([1, 2])), seen.append, lambda: seen.append("first ended"))
+    assert jobs.busy("open") and jobs.pending == 1
+    jobs.stream("open", started_after(0.0, lambda: iter([3])), seen.append, lambda: seen.append("second ended"))
+    qtbot.waitUntil(lambda: not jobs.busy("open"), timeout=10000)
+    assert seen == [3, "second ended"]  # (the first one's items and end are dropped)
+    jobs.stream(None, started_after(0.05, lambda: iter([4, 5])), seen.append, lambda: seen.append("third ended"))
+    qtbot.waitUntil(lambda: not jobs.pending, timeout=10000)
+    assert seen[2:] == [4, 5, "third ended"]
 
 
 def test_errors_come_back_as_messages_never_as_exceptions(qtbot, jobs):
