@@ -346,6 +346,30 @@ def test_a_writer_killed_midway_leaves_no_entry(tmp_path: Path) -> None:
         entries.close()
 
 
+def test_entries_an_hour_old_are_not_taken_for_strays(tmp_path: Path) -> None:
+    """The look for interrupted writes compares the files in the store's nested folders with the names its index
+    holds: entries of any age stay, and read back whole."""
+    folder = tmp_path / "store"
+    entries = EntryStore(folder, 1 << 30)
+    try:
+        for n in range(3):
+            assert entries.put(f"k{n}", [np.full(1 << 17, n, np.uint8)], {})  # (each big enough to be a file)
+    finally:
+        entries.close()
+    files = _entry_files(folder)
+    assert len(files) == 3
+    for path in [*files, folder / SWEPT_NAME]:
+        os.utime(path, (time.time() - STRAY_AGE_S - 1,) * 2)
+    entries = EntryStore(folder, 1 << 30)
+    try:
+        assert all(path.exists() for path in files) and entries.info().stray_files == 0
+        for n in range(3):
+            found = entries.get(f"k{n}", IMAGE)
+            assert found is not None and found.arrays[0].shape == (1 << 17,) and int(found.arrays[0][0]) == n
+    finally:
+        entries.close()
+
+
 def test_the_store_stays_under_its_cap_evicting_the_least_recently_used(tmp_path: Path) -> None:
     cap = 8 << 20
     entries = EntryStore(tmp_path / "store", cap)
