@@ -36,6 +36,10 @@ def _dangling(folder: Path, stem: str) -> Path | None:
     return next((p for s in IMAGE_SUFFIXES if (p := folder / f"{stem}{s}").is_symlink() and not p.exists()), None)
 
 
+def _item(item_id: str, image: Path, mask: Path | None, problem: str = "") -> DatasetItem:
+    return DatasetItem(item_id, str(image), None if mask is None else str(mask), problem)
+
+
 def discover_by_stat(root: Path, partial: bool = False) -> list[DatasetItem]:
     """The dataset's images in natural order, found by asking the file system about every candidate name. An image
     (or its folder) that is a symbolic link to nothing, or a folder with a mask but no image, raises SegScopeError,
@@ -45,7 +49,7 @@ def discover_by_stat(root: Path, partial: bool = False) -> list[DatasetItem]:
     def broken(item_id: str, path: Path) -> None:
         if not partial:
             raise SegScopeError(f"{path}: cannot be used")
-        items.append(DatasetItem(item_id, path, None, "cannot be used"))
+        items.append(_item(item_id, path, None, "cannot be used"))
 
     dangling = [p for p in root.iterdir() if p.is_symlink() and not p.exists()]
     subs = [p for p in root.iterdir() if p.is_dir()] + [p for p in dangling if p.suffix.lower() not in IMAGE_SUFFIXES]
@@ -55,7 +59,7 @@ def discover_by_stat(root: Path, partial: bool = False) -> list[DatasetItem]:
             continue
         image = _first_image(sub, "image")
         if image is not None:
-            items.append(DatasetItem(sub.name, image, _first_image(sub, "mask") or _dangling(sub, "mask")))
+            items.append(_item(sub.name, image, _first_image(sub, "mask") or _dangling(sub, "mask")))
         elif (link := _dangling(sub, "image")) is not None:
             broken(sub.name, link)
         elif (mask := _first_image(sub, "mask")) is not None:  # a mask without its image
@@ -67,5 +71,5 @@ def discover_by_stat(root: Path, partial: bool = False) -> list[DatasetItem]:
             broken(image.stem, image)
             continue
         mask = _first_image(root, image.stem + MASK_SUFFIX) or _dangling(root, image.stem + MASK_SUFFIX)
-        items.append(DatasetItem(image.stem, image, None if mask is None or _is_export(mask) else mask))
+        items.append(_item(image.stem, image, None if mask is None or _is_export(mask) else mask))
     return items
