@@ -73,6 +73,11 @@ class MetricSpec:
                 "min_defect_area_px": self.min_defect_area, "defect_iou": self.defect_iou}
 
 
+#: No QA metric, Dice and IoU only: one object for every score that asked for none (a session keeps a score key per
+#: image, and each object more is one more for the garbage collector's full walks).
+NO_QA_METRICS = MetricSpec()
+
+
 def _tolerance(text: str) -> float:
     try:
         value = float(text)
@@ -94,7 +99,7 @@ class ImageQuality:
     per_class: dict[int, dict[str, float]]
     defects: dict[int, DefectMatch] = field(default_factory=dict)
     calibration: Calibration | None = None
-    spec: MetricSpec = MetricSpec()  # what was asked for
+    spec: MetricSpec = NO_QA_METRICS  # what was asked for
     diagonal: float = 0.0  # of the scored ROI at mask scale, px: the worst HD95 (`core.metrics.aggregate`)
 
     @property

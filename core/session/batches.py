@@ -18,7 +18,7 @@ from ..dataset.dataset import Dataset, DatasetItem
 from ..editing.document import MaskDocument
 from ..evaluate import ImageEvaluation
 from ..metrics import catalogue
-from ..quality.spec import MetricSpec
+from ..quality.spec import NO_QA_METRICS, MetricSpec
 from ..roi import Roi
 from ..slides import SlideReader
 from ..stream.input import RegionSource, StreamInput
@@ -193,7 +193,7 @@ class SessionRuns:
             self._report_store_errors()
         self._outcomes.pop(item_id, None)
         self.events.result_added.emit(ResultAdded(item_id, record))
-        self._scored(item_id, self._run_key(record, scored_on, quality or MetricSpec()), evaluation.metrics)
+        self._scored(item_id, self._run_key(record, scored_on, quality or NO_QA_METRICS), evaluation.metrics)
         return record
 
     def add_slide_run(self, evaluation: TiledEvaluation, scored_on: int | None = None) -> None:

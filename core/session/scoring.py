@@ -80,13 +80,17 @@ class SessionScores:
     slide_run_of: Callable[[str], TiledEvaluation | None]
 
     def __init__(self) -> None:
-        self._scores: dict[str, tuple[ScoreKey, ImageMetrics | None]] = {}
+        #: Each scored image's last metrics and what they were scored for (two dictionaries, not one of pairs: a
+        #: pair is one more object per image for the garbage collector's full walks, the window's stalls).
+        self._scores: dict[str, ImageMetrics | None] = {}
+        self._score_keys: dict[str, ScoreKey] = {}
         #: The means over the images something answers for, kept as each one changes (`summary` without medians).
         self.running = RunningSummary()
 
     def _forget_scores(self) -> None:
         """Another dataset: none of these images' metrics apply."""
         self._scores.clear()
+        self._score_keys.clear()
         self.running.clear()
 
     def score_key(self, item_id: str) -> ScoreKey | None:
@@ -99,13 +103,11 @@ class SessionScores:
 
     def _is_known(self, item_id: str, key: ScoreKey | None) -> bool:
         """Whether the image's last score was made for `key` (its `score_key` now: then it is fresh)."""
-        known = self._scores.get(item_id)
-        return key is not None and known is not None and known[0] == key
+        return key is not None and self._score_keys.get(item_id) == key
 
     def known_metrics(self, item_id: str) -> ImageMetrics | None:
         """The image's last scored metrics (they may be stale: `is_fresh`)."""
-        known = self._scores.get(item_id)
-        return known[1] if known is not None else None
+        return self._scores.get(item_id)
 
     def is_fresh(self, item_id: str) -> bool:
         """Whether the image's last scored metrics are of what answers for it against its truth now."""
@@ -152,7 +154,8 @@ class SessionScores:
     def _scored(self, item_id: str, key: ScoreKey, metrics: ImageMetrics | None) -> None:
         """Keep a score made for `key` (a run's own, or a job's) and announce what follows (what answers is taken
         once: a Run all stores a result per image through here)."""
-        self._scores[item_id] = (key, metrics)
+        self._scores[item_id] = metrics
+        self._score_keys[item_id] = key
         answer = self.answer(item_id)
         fresh = key == self._key_of(item_id, answer)
         if fresh:

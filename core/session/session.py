@@ -47,7 +47,7 @@ from ..files.fileio import why_unwritable
 from ..files.stamp import Stamp
 from ..metrics import catalogue
 from ..metrics.catalogue import Metric
-from ..quality.spec import MetricSpec
+from ..quality.spec import NO_QA_METRICS, MetricSpec
 from ..roi import Roi
 from ..wholeslide.plan import OutputPlan, SlideRun, gigabytes, output_plan
 from ..wording import plural
@@ -101,7 +101,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
     current = Evented[Optional[DatasetItem]](None)
     document = Evented[Optional[MaskDocument]](None)  # the current image's mask, once its slide is loaded
     ranking = Evented[Metric](catalogue.lookup(catalogue.DEFAULT_RANKING))
-    quality = Evented[MetricSpec](MetricSpec())  # QA metrics computed beside Dice
+    quality = Evented[MetricSpec](NO_QA_METRICS)  # QA metrics computed beside Dice
     exporting = Evented[bool](False)
     #: The class the result panels show and the Error regions dock maps (`set_shown_class`): 1, the first
     #: foreground class, until one is picked.
@@ -256,7 +256,7 @@ class Session(SessionResults, SessionScores, SessionEdits, SessionRuns):
             record = self._keep_run(item_id, entry.result, restored=True)
             self._image_seen(item_id, entry.image_now)  # (it may have changed between the sessions)
             self.events.result_added.emit(ResultAdded(item_id, record, restored=True))
-            self._scored(item_id, self._run_key(record, scored_on, MetricSpec()), entry.metrics)
+            self._scored(item_id, self._run_key(record, scored_on, NO_QA_METRICS), entry.metrics)
             return True
         if entry.slide_run is not None and item_id not in self.slide_runs:
             for dropped in self._keep_slide_run(entry.slide_run):
