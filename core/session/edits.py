@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -172,7 +173,9 @@ class SessionEdits:
     def _adopt_document(self, document: MaskDocument) -> None:
         """A new document: it follows the image's truth, and recovered edits become its edits."""
         item_id = document.item.id
-        document.events.changed.connect(lambda kind: self._on_document_changed(document, kind))
+        held = weakref.ref(document)  # (the document itself would hold itself through its events: a cycle that
+        # keeps it and its dataset, every item, alive after another opens, until the collector's next full walk)
+        document.events.changed.connect(lambda kind: self._on_document_changed(held(), kind))
         recovered = self.truth(item_id).recovered
         if recovered is not None:
             self._restore_into(document, recovered)
@@ -186,10 +189,10 @@ class SessionEdits:
             self.events.message.emit(Message("error", f"{document.item.id}: cannot restore the recovered edits "
                                                       f"({exc}); they are kept in {recovered.path}"))
 
-    def _on_document_changed(self, document: MaskDocument, kind: str) -> None:
-        item_id = document.item.id
-        if self.document is not document:
+    def _on_document_changed(self, document: MaskDocument | None, kind: str) -> None:
+        if document is None or self.document is not document:
             return
+        item_id = document.item.id
         if self.current is not None and self.current.id == item_id:
             self.current = document.item  # a saved new mask is adopted into the dataset
         if kind == "restore":  # the recovered edits, now on screen: the same mask, the same version

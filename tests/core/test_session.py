@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import gc
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +46,19 @@ def _result(roi=None):
     p1[0:2, 0:2] = 1.0
     probabilities = np.stack([1 - p1, p1], axis=-1)
     return InferenceResult(probabilities, (p1 > 0.5).astype(np.uint8), roi, (W, H))
+
+
+def test_a_dataset_another_replaces_is_freed_by_reference_counting(tmp_path, write_png):
+    """The viewer takes what a session keeps out of the garbage collector's walks (gui/runtime/collector.py): a
+    dataset another replaces, and the mask document of its image on screen, must go without a collection."""
+    session = _loaded(tmp_path, write_png)
+    dataset, document = weakref.ref(session.dataset), weakref.ref(session.document)
+    gc.disable()
+    try:
+        run_here(session.open_dataset(_dataset(tmp_path / "other", write_png)))
+        assert document() is None and dataset() is None
+    finally:
+        gc.enable()
 
 
 def _hard_dice(pred, truth):
