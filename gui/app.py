@@ -7,7 +7,6 @@ demo) on the window's job runner while the window is already up and says so (`Vi
 
 from __future__ import annotations
 
-import gc
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from PySide6.QtWidgets import QApplication, QToolTip
 from ..core.backend_choice import BackendChoice
 from ..core.dataset.demo import ensure_demo_dataset, has_demo_dataset
 from .runtime import settings
+from .runtime.collector import freeze_startup_objects
 from .shell.main_window import MainWindow
 
 
@@ -71,14 +71,6 @@ def close_on_interrupt(window: MainWindow) -> Callable[[], bool]:
     waking.timeout.connect(lambda: None)
     waking.start(200)
     return lambda: bool(interrupted)
-
-
-def freeze_startup_objects() -> None:
-    """Take what the start made and keeps for good (modules, the window's widgets: some 94,000 objects) out of the
-    garbage collector's walks (`gc.freeze`). Each full collection during a session walked them again, holding the
-    interpreter lock for 40 ms (on a quiet machine) in whichever thread triggered it while the window waited."""
-    gc.collect()
-    gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,7 @@ from ..docks.dataset_panel import DatasetPanel
 from ..docks.metrics_panel import MetricsPanel
 from ..docks.profile_dock import ProfilePanel
 from ..runtime.coalesce import Coalescer
+from ..runtime.collector import Survivors
 from ..runtime.jobs import Jobs, describe_error
 from ..runtime.run_controller import RunController
 from ..widgets.docking import add_dock, make_dock, show_dock, tab_dock, toggle_dock
@@ -68,6 +69,7 @@ class MainWindow(FolderDrop, QMainWindow):
         self.backend = BackendState(BackendChoice())
         self.session = Session(backend=self.backend, describe_as=describe_error)
         self.jobs = Jobs(self)
+        self.survivors = Survivors(self.session.events)  # (out of the collector's full walks: runtime.collector)
         session, jobs = self.session, self.jobs
         # The decoded-input cache opened as the window starts: its first open in a process (diskcache's sqlite
         # checks) beside the first image of a dataset being shown froze the window up to 1.7 s (bench/RESULTS.md).
