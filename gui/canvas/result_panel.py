@@ -38,6 +38,8 @@ class PanelTitle(pg.LabelItem):
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape)
 
     def setText(self, text: str, **args: object) -> None:  # noqa: N802 - pyqtgraph's name
+        if text == getattr(self, "text", None) and all(self.opts.get(key) == value for key, value in args.items()):
+            return  # (pyqtgraph's setText lays the title out again: 0.4 ms, nine titles a shown image)
         self.whole = re.sub(r"<[^>]+>", "", text).replace("&#9632;", "■")
         self._full_html = ""  # taken from the text item by the resize pyqtgraph's setText ends with
         super().setText(text, **args)
