@@ -204,3 +204,25 @@ def test_the_tiles_shown_before_stay_beneath_until_the_new_levels_arrive(qtbot, 
     reader.gate.set()
     qtbot.waitUntil(lambda: set(view.tiles.wanted) <= set(view.tiles.shown), timeout=10000)
     assert view.tiles.previous == [] and all(item.getViewBox() is None for item in before)
+
+
+def test_the_roi_rectangle_goes_on_to_the_next_image_within_its_bounds(qtbot, jobs):
+    """The rectangle is kept from one image to the next (hidden while the next loads): it shows the new image's
+    ROI, and a drag stays inside the new image, not the one before."""
+    from segscope.core.slides.opencv_reader import ImageSlide
+
+    view = SlideView(jobs)
+    qtbot.addWidget(view)
+    view.resize(900, 600)
+    view.show()
+    big = ImageSlide(Path("big.png"), np.zeros((400, 600, 3), np.uint8))
+    small = ImageSlide(Path("small.png"), np.zeros((80, 120, 3), np.uint8))
+    view.set_reader(big, None, Roi(300, 200, 600, 400))
+    first = view.roi_item
+    view.set_loading("Loading small.png")
+    assert not first.isVisible() and view.roi() is None
+    view.set_reader(small, None, Roi(10, 20, 50, 60))
+    assert view.roi_item is first and first.isVisible()
+    assert view.roi() == Roi(10, 20, 50, 60)
+    first.translate((500, 300), snap=True, finish=True)  # as a drag does: held inside the image shown
+    assert (first.pos().x(), first.pos().y()) == (80, 40) and view.roi() == Roi(80, 40, 120, 80)
