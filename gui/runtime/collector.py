@@ -19,8 +19,9 @@ import gc
 
 from ...core.session.events import ItemChanged, SessionEvents
 
-#: Changes of the session's images (results, scores, truths) between two freezes of what has survived them: a
-#: Run all adds some 5,000 objects to the collector's oldest generation per 1,000 images, a walk of ~5 ms.
+#: Changes of the session's images (results, scores, truths) between two freezes of what has survived them. A Run
+#: all keeps about 5 objects per image (46,886 tracked before one over 10,000 images, 97,917 after): ~5,000 between
+#: two freezes, ~5 ms of a walk at the ~1 us per object measured there.
 SETTLE_EVERY = 1_000
 
 
