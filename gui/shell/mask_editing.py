@@ -147,7 +147,7 @@ class MaskEditing(QObject):
 
     def _on_recovered(self, recovered: EditsRecovered) -> None:
         """Edits a crash left are back (the session said so, their rows say unsaved): keep them, or delete them."""
-        QTimer.singleShot(0, lambda: self._ask_recovered(recovered))  # after the open that found them
+        QTimer.singleShot(0, self, lambda: self._ask_recovered(recovered))  # after the open that found them
 
     def _ask_recovered(self, recovered: EditsRecovered) -> None:
         if not ask_restore(self.host, recovered.item_ids, recovered.saved_at):
@@ -156,7 +156,7 @@ class MaskEditing(QObject):
 
     def _on_conflict(self, conflict: SaveConflict) -> None:
         """A save found the mask changed by another writer (the session said so; nothing was written): ask."""
-        QTimer.singleShot(0, lambda: self._ask_conflict(conflict))  # after the save's answer
+        QTimer.singleShot(0, self, lambda: self._ask_conflict(conflict))  # after the save's answer (not once closed)
 
     def _ask_conflict(self, conflict: SaveConflict) -> None:
         choice = ask_conflict(self.host, conflict)

@@ -129,7 +129,7 @@ class DockLayout(QObject):
         finally:
             self._applying = False
         self._window_height = window.height()
-        QTimer.singleShot(0, lambda: hide_stray_tab_bars(window))
+        QTimer.singleShot(0, window, lambda: hide_stray_tab_bars(window))
 
     def results_share(self) -> float:
         """The results dock's current on-screen height as a share of the window's."""
@@ -138,7 +138,7 @@ class DockLayout(QObject):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() == QEvent.Type.Show and watched is self.window and self.size_on_show:
             self.size_on_show = False
-            QTimer.singleShot(0, lambda: self.reset(restore=False))
+            QTimer.singleShot(0, self, lambda: self.reset(restore=False))
         if event.type() == QEvent.Type.Resize:
             if watched is self.window:
                 self._timer.start()  # after Qt has laid the docks out for the new size

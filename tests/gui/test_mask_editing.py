@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -625,3 +626,21 @@ def test_the_mask_tools_follow_the_session_whoever_changes_it(qtbot, window, ans
     with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):
         assert window.commands.run_current()  # a newer run of the ROI answers: its prediction can be accepted
     qtbot.waitUntil(lambda: _enabled(editing) == _expect(undo=True, accept=True))
+
+
+def test_a_conflict_said_as_the_window_closes_is_never_asked(qtbot, monkeypatch):
+    """The question waits for the event loop (after the save's answer); a window closed and deleted meanwhile is
+    not asked, and nothing is raised in the event loop."""
+    from segscope.core.session.events import SaveConflict
+    from segscope.gui.shell.main_window import MainWindow
+
+    asked = []
+    monkeypatch.setattr(mask_editing, "ask_conflict", lambda _parent, conflict: asked.append(conflict))
+    closing = MainWindow()  # (its own: the `window` fixture closes its window after the test)
+    closing.show()
+    closing.session.events.save_conflict.emit(SaveConflict("001", "corrected", Path("mask.png"), "changed"))
+    closing.close()
+    closing.deleteLater()
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    qtbot.wait(50)
+    assert asked == []
