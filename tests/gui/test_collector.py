@@ -65,8 +65,9 @@ def test_a_dataset_another_replaces_in_the_window_is_freed_without_a_collection(
                                                                                tmp_path, collector_paused):
     """Frozen objects are freed by reference counting only: the window's views, jobs and the image's mask document
     must hold no reference cycle through the dataset (10,000 items of one would stay for good)."""
-    window.commands.run_current()
-    qtbot.waitUntil(lambda: window.session.result(window.current.id) is not None, timeout=30000)
+    with qtbot.waitSignal(window.controller.batchFinished, timeout=60000):  # (a dataset opens once a run ends)
+        assert window.commands.run_current()
+    assert window.session.result(window.current.id) is not None
     before = weakref.ref(window.session.dataset)
     other = tmp_path / "other"
     shutil.copytree(demo_dataset, other)
