@@ -1,4 +1,5 @@
-"""GUI test setup: Qt runs offscreen, QSettings go to a temporary folder, and shared window fixtures.
+"""GUI test setup: Qt runs offscreen, QSettings go to a temporary folder, nothing a window froze outlives its test,
+and shared window fixtures.
 
 - `demo_dataset`: three small demo slides (1200 x 900, from `core.dataset.demo`) with a default ROI that fits,
   stored in the dataset's sidecar the way a user's picked ROIs are.
@@ -15,6 +16,7 @@ import os
 
 os.environ["QT_QPA_PLATFORM"] = "offscreen"  # before anything imports Qt
 
+import gc
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +44,14 @@ def isolated_settings(tmp_path_factory: pytest.TempPathFactory):
     for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
         QSettings.setPath(fmt, QSettings.Scope.UserScope, str(folder))
     yield folder
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_frozen():
+    """What a window's freezes kept out of the garbage collector (gui/runtime/collector.py) is collected as usual
+    once its test ends: the next test starts as a new process would."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture(scope="session")
