@@ -264,7 +264,7 @@ def test_a_snapshot_taken_while_another_thread_edits_is_one_state_of_the_mask(mo
     sys.setswitchinterval(1e-6)  # switch threads as often as possible, to interleave the copy and the edits
     try:
         editor = MaskEditor(np.zeros((300, 200), np.uint8))
-        states = [editor.mask.tobytes()]
+        states = {editor.mask.tobytes()}  # (the turns repeat them: at most 121)
         snapshots: list[bytes] = []
         done = threading.Event()
 
@@ -274,16 +274,20 @@ def test_a_snapshot_taken_while_another_thread_edits_is_one_state_of_the_mask(mo
 
         taker = threading.Thread(target=take)
         taker.start()
-        for i in range(60):  # full-height strokes: a torn copy would mix two of them
-            x = 3 * i + 5
-            editor.stroke([(x, 0), (x, 299)], 1, 255)
-            states.append(editor.mask.tobytes())
+        deadline = time.monotonic() + 30
+        i = 0
+        # Full-height strokes (a torn copy would mix two of them), painted then erased in turns, until the taker has
+        # taken a few snapshots meanwhile (on a loaded machine it may not run at all during the first 60).
+        while i < 60 or (len(snapshots) <= 5 and time.monotonic() < deadline):
+            x = 3 * (i % 60) + 5
+            editor.stroke([(x, 0), (x, 299)], 1, 0 if i // 60 % 2 else 255)
+            states.add(editor.mask.tobytes())
+            i += 1
         done.set()
         taker.join()
     finally:
         sys.setswitchinterval(switch)
-    seen = set(states)
-    assert len(snapshots) > 5 and all(snapshot in seen for snapshot in snapshots)
+    assert len(snapshots) > 5 and all(snapshot in states for snapshot in snapshots)
 
 
 def test_undo_returns_the_box_the_edit_changed() -> None:
