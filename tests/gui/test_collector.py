@@ -10,6 +10,7 @@ import weakref
 import pytest
 
 from segscope.core.session.events import ItemChanged, SessionEvents
+from segscope.core.session.store import STORE_DIR_NAME
 from segscope.gui.runtime.collector import SETTLE_EVERY, Survivors
 
 from .conftest import open_and_wait
@@ -26,12 +27,12 @@ def tracked(obj: object) -> bool:
 
 @pytest.fixture
 def collector_paused():
-    """No automatic collection during the test (only the viewer's own calls collect), nothing left frozen after."""
+    """No automatic collection during the test: only the viewer's own calls collect (conftest's
+    `nothing_left_frozen` unfreezes after it)."""
     gc.disable()
     try:
         yield
     finally:
-        gc.unfreeze()
         gc.enable()
 
 
@@ -70,7 +71,7 @@ def test_a_dataset_another_replaces_in_the_window_is_freed_without_a_collection(
     assert window.session.result(window.current.id) is not None
     before = weakref.ref(window.session.dataset)
     other = tmp_path / "other"
-    shutil.copytree(demo_dataset, other)
+    shutil.copytree(demo_dataset, other, ignore=shutil.ignore_patterns(STORE_DIR_NAME))  # (its store: being written)
     open_and_wait(qtbot, window, other)
     qtbot.waitUntil(lambda: window.slide_ready() and not window.jobs.pending, timeout=30000)
     assert window.session.dataset.root == other
